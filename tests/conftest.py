@@ -1,0 +1,22 @@
+"""Shared fixtures: offline model hubs, the real data folder, the embedded demo corpus."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("RAT_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real public data (Spider, BIRD, 11 systems' predictions); skips when absent."""
+    if not (SHARED_DATA / "spider" / "dev.json").exists():
+        pytest.skip(f"real data not found at {SHARED_DATA}")
+    return SHARED_DATA
