@@ -1,0 +1,74 @@
+"""Fine-grained baselines the node model is compared with (as in the fine-grained paper).
+
+- Node agreement: a node's confidence is the fraction of the *other* systems' trees for the same
+  question that contain it (``rat.label_nodes`` of this tree against each of theirs, so
+  "contains" means exactly what node labels mean).
+- Token level: the standardised predicted SQL, tokenised by the scorer LM, gets each token's
+  probability under the LM (teacher forcing) as its confidence, and 0/1 labels from the
+  Needleman-Wunsch alignment with the standardised gold SQL in the same tokens
+  (``rat.align_tokens``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Mapping, Sequence
+
+import numpy as np
+
+import rat
+
+
+def node_agreement(trees: Mapping[tuple[str, str], rat.Node]) -> dict[tuple[str, str], list[float]]:
+    """For every ``(system, question_id) -> tree``, one confidence per node (post-order): the
+    fraction of the other systems' trees for that question in which the node occurs.
+
+    Questions answered by a single system get no entry (there is nothing to agree with).
+
+    >>> t = {("a", "q"): rat.to_tree("SELECT x FROM t"), ("b", "q"): rat.to_tree("SELECT y FROM t"),
+    ...      ("c", "q"): rat.to_tree("SELECT x FROM t")}
+    >>> [n.label for n in t["a", "q"].postorder()], node_agreement(t)["a", "q"]
+    (['t.x', 't', 'Project'], [0.5, 1.0, 0.5])
+    """
+    by_question: dict[str, list[tuple[str, rat.Node]]] = defaultdict(list)
+    for (system, qid), tree in trees.items():
+        by_question[qid].append((system, tree))
+    out = {}
+    for qid, entries in by_question.items():
+        if len(entries) < 2:
+            continue
+        for system, tree in entries:
+            others = [rat.label_nodes(tree, other) for s, other in entries if s != system]
+            out[system, qid] = np.mean(others, axis=0).tolist()
+    return out
+
+
+def standardise(sql: str, schema: rat.Schema | None = None) -> str:
+    """The SQL both sides of the token alignment are written in: ``rat.canonicalize``, or the
+    stripped original when it cannot be parsed."""
+    try:
+        return rat.canonicalize(sql, schema)
+    except rat.RATError:
+        return " ".join(sql.split())
+
+
+def token_level_scores(model, tokenizer, items: Sequence[tuple[str, str, str]],
+                       progress: bool = False) -> list[tuple[list[float], list[int]]]:
+    """For each ``(prompt, predicted_sql, gold_sql)`` (already standardised), the scorer LM's
+    probability of each predicted SQL token and its 0/1 alignment label against the gold SQL.
+
+    Tokenisation and teacher forcing are ``model.scoring``'s (the whole-query scorer), so the
+    token probabilities are the very ones its pooled scores are made of.
+    """
+    from model import scoring
+
+    out = []
+    for prompt, pred, gold in items:
+        prompt_ids, pred_ids = scoring._encode(tokenizer, prompt, pred)
+        _, gold_ids = scoring._encode(tokenizer, prompt, gold)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        device = next(model.parameters()).device
+        log_probs = scoring._token_log_probs_batch(model, [(prompt_ids, pred_ids)], pad, device)[0]
+        labels = rat.align_tokens(pred_ids, gold_ids)
+        out.append((np.exp(log_probs).tolist(), labels))
+    return out

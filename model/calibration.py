@@ -1,0 +1,342 @@
+"""Post-hoc calibrators for whole-query confidence (PS, isotonic, MPS) and the papers' protocols.
+
+Every calibrator maps base scores to P(query is correct) with scikit-learn's `fit` /
+`predict_proba` API and round-trips through JSON, so a fitted head is saved with its run and
+reloaded by `evaluate.py` without pickles. The protocols are those of the two calibration
+papers: 5-fold schema-disjoint cross-validation (fit on one fold, evaluate on the other four,
+mean ± std) and a fixed schema-disjoint calibration/test split.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+
+__all__ = [
+    "Calibrator",
+    "PlattScaler",
+    "IsotonicCalibrator",
+    "MultivariatePlattScaler",
+    "load_calibrator",
+    "logit_from_log_prob",
+    "schema_disjoint_folds",
+    "calibration_test_split",
+    "FoldResult",
+    "cross_validate",
+    "summarize_folds",
+]
+
+_EPS = 1e-12
+
+
+def logit_from_log_prob(log_prob: np.ndarray) -> np.ndarray:
+    """logit(p) = log p - log(1 - p), computed from log p so that p = 1e-300 stays finite.
+
+    >>> logit_from_log_prob(np.log(np.array([0.5, 0.9]))).round(4).tolist()
+    [0.0, 2.1972]
+    >>> float(logit_from_log_prob(np.array([-800.0]))[0])  # p underflows, its logit does not
+    -800.0
+    """
+    log_prob = np.minimum(np.asarray(log_prob, dtype=np.float64), -_EPS)  # p = 1 has logit +inf
+    return log_prob - np.log(-np.expm1(log_prob))
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))  # exact sigmoid without overflow warnings
+
+
+def _as_column(x: np.ndarray | Sequence[float]) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 2 and x.shape[1] == 1:
+        x = x[:, 0]
+    if x.ndim != 1:
+        raise ValueError(f"expected one score per query, shape (n,) or (n, 1); found {x.shape}")
+    return x
+
+
+def _two_columns(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 0.0, 1.0)
+    return np.stack([1.0 - p, p], axis=1)  # (n, 2): P(wrong), P(correct), as scikit-learn
+
+
+def _check_labels(y: np.ndarray | Sequence[int], n: int) -> np.ndarray:
+    y = np.asarray(y).astype(np.int64).ravel()
+    if y.shape[0] != n:
+        raise ValueError(f"expected {n} labels, found {y.shape[0]}")
+    if not np.isin(y, (0, 1)).all():
+        raise ValueError(f"labels must be 0/1; found values {sorted(set(y.tolist()))}")
+    return y
+
+
+class Calibrator:
+    """Base class: `fit(x, y)`, `predict_proba(x) -> (n, 2)`, `save(path)`, `to_dict()`."""
+
+    kind: str = ""
+
+    def fit(self, x, y) -> Calibrator:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def predict_proba(self, x) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def confidence(self, x) -> np.ndarray:
+        """P(correct) per query, shape (n,): `predict_proba(x)[:, 1]`."""
+        return self.predict_proba(x)[:, 1]
+
+    def to_dict(self) -> dict:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def save(self, path: Path | str) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+
+
+class PlattScaler(Calibrator):
+    """Platt scaling, `sigmoid(w0 + w1 * logit(s))`, fit by logistic regression.
+
+    `score_kind="prob"` takes s in [0, 1]; `score_kind="log_prob"` takes log s, for scores such
+    as a sequence probability that underflow to 0 in float64. Because w1 is a single scalar,
+    PS never changes the ranking of queries (it is monotone), only the probabilities.
+    """
+
+    kind = "platt"
+
+    def __init__(self, score_kind: str = "prob", C: float = 1.0):
+        if score_kind not in ("prob", "log_prob", "raw"):
+            raise ValueError(f"score_kind must be 'prob', 'log_prob' or 'raw'; found {score_kind!r}")
+        self.score_kind = score_kind
+        self.C = C
+        self.intercept_: float | None = None
+        self.coef_: float | None = None
+        self.constant_: float | None = None  # set when the fit data hold one class only
+
+    def _feature(self, x) -> np.ndarray:
+        s = _as_column(x)
+        if self.score_kind == "prob":
+            p = np.clip(s, _EPS, 1.0 - _EPS)
+            return np.log(p) - np.log1p(-p)
+        if self.score_kind == "log_prob":
+            return logit_from_log_prob(s)
+        return s  # already an unbounded score (e.g. a logit)
+
+    def fit(self, x, y) -> PlattScaler:
+        z = self._feature(x)
+        y = _check_labels(y, len(z))
+        if len(np.unique(y)) < 2:
+            self.constant_, self.intercept_, self.coef_ = float(y.mean()), None, None
+            return self
+        lr = LogisticRegression(C=self.C).fit(z[:, None], y)
+        self.constant_ = None
+        self.intercept_, self.coef_ = float(lr.intercept_[0]), float(lr.coef_[0, 0])
+        return self
+
+    def predict_proba(self, x) -> np.ndarray:
+        z = self._feature(x)
+        if self.constant_ is not None:
+            return _two_columns(np.full(len(z), self.constant_))
+        if self.coef_ is None:
+            raise RuntimeError("PlattScaler is not fitted; call fit(x, y) first")
+        return _two_columns(_sigmoid(self.intercept_ + self.coef_ * z))
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "score_kind": self.score_kind, "C": self.C,
+                "intercept": self.intercept_, "coef": self.coef_, "constant": self.constant_}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> PlattScaler:
+        c = cls(d["score_kind"], d["C"])
+        c.intercept_, c.coef_, c.constant_ = d["intercept"], d["coef"], d["constant"]
+        return c
+
+
+class IsotonicCalibrator(Calibrator):
+    """Isotonic regression of correctness on one score (monotone, piecewise linear, clipped)."""
+
+    kind = "isotonic"
+
+    def __init__(self):
+        self.x_thresholds_: np.ndarray | None = None
+        self.y_thresholds_: np.ndarray | None = None
+
+    def fit(self, x, y) -> IsotonicCalibrator:
+        s = _as_column(x)
+        y = _check_labels(y, len(s))
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(s, y)
+        self.x_thresholds_, self.y_thresholds_ = iso.X_thresholds_, iso.y_thresholds_
+        return self
+
+    def predict_proba(self, x) -> np.ndarray:
+        if self.x_thresholds_ is None:
+            raise RuntimeError("IsotonicCalibrator is not fitted; call fit(x, y) first")
+        # np.interp clips outside the range, which is IsotonicRegression(out_of_bounds="clip").
+        return _two_columns(np.interp(_as_column(x), self.x_thresholds_, self.y_thresholds_))
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "x_thresholds": self.x_thresholds_.tolist(),
+                "y_thresholds": self.y_thresholds_.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> IsotonicCalibrator:
+        c = cls()
+        c.x_thresholds_ = np.asarray(d["x_thresholds"], dtype=np.float64)
+        c.y_thresholds_ = np.asarray(d["y_thresholds"], dtype=np.float64)
+        return c
+
+
+class MultivariatePlattScaler(Calibrator):
+    """MPS: `sigmoid(w0 + sum_i w_i * s_i)` over named base scores (SCF, log-probs, ...).
+
+    Fit with scikit-learn's `LogisticRegression` at its defaults (L2, C=1, lbfgs), as the SCF
+    paper does. Unlike PS it can re-rank queries, so it can raise (or lower) AUC.
+    """
+
+    kind = "mps"
+
+    def __init__(self, feature_names: Sequence[str], C: float = 1.0, max_iter: int = 1000):
+        self.feature_names = list(feature_names)
+        self.C = C
+        self.max_iter = max_iter  # the default 100 sometimes stops short on unscaled log-probs
+        self.intercept_: float | None = None
+        self.coef_: np.ndarray | None = None
+        self.constant_: float | None = None
+
+    def _features(self, x) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim == 1 and len(self.feature_names) == 1:
+            x = x[:, None]
+        if x.ndim != 2 or x.shape[1] != len(self.feature_names):
+            raise ValueError(f"expected (n, {len(self.feature_names)}) features "
+                             f"{self.feature_names}; found shape {x.shape}")
+        return x
+
+    def fit(self, x, y) -> MultivariatePlattScaler:
+        x = self._features(x)
+        y = _check_labels(y, len(x))
+        if len(np.unique(y)) < 2:
+            self.constant_, self.intercept_, self.coef_ = float(y.mean()), None, None
+            return self
+        lr = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(x, y)
+        self.constant_ = None
+        self.intercept_, self.coef_ = float(lr.intercept_[0]), lr.coef_[0].astype(np.float64)
+        return self
+
+    def predict_proba(self, x) -> np.ndarray:
+        x = self._features(x)
+        if self.constant_ is not None:
+            return _two_columns(np.full(len(x), self.constant_))
+        if self.coef_ is None:
+            raise RuntimeError("MultivariatePlattScaler is not fitted; call fit(x, y) first")
+        return _two_columns(_sigmoid(self.intercept_ + x @ self.coef_))
+
+    def weights(self) -> dict[str, float]:
+        """The fitted weight of each named feature, plus `"intercept"`."""
+        if self.coef_ is None:
+            return {"intercept": float("nan"), **{n: 0.0 for n in self.feature_names}}
+        return {"intercept": self.intercept_,
+                **{n: float(w) for n, w in zip(self.feature_names, self.coef_)}}
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "feature_names": self.feature_names, "C": self.C,
+                "max_iter": self.max_iter, "intercept": self.intercept_,
+                "coef": None if self.coef_ is None else self.coef_.tolist(),
+                "constant": self.constant_}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> MultivariatePlattScaler:
+        c = cls(d["feature_names"], d["C"], d["max_iter"])
+        c.intercept_, c.constant_ = d["intercept"], d["constant"]
+        c.coef_ = None if d["coef"] is None else np.asarray(d["coef"], dtype=np.float64)
+        return c
+
+
+_KINDS = {c.kind: c for c in (PlattScaler, IsotonicCalibrator, MultivariatePlattScaler)}
+
+
+def load_calibrator(path_or_dict: Path | str | Mapping) -> Calibrator:
+    """Rebuild a calibrator written by `Calibrator.save` (or given as its `to_dict()`)."""
+    d = path_or_dict if isinstance(path_or_dict, Mapping) else json.loads(Path(path_or_dict).read_text())
+    if d.get("kind") not in _KINDS:
+        raise ValueError(f"unknown calibrator kind {d.get('kind')!r}; expected one of {sorted(_KINDS)}")
+    return _KINDS[d["kind"]].from_dict(d)
+
+
+# ---------------------------------------------------------------------------------- protocols
+
+
+def schema_disjoint_folds(groups: Sequence[str], n_folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Fold index per query such that every database (group) lies in exactly one fold.
+
+    Databases are shuffled with `seed`, then each goes to the currently smallest fold, so folds
+    hold about the same number of queries.
+
+    >>> schema_disjoint_folds(["a", "a", "b", "c", "c", "c"], n_folds=2).tolist()
+    [1, 1, 1, 0, 0, 0]
+    """
+    groups = np.asarray(groups)
+    names, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    if len(names) < n_folds:
+        raise ValueError(f"need at least {n_folds} databases for {n_folds} folds; found {len(names)}")
+    order = np.random.default_rng(seed).permutation(len(names))
+    order = order[np.argsort(-counts[order], kind="stable")]  # big databases first: better balance
+    fold_of_group = np.empty(len(names), dtype=np.int64)
+    sizes = np.zeros(n_folds, dtype=np.int64)
+    for g in order:
+        k = int(np.argmin(sizes))
+        fold_of_group[g] = k
+        sizes[k] += counts[g]
+    return fold_of_group[inverse]
+
+
+def calibration_test_split(groups: Sequence[str], calibration_fraction: float = 0.2,
+                           seed: int = 0) -> np.ndarray:
+    """Boolean mask, True for the calibration queries, of a fixed schema-disjoint split."""
+    groups = np.asarray(groups)
+    names = np.unique(groups)
+    order = np.random.default_rng(seed).permutation(len(names))
+    target = calibration_fraction * len(groups)
+    chosen, size = set(), 0
+    for g in names[order]:
+        if size >= target:
+            break
+        chosen.add(g)
+        size += int((groups == g).sum())
+    return np.isin(groups, list(chosen))
+
+
+@dataclass(frozen=True)
+class FoldResult:
+    fold: int
+    metrics: dict[str, float]
+    calibrator: Calibrator
+
+
+def cross_validate(make_calibrator: Callable[[], Calibrator], x: np.ndarray, y: np.ndarray,
+                   folds: np.ndarray, metrics: Mapping[str, Callable[[np.ndarray, np.ndarray], float]],
+                   fit_on: str = "one") -> list[FoldResult]:
+    """The papers' protocol: per fold k, fit on fold k and evaluate on the other folds.
+
+    `fit_on="rest"` gives the usual k-fold protocol instead (fit on k-1 folds, test on fold k).
+    `metrics` maps a name to `f(confidence, labels) -> float`.
+    """
+    if fit_on not in ("one", "rest"):
+        raise ValueError(f"fit_on must be 'one' or 'rest'; found {fit_on!r}")
+    x, y = np.asarray(x), np.asarray(y)
+    results = []
+    for k in np.unique(folds):
+        fit_mask = folds == k if fit_on == "one" else folds != k
+        cal = make_calibrator().fit(x[fit_mask], y[fit_mask])
+        conf = cal.confidence(x[~fit_mask])
+        results.append(FoldResult(int(k), {n: float(f(conf, y[~fit_mask])) for n, f in metrics.items()}, cal))
+    return results
+
+
+def summarize_folds(results: Sequence[FoldResult]) -> dict[str, tuple[float, float]]:
+    """Mean and (population) standard deviation of each metric over folds."""
+    names = results[0].metrics.keys()
+    return {n: (float(np.mean([r.metrics[n] for r in results])),
+                float(np.std([r.metrics[n] for r in results]))) for n in names}

@@ -1,0 +1,533 @@
+"""Execution labels: run predicted and gold SQL on read-only SQLite databases and compare results.
+
+Our own evaluator, because the popular ones are broken (test-suite-sql-eval's timeout never fires;
+BIRD's counts two failing queries as equal). Comparison follows test-suite-sql-eval's
+``exec_eval.result_eq`` so accuracies match published numbers:
+
+- bag of rows; row order matters only when the gold SQL contains ``order by`` (a plain substring
+  test on the lowercased gold, as test-suite does, so an ORDER BY inside a subquery counts too);
+- column order is free: some permutation of the predicted columns must reproduce the gold;
+- values compare with Python equality (``1 == 1.0``, ``'1' != 1``), and the same quick
+  rejection test-suite applies first (cells of a row sorted by ``str(value) + str(type)``),
+  which can reject an int/float pair that would otherwise match — the reference numbers carry
+  that quirk;
+- with ``distinct=False`` (test-suite's default ``keep_distinct=False``) every ``DISTINCT``
+  keyword is deleted from both queries before running them, also inside ``count(DISTINCT x)``.
+
+Safety: databases are opened ``mode=ro`` with ``PRAGMA query_only=ON`` and an authorizer that
+refuses ATTACH (which would create files, also via ``VACUUM INTO``), writes, DDL and PRAGMAs,
+so no predicted SQL can change or create any file. A progress handler aborts queries past the
+timeout, and result sets beyond ``MAX_ROWS`` are refused rather than filling memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import pickle
+import re
+import sqlite3
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+__all__ = [
+    "OUTCOMES",
+    "execute_sql",
+    "execute_pairs",
+    "prepare_sql",
+    "results_equal",
+    "summarize",
+    "main",
+]
+
+log = logging.getLogger(__name__)
+
+OUTCOMES = ("match", "mismatch", "pred_error", "timeout", "gold_error", "no_database")
+DEFAULT_TIMEOUT_S = 30.0
+MAX_ROWS = 1_000_000  # far above any gold result on Spider/BIRD; guards memory against cross joins
+_CACHEABLE_BYTES = 8 << 20  # results larger than this are recomputed rather than cached
+_PROGRESS_OPS = 1_000  # SQLite VM instructions between two deadline checks
+_PERMUTATION_BUDGET = 50_000  # search nodes before declaring columns unmatchable
+
+Rows = list[tuple[Any, ...]]
+
+
+# --------------------------------------------------------------------------------- running SQL
+
+_DENIED_ACTIONS = frozenset(
+    getattr(sqlite3, name)
+    for name in dir(sqlite3)
+    if name.startswith(("SQLITE_CREATE_", "SQLITE_DROP_"))
+    or name
+    in (
+        "SQLITE_ATTACH",
+        "SQLITE_DETACH",
+        "SQLITE_INSERT",
+        "SQLITE_UPDATE",
+        "SQLITE_DELETE",
+        "SQLITE_ALTER_TABLE",
+        "SQLITE_PRAGMA",
+        "SQLITE_REINDEX",
+        "SQLITE_ANALYZE",
+    )
+)
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+    # The second wall after mode=ro/query_only: ATTACH alone would create an empty file.
+    if action in _DENIED_ACTIONS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() == "load_extension":
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def _connect(db_path: Path) -> sqlite3.Connection:
+    uri = f"file:{quote(str(Path(db_path).resolve()))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    conn.execute("PRAGMA query_only=ON")
+    conn.set_authorizer(_authorize)
+    # Some Spider databases hold invalid UTF-8; test-suite decodes it the same forgiving way.
+    conn.text_factory = lambda b: b.decode(errors="ignore")
+    return conn
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _run(db_path: Path, sql: str, timeout_s: float) -> tuple[str, Any]:
+    """("ok", rows) | ("error", message) | ("timeout", message); never raises."""
+    if not sql.strip().rstrip(";").strip():
+        return "error", "empty SQL"
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+
+    def past_deadline() -> int:
+        nonlocal timed_out
+        timed_out = time.monotonic() > deadline
+        return int(timed_out)  # non-zero makes SQLite interrupt the statement
+
+    conn = None
+    try:
+        conn = _connect(db_path)
+        conn.set_progress_handler(past_deadline, _PROGRESS_OPS)
+        cursor = conn.execute(sql)
+        if cursor.description is None:
+            return "error", "statement returns no result set"
+        rows: Rows = []
+        while batch := cursor.fetchmany(10_000):
+            rows.extend(batch)
+            if len(rows) > MAX_ROWS:
+                return "error", f"result has more than {MAX_ROWS} rows"
+        return "ok", rows
+    except Exception as error:  # sqlite3.Error, MemoryError, RecursionError, ...: a failed query
+        if timed_out:
+            return "timeout", f"timeout after {timeout_s:g} s"
+        return "error", f"{type(error).__name__}: {error}"
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def execute_sql(
+    db_path: Path, sql: str, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> tuple[Rows | None, str | None]:
+    """Run one query read-only: ``(rows, None)``, or ``(None, error)`` (``"timeout ..."`` on timeout).
+
+    >>> import tempfile
+    >>> db = Path(tempfile.mkdtemp()) / "t.sqlite"
+    >>> with sqlite3.connect(db) as conn: _ = conn.execute("CREATE TABLE t(x)")
+    >>> execute_sql(db, "SELECT 1, 'a'")
+    ([(1, 'a')], None)
+    >>> execute_sql(db, "DROP TABLE t")[1]
+    'DatabaseError: not authorized'
+    """
+    status, payload = _run(Path(db_path), sql, timeout_s)
+    return (payload, None) if status == "ok" else (None, payload)
+
+
+# ----------------------------------------------------------------------- test-suite semantics
+
+_POSTPROCESS = (("> =", ">="), ("< =", "<="), ("! =", "!="))
+_CUR_YEAR = re.compile(r"YEAR\s*\(\s*CURDATE\s*\(\s*\)\s*\)\s*", re.IGNORECASE)
+# Quoted strings/identifiers are single tokens, so a 'distinct' inside a literal is kept.
+_TOKEN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|\w+|\s+|.""", re.DOTALL)
+
+
+def prepare_sql(sql: str, distinct: bool = False) -> str:
+    """The SQL test-suite-sql-eval actually runs: ``> =`` joined, ``YEAR(CURDATE())`` -> 2020, and
+    unless ``distinct``, every DISTINCT keyword removed.
+
+    >>> prepare_sql("SELECT count(DISTINCT name) FROM t WHERE a > = 'distinct'")
+    "SELECT count( name) FROM t WHERE a >= 'distinct'"
+    """
+    for spaced, joined in _POSTPROCESS:
+        sql = sql.replace(spaced, joined)
+    if not distinct:
+        sql = "".join(tok for tok in _TOKEN.findall(sql) if tok.lower() != "distinct")
+    return _CUR_YEAR.sub("2020", sql)
+
+
+def _order_matters(gold_sql: str) -> bool:
+    return "order by" in gold_sql.lower()
+
+
+def _unorder_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(sorted(row, key=lambda x: str(x) + str(type(x))))
+
+
+def results_equal(gold: Rows, pred: Rows, order_matters: bool) -> bool:
+    """test-suite-sql-eval's ``result_eq``: is ``pred`` the gold bag (or list) of rows, up to a
+    permutation of its columns?
+
+    >>> results_equal([(1, "a"), (2, "b")], [("b", 2.0), ("a", 1)], order_matters=False)
+    True
+    >>> results_equal([(1, "a"), (2, "b")], [("b", 2), ("a", 1)], order_matters=True)
+    False
+    >>> results_equal([(1,), (1,)], [(1,)], order_matters=False)
+    False
+    """
+    if not gold and not pred:
+        return True
+    if len(gold) != len(pred) or len(gold[0]) != len(pred[0]):
+        return False
+    gold_unordered = [_unorder_row(row) for row in gold]
+    pred_unordered = [_unorder_row(row) for row in pred]
+    if order_matters:
+        if gold_unordered != pred_unordered:
+            return False
+    elif set(gold_unordered) != set(pred_unordered):
+        return False
+    return _column_permutation_exists(gold, pred, order_matters)
+
+
+def _column_permutation_exists(gold: Rows, pred: Rows, order_matters: bool) -> bool:
+    """Whether some column permutation maps ``pred`` onto ``gold`` (same list or same bag).
+
+    test-suite enumerates permutations (n! on wide results); identical columns are
+    interchangeable, so we search over classes of identical columns, most constrained first,
+    and prune with the bag of partial rows after every assigned column.
+    """
+    gold_cols = list(zip(*gold, strict=True))
+    pred_cols = list(zip(*pred, strict=True))
+    if order_matters:  # the list of rows is equal iff the bags of column vectors are
+        return Counter(gold_cols) == Counter(pred_cols)
+
+    def signature(column: tuple[Any, ...]) -> frozenset[tuple[Any, int]]:
+        return frozenset(Counter(column).items())
+
+    remaining = Counter(pred_cols)  # pred column vector -> how many such columns are unassigned
+    classes = list(remaining)
+    class_signature = [signature(c) for c in classes]
+    candidates = []
+    for column in gold_cols:
+        sig = signature(column)
+        candidates.append([k for k, s in enumerate(class_signature) if s == sig])
+    order = sorted(range(len(gold_cols)), key=lambda i: len(candidates[i]))
+    budget = _PERMUTATION_BUDGET
+
+    def search(depth: int, gold_keys: list[tuple[Any, ...]], pred_keys: list[tuple[Any, ...]]) -> bool:
+        nonlocal budget
+        if depth == len(order):
+            return True
+        i = order[depth]
+        for k in candidates[i]:
+            if remaining[classes[k]] == 0:
+                continue
+            budget -= 1
+            if budget < 0:
+                return False
+            next_gold = [key + (value,) for key, value in zip(gold_keys, gold_cols[i], strict=True)]
+            next_pred = [key + (value,) for key, value in zip(pred_keys, classes[k], strict=True)]
+            if Counter(next_gold) != Counter(next_pred):
+                continue
+            remaining[classes[k]] -= 1
+            found = search(depth + 1, next_gold, next_pred)
+            remaining[classes[k]] += 1
+            if found:
+                return True
+        return False
+
+    empty = [()] * len(gold)
+    found = search(0, empty, empty)
+    if budget < 0:
+        log.warning("column permutation search gave up after %d steps", _PERMUTATION_BUDGET)
+    return found
+
+
+def _outcome(gold: tuple[str, Any], pred: tuple[str, Any], order_matters: bool) -> str:
+    if gold[0] != "ok":
+        return "gold_error"
+    if pred[0] == "timeout":
+        return "timeout"
+    if pred[0] != "ok":
+        return "pred_error"
+    return "match" if results_equal(gold[1], pred[1], order_matters) else "mismatch"
+
+
+def summarize(outcomes: Iterable[str]) -> dict[str, int]:
+    """Count of each outcome, every outcome present (zero if absent), in ``OUTCOMES`` order.
+
+    >>> summarize(["match", "match", "timeout"])["match"]
+    2
+    """
+    counts = Counter(outcomes)
+    unknown = set(counts) - set(OUTCOMES)
+    if unknown:
+        raise ValueError(f"unknown outcomes {sorted(unknown)}; expected some of {OUTCOMES}")
+    return {name: counts[name] for name in OUTCOMES}
+
+
+# ---------------------------------------------------------------------------------- disk cache
+
+
+class _Cache:
+    """Execution results on disk, keyed by (sha256 of the database file, SQL, timeout).
+
+    Only the parent process reads and writes it, so worker processes never contend for locks.
+    """
+
+    def __init__(self, cache_dir: Path) -> None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(cache_dir / "execution.sqlite", timeout=60)
+        self.conn.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS result (
+                db_sha256 TEXT, sql TEXT, timeout_s REAL, status TEXT, payload BLOB,
+                PRIMARY KEY (db_sha256, sql, timeout_s));
+            CREATE TABLE IF NOT EXISTS db_file (
+                path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, sha256 TEXT);
+            """
+        )
+
+    def db_sha256(self, path: Path) -> str:
+        """sha256 of a database file, recomputed only when its path, mtime or size changed."""
+        stat = path.stat()
+        key = str(path.resolve())
+        row = self.conn.execute(
+            "SELECT sha256 FROM db_file WHERE path = ? AND mtime_ns = ? AND size = ?",
+            (key, stat.st_mtime_ns, stat.st_size),
+        ).fetchone()
+        if row:
+            return row[0]
+        digest = _file_sha256(path)
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO db_file VALUES (?, ?, ?, ?)",
+                (key, stat.st_mtime_ns, stat.st_size, digest),
+            )
+        return digest
+
+    def get(self, db_sha256: str, sql: str, timeout_s: float) -> tuple[str, Any] | None:
+        row = self.conn.execute(
+            "SELECT status, payload FROM result WHERE db_sha256 = ? AND sql = ? AND timeout_s = ?",
+            (db_sha256, sql, timeout_s),
+        ).fetchone()
+        return (row[0], pickle.loads(row[1])) if row else None
+
+    def put_many(self, entries: list[tuple[str, str, float, tuple[str, Any]]]) -> None:
+        values = []
+        for db_sha256, sql, timeout_s, (status, payload) in entries:
+            blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+            if len(blob) <= _CACHEABLE_BYTES:
+                values.append((db_sha256, sql, timeout_s, status, blob))
+        with self.conn:
+            self.conn.executemany("INSERT OR REPLACE INTO result VALUES (?, ?, ?, ?, ?)", values)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# ------------------------------------------------------------------------------------ pairs
+
+
+def _run_job(job: tuple[str, str, float]) -> tuple[str, Any]:
+    db_path, sql, timeout_s = job
+    return _run(Path(db_path), sql, timeout_s)
+
+
+def _run_jobs(
+    jobs: list[tuple[str, str]], timeout_s: float, workers: int, progress: bool, cache: _Cache | None
+) -> dict[tuple[str, str], tuple[str, Any]]:
+    """Result of every distinct (database, SQL) job, from the cache or by running it."""
+    from tqdm import tqdm
+
+    results: dict[tuple[str, str], tuple[str, Any]] = {}
+    db_hash: dict[str, str] = {}
+    todo = []
+    for db, sql in jobs:
+        if cache is not None:
+            if db not in db_hash:
+                db_hash[db] = cache.db_sha256(Path(db))
+            hit = cache.get(db_hash[db], sql, timeout_s)
+            if hit is not None:
+                results[db, sql] = hit
+                continue
+        todo.append((db, sql))
+
+    bar = tqdm(total=len(todo), desc="executing SQL", unit="query", disable=not progress or not todo,
+               file=sys.stderr)
+    pending: list[tuple[str, str, float, tuple[str, Any]]] = []
+
+    def record(job: tuple[str, str], result: tuple[str, Any]) -> None:
+        results[job] = result
+        bar.update()
+        if cache is not None:
+            pending.append((db_hash[job[0]], job[1], timeout_s, result))
+            if len(pending) >= 500:  # commit as we go: an interrupted run keeps its work
+                cache.put_many(pending)
+                pending.clear()
+
+    args = [(db, sql, timeout_s) for db, sql in todo]
+    if workers > 1 and len(todo) > 1:
+        # spawn, not fork: the parent may hold threads (torch, tokenizers) that fork would break
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            for job, result in zip(todo, pool.imap(_run_job, args, chunksize=4), strict=True):
+                record(job, result)
+    else:
+        for job, arg in zip(todo, args, strict=True):
+            record(job, _run_job(arg))
+    bar.close()
+    if cache is not None and pending:
+        cache.put_many(pending)
+    return results
+
+
+def execute_pairs(
+    pairs: Sequence[tuple[Path | str | None, str, str]],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cache_dir: Path | None = None,
+    workers: int = 1,
+    distinct: bool = False,
+    progress: bool = True,
+) -> list[str]:
+    """Outcome of each ``(db_path or None, pred_sql, gold_sql)`` pair, in order (see ``OUTCOMES``).
+
+    Each distinct (database, SQL) is executed once, across ``workers`` processes, and its result
+    cached under ``cache_dir`` (if given) so re-runs only compare. Never raises on bad SQL.
+    """
+    prepared = [
+        (None if db is None else str(Path(db).resolve()), prepare_sql(pred, distinct), prepare_sql(gold, distinct))
+        for db, pred, gold in pairs
+    ]
+    jobs = list(dict.fromkeys((db, sql) for db, p, g in prepared if db is not None for sql in (g, p)))
+    cache = _Cache(Path(cache_dir)) if cache_dir is not None else None
+    try:
+        results = _run_jobs(jobs, timeout_s, max(1, workers), progress, cache)
+    finally:
+        if cache is not None:
+            cache.close()
+    return [
+        "no_database" if db is None else _outcome(results[db, gold], results[db, pred], _order_matters(gold))
+        for db, pred, gold in prepared
+    ]
+
+
+# -------------------------------------------------------------------------------------- CLI
+
+
+def _default_cache_dir() -> Path:
+    return Path(os.environ.get("RAT_CACHE", Path(__file__).resolve().parents[2] / ".cache")) / "exec"
+
+
+def evaluate_file(
+    root: Path,
+    split: str,
+    predictions: Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cache_dir: Path | None = None,
+    workers: int = 1,
+    distinct: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Execution accuracy of a prediction file over the questions that have a database.
+
+    A question whose prediction row was skipped (see ``load_predictions``) counts as
+    ``pred_error``: the system gave no usable SQL for it.
+    """
+    from model.data.datasets import database_path, load_questions
+    from model.data.predictions import load_predictions
+
+    questions = load_questions(root, split)
+    skipped: Counter[str] = Counter()
+    loaded = load_predictions(predictions, questions, skipped=skipped)
+    by_id = {p.question_id: p.sql for p in loaded}
+    db_paths = {q.db_id: database_path(root, q.db_id) for q in questions}
+    pairs = [(db_paths[q.db_id], by_id.get(q.question_id, ""), q.gold_sql) for q in questions]
+    outcomes = execute_pairs(pairs, timeout_s, cache_dir, workers, distinct, progress)
+    counts = summarize(outcomes)
+    with_database = len(outcomes) - counts["no_database"]
+    return {
+        "predictions": str(predictions),
+        "questions": len(questions),
+        "with_database": with_database,
+        "execution_accuracy": counts["match"] / with_database if with_database else None,
+        "outcomes": counts,
+        "skipped_rows": dict(skipped),
+        "missing_databases": sorted(db for db, path in db_paths.items() if path is None),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``rat-exec``: execution accuracy of one prediction file."""
+    parser = argparse.ArgumentParser(prog="rat-exec", description=main.__doc__)
+    parser.add_argument("--root", type=Path, required=True, help="dataset folder (Spider or BIRD format)")
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--predictions", type=Path, required=True, help=".txt, .csv, .json or .jsonl")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per query")
+    parser.add_argument("--cache-dir", type=Path, default=None, help=f"default {_default_cache_dir()}")
+    parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument("--distinct", action="store_true", help="keep DISTINCT (test-suite removes it)")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    cache_dir = None if args.no_cache else (args.cache_dir or _default_cache_dir())
+    try:
+        report = evaluate_file(
+            args.root, args.split, args.predictions, args.timeout, cache_dir, args.workers,
+            args.distinct, progress=not args.no_progress,
+        )
+    except (OSError, ValueError) as error:
+        print(f"rat-exec: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    accuracy = report["execution_accuracy"]
+    counts = report["outcomes"]
+    print(f"{args.predictions}: {report['questions']} questions, {report['with_database']} with a database")
+    if accuracy is None:
+        print("execution accuracy: n/a (no question has a database)")
+    else:
+        print(f"execution accuracy: {100 * accuracy:.1f}% ({counts['match']}/{report['with_database']})")
+    print("outcomes: " + ", ".join(f"{name} {n}" for name, n in counts.items()))
+    if report["skipped_rows"]:
+        print("skipped prediction rows: " + ", ".join(f"{k} {v}" for k, v in report["skipped_rows"].items()))
+    if report["missing_databases"]:
+        print("missing databases: " + ", ".join(report["missing_databases"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

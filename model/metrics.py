@@ -1,0 +1,419 @@
+"""Calibration and error-detection metrics: pure functions of confidences and 0/1 labels.
+
+Convention everywhere: ``confidences[i]`` is the predicted probability that item ``i`` (a node,
+a token, a whole query) is correct, and ``labels[i]`` is 1 when it is correct, 0 when it is wrong.
+
+>>> conf = [0.9, 0.8, 0.3, 0.2]
+>>> labels = [1, 1, 0, 1]
+>>> round(brier(conf, labels), 4)
+0.195
+>>> auc(conf, labels)   # the wrong item is ranked below 2 of the 3 correct ones
+0.6666666666666666
+>>> round(ece(conf, labels, n_bins=10), 4)
+0.35
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy.stats import rankdata
+
+ArrayLike = Sequence[float] | np.ndarray
+
+# Display names used in tables: the papers' abbreviations.
+DISPLAY_NAMES = {
+    "n": "N",
+    "accuracy": "Acc",
+    "brier": "BS",
+    "auc": "AUC",
+    "ece": "ECE",
+    "ace_adaptive": "ACE (adaptive)",
+    "ece_monotonic": "ECE (mono)",
+    "brier_platt": "BS-P",
+    "ece_platt": "ECE-P",
+    "ece_monotonic_platt": "ECE-P (mono)",
+    "brier_isotonic": "BS-I",
+    "ece_isotonic": "ECE-I",
+}
+
+
+def check_scores(confidences: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Validate and convert to float arrays; errors say what was expected and found."""
+    conf = np.asarray(confidences, dtype=float).reshape(-1)
+    y = np.asarray(labels, dtype=float).reshape(-1)
+    if conf.shape != y.shape:
+        raise ValueError(f"confidences and labels differ in length: {conf.size} vs {y.size}")
+    if conf.size == 0:
+        raise ValueError("no samples: confidences and labels are empty")
+    if not np.all(np.isfinite(conf)) or conf.min() < 0.0 or conf.max() > 1.0:
+        raise ValueError(
+            f"confidences must be finite and in [0, 1], found range "
+            f"[{np.nanmin(conf)}, {np.nanmax(conf)}]"
+        )
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError(f"labels must be 0 or 1, found values {np.unique(y)[:10]}")
+    return conf, y
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def brier(confidences: ArrayLike, labels: ArrayLike) -> float:
+    """Brier score: mean squared difference between confidence and the 0/1 label (lower is better).
+
+    >>> brier([1.0, 0.0, 0.5], [1, 1, 0])
+    0.4166666666666667
+    """
+    conf, y = check_scores(confidences, labels)
+    return float(np.mean((conf - y) ** 2))
+
+
+def auc(confidences: ArrayLike, labels: ArrayLike) -> float:
+    """Error-detection AUC: the AUROC of the confidence for separating correct (1) from wrong (0).
+
+    It is the probability that a random correct item has a higher confidence than a random wrong
+    one (ties count one half), the same number as ``sklearn.metrics.roc_auc_score(labels, conf)``.
+    0.5 is chance, 1.0 ranks every wrong item below every correct one. With a single class
+    (all correct or all wrong) the AUC is undefined and ``nan`` is returned.
+
+    >>> auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1])
+    0.75
+    >>> auc([0.2, 0.9], [1, 1])
+    nan
+    """
+    conf, y = check_scores(confidences, labels)
+    n_pos = int(y.sum())
+    n_neg = y.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    # Mann-Whitney U from average ranks: ties get half credit, exactly as the ROC area.
+    ranks = rankdata(conf)
+    u = ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2.0
+    return float(u / (n_pos * n_neg))
+
+
+# --------------------------------------------------------------------------- binning
+
+
+@dataclass(frozen=True)
+class Bins:
+    """Per-bin statistics of a binning of (confidence, label) pairs; arrays of length n_bins.
+
+    Empty bins (possible with uniform binning) have ``count`` 0 and ``nan`` statistics.
+    """
+
+    lower: np.ndarray  # (n_bins,) lower edge in confidence
+    upper: np.ndarray  # (n_bins,) upper edge in confidence
+    count: np.ndarray  # (n_bins,) int, samples in the bin
+    mean_confidence: np.ndarray  # (n_bins,) average confidence of the bin's samples
+    accuracy: np.ndarray  # (n_bins,) fraction of the bin's samples with label 1
+
+    @property
+    def calibration_error(self) -> float:
+        """Sample-weighted mean of |accuracy - mean confidence| over the non-empty bins."""
+        filled = self.count > 0
+        gaps = np.abs(self.accuracy[filled] - self.mean_confidence[filled])
+        return float(np.sum(gaps * self.count[filled]) / np.sum(self.count[filled]))
+
+
+def _bins_from_index(conf: np.ndarray, y: np.ndarray, index: np.ndarray, n_bins: int,
+                     lower: np.ndarray, upper: np.ndarray) -> Bins:
+    count = np.bincount(index, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_conf = np.bincount(index, weights=conf, minlength=n_bins) / count
+        accuracy = np.bincount(index, weights=y, minlength=n_bins) / count
+    return Bins(lower, upper, count, mean_conf, accuracy)
+
+
+def uniform_bins(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> Bins:
+    """``n_bins`` equal-width bins [k/n, (k+1)/n); the last one is closed so that 1.0 is counted.
+
+    >>> b = uniform_bins([0.0, 0.05, 1.0], [0, 1, 1], n_bins=2)
+    >>> b.count.tolist(), b.accuracy.tolist()
+    ([2, 1], [0.5, 1.0])
+    """
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    conf, y = check_scores(confidences, labels)
+    # floor(c * n) puts c = k/n into bin k (mathematically [k/n, (k+1)/n)); 1.0 goes to the last.
+    index = np.minimum(np.floor(conf * n_bins).astype(int), n_bins - 1)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    return _bins_from_index(conf, y, index, n_bins, edges[:-1], edges[1:])
+
+
+def adaptive_bins(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> Bins:
+    """Equal-mass bins (Nixon et al. 2019): sorted by confidence, split into ``n_bins`` groups
+    whose sizes differ by at most one (fewer bins when there are fewer samples than bins).
+
+    >>> adaptive_bins([0.9, 0.1, 0.2, 0.8], [1, 0, 1, 1], n_bins=2).accuracy.tolist()
+    [0.5, 1.0]
+    """
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    conf, y = check_scores(confidences, labels)
+    order = np.argsort(conf, kind="stable")
+    n_used = min(n_bins, conf.size)
+    index = np.empty(conf.size, dtype=int)
+    for k, chunk in enumerate(np.array_split(order, n_used)):
+        index[chunk] = k
+    lower = np.array([conf[c].min() for c in np.array_split(order, n_used)])
+    upper = np.array([conf[c].max() for c in np.array_split(order, n_used)])
+    return _bins_from_index(conf, y, index, n_used, lower, upper)
+
+
+def monotonic_bins(confidences: ArrayLike, labels: ArrayLike, min_bin_size: int = 10,
+                   max_bin_size: int = 1000) -> Bins:
+    """Monotonic binning (Matsubara et al. 2023, "TCE", the PAVA-BC procedure).
+
+    Pool-adjacent-violators over the samples sorted by confidence, with bin-size constraints:
+    adjacent bins are pooled while the left one is smaller than ``min_bin_size`` samples, or while
+    the left one's accuracy is >= the right one's (a violation of monotonicity) and the pooled bin
+    would hold at most ``max_bin_size`` samples. The result is the finest binning whose accuracy
+    increases with confidence, every bin holding at least ``min_bin_size`` samples (unless there
+    are fewer samples than that in all) and at most ``max_bin_size`` where monotonicity allows.
+    The last ``min_bin_size`` samples start the last bin (so it is never too small); the bin
+    before it is pooled into it when it is too small or when monotonicity requires it and the
+    size bound allows it.
+
+    >>> b = monotonic_bins([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [1, 0, 0, 1, 1, 1], min_bin_size=1)
+    >>> b.count.tolist(), b.accuracy.tolist()
+    ([3, 3], [0.3333333333333333, 1.0])
+    """
+    if min_bin_size < 1 or max_bin_size < min_bin_size:
+        raise ValueError(
+            f"need 1 <= min_bin_size <= max_bin_size, got {min_bin_size}, {max_bin_size}"
+        )
+    conf, y = check_scores(confidences, labels)
+    order = np.argsort(conf, kind="stable")
+    sorted_labels = y[order].astype(int).tolist()
+    n = len(sorted_labels)
+    n_head = max(n - min_bin_size, 0)
+
+    # Stack of blocks (number of correct, size). Plain ints and one inlined loop: this is the
+    # hot spot of bootstrapped monotonic ECEs. Only the top block can be below min_bin_size, so
+    # "left block too small" is the whole size rule (for a pushed singleton it is TCE's
+    # "pooled size <= min_bin_size"); otherwise pool while mean(left) >= mean(right)
+    # (cross-multiplied to stay in integers) and the pooled block fits in max_bin_size.
+    correct: list[int] = []
+    sizes: list[int] = []
+    blocks = [(label, 1) for label in sorted_labels[:n_head]]
+    blocks.append((sum(sorted_labels[n_head:]), n - n_head))  # the tail (never empty: n >= 1)
+    for k_right, size_right in blocks:
+        while sizes:
+            k_left, size_left = correct[-1], sizes[-1]
+            if size_left >= min_bin_size and (
+                size_left + size_right > max_bin_size or k_left * size_right < k_right * size_left
+            ):
+                break
+            correct.pop()
+            sizes.pop()
+            k_right += k_left
+            size_right += size_left
+        correct.append(k_right)
+        sizes.append(size_right)
+
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    index = np.empty(n, dtype=int)
+    index[order] = np.repeat(np.arange(len(sizes)), sizes)
+    sorted_conf = conf[order]
+    lower = sorted_conf[bounds[:-1]]
+    upper = sorted_conf[bounds[1:] - 1]
+    return _bins_from_index(conf, y, index, len(sizes), lower, upper)
+
+
+def ece(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> float:
+    """Expected calibration error with ``n_bins`` equal-width bins (see ``uniform_bins``).
+
+    sum over non-empty bins of (bin size / N) * |accuracy(bin) - mean confidence(bin)|.
+
+    >>> ece([0.25, 0.25, 0.75, 0.75], [0, 0, 1, 0], n_bins=2)
+    0.25
+    """
+    return uniform_bins(confidences, labels, n_bins).calibration_error
+
+
+def ace_adaptive(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> float:
+    """Adaptive calibration error: ECE over equal-mass bins (Nixon et al. 2019, "ACE").
+
+    Not netcal's ``ACE``, which is the *unweighted* average over equal-width bins.
+
+    >>> round(ace_adaptive([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1], n_bins=2), 6)
+    0.15
+    """
+    return adaptive_bins(confidences, labels, n_bins).calibration_error
+
+
+def ece_monotonic(confidences: ArrayLike, labels: ArrayLike, min_bin_size: int = 10,
+                  max_bin_size: int = 1000) -> float:
+    """ECE over monotonic bins (``monotonic_bins``), as in the fine-grained paper's appendix.
+
+    >>> # bins {0.1, 0.2, 0.3}: |1/3 - 0.2|; {0.4, 0.5, 0.6}: |1 - 0.5|; each half the samples
+    >>> round(ece_monotonic([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [1, 0, 0, 1, 1, 1], min_bin_size=1), 4)
+    0.3167
+    """
+    return monotonic_bins(confidences, labels, min_bin_size, max_bin_size).calibration_error
+
+
+# --------------------------------------------------------------------------- post-hoc calibration
+
+_EPS = 1e-6
+
+
+def _logit(conf: np.ndarray) -> np.ndarray:
+    c = np.clip(conf, _EPS, 1.0 - _EPS)
+    return np.log(c) - np.log1p(-c)
+
+
+def fit_platt(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
+    """Platt scaling: a logistic regression on logit(confidence); returns the fitted map.
+
+    With a single class in ``labels`` the map returns that class's rate (0 or 1) for every input.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    conf, y = check_scores(confidences, labels)
+    if y.min() == y.max():
+        rate = float(y[0])
+        return lambda c: np.full(np.asarray(c, dtype=float).shape, rate)
+    # C large: essentially unregularised, as in Platt's method (the data are 1-dimensional).
+    model = LogisticRegression(C=1e6, max_iter=1000).fit(_logit(conf)[:, None], y.astype(int))
+    return lambda c: model.predict_proba(_logit(np.asarray(c, dtype=float))[:, None])[:, 1]
+
+
+def fit_isotonic(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
+    """Isotonic regression of the label on the confidence (clipped outside the fitted range)."""
+    from sklearn.isotonic import IsotonicRegression
+
+    conf, y = check_scores(confidences, labels)
+    model = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(conf, y)
+    return lambda c: model.predict(np.asarray(c, dtype=float))
+
+
+def _cross_fit(fit: Callable, confidences: ArrayLike, labels: ArrayLike,
+               groups: ArrayLike | None, n_folds: int, seed: int) -> np.ndarray:
+    from sklearn.model_selection import GroupKFold, KFold
+
+    conf, y = check_scores(confidences, labels)
+    if groups is None:
+        n_splits = min(n_folds, conf.size)
+        splitter = KFold(n_splits=n_splits, shuffle=True, random_state=seed)
+        folds = splitter.split(conf)
+    else:
+        groups = np.asarray(groups)
+        if groups.shape != conf.shape:
+            raise ValueError(f"groups has {groups.size} entries, confidences {conf.size}")
+        n_splits = min(n_folds, np.unique(groups).size)
+        splitter = GroupKFold(n_splits=n_splits) if n_splits >= 2 else None
+        folds = splitter.split(conf, y, groups) if splitter else []
+    if n_splits < 2:
+        raise ValueError(f"cross-fitting needs at least 2 folds ({n_splits} groups or samples)")
+    out = np.empty_like(conf)
+    for train, held_out in folds:
+        out[held_out] = fit(conf[train], y[train])(conf[held_out])
+    return out
+
+
+def platt_cv(confidences: ArrayLike, labels: ArrayLike, groups: ArrayLike | None = None,
+             n_folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Out-of-fold Platt-scaled confidences (the inputs of BS-P and ECE-P).
+
+    Protocol: the samples are split into ``n_folds`` folds; with ``groups`` (e.g. the database
+    id) by ``GroupKFold``, so that no group is in two folds (schema-disjoint); without groups by
+    a shuffled ``KFold`` seeded with ``seed``. For each fold a Platt map is fitted on the other
+    folds and applied to it. Every sample thus gets a recalibrated confidence from a map that
+    never saw it (nor, with groups, its database).
+    """
+    return _cross_fit(fit_platt, confidences, labels, groups, n_folds, seed)
+
+
+def isotonic_cv(confidences: ArrayLike, labels: ArrayLike, groups: ArrayLike | None = None,
+                n_folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Out-of-fold isotonic-regression confidences (the inputs of BS-I and ECE-I); the protocol
+    is ``platt_cv``'s."""
+    return _cross_fit(fit_isotonic, confidences, labels, groups, n_folds, seed)
+
+
+# --------------------------------------------------------------------------- uncertainty
+
+
+def bootstrap_ci(metric_fn: Callable[[np.ndarray, np.ndarray], float], confidences: ArrayLike,
+                 labels: ArrayLike, n: int = 1000, seed: int = 0, level: float = 0.95,
+                 groups: ArrayLike | None = None) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of ``metric_fn(confidences, labels)``.
+
+    Resamples the samples with replacement ``n`` times; with ``groups``, whole groups are
+    resampled instead (a cluster bootstrap: use it when samples of one group, e.g. the nodes of a
+    query, are correlated). Resamples where the metric is ``nan`` (an AUC with one class) are
+    ignored; if all are, ``(nan, nan)`` is returned.
+    """
+    conf, y = check_scores(confidences, labels)
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        draws = (rng.integers(0, conf.size, conf.size) for _ in range(n))
+    else:
+        groups = np.asarray(groups)
+        _, group_index = np.unique(groups, return_inverse=True)
+        members = np.argsort(group_index, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(np.bincount(group_index))])
+        n_groups = starts.size - 1
+
+        def draw_groups() -> np.ndarray:
+            picked = rng.integers(0, n_groups, n_groups)
+            return np.concatenate([members[starts[g]:starts[g + 1]] for g in picked])
+
+        draws = (draw_groups() for _ in range(n))
+    values = np.array([metric_fn(conf[i], y[i]) for i in draws], dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return float("nan"), float("nan")
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(values, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def summary(confidences: ArrayLike, labels: ArrayLike, groups: ArrayLike | None = None,
+            n_bins: int = 10, n_folds: int = 5, n_bootstrap: int = 1000, seed: int = 0,
+            level: float = 0.95, min_bin_size: int = 10, max_bin_size: int = 1000) -> dict:
+    """Every metric of this module with its bootstrap interval, as a JSON-ready dict.
+
+    ``{"n", "accuracy", "metrics": {name: value}, "ci": {name: [low, high]}}`` with names
+    brier, auc, ece, ace_adaptive, ece_monotonic, and the post-hoc variants brier_platt (BS-P),
+    ece_platt (ECE-P), ece_monotonic_platt, brier_isotonic (BS-I), ece_isotonic (ECE-I).
+    The post-hoc confidences come from ``platt_cv``/``isotonic_cv`` with ``groups``; their
+    intervals bootstrap those out-of-fold confidences (the calibration maps are fitted once, so
+    the intervals do not include the variability of refitting them). ``n_bootstrap=0`` skips
+    the intervals. ``groups`` is used for the folds only, not for the bootstrap.
+    """
+    conf, y = check_scores(confidences, labels)
+    binned = {
+        "ece": lambda c, t: ece(c, t, n_bins),
+        "ace_adaptive": lambda c, t: ace_adaptive(c, t, n_bins),
+        "ece_monotonic": lambda c, t: ece_monotonic(c, t, min_bin_size, max_bin_size),
+    }
+    plans: dict[str, tuple[Callable, np.ndarray]] = {
+        "brier": (brier, conf),
+        "auc": (auc, conf),
+        **{name: (fn, conf) for name, fn in binned.items()},
+    }
+    try:
+        platt = platt_cv(conf, y, groups, n_folds, seed)
+        isotonic = isotonic_cv(conf, y, groups, n_folds, seed)
+    except ValueError:  # fewer than two groups: no held-out fold exists
+        platt = isotonic = None
+    if platt is not None:
+        plans.update({
+            "brier_platt": (brier, platt),
+            "ece_platt": (binned["ece"], platt),
+            "ece_monotonic_platt": (binned["ece_monotonic"], platt),
+            "brier_isotonic": (brier, isotonic),
+            "ece_isotonic": (binned["ece"], isotonic),
+        })
+    metrics = {name: float(fn(c, y)) for name, (fn, c) in plans.items()}
+    ci = {}
+    if n_bootstrap > 0:
+        ci = {name: list(bootstrap_ci(fn, c, y, n_bootstrap, seed, level))
+              for name, (fn, c) in plans.items()}
+    return {"n": int(conf.size), "accuracy": float(y.mean()), "metrics": metrics, "ci": ci}

@@ -1,0 +1,168 @@
+"""LightningModule for node-level confidence: frozen embedder -> encoder -> one logit per RAT node,
+trained with weighted binary cross-entropy and evaluated with node AUC, Brier and ECE."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from model import metrics
+from model.embedder import FrozenEmbedder
+from model.encoder import EncoderConfig, NodeEncoder
+
+
+class NodeConfidenceModule(L.LightningModule):
+    """Hyperparameters are plain values (so checkpoints are self-describing and reload anywhere).
+
+    ``pos_weight``: ``"auto"`` = negatives/positives over the training node labels (read from the
+    datamodule when fitting starts, as PyTorch's ``BCEWithLogitsLoss`` documentation suggests),
+    a number, or ``None``/``"none"`` for an unweighted loss. Label 1 means "this node is correct".
+    """
+
+    def __init__(
+        self,
+        embedder: Mapping[str, Any] | None = None,
+        encoder: Mapping[str, Any] | None = None,
+        pos_weight: str | float | None = "auto",
+        lr: float = 3e-4,
+        weight_decay: float = 0.01,
+        warmup_steps: int = 100,
+        ece_bins: int = 10,
+    ):
+        super().__init__()
+        embedder, encoder = dict(embedder or {}), dict(encoder or {})
+        self.save_hyperparameters({
+            "embedder": embedder, "encoder": encoder, "pos_weight": pos_weight, "lr": lr,
+            "weight_decay": weight_decay, "warmup_steps": warmup_steps, "ece_bins": ece_bins,
+        })
+        self.embedder = FrozenEmbedder(**embedder)
+        self.encoder = NodeEncoder(EncoderConfig(d_input=self.embedder.hidden_size, **encoder))
+        # A buffer, so the value resolved from the training labels is saved in every checkpoint.
+        self.register_buffer("pos_weight", torch.tensor(_fixed_pos_weight(pos_weight)))
+        self._outputs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {"val": [], "test": []}
+
+    # ------------------------------------------------------------------ forward
+
+    def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Node logits ``(batch, nodes)`` for a collated batch (see ``model.datamodule.collate``)."""
+        vectors = self.embedder(batch["input_ids"], batch["attention_mask"])  # (batch, tokens, d_input)
+        return self.encoder(
+            vectors, batch["attention_mask"] == 0, batch["node_positions"], batch["node_mask"]
+        )  # (batch, nodes)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean weighted BCE over real nodes; ``logits``/``labels`` are flat ``(nodes,)``."""
+        return F.binary_cross_entropy_with_logits(logits, labels.float(), pos_weight=self.pos_weight)
+
+    # ------------------------------------------------------------------ fitting
+
+    def setup(self, stage: str) -> None:
+        if stage == "fit" and str(self.hparams.pos_weight).lower() == "auto":
+            datamodule = self.trainer.datamodule
+            negatives, positives = datamodule.train_label_counts()
+            if positives == 0 or negatives == 0:
+                raise ValueError(
+                    f"pos_weight=auto needs both labels in training, found {negatives} wrong and "
+                    f"{positives} correct nodes"
+                )
+            self.pos_weight.fill_(negatives / positives)
+
+    def training_step(self, batch, batch_idx):
+        logits = self(batch)
+        mask = batch["node_mask"]
+        loss = self.loss(logits[mask], batch["node_labels"][mask])
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=int(mask.sum()))
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self._collect("val", batch)
+
+    def test_step(self, batch, batch_idx):
+        self._collect("test", batch)
+
+    def _collect(self, split: str, batch) -> None:
+        mask = batch["node_mask"]
+        logits = self(batch)
+        self._outputs[split].append((logits[mask].float().cpu(), batch["node_labels"][mask].cpu()))
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_epoch("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_epoch("test")
+
+    def _log_epoch(self, split: str) -> None:
+        """Loss and calibration metrics over *all* nodes of the split (gathered across processes)."""
+        outputs, self._outputs[split] = self._outputs[split], []
+        logits = torch.cat([o[0] for o in outputs]) if outputs else torch.zeros(0)
+        labels = torch.cat([o[1] for o in outputs]) if outputs else torch.zeros(0)
+        if self.trainer.world_size > 1:
+            logits, labels = _gather_all(logits), _gather_all(labels)
+        if logits.numel() == 0:
+            return
+        values = {"loss": float(self.loss(logits.to(self.pos_weight.device), labels.to(self.pos_weight.device)))}
+        values.update(node_metrics(torch.sigmoid(logits).numpy(), labels.numpy(), self.hparams.ece_bins))
+        values["node_accuracy"] = float(labels.float().mean())  # share of correct nodes: context for AUC
+        for name, value in values.items():
+            self.log(f"{split}/{name}", value, prog_bar=name in ("loss", "auc"))
+
+    def configure_optimizers(self):
+        decay = [p for n, p in self.encoder.named_parameters() if p.ndim >= 2 and "positions" not in n]
+        no_decay = [p for n, p in self.encoder.named_parameters() if p.ndim < 2 or "positions" in n]
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": self.hparams.weight_decay},
+             {"params": no_decay, "weight_decay": 0.0}],
+            lr=self.hparams.lr,
+        )
+        warmup = max(1, self.hparams.warmup_steps)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # ------------------------------------------------------------------ inference
+
+    @torch.no_grad()
+    def node_confidences(self, batches: Iterable[Mapping[str, torch.Tensor]]) -> list[list[float]]:
+        """Per example (in batch order), the confidence of each RAT node in post-order."""
+        was_training = self.training
+        self.eval()
+        out: list[list[float]] = []
+        try:
+            for batch in batches:
+                batch = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in batch.items()}
+                probs = torch.sigmoid(self(batch).float()).cpu()  # (batch, nodes)
+                for row, mask in zip(probs, batch["node_mask"].cpu()):
+                    out.append(row[mask].tolist())
+        finally:
+            self.train(was_training)
+        return out
+
+
+def node_metrics(confidences: np.ndarray, labels: np.ndarray, ece_bins: int = 10) -> dict[str, float]:
+    """AUC, Brier and ECE of node confidences against 0/1 node labels."""
+    return {
+        "auc": metrics.auc(confidences, labels),
+        "brier": metrics.brier(confidences, labels),
+        "ece": metrics.ece(confidences, labels, n_bins=ece_bins),
+    }
+
+
+def _fixed_pos_weight(pos_weight: str | float | None) -> float:
+    """The loss weight of positives before training data is seen (``auto`` is resolved in setup)."""
+    if pos_weight is None or str(pos_weight).lower() in ("none", "auto"):
+        return 1.0
+    value = float(pos_weight)
+    if value <= 0:
+        raise ValueError(f"pos_weight must be positive, 'auto' or none; found {pos_weight!r}")
+    return value
+
+
+def _gather_all(values: torch.Tensor) -> torch.Tensor:
+    """Concatenate a 1-D tensor of any length from every process (shapes may differ per rank)."""
+    gathered: list[torch.Tensor | None] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, values)
+    return torch.cat([g for g in gathered if g is not None])

@@ -1,0 +1,265 @@
+"""Pooled token probabilities of predicted SQL under a scorer LM (teacher forcing).
+
+The scorer reads `schema + question` and then the predicted SQL; each SQL token gets its
+probability given everything before it, and the token probabilities are pooled into the
+whole-query scores of the calibration papers: prod (sequence probability, kept as a log),
+geo (geometric mean), min and avg. The space before the SQL belongs to the SQL segment, so
+the first SQL token is " SELECT" as the LM would write it after "-- SQL:".
+
+Fast path (`score_sql`): identical (prompt, SQL) pairs are scored once, batches are sorted by
+length, the transformer body runs once per batch and the output layer only at SQL positions
+(the vocabulary projection dominates a small LM's cost), and results are cached on disk.
+`score_sql_naive` is the textbook loop (full-vocabulary logits at every position, one pair at
+a time, no reuse), kept for tests and `benchmarks/score_speed.py`.
+
+CLI: `python -m model.scoring --data-root ../shared/data/spider --predictions DIR_OR_FILES
+--out scores.jsonl [--model NAME --device cuda]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = [
+    "PooledScore",
+    "prompt_text",
+    "pool",
+    "score_sql",
+    "score_sql_naive",
+    "read_scores",
+    "main",
+]
+
+POOLINGS = ("prod", "geo", "min", "avg")
+
+
+@dataclass(frozen=True)
+class PooledScore:
+    """Pooled probabilities of one SQL; `log_prod` is log P(SQL | prompt), never underflowing."""
+
+    n_tokens: int
+    log_prod: float
+    geo: float
+    min: float
+    avg: float
+
+    @property
+    def prod(self) -> float:
+        return math.exp(self.log_prod)
+
+
+def prompt_text(question: str, schema_tables: Mapping[str, Sequence[str]] | None = None,
+                evidence: str = "") -> str:
+    """The scorer's prompt: compact schema, question (+ BIRD evidence), then `-- SQL:`.
+
+    >>> print(prompt_text("How many singers?", {"singer": ["singer_id", "name"]}))
+    -- Tables: singer(singer_id, name)
+    -- Question: How many singers?
+    -- SQL:
+    """
+    lines = []
+    if schema_tables:
+        lines.append("-- Tables: " + "; ".join(f"{t}({', '.join(cols)})" for t, cols in schema_tables.items()))
+    lines.append(f"-- Question: {question}")
+    if evidence:
+        lines.append(f"-- Evidence: {evidence}")
+    lines.append("-- SQL:")
+    return "\n".join(lines)
+
+
+def pool(token_log_probs: Sequence[float]) -> PooledScore:
+    """Pool per-token log-probabilities into prod (as a log), geo, min and avg.
+
+    >>> s = pool([math.log(0.5), math.log(0.25)])
+    >>> round(s.prod, 4), round(s.geo, 4), s.min, s.avg
+    (0.125, 0.3536, 0.25, 0.375)
+    """
+    lp = np.asarray(token_log_probs, dtype=np.float64)
+    if lp.size == 0:
+        raise ValueError("cannot pool an empty SQL: it has no tokens")
+    return PooledScore(int(lp.size), float(lp.sum()), float(np.exp(lp.mean())),
+                       float(np.exp(lp.min())), float(np.exp(lp).mean()))
+
+
+def _encode(tokenizer, prompt: str, sql: str) -> tuple[list[int], list[int]]:
+    prompt_ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    sql_ids = tokenizer(" " + sql.strip(), add_special_tokens=False)["input_ids"]
+    if not sql_ids:
+        raise ValueError(f"SQL {sql!r} tokenizes to nothing")
+    return prompt_ids, sql_ids
+
+
+def _cache_key(model_id: str, prompt: str, sql: str) -> str:
+    return hashlib.sha256(f"{model_id}\x00{prompt}\x00{sql}".encode()).hexdigest()
+
+
+def _model_id(model) -> str:
+    cfg = model.config
+    return f"{getattr(cfg, '_name_or_path', '')}|{cfg.model_type}|{cfg.vocab_size}|{model.num_parameters()}"
+
+
+@torch.no_grad()
+def _token_log_probs_batch(model, batch: list[tuple[list[int], list[int]]], pad_id: int,
+                           device: torch.device) -> list[list[float]]:
+    """Log-probabilities of the SQL tokens of each (prompt_ids, sql_ids) in one forward pass."""
+    lengths = [len(p) + len(s) for p, s in batch]
+    ids = torch.full((len(batch), max(lengths)), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, (p, s) in enumerate(batch):
+        ids[i, : lengths[i]] = torch.tensor(p + s)
+        mask[i, : lengths[i]] = 1  # right padding: causal attention never sees it for real tokens
+    ids, mask = ids.to(device), mask.to(device)
+    hidden = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, T, d)
+    # Position t predicts token t+1: the SQL tokens are predicted from len(p)-1 .. len(p)+len(s)-2.
+    rows = torch.cat([torch.full((len(s),), i) for i, (p, s) in enumerate(batch)]).to(device)
+    cols = torch.cat([torch.arange(len(p) - 1, len(p) + len(s) - 1) for p, s in batch]).to(device)
+    targets = torch.cat([torch.tensor(s) for _, s in batch]).to(device)  # (N_sql,)
+    logits = model.get_output_embeddings()(hidden[rows, cols]).float()  # (N_sql, vocab)
+    log_probs = logits.gather(1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
+    out, start = [], 0
+    for _, s in batch:
+        out.append(log_probs[start : start + len(s)].tolist())
+        start += len(s)
+    return out
+
+
+def _load_cache(path: Path | None) -> dict[str, list[float]]:
+    if path is None or not path.exists():
+        return {}
+    cache = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            cache[row["key"]] = row["token_log_probs"]
+    return cache
+
+
+def score_sql(model, tokenizer, items: Sequence[tuple[str, str]], batch_tokens: int = 8192,
+              cache_path: Path | None = None, progress: bool = True,
+              device: str | torch.device | None = None) -> list[PooledScore]:
+    """Pooled scores of each `(prompt, sql)` in `items`, in order (the fast path).
+
+    `batch_tokens` bounds padded tokens per forward pass. With `cache_path` (a JSONL file),
+    token log-probabilities already there are reused and new ones appended, keyed by model,
+    prompt and SQL.
+    """
+    from tqdm.auto import tqdm
+
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    model_id = _model_id(model)
+    keys = [_cache_key(model_id, p, s) for p, s in items]
+    cache = _load_cache(cache_path)
+    todo = {}  # key -> (prompt_ids, sql_ids), each distinct pair once
+    for key, (p, s) in zip(keys, items):
+        if key not in cache and key not in todo:
+            todo[key] = _encode(tokenizer, p, s)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    order = sorted(todo, key=lambda k: len(todo[k][0]) + len(todo[k][1]))
+    new: dict[str, list[float]] = {}
+    bar = tqdm(total=len(order), desc="scoring SQL", unit="sql", disable=not progress)
+    i = 0
+    while i < len(order):
+        # Grow the batch while (size x longest) stays within the token budget; order is by length.
+        j = i + 1
+        while j < len(order) and (j + 1 - i) * sum(map(len, todo[order[j]])) <= batch_tokens:
+            j += 1
+        chunk = order[i:j]
+        for key, lps in zip(chunk, _token_log_probs_batch(model, [todo[k] for k in chunk], pad_id, device)):
+            new[key] = lps
+        bar.update(len(chunk))
+        i = j
+    bar.close()
+    if cache_path is not None and new:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        with cache_path.open("a") as f:
+            for key, lps in new.items():
+                f.write(json.dumps({"key": key, "token_log_probs": lps}) + "\n")
+    cache.update(new)
+    return [pool(cache[k]) for k in keys]
+
+
+@torch.no_grad()
+def score_sql_naive(model, tokenizer, items: Sequence[tuple[str, str]]) -> list[PooledScore]:
+    """Reference implementation: one pair at a time, log-softmax over the full logits."""
+    device = next(model.parameters()).device
+    scores = []
+    for prompt, sql in items:
+        p, s = _encode(tokenizer, prompt, sql)
+        ids = torch.tensor([p + s], device=device)
+        log_probs = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)  # (T, vocab)
+        scores.append(pool([log_probs[len(p) - 1 + k, t].item() for k, t in enumerate(s)]))
+    return scores
+
+
+def read_scores(path: Path) -> dict[tuple[str, str], PooledScore]:
+    """`{(system, question_id): PooledScore}` from a file written by `main`."""
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[(row["system"], row["question_id"])] = PooledScore(
+                row["n_tokens"], row["log_prod"], row["geo"], row["min"], row["avg"])
+    return out
+
+
+def _prediction_files(paths: Sequence[str]) -> list[Path]:
+    files = []
+    for p in map(Path, paths):
+        files.extend(sorted(f for f in p.iterdir() if f.suffix in (".txt", ".csv", ".json", ".jsonl"))
+                     if p.is_dir() else [p])
+    return files
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from model.data.datasets import load_questions, load_schemas
+    from model.data.predictions import load_predictions
+    from model.lm import load_causal_lm
+
+    ap = argparse.ArgumentParser(prog="python -m model.scoring", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data-root", type=Path, required=True, help="Spider/BIRD folder (dev.json, tables.json)")
+    ap.add_argument("--split", default="dev")
+    ap.add_argument("--predictions", nargs="+", required=True, help="prediction files or folders")
+    ap.add_argument("--out", type=Path, required=True, help="JSONL: one pooled score per prediction")
+    ap.add_argument("--model", default=None, help="HF id or folder; default: packaged SmolLM2-135M")
+    ap.add_argument("--gguf-file", default=None)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--batch-tokens", type=int, default=8192)
+    ap.add_argument("--cache", type=Path, default=None, help="token log-prob cache (JSONL)")
+    ap.add_argument("--limit", type=int, default=None, help="score only the first N questions")
+    args = ap.parse_args(argv)
+
+    questions = load_questions(args.data_root, args.split)[: args.limit]
+    schemas = load_schemas(args.data_root)
+    model, tokenizer = load_causal_lm(args.model, args.gguf_file, dtype=getattr(torch, args.dtype))
+    model.to(args.device)
+    by_id = {q.question_id: q for q in questions}
+    preds = [p for f in _prediction_files(args.predictions) for p in load_predictions(f, questions)
+             if p.question_id in by_id and p.sql.strip()]
+
+    def prompt(p) -> str:
+        q = by_id[p.question_id]
+        schema = schemas.get(q.db_id)
+        return prompt_text(q.question, schema.tables if schema is not None else None, q.evidence)
+
+    scores = score_sql(model, tokenizer, [(prompt(p), p.sql) for p in preds],
+                       batch_tokens=args.batch_tokens, cache_path=args.cache, device=args.device)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w") as f:
+        for p, s in zip(preds, scores):
+            f.write(json.dumps({"system": p.system, "question_id": p.question_id, "sql": p.sql,
+                                **asdict(s)}) + "\n")
+    print(f"wrote {len(preds)} pooled scores to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""Parse SQLite SQL with sqlglot and canonicalise it: lowercased identifiers, table aliases
+resolved to table names, columns qualified, column aliases dropped, string quotes normalised.
+
+This is a light, scope-by-scope pass written for speed: sqlglot's optimizer (`qualify`) would
+do more, but costs several times the parse itself.
+"""
+
+import re
+
+import sqlglot.errors
+from sqlglot import expressions as exp
+from sqlglot.dialects.sqlite import SQLite
+
+from rat.errors import RATError
+from rat.schema import Schema
+
+_KEPT_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
+_KEPT_FUNCTION_PARSERS = {"CAST", "GROUP_CONCAT"}
+
+
+class RatSQLite(SQLite):
+    """SQLite as written: only aggregates and CAST become typed sqlglot nodes; every other
+    function stays `Anonymous` with its own name and arguments (sqlglot would otherwise
+    rewrite e.g. `strftime` into `TimeToStr(TsOrDsToTimestamp(..))`)."""
+
+    class Parser(SQLite.Parser):
+        FUNCTIONS = {k: v for k, v in SQLite.Parser.FUNCTIONS.items() if k in _KEPT_FUNCTIONS}
+        FUNCTION_PARSERS = {
+            k: v for k, v in SQLite.Parser.FUNCTION_PARSERS.items() if k in _KEPT_FUNCTION_PARSERS
+        }
+
+
+_DIALECT = RatSQLite()
+_SIMPLE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
+_RESERVED = {k.lower() for k in RatSQLite.Tokenizer.KEYWORDS if k.replace("_", "").isalpha()}
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
+
+
+def parse(sql: str) -> exp.Expression:
+    """Parse one SQLite statement (a trailing `;` is allowed); errors become RATError.
+
+    >>> parse("SELECT 1;").sql()
+    'SELECT 1'
+    """
+    try:
+        statements = [s for s in _DIALECT.parse(sql) if s is not None]
+    except sqlglot.errors.ParseError as error:
+        detail = error.errors[0] if error.errors else {}
+        where = f" at line {detail.get('line')}, col {detail.get('col')}" if detail else ""
+        description = detail.get("description") or _ANSI.sub("", str(error))[:200]
+        raise RATError(f"cannot parse ({description}{where})", sql) from None
+    except (sqlglot.errors.SqlglotError, RecursionError, ValueError, TypeError,
+            AttributeError, KeyError, IndexError) as error:
+        message = _ANSI.sub("", str(error))[:200]
+        raise RATError(f"cannot parse ({type(error).__name__}: {message})", sql) from None
+    if len(statements) != 1:
+        raise RATError(f"expected one statement, found {len(statements)}", sql)
+    statement = statements[0]
+    if not isinstance(statement, _QUERY):
+        raise RATError(f"unsupported construct {type(statement).__name__!r} (not a query)", sql)
+    return statement
+
+
+def canonical_ast(sql: str, schema: Schema | None = None) -> exp.Expression:
+    """Parse `sql` and canonicalise the sqlglot tree in place (see `canonicalize`)."""
+    tree = parse(sql)
+    try:
+        _Resolver(sql, schema).query(tree, outer=(), ctes={}, keep_aliases=False)
+    except RATError:
+        raise
+    except RecursionError:
+        raise RATError("query nested too deeply", sql) from None
+    except Exception as error:  # noqa: BLE001 - to_tree promises RATError only
+        raise RATError(f"cannot canonicalise ({type(error).__name__}: {error})", sql) from None
+    return tree
+
+
+def canonicalize(sql: str, schema: Schema | None = None) -> str:
+    """Canonical SQLite text of `sql`: lowercase keywords and identifiers, table aliases
+    resolved to table names, columns qualified where unambiguous, column aliases dropped
+    (references to them in ORDER BY replaced by the aliased expression), single-quoted strings.
+
+    >>> canonicalize('SELECT T1.Name AS n FROM Singer AS T1 WHERE T1.Age > "20" ORDER BY n')
+    "select singer.name from singer where singer.age > '20' order by singer.name"
+    >>> s = Schema({"singer": ["singer_id", "name"], "concert": ["singer_id", "year"]})
+    >>> canonicalize("SELECT name, count(*) FROM singer AS s JOIN concert AS c "
+    ...              "ON s.singer_id = c.singer_id WHERE year = 2014 GROUP BY name", s)
+    'select singer.name, count(*) from singer join concert on singer.singer_id = concert.singer_id where concert.year = 2014 group by singer.name'
+    """
+    tree = canonical_ast(sql, schema)
+    try:
+        text = tree.sql(dialect=_DIALECT)
+    except Exception as error:  # noqa: BLE001
+        raise RATError(f"cannot generate SQL ({type(error).__name__}: {error})", sql) from None
+    return _lowercase_outside_strings(text)
+
+
+def _lowercase_outside_strings(text: str) -> str:
+    # Identifiers are already lowercase; only string literals keep their case.
+    parts = text.split("'")
+    # Even-indexed parts lie outside '...' literals ('' escapes split into empty odd parts).
+    return "'".join(p if i % 2 else p.lower() for i, p in enumerate(parts))
+
+
+class _Scope:
+    """The relations one SELECT reads: qualifier -> known columns (None when unknown)."""
+
+    __slots__ = ("sources", "aliases")
+
+    def __init__(self) -> None:
+        self.sources: dict[str, frozenset[str] | None] = {}
+        self.aliases: dict[str, str] = {}  # name or alias as written (lowercased) -> qualifier
+
+
+def _set_name(identifier: exp.Identifier, name: str) -> None:
+    identifier.set("this", name)
+    identifier.set("quoted", not _SIMPLE_NAME.match(name) or name in _RESERVED)
+
+
+class _Resolver:
+    def __init__(self, sql: str, schema: Schema | None):
+        self.sql = sql
+        self.schema = schema
+
+    # ---- queries ----------------------------------------------------------------------
+    def query(self, node: exp.Expression, outer: tuple, ctes: dict, keep_aliases: bool) -> list:
+        """Resolve a query in place; returns its output column names (for derived tables)."""
+        if isinstance(node, exp.Subquery):
+            return self.query(node.this, outer, ctes, keep_aliases)
+        with_ = node.args.get("with_")
+        if with_ is not None:
+            ctes = dict(ctes)
+            for cte in with_.expressions:
+                names = self.query(cte.this, outer, ctes, keep_aliases=True)
+                name = cte.alias.lower()
+                _set_name(cte.args["alias"].this, name)
+                column_names = [c.name.lower() for c in cte.args["alias"].columns]
+                ctes[name] = frozenset(column_names or names)
+        if isinstance(node, exp.SetOperation):
+            names = self.query(node.this, outer, ctes, keep_aliases)
+            self.query(node.expression, outer, ctes, keep_aliases)
+            for key in ("order", "limit", "offset"):
+                if node.args.get(key) is not None:
+                    self.expression(node.args[key], _Scope(), outer, ctes, {}, key)
+            return names
+        if isinstance(node, exp.Select):
+            return self.select(node, outer, ctes, keep_aliases)
+        raise RATError(f"unsupported construct {type(node).__name__!r}", self.sql)
+
+    def select(self, node: exp.Select, outer: tuple, ctes: dict, keep_aliases: bool) -> list:
+        args = node.args
+        for key in ("laterals", "pivots", "connect", "qualify", "windows", "into"):
+            if args.get(key):
+                raise RATError(f"unsupported construct {key.upper()!r}", self.sql)
+        scope = _Scope()
+        from_ = args.get("from_")
+        if from_ is not None:
+            self.source(from_.this, scope, outer, ctes)
+        for join in args.get("joins") or ():
+            self.source(join.this, scope, outer, ctes)
+        chain = (scope, *outer)
+        projections = node.expressions
+        for projection in projections:
+            self.expression(projection, scope, chain, ctes, {}, "select")
+        aliases: dict[str, exp.Expression] = {}
+        names = []
+        for i, projection in enumerate(projections):
+            if isinstance(projection, exp.Alias):
+                alias = projection.alias.lower()
+                aliases[alias] = projection.this
+                names.append(alias)
+                if keep_aliases:
+                    _set_name(projection.args["alias"], alias)
+                else:
+                    projection.replace(projection.this)
+            else:
+                names.append(projection.alias_or_name.lower())
+        for join in args.get("joins") or ():
+            for key in ("on", "using"):
+                if join.args.get(key) is not None:
+                    self.expression(join.args[key], scope, chain, ctes, {}, "on")
+        for key in ("where", "group", "having", "order", "limit", "offset"):
+            if args.get(key) is not None:
+                self.expression(args[key], scope, chain, ctes, aliases, key)
+        return names
+
+    def source(self, node: exp.Expression, scope: _Scope, outer: tuple, ctes: dict) -> None:
+        if isinstance(node, exp.Table):
+            if node.args.get("joins"):
+                raise RATError("unsupported construct 'parenthesised join'", self.sql)
+            name = node.name.lower()
+            for key in ("db", "catalog"):
+                node.set(key, None)
+            _set_name(node.this, name)
+            columns = ctes.get(name)
+            if columns is None and self.schema is not None:
+                columns = self.schema.columns(name)
+            alias = node.alias.lower()
+            qualifier = self.qualifier(name, scope)
+            scope.sources[qualifier] = columns
+            scope.aliases[alias or name] = qualifier
+            scope.aliases.setdefault(name, qualifier)
+            if qualifier == name:
+                node.set("alias", None)
+            else:
+                node.set("alias", exp.TableAlias(this=exp.to_identifier(qualifier)))
+        elif isinstance(node, exp.Subquery):
+            names = self.query(node.this, outer, ctes, keep_aliases=True)
+            qualifier = self.qualifier("derived", scope)
+            alias = node.alias.lower()
+            scope.sources[qualifier] = frozenset(names)
+            if alias:
+                scope.aliases[alias] = qualifier
+            node.set("alias", exp.TableAlias(this=exp.to_identifier(qualifier)))
+        else:
+            raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
+
+    @staticmethod
+    def qualifier(name: str, scope: _Scope) -> str:
+        # A self-join's second occurrence of `t` is `t_2`, its third `t_3`, ...
+        if name not in scope.sources:
+            return name
+        k = 2
+        while f"{name}_{k}" in scope.sources:
+            k += 1
+        return f"{name}_{k}"
+
+    # ---- expressions ------------------------------------------------------------------
+    def expression(self, node, scope, chain, ctes, aliases, clause) -> None:
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, exp.Column):
+                self.column(current, scope, chain, aliases, clause)
+                continue
+            if isinstance(current, _QUERY):
+                self.query(current, chain, ctes, keep_aliases=False)
+                continue
+            if isinstance(current, exp.Anonymous):
+                current.set("this", current.name.lower())
+            for value in current.args.values():
+                if isinstance(value, exp.Expression):
+                    stack.append(value)
+                elif isinstance(value, list):
+                    stack.extend(v for v in value if isinstance(v, exp.Expression))
+
+    def column(self, column: exp.Column, scope: _Scope, chain, aliases, clause) -> None:
+        for key in ("db", "catalog"):
+            if column.args.get(key) is not None:
+                column.set(key, None)
+        identifier = column.this
+        table = column.args.get("table")
+        if isinstance(identifier, exp.Star):
+            if table is not None:
+                _set_name(table, self.lookup_qualifier(table.name.lower(), chain))
+            return
+        written = identifier.this
+        name = written.lower()
+        if table is not None:
+            _set_name(identifier, name)
+            _set_name(table, self.lookup_qualifier(table.name.lower(), chain))
+            return
+        double_quoted = identifier.quoted and self._quote_char(identifier) == '"'
+        if clause == "order" and name in aliases:
+            column.replace(aliases[name].copy())
+            return
+        owners = [q for q, cols in scope.sources.items() if cols is not None and name in cols]
+        if len(owners) == 1:
+            self._qualify(column, identifier, name, owners[0])
+            return
+        if owners:  # ambiguous: keep it unqualified, as written
+            _set_name(identifier, name)
+            return
+        all_known = bool(scope.sources) and all(c is not None for c in scope.sources.values())
+        if double_quoted and (all_known or not scope.sources or self.schema is None):
+            # SQLite reads an unknown "..." as a string literal (Spider writes values so).
+            column.replace(exp.Literal.string(written))
+            return
+        if name in aliases and clause in ("where", "group", "having"):
+            column.replace(aliases[name].copy())
+            return
+        for outer_scope in chain[1:]:
+            owners = [q for q, c in outer_scope.sources.items() if c is not None and name in c]
+            if len(owners) == 1:
+                self._qualify(column, identifier, name, owners[0])
+                return
+        unknown = [q for q, cols in scope.sources.items() if cols is None]
+        if len(scope.sources) == 1 and unknown:
+            self._qualify(column, identifier, name, unknown[0])
+            return
+        _set_name(identifier, name)
+
+    def _quote_char(self, identifier: exp.Identifier) -> str:
+        start = identifier.meta.get("start")
+        return self.sql[start] if start is not None and start < len(self.sql) else '"'
+
+    @staticmethod
+    def _qualify(column, identifier, name, qualifier) -> None:
+        _set_name(identifier, name)
+        column.set("table", exp.to_identifier(qualifier))
+        _set_name(column.args["table"], qualifier)
+
+    @staticmethod
+    def lookup_qualifier(name: str, chain) -> str:
+        for scope in chain:
+            if name in scope.aliases:
+                return scope.aliases[name]
+        return name

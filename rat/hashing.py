@@ -1,0 +1,105 @@
+"""Commutativity-aware structural hashes of RAT nodes (hashlib, identical across processes).
+
+A node's hash combines its label with its children's hashes; children of commutative
+operators are sorted first, and comparisons are oriented canonically (`x > 10` is `10 < x`).
+For labelling, an expression under Val_list, Orderby_*, Project, Limit or Groupby also carries
+its parent's label (`contextual_hashes`), so that e.g. a column in SELECT never matches the same
+column in WHERE by accident. The input relation of those operators (their last child) is
+exempt: the paper applies the parent label to it too, which marks a correct projection as
+incorrect whenever only the ORDER BY direction or the LIMIT around it is wrong.
+"""
+
+from hashlib import blake2b
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rat.node import Node
+
+COMMUTATIVE = frozenset(
+    {"Eq", "Neq", "Add", "Mul", "And", "Or", "Union", "Union_all", "Intersect", "Product",
+     "Val_list", "Groupby"}
+)
+# Mirror image of each ordered comparison: `a < b` is `b > a`.
+MIRRORED = {"Lt": "Gt", "Gt": "Lt", "Lte": "Gte", "Gte": "Lte"}
+CONTEXT_PARENTS = frozenset(
+    {"Val_list", "Orderby_asc", "Orderby_desc", "Project", "Limit", "Groupby"}
+)
+
+
+# Labels of relational operators: their results are relations, not values.
+RELATIONAL = frozenset(
+    {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Groupby",
+     "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct", "Union", "Union_all",
+     "Intersect", "Except"}
+)
+_NOT_TABLES = frozenset({"*", "null", "true", "false", "current_timestamp", "current_date",
+                         "current_time"})
+
+
+def is_relation(node: "Node") -> bool:
+    """Whether `node` denotes a relation: a relational operator or a table leaf.
+
+    >>> from rat.node import Node
+    >>> [is_relation(Node(x)) for x in ("singer", "singer.name", "'x'", "10", "*")]
+    [True, False, False, False, False]
+    """
+    if node.children:
+        return node.label in RELATIONAL
+    label = node.label
+    return not ("." in label or label[:1] in "'-0123456789" or label in _NOT_TABLES)
+
+
+def _digest(text: str) -> str:
+    return blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def combine(label: str, child_hashes: list[str]) -> str:
+    """Hash of a node from its label and its children's hashes.
+
+    >>> combine("Add", ["a", "b"]) == combine("Add", ["b", "a"])
+    True
+    >>> combine("Sub", ["a", "b"]) == combine("Sub", ["b", "a"])
+    False
+    >>> combine("Gt", ["x", "10"]) == combine("Lt", ["10", "x"])
+    True
+    """
+    if not child_hashes:
+        return _digest(label)
+    if label in COMMUTATIVE:
+        child_hashes = sorted(child_hashes)
+    elif label in MIRRORED and len(child_hashes) == 2 and child_hashes[1] < child_hashes[0]:
+        label = MIRRORED[label]
+        child_hashes = [child_hashes[1], child_hashes[0]]
+    return _digest(label + "(" + ",".join(child_hashes) + ")")
+
+
+def contextual_hashes(tree: "Node") -> list[str]:
+    """For each node of `tree` in post-order, the hash used for labelling: its own hash,
+    combined with its parent's label when the parent is in CONTEXT_PARENTS.
+
+    >>> from rat.node import Node
+    >>> c = Node("t.c")
+    >>> project, where = Node("Project", (c, Node("t"))), Node("Eq", (c, Node("1")))
+    >>> contextual_hashes(project)[0] == contextual_hashes(where)[0]
+    False
+    >>> contextual_hashes(where)[0] == c.hash
+    True
+    >>> contextual_hashes(project)[1] == Node("t").hash  # the input relation is exempt
+    True
+    """
+    hashes: list[str] = []
+
+    def visit(node: "Node", parent_label: str | None) -> None:
+        children = node.children
+        context = node.label if node.label in CONTEXT_PARENTS else None
+        last = len(children) - 1
+        for i, child in enumerate(children):
+            relation_input = i == last and context != "Val_list" and is_relation(child)
+            visit(child, None if relation_input else context)
+        if parent_label is not None:
+            hashes.append(_digest(parent_label + ">" + node.hash))
+        else:
+            hashes.append(node.hash)
+
+    visit(tree, None)
+    return hashes

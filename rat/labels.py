@@ -1,0 +1,27 @@
+"""Per-node correctness labels of a predicted RAT against the gold RAT."""
+
+from rat.hashing import contextual_hashes
+from rat.node import Node
+
+
+def label_nodes(pred: Node, gold: Node, execution_match: bool = False) -> list[int]:
+    """One label per node of `pred` in post-order: 1 iff a node with the same (contextual)
+    hash occurs anywhere in `gold`; all 1 when `execution_match` is true.
+
+    A node can be correct under an incorrect parent: in `c > 10` vs gold `c = 10`, the
+    column and the value are correct, the comparison is not.
+
+    >>> from rat.tree import to_tree
+    >>> pred, gold = to_tree("SELECT a FROM t WHERE c > 10"), to_tree("SELECT a FROM t WHERE c = 10")
+    >>> [n.label for n in pred.postorder()]
+    ['t.a', 't.c', '10', 'Gt', 't', 'Selection', 'Project']
+    >>> label_nodes(pred, gold)
+    [1, 1, 1, 0, 1, 0, 0]
+    >>> label_nodes(pred, gold, execution_match=True)
+    [1, 1, 1, 1, 1, 1, 1]
+    """
+    pred_hashes = contextual_hashes(pred)
+    if execution_match:
+        return [1] * len(pred_hashes)
+    gold_hashes = set(contextual_hashes(gold))
+    return [int(h in gold_hashes) for h in pred_hashes]

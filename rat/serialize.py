@@ -1,0 +1,47 @@
+"""Post-order serialisation of a RAT, the string the node model reads, and where each node
+ends in it (the model scores a node at the token holding that node's last character)."""
+
+from rat.node import Node
+
+
+def _pieces(tree: Node) -> tuple[list[str], list[int]]:
+    pieces: list[str] = []
+    ends: list[int] = []
+    length = 0
+
+    def visit(node: Node) -> None:
+        nonlocal length
+        pieces.append("(")
+        length += 1
+        for child in node.children:
+            visit(child)
+        pieces.append(node.label)
+        pieces.append(")")
+        length += len(node.label) + 1
+        ends.append(length - 1)
+
+    visit(tree)
+    return pieces, ends
+
+
+def serialize(tree: Node) -> str:
+    """`(children... label)` for every node, children first.
+
+    >>> project = Node("Project", (Node("player.player_api_id"), Node("player")))
+    >>> tree = Node("Limit", (Node("1"), Node("Orderby_desc", (Node("player.heaviness"), project))))
+    >>> serialize(tree)
+    '((1)((player.heaviness)((player.player_api_id)(player)Project)Orderby_desc)Limit)'
+    """
+    return "".join(_pieces(tree)[0])
+
+
+def node_ends(tree: Node) -> list[int]:
+    """For each node in post-order, the index in `serialize(tree)` of its last character
+    (its closing parenthesis).
+
+    >>> tree = Node("Eq", (Node("t.c"), Node("1")))
+    >>> text, ends = serialize(tree), node_ends(tree)
+    >>> text, ends, [text[: e + 1] for e in ends][-1] == text
+    ('((t.c)(1)Eq)', [5, 8, 11], True)
+    """
+    return _pieces(tree)[1]

@@ -1,0 +1,348 @@
+"""Build the relational algebra tree (RAT) of a query from its canonical sqlglot tree.
+
+A SELECT becomes, from the leaves up:
+Table / Product / Left_join -> Selection -> Groupby -> Having -> Project -> Distinct ->
+Orderby_asc / Orderby_desc -> Limit; relational operators take their expressions first and
+their input relation last, as in the paper's `((1)((player.heaviness)((..)(player)Project)
+Orderby_desc)Limit)`.
+"""
+
+from sqlglot import expressions as exp
+
+from rat.canonicalize import canonical_ast
+from rat.errors import RATError
+from rat.node import Node
+from rat.schema import Schema
+
+_COMPARISONS = {
+    exp.EQ: "Eq", exp.NEQ: "Neq", exp.GT: "Gt", exp.GTE: "Gte", exp.LT: "Lt", exp.LTE: "Lte",
+}
+_BINARY = {
+    **_COMPARISONS,
+    exp.Add: "Add", exp.Sub: "Sub", exp.Mul: "Mul", exp.Div: "Div", exp.Mod: "Mod",
+    exp.DPipe: "Concat", exp.Like: "Like", exp.ILike: "Like", exp.Glob: "Glob",
+    exp.RegexpLike: "Regexp", exp.Is: "Is", exp.BitwiseAnd: "Bitand", exp.BitwiseOr: "Bitor",
+    exp.BitwiseLeftShift: "Shift_left", exp.BitwiseRightShift: "Shift_right",
+    exp.NullSafeEQ: "Is", exp.NullSafeNEQ: "Is_not",
+}
+_AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min",
+               exp.Max: "Max", exp.GroupConcat: "Group_concat"}
+# NOT applied to these becomes one node, e.g. `a NOT IN (..)` -> Not_in.
+_NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Between": "Not_between",
+            "Exists": "Not_exists", "Is_null": "Is_not_null", "Regexp": "Not_regexp"}
+_NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
+            exp.CurrentTime: "current_time"}
+_SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
+_JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
+
+
+def to_tree(sql: str, schema: Schema | None = None) -> Node:
+    """The canonical RAT of `sql` (SQLite dialect); raises only `RATError`.
+
+    >>> from rat.serialize import serialize
+    >>> serialize(to_tree("SELECT player_api_id FROM Player ORDER BY heaviness DESC LIMIT 1"))
+    '((1)((player.heaviness)((player.player_api_id)(player)Project)Orderby_desc)Limit)'
+    >>> to_tree("SELECT a FROM t WHERE b > 10") == to_tree("select T.a from t as T where 10 < b")
+    True
+    """
+    tree = canonical_ast(sql, schema)
+    try:
+        return _Builder(sql).query(tree, {})
+    except RATError:
+        raise
+    except RecursionError:
+        raise RATError("query nested too deeply", sql) from None
+    except Exception as error:  # noqa: BLE001 - to_tree promises RATError only
+        raise RATError(f"cannot build tree ({type(error).__name__}: {error})", sql) from None
+
+
+def _value_label(literal: exp.Literal) -> str:
+    if literal.is_string:
+        return "'" + literal.this.replace("'", "''") + "'"
+    return literal.this
+
+
+class _Builder:
+    def __init__(self, sql: str):
+        self.sql = sql
+
+    def unsupported(self, node: exp.Expression) -> RATError:
+        return RATError(f"unsupported construct {type(node).__name__!r}", self.sql)
+
+    # ---- relations --------------------------------------------------------------------
+    def query(self, node: exp.Expression, ctes: dict[str, Node]) -> Node:
+        if isinstance(node, exp.Subquery):
+            return self.query(node.this, ctes)
+        with_ = node.args.get("with_")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise RATError("unsupported construct 'WITH RECURSIVE'", self.sql)
+            ctes = dict(ctes)
+            for cte in with_.expressions:
+                ctes[cte.alias] = self.query(cte.this, ctes)
+        if isinstance(node, exp.Select):
+            return self.select(node, ctes)
+        label = _SET_OPERATIONS.get(type(node))
+        if label is None:
+            raise self.unsupported(node)
+        if label == "Union" and not node.args.get("distinct"):
+            label = "Union_all"
+        operands = []
+        for side in (node.this, node.expression):
+            operand = self.query(side, ctes)
+            # (a UNION b) UNION c is one Union over a, b, c, as (a AND b) AND c is one And.
+            plain = not any(side.args.get(k) for k in ("order", "limit", "offset"))
+            if operand.label == label and label != "Except" and plain:
+                operands.extend(operand.children)
+            else:
+                operands.append(operand)
+        return self.modifiers(node, Node(label, operands), ctes)
+
+    def select(self, node: exp.Select, ctes: dict[str, Node]) -> Node:
+        args = node.args
+        relation = self.from_clause(node, ctes)
+        where = args.get("where")
+        if where is not None:
+            relation = Node("Selection", (self.expr(where.this, ctes), relation))
+        group = args.get("group")
+        if group is not None:
+            keys = [self.expr(k, ctes) for k in group.expressions]
+            relation = Node("Groupby", (*keys, *self.optional(relation)))
+        having = args.get("having")
+        if having is not None:
+            relation = Node("Having", (self.expr(having.this, ctes), *self.optional(relation)))
+        columns = [self.expr(p, ctes) for p in node.expressions]
+        relation = Node("Project", (*columns, *self.optional(relation)))
+        if args.get("distinct") is not None:
+            if args["distinct"].args.get("on") is not None:
+                raise RATError("unsupported construct 'DISTINCT ON'", self.sql)
+            relation = Node("Distinct", (relation,))
+        return self.modifiers(node, relation, ctes)
+
+    @staticmethod
+    def optional(relation: Node | None) -> tuple[Node, ...]:
+        return () if relation is None else (relation,)
+
+    def modifiers(self, node: exp.Expression, relation: Node, ctes) -> Node:
+        """ORDER BY and LIMIT/OFFSET, applied on top of the projection or set operation."""
+        order = node.args.get("order")
+        if order is not None:
+            # ORDER BY a, b DESC == Orderby_asc(a, Orderby_desc(b, ..)): the outer key is primary.
+            runs: list[tuple[str, list[Node]]] = []
+            for ordered in order.expressions:
+                desc = isinstance(ordered, exp.Ordered) and bool(ordered.args.get("desc"))
+                key = ordered.this if isinstance(ordered, exp.Ordered) else ordered
+                label = "Orderby_desc" if desc else "Orderby_asc"
+                if runs and runs[-1][0] == label:
+                    runs[-1][1].append(self.expr(key, ctes))
+                else:
+                    runs.append((label, [self.expr(key, ctes)]))
+            for label, keys in reversed(runs):
+                relation = Node(label, (*keys, relation))
+        limit = node.args.get("limit")
+        offset = node.args.get("offset")
+        if limit is not None:
+            if isinstance(limit, exp.Fetch):
+                raise RATError("unsupported construct 'FETCH'", self.sql)
+            offset = offset if offset is not None else limit.args.get("offset")
+            children = [self.expr(limit.expression, ctes)]
+            if offset is not None:
+                offset_value = offset.expression if isinstance(offset, exp.Offset) else offset
+                children.append(Node("Offset", (self.expr(offset_value, ctes),)))
+            relation = Node("Limit", (*children, relation))
+        elif offset is not None:
+            relation = Node("Offset", (self.expr(offset.expression, ctes), relation))
+        return relation
+
+    def from_clause(self, node: exp.Select, ctes) -> Node | None:
+        from_ = node.args.get("from_")
+        if from_ is None:
+            return None
+        # Inner joins are flattened into one Product of every table and every ON conjunct,
+        # so any permutation of tables and conditions gives the same hash.
+        items = [self.relation(from_.this, ctes)]
+        for join in node.args.get("joins") or ():
+            right = self.relation(join.this, ctes)
+            if join.args.get("method"):
+                raise RATError(f"unsupported construct '{join.args['method']} JOIN'", self.sql)
+            conditions = self.join_conditions(join, ctes)
+            side = join.args.get("side")
+            if side:
+                label = _JOIN_SIDES.get(side.upper())
+                if label is None:
+                    raise RATError(f"unsupported construct '{side} JOIN'", self.sql)
+                left = items[0] if len(items) == 1 else Node("Product", items)
+                condition = conditions[0] if len(conditions) == 1 else Node("And", conditions)
+                items = [Node(label, (left, right, *([condition] if conditions else [])))]
+            else:
+                items.append(right)
+                items.extend(conditions)
+        return items[0] if len(items) == 1 else Node("Product", items)
+
+    def join_conditions(self, join: exp.Join, ctes) -> list[Node]:
+        on = join.args.get("on")
+        if on is not None:
+            return list(self.conjuncts(on, ctes))
+        using = join.args.get("using")
+        if using:
+            return [Node("Using", [self.expr(c, ctes) for c in using])]
+        return []
+
+    def conjuncts(self, node: exp.Expression, ctes):
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.And):
+            yield from self.conjuncts(node.this, ctes)
+            yield from self.conjuncts(node.expression, ctes)
+        else:
+            yield self.expr(node, ctes)
+
+    def relation(self, node: exp.Expression, ctes) -> Node:
+        if isinstance(node, exp.Table):
+            name = node.name
+            if name in ctes:
+                return ctes[name]
+            return Node(name)
+        if isinstance(node, exp.Subquery):
+            return self.query(node.this, ctes)
+        raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
+
+    # ---- expressions ------------------------------------------------------------------
+    def expr(self, node: exp.Expression, ctes) -> Node:
+        kind = type(node)
+        if kind is exp.Column:
+            table = node.args.get("table")
+            name = "*" if isinstance(node.this, exp.Star) else node.this.this
+            return Node(f"{table.this}.{name}" if table is not None else name)
+        if kind is exp.Literal:
+            return Node(_value_label(node))
+        if kind is exp.Paren:
+            return self.expr(node.this, ctes)
+        label = _BINARY.get(kind)
+        if label is not None:
+            left, right = self.expr(node.this, ctes), self.expr(node.expression, ctes)
+            if kind is exp.Is and isinstance(node.expression, exp.Null):
+                return Node("Is_null", (left,))
+            if kind is exp.Like and node.args.get("negate"):
+                return Node("Not_like", (left, right))
+            if node.args.get("escape") is not None:
+                raise RATError("unsupported construct 'ESCAPE'", self.sql)
+            return Node(label, (left, right))
+        if kind is exp.And or kind is exp.Or:
+            return Node(kind.__name__, self.flatten(node, kind, ctes))
+        if kind is exp.Not:
+            inner = self.expr(node.this, ctes)
+            negated = _NEGATED.get(inner.label)
+            if negated is not None:
+                return Node(negated, inner.children)
+            return Node("Not", (inner,))
+        if kind is exp.In:
+            query = node.args.get("query")
+            if query is not None:
+                target = self.query(query, ctes)
+            elif node.args.get("unnest") is not None or node.args.get("field") is not None:
+                raise self.unsupported(node)
+            else:
+                target = Node("Val_list", [self.expr(v, ctes) for v in node.expressions])
+            return Node("In", (self.expr(node.this, ctes), target))
+        if kind is exp.Between:
+            return Node("Between", (self.expr(node.this, ctes), self.expr(node.args["low"], ctes),
+                                    self.expr(node.args["high"], ctes)))
+        if kind is exp.Star:
+            return Node("*")
+        if kind is exp.Null:
+            return Node("null")
+        if kind is exp.Boolean:
+            return Node("true" if node.this else "false")
+        if kind is exp.Neg:
+            inner = node.this
+            if isinstance(inner, exp.Literal) and not inner.is_string:
+                return Node("-" + inner.this)
+            return Node("Neg", (self.expr(inner, ctes),))
+        if kind in _SET_OPERATIONS or kind is exp.Select or kind is exp.Subquery:
+            return self.query(node, ctes)
+        if kind is exp.Exists:
+            return Node("Exists", (self.query(node.this, ctes),))
+        if kind is exp.Distinct:
+            return Node("Distinct", [self.expr(e, ctes) for e in node.expressions])
+        label = _AGGREGATES.get(kind)
+        if label is not None:
+            children = [self.expr(node.this, ctes)]
+            children += [self.expr(e, ctes) for e in node.expressions]
+            separator = node.args.get("separator")
+            if separator is not None:
+                children.append(self.expr(separator, ctes))
+            return Node(label, children)
+        if kind is exp.Greatest or kind is exp.Least:
+            # SQLite's multi-argument max(a, b) / min(a, b).
+            children = [self.expr(node.this, ctes)] + [self.expr(e, ctes) for e in node.expressions]
+            return Node("Max" if kind is exp.Greatest else "Min", children)
+        if kind is exp.Case:
+            return self.case(node.args.get("this"), node.args.get("ifs") or (),
+                             node.args.get("default"), ctes)
+        if kind is exp.Anonymous:
+            name = node.name.lower()
+            arguments = node.expressions
+            if name == "iif" and len(arguments) == 3:
+                # IIF(c, a, b) is CASE WHEN c THEN a ELSE b END.
+                when = exp.If(this=arguments[0], true=arguments[1])
+                return self.case(None, [when], arguments[2], ctes)
+            return Node(name.capitalize(), [self.expr(a, ctes) for a in arguments])
+        if kind is exp.Cast or kind is exp.TryCast:
+            return Node("Cast", (self.expr(node.this, ctes),
+                                 Node(node.args["to"].sql(dialect="sqlite").lower())))
+        if kind is exp.Alias:
+            return self.expr(node.this, ctes)
+        if kind is exp.Tuple:
+            return Node("Tuple", [self.expr(e, ctes) for e in node.expressions])
+        if kind is exp.Collate:
+            return Node("Collate", (self.expr(node.this, ctes), Node(node.expression.name.lower())))
+        if kind in _NILADIC:
+            return Node(_NILADIC[kind])
+        if kind is exp.Any or kind is exp.All:
+            return Node(kind.__name__, (self.expr(node.this, ctes),))
+        if kind is exp.Window:
+            return self.window(node, ctes)
+        if kind is exp.BitwiseNot:
+            return Node("Bitnot", (self.expr(node.this, ctes),))
+        raise self.unsupported(node)
+
+    def window(self, node: exp.Window, ctes) -> Node:
+        if node.args.get("spec") is not None or node.args.get("alias") is not None:
+            raise RATError("unsupported construct 'window frame'", self.sql)
+        children = [self.expr(node.this, ctes)]
+        partition = node.args.get("partition_by")
+        if partition:
+            children.append(Node("Partitionby", [self.expr(k, ctes) for k in partition]))
+        order = node.args.get("order")
+        if order is not None:
+            for ordered in order.expressions:
+                desc = isinstance(ordered, exp.Ordered) and bool(ordered.args.get("desc"))
+                key = ordered.this if isinstance(ordered, exp.Ordered) else ordered
+                children.append(Node("Orderby_desc" if desc else "Orderby_asc",
+                                     (self.expr(key, ctes),)))
+        return Node("Over", children)
+
+    def flatten(self, node: exp.Expression, kind: type, ctes) -> list[Node]:
+        # a AND (b AND c) is one And over a, b, c.
+        operands: list[Node] = []
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            while isinstance(current, exp.Paren):
+                current = current.this
+            if type(current) is kind:
+                stack.append(current.expression)
+                stack.append(current.this)
+            else:
+                operands.append(self.expr(current, ctes))
+        return operands
+
+    def case(self, operand, ifs, default, ctes) -> Node:
+        children = [] if operand is None else [self.expr(operand, ctes)]
+        for when in ifs:
+            children.append(Node("When", (self.expr(when.this, ctes),
+                                          self.expr(when.args["true"], ctes))))
+        if default is not None:
+            children.append(Node("Else", (self.expr(default, ctes),)))
+        return Node("Case", children)

@@ -1,0 +1,119 @@
+"""Calibrators (PS, isotonic, MPS): ranking behaviour, JSON round trip, and the CV protocols."""
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from model.calibration import (
+    IsotonicCalibrator,
+    MultivariatePlattScaler,
+    PlattScaler,
+    calibration_test_split,
+    cross_validate,
+    load_calibrator,
+    logit_from_log_prob,
+    schema_disjoint_folds,
+    summarize_folds,
+)
+
+
+@pytest.fixture
+def two_signals():
+    """Labels that depend on two independent scores, so the pair ranks better than either."""
+    rng = np.random.default_rng(0)
+    s1, s2 = rng.uniform(0.01, 0.99, 600), rng.uniform(0.01, 0.99, 600)
+    p = 1 / (1 + np.exp(-(3 * np.log(s1 / (1 - s1)) + 3 * np.log(s2 / (1 - s2)))))
+    y = (rng.uniform(size=600) < p).astype(int)
+    return s1, s2, y
+
+
+def test_platt_keeps_auc_and_improves_brier(two_signals):
+    s1, _, y = two_signals
+    overconfident = s1 ** 0.2  # same ranking as s1, badly calibrated
+    ps = PlattScaler().fit(overconfident, y)
+    conf = ps.confidence(overconfident)
+    assert roc_auc_score(y, conf) == pytest.approx(roc_auc_score(y, overconfident), abs=1e-12)
+    assert np.mean((conf - y) ** 2) < np.mean((overconfident - y) ** 2)
+
+
+def test_mps_can_change_auc(two_signals):
+    s1, s2, y = two_signals
+    x = np.stack([s1, s2], axis=1)
+    mps = MultivariatePlattScaler(["s1", "s2"]).fit(x, y)
+    assert roc_auc_score(y, mps.confidence(x)) > roc_auc_score(y, s1) + 0.05
+    weights = mps.weights()
+    assert set(weights) == {"intercept", "s1", "s2"} and weights["s1"] > 0 and weights["s2"] > 0
+
+
+def test_platt_on_underflowing_log_probs_keeps_ranking():
+    rng = np.random.default_rng(1)
+    log_prob = rng.uniform(-900, -700, 300)  # exp() of these is exactly 0.0 in float64
+    y = (rng.uniform(size=300) < (log_prob + 900) / 200).astype(int)
+    conf = PlattScaler("log_prob").fit(log_prob, y).confidence(log_prob)
+    assert np.isfinite(conf).all() and len(np.unique(conf)) > 250
+    assert roc_auc_score(y, conf) == pytest.approx(roc_auc_score(y, log_prob), abs=1e-12)
+
+
+def test_logit_from_log_prob_matches_direct_formula():
+    p = np.array([1e-9, 0.2, 0.5, 0.999])
+    np.testing.assert_allclose(logit_from_log_prob(np.log(p)), np.log(p / (1 - p)), rtol=1e-9)
+
+
+def test_isotonic_is_monotone_and_bounded(two_signals):
+    s1, _, y = two_signals
+    conf = IsotonicCalibrator().fit(s1, y).confidence(np.sort(s1))
+    assert (np.diff(conf) >= 0).all() and conf.min() >= 0 and conf.max() <= 1
+
+
+@pytest.mark.parametrize("make", [lambda: PlattScaler(), lambda: PlattScaler("log_prob"),
+                                  IsotonicCalibrator, lambda: MultivariatePlattScaler(["a", "b"])])
+def test_save_load_round_trip(make, two_signals, tmp_path):
+    s1, s2, y = two_signals
+    x = np.stack([s1, s2], axis=1) if isinstance(make(), MultivariatePlattScaler) else s1
+    if getattr(make(), "score_kind", None) == "log_prob":
+        x = np.log(s1)
+    cal = make().fit(x, y)
+    cal.save(tmp_path / "cal.json")
+    back = load_calibrator(tmp_path / "cal.json")
+    assert type(back) is type(cal)
+    np.testing.assert_array_equal(back.predict_proba(x), cal.predict_proba(x))
+    assert cal.predict_proba(x).shape == (len(y), 2)
+
+
+def test_one_class_fit_predicts_the_base_rate():
+    cal = MultivariatePlattScaler(["a"]).fit(np.array([[0.1], [0.9]]), [1, 1])
+    assert cal.confidence(np.array([[0.5]])).tolist() == [1.0]
+    with pytest.raises(ValueError, match="0/1"):
+        PlattScaler().fit([0.1, 0.2], [0, 2])
+
+
+def test_schema_disjoint_folds_keep_each_database_in_one_fold():
+    rng = np.random.default_rng(0)
+    groups = rng.choice([f"db{i}" for i in range(40)], size=1000)
+    folds = schema_disjoint_folds(groups, n_folds=5, seed=3)
+    for g in np.unique(groups):
+        assert len(np.unique(folds[groups == g])) == 1
+    sizes = np.bincount(folds)
+    assert len(sizes) == 5 and sizes.max() - sizes.min() < 0.1 * len(groups)
+    with pytest.raises(ValueError, match="databases"):
+        schema_disjoint_folds(["a", "b"], n_folds=5)
+
+
+def test_cross_validate_fits_on_one_fold_and_tests_on_the_rest(two_signals):
+    s1, _, y = two_signals
+    groups = np.arange(len(y)) % 20
+    folds = schema_disjoint_folds(groups.astype(str), n_folds=5)
+    seen = {"n": lambda conf, labels: len(labels), "auc": lambda c, lab: roc_auc_score(lab, c)}
+    results = cross_validate(PlattScaler, s1, y, folds, seen)
+    assert [r.metrics["n"] for r in results] == [int((folds != k).sum()) for k in range(5)]
+    rest = cross_validate(PlattScaler, s1, y, folds, seen, fit_on="rest")
+    assert [r.metrics["n"] for r in rest] == [int((folds == k).sum()) for k in range(5)]
+    mean, std = summarize_folds(results)["auc"]
+    assert 0.5 < mean < 1 and std >= 0
+
+
+def test_calibration_test_split_is_schema_disjoint():
+    groups = np.repeat([f"db{i}" for i in range(30)], 10)
+    mask = calibration_test_split(groups, calibration_fraction=0.3, seed=1)
+    assert not set(groups[mask]) & set(groups[~mask])
+    assert 0.25 <= mask.mean() <= 0.4

@@ -1,0 +1,305 @@
+"""Safe execution and test-suite-style comparison (model/data/execution.py)."""
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from model.data import execution
+from model.data.execution import execute_pairs, execute_sql, results_equal, summarize
+
+FIXTURES = Path(__file__).parent / "fixtures" / "exec"
+
+SINGERS = [(1, "Joe", "France", 52), (2, "Ann", "Spain", 29), (3, "Li", "France", 41), (4, "Bo", "Chad", 30)]
+
+
+def make_concert_db(path: Path) -> Path:
+    """A small Spider-like database: singer, concert, and a 300-row table for runaway joins."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INT)")
+        conn.execute("CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, singer_id INT, year TEXT)")
+        conn.execute("CREATE TABLE number (n INT)")
+        conn.executemany("INSERT INTO singer VALUES (?, ?, ?, ?)", SINGERS)
+        conn.executemany("INSERT INTO concert VALUES (?, ?, ?)", [(1, 1, "2014"), (2, 1, "2015"), (3, 3, "2014")])
+        conn.executemany("INSERT INTO number VALUES (?)", [(i,) for i in range(300)])
+    conn.close()
+    return path
+
+
+@pytest.fixture
+def concert_db(tmp_path: Path) -> Path:
+    return make_concert_db(tmp_path / "database" / "concert" / "concert.sqlite")
+
+
+def read_cases(name: str) -> list[dict[str, str]]:
+    """Blocks of ``key: value`` lines, each starting with ``# title: ...``."""
+    cases: list[dict[str, str]] = []
+    for line in (FIXTURES / name).read_text().splitlines():
+        if line.startswith("# title:"):
+            cases.append({"title": line.removeprefix("# title:").strip()})
+        elif cases and ":" in line and not line.startswith("#"):
+            key, _, value = line.partition(":")
+            cases[-1][key.strip()] = value.strip()
+    return cases
+
+
+def as_rows(text: str) -> list[tuple]:
+    return [tuple(row) for row in json.loads(text)]
+
+
+@pytest.mark.parametrize("case", read_cases("results_equal.txt"), ids=lambda c: c["title"])
+def test_results_equal(case: dict[str, str]) -> None:
+    got = results_equal(as_rows(case["gold"]), as_rows(case["pred"]), json.loads(case["order_matters"]))
+    assert got is json.loads(case["expected"])
+
+
+@pytest.mark.parametrize("case", read_cases("outcomes.txt"), ids=lambda c: c["title"])
+def test_outcomes(case: dict[str, str], concert_db: Path) -> None:
+    outcome = execute_pairs([(concert_db, case["pred"], case["gold"])], timeout_s=0.3, progress=False)
+    assert outcome == [case["expected"]]
+
+
+def test_keep_distinct_option(concert_db: Path) -> None:
+    pair = (concert_db, "SELECT count(country) FROM singer", "SELECT count(DISTINCT country) FROM singer")
+    assert execute_pairs([pair], progress=False, distinct=False) == ["match"]
+    assert execute_pairs([pair], progress=False, distinct=True) == ["mismatch"]
+
+
+def test_no_database_and_summary(concert_db: Path) -> None:
+    pairs = [(None, "SELECT 1", "SELECT 1"), (concert_db, "SELECT 1", "SELECT 1"), (concert_db, "x", "SELECT 1")]
+    outcomes = execute_pairs(pairs, progress=False)
+    assert outcomes == ["no_database", "match", "pred_error"]
+    assert summarize(outcomes) == {
+        "match": 1, "mismatch": 0, "pred_error": 1, "timeout": 0, "gold_error": 0, "no_database": 1,
+    }
+    with pytest.raises(ValueError, match="unknown outcomes"):
+        summarize(["matched"])
+
+
+def test_execute_sql_returns_rows_or_error(concert_db: Path) -> None:
+    rows, error = execute_sql(concert_db, "SELECT name FROM singer WHERE country = 'France' ORDER BY name")
+    assert (rows, error) == ([("Joe",), ("Li",)], None)
+    rows, error = execute_sql(concert_db, "SELEC name")
+    assert rows is None and "syntax error" in error
+
+
+def test_invalid_utf8_text_is_decoded_not_raised(tmp_path: Path) -> None:
+    db = tmp_path / "latin.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (name TEXT)")
+        conn.execute("INSERT INTO t VALUES (CAST(X'4361666ee9' AS TEXT))")  # "Cafn" + Latin-1 é
+    conn.close()
+    rows, error = execute_sql(db, "SELECT name FROM t")
+    assert error is None and rows == [("Cafn",)]
+
+
+# ------------------------------------------------------------------------------ read-only walls
+
+WRITES = [
+    "DROP TABLE singer",
+    "DELETE FROM singer",
+    "UPDATE singer SET age = 0",
+    "INSERT INTO singer VALUES (9, 'X', 'Y', 1)",
+    "CREATE TABLE evil (x)",
+    "CREATE TEMP TABLE evil (x)",
+    "ALTER TABLE singer ADD COLUMN evil INT",
+    "CREATE INDEX evil ON singer(age)",
+    "ATTACH DATABASE 'attached.sqlite' AS other",
+    "ATTACH DATABASE ':memory:' AS other",
+    "VACUUM INTO 'copy.sqlite'",
+    "VACUUM",
+    "PRAGMA writable_schema = ON",
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA user_version = 7",
+    "REINDEX",
+    "SELECT load_extension('evil')",
+]
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder`` (new files show up as new keys)."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("sql", WRITES)
+def test_writes_cannot_change_any_file(sql: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # relative ATTACH/VACUUM INTO targets would land here
+    dbs = [make_concert_db(tmp_path / "database" / name / f"{name}.sqlite") for name in ("a", "b")]
+    assert all(db.stat().st_mode & 0o200 for db in dbs)  # writable files: only our walls protect them
+    before = tree_digest(tmp_path)
+
+    rows, error = execute_sql(dbs[0], sql)
+    outcomes = execute_pairs([(db, sql, "SELECT count(*) FROM singer") for db in dbs], progress=False)
+
+    assert rows is None and error
+    assert outcomes == ["pred_error", "pred_error"]
+    assert tree_digest(tmp_path) == before
+    assert execute_sql(dbs[0], "SELECT count(*) FROM singer") == ([(len(SINGERS),)], None)
+
+
+def test_missing_database_file_is_not_created(tmp_path: Path) -> None:
+    ghost = tmp_path / "ghost.sqlite"
+    rows, error = execute_sql(ghost, "SELECT 1")
+    assert rows is None and "unable to open" in error
+    assert not ghost.exists()
+
+
+# ------------------------------------------------------------------------------------ timeouts
+
+RUNAWAY = [
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
+    "SELECT count(*) FROM number a, number b, number c, number d, number e",  # 300^5 rows
+]
+
+
+@pytest.mark.parametrize("sql", RUNAWAY, ids=["recursive_cte", "cross_join"])
+def test_timeout_really_fires(sql: str, concert_db: Path) -> None:
+    start = time.monotonic()
+    rows, error = execute_sql(concert_db, sql, timeout_s=0.5)
+    elapsed = time.monotonic() - start
+    assert rows is None and error.startswith("timeout")
+    assert 0.5 <= elapsed < 2.0
+
+    start = time.monotonic()
+    assert execute_pairs([(concert_db, sql, "SELECT 1")], timeout_s=0.5, progress=False) == ["timeout"]
+    assert time.monotonic() - start < 2.0
+
+
+def test_timed_out_gold_is_a_gold_error(concert_db: Path) -> None:
+    assert execute_pairs([(concert_db, "SELECT 1", RUNAWAY[0])], timeout_s=0.3, progress=False) == ["gold_error"]
+
+
+# ------------------------------------------------------------------------------ wide results
+
+
+def test_wide_results_do_not_blow_up() -> None:
+    # 12 columns that are rotations of one vector: every column holds the same bag of values, so
+    # test-suite's candidate pruning keeps all 12! permutations alive.
+    width, height = 12, 40
+    base = [(r * 7) % 5 for r in range(height)]
+    gold = [tuple(base[(r + c) % height] for c in range(width)) for r in range(height)]
+    shuffle = [5, 0, 11, 3, 8, 1, 10, 2, 7, 4, 9, 6]
+    pred = [tuple(row[c] for c in shuffle) for row in gold]
+    row = list(pred[0])
+    i, j = next((i, j) for i in range(width) for j in range(width) if row[i] != row[j])
+    row[i], row[j] = row[j], row[i]
+    broken = [tuple(row), *pred[1:]]  # same cells in every row, but no column permutation fits
+    start = time.monotonic()
+    assert results_equal(gold, pred, order_matters=False)
+    assert results_equal(gold, list(reversed(pred)), order_matters=False)
+    assert not results_equal(gold, broken, order_matters=False)
+    assert time.monotonic() - start < 1.0
+
+
+def test_identical_columns_need_no_search() -> None:
+    gold = [(i,) * 15 for i in range(50)]
+    start = time.monotonic()
+    assert results_equal(gold, list(reversed(gold)), order_matters=False)
+    assert time.monotonic() - start < 0.5
+
+
+# --------------------------------------------------------------------------------- disk cache
+
+
+def test_cache_makes_reruns_skip_execution(concert_db: Path, tmp_path: Path, monkeypatch) -> None:
+    pairs = [
+        (concert_db, "SELECT name FROM singer", "SELECT name FROM singer ORDER BY age"),
+        (concert_db, "SELECT nope", "SELECT 1"),
+        (concert_db, RUNAWAY[0], "SELECT 1"),
+    ]
+    cache = tmp_path / "cache"
+    first = execute_pairs(pairs, timeout_s=0.3, cache_dir=cache, progress=False)
+    assert first == ["mismatch", "pred_error", "timeout"]
+
+    def refuse(*args):
+        raise AssertionError("executed a query that should have come from the cache")
+
+    monkeypatch.setattr(execution, "_run", refuse)
+    assert execute_pairs(pairs, timeout_s=0.3, cache_dir=cache, progress=False) == first
+    with pytest.raises(AssertionError, match="should have come from the cache"):
+        execute_pairs(pairs, timeout_s=0.7, cache_dir=cache, progress=False)  # timeout is in the key
+
+
+def test_cache_notices_a_changed_database(concert_db: Path, tmp_path: Path) -> None:
+    pair = [(concert_db, "SELECT count(*) FROM singer", "SELECT 4")]
+    cache = tmp_path / "cache"
+    assert execute_pairs(pair, cache_dir=cache, progress=False) == ["match"]
+    with sqlite3.connect(concert_db) as conn:
+        conn.execute("DELETE FROM singer WHERE singer_id = 1")
+    conn.close()
+    assert execute_pairs(pair, cache_dir=cache, progress=False) == ["mismatch"]
+
+
+def test_parallel_workers_agree_with_serial(concert_db: Path) -> None:
+    golds = ["SELECT name FROM singer ORDER BY age", "SELECT count(*) FROM concert", "SELECT max(age) FROM singer"]
+    preds = ["SELECT name FROM singer ORDER BY age DESC", "SELECT count(*) FROM concert", "SELECT age FROM x"]
+    pairs = [(concert_db, p, g) for g in golds for p in preds]
+    serial = execute_pairs(pairs, progress=False)
+    assert execute_pairs(pairs, workers=2, progress=False) == serial
+    assert set(serial) == {"match", "mismatch", "pred_error"}
+
+
+# ------------------------------------------------------------------------------------------ CLI
+
+
+@pytest.fixture
+def spider_root(tmp_path: Path) -> Path:
+    root = tmp_path / "spider"
+    make_concert_db(root / "database" / "concert" / "concert.sqlite")
+    dev = [
+        {"db_id": "concert", "question": "How many singers?", "query": "SELECT count(*) FROM singer"},
+        {"db_id": "concert", "question": "Oldest singer?", "query": "SELECT name FROM singer ORDER BY age DESC LIMIT 1"},
+        {"db_id": "concert", "question": "Countries?", "query": "SELECT DISTINCT country FROM singer"},
+        {"db_id": "lost", "question": "Anything?", "query": "SELECT 1"},
+    ]
+    (root / "dev.json").write_text(json.dumps(dev))
+    return root
+
+
+def test_cli_json(spider_root: Path, tmp_path: Path, capsys) -> None:
+    predictions = tmp_path / "system.txt"
+    # Row 3 is the DISTINCT quirk: test-suite drops DISTINCT from the gold, so the gold keeps
+    # France twice and the GROUP BY answer no longer matches it.
+    predictions.write_text("SELECT count(*) FROM singer;\nselect name from singer order by age desc limit 1\n"
+                           "SELECT country FROM singer GROUP BY country\nSELECT 1\n")
+    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions), "--json",
+                           "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert report["execution_accuracy"] == pytest.approx(2 / 3)
+    assert report["outcomes"]["match"] == 2 and report["outcomes"]["mismatch"] == 1
+    assert report["outcomes"]["no_database"] == 1
+    assert report["missing_databases"] == ["lost"]
+
+
+def test_cli_text_and_skipped_rows(spider_root: Path, tmp_path: Path, capsys) -> None:
+    predictions = tmp_path / "system.jsonl"
+    rows = [
+        {"question_id": "dev_0", "db_id": "concert", "sql": "SELECT count(*) FROM singer"},
+        {"question_id": "dev_1", "db_id": "other_db", "sql": "SELECT 1"},
+        {"question_id": "dev_2", "db_id": "concert", "sql": "SELECT DISTINCT country FROM singer"},
+    ]
+    predictions.write_text("\n".join(json.dumps(r) for r in rows) + "\n{not json\n")
+    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions), "--no-cache",
+                           "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "execution accuracy: 66.7% (2/3)" in out
+    assert "db_id_mismatch 1" in out and "malformed_json 1" in out
+    assert "pred_error 1" in out  # the question whose row was skipped
+
+
+def test_cli_row_count_mismatch_is_reported(spider_root: Path, tmp_path: Path, capsys) -> None:
+    predictions = tmp_path / "short.txt"
+    predictions.write_text("SELECT 1\n")
+    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions), "--no-cache"])
+    assert code == 2
+    assert "1 predictions but 4 questions" in capsys.readouterr().err

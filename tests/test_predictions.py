@@ -1,0 +1,143 @@
+"""Prediction files in the formats real systems publish (model/data/predictions.py)."""
+
+import csv
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from model.data.datasets import Question
+from model.data.predictions import Prediction, load_predictions, write_predictions
+
+QUESTIONS = [
+    Question("dev_0", "concert", "How many singers?", "SELECT count(*) FROM singer"),
+    Question("dev_1", "concert", "Names and ages?", "SELECT name, age FROM singer"),
+    Question("dev_2", "pets", "Oldest pet?", "SELECT max(age) FROM pets"),
+]
+
+
+def sqls(predictions: list[Prediction]) -> list[str]:
+    return [p.sql for p in predictions]
+
+
+def test_txt_with_semicolons_tabs_crlf_and_final_newlines(tmp_path: Path) -> None:
+    path = tmp_path / "graphix.txt"
+    path.write_bytes(b"select count(*) from singer;\r\nSELECT name, age FROM singer\tconcert\r\n"
+                     b"SELECT max(age) FROM pets ;\n\n")
+    predictions = load_predictions(path, QUESTIONS)
+    assert sqls(predictions) == ["select count(*) from singer;", "SELECT name, age FROM singer",
+                                 "SELECT max(age) FROM pets ;"]
+    assert [p.question_id for p in predictions] == ["dev_0", "dev_1", "dev_2"]
+    assert {p.system for p in predictions} == {"graphix"}
+
+
+def test_txt_blank_line_is_an_empty_prediction(tmp_path: Path) -> None:
+    path = tmp_path / "gaps.txt"
+    path.write_text("SELECT 1\n\nSELECT 3\n")
+    assert sqls(load_predictions(path, QUESTIONS)) == ["SELECT 1", "", "SELECT 3"]
+
+
+def test_row_count_mismatch_names_file_and_counts(tmp_path: Path) -> None:
+    path = tmp_path / "short.txt"
+    path.write_text("SELECT 1\nSELECT 2\n")
+    with pytest.raises(ValueError, match=r"short\.txt: 2 predictions but 3 questions"):
+        load_predictions(path, QUESTIONS)
+    long = tmp_path / "long.jsonl"
+    long.write_text("".join(json.dumps({"question_id": f"dev_{i}", "sql": "SELECT 1"}) + "\n" for i in range(4)))
+    with pytest.raises(ValueError, match=r"long\.jsonl: 4 predictions but 3 questions"):
+        load_predictions(long, QUESTIONS)
+
+
+def test_txt_db_id_mismatch_is_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "shifted.txt"
+    path.write_text("SELECT 1\tconcert\nSELECT 2\tpets\nSELECT 3\tpets\n")
+    skipped: Counter[str] = Counter()
+    predictions = load_predictions(path, QUESTIONS, system="sys", skipped=skipped)
+    assert [p.question_id for p in predictions] == ["dev_0", "dev_2"]
+    assert skipped == {"db_id_mismatch": 1}
+
+
+def test_din_sql_csv_with_commas_quotes_and_newlines(tmp_path: Path) -> None:
+    path = tmp_path / "din_sql.csv"
+    rows = [
+        ["How many singers?", "SELECT COUNT(*) FROM singer", "SELECT count(*) FROM singer", "concert"],
+        ["Names, and ages?", 'SELECT name, age\nFROM singer\nWHERE name = "a, b"', "SELECT name, age FROM singer",
+         "concert"],
+        ["Oldest pet?", "SELECT max(age) FROM pets", "SELECT max(age) FROM pets", "pets"],
+    ]
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["NLQ", "PREDICTED SQL", "GOLD SQL", "DATABASE"])
+        writer.writerows(rows)
+    assert sqls(load_predictions(path, QUESTIONS)) == [row[1] for row in rows]
+
+
+def test_csv_without_the_din_sql_columns(tmp_path: Path) -> None:
+    path = tmp_path / "other.csv"
+    path.write_text("question,sql\na,SELECT 1\n")
+    with pytest.raises(ValueError, match="PREDICTED SQL"):
+        load_predictions(path, QUESTIONS)
+
+
+def test_codes_bird_json(tmp_path: Path) -> None:
+    path = tmp_path / "codes_7b.json"
+    # keys deliberately out of order and past 9, to catch string sorting
+    data = {str(i): f"SELECT {i}\t----- bird -----\t{q.db_id}" for i, q in enumerate(QUESTIONS)}
+    path.write_text(json.dumps(dict(reversed(list(data.items())))))
+    assert sqls(load_predictions(path, QUESTIONS)) == ["SELECT 0", "SELECT 1", "SELECT 2"]
+    many = [Question(f"dev_{i}", "db", "q", "SELECT 1") for i in range(12)]
+    path.write_text(json.dumps({str(i): f"SELECT {i}\t----- bird -----\tdb" for i in range(12)}))
+    assert sqls(load_predictions(path, many))[10] == "SELECT 10"
+
+
+def test_jsonl_any_order_with_samples(tmp_path: Path) -> None:
+    path = tmp_path / "ours.jsonl"
+    rows = [
+        {"question_id": "dev_2", "db_id": "pets", "sql": "SELECT max(age) FROM pets"},
+        {"question_id": "dev_0", "db_id": "concert", "sql": "SELECT count(*) FROM singer",
+         "samples": ["SELECT count(name) FROM singer", "SELECT 4"]},
+        {"question_id": "dev_1", "sql": "SELECT name, age FROM singer"},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    predictions = load_predictions(path, QUESTIONS, system="mine")
+    assert [p.question_id for p in predictions] == ["dev_0", "dev_1", "dev_2"]
+    assert predictions[0] == Prediction("dev_0", "concert", "SELECT count(*) FROM singer", "mine",
+                                        ("SELECT count(name) FROM singer", "SELECT 4"))
+    assert predictions[1].db_id == "concert"  # taken from the question when the row has none
+
+
+def test_jsonl_bad_rows_are_counted_per_reason(tmp_path: Path) -> None:
+    questions = [Question(f"dev_{i}", "concert", "q", "SELECT 1") for i in range(7)]
+    lines = [
+        json.dumps({"question_id": "dev_0", "db_id": "concert", "sql": "SELECT 1"}),
+        "{this is not json",
+        json.dumps({"question_id": "dev_2", "db_id": "concert"}),  # no sql
+        json.dumps({"question_id": "dev_99", "sql": "SELECT 1"}),
+        json.dumps({"question_id": "dev_0", "sql": "SELECT 2"}),  # repeated
+        json.dumps({"question_id": "dev_5", "db_id": "pets", "sql": "SELECT 1"}),
+        json.dumps({"question_id": "dev_6", "sql": "SELECT 6", "samples": "not a list"}),
+    ]
+    path = tmp_path / "messy.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    skipped: Counter[str] = Counter()
+    predictions = load_predictions(path, questions, skipped=skipped)
+    assert [(p.question_id, p.sql, p.samples) for p in predictions] == [("dev_0", "SELECT 1", ()),
+                                                                         ("dev_6", "SELECT 6", ())]
+    assert skipped == {"malformed_json": 1, "missing_field": 1, "unknown_question_id": 1,
+                       "duplicate_question_id": 1, "db_id_mismatch": 1, "malformed_samples": 1}
+
+
+def test_write_then_load_round_trip(tmp_path: Path) -> None:
+    predictions = [Prediction(q.question_id, q.db_id, q.gold_sql, "gold", ("SELECT 0",) * (i % 2))
+                   for i, q in enumerate(QUESTIONS)]
+    path = tmp_path / "gold.jsonl"
+    write_predictions(path, predictions)
+    assert load_predictions(path, QUESTIONS) == predictions
+
+
+def test_unknown_extension(tmp_path: Path) -> None:
+    path = tmp_path / "preds.parquet"
+    path.write_text("")
+    with pytest.raises(ValueError, match="unknown prediction format"):
+        load_predictions(path, QUESTIONS)
