@@ -18,32 +18,50 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=30.0)
-    parser.add_argument("--cache-dir", type=Path, default=None, help="default: a fresh temporary folder")
-    parser.add_argument("--distinct", action="store_true", help="keep DISTINCT (test-suite removes it)")
+    parser.add_argument(
+        "--cache-dir", type=Path, default=None, help="default: a fresh temporary folder"
+    )
+    parser.add_argument(
+        "--distinct", action="store_true", help="keep DISTINCT (test-suite removes it)"
+    )
     args = parser.parse_args()
 
     manifest = json.loads((args.data / "predictions" / "MANIFEST.json").read_text())
     cache_dir = args.cache_dir or Path(tempfile.mkdtemp(prefix="exec_accuracy_"))
-    header = f"{'system':<18} {'reference':>9} {'ours':>6} {'diff':>6}  " + " ".join(f"{o:>11}" for o in OUTCOMES)
+    header = f"{'system':<18} {'reference':>9} {'ours':>6} {'diff':>6}  " + " ".join(
+        f"{o:>11}" for o in OUTCOMES
+    )
     print(header)
     worst = 0.0
     start = time.perf_counter()
     for entry in manifest["spider_dev"]:
         report = evaluate_file(
-            args.data / "spider", "dev", args.data / entry["file"], timeout_s=args.timeout,
-            cache_dir=cache_dir, workers=args.workers, distinct=args.distinct, progress=False,
+            args.data / "spider",
+            "dev",
+            args.data / entry["file"],
+            timeout_s=args.timeout,
+            cache_dir=cache_dir,
+            workers=args.workers,
+            distinct=args.distinct,
+            progress=False,
         )
         ours = 100 * report["execution_accuracy"]
         reference = entry["execution_accuracy_reference"]
         worst = max(worst, abs(ours - reference))
         counts = " ".join(f"{report['outcomes'][o]:>11}" for o in OUTCOMES)
-        print(f"{entry['system']:<18} {reference:>9.1f} {ours:>6.1f} {ours - reference:>+6.1f}  {counts}")
-    print(f"largest |ours - reference|: {worst:.2f} points; {time.perf_counter() - start:.1f} s "
-          f"with {args.workers} workers")
+        print(
+            f"{entry['system']:<18} {reference:>9.1f} {ours:>6.1f} {ours - reference:>+6.1f}  {counts}"
+        )
+    print(
+        f"largest |ours - reference|: {worst:.2f} points; {time.perf_counter() - start:.1f} s "
+        f"with {args.workers} workers"
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Cold vs warm execution cache: all 11 Spider-dev systems (12,408 pairs), run twice.
+"""Cold vs warm execution cache: all 11 Spider-dev systems (11 x 1034 = 11,374 pairs), run twice.
 
     python benchmarks/exec_cache.py [--data ../shared/data] [--workers 2]
 
@@ -20,7 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
@@ -31,13 +33,18 @@ def main() -> None:
     pairs = []
     for entry in manifest["spider_dev"]:
         sql = {p.question_id: p.sql for p in load_predictions(args.data / entry["file"], questions)}
-        pairs += [(database_path(root, q.db_id), sql.get(q.question_id, ""), q.gold_sql) for q in questions]
+        pairs += [
+            (database_path(root, q.db_id), sql.get(q.question_id, ""), q.gold_sql)
+            for q in questions
+        ]
 
     with tempfile.TemporaryDirectory(prefix="exec_cache_") as cache_dir:
         times, outcomes = {}, {}
         for run in ("cold", "warm"):
             start = time.perf_counter()
-            outcomes[run] = execute_pairs(pairs, cache_dir=Path(cache_dir), workers=args.workers, progress=False)
+            outcomes[run] = execute_pairs(
+                pairs, cache_dir=Path(cache_dir), workers=args.workers, progress=False
+            )
             times[run] = time.perf_counter() - start
     assert outcomes["cold"] == outcomes["warm"], "warm cache changed an outcome"
     print(f"{len(pairs)} pairs, {args.workers} workers")

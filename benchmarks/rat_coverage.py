@@ -119,7 +119,7 @@ def main() -> None:
         if total:
             print(f"{construct:26s} {total:8d} {failed:7d} {100 * (total - failed) / total:8.2f}%")
 
-    print("\nfailures (first %d per dataset)" % args.show)
+    print(f"\nfailures (first {args.show} per dataset)")
     for name, failures, crashes in listed:
         for sql, message in (crashes + failures)[: args.show]:
             print(f"  [{name}] {message[:300]}")

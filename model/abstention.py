@@ -13,7 +13,7 @@ test items) makes a single wrong answer cost more than all correct answers can e
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

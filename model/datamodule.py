@@ -54,6 +54,19 @@ class NodeDataModule(L.LightningDataModule):
         self.db_split: dict[str, str] = {}
         self.reports: dict[str, Any] = {}
 
+    @classmethod
+    def from_tokenized(cls, datasets: dict[str, list], pad_id: int = 0, **kwargs) -> NodeDataModule:
+        """A datamodule over examples already built and tokenized (one list per split), e.g.
+        examples from another corpus, or synthetic ones in tests. Items need ``input_ids``,
+        ``node_positions``, ``node_labels`` and ``question_id`` attributes."""
+        if set(datasets) != set(SPLITS):
+            raise ValueError(f"need datasets for {SPLITS}, found {sorted(datasets)}")
+        module = cls(**kwargs)
+        module.datasets = {s: list(datasets[s]) for s in SPLITS}
+        module.pad_id = pad_id
+        module.db_split = {e.db_id: s for s in SPLITS for e in datasets[s] if hasattr(e, "db_id")}
+        return module
+
     # ------------------------------------------------------------------ building
 
     @property

@@ -15,8 +15,8 @@ a token, a whole query) is correct, and ``labels[i]`` is 1 when it is correct, 0
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy.stats import rankdata

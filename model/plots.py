@@ -6,19 +6,19 @@ curves from ``model.abstention``; this module only draws them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless: tests, CI and servers have no display
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import LogNorm
 
-from model import metrics  # noqa: E402
-from model.abstention import curve_area  # noqa: E402
+from model import metrics
+from model.abstention import curve_area
 
 BINNINGS = ("uniform", "monotonic", "adaptive")
 STYLES = ("bars", "markers")

@@ -6,8 +6,9 @@ Pure string builders: ``evaluate.py`` decides what to compute and where to write
 from __future__ import annotations
 
 import html
+import itertools
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from model.metrics import DISPLAY_NAMES
 
@@ -80,7 +81,7 @@ def confidence_colour(confidence: float) -> str:
     """
     stops = [(0.0, (0xD7, 0x30, 0x27)), (0.5, (0xFE, 0xE0, 0x8B)), (1.0, (0x1A, 0x98, 0x50))]
     c = min(max(float(confidence), 0.0), 1.0)
-    for (x0, a), (x1, b) in zip(stops, stops[1:]):
+    for (x0, a), (x1, b) in itertools.pairwise(stops):
         if c <= x1:
             t = (c - x0) / (x1 - x0)
             return "#" + "".join(f"{round(u + (v - u) * t):02x}" for u, v in zip(a, b))
@@ -128,8 +129,8 @@ def tree_svg(tree, confidences: Sequence[float], labels: Sequence[int] | None = 
     place(tree, 0)
     width = next_leaf * (box_w + gap_x)
     height = (max(depth.values()) + 1) * (box_h + gap_y)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'font-family="monospace" font-size="11">']
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="monospace" font-size="11">')]
 
     def centre(node) -> tuple[float, float]:
         return x[id(node)] + box_w / 2, depth[id(node)] * (box_h + gap_y)
@@ -180,10 +181,10 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
     """
     legend = "".join(f'<span style="background:{confidence_colour(c / 10)}">{c / 10:.1f}</span>'
                      for c in range(11))
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-           f"</title><style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
-           f"<p class='legend'>confidence: {legend} &nbsp; struck-through / ✗: node labelled "
-           "wrong against gold. Hover a node for its score.</p>"]
+    out = [(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+           f"</title><style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"),
+           (f"<p class='legend'>confidence: {legend} &nbsp; struck-through / ✗: node labelled "
+           "wrong against gold. Hover a node for its score.</p>")]
     for ex in examples:
         nodes = ex["tree"].postorder()
         labels = ex.get("labels")

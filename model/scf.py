@@ -156,6 +156,7 @@ def _decompose_text(sql: str) -> Decomposition | None:
     return Decomposition(op, (_sub_query(tree.left), _sub_query(tree.right, order, limit)))
 
 
+@functools.lru_cache(maxsize=65536)  # schemas hash by identity: one cache entry per loaded schema
 def decompose(sql: str, schema: rat.Schema | None = None) -> Decomposition | None:
     """Split `sql` into set operation + 2 x 9 normalised sub-clauses; None if unparsable.
 

@@ -20,8 +20,8 @@ from rat.serialize import node_ends, serialize
 from rat.tree import to_tree
 
 __all__ = [
-    "RATError",
     "Node",
+    "RATError",
     "Schema",
     "align_tokens",
     "canonicalize",

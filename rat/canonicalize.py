@@ -24,8 +24,10 @@ class RatSQLite(SQLite):
     rewrite e.g. `strftime` into `TimeToStr(TsOrDsToTimestamp(..))`)."""
 
     class Parser(SQLite.Parser):
-        FUNCTIONS = {k: v for k, v in SQLite.Parser.FUNCTIONS.items() if k in _KEPT_FUNCTIONS}
-        FUNCTION_PARSERS = {
+        FUNCTIONS = {  # noqa: RUF012 - overrides sqlglot's class attribute of the same shape
+            k: v for k, v in SQLite.Parser.FUNCTIONS.items() if k in _KEPT_FUNCTIONS
+        }
+        FUNCTION_PARSERS = {  # noqa: RUF012
             k: v for k, v in SQLite.Parser.FUNCTION_PARSERS.items() if k in _KEPT_FUNCTION_PARSERS
         }
 
@@ -106,11 +108,16 @@ def _lowercase_outside_strings(text: str) -> str:
 class _Scope:
     """The relations one SELECT reads: qualifier -> known columns (None when unknown)."""
 
-    __slots__ = ("sources", "aliases")
+    __slots__ = ("aliases", "nodes", "references", "shadowed", "sources")
 
     def __init__(self) -> None:
         self.sources: dict[str, frozenset[str] | None] = {}
         self.aliases: dict[str, str] = {}  # name or alias as written (lowercased) -> qualifier
+        self.nodes: dict[str, exp.Expression] = {}  # qualifier -> its Table / Subquery node
+        self.references: list[exp.Identifier] = []  # column qualifiers naming this scope
+        # Qualifiers that a correlated reference to an outer scope also uses: renamed at the
+        # end, so `e2.dept = e1.dept` on the same table does not become `emp.dept = emp.dept`.
+        self.shadowed: set[str] = set()
 
 
 def _set_name(identifier: exp.Identifier, name: str) -> None:
@@ -183,7 +190,23 @@ class _Resolver:
         for key in ("where", "group", "having", "order", "limit", "offset"):
             if args.get(key) is not None:
                 self.expression(args[key], scope, chain, ctes, aliases, key)
+        for qualifier in scope.shadowed:
+            self.rename(scope, qualifier, chain)
         return names
+
+    def rename(self, scope: _Scope, qualifier: str, chain) -> None:
+        taken = {q for s in chain for q in s.sources}
+        node = scope.nodes.pop(qualifier)
+        base, k = node.name if isinstance(node, exp.Table) else "derived", 2
+        while f"{base}_{k}" in taken:
+            k += 1
+        new = f"{base}_{k}"
+        scope.sources[new] = scope.sources.pop(qualifier)
+        scope.nodes[new] = node
+        node.set("alias", exp.TableAlias(this=exp.to_identifier(new)))
+        for identifier in scope.references:
+            if identifier.this == qualifier:
+                _set_name(identifier, new)
 
     def source(self, node: exp.Expression, scope: _Scope, outer: tuple, ctes: dict) -> None:
         if isinstance(node, exp.Table):
@@ -199,6 +222,7 @@ class _Resolver:
             alias = node.alias.lower()
             qualifier = self.qualifier(name, scope)
             scope.sources[qualifier] = columns
+            scope.nodes[qualifier] = node
             scope.aliases[alias or name] = qualifier
             scope.aliases.setdefault(name, qualifier)
             if qualifier == name:
@@ -210,6 +234,7 @@ class _Resolver:
             qualifier = self.qualifier("derived", scope)
             alias = node.alias.lower()
             scope.sources[qualifier] = frozenset(names)
+            scope.nodes[qualifier] = node
             if alias:
                 scope.aliases[alias] = qualifier
             node.set("alias", exp.TableAlias(this=exp.to_identifier(qualifier)))
@@ -253,13 +278,13 @@ class _Resolver:
         table = column.args.get("table")
         if isinstance(identifier, exp.Star):
             if table is not None:
-                _set_name(table, self.lookup_qualifier(table.name.lower(), chain))
+                self.resolve_table(table, chain)
             return
         written = identifier.this
         name = written.lower()
         if table is not None:
             _set_name(identifier, name)
-            _set_name(table, self.lookup_qualifier(table.name.lower(), chain))
+            self.resolve_table(table, chain)
             return
         double_quoted = identifier.quoted and self._quote_char(identifier) == '"'
         if clause == "order" and name in aliases:
@@ -267,7 +292,7 @@ class _Resolver:
             return
         owners = [q for q, cols in scope.sources.items() if cols is not None and name in cols]
         if len(owners) == 1:
-            self._qualify(column, identifier, name, owners[0])
+            self._qualify(column, identifier, name, owners[0], scope)
             return
         if owners:  # ambiguous: keep it unqualified, as written
             _set_name(identifier, name)
@@ -283,11 +308,13 @@ class _Resolver:
         for outer_scope in chain[1:]:
             owners = [q for q, c in outer_scope.sources.items() if c is not None and name in c]
             if len(owners) == 1:
-                self._qualify(column, identifier, name, owners[0])
+                self._qualify(column, identifier, name, owners[0], outer_scope)
+                if owners[0] in scope.sources:
+                    scope.shadowed.add(owners[0])
                 return
         unknown = [q for q, cols in scope.sources.items() if cols is None]
         if len(scope.sources) == 1 and unknown:
-            self._qualify(column, identifier, name, unknown[0])
+            self._qualify(column, identifier, name, unknown[0], scope)
             return
         _set_name(identifier, name)
 
@@ -296,14 +323,23 @@ class _Resolver:
         return self.sql[start] if start is not None and start < len(self.sql) else '"'
 
     @staticmethod
-    def _qualify(column, identifier, name, qualifier) -> None:
+    def _qualify(column, identifier, name, qualifier, owner: _Scope) -> None:
         _set_name(identifier, name)
-        column.set("table", exp.to_identifier(qualifier))
-        _set_name(column.args["table"], qualifier)
+        table = exp.to_identifier(qualifier)
+        column.set("table", table)
+        _set_name(table, qualifier)
+        owner.references.append(table)
 
     @staticmethod
-    def lookup_qualifier(name: str, chain) -> str:
-        for scope in chain:
+    def resolve_table(table: exp.Identifier, chain) -> None:
+        """Point a column's table qualifier (alias or name) at its scope's canonical name."""
+        name = table.name.lower()
+        for depth, scope in enumerate(chain):
             if name in scope.aliases:
-                return scope.aliases[name]
-        return name
+                qualifier = scope.aliases[name]
+                _set_name(table, qualifier)
+                scope.references.append(table)
+                if depth > 0 and qualifier in chain[0].sources:
+                    chain[0].shadowed.add(qualifier)
+                return
+        _set_name(table, name)

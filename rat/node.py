@@ -20,7 +20,7 @@ class Node:
     32
     """
 
-    __slots__ = ("label", "children", "_hash")
+    __slots__ = ("_hash", "children", "label")
 
     def __init__(self, label: str, children: Iterable["Node"] = ()):
         object.__setattr__(self, "label", label)

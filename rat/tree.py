@@ -181,7 +181,8 @@ class _Builder:
 
     def join_conditions(self, join: exp.Join, ctes) -> list[Node]:
         on = join.args.get("on")
-        if on is not None:
+        # sqlglot writes `ON TRUE` into a bare JOIN that another JOIN follows.
+        if on is not None and not (isinstance(on, exp.Boolean) and on.this):
             return list(self.conjuncts(on, ctes))
         using = join.args.get("using")
         if using:

@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from model.data.datasets import Question, database_path, is_bird, load_questions, load_schemas, spider_hardness
+from model.data.datasets import (
+    Question,
+    database_path,
+    is_bird,
+    load_questions,
+    load_schemas,
+    spider_hardness,
+)
 
 
 def parsed(**clauses):
@@ -13,8 +20,14 @@ def parsed(**clauses):
     sql = {
         "select": [False, [[3, [0, [0, 0, False], None]]]],
         "from": {"table_units": [["table_unit", 0]], "conds": []},
-        "where": [], "groupBy": [], "having": [], "orderBy": [], "limit": None,
-        "intersect": None, "union": None, "except": None,
+        "where": [],
+        "groupBy": [],
+        "having": [],
+        "orderBy": [],
+        "limit": None,
+        "intersect": None,
+        "union": None,
+        "except": None,
     }
     sql.update(clauses)
     return sql
@@ -32,12 +45,21 @@ TWO_COLUMNS = [False, [[0, COL], [0, COL]]]
         (parsed(where=[COND]), "easy"),  # one component, nothing else
         (parsed(select=TWO_COLUMNS, orderBy=["desc", [COL]]), "medium"),
         (parsed(where=[COND, "and", COND], orderBy=["asc", [COL]]), "medium"),
-        (parsed(where=[COND, "and", COND], groupBy=[[0, 1, False]], orderBy=["asc", [COL]]), "hard"),
-        (parsed(where=[COND, "or", COND], groupBy=[[0, 1, False]], orderBy=["asc", [COL]]), "extra"),
+        (
+            parsed(where=[COND, "and", COND], groupBy=[[0, 1, False]], orderBy=["asc", [COL]]),
+            "hard",
+        ),
+        (
+            parsed(where=[COND, "or", COND], groupBy=[[0, 1, False]], orderBy=["asc", [COL]]),
+            "extra",
+        ),
         (parsed(intersect=parsed()), "hard"),  # one set operation on a plain query
         (parsed(where=[COND], intersect=parsed()), "hard"),
         (parsed(where=[COND, "and", COND], intersect=parsed()), "extra"),
-        (parsed(where=[[False, 8, COL, parsed(), None]], limit=1), "extra"),  # nested + 2 components
+        (
+            parsed(where=[[False, 8, COL, parsed(), None]], limit=1),
+            "extra",
+        ),  # nested + 2 components
     ],
 )
 def test_spider_hardness(sql, hardness) -> None:
@@ -57,20 +79,51 @@ def test_spider_hardness_counts_having_connectives_as_aggregates() -> None:
 def spider_root(tmp_path: Path) -> Path:
     root = tmp_path / "spider"
     root.mkdir()
-    (root / "dev.json").write_text(json.dumps([
-        {"db_id": "shop", "question": "How many?", "query": "SELECT count(*) FROM t", "sql": parsed()},
-        {"db_id": "zoo", "question": "Which?", "query": "SELECT a FROM t ORDER BY b", "sql": parsed(
-            select=TWO_COLUMNS, orderBy=["desc", [COL]])},
-    ]))
-    (root / "train_spider.json").write_text(json.dumps([{"db_id": "shop", "question": "A?", "query": "SELECT 1"}]))
-    (root / "train_others.json").write_text(json.dumps([
-        {"db_id": "zoo", "question": "B?", "query": "SELECT 2"}, {"db_id": "zoo", "question": "C?", "query": "SELECT 3"},
-    ]))
-    (root / "tables.json").write_text(json.dumps([{
-        "db_id": "shop", "table_names_original": ["t"], "table_names": ["t"],
-        "column_names_original": [[-1, "*"], [0, "a"]], "column_names": [[-1, "*"], [0, "a"]],
-        "column_types": ["text", "number"], "primary_keys": [1], "foreign_keys": [],
-    }]))
+    (root / "dev.json").write_text(
+        json.dumps(
+            [
+                {
+                    "db_id": "shop",
+                    "question": "How many?",
+                    "query": "SELECT count(*) FROM t",
+                    "sql": parsed(),
+                },
+                {
+                    "db_id": "zoo",
+                    "question": "Which?",
+                    "query": "SELECT a FROM t ORDER BY b",
+                    "sql": parsed(select=TWO_COLUMNS, orderBy=["desc", [COL]]),
+                },
+            ]
+        )
+    )
+    (root / "train_spider.json").write_text(
+        json.dumps([{"db_id": "shop", "question": "A?", "query": "SELECT 1"}])
+    )
+    (root / "train_others.json").write_text(
+        json.dumps(
+            [
+                {"db_id": "zoo", "question": "B?", "query": "SELECT 2"},
+                {"db_id": "zoo", "question": "C?", "query": "SELECT 3"},
+            ]
+        )
+    )
+    (root / "tables.json").write_text(
+        json.dumps(
+            [
+                {
+                    "db_id": "shop",
+                    "table_names_original": ["t"],
+                    "table_names": ["t"],
+                    "column_names_original": [[-1, "*"], [0, "a"]],
+                    "column_names": [[-1, "*"], [0, "a"]],
+                    "column_types": ["text", "number"],
+                    "primary_keys": [1],
+                    "foreign_keys": [],
+                }
+            ]
+        )
+    )
     (root / "database" / "shop").mkdir(parents=True)
     (root / "database" / "shop" / "shop.sqlite").write_bytes(b"")
     return root
@@ -94,7 +147,9 @@ def test_spider_train_is_both_train_files_with_stable_ids(spider_root: Path) -> 
 
 
 def test_single_train_file_wins(spider_root: Path) -> None:
-    (spider_root / "train.json").write_text(json.dumps([{"db_id": "shop", "question": "D?", "query": "SELECT 4"}]))
+    (spider_root / "train.json").write_text(
+        json.dumps([{"db_id": "shop", "question": "D?", "query": "SELECT 4"}])
+    )
     assert [q.question_id for q in load_questions(spider_root, "train")] == ["train_0"]
 
 
@@ -122,14 +177,34 @@ def test_load_schemas(spider_root: Path) -> None:
 
 def test_bird_questions(tmp_path: Path) -> None:
     (tmp_path / "dev_tables.json").write_text("[]")
-    (tmp_path / "dev.json").write_text(json.dumps([{
-        "question_id": 0, "db_id": "schools", "question": "Highest rate?", "evidence": "rate = a / b",
-        "SQL": "SELECT max(a / b) FROM frpm", "difficulty": "simple",
-    }]))
+    (tmp_path / "dev.json").write_text(
+        json.dumps(
+            [
+                {
+                    "question_id": 0,
+                    "db_id": "schools",
+                    "question": "Highest rate?",
+                    "evidence": "rate = a / b",
+                    "SQL": "SELECT max(a / b) FROM frpm",
+                    "difficulty": "simple",
+                }
+            ]
+        )
+    )
     (tmp_path / "dev_databases" / "schools").mkdir(parents=True)
     (tmp_path / "dev_databases" / "schools" / "schools.sqlite").write_bytes(b"")
     assert is_bird(tmp_path)
     assert load_questions(tmp_path, "dev") == [
-        Question("dev_0", "schools", "Highest rate?", "SELECT max(a / b) FROM frpm", "rate = a / b", "simple")
+        Question(
+            "dev_0",
+            "schools",
+            "Highest rate?",
+            "SELECT max(a / b) FROM frpm",
+            "rate = a / b",
+            "simple",
+        )
     ]
-    assert database_path(tmp_path, "schools") == tmp_path / "dev_databases" / "schools" / "schools.sqlite"
+    assert (
+        database_path(tmp_path, "schools")
+        == tmp_path / "dev_databases" / "schools" / "schools.sqlite"
+    )

@@ -13,18 +13,29 @@ from model.data.execution import execute_pairs, execute_sql, results_equal, summ
 
 FIXTURES = Path(__file__).parent / "fixtures" / "exec"
 
-SINGERS = [(1, "Joe", "France", 52), (2, "Ann", "Spain", 29), (3, "Li", "France", 41), (4, "Bo", "Chad", 30)]
+SINGERS = [
+    (1, "Joe", "France", 52),
+    (2, "Ann", "Spain", 29),
+    (3, "Li", "France", 41),
+    (4, "Bo", "Chad", 30),
+]
 
 
 def make_concert_db(path: Path) -> Path:
     """A small Spider-like database: singer, concert, and a 300-row table for runaway joins."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INT)")
-        conn.execute("CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, singer_id INT, year TEXT)")
+        conn.execute(
+            "CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INT)"
+        )
+        conn.execute(
+            "CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, singer_id INT, year TEXT)"
+        )
         conn.execute("CREATE TABLE number (n INT)")
         conn.executemany("INSERT INTO singer VALUES (?, ?, ?, ?)", SINGERS)
-        conn.executemany("INSERT INTO concert VALUES (?, ?, ?)", [(1, 1, "2014"), (2, 1, "2015"), (3, 3, "2014")])
+        conn.executemany(
+            "INSERT INTO concert VALUES (?, ?, ?)", [(1, 1, "2014"), (2, 1, "2015"), (3, 3, "2014")]
+        )
         conn.executemany("INSERT INTO number VALUES (?)", [(i,) for i in range(300)])
     conn.close()
     return path
@@ -53,35 +64,54 @@ def as_rows(text: str) -> list[tuple]:
 
 @pytest.mark.parametrize("case", read_cases("results_equal.txt"), ids=lambda c: c["title"])
 def test_results_equal(case: dict[str, str]) -> None:
-    got = results_equal(as_rows(case["gold"]), as_rows(case["pred"]), json.loads(case["order_matters"]))
+    got = results_equal(
+        as_rows(case["gold"]), as_rows(case["pred"]), json.loads(case["order_matters"])
+    )
     assert got is json.loads(case["expected"])
 
 
 @pytest.mark.parametrize("case", read_cases("outcomes.txt"), ids=lambda c: c["title"])
 def test_outcomes(case: dict[str, str], concert_db: Path) -> None:
-    outcome = execute_pairs([(concert_db, case["pred"], case["gold"])], timeout_s=0.3, progress=False)
+    outcome = execute_pairs(
+        [(concert_db, case["pred"], case["gold"])], timeout_s=0.3, progress=False
+    )
     assert outcome == [case["expected"]]
 
 
 def test_keep_distinct_option(concert_db: Path) -> None:
-    pair = (concert_db, "SELECT count(country) FROM singer", "SELECT count(DISTINCT country) FROM singer")
+    pair = (
+        concert_db,
+        "SELECT count(country) FROM singer",
+        "SELECT count(DISTINCT country) FROM singer",
+    )
     assert execute_pairs([pair], progress=False, distinct=False) == ["match"]
     assert execute_pairs([pair], progress=False, distinct=True) == ["mismatch"]
 
 
 def test_no_database_and_summary(concert_db: Path) -> None:
-    pairs = [(None, "SELECT 1", "SELECT 1"), (concert_db, "SELECT 1", "SELECT 1"), (concert_db, "x", "SELECT 1")]
+    pairs = [
+        (None, "SELECT 1", "SELECT 1"),
+        (concert_db, "SELECT 1", "SELECT 1"),
+        (concert_db, "x", "SELECT 1"),
+    ]
     outcomes = execute_pairs(pairs, progress=False)
     assert outcomes == ["no_database", "match", "pred_error"]
     assert summarize(outcomes) == {
-        "match": 1, "mismatch": 0, "pred_error": 1, "timeout": 0, "gold_error": 0, "no_database": 1,
+        "match": 1,
+        "mismatch": 0,
+        "pred_error": 1,
+        "timeout": 0,
+        "gold_error": 0,
+        "no_database": 1,
     }
     with pytest.raises(ValueError, match="unknown outcomes"):
         summarize(["matched"])
 
 
 def test_execute_sql_returns_rows_or_error(concert_db: Path) -> None:
-    rows, error = execute_sql(concert_db, "SELECT name FROM singer WHERE country = 'France' ORDER BY name")
+    rows, error = execute_sql(
+        concert_db, "SELECT name FROM singer WHERE country = 'France' ORDER BY name"
+    )
     assert (rows, error) == ([("Joe",), ("Li",)], None)
     rows, error = execute_sql(concert_db, "SELEC name")
     assert rows is None and "syntax error" in error
@@ -130,14 +160,20 @@ def tree_digest(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("sql", WRITES)
-def test_writes_cannot_change_any_file(sql: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_writes_cannot_change_any_file(
+    sql: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # relative ATTACH/VACUUM INTO targets would land here
     dbs = [make_concert_db(tmp_path / "database" / name / f"{name}.sqlite") for name in ("a", "b")]
-    assert all(db.stat().st_mode & 0o200 for db in dbs)  # writable files: only our walls protect them
+    assert all(
+        db.stat().st_mode & 0o200 for db in dbs
+    )  # writable files: only our walls protect them
     before = tree_digest(tmp_path)
 
     rows, error = execute_sql(dbs[0], sql)
-    outcomes = execute_pairs([(db, sql, "SELECT count(*) FROM singer") for db in dbs], progress=False)
+    outcomes = execute_pairs(
+        [(db, sql, "SELECT count(*) FROM singer") for db in dbs], progress=False
+    )
 
     assert rows is None and error
     assert outcomes == ["pred_error", "pred_error"]
@@ -169,12 +205,16 @@ def test_timeout_really_fires(sql: str, concert_db: Path) -> None:
     assert 0.5 <= elapsed < 2.0
 
     start = time.monotonic()
-    assert execute_pairs([(concert_db, sql, "SELECT 1")], timeout_s=0.5, progress=False) == ["timeout"]
+    assert execute_pairs([(concert_db, sql, "SELECT 1")], timeout_s=0.5, progress=False) == [
+        "timeout"
+    ]
     assert time.monotonic() - start < 2.0
 
 
 def test_timed_out_gold_is_a_gold_error(concert_db: Path) -> None:
-    assert execute_pairs([(concert_db, "SELECT 1", RUNAWAY[0])], timeout_s=0.3, progress=False) == ["gold_error"]
+    assert execute_pairs([(concert_db, "SELECT 1", RUNAWAY[0])], timeout_s=0.3, progress=False) == [
+        "gold_error"
+    ]
 
 
 # ------------------------------------------------------------------------------ wide results
@@ -225,7 +265,9 @@ def test_cache_makes_reruns_skip_execution(concert_db: Path, tmp_path: Path, mon
     monkeypatch.setattr(execution, "_run", refuse)
     assert execute_pairs(pairs, timeout_s=0.3, cache_dir=cache, progress=False) == first
     with pytest.raises(AssertionError, match="should have come from the cache"):
-        execute_pairs(pairs, timeout_s=0.7, cache_dir=cache, progress=False)  # timeout is in the key
+        execute_pairs(
+            pairs, timeout_s=0.7, cache_dir=cache, progress=False
+        )  # timeout is in the key
 
 
 def test_cache_notices_a_changed_database(concert_db: Path, tmp_path: Path) -> None:
@@ -239,8 +281,16 @@ def test_cache_notices_a_changed_database(concert_db: Path, tmp_path: Path) -> N
 
 
 def test_parallel_workers_agree_with_serial(concert_db: Path) -> None:
-    golds = ["SELECT name FROM singer ORDER BY age", "SELECT count(*) FROM concert", "SELECT max(age) FROM singer"]
-    preds = ["SELECT name FROM singer ORDER BY age DESC", "SELECT count(*) FROM concert", "SELECT age FROM x"]
+    golds = [
+        "SELECT name FROM singer ORDER BY age",
+        "SELECT count(*) FROM concert",
+        "SELECT max(age) FROM singer",
+    ]
+    preds = [
+        "SELECT name FROM singer ORDER BY age DESC",
+        "SELECT count(*) FROM concert",
+        "SELECT age FROM x",
+    ]
     pairs = [(concert_db, p, g) for g in golds for p in preds]
     serial = execute_pairs(pairs, progress=False)
     assert execute_pairs(pairs, workers=2, progress=False) == serial
@@ -255,9 +305,21 @@ def spider_root(tmp_path: Path) -> Path:
     root = tmp_path / "spider"
     make_concert_db(root / "database" / "concert" / "concert.sqlite")
     dev = [
-        {"db_id": "concert", "question": "How many singers?", "query": "SELECT count(*) FROM singer"},
-        {"db_id": "concert", "question": "Oldest singer?", "query": "SELECT name FROM singer ORDER BY age DESC LIMIT 1"},
-        {"db_id": "concert", "question": "Countries?", "query": "SELECT DISTINCT country FROM singer"},
+        {
+            "db_id": "concert",
+            "question": "How many singers?",
+            "query": "SELECT count(*) FROM singer",
+        },
+        {
+            "db_id": "concert",
+            "question": "Oldest singer?",
+            "query": "SELECT name FROM singer ORDER BY age DESC LIMIT 1",
+        },
+        {
+            "db_id": "concert",
+            "question": "Countries?",
+            "query": "SELECT DISTINCT country FROM singer",
+        },
         {"db_id": "lost", "question": "Anything?", "query": "SELECT 1"},
     ]
     (root / "dev.json").write_text(json.dumps(dev))
@@ -268,10 +330,22 @@ def test_cli_json(spider_root: Path, tmp_path: Path, capsys) -> None:
     predictions = tmp_path / "system.txt"
     # Row 3 is the DISTINCT quirk: test-suite drops DISTINCT from the gold, so the gold keeps
     # France twice and the GROUP BY answer no longer matches it.
-    predictions.write_text("SELECT count(*) FROM singer;\nselect name from singer order by age desc limit 1\n"
-                           "SELECT country FROM singer GROUP BY country\nSELECT 1\n")
-    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions), "--json",
-                           "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+    predictions.write_text(
+        "SELECT count(*) FROM singer;\nselect name from singer order by age desc limit 1\n"
+        "SELECT country FROM singer GROUP BY country\nSELECT 1\n"
+    )
+    code = execution.main(
+        [
+            "--root",
+            str(spider_root),
+            "--predictions",
+            str(predictions),
+            "--json",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--no-progress",
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == 0
     assert report["execution_accuracy"] == pytest.approx(2 / 3)
@@ -288,8 +362,16 @@ def test_cli_text_and_skipped_rows(spider_root: Path, tmp_path: Path, capsys) ->
         {"question_id": "dev_2", "db_id": "concert", "sql": "SELECT DISTINCT country FROM singer"},
     ]
     predictions.write_text("\n".join(json.dumps(r) for r in rows) + "\n{not json\n")
-    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions), "--no-cache",
-                           "--no-progress"])
+    code = execution.main(
+        [
+            "--root",
+            str(spider_root),
+            "--predictions",
+            str(predictions),
+            "--no-cache",
+            "--no-progress",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "execution accuracy: 66.7% (2/3)" in out
@@ -300,6 +382,8 @@ def test_cli_text_and_skipped_rows(spider_root: Path, tmp_path: Path, capsys) ->
 def test_cli_row_count_mismatch_is_reported(spider_root: Path, tmp_path: Path, capsys) -> None:
     predictions = tmp_path / "short.txt"
     predictions.write_text("SELECT 1\n")
-    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions), "--no-cache"])
+    code = execution.main(
+        ["--root", str(spider_root), "--predictions", str(predictions), "--no-cache"]
+    )
     assert code == 2
     assert "1 predictions but 4 questions" in capsys.readouterr().err

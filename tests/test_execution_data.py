@@ -23,7 +23,12 @@ def test_spider_questions_and_official_hardness(shared_data: Path) -> None:
     dev = load_questions(root, "dev")
     assert len(dev) == 1034
     # the breakdown every Spider paper reports for dev
-    assert Counter(q.difficulty for q in dev) == {"easy": 248, "medium": 446, "hard": 174, "extra": 166}
+    assert Counter(q.difficulty for q in dev) == {
+        "easy": 248,
+        "medium": 446,
+        "hard": 174,
+        "extra": 166,
+    }
     assert len(load_questions(root, "train")) == 7000 + 1659
     missing = {q.db_id for q in dev if database_path(root, q.db_id) is None}
     assert missing == {"wta_1"}
@@ -33,14 +38,18 @@ def test_spider_questions_and_official_hardness(shared_data: Path) -> None:
 def test_bird_questions(shared_data: Path) -> None:
     dev = load_questions(shared_data / "bird", "dev")
     assert len(dev) == 1534
-    assert Counter(q.difficulty for q in dev) == {"simple": 925, "moderate": 464, "challenging": 145}
+    assert Counter(q.difficulty for q in dev) == {
+        "simple": 925,
+        "moderate": 464,
+        "challenging": 145,
+    }
     assert dev[0].evidence.startswith("Eligible free rate for K-12")
     assert sum(bool(q.evidence) for q in dev) == 1386  # the rest have an empty hint
     assert database_path(shared_data / "bird", dev[0].db_id) is None  # the copy has no databases
 
 
 def test_every_published_prediction_file_loads(shared_data: Path) -> None:
-    for split, entries in manifest(shared_data).items():
+    for entries in manifest(shared_data).values():
         questions = load_questions(shared_data / entries[0]["split"].split("/")[0], "dev")
         for entry in entries:
             skipped: Counter[str] = Counter()
@@ -61,12 +70,20 @@ def test_real_databases_are_never_changed(shared_data: Path, tmp_path: Path, mon
     folders = {db.parent: sorted(db.parent.iterdir()) for db in dbs}
     before = file_digests(dbs)
     attacks = [
-        "DROP TABLE singer", "DELETE FROM Pets", "UPDATE cars_data SET mpg = 0",
-        "INSERT INTO singer (Singer_ID) VALUES (999)", "ATTACH DATABASE 'x.sqlite' AS x",
-        "PRAGMA writable_schema = ON", "VACUUM INTO 'copy.sqlite'", "CREATE TABLE evil (x)",
-        "PRAGMA journal_mode = DELETE", "VACUUM",
+        "DROP TABLE singer",
+        "DELETE FROM Pets",
+        "UPDATE cars_data SET mpg = 0",
+        "INSERT INTO singer (Singer_ID) VALUES (999)",
+        "ATTACH DATABASE 'x.sqlite' AS x",
+        "PRAGMA writable_schema = ON",
+        "VACUUM INTO 'copy.sqlite'",
+        "CREATE TABLE evil (x)",
+        "PRAGMA journal_mode = DELETE",
+        "VACUUM",
     ]
-    outcomes = execute_pairs([(db, sql, "SELECT 1") for db in dbs for sql in attacks], progress=False)
+    outcomes = execute_pairs(
+        [(db, sql, "SELECT 1") for db in dbs for sql in attacks], progress=False
+    )
     for db in dbs:
         for sql in attacks:
             assert execute_sql(db, sql)[0] is None
@@ -82,8 +99,14 @@ def test_execution_accuracy_matches_reference(shared_data: Path, tmp_path: Path)
     (test-suite-sql-eval semantics) for every published system."""
     cache = tmp_path / "cache"  # shared across systems, so the gold queries run once
     for entry in manifest(shared_data)["spider_dev"]:
-        report = evaluate_file(shared_data / "spider", "dev", shared_data / entry["file"],
-                               cache_dir=cache, workers=2, progress=False)
+        report = evaluate_file(
+            shared_data / "spider",
+            "dev",
+            shared_data / entry["file"],
+            cache_dir=cache,
+            workers=2,
+            progress=False,
+        )
         assert report["with_database"] == 972
         assert report["outcomes"]["gold_error"] == 0
         ours = 100 * report["execution_accuracy"]

@@ -51,7 +51,7 @@ def test_marker_area_is_proportional_to_bin_size():
     ax = fig.axes[0]
     bins = metrics.uniform_bins(conf, labels, 10)
     count = bins.count[bins.count > 0]
-    sizes = [c for c in ax.collections if isinstance(c, PathCollection)][0].get_sizes()
+    sizes = next(c for c in ax.collections if isinstance(c, PathCollection)).get_sizes()
     assert np.argmax(sizes) == np.argmax(count) and np.argmin(sizes) == np.argmin(count)
     slope = np.diff(sizes) / np.diff(count)
     np.testing.assert_allclose(slope[np.isfinite(slope)], slope[np.isfinite(slope)][0])

@@ -23,11 +23,16 @@ def sqls(predictions: list[Prediction]) -> list[str]:
 
 def test_txt_with_semicolons_tabs_crlf_and_final_newlines(tmp_path: Path) -> None:
     path = tmp_path / "graphix.txt"
-    path.write_bytes(b"select count(*) from singer;\r\nSELECT name, age FROM singer\tconcert\r\n"
-                     b"SELECT max(age) FROM pets ;\n\n")
+    path.write_bytes(
+        b"select count(*) from singer;\r\nSELECT name, age FROM singer\tconcert\r\n"
+        b"SELECT max(age) FROM pets ;\n\n"
+    )
     predictions = load_predictions(path, QUESTIONS)
-    assert sqls(predictions) == ["select count(*) from singer;", "SELECT name, age FROM singer",
-                                 "SELECT max(age) FROM pets ;"]
+    assert sqls(predictions) == [
+        "select count(*) from singer;",
+        "SELECT name, age FROM singer",
+        "SELECT max(age) FROM pets ;",
+    ]
     assert [p.question_id for p in predictions] == ["dev_0", "dev_1", "dev_2"]
     assert {p.system for p in predictions} == {"graphix"}
 
@@ -44,7 +49,9 @@ def test_row_count_mismatch_names_file_and_counts(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"short\.txt: 2 predictions but 3 questions"):
         load_predictions(path, QUESTIONS)
     long = tmp_path / "long.jsonl"
-    long.write_text("".join(json.dumps({"question_id": f"dev_{i}", "sql": "SELECT 1"}) + "\n" for i in range(4)))
+    long.write_text(
+        "".join(json.dumps({"question_id": f"dev_{i}", "sql": "SELECT 1"}) + "\n" for i in range(4))
+    )
     with pytest.raises(ValueError, match=r"long\.jsonl: 4 predictions but 3 questions"):
         load_predictions(long, QUESTIONS)
 
@@ -61,9 +68,18 @@ def test_txt_db_id_mismatch_is_skipped_and_counted(tmp_path: Path) -> None:
 def test_din_sql_csv_with_commas_quotes_and_newlines(tmp_path: Path) -> None:
     path = tmp_path / "din_sql.csv"
     rows = [
-        ["How many singers?", "SELECT COUNT(*) FROM singer", "SELECT count(*) FROM singer", "concert"],
-        ["Names, and ages?", 'SELECT name, age\nFROM singer\nWHERE name = "a, b"', "SELECT name, age FROM singer",
-         "concert"],
+        [
+            "How many singers?",
+            "SELECT COUNT(*) FROM singer",
+            "SELECT count(*) FROM singer",
+            "concert",
+        ],
+        [
+            "Names, and ages?",
+            'SELECT name, age\nFROM singer\nWHERE name = "a, b"',
+            "SELECT name, age FROM singer",
+            "concert",
+        ],
         ["Oldest pet?", "SELECT max(age) FROM pets", "SELECT max(age) FROM pets", "pets"],
     ]
     with path.open("w", newline="") as f:
@@ -95,15 +111,24 @@ def test_jsonl_any_order_with_samples(tmp_path: Path) -> None:
     path = tmp_path / "ours.jsonl"
     rows = [
         {"question_id": "dev_2", "db_id": "pets", "sql": "SELECT max(age) FROM pets"},
-        {"question_id": "dev_0", "db_id": "concert", "sql": "SELECT count(*) FROM singer",
-         "samples": ["SELECT count(name) FROM singer", "SELECT 4"]},
+        {
+            "question_id": "dev_0",
+            "db_id": "concert",
+            "sql": "SELECT count(*) FROM singer",
+            "samples": ["SELECT count(name) FROM singer", "SELECT 4"],
+        },
         {"question_id": "dev_1", "sql": "SELECT name, age FROM singer"},
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     predictions = load_predictions(path, QUESTIONS, system="mine")
     assert [p.question_id for p in predictions] == ["dev_0", "dev_1", "dev_2"]
-    assert predictions[0] == Prediction("dev_0", "concert", "SELECT count(*) FROM singer", "mine",
-                                        ("SELECT count(name) FROM singer", "SELECT 4"))
+    assert predictions[0] == Prediction(
+        "dev_0",
+        "concert",
+        "SELECT count(*) FROM singer",
+        "mine",
+        ("SELECT count(name) FROM singer", "SELECT 4"),
+    )
     assert predictions[1].db_id == "concert"  # taken from the question when the row has none
 
 
@@ -122,15 +147,25 @@ def test_jsonl_bad_rows_are_counted_per_reason(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
     skipped: Counter[str] = Counter()
     predictions = load_predictions(path, questions, skipped=skipped)
-    assert [(p.question_id, p.sql, p.samples) for p in predictions] == [("dev_0", "SELECT 1", ()),
-                                                                         ("dev_6", "SELECT 6", ())]
-    assert skipped == {"malformed_json": 1, "missing_field": 1, "unknown_question_id": 1,
-                       "duplicate_question_id": 1, "db_id_mismatch": 1, "malformed_samples": 1}
+    assert [(p.question_id, p.sql, p.samples) for p in predictions] == [
+        ("dev_0", "SELECT 1", ()),
+        ("dev_6", "SELECT 6", ()),
+    ]
+    assert skipped == {
+        "malformed_json": 1,
+        "missing_field": 1,
+        "unknown_question_id": 1,
+        "duplicate_question_id": 1,
+        "db_id_mismatch": 1,
+        "malformed_samples": 1,
+    }
 
 
 def test_write_then_load_round_trip(tmp_path: Path) -> None:
-    predictions = [Prediction(q.question_id, q.db_id, q.gold_sql, "gold", ("SELECT 0",) * (i % 2))
-                   for i, q in enumerate(QUESTIONS)]
+    predictions = [
+        Prediction(q.question_id, q.db_id, q.gold_sql, "gold", ("SELECT 0",) * (i % 2))
+        for i, q in enumerate(QUESTIONS)
+    ]
     path = tmp_path / "gold.jsonl"
     write_predictions(path, predictions)
     assert load_predictions(path, QUESTIONS) == predictions

@@ -18,10 +18,10 @@ if TYPE_CHECKING:  # rat is only needed by load_schemas; keep importing this mod
 
 __all__ = [
     "Question",
-    "load_questions",
-    "load_schemas",
     "database_path",
     "is_bird",
+    "load_questions",
+    "load_schemas",
     "spider_hardness",
 ]
 
@@ -56,7 +56,9 @@ def _split_files(root: Path, split: str) -> list[Path]:
         parts = [root / "train_spider.json", root / "train_others.json"]
         if all(p.exists() for p in parts):
             return parts
-    raise FileNotFoundError(f"no questions for split {split!r} under {root} (looked for {single.name})")
+    raise FileNotFoundError(
+        f"no questions for split {split!r} under {root} (looked for {single.name})"
+    )
 
 
 def load_questions(root: Path, split: str) -> list[Question]:
@@ -106,7 +108,11 @@ def load_schemas(root: Path) -> dict[str, rat.Schema]:
     import rat  # deferred: rat pulls in sqlglot
 
     root = Path(root)
-    files = [root / "tables.json"] if (root / "tables.json").exists() else sorted(root.glob("*_tables.json"))
+    files = (
+        [root / "tables.json"]
+        if (root / "tables.json").exists()
+        else sorted(root.glob("*_tables.json"))
+    )
     if not files:
         raise FileNotFoundError(f"no tables.json or dev_tables.json under {root}")
     schemas: dict[str, rat.Schema] = {}
@@ -170,7 +176,9 @@ def _count_others(sql: dict[str, Any]) -> int:
     agg_count += _count_agg(sql["groupBy"])
     if len(sql["orderBy"]) > 0:
         val_units = sql["orderBy"][1]
-        agg_count += _count_agg([u[1] for u in val_units if u[1]] + [u[2] for u in val_units if u[2]])
+        agg_count += _count_agg(
+            [u[1] for u in val_units if u[1]] + [u[2] for u in val_units if u[2]]
+        )
     agg_count += _count_agg(sql["having"])
     return (
         (agg_count > 1)

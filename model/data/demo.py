@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Pseudo-systems: name -> mean error rate of one sampled output (before execution relabels
 # perturbations that happen to return the gold result). Real Spider systems sit at 17-35% wrong.
-DEMO_SYSTEMS = {"demo_strong": 0.20, "demo_medium": 0.30, "demo_weak": 0.40}
+DEMO_SYSTEMS = {"demo_strong": 0.20, "demo_medium": 0.30, "demo_weak": 0.36}
 SAMPLES_PER_PREDICTION = 4
 WRONG_POOL = 6  # distinct perturbations per dev question that the systems' mistakes come from
 DEV_FRACTION = 0.4
@@ -659,6 +659,17 @@ def _sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x))
 
 
+def _draw(rng: random.Random, p_wrong: float, right: list[str], wrong: list[str],
+          previous_wrong: str | None = None) -> str:
+    """One output: right with probability 1 - p_wrong; a wrong one repeats the system's
+    previous mistake half of the time."""
+    if rng.random() >= p_wrong or not wrong:
+        return rng.choice(right)
+    if previous_wrong is not None and rng.random() < 0.5:
+        return previous_wrong
+    return rng.choice(wrong)
+
+
 def make_predictions(questions: list[dict], schemas: dict[str, dict], db_paths: dict[str, Path],
                      difficulty: list[float], hand_written: dict[int, dict], seed: int = 0
                      ) -> dict[str, list[dict]]:
@@ -668,9 +679,8 @@ def make_predictions(questions: list[dict], schemas: dict[str, dict], db_paths: 
     the prediction and each sample are wrong with that probability, and a wrong sample repeats
     the prediction's error half of the time, as sampled LLM outputs do.
     """
-    from model.data.perturb import Perturber
-
     import rat
+    from model.data.perturb import Perturber
 
     perturbers = {db_id: Perturber(rat.Schema.from_spider(entry), db_paths.get(db_id))
                   for db_id, entry in schemas.items()}
@@ -694,16 +704,10 @@ def make_predictions(questions: list[dict], schemas: dict[str, dict], db_paths: 
             if index in hand_written:
                 right += [perturbers[q["db_id"]].render(s) for s in hand_written[index]["right"]]
 
-            def draw(previous_wrong: str | None = None) -> str:
-                if rng.random() >= p_wrong or not wrong_pools[index]:
-                    return rng.choice(right)
-                if previous_wrong is not None and rng.random() < 0.5:
-                    return previous_wrong
-                return rng.choice(wrong_pools[index])
-
-            sql = draw()
+            sql = _draw(rng, p_wrong, right, wrong_pools[index])
             wrong = sql if sql not in right else None
-            samples = [draw(wrong) for _ in range(SAMPLES_PER_PREDICTION)]
+            samples = [_draw(rng, p_wrong, right, wrong_pools[index], wrong)
+                       for _ in range(SAMPLES_PER_PREDICTION)]
             rows.append({"question_id": f"dev_{index}", "db_id": q["db_id"], "sql": sql,
                          "samples": samples})
         out[system] = rows

@@ -41,12 +41,12 @@ from urllib.parse import quote
 
 __all__ = [
     "OUTCOMES",
-    "execute_sql",
     "execute_pairs",
+    "execute_sql",
+    "main",
     "prepare_sql",
     "results_equal",
     "summarize",
-    "main",
 ]
 
 log = logging.getLogger(__name__)
@@ -101,10 +101,6 @@ def _connect(db_path: Path) -> sqlite3.Connection:
     return conn
 
 
-class _Timeout(Exception):
-    pass
-
-
 def _run(db_path: Path, sql: str, timeout_s: float) -> tuple[str, Any]:
     """("ok", rows) | ("error", message) | ("timeout", message); never raises."""
     if not sql.strip().rstrip(";").strip():
@@ -130,7 +126,7 @@ def _run(db_path: Path, sql: str, timeout_s: float) -> tuple[str, Any]:
             if len(rows) > MAX_ROWS:
                 return "error", f"result has more than {MAX_ROWS} rows"
         return "ok", rows
-    except Exception as error:  # sqlite3.Error, MemoryError, RecursionError, ...: a failed query
+    except Exception as error:  # noqa: BLE001  (sqlite3.Error, MemoryError, ...: a failed query)
         if timed_out:
             return "timeout", f"timeout after {timeout_s:g} s"
         return "error", f"{type(error).__name__}: {error}"
@@ -208,6 +204,8 @@ def results_equal(gold: Rows, pred: Rows, order_matters: bool) -> bool:
             return False
     elif set(gold_unordered) != set(pred_unordered):
         return False
+    if (gold == pred) if order_matters else (Counter(gold) == Counter(pred)):
+        return True  # the identity permutation: the common case, no search needed
     return _column_permutation_exists(gold, pred, order_matters)
 
 
@@ -236,7 +234,9 @@ def _column_permutation_exists(gold: Rows, pred: Rows, order_matters: bool) -> b
     order = sorted(range(len(gold_cols)), key=lambda i: len(candidates[i]))
     budget = _PERMUTATION_BUDGET
 
-    def search(depth: int, gold_keys: list[tuple[Any, ...]], pred_keys: list[tuple[Any, ...]]) -> bool:
+    def search(
+        depth: int, gold_keys: list[tuple[Any, ...]], pred_keys: list[tuple[Any, ...]]
+    ) -> bool:
         nonlocal budget
         if depth == len(order):
             return True
@@ -365,7 +365,11 @@ def _run_job(job: tuple[str, str, float]) -> tuple[str, Any]:
 
 
 def _run_jobs(
-    jobs: list[tuple[str, str]], timeout_s: float, workers: int, progress: bool, cache: _Cache | None
+    jobs: list[tuple[str, str]],
+    timeout_s: float,
+    workers: int,
+    progress: bool,
+    cache: _Cache | None,
 ) -> dict[tuple[str, str], tuple[str, Any]]:
     """Result of every distinct (database, SQL) job, from the cache or by running it."""
     from tqdm import tqdm
@@ -383,8 +387,13 @@ def _run_jobs(
                 continue
         todo.append((db, sql))
 
-    bar = tqdm(total=len(todo), desc="executing SQL", unit="query", disable=not progress or not todo,
-               file=sys.stderr)
+    bar = tqdm(
+        total=len(todo),
+        desc="executing SQL",
+        unit="query",
+        disable=not progress or not todo,
+        file=sys.stderr,
+    )
     pending: list[tuple[str, str, float, tuple[str, Any]]] = []
 
     def record(job: tuple[str, str], result: tuple[str, Any]) -> None:
@@ -400,7 +409,11 @@ def _run_jobs(
     if workers > 1 and len(todo) > 1:
         # spawn, not fork: the parent may hold threads (torch, tokenizers) that fork would break
         with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            for job, result in zip(todo, pool.imap(_run_job, args, chunksize=4), strict=True):
+            # big enough chunks that inter-process traffic does not dominate millisecond queries
+            chunksize = max(1, min(32, len(args) // (8 * workers)))
+            for job, result in zip(
+                todo, pool.imap(_run_job, args, chunksize=chunksize), strict=True
+            ):
                 record(job, result)
     else:
         for job, arg in zip(todo, args, strict=True):
@@ -424,11 +437,21 @@ def execute_pairs(
     Each distinct (database, SQL) is executed once, across ``workers`` processes, and its result
     cached under ``cache_dir`` (if given) so re-runs only compare. Never raises on bad SQL.
     """
+    resolved: dict[Path | str, str] = {}
+    for db, _, _ in pairs:
+        if db is not None and db not in resolved:
+            resolved[db] = str(Path(db).resolve())
     prepared = [
-        (None if db is None else str(Path(db).resolve()), prepare_sql(pred, distinct), prepare_sql(gold, distinct))
+        (
+            None if db is None else resolved[db],
+            prepare_sql(pred, distinct),
+            prepare_sql(gold, distinct),
+        )
         for db, pred, gold in pairs
     ]
-    jobs = list(dict.fromkeys((db, sql) for db, p, g in prepared if db is not None for sql in (g, p)))
+    jobs = list(
+        dict.fromkeys((db, sql) for db, p, g in prepared if db is not None for sql in (g, p))
+    )
     cache = _Cache(Path(cache_dir)) if cache_dir is not None else None
     try:
         results = _run_jobs(jobs, timeout_s, max(1, workers), progress, cache)
@@ -436,7 +459,9 @@ def execute_pairs(
         if cache is not None:
             cache.close()
     return [
-        "no_database" if db is None else _outcome(results[db, gold], results[db, pred], _order_matters(gold))
+        "no_database"
+        if db is None
+        else _outcome(results[db, gold], results[db, pred], _order_matters(gold))
         for db, pred, gold in prepared
     ]
 
@@ -445,7 +470,9 @@ def execute_pairs(
 
 
 def _default_cache_dir() -> Path:
-    return Path(os.environ.get("RAT_CACHE", Path(__file__).resolve().parents[2] / ".cache")) / "exec"
+    return (
+        Path(os.environ.get("RAT_CACHE", Path(__file__).resolve().parents[2] / ".cache")) / "exec"
+    )
 
 
 def evaluate_file(
@@ -489,15 +516,25 @@ def evaluate_file(
 def main(argv: list[str] | None = None) -> int:
     """``rat-exec``: execution accuracy of one prediction file."""
     parser = argparse.ArgumentParser(prog="rat-exec", description=main.__doc__)
-    parser.add_argument("--root", type=Path, required=True, help="dataset folder (Spider or BIRD format)")
+    parser.add_argument(
+        "--root", type=Path, required=True, help="dataset folder (Spider or BIRD format)"
+    )
     parser.add_argument("--split", default="dev")
-    parser.add_argument("--predictions", type=Path, required=True, help=".txt, .csv, .json or .jsonl")
+    parser.add_argument(
+        "--predictions", type=Path, required=True, help=".txt, .csv, .json or .jsonl"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per query")
-    parser.add_argument("--cache-dir", type=Path, default=None, help=f"default {_default_cache_dir()}")
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per query"
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, default=None, help=f"default {_default_cache_dir()}"
+    )
     parser.add_argument("--no-cache", action="store_true")
-    parser.add_argument("--distinct", action="store_true", help="keep DISTINCT (test-suite removes it)")
+    parser.add_argument(
+        "--distinct", action="store_true", help="keep DISTINCT (test-suite removes it)"
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -505,8 +542,14 @@ def main(argv: list[str] | None = None) -> int:
     cache_dir = None if args.no_cache else (args.cache_dir or _default_cache_dir())
     try:
         report = evaluate_file(
-            args.root, args.split, args.predictions, args.timeout, cache_dir, args.workers,
-            args.distinct, progress=not args.no_progress,
+            args.root,
+            args.split,
+            args.predictions,
+            args.timeout,
+            cache_dir,
+            args.workers,
+            args.distinct,
+            progress=not args.no_progress,
         )
     except (OSError, ValueError) as error:
         print(f"rat-exec: {error}", file=sys.stderr)
@@ -516,14 +559,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     accuracy = report["execution_accuracy"]
     counts = report["outcomes"]
-    print(f"{args.predictions}: {report['questions']} questions, {report['with_database']} with a database")
+    print(
+        f"{args.predictions}: {report['questions']} questions, {report['with_database']} with a database"
+    )
     if accuracy is None:
         print("execution accuracy: n/a (no question has a database)")
     else:
-        print(f"execution accuracy: {100 * accuracy:.1f}% ({counts['match']}/{report['with_database']})")
+        print(
+            f"execution accuracy: {100 * accuracy:.1f}% ({counts['match']}/{report['with_database']})"
+        )
     print("outcomes: " + ", ".join(f"{name} {n}" for name, n in counts.items()))
     if report["skipped_rows"]:
-        print("skipped prediction rows: " + ", ".join(f"{k} {v}" for k, v in report["skipped_rows"].items()))
+        print(
+            "skipped prediction rows: "
+            + ", ".join(f"{k} {v}" for k, v in report["skipped_rows"].items())
+        )
     if report["missing_databases"]:
         print("missing databases: " + ", ".join(report["missing_databases"]))
     return 0

@@ -32,22 +32,25 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 import rat
 
 # Weights of each kind when a perturbation is drawn; kinds that do not apply to a query are
-# skipped and the rest renormalised. Measured on the 11 systems' wrong Spider dev predictions
-# by benchmarks/perturbation_mix.py (primary error kind, see BENCHMARKS.md), rounded.
+# skipped and the rest renormalised. Chosen from the 11 systems' wrong Spider dev predictions
+# (benchmarks/perturbation_mix.py; table in BENCHMARKS.md): joins are the most common primary
+# error (25%, plus most of the 33% restructured queries), wrong columns appear in 80% of wrong
+# queries (kept high, as the paper's schema-item replacement), then value, aggregate,
+# projection and GROUP BY errors (6-8% each); ORDER BY direction, LIMIT and DISTINCT are rare.
 DEFAULT_MIX: dict[str, float] = {
-    "column": 0.20,
+    "column": 0.22,
     "table": 0.06,
-    "join": 0.12,
-    "projection": 0.14,
-    "missing_condition": 0.08,
-    "extra_condition": 0.07,
+    "join": 0.22,
+    "projection": 0.08,
+    "missing_condition": 0.05,
+    "extra_condition": 0.04,
     "operator": 0.04,
     "value": 0.08,
-    "aggregate": 0.06,
-    "group_by": 0.05,
+    "aggregate": 0.08,
+    "group_by": 0.07,
     "order_direction": 0.03,
-    "limit": 0.05,
-    "distinct": 0.02,
+    "limit": 0.02,
+    "distinct": 0.01,
 }
 KINDS = tuple(DEFAULT_MIX)
 SCHEMA_ITEM_KINDS = ("column", "table")  # the paper's perturbations
@@ -320,11 +323,31 @@ class Perturber:
         return self._replace_column(*rng.choice(columns), rng)
 
     def _join(self, tree, rng):
-        """Wrong join key: one side of an ON equality becomes another column of its table."""
+        """Wrong join: one side of an ON equality becomes another column of its table (wrong
+        key), or an unneeded table is joined along a foreign key (changes row multiplicity),
+        the two join mistakes real systems make most."""
         columns = self._columns(tree, where="join")
-        if not columns:
+        if columns and rng.random() < 0.5:
+            return self._replace_column(*rng.choice(columns), rng, same_table_only=True)
+        scopes = [s for s in traverse_scope(tree) if _is_select_scope(s) and _scope_tables(s)]
+        links = []
+        for scope in scopes:
+            tables = _scope_tables(scope)
+            for a, b in self.schema.foreign_keys:
+                for near, far in ((a, b), (b, a)):
+                    near_table, far_table = near.split(".", 1)[0], far.split(".", 1)[0]
+                    if near_table in tables.values() and far_table not in tables.values():
+                        links.append((scope, near, far))
+        if not links:
             return None
-        return self._replace_column(*rng.choice(columns), rng, same_table_only=True)
+        scope, near, far = rng.choice(links)
+        near_table, near_column = near.split(".", 1)
+        far_table, far_column = far.split(".", 1)
+        qualifier = next(q for q, t in _scope_tables(scope).items() if t == near_table)
+        on = exp.EQ(this=exp.column(near_column, table=qualifier),
+                    expression=exp.column(far_column, table=far_table))
+        scope.expression.join(exp.to_table(far_table), on=on, copy=False)
+        return f"joined {far_table} on {near} = {far}"
 
     def _table(self, tree, rng):
         """Another table of the database; its columns map to the new table's most similar."""
@@ -556,6 +579,14 @@ ERROR_CLASSES = ("unparsable", "structure", "table", "join", "projection", "miss
                  "order_direction", "limit", "distinct", "other")
 
 
+def _join_key(condition: exp.Expression) -> str:
+    """A join condition's text with the two sides of each equality in a fixed order."""
+    parts = []
+    for eq in condition.find_all(exp.EQ):
+        parts.append(" = ".join(sorted((eq.this.sql(), eq.expression.sql()))))
+    return " AND ".join(sorted(parts)) or condition.sql()
+
+
 def _features(tree: exp.Expression) -> dict[str, object]:
     """Comparable aspects of a canonical query tree, one entry per error class."""
     def outside_join(nodes):
@@ -570,7 +601,8 @@ def _features(tree: exp.Expression) -> dict[str, object]:
             subqueries=sum(1 for s in tree.find_all(exp.Select) if s is not tree
                            and not isinstance(s.parent, exp.SetOperation))),
         "table": Counter(t.name.lower() for t in tree.find_all(exp.Table)),
-        "join": Counter(j.args["on"].sql() for j in tree.find_all(exp.Join) if j.args.get("on")),
+        "join": Counter(_join_key(j.args["on"]) for j in tree.find_all(exp.Join)
+                        if j.args.get("on")),
         "projection": [len(s.expressions) for s in outermost],
         "condition": len(comparisons),
         "aggregate": Counter(type(a).__name__ for a in tree.find_all(*_AGGREGATE_SWAPS)),

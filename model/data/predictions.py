@@ -80,7 +80,9 @@ def load_predictions(
     else:
         readers = {".txt": _rows_txt, ".sql": _rows_txt, ".csv": _rows_csv, ".json": _rows_json}
         if suffix not in readers:
-            raise ValueError(f"{path}: unknown prediction format {suffix!r} (.txt .csv .json .jsonl)")
+            raise ValueError(
+                f"{path}: unknown prediction format {suffix!r} (.txt .csv .json .jsonl)"
+            )
         rows = readers[suffix](path)
         if len(rows) != len(questions):
             raise ValueError(
@@ -129,8 +131,13 @@ def _rows_csv(path: Path) -> list[tuple[str, str | None]]:
         reader = csv.DictReader(f)
         fields = set(reader.fieldnames or ())
         if not {"PREDICTED SQL", "DATABASE"} <= fields:
-            raise ValueError(f"{path}: expected columns PREDICTED SQL and DATABASE, found {sorted(fields)}")
-        return [((row["PREDICTED SQL"] or "").strip(), (row["DATABASE"] or "").strip() or None) for row in reader]
+            raise ValueError(
+                f"{path}: expected columns PREDICTED SQL and DATABASE, found {sorted(fields)}"
+            )
+        return [
+            ((row["PREDICTED SQL"] or "").strip(), (row["DATABASE"] or "").strip() or None)
+            for row in reader
+        ]
 
 
 def _rows_json(path: Path) -> list[tuple[str, str | None]]:
@@ -162,7 +169,11 @@ def _from_jsonl(
             except json.JSONDecodeError:
                 reasons["malformed_json"] += 1
                 continue
-            if not isinstance(row, dict) or not isinstance(row.get("sql"), str) or "question_id" not in row:
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("sql"), str)
+                or "question_id" not in row
+            ):
                 reasons["missing_field"] += 1
                 continue
             question = by_id.get(str(row["question_id"]))
@@ -176,7 +187,9 @@ def _from_jsonl(
                 reasons["duplicate_question_id"] += 1
                 continue
             samples = row.get("samples") or ()
-            if not isinstance(samples, list | tuple) or not all(isinstance(s, str) for s in samples):
+            if not isinstance(samples, list | tuple) or not all(
+                isinstance(s, str) for s in samples
+            ):
                 reasons["malformed_samples"] += 1
                 samples = ()
             found[question.question_id] = Prediction(

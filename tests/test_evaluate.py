@@ -1,0 +1,217 @@
+"""evaluate.py end to end on a node-level run built from the demo corpus, plus its pieces."""
+
+import importlib.util
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+import rat
+from model import baselines, metrics, report
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load_entry_point():
+    # evaluate.py is a script at the repository root, not a package module (and "evaluate" is
+    # also the name of an unrelated PyPI package): load it from its path.
+    spec = importlib.util.spec_from_file_location("rat_evaluate", REPO / "evaluate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+evaluate = _load_entry_point().evaluate
+
+
+def node_type(node) -> str:
+    if node.children:
+        return node.label
+    return "Column" if "." in node.label else "Value" if node.label[:1] in "'-0123456789" else "Table"
+
+
+def write_demo_run(run_dir: Path, seed: int = 0) -> dict[str, int]:
+    """A run directory as train.py leaves it, with confidences that depend on the node labels
+    (noisy), so that the metrics have something to find."""
+    from model.data.datasets import load_questions, load_schemas
+    from model.data.demo import demo_root
+    from model.data.predictions import load_predictions
+
+    root = demo_root()
+    questions = load_questions(root, "dev")
+    schemas = load_schemas(root)
+    by_id = {q.question_id: q for q in questions}
+    val_dbs = set(sorted({q.db_id for q in questions})[::3])
+    rng = random.Random(seed)
+    splits = {"val": [], "test": []}
+    for path in sorted((root / "predictions").glob("*.jsonl")):
+        for p in load_predictions(path, questions):
+            q = by_id[p.question_id]
+            try:
+                tree = rat.to_tree(p.sql, schemas[q.db_id])
+                gold = rat.to_tree(q.gold_sql, schemas[q.db_id])
+            except rat.RATError:
+                continue
+            labels = rat.label_nodes(tree, gold)
+            conf = [min(1.0, max(0.0, 0.35 + 0.4 * y + rng.gauss(0, 0.2))) for y in labels]
+            splits["val" if q.db_id in val_dbs else "test"].append({
+                "question_id": p.question_id, "db_id": p.db_id, "system": p.system,
+                "sql": p.sql, "node_types": [node_type(n) for n in tree.postorder()],
+                "node_labels": labels, "node_confidences": conf})
+    (run_dir / "predictions").mkdir(parents=True, exist_ok=True)
+    for split, rows in splits.items():
+        (run_dir / "predictions" / f"{split}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows))
+    return {k: len(v) for k, v in splits.items()}
+
+
+def make_cfg(**overrides):
+    args = [f"{k}={v}" for k, v in overrides.items()]
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose(config_name="evaluate", overrides=args)
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    sizes = write_demo_run(run_dir)
+    assert sizes["val"] > 50 and sizes["test"] > 50
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def evaluated(demo_run):
+    from model.data.demo import demo_root
+
+    cfg = make_cfg(run_dir=demo_run, data_root=demo_root(), n_bootstrap=20,
+                   breakdown_bootstrap=10, **{"html.max_examples": 15})
+    return demo_run / "eval", evaluate(cfg)
+
+
+def test_run_evaluation_writes_every_file(evaluated):
+    out_dir, results = evaluated
+    assert json.loads((out_dir / "metrics.json").read_text()) == results
+    for stem in ("node_reliability_uniform", "node_reliability_monotonic",
+                 "node_reliability_markers", "query_reliability", "risk_coverage"):
+        assert (out_dir / "plots" / f"{stem}.png").stat().st_size > 5000
+        assert (out_dir / "plots" / f"{stem}.svg").exists()
+    md = (out_dir / "report.md").read_text()
+    assert "| method | N | Acc | BS-P | AUC | ECE | ECE-P |" in md
+    assert "RAT node model" in md and "node agreement" in md and "RS(c)" in md
+    assert "![Risk-coverage curve](plots/risk_coverage.png)" in md
+
+
+def test_node_metrics_match_a_direct_computation(evaluated, demo_run):
+    _, results = evaluated
+    rows = [json.loads(line) for line in (demo_run / "predictions" / "test.jsonl").open()]
+    conf = np.concatenate([r["node_confidences"] for r in rows])
+    labels = np.concatenate([r["node_labels"] for r in rows])
+    model = results["node"]["methods"]["RAT node model"]
+    assert model["n"] == conf.size
+    assert model["metrics"]["auc"] == pytest.approx(metrics.auc(conf, labels))
+    assert model["metrics"]["ece"] == pytest.approx(metrics.ece(conf, labels))
+    assert 0.8 < model["metrics"]["auc"] < 1.0  # the planted signal is found
+    assert set(results["node"]["by_node_type"]) >= {"Column", "Table", "Project"}
+    agreement = results["node"]["methods"]["node agreement"]
+    assert 0.5 < agreement["metrics"]["auc"] <= 1.0
+
+
+def test_abstention_uses_the_validation_split(evaluated, demo_run):
+    _, results = evaluated
+    table = results["query"]["abstention"]
+    assert table["protocol"].startswith("threshold chosen on the calibration split")
+    by_c = {row["penalty"]: row for row in table["rows"]}
+    assert set(by_c) == {"0", "10", "N"}
+    assert by_c["0"]["coverage"] == 1.0
+    assert by_c["N"]["c"] == results["query"]["summary"]["n"]
+    assert by_c["10"]["rs"] >= by_c["10"]["rs_answer_all"]
+
+
+def test_html_view_shows_least_confident_queries_with_trees(evaluated):
+    out_dir, _ = evaluated
+    page = (out_dir / "report.html").read_text()
+    assert page.count("<div class='example'>") == 15
+    assert page.count("<svg") == 15 and "class='rat'" in page
+    shown = [float(x.split("query confidence ")[1].split("<")[0].split(" ")[0])
+             for x in page.split("<div class='meta'>")[1:]]
+    assert shown == sorted(shown)
+
+
+def test_generic_csv_predictions(tmp_path):
+    rng = np.random.default_rng(0)
+    conf = rng.random(300)
+    lines = ["confidence,label,db_id"] + [
+        f"{c:.4f},{int(rng.random() < c)},db{i % 7}" for i, c in enumerate(conf)]
+    path = tmp_path / "scores.csv"
+    path.write_text("\n".join(lines) + "\n")
+    results = evaluate(make_cfg(predictions=path, n_bootstrap=10))
+    out_dir = tmp_path / "scores_eval"
+    assert (out_dir / "metrics.json").exists() and not (out_dir / "report.html").exists()
+    assert results["query"]["summary"]["n"] == 300
+    assert "schema-disjoint folds" in results["query"]["abstention"]["protocol"]
+    assert "node" not in results
+
+
+def test_missing_input_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="run_dir"):
+        evaluate(make_cfg())
+    with pytest.raises(FileNotFoundError):
+        evaluate(make_cfg(run_dir=tmp_path))
+
+
+@pytest.mark.slow
+def test_cli_prints_the_main_table(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps({"confidence": c, "label": int(c > 0.4), "group": i % 3})
+                            + "\n" for i, c in enumerate(np.linspace(0, 1, 60))))
+    done = subprocess.run([sys.executable, "evaluate.py", f"predictions={path}", "n_bootstrap=5"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "| confidence | 60 |" in done.stdout and "RS(c)" in done.stdout
+
+
+def test_tree_svg_and_spans_colour_every_node():
+    tree = rat.to_tree("SELECT name FROM singer WHERE age > 20")
+    n = len(tree.postorder())
+    conf = np.linspace(0, 1, n).tolist()
+    svg = report.tree_svg(tree, conf, labels=[1] * (n - 1) + [0])
+    assert svg.count("<rect") == n and svg.count("<line") == n - 1
+    assert report.confidence_colour(0.0) in svg and report.confidence_colour(1.0) in svg
+    assert svg.count("✗") == 1
+    with pytest.raises(ValueError):
+        report.tree_svg(tree, conf[:-1])
+    page = report.html_report([{"tree": tree, "confidences": conf, "sql": "SELECT 1"}])
+    assert page.count('class="node"') == n
+
+
+def test_node_agreement_counts_other_systems_only():
+    trees = {("a", "q1"): rat.to_tree("SELECT x FROM t"),
+             ("b", "q1"): rat.to_tree("SELECT y FROM t"),
+             ("c", "q1"): rat.to_tree("SELECT x FROM t"),
+             ("a", "q2"): rat.to_tree("SELECT z FROM t")}
+    out = baselines.node_agreement(trees)
+    assert out["a", "q1"] == [0.5, 1.0, 0.5]
+    assert out["b", "q1"] == [0.0, 1.0, 0.0]
+    assert ("a", "q2") not in out  # answered by one system only
+
+
+def test_perturbations_are_left_out_unless_asked_for(tmp_path):
+    entry = _load_entry_point()
+    rows = [{"system": "codes_7b"}, {"system": "perturb:column"}, {"system": "din_sql"}]
+    assert [r["system"] for r in entry.select_systems(rows, "real")] == ["codes_7b", "din_sql"]
+    assert entry.select_systems(rows, "all") == rows
+    assert entry.select_systems(rows[1:2], "real") == rows[1:2]  # nothing real: keep what there is
+    with pytest.raises(ValueError):
+        entry.select_systems(rows, "some")
+
+
+def test_data_root_comes_from_the_run_config(tmp_path):
+    entry = _load_entry_point()
+    assert entry.run_data_root(tmp_path) is None
+    (tmp_path / "config.yaml").write_text("data:\n  root: /data/spider\n")
+    assert entry.run_data_root(tmp_path) == Path("/data/spider")

@@ -1,0 +1,123 @@
+"""Perturbation engine: reproducible, every kind changes the query, labels follow execution,
+and the error classifier reads fixture cases right."""
+
+from pathlib import Path
+
+import pytest
+
+import rat
+from model.data.datasets import database_path, load_questions, load_schemas
+from model.data.examples import make_example
+from model.data.execution import execute_pairs
+from model.data.perturb import DEFAULT_MIX, KINDS, Perturber, classify_error
+
+FIXTURES = Path(__file__).parent / "fixtures" / "perturb"
+
+
+@pytest.fixture(scope="module")
+def demo():
+    from model.data.demo import demo_root
+
+    root = demo_root()
+    return root, load_questions(root, "train") + load_questions(root, "dev"), load_schemas(root)
+
+
+def _perturber(demo, db_id):
+    root, _, schemas = demo
+    return Perturber(schemas[db_id], database_path(root, db_id))
+
+
+def test_same_seed_same_output_other_seed_differs(demo):
+    _, questions, _ = demo
+    runs = []
+    for seed in (0, 0, 1):
+        out = []
+        for q in questions[:60]:
+            out += [(p.sql, p.kind) for p in _perturber(demo, q.db_id).perturb(q.gold_sql, 3, seed)]
+        runs.append(out)
+    assert runs[0] == runs[1] and len(runs[0]) > 100
+    assert runs[0] != runs[2]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_changes_the_query_and_wrong_results_get_wrong_nodes(demo, kind):
+    root, questions, schemas = demo
+    made = []
+    for q in questions:
+        perturber = _perturber(demo, q.db_id)
+        for p in perturber.perturb(q.gold_sql, n=1, seed=7, kinds=(kind,)):
+            assert p.kind == kind and p.sql != perturber.render(q.gold_sql)
+            made.append((q, p))
+        if len(made) >= 15:
+            break
+    assert made, f"no query of the demo corpus admits a {kind} perturbation"
+    outcomes = execute_pairs([(database_path(root, q.db_id), p.sql, q.gold_sql) for q, p in made],
+                             progress=False)
+    wrong = 0
+    for (q, p), outcome in zip(made, outcomes, strict=True):
+        schema = schemas[q.db_id]
+        gold_tree = rat.to_tree(q.gold_sql, schema)
+        example = make_example(q, p.sql, f"perturb:{kind}", schema, gold_tree, outcome == "match")
+        if outcome == "match":
+            assert all(example.node_labels), (p.sql, example.node_labels)
+        else:
+            wrong += 1
+            # rat.label_nodes marks a node wrong iff gold lacks it, so a perturbation that only
+            # removes an operator (LIMIT, a condition) leaves no wrong node in the prediction.
+            removal = len(example.node_labels) < len(gold_tree.postorder())
+            assert 0 in example.node_labels or removal, (q.gold_sql, p.sql)
+    if kind != "distinct":  # DISTINCT is ignored by the execution comparison (test-suite style)
+        assert wrong > 0
+
+
+def test_unknown_kind_in_mix_is_refused(demo):
+    _, _, schemas = demo
+    with pytest.raises(ValueError, match="unknown perturbation kinds"):
+        Perturber(schemas["clinic"], mix={"colum": 1.0})
+
+
+def test_default_mix_is_a_distribution_over_all_kinds():
+    assert set(DEFAULT_MIX) == set(KINDS)
+    assert sum(DEFAULT_MIX.values()) == pytest.approx(1.0)
+
+
+def test_schema_item_replacement_stays_in_the_database(demo):
+    _, questions, schemas = demo
+    for q in questions[:40]:
+        schema = schemas[q.db_id]
+        for p in _perturber(demo, q.db_id).perturb(q.gold_sql, 2, 3, kinds=("column", "table")):
+            tree = rat.to_tree(p.sql, schema)
+            for node in tree.postorder():
+                if not node.children and "." in node.label and not node.label[0].isdigit():
+                    table, column = node.label.split(".", 1)
+                    assert column in schema.tables[table], p.sql
+
+
+def test_unparsable_sql_raises_rat_error(demo):
+    with pytest.raises(rat.RATError):
+        _perturber(demo, "clinic").perturb("SELECT FROM WHERE", n=1)
+
+
+def _cases():
+    text = (FIXTURES / "error_kinds.txt").read_text()
+    for block in text.split("# title:")[1:]:
+        title, gold, pred, kind = [line for line in block.splitlines() if line.strip()][:4]
+        yield pytest.param(gold, pred, kind, id=title.strip())
+
+
+@pytest.mark.parametrize("gold, pred, kind", list(_cases()))
+def test_classify_error(demo, gold, pred, kind):
+    _, _, schemas = demo
+    assert classify_error(gold, pred, schemas["supply_chain"]) == kind
+
+
+@pytest.mark.data
+def test_spider_gold_queries_perturb_without_crashing(shared_data):
+    spider = shared_data / "spider"
+    questions = load_questions(spider, "dev")[:80]
+    schemas = load_schemas(spider)
+    made = 0
+    for index, q in enumerate(questions):
+        perturber = Perturber(schemas[q.db_id], database_path(spider, q.db_id))
+        made += len(perturber.perturb(q.gold_sql, n=2, seed=index))
+    assert made >= 0.9 * 2 * len(questions)

@@ -1,0 +1,161 @@
+"""The public `rat` API: names, Node, serialisation, errors, hash stability, the CLI."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import rat
+
+SQL = "SELECT T1.name FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id " \
+      "WHERE T2.year > 2014 AND T1.country IN ('France', 'Spain') ORDER BY T1.age DESC LIMIT 3"
+
+
+def test_public_names():
+    assert sorted(rat.__all__) == sorted([
+        "RATError", "Node", "Schema", "align_tokens", "canonicalize", "label_nodes",
+        "node_ends", "serialize", "to_tree"])
+    public = {n for n in vars(rat) if not n.startswith("_")}
+    # submodules are importable attributes too; nothing else is public
+    assert public - set(rat.__all__) <= {"align", "canonicalize", "errors", "hashing", "labels",
+                                         "node", "schema", "serialize", "tree"}
+
+
+def test_paper_example_serialisation():
+    tree = rat.to_tree("SELECT player_api_id FROM Player ORDER BY heaviness DESC LIMIT 1")
+    assert rat.serialize(tree) == \
+        "((1)((player.heaviness)((player.player_api_id)(player)Project)Orderby_desc)Limit)"
+
+
+def test_node_is_immutable_and_postorder_is_children_first():
+    tree = rat.to_tree(SQL)
+    with pytest.raises(AttributeError):
+        tree.label = "x"
+    nodes = tree.postorder()
+    assert nodes[-1] is tree
+    position = {id(n): i for i, n in enumerate(nodes)}
+    for node in nodes:
+        assert isinstance(node.children, tuple)
+        assert all(position[id(c)] < position[id(node)] for c in node.children)
+
+
+def test_node_ends_point_at_each_nodes_closing_parenthesis():
+    tree = rat.to_tree(SQL)
+    text, ends = rat.serialize(tree), rat.node_ends(tree)
+    nodes = tree.postorder()
+    assert len(ends) == len(nodes)
+    assert ends == sorted(ends) and ends[-1] == len(text) - 1
+    for node, end in zip(nodes, ends):
+        assert text[end] == ")"
+        assert text[: end].endswith(node.label)
+        assert rat.serialize(node) == text[end + 1 - len(rat.serialize(node)): end + 1]
+
+
+def test_labels_one_per_node_and_execution_match_overrides():
+    pred = rat.to_tree(SQL)
+    gold = rat.to_tree(SQL.replace("2014", "2015"))
+    labels = rat.label_nodes(pred, gold)
+    assert len(labels) == len(pred.postorder()) and 0 in labels and 1 in labels
+    assert rat.label_nodes(pred, gold, execution_match=True) == [1] * len(labels)
+    assert rat.label_nodes(pred, pred) == [1] * len(labels)
+
+
+def test_schema_qualifies_ambiguous_columns_only_when_unique():
+    schema = rat.Schema({"singer": ["singer_id", "name"], "concert": ["singer_id", "year"]})
+    sql = "SELECT name, year, singer_id FROM singer JOIN concert ON singer.singer_id = concert.singer_id"
+    assert rat.canonicalize(sql, schema).startswith("select singer.name, concert.year, singer_id ")
+
+
+def test_schema_from_spider_entry_composite_keys():
+    entry = {"db_id": "x", "table_names_original": ["A", "B"],
+             "column_names_original": [[-1, "*"], [0, "Id"], [1, "Id"], [1, "A_Id"]],
+             "column_types": ["text", "number", "number", "number"],
+             "primary_keys": [1, [2, 3]], "foreign_keys": [[3, 1]]}
+    schema = rat.Schema.from_spider(entry)
+    assert schema.tables == {"a": ("id",), "b": ("id", "a_id")}
+    assert schema.primary_keys == ("a.id", "b.id", "b.a_id")
+    assert schema.foreign_keys == (("b.a_id", "a.id"),)
+
+
+def test_canonicalize_output_is_valid_and_stable():
+    text = rat.canonicalize(SQL)
+    assert text == rat.canonicalize(text)
+    assert "t1" not in text and "T1" not in text
+    assert rat.to_tree(text).hash == rat.to_tree(SQL).hash
+
+
+def test_canonicalize_keeps_string_case_and_self_join_apart():
+    text = rat.canonicalize("SELECT a.Name FROM Emp AS a JOIN Emp AS b ON a.Boss = b.ID "
+                            "WHERE b.Name = 'Kim O''Neil'")
+    assert text == ("select emp.name from emp join emp as emp_2 on emp.boss = emp_2.id "
+                    "where emp_2.name = 'Kim O''Neil'")
+
+
+@pytest.mark.parametrize("sql, construct", [
+    ("SELECT FROM WHERE", "cannot parse"),
+    ("SELECT a FROM t; SELECT b FROM u", "expected one statement"),
+    ("INSERT INTO t VALUES (1)", "Insert"),
+    ("SELECT a FROM t WHERE (", "cannot parse"),
+    ("", "expected one statement"),
+    ("SELECT a FROM t, LATERAL (SELECT 1)", ""),
+    ("SELECT " + "(" * 3000 + "1" + ")" * 3000, ""),
+])
+def test_bad_sql_raises_rat_error_quoting_the_sql(sql, construct):
+    with pytest.raises(rat.RATError) as info:
+        rat.to_tree(sql)
+    assert construct in str(info.value)
+    assert isinstance(info.value, ValueError)
+    assert repr(sql)[:50] in str(info.value)
+
+
+def test_hashes_identical_across_processes():
+    code = ("import rat, json, sys; t = rat.to_tree(sys.argv[1]); "
+            "print(json.dumps([n.hash for n in t.postorder()]))")
+    outputs = []
+    for seed in ("1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        result = subprocess.run([sys.executable, "-c", code, SQL], env=env, check=True,
+                                capture_output=True, text=True)
+        outputs.append(json.loads(result.stdout))
+    here = [n.hash for n in rat.to_tree(SQL).postorder()]
+    assert outputs[0] == outputs[1] == here
+
+
+def test_cli_prints_tree_postorder_and_labels(tmp_path):
+    tables = [{"db_id": "music", "table_names_original": ["singer"],
+               "column_names_original": [[-1, "*"], [0, "name"], [0, "age"]],
+               "column_types": ["text", "text", "number"], "primary_keys": [],
+               "foreign_keys": []}]
+    path = tmp_path / "tables.json"
+    path.write_text(json.dumps(tables))
+    result = subprocess.run(
+        [sys.executable, "-m", "rat", "SELECT name FROM singer WHERE age > 20",
+         "--schema", str(path), "--db-id", "music", "--gold",
+         "SELECT name FROM singer WHERE age >= 20"],
+        capture_output=True, text=True, check=True)
+    out = result.stdout
+    assert "((singer.name)(((singer.age)(20)Gt)(singer)Selection)Project)" in out
+    assert "  Gt  [INCORRECT]" in out and "    singer.age  [correct]" in out
+    assert "4/7 nodes correct" in out
+
+
+def test_cli_reports_bad_sql_without_traceback():
+    result = subprocess.run([sys.executable, "-m", "rat", "SELECT FROM"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 1
+    assert "error:" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("pred, gold, expected", [
+    (["select", "a", "from", "t"], ["select", "a", "from", "t"], [1, 1, 1, 1]),
+    (["select", "b", "from", "t"], ["select", "a", "from", "t"], [1, 0, 1, 1]),
+    (["select", "a", ",", "b", "from", "t"], ["select", "a", "from", "t"], [1, 1, 0, 0, 1, 1]),
+    (["select", "a", "from", "t"], ["select", "a", ",", "b", "from", "t"], [1, 1, 1, 1]),
+    (list("kitten"), list("sitting"), [0, 1, 1, 1, 0, 1]),
+    ([], [], []),
+    ([1, 2, 3], [3, 2, 1], [0, 1, 0]),
+])
+def test_align_tokens(pred, gold, expected):
+    assert rat.align_tokens(pred, gold) == expected

@@ -1,0 +1,106 @@
+"""Train the node-level confidence model: seed -> instantiate -> fit -> test on the best checkpoint
+-> write per-node predictions for ``evaluate.py``.
+
+    python train.py                                          # demo corpus, CPU, a few minutes
+    python train.py +experiment=perturbed_posweight data=spider data.root=../shared/data/spider
+    python train.py trainer=ddp trainer.devices=2            # Lightning DDP (gloo on CPU)
+    python train.py ckpt_path=<run>/checkpoints/last.ckpt    # resume
+
+The run directory (``paths.output_dir``) receives ``checkpoints/``, ``predictions/{val,test}.jsonl``
+(one line per example: ids, SQL, and per node its type, label and confidence), ``metrics.json``,
+``data.json`` (split and counts), ``config.yaml`` (resolved) and the logger's files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+from omegaconf import DictConfig, OmegaConf
+
+for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
+    os.environ.setdefault(_var, _value)  # the LM comes from local files; never reach for the hub
+
+
+def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
+    """Run one experiment; returns (metrics, objects) so tests can inspect both."""
+    L.seed_everything(cfg.seed, workers=True)
+    output_dir = Path(cfg.paths.output_dir)
+
+    datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
+    model: L.LightningModule = hydra.utils.instantiate(cfg.model)
+    callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    for logger in loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+
+    metrics: dict[str, float] = {}
+    if cfg.get("train", True):
+        trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        metrics.update(_floats(trainer.callback_metrics))
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if cfg.get("test", True):
+        # Restores the best checkpoint's weights into `model`, so predictions below use them too.
+        ckpt = best or (None if cfg.get("train", True) else cfg.get("ckpt_path"))
+        trainer.test(model, datamodule=datamodule, ckpt_path=ckpt or None)
+        metrics.update(_floats(trainer.callback_metrics))
+
+    if trainer.is_global_zero:
+        datamodule.setup("test")
+        if cfg.get("write_predictions", True):
+            for split in ("val", "test"):
+                write_predictions(model, datamodule, split, output_dir / "predictions" / f"{split}.jsonl")
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        resolved["data"]["root"] = str(datamodule.root)  # evaluate.py finds the databases here
+        _write_json(output_dir / "config.json", resolved)
+        (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+        _write_json(output_dir / "data.json", {"db_split": datamodule.db_split, "summary": datamodule.summary()})
+        _write_json(output_dir / "metrics.json", {"best_checkpoint": best, **metrics})
+    return metrics, {"model": model, "datamodule": datamodule, "trainer": trainer, "best_checkpoint": best}
+
+
+def write_predictions(model, datamodule, split: str, path: Path) -> int:
+    """One JSON line per example of ``split``: ids, SQL, and per node type, label, confidence."""
+    examples = datamodule.datasets[split]
+    loader = datamodule.split_loader(split)
+    order = [int(i) for batch in loader for i in batch["index"]]
+    confidences = model.node_confidences(loader)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for index, node_confidences in zip(order, confidences):
+            e = examples[index]
+            if len(node_confidences) != len(e.node_labels):
+                raise AssertionError(f"{e.question_id}: {len(node_confidences)} scores for {len(e.node_labels)} nodes")
+            row = {
+                "question_id": e.question_id, "db_id": e.db_id, "system": e.system, "sql": e.sql,
+                "split": split, "execution_match": getattr(e, "execution_match", None),
+                "node_types": list(getattr(e, "node_types", []) or []),
+                "node_labels": [int(x) for x in e.node_labels],
+                "node_confidences": [round(float(c), 6) for c in node_confidences],
+            }
+            f.write(json.dumps(row) + "\n")
+    return len(order)
+
+
+def _floats(values: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in values.items()}
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=1, default=str))
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    metrics, _ = train(cfg)
+    return metrics.get(cfg.get("optimized_metric", "val/loss"))
+
+
+if __name__ == "__main__":
+    main()
