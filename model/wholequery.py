@@ -178,7 +178,14 @@ class Method:
     name: str
     features: tuple[str, ...]
     make: Callable[[], Calibrator] | None = None
-    score_kind: str = "prob"  # how to read a single raw feature: "prob" in [0, 1] or "log_prob"
+    # How to read a single raw feature: "prob" (a probability: PS on its logit), "log_prob" (PS
+    # on the logit computed from the log), "fraction" (an agreement rate k/n with exact 0s and
+    # 1s, whose logits would be +-27: PS on the raw value, Platt's original form).
+    score_kind: str = "prob"
+
+    @property
+    def platt_kind(self) -> str:
+        return {"prob": "prob", "log_prob": "log_prob", "fraction": "raw"}[self.score_kind]
 
     def raw(self, table: BaseScores) -> np.ndarray:
         x = table.columns[self.features[0]]
@@ -193,8 +200,8 @@ def default_methods(columns: Sequence[str]) -> list[Method]:
         methods += [Method(n, (n,)) for n in POOLINGS[1:]]
     for src in ("systems", "samples"):
         if f"exec_{src}" in columns:
-            methods.append(Method(f"exec_agreement_{src}", (f"exec_{src}",)))
-            methods.append(Method(f"scf_product_{src}", (f"scf_{src}_product",)))
+            methods.append(Method(f"exec_agreement_{src}", (f"exec_{src}",), score_kind="fraction"))
+            methods.append(Method(f"scf_product_{src}", (f"scf_{src}_product",), score_kind="fraction"))
     scf = {src: tuple(f"scf_{src}_{n}" for n in SCF_NAMES) for src in ("systems", "samples")
            if f"scf_{src}_product" in columns}
     for src, feats in scf.items():
@@ -228,9 +235,8 @@ def _evaluate_once(method: Method, fit: BaseScores, test: BaseScores) -> dict[st
     if method.make is None:  # a raw score: raw, after PS (-P), after isotonic (-I)
         raw = method.raw(test)
         out.update({k: f(raw, y) for k, f in METRICS.items()})
-        kind = "log_prob" if method.score_kind == "log_prob" else "prob"
         x_fit, x_test = fit.columns[method.features[0]], test.columns[method.features[0]]
-        ps = PlattScaler(kind).fit(x_fit, fit.label).confidence(x_test)
+        ps = PlattScaler(method.platt_kind).fit(x_fit, fit.label).confidence(x_test)
         iso = IsotonicCalibrator().fit(x_fit, fit.label).confidence(x_test)
         out.update({"brier_platt": M.brier(ps, y), "ece_platt": _ece(ps, y),
                     "brier_isotonic": M.brier(iso, y), "ece_isotonic": _ece(iso, y)})
@@ -295,8 +301,7 @@ def fit_calibrators(table: BaseScores, methods: Sequence[Method]) -> dict[str, d
         for m in methods:
             if m.make is None:
                 x = t.columns[m.features[0]]
-                kind = "log_prob" if m.score_kind == "log_prob" else "prob"
-                fitted[str(system)][f"{m.name}+PS"] = PlattScaler(kind).fit(x, t.label)
+                fitted[str(system)][f"{m.name}+PS"] = PlattScaler(m.platt_kind).fit(x, t.label)
                 fitted[str(system)][f"{m.name}+isotonic"] = IsotonicCalibrator().fit(x, t.label)
             else:
                 fitted[str(system)][m.name] = m.make().fit(_matrix(t, m.features), t.label)
