@@ -31,8 +31,9 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     L.seed_everything(cfg.seed, workers=True)
     output_dir = Path(cfg.paths.output_dir)
 
-    datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
-    model: L.LightningModule = hydra.utils.instantiate(cfg.model)
+    # _convert_="all": plain dicts/lists in hparams, so checkpoints load with weights_only=True.
+    datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data, _convert_="all")
+    model: L.LightningModule = hydra.utils.instantiate(cfg.model, _convert_="all")
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)

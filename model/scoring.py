@@ -238,11 +238,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--limit", type=int, default=None, help="score only the first N questions")
     args = ap.parse_args(argv)
 
-    questions = load_questions(args.data_root, args.split)[: args.limit]
+    questions = load_questions(args.data_root, args.split)
     schemas = load_schemas(args.data_root)
     model, tokenizer = load_causal_lm(args.model, args.gguf_file, dtype=getattr(torch, args.dtype))
     model.to(args.device)
-    by_id = {q.question_id: q for q in questions}
+    by_id = {q.question_id: q for q in questions[: args.limit]}  # positional files need all questions
     preds = [p for f in _prediction_files(args.predictions) for p in load_predictions(f, questions)
              if p.question_id in by_id and p.sql.strip()]
 

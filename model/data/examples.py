@@ -149,7 +149,8 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
                  gold_tree: rat.Node | None = None, execution_match: bool | None = None
                  ) -> NodeExample:
     """One example; labels all 1 when execution matches, else from rat.label_nodes against
-    `gold_tree`, else all 0 (raises rat.RATError on SQL it cannot read). Inference calls it
+    `gold_tree` (with the root marked wrong when execution mismatches but every node occurs in
+    gold, i.e. the prediction only omits something), else all 0 (raises rat.RATError on SQL it cannot read). Inference calls it
     with no gold and ignores the labels."""
     tree = rat.to_tree(sql, schema)
     nodes = tree.postorder()
@@ -157,6 +158,10 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
         labels = [1] * len(nodes)
     elif gold_tree is not None:
         labels = rat.label_nodes(tree, gold_tree, bool(execution_match))
+        if execution_match is False and all(labels) and tree.hash != gold_tree.hash:
+            # An omission (a dropped LIMIT, DISTINCT or condition) leaves every predicted
+            # subtree inside gold; the root stands for the whole query, which is wrong.
+            labels[-1] = 0
     else:
         labels = [0] * len(nodes)
     tables = {t: list(cols) for t, cols in schema.tables.items()} if schema else {}
