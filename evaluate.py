@@ -372,7 +372,8 @@ def evaluate(cfg: DictConfig) -> dict:
         cal_queries = query_scores(cal_rows) if cal_rows and is_node_level(cal_rows) else None
         query_title = "Whole query (least confident node; label: all nodes correct)"
         (out_dir / "report.html").parent.mkdir(parents=True, exist_ok=True)
-        (out_dir / "report.html").write_text(_html(rows, trees, test_queries, questions, cfg))
+        (out_dir / "report.html").write_text(
+            _html(rows, trees, test_queries, questions, schemas, cfg))
     else:
         test_queries = score_table(rows)
         cal_queries = score_table(cal_rows) if cal_rows else None
@@ -406,7 +407,8 @@ def evaluate(cfg: DictConfig) -> dict:
     return results
 
 
-def _html(rows: list[dict], trees: dict, queries: dict, questions: dict, cfg: DictConfig) -> str:
+def _html(rows: list[dict], trees: dict, queries: dict, questions: dict, schemas: dict,
+          cfg: DictConfig) -> str:
     order = [i for i in np.argsort(queries["confidence"], kind="stable") if i in trees]
     examples = []
     for i in order[: cfg.html.max_examples]:
@@ -416,7 +418,7 @@ def _html(rows: list[dict], trees: dict, queries: dict, questions: dict, cfg: Di
                          "question": q.question if q else r.get("question"),
                          "gold_sql": q.gold_sql if q else r.get("gold_sql"),
                          "tree": trees[i], "confidences": r["node_confidences"],
-                         "labels": r["node_labels"],
+                         "labels": r["node_labels"], "schema": schemas.get(r.get("db_id")),
                          "query_confidence": float(queries["confidence"][i])})
     return report.html_report(examples, title="RAT node confidences, least confident queries first")
 

@@ -46,10 +46,12 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         metrics.update(_floats(trainer.callback_metrics))
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if cfg.get("test", True):
-        # Restores the best checkpoint's weights into `model`, so predictions below use them too.
+        # Both restore the best checkpoint's weights into `model`, so predictions below use them
+        # too; val/* and test/* then describe the same weights (not the last epoch's).
         ckpt = best or (None if cfg.get("train", True) else cfg.get("ckpt_path"))
-        trainer.test(model, datamodule=datamodule, ckpt_path=ckpt or None)
-        metrics.update(_floats(trainer.callback_metrics))
+        for results in (trainer.validate(model, datamodule=datamodule, ckpt_path=ckpt or None, verbose=False),
+                        trainer.test(model, datamodule=datamodule, ckpt_path=ckpt or None)):
+            metrics.update(_floats(results[0]) if results else {})
 
     if trainer.is_global_zero:
         datamodule.setup("test")

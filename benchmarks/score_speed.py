@@ -20,13 +20,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from model.data.datasets import load_questions, load_schemas  # noqa: E402
-from model.data.predictions import load_predictions  # noqa: E402
-from model.lm import load_causal_lm  # noqa: E402
-from model.scoring import prompt_text, score_sql, score_sql_naive  # noqa: E402
+from model.data.datasets import load_questions, load_schemas
+from model.data.predictions import load_predictions
+from model.lm import load_causal_lm
+from model.scoring import prompt_text, score_sql, score_sql_naive
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

@@ -57,18 +57,12 @@ def token_level_scores(model, tokenizer, items: Sequence[tuple[str, str, str]],
     """For each ``(prompt, predicted_sql, gold_sql)`` (already standardised), the scorer LM's
     probability of each predicted SQL token and its 0/1 alignment label against the gold SQL.
 
-    Tokenisation and teacher forcing are ``model.scoring``'s (the whole-query scorer), so the
-    token probabilities are the very ones its pooled scores are made of.
+    Tokens and probabilities are ``model.scoring.token_probabilities`` (the whole-query
+    scorer's batched fast path), so they are the very ones its pooled scores are made of.
     """
-    from model import scoring
+    from model.scoring import sql_token_ids, token_probabilities
 
-    out = []
-    for prompt, pred, gold in items:
-        prompt_ids, pred_ids = scoring._encode(tokenizer, prompt, pred)
-        _, gold_ids = scoring._encode(tokenizer, prompt, gold)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        device = next(model.parameters()).device
-        log_probs = scoring._token_log_probs_batch(model, [(prompt_ids, pred_ids)], pad, device)[0]
-        labels = rat.align_tokens(pred_ids, gold_ids)
-        out.append((np.exp(log_probs).tolist(), labels))
-    return out
+    scored = token_probabilities(model, tokenizer, [(prompt, pred) for prompt, pred, _ in items],
+                                 progress=progress)
+    return [(probabilities, rat.align_tokens(token_ids, sql_token_ids(tokenizer, gold)))
+            for (token_ids, probabilities), (_, _, gold) in zip(scored, items)]

@@ -21,19 +21,29 @@ from threadpoolctl import threadpool_limits
 
 __all__ = [
     "Calibrator",
-    "PlattScaler",
+    "FoldResult",
     "IsotonicCalibrator",
     "MultivariatePlattScaler",
+    "PlattScaler",
+    "calibration_test_split",
+    "cross_validate",
     "load_calibrator",
     "logit_from_log_prob",
     "schema_disjoint_folds",
-    "calibration_test_split",
-    "FoldResult",
-    "cross_validate",
     "summarize_folds",
 ]
 
 _EPS = 1e-12
+
+
+def _small_fit():
+    """Context for scikit-learn logistic regressions on a few thousand rows: one BLAS thread.
+
+    Waking a BLAS thread pool costs more than such fits (about 5x slower measured); entering the
+    context costs ~3 ms, so the isotonic fit (~1 ms, no BLAS) goes without. The one place the
+    project sets this, for the calibrators here and so for `model.metrics`.
+    """
+    return threadpool_limits(1)
 
 
 def logit_from_log_prob(log_prob: np.ndarray) -> np.ndarray:
@@ -100,18 +110,26 @@ class Calibrator:
 class PlattScaler(Calibrator):
     """Platt scaling, `sigmoid(w0 + w1 * logit(s))`, fit by logistic regression.
 
-    `score_kind="prob"` takes s in [0, 1]; `score_kind="log_prob"` takes log s, for scores such
-    as a sequence probability that underflow to 0 in float64. Because w1 is a single scalar,
-    PS never changes the ranking of queries (it is monotone), only the probabilities.
+    `score_kind="prob"` takes s in [0, 1] (clipped to [eps, 1 - eps] before the logit);
+    `score_kind="log_prob"` takes log s, for scores such as a sequence probability that
+    underflow to 0 in float64; `"raw"` takes an unbounded score as it is. Because w1 is a single
+    scalar, PS never changes the ranking of queries (it is monotone), only the probabilities.
+    `C` is scikit-learn's inverse L2 strength (1.0: its default, as the SCF paper; a large C is
+    Platt's unregularised fit). `eps` should match the scores' resolution: confidences written
+    with 6 decimals (node-model predictions) hold exact 0s and 1s that `eps=1e-12` would put at
+    logit +-27.6, far from their neighbours at +-13.8.
     """
 
     kind = "platt"
 
-    def __init__(self, score_kind: str = "prob", C: float = 1.0):
+    def __init__(self, score_kind: str = "prob", C: float = 1.0, eps: float = _EPS):
         if score_kind not in ("prob", "log_prob", "raw"):
             raise ValueError(f"score_kind must be 'prob', 'log_prob' or 'raw'; found {score_kind!r}")
+        if not 0.0 < eps < 0.5:
+            raise ValueError(f"eps must be in (0, 0.5); found {eps}")
         self.score_kind = score_kind
         self.C = C
+        self.eps = eps
         self.intercept_: float | None = None
         self.coef_: float | None = None
         self.constant_: float | None = None  # set when the fit data hold one class only
@@ -119,7 +137,7 @@ class PlattScaler(Calibrator):
     def _feature(self, x) -> np.ndarray:
         s = _as_column(x)
         if self.score_kind == "prob":
-            p = np.clip(s, _EPS, 1.0 - _EPS)
+            p = np.clip(s, self.eps, 1.0 - self.eps)
             return np.log(p) - np.log1p(-p)
         if self.score_kind == "log_prob":
             return logit_from_log_prob(s)
@@ -131,8 +149,8 @@ class PlattScaler(Calibrator):
         if len(np.unique(y)) < 2:
             self.constant_, self.intercept_, self.coef_ = float(y.mean()), None, None
             return self
-        with threadpool_limits(1):  # BLAS threads only slow down fits this small (~5x measured)
-            lr = LogisticRegression(C=self.C).fit(z[:, None], y)
+        with _small_fit():
+            lr = LogisticRegression(C=self.C, max_iter=1000).fit(z[:, None], y)
         self.constant_ = None
         self.intercept_, self.coef_ = float(lr.intercept_[0]), float(lr.coef_[0, 0])
         return self
@@ -146,12 +164,12 @@ class PlattScaler(Calibrator):
         return _two_columns(_sigmoid(self.intercept_ + self.coef_ * z))
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "score_kind": self.score_kind, "C": self.C,
+        return {"kind": self.kind, "score_kind": self.score_kind, "C": self.C, "eps": self.eps,
                 "intercept": self.intercept_, "coef": self.coef_, "constant": self.constant_}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> PlattScaler:
-        c = cls(d["score_kind"], d["C"])
+        c = cls(d["score_kind"], d["C"], d.get("eps", _EPS))  # files saved before eps existed
         c.intercept_, c.coef_, c.constant_ = d["intercept"], d["coef"], d["constant"]
         return c
 
@@ -222,7 +240,7 @@ class MultivariatePlattScaler(Calibrator):
         if len(np.unique(y)) < 2:
             self.constant_, self.intercept_, self.coef_ = float(y.mean()), None, None
             return self
-        with threadpool_limits(1):  # BLAS threads only slow down fits this small (~5x measured)
+        with _small_fit():
             lr = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(x, y)
         self.constant_ = None
         self.intercept_, self.coef_ = float(lr.intercept_[0]), lr.coef_[0].astype(np.float64)

@@ -64,6 +64,10 @@ class FrozenEmbedder(nn.Module):
         self.__dict__["frozen"] = self.frozen._apply(fn)
         return super()._apply(fn, recurse)
 
+    def clear_cache(self) -> None:
+        """Forget the in-memory hidden states (the disk cache, if any, is kept)."""
+        self._memory.clear()
+
     def frozen_parameters(self) -> list[torch.Tensor]:
         """The LM weights actually used (for tests and for counting; never trained)."""
         return list(self.frozen.parameters())

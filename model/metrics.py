@@ -259,37 +259,37 @@ def ece_monotonic(confidences: ArrayLike, labels: ArrayLike, min_bin_size: int =
 
 # --------------------------------------------------------------------------- post-hoc calibration
 
-_EPS = 1e-6
-
-
-def _logit(conf: np.ndarray) -> np.ndarray:
-    c = np.clip(conf, _EPS, 1.0 - _EPS)
-    return np.log(c) - np.log1p(-c)
+# Confidences are often written with 6 decimals (node-model predictions), so exact 0s and 1s
+# sit at the resolution's logit (+-13.8), next to their neighbours, not at +-27.6.
+_PLATT_EPS = 1e-6
+_PLATT_C = 1e6  # essentially unregularised, as in Platt's method (the data are 1-dimensional)
 
 
 def fit_platt(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
     """Platt scaling: a logistic regression on logit(confidence); returns the fitted map.
 
+    The fit is ``model.calibration.PlattScaler`` (the whole-query calibrator), unregularised.
     With a single class in ``labels`` the map returns that class's rate (0 or 1) for every input.
+
+    >>> platt = fit_platt([0.9, 0.8, 0.7, 0.6, 0.3], [1, 1, 0, 1, 0])
+    >>> bool(platt([0.95])[0] > platt([0.2])[0])
+    True
     """
-    from sklearn.linear_model import LogisticRegression
+    from model.calibration import PlattScaler
 
     conf, y = check_scores(confidences, labels)
-    if y.min() == y.max():
-        rate = float(y[0])
-        return lambda c: np.full(np.asarray(c, dtype=float).shape, rate)
-    # C large: essentially unregularised, as in Platt's method (the data are 1-dimensional).
-    model = LogisticRegression(C=1e6, max_iter=1000).fit(_logit(conf)[:, None], y.astype(int))
-    return lambda c: model.predict_proba(_logit(np.asarray(c, dtype=float))[:, None])[:, 1]
+    scaler = PlattScaler("prob", C=_PLATT_C, eps=_PLATT_EPS).fit(conf, y)
+    return lambda c: scaler.confidence(np.asarray(c, dtype=float).reshape(-1))
 
 
 def fit_isotonic(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
-    """Isotonic regression of the label on the confidence (clipped outside the fitted range)."""
-    from sklearn.isotonic import IsotonicRegression
+    """Isotonic regression of the label on the confidence (clipped outside the fitted range);
+    the fit is ``model.calibration.IsotonicCalibrator``."""
+    from model.calibration import IsotonicCalibrator
 
     conf, y = check_scores(confidences, labels)
-    model = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(conf, y)
-    return lambda c: model.predict(np.asarray(c, dtype=float))
+    iso = IsotonicCalibrator().fit(conf, y)
+    return lambda c: iso.confidence(np.asarray(c, dtype=float).reshape(-1))
 
 
 def _cross_fit(fit: Callable, confidences: ArrayLike, labels: ArrayLike,

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from model.metrics import DISPLAY_NAMES
+from model.sql_spans import SqlSpans, sql_spans
 
 # The fine-grained paper's Table 4 columns, then the extras this project reports.
 TABLE4_COLUMNS = ("brier_platt", "auc", "ece", "ece_platt")
@@ -88,6 +89,29 @@ def confidence_colour(confidence: float) -> str:
     return "#1a9850"
 
 
+def _lineage(tree) -> list[list[int]]:
+    """For each node in post-order: its own index, then its ancestors' up to the root."""
+    lineage: list[list[int]] = []
+
+    def visit(node) -> None:
+        # A node's post-order index is known only after its subtree's: append it to every
+        # entry of the subtree once that is done (nearest ancestors are appended first).
+        first = len(lineage)
+        for child in node.children:
+            visit(child)
+        index = len(lineage)
+        for entry in lineage[first:]:
+            entry.append(index)
+        lineage.append([index])
+
+    visit(tree)
+    return lineage
+
+
+def _classes(chain: Sequence[int]) -> str:
+    return " ".join(f"n{i}" for i in chain)
+
+
 def _nested_spans(node, scores: dict[int, tuple[float, int | None]]) -> str:
     """The tree as nested text, ``Label(child, child)``; each node's subtree in a box whose
     border and label background carry the node's confidence (wrong nodes struck through)."""
@@ -104,50 +128,89 @@ def _nested_spans(node, scores: dict[int, tuple[float, int | None]]) -> str:
             f"{name}({inner})</span>")
 
 
+def _node_title(label: str, conf: float, node_label: int | None) -> str:
+    verdict = {None: "", 1: " · correct", 0: " · WRONG"}[node_label]
+    return f"{label}: confidence {conf:.2f}{verdict}"
+
+
+def coloured_sql(spans: SqlSpans, tree, confidences: Sequence[float],
+                 labels: Sequence[int] | None = None) -> str:
+    """The SQL text as HTML, each character on the background of the innermost RAT node whose
+    subtree covers it (the fine-grained paper's Table 13). Runs carry the classes ``n<i>`` of
+    their node and its ancestors (post-order indices), so hovering one can light up a whole
+    subtree; the title names the node, its confidence, its label and its enclosing nodes."""
+    nodes = tree.postorder()
+    lineage = _lineage(tree)
+    out = []
+    for owner, run in itertools.groupby(zip(spans.sql, spans.owners), key=lambda p: p[1]):
+        text = html.escape("".join(char for char, _ in run))
+        if owner is None:
+            out.append(text)
+            continue
+        conf = float(confidences[owner])
+        node_label = None if labels is None else int(labels[owner])
+        title = _node_title(nodes[owner].label, conf, node_label)
+        outer = [f"{nodes[a].label} {float(confidences[a]):.2f}" for a in lineage[owner][1:]]
+        if outer:
+            title += "\nwithin: " + " ‹ ".join(outer)
+        wrong = " bad" if node_label == 0 else ""
+        out.append(f'<span class="s {_classes(lineage[owner])}{wrong}" data-n="{owner}" '
+                   f'style="background:{confidence_colour(conf)}" title="{html.escape(title)}">'
+                   f"{text}</span>")
+    return "".join(out)
+
+
 def tree_svg(tree, confidences: Sequence[float], labels: Sequence[int] | None = None) -> str:
     """The RAT drawn as an inline SVG tree: one box per node, coloured by its confidence, with
     the score under the label (a cross marks nodes labelled wrong). Nodes are in post-order."""
     nodes = tree.postorder()
     if len(nodes) != len(confidences):
         raise ValueError(f"{len(nodes)} nodes but {len(confidences)} confidences")
+    lineage = _lineage(tree)
     box_w, box_h, gap_x, gap_y = 118, 34, 10, 30
     x: dict[int, float] = {}
     depth: dict[int, int] = {}
     next_leaf = 0
 
-    def place(node, level: int) -> None:
+    # Positions are keyed by post-order index, not id(): a WITH query's shared subtree is
+    # drawn once per use.
+    def place(node, level: int) -> int:
         nonlocal next_leaf
-        depth[id(node)] = level
-        for child in node.children:
-            place(child, level + 1)
-        if node.children:
-            x[id(node)] = sum(x[id(c)] for c in node.children) / len(node.children)
+        children = [place(child, level + 1) for child in node.children]
+        index = len(depth)
+        depth[index] = level
+        if children:
+            x[index] = sum(x[c] for c in children) / len(children)
         else:
-            x[id(node)] = next_leaf * (box_w + gap_x)
+            x[index] = next_leaf * (box_w + gap_x)
             next_leaf += 1
+        edges.extend((index, c) for c in children)
+        return index
 
+    edges: list[tuple[int, int]] = []
     place(tree, 0)
     width = next_leaf * (box_w + gap_x)
     height = (max(depth.values()) + 1) * (box_h + gap_y)
     parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'font-family="monospace" font-size="11">')]
 
-    def centre(node) -> tuple[float, float]:
-        return x[id(node)] + box_w / 2, depth[id(node)] * (box_h + gap_y)
+    def centre(index: int) -> tuple[float, float]:
+        return x[index] + box_w / 2, depth[index] * (box_h + gap_y)
 
-    for node in nodes:
-        cx, top = centre(node)
-        for child in node.children:
-            ccx, ctop = centre(child)
-            parts.append(f'<line x1="{cx:.0f}" y1="{top + box_h}" x2="{ccx:.0f}" y2="{ctop}" '
-                         'stroke="#888"/>')
+    for parent, child in edges:
+        cx, top = centre(parent)
+        ccx, ctop = centre(child)
+        parts.append(f'<line x1="{cx:.0f}" y1="{top + box_h}" x2="{ccx:.0f}" y2="{ctop}" '
+                     'stroke="#888"/>')
     for i, node in enumerate(nodes):
-        cx, top = centre(node)
+        cx, top = centre(i)
         conf = float(confidences[i])
-        wrong = labels is not None and labels[i] == 0
+        node_label = None if labels is None else int(labels[i])
+        wrong = node_label == 0
         text = node.label if len(node.label) <= 16 else node.label[:15] + "…"
         parts.append(
-            f'<g><title>{html.escape(node.label)}: {conf:.3f}</title>'
+            f'<g class="{_classes(lineage[i])}" data-n="{i}">'
+            f'<title>{html.escape(_node_title(node.label, conf, node_label))}</title>'
             f'<rect x="{cx - box_w / 2:.0f}" y="{top}" width="{box_w}" height="{box_h}" rx="5" '
             f'fill="{confidence_colour(conf)}" stroke="{"#000" if wrong else "#666"}" '
             f'stroke-width="{2 if wrong else 1}"/>'
@@ -159,52 +222,103 @@ def tree_svg(tree, confidences: Sequence[float], labels: Sequence[int] | None = 
 
 
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em; max-width: 1400px; }
-.example { border: 1px solid #ccc; border-radius: 6px; padding: 0.8em 1em; margin: 1em 0; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em;
+       color: #222; }
+h1 { font-size: 1.5em; }
+.example { border: 1px solid #ccc; border-radius: 6px; padding: 0.8em 1em; margin: 1.2em 0; }
 .sql { font-family: monospace; background: #f6f6f6; padding: 0.4em; white-space: pre-wrap; }
+.sqlc { font-family: ui-monospace, monospace; font-size: 15px; line-height: 2.1;
+        white-space: pre-wrap; word-break: break-word; padding: 0.5em 0.6em;
+        border: 1px solid #ddd; border-radius: 4px; background: #fff; }
+.sqlc .s { padding: 2px 0; border-radius: 2px; }
+.sqlc .bad { text-decoration: underline wavy #000; text-decoration-thickness: 1.5px;
+             text-underline-offset: 4px; }
+.sqlc .hl { outline: 2px solid #000; }
+g.hl rect { stroke: #000; stroke-width: 3; }
 .rat { font-family: monospace; line-height: 2.1; }
 .node { border-bottom: 3px solid; padding: 0 1px 1px 1px; }
 .lbl { border-radius: 3px; padding: 0 2px; }
 .wrong { text-decoration: line-through; }
-.meta { color: #555; font-size: 0.9em; }
-.tree { overflow-x: auto; }
-.legend span { display: inline-block; width: 3em; text-align: center; }
+.meta, .note { color: #555; font-size: 0.9em; }
+.badge { border-radius: 3px; padding: 0 4px; color: #000; }
+.tree { overflow-x: auto; margin-top: 0.5em; }
+.legend { display: flex; gap: 2em; align-items: center; margin: 0.5em 0 1em; padding-left: 1em; }
+.legend > .note { flex: 1; min-width: 20em; }
+.scale { position: relative; width: 320px; height: 16px; border: 1px solid #999; }
+.ticks { position: relative; width: 320px; height: 1.2em; font-size: 0.85em; }
+.ticks span { position: absolute; transform: translateX(-50%); }
 """
+
+# Hovering any node (a run of SQL text or a box of the tree) outlines its whole subtree in both.
+_SCRIPT = """
+document.querySelectorAll('.example').forEach(function (ex) {
+  ex.addEventListener('mouseover', function (event) {
+    ex.querySelectorAll('.hl').forEach(function (el) { el.classList.remove('hl'); });
+    var node = event.target.closest('[data-n]');
+    if (node) ex.querySelectorAll('.n' + node.dataset.n).forEach(function (el) {
+      el.classList.add('hl'); });
+  });
+});
+"""
+
+
+def _legend() -> str:
+    stops = ", ".join(f"{confidence_colour(c / 10)} {c * 10}%" for c in range(11))
+    ticks = "".join(f'<span style="left:{c * 25}%">{c / 4:.2f}</span>' for c in range(5))
+    return ("<div class='legend'><div><div class='scale' "
+            f"style='background:linear-gradient(to right, {stops})'></div>"
+            f"<div class='ticks'>{ticks}</div><div class='note'>node confidence</div></div>"
+            "<div class='note'>Each character of the SQL has the colour of the innermost RAT "
+            "node whose subtree covers it.<br><span class='sqlc' style='border:0;padding:0'>"
+            "<span class='bad'>wavy underline</span></span>, ✗, struck through: node labelled "
+            "wrong against gold. Hover a node for its score; its subtree is outlined in the "
+            "SQL and the tree.</div></div>")
 
 
 def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences") -> str:
     """A standalone HTML page with one section per example.
 
     Each example is a mapping with ``tree`` (a ``rat.Node``), ``confidences`` and optional
-    ``labels`` (post-order), and display fields ``question_id``, ``system``, ``sql``,
-    ``question``, ``gold_sql``, ``query_confidence``.
+    ``labels`` (post-order), optional ``schema`` (the ``rat.Schema`` the tree was built with),
+    and display fields ``question_id``, ``system``, ``sql``, ``question``, ``gold_sql``,
+    ``query_confidence``. The SQL is shown in canonical form with its text coloured by node
+    (see ``coloured_sql``); nodes not found in the text are counted in the page.
     """
-    legend = "".join(f'<span style="background:{confidence_colour(c / 10)}">{c / 10:.1f}</span>'
-                     for c in range(11))
-    out = [(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-           f"</title><style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"),
-           (f"<p class='legend'>confidence: {legend} &nbsp; struck-through / ✗: node labelled "
-           "wrong against gold. Hover a node for its score.</p>")]
+    sections, located, total = [], 0, 0
     for ex in examples:
-        nodes = ex["tree"].postorder()
-        labels = ex.get("labels")
+        tree, confidences, labels = ex["tree"], ex["confidences"], ex.get("labels")
+        nodes = tree.postorder()
         scores = {id(n): (float(c), None if labels is None else int(labels[i]))
-                  for i, (n, c) in enumerate(zip(nodes, ex["confidences"]))}
+                  for i, (n, c) in enumerate(zip(nodes, confidences))}
+        spans = sql_spans(ex.get("sql") or "", tree, ex.get("schema"))
+        located += len(nodes) - spans.unmapped
+        total += len(nodes)
         meta = " · ".join(html.escape(str(ex[k])) for k in ("question_id", "system", "db_id")
                           if ex.get(k) is not None)
         qc = ex.get("query_confidence")
-        out.append("<div class='example'>")
-        out.append(f"<div class='meta'>{meta}"
-                   + (f" · query confidence {qc:.2f}" if qc is not None else "")
-                   + (f" · all nodes correct: {bool(min(labels))}" if labels else "") + "</div>")
+        out = ["<div class='example'>",
+               f"<div class='meta'>{meta}"
+               + (f" · <span class='badge' style='background:{confidence_colour(qc)}'>"
+                  f"&nbsp;</span> query confidence {qc:.2f}" if qc is not None else "")
+               + (f" · all nodes correct: {bool(min(labels))}" if labels else "")
+               + (f" · {spans.unmapped} of {len(nodes)} nodes not located in the SQL"
+                  if spans.unmapped else "") + "</div>"]
         if ex.get("question"):
             out.append(f"<p><b>Q:</b> {html.escape(ex['question'])}</p>")
-        out.append(f"<div class='sql'>{html.escape(ex.get('sql', ''))}</div>")
+        out.append(f"<div class='sqlc'>{coloured_sql(spans, tree, confidences, labels)}</div>")
+        written = ex.get("sql") or ""
+        if " ".join(written.lower().rstrip("; \n").split()) != spans.sql.lower():
+            out.append(f"<div class='sql meta'>as written: {html.escape(written)}</div>")
         if ex.get("gold_sql"):
             out.append(f"<div class='sql meta'>gold: {html.escape(ex['gold_sql'])}</div>")
-        out.append(f"<p class='rat'>{_nested_spans(ex['tree'], scores)}</p>")
-        out.append("<details><summary>tree</summary><div class='tree'>"
-                   f"{tree_svg(ex['tree'], ex['confidences'], labels)}</div></details>")
+        out.append(f"<div class='tree'>{tree_svg(tree, confidences, labels)}</div>")
+        out.append("<details><summary class='meta'>RAT as nested text</summary>"
+                   f"<p class='rat'>{_nested_spans(tree, scores)}</p></details>")
         out.append("</div>")
-    out.append("</body></html>")
-    return "\n".join(out)
+        sections.append("\n".join(out))
+    summary = (f"<p class='meta'>{len(examples)} predictions; {located} of {total} RAT nodes "
+               "located in their SQL text.</p>")
+    head = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+            f"</title><style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>")
+    return "\n".join([head, _legend(), summary, *sections,
+                      f"<script>{_SCRIPT}</script></body></html>"])

@@ -3,10 +3,12 @@
 As in "Calibrating LLMs for Text-to-SQL Parsing by Leveraging Sub-clause Frequencies" (Liu et
 al., 2025): a query is split at its set operation (NONE, UNION, INTERSECT, EXCEPT) into two
 sub-queries, each cut into 9 sub-clauses (DISTINCT, SELECT, FROM, ON, WHERE, GROUP BY, HAVING,
-ORDER BY, LIMIT; NONE when absent). Against each additional output (samples, other systems'
-predictions) the set operation scores 1 if it matches and each sub-clause 1/0, under the
-pairing of sub-queries that matches most; averaging over the additional outputs gives 19
-frequencies, and their product is the 20th signal.
+ORDER BY, LIMIT; NONE when absent). A chain `a UNION b EXCEPT c` is split at its first set
+operation: `a`, and the rest as one sub-query whose sub-clauses join those of `b` and `c`.
+Against each additional output (samples, other systems' predictions) the set operation scores
+1 if it matches and each sub-clause 1/0, under the pairing of sub-queries that matches most;
+averaging over the additional outputs gives 19 frequencies, and their product is the 20th
+signal.
 
 Sub-clauses are compared on canonical SQL (`rat.canonicalize`: aliases resolved, identifiers
 lowercased), with cheap commutative normalisation (FROM tables, ON/WHERE/HAVING conjuncts and
@@ -26,9 +28,9 @@ from sqlglot import exp
 import rat
 
 __all__ = [
+    "FEATURE_NAMES",
     "SET_OPERATIONS",
     "SUB_CLAUSES",
-    "FEATURE_NAMES",
     "Decomposition",
     "decompose",
     "match_vector",
@@ -117,16 +119,6 @@ def _select_clauses(select: exp.Select, outer_order=None, outer_limit=None) -> S
     )
 
 
-def _sub_query(e: exp.Expression, outer_order=None, outer_limit=None) -> SubQuery:
-    while isinstance(e, (exp.Subquery, exp.Paren)):
-        e = e.this
-    if isinstance(e, exp.Select):
-        return _select_clauses(e, outer_order, outer_limit)
-    # A chained set operation (a UNION b UNION c): SCF has two slots, so the nested one is kept
-    # whole as its SELECT text; such queries are rare in Spider and BIRD.
-    return (None, _sql(e), *([None] * (len(SUB_CLAUSES) - 2)))
-
-
 def _set_op_name(e: exp.Expression) -> str:
     if isinstance(e, exp.Union):
         return "union"
@@ -137,23 +129,65 @@ def _set_op_name(e: exp.Expression) -> str:
     return "none"
 
 
+def _unwrap(e: exp.Expression) -> exp.Expression:
+    while isinstance(e, (exp.Subquery, exp.Paren)):
+        e = e.this
+    return e
+
+
+def _operands(e: exp.Expression) -> tuple[list[SubQuery], list[str]]:
+    """The sub-queries of a chain of set operations and the operations between them, in text
+    order (sqlglot nests `a UNION b UNION c` to the left, as SQLite evaluates it).
+
+    ORDER BY / LIMIT written after the last operand apply to the whole set operation; they are
+    read as clauses of the last sub-query, where they appear in the text.
+    """
+    e = _unwrap(e)
+    op = _set_op_name(e)
+    if op == "none":
+        if isinstance(e, exp.Select):
+            return [_select_clauses(e)], []
+        return [(None, _sql(e), *([None] * (len(SUB_CLAUSES) - 2)))], []  # not a SELECT: its text
+    left, left_ops = _operands(e.left)
+    right_e = _unwrap(e.right)
+    order, limit = e.args.get("order"), e.args.get("limit")
+    if isinstance(right_e, exp.Select):
+        right, right_ops = [_select_clauses(right_e, order, limit)], []
+    else:
+        right, right_ops = _operands(right_e)
+    return left + right, left_ops + [op] + right_ops
+
+
+def _chain(sub_queries: Sequence[SubQuery], ops: Sequence[str]) -> SubQuery:
+    """Several sub-queries as one: each sub-clause is theirs joined by the set operations
+    ("actor.name union director.name"), NONE only where every one of them has NONE."""
+    merged = []
+    for parts in zip(*sub_queries):
+        if all(part is None for part in parts):
+            merged.append(None)
+            continue
+        text = parts[0] or "none"
+        for op, part in zip(ops, parts[1:]):
+            text += f" {op} {part or 'none'}"
+        merged.append(text)
+    return tuple(merged)
+
+
 @functools.lru_cache(maxsize=65536)
 def _decompose_text(sql: str) -> Decomposition | None:
     try:
-        tree = sqlglot.parse_one(sql, dialect="sqlite")
+        tree = _unwrap(sqlglot.parse_one(sql, dialect="sqlite"))
     except (sqlglot.errors.SqlglotError, ValueError, RecursionError):
         return None
-    while isinstance(tree, (exp.Subquery, exp.Paren)):
-        tree = tree.this
-    op = _set_op_name(tree)
-    if op == "none":
-        if not isinstance(tree, exp.Select):
-            return None  # not a query (e.g. an INSERT or a bare expression)
-        return Decomposition("none", (_select_clauses(tree), _EMPTY))
-    # ORDER BY / LIMIT written after the last operand apply to the whole set operation; they
-    # are read as clauses of the second sub-query, where they appear in the text.
-    order, limit = tree.args.get("order"), tree.args.get("limit")
-    return Decomposition(op, (_sub_query(tree.left), _sub_query(tree.right, order, limit)))
+    if _set_op_name(tree) == "none" and not isinstance(tree, exp.Select):
+        return None  # not a query (e.g. an INSERT or a bare expression)
+    sub_queries, ops = _operands(tree)
+    if not ops:
+        return Decomposition("none", (sub_queries[0], _EMPTY))
+    # A chain (a UNION b EXCEPT c) is split at its first set operation, as the SCF paper's
+    # Spider-style parse nests it (a, then "b EXCEPT c" as the second sub-query): the rest is
+    # one sub-query whose sub-clauses join its operands', so no operand is dropped.
+    return Decomposition(ops[0], (sub_queries[0], _chain(sub_queries[1:], ops[1:])))
 
 
 @functools.lru_cache(maxsize=65536)  # schemas hash by identity: one cache entry per loaded schema

@@ -6,11 +6,16 @@ whole-query scores of the calibration papers: prod (sequence probability, kept a
 geo (geometric mean), min and avg. The space before the SQL belongs to the SQL segment, so
 the first SQL token is " SELECT" as the LM would write it after "-- SQL:".
 
-Fast path (`score_sql`): identical (prompt, SQL) pairs are scored once, batches are sorted by
-length, the transformer body runs once per batch and the output layer only at SQL positions
-(the vocabulary projection dominates a small LM's cost), and results are cached on disk.
-`score_sql_naive` is the textbook loop (full-vocabulary logits at every position, one pair at
-a time, no reuse), kept for tests and `benchmarks/score_speed.py`.
+Fast path (`score_sql`, and `token_probabilities` for the unpooled per-token values):
+identical (prompt, SQL) pairs are scored once, batches are sorted by length, the transformer
+body runs once per batch and the output layer only at SQL positions (the vocabulary projection
+dominates a small LM's cost), and results are cached on disk. `score_sql_naive` is the textbook
+loop (full-vocabulary logits at every position, one pair at a time, no reuse), kept for tests
+and `benchmarks/score_speed.py`.
+
+`sample_outputs` draws additional SQL from the same LM and prompt (nucleus sampling or beam
+search with HF `generate`), a source of additional outputs for sub-clause frequencies; it is
+meant for a GPU (on a CPU, a few questions for a test).
 
 CLI: `python -m model.scoring --data-root ../shared/data/spider --predictions DIR_OR_FILES
 --out scores.jsonl [--model NAME --device cuda]`.
@@ -25,18 +30,26 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 __all__ = [
+    "SAMPLE_MODES",
     "PooledScore",
-    "prompt_text",
+    "TokenProbabilities",
+    "cut_sql",
+    "main",
     "pool",
+    "prediction_files",
+    "prompt_text",
+    "read_scores",
+    "sample_outputs",
     "score_sql",
     "score_sql_naive",
-    "read_scores",
-    "main",
+    "sql_token_ids",
+    "token_probabilities",
 ]
 
 POOLINGS = ("prod", "geo", "min", "avg")
@@ -90,12 +103,24 @@ def pool(token_log_probs: Sequence[float]) -> PooledScore:
                        float(np.exp(lp.min())), float(np.exp(lp).mean()))
 
 
-def _encode(tokenizer, prompt: str, sql: str) -> tuple[list[int], list[int]]:
-    prompt_ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+class TokenProbabilities(NamedTuple):
+    """The SQL segment's tokens (`sql_token_ids`) and each one's probability under the scorer."""
+
+    token_ids: list[int]
+    probabilities: list[float]
+
+
+def sql_token_ids(tokenizer, sql: str) -> list[int]:
+    """The SQL segment's token ids as the scorer reads them: the space before the SQL is part of
+    the SQL (so the first token is " SELECT", as the LM would write it after "-- SQL:")."""
     sql_ids = tokenizer(" " + sql.strip(), add_special_tokens=False)["input_ids"]
     if not sql_ids:
         raise ValueError(f"SQL {sql!r} tokenizes to nothing")
-    return prompt_ids, sql_ids
+    return sql_ids
+
+
+def _encode(tokenizer, prompt: str, sql: str) -> tuple[list[int], list[int]]:
+    return tokenizer(prompt, add_special_tokens=True)["input_ids"], sql_token_ids(tokenizer, sql)
 
 
 def _cache_key(model_id: str, prompt: str, sql: str) -> str:
@@ -143,15 +168,11 @@ def _load_cache(path: Path | None) -> dict[str, list[float]]:
     return cache
 
 
-def score_sql(model, tokenizer, items: Sequence[tuple[str, str]], batch_tokens: int = 8192,
-              cache_path: Path | None = None, progress: bool = True,
-              device: str | torch.device | None = None) -> list[PooledScore]:
-    """Pooled scores of each `(prompt, sql)` in `items`, in order (the fast path).
-
-    `batch_tokens` bounds padded tokens per forward pass. With `cache_path` (a JSONL file),
-    token log-probabilities already there are reused and new ones appended, keyed by model,
-    prompt and SQL.
-    """
+def _sql_log_probs(model, tokenizer, items: Sequence[tuple[str, str]], batch_tokens: int,
+                   cache_path: Path | None, progress: bool,
+                   device: str | torch.device | None) -> list[list[float]]:
+    """Per-token log-probabilities of each item's SQL, in order: the fast path shared by
+    `score_sql` and `token_probabilities` (deduplication, length-sorted batches, disk cache)."""
     from tqdm.auto import tqdm
 
     device = torch.device(device) if device is not None else next(model.parameters()).device
@@ -184,7 +205,34 @@ def score_sql(model, tokenizer, items: Sequence[tuple[str, str]], batch_tokens: 
             for key, lps in new.items():
                 f.write(json.dumps({"key": key, "token_log_probs": lps}) + "\n")
     cache.update(new)
-    return [pool(cache[k]) for k in keys]
+    return [cache[k] for k in keys]
+
+
+def score_sql(model, tokenizer, items: Sequence[tuple[str, str]], batch_tokens: int = 8192,
+              cache_path: Path | None = None, progress: bool = True,
+              device: str | torch.device | None = None) -> list[PooledScore]:
+    """Pooled scores of each `(prompt, sql)` in `items`, in order (the fast path).
+
+    `batch_tokens` bounds padded tokens per forward pass. With `cache_path` (a JSONL file),
+    token log-probabilities already there are reused and new ones appended, keyed by model,
+    prompt and SQL.
+    """
+    return [pool(lps) for lps in _sql_log_probs(model, tokenizer, items, batch_tokens, cache_path,
+                                                progress, device)]
+
+
+def token_probabilities(model, tokenizer, items: Sequence[tuple[str, str]], batch_tokens: int = 8192,
+                        cache_path: Path | None = None, progress: bool = False,
+                        device: str | torch.device | None = None) -> list[TokenProbabilities]:
+    """Each `(prompt, sql)`'s SQL tokens and their probabilities by teacher forcing, in order.
+
+    The very values `score_sql` pools (same fast path, same cache): for each item,
+    `pool(log(probabilities))` is its `PooledScore`. `token_ids` are `sql_token_ids(tokenizer,
+    sql)`; `tokenizer.convert_ids_to_tokens` spells them.
+    """
+    log_probs = _sql_log_probs(model, tokenizer, items, batch_tokens, cache_path, progress, device)
+    return [TokenProbabilities(sql_token_ids(tokenizer, sql), np.exp(lps).tolist())
+            for (_, sql), lps in zip(items, log_probs)]
 
 
 @torch.no_grad()
@@ -200,6 +248,64 @@ def score_sql_naive(model, tokenizer, items: Sequence[tuple[str, str]]) -> list[
     return scores
 
 
+SAMPLE_MODES = ("nucleus", "beam")
+
+
+def cut_sql(generated: str) -> str:
+    """The SQL of a generated continuation: up to the first newline or ";", stripped.
+
+    >>> cut_sql(" SELECT name FROM singer; -- done")
+    'SELECT name FROM singer'
+    >>> cut_sql(" SELECT count(*)\\n-- Question: next")
+    'SELECT count(*)'
+    """
+    return generated.split("\n", 1)[0].split(";", 1)[0].strip()
+
+
+@torch.no_grad()
+def sample_outputs(model, tokenizer, prompts: Sequence[str], n: int = 5, mode: str = "nucleus",
+                   top_p: float = 0.9, temperature: float = 1.0, num_beams: int | None = None,
+                   max_new_tokens: int = 128, batch_size: int = 8, seed: int = 0,
+                   device: str | torch.device | None = None, progress: bool = False) -> list[list[str]]:
+    """`n` SQL outputs per prompt (a `prompt_text`) drawn from the scorer LM with HF `generate`.
+
+    `mode="nucleus"`: sampling with `top_p` and `temperature` (seeded with `seed`, without
+    touching the global RNG); `mode="beam"`: beam search with `num_beams` (default `n`) beams,
+    returning the `n` best. Each output is the continuation cut at its first newline or ";"
+    (`cut_sql`); a continuation with no SQL gives "" (it matches nothing in SCF). Meant for a
+    GPU: on a CPU the packaged 135M model writes a few samples per second.
+    """
+    from tqdm.auto import tqdm
+
+    if mode not in SAMPLE_MODES:
+        raise ValueError(f"mode must be one of {SAMPLE_MODES}; found {mode!r}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1; found {n}")
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
+    if mode == "nucleus":
+        options = {"do_sample": True, "top_p": top_p, "temperature": temperature, "top_k": 0}
+    else:
+        options = {"do_sample": False, "num_beams": max(num_beams or n, n)}
+    out: list[list[str]] = []
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        for start in tqdm(range(0, len(prompts), batch_size), desc=f"sampling SQL ({mode})",
+                          disable=not progress):
+            encoded = [tokenizer(p, add_special_tokens=True)["input_ids"] for p in prompts[start:start + batch_size]]
+            width = max(map(len, encoded))
+            # Left padding: every prompt ends where generation starts.
+            ids = torch.tensor([[pad_id] * (width - len(e)) + e for e in encoded], device=device)
+            mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=device)
+            generated = model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, num_return_sequences=n,
+                pad_token_id=pad_id, stop_strings=["\n", ";"], tokenizer=tokenizer, **options,
+            )  # (batch * n, width + new tokens), the n outputs of a prompt adjacent
+            texts = tokenizer.batch_decode(generated[:, width:], skip_special_tokens=True)
+            out.extend([cut_sql(t) for t in texts[i:i + n]] for i in range(0, len(texts), n))
+    return out
+
+
 def read_scores(path: Path) -> dict[tuple[str, str], PooledScore]:
     """`{(system, question_id): PooledScore}` from a file written by `main`."""
     out = {}
@@ -211,7 +317,8 @@ def read_scores(path: Path) -> dict[tuple[str, str], PooledScore]:
     return out
 
 
-def _prediction_files(paths: Sequence[str]) -> list[Path]:
+def prediction_files(paths: Sequence[str | Path]) -> list[Path]:
+    """The prediction files named by `paths`: files as given, folders' .txt/.csv/.json/.jsonl."""
     files = []
     for p in map(Path, paths):
         files.extend(sorted(f for f in p.iterdir() if f.suffix in (".txt", ".csv", ".json", ".jsonl"))
@@ -243,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     model, tokenizer = load_causal_lm(args.model, args.gguf_file, dtype=getattr(torch, args.dtype))
     model.to(args.device)
     by_id = {q.question_id: q for q in questions[: args.limit]}  # positional files need all questions
-    preds = [p for f in _prediction_files(args.predictions) for p in load_predictions(f, questions)
+    preds = [p for f in prediction_files(args.predictions) for p in load_predictions(f, questions)
              if p.question_id in by_id and p.sql.strip()]
 
     def prompt(p) -> str:

@@ -2,8 +2,11 @@
 
 Base scores per prediction: pooled token probabilities (from a `model.scoring` score file),
 sub-clause frequencies and execution agreement against each source of additional outputs
-(the other systems' predictions for the same question; the prediction's own `samples`).
-Labels are execution matches with the gold SQL (questions without a database are dropped).
+(the other systems' predictions for the same question; the prediction's own `samples`;
+optionally samples drawn from the scorer LM, `--lm-samples nucleus beam`, meant for a GPU), and
+optionally the node model's tree-level confidence (root and least confident node, from its
+predictions file or a checkpoint). Labels are execution matches with the gold SQL (questions
+without a database are dropped).
 Every method is evaluated per system with the papers' protocol: 5 schema-disjoint folds, fit on
 one fold and evaluate on the other four, mean ± std over folds; or a fixed calibration/test split.
 
@@ -37,13 +40,20 @@ from model.scf import decompose, subclause_frequencies
 from model.scoring import POOLINGS
 
 __all__ = [
+    "NODE_COLUMNS",
     "BaseScores",
-    "build_base_scores",
     "Method",
+    "add_node_confidences",
+    "add_pooled_scores",
+    "build_base_scores",
     "default_methods",
     "evaluate_methods",
     "format_tables",
+    "generate_lm_samples",
     "main",
+    "node_confidences_from_checkpoint",
+    "read_node_confidences",
+    "sources",
 ]
 
 LABEL_OUTCOME = "match"
@@ -88,13 +98,17 @@ class BaseScores:
 
 def build_base_scores(questions, predictions, schemas: Mapping, db_paths: Mapping[str, Path | None],
                       scores: Mapping | None = None, exec_cache_dir: Path | None = None,
-                      workers: int = 1, timeout_s: float = 30.0, progress: bool = True) -> BaseScores:
+                      workers: int = 1, timeout_s: float = 30.0, progress: bool = True,
+                      additional_outputs: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+                      ) -> BaseScores:
     """The base-score table of `predictions` (`model.data.predictions.Prediction`s, any systems).
 
     `scores`: `{(system, question_id): model.scoring.PooledScore}` (see `model.scoring.read_scores`),
     adding `log_prod`, `geo`, `min`, `avg`. SCF (`scf_<source>_<signal>`) and execution agreement
     (`exec_<source>`) come from the sources present: `systems` when there are at least two systems,
-    `samples` when predictions carry samples.
+    `samples` when predictions carry samples, and each `additional_outputs` source
+    (`{source: {question_id: [sql, ...]}}`, the same outputs for every system's prediction of a
+    question; e.g. `{"lm_nucleus": ...}` from `model.scoring.sample_outputs`).
     """
     from model.data.execution import execute_pairs
 
@@ -107,12 +121,17 @@ def build_base_scores(questions, predictions, schemas: Mapping, db_paths: Mappin
     # Additional outputs per prediction and source.
     additional: list[dict[str, list[str]]] = []
     for p in preds:
-        sources = {}
+        by_source = {}
         if len(systems) > 1:
-            sources["systems"] = [sql for s, sql in sorted(per_question[p.question_id].items()) if s != p.system]
+            by_source["systems"] = [sql for s, sql in sorted(per_question[p.question_id].items()) if s != p.system]
         if p.samples:
-            sources["samples"] = list(p.samples)
-        additional.append(sources)
+            by_source["samples"] = list(p.samples)
+        for src, per_q in (additional_outputs or {}).items():
+            if src in ("systems", "samples"):
+                raise ValueError(f"additional output source {src!r} is reserved; pick another name")
+            if per_q.get(p.question_id):
+                by_source[src] = list(per_q[p.question_id])
+        additional.append(by_source)
     source_names = sorted({s for a in additional for s in a})
 
     def db(p) -> Path:
@@ -157,15 +176,104 @@ def build_base_scores(questions, predictions, schemas: Mapping, db_paths: Mappin
         for j, name in enumerate(SCF_NAMES):
             columns[f"scf_{src}_{name}"] = scf[:, j]
 
-    if scores is not None:
-        missing = [(p.system, p.question_id) for p in preds if (p.system, p.question_id) not in scores]
-        if missing:
-            raise ValueError(f"score file lacks {len(missing)} predictions, e.g. {missing[:3]}")
-        for name in ("log_prod", *POOLINGS[1:]):
-            columns[name] = np.array([getattr(scores[p.system, p.question_id], name) for p in preds])
+    table = BaseScores(np.array([p.system for p in preds]), np.array([p.question_id for p in preds]),
+                       np.array([by_q[p.question_id].db_id for p in preds]), label, columns)
+    return add_pooled_scores(table, scores) if scores is not None else table
 
-    return BaseScores(np.array([p.system for p in preds]), np.array([p.question_id for p in preds]),
-                      np.array([by_q[p.question_id].db_id for p in preds]), label, columns)
+
+def add_pooled_scores(table: BaseScores, scores: Mapping) -> BaseScores:
+    """`table` with columns `log_prod`, `geo`, `min`, `avg` from `{(system, question_id): PooledScore}`."""
+    keys = list(zip(table.system.tolist(), table.question_id.tolist()))
+    missing = [k for k in keys if k not in scores]
+    if missing:
+        raise ValueError(f"score file lacks {len(missing)} of {len(keys)} predictions, e.g. {missing[:3]}")
+    columns = dict(table.columns)
+    for name in ("log_prod", *POOLINGS[1:]):
+        columns[name] = np.array([getattr(scores[k], name) for k in keys], dtype=np.float64)
+    return BaseScores(table.system, table.question_id, table.db_id, table.label, columns)
+
+
+NODE_COLUMNS = ("node_root", "node_min")
+
+
+def add_node_confidences(table: BaseScores, node_confidences: Mapping[tuple[str, str], Sequence[float]]
+                         ) -> BaseScores:
+    """`table` with the node model's tree-level confidences, on the rows that have them.
+
+    `node_confidences`: `{(system, question_id): per-node confidences in post-order}` (root
+    last), e.g. from `read_node_confidences`. Adds `node_root` (the root's confidence: the whole
+    tree is right) and `node_min` (the least confident node). Rows without an entry are dropped
+    rather than imputed, so that every method is measured on the same predictions; a node
+    model's `test.jsonl` covers only its test databases.
+    """
+    keys = list(zip(table.system.tolist(), table.question_id.tolist()))
+    keep = np.array([bool(node_confidences.get(k)) for k in keys], dtype=bool)
+    if not keep.any():
+        raise ValueError(f"no node confidences for any of the {len(keys)} predictions, e.g. {keys[:3]}; "
+                         f"expected (system, question_id) keys such as {list(node_confidences)[:3]}")
+    kept = table.subset(keep)
+    confidences = [node_confidences[k] for k, k_kept in zip(keys, keep) if k_kept]
+    columns = dict(kept.columns)
+    columns["node_root"] = np.array([c[-1] for c in confidences], dtype=np.float64)
+    columns["node_min"] = np.array([min(c) for c in confidences], dtype=np.float64)
+    return BaseScores(kept.system, kept.question_id, kept.db_id, kept.label, columns)
+
+
+def read_node_confidences(path: Path) -> dict[tuple[str, str], list[float]]:
+    """`{(system, question_id): node_confidences}` from a node model's predictions JSONL
+    (`<run>/predictions/test.jsonl` as written by `train.py`)."""
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[(row["system"], row["question_id"])] = [float(c) for c in row["node_confidences"]]
+    return out
+
+
+def node_confidences_from_checkpoint(checkpoint: Path | str, questions, predictions, schemas: Mapping,
+                                     device: str | None = None, progress: bool = True
+                                     ) -> dict[tuple[str, str], list[float]]:
+    """Node confidences of `predictions` scored by a trained node model (`model.infer.NodeScorer`:
+    a `.ckpt` or a run directory). Queries it cannot read (RAT errors, too long) get no entry."""
+    import rat
+    from tqdm.auto import tqdm
+
+    from model.infer import NodeScorer
+
+    scorer = NodeScorer(checkpoint, device=device)
+    by_q = {q.question_id: q for q in questions}
+    out = {}
+    for p in tqdm([p for p in predictions if p.question_id in by_q], desc="node model", unit="sql",
+                  disable=not progress):
+        q = by_q[p.question_id]
+        try:
+            nodes = scorer.score(schemas.get(q.db_id), q.question, p.sql, q.db_id)
+        except (rat.RATError, ValueError):
+            continue
+        out[(p.system, p.question_id)] = [n.confidence for n in nodes]
+    return out
+
+
+def generate_lm_samples(model, tokenizer, questions, schemas: Mapping, modes: Sequence[str] = ("nucleus",),
+                        n: int = 5, progress: bool = True, **options) -> dict[str, dict[str, list[str]]]:
+    """Additional outputs drawn from the scorer LM: `{"lm_<mode>": {question_id: [sql, ...]}}`.
+
+    The prompt is the scorer's (`model.scoring.prompt_text`); `options` go to
+    `model.scoring.sample_outputs` (`top_p`, `temperature`, `max_new_tokens`, `batch_size`,
+    `seed`, `device`). GPU-oriented: on a CPU, use it for a handful of questions.
+    """
+    from model.scoring import prompt_text, sample_outputs
+
+    def prompt(q) -> str:
+        schema = schemas.get(q.db_id)
+        return prompt_text(q.question, schema.tables if schema is not None else None, q.evidence)
+
+    prompts = [prompt(q) for q in questions]
+    out = {}
+    for mode in modes:
+        samples = sample_outputs(model, tokenizer, prompts, n=n, mode=mode, progress=progress, **options)
+        out[f"lm_{mode}"] = {q.question_id: s for q, s in zip(questions, samples)}
+    return out
 
 
 # ------------------------------------------------------------------------------------ methods
@@ -192,22 +300,40 @@ class Method:
         return np.exp(x) if self.score_kind == "log_prob" else x
 
 
+def sources(columns: Sequence[str]) -> list[str]:
+    """The sources of additional outputs in a table's columns (`exec_<source>`): `systems`,
+    `samples`, then any others (e.g. `lm_nucleus`) by name.
+
+    >>> sources(["exec_lm_beam", "exec_samples", "log_prod", "exec_systems"])
+    ['systems', 'samples', 'lm_beam']
+    """
+    found = [c[len("exec_"):] for c in columns if c.startswith("exec_")]
+    return sorted(found, key=lambda s: ({"systems": 0, "samples": 1}.get(s, 2), s))
+
+
 def default_methods(columns: Sequence[str]) -> list[Method]:
     """Raw scores (evaluated raw, after PS and after isotonic) and MPS combinations available."""
     methods = []
     if "log_prod" in columns:
         methods.append(Method("prod", ("log_prod",), score_kind="log_prob"))
         methods += [Method(n, (n,)) for n in POOLINGS[1:]]
-    for src in ("systems", "samples"):
-        if f"exec_{src}" in columns:
-            methods.append(Method(f"exec_agreement_{src}", (f"exec_{src}",), score_kind="fraction"))
+    if "node_root" in columns:
+        methods += [Method(n, (n,)) for n in NODE_COLUMNS]
+        methods.append(Method("MPS(node root + min)", NODE_COLUMNS,
+                              lambda: MultivariatePlattScaler(NODE_COLUMNS)))
+    for src in sources(columns):
+        methods.append(Method(f"exec_agreement_{src}", (f"exec_{src}",), score_kind="fraction"))
+        if f"scf_{src}_product" in columns:
             methods.append(Method(f"scf_product_{src}", (f"scf_{src}_product",), score_kind="fraction"))
-    scf = {src: tuple(f"scf_{src}_{n}" for n in SCF_NAMES) for src in ("systems", "samples")
+    scf = {src: tuple(f"scf_{src}_{n}" for n in SCF_NAMES) for src in sources(columns)
            if f"scf_{src}_product" in columns}
     for src, feats in scf.items():
         methods.append(Method(f"MPS(SCF {src})", feats, lambda f=feats: MultivariatePlattScaler(f)))
         ex = (*feats, f"exec_{src}")
         methods.append(Method(f"MPS(SCF {src} + exec)", ex, lambda f=ex: MultivariatePlattScaler(f)))
+        if "node_root" in columns:
+            nx = (*NODE_COLUMNS, *ex)
+            methods.append(Method(f"MPS(node + SCF {src} + exec)", nx, lambda f=nx: MultivariatePlattScaler(f)))
     if "log_prod" in columns:
         lp = ("log_prod",)
         methods.append(Method("MPS(log_prod + geo + min + avg)", (*lp, *POOLINGS[1:]),
@@ -359,12 +485,12 @@ def mps_weight_report(fitted: Mapping[str, Mapping[str, Calibrator]], method: st
 def main(argv: Sequence[str] | None = None) -> None:
     from model.data.datasets import database_path, load_questions, load_schemas
     from model.data.predictions import load_predictions
-    from model.scoring import _prediction_files, read_scores
+    from model.scoring import prediction_files, read_scores
 
     ap = argparse.ArgumentParser(prog="python -m model.wholequery", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-root", type=Path, required=True)
+    ap.add_argument("--data-root", type=Path, default=None)
     ap.add_argument("--split", default="dev")
-    ap.add_argument("--predictions", nargs="+", required=True, help="prediction files or folders")
+    ap.add_argument("--predictions", nargs="+", default=None, help="prediction files or folders")
     ap.add_argument("--out", type=Path, required=True, help="output folder")
     ap.add_argument("--scores", type=Path, default=None, help="pooled scores from python -m model.scoring")
     ap.add_argument("--base-scores", type=Path, default=None,
@@ -376,26 +502,66 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--exec-cache", type=Path, default=None, help="default: .cache/exec")
+    ap.add_argument("--node-predictions", type=Path, default=None,
+                    help="node-model predictions JSONL (<run>/predictions/test.jsonl): adds node_root, "
+                         "node_min and keeps only the predictions it covers")
+    ap.add_argument("--node-checkpoint", type=Path, default=None,
+                    help="a node-model .ckpt or run directory: scores every prediction (slow on a CPU)")
+    lm = ap.add_argument_group("LM samples", "a third SCF source drawn from the scorer LM; off by default, "
+                                             "meant for a GPU")
+    lm.add_argument("--lm-samples", nargs="+", choices=["nucleus", "beam"], default=[],
+                    help="add source lm_<mode>: nucleus sampling and/or beam search")
+    lm.add_argument("--lm-model", default=None, help="HF id or folder; default: packaged SmolLM2-135M")
+    lm.add_argument("--lm-gguf-file", default=None)
+    lm.add_argument("--lm-n", type=int, default=5, help="samples (or beams returned) per question")
+    lm.add_argument("--lm-top-p", type=float, default=0.9)
+    lm.add_argument("--lm-max-new-tokens", type=int, default=128)
+    lm.add_argument("--lm-batch-size", type=int, default=8)
+    lm.add_argument("--device", default=None, help="for the LM and the node model; default: cuda if available")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
+    if args.node_predictions and args.node_checkpoint:
+        ap.error("give --node-predictions or --node-checkpoint, not both")
+    if args.base_scores is None and (args.data_root is None or args.predictions is None):
+        ap.error("--data-root and --predictions are required unless --base-scores is given")
+    if args.base_scores is not None and args.lm_samples:
+        ap.error("--lm-samples needs --data-root and --predictions (its outputs are executed)")
+    if args.node_checkpoint and (args.data_root is None or args.predictions is None):
+        ap.error("--node-checkpoint needs --data-root and --predictions (the queries it scores)")
 
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.base_scores is not None:
-        table = BaseScores.read_csv(args.base_scores)
-    else:
-        from model.data.execution import _default_cache_dir
-
+    if args.data_root is not None and args.predictions is not None:
         questions = load_questions(args.data_root, args.split)
         schemas = load_schemas(args.data_root)
+        preds = [p for f in prediction_files(args.predictions) for p in load_predictions(f, questions)]
+    if args.base_scores is not None:
+        table = BaseScores.read_csv(args.base_scores)
+        if args.scores is not None:
+            # Scores computed elsewhere (e.g. on a GPU) join a table saved earlier, so execution
+            # and SCF are not recomputed.
+            table = add_pooled_scores(table, read_scores(args.scores))
+    else:
+        from model.data.execution import default_cache_dir
+
         db_paths = {q.db_id: database_path(args.data_root, q.db_id) for q in questions}
-        preds = [p for f in _prediction_files(args.predictions) for p in load_predictions(f, questions)]
         scores = read_scores(args.scores) if args.scores else None
+        lm_outputs = _lm_samples(args, questions, preds, schemas, db_paths) if args.lm_samples else None
         table = build_base_scores(questions, preds, schemas, db_paths, scores,
-                                  exec_cache_dir=args.exec_cache or _default_cache_dir(),
-                                  workers=args.workers, progress=not args.no_progress)
-        table.write_csv(args.out / "base_scores.csv")
-    if args.scores is not None and "log_prod" not in table.columns:
-        raise SystemExit("--scores given with --base-scores that has no log_prod column; rebuild the table")
+                                  exec_cache_dir=args.exec_cache or default_cache_dir(),
+                                  workers=args.workers, progress=not args.no_progress,
+                                  additional_outputs=lm_outputs)
+    if args.node_predictions or args.node_checkpoint:
+        if args.node_predictions:
+            node_confidences = read_node_confidences(args.node_predictions)
+        else:
+            wanted = set(zip(table.system.tolist(), table.question_id.tolist()))
+            node_confidences = node_confidences_from_checkpoint(
+                args.node_checkpoint, questions, [p for p in preds if (p.system, p.question_id) in wanted],
+                schemas, args.device, progress=not args.no_progress)
+        n_before = len(table)
+        table = add_node_confidences(table, node_confidences)
+        print(f"node confidences for {len(table)} of {n_before} predictions; evaluating on those")
+    table.write_csv(args.out / "base_scores.csv")  # the rows and columns every method is measured on
 
     methods = default_methods(list(table.columns))
     results = evaluate_methods(table, methods, args.protocol, args.folds, args.seed, fit_on=args.fit_on)
@@ -418,6 +584,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"{len(table)} predictions, {len(results)} systems, protocol={args.protocol}"
           + (f", fit on {args.fit_on} fold(s)" if args.protocol == "cv" else ""))
     print(text)
+
+
+def _lm_samples(args, questions, preds, schemas, db_paths) -> dict[str, dict[str, list[str]]]:
+    """The CLI's LM-sampled outputs for the questions with predictions and a database; also
+    written to `<out>/lm_samples.jsonl` for inspection."""
+    import torch
+
+    from model.lm import load_causal_lm
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model, tokenizer = load_causal_lm(args.lm_model, args.lm_gguf_file)
+    model.to(device).eval()
+    asked = {p.question_id for p in preds}
+    chosen = [q for q in questions if q.question_id in asked and db_paths.get(q.db_id)]
+    outputs = generate_lm_samples(model, tokenizer, chosen, schemas, args.lm_samples, n=args.lm_n,
+                                  progress=not args.no_progress, top_p=args.lm_top_p,
+                                  max_new_tokens=args.lm_max_new_tokens, batch_size=args.lm_batch_size,
+                                  seed=args.seed, device=device)
+    with (args.out / "lm_samples.jsonl").open("w") as f:
+        for source, per_q in outputs.items():
+            for qid, samples in per_q.items():
+                f.write(json.dumps({"source": source, "question_id": qid, "samples": samples}) + "\n")
+    return outputs
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def test_isotonic_is_monotone_and_bounded(two_signals):
 
 
 @pytest.mark.parametrize("make", [lambda: PlattScaler(), lambda: PlattScaler("log_prob"),
-                                  IsotonicCalibrator, lambda: MultivariatePlattScaler(["a", "b"])])
+                                  lambda: PlattScaler(C=1e6, eps=1e-6), IsotonicCalibrator, lambda: MultivariatePlattScaler(["a", "b"])])
 def test_save_load_round_trip(make, two_signals, tmp_path):
     s1, s2, y = two_signals
     x = np.stack([s1, s2], axis=1) if isinstance(make(), MultivariatePlattScaler) else s1
@@ -78,6 +78,30 @@ def test_save_load_round_trip(make, two_signals, tmp_path):
     assert type(back) is type(cal)
     np.testing.assert_array_equal(back.predict_proba(x), cal.predict_proba(x))
     assert cal.predict_proba(x).shape == (len(y), 2)
+
+
+def test_platt_eps_sets_where_exact_zeros_and_ones_go():
+    """Confidences with 6 decimals: eps=1e-6 puts 1.0 next to 0.999999, eps=1e-12 far beyond."""
+    conf = np.array([0.999999, 1.0, 0.000001, 0.0, 0.5, 0.6, 0.4, 0.7])
+    y = np.array([1, 1, 0, 0, 1, 1, 0, 0])
+    coarse, fine = PlattScaler(eps=1e-6), PlattScaler(eps=1e-12)
+    assert coarse._feature(conf)[1] == pytest.approx(coarse._feature(conf)[0], abs=1e-6)
+    assert fine._feature(conf)[1] == pytest.approx(2 * fine._feature(conf)[0], rel=0.01)
+    old_file = {k: v for k, v in coarse.fit(conf, y).to_dict().items() if k != "eps"}
+    assert load_calibrator(old_file).eps == 1e-12  # calibrators saved before eps existed
+    with pytest.raises(ValueError, match="eps"):
+        PlattScaler(eps=0.0)
+
+
+def test_metrics_posthoc_maps_are_these_calibrators(two_signals):
+    """model.metrics' BS-P / BS-I fits are PlattScaler / IsotonicCalibrator, not a second copy."""
+    from model import metrics
+
+    s1, _, y = two_signals
+    np.testing.assert_array_equal(metrics.fit_platt(s1, y)(s1),
+                                  PlattScaler(C=1e6, eps=1e-6).fit(s1, y).confidence(s1))
+    np.testing.assert_array_equal(metrics.fit_isotonic(s1, y)(s1),
+                                  IsotonicCalibrator().fit(s1, y).confidence(s1))
 
 
 def test_one_class_fit_predicts_the_base_rate():

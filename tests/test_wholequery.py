@@ -6,7 +6,18 @@ import numpy as np
 import pytest
 
 from model.calibration import load_calibrator
-from model.wholequery import BaseScores, build_base_scores, default_methods, evaluate_methods, main
+from model.wholequery import (
+    NODE_COLUMNS,
+    BaseScores,
+    add_node_confidences,
+    build_base_scores,
+    default_methods,
+    evaluate_methods,
+    main,
+    node_confidences_from_checkpoint,
+    read_node_confidences,
+    sources,
+)
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +83,13 @@ def test_cli_writes_tables_calibrators_and_reads_a_score_file(demo, tmp_path):
             f.write(json.dumps({"system": p.system, "question_id": p.question_id, "sql": p.sql, "n_tokens": 8,
                                 "log_prod": lp.sum(), "geo": float(np.exp(lp.mean())),
                                 "min": float(np.exp(lp.min())), "avg": float(np.exp(lp).mean())}) + "\n")
-    out = tmp_path / "run"
-    main(["--data-root", str(root), "--predictions", str(root / "predictions"), "--out", str(out),
-          "--scores", str(tmp_path / "scores.jsonl"), "--exec-cache", str(cache), "--folds", "3",
-          "--no-progress"])
+    first, out = tmp_path / "first", tmp_path / "run"
+    main(["--data-root", str(root), "--predictions", str(root / "predictions"), "--out", str(first),
+          "--exec-cache", str(cache), "--folds", "3", "--no-progress"])
+    assert "| prod |" not in (first / "tables.md").read_text()
+    # Scores made elsewhere join the saved table without recomputing execution and SCF.
+    main(["--base-scores", str(first / "base_scores.csv"), "--scores", str(tmp_path / "scores.jsonl"),
+          "--out", str(out), "--folds", "3"])
     text = (out / "tables.md").read_text()
     assert "| prod |" in text and "MPS(log_prod + SCF systems + exec)" in text
     again = BaseScores.read_csv(out / "base_scores.csv")
@@ -84,3 +98,97 @@ def test_cli_writes_tables_calibrators_and_reads_a_score_file(demo, tmp_path):
     cal = load_calibrator(out / "calibrators" / "demo_strong" / "MPS(SCF_samples).json")
     assert len(cal.feature_names) == 20
     assert json.loads((out / "metrics.json").read_text())["results"]["demo_weak"]["prod"]["auc"][0] > 0
+
+
+def test_additional_output_source_gold_agreement_is_the_label(demo):
+    """A source whose only output is the gold SQL: execution agreement with it is the label."""
+    from model.data.datasets import database_path, load_questions, load_schemas
+
+    root, preds, table, cache = demo
+    questions = load_questions(root, "dev")
+    gold = {"lm_gold": {q.question_id: [q.gold_sql] for q in questions}}
+    db_paths = {q.db_id: database_path(root, q.db_id) for q in questions}
+    with_gold = build_base_scores(questions, preds, load_schemas(root), db_paths, exec_cache_dir=cache,
+                                  progress=False, additional_outputs=gold)
+    np.testing.assert_array_equal(with_gold.columns["exec_lm_gold"], table.label)
+    np.testing.assert_array_equal(with_gold.columns["scf_samples_product"], table.columns["scf_samples_product"])
+    assert with_gold.columns["scf_lm_gold_product"][table.label == 1].mean() > \
+        with_gold.columns["scf_lm_gold_product"][table.label == 0].mean()
+    names = {m.name for m in default_methods(list(with_gold.columns))}
+    assert {"exec_agreement_lm_gold", "MPS(SCF lm_gold + exec)"} <= names
+    assert sources(list(with_gold.columns)) == ["systems", "samples", "lm_gold"]
+    with pytest.raises(ValueError, match="reserved"):
+        build_base_scores(questions, preds[:1], load_schemas(root), db_paths, exec_cache_dir=cache,
+                          progress=False, additional_outputs={"samples": {}})
+
+
+def _node_rows(table, every=2):
+    """Synthetic node-model predictions for every other row: informative but noisy confidences."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(0, len(table), every):
+        n_nodes = int(rng.integers(2, 7))
+        conf = rng.uniform(0.6, 1.0, n_nodes)
+        conf[-1] = np.clip(0.3 + 0.5 * table.label[i] + rng.normal(0, 0.2), 0.01, 0.99)  # the root
+        rows.append({"question_id": str(table.question_id[i]), "system": str(table.system[i]),
+                     "db_id": str(table.db_id[i]), "node_confidences": [round(float(c), 6) for c in conf]})
+    rows.append({"question_id": "dev_0", "system": "perturb:column", "node_confidences": [0.5]})  # not in table
+    return rows
+
+
+def test_node_confidences_join_on_covered_rows(demo):
+    _, _, table, _ = demo
+    rows = _node_rows(table)
+    node = {(r["system"], r["question_id"]): r["node_confidences"] for r in rows}
+    joined = add_node_confidences(table, node)
+    assert len(joined) == len(rows) - 1 and set(NODE_COLUMNS) <= set(joined.columns)
+    for i in range(len(joined)):
+        conf = node[joined.system[i], joined.question_id[i]]
+        assert joined.columns["node_root"][i] == conf[-1] and joined.columns["node_min"][i] == min(conf)
+    original = {(s, q): y for s, q, y in zip(table.system, table.question_id, table.label)}
+    assert [original[s, q] for s, q in zip(joined.system, joined.question_id)] == joined.label.tolist()
+    with pytest.raises(ValueError, match="no node confidences"):
+        add_node_confidences(table, {("nobody", "dev_0"): [0.5]})
+
+
+def test_cli_adds_node_confidences_from_a_predictions_file(demo, tmp_path):
+    root, _, table, cache = demo
+    path = tmp_path / "test.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _node_rows(table)))
+    assert read_node_confidences(path)[str(table.system[0]), str(table.question_id[0])]
+    table.write_csv(tmp_path / "base.csv")
+    out = tmp_path / "run"
+    main(["--base-scores", str(tmp_path / "base.csv"), "--node-predictions", str(path), "--out", str(out),
+          "--folds", "3"])
+    text = (out / "tables.md").read_text()
+    assert "| node_root |" in text and "| MPS(node + SCF systems + exec) |" in text
+    assert len(BaseScores.read_csv(out / "base_scores.csv")) == (len(table) + 1) // 2
+    results = json.loads((out / "metrics.json").read_text())["results"]
+    assert all(results[s]["node_root"]["auc"][0] > 0.7 for s in results)  # the planted root signal
+
+
+def test_node_confidences_from_a_checkpoint_skip_unreadable_queries(demo, monkeypatch):
+    import rat
+    from model import infer
+
+    root, preds, _, _ = demo
+
+    class FakeScorer:  # stands in for a trained checkpoint: confidence 1/(position + 1)
+        def __init__(self, checkpoint, device=None):
+            assert checkpoint == "run_dir"
+
+        def score(self, schema, question, sql, db_id=""):
+            if "join" in sql.lower():
+                raise rat.RATError("unsupported in this fake")
+            nodes = rat.to_tree(sql, schema).postorder()
+            return [infer.NodeScore(i, n.label, "", 0, (), 1 / (i + 1)) for i, n in enumerate(nodes)]
+
+    from model.data.datasets import load_questions, load_schemas
+
+    monkeypatch.setattr(infer, "NodeScorer", FakeScorer)
+    some = preds[:20]
+    out = node_confidences_from_checkpoint("run_dir", load_questions(root, "dev"), some, load_schemas(root),
+                                           progress=False)
+    readable = [p for p in some if "join" not in p.sql.lower()]
+    assert set(out) == {(p.system, p.question_id) for p in readable} and readable
+    assert all(c[0] == 1.0 and c[-1] == 1 / len(c) for c in out.values())

@@ -41,6 +41,7 @@ from urllib.parse import quote
 
 __all__ = [
     "OUTCOMES",
+    "default_cache_dir",
     "execute_pairs",
     "execute_sql",
     "main",
@@ -469,7 +470,9 @@ def execute_pairs(
 # -------------------------------------------------------------------------------------- CLI
 
 
-def _default_cache_dir() -> Path:
+def default_cache_dir() -> Path:
+    """Where execution results are cached by default: ``$RAT_CACHE/exec``, else ``.cache/exec``
+    under the repository."""
     return (
         Path(os.environ.get("RAT_CACHE", Path(__file__).resolve().parents[2] / ".cache")) / "exec"
     )
@@ -529,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per query"
     )
     parser.add_argument(
-        "--cache-dir", type=Path, default=None, help=f"default {_default_cache_dir()}"
+        "--cache-dir", type=Path, default=None, help=f"default {default_cache_dir()}"
     )
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument(
@@ -539,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    cache_dir = None if args.no_cache else (args.cache_dir or _default_cache_dir())
+    cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
     try:
         report = evaluate_file(
             args.root,

@@ -1,0 +1,334 @@
+"""Where each RAT node lies in the query's canonical SQL text, so the HTML report can colour
+the SQL itself by node confidence (the fine-grained paper's Table 13).
+
+The canonical sqlglot tree is generated once with a marking generator, which gives the exact
+character span of every sqlglot sub-expression; the RAT is then rebuilt by `rat`'s own tree
+builder, instrumented to note which sqlglot expression (or clause) each node comes from. A
+node's span is the hull of its own text and its children's spans, i.e. the text of its
+subtree. The rebuilt tree must equal the caller's tree label for label; anything that does
+not fit gives nodes without a span, never an exception.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlglot import expressions as exp
+
+import rat
+
+# rat keeps its canonical parse and its tree builder private; this module is their one
+# outside reader, so that node spans follow exactly the construction `rat.to_tree` uses.
+from rat.canonicalize import _DIALECT, _lowercase_outside_strings, canonical_ast
+from rat.tree import _Builder
+
+Span = tuple[int, int]  # [start, end) in the SQL text
+
+_OPEN, _MID, _CLOSE = "\ue000", "\ue001", "\ue002"  # private-use code points: never in SQL
+_TAG = "rat_span_number"
+# Nodes `rat` builds without a sqlglot expression of their own, and the keyword that
+# introduces their text in the SQL.
+_LEADING_KEYWORDS = {"When": "when", "Else": "else", "Partitionby": "partition by",
+                     "Using": "using"}
+
+
+@dataclass(frozen=True)
+class SqlSpans:
+    """Node spans of one query.
+
+    ``sql``: the text the spans index (canonical SQL, or the input when it cannot be parsed);
+    ``spans[i]``: the [start, end) span of post-order node i's subtree, None when not found;
+    ``owners[c]``: the post-order index of the innermost node at character c (None: no node).
+    """
+
+    sql: str
+    spans: tuple[Span | None, ...]
+    owners: tuple[int | None, ...]
+
+    @property
+    def unmapped(self) -> int:
+        """Number of nodes without a span."""
+        return sum(span is None for span in self.spans)
+
+    def text(self, i: int) -> str | None:
+        """The SQL text of node i's subtree (None when it has no span)."""
+        span = self.spans[i]
+        return None if span is None else self.sql[span[0]:span[1]]
+
+
+def sql_spans(sql: str, tree: rat.Node | None = None, schema: rat.Schema | None = None) -> SqlSpans:
+    """Spans of the nodes of ``tree`` (default: ``rat.to_tree(sql, schema)``) in the
+    canonical text of ``sql``; the schema must be the one ``tree`` was built with.
+
+    >>> s = sql_spans("SELECT name FROM singer WHERE age > 20")
+    >>> s.sql
+    'select singer.name from singer where singer.age > 20'
+    >>> [(n.label, s.text(i)) for i, n in enumerate(rat.to_tree(s.sql).postorder())][1:4]
+    [('singer.age', 'singer.age'), ('20', '20'), ('Gt', 'singer.age > 20')]
+    >>> s.text(5), s.text(6) == s.sql, s.unmapped
+    ('from singer where singer.age > 20', True, 0)
+    """
+    nodes = None if tree is None else tree.postorder()
+    try:
+        ast = canonical_ast(sql, schema)
+        text, expression_spans = _generate(ast)
+    except Exception:  # noqa: BLE001 - a report must show every query, mapped or not
+        return _unmapped(sql, nodes)
+    try:
+        builder = _SpanBuilder(sql, text, expression_spans)
+        built = builder.query(ast, {})
+        if nodes is None:
+            nodes = built.postorder()
+        if [n.label for n in built.postorder()] != [n.label for n in nodes]:
+            return _unmapped(text, nodes)
+        spans = builder.spans(built)
+    except Exception:  # noqa: BLE001 - e.g. `rat`'s builder changed shape; degrade, don't crash
+        return _unmapped(text, nodes)
+    return SqlSpans(text, spans, _owners(built, spans, builder.own, len(text)))
+
+
+def _unmapped(text: str, nodes) -> SqlSpans:
+    return SqlSpans(text, (None,) * len(nodes or ()), (None,) * len(text))
+
+
+# ---------------------------------------------------------------- spans of sqlglot expressions
+
+
+class _MarkingGenerator(_DIALECT.generator_class):
+    """SQLite generator that wraps the text of every expression in numbered markers."""
+
+    def sql(self, expression, key=None, comment=True):
+        text = super().sql(expression, key, comment)
+        if key is None and isinstance(expression, exp.Expression) and text:
+            number = expression.meta.get(_TAG)
+            if number is not None:
+                return f"{_OPEN}{number}{_MID}{text}{_CLOSE}"
+        return text
+
+
+def _generate(ast: exp.Expression) -> tuple[str, dict[int, Span]]:
+    """The canonical text of ``ast`` (as `rat.canonicalize` writes it) and id(expression) ->
+    its span, leading and trailing spaces trimmed."""
+    # The generator works on a copy (it preprocesses in place); numbers in `meta` survive the
+    # copy and lead back to the expressions of `ast`.
+    expressions = list(ast.walk())
+    for number, expression in enumerate(expressions):
+        expression.meta[_TAG] = number
+    marked = _MarkingGenerator(dialect=_DIALECT).generate(ast)
+    plain: list[str] = []
+    open_: list[tuple[int, int]] = []  # (expression number, start)
+    spans: dict[int, Span] = {}
+    i = 0
+    while i < len(marked):
+        char = marked[i]
+        if char == _OPEN:
+            mid = marked.index(_MID, i)
+            open_.append((int(marked[i + 1:mid]), len(plain)))
+            i = mid + 1
+            continue
+        if char == _CLOSE:
+            number, start = open_.pop()
+            end = len(plain)
+            while start < end and plain[start].isspace():
+                start += 1
+            while end > start and plain[end - 1].isspace():
+                end -= 1
+            spans[id(expressions[number])] = (start, end)
+        else:
+            plain.append(char)
+        i += 1
+    text = "".join(plain)
+    if text != ast.sql(dialect=_DIALECT):
+        raise ValueError("marking generator changed the SQL text")
+    lowered = _lowercase_outside_strings(text)
+    # Lowercasing may change the length of exotic characters; then keep the generator's case.
+    return (lowered if len(lowered) == len(text) else text), spans
+
+
+# ---------------------------------------------------------------- RAT nodes -> own text
+
+
+class _SpanBuilder(_Builder):
+    """`rat`'s tree builder, noting the text each node is built from ("own" ranges)."""
+
+    def __init__(self, sql: str, text: str, expression_spans: dict[int, Span]):
+        super().__init__(sql)
+        self.text = text
+        self.expression_spans = expression_spans
+        self.own: dict[int, list[Span]] = {}  # id(node) -> the text it is built from
+        self.extent: dict[int, list[Span]] = {}  # id(node) -> wrappers: `( .. )`, `( .. ) as x`
+        # Claimed nodes stay referenced so that no later node reuses their id().
+        self.claimed: list[rat.Node] = []
+        self.cores: dict[int, rat.Node] = {}  # id(Select) -> the relation under its modifiers
+
+    def span(self, expression) -> Span | None:
+        return None if expression is None else self.expression_spans.get(id(expression))
+
+    def claim(self, node: rat.Node, *ranges: Span | None) -> None:
+        """First claim wins: the innermost sqlglot expression a node was built from."""
+        ranges = [r for r in ranges if r is not None]
+        if ranges and id(node) not in self.own:
+            self.own[id(node)] = ranges
+            self.claimed.append(node)
+
+    def widen(self, node: rat.Node, expression) -> None:
+        """Parentheses and subquery aliases around a node belong to its span, not its own text."""
+        span = self.span(expression)
+        if span is not None:
+            self.extent.setdefault(id(node), []).append(span)
+            self.claimed.append(node)
+
+    # Expressions, tables and (sub)queries map to their own sqlglot expression.
+    def expr(self, node, ctes):
+        result = super().expr(node, ctes)
+        if isinstance(node, exp.Paren | exp.Subquery):
+            self.widen(result, node)
+        else:
+            self.claim(result, self.span(node))
+        # Leaves `rat` names from the expression's arguments: `real` of CAST(.. AS REAL).
+        typed = node.args.get("to") if isinstance(node, exp.Cast) else (
+            node.expression if isinstance(node, exp.Collate) else None)
+        if typed is not None and len(result.children) == 2:
+            self.claim(result.children[1], self.span(typed))
+        return result
+
+    def relation(self, node, ctes):
+        result = super().relation(node, ctes)
+        if isinstance(node, exp.Subquery):
+            self.widen(result, node)
+        else:
+            self.claim(result, self.span(node))
+        return result
+
+    def query(self, node, ctes):
+        result = super().query(node, ctes)
+        if isinstance(node, exp.Subquery):
+            self.widen(result, node)
+        else:
+            self.claim(result, self.span(node))
+        return result
+
+    # Clause operators map to their clause: Limit -> `limit 3`, Selection -> `where ...`.
+    def modifiers(self, node, relation, ctes):
+        top = super().modifiers(node, relation, ctes)
+        self.cores[id(node)] = relation
+        current = top
+        limit, offset, order = (node.args.get(k) for k in ("limit", "offset", "order"))
+        if limit is not None and current.label == "Limit":
+            self.claim(current, self.span(limit))
+            extra = current.children[1] if len(current.children) == 3 else None
+            if extra is not None and extra.label == "Offset":
+                self.claim(extra, self.span(offset) or self.span(limit.args.get("offset")))
+            current = current.children[-1]
+        elif offset is not None and current.label == "Offset":
+            self.claim(current, self.span(offset))
+            current = current.children[-1]
+        if order is not None:
+            keys = list(order.expressions)
+            first = True
+            while current is not relation and current.label.startswith("Orderby"):
+                run, keys = keys[: len(current.children) - 1], keys[len(current.children) - 1:]
+                # The primary run also owns `order by`; later runs own their `key desc`.
+                self.claim(current, *([self.span(order)] if first else []),
+                           *(self.span(k) for k in run))
+                first = False
+                current = current.children[-1]
+        return top
+
+    def select(self, node, ctes):
+        top = super().select(node, ctes)
+        current = self.cores.get(id(node))
+        args = node.args
+        if current is None:
+            return top
+        if args.get("distinct") is not None:
+            if current.label != "Distinct":
+                return top
+            self.claim(current, self.span(args["distinct"]))
+            current = current.children[0]
+        if current.label != "Project":
+            return top
+        self.claim(current, self.select_keyword(node))
+        clauses = [(label, args.get(key)) for label, key in
+                   (("Having", "having"), ("Groupby", "group"), ("Selection", "where"))]
+        for label, clause in clauses:
+            if clause is None:
+                continue
+            current = current.children[-1] if current.children else None
+            if current is None or current.label != label:
+                return top
+            self.claim(current, self.span(clause))
+        # `from t` belongs to the operator reading t (a lone table owns only its name).
+        if args.get("from_") is not None:
+            self.widen(current, args["from_"])
+        return top
+
+    def select_keyword(self, node: exp.Select) -> Span | None:
+        start = self.span(node)
+        first = self.span(node.expressions[0]) if node.expressions else None
+        if start is None or first is None:
+            return None
+        matches = list(re.finditer(r"\bselect\b", self.text[start[0]:first[0]], re.IGNORECASE))
+        if not matches:
+            return None
+        return start[0] + matches[-1].start(), start[0] + matches[-1].end()
+
+    def from_clause(self, node, ctes):
+        result = super().from_clause(node, ctes)
+        if result is not None:  # a Product or join; a lone table already has its own text
+            self.claim(result, self.span(node.args.get("from_")),
+                       *(self.span(j) for j in node.args.get("joins") or ()))
+        return result
+
+    # ---- from own text to subtree spans
+
+    def spans(self, tree: rat.Node) -> tuple[Span | None, ...]:
+        hulls: dict[int, Span | None] = {}
+        # The root's subtree is the whole query, WITH clause included.
+        self.extent.setdefault(id(tree), []).append((0, len(self.text)))
+
+        def visit(node: rat.Node) -> Span | None:
+            ranges = list(self.own.get(id(node), ())) + self.extent.get(id(node), [])
+            ranges += [s for s in (visit(c) for c in node.children) if s is not None]
+            hull = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
+            keyword = _LEADING_KEYWORDS.get(node.label)
+            if hull is not None and keyword and id(node) not in self.own:
+                before = self.text[:hull[0]].rstrip(" (")
+                start = len(before) - len(keyword)
+                if before.lower().endswith(keyword) and not (
+                        start > 0 and (before[start - 1].isalnum() or before[start - 1] == "_")):
+                    own = (start, hull[0])
+                    self.claim(node, own)
+                    hull = (own[0], hull[1])
+            hulls[id(node)] = hull
+            return hull
+
+        visit(tree)
+        return tuple(hulls[id(n)] for n in tree.postorder())
+
+
+def _owners(tree: rat.Node, spans: tuple[Span | None, ...], own: dict[int, list[Span]],
+            length: int) -> tuple[int | None, ...]:
+    """Per character: the node with the smallest span covering it; among equal spans the
+    node whose own text covers it (`distinct` of Distinct over Project), then the deepest."""
+    nodes = tree.postorder()
+    depth: list[int] = []
+
+    def visit(node: rat.Node, level: int) -> None:
+        for child in node.children:
+            visit(child, level + 1)
+        depth.append(level)
+
+    visit(tree, 0)
+    owners: list[int | None] = [None] * length
+    best: list[tuple[int, bool, int] | None] = [None] * length
+    for i, (node, span) in enumerate(zip(nodes, spans)):
+        if span is None:
+            continue
+        ranges = own.get(id(node), ())
+        for c in range(*span):
+            key = (span[1] - span[0], not any(s <= c < e for s, e in ranges), -depth[i])
+            if best[c] is None or key < best[c]:
+                best[c], owners[c] = key, i
+    return tuple(owners)

@@ -1,0 +1,183 @@
+"""train.py and conf/: every experiment composes; train(cfg) runs end to end on the demo corpus and
+writes what evaluate.py reads; node positions point at each node's last token."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import get_class
+from omegaconf import OmegaConf, open_dict
+
+import rat
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+# Shrinks any config to seconds: a tiny encoder, two epochs of a few batches, no logger.
+TINY = [
+    "logger=none", "model.encoder.d_model=32", "model.encoder.n_layers=1", "model.encoder.n_heads=4",
+    "model.encoder.max_positions=512", "trainer.max_epochs=1", "trainer.limit_train_batches=3",
+    "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false",
+]
+
+
+def compose_cfg(overrides: list[str], output_dir: Path | None = None):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(output_dir or "/tmp/unused")
+    return cfg
+
+
+def test_all_five_experiments_exist():
+    assert EXPERIMENTS == ["codellama_paper", "perturbed", "perturbed_posweight", "predictions",
+                           "predictions_posweight"]
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+@pytest.mark.parametrize("data", ["demo", "spider"])
+def test_experiment_composes_and_resolves(experiment, data):
+    cfg = compose_cfg([f"+experiment={experiment}", f"data={data}", "data.root=/data/spider"])
+    resolved = OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+    for group in ("data", "model", "trainer"):
+        assert get_class(resolved[group]["_target_"])
+    assert resolved["task_name"] == experiment
+    # The tokenizer and the embedder are always the same LM, and inputs fit the encoder.
+    assert resolved["data"]["lm_name_or_path"] == resolved["model"]["embedder"]["name_or_path"]
+    assert resolved["data"]["max_tokens"] == resolved["model"]["encoder"]["max_positions"]
+    perturbations = experiment not in ("predictions", "predictions_posweight")
+    assert resolved["data"]["use_perturbations"] is perturbations
+    weighted = experiment in ("perturbed_posweight", "predictions_posweight", "codellama_paper")
+    assert (resolved["model"]["pos_weight"] == "auto") is weighted
+
+
+def test_paper_config_uses_codellama_at_full_width():
+    cfg = compose_cfg(["+experiment=codellama_paper", "data.root=/data/spider"])
+    assert cfg.model.embedder.name_or_path == "codellama/CodeLlama-7b-hf" and cfg.model.embedder.layer == 0
+    assert cfg.model.encoder.d_model is None and cfg.model.encoder.max_positions == 2048
+    assert cfg.trainer.accelerator == "gpu" and "predictions/spider_dev" in cfg.data.predictions
+
+
+@pytest.mark.parametrize("override", ["trainer=ddp", "trainer=gpu", "logger=csv", "logger=wandb",
+                                      "callbacks=none", "model=codellama_paper"])
+def test_groups_compose(override):
+    cfg = compose_cfg([override])
+    OmegaConf.to_container(cfg, resolve=True)
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    from train import train
+
+    out = tmp_path_factory.mktemp("run")
+    cfg = compose_cfg([*TINY, "trainer.limit_val_batches=2"], out)
+    metrics, objects = train(cfg)
+    return out, metrics, objects
+
+
+def test_train_end_to_end_writes_what_evaluate_reads(demo_run):
+    out, metrics, objects = demo_run
+    assert {"test/loss", "test/auc", "test/brier", "test/ece", "val/loss"} <= set(metrics)
+    data = json.loads((out / "data.json").read_text())
+    split_of = data["db_split"]
+    datamodule = objects["datamodule"]
+    for split in ("val", "test"):
+        rows = [json.loads(line) for line in (out / "predictions" / f"{split}.jsonl").read_text().splitlines()]
+        assert len(rows) == len(datamodule.datasets[split]) > 0
+        for row in rows:
+            n = len(row["node_labels"])
+            assert n == len(row["node_confidences"]) == len(row["node_types"]) > 0
+            assert all(0 <= c <= 1 for c in row["node_confidences"])
+            assert split_of[row["db_id"]] == split
+            assert {"question_id", "system", "sql", "execution_match"} <= set(row)
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["test/auc"] == pytest.approx(metrics["test/auc"])
+    config = OmegaConf.load(out / "config.yaml")
+    assert Path(config.data.root, "tables.json").is_file()  # evaluate.py finds the databases
+    assert Path(saved["best_checkpoint"]).is_file()
+
+
+def test_splits_are_schema_disjoint(demo_run):
+    _, _, objects = demo_run
+    dbs = {s: {e.db_id for e in d} for s, d in objects["datamodule"].datasets.items()}
+    assert not dbs["train"] & dbs["val"] and not dbs["train"] & dbs["test"] and not dbs["val"] & dbs["test"]
+
+
+def test_node_positions_point_at_each_nodes_last_token(demo_run):
+    """The token at each node position holds that node's closing parenthesis (rat.node_ends)."""
+    from model.data.datasets import load_schemas
+
+    _, _, objects = demo_run
+    datamodule = objects["datamodule"]
+    tokenizer = datamodule.tokenizer()
+    schemas = load_schemas(datamodule.root)
+    checked = 0
+    for example in datamodule.datasets["test"][:40]:
+        text = tokenizer.decode(example.input_ids)
+        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        tree = rat.to_tree(example.sql, schemas[example.db_id])
+        start = text.rindex("tree: ") + len("tree: ")
+        assert text[start:] == rat.serialize(tree)
+        nodes = tree.postorder()
+        assert len(nodes) == len(example.node_positions)
+        for node, end, position in zip(nodes, rat.node_ends(tree), example.node_positions):
+            char = start + end
+            assert text[char] == ")" and text[:char].endswith(node.label)
+            token_start, token_end = offsets[position]
+            assert token_start <= char < token_end, (node.label, text[token_start:token_end])
+            checked += 1
+    assert checked > 100
+
+
+def test_checkpoint_reloads_and_infer_scores_every_node(demo_run, capsys):
+    out, _, objects = demo_run
+    from model.infer import main
+
+    datamodule = objects["datamodule"]
+    example = datamodule.datasets["test"][0]
+    code = main(["--ckpt", str(out), "--schema", str(datamodule.root / "tables.json"), "--db-id", example.db_id,
+                 "--question", "how many?", "--sql", example.sql, "--json"])
+    assert code == 0
+    nodes = json.loads(capsys.readouterr().out)["nodes"]
+    assert len(nodes) == len(example.node_labels)
+    assert nodes[-1]["depth"] == 0 and all(0 <= n["confidence"] <= 1 for n in nodes)
+    code = main(["--ckpt", str(out), "--schema", str(datamodule.root / "tables.json"), "--db-id", example.db_id,
+                 "--question", "how many?", "--sql", example.sql, "--color", "always"])
+    printed = capsys.readouterr().out
+    assert code == 0 and "\033[" in printed and len(printed.splitlines()) == len(nodes)
+
+
+@pytest.mark.slow
+def test_same_seed_same_predictions_and_resume(tmp_path):
+    from train import train
+
+    runs = []
+    for name in ("a", "b"):
+        cfg = compose_cfg([*TINY, "trainer.limit_val_batches=2", "trainer.max_epochs=2"], tmp_path / name)
+        train(cfg)
+        runs.append((tmp_path / name / "predictions" / "test.jsonl").read_text())
+    assert runs[0] == runs[1]
+    last = tmp_path / "a" / "checkpoints" / "last.ckpt"
+    cfg = compose_cfg([*TINY, "trainer.limit_val_batches=2", "trainer.max_epochs=3", f"ckpt_path={last}"],
+                      tmp_path / "resumed")
+    _, objects = train(cfg)
+    assert objects["trainer"].current_epoch == 3 and objects["trainer"].global_step == 9
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes(tmp_path):
+    env = {**os.environ, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    cmd = [sys.executable, "train.py", "trainer=ddp", "trainer.devices=2", "trainer.accelerator=cpu",
+           *TINY, "trainer.limit_val_batches=2", "trainer.limit_test_batches=2", f"hydra.run.dir={tmp_path}"]
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "world_size: 2" in done.stderr + done.stdout or "Initializing distributed: GLOBAL_RANK: 1" in done.stderr + done.stdout
+    assert (tmp_path / "predictions" / "test.jsonl").is_file()
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert "test/auc" in metrics
+    assert torch.distributed.is_available()
