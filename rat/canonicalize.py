@@ -165,6 +165,8 @@ class _Resolver:
         if from_ is not None:
             self.source(from_.this, scope, outer, ctes)
         for join in args.get("joins") or ():
+            if join.args.get("using"):
+                self.using_to_on(join, from_, args.get("joins"))
             self.source(join.this, scope, outer, ctes)
         chain = (scope, *outer)
         projections = node.expressions
@@ -193,6 +195,25 @@ class _Resolver:
         for qualifier in scope.shadowed:
             self.rename(scope, qualifier, chain)
         return names
+
+    def using_to_on(self, join: exp.Join, from_, joins) -> None:
+        """`JOIN u USING (c)` is `JOIN u ON <left>.c = u.c`, the left table being the nearest
+        earlier source that has `c` (by the schema), else the one just before the join."""
+        earlier = [from_.this] if from_ is not None else []
+        earlier += [j.this for j in joins[: joins.index(join)]]
+        if not earlier or not all(isinstance(t, exp.Table) for t in (*earlier, join.this)):
+            raise RATError("unsupported construct 'USING' (join of a subquery)", self.sql)
+        conditions = []
+        for ident in join.args["using"]:
+            name = ident.name
+            left = earlier[-1]
+            if self.schema is not None:
+                having = [t for t in earlier if name.lower() in self.schema.tables.get(t.name.lower(), ())]
+                left = having[-1] if having else left
+            conditions.append(exp.EQ(this=exp.column(name, table=left.alias_or_name),
+                                     expression=exp.column(name, table=join.this.alias_or_name)))
+        join.set("using", None)
+        join.set("on", exp.and_(*conditions) if len(conditions) > 1 else conditions[0])
 
     def rename(self, scope: _Scope, qualifier: str, chain) -> None:
         taken = {q for s in chain for q in s.sources}
