@@ -273,7 +273,8 @@ def sample_outputs(model, tokenizer, prompts: Sequence[str], n: int = 5, mode: s
     touching the global RNG); `mode="beam"`: beam search with `num_beams` (default `n`) beams,
     returning the `n` best. Each output is the continuation cut at its first newline or ";"
     (`cut_sql`); a continuation with no SQL gives "" (it matches nothing in SCF). Meant for a
-    GPU: on a CPU the packaged 135M model writes a few samples per second.
+    GPU: on one busy CPU core the packaged 135M model took 6.5 s for 2 nucleus + 2 beam
+    samples of one question.
     """
     from tqdm.auto import tqdm
 
@@ -284,6 +285,7 @@ def sample_outputs(model, tokenizer, prompts: Sequence[str], n: int = 5, mode: s
     device = torch.device(device) if device is not None else next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
     if mode == "nucleus":
+        # top_k=0 turns off generate's default top-k of 50: the nucleus alone decides.
         options = {"do_sample": True, "top_p": top_p, "temperature": temperature, "top_k": 0}
     else:
         options = {"do_sample": False, "num_beams": max(num_beams or n, n)}

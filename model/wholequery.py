@@ -37,7 +37,7 @@ from model.calibration import (
 )
 from model.scf import FEATURE_NAMES as SCF_NAMES
 from model.scf import decompose, subclause_frequencies
-from model.scoring import POOLINGS
+from model.scoring import POOLINGS, SAMPLE_MODES
 
 __all__ = [
     "NODE_COLUMNS",
@@ -235,9 +235,9 @@ def node_confidences_from_checkpoint(checkpoint: Path | str, questions, predicti
                                      ) -> dict[tuple[str, str], list[float]]:
     """Node confidences of `predictions` scored by a trained node model (`model.infer.NodeScorer`:
     a `.ckpt` or a run directory). Queries it cannot read (RAT errors, too long) get no entry."""
-    import rat
     from tqdm.auto import tqdm
 
+    import rat
     from model.infer import NodeScorer
 
     scorer = NodeScorer(checkpoint, device=device)
@@ -509,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="a node-model .ckpt or run directory: scores every prediction (slow on a CPU)")
     lm = ap.add_argument_group("LM samples", "a third SCF source drawn from the scorer LM; off by default, "
                                              "meant for a GPU")
-    lm.add_argument("--lm-samples", nargs="+", choices=["nucleus", "beam"], default=[],
+    lm.add_argument("--lm-samples", nargs="+", choices=SAMPLE_MODES, default=[],
                     help="add source lm_<mode>: nucleus sampling and/or beam search")
     lm.add_argument("--lm-model", default=None, help="HF id or folder; default: packaged SmolLM2-135M")
     lm.add_argument("--lm-gguf-file", default=None)

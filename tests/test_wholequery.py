@@ -152,7 +152,7 @@ def test_node_confidences_join_on_covered_rows(demo):
 
 
 def test_cli_adds_node_confidences_from_a_predictions_file(demo, tmp_path):
-    root, _, table, cache = demo
+    _, _, table, _ = demo
     path = tmp_path / "test.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in _node_rows(table)))
     assert read_node_confidences(path)[str(table.system[0]), str(table.question_id[0])]
@@ -192,3 +192,34 @@ def test_node_confidences_from_a_checkpoint_skip_unreadable_queries(demo, monkey
     readable = [p for p in some if "join" not in p.sql.lower()]
     assert set(out) == {(p.system, p.question_id) for p in readable} and readable
     assert all(c[0] == 1.0 and c[-1] == 1 / len(c) for c in out.values())
+
+
+def test_cli_lm_samples_flag_wires_the_lm_source(demo, tmp_path, monkeypatch):
+    """--lm-samples: the scorer LM is loaded, its samples become source lm_<mode> (here a fake
+    LM that "samples" the gold SQL, so the source's execution agreement is the label)."""
+    from model import lm, wholequery
+
+    class FakeLM:
+        def to(self, device):
+            return self
+
+        def eval(self):
+            return self
+
+    root, _, table, cache = demo
+    monkeypatch.setattr(lm, "load_causal_lm", lambda *a, **k: (FakeLM(), None))
+
+    def fake_generate(model, tokenizer, questions, schemas, modes, n, progress, **options):
+        assert options["top_p"] == 0.8 and n == 2
+        return {f"lm_{m}": {q.question_id: [q.gold_sql] * n for q in questions} for m in modes}
+
+    monkeypatch.setattr(wholequery, "generate_lm_samples", fake_generate)
+    out = tmp_path / "run"
+    main(["--data-root", str(root), "--predictions", str(root / "predictions"), "--out", str(out),
+          "--exec-cache", str(cache), "--folds", "3", "--no-progress", "--lm-samples", "beam",
+          "--lm-n", "2", "--lm-top-p", "0.8", "--device", "cpu"])
+    again = BaseScores.read_csv(out / "base_scores.csv")
+    np.testing.assert_array_equal(again.columns["exec_lm_beam"], table.label)
+    assert "MPS(SCF lm_beam + exec)" in (out / "tables.md").read_text()
+    rows = [json.loads(line) for line in (out / "lm_samples.jsonl").read_text().splitlines()]
+    assert {r["source"] for r in rows} == {"lm_beam"} and all(len(r["samples"]) == 2 for r in rows)
