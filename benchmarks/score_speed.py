@@ -1,7 +1,8 @@
 """Scoring throughput (SQL/s) of the optimised scorer vs the naive one, side by side.
 
-Optimised (`model.scoring.score_sql`): identical (prompt, SQL) pairs scored once, length-sorted
-batches, output layer only at SQL positions. Naive (`score_sql_naive`): one pair at a time,
+Optimised (`model.scoring.score_sql`): identical (prompt, SQL) pairs scored once, each
+question's prompt run once and its key/value cache shared by that question's SQLs, output layer
+only at SQL positions. Naive (`score_sql_naive`): one pair at a time,
 full-vocabulary log-softmax at every position, duplicates scored again. Both run on the same
 items: the first `--questions` Spider dev questions x `--systems` real systems (duplicates
 across systems are real), or the demo corpus when the shared data is absent. No disk cache.

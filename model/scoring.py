@@ -24,6 +24,7 @@ CLI: `python -m model.scoring --data-root ../shared/data/spider --predictions DI
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import math
@@ -133,28 +134,41 @@ def _model_id(model) -> str:
 
 
 @torch.no_grad()
-def _token_log_probs_batch(model, batch: list[tuple[list[int], list[int]]], pad_id: int,
-                           device: torch.device) -> list[list[float]]:
-    """Log-probabilities of the SQL tokens of each (prompt_ids, sql_ids) in one forward pass."""
-    lengths = [len(p) + len(s) for p, s in batch]
-    ids = torch.full((len(batch), max(lengths)), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, (p, s) in enumerate(batch):
-        ids[i, : lengths[i]] = torch.tensor(p + s)
-        mask[i, : lengths[i]] = 1  # right padding: causal attention never sees it for real tokens
-    ids, mask = ids.to(device), mask.to(device)
-    hidden = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, T, d)
-    # Position t predicts token t+1: the SQL tokens are predicted from len(p)-1 .. len(p)+len(s)-2.
-    rows = torch.cat([torch.full((len(s),), i) for i, (p, s) in enumerate(batch)]).to(device)
-    cols = torch.cat([torch.arange(len(p) - 1, len(p) + len(s) - 1) for p, s in batch]).to(device)
-    targets = torch.cat([torch.tensor(s) for _, s in batch]).to(device)  # (N_sql,)
-    logits = model.get_output_embeddings()(hidden[rows, cols]).float()  # (N_sql, vocab)
-    log_probs = logits.gather(1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
-    out, start = [], 0
-    for _, s in batch:
-        out.append(log_probs[start : start + len(s)].tolist())
-        start += len(s)
-    return out
+def _prompt_group_log_probs(model, prompt_ids: list[int], sql_batches: list[list[list[int]]],
+                            pad_id: int, device: torch.device) -> list[list[float]]:
+    """Log-probabilities of the tokens of several SQLs that share one prompt.
+
+    The prompt (schema + question: most of the tokens) runs once; its key/value cache is then
+    repeated across each batch of SQLs, which run with positions continuing after the prompt.
+    """
+    out = model.base_model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True)
+    prompt_cache, last_hidden = out.past_key_values, out.last_hidden_state[0, -1]  # (d,)
+    head, n_prompt, result = model.get_output_embeddings(), len(prompt_ids), []
+    for batch in sql_batches:
+        width = max(map(len, batch))
+        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), n_prompt + width), dtype=torch.long)
+        mask[:, :n_prompt] = 1
+        for i, sql in enumerate(batch):
+            ids[i, : len(sql)] = torch.tensor(sql)
+            mask[i, n_prompt : n_prompt + len(sql)] = 1  # right padding, never attended to
+        cache = copy.deepcopy(prompt_cache)
+        cache.batch_repeat_interleave(len(batch))
+        positions = torch.arange(n_prompt, n_prompt + width)[None].expand(len(batch), -1)
+        hidden = model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                  past_key_values=cache, position_ids=positions.to(device),
+                                  use_cache=True).last_hidden_state  # (B, width, d)
+        # The prompt's last position predicts SQL token 0; SQL position k predicts token k+1.
+        states = torch.cat([torch.cat([last_hidden[None], hidden[i, : len(sql) - 1]])
+                            for i, sql in enumerate(batch)])  # (N_sql, d)
+        targets = torch.tensor([t for sql in batch for t in sql], device=device)  # (N_sql,)
+        logits = head(states).float()  # (N_sql, vocab): the output layer only at SQL positions
+        log_probs = logits.gather(1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
+        start = 0
+        for sql in batch:
+            result.append(log_probs[start : start + len(sql)].tolist())
+            start += len(sql)
+    return result
 
 
 def _load_cache(path: Path | None) -> dict[str, list[float]]:
@@ -184,26 +198,33 @@ def _sql_log_probs(model, tokenizer, items: Sequence[tuple[str, str]], batch_tok
         if key not in cache and key not in todo:
             todo[key] = _encode(tokenizer, p, s)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    order = sorted(todo, key=lambda k: len(todo[k][0]) + len(todo[k][1]))
+    groups: dict[tuple[int, ...], list[str]] = {}  # prompt ids -> keys of its distinct SQLs
+    for key, (prompt_ids, _) in todo.items():
+        groups.setdefault(tuple(prompt_ids), []).append(key)
     new: dict[str, list[float]] = {}
-    bar = tqdm(total=len(order), desc="scoring SQL", unit="sql", disable=not progress)
-    i = 0
-    while i < len(order):
-        # Grow the batch while (size x longest) stays within the token budget; order is by length.
-        j = i + 1
-        while j < len(order) and (j + 1 - i) * sum(map(len, todo[order[j]])) <= batch_tokens:
-            j += 1
-        chunk = order[i:j]
-        for key, lps in zip(chunk, _token_log_probs_batch(model, [todo[k] for k in chunk], pad_id, device)):
-            new[key] = lps
-        bar.update(len(chunk))
-        i = j
-    bar.close()
-    if cache_path is not None and new:
+    if cache_path is not None:
         cache_path.parent.mkdir(parents=True, exist_ok=True)
-        with cache_path.open("a") as f:
-            for key, lps in new.items():
-                f.write(json.dumps({"key": key, "token_log_probs": lps}) + "\n")
+    bar = tqdm(total=len(todo), desc="scoring SQL", unit="sql", disable=not progress)
+    for prompt_ids, group in groups.items():
+        group.sort(key=lambda k: len(todo[k][1]))
+        # Batches of SQLs whose (size x (prompt + longest SQL)) stays within the token budget.
+        batches, batch = [], []
+        for key in group:
+            if batch and (len(batch) + 1) * (len(prompt_ids) + len(todo[key][1])) > batch_tokens:
+                batches.append(batch)
+                batch = []
+            batch.append(key)
+        batches.append(batch)
+        log_probs = _prompt_group_log_probs(model, list(prompt_ids),
+                                            [[todo[k][1] for k in b] for b in batches], pad_id, device)
+        done = dict(zip([k for b in batches for k in b], log_probs))
+        new.update(done)
+        if cache_path is not None:  # appended per prompt, so an interrupted run resumes
+            with cache_path.open("a") as f:
+                for key, lps in done.items():
+                    f.write(json.dumps({"key": key, "token_log_probs": lps}) + "\n")
+        bar.update(len(done))
+    bar.close()
     cache.update(new)
     return [cache[k] for k in keys]
 
