@@ -64,6 +64,9 @@ class NodeConfidenceModule(L.LightningModule):
     def setup(self, stage: str) -> None:
         if stage == "fit" and str(self.hparams.pos_weight).lower() == "auto":
             datamodule = self.trainer.datamodule
+            if not hasattr(datamodule, "train_label_counts"):
+                raise ValueError("pos_weight=auto reads the training labels from a NodeDataModule; "
+                                 "pass datamodule= to fit, or give pos_weight a number")
             negatives, positives = datamodule.train_label_counts()
             if positives == 0 or negatives == 0:
                 raise ValueError(

@@ -108,3 +108,23 @@ def test_encoder_rejects_inputs_longer_than_max_positions():
     with pytest.raises(ValueError, match="max_positions"):
         tiny_encoder()(torch.randn(1, 65, 16), torch.zeros(1, 65, dtype=torch.bool),
                        torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.bool))
+
+
+class NoMixing(torch.nn.Module):
+    def forward(self, x, src_key_padding_mask=None):
+        return x
+
+
+def test_head_tokens_reads_the_tokens_before_each_node_end():
+    vectors = torch.randn(1, 6, 16)
+    no_pad, one_node = torch.zeros(1, 6, dtype=torch.bool), torch.ones(1, 1, dtype=torch.bool)
+    at = torch.tensor([[4]])
+    for head_tokens, changed in ((1, False), (2, True)):
+        torch.manual_seed(0)
+        encoder = tiny_encoder(head_tokens=head_tokens)
+        encoder.encoder = NoMixing()  # isolate the gather: no information flows between tokens
+        edited = vectors.clone()
+        edited[0, 3] = torch.randn(16)  # the token just before the node's last token
+        before = encoder(vectors, no_pad, at, one_node)
+        after = encoder(edited, no_pad, at, one_node)
+        assert (not torch.allclose(before, after)) is changed
