@@ -20,6 +20,7 @@ from typing import Any
 
 import hydra
 import lightning as L
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
@@ -29,6 +30,8 @@ for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("T
 def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     """Run one experiment; returns (metrics, objects) so tests can inspect both."""
     L.seed_everything(cfg.seed, workers=True)
+    if cfg.get("torch_threads"):
+        torch.set_num_threads(cfg.torch_threads)
     output_dir = Path(cfg.paths.output_dir)
 
     # _convert_="all": plain dicts/lists in hparams, so checkpoints load with weights_only=True.

@@ -134,7 +134,9 @@ class NodeDataModule(L.LightningDataModule):
         for e in eval_predicted or eval_perturbed:
             counts[e.db_id] += 1
         self.db_split = split_databases(counts, h.val_fraction, h.test_fraction, h.split_seed)
-        where = lambda e: self.db_split.get(e.db_id, "train")  # noqa: E731  dbs only in train_split
+
+        def where(example) -> str:  # dbs only in train_split are training dbs
+            return self.db_split.get(example.db_id, "train")
 
         out: dict[str, list] = {s: [] for s in SPLITS}
         for e in train_perturbed:

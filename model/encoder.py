@@ -69,7 +69,7 @@ class NodeEncoder(nn.Module):
         node_positions: torch.Tensor,  # (batch, nodes) long, index of each node's last token
         node_mask: torch.Tensor,  # (batch, nodes) bool, True at real nodes
     ) -> torch.Tensor:
-        batch, tokens, _ = token_vectors.shape
+        tokens = token_vectors.shape[1]
         if tokens > self.config.max_positions:
             raise ValueError(f"input of {tokens} tokens exceeds max_positions={self.config.max_positions}")
         positions = torch.arange(tokens, device=token_vectors.device)

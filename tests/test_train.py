@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import get_class
 from omegaconf import OmegaConf, open_dict
@@ -182,10 +181,10 @@ def test_ddp_two_cpu_processes(tmp_path):
     env = {**os.environ, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     cmd = [sys.executable, "train.py", "trainer=ddp", "trainer.devices=2", "trainer.accelerator=cpu",
            *TINY, "trainer.limit_val_batches=2", "trainer.limit_test_batches=2", f"hydra.run.dir={tmp_path}"]
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "world_size: 2" in done.stderr + done.stdout or "Initializing distributed: GLOBAL_RANK: 1" in done.stderr + done.stdout
+    assert "GLOBAL_RANK: 1, MEMBER: 2/2" in done.stderr + done.stdout  # really two processes
     assert (tmp_path / "predictions" / "test.jsonl").is_file()
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert "test/auc" in metrics
-    assert torch.distributed.is_available()
