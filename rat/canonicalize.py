@@ -11,7 +11,7 @@ import sqlglot.errors
 from sqlglot import expressions as exp
 from sqlglot.dialects.sqlite import SQLite
 
-from rat.errors import RATError
+from rat.errors import RATError, only_rat_errors
 from rat.schema import Schema
 
 _KEPT_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
@@ -67,14 +67,8 @@ def parse(sql: str) -> exp.Expression:
 def canonical_ast(sql: str, schema: Schema | None = None) -> exp.Expression:
     """Parse `sql` and canonicalise the sqlglot tree in place (see `canonicalize`)."""
     tree = parse(sql)
-    try:
+    with only_rat_errors(sql, "canonicalise"):
         _Resolver(sql, schema).query(tree, outer=(), ctes={}, keep_aliases=False)
-    except RATError:
-        raise
-    except RecursionError:
-        raise RATError("query nested too deeply", sql) from None
-    except Exception as error:  # noqa: BLE001 - to_tree promises RATError only
-        raise RATError(f"cannot canonicalise ({type(error).__name__}: {error})", sql) from None
     return tree
 
 

@@ -10,7 +10,7 @@ Orderby_desc)Limit)`.
 from sqlglot import expressions as exp
 
 from rat.canonicalize import canonical_ast
-from rat.errors import RATError
+from rat.errors import RATError, only_rat_errors
 from rat.node import Node
 from rat.schema import Schema
 
@@ -46,14 +46,8 @@ def to_tree(sql: str, schema: Schema | None = None) -> Node:
     True
     """
     tree = canonical_ast(sql, schema)
-    try:
+    with only_rat_errors(sql, "build tree"):
         return _Builder(sql).query(tree, {})
-    except RATError:
-        raise
-    except RecursionError:
-        raise RATError("query nested too deeply", sql) from None
-    except Exception as error:  # noqa: BLE001 - to_tree promises RATError only
-        raise RATError(f"cannot build tree ({type(error).__name__}: {error})", sql) from None
 
 
 def _value_label(literal: exp.Literal) -> str:
