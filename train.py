@@ -105,6 +105,7 @@ def _write_json(path: Path, value: Any) -> None:
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     metrics, _ = train(cfg)
+    print(f"run directory: {cfg.paths.output_dir}  (next: python evaluate.py run_dir={cfg.paths.output_dir})")
     return metrics.get(cfg.get("optimized_metric", "val/loss"))
 
 
