@@ -75,8 +75,14 @@ def test_paper_config_uses_codellama_at_full_width():
 @pytest.mark.parametrize("override", ["trainer=ddp", "trainer=gpu", "logger=csv", "logger=wandb",
                                       "callbacks=none", "model=codellama_paper"])
 def test_groups_compose(override):
-    cfg = compose_cfg([override])
-    OmegaConf.to_container(cfg, resolve=True)
+    cfg = OmegaConf.to_container(compose_cfg([override]), resolve=True)
+    group, name = override.split("=")
+    chosen = OmegaConf.to_container(OmegaConf.load(Path(__file__).parents[1] / "conf" / group / f"{name}.yaml"))
+    chosen = {k: v for k, v in (chosen or {}).items() if k != "defaults"}
+    # every top-level entry of the chosen group file is in the composed config
+    assert set(chosen) <= set(cfg[group] or {}), (override, sorted(chosen), sorted(cfg[group] or {}))
+    if group == "callbacks":
+        assert not cfg[group]  # callbacks=none really removes them
 
 
 @pytest.fixture(scope="module")
