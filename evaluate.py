@@ -217,7 +217,10 @@ def token_scores(rows: list[dict], data_root: Path, cfg: DictConfig) -> dict[str
         items, groups = items[: cfg.baselines.token_limit], groups[: cfg.baselines.token_limit]
     model, tokenizer = load_causal_lm(cfg.baselines.token_model)
     conf, labels, token_groups = [], [], []
-    for (c, y), g in zip(token_level_scores(model, tokenizer, items), groups):
+    from model.data.execution import default_cache_dir
+
+    cache = default_cache_dir().parent / "scores" / "token_baseline.jsonl"  # re-runs read, not rescore
+    for (c, y), g in zip(token_level_scores(model, tokenizer, items, progress=True, cache_path=cache), groups):
         conf += c
         labels += y
         token_groups += [g] * len(c)

@@ -53,16 +53,17 @@ def standardise(sql: str, schema: rat.Schema | None = None) -> str:
 
 
 def token_level_scores(model, tokenizer, items: Sequence[tuple[str, str, str]],
-                       progress: bool = False) -> list[tuple[list[float], list[int]]]:
+                       progress: bool = False, cache_path=None) -> list[tuple[list[float], list[int]]]:
     """For each ``(prompt, predicted_sql, gold_sql)`` (already standardised), the scorer LM's
     probability of each predicted SQL token and its 0/1 alignment label against the gold SQL.
 
     Tokens and probabilities are ``model.scoring.token_probabilities`` (the whole-query
-    scorer's batched fast path), so they are the very ones its pooled scores are made of.
+    scorer's batched fast path), so they are the very ones its pooled scores are made of;
+    with `cache_path` they are read from / appended to the scorer's disk cache.
     """
     from model.scoring import sql_token_ids, token_probabilities
 
     scored = token_probabilities(model, tokenizer, [(prompt, pred) for prompt, pred, _ in items],
-                                 progress=progress)
+                                 progress=progress, cache_path=cache_path)
     return [(probabilities, rat.align_tokens(token_ids, sql_token_ids(tokenizer, gold)))
             for (token_ids, probabilities), (_, _, gold) in zip(scored, items)]
