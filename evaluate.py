@@ -20,7 +20,11 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from model import abstention, metrics, plots, report
+from model.cli import UsageError, user_errors
+from model.data.cache import cache_dir
+from model.data.jsonl import read_jsonl
+from model.eval import abstention, metrics, plots, report
+from model.nodes.outputs import tree_of
 
 NODE_FIELDS = ("node_confidences", "node_labels")
 CONFIDENCE_COLUMNS = ("confidence", "conf", "score", "probability")
@@ -32,14 +36,20 @@ GROUP_COLUMNS = ("group", "db_id", "database")
 
 
 def read_rows(path: Path) -> list[dict]:
-    """Rows of a JSONL, JSON (a list) or CSV file."""
+    """Rows of a JSONL, JSON (a list of objects) or CSV file; a file that is none of these is
+    a ValueError naming it."""
     path = Path(path)
-    text = path.read_text()
     if path.suffix == ".csv":
-        return list(csv.DictReader(text.splitlines()))
+        return list(csv.DictReader(path.read_text().splitlines()))
     if path.suffix == ".json":
-        return json.loads(text)
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+        try:
+            rows = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not JSON ({e.msg})") from None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ValueError(f"{path}: expected a JSON list of objects")
+        return rows
+    return read_jsonl(path)
 
 
 def is_node_level(rows: list[dict]) -> bool:
@@ -117,7 +127,7 @@ def run_data_root(run_dir: Path | None) -> Path | None:
             root = OmegaConf.select(cfg, "data.root", default=None)
             if root:
                 return Path(str(root))
-            from model.data.demo import demo_root
+            from model.synth.demo import demo_root
 
             return demo_root()
     return None
@@ -160,24 +170,20 @@ def summarise(scores: dict[str, np.ndarray], cfg: DictConfig) -> dict:
                            max_bin_size=cfg.max_bin_size)
 
 
-def _trees(rows: list[dict], schemas: dict) -> dict[int, Any]:
-    """Row index -> its RAT, for rows whose tree has exactly one node per confidence."""
-    import rat
-
+def _trees(rows: list[dict]) -> dict[int, Any]:
+    """Row index -> its RAT, rebuilt from the tree the predictions file carries
+    (``model.nodes.outputs``), for rows whose tree has exactly one node per confidence."""
     trees = {}
     for i, r in enumerate(rows):
-        try:
-            tree = rat.to_tree(r["sql"], schemas.get(r.get("db_id")))
-        except rat.RATError:
-            continue
-        if len(tree.postorder()) == len(r["node_confidences"]):
+        tree = tree_of(r)
+        if tree is not None and len(r["node_arity"]) == len(r["node_confidences"]):
             trees[i] = tree
     return trees
 
 
 def agreement_scores(rows: list[dict], trees: dict[int, Any]) -> dict[str, np.ndarray] | None:
     """Node-agreement baseline on the rows of real systems answered by at least two of them."""
-    from model.baselines import node_agreement
+    from model.eval.baselines import node_agreement
 
     keyed = {(rows[i].get("system"), rows[i]["question_id"]): tree for i, tree in trees.items()
              if is_real_system(rows[i].get("system"))}
@@ -197,10 +203,10 @@ def agreement_scores(rows: list[dict], trees: dict[int, Any]) -> dict[str, np.nd
 
 def token_scores(rows: list[dict], data_root: Path, cfg: DictConfig) -> dict[str, np.ndarray]:
     """Token-level baseline on the real systems' predictions (runs the scorer LM)."""
-    from model.baselines import standardise, token_level_scores
     from model.data.datasets import load_schemas
+    from model.eval.baselines import standardise, token_level_scores
     from model.lm import load_causal_lm
-    from model.scoring import prompt_text
+    from model.lm.scoring import prompt_text
 
     schemas = load_schemas(data_root)
     questions = _questions(data_root, rows)
@@ -217,9 +223,7 @@ def token_scores(rows: list[dict], data_root: Path, cfg: DictConfig) -> dict[str
         items, groups = items[: cfg.baselines.token_limit], groups[: cfg.baselines.token_limit]
     model, tokenizer = load_causal_lm(cfg.baselines.token_model)
     conf, labels, token_groups = [], [], []
-    from model.data.execution import default_cache_dir
-
-    cache = default_cache_dir().parent / "scores" / "token_baseline.jsonl"  # re-runs read, not rescore
+    cache = cache_dir("scores", "token_baseline.jsonl")  # re-runs read, not rescore
     for (c, y), g in zip(token_level_scores(model, tokenizer, items, progress=True, cache_path=cache), groups):
         conf += c
         labels += y
@@ -267,23 +271,35 @@ def _json_safe(value):
     return value
 
 
+def _read(path: Path) -> list[dict]:
+    try:
+        return read_rows(path)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UsageError(str(e) if str(path) in str(e) else f"{path}: {e}") from None
+
+
 def _resolve_inputs(cfg: DictConfig) -> tuple[Path, list[dict], list[dict] | None, Path | None]:
     """(out_dir, evaluated rows, calibration rows or None, data root or None)."""
     if cfg.run_dir:
         run_dir = Path(cfg.run_dir)
+        if not run_dir.is_dir():
+            raise UsageError(f"run_dir={run_dir}: no such directory")
         test_path = run_dir / "predictions" / f"{cfg.split}.jsonl"
         if not test_path.exists():
-            raise FileNotFoundError(f"no predictions at {test_path}: train with this run_dir first")
+            raise UsageError(f"run_dir={run_dir}: no predictions/{cfg.split}.jsonl in it "
+                             "(is it a train.py run directory?)")
         cal_path = run_dir / "predictions" / f"{cfg.calibration_split}.jsonl"
-        cal_rows = read_rows(cal_path) if cal_path.exists() else None
+        cal_rows = _read(cal_path) if cal_path.exists() else None
         out_dir = Path(cfg.out_dir) if cfg.out_dir else run_dir / "eval"
         data_root = Path(cfg.data_root) if cfg.data_root else run_data_root(run_dir)
-        return out_dir, read_rows(test_path), cal_rows, data_root
+        return out_dir, _read(test_path), cal_rows, data_root
     if cfg.predictions:
         path = Path(cfg.predictions)
+        if not path.is_file():
+            raise UsageError(f"predictions={path}: no such file")
         out_dir = Path(cfg.out_dir) if cfg.out_dir else path.with_name(f"{path.stem}_eval")
-        return out_dir, read_rows(path), None, Path(cfg.data_root) if cfg.data_root else None
-    raise ValueError("give run_dir=<training run> or predictions=<file>")
+        return out_dir, _read(path), None, Path(cfg.data_root) if cfg.data_root else None
+    raise UsageError("give run_dir=<training run> or predictions=<file>")
 
 
 def select_systems(rows: list[dict] | None, which: str) -> list[dict] | None:
@@ -316,88 +332,34 @@ def evaluate(cfg: DictConfig) -> dict:
     """Compute every table and picture for one run or file; returns what metrics.json holds."""
     out_dir, rows, cal_rows, data_root = _resolve_inputs(cfg)
     if not rows:
-        raise ValueError("no predictions to evaluate")
+        raise UsageError(f"{cfg.run_dir or cfg.predictions}: no predictions to evaluate")
     n_rows = len(rows)
     rows, cal_rows = select_systems(rows, cfg.systems), select_systems(cal_rows, cfg.systems)
-    plot_dir = out_dir / "plots"
     results: dict[str, Any] = {"source": str(cfg.run_dir or cfg.predictions),
                                "data_root": str(data_root) if data_root else None,
                                "rows": len(rows), "rows_read": n_rows}
     md = [f"# Evaluation of `{results['source']}`", "",
           f"{len(rows)} of {n_rows} predictions evaluated (systems={cfg.systems}).", ""]
     pictures: list[tuple[str, Path]] = []
-    binning_kw = {"n_bins": cfg.n_bins, "min_bin_size": cfg.min_bin_size,
-                  "max_bin_size": cfg.max_bin_size}
-
+    written = [out_dir / "metrics.json", out_dir / "report.md"]
     if is_node_level(rows):
-        nodes = node_scores(rows)
-        methods = {"RAT node model": nodes}
-        schemas, questions = {}, {}
-        if data_root is not None and data_root.exists():
-            from model.data.datasets import load_schemas
-
-            schemas, questions = load_schemas(data_root), _questions(data_root, rows)
-        trees = _trees(rows, schemas)
-        if cfg.baselines.agreement:
-            agreement = agreement_scores(rows, trees)
-            if agreement is not None:
-                methods["node agreement"] = agreement
-        if cfg.baselines.token and data_root is not None:
-            methods["token level"] = token_scores(rows, data_root, cfg)
-        summaries = {name: summarise(s, cfg) for name, s in methods.items()}
-        results["node"] = {"methods": summaries,
-                           "by_node_type": breakdown(nodes, "node_type", cfg)}
-        difficulty = _difficulties(rows, questions)
-        if any(d is not None for d in difficulty):
-            nodes["difficulty"] = np.array([str(difficulty[i]) for i in nodes["row"]])
-            results["node"]["by_difficulty"] = breakdown(nodes, "difficulty", cfg)
-
-        md += ["## Node level", "",
-               ("Table 4 shape (the fine-grained paper): BS-P and ECE-P after Platt scaling "
-               f"fitted on {cfg.n_folds} schema-disjoint folds; ECE with {cfg.n_bins} uniform "
-               f"bins; [{cfg.level:.0%} bootstrap interval, {cfg.n_bootstrap} resamples]."), "",
-               report.metrics_table(summaries), "", "More metrics:", "",
-               report.metrics_table(summaries, report.EXTRA_COLUMNS), ""]
-        for key, title in (("by_node_type", "node type"), ("by_difficulty", "Spider difficulty")):
-            if results["node"].get(key):
-                md += [f"### RAT node model by {title}", "",
-                       report.metrics_table(results["node"][key], ("brier", "auc", "ece"),
-                                            first=title), ""]
-        pairs = {name: (s["confidence"], s["label"]) for name, s in methods.items()}
-        for binning in ("uniform", "monotonic"):
-            stem = plot_dir / f"node_reliability_{binning}"
-            plots.plot_reliability(pairs, stem, binning=binning, style="bars", **binning_kw)
-            pictures.append((f"Node-level reliability, {binning} binning", stem))
-        stem = plot_dir / "node_reliability_markers"
-        plots.plot_reliability(pairs, stem, binning="monotonic", style="markers", **binning_kw)
-        pictures.append(("Node-level reliability, monotonic bins, marker area ∝ bin size", stem))
+        results["node"], node_md, node_pictures, html = node_level(rows, data_root, out_dir, cfg)
+        md += node_md
+        pictures += node_pictures
+        (out_dir / "report.html").parent.mkdir(parents=True, exist_ok=True)
+        (out_dir / "report.html").write_text(html)
+        written.append(out_dir / "report.html")
         test_queries = query_scores(rows)
         cal_queries = query_scores(cal_rows) if cal_rows and is_node_level(cal_rows) else None
         query_title = "Whole query (least confident node; label: all nodes correct)"
-        (out_dir / "report.html").parent.mkdir(parents=True, exist_ok=True)
-        (out_dir / "report.html").write_text(
-            _html(rows, trees, test_queries, questions, schemas, cfg))
     else:
         test_queries = score_table(rows)
         cal_queries = score_table(cal_rows) if cal_rows else None
         query_title = "Scores"
-
-    results["query"] = {"summary": summarise(test_queries, cfg),
-                        "abstention": _abstention(test_queries, cal_queries, cfg)}
-    q = results["query"]
-    md += [f"## {query_title}", "", report.metrics_table({"confidence": q["summary"]}), "",
-           report.metrics_table({"confidence": q["summary"]}, report.EXTRA_COLUMNS), "",
-           (f"### Abstention (TrustSQL RS(c); {q['abstention']['protocol']}; "
-           f"N = {len(test_queries['label'])})"), "",
-           report.abstention_markdown(q["abstention"]["rows"]), "",
-           f"AURC (area under the risk-coverage curve): {q['abstention']['aurc']:.4f}", ""]
-    pair = {"confidence": (test_queries["confidence"], test_queries["label"])}
-    stem = plot_dir / "query_reliability"
-    plots.plot_reliability(pair, stem, binning="uniform", style="bars", **binning_kw)
-    pictures.append(("Whole-query reliability", stem))
-    stem = plot_dir / "risk_coverage"
-    plots.plot_risk_coverage({"confidence": abstention.risk_coverage(*pair["confidence"])}, stem)
-    pictures.append(("Risk-coverage curve", stem))
+    results["query"], query_md, query_pictures = query_level(test_queries, cal_queries, query_title,
+                                                            out_dir, cfg)
+    md += query_md
+    pictures += query_pictures
 
     md += ["## Figures", ""]
     md += [f"![{title}](plots/{stem.name}.png)" for title, stem in pictures]
@@ -406,8 +368,92 @@ def evaluate(cfg: DictConfig) -> dict:
     (out_dir / "metrics.json").write_text(json.dumps(results, indent=1))
     (out_dir / "report.md").write_text("\n".join(md) + "\n")
     print("\n".join(md[: md.index("## Figures")]))
-    print(f"wrote {out_dir / 'metrics.json'}, {out_dir / 'report.md'} and {plot_dir}/")
+    print("wrote " + ", ".join(str(p) for p in written) + f" and {out_dir / 'plots'}/")
     return results
+
+
+def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: DictConfig
+               ) -> tuple[dict, list[str], list[tuple[str, Path]], str]:
+    """Node-level tables (the model and the baselines), breakdowns, reliability diagrams and
+    the HTML page: (results, Markdown lines, pictures, report.html text)."""
+    plot_dir = out_dir / "plots"
+    nodes = node_scores(rows)
+    methods = {"RAT node model": nodes}
+    schemas, questions = {}, {}
+    if data_root is not None and data_root.exists():
+        from model.data.datasets import load_schemas
+
+        schemas, questions = load_schemas(data_root), _questions(data_root, rows)
+    trees = _trees(rows)
+    if cfg.baselines.agreement:
+        agreement = agreement_scores(rows, trees)
+        if agreement is not None:
+            methods["node agreement"] = agreement
+    if cfg.baselines.token and data_root is not None:
+        methods["token level"] = token_scores(rows, data_root, cfg)
+    summaries = {name: summarise(s, cfg) for name, s in methods.items()}
+    results = {"methods": summaries, "by_node_type": breakdown(nodes, "node_type", cfg)}
+    difficulty = _difficulties(rows, questions)
+    if any(d is not None for d in difficulty):
+        nodes["difficulty"] = np.array([str(difficulty[i]) for i in nodes["row"]])
+        results["by_difficulty"] = breakdown(nodes, "difficulty", cfg)
+
+    md = ["## Node level", "",
+          ("Table 4 shape (the fine-grained paper): BS-P and ECE-P after Platt scaling "
+           f"fitted on {cfg.n_folds} schema-disjoint folds; ECE with {cfg.n_bins} uniform "
+           f"bins; [{cfg.level:.0%} bootstrap interval, {cfg.n_bootstrap} resamples]."), "",
+          report.metrics_table(summaries), ""]
+    md += _missing_platt_note(summaries, nodes["group"], cfg)
+    md += ["More metrics:", "", report.metrics_table(summaries, report.EXTRA_COLUMNS), ""]
+    for key, title in (("by_node_type", "node type"), ("by_difficulty", "Spider difficulty")):
+        if results.get(key):
+            md += [f"### RAT node model by {title}", "",
+                   report.metrics_table(results[key], ("brier", "auc", "ece"), first=title), ""]
+    pictures = []
+    binning_kw = {"n_bins": cfg.n_bins, "min_bin_size": cfg.min_bin_size, "max_bin_size": cfg.max_bin_size}
+    pairs = {name: (s["confidence"], s["label"]) for name, s in methods.items()}
+    for binning in ("uniform", "monotonic"):
+        stem = plot_dir / f"node_reliability_{binning}"
+        plots.plot_reliability(pairs, stem, binning=binning, style="bars", **binning_kw)
+        pictures.append((f"Node-level reliability, {binning} binning", stem))
+    stem = plot_dir / "node_reliability_markers"
+    plots.plot_reliability(pairs, stem, binning="monotonic", style="markers", **binning_kw)
+    pictures.append(("Node-level reliability, monotonic bins, marker area ∝ bin size", stem))
+    html = _html(rows, trees, query_scores(rows), questions, schemas, cfg)
+    return results, md, pictures, html
+
+
+def _missing_platt_note(summaries: dict, groups: np.ndarray, cfg: DictConfig) -> list[str]:
+    """Why BS-P / ECE-P read "–" when they do: Platt maps are fitted out of fold by database."""
+    if not any("post_hoc_missing" in s for s in summaries.values()):
+        return []
+    n_db = len(np.unique(groups))
+    return [(f"BS-P and ECE-P are \"–\": they need at least 2 databases for schema-disjoint "
+            f"folds and the evaluated split has {n_db}."), ""]
+
+
+def query_level(test: dict, calibration: dict | None, title: str, out_dir: Path, cfg: DictConfig
+                ) -> tuple[dict, list[str], list[tuple[str, Path]]]:
+    """Whole-query table, abstention (RS(c), AURC), reliability and risk-coverage plots."""
+    plot_dir = out_dir / "plots"
+    q = {"summary": summarise(test, cfg), "abstention": _abstention(test, calibration, cfg)}
+    md = [f"## {title}", "", report.metrics_table({"confidence": q["summary"]}), ""]
+    md += _missing_platt_note({"confidence": q["summary"]}, test["group"], cfg)
+    md += [report.metrics_table({"confidence": q["summary"]}, report.EXTRA_COLUMNS), "",
+           (f"### Abstention (TrustSQL RS(c); {q['abstention']['protocol']}; "
+            f"N = {len(test['label'])})"), "",
+           report.abstention_markdown(q["abstention"]["rows"]), "",
+           f"AURC (area under the risk-coverage curve): {q['abstention']['aurc']:.4f}", ""]
+    pair = {"confidence": (test["confidence"], test["label"])}
+    pictures = []
+    stem = plot_dir / "query_reliability"
+    plots.plot_reliability(pair, stem, binning="uniform", style="bars", n_bins=cfg.n_bins,
+                           min_bin_size=cfg.min_bin_size, max_bin_size=cfg.max_bin_size)
+    pictures.append(("Whole-query reliability", stem))
+    stem = plot_dir / "risk_coverage"
+    plots.plot_risk_coverage({"confidence": abstention.risk_coverage(*pair["confidence"])}, stem)
+    pictures.append(("Risk-coverage curve", stem))
+    return q, md, pictures
 
 
 def _html(rows: list[dict], trees: dict, queries: dict, questions: dict, schemas: dict,
@@ -428,7 +474,8 @@ def _html(rows: list[dict], trees: dict, queries: dict, questions: dict, schemas
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    evaluate(cfg)
+    with user_errors("evaluate.py"):
+        evaluate(cfg)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,17 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from model.cli import UsageError, user_errors
+from model.nodes.outputs import prediction_row
+from model.nodes.outputs import write_predictions as write_predictions_file
+
 for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
     os.environ.setdefault(_var, _value)  # the LM comes from local files; never reach for the hub
 
 
 def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     """Run one experiment; returns (metrics, objects) so tests can inspect both."""
+    check_data(cfg)
     L.seed_everything(cfg.seed, workers=True)
     if cfg.get("torch_threads"):
         torch.set_num_threads(cfg.torch_threads)
@@ -71,26 +76,26 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
 
 
 def write_predictions(model, datamodule, split: str, path: Path) -> int:
-    """One JSON line per example of ``split``: ids, SQL, and per node type, label, confidence."""
+    """One JSON line per example of ``split`` (see ``model.nodes.outputs``)."""
     examples = datamodule.datasets[split]
     loader = datamodule.split_loader(split)
     order = [int(i) for batch in loader for i in batch["index"]]
     confidences = model.node_confidences(loader)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        for index, node_confidences in zip(order, confidences):
-            e = examples[index]
-            if len(node_confidences) != len(e.node_labels):
-                raise AssertionError(f"{e.question_id}: {len(node_confidences)} scores for {len(e.node_labels)} nodes")
-            row = {
-                "question_id": e.question_id, "db_id": e.db_id, "system": e.system, "sql": e.sql,
-                "split": split, "execution_match": getattr(e, "execution_match", None),
-                "node_types": list(getattr(e, "node_types", []) or []),
-                "node_labels": [int(x) for x in e.node_labels],
-                "node_confidences": [round(float(c), 6) for c in node_confidences],
-            }
-            f.write(json.dumps(row) + "\n")
-    return len(order)
+    rows = [prediction_row(examples[i], c, split) for i, c in zip(order, confidences)]
+    return write_predictions_file(path, rows)
+
+
+def check_data(cfg: DictConfig) -> None:
+    """A data root that is missing or not a dataset folder is the user's mistake: one line."""
+    if "root" not in cfg.data:
+        return
+    root = cfg.data.root
+    unresolved = OmegaConf.to_container(cfg.data, resolve=False)
+    needs_root = any("${data.root}" in str(v) for v in unresolved.values())  # e.g. data=spider
+    if root is None and needs_root:
+        raise UsageError("data.root is required for this dataset (e.g. data.root=../shared/data/spider)")
+    if root is not None and not Path(root).is_dir():
+        raise UsageError(f"data.root={root}: no such directory")
 
 
 def _floats(values: dict) -> dict[str, float]:
@@ -104,7 +109,8 @@ def _write_json(path: Path, value: Any) -> None:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    metrics, _ = train(cfg)
+    with user_errors("train.py", run_dir=cfg.paths.output_dir):
+        metrics, _ = train(cfg)
     print(f"run directory: {cfg.paths.output_dir}  (next: python evaluate.py run_dir={cfg.paths.output_dir})")
     return metrics.get(cfg.get("optimized_metric", "val/loss"))
 

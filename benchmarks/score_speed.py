@@ -1,6 +1,6 @@
 """Scoring throughput (SQL/s) of the optimised scorer vs the naive one, side by side.
 
-Optimised (`model.scoring.score_sql`): identical (prompt, SQL) pairs scored once, each
+Optimised (`model.lm.scoring.score_sql`): identical (prompt, SQL) pairs scored once, each
 question's prompt run once and its key/value cache shared by that question's SQLs, output layer
 only at SQL positions. Naive (`score_sql_naive`): one pair at a time,
 full-vocabulary log-softmax at every position, duplicates scored again. Both run on the same
@@ -27,7 +27,7 @@ import torch
 from model.data.datasets import load_questions, load_schemas
 from model.data.predictions import load_predictions
 from model.lm import load_causal_lm
-from model.scoring import prompt_text, score_sql, score_sql_naive
+from model.lm.scoring import prompt_text, score_sql, score_sql_naive
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -37,7 +37,7 @@ def items(n_questions: int, n_systems: int) -> tuple[list[tuple[str, str]], str]
         root, preds_dir, source = SHARED / "spider", SHARED / "predictions" / "spider_dev", "Spider dev"
         files = sorted(preds_dir.iterdir())[:n_systems]
     else:
-        from model.data.demo import demo_root
+        from model.synth.demo import demo_root
 
         root = demo_root()
         files, source = sorted((root / "predictions").glob("*.jsonl"))[:n_systems], "demo corpus"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from model import abstention as ab
+from model.eval import abstention as ab
 
 # title, confidences, labels, threshold, penalty, expected RS (by hand)
 RS_CASES = [

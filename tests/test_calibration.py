@@ -4,16 +4,14 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from model.calibration import (
+from model.data.folds import crossfit_roles, fold_splits, schema_disjoint_folds
+from model.eval.calibration import (
     IsotonicCalibrator,
     MultivariatePlattScaler,
     PlattScaler,
     calibration_test_split,
-    cross_validate,
     load_calibrator,
     logit_from_log_prob,
-    schema_disjoint_folds,
-    summarize_folds,
 )
 
 
@@ -94,8 +92,8 @@ def test_platt_eps_sets_where_exact_zeros_and_ones_go():
 
 
 def test_metrics_posthoc_maps_are_these_calibrators(two_signals):
-    """model.metrics' BS-P / BS-I fits are PlattScaler / IsotonicCalibrator, not a second copy."""
-    from model import metrics
+    """model.eval.metrics' BS-P / BS-I fits are PlattScaler / IsotonicCalibrator, not a second copy."""
+    from model.eval import metrics
 
     s1, _, y = two_signals
     np.testing.assert_array_equal(metrics.fit_platt(s1, y)(s1),
@@ -123,17 +121,23 @@ def test_schema_disjoint_folds_keep_each_database_in_one_fold():
         schema_disjoint_folds(["a", "b"], n_folds=5)
 
 
-def test_cross_validate_fits_on_one_fold_and_tests_on_the_rest(two_signals):
-    s1, _, y = two_signals
-    groups = np.arange(len(y)) % 20
-    folds = schema_disjoint_folds(groups.astype(str), n_folds=5)
-    seen = {"n": lambda conf, labels: len(labels), "auc": lambda c, lab: roc_auc_score(lab, c)}
-    results = cross_validate(PlattScaler, s1, y, folds, seen)
-    assert [r.metrics["n"] for r in results] == [int((folds != k).sum()) for k in range(5)]
-    rest = cross_validate(PlattScaler, s1, y, folds, seen, fit_on="rest")
-    assert [r.metrics["n"] for r in rest] == [int((folds == k).sum()) for k in range(5)]
-    mean, std = summarize_folds(results)["auc"]
-    assert 0.5 < mean < 1 and std >= 0
+def test_fold_splits_hold_each_database_out_once():
+    groups = np.repeat([f"db{i}" for i in range(7)], 3)
+    splits = fold_splits(len(groups), groups, n_folds=5)
+    held = np.concatenate([h for _, h in splits])
+    assert len(splits) == 5 and sorted(held.tolist()) == list(range(len(groups)))
+    for fit, h in splits:
+        assert not set(groups[fit]) & set(groups[h])
+    assert len(fold_splits(4, ["a", "a", "b", "b"], n_folds=5)) == 2
+    with pytest.raises(ValueError, match="2 databases"):
+        fold_splits(3, ["a", "a", "a"])
+
+
+def test_crossfit_roles_rotate_test_and_validation():
+    roles = [crossfit_roles(i, 5) for i in range(5)]
+    assert [r["test"][0] for r in roles] == [0, 1, 2, 3, 4]
+    assert [r["val"][0] for r in roles] == [1, 2, 3, 4, 0]
+    assert all(len(set(r["train"]) | {r["test"][0], r["val"][0]}) == 5 for r in roles)
 
 
 def test_calibration_test_split_is_schema_disjoint():

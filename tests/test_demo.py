@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from model.data import demo
 from model.data.datasets import database_path, load_questions, load_schemas
 from model.data.execution import execute_pairs
 from model.data.predictions import load_predictions
+from model.synth import demo
 
 SPIDER_TABLE_FIELDS = {"db_id", "table_names", "table_names_original", "column_names",
                        "column_names_original", "column_types", "primary_keys", "foreign_keys"}

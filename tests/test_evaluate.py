@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import rat
-from model import baselines, metrics, report
+from model.eval import baselines, metrics, report
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,8 +39,8 @@ def write_demo_run(run_dir: Path, seed: int = 0) -> dict[str, int]:
     """A run directory as train.py leaves it, with confidences that depend on the node labels
     (noisy), so that the metrics have something to find."""
     from model.data.datasets import load_questions, load_schemas
-    from model.data.demo import demo_root
     from model.data.predictions import load_predictions
+    from model.synth.demo import demo_root
 
     root = demo_root()
     questions = load_questions(root, "dev")
@@ -86,7 +86,7 @@ def demo_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def evaluated(demo_run):
-    from model.data.demo import demo_root
+    from model.synth.demo import demo_root
 
     cfg = make_cfg(run_dir=demo_run, data_root=demo_root(), n_bootstrap=20,
                    breakdown_bootstrap=10, **{"html.max_examples": 15})

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from model.data.demo import demo_root
-from model.data.examples import build_examples, fit_schema, tokenize_examples
+from model.nodes.examples import build_examples, fit_schema, tokenize_examples
+from model.synth.demo import demo_root
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from model.embedder import FrozenEmbedder
-from model.encoder import EncoderConfig, NodeEncoder
 from model.lm import load_causal_lm
+from model.nodes.embedder import FrozenEmbedder
+from model.nodes.encoder import EncoderConfig, NodeEncoder
 
 
 @pytest.fixture(scope="module")

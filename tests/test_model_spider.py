@@ -3,7 +3,7 @@ val/test hold only real predictions, and the tokenized inputs fit the encoder.""
 
 import pytest
 
-from model.datamodule import NodeDataModule
+from model.nodes.datamodule import NodeDataModule
 
 pytestmark = [pytest.mark.data, pytest.mark.slow]
 

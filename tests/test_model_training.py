@@ -8,8 +8,8 @@ import lightning as L
 import pytest
 import torch
 
-from model.datamodule import Collate, NodeDataModule, QuestionBatchSampler, split_databases
-from model.module import NodeConfidenceModule
+from model.nodes.datamodule import Collate, NodeDataModule, QuestionBatchSampler, split_databases
+from model.nodes.module import NodeConfidenceModule
 
 GOOD, BAD = [1000, 1001, 1002], [2000, 2001, 2002]  # token ids that decide a node's label
 

@@ -7,16 +7,16 @@ import pytest
 
 import rat
 from model.data.datasets import database_path, load_questions, load_schemas
-from model.data.examples import make_example
 from model.data.execution import execute_pairs
-from model.data.perturb import DEFAULT_MIX, KINDS, Perturber, classify_error
+from model.nodes.examples import make_example
+from model.synth.perturb import DEFAULT_MIX, KINDS, Perturber, classify_error
 
 FIXTURES = Path(__file__).parent / "fixtures" / "perturb"
 
 
 @pytest.fixture(scope="module")
 def demo():
-    from model.data.demo import demo_root
+    from model.synth.demo import demo_root
 
     root = demo_root()
     return root, load_questions(root, "train") + load_questions(root, "dev"), load_schemas(root)

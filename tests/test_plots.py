@@ -5,7 +5,7 @@ import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.patches import Rectangle
 
-from model import metrics, plots
+from model.eval import metrics, plots
 
 
 def _methods(n=2000, seed=0):
@@ -65,7 +65,7 @@ def test_bad_binning_is_rejected(tmp_path):
 
 
 def test_risk_coverage_plot(tmp_path):
-    from model.abstention import risk_coverage
+    from model.eval.abstention import risk_coverage
 
     curves = {name: risk_coverage(c, y) for name, (c, y) in _methods().items()}
     png, svg = plots.plot_risk_coverage(curves, tmp_path / "rc")

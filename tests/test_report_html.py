@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import rat
-from model import report, sql_spans
+from model import sql_spans
+from model.eval import report
 from model.sql_spans import SqlSpans
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report_html"
@@ -117,8 +118,8 @@ def _runs(page: str) -> list[tuple[str, str, str]]:
 
 def test_report_colours_a_demo_prediction():
     from model.data.datasets import load_questions, load_schemas
-    from model.data.demo import demo_root
     from model.data.predictions import load_predictions
+    from model.synth.demo import demo_root
 
     root = demo_root()
     questions = load_questions(root, "dev")

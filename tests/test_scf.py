@@ -5,7 +5,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.scf import FEATURE_NAMES, SUB_CLAUSES, decompose, match_vector, subclause_frequencies
+from model.wholequery.scf import (
+    FEATURE_NAMES,
+    SUB_CLAUSES,
+    decompose,
+    match_vector,
+    subclause_frequencies,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scf" / "frequencies.txt"
 

@@ -150,7 +150,7 @@ def test_node_positions_point_at_each_nodes_last_token(demo_run):
 
 def test_checkpoint_reloads_and_infer_scores_every_node(demo_run, capsys):
     out, _, objects = demo_run
-    from model.infer import main
+    from model.nodes.infer import main
 
     datamodule = objects["datamodule"]
     example = datamodule.datasets["test"][0]

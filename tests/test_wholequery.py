@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from model.calibration import load_calibrator
+from model.eval.calibration import load_calibrator
 from model.wholequery import (
     NODE_COLUMNS,
     BaseScores,
@@ -13,18 +13,18 @@ from model.wholequery import (
     build_base_scores,
     default_methods,
     evaluate_methods,
-    main,
     node_confidences_from_checkpoint,
     read_node_confidences,
     sources,
 )
+from model.wholequery.__main__ import main
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     from model.data.datasets import database_path, load_questions, load_schemas
-    from model.data.demo import demo_root
     from model.data.predictions import load_predictions
+    from model.synth.demo import demo_root
 
     root = demo_root()
     questions = load_questions(root, "dev")
@@ -169,7 +169,7 @@ def test_cli_adds_node_confidences_from_a_predictions_file(demo, tmp_path):
 
 def test_node_confidences_from_a_checkpoint_skip_unreadable_queries(demo, monkeypatch):
     import rat
-    from model import infer
+    from model.nodes import infer
 
     root, preds, _, _ = demo
 
@@ -197,7 +197,8 @@ def test_node_confidences_from_a_checkpoint_skip_unreadable_queries(demo, monkey
 def test_cli_lm_samples_flag_wires_the_lm_source(demo, tmp_path, monkeypatch):
     """--lm-samples: the scorer LM is loaded, its samples become source lm_<mode> (here a fake
     LM that "samples" the gold SQL, so the source's execution agreement is the label)."""
-    from model import lm, wholequery
+    import model.wholequery.__main__ as cli
+    from model import lm
 
     class FakeLM:
         def to(self, device):
@@ -213,7 +214,7 @@ def test_cli_lm_samples_flag_wires_the_lm_source(demo, tmp_path, monkeypatch):
         assert options["top_p"] == 0.8 and n == 2
         return {f"lm_{m}": {q.question_id: [q.gold_sql] * n for q in questions} for m in modes}
 
-    monkeypatch.setattr(wholequery, "generate_lm_samples", fake_generate)
+    monkeypatch.setattr(cli, "generate_lm_samples", fake_generate)
     out = tmp_path / "run"
     main(["--data-root", str(root), "--predictions", str(root / "predictions"), "--out", str(out),
           "--exec-cache", str(cache), "--folds", "3", "--no-progress", "--lm-samples", "beam",

@@ -3,7 +3,7 @@
 import pytest
 
 import rat
-from model.scf import decompose, subclause_frequencies
+from model.wholequery.scf import decompose, subclause_frequencies
 
 pytestmark = [pytest.mark.data, pytest.mark.slow]
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from model.scf import FEATURE_NAMES, subclause_frequencies
+from model.wholequery.scf import FEATURE_NAMES, subclause_frequencies
 
 pytestmark = pytest.mark.slow
 
@@ -22,9 +22,9 @@ def one_thread():
 
 def test_smollm2_samples_are_sql_strings_that_scf_and_execution_accept(tmp_path, one_thread):
     from model.data.datasets import database_path, load_questions, load_schemas
-    from model.data.demo import demo_root
     from model.data.predictions import load_predictions
     from model.lm import load_causal_lm
+    from model.synth.demo import demo_root
     from model.wholequery import build_base_scores, default_methods, generate_lm_samples
 
     root = demo_root()

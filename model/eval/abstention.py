@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.metrics import check_scores
+from model.data.folds import fold_splits
+from model.eval.metrics import check_scores
 
 DEFAULT_PENALTIES: tuple[float | str, ...] = (0, 10, "N")
 
@@ -105,17 +106,8 @@ def cross_fitted_abstention_table(confidences, labels, groups=None,
     ``KFold``), and RS is the mean over all items of their held-out scores. N = all items.
     ``threshold`` in a row is then the median of the folds' thresholds.
     """
-    from sklearn.model_selection import GroupKFold, KFold
-
     conf, y = check_scores(confidences, labels)
-    if groups is None:
-        folds = list(KFold(min(n_folds, conf.size), shuffle=True, random_state=seed).split(conf))
-    else:
-        groups = np.asarray(groups)
-        n_splits = min(n_folds, np.unique(groups).size)
-        if n_splits < 2:
-            raise ValueError("cross-fitted thresholds need at least 2 groups")
-        folds = list(GroupKFold(n_splits).split(conf, y, groups))
+    folds = fold_splits(conf.size, groups, n_folds, seed, y)
     rows = []
     for penalty in penalties:
         c = resolve_penalty(penalty, conf.size)

@@ -10,8 +10,7 @@ mean ± std) and a fixed schema-disjoint calibration/test split.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,16 +20,12 @@ from threadpoolctl import threadpool_limits
 
 __all__ = [
     "Calibrator",
-    "FoldResult",
     "IsotonicCalibrator",
     "MultivariatePlattScaler",
     "PlattScaler",
     "calibration_test_split",
-    "cross_validate",
     "load_calibrator",
     "logit_from_log_prob",
-    "schema_disjoint_folds",
-    "summarize_folds",
 ]
 
 _EPS = 1e-12
@@ -41,7 +36,7 @@ def _small_fit():
 
     Waking a BLAS thread pool costs more than such fits (about 5x slower measured); entering the
     context costs ~3 ms, so the isotonic fit (~1 ms, no BLAS) goes without. The one place the
-    project sets this, for the calibrators here and so for `model.metrics`.
+    project sets this, for the calibrators here and so for `model.eval.metrics`.
     """
     return threadpool_limits(1)
 
@@ -289,30 +284,6 @@ def load_calibrator(path_or_dict: Path | str | Mapping) -> Calibrator:
 # ---------------------------------------------------------------------------------- protocols
 
 
-def schema_disjoint_folds(groups: Sequence[str], n_folds: int = 5, seed: int = 0) -> np.ndarray:
-    """Fold index per query such that every database (group) lies in exactly one fold.
-
-    Databases are shuffled with `seed`, then each goes to the currently smallest fold, so folds
-    hold about the same number of queries.
-
-    >>> schema_disjoint_folds(["a", "a", "b", "c", "c", "c"], n_folds=2).tolist()
-    [1, 1, 1, 0, 0, 0]
-    """
-    groups = np.asarray(groups)
-    names, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    if len(names) < n_folds:
-        raise ValueError(f"need at least {n_folds} databases for {n_folds} folds; found {len(names)}")
-    order = np.random.default_rng(seed).permutation(len(names))
-    order = order[np.argsort(-counts[order], kind="stable")]  # big databases first: better balance
-    fold_of_group = np.empty(len(names), dtype=np.int64)
-    sizes = np.zeros(n_folds, dtype=np.int64)
-    for g in order:
-        k = int(np.argmin(sizes))
-        fold_of_group[g] = k
-        sizes[k] += counts[g]
-    return fold_of_group[inverse]
-
-
 def calibration_test_split(groups: Sequence[str], calibration_fraction: float = 0.2,
                            seed: int = 0) -> np.ndarray:
     """Boolean mask, True for the calibration queries, of a fixed schema-disjoint split."""
@@ -327,37 +298,3 @@ def calibration_test_split(groups: Sequence[str], calibration_fraction: float = 
         chosen.add(g)
         size += int((groups == g).sum())
     return np.isin(groups, list(chosen))
-
-
-@dataclass(frozen=True)
-class FoldResult:
-    fold: int
-    metrics: dict[str, float]
-    calibrator: Calibrator
-
-
-def cross_validate(make_calibrator: Callable[[], Calibrator], x: np.ndarray, y: np.ndarray,
-                   folds: np.ndarray, metrics: Mapping[str, Callable[[np.ndarray, np.ndarray], float]],
-                   fit_on: str = "one") -> list[FoldResult]:
-    """The papers' protocol: per fold k, fit on fold k and evaluate on the other folds.
-
-    `fit_on="rest"` gives the usual k-fold protocol instead (fit on k-1 folds, test on fold k).
-    `metrics` maps a name to `f(confidence, labels) -> float`.
-    """
-    if fit_on not in ("one", "rest"):
-        raise ValueError(f"fit_on must be 'one' or 'rest'; found {fit_on!r}")
-    x, y = np.asarray(x), np.asarray(y)
-    results = []
-    for k in np.unique(folds):
-        fit_mask = folds == k if fit_on == "one" else folds != k
-        cal = make_calibrator().fit(x[fit_mask], y[fit_mask])
-        conf = cal.confidence(x[~fit_mask])
-        results.append(FoldResult(int(k), {n: float(f(conf, y[~fit_mask])) for n, f in metrics.items()}, cal))
-    return results
-
-
-def summarize_folds(results: Sequence[FoldResult]) -> dict[str, tuple[float, float]]:
-    """Mean and (population) standard deviation of each metric over folds."""
-    names = results[0].metrics.keys()
-    return {n: (float(np.mean([r.metrics[n] for r in results])),
-                float(np.std([r.metrics[n] for r in results]))) for n in names}

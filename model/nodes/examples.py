@@ -27,10 +27,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import rat
+from model.data.cache import cache_dir as project_cache_dir
 from model.data.datasets import Question, database_path, load_questions, load_schemas
 from model.data.execution import execute_pairs
-from model.data.perturb import DEFAULT_MIX, Perturber
 from model.data.predictions import load_predictions
+from model.synth.perturb import DEFAULT_MIX, Perturber
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,11 @@ class NodeExample:
     execution_match: bool | None  # None when there is no database to execute on
     # The pieces `text` is made of, so that tokenize_examples can prune the schema to fit.
     question: str = ""
-    tree_text: str = ""
+    tree_text: str = ""  # rat.serialize of the predicted tree (for people and the model input)
+    # The tree itself, post-order (label and number of children per node), so that downstream
+    # steps rebuild it (model.nodes.outputs.tree_of) instead of parsing the SQL again.
+    node_names: list[str] = field(default_factory=list)
+    node_arity: list[int] = field(default_factory=list)
     schema_tables: dict[str, list[str]] = field(default_factory=dict)
     used_tables: dict[str, list[str]] = field(default_factory=dict)  # what the SQL reads
 
@@ -67,6 +72,9 @@ class TokenizedExample:
     node_types: list[str]
     execution_match: bool | None
     pruned_schema: bool = False  # True when schema items were left out to fit max_tokens
+    tree: str = ""  # rat.serialize of the predicted tree
+    node_names: list[str] = field(default_factory=list)
+    node_arity: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -172,6 +180,7 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
         text=text, node_char_ends=[offset + i for i in rat.node_ends(tree)], node_labels=labels,
         node_types=[node_type(n) for n in nodes], execution_match=execution_match,
         question=question.question, tree_text=tree_text, schema_tables=tables,
+        node_names=[n.label for n in nodes], node_arity=[len(n.children) for n in nodes],
         used_tables=used_items(tree, schema),
     )
 
@@ -244,7 +253,7 @@ def build_examples(
     # Execution labels, all at once (parallel, cached).
     db_paths = {db_id: database_path(root, db_id) for db_id in {q.db_id for q, _, _ in candidates}}
     executable = [(q, sql, system) for q, sql, system in candidates if db_paths.get(q.db_id)]
-    cache = execution_cache if execution_cache is not None else _cache_dir() / "exec"
+    cache = execution_cache if execution_cache is not None else project_cache_dir("exec")
     outcomes = execute_pairs([(db_paths[q.db_id], sql, q.gold_sql) for q, sql, _ in executable],
                              timeout_s=timeout_s, cache_dir=cache, workers=workers,
                              progress=progress) if executable else []
@@ -293,11 +302,6 @@ def build_examples(
 
 # ---------------------------------------------------------------------------------------------
 # Tokenization
-
-
-def _cache_dir() -> Path:
-    repo = Path(__file__).resolve().parents[2]
-    return Path(os.environ.get("RAT_CACHE") or repo / ".cache")
 
 
 def _tokenizer_name(tokenizer) -> str:
@@ -380,7 +384,8 @@ def tokenize_example(example: NodeExample, tokenizer, max_tokens: int
         input_ids=ids, node_positions=positions, node_labels=list(example.node_labels),
         question_id=example.question_id, db_id=example.db_id, system=example.system,
         sql=example.sql, node_types=list(example.node_types),
-        execution_match=example.execution_match, pruned_schema=pruned), None
+        execution_match=example.execution_match, pruned_schema=pruned, tree=example.tree_text,
+        node_names=list(example.node_names), node_arity=list(example.node_arity)), None
 
 
 def tokenize_examples(examples: Sequence[NodeExample], tokenizer, max_tokens: int,
@@ -390,10 +395,10 @@ def tokenize_examples(examples: Sequence[NodeExample], tokenizer, max_tokens: in
     examples longer than `max_tokens`; examples that cannot fit are skipped and counted in
     `report`. Results are cached on disk keyed by (examples, tokenizer, max_tokens)."""
     key = hashlib.sha256()
-    key.update(f"{_tokenizer_name(tokenizer)}|{max_tokens}|v1".encode())
+    key.update(f"{_tokenizer_name(tokenizer)}|{max_tokens}|v2".encode())
     for e in examples:
         key.update(json.dumps(asdict(e), sort_keys=True).encode())
-    path = (cache_dir or _cache_dir() / "tokens") / f"{key.hexdigest()[:32]}.pkl"
+    path = (cache_dir or project_cache_dir("tokens")) / f"{key.hexdigest()[:32]}.pkl"
     if path.exists():
         with open(path, "rb") as f:
             tokenized, skipped = pickle.load(f)

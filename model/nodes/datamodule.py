@@ -39,7 +39,7 @@ class NodeDataModule(L.LightningDataModule):
         test_fraction: float = 0.4,  # share of eval_split questions whose dbs go to test
         split_seed: int = 0,  # fixed apart from the training seed so every run tests the same dbs
         max_questions: int | None = None,  # cap per source split (quick runs and tests)
-        lm_name_or_path: str | None = None,  # tokenizer = the embedder's (same values as model.embedder)
+        lm_name_or_path: str | None = None,  # tokenizer = the embedder's (same values as model.nodes.embedder)
         lm_gguf_file: str | None = None,
         lm_cache_dir: str | None = None,
         max_tokens: int = 2048,  # = the encoder's max_positions
@@ -47,6 +47,9 @@ class NodeDataModule(L.LightningDataModule):
         num_workers: int = 0,
         seed: int = 0,  # perturbation sampling and batch order
         example_options: dict[str, Any] | None = None,  # extra keyword arguments to build_examples
+        protocol: str = "split",  # split: one fixed train/val/test division of the eval dbs;
+        # crossfit: k folds of the eval dbs (read by the boosted-tree scorer, model.nodes.boosted)
+        folds: int = 5,  # crossfit folds
     ):
         super().__init__()
         self.save_hyperparameters(logger=False)
@@ -72,7 +75,7 @@ class NodeDataModule(L.LightningDataModule):
     @property
     def root(self) -> Path:
         if self.hparams.root is None:
-            from model.data.demo import demo_root
+            from model.synth.demo import demo_root
 
             return demo_root()
         return Path(self.hparams.root).expanduser()
@@ -91,7 +94,7 @@ class NodeDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
             return
-        from model.data.examples import tokenize_examples
+        from model.nodes.examples import tokenize_examples
 
         examples = self._build()
         tokenizer = self.tokenizer()
@@ -108,7 +111,7 @@ class NodeDataModule(L.LightningDataModule):
 
     def _build(self) -> dict[str, list]:
         """Node examples per split (not tokenized), with ``self.db_split`` filled."""
-        from model.data.examples import build_examples
+        from model.nodes.examples import build_examples
 
         h = self.hparams
         root = self.root

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model.data.cache import cache_dir as project_cache_dir
+
 BUILDER_VERSION = "1"
 CORPUS_DIR = Path(__file__).resolve().parent / "demo_corpus"
 REPO = Path(__file__).resolve().parents[2]
@@ -319,8 +321,8 @@ def list_ordered(t, v):
     for num in t.role("num"):
         direction = v.rng.choice(["ASC", "DESC"])
         words = "ascending" if direction == "ASC" else "descending"
-        yield (f"Show the {t.label.phrase} and {num.phrase} of every {t.singular}, sorted by "
-               f"{num.phrase} in {words} order.",
+        yield ((f"Show the {t.label.phrase} and {num.phrase} of every {t.singular}, sorted by "
+               f"{num.phrase} in {words} order."),
                f"SELECT {t.label.name}, {num.name} FROM {t.name} ORDER BY {num.name} {direction}")
 
 
@@ -387,10 +389,10 @@ def two_conditions(t, v):
     for cat in t.role("cat"):
         for num in t.role("num")[:1]:
             x, y = v.pick(t.name, cat.name), v.threshold(t.name, num.name, 0.3)
-            yield (f"Which {t.plural} with {cat.phrase} {x} have a {num.phrase} above {y}? "
-                   f"List their {t.label.phrase}.",
-                   f"SELECT {t.label.name} FROM {t.name} WHERE {cat.name} = {_lit(x)} "
-                   f"AND {num.name} > {y}")
+            yield ((f"Which {t.plural} with {cat.phrase} {x} have a {num.phrase} above {y}? "
+                   f"List their {t.label.phrase}."),
+                   (f"SELECT {t.label.name} FROM {t.name} WHERE {cat.name} = {_lit(x)} "
+                   f"AND {num.name} > {y}"))
 
 
 @per_table
@@ -400,8 +402,8 @@ def either_category(t, v):
         if len(values) >= 2:
             a, b = v.rng.sample(values, 2)
             yield (f"Count the {t.plural} whose {cat.phrase} is either {a} or {b}.",
-                   f"SELECT count(*) FROM {t.name} WHERE {cat.name} = {_lit(a)} "
-                   f"OR {cat.name} = {_lit(b)}")
+                   (f"SELECT count(*) FROM {t.name} WHERE {cat.name} = {_lit(a)} "
+                   f"OR {cat.name} = {_lit(b)}"))
 
 
 @per_table
@@ -450,8 +452,8 @@ def argmax(t, v):
 def top_k(t, v):
     for num in t.role("num"):
         k = v.rng.choice([3, 5])
-        yield (f"List the {t.label.phrase} and {num.phrase} of the {k} {t.plural} with the largest "
-               f"{num.phrase}.",
+        yield ((f"List the {t.label.phrase} and {num.phrase} of the {k} {t.plural} with the largest "
+               f"{num.phrase}."),
                f"SELECT {t.label.name}, {num.name} FROM {t.name} ORDER BY {num.name} DESC LIMIT {k}")
 
 
@@ -472,10 +474,10 @@ def count_distinct(t, v):
 @per_table
 def above_average(t, v):
     for num in t.role("num"):
-        yield (f"Which {t.plural} have a {num.phrase} above the average of all {t.plural}? "
-               f"Give their {t.label.phrase}.",
-               f"SELECT {t.label.name} FROM {t.name} WHERE {num.name} > "
-               f"(SELECT avg({num.name}) FROM {t.name})")
+        yield ((f"Which {t.plural} have a {num.phrase} above the average of all {t.plural}? "
+               f"Give their {t.label.phrase}."),
+               (f"SELECT {t.label.name} FROM {t.name} WHERE {num.name} > "
+               f"(SELECT avg({num.name}) FROM {t.name})"))
 
 
 @per_table
@@ -483,10 +485,10 @@ def union_categories(t, v):
     for cat in t.role("cat"):
         for num in t.role("num")[:1]:
             x, y = v.pick(t.name, cat.name), v.threshold(t.name, num.name, 0.8)
-            yield (f"Give the {t.label.phrase} of {t.plural} that either have {cat.phrase} {x} or "
-                   f"a {num.phrase} above {y}.",
-                   f"SELECT {t.label.name} FROM {t.name} WHERE {cat.name} = {_lit(x)} UNION "
-                   f"SELECT {t.label.name} FROM {t.name} WHERE {num.name} > {y}")
+            yield ((f"Give the {t.label.phrase} of {t.plural} that either have {cat.phrase} {x} or "
+                   f"a {num.phrase} above {y}."),
+                   (f"SELECT {t.label.name} FROM {t.name} WHERE {cat.name} = {_lit(x)} UNION "
+                   f"SELECT {t.label.name} FROM {t.name} WHERE {num.name} > {y}"))
 
 
 def _join(child: Table, fk: str, parent: Table, pk: str) -> str:
@@ -496,8 +498,8 @@ def _join(child: Table, fk: str, parent: Table, pk: str) -> str:
 @per_foreign_key
 def join_list(c, fk, p, pk, v):
     if c.role("name"):
-        yield (f"Show the {c.label.phrase} of each {c.singular} together with the {p.label.phrase} "
-               f"of its {p.singular}.",
+        yield ((f"Show the {c.label.phrase} of each {c.singular} together with the {p.label.phrase} "
+               f"of its {p.singular}."),
                f"SELECT {c.name}.{c.label.name}, {p.name}.{p.label.name} FROM {_join(c, fk, p, pk)}")
 
 
@@ -507,30 +509,30 @@ def join_filter(c, fk, p, pk, v):
         x = v.pick(p.name, cat.name)
         target = c.label if c.role("name") else (c.role("num") or c.columns)[0]
         yield (f"List the {target.phrase} of {c.plural} whose {p.singular} has {cat.phrase} {x}.",
-               f"SELECT {c.name}.{target.name} FROM {_join(c, fk, p, pk)} "
-               f"WHERE {p.name}.{cat.name} = {_lit(x)}")
+               (f"SELECT {c.name}.{target.name} FROM {_join(c, fk, p, pk)} "
+               f"WHERE {p.name}.{cat.name} = {_lit(x)}"))
 
 
 @per_foreign_key
 def join_group_count(c, fk, p, pk, v):
     yield (f"For each {p.singular}, show its {p.label.phrase} and the number of {c.plural}.",
-           f"SELECT {p.name}.{p.label.name}, count(*) FROM {_join(c, fk, p, pk)} "
-           f"GROUP BY {p.name}.{pk}")
+           (f"SELECT {p.name}.{p.label.name}, count(*) FROM {_join(c, fk, p, pk)} "
+           f"GROUP BY {p.name}.{pk}"))
 
 
 @per_foreign_key
 def join_having(c, fk, p, pk, v):
     k = v.rng.choice([2, 3])
     yield (f"Which {p.plural} have at least {k} {c.plural}? List their {p.label.phrase}.",
-           f"SELECT {p.name}.{p.label.name} FROM {_join(c, fk, p, pk)} GROUP BY {p.name}.{pk} "
-           f"HAVING count(*) >= {k}")
+           (f"SELECT {p.name}.{p.label.name} FROM {_join(c, fk, p, pk)} GROUP BY {p.name}.{pk} "
+           f"HAVING count(*) >= {k}"))
 
 
 @per_foreign_key
 def join_argmax(c, fk, p, pk, v):
     yield (f"What is the {p.label.phrase} of the {p.singular} with the most {c.plural}?",
-           f"SELECT {p.name}.{p.label.name} FROM {_join(c, fk, p, pk)} GROUP BY {p.name}.{pk} "
-           f"ORDER BY count(*) DESC LIMIT 1")
+           (f"SELECT {p.name}.{p.label.name} FROM {_join(c, fk, p, pk)} GROUP BY {p.name}.{pk} "
+           f"ORDER BY count(*) DESC LIMIT 1"))
 
 
 @per_foreign_key
@@ -538,19 +540,19 @@ def join_aggregate(c, fk, p, pk, v):
     for num in c.role("num")[:1]:
         x = v.pick(p.name, p.label.name)
         fn = v.rng.choice(list(_AGG))
-        yield (f"What is the {_AGG[fn]} {num.phrase} of the {c.plural} of the {p.singular} "
-               f"{x}?",
-               f"SELECT {fn}({c.name}.{num.name}) FROM {_join(c, fk, p, pk)} "
-               f"WHERE {p.name}.{p.label.name} = {_lit(x)}")
+        yield ((f"What is the {_AGG[fn]} {num.phrase} of the {c.plural} of the {p.singular} "
+               f"{x}?"),
+               (f"SELECT {fn}({c.name}.{num.name}) FROM {_join(c, fk, p, pk)} "
+               f"WHERE {p.name}.{p.label.name} = {_lit(x)}"))
 
 
 @per_foreign_key
 def join_group_average(c, fk, p, pk, v):
     for num in c.role("num")[:1]:
-        yield (f"For each {p.singular}, what is the average {num.phrase} of its {c.plural}? "
-               f"Show the {p.label.phrase} too.",
-               f"SELECT {p.name}.{p.label.name}, avg({c.name}.{num.name}) FROM "
-               f"{_join(c, fk, p, pk)} GROUP BY {p.name}.{pk}")
+        yield ((f"For each {p.singular}, what is the average {num.phrase} of its {c.plural}? "
+               f"Show the {p.label.phrase} too."),
+               (f"SELECT {p.name}.{p.label.name}, avg({c.name}.{num.name}) FROM "
+               f"{_join(c, fk, p, pk)} GROUP BY {p.name}.{pk}"))
 
 
 @per_foreign_key
@@ -563,10 +565,10 @@ def not_in(c, fk, p, pk, v):
 def in_subquery(c, fk, p, pk, v):
     for num in c.role("num")[:1]:
         x = v.threshold(c.name, num.name, 0.7)
-        yield (f"Which {p.plural} have some {c.singular} with {num.phrase} above {x}? "
-               f"Give their {p.label.phrase}.",
-               f"SELECT {p.label.name} FROM {p.name} WHERE {pk} IN "
-               f"(SELECT {fk} FROM {c.name} WHERE {num.name} > {x})")
+        yield ((f"Which {p.plural} have some {c.singular} with {num.phrase} above {x}? "
+               f"Give their {p.label.phrase}."),
+               (f"SELECT {p.label.name} FROM {p.name} WHERE {pk} IN "
+               f"(SELECT {fk} FROM {c.name} WHERE {num.name} > {x})"))
 
 
 @per_foreign_key
@@ -576,8 +578,8 @@ def intersect(c, fk, p, pk, v):
         if len(values) >= 2:
             a, b = v.rng.sample(values, 2)
             part = f"SELECT {p.name}.{p.label.name} FROM {_join(c, fk, p, pk)} WHERE {c.name}.{cat.name} = "
-            yield (f"Which {p.plural} have both {c.plural} with {cat.phrase} {a} and {c.plural} "
-                   f"with {cat.phrase} {b}?",
+            yield ((f"Which {p.plural} have both {c.plural} with {cat.phrase} {a} and {c.plural} "
+                   f"with {cat.phrase} {b}?"),
                    f"{part}{_lit(a)} INTERSECT {part}{_lit(b)}")
 
 
@@ -585,10 +587,10 @@ def intersect(c, fk, p, pk, v):
 def except_(c, fk, p, pk, v):
     for cat in c.role("cat")[:1]:
         x = v.pick(c.name, cat.name)
-        yield (f"Which {p.plural} never had a {c.singular} with {cat.phrase} {x}? "
-               f"Give their {p.label.phrase}.",
-               f"SELECT {p.label.name} FROM {p.name} EXCEPT SELECT {p.name}.{p.label.name} FROM "
-               f"{_join(c, fk, p, pk)} WHERE {c.name}.{cat.name} = {_lit(x)}")
+        yield ((f"Which {p.plural} never had a {c.singular} with {cat.phrase} {x}? "
+               f"Give their {p.label.phrase}."),
+               (f"SELECT {p.label.name} FROM {p.name} EXCEPT SELECT {p.name}.{p.label.name} FROM "
+               f"{_join(c, fk, p, pk)} WHERE {c.name}.{cat.name} = {_lit(x)}"))
 
 
 @template
@@ -602,12 +604,12 @@ def bridge(db, v):
         joins = (f"{lt.name} JOIN {b.name} ON {lt.name}.{lfk[1]} = {b.name}.{lfk[0]} "
                  f"JOIN {rt.name} ON {b.name}.{rfk[0]} = {rt.name}.{rfk[1]}")
         yield (f"List the {lt.label.phrase} of the {lt.plural} {phrase} the {rt.singular} {x}.",
-               f"SELECT DISTINCT {lt.name}.{lt.label.name} FROM {joins} "
-               f"WHERE {rt.name}.{rt.label.name} = {_lit(x)}")
-        yield (f"For each {rt.singular}, how many distinct {lt.plural} are {phrase} it? "
-               f"Show the {rt.label.phrase}.",
-               f"SELECT {rt.name}.{rt.label.name}, count(DISTINCT {lt.name}.{lfk[1]}) FROM {joins} "
-               f"GROUP BY {rt.name}.{rfk[1]}")
+               (f"SELECT DISTINCT {lt.name}.{lt.label.name} FROM {joins} "
+               f"WHERE {rt.name}.{rt.label.name} = {_lit(x)}"))
+        yield ((f"For each {rt.singular}, how many distinct {lt.plural} are {phrase} it? "
+               f"Show the {rt.label.phrase}."),
+               (f"SELECT {rt.name}.{rt.label.name}, count(DISTINCT {lt.name}.{lfk[1]}) FROM {joins} "
+               f"GROUP BY {rt.name}.{rfk[1]}"))
 
 
 def _non_empty(conn: sqlite3.Connection, sql: str) -> bool:
@@ -680,7 +682,7 @@ def make_predictions(questions: list[dict], schemas: dict[str, dict], db_paths: 
     the prediction's error half of the time, as sampled LLM outputs do.
     """
     import rat
-    from model.data.perturb import Perturber
+    from model.synth.perturb import Perturber
 
     perturbers = {db_id: Perturber(rat.Schema.from_spider(entry), db_paths.get(db_id))
                   for db_id, entry in schemas.items()}
@@ -774,14 +776,9 @@ def build_demo(root: Path, seed: int = 0) -> Path:
     return root
 
 
-def cache_dir() -> Path:
-    """$RAT_CACHE, else <repo>/.cache."""
-    return Path(os.environ.get("RAT_CACHE") or REPO / ".cache")
-
-
 def demo_root() -> Path:
     """The demo corpus, built once into <cache>/demo and rebuilt when the builder changes."""
-    root = cache_dir() / "demo"
+    root = project_cache_dir("demo")
     version = root / "VERSION"
     if version.exists() and version.read_text().strip() == _source_digest():
         return root

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
+from model.data.folds import fold_splits
+
 ArrayLike = Sequence[float] | np.ndarray
 
 # Display names used in tables: the papers' abbreviations.
@@ -268,14 +270,14 @@ _PLATT_C = 1e6  # essentially unregularised, as in Platt's method (the data are 
 def fit_platt(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
     """Platt scaling: a logistic regression on logit(confidence); returns the fitted map.
 
-    The fit is ``model.calibration.PlattScaler`` (the whole-query calibrator), unregularised.
+    The fit is ``model.eval.calibration.PlattScaler`` (the whole-query calibrator), unregularised.
     With a single class in ``labels`` the map returns that class's rate (0 or 1) for every input.
 
     >>> platt = fit_platt([0.9, 0.8, 0.7, 0.6, 0.3], [1, 1, 0, 1, 0])
     >>> bool(platt([0.95])[0] > platt([0.2])[0])
     True
     """
-    from model.calibration import PlattScaler
+    from model.eval.calibration import PlattScaler
 
     conf, y = check_scores(confidences, labels)
     scaler = PlattScaler("prob", C=_PLATT_C, eps=_PLATT_EPS).fit(conf, y)
@@ -284,8 +286,8 @@ def fit_platt(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike]
 
 def fit_isotonic(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
     """Isotonic regression of the label on the confidence (clipped outside the fitted range);
-    the fit is ``model.calibration.IsotonicCalibrator``."""
-    from model.calibration import IsotonicCalibrator
+    the fit is ``model.eval.calibration.IsotonicCalibrator``."""
+    from model.eval.calibration import IsotonicCalibrator
 
     conf, y = check_scores(confidences, labels)
     iso = IsotonicCalibrator().fit(conf, y)
@@ -294,24 +296,9 @@ def fit_isotonic(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLi
 
 def _cross_fit(fit: Callable, confidences: ArrayLike, labels: ArrayLike,
                groups: ArrayLike | None, n_folds: int, seed: int) -> np.ndarray:
-    from sklearn.model_selection import GroupKFold, KFold
-
     conf, y = check_scores(confidences, labels)
-    if groups is None:
-        n_splits = min(n_folds, conf.size)
-        splitter = KFold(n_splits=n_splits, shuffle=True, random_state=seed)
-        folds = splitter.split(conf)
-    else:
-        groups = np.asarray(groups)
-        if groups.shape != conf.shape:
-            raise ValueError(f"groups has {groups.size} entries, confidences {conf.size}")
-        n_splits = min(n_folds, np.unique(groups).size)
-        splitter = GroupKFold(n_splits=n_splits) if n_splits >= 2 else None
-        folds = splitter.split(conf, y, groups) if splitter else []
-    if n_splits < 2:
-        raise ValueError(f"cross-fitting needs at least 2 folds ({n_splits} groups or samples)")
     out = np.empty_like(conf)
-    for train, held_out in folds:
+    for train, held_out in fold_splits(conf.size, groups, n_folds, seed, y):
         out[held_out] = fit(conf[train], y[train])(conf[held_out])
     return out
 
@@ -374,6 +361,9 @@ def bootstrap_ci(metric_fn: Callable[[np.ndarray, np.ndarray], float], confidenc
     return float(low), float(high)
 
 
+POST_HOC = ("brier_platt", "ece_platt", "ece_monotonic_platt", "brier_isotonic", "ece_isotonic")
+
+
 def summary(confidences: ArrayLike, labels: ArrayLike, groups: ArrayLike | None = None,
             n_bins: int = 10, n_folds: int = 5, n_bootstrap: int = 1000, seed: int = 0,
             level: float = 0.95, min_bin_size: int = 10, max_bin_size: int = 1000) -> dict:
@@ -416,4 +406,8 @@ def summary(confidences: ArrayLike, labels: ArrayLike, groups: ArrayLike | None 
     if n_bootstrap > 0:
         ci = {name: list(bootstrap_ci(fn, c, y, n_bootstrap, seed, level))
               for name, (fn, c) in plans.items()}
-    return {"n": int(conf.size), "accuracy": float(y.mean()), "metrics": metrics, "ci": ci}
+    out = {"n": int(conf.size), "accuracy": float(y.mean()), "metrics": metrics, "ci": ci}
+    if platt is None:  # the keys stay, as NaN (null in JSON), with the reason beside them
+        metrics.update(dict.fromkeys(POST_HOC, float("nan")))
+        out["post_hoc_missing"] = "fewer than 2 databases: no schema-disjoint fold to fit Platt/isotonic on"
+    return out

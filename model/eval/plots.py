@@ -1,7 +1,7 @@
 """Reliability diagrams and risk-coverage curves, written as PNG and SVG files (matplotlib Agg).
 
-Plotting is a side effect kept at the edge: the binning comes from ``model.metrics`` and the
-curves from ``model.abstention``; this module only draws them.
+Plotting is a side effect kept at the edge: the binning comes from ``model.eval.metrics`` and the
+curves from ``model.eval.abstention``; this module only draws them.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import LogNorm
 
-from model import metrics
-from model.abstention import curve_area
+from model.eval import metrics
+from model.eval.abstention import curve_area
 
 BINNINGS = ("uniform", "monotonic", "adaptive")
 STYLES = ("bars", "markers")
@@ -161,7 +161,7 @@ def plot_risk_coverage(curves: Mapping[str, tuple[Sequence[float], Sequence[floa
     """Risk-coverage curves: error rate of the answered items vs the fraction answered.
 
     ``curves`` maps a method name to (coverage, risk) arrays, e.g. from
-    ``model.abstention.risk_coverage``. The legend gives each curve's AURC (lower is better).
+    ``model.eval.abstention.risk_coverage``. The legend gives each curve's AURC (lower is better).
     """
     fig, ax = plt.subplots(figsize=(5.2, 4.2), constrained_layout=True)
     for name, (coverage, risk) in curves.items():

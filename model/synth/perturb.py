@@ -11,7 +11,7 @@ GROUP BY key, missing or extra projected column.
 Every perturbation works on the sqlglot tree of `rat.canonicalize(sql, schema)` (aliases
 resolved, columns qualified), is seeded, and is returned only when it changes the SQL text.
 Labels (execution and `rat.label_nodes`) are attached where examples are built
-(`model.data.examples`), so a perturbation that still returns the gold result counts as correct.
+(`model.nodes.examples`), so a perturbation that still returns the gold result counts as correct.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 import rat
+from model.data.cache import cache_dir as project_cache_dir
 
 # Weights of each kind when a perturbation is drawn; kinds that do not apply to a query are
 # skipped and the rest renormalised. Chosen from the 11 systems' wrong Spider dev predictions
@@ -84,11 +85,6 @@ _MODEL = None
 _MEMORY: dict[str, np.ndarray] = {}
 
 
-def _cache_dir() -> Path:
-    repo = Path(__file__).resolve().parents[2]
-    return Path(os.environ.get("RAT_CACHE") or repo / ".cache") / "schema_embeddings"
-
-
 def natural_name(item: str) -> str:
     """'order_items.unit_price' -> 'order items unit price' (the text that gets embedded).
 
@@ -106,7 +102,7 @@ def embed_items(items: list[str]) -> np.ndarray:
     key = hashlib.sha256("\n".join(items).encode()).hexdigest()[:24]
     if key in _MEMORY:
         return _MEMORY[key]
-    path = _cache_dir() / f"{key}.npy"
+    path = project_cache_dir("schema_embeddings") / f"{key}.npy"
     if path.exists():
         vectors = np.load(path)
     else:

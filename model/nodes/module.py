@@ -11,9 +11,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model import metrics
-from model.embedder import FrozenEmbedder
-from model.encoder import EncoderConfig, NodeEncoder
+from model.eval import metrics
+from model.nodes.embedder import FrozenEmbedder
+from model.nodes.encoder import EncoderConfig, NodeEncoder
 
 
 class NodeConfidenceModule(L.LightningModule):
@@ -49,7 +49,7 @@ class NodeConfidenceModule(L.LightningModule):
     # ------------------------------------------------------------------ forward
 
     def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Node logits ``(batch, nodes)`` for a collated batch (see ``model.datamodule.collate``)."""
+        """Node logits ``(batch, nodes)`` for a collated batch (see ``model.nodes.datamodule.collate``)."""
         vectors = self.embedder(batch["input_ids"], batch["attention_mask"])  # (batch, tokens, d_input)
         return self.encoder(
             vectors, batch["attention_mask"] == 0, batch["node_positions"], batch["node_mask"]

@@ -1,0 +1,81 @@
+"""Schema-disjoint folds: the one place that splits items by database.
+
+Every protocol of the project holds databases out, never single items, so that a score is
+always measured on databases its model (or calibrator) never saw:
+
+- ``schema_disjoint_folds``: a fold index per item, databases balanced by item count (seeded);
+  the whole-query papers' protocol and the node model's cross-fitting over dev use it.
+- ``fold_splits``: (fit, held-out) index pairs for out-of-fold fitting of a post-hoc map
+  (BS-P/ECE-P, abstention thresholds): ``GroupKFold`` by database, or a shuffled ``KFold``
+  when there are no groups.
+- ``crossfit_roles``: for cross-fitting fold ``i`` of ``k``, which folds train, validate, test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def schema_disjoint_folds(groups: Sequence[str], n_folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Fold index per item such that every database (group) lies in exactly one fold.
+
+    Databases are shuffled with ``seed``, then, largest first, each goes to the currently
+    smallest fold, so folds hold about the same number of items.
+
+    >>> schema_disjoint_folds(["a", "a", "b", "c", "c", "c"], n_folds=2).tolist()
+    [1, 1, 1, 0, 0, 0]
+    """
+    groups = np.asarray(groups)
+    names, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    if len(names) < n_folds:
+        raise ValueError(f"need at least {n_folds} databases for {n_folds} folds; found {len(names)}")
+    order = np.random.default_rng(seed).permutation(len(names))
+    order = order[np.argsort(-counts[order], kind="stable")]  # big databases first: better balance
+    fold_of_group = np.empty(len(names), dtype=np.int64)
+    sizes = np.zeros(n_folds, dtype=np.int64)
+    for g in order:
+        k = int(np.argmin(sizes))
+        fold_of_group[g] = k
+        sizes[k] += counts[g]
+    return fold_of_group[inverse]
+
+
+def fold_splits(n_items: int, groups: Sequence[str] | None = None, n_folds: int = 5,
+                seed: int = 0, labels: Sequence[int] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(fit indices, held-out indices) per fold: ``GroupKFold`` by ``groups`` (no database in
+    two folds), else a ``KFold`` shuffled with ``seed``. Fewer groups or items than ``n_folds``
+    give that many folds; fewer than 2 is a ValueError.
+
+    >>> [h.tolist() for _, h in fold_splits(4, ["a", "a", "b", "c"], n_folds=3)]
+    [[0, 1], [3], [2]]
+    """
+    from sklearn.model_selection import GroupKFold, KFold
+
+    index = np.arange(n_items)
+    if groups is None:
+        n_splits = min(n_folds, n_items)
+        if n_splits < 2:
+            raise ValueError(f"out-of-fold fitting needs at least 2 items; found {n_items}")
+        return list(KFold(n_splits=n_splits, shuffle=True, random_state=seed).split(index))
+    groups = np.asarray(groups)
+    if groups.shape != (n_items,):
+        raise ValueError(f"groups has {groups.size} entries, expected {n_items}")
+    n_splits = min(n_folds, np.unique(groups).size)
+    if n_splits < 2:
+        raise ValueError(f"out-of-fold fitting needs at least 2 databases; found {n_splits}")
+    return list(GroupKFold(n_splits=n_splits).split(index, labels, groups))
+
+
+def crossfit_roles(fold: int, n_folds: int) -> dict[str, list[int]]:
+    """Folds that test, validate and train the model of cross-fitting fold ``fold``: test = the
+    fold, validation = the next one, train = the rest.
+
+    >>> crossfit_roles(4, 5)
+    {'test': [4], 'val': [0], 'train': [1, 2, 3]}
+    """
+    if not 0 <= fold < n_folds or n_folds < 3:
+        raise ValueError(f"fold {fold} of {n_folds}: need 0 <= fold < n_folds and n_folds >= 3")
+    val = (fold + 1) % n_folds
+    return {"test": [fold], "val": [val], "train": [f for f in range(n_folds) if f not in (fold, val)]}
