@@ -2,7 +2,7 @@
 
 Real wrong predictions (execution mismatch or error against gold, by model.data.execution) and
 wrong perturbations of the dev gold queries (one per question, drawn with DEFAULT_MIX) are both
-classified by `model.synth.perturb.classify_error` (the most structural aspect in which the query
+classified by `model.synth.error_kinds.classify_error` (the most structural aspect in which the query
 differs from gold), and the two distributions are printed side by side, plus, per generated kind,
 how often execution still matches gold (those perturbations are labelled correct).
 
@@ -25,13 +25,8 @@ import rat
 from model.data.datasets import database_path, load_questions, load_schemas
 from model.data.execution import execute_pairs
 from model.data.predictions import load_predictions
-from model.synth.perturb import (
-    DEFAULT_MIX,
-    ERROR_CLASSES,
-    KINDS,
-    Perturber,
-    error_aspects,
-)
+from model.synth.error_kinds import ERROR_CLASSES, error_aspects
+from model.synth.perturb import DEFAULT_MIX, KINDS, Perturber
 
 WRONG = ("mismatch", "pred_error", "timeout")
 

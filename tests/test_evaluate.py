@@ -1,6 +1,5 @@
 """evaluate.py end to end on a node-level run built from the demo corpus, plus its pieces."""
 
-import importlib.util
 import json
 import random
 import subprocess
@@ -11,22 +10,15 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
+import model.evaluate as evaluate_module
 import rat
 from model.eval import baselines, metrics, report
+from model.cli import UsageError
+from model.evaluate import evaluate
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load_entry_point():
-    # evaluate.py is a script at the repository root, not a package module (and "evaluate" is
-    # also the name of an unrelated PyPI package): load it from its path.
-    spec = importlib.util.spec_from_file_location("rat_evaluate", REPO / "evaluate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-evaluate = _load_entry_point().evaluate
 
 
 def node_type(node) -> str:
@@ -62,7 +54,9 @@ def write_demo_run(run_dir: Path, seed: int = 0) -> dict[str, int]:
             splits["val" if q.db_id in val_dbs else "test"].append({
                 "question_id": p.question_id, "db_id": p.db_id, "system": p.system,
                 "sql": p.sql, "node_types": [node_type(n) for n in tree.postorder()],
-                "node_labels": labels, "node_confidences": conf})
+                "node_labels": labels, "node_confidences": conf, "tree": rat.serialize(tree),
+                "node_names": [n.label for n in tree.postorder()],
+                "node_arity": [len(n.children) for n in tree.postorder()]})
     (run_dir / "predictions").mkdir(parents=True, exist_ok=True)
     for split, rows in splits.items():
         (run_dir / "predictions" / f"{split}.jsonl").write_text(
@@ -160,7 +154,7 @@ def test_generic_csv_predictions(tmp_path):
 def test_missing_input_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="run_dir"):
         evaluate(make_cfg())
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(UsageError, match="no predictions/test.jsonl"):
         evaluate(make_cfg(run_dir=tmp_path))
 
 
@@ -201,7 +195,7 @@ def test_node_agreement_counts_other_systems_only():
 
 
 def test_perturbations_are_left_out_unless_asked_for(tmp_path):
-    entry = _load_entry_point()
+    entry = evaluate_module
     rows = [{"system": "codes_7b"}, {"system": "perturb:column"}, {"system": "din_sql"}]
     assert [r["system"] for r in entry.select_systems(rows, "real")] == ["codes_7b", "din_sql"]
     assert entry.select_systems(rows, "all") == rows
@@ -211,7 +205,24 @@ def test_perturbations_are_left_out_unless_asked_for(tmp_path):
 
 
 def test_data_root_comes_from_the_run_config(tmp_path):
-    entry = _load_entry_point()
+    entry = evaluate_module
     assert entry.run_data_root(tmp_path) is None
     (tmp_path / "config.yaml").write_text("data:\n  root: /data/spider\n")
     assert entry.run_data_root(tmp_path) == Path("/data/spider")
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("run_dir=/no/such/run", "run_dir=/no/such/run: no such directory"),
+    ("predictions=/no/such/file.jsonl", "predictions=/no/such/file.jsonl: no such file"),
+])
+def test_missing_inputs_are_one_line_and_exit_2(tmp_path, arg, message):
+    result = subprocess.run([sys.executable, str(REPO / "evaluate.py"), arg], capture_output=True,
+                            text=True, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"evaluate.py: error: {message}"
+
+
+def test_a_run_dir_without_predictions_says_so(tmp_path):
+    result = subprocess.run([sys.executable, str(REPO / "evaluate.py"), f"run_dir={tmp_path}"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "no predictions/test.jsonl in it" in result.stderr

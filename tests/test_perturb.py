@@ -9,7 +9,8 @@ import rat
 from model.data.datasets import database_path, load_questions, load_schemas
 from model.data.execution import execute_pairs
 from model.nodes.examples import make_example
-from model.synth.perturb import DEFAULT_MIX, KINDS, Perturber, classify_error
+from model.synth.error_kinds import classify_error
+from model.synth.perturb import DEFAULT_MIX, KINDS, Perturber
 
 FIXTURES = Path(__file__).parent / "fixtures" / "perturb"
 

@@ -13,6 +13,7 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf, open_dict
 
 import rat
+from model.train import train
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -23,16 +24,6 @@ TINY = [
     "model.encoder.max_positions=512", "trainer.max_epochs=1", "trainer.limit_train_batches=3",
     "~callbacks.progress_bar", "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false",
 ]
-
-
-def load_train():
-    """train.train, loaded from the file (the repository root is not a package on sys.path)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("train", REPO / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.train
 
 
 def compose_cfg(overrides: list[str], output_dir: Path | None = None):
@@ -87,7 +78,6 @@ def test_groups_compose(override):
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    train = load_train()
     out = tmp_path_factory.mktemp("run")
     cfg = compose_cfg([*TINY, "trainer.limit_val_batches=2"], out)
     metrics, objects = train(cfg)
@@ -114,6 +104,45 @@ def test_train_end_to_end_writes_what_evaluate_reads(demo_run):
     config = OmegaConf.load(out / "config.yaml")
     assert Path(config.data.root, "tables.json").is_file()  # evaluate.py finds the databases
     assert Path(saved["best_checkpoint"]).is_file()
+
+
+def test_predictions_carry_the_tree_so_nothing_parses_again(demo_run):
+    from model.nodes.outputs import read_predictions, tree_of
+
+    out, _, _ = demo_run
+    rows = read_predictions(out / "predictions" / "test.jsonl")
+    for row in rows[:50]:
+        tree = tree_of(row)
+        assert tree is not None and rat.serialize(tree) == row["tree"]
+        assert [n.label for n in tree.postorder()] == row["node_names"]
+
+
+def test_results_notebook_runs_on_the_train_run(demo_run):
+    """notebooks/02_results.ipynb on what train.py really writes (the demo's test split is one
+    database, so BS-P/ECE-P are missing: the notebook must say so, not raise KeyError)."""
+    from test_notebooks import _text, run_notebook
+
+    out, _, _ = demo_run
+    nb = run_notebook(REPO / "notebooks" / "02_results.ipynb", {"RAT_RUN_DIR": str(out)})
+    text = _text(nb)
+    assert "RAT node model" in text and "AUC=" in text and "BS-P=–" in text
+    metrics = json.loads((out / "eval" / "metrics.json").read_text())
+    assert metrics["node"]["methods"]["RAT node model"]["metrics"]["brier_platt"] is None
+    assert "2 databases" in (out / "eval" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["data=spider"], "data.root is required for this dataset (e.g. data.root=../shared/data/spider)"),
+    (["data=spider", "data.root=/no/such/folder"], "data.root=/no/such/folder: no such directory"),
+])
+def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
+    run = tmp_path / "run"
+    result = subprocess.run([sys.executable, str(REPO / "train.py"), *args, "logger=none",
+                             f"hydra.run.dir={run}"], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"train.py: error: {message}"
+    assert not run.exists()  # no junk run directory
 
 
 def test_splits_are_schema_disjoint(demo_run):
@@ -168,7 +197,6 @@ def test_checkpoint_reloads_and_infer_scores_every_node(demo_run, capsys):
 
 @pytest.mark.slow
 def test_same_seed_same_predictions_and_resume(tmp_path):
-    train = load_train()
     runs = []
     for name in ("a", "b"):
         cfg = compose_cfg([*TINY, "trainer.limit_val_batches=2", "trainer.max_epochs=2"], tmp_path / name)

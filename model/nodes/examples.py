@@ -29,7 +29,7 @@ from pathlib import Path
 import rat
 from model.data.cache import cache_dir as project_cache_dir
 from model.data.datasets import Question, database_path, load_questions, load_schemas
-from model.data.execution import execute_pairs
+from model.data.execution import DEFAULT_TIMEOUT_S, execute_pairs
 from model.data.predictions import load_predictions
 from model.synth.perturb import DEFAULT_MIX, Perturber
 
@@ -200,7 +200,7 @@ def build_examples(
     require_database: bool = True,
     execution_cache: Path | None = None,
     workers: int = 1,
-    timeout_s: float = 30.0,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: bool = False,
     verbose: bool = True,
 ) -> tuple[list[NodeExample], ExampleReport]:

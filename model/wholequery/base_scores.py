@@ -63,7 +63,7 @@ class BaseScores:
 
 def build_base_scores(questions, predictions, schemas: Mapping, db_paths: Mapping[str, Path | None],
                       scores: Mapping | None = None, exec_cache_dir: Path | None = None,
-                      workers: int = 1, timeout_s: float = 30.0, progress: bool = True,
+                      workers: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = True,
                       additional_outputs: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
                       ) -> BaseScores:
     """The base-score table of `predictions` (`model.data.predictions.Prediction`s, any systems).
@@ -75,7 +75,7 @@ def build_base_scores(questions, predictions, schemas: Mapping, db_paths: Mappin
     (`{source: {question_id: [sql, ...]}}`, the same outputs for every system's prediction of a
     question; e.g. `{"lm_nucleus": ...}` from `model.lm.scoring.sample_outputs`).
     """
-    from model.data.execution import execute_pairs
+    from model.data.execution import DEFAULT_TIMEOUT_S, execute_pairs
 
     by_q = {q.question_id: q for q in questions}
     preds = [p for p in predictions if p.question_id in by_q and db_paths.get(by_q[p.question_id].db_id)]

@@ -1,0 +1,483 @@
+"""Evaluate confidences: calibration tables, reliability diagrams, abstention, an HTML view.
+
+    python evaluate.py run_dir=<training run>        # node model: <run>/predictions/{val,test}.jsonl
+    python evaluate.py predictions=<file>            # node JSONL, or confidence,label[,group] JSONL/CSV
+
+Writes metrics.json, report.md, report.html (node-level input) and plots/ into ``out_dir``
+(default ``<run_dir>/eval``) and prints the main table. ``evaluate(cfg)`` is the function tests
+call; the Hydra wrapper only calls it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from model.cli import UsageError
+from model.data.cache import cache_dir
+from model.data.jsonl import read_jsonl
+from model.eval import abstention, metrics, plots, report
+from model.eval.localisation import localisation_markdown, localisation_of_scores
+from model.nodes.outputs import tree_of
+
+NODE_FIELDS = ("node_confidences", "node_labels")
+CONFIDENCE_COLUMNS = ("confidence", "conf", "score", "probability")
+LABEL_COLUMNS = ("label", "correct", "execution_match", "is_correct")
+GROUP_COLUMNS = ("group", "db_id", "database")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a JSONL, JSON (a list of objects) or CSV file; a file that is none of these is
+    a ValueError naming it."""
+    path = Path(path)
+    if path.suffix == ".csv":
+        return list(csv.DictReader(path.read_text().splitlines()))
+    if path.suffix == ".json":
+        try:
+            rows = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not JSON ({e.msg})") from None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ValueError(f"{path}: expected a JSON list of objects")
+        return rows
+    return read_jsonl(path)
+
+
+def is_node_level(rows: list[dict]) -> bool:
+    return bool(rows) and all(f in rows[0] for f in NODE_FIELDS)
+
+
+def _pick(row: dict, names: tuple[str, ...], what: str, required: bool = True):
+    for name in names:
+        if name in row and row[name] not in (None, ""):
+            return row[name]
+    if required:
+        raise ValueError(f"no {what} column: expected one of {names}, found {sorted(row)}")
+    return None
+
+
+def _as_label(value) -> int:
+    if isinstance(value, str):
+        value = value.strip().lower() in ("1", "true", "yes", "1.0")
+    return int(bool(float(value)))
+
+
+def score_table(rows: list[dict]) -> dict[str, np.ndarray]:
+    """(confidence, label, group) arrays from generic rows; group defaults to the row index."""
+    conf = np.array([float(_pick(r, CONFIDENCE_COLUMNS, "confidence")) for r in rows])
+    labels = np.array([_as_label(_pick(r, LABEL_COLUMNS, "label")) for r in rows])
+    groups = [_pick(r, GROUP_COLUMNS, "group", required=False) for r in rows]
+    groups = np.array([str(g) if g is not None else str(i) for i, g in enumerate(groups)])
+    return {"confidence": conf, "label": labels, "group": groups}
+
+
+def query_scores(rows: list[dict]) -> dict[str, np.ndarray]:
+    """Whole-query (confidence, label, group) from node-level rows.
+
+    Confidence: the row's ``query_confidence`` when the model wrote one, else its least
+    confident node (a query is only as right as its weakest node). Label: ``execution_match``
+    when present, else whether every node is labelled correct.
+    """
+    conf, labels = [], []
+    for r in rows:
+        qc = r.get("query_confidence")
+        conf.append(float(qc) if qc is not None else float(min(r["node_confidences"])))
+        em = r.get("execution_match")
+        labels.append(_as_label(em) if em is not None else int(all(r["node_labels"])))
+    return {"confidence": np.array(conf), "label": np.array(labels),
+            "group": np.array([str(r.get("db_id", i)) for i, r in enumerate(rows)])}
+
+
+def node_scores(rows: list[dict]) -> dict[str, np.ndarray]:
+    """Flattened node arrays: confidence, label, group (database), node type, row index."""
+    conf, labels, groups, types, row_index = [], [], [], [], []
+    for i, r in enumerate(rows):
+        n = len(r["node_confidences"])
+        if len(r["node_labels"]) != n:
+            raise ValueError(f"row {i} ({r.get('question_id')}): {n} confidences but "
+                             f"{len(r['node_labels'])} labels")
+        conf += [float(c) for c in r["node_confidences"]]
+        labels += [int(x) for x in r["node_labels"]]
+        groups += [str(r.get("db_id", i))] * n
+        types += list(r.get("node_types") or ["?"] * n)
+        row_index += [i] * n
+    return {"confidence": np.array(conf), "label": np.array(labels), "group": np.array(groups),
+            "node_type": np.array(types), "row": np.array(row_index)}
+
+
+def run_data_root(run_dir: Path | None) -> Path | None:
+    """data.root from a run's saved config (train.py writes <run>/config.yaml); a run on the
+    demo corpus (data.root null) gets the demo corpus."""
+    if run_dir is None:
+        return None
+    for candidate in (run_dir / "config.yaml", run_dir / ".hydra" / "config.yaml"):
+        if candidate.exists():
+            cfg = OmegaConf.load(candidate)
+            if OmegaConf.select(cfg, "data", default=None) is None:
+                continue
+            root = OmegaConf.select(cfg, "data.root", default=None)
+            if root:
+                return Path(str(root))
+            from model.synth.demo import demo_root
+
+            return demo_root()
+    return None
+
+
+def is_real_system(system: str | None) -> bool:
+    """Predictions of text-to-SQL systems, not synthetic perturbations (``perturb:*``)."""
+    return not str(system or "").startswith("perturb")
+
+
+# --------------------------------------------------------------------------- computing
+
+
+def breakdown(scores: dict[str, np.ndarray], key: str, cfg: DictConfig,
+              min_count: int = 20) -> dict[str, dict]:
+    """BS, AUC, ECE (with intervals) of each value of ``scores[key]`` with >= min_count items."""
+    out = {}
+    values, counts = np.unique(scores[key], return_counts=True)
+    for value in values[np.argsort(-counts)]:
+        mask = scores[key] == value
+        if mask.sum() < min_count:
+            continue
+        c, y = scores["confidence"][mask], scores["label"][mask]
+        fns = {"brier": metrics.brier, "auc": metrics.auc,
+               "ece": lambda a, b: metrics.ece(a, b, cfg.n_bins)}
+        out[str(value)] = {
+            "n": int(mask.sum()), "accuracy": float(y.mean()),
+            "metrics": {k: fn(c, y) for k, fn in fns.items()},
+            "ci": {k: list(metrics.bootstrap_ci(fn, c, y, cfg.breakdown_bootstrap, cfg.seed,
+                                                cfg.level))
+                   for k, fn in fns.items()} if cfg.breakdown_bootstrap else {},
+        }
+    return out
+
+
+def summarise(scores: dict[str, np.ndarray], cfg: DictConfig) -> dict:
+    return metrics.summary(scores["confidence"], scores["label"], scores["group"],
+                           n_bins=cfg.n_bins, n_folds=cfg.n_folds, n_bootstrap=cfg.n_bootstrap,
+                           seed=cfg.seed, level=cfg.level, min_bin_size=cfg.min_bin_size,
+                           max_bin_size=cfg.max_bin_size)
+
+
+def _trees(rows: list[dict]) -> dict[int, Any]:
+    """Row index -> its RAT, rebuilt from the tree the predictions file carries
+    (``model.nodes.outputs``), for rows whose tree has exactly one node per confidence."""
+    trees = {}
+    for i, r in enumerate(rows):
+        tree = tree_of(r)
+        if tree is not None and len(r["node_arity"]) == len(r["node_confidences"]):
+            trees[i] = tree
+    return trees
+
+
+def agreement_scores(rows: list[dict], trees: dict[int, Any]) -> dict[str, np.ndarray] | None:
+    """Node-agreement baseline on the rows of real systems answered by at least two of them."""
+    from model.eval.baselines import node_agreement
+
+    keyed = {(rows[i].get("system"), rows[i]["question_id"]): tree for i, tree in trees.items()
+             if is_real_system(rows[i].get("system"))}
+    agreement = node_agreement(keyed)
+    conf, labels, groups, row_index = [], [], [], []
+    for i in trees:
+        key = (rows[i].get("system"), rows[i]["question_id"])
+        if key in agreement:
+            conf += agreement[key]
+            labels += list(rows[i]["node_labels"])
+            groups += [str(rows[i].get("db_id"))] * len(agreement[key])
+            row_index += [i] * len(agreement[key])  # per-row readings (localisation)
+    if not conf:
+        return None
+    return {"confidence": np.array(conf), "label": np.array(labels, dtype=int),
+            "group": np.array(groups), "row": np.array(row_index)}
+
+
+def token_scores(rows: list[dict], data_root: Path, cfg: DictConfig) -> dict[str, np.ndarray]:
+    """Token-level baseline on the real systems' predictions (runs the scorer LM)."""
+    from model.data.datasets import load_schemas
+    from model.eval.baselines import standardise, token_level_scores
+    from model.lm import load_causal_lm
+    from model.lm.scoring import prompt_text
+
+    schemas = load_schemas(data_root)
+    questions = _questions(data_root, rows)
+    items, groups = [], []
+    for r in rows:
+        q = questions.get(r["question_id"])
+        if q is None or not is_real_system(r.get("system")):
+            continue
+        schema = schemas.get(r.get("db_id"))
+        prompt = prompt_text(q.question, schema.tables if schema else None, q.evidence)
+        items.append((prompt, standardise(r["sql"], schema), standardise(q.gold_sql, schema)))
+        groups.append(str(r.get("db_id")))
+    if cfg.baselines.token_limit:
+        items, groups = items[: cfg.baselines.token_limit], groups[: cfg.baselines.token_limit]
+    model, tokenizer = load_causal_lm(cfg.baselines.token_model)
+    conf, labels, token_groups = [], [], []
+    cache = cache_dir("scores", "token_baseline.jsonl")  # re-runs read, not rescore
+    for (c, y), g in zip(token_level_scores(model, tokenizer, items, progress=True, cache_path=cache), groups):
+        conf += c
+        labels += y
+        token_groups += [g] * len(c)
+    return {"confidence": np.array(conf), "label": np.array(labels, dtype=int),
+            "group": np.array(token_groups)}
+
+
+def _questions(data_root: Path, rows: list[dict]) -> dict:
+    """question_id -> Question for the splits the rows' ids name (``dev_12`` -> dev)."""
+    from model.data.datasets import load_questions
+
+    stems = {r["question_id"].rsplit("_", 1)[0] for r in rows if "_" in r["question_id"]}
+    out = {}
+    for stem in stems:
+        try:
+            out.update({q.question_id: q for q in load_questions(data_root, stem)})
+        except (FileNotFoundError, ValueError, KeyError):
+            continue
+    return out
+
+
+def _difficulties(rows: list[dict], questions: dict) -> list[str | None]:
+    out = []
+    for r in rows:
+        d = r.get("difficulty")
+        if d is None and r["question_id"] in questions:
+            d = questions[r["question_id"]].difficulty
+        out.append(d)
+    return out
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return None if math.isnan(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _read(path: Path) -> list[dict]:
+    try:
+        return read_rows(path)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UsageError(str(e) if str(path) in str(e) else f"{path}: {e}") from None
+
+
+def _resolve_inputs(cfg: DictConfig) -> tuple[Path, list[dict], list[dict] | None, Path | None]:
+    """(out_dir, evaluated rows, calibration rows or None, data root or None)."""
+    if cfg.run_dir:
+        run_dir = Path(cfg.run_dir)
+        if not run_dir.is_dir():
+            raise UsageError(f"run_dir={run_dir}: no such directory")
+        test_path = run_dir / "predictions" / f"{cfg.split}.jsonl"
+        if not test_path.exists():
+            raise UsageError(f"run_dir={run_dir}: no predictions/{cfg.split}.jsonl in it "
+                             "(is it a train.py run directory?)")
+        cal_path = run_dir / "predictions" / f"{cfg.calibration_split}.jsonl"
+        cal_rows = _read(cal_path) if cal_path.exists() else None
+        out_dir = Path(cfg.out_dir) if cfg.out_dir else run_dir / "eval"
+        data_root = Path(cfg.data_root) if cfg.data_root else run_data_root(run_dir)
+        return out_dir, _read(test_path), cal_rows, data_root
+    if cfg.predictions:
+        path = Path(cfg.predictions)
+        if not path.is_file():
+            raise UsageError(f"predictions={path}: no such file")
+        out_dir = Path(cfg.out_dir) if cfg.out_dir else path.with_name(f"{path.stem}_eval")
+        return out_dir, _read(path), None, Path(cfg.data_root) if cfg.data_root else None
+    raise UsageError("give run_dir=<training run> or predictions=<file>")
+
+
+def select_systems(rows: list[dict] | None, which: str) -> list[dict] | None:
+    """``real``: only text-to-SQL systems' predictions (perturbations left out) when there are
+    any; ``all``: every row."""
+    if rows is None or which == "all":
+        return rows
+    if which != "real":
+        raise ValueError(f"systems must be 'real' or 'all', got {which!r}")
+    real = [r for r in rows if is_real_system(r.get("system"))]
+    return real or rows
+
+
+def _abstention(test: dict, calibration: dict | None, cfg: DictConfig) -> dict:
+    penalties = list(cfg.penalties)
+    if calibration is not None:
+        rows = abstention.abstention_table((calibration["confidence"], calibration["label"]),
+                                           (test["confidence"], test["label"]), penalties)
+        protocol = "threshold chosen on the calibration split"
+    else:
+        rows = abstention.cross_fitted_abstention_table(
+            test["confidence"], test["label"], test["group"], penalties, cfg.n_folds, cfg.seed)
+        protocol = f"threshold chosen on the other {cfg.n_folds - 1} of {cfg.n_folds} " \
+                   "schema-disjoint folds"
+    return {"protocol": protocol, "rows": rows,
+            "aurc": abstention.aurc(test["confidence"], test["label"])}
+
+
+def evaluate(cfg: DictConfig) -> dict:
+    """Compute every table and picture for one run or file; returns what metrics.json holds."""
+    out_dir, rows, cal_rows, data_root = _resolve_inputs(cfg)
+    if not rows:
+        raise UsageError(f"{cfg.run_dir or cfg.predictions}: no predictions to evaluate")
+    n_rows = len(rows)
+    rows, cal_rows = select_systems(rows, cfg.systems), select_systems(cal_rows, cfg.systems)
+    results: dict[str, Any] = {"source": str(cfg.run_dir or cfg.predictions),
+                               "data_root": str(data_root) if data_root else None,
+                               "rows": len(rows), "rows_read": n_rows}
+    md = [f"# Evaluation of `{results['source']}`", "",
+          f"{len(rows)} of {n_rows} predictions evaluated (systems={cfg.systems}).", ""]
+    pictures: list[tuple[str, Path]] = []
+    written = [out_dir / "metrics.json", out_dir / "report.md"]
+    if is_node_level(rows):
+        results["node"], node_md, node_pictures, html = node_level(rows, data_root, out_dir, cfg)
+        md += node_md
+        pictures += node_pictures
+        (out_dir / "report.html").parent.mkdir(parents=True, exist_ok=True)
+        (out_dir / "report.html").write_text(html)
+        written.append(out_dir / "report.html")
+        test_queries = query_scores(rows)
+        cal_queries = query_scores(cal_rows) if cal_rows and is_node_level(cal_rows) else None
+        query_title = "Whole query (least confident node; label: all nodes correct)"
+    else:
+        test_queries = score_table(rows)
+        cal_queries = score_table(cal_rows) if cal_rows else None
+        query_title = "Scores"
+    results["query"], query_md, query_pictures = query_level(test_queries, cal_queries, query_title,
+                                                            out_dir, cfg)
+    md += query_md
+    pictures += query_pictures
+
+    md += ["## Figures", ""]
+    md += [f"![{title}](plots/{stem.name}.png)" for title, stem in pictures]
+    results = _json_safe(results)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "metrics.json").write_text(json.dumps(results, indent=1))
+    (out_dir / "report.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md[: md.index("## Figures")]))
+    print("wrote " + ", ".join(str(p) for p in written) + f" and {out_dir / 'plots'}/")
+    return results
+
+
+def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: DictConfig
+               ) -> tuple[dict, list[str], list[tuple[str, Path]], str]:
+    """Node-level tables (the model and the baselines), breakdowns, reliability diagrams and
+    the HTML page: (results, Markdown lines, pictures, report.html text)."""
+    plot_dir = out_dir / "plots"
+    nodes = node_scores(rows)
+    # A scorer may name itself (the boosted scorer says whether it is single-system or consensus).
+    methods = {rows[0].get("method") or "RAT node model": nodes}
+    schemas, questions = {}, {}
+    if data_root is not None and data_root.exists():
+        from model.data.datasets import load_schemas
+
+        schemas, questions = load_schemas(data_root), _questions(data_root, rows)
+    trees = _trees(rows)
+    if cfg.baselines.agreement:
+        agreement = agreement_scores(rows, trees)
+        if agreement is not None:
+            methods["node agreement"] = agreement
+    if cfg.baselines.token and data_root is not None:
+        methods["token level"] = token_scores(rows, data_root, cfg)
+    summaries = {name: summarise(s, cfg) for name, s in methods.items()}
+    for name, s in methods.items():  # does the score point at where a wrong query goes wrong?
+        if "row" in s:
+            summaries[name]["localisation"] = localisation_of_scores(rows, s, site_scores=s is nodes)
+    results = {"methods": summaries, "by_node_type": breakdown(nodes, "node_type", cfg)}
+    difficulty = _difficulties(rows, questions)
+    if any(d is not None for d in difficulty):
+        nodes["difficulty"] = np.array([str(difficulty[i]) for i in nodes["row"]])
+        results["by_difficulty"] = breakdown(nodes, "difficulty", cfg)
+
+    md = ["## Node level", "",
+          ("Table 4 shape (the fine-grained paper): BS-P and ECE-P after Platt scaling "
+           f"fitted on {cfg.n_folds} schema-disjoint folds; ECE with {cfg.n_bins} uniform "
+           f"bins; [{cfg.level:.0%} bootstrap interval, {cfg.n_bootstrap} resamples]."), "",
+          report.metrics_table(summaries), ""]
+    md += _missing_platt_note(summaries, nodes["group"], cfg)
+    md += ["More metrics:", "", report.metrics_table(summaries, report.EXTRA_COLUMNS), ""]
+    md += ["### Error localisation", "",
+           ("Wrong queries with an error site (a wrong node whose children are all right): how often "
+            "the least confident node (top-1) or one of the three least confident (top-3) is a site; "
+            "site reading = (1 - p(node)) * prod p(child); site scores = a head trained on site labels."),
+           "", localisation_markdown({n: s["localisation"] for n, s in summaries.items()
+                                      if "localisation" in s}), ""]
+    for key, title in (("by_node_type", "node type"), ("by_difficulty", "Spider difficulty")):
+        if results.get(key):
+            md += [f"### RAT node model by {title}", "",
+                   report.metrics_table(results[key], ("brier", "auc", "ece"), first=title), ""]
+    pictures = []
+    binning_kw = {"n_bins": cfg.n_bins, "min_bin_size": cfg.min_bin_size, "max_bin_size": cfg.max_bin_size}
+    pairs = {name: (s["confidence"], s["label"]) for name, s in methods.items()}
+    for binning in ("uniform", "monotonic"):
+        stem = plot_dir / f"node_reliability_{binning}"
+        plots.plot_reliability(pairs, stem, binning=binning, style="bars", **binning_kw)
+        pictures.append((f"Node-level reliability, {binning} binning", stem))
+    stem = plot_dir / "node_reliability_markers"
+    plots.plot_reliability(pairs, stem, binning="monotonic", style="markers", **binning_kw)
+    pictures.append(("Node-level reliability, monotonic bins, marker area ∝ bin size", stem))
+    html = _html(rows, trees, query_scores(rows), questions, schemas, cfg)
+    return results, md, pictures, html
+
+
+def _missing_platt_note(summaries: dict, groups: np.ndarray, cfg: DictConfig) -> list[str]:
+    """Why BS-P / ECE-P read "–" when they do: Platt maps are fitted out of fold by database."""
+    if not any("post_hoc_missing" in s for s in summaries.values()):
+        return []
+    n_db = len(np.unique(groups))
+    return [(f"BS-P and ECE-P are \"–\": they need at least 2 databases for schema-disjoint "
+            f"folds and the evaluated split has {n_db}."), ""]
+
+
+def query_level(test: dict, calibration: dict | None, title: str, out_dir: Path, cfg: DictConfig
+                ) -> tuple[dict, list[str], list[tuple[str, Path]]]:
+    """Whole-query table, abstention (RS(c), AURC), reliability and risk-coverage plots."""
+    plot_dir = out_dir / "plots"
+    q = {"summary": summarise(test, cfg), "abstention": _abstention(test, calibration, cfg)}
+    md = [f"## {title}", "", report.metrics_table({"confidence": q["summary"]}), ""]
+    md += _missing_platt_note({"confidence": q["summary"]}, test["group"], cfg)
+    md += [report.metrics_table({"confidence": q["summary"]}, report.EXTRA_COLUMNS), "",
+           (f"### Abstention (TrustSQL RS(c); {q['abstention']['protocol']}; "
+            f"N = {len(test['label'])})"), "",
+           report.abstention_markdown(q["abstention"]["rows"]), "",
+           f"AURC (area under the risk-coverage curve): {q['abstention']['aurc']:.4f}", ""]
+    pair = {"confidence": (test["confidence"], test["label"])}
+    pictures = []
+    stem = plot_dir / "query_reliability"
+    plots.plot_reliability(pair, stem, binning="uniform", style="bars", n_bins=cfg.n_bins,
+                           min_bin_size=cfg.min_bin_size, max_bin_size=cfg.max_bin_size)
+    pictures.append(("Whole-query reliability", stem))
+    stem = plot_dir / "risk_coverage"
+    plots.plot_risk_coverage({"confidence": abstention.risk_coverage(*pair["confidence"])}, stem)
+    pictures.append(("Risk-coverage curve", stem))
+    return q, md, pictures
+
+
+def _html(rows: list[dict], trees: dict, queries: dict, questions: dict, schemas: dict,
+          cfg: DictConfig) -> str:
+    order = [i for i in np.argsort(queries["confidence"], kind="stable") if i in trees]
+    examples = []
+    for i in order[: cfg.html.max_examples]:
+        r = rows[i]
+        q = questions.get(r["question_id"])
+        examples.append({**{k: r.get(k) for k in ("question_id", "system", "db_id", "sql")},
+                         "question": q.question if q else r.get("question"),
+                         "gold_sql": q.gold_sql if q else r.get("gold_sql"),
+                         "tree": trees[i], "confidences": r["node_confidences"],
+                         "labels": r["node_labels"], "schema": schemas.get(r.get("db_id")),
+                         "query_confidence": float(queries["confidence"][i])})
+    return report.html_report(examples, title="RAT node confidences, least confident queries first")

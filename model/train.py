@@ -1,0 +1,111 @@
+"""Training a node scorer (what ``python train.py`` runs): seed -> instantiate -> fit -> test on the best checkpoint
+-> write per-node predictions for ``evaluate.py``.
+
+    python train.py                                          # demo corpus, CPU, a few minutes
+    python train.py +experiment=perturbed_posweight data=spider data.root=../shared/data/spider
+    python train.py trainer=ddp trainer.devices=2            # Lightning DDP (gloo on CPU)
+    python train.py ckpt_path=<run>/checkpoints/last.ckpt    # resume
+
+The run directory (``paths.output_dir``) receives ``checkpoints/``, ``predictions/{val,test}.jsonl``
+(one line per example: ids, SQL, and per node its type, label and confidence), ``metrics.json``,
+``data.json`` (split and counts), ``config.yaml`` (resolved) and the logger's files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from model.cli import UsageError
+from model.nodes.outputs import prediction_row
+from model.nodes.outputs import write_predictions as write_predictions_file
+
+for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
+    os.environ.setdefault(_var, _value)  # the LM comes from local files; never reach for the hub
+
+
+def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
+    """Run one experiment; returns (metrics, objects) so tests can inspect both."""
+    if cfg.model.get("scorer") == "boosted":  # model=features: gradient-boosted trees, no LM
+        from model.nodes.boosted import train_boosted
+
+        return train_boosted(cfg)
+    check_data(cfg)
+    L.seed_everything(cfg.seed, workers=True)
+    if cfg.get("torch_threads"):
+        torch.set_num_threads(cfg.torch_threads)
+    output_dir = Path(cfg.paths.output_dir)
+
+    # _convert_="all": plain dicts/lists in hparams, so checkpoints load with weights_only=True.
+    datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data, _convert_="all")
+    model: L.LightningModule = hydra.utils.instantiate(cfg.model, _convert_="all")
+    callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    for logger in loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+
+    metrics: dict[str, float] = {}
+    if cfg.get("train", True):
+        trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        metrics.update(_floats(trainer.callback_metrics))
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if cfg.get("test", True):
+        # Both restore the best checkpoint's weights into `model`, so predictions below use them
+        # too; val/* and test/* then describe the same weights (not the last epoch's).
+        ckpt = best or (None if cfg.get("train", True) else cfg.get("ckpt_path"))
+        for results in (trainer.validate(model, datamodule=datamodule, ckpt_path=ckpt or None, verbose=False),
+                        trainer.test(model, datamodule=datamodule, ckpt_path=ckpt or None)):
+            metrics.update(_floats(results[0]) if results else {})
+
+    if trainer.is_global_zero:
+        datamodule.setup("test")
+        if cfg.get("write_predictions", True):
+            for split in ("val", "test"):
+                write_predictions(model, datamodule, split, output_dir / "predictions" / f"{split}.jsonl")
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        resolved["data"]["root"] = str(datamodule.root)  # evaluate.py finds the databases here
+        _write_json(output_dir / "config.json", resolved)
+        (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+        _write_json(output_dir / "data.json", {"db_split": datamodule.db_split, "summary": datamodule.summary()})
+        _write_json(output_dir / "metrics.json", {"best_checkpoint": best, **metrics})
+    return metrics, {"model": model, "datamodule": datamodule, "trainer": trainer, "best_checkpoint": best}
+
+
+def write_predictions(model, datamodule, split: str, path: Path) -> int:
+    """One JSON line per example of ``split`` (see ``model.nodes.outputs``)."""
+    examples = datamodule.datasets[split]
+    loader = datamodule.split_loader(split)
+    order = [int(i) for batch in loader for i in batch["index"]]
+    confidences = model.node_confidences(loader)
+    rows = [prediction_row(examples[i], c, split) for i, c in zip(order, confidences)]
+    return write_predictions_file(path, rows)
+
+
+def check_data(cfg: DictConfig) -> None:
+    """A data root that is missing or not a dataset folder is the user's mistake: one line."""
+    if "root" not in cfg.data:
+        return
+    root = cfg.data.root
+    unresolved = OmegaConf.to_container(cfg.data, resolve=False)
+    needs_root = any("${data.root}" in str(v) for v in unresolved.values())  # e.g. data=spider
+    if root is None and needs_root:
+        raise UsageError("data.root is required for this dataset (e.g. data.root=../shared/data/spider)")
+    if root is not None and not Path(root).is_dir():
+        raise UsageError(f"data.root={root}: no such directory")
+
+
+def _floats(values: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in values.items()}
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=1, default=str))
