@@ -12,8 +12,8 @@ from hydra import compose, initialize_config_dir
 
 import model.evaluate as evaluate_module
 import rat
-from model.eval import baselines, metrics, report
 from model.cli import UsageError
+from model.eval import baselines, metrics, report
 from model.evaluate import evaluate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -216,7 +216,7 @@ def test_data_root_comes_from_the_run_config(tmp_path):
     ("predictions=/no/such/file.jsonl", "predictions=/no/such/file.jsonl: no such file"),
 ])
 def test_missing_inputs_are_one_line_and_exit_2(tmp_path, arg, message):
-    result = subprocess.run([sys.executable, str(REPO / "evaluate.py"), arg], capture_output=True,
+    result = subprocess.run([sys.executable, str(REPO / "evaluate.py"), arg], check=False, capture_output=True,
                             text=True, cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == f"evaluate.py: error: {message}"
@@ -224,5 +224,5 @@ def test_missing_inputs_are_one_line_and_exit_2(tmp_path, arg, message):
 
 def test_a_run_dir_without_predictions_says_so(tmp_path):
     result = subprocess.run([sys.executable, str(REPO / "evaluate.py"), f"run_dir={tmp_path}"],
-                            capture_output=True, text=True)
+                            check=False, capture_output=True, text=True)
     assert result.returncode == 2 and "no predictions/test.jsonl in it" in result.stderr

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from model.data.execution import DEFAULT_TIMEOUT_S
 from model.data.jsonl import iter_jsonl
 from model.lm.scoring import POOLINGS
 from model.wholequery.scf import FEATURE_NAMES as SCF_NAMES
@@ -75,7 +76,7 @@ def build_base_scores(questions, predictions, schemas: Mapping, db_paths: Mappin
     (`{source: {question_id: [sql, ...]}}`, the same outputs for every system's prediction of a
     question; e.g. `{"lm_nucleus": ...}` from `model.lm.scoring.sample_outputs`).
     """
-    from model.data.execution import DEFAULT_TIMEOUT_S, execute_pairs
+    from model.data.execution import execute_pairs
 
     by_q = {q.question_id: q for q in questions}
     preds = [p for p in predictions if p.question_id in by_q and db_paths.get(by_q[p.question_id].db_id)]
