@@ -138,7 +138,7 @@ def test_results_notebook_runs_on_the_train_run(demo_run):
 def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
     run = tmp_path / "run"
     result = subprocess.run([sys.executable, str(REPO / "train.py"), *args, "logger=none",
-                             f"hydra.run.dir={run}"], capture_output=True, text=True, cwd=tmp_path)
+                             f"hydra.run.dir={run}"], check=False, capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip() == f"train.py: error: {message}"
