@@ -7,7 +7,7 @@ export TRANSFORMERS_OFFLINE := 1
 export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-all bench train clean
+.PHONY: setup test test-all bench train lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,9 @@ test: setup
 
 test-all: setup
 	WANDB_MODE=disabled $(BIN)/pytest -q -m "not gpu"
+
+lint: setup
+	$(BIN)/ruff check .
 
 bench: setup
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

@@ -14,7 +14,10 @@ The run directory (``paths.output_dir``) receives ``checkpoints/``, ``prediction
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +36,12 @@ for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("T
 
 def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     """Run one experiment; returns (metrics, objects) so tests can inspect both."""
+    check_data(cfg)
+    quiet_logs()
     if cfg.model.get("scorer") == "boosted":  # model=features: gradient-boosted trees, no LM
         from model.nodes.boosted import train_boosted
 
         return train_boosted(cfg)
-    check_data(cfg)
     L.seed_everything(cfg.seed, workers=True)
     if cfg.get("torch_threads"):
         torch.set_num_threads(cfg.torch_threads)
@@ -47,6 +51,9 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data, _convert_="all")
     model: L.LightningModule = hydra.utils.instantiate(cfg.model, _convert_="all")
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    if not sys.stderr.isatty():  # a log file: one line per epoch instead of tqdm's redraws
+        callbacks = [c for c in callbacks if not isinstance(c, L.pytorch.callbacks.TQDMProgressBar)]
+        callbacks.append(EpochLines())
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     for logger in loggers:
@@ -87,6 +94,26 @@ def write_predictions(model, datamodule, split: str, path: Path) -> int:
     confidences = model.node_confidences(loader)
     rows = [prediction_row(examples[i], c, split) for i, c in zip(order, confidences)]
     return write_predictions_file(path, rows)
+
+
+def quiet_logs() -> None:
+    """Keep the project's own noise out of a user's log: deprecation warnings of our
+    dependencies about their own internals and Lightning's advertisement."""
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+        lambda record: "litlogger" not in record.getMessage())
+
+
+class EpochLines(L.Callback):
+    """Progress where no terminal redraws a bar: one line per epoch with its losses."""
+
+    def on_validation_epoch_end(self, trainer, module) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        values = {k: float(v) for k, v in trainer.callback_metrics.items() if k.endswith(("loss", "auc"))}
+        shown = "  ".join(f"{k}={v:.4f}" for k, v in sorted(values.items()))
+        print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}: {shown}", flush=True)
 
 
 def check_data(cfg: DictConfig) -> None:

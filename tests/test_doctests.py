@@ -1,4 +1,4 @@
-"""Run the docstring examples of every `rat` module as tests."""
+"""Run the docstring examples of every module of the package (`rat` and `model`) as tests."""
 
 import doctest
 import importlib
@@ -6,9 +6,16 @@ import pkgutil
 
 import pytest
 
+import model
 import rat
 
-MODULES = ["rat"] + [f"rat.{m.name}" for m in pkgutil.iter_modules(rat.__path__)]
+
+def _modules(package) -> list[str]:
+    return [package.__name__] + [m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
+                                 if not m.name.endswith("__main__")]
+
+
+MODULES = _modules(rat) + _modules(model)
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -18,7 +25,6 @@ def test_doctests(name):
     assert result.failed == 0, f"{result.failed} doctest(s) failed in {name}"
 
 
-def test_every_public_module_has_examples():
-    without = [n for n in MODULES if n != "rat.__main__"
-               and doctest.testmod(importlib.import_module(n)).attempted == 0]
+def test_every_rat_module_has_examples():
+    without = [n for n in _modules(rat) if doctest.testmod(importlib.import_module(n)).attempted == 0]
     assert without == []

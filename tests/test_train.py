@@ -195,6 +195,30 @@ def test_checkpoint_reloads_and_infer_scores_every_node(demo_run, capsys):
     assert code == 0 and "\033[" in printed and len(printed.splitlines()) == len(nodes)
 
 
+def test_infer_scores_a_whole_prediction_file_in_one_call(demo_run, tmp_path, capsys):
+    from model.data.jsonl import read_jsonl
+    from model.nodes.infer import main
+
+    out, _, objects = demo_run
+    root = objects["datamodule"].root
+    predictions = min((root / "predictions").glob("*.jsonl"))
+    scored = tmp_path / "scored.jsonl"
+    assert main(["--ckpt", str(out), "--data-root", str(root), "--predictions", str(predictions),
+                 "--out", str(scored)]) == 0
+    rows = read_jsonl(scored)
+    n_predictions = sum(1 for line in predictions.read_text().splitlines() if line.strip())
+    assert 0.9 * n_predictions <= len(rows) <= n_predictions and f"scored {len(rows)}" in capsys.readouterr().out
+    for row in rows[:20]:
+        assert len(row["node_confidences"]) == len(row["node_names"]) > 0 and "node_labels" not in row
+
+
+def test_infer_refuses_a_missing_checkpoint_in_one_line(capsys):
+    from model.nodes.infer import main
+
+    assert main(["--ckpt", "/no/such/run", "--question", "q", "--sql", "SELECT 1"]) == 2
+    assert capsys.readouterr().err.strip() == "error: no checkpoint at /no/such/run (expected a .ckpt file or a run directory)"
+
+
 @pytest.mark.slow
 def test_same_seed_same_predictions_and_resume(tmp_path):
     runs = []

@@ -52,6 +52,9 @@ class NodeDataModule(L.LightningDataModule):
         folds: int = 5,  # crossfit folds
     ):
         super().__init__()
+        if protocol == "crossfit":
+            raise ValueError("data.protocol=crossfit is implemented for the boosted scorer only "
+                             "(model=features); the neural node model needs data.protocol=split")
         self.save_hyperparameters(logger=False)
         self.datasets: dict[str, list] = {}
         self.db_split: dict[str, str] = {}
@@ -98,7 +101,7 @@ class NodeDataModule(L.LightningDataModule):
 
         examples = self._build()
         tokenizer = self.tokenizer()
-        self.pad_id = _pad_id(tokenizer)
+        self.pad_id = pad_id(tokenizer)
         for split in SPLITS:
             tokenized = tokenize_examples(examples[split], tokenizer, self.hparams.max_tokens)
             self.datasets[split] = tokenized
@@ -353,7 +356,7 @@ class QuestionBatchSampler(Sampler[list[int]]):
         return len(self._my_batches())
 
 
-def _pad_id(tokenizer) -> int:
+def pad_id(tokenizer) -> int:
     for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0):
         if candidate is not None:
             return int(candidate)

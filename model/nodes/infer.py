@@ -1,8 +1,17 @@
-"""Score every RAT node of a SQL query with a trained checkpoint, and print the tree with scores.
+"""Score every RAT node of SQL queries with a trained checkpoint.
+
+One query, printed as a tree with scores:
 
     python -m model.nodes.infer --ckpt <run dir or .ckpt> --schema <tables.json or Spider root> \\
         --db-id concert_singer --question "How many singers are there?" \\
         --sql "SELECT count(*) FROM singer"
+
+A whole prediction file (any format ``model.data.predictions`` reads), with a progress bar,
+written as a node predictions JSONL (``model.nodes.outputs``; no labels: nothing is compared
+with gold here):
+
+    python -m model.nodes.infer --ckpt <run> --data-root ../shared/data/spider --split dev \\
+        --predictions preds.txt --out scored.jsonl
 """
 
 from __future__ import annotations
@@ -12,8 +21,6 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import torch
 
 import rat
 
@@ -51,6 +58,8 @@ class NodeScorer:
     """A trained node model and its tokenizer, ready to score (schema, question, SQL) triples."""
 
     def __init__(self, checkpoint: str | Path, device: str | None = None):
+        import torch
+
         from model.lm import load_tokenizer
         from model.nodes.module import NodeConfidenceModule
 
@@ -70,37 +79,60 @@ class NodeScorer:
         input cannot fit ``max_positions`` tokens even with the schema pruned.
         """
         from model.data.datasets import Question
-        from model.nodes.datamodule import Collate, _pad_id
-        from model.nodes.examples import make_example, tokenize_example
+        from model.nodes.examples import make_example
 
         example = make_example(Question("infer", db_id, question, gold_sql=""), sql, "infer", schema)
-        tokenized, reason = tokenize_example(example, self.tokenizer, self.max_tokens)
-        if tokenized is None:
-            raise ValueError(f"cannot score this query: {reason}")
-        batch = Collate(_pad_id(self.tokenizer))([(0, tokenized)])
-        (confidences,) = self.model.node_confidences([batch])
-        nodes = _postorder_with_depth(rat.to_tree(sql, schema))
-        if len(nodes) != len(confidences):
-            raise AssertionError(f"{len(confidences)} scores for {len(nodes)} RAT nodes")
-        return [
-            NodeScore(i, node.label, node_type, depth, children, float(c))
-            for i, ((node, depth, children), node_type, c) in enumerate(zip(nodes, example.node_types, confidences))
-        ]
+        (confidences,) = self.score_examples([example], progress=False)
+        if confidences is None:
+            raise ValueError("cannot score this query: it does not fit max_positions tokens")
+        return [NodeScore(i, name, node_type, depth, children, float(c))
+                for i, (name, node_type, (depth, children), c) in enumerate(zip(
+                    example.node_names, example.node_types, _depths_and_children(example.node_arity),
+                    confidences))]
+
+    def score_examples(self, examples, batch_size: int = 16, progress: bool = True
+                       ) -> list[list[float] | None]:
+        """Node confidences of each ``NodeExample`` (None for one that cannot fit), batched."""
+        from tqdm.auto import tqdm
+
+        from model.nodes.datamodule import Collate, pad_id
+        from model.nodes.examples import tokenize_example
+
+        collate = Collate(pad_id(self.tokenizer))
+        out: list[list[float] | None] = [None] * len(examples)
+        fitting = []
+        for i, example in enumerate(examples):
+            tokenized, _ = tokenize_example(example, self.tokenizer, self.max_tokens)
+            if tokenized is not None:
+                fitting.append((i, tokenized))
+        bar = tqdm(total=len(fitting), desc="scoring", unit="query", disable=not progress)
+        for start in range(0, len(fitting), batch_size):
+            chunk = fitting[start:start + batch_size]
+            for (i, _), confidences in zip(chunk, self.model.node_confidences([collate(chunk)])):
+                out[i] = [float(c) for c in confidences]
+            bar.update(len(chunk))
+        bar.close()
+        return out
 
 
-def _postorder_with_depth(tree: rat.Node) -> list[tuple[rat.Node, int, tuple[int, ...]]]:
-    """(node, depth, children's post-order indices) in the same post-order as ``Node.postorder``."""
-    out: list[tuple[rat.Node, int, tuple[int, ...]]] = []
+def _depths_and_children(arity: list[int]) -> list[tuple[int, tuple[int, ...]]]:
+    """(depth, children's post-order indices) of each node of a post-order given by arities.
 
-    def walk(node: rat.Node, depth: int) -> int:
-        children = tuple(walk(child, depth + 1) for child in node.children)
-        out.append((node, depth, children))
-        return len(out) - 1
-
-    walk(tree, 0)
-    if [n.label for n, _, _ in out] != [n.label for n in tree.postorder()]:
-        raise AssertionError("RAT post-order differs from rat.Node.postorder()")
-    return out
+    >>> _depths_and_children([0, 0, 2, 1])  # Root(Op(a, b))
+    [(2, ()), (2, ()), (1, (0, 1)), (0, (2,))]
+    """
+    children: list[tuple[int, ...]] = []
+    stack: list[int] = []
+    for i, k in enumerate(arity):
+        kids = tuple(stack[len(stack) - k:]) if k else ()
+        del stack[len(stack) - k:]
+        children.append(kids)
+        stack.append(i)
+    depth = [0] * len(arity)
+    for i in reversed(range(len(arity))):  # parents come after their children
+        for c in children[i]:
+            depth[c] = depth[i] + 1
+    return list(zip(depth, children))
 
 
 def format_tree(scores: list[NodeScore], color: bool = False) -> str:
@@ -150,25 +182,71 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ckpt", required=True, help="a .ckpt file or a training run directory")
     parser.add_argument("--schema", help="tables.json (Spider format) or a dataset root")
     parser.add_argument("--db-id", default="", help="the database id in --schema")
-    parser.add_argument("--question", required=True)
-    parser.add_argument("--sql", required=True)
+    parser.add_argument("--question")
+    parser.add_argument("--sql")
+    parser.add_argument("--data-root", type=Path, help="with --predictions: the dataset the file answers")
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--predictions", type=Path, help="a prediction file to score as a whole")
+    parser.add_argument("--out", type=Path, help="with --predictions: the JSONL to write")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a tree")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     parser.add_argument("--device", default=None)
     args = parser.parse_args(argv)
-
-    schema = load_schema(args.schema, args.db_id) if args.schema else None
-    scorer = NodeScorer(args.ckpt, device=args.device)
-    try:
-        scores = scorer.score(schema, args.question, args.sql, args.db_id)
-    except (rat.RATError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    try:  # every user mistake is found before the model (seconds of imports) is loaded
+        checkpoint = resolve_checkpoint(args.ckpt)
+        if args.predictions:
+            if not (args.data_root and args.out):
+                parser.error("--predictions needs --data-root and --out")
+            return score_file(checkpoint, args.data_root, args.split, args.predictions, args.out, args.device)
+        if not (args.question and args.sql):
+            parser.error("give --question and --sql, or --predictions")
+        schema = load_schema(args.schema, args.db_id) if args.schema else None
+        scores = NodeScorer(checkpoint, device=args.device).score(schema, args.question, args.sql, args.db_id)
+    except (rat.RATError, ValueError, KeyError, FileNotFoundError) as error:
+        print(f"error: {str(error).strip(chr(39))}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({"sql": args.sql, "nodes": [asdict(s) for s in scores]}))
     else:
         color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
         print(format_tree(scores, color=color))
+    return 0
+
+
+def score_file(checkpoint: Path, data_root: Path, split: str, predictions: Path, out: Path,
+               device: str | None = None) -> int:
+    """Score every prediction of a file in one call; unreadable SQL is counted, not fatal."""
+    from collections import Counter
+
+    from model.data.datasets import load_questions, load_schemas
+    from model.data.jsonl import write_jsonl
+    from model.data.predictions import load_predictions
+    from model.nodes.examples import make_example
+    from model.nodes.outputs import prediction_row
+
+    if not data_root.is_dir():
+        raise FileNotFoundError(f"--data-root {data_root}: no such directory")
+    questions = {q.question_id: q for q in load_questions(data_root, split)}
+    schemas = load_schemas(data_root)
+    skipped: Counter = Counter()
+    examples = []
+    for p in load_predictions(predictions, list(questions.values())):
+        try:
+            q = questions[p.question_id]
+            examples.append(make_example(q, p.sql, p.system, schemas.get(q.db_id)))
+        except rat.RATError:
+            skipped["unreadable SQL"] += 1
+    scorer = NodeScorer(checkpoint, device=device)
+    rows = []
+    for example, confidences in zip(examples, scorer.score_examples(examples)):
+        if confidences is None:
+            skipped["too long"] += 1
+            continue
+        row = prediction_row(example, confidences, split)
+        del row["node_labels"], row["execution_match"]  # no gold was consulted
+        rows.append(row)
+    write_jsonl(out, rows)
+    print(f"scored {len(rows)} predictions -> {out}" + (f"; skipped {dict(skipped)}" if skipped else ""))
     return 0
 
 
