@@ -151,8 +151,7 @@ def breakdown(scores: dict[str, np.ndarray], key: str, cfg: DictConfig,
         if mask.sum() < min_count:
             continue
         c, y = scores["confidence"][mask], scores["label"][mask]
-        fns = {"brier": metrics.brier, "auc": metrics.auc,
-               "ece": lambda a, b: metrics.ece(a, b, cfg.n_bins)}
+        fns = metrics.core_metric_fns(cfg.n_bins)
         out[str(value)] = {
             "n": int(mask.sum()), "accuracy": float(y.mean()),
             "metrics": {k: fn(c, y) for k, fn in fns.items()},

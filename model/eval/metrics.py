@@ -361,6 +361,21 @@ def bootstrap_ci(metric_fn: Callable[[np.ndarray, np.ndarray], float], confidenc
     return float(low), float(high)
 
 
+def core_metric_fns(n_bins: int = 10) -> dict[str, Callable[[ArrayLike, ArrayLike], float]]:
+    """The three numbers every table starts with, as functions of (confidences, labels):
+    Brier, AUC, ECE with ``n_bins`` uniform bins."""
+    return {"brier": brier, "auc": auc, "ece": lambda c, y: ece(c, y, n_bins)}
+
+
+def core_metrics(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> dict[str, float]:
+    """Brier, AUC and ECE of one set of confidences.
+
+    >>> core_metrics([0.9, 0.8, 0.3, 0.2], [1, 1, 0, 0])["auc"]
+    1.0
+    """
+    return {name: float(fn(confidences, labels)) for name, fn in core_metric_fns(n_bins).items()}
+
+
 POST_HOC = ("brier_platt", "ece_platt", "ece_monotonic_platt", "brier_isotonic", "ece_isotonic")
 
 

@@ -147,11 +147,7 @@ class NodeConfidenceModule(L.LightningModule):
 
 def node_metrics(confidences: np.ndarray, labels: np.ndarray, ece_bins: int = 10) -> dict[str, float]:
     """AUC, Brier and ECE of node confidences against 0/1 node labels."""
-    return {
-        "auc": metrics.auc(confidences, labels),
-        "brier": metrics.brier(confidences, labels),
-        "ece": metrics.ece(confidences, labels, n_bins=ece_bins),
-    }
+    return metrics.core_metrics(confidences, labels, ece_bins)
 
 
 def _fixed_pos_weight(pos_weight: str | float | None) -> float:

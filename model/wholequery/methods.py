@@ -19,6 +19,7 @@ from model.eval.calibration import (
     PlattScaler,
     calibration_test_split,
 )
+from model.eval.report import markdown_table
 from model.lm.scoring import POOLINGS
 from model.wholequery.base_scores import NODE_COLUMNS, BaseScores
 from model.wholequery.scf import FEATURE_NAMES as SCF_NAMES
@@ -92,11 +93,7 @@ def default_methods(columns: Sequence[str]) -> list[Method]:
     return methods
 
 
-def _ece(c, y):
-    return M.ece(c, y, n_bins=10)
-
-
-METRICS = {"brier": M.brier, "auc": M.auc, "ece": _ece}
+METRICS = M.core_metric_fns(n_bins=10)
 
 
 def _evaluate_once(method: Method, fit: BaseScores, test: BaseScores) -> dict[str, float]:
@@ -109,8 +106,8 @@ def _evaluate_once(method: Method, fit: BaseScores, test: BaseScores) -> dict[st
         x_fit, x_test = fit.columns[method.features[0]], test.columns[method.features[0]]
         ps = PlattScaler(method.platt_kind).fit(x_fit, fit.label).confidence(x_test)
         iso = IsotonicCalibrator().fit(x_fit, fit.label).confidence(x_test)
-        out.update({"brier_platt": M.brier(ps, y), "ece_platt": _ece(ps, y),
-                    "brier_isotonic": M.brier(iso, y), "ece_isotonic": _ece(iso, y)})
+        out.update({"brier_platt": M.brier(ps, y), "ece_platt": METRICS["ece"](ps, y),
+                    "brier_isotonic": M.brier(iso, y), "ece_isotonic": METRICS["ece"](iso, y)})
     else:
         cal = method.make().fit(_matrix(fit, method.features), fit.label)
         conf = cal.confidence(_matrix(test, method.features))
@@ -190,25 +187,24 @@ def format_tables(results: Mapping, accuracy: Mapping[str, float] | None = None,
     """Markdown: the mean over systems per method, then per-system AUC of chosen methods."""
     systems = list(results)
     methods = list(next(iter(results.values())))
-    lines = ["| method | " + " | ".join(h for _, h in _COLUMNS) + " |",
-             "|---|" + "---:|" * len(_COLUMNS)]
+    means = []
     for m in methods:
         cells = []
         for key, _ in _COLUMNS:
             vals = [results[s][m].get(key, (np.nan, 0))[0] for s in systems]
             cells.append("–" if np.all(np.isnan(vals)) else f"{np.nanmean(vals):.3f}")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        means.append([m, *cells])
     auc_methods = list(auc_methods or methods)
-    lines += ["", "| system | " + ("acc | " if accuracy else "") + " | ".join(auc_methods) + " |",
-              "|---|" + ("---:|" if accuracy else "") + "---:|" * len(auc_methods)]
+    per_system = []
     for s in systems:
-        acc = f"{accuracy[s]:.3f} | " if accuracy else ""
-        lines.append(f"| {s} | {acc}" + " | ".join(
-            f"{results[s][m]['auc'][0]:.3f} ± {results[s][m]['auc'][1]:.3f}" for m in auc_methods) + " |")
-    mean_acc = f"{np.mean(list(accuracy.values())):.3f} | " if accuracy else ""
-    lines.append(f"| **mean** | {mean_acc}" + " | ".join(
-        f"{np.mean([results[s][m]['auc'][0] for s in systems]):.3f}" for m in auc_methods) + " |")
-    return "\n".join(lines)
+        acc = [f"{accuracy[s]:.3f}"] if accuracy else []
+        per_system.append([s, *acc, *(f"{results[s][m]['auc'][0]:.3f} ± {results[s][m]['auc'][1]:.3f}"
+                                      for m in auc_methods)])
+    mean_acc = [f"{np.mean(list(accuracy.values())):.3f}"] if accuracy else []
+    per_system.append(["**mean**", *mean_acc, *(f"{np.mean([results[s][m]['auc'][0] for s in systems]):.3f}"
+                                                for m in auc_methods)])
+    return (markdown_table(["method", *(h for _, h in _COLUMNS)], means) + "\n\n"
+            + markdown_table(["system", *(["acc"] if accuracy else []), *auc_methods], per_system))
 
 
 def mps_weight_report(fitted: Mapping[str, Mapping[str, Calibrator]], method: str) -> str:
