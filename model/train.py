@@ -108,8 +108,8 @@ def quiet_logs() -> None:
 class EpochLines(L.Callback):
     """Progress where no terminal redraws a bar: one line per epoch with its losses."""
 
-    def on_validation_epoch_end(self, trainer, module) -> None:
-        if trainer.sanity_checking or not trainer.is_global_zero:
+    def on_train_epoch_end(self, trainer, module) -> None:  # after the epoch's validation
+        if not trainer.is_global_zero:
             return
         values = {k: float(v) for k, v in trainer.callback_metrics.items() if k.endswith(("loss", "auc"))}
         shown = "  ".join(f"{k}={v:.4f}" for k, v in sorted(values.items()))
