@@ -61,6 +61,9 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
 
     metrics: dict[str, float] = {}
     if cfg.get("train", True):
+        if str(model.hparams.get("pos_weight")).lower() == "auto":
+            datamodule.setup("fit")
+            model.resolve_pos_weight(*datamodule.train_label_counts())
         trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         metrics.update(_floats(trainer.callback_metrics))
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""

@@ -60,6 +60,7 @@ def trained():
     trainer = L.Trainer(max_epochs=6, accelerator="cpu", logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, deterministic=True,
                         use_distributed_sampler=False)
+    model.resolve_pos_weight(*datamodule.train_label_counts())
     trainer.fit(model, datamodule=datamodule)
     val = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
     return model, datamodule, trainer, val, table_before

@@ -61,19 +61,20 @@ class NodeConfidenceModule(L.LightningModule):
 
     # ------------------------------------------------------------------ fitting
 
+    def resolve_pos_weight(self, negatives: int, positives: int) -> None:
+        """``pos_weight=auto``: negatives/positives of the training node labels, given by the
+        caller (``model.train`` reads them from the datamodule) before fitting."""
+        if positives == 0 or negatives == 0:
+            raise ValueError(f"pos_weight=auto needs both labels in training, found {negatives} wrong "
+                             f"and {positives} correct nodes")
+        self.pos_weight.fill_(negatives / positives)
+        self._pos_weight_resolved = True
+
     def setup(self, stage: str) -> None:
-        if stage == "fit" and str(self.hparams.pos_weight).lower() == "auto":
-            datamodule = self.trainer.datamodule
-            if not hasattr(datamodule, "train_label_counts"):
-                raise ValueError("pos_weight=auto reads the training labels from a NodeDataModule; "
-                                 "pass datamodule= to fit, or give pos_weight a number")
-            negatives, positives = datamodule.train_label_counts()
-            if positives == 0 or negatives == 0:
-                raise ValueError(
-                    f"pos_weight=auto needs both labels in training, found {negatives} wrong and "
-                    f"{positives} correct nodes"
-                )
-            self.pos_weight.fill_(negatives / positives)
+        auto = str(self.hparams.pos_weight).lower() == "auto"
+        if stage == "fit" and auto and not getattr(self, "_pos_weight_resolved", False):
+            raise ValueError("pos_weight=auto: call module.resolve_pos_weight(*datamodule.train_label_counts()) "
+                             "before fit (train.py does), or give pos_weight a number")
 
     def training_step(self, batch, batch_idx):
         logits = self(batch)
