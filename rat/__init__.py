@@ -1,5 +1,5 @@
 """rat: SQL -> canonical relational algebra trees (RATs), commutativity-aware node labels,
-and a token-alignment baseline.
+what each node denotes, where it lies in the SQL text, and a token-alignment baseline.
 
 >>> import rat
 >>> pred = rat.to_tree("SELECT name FROM singer WHERE age > 20")
@@ -8,25 +8,35 @@ and a token-alignment baseline.
 '((singer.name)(((singer.age)(20)Gt)(singer)Selection)Project)'
 >>> rat.label_nodes(pred, gold)
 [1, 1, 1, 0, 1, 0, 0]
+>>> [rat.node_kind(n) for n in pred.postorder()]
+['column', 'column', 'value', 'operator', 'table', 'relation', 'relation']
+>>> spans = rat.sql_spans("SELECT name FROM singer WHERE age > 20", pred)
+>>> spans.text(3)
+'singer.age > 20'
 """
 
 from rat.align import align_tokens
 from rat.canonicalize import canonicalize
 from rat.errors import RATError
+from rat.kinds import node_kind
 from rat.labels import label_nodes
 from rat.node import Node
 from rat.schema import Schema
 from rat.serialize import node_ends, serialize
+from rat.spans import SqlSpans, sql_spans
 from rat.tree import to_tree
 
 __all__ = [
     "Node",
     "RATError",
     "Schema",
+    "SqlSpans",
     "align_tokens",
     "canonicalize",
     "label_nodes",
     "node_ends",
+    "node_kind",
     "serialize",
+    "sql_spans",
     "to_tree",
 ]

@@ -1,5 +1,6 @@
 """`python -m rat "SQL" [--schema tables.json --db-id ID] [--gold "SQL"]`: print the RAT
-(indented), its post-order string and, with --gold, each node's label."""
+(indented), its post-order string and, with --gold, each node's label. Bad input of any kind
+gives one line on stderr and a non-zero exit status, never a traceback."""
 
 import argparse
 import json
@@ -13,33 +14,47 @@ from rat.serialize import serialize
 from rat.tree import to_tree
 
 
-def _indented(tree: Node, labels: dict[int, int] | None = None) -> list[str]:
+def _indented(tree: Node, labels: list[int] | None = None) -> list[str]:
     lines: list[str] = []
     order = {id(n): i for i, n in enumerate(tree.postorder())}
-
-    def visit(node: Node, depth: int) -> None:
+    stack = [(tree, 0)]  # iterative: a tree can be up to rat.tree.MAX_DEPTH deep
+    while stack:
+        node, depth = stack.pop()
         mark = ""
         if labels is not None:
             mark = "  [correct]" if labels[order[id(node)]] else "  [INCORRECT]"
         lines.append("  " * depth + node.label + mark)
-        for child in node.children:
-            visit(child, depth + 1)
-
-    visit(tree, 0)
+        stack.extend((child, depth + 1) for child in reversed(node.children))
     return lines
 
 
 def load_schema(path: str, db_id: str) -> Schema:
-    """The schema of `db_id` from a Spider/BIRD tables.json file."""
-    with open(path) as f:
-        for entry in json.load(f):
+    """The schema of `db_id` from a Spider/BIRD tables.json file; ValueError (naming the file)
+    when it cannot be read, is not such a file, or lacks `db_id`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            entries = json.load(f)
+        for entry in entries:
             if entry["db_id"] == db_id:
                 return Schema.from_spider(entry)
-    raise SystemExit(f"db_id {db_id!r} not found in {path}")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot read {path} ({type(error).__name__}: {error})") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not JSON ({error})") from None
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as error:
+        raise ValueError(
+            f"{path} is not a Spider/BIRD tables.json ({type(error).__name__}: {error})"
+        ) from None
+    raise ValueError(f"db_id {db_id!r} not found in {path}")
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rat", description=__doc__.split("\n")[0])
+    parser = _OneLineParser(prog="python -m rat", description=__doc__.split("\n")[0])
     parser.add_argument("sql", help="the (predicted) SQL query")
     parser.add_argument("--schema", help="Spider/BIRD tables.json")
     parser.add_argument("--db-id", help="database id within --schema")
@@ -47,23 +62,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if bool(args.schema) != bool(args.db_id):
         parser.error("--schema and --db-id go together")
-    schema = load_schema(args.schema, args.db_id) if args.schema else None
+    try:
+        schema = load_schema(args.schema, args.db_id) if args.schema else None
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     try:
         tree = to_tree(args.sql, schema)
-        gold = to_tree(args.gold, schema) if args.gold else None
+        gold = to_tree(args.gold, schema) if args.gold is not None else None
     except RATError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     labels = None
     if gold is not None:
         labels = label_nodes(tree, gold)
-    print("\n".join(_indented(tree, labels)))
-    print()
-    print(serialize(tree))
+    lines = [*_indented(tree, labels), "", serialize(tree)]
     if labels is not None:
-        print()
-        print(f"{sum(labels)}/{len(labels)} nodes correct; root hash "
-              f"{'equals' if tree.hash == gold.hash else 'differs from'} gold")
+        verdict = "equals" if tree.hash == gold.hash else "differs from"
+        lines += ["", f"{sum(labels)}/{len(labels)} nodes correct; root hash {verdict} gold"]
+    text = "\n".join(lines) + "\n"
+    # Labels keep what the SQL was written with, e.g. undecodable bytes from the command line.
+    sys.stdout.write(text.encode(sys.stdout.encoding or "utf-8", "backslashreplace")
+                     .decode(sys.stdout.encoding or "utf-8"))
     return 0
 
 

@@ -3,6 +3,17 @@ resolved to table names, columns qualified, column aliases dropped, string quote
 
 This is a light, scope-by-scope pass written for speed: sqlglot's optimizer (`qualify`) would
 do more, but costs several times the parse itself.
+
+Spellings that always mean the same are written one way, so that they get one tree and hash:
+
+- ``count(1)``, ``count('x')``, any ``count(<non-NULL constant>)`` is ``count(*)``: both count
+  the rows (``count(NULL)`` is 0 and ``count(DISTINCT 1)`` is 1, so those stay).
+- ``x BETWEEN a AND b`` is ``x >= a AND x <= b``, and ``x NOT BETWEEN a AND b`` is
+  ``x < a OR x > b``: SQLite defines BETWEEN so, NULLs included. The conjuncts join the
+  surrounding AND, and a wrong bound marks only its own comparison incorrect.
+- A table defined by ``WITH t AS (..)`` is read like the same subquery written in FROM: its
+  columns are qualified ``derived.c`` (``derived_2.c``, ... for the next ones in the same FROM),
+  as those of a subquery are. The tree builder already puts the CTE's query where it is read.
 """
 
 import re
@@ -11,7 +22,7 @@ import sqlglot.errors
 from sqlglot import expressions as exp
 from sqlglot.dialects.sqlite import SQLite
 
-from rat.errors import RATError, only_rat_errors
+from rat.errors import DepthError, RATError, only_rat_errors, with_deep_stack
 from rat.schema import Schema
 
 _KEPT_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
@@ -52,7 +63,9 @@ def parse(sql: str) -> exp.Expression:
         where = f" at line {detail.get('line')}, col {detail.get('col')}" if detail else ""
         description = detail.get("description") or _ANSI.sub("", str(error))[:200]
         raise RATError(f"cannot parse ({description}{where})", sql) from None
-    except (sqlglot.errors.SqlglotError, RecursionError, ValueError, TypeError,
+    except RecursionError:
+        raise DepthError(sql) from None
+    except (sqlglot.errors.SqlglotError, ValueError, TypeError,
             AttributeError, KeyError, IndexError) as error:
         message = _ANSI.sub("", str(error))[:200]
         raise RATError(f"cannot parse ({type(error).__name__}: {message})", sql) from None
@@ -69,7 +82,41 @@ def canonical_ast(sql: str, schema: Schema | None = None) -> exp.Expression:
     tree = parse(sql)
     with only_rat_errors(sql, "canonicalise"):
         _Resolver(sql, schema).query(tree, outer=(), ctes={}, keep_aliases=False)
+        _one_spelling(tree)
     return tree
+
+
+def _one_spelling(tree: exp.Expression) -> None:
+    """Rewrite `count(<constant>)` and BETWEEN in place (see the module docstring); runs after
+    column resolution, so that the copies BETWEEN makes of its operand are resolved already."""
+    for node in list(tree.find_all(exp.Count, exp.Between)):
+        if isinstance(node, exp.Count):
+            if _is_non_null_constant(node.this) and not node.expressions:
+                node.set("this", exp.Star())
+            continue
+        if node.args.get("symmetric"):
+            continue
+        operand, low, high = node.this, node.args["low"], node.args["high"]
+        parent = node.parent
+        while isinstance(parent, exp.Paren):  # NOT (x BETWEEN a AND b)
+            parent = parent.parent
+        if isinstance(parent, exp.Not):
+            replaced = parent
+            spelled = exp.Or(this=exp.LT(this=operand.copy(), expression=low),
+                             expression=exp.GT(this=operand.copy(), expression=high))
+        else:
+            replaced = node
+            spelled = exp.And(this=exp.GTE(this=operand.copy(), expression=low),
+                              expression=exp.LTE(this=operand.copy(), expression=high))
+        if not isinstance(replaced.parent, exp.Where | exp.Having | exp.And | exp.Paren):
+            spelled = exp.Paren(this=spelled)  # keeps `NOT (..)`, `(..) OR c` right in SQL text
+        replaced.replace(spelled)
+
+
+def _is_non_null_constant(node: exp.Expression | None) -> bool:
+    if isinstance(node, exp.Neg):
+        node = node.this
+    return isinstance(node, exp.Literal | exp.Boolean)
 
 
 def canonicalize(sql: str, schema: Schema | None = None) -> str:
@@ -84,9 +131,15 @@ def canonicalize(sql: str, schema: Schema | None = None) -> str:
     ...              "ON s.singer_id = c.singer_id WHERE year = 2014 GROUP BY name", s)
     'select singer.name, count(*) from singer join concert on singer.singer_id = concert.singer_id where concert.year = 2014 group by singer.name'
     """
+    return with_deep_stack(_canonical_text, sql, schema)
+
+
+def _canonical_text(sql: str, schema: Schema | None) -> str:
     tree = canonical_ast(sql, schema)
     try:
         text = tree.sql(dialect=_DIALECT)
+    except RecursionError:
+        raise DepthError(sql) from None
     except Exception as error:  # noqa: BLE001
         raise RATError(f"cannot generate SQL ({type(error).__name__}: {error})", sql) from None
     return _lowercase_outside_strings(text)
@@ -102,9 +155,10 @@ def _lowercase_outside_strings(text: str) -> str:
 class _Scope:
     """The relations one SELECT reads: qualifier -> known columns (None when unknown)."""
 
-    __slots__ = ("aliases", "nodes", "references", "shadowed", "sources")
+    __slots__ = ("aliases", "derived", "nodes", "references", "shadowed", "sources")
 
     def __init__(self) -> None:
+        self.derived: set[str] = set()  # qualifiers of subqueries and CTE references
         self.sources: dict[str, frozenset[str] | None] = {}
         self.aliases: dict[str, str] = {}  # name or alias as written (lowercased) -> qualifier
         self.nodes: dict[str, exp.Expression] = {}  # qualifier -> its Table / Subquery node
@@ -212,12 +266,15 @@ class _Resolver:
     def rename(self, scope: _Scope, qualifier: str, chain) -> None:
         taken = {q for s in chain for q in s.sources}
         node = scope.nodes.pop(qualifier)
-        base, k = node.name if isinstance(node, exp.Table) else "derived", 2
+        base, k = "derived" if qualifier in scope.derived else node.name, 2
         while f"{base}_{k}" in taken:
             k += 1
         new = f"{base}_{k}"
         scope.sources[new] = scope.sources.pop(qualifier)
         scope.nodes[new] = node
+        if qualifier in scope.derived:
+            scope.derived.discard(qualifier)
+            scope.derived.add(new)
         node.set("alias", exp.TableAlias(this=exp.to_identifier(new)))
         for identifier in scope.references:
             if identifier.this == qualifier:
@@ -235,7 +292,10 @@ class _Resolver:
             if columns is None and self.schema is not None:
                 columns = self.schema.columns(name)
             alias = node.alias.lower()
-            qualifier = self.qualifier(name, scope)
+            # A CTE is read as the subquery it names (`derived`), a table by its own name.
+            qualifier = self.qualifier("derived" if name in ctes else name, scope)
+            if name in ctes:
+                scope.derived.add(qualifier)
             scope.sources[qualifier] = columns
             scope.nodes[qualifier] = node
             scope.aliases[alias or name] = qualifier
@@ -247,6 +307,7 @@ class _Resolver:
         elif isinstance(node, exp.Subquery):
             names = self.query(node.this, outer, ctes, keep_aliases=True)
             qualifier = self.qualifier("derived", scope)
+            scope.derived.add(qualifier)
             alias = node.alias.lower()
             scope.sources[qualifier] = frozenset(names)
             scope.nodes[qualifier] = node

@@ -1,5 +1,8 @@
-"""The one exception type of `rat`: bad or unsupported SQL, with the SQL quoted."""
+"""The exception types of `rat` (bad or unsupported SQL, with the SQL quoted), and the one
+place where running out of recursion depth is turned into a retry or an error."""
 
+import sys
+import threading
 from contextlib import contextmanager
 
 
@@ -18,10 +21,17 @@ class RATError(ValueError):
         super().__init__(problem if sql is None else f"{problem} in SQL: {sql!r}")
 
 
+class DepthError(RATError):
+    """The query is nested more deeply than parsing or building its tree can follow."""
+
+    def __init__(self, sql: str | None = None):
+        super().__init__("query nested too deeply", sql)
+
+
 @contextmanager
 def only_rat_errors(sql: str, stage: str):
     """Turn any failure inside the block into a RATError naming `stage` (to_tree promises
-    RATError only).
+    RATError only); running out of recursion depth is a `DepthError`.
 
     >>> with only_rat_errors("SELECT 1", "build tree"):
     ...     {}["missing"]
@@ -33,6 +43,66 @@ def only_rat_errors(sql: str, stage: str):
     except RATError:
         raise
     except RecursionError:
-        raise RATError("query nested too deeply", sql) from None
+        raise DepthError(sql) from None
     except Exception as error:  # noqa: BLE001
         raise RATError(f"cannot {stage} ({type(error).__name__}: {error})", sql) from None
+
+
+# sqlglot parses and `rat` builds trees recursively: about 20 Python frames per level of
+# parentheses, 2 per term of a long `a + b + ...` chain. Queries that exhaust the default limit
+# (1000 frames) are retried on a thread of their own, with room for 20x as many frames.
+DEEP_RECURSION_LIMIT = 20_000
+_DEEP_STACK_BYTES = 512 << 20  # reserved address space; only the pages used are committed
+_deep_lock = threading.Lock()
+_on_deep_thread = threading.local()
+
+
+def with_deep_stack(function, *args):
+    """``function(*args)``; when it raises `DepthError`, run it once more on a thread with a
+    large stack and a recursion limit of `DEEP_RECURSION_LIMIT`, and return or raise what
+    that run does.
+
+    >>> def nest(n):
+    ...     try:
+    ...         return 0 if n == 0 else 1 + nest(n - 1)
+    ...     except RecursionError:
+    ...         raise DepthError("SELECT ...") from None
+    >>> with_deep_stack(nest, 5000)
+    5000
+    >>> with_deep_stack(nest, 10**6)
+    Traceback (most recent call last):
+    rat.errors.DepthError: query nested too deeply in SQL: 'SELECT ...'
+    """
+    try:
+        return function(*args)
+    except DepthError:
+        if getattr(_on_deep_thread, "active", False):
+            raise
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        _on_deep_thread.active = True
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # noqa: BLE001 - re-raised on the caller's thread
+            outcome["error"] = error
+
+    # The recursion limit is per interpreter: raise it only while the deep thread runs, one
+    # deep thread at a time.
+    with _deep_lock:
+        old_limit = sys.getrecursionlimit()
+        old_stack = threading.stack_size()
+        thread = threading.Thread(target=run, name="rat-deep-stack", daemon=True)
+        sys.setrecursionlimit(max(old_limit, DEEP_RECURSION_LIMIT))
+        try:
+            threading.stack_size(_DEEP_STACK_BYTES)
+            try:
+                thread.start()
+            finally:
+                threading.stack_size(old_stack)
+            thread.join()
+        finally:
+            sys.setrecursionlimit(old_limit)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

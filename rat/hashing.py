@@ -12,6 +12,8 @@ incorrect whenever only the ORDER BY direction or the LIMIT around it is wrong.
 from hashlib import blake2b
 from typing import TYPE_CHECKING
 
+from rat.kinds import node_kind
+
 if TYPE_CHECKING:
     from rat.node import Node
 
@@ -26,27 +28,15 @@ CONTEXT_PARENTS = frozenset(
 )
 
 
-# Labels of relational operators: their results are relations, not values.
-RELATIONAL = frozenset(
-    {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Groupby",
-     "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct", "Union", "Union_all",
-     "Intersect", "Except"}
-)
-_NOT_TABLES = frozenset({"*", "null", "true", "false", "current_timestamp", "current_date",
-                         "current_time"})
-
-
-def is_relation(node: "Node") -> bool:
-    """Whether `node` denotes a relation: a relational operator or a table leaf.
+def is_relation(node: "Node", parent: "Node | None" = None) -> bool:
+    """Whether `node` (a child of `parent`, if given) denotes a relation: a relational
+    operator or a table (see `rat.kinds.node_kind`).
 
     >>> from rat.node import Node
-    >>> [is_relation(Node(x)) for x in ("singer", "singer.name", "'x'", "10", "*")]
+    >>> [is_relation(Node(x)) for x in ("singer", "singer.name", "'x'", "1e5", "current_time")]
     [True, False, False, False, False]
     """
-    if node.children:
-        return node.label in RELATIONAL
-    label = node.label
-    return not ("." in label or label[:1] in "'-0123456789" or label in _NOT_TABLES)
+    return node_kind(node, parent) in ("relation", "table")
 
 
 def _digest(text: str) -> str:
@@ -88,18 +78,23 @@ def contextual_hashes(tree: "Node") -> list[str]:
     True
     """
     hashes: list[str] = []
-
-    def visit(node: "Node", parent_label: str | None) -> None:
+    # Iterative post-order walk (deep trees must not hit the recursion limit); each entry is
+    # (node, the parent label to combine with, whether its children are already queued).
+    stack: list[tuple[Node, str | None, bool]] = [(tree, None, False)]
+    while stack:
+        node, parent_label, expanded = stack.pop()
+        if expanded:
+            if parent_label is not None:
+                hashes.append(_digest(parent_label + ">" + node.hash))
+            else:
+                hashes.append(node.hash)
+            continue
+        stack.append((node, parent_label, True))
         children = node.children
         context = node.label if node.label in CONTEXT_PARENTS else None
         last = len(children) - 1
-        for i, child in enumerate(children):
-            relation_input = i == last and context != "Val_list" and is_relation(child)
-            visit(child, None if relation_input else context)
-        if parent_label is not None:
-            hashes.append(_digest(parent_label + ">" + node.hash))
-        else:
-            hashes.append(node.hash)
-
-    visit(tree, None)
+        for i in range(last, -1, -1):
+            child = children[i]
+            relation_input = i == last and context != "Val_list" and is_relation(child, node)
+            stack.append((child, None if relation_input else context, False))
     return hashes

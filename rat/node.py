@@ -10,7 +10,9 @@ class Node:
 
     Leaves are tables (``singer``), columns (``singer.name``) and values (``'France'``, ``10``);
     inner nodes are operators (``Project``, ``Selection``, ``Eq``, ...). Nodes compare equal
-    when their hashes do, i.e. up to commutativity (see `rat.hashing`).
+    when their hashes do, i.e. up to commutativity (see `rat.hashing`). Every walk over a tree
+    (hash, post-order, serialisation, pickling) is iterative, so a deep tree never hits
+    Python's recursion limit.
 
     >>> a = Node("Eq", (Node("t.c"), Node("1")))
     >>> b = Node("Eq", (Node("1"), Node("t.c")))
@@ -18,13 +20,22 @@ class Node:
     (True, 'Eq', ['t.c', '1', 'Eq'])
     >>> len(a.hash)
     32
+    >>> Node("Selection", (a, None))
+    Traceback (most recent call last):
+    TypeError: child 1 of 'Selection' is NoneType, not a Node
     """
 
     __slots__ = ("_hash", "children", "label")
 
     def __init__(self, label: str, children: Iterable["Node"] = ()):
+        if not isinstance(label, str):
+            raise TypeError(f"a Node label is a str, not {type(label).__name__}")
+        children = tuple(children)
+        for i, child in enumerate(children):
+            if not isinstance(child, Node):
+                raise TypeError(f"child {i} of {label!r} is {type(child).__name__}, not a Node")
         object.__setattr__(self, "label", label)
-        object.__setattr__(self, "children", tuple(children))
+        object.__setattr__(self, "children", children)
         object.__setattr__(self, "_hash", None)
 
     def __setattr__(self, name, value):
@@ -33,23 +44,47 @@ class Node:
     @property
     def hash(self) -> str:
         """Hex digest of this subtree, computed bottom-up once and cached."""
-        cached = self._hash
-        if cached is None:
-            cached = combine(self.label, [child.hash for child in self.children])
-            object.__setattr__(self, "_hash", cached)
-        return cached
+        if self._hash is None:
+            # Iteratively, and only into subtrees whose hash is not cached yet.
+            stack = [self]
+            while stack:
+                node = stack[-1]
+                pending = [child for child in node.children if child._hash is None]
+                if pending:
+                    stack.extend(pending)
+                    continue
+                stack.pop()
+                if node._hash is None:
+                    digest = combine(node.label, [child._hash for child in node.children])
+                    object.__setattr__(node, "_hash", digest)
+        return self._hash
 
     def postorder(self) -> list["Node"]:
         """All nodes of the subtree, children before parents (left to right)."""
         nodes: list[Node] = []
-
-        def visit(node: Node) -> None:
-            for child in node.children:
-                visit(child)
-            nodes.append(node)
-
-        visit(self)
+        stack: list[tuple[Node, bool]] = [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded or not node.children:
+                nodes.append(node)
+                continue
+            stack.append((node, True))
+            stack.extend((child, False) for child in reversed(node.children))
         return nodes
+
+    def depth(self) -> int:
+        """Number of nodes on the longest root-to-leaf path (a leaf has depth 1).
+
+        >>> Node("Not", (Node("Eq", (Node("t.c"), Node("1"))),)).depth()
+        3
+        """
+        deepest = 0
+        stack = [(self, 1)]
+        while stack:
+            node, level = stack.pop()
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in node.children)
+        return deepest
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Node) and self.hash == other.hash
@@ -63,4 +98,26 @@ class Node:
         return f"Node({serialize(self)!r})"
 
     def __reduce__(self):
-        return (Node, (self.label, self.children))
+        # Flat post-order (label, number of children) pairs: pickle itself recurses into
+        # nested arguments, which a deep tree would take past the recursion limit.
+        return (_from_postorder, ([(n.label, len(n.children)) for n in self.postorder()],))
+
+
+def _from_postorder(entries: list[tuple[str, int]]) -> Node:
+    """Rebuild a tree from `Node.__reduce__`'s flat post-order.
+
+    >>> import pickle
+    >>> tree = Node("Eq", (Node("t.c"), Node("1")))
+    >>> copy = pickle.loads(pickle.dumps(tree))
+    >>> copy == tree, repr(copy)
+    (True, "Node('((t.c)(1)Eq)')")
+    """
+    stack: list[Node] = []
+    for label, arity in entries:
+        children = stack[len(stack) - arity:] if arity else ()
+        if arity:
+            del stack[len(stack) - arity:]
+        stack.append(Node(label, children))
+    if len(stack) != 1:
+        raise ValueError(f"a flat post-order of {len(stack)} trees, expected one")
+    return stack[0]

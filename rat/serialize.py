@@ -8,19 +8,21 @@ def _pieces(tree: Node) -> tuple[list[str], list[int]]:
     pieces: list[str] = []
     ends: list[int] = []
     length = 0
-
-    def visit(node: Node) -> None:
-        nonlocal length
-        pieces.append("(")
-        length += 1
-        for child in node.children:
-            visit(child)
+    # Iterative (a deep tree must not hit the recursion limit): a node is visited twice,
+    # once to open its parenthesis and queue its children, once to close it.
+    stack: list[tuple[Node, bool]] = [(tree, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if not expanded:
+            pieces.append("(")
+            length += 1
+            stack.append((node, True))
+            stack.extend((child, False) for child in reversed(node.children))
+            continue
         pieces.append(node.label)
         pieces.append(")")
         length += len(node.label) + 1
         ends.append(length - 1)
-
-    visit(tree)
     return pieces, ends
 
 

@@ -4,15 +4,32 @@ A SELECT becomes, from the leaves up:
 Table / Product / Left_join -> Selection -> Groupby -> Having -> Project -> Distinct ->
 Orderby_asc / Orderby_desc -> Limit; relational operators take their expressions first and
 their input relation last, as in the paper's `((1)((player.heaviness)((..)(player)Project)
-Orderby_desc)Limit)`.
+Orderby_desc)Limit)`. A SELECT without FROM has no input relation: `SELECT 1 WHERE 1 = 1` is
+``((1)(((1)(1)Eq)Selection)Project)``.
+
+`from_ast` is the builder's one public door besides `to_tree`: it can report every build step
+to an observer (`rat.spans` uses it to find the SQL text of each node).
 """
+
+from collections.abc import Callable
 
 from sqlglot import expressions as exp
 
 from rat.canonicalize import canonical_ast
-from rat.errors import RATError, only_rat_errors
+from rat.errors import RATError, only_rat_errors, with_deep_stack
 from rat.node import Node
 from rat.schema import Schema
+
+# Trees deeper than this are refused: no Spider or BIRD query comes within a tenth of it, and
+# it bounds the work of any recursive reader of trees.
+MAX_DEPTH = 1000
+
+# on_step(step, expression, node, core): after the builder made `node` from the sqlglot
+# `expression`. Steps: "expr" (an expression), "relation" (a FROM item), "query" (a SELECT,
+# set operation or subquery), "from" (a SELECT's FROM clause with its joins), "select" (a
+# whole SELECT, modifiers included), "modifiers" (ORDER BY / LIMIT / OFFSET of a query; `core`
+# is the relation they were applied to). Children are reported before their parents.
+BuildObserver = Callable[[str, exp.Expression, Node, "Node | None"], None]
 
 _COMPARISONS = {
     exp.EQ: "Eq", exp.NEQ: "Neq", exp.GT: "Gt", exp.GTE: "Gte", exp.LT: "Lt", exp.LTE: "Lte",
@@ -28,8 +45,9 @@ _BINARY = {
 _AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min",
                exp.Max: "Max", exp.GroupConcat: "Group_concat"}
 # NOT applied to these becomes one node, e.g. `a NOT IN (..)` -> Not_in.
-_NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Between": "Not_between",
-            "Exists": "Not_exists", "Is_null": "Is_not_null", "Regexp": "Not_regexp"}
+# (BETWEEN never gets here: `rat.canonicalize` spells it out as two comparisons.)
+_NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Exists": "Not_exists",
+            "Is_null": "Is_not_null", "Regexp": "Not_regexp"}
 _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
@@ -44,10 +62,36 @@ def to_tree(sql: str, schema: Schema | None = None) -> Node:
     '((1)((player.heaviness)((player.player_api_id)(player)Project)Orderby_desc)Limit)'
     >>> to_tree("SELECT a FROM t WHERE b > 10") == to_tree("select T.a from t as T where 10 < b")
     True
+    >>> to_tree("SELECT 1 WHERE 1 = 1").children[1]
+    Node('(((1)(1)Eq)Selection)')
     """
-    tree = canonical_ast(sql, schema)
+    return with_deep_stack(_to_tree, sql, schema)
+
+
+def _to_tree(sql: str, schema: Schema | None) -> Node:
+    return from_ast(canonical_ast(sql, schema), sql)
+
+
+def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None) -> Node:
+    """The RAT of `ast`, a canonical sqlglot tree of `sql` (`rat.canonicalize.canonical_ast`),
+    calling ``on_step`` (see `BuildObserver`) after each build step; raises only `RATError`.
+
+    >>> from rat.canonicalize import canonical_ast
+    >>> sql = "SELECT a FROM t LIMIT 3"
+    >>> steps = []
+    >>> tree = from_ast(canonical_ast(sql), sql, lambda *step: steps.append(step))
+    >>> [(step, node.label) for step, expression, node, core in steps][:4]
+    [('relation', 't'), ('from', 't'), ('expr', 't.a'), ('expr', '3')]
+    >>> [(step, expression.sql(), node.label) for step, expression, node, core in steps][-1]
+    ('query', 'SELECT t.a FROM t LIMIT 3', 'Limit')
+    """
+    builder = _Builder(sql) if on_step is None else _ObservedBuilder(sql, on_step)
     with only_rat_errors(sql, "build tree"):
-        return _Builder(sql).query(tree, {})
+        tree = builder.query(ast, {})
+    depth = tree.depth()
+    if depth > MAX_DEPTH:
+        raise RATError(f"query nested too deeply (tree depth {depth} > {MAX_DEPTH})", sql)
+    return tree
 
 
 def _value_label(literal: exp.Literal) -> str:
@@ -94,10 +138,12 @@ class _Builder:
 
     def select(self, node: exp.Select, ctes: dict[str, Node]) -> Node:
         args = node.args
+        if not node.expressions:  # sqlglot reads a bare `SELECT`; SQLite refuses it
+            raise RATError("SELECT without result columns", self.sql)
         relation = self.from_clause(node, ctes)
         where = args.get("where")
         if where is not None:
-            relation = Node("Selection", (self.expr(where.this, ctes), relation))
+            relation = Node("Selection", (self.expr(where.this, ctes), *self.optional(relation)))
         group = args.get("group")
         if group is not None:
             keys = [self.expr(k, ctes) for k in group.expressions]
@@ -240,9 +286,6 @@ class _Builder:
             else:
                 target = Node("Val_list", [self.expr(v, ctes) for v in node.expressions])
             return Node("In", (self.expr(node.this, ctes), target))
-        if kind is exp.Between:
-            return Node("Between", (self.expr(node.this, ctes), self.expr(node.args["low"], ctes),
-                                    self.expr(node.args["high"], ctes)))
         if kind is exp.Star:
             return Node("*")
         if kind is exp.Null:
@@ -341,3 +384,42 @@ class _Builder:
         if default is not None:
             children.append(Node("Else", (self.expr(default, ctes),)))
         return Node("Case", children)
+
+
+class _ObservedBuilder(_Builder):
+    """The builder, reporting each step to an observer (see `BuildObserver`)."""
+
+    def __init__(self, sql: str, on_step: BuildObserver):
+        super().__init__(sql)
+        self.on_step = on_step
+
+    def query(self, node, ctes):
+        result = super().query(node, ctes)
+        self.on_step("query", node, result, None)
+        return result
+
+    def select(self, node, ctes):
+        result = super().select(node, ctes)
+        self.on_step("select", node, result, None)
+        return result
+
+    def modifiers(self, node, relation, ctes):
+        result = super().modifiers(node, relation, ctes)
+        self.on_step("modifiers", node, result, relation)
+        return result
+
+    def from_clause(self, node, ctes):
+        result = super().from_clause(node, ctes)
+        if result is not None:
+            self.on_step("from", node, result, None)
+        return result
+
+    def relation(self, node, ctes):
+        result = super().relation(node, ctes)
+        self.on_step("relation", node, result, None)
+        return result
+
+    def expr(self, node, ctes):
+        result = super().expr(node, ctes)
+        self.on_step("expr", node, result, None)
+        return result

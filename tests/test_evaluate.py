@@ -22,9 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def node_type(node) -> str:
-    if node.children:
-        return node.label
-    return "Column" if "." in node.label else "Value" if node.label[:1] in "'-0123456789" else "Table"
+    kind = rat.node_kind(node)
+    return node.label if kind in ("relation", "operator") else kind.capitalize()
 
 
 def write_demo_run(run_dir: Path, seed: int = 0) -> dict[str, int]:

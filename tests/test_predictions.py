@@ -176,3 +176,17 @@ def test_unknown_extension(tmp_path: Path) -> None:
     path.write_text("")
     with pytest.raises(ValueError, match="unknown prediction format"):
         load_predictions(path, QUESTIONS)
+
+
+def test_id_keyed_jsonl_may_cover_part_of_a_split_when_allowed(tmp_path):
+    """SPLASH-style training sources answer only some questions of Spider train."""
+    from model.data.datasets import Question
+    from model.data.predictions import PredictionFileError
+
+    questions = [Question(f"train_{i}", "shop", "q", "SELECT 1") for i in range(3)]
+    path = tmp_path / "partial.jsonl"
+    path.write_text('{"question_id": "train_2", "sql": "SELECT 2"}\n')
+    with pytest.raises(PredictionFileError, match="1 predictions but 3 questions"):
+        load_predictions(path, questions)
+    (only,) = load_predictions(path, questions, allow_partial=True)
+    assert (only.question_id, only.sql) == ("train_2", "SELECT 2")

@@ -17,7 +17,11 @@ BIRD's counts two failing queries as equal). Comparison follows test-suite-sql-e
 Safety: databases are opened ``mode=ro`` with ``PRAGMA query_only=ON`` and an authorizer that
 refuses ATTACH (which would create files, also via ``VACUUM INTO``), writes, DDL and PRAGMAs,
 so no predicted SQL can change or create any file. A progress handler aborts queries past the
-timeout, and result sets beyond ``MAX_ROWS`` are refused rather than filling memory.
+timeout. Results are fetched in chunks and refused (an error, like any failed query: a
+``pred_error`` or ``gold_error`` outcome) once they pass ``MAX_ROWS`` rows or an estimate of
+``max_result_bytes`` bytes of Python objects (default ``DEFAULT_MAX_RESULT_BYTES``), so a
+runaway cross join cannot fill memory; such refusals are not cached, as they depend on the
+budget.
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ log = logging.getLogger(__name__)
 OUTCOMES = ("match", "mismatch", "pred_error", "timeout", "gold_error", "no_database")
 DEFAULT_TIMEOUT_S = 30.0
 MAX_ROWS = 1_000_000  # far above any gold result on Spider/BIRD; guards memory against cross joins
+# Estimated size of a result's Python objects; the largest Spider/BIRD gold result is far below.
+# Comparing two results takes a few times their size again (sorted copies of every row).
+DEFAULT_MAX_RESULT_BYTES = 256 << 20
+_FIRST_FETCH_ROWS = 256  # rows of the first chunk; later chunks aim at 1/32 of the budget
+_MAX_FETCH_ROWS = 10_000
+_SIZE_SAMPLE_ROWS = 16  # rows of each chunk whose size is measured
 _CACHEABLE_BYTES = 8 << 20  # results larger than this are recomputed rather than cached
 _PROGRESS_OPS = 1_000  # SQLite VM instructions between two deadline checks
 _PERMUTATION_BUDGET = 50_000  # search nodes before declaring columns unmatchable
@@ -102,8 +112,26 @@ def _connect(db_path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _run(db_path: Path, sql: str, timeout_s: float) -> tuple[str, Any]:
-    """("ok", rows) | ("error", message) | ("timeout", message); never raises."""
+def _rows_bytes(rows: Rows) -> int:
+    """Estimated bytes of Python objects held by ``rows`` (a list slot, the tuple, its values),
+    from a sample of evenly spaced rows.
+
+    >>> _rows_bytes([("a" * 1000, 1)] * 100) > 100 * 1000
+    True
+    """
+    if not rows:
+        return 0
+    step = max(1, len(rows) // _SIZE_SAMPLE_ROWS)
+    sample = rows[::step]
+    sampled = sum(8 + sys.getsizeof(row) + sum(map(sys.getsizeof, row)) for row in sample)
+    return sampled * len(rows) // len(sample)
+
+
+def _run(
+    db_path: Path, sql: str, timeout_s: float, max_bytes: int = DEFAULT_MAX_RESULT_BYTES
+) -> tuple[str, Any]:
+    """("ok", rows) | ("error", message) | ("timeout", message) | ("too_large", message);
+    never raises."""
     if not sql.strip().rstrip(";").strip():
         return "error", "empty SQL"
     deadline = time.monotonic() + timeout_s
@@ -122,10 +150,22 @@ def _run(db_path: Path, sql: str, timeout_s: float) -> tuple[str, Any]:
         if cursor.description is None:
             return "error", "statement returns no result set"
         rows: Rows = []
-        while batch := cursor.fetchmany(10_000):
+        size = 0
+        chunk = _FIRST_FETCH_ROWS
+        while batch := cursor.fetchmany(chunk):
             rows.extend(batch)
+            batch_bytes = _rows_bytes(batch)
+            size += batch_bytes
             if len(rows) > MAX_ROWS:
-                return "error", f"result has more than {MAX_ROWS} rows"
+                return "too_large", f"result has more than {MAX_ROWS} rows"
+            if size > max_bytes:
+                return "too_large", (
+                    f"result larger than {max_bytes / 2**20:g} MiB "
+                    f"(estimated {size / 2**20:.0f} MiB after {len(rows)} rows)"
+                )
+            # Chunks of about 1/32 of the budget: a chunk of huge rows cannot overshoot far.
+            row_bytes = max(1, batch_bytes // len(batch))
+            chunk = max(1, min(_MAX_FETCH_ROWS, max_bytes // 32 // row_bytes))
         return "ok", rows
     except Exception as error:  # noqa: BLE001  (sqlite3.Error, MemoryError, ...: a failed query)
         if timed_out:
@@ -137,9 +177,13 @@ def _run(db_path: Path, sql: str, timeout_s: float) -> tuple[str, Any]:
 
 
 def execute_sql(
-    db_path: Path, sql: str, timeout_s: float = DEFAULT_TIMEOUT_S
+    db_path: Path,
+    sql: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> tuple[Rows | None, str | None]:
-    """Run one query read-only: ``(rows, None)``, or ``(None, error)`` (``"timeout ..."`` on timeout).
+    """Run one query read-only: ``(rows, None)``, or ``(None, error)`` (``"timeout ..."`` on timeout,
+    ``"result larger than ..."`` / ``"result has more than ..."`` past the memory guards).
 
     >>> import tempfile
     >>> db = Path(tempfile.mkdtemp()) / "t.sqlite"
@@ -149,7 +193,7 @@ def execute_sql(
     >>> execute_sql(db, "DROP TABLE t")[1]
     'DatabaseError: not authorized'
     """
-    status, payload = _run(Path(db_path), sql, timeout_s)
+    status, payload = _run(Path(db_path), sql, timeout_s, max_result_bytes)
     return (payload, None) if status == "ok" else (None, payload)
 
 
@@ -267,6 +311,7 @@ def _column_permutation_exists(gold: Rows, pred: Rows, order_matters: bool) -> b
 
 
 def _outcome(gold: tuple[str, Any], pred: tuple[str, Any], order_matters: bool) -> str:
+    # "error" and "too_large" (past the memory guards) are both failed queries.
     if gold[0] != "ok":
         return "gold_error"
     if pred[0] == "timeout":
@@ -339,6 +384,8 @@ class _Cache:
     def put_many(self, entries: list[tuple[str, str, float, tuple[str, Any]]]) -> None:
         values = []
         for db_sha256, sql, timeout_s, (status, payload) in entries:
+            if status == "too_large":  # depends on the memory budget, which is not in the key
+                continue
             blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
             if len(blob) <= _CACHEABLE_BYTES:
                 values.append((db_sha256, sql, timeout_s, status, blob))
@@ -360,9 +407,9 @@ def _file_sha256(path: Path) -> str:
 # ------------------------------------------------------------------------------------ pairs
 
 
-def _run_job(job: tuple[str, str, float]) -> tuple[str, Any]:
-    db_path, sql, timeout_s = job
-    return _run(Path(db_path), sql, timeout_s)
+def _run_job(job: tuple[str, str, float, int]) -> tuple[str, Any]:
+    db_path, sql, timeout_s, max_bytes = job
+    return _run(Path(db_path), sql, timeout_s, max_bytes)
 
 
 def _run_jobs(
@@ -371,6 +418,7 @@ def _run_jobs(
     workers: int,
     progress: bool,
     cache: _Cache | None,
+    max_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> dict[tuple[str, str], tuple[str, Any]]:
     """Result of every distinct (database, SQL) job, from the cache or by running it."""
     from tqdm import tqdm
@@ -406,7 +454,7 @@ def _run_jobs(
                 cache.put_many(pending)
                 pending.clear()
 
-    args = [(db, sql, timeout_s) for db, sql in todo]
+    args = [(db, sql, timeout_s, max_bytes) for db, sql in todo]
     if workers > 1 and len(todo) > 1:
         # spawn, not fork: the parent may hold threads (torch, tokenizers) that fork would break
         with multiprocessing.get_context("spawn").Pool(workers) as pool:
@@ -432,11 +480,13 @@ def execute_pairs(
     workers: int = 1,
     distinct: bool = False,
     progress: bool = True,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> list[str]:
     """Outcome of each ``(db_path or None, pred_sql, gold_sql)`` pair, in order (see ``OUTCOMES``).
 
     Each distinct (database, SQL) is executed once, across ``workers`` processes, and its result
-    cached under ``cache_dir`` (if given) so re-runs only compare. Never raises on bad SQL.
+    cached under ``cache_dir`` (if given) so re-runs only compare. Never raises on bad SQL. A
+    result past ``max_result_bytes`` (estimated) or ``MAX_ROWS`` is a failed query.
     """
     resolved: dict[Path | str, str] = {}
     for db, _, _ in pairs:
@@ -455,7 +505,9 @@ def execute_pairs(
     )
     cache = _Cache(Path(cache_dir)) if cache_dir is not None else None
     try:
-        results = _run_jobs(jobs, timeout_s, max(1, workers), progress, cache)
+        results = _run_jobs(
+            jobs, timeout_s, max(1, workers), progress, cache, max_result_bytes
+        )
     finally:
         if cache is not None:
             cache.close()
@@ -487,22 +539,33 @@ def evaluate_file(
     workers: int = 1,
     distinct: bool = False,
     progress: bool = True,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> dict[str, Any]:
     """Execution accuracy of a prediction file over the questions that have a database.
 
     A question whose prediction row was skipped (see ``load_predictions``) counts as
-    ``pred_error``: the system gave no usable SQL for it.
+    ``pred_error``: the system gave no usable SQL for it. Unreadable inputs (a missing root or
+    split, a malformed questions or prediction file) raise ``OSError`` or ``ValueError`` with a
+    one-line message naming the file.
     """
     from model.data.datasets import database_path, load_questions
     from model.data.predictions import load_predictions
 
-    questions = load_questions(root, split)
+    try:
+        questions = load_questions(root, split)
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        # e.g. a questions file that is not a JSON list of objects
+        raise ValueError(
+            f"{root}: cannot read the {split!r} questions ({type(error).__name__}: {error})"
+        ) from None
     skipped: Counter[str] = Counter()
     loaded = load_predictions(predictions, questions, skipped=skipped)
     by_id = {p.question_id: p.sql for p in loaded}
     db_paths = {q.db_id: database_path(root, q.db_id) for q in questions}
     pairs = [(db_paths[q.db_id], by_id.get(q.question_id, ""), q.gold_sql) for q in questions]
-    outcomes = execute_pairs(pairs, timeout_s, cache_dir, workers, distinct, progress)
+    outcomes = execute_pairs(
+        pairs, timeout_s, cache_dir, workers, distinct, progress, max_result_bytes
+    )
     counts = summarize(outcomes)
     with_database = len(outcomes) - counts["no_database"]
     return {
@@ -539,6 +602,12 @@ def main(argv: list[str] | None = None) -> int:
         "--distinct", action="store_true", help="keep DISTINCT (test-suite removes it)"
     )
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--max-result-mb",
+        type=float,
+        default=DEFAULT_MAX_RESULT_BYTES / 2**20,
+        help="refuse a query result past this estimated size in MiB (memory guard)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -553,9 +622,14 @@ def main(argv: list[str] | None = None) -> int:
             args.workers,
             args.distinct,
             progress=not args.no_progress,
+            max_result_bytes=int(args.max_result_mb * 2**20),
         )
-    except (OSError, ValueError) as error:
-        print(f"rat-exec: {error}", file=sys.stderr)
+    except (OSError, ValueError, sqlite3.Error) as error:
+        # Bad input files, a missing root, an unusable cache: one line, no traceback.
+        message = " ".join(str(error).split()) or type(error).__name__
+        if isinstance(error, sqlite3.Error):  # only the cache is opened outside _run
+            message = f"execution cache {cache_dir}: {message}"
+        print(f"rat-exec: {message}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report))

@@ -3,7 +3,8 @@
 Formats, chosen by file extension:
 
 - ``.txt``: one SQL a line in question order, with or without a trailing ``;`` and with or
-  without a trailing ``<TAB>db_id`` (the Spider/test-suite convention).
+  without a trailing ``<TAB>db_id`` (the Spider/test-suite convention). Only a last TAB field
+  that names a database of the questions is split off: any other TAB is part of the SQL.
 - ``.csv``: the DIN-SQL release, header ``NLQ,PREDICTED SQL,GOLD SQL,DATABASE``; fields may hold
   commas and newlines, so it is read with the ``csv`` module.
 - ``.json``: the CodeS BIRD release, ``{"0": "<SQL>\\t----- bird -----\\t<db_id>", ...}``.
@@ -22,6 +23,10 @@ count is a ``ValueError`` naming the file and both counts, because a shifted fil
 every prediction with the wrong question. Individual bad rows (a db_id that disagrees with the
 question's, a JSONL line that is not JSON or lacks ``sql``, an unknown or repeated question id)
 are skipped and counted per reason in ``skipped``.
+
+A file that cannot be read as its format says (not UTF-8, not JSON, a JSON value of the wrong
+shape, a broken CSV) raises :class:`PredictionFileError`, a ``ValueError`` whose one-line
+message names the file, so that command-line tools can print it and exit.
 """
 
 from __future__ import annotations
@@ -31,16 +36,30 @@ import json
 import logging
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from model.data.datasets import Question
 
-__all__ = ["Prediction", "load_predictions", "write_predictions"]
+__all__ = ["Prediction", "PredictionFileError", "load_predictions", "write_predictions"]
 
 log = logging.getLogger(__name__)
 
 _BIRD_SEPARATOR = "\t----- bird -----\t"
+
+
+class PredictionFileError(ValueError):
+    """A prediction file that cannot be read as its format says; the message names the file.
+
+    >>> str(PredictionFileError("runs/a.json", "expected an object or a list, found int"))
+    'runs/a.json: expected an object or a list, found int'
+    """
+
+    def __init__(self, path: Path | str, problem: str):
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -59,10 +78,13 @@ def load_predictions(
     questions: list[Question],
     system: str | None = None,
     skipped: Counter[str] | None = None,
+    allow_partial: bool = False,
 ) -> list[Prediction]:
     """The predictions in ``path`` for ``questions``, in question order, bad rows skipped.
 
     ``skipped`` (if given) is incremented with the number of skipped rows per reason.
+    ``allow_partial``: an id-keyed ``.jsonl`` file may cover only some of the questions (e.g. SPLASH's
+    parser outputs on part of Spider train); positional formats always need one row per question.
 
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "toy.txt"
@@ -76,18 +98,20 @@ def load_predictions(
     reasons: Counter[str] = Counter()
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        predictions = _from_jsonl(path, questions, system, reasons)
+        predictions = _from_jsonl(path, questions, system, reasons, allow_partial)
     else:
-        readers = {".txt": _rows_txt, ".sql": _rows_txt, ".csv": _rows_csv, ".json": _rows_json}
+        txt = partial(_rows_txt, db_ids={q.db_id for q in questions})
+        readers = {".txt": txt, ".sql": txt, ".csv": _rows_csv, ".json": _rows_json}
         if suffix not in readers:
-            raise ValueError(
-                f"{path}: unknown prediction format {suffix!r} (.txt .csv .json .jsonl)"
+            raise PredictionFileError(
+                path, f"unknown prediction format {suffix!r} (.txt .csv .json .jsonl)"
             )
         rows = readers[suffix](path)
         if len(rows) != len(questions):
-            raise ValueError(
-                f"{path}: {len(rows)} predictions but {len(questions)} questions; "
-                "a positional prediction file needs exactly one row per question"
+            raise PredictionFileError(
+                path,
+                f"{len(rows)} predictions but {len(questions)} questions; "
+                "a positional prediction file needs exactly one row per question",
             )
         predictions = []
         for question, (sql, db_id) in zip(questions, rows, strict=True):
@@ -115,89 +139,136 @@ def write_predictions(path: Path, predictions: list[Prediction]) -> None:
 # Each positional reader returns [(sql, db_id or None)] in file order.
 
 
-def _rows_txt(path: Path) -> list[tuple[str, str | None]]:
-    lines = path.read_text(encoding="utf-8").split("\n")
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise PredictionFileError(path, f"not UTF-8 text ({error})") from None
+
+
+def _rows_txt(path: Path, db_ids: set[str]) -> list[tuple[str, str | None]]:
+    """Rows of a .txt file; a last TAB field is a db_id only when it names one of ``db_ids``
+    (a TAB inside the SQL stays there).
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "p.txt"
+    >>> _ = path.write_text("SELECT a\\tFROM t\\tshop\\nSELECT a FROM\\tt\\n")
+    >>> _rows_txt(path, {"shop"})
+    [('SELECT a\\tFROM t', 'shop'), ('SELECT a FROM\\tt', None)]
+    """
+    lines = _read_text(path).split("\n")
     while lines and not lines[-1].strip():  # the final newline, and blank lines after it
         lines.pop()
     rows = []
     for line in lines:
-        sql, _, db_id = line.rstrip("\r").partition("\t")
-        rows.append((sql.strip(), db_id.strip() or None))
+        line = line.rstrip("\r")
+        sql, tab, last = line.rpartition("\t")
+        if tab and last.strip() in db_ids:
+            rows.append((sql.strip(), last.strip()))
+        else:
+            rows.append((line.strip(), None))
     return rows
 
 
 def _rows_csv(path: Path) -> list[tuple[str, str | None]]:
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        fields = set(reader.fieldnames or ())
-        if not {"PREDICTED SQL", "DATABASE"} <= fields:
-            raise ValueError(
-                f"{path}: expected columns PREDICTED SQL and DATABASE, found {sorted(fields)}"
-            )
-        return [
-            ((row["PREDICTED SQL"] or "").strip(), (row["DATABASE"] or "").strip() or None)
-            for row in reader
-        ]
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            fields = set(reader.fieldnames or ())
+            if not {"PREDICTED SQL", "DATABASE"} <= fields:
+                raise PredictionFileError(
+                    path, f"expected columns PREDICTED SQL and DATABASE, found {sorted(fields)}"
+                )
+            return [
+                ((row["PREDICTED SQL"] or "").strip(), (row["DATABASE"] or "").strip() or None)
+                for row in reader
+            ]
+    except UnicodeDecodeError as error:
+        raise PredictionFileError(path, f"not UTF-8 text ({error})") from None
+    except csv.Error as error:
+        raise PredictionFileError(path, f"not a readable CSV file ({error})") from None
 
 
 def _rows_json(path: Path) -> list[tuple[str, str | None]]:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as error:
+        raise PredictionFileError(path, f"not JSON ({error})") from None
     if isinstance(data, list):
-        values = data
+        items = [(str(i), value) for i, value in enumerate(data)]
+    elif isinstance(data, dict):
+        numbers = {}
+        for key in data:
+            try:
+                numbers[key] = int(key)
+            except ValueError:
+                raise PredictionFileError(
+                    path, f"expected question numbers as keys (\"0\", \"1\", ...), found {key!r}"
+                ) from None
+        items = sorted(data.items(), key=lambda item: numbers[item[0]])
     else:
-        values = [data[key] for key in sorted(data, key=int)]
+        raise PredictionFileError(
+            path,
+            f"expected an object {{\"0\": SQL, ...}} or a list of SQL, found "
+            f"{json.dumps(data)[:40]}",
+        )
     rows = []
-    for value in values:
-        sql, sep, db_id = str(value).partition(_BIRD_SEPARATOR)
+    for key, value in items:
+        if not isinstance(value, str):
+            raise PredictionFileError(
+                path, f"prediction {key} is {type(value).__name__}, expected a string of SQL"
+            )
+        sql, sep, db_id = value.partition(_BIRD_SEPARATOR)
         rows.append((sql.strip(), db_id.strip() if sep else None))
     return rows
 
 
 def _from_jsonl(
-    path: Path, questions: list[Question], system: str, reasons: Counter[str]
+    path: Path, questions: list[Question], system: str, reasons: Counter[str], allow_partial: bool = False
 ) -> list[Prediction]:
     by_id = {q.question_id: q for q in questions}
     found: dict[str, Prediction] = {}
     n_rows = 0
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            n_rows += 1
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                reasons["malformed_json"] += 1
-                continue
-            if (
-                not isinstance(row, dict)
-                or not isinstance(row.get("sql"), str)
-                or "question_id" not in row
-            ):
-                reasons["missing_field"] += 1
-                continue
-            question = by_id.get(str(row["question_id"]))
-            if question is None:
-                reasons["unknown_question_id"] += 1
-                continue
-            if row.get("db_id") not in (None, question.db_id):
-                reasons["db_id_mismatch"] += 1
-                continue
-            if question.question_id in found:
-                reasons["duplicate_question_id"] += 1
-                continue
-            samples = row.get("samples") or ()
-            if not isinstance(samples, list | tuple) or not all(
-                isinstance(s, str) for s in samples
-            ):
-                reasons["malformed_samples"] += 1
-                samples = ()
-            found[question.question_id] = Prediction(
-                question.question_id, question.db_id, row["sql"].strip(), system, tuple(samples)
-            )
-    if n_rows != len(questions):
-        raise ValueError(
-            f"{path}: {n_rows} predictions but {len(questions)} questions; "
-            "a prediction file needs exactly one row per question"
+    # Lines end at "\n" only: a JSON string may hold U+2028, which str.splitlines() splits at.
+    for line in _read_text(path).split("\n"):
+        if not line.strip():
+            continue
+        n_rows += 1
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            reasons["malformed_json"] += 1
+            continue
+        if (
+            not isinstance(row, dict)
+            or not isinstance(row.get("sql"), str)
+            or "question_id" not in row
+        ):
+            reasons["missing_field"] += 1
+            continue
+        question = by_id.get(str(row["question_id"]))
+        if question is None:
+            reasons["unknown_question_id"] += 1
+            continue
+        if row.get("db_id") not in (None, question.db_id):
+            reasons["db_id_mismatch"] += 1
+            continue
+        if question.question_id in found:
+            reasons["duplicate_question_id"] += 1
+            continue
+        samples = row.get("samples") or ()
+        if not isinstance(samples, list | tuple) or not all(
+            isinstance(s, str) for s in samples
+        ):
+            reasons["malformed_samples"] += 1
+            samples = ()
+        found[question.question_id] = Prediction(
+            question.question_id, question.db_id, row["sql"].strip(), system, tuple(samples)
+        )
+    if n_rows != len(questions) and not (allow_partial and n_rows <= len(questions)):
+        raise PredictionFileError(
+            path,
+            f"{n_rows} predictions but {len(questions)} questions; "
+            "a prediction file needs exactly one row per question",
         )
     return [found[q.question_id] for q in questions if q.question_id in found]

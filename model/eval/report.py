@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from model.eval.metrics import DISPLAY_NAMES
-from model.sql_spans import SqlSpans, sql_spans
+from rat import SqlSpans, sql_spans
 
 # The fine-grained paper's Table 4 columns, then the extras this project reports.
 TABLE4_COLUMNS = ("brier_platt", "auc", "ece", "ece_platt")

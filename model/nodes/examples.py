@@ -107,19 +107,33 @@ class ExampleReport:
 # Text
 
 
-def node_type(node: rat.Node) -> str:
-    """'table', 'column' or 'value' for leaves, the operator label otherwise.
+def node_type(node: rat.Node, parent: rat.Node | None = None) -> str:
+    """'table', 'column' or 'value' for leaves, the operator label otherwise (``rat.node_kind``
+    decides, the one place that does).
 
     >>> [node_type(n) for n in rat.to_tree("SELECT name FROM singer WHERE age > 20").postorder()]
     ['column', 'column', 'value', 'Gt', 'table', 'Selection', 'Project']
     """
-    if node.children:
-        return node.label
-    label = node.label
-    if label[:1] in "'\"" or label.replace(".", "", 1).lstrip("-").isdigit() or label.lower() in (
-            "null", "true", "false"):
-        return "value"
-    return "column" if "." in label or label == "*" else "table"
+    kind = rat.node_kind(node, parent)
+    return node.label if kind in ("relation", "operator") else kind
+
+
+def node_types(tree: rat.Node) -> list[str]:
+    """``node_type`` of every node in post-order, each read with its parent.
+
+    >>> node_types(rat.to_tree("SELECT count(1) FROM singer"))
+    ['column', 'Count', 'table', 'Project']
+    """
+    out: list[str] = []
+    stack: list[tuple[rat.Node, rat.Node | None, bool]] = [(tree, None, False)]
+    while stack:  # iterative post-order: trees may be deep
+        node, parent, expanded = stack.pop()
+        if expanded:
+            out.append(node_type(node, parent))
+            continue
+        stack.append((node, parent, True))
+        stack.extend((child, node, False) for child in reversed(node.children))
+    return out
 
 
 def used_items(tree: rat.Node, schema: rat.Schema | None) -> dict[str, list[str]]:
@@ -178,7 +192,7 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
     return NodeExample(
         question_id=question.question_id, db_id=question.db_id, system=system, sql=sql,
         text=text, node_char_ends=[offset + i for i in rat.node_ends(tree)], node_labels=labels,
-        node_types=[node_type(n) for n in nodes], execution_match=execution_match,
+        node_types=node_types(tree), execution_match=execution_match,
         question=question.question, tree_text=tree_text, schema_tables=tables,
         node_names=[n.label for n in nodes], node_arity=[len(n.children) for n in nodes],
         used_tables=used_items(tree, schema),

@@ -1,12 +1,12 @@
-"""Where each RAT node lies in the query's canonical SQL text, so the HTML report can colour
-the SQL itself by node confidence (the fine-grained paper's Table 13).
+"""Where each RAT node lies in the query's canonical SQL text (to colour the SQL itself by node
+confidence, as in the fine-grained paper's Table 13).
 
 The canonical sqlglot tree is generated once with a marking generator, which gives the exact
-character span of every sqlglot sub-expression; the RAT is then rebuilt by `rat`'s own tree
-builder, instrumented to note which sqlglot expression (or clause) each node comes from. A
-node's span is the hull of its own text and its children's spans, i.e. the text of its
-subtree. The rebuilt tree must equal the caller's tree label for label; anything that does
-not fit gives nodes without a span, never an exception.
+character span of every sqlglot sub-expression; the RAT is then rebuilt by `rat.tree.from_ast`,
+whose build steps say which sqlglot expression (or clause) each node comes from. A node's span
+is the hull of its own text and its children's spans, i.e. the text of its subtree. The
+rebuilt tree must equal the caller's tree label for label; anything that does not fit gives
+nodes without a span, never an exception.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from dataclasses import dataclass
 
 from sqlglot import expressions as exp
 
-import rat
-
-# rat keeps its canonical parse and its tree builder private; this module is their one
-# outside reader, so that node spans follow exactly the construction `rat.to_tree` uses.
 from rat.canonicalize import _DIALECT, _lowercase_outside_strings, canonical_ast
-from rat.tree import _Builder
+from rat.errors import DepthError, with_deep_stack
+from rat.node import Node
+from rat.schema import Schema
+from rat.tree import from_ast
+
+__all__ = ["Span", "SqlSpans", "sql_spans"]
 
 Span = tuple[int, int]  # [start, end) in the SQL text
 
@@ -57,35 +58,53 @@ class SqlSpans:
         return None if span is None else self.sql[span[0]:span[1]]
 
 
-def sql_spans(sql: str, tree: rat.Node | None = None, schema: rat.Schema | None = None) -> SqlSpans:
+def sql_spans(sql: str, tree: Node | None = None, schema: Schema | None = None) -> SqlSpans:
     """Spans of the nodes of ``tree`` (default: ``rat.to_tree(sql, schema)``) in the
     canonical text of ``sql``; the schema must be the one ``tree`` was built with.
 
+    >>> from rat.tree import to_tree
     >>> s = sql_spans("SELECT name FROM singer WHERE age > 20")
     >>> s.sql
     'select singer.name from singer where singer.age > 20'
-    >>> [(n.label, s.text(i)) for i, n in enumerate(rat.to_tree(s.sql).postorder())][1:4]
+    >>> [(n.label, s.text(i)) for i, n in enumerate(to_tree(s.sql).postorder())][1:4]
     [('singer.age', 'singer.age'), ('20', '20'), ('Gt', 'singer.age > 20')]
     >>> s.text(5), s.text(6) == s.sql, s.unmapped
     ('from singer where singer.age > 20', True, 0)
+    >>> sql_spans("SELEC name", Node("t")).unmapped  # not SQL: no span, no exception
+    1
     """
     nodes = None if tree is None else tree.postorder()
     try:
+        return with_deep_stack(_spans, sql, nodes, schema)
+    except DepthError:
+        return _unmapped(sql, nodes)
+
+
+def _spans(sql: str, nodes: list[Node] | None, schema: Schema | None) -> SqlSpans:
+    try:
         ast = canonical_ast(sql, schema)
         text, expression_spans = _generate(ast)
+    except DepthError:
+        raise
+    except RecursionError:
+        raise DepthError(sql) from None
     except Exception:  # noqa: BLE001 - a report must show every query, mapped or not
         return _unmapped(sql, nodes)
     try:
-        builder = _SpanBuilder(sql, text, expression_spans)
-        built = builder.query(ast, {})
+        recorder = _SpanRecorder(text, expression_spans)
+        built = from_ast(ast, sql, recorder)
         if nodes is None:
             nodes = built.postorder()
         if [n.label for n in built.postorder()] != [n.label for n in nodes]:
             return _unmapped(text, nodes)
-        spans = builder.spans(built)
-    except Exception:  # noqa: BLE001 - e.g. `rat`'s builder changed shape; degrade, don't crash
+        spans = recorder.spans(built)
+    except DepthError:
+        raise
+    except RecursionError:
+        raise DepthError(sql) from None
+    except Exception:  # noqa: BLE001 - e.g. the builder changed shape; degrade, don't crash
         return _unmapped(text, nodes)
-    return SqlSpans(text, spans, _owners(built, spans, builder.own, len(text)))
+    return SqlSpans(text, spans, _owners(built, spans, recorder.own, len(text)))
 
 
 def _unmapped(text: str, nodes) -> SqlSpans:
@@ -149,72 +168,71 @@ def _generate(ast: exp.Expression) -> tuple[str, dict[int, Span]]:
 # ---------------------------------------------------------------- RAT nodes -> own text
 
 
-class _SpanBuilder(_Builder):
-    """`rat`'s tree builder, noting the text each node is built from ("own" ranges)."""
+class _SpanRecorder:
+    """Observer of `rat.tree.from_ast`: notes the text each node is built from ("own" ranges)."""
 
-    def __init__(self, sql: str, text: str, expression_spans: dict[int, Span]):
-        super().__init__(sql)
+    def __init__(self, text: str, expression_spans: dict[int, Span]):
         self.text = text
         self.expression_spans = expression_spans
         self.own: dict[int, list[Span]] = {}  # id(node) -> the text it is built from
         self.extent: dict[int, list[Span]] = {}  # id(node) -> wrappers: `( .. )`, `( .. ) as x`
         # Claimed nodes stay referenced so that no later node reuses their id().
-        self.claimed: list[rat.Node] = []
-        self.cores: dict[int, rat.Node] = {}  # id(Select) -> the relation under its modifiers
+        self.claimed: list[Node] = []
+        self.cores: dict[int, Node] = {}  # id(query) -> the relation under its modifiers
+
+    def __call__(self, step: str, expression: exp.Expression, node: Node,
+                 core: Node | None) -> None:
+        if step in ("expr", "relation", "query"):
+            # Expressions, tables and (sub)queries map to their own sqlglot expression;
+            # parentheses and subquery aliases around a node widen its span only.
+            if isinstance(expression, exp.Paren | exp.Subquery):
+                self.widen(node, expression)
+            else:
+                self.claim(node, self.span(expression))
+            if step == "expr":
+                self.typed_leaf(expression, node)
+        elif step == "modifiers":
+            self.modifiers(expression, node, core)
+        elif step == "select":
+            self.select(expression, node)
+        elif step == "from":
+            # A Product or join owns its FROM clause; a lone table already has its own text.
+            self.claim(node, self.span(expression.args.get("from_")),
+                       *(self.span(j) for j in expression.args.get("joins") or ()))
 
     def span(self, expression) -> Span | None:
         return None if expression is None else self.expression_spans.get(id(expression))
 
-    def claim(self, node: rat.Node, *ranges: Span | None) -> None:
+    def claim(self, node: Node, *ranges: Span | None) -> None:
         """First claim wins: the innermost sqlglot expression a node was built from."""
         ranges = [r for r in ranges if r is not None]
         if ranges and id(node) not in self.own:
             self.own[id(node)] = ranges
             self.claimed.append(node)
 
-    def widen(self, node: rat.Node, expression) -> None:
+    def widen(self, node: Node, expression) -> None:
         """Parentheses and subquery aliases around a node belong to its span, not its own text."""
         span = self.span(expression)
         if span is not None:
             self.extent.setdefault(id(node), []).append(span)
             self.claimed.append(node)
 
-    # Expressions, tables and (sub)queries map to their own sqlglot expression.
-    def expr(self, node, ctes):
-        result = super().expr(node, ctes)
-        if isinstance(node, exp.Paren | exp.Subquery):
-            self.widen(result, node)
+    def typed_leaf(self, expression: exp.Expression, node: Node) -> None:
+        """Leaves `rat` names from an expression's arguments: `real` of CAST(.. AS REAL)."""
+        if isinstance(expression, exp.Cast):
+            typed = expression.args.get("to")
+        elif isinstance(expression, exp.Collate):
+            typed = expression.expression
         else:
-            self.claim(result, self.span(node))
-        # Leaves `rat` names from the expression's arguments: `real` of CAST(.. AS REAL).
-        typed = node.args.get("to") if isinstance(node, exp.Cast) else (
-            node.expression if isinstance(node, exp.Collate) else None)
-        if typed is not None and len(result.children) == 2:
-            self.claim(result.children[1], self.span(typed))
-        return result
-
-    def relation(self, node, ctes):
-        result = super().relation(node, ctes)
-        if isinstance(node, exp.Subquery):
-            self.widen(result, node)
-        else:
-            self.claim(result, self.span(node))
-        return result
-
-    def query(self, node, ctes):
-        result = super().query(node, ctes)
-        if isinstance(node, exp.Subquery):
-            self.widen(result, node)
-        else:
-            self.claim(result, self.span(node))
-        return result
+            return
+        if typed is not None and len(node.children) == 2:
+            self.claim(node.children[1], self.span(typed))
 
     # Clause operators map to their clause: Limit -> `limit 3`, Selection -> `where ...`.
-    def modifiers(self, node, relation, ctes):
-        top = super().modifiers(node, relation, ctes)
-        self.cores[id(node)] = relation
+    def modifiers(self, query: exp.Expression, top: Node, relation: Node) -> None:
+        self.cores[id(query)] = relation
         current = top
-        limit, offset, order = (node.args.get(k) for k in ("limit", "offset", "order"))
+        limit, offset, order = (query.args.get(k) for k in ("limit", "offset", "order"))
         if limit is not None and current.label == "Limit":
             self.claim(current, self.span(limit))
             extra = current.children[1] if len(current.children) == 3 else None
@@ -234,21 +252,19 @@ class _SpanBuilder(_Builder):
                            *(self.span(k) for k in run))
                 first = False
                 current = current.children[-1]
-        return top
 
-    def select(self, node, ctes):
-        top = super().select(node, ctes)
+    def select(self, node: exp.Select, top: Node) -> None:
         current = self.cores.get(id(node))
         args = node.args
         if current is None:
-            return top
+            return
         if args.get("distinct") is not None:
             if current.label != "Distinct":
-                return top
+                return
             self.claim(current, self.span(args["distinct"]))
             current = current.children[0]
         if current.label != "Project":
-            return top
+            return
         self.claim(current, self.select_keyword(node))
         clauses = [(label, args.get(key)) for label, key in
                    (("Having", "having"), ("Groupby", "group"), ("Selection", "where"))]
@@ -257,12 +273,11 @@ class _SpanBuilder(_Builder):
                 continue
             current = current.children[-1] if current.children else None
             if current is None or current.label != label:
-                return top
+                return
             self.claim(current, self.span(clause))
         # `from t` belongs to the operator reading t (a lone table owns only its name).
         if args.get("from_") is not None:
             self.widen(current, args["from_"])
-        return top
 
     def select_keyword(self, node: exp.Select) -> Span | None:
         start = self.span(node)
@@ -274,23 +289,17 @@ class _SpanBuilder(_Builder):
             return None
         return start[0] + matches[-1].start(), start[0] + matches[-1].end()
 
-    def from_clause(self, node, ctes):
-        result = super().from_clause(node, ctes)
-        if result is not None:  # a Product or join; a lone table already has its own text
-            self.claim(result, self.span(node.args.get("from_")),
-                       *(self.span(j) for j in node.args.get("joins") or ()))
-        return result
-
     # ---- from own text to subtree spans
 
-    def spans(self, tree: rat.Node) -> tuple[Span | None, ...]:
+    def spans(self, tree: Node) -> tuple[Span | None, ...]:
         hulls: dict[int, Span | None] = {}
         # The root's subtree is the whole query, WITH clause included.
         self.extent.setdefault(id(tree), []).append((0, len(self.text)))
-
-        def visit(node: rat.Node) -> Span | None:
+        for node in tree.postorder():  # children first, iteratively
+            if id(node) in hulls:
+                continue  # a CTE's subtree, read twice
             ranges = list(self.own.get(id(node), ())) + self.extent.get(id(node), [])
-            ranges += [s for s in (visit(c) for c in node.children) if s is not None]
+            ranges += [s for s in (hulls[id(c)] for c in node.children) if s is not None]
             hull = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
             keyword = _LEADING_KEYWORDS.get(node.label)
             if hull is not None and keyword and id(node) not in self.own:
@@ -302,25 +311,23 @@ class _SpanBuilder(_Builder):
                     self.claim(node, own)
                     hull = (own[0], hull[1])
             hulls[id(node)] = hull
-            return hull
-
-        visit(tree)
         return tuple(hulls[id(n)] for n in tree.postorder())
 
 
-def _owners(tree: rat.Node, spans: tuple[Span | None, ...], own: dict[int, list[Span]],
+def _owners(tree: Node, spans: tuple[Span | None, ...], own: dict[int, list[Span]],
             length: int) -> tuple[int | None, ...]:
     """Per character: the node with the smallest span covering it; among equal spans the
     node whose own text covers it (`distinct` of Distinct over Project), then the deepest."""
     nodes = tree.postorder()
     depth: list[int] = []
-
-    def visit(node: rat.Node, level: int) -> None:
-        for child in node.children:
-            visit(child, level + 1)
-        depth.append(level)
-
-    visit(tree, 0)
+    stack = [(tree, 0, False)]  # post-order depths, iteratively
+    while stack:
+        node, level, expanded = stack.pop()
+        if expanded or not node.children:
+            depth.append(level)
+            continue
+        stack.append((node, level, True))
+        stack.extend((child, level + 1, False) for child in reversed(node.children))
     owners: list[int | None] = [None] * length
     best: list[tuple[int, bool, int] | None] = [None] * length
     for i, (node, span) in enumerate(zip(nodes, spans)):

@@ -1,0 +1,95 @@
+"""What a RAT node denotes: a relation, a table, a column, a value or an operator, decided in
+this one place from its label (and, for leaves, its parent when known).
+
+Labels are what `rat.to_tree` writes: tables and columns lowercased (``singer``,
+``singer.name``), values as SQLite literals (``'France'``, ``20``, ``-1.5``, ``1e5``) or
+keywords (``null``, ``current_timestamp``), operators capitalised (``Eq``, ``Count``,
+``Project``; also ``Random`` for a function called without arguments).
+"""
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rat.node import Node
+
+__all__ = ["KINDS", "RELATIONAL", "node_kind"]
+
+KINDS = ("relation", "table", "column", "value", "operator")
+
+# Labels of relational operators: their results are relations, not values.
+RELATIONAL = frozenset(
+    {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Groupby",
+     "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct", "Union", "Union_all",
+     "Intersect", "Except"}
+)
+# Leaves that are values although they are written as words.
+_VALUE_WORDS = frozenset({"null", "true", "false", "current_timestamp", "current_date",
+                          "current_time"})
+# A numeric literal as `to_tree` writes it: `20`, `-1.5`, `1.`, `.5`, `1e5`, `2.5E-3`.
+_NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
+# Operators whose last child is a type or collation name, not a table or column.
+_NAMED_ARGUMENT = frozenset({"Cast", "Collate"})
+# Relational operators every child of which is a relation (join conditions are operators).
+_ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Except"})
+_JOINS = frozenset({"Left_join", "Right_join", "Full_join"})
+
+
+def node_kind(node: "Node", parent: "Node | None" = None) -> str:
+    """One of `KINDS`: ``relation`` (a relational operator), ``table``, ``column``, ``value``
+    (a constant: literal, NULL, TRUE, ``current_timestamp``, the type of a CAST) or
+    ``operator`` (any other inner node, or a function called without arguments).
+
+    A bare lowercase word is a table, unless `parent` shows it in an expression position,
+    where it is a column that could not be qualified (no schema, several tables).
+
+    >>> from rat.node import Node
+    >>> [node_kind(Node(x)) for x in ("singer", "singer.name", "*", "'x'", "-10", "1e5",
+    ...                               "current_timestamp", "Random")]
+    ['table', 'column', 'column', 'value', 'value', 'value', 'value', 'operator']
+    >>> cast = Node("Cast", (Node("t.a"), Node("real")))
+    >>> node_kind(cast), node_kind(cast.children[1], cast)
+    ('operator', 'value')
+    >>> where = Node("Selection", (Node("Gt", (Node("age"), Node("20"))), Node("singer")))
+    >>> node_kind(where), node_kind(Node("age"), where.children[0]), node_kind(Node("singer"), where)
+    ('relation', 'column', 'table')
+    """
+    if node.children:
+        return "relation" if node.label in RELATIONAL else "operator"
+    label = node.label
+    if label[:1] == "'" or label in _VALUE_WORDS or _NUMBER.match(label):
+        return "value"
+    if "." in label or label == "*":
+        return "column"
+    if label[:1].isupper():
+        return "operator"  # `Random`, or an empty `Val_list`
+    if parent is None:
+        return "table"
+    position = _position(node, parent)
+    if parent.label in _NAMED_ARGUMENT and position == len(parent.children) - 1:
+        return "value"
+    if _in_relation_position(parent, position):
+        return "table"
+    return "column"
+
+
+def _position(node: "Node", parent: "Node") -> int:
+    for i, child in enumerate(parent.children):
+        if child is node:
+            return i
+    for i, child in enumerate(parent.children):
+        if child.label == node.label and not child.children:
+            return i
+    raise ValueError(f"{node.label!r} is not a child of {parent.label!r}")
+
+
+def _in_relation_position(parent: "Node", position: int) -> bool:
+    label = parent.label
+    if label in _ALL_RELATIONS:
+        # Product also holds the ON conditions of inner joins: operators, never bare words.
+        return True
+    if label in _JOINS:
+        return position < 2
+    # Every other relational operator takes its input relation last (a bare word there
+    # without a FROM would be a column of nothing: SQLite refuses it).
+    return label in RELATIONAL and position == len(parent.children) - 1

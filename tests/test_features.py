@@ -1,0 +1,80 @@
+"""Node features: one named, documented row per node; NaN without a database; the disk cache."""
+
+import numpy as np
+import pytest
+
+from model.data.datasets import database_path, load_schemas
+from model.eval.baselines import node_agreement
+from model.nodes.examples import build_examples
+from model.nodes.features import (
+    CONSENSUS_FEATURES,
+    FEATURE_NAMES,
+    FEATURES,
+    SINGLE_FEATURES,
+    build_features,
+    feature_doc_table,
+    single_system_features,
+)
+from model.nodes.outputs import tree_of
+from model.synth.demo import demo_root
+
+
+@pytest.fixture(scope="module")
+def demo():
+    root = demo_root()
+    examples, _ = build_examples(root, "dev", sorted((root / "predictions").glob("*")),
+                                 max_questions=20, verbose=False)
+    schemas = load_schemas(root)
+    db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
+    return examples, schemas, db_paths
+
+
+def test_features_are_named_documented_and_split_into_two_tracks():
+    assert len(set(FEATURE_NAMES)) == len(FEATURES)
+    assert all(f.doc and f.group for f in FEATURES)
+    assert SINGLE_FEATURES + CONSENSUS_FEATURES == FEATURE_NAMES
+    assert {f.group for f in FEATURES if f.track == "consensus"} == {"consensus"}
+    assert feature_doc_table().count("\n") == len(FEATURES) + 1
+
+
+def test_one_complete_row_per_node(demo, tmp_path):
+    examples, schemas, db_paths = demo
+    matrices, names, report = build_features(examples, schemas, db_paths, consensus=True,
+                                             cache_folder=tmp_path)
+    assert names == FEATURE_NAMES and report.nodes == sum(len(e.node_labels) for e in examples)
+    for e, x in zip(examples, matrices):
+        assert x.shape == (len(e.node_labels), len(FEATURE_NAMES))
+    stacked = np.vstack(matrices)
+    column = dict(zip(names, stacked.T))
+    for always in ("kind", "depth", "subtree_size", "tree_size", "exec_error", "agreement"):
+        assert not np.isnan(column[always]).any(), always
+    assert np.nanmax(column["value_in_column"]) == 1.0  # demo literals are found in the database
+
+
+def test_consensus_agreement_is_node_agreement(demo, tmp_path):
+    examples, schemas, db_paths = demo
+    matrices, names, _ = build_features(examples, schemas, db_paths, consensus=True,
+                                        cache_folder=tmp_path)
+    expected = node_agreement({(e.system, e.question_id): tree_of(
+        {"node_names": e.node_names, "node_arity": e.node_arity}) for e in examples})
+    j = names.index("agreement")
+    for e, x in zip(examples, matrices):
+        assert x[:, j].tolist() == pytest.approx(expected[e.system, e.question_id])
+
+
+def test_missing_database_gives_nan_not_an_error(demo):
+    examples, schemas, _ = demo
+    example = next(e for e in examples if "value" in e.node_types)
+    x = single_system_features(example, schemas[example.db_id], None).values
+    column = dict(zip(SINGLE_FEATURES, x.T))
+    for db_feature in ("exec_error", "exec_empty", "value_in_column"):
+        assert np.isnan(column[db_feature]).all(), db_feature
+    assert not np.isnan(column["name_word_share"]).all()  # schema linking needs no database
+
+
+def test_second_build_reads_the_cache(demo, tmp_path):
+    examples, schemas, db_paths = demo
+    first, _, cold = build_features(examples, schemas, db_paths, cache_folder=tmp_path)
+    second, _, warm = build_features(examples, schemas, db_paths, cache_folder=tmp_path)
+    assert warm.cache_hits == len(examples) > cold.cache_hits
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, second))

@@ -1,0 +1,228 @@
+"""Regression tests for rat's robustness: no tree with a missing child, deep and long queries
+give a working tree or a RATError, node kinds decided in one place, a CLI without tracebacks."""
+
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+import rat
+from rat.tree import MAX_DEPTH
+
+
+def assert_tree_works(tree: rat.Node, sql: str) -> None:
+    """Everything one does with a tree: hash, equality, builtin hash, repr, serialisation,
+    post-order, labels, pickling."""
+    nodes = tree.postorder()
+    assert nodes[-1] is tree
+    assert all(isinstance(child, rat.Node) for node in nodes for child in node.children)
+    assert len(tree.hash) == 32
+    again = rat.to_tree(sql)
+    assert tree == again and hash(tree) == hash(again)
+    text = rat.serialize(tree)
+    assert repr(tree) == f"Node({text!r})"
+    assert len(rat.node_ends(tree)) == len(nodes)
+    assert rat.label_nodes(tree, again) == [1] * len(nodes)
+    assert pickle.loads(pickle.dumps(tree)) == tree
+    assert [rat.node_kind(n) in rat.kinds.KINDS for n in nodes] == [True] * len(nodes)
+
+
+# ------------------------------------------------------------------- WHERE without FROM
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT 1 WHERE 1 = 1",
+    "SELECT 1 WHERE 1 = 1 GROUP BY 1 HAVING 1 > 0 ORDER BY 1 LIMIT 1",
+    "SELECT 'a' WHERE EXISTS (SELECT 1 WHERE 0)",
+    "SELECT 1 WHERE 1 UNION SELECT 2 WHERE 2",
+])
+def test_select_without_from_builds_a_complete_tree(sql):
+    tree = rat.to_tree(sql)
+    assert_tree_works(tree, sql)
+    assert "Selection" in [n.label for n in tree.postorder()]
+
+
+def test_where_without_from_is_a_selection_without_input():
+    tree = rat.to_tree("SELECT 1 WHERE 1 = 1")
+    assert rat.serialize(tree) == "((1)(((1)(1)Eq)Selection)Project)"
+    assert tree != rat.to_tree("SELECT 1 WHERE 1 = 2")
+
+
+@pytest.mark.parametrize("children", [(None,), (rat.Node("a"), "b"), [rat.Node("a"), 3]])
+def test_a_node_refuses_a_child_that_is_not_a_node(children):
+    with pytest.raises(TypeError, match="not a Node"):
+        rat.Node("Selection", children)
+
+
+def test_a_node_refuses_a_label_that_is_not_a_string():
+    with pytest.raises(TypeError, match="label"):
+        rat.Node(None)
+
+
+# ------------------------------------------------------------------- long chains, deep nesting
+
+CHAINS = {
+    "add": lambda n: "SELECT " + " + ".join(["a"] * n) + " FROM t",
+    "sub": lambda n: "SELECT " + " - ".join(["a"] * n) + " FROM t",
+    "mul": lambda n: "SELECT " + " * ".join(["a"] * n) + " FROM t",
+    "concat": lambda n: "SELECT " + " || ".join(["a"] * n) + " FROM t",
+    "mixed": lambda n: "SELECT " + "".join(f"a{' +-*'[i % 4]}" if i % 4 else "a||"
+                                           for i in range(n - 1)) + "a FROM t",
+}
+NESTINGS = {
+    "parentheses": lambda n: "SELECT " + "(" * n + "1" + ")" * n,
+    "calls": lambda n: "SELECT " + "abs(" * n + "1" + ")" * n,
+    "subqueries": lambda n: ("SELECT a FROM t WHERE a IN " + "(SELECT a FROM t WHERE a IN " * n
+                             + "(1)" + ")" * n),
+    "derived_tables": lambda n: "SELECT * FROM " + "(SELECT * FROM " * n + "t" + ")" * n,
+    "not": lambda n: "SELECT a FROM t WHERE " + "NOT " * n + "a",
+    "case": lambda n: "SELECT " + "CASE WHEN a THEN " * n + "1" + " END" * n + " FROM t",
+}
+
+
+@pytest.mark.parametrize("n", [2, 497, 498, 991, 992, 1500])
+@pytest.mark.parametrize("shape", CHAINS)
+def test_long_chains_give_a_working_tree_or_rat_error(shape, n):
+    sql = CHAINS[shape](n)
+    try:
+        tree = rat.to_tree(sql)
+    except rat.RATError as error:
+        assert "nested too deeply" in str(error)
+        return
+    assert tree.depth() <= MAX_DEPTH
+    assert_tree_works(tree, sql)
+
+
+@pytest.mark.parametrize("n", [46, 47, 64, 65, 1000])
+@pytest.mark.parametrize("shape", NESTINGS)
+def test_deep_nesting_gives_a_working_tree_or_rat_error(shape, n):
+    sql = NESTINGS[shape](n)
+    try:
+        tree = rat.to_tree(sql)
+    except rat.RATError as error:
+        assert "nested too deeply" in str(error) and repr(sql)[:40] in str(error)
+        return
+    assert_tree_works(tree, sql)
+
+
+@pytest.mark.parametrize("shape, n", [
+    ("add", 991), ("concat", 991), ("parentheses", 500), ("calls", 500), ("subqueries", 200),
+    ("derived_tables", 500), ("not", 900), ("case", 400),
+])
+def test_nesting_limits_are_far_above_the_old_ones(shape, n):
+    # Before: 497 chain terms (then .hash broke), 46 parentheses, 40 calls, 64 subqueries.
+    sql = {**CHAINS, **NESTINGS}[shape](n)
+    assert_tree_works(rat.to_tree(sql), sql)
+    assert rat.canonicalize(sql)
+
+
+def test_the_recursion_limit_is_restored_after_a_deep_query():
+    limit = sys.getrecursionlimit()
+    rat.to_tree(NESTINGS["parentheses"](500))
+    with pytest.raises(rat.RATError):
+        rat.to_tree(NESTINGS["parentheses"](5000))
+    assert sys.getrecursionlimit() == limit
+
+
+def test_hand_built_deep_trees_work_too():
+    tree = rat.Node("t.a")
+    for _ in range(20_000):
+        tree = rat.Node("Neg", (tree,))
+    assert tree.depth() == 20_001 and len(tree.postorder()) == 20_001
+    assert tree == pickle.loads(pickle.dumps(tree))
+    assert rat.serialize(tree).endswith("Neg)" * 3)
+    assert rat.label_nodes(tree, tree) == [1] * 20_001
+
+
+# ------------------------------------------------------------------- node kinds in one place
+
+
+@pytest.mark.parametrize("label, kind", [
+    ("singer", "table"), ("singer.name", "column"), ("*", "column"), ("singer.*", "column"),
+    ("'France'", "value"), ("''", "value"), ("20", "value"), ("-20", "value"),
+    ("1e5", "value"), ("2.5E-3", "value"), ("0.5", "value"), ("1.", "value"),
+    ("null", "value"), ("true", "value"), ("false", "value"),
+    ("current_timestamp", "value"), ("current_date", "value"), ("current_time", "value"),
+    ("Random", "operator"),
+])
+def test_node_kind_of_leaves(label, kind):
+    assert rat.node_kind(rat.Node(label)) == kind
+
+
+def test_node_kind_agrees_with_the_tree_builder():
+    sql = ("SELECT count(*), max(t.a) + 1e5, current_timestamp, CAST(t.b AS REAL), random() "
+           "FROM t JOIN u ON t.id = u.id WHERE t.c = 'x' OR t.d IS NULL")
+    tree = rat.to_tree(sql)
+    kinds = {}
+    stack = [(tree, None)]
+    while stack:
+        node, parent = stack.pop()
+        kinds.setdefault(node.label, set()).add(rat.node_kind(node, parent))
+        stack.extend((child, node) for child in node.children)
+    assert kinds["t"] == kinds["u"] == {"table"}
+    assert kinds["t.a"] == kinds["*"] == {"column"}
+    assert kinds["1e5"] == kinds["current_timestamp"] == kinds["real"] == kinds["'x'"] == {"value"}
+    assert kinds["Random"] == kinds["Count"] == kinds["Add"] == {"operator"}
+    assert kinds["Project"] == kinds["Selection"] == kinds["Product"] == {"relation"}
+
+
+def test_an_unqualified_column_is_a_column_where_its_parent_shows_it():
+    tree = rat.to_tree("SELECT name FROM a JOIN b ON a.id = b.id")  # no schema: `name` stays bare
+    project = tree
+    name = project.children[0]
+    assert name.label == "name"
+    assert rat.node_kind(name) == "table"  # alone, a bare word reads as a table
+    assert rat.node_kind(name, project) == "column"
+    assert rat.node_kind(project.children[-1], project) == "relation"
+
+
+# ------------------------------------------------------------------- python -m rat
+
+
+def run_cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rat", *args], capture_output=True,
+                          text=True, check=False, **kwargs)
+
+
+@pytest.mark.parametrize("args", [
+    ["SELECT"],
+    [""],
+    ["SELECT 1; SELECT 2"],
+    ["SELECT " + "(" * 5000 + "1" + ")" * 5000],
+    ["SELECT " + " + ".join(["a"] * 3000) + " FROM t"],
+    ["SELECT 1", "--gold", "SELEC 1"],
+    ["SELECT 1", "--schema", "missing.json", "--db-id", "x"],
+    ["SELECT 1", "--schema", "{not_json}", "--db-id", "x"],
+    ["SELECT 1", "--schema", "{list_of_numbers}", "--db-id", "x"],
+    ["SELECT 1", "--schema", "{tables}", "--db-id", "absent"],
+    ["SELECT 1", "--schema", "{tables}"],
+    ["SELECT 1", "--no-such-option"],
+    [],
+])
+def test_cli_prints_one_line_for_bad_input(args, tmp_path):
+    files = {"not_json": "{oops", "list_of_numbers": "[1, 2]",
+             "tables": '[{"db_id": "d", "table_names_original": ["t"], '
+                       '"column_names_original": [[-1, "*"], [0, "a"]]}]'}
+    for name, text in files.items():
+        (tmp_path / f"{name}.json").write_text(text)
+    args = [a.format(**{name: str(tmp_path / f"{name}.json") for name in files}) for a in args]
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode in (1, 2)
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_cli_prints_deep_trees_and_select_without_from():
+    result = run_cli("SELECT " + " + ".join(["a"] * 900) + " FROM t")
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+    assert result.stdout.count("Add") == 2 * 899  # indented lines and the post-order string
+    result = run_cli("SELECT 1 WHERE 1 = 1", "--gold", "SELECT 1 WHERE 1 = 2")
+    assert result.returncode == 0
+    assert "((1)(((1)(1)Eq)Selection)Project)" in result.stdout
+
+
+def test_cli_prints_labels_it_cannot_encode(tmp_path):
+    result = run_cli("SELECT 'caf\udce9' FROM t", env={"PYTHONIOENCODING": "utf-8",
+                                                      "PATH": ""})
+    assert result.returncode == 0 and "Traceback" not in result.stderr
