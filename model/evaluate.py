@@ -389,7 +389,7 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
     if cfg.baselines.agreement:
         agreement = agreement_scores(rows, trees)
         if agreement is not None:
-            methods["node agreement"] = agreement
+            methods["node agreement (consensus)"] = agreement
     if cfg.baselines.token and data_root is not None:
         methods["token level"] = token_scores(rows, data_root, cfg)
     summaries = {name: summarise(s, cfg) for name, s in methods.items()}
@@ -466,6 +466,15 @@ def query_level(test: dict, calibration: dict | None, title: str, out_dir: Path,
     return q, md, pictures
 
 
+def look_here_first(row: dict) -> dict:
+    """The node to look at first: the highest site score the scorer wrote (``site_scores``),
+    else the highest site reading of the node confidences."""
+    from model.eval.localisation import site_reading
+
+    scores = row.get("site_scores") or site_reading(row["node_confidences"], row["node_arity"])
+    return {"site_scores": list(scores), "look_here": int(np.argmax(scores))}
+
+
 def _html(rows: list[dict], trees: dict, queries: dict, questions: dict, schemas: dict,
           cfg: DictConfig) -> str:
     order = [i for i in np.argsort(queries["confidence"], kind="stable") if i in trees]
@@ -478,5 +487,6 @@ def _html(rows: list[dict], trees: dict, queries: dict, questions: dict, schemas
                          "gold_sql": q.gold_sql if q else r.get("gold_sql"),
                          "tree": trees[i], "confidences": r["node_confidences"],
                          "labels": r["node_labels"], "schema": schemas.get(r.get("db_id")),
-                         "query_confidence": float(queries["confidence"][i])})
+                         "query_confidence": float(queries["confidence"][i]),
+                         **look_here_first(r)})
     return report.html_report(examples, title="RAT node confidences, least confident queries first")

@@ -110,7 +110,7 @@ def test_node_metrics_match_a_direct_computation(evaluated, demo_run):
     assert model["metrics"]["ece"] == pytest.approx(metrics.ece(conf, labels))
     assert 0.8 < model["metrics"]["auc"] < 1.0  # the planted signal is found
     assert set(results["node"]["by_node_type"]) >= {"Column", "Table", "Project"}
-    agreement = results["node"]["methods"]["node agreement"]
+    agreement = results["node"]["methods"]["node agreement (consensus)"]
     assert 0.5 < agreement["metrics"]["auc"] <= 1.0
 
 
@@ -133,6 +133,8 @@ def test_html_view_shows_least_confident_queries_with_trees(evaluated):
     shown = [float(x.split("query confidence ")[1].split("<")[0].split(" ")[0])
              for x in page.split("<div class='meta'>")[1:]]
     assert shown == sorted(shown)
+    # "look here first": one line per example, naming the most likely error site, outlined
+    assert page.count("Look here first:") == 15 and 'class="s ' in page and " look\"" in page
 
 
 def test_generic_csv_predictions(tmp_path):

@@ -192,7 +192,8 @@ def test_checkpoint_reloads_and_infer_scores_every_node(demo_run, capsys):
     code = main(["--ckpt", str(out), "--schema", str(datamodule.root / "tables.json"), "--db-id", example.db_id,
                  "--question", "how many?", "--sql", example.sql, "--color", "always"])
     printed = capsys.readouterr().out
-    assert code == 0 and "\033[" in printed and len(printed.splitlines()) == len(nodes)
+    assert code == 0 and "\033[" in printed and len(printed.splitlines()) == len(nodes) + 1
+    assert printed.splitlines()[-1].startswith("look here first: ")
 
 
 def test_infer_scores_a_whole_prediction_file_in_one_call(demo_run, tmp_path, capsys):

@@ -134,7 +134,7 @@ def _node_title(label: str, conf: float, node_label: int | None) -> str:
 
 
 def coloured_sql(spans: SqlSpans, tree, confidences: Sequence[float],
-                 labels: Sequence[int] | None = None) -> str:
+                 labels: Sequence[int] | None = None, look_here: int | None = None) -> str:
     """The SQL text as HTML, each character on the background of the innermost RAT node whose
     subtree covers it (the fine-grained paper's Table 13). Runs carry the classes ``n<i>`` of
     their node and its ancestors (post-order indices), so hovering one can light up a whole
@@ -154,6 +154,7 @@ def coloured_sql(spans: SqlSpans, tree, confidences: Sequence[float],
         if outer:
             title += "\nwithin: " + " ‹ ".join(outer)
         wrong = " bad" if node_label == 0 else ""
+        wrong += " look" if look_here is not None and look_here in lineage[owner] else ""
         out.append(f'<span class="s {_classes(lineage[owner])}{wrong}" data-n="{owner}" '
                    f'style="background:{confidence_colour(conf)}" title="{html.escape(title)}">'
                    f"{text}</span>")
@@ -239,6 +240,8 @@ g.hl rect { stroke: #000; stroke-width: 3; }
 .node { border-bottom: 3px solid; padding: 0 1px 1px 1px; }
 .lbl { border-radius: 3px; padding: 0 2px; }
 .wrong { text-decoration: line-through; }
+.sqlc .look { outline: 2px solid #000; }
+.lookhere { margin: 4px 0; }
 .meta, .note { color: #555; font-size: 0.9em; }
 .badge { border-radius: 3px; padding: 0 4px; color: #000; }
 .tree { overflow-x: auto; margin-top: 0.5em; }
@@ -281,7 +284,8 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
     Each example is a mapping with ``tree`` (a ``rat.Node``), ``confidences`` and optional
     ``labels`` (post-order), optional ``schema`` (the ``rat.Schema`` the tree was built with),
     and display fields ``question_id``, ``system``, ``sql``, ``question``, ``gold_sql``,
-    ``query_confidence``. The SQL is shown in canonical form with its text coloured by node
+    ``query_confidence``; with ``site_scores`` and ``look_here`` (the post-order index of the
+    most likely error site) a "look here first" line names that node and outlines its text. The SQL is shown in canonical form with its text coloured by node
     (see ``coloured_sql``); nodes not found in the text are counted in the page.
     """
     sections, located, total = [], 0, 0
@@ -305,7 +309,12 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
                   if spans.unmapped else "") + "</div>"]
         if ex.get("question"):
             out.append(f"<p><b>Q:</b> {html.escape(ex['question'])}</p>")
-        out.append(f"<div class='sqlc'>{coloured_sql(spans, tree, confidences, labels)}</div>")
+        look = ex.get("look_here")
+        if look is not None:
+            text = spans.text(look) or nodes[look].label
+            out.append(f"<p class='lookhere'><b>Look here first:</b> <code>{html.escape(text)}</code> "
+                       f"({html.escape(nodes[look].label)}, site score {float(ex['site_scores'][look]):.2f})</p>")
+        out.append(f"<div class='sqlc'>{coloured_sql(spans, tree, confidences, labels, look)}</div>")
         written = ex.get("sql") or ""
         if " ".join(written.lower().rstrip("; \n").split()) != spans.sql.lower():
             out.append(f"<div class='sql meta'>as written: {html.escape(written)}</div>")

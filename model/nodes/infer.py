@@ -205,12 +205,28 @@ def main(argv: list[str] | None = None) -> int:
     except (rat.RATError, ValueError, KeyError, FileNotFoundError) as error:
         print(f"error: {str(error).strip(chr(39))}", file=sys.stderr)
         return 2
+    look = look_here_first(scores)
     if args.json:
-        print(json.dumps({"sql": args.sql, "nodes": [asdict(s) for s in scores]}))
+        print(json.dumps({"sql": args.sql, "nodes": [asdict(s) for s in scores], "look_here": look}))
     else:
         color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
         print(format_tree(scores, color=color))
+        print(f"look here first: {scores[look].label} (node {look}: wrong while its children are right, "
+              "by the site reading of the confidences)")
     return 0
+
+
+def look_here_first(scores: list[NodeScore]) -> int:
+    """Post-order index of the most likely error site: the highest ``(1 - p(node)) * prod
+    p(child)`` (``model.eval.localisation.site_reading``).
+
+    >>> look_here_first([NodeScore(0, "t.a", "column", 1, (), 0.9), NodeScore(1, "Project", "Project", 0, (0,), 0.2)])
+    1
+    """
+    from model.eval.localisation import site_reading
+
+    reading = site_reading([s.confidence for s in scores], [len(s.children) for s in scores])
+    return max(range(len(scores)), key=reading.__getitem__)
 
 
 def score_file(checkpoint: Path, data_root: Path, split: str, predictions: Path, out: Path,

@@ -1,0 +1,303 @@
+"""Boosted-tree node scorer: gradient-boosted trees over the cheap node features of
+``model.nodes.features``, trained on real systems' outputs with execution labels.
+
+    python train.py model=features                                   # demo corpus, seconds
+    python train.py model=features data=spider data.root=../shared/data/spider data.protocol=crossfit
+    python train.py model=features model.groups=single+consensus ... # consensus track
+
+Protocols (``cfg.data.protocol``): ``split`` divides the eval split's databases into train /
+val / test once (``model.nodes.datamodule.split_databases``); ``crossfit`` puts them into
+``cfg.data.folds`` schema-disjoint folds and, for fold i, trains on the other folds but the next,
+calibrates on the next (``model.data.folds.crossfit_roles``) and predicts fold i, so every
+example gets an out-of-fold confidence. A second model trained on error-site labels
+(``model.eval.localisation.error_sites``) writes ``site_scores`` per node.
+
+The run directory receives ``predictions/{val,test}.jsonl`` (``model.nodes.outputs`` rows with
+``site_scores``, ``fold`` and ``method``), ``metrics.json``, ``config.yaml``/``config.json``
+and ``data.json`` (databases per fold), as ``train.py`` does for the neural model.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from model.eval import metrics as M
+from model.eval.localisation import error_sites, localisation
+from model.nodes.features import build_features, categorical_mask
+
+GROUP_CHOICES = ("single", "single+consensus")
+
+
+@dataclass
+class BoostedConfig:
+    """What ``conf/model/features.yaml`` sets (see there for the meaning of each)."""
+
+    groups: str = "single"  # single | single+consensus (the consensus track)
+    site_head: bool = True  # also fit a model of error-site labels -> site_scores
+    calibration: str = "platt"  # platt | isotonic | none, fitted on the validation databases
+    hgb: dict[str, Any] = field(default_factory=lambda: {
+        "learning_rate": 0.05, "max_iter": 300, "max_leaf_nodes": 31, "min_samples_leaf": 40,
+        "l2_regularization": 1.0})
+    feature_timeout_s: float = 5.0
+    use_cache: bool = True
+
+    @classmethod
+    def from_cfg(cls, model_cfg) -> BoostedConfig:
+        values = OmegaConf.to_container(model_cfg, resolve=True) if isinstance(model_cfg, DictConfig) \
+            else dict(model_cfg)
+        known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
+        config = cls(**known)
+        if config.groups not in GROUP_CHOICES:
+            raise ValueError(f"model.groups must be one of {GROUP_CHOICES}; found {config.groups!r}")
+        if config.calibration not in ("platt", "isotonic", "none"):
+            raise ValueError(f"model.calibration must be platt, isotonic or none; found {config.calibration!r}")
+        return config
+
+    @property
+    def consensus(self) -> bool:
+        return self.groups == "single+consensus"
+
+    @property
+    def method(self) -> str:
+        """The method name evaluate.py shows: the consensus track says so."""
+        return "boosted node features (consensus)" if self.consensus else "boosted node features (single-system)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+@dataclass
+class NodeTable:
+    """Examples with their feature matrices, and node-level arrays stacked over examples."""
+
+    examples: list
+    features: list[np.ndarray]  # per example: (nodes, features)
+    names: tuple[str, ...]
+    root: Path
+
+    def stack(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(X, node labels, error-site labels) of the examples ``indices``."""
+        x = np.vstack([self.features[k] for k in indices])
+        y = np.concatenate([self.examples[k].node_labels for k in indices]).astype(int)
+        sites = np.concatenate([error_sites(self.examples[k].node_labels, self.examples[k].node_arity)
+                                for k in indices]).astype(int)
+        return x, y, sites
+
+
+def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTable:
+    """Examples of the eval split's predictions (with execution labels) and their features."""
+    from model.data.datasets import database_path, load_schemas
+    from model.nodes.datamodule import NodeDataModule
+    from model.nodes.examples import build_examples
+
+    source = NodeDataModule(root=data_cfg.get("root"), predictions=data_cfg.get("predictions"))
+    root, files = source.root, source.prediction_files()
+    if not files:
+        raise FileNotFoundError(f"the boosted scorer learns from real predictions; none found for {root}")
+    examples, _ = build_examples(root, data_cfg.get("eval_split", "dev"), prediction_files=files,
+                                 max_questions=data_cfg.get("max_questions"), require_database=True)
+    examples = [e for e in examples if e.execution_match is not None]
+    schemas = load_schemas(root)
+    db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
+    features, names, report = build_features(examples, schemas, db_paths, consensus=config.consensus,
+                                             use_cache=config.use_cache,
+                                             timeout_s=config.feature_timeout_s, progress=progress)
+    if progress:
+        print(report, flush=True)
+    return NodeTable(examples, features, names, root)
+
+
+def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], dict[str, Any]]:
+    """Per fold, the example indices that train, validate and test; and the databases of each
+    fold (for data.json)."""
+    from model.data.folds import crossfit_roles, schema_disjoint_folds
+    from model.nodes.datamodule import split_databases
+
+    db_ids = [e.db_id for e in table.examples]
+    protocol = data_cfg.get("protocol", "split")
+    seed = data_cfg.get("split_seed", 0)
+    if protocol == "crossfit":
+        k = int(data_cfg.get("folds", 5))
+        fold_of = schema_disjoint_folds(db_ids, k, seed)
+        roles = []
+        for i in range(k):
+            role = crossfit_roles(i, k)
+            roles.append({name: [j for j, f in enumerate(fold_of) if f in folds]
+                          for name, folds in role.items()})
+        dbs = {str(i): sorted({db for db, f in zip(db_ids, fold_of) if f == i}) for i in range(k)}
+        return roles, {"protocol": "crossfit", "folds": dbs}
+    if protocol != "split":
+        raise ValueError(f"data.protocol must be split or crossfit; found {protocol!r}")
+    split = split_databases(Counter(db_ids), data_cfg.get("val_fraction", 0.2),
+                            data_cfg.get("test_fraction", 0.3), seed)
+    role = {name: [j for j, db in enumerate(db_ids) if split[db] == name] for name in ("train", "val", "test")}
+    return [role], {"protocol": "split", "db_split": split}
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict, seed: int = 0):
+    """A HistGradientBoostingClassifier with the categorical node kinds declared."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    model = HistGradientBoostingClassifier(categorical_features=categorical_mask(names),
+                                           random_state=seed, early_stopping=False, **hgb)
+    return model.fit(x, y)
+
+
+def fit_calibrator(kind: str, scores: np.ndarray, labels: np.ndarray):
+    from model.eval.calibration import IsotonicCalibrator, PlattScaler
+
+    if kind == "none" or len(scores) == 0:
+        return None
+    calibrator = PlattScaler("prob", eps=1e-6) if kind == "platt" else IsotonicCalibrator()
+    return calibrator.fit(scores, labels)
+
+
+def _split_rows(values: np.ndarray, table: NodeTable, indices: Sequence[int]) -> list[np.ndarray]:
+    sizes = [len(table.examples[k].node_labels) for k in indices]
+    return np.split(values, np.cumsum(sizes)[:-1])
+
+
+@dataclass
+class FoldResult:
+    test: dict[int, tuple[np.ndarray, np.ndarray | None]]  # example -> (confidences, site scores)
+    val: dict[int, tuple[np.ndarray, np.ndarray | None]]
+    seconds: float
+
+
+def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig, seed: int = 0,
+             columns: np.ndarray | None = None) -> FoldResult:
+    """Fit on role["train"], calibrate on role["val"], score role["val"] and role["test"].
+
+    ``columns`` (a boolean mask over ``table.names``) keeps only some features (ablations).
+    """
+    start = time.perf_counter()
+    keep = np.ones(len(table.names), dtype=bool) if columns is None else columns
+    names = [n for n, k in zip(table.names, keep) if k]
+    x, y, sites = table.stack(role["train"])
+    node_model = fit_classifier(x[:, keep], y, names, config.hgb, seed)
+    site_model = fit_classifier(x[:, keep], sites, names, config.hgb, seed) if (
+        config.site_head and sites.any()) else None
+    scored = {}
+    for part in ("val", "test"):
+        if not role[part]:
+            scored[part] = (np.zeros(0), np.zeros(0), None)
+            continue
+        xp, yp, _ = table.stack(role[part])
+        raw = node_model.predict_proba(xp[:, keep])[:, 1]
+        site = site_model.predict_proba(xp[:, keep])[:, 1] if site_model is not None else None
+        scored[part] = (raw, yp, site)
+    raw_val, y_val, _ = scored["val"]
+    calibrator = fit_calibrator(config.calibration, raw_val, y_val)
+    out = {}
+    for part in ("val", "test"):
+        raw, _, site = scored[part]
+        conf = calibrator.confidence(raw) if calibrator is not None and len(raw) else raw
+        conf_rows = _split_rows(np.asarray(conf), table, role[part])
+        site_rows = _split_rows(site, table, role[part]) if site is not None else [None] * len(conf_rows)
+        out[part] = {k: (c, s) for k, c, s in zip(role[part], conf_rows, site_rows)}
+    return FoldResult(out["test"], out["val"], time.perf_counter() - start)
+
+
+def crossfit(table: NodeTable, roles: list[dict[str, list[int]]], config: BoostedConfig, seed: int = 0,
+             columns: np.ndarray | None = None, progress: bool = True
+             ) -> tuple[dict[int, tuple], dict[int, tuple], dict[int, int]]:
+    """Out-of-fold (test) and validation scores of every example, and the fold of each."""
+    test, val, fold_of = {}, {}, {}
+    for i, role in enumerate(roles):
+        result = run_fold(table, role, config, seed, columns)
+        test.update(result.test)
+        val.update(result.val)
+        fold_of.update({k: i for k in role["test"]})
+        if progress:
+            conf = np.concatenate([c for c, _ in result.test.values()]) if result.test else np.zeros(0)
+            labels = np.concatenate([table.examples[k].node_labels for k in result.test]) if result.test \
+                else np.zeros(0)
+            print(f"  fold {i + 1}/{len(roles)}: train {len(role['train'])} / val {len(role['val'])} / "
+                  f"test {len(role['test'])} examples, test node AUC {M.auc(conf, labels):.3f}, "
+                  f"{result.seconds:.1f} s", flush=True)
+    return test, val, fold_of
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+
+
+def scores_summary(table: NodeTable, scored: dict[int, tuple], n_bins: int = 10) -> dict[str, float]:
+    """Node AUC / Brier / ECE, whole-query AUC of the least confident node, localisation."""
+    indices = sorted(scored)
+    if not indices:
+        return {}
+    conf = np.concatenate([scored[k][0] for k in indices])
+    labels = np.concatenate([table.examples[k].node_labels for k in indices]).astype(int)
+    query_conf = np.array([scored[k][0].min() for k in indices])
+    query_labels = np.array([int(bool(table.examples[k].execution_match)) for k in indices])
+    rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity}
+            for k in indices]
+    sites = [scored[k][1] for k in indices]
+    where = localisation(rows, [scored[k][0] for k in indices],
+                         sites if all(s is not None for s in sites) else None)
+    out = {"auc": M.auc(conf, labels), "brier": M.brier(conf, labels), "ece": M.ece(conf, labels, n_bins),
+           "query_auc": M.auc(query_conf, query_labels), "nodes": float(len(conf)),
+           "queries": float(len(indices))}
+    out.update({f"localisation_{k}": float(v) for k, v in where.items()})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point (train.py calls it for model.scorer=boosted)
+
+
+def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
+    """Fit the boosted scorer on the data config's predictions; write the run directory."""
+    from model.nodes.outputs import prediction_row, write_predictions
+
+    config = BoostedConfig.from_cfg(cfg.model)
+    seed = int(cfg.get("seed", 0))
+    output_dir = Path(cfg.paths.output_dir)
+    table = load_table(cfg.data, config)
+    roles, folds_info = fold_roles(table, cfg.data)
+    print(f"boosted node scorer ({config.method}, {len(table.names)} features, "
+          f"protocol {folds_info['protocol']}, {len(roles)} fold(s))", flush=True)
+    test, val, fold_of = crossfit(table, roles, config, seed)
+    val_fold = {k: i for i, role in enumerate(roles) for k in role["val"]}
+
+    metrics = {f"test/{k}": v for k, v in scores_summary(table, test).items()}
+    metrics.update({f"val/{k}": v for k, v in scores_summary(table, val).items()})
+    for split, scored, folds in (("test", test, fold_of), ("val", val, val_fold)):
+        rows = []
+        for k in sorted(scored):
+            conf, site = scored[k]
+            extra = {"fold": folds[k], "method": config.method}
+            if site is not None:
+                extra["site_scores"] = [round(float(s), 6) for s in site]
+            rows.append(prediction_row(table.examples[k], conf, split, **extra))
+        write_predictions(output_dir / "predictions" / f"{split}.jsonl", rows)
+
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved["data"]["root"] = str(table.root)  # evaluate.py finds the databases here
+    _write_json(output_dir / "config.json", resolved)
+    (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    _write_json(output_dir / "data.json", {**folds_info, "examples": len(table.examples),
+                                           "features": list(table.names)})
+    _write_json(output_dir / "metrics.json", metrics)
+    print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith("test/")))
+    return metrics, {"table": table, "roles": roles, "config": config}
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=1, default=str))

@@ -1,0 +1,710 @@
+"""Cheap, named features of every RAT node, for the boosted-tree node scorer (model.nodes.boosted).
+
+One row per node (post-order), one column per entry of ``FEATURES``. Two tracks are kept apart:
+
+- *single-system* (groups structure, linking, values, execution, question): what one system's
+  output, the question, the schema and the database say about a node. Computed once per
+  (question, SQL, database) and cached on disk under ``cache_dir("features")``.
+- *consensus* (group consensus): how the node agrees with the other systems' outputs for the same
+  question (``model.eval.baselines.node_agreement`` semantics). Needs every system's output, so it
+  is computed per collection of examples and never mixed into the single-system track.
+
+Databases are only read, through ``model.data.execution.execute_sql`` (``mode=ro``). A missing
+database, a failing lookup or a timeout makes the feature NaN, never an error.
+
+>>> from model.nodes.examples import make_example
+>>> from model.data.datasets import Question
+>>> q = Question(question_id="dev_0", db_id="d", question="How many singers are older than 20?",
+...              gold_sql="")
+>>> ex = make_example(q, "SELECT count(*) FROM singer WHERE age > 20", "s", None)
+>>> table = single_system_features(ex, None, None)
+>>> table.values.shape == (len(ex.node_labels), len(SINGLE_FEATURES))
+True
+>>> row = dict(zip(SINGLE_FEATURES, table.values[ex.node_types.index("value")]))
+>>> float(row["value_in_question"]), bool(np.isnan(row["value_in_column"]))
+(1.0, True)
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import os
+import pickle
+import re
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import rat
+from model.data.cache import cache_dir
+from model.data.execution import execute_sql
+
+VERSION = "nf-1"  # bump when a feature's definition changes: the cache key includes it
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    group: str  # structure | linking | values | execution | question | consensus
+    doc: str
+    categorical: bool = False
+
+    @property
+    def track(self) -> str:
+        return "consensus" if self.group == "consensus" else "single"
+
+
+FEATURES: tuple[Feature, ...] = (
+    # structure
+    Feature("kind", "structure", "node kind: table, column, value or the operator label", True),
+    Feature("parent_kind", "structure", "kind of the parent node ('root' for the root)", True),
+    Feature("depth", "structure", "edges from the root"),
+    Feature("height", "structure", "edges to the deepest leaf below"),
+    Feature("subtree_size", "structure", "nodes in the subtree"),
+    Feature("n_children", "structure", "number of children"),
+    Feature("child_index", "structure", "position among the parent's children (0 = first)"),
+    Feature("position", "structure", "post-order index / tree size"),
+    Feature("tree_size", "structure", "nodes in the whole tree"),
+    Feature("tree_tables", "structure", "table leaves in the tree"),
+    Feature("tree_joins", "structure", "Product / join nodes in the tree"),
+    Feature("tree_selections", "structure", "Selection nodes in the tree"),
+    Feature("tree_projects", "structure", "Project nodes (1 + subqueries)"),
+    Feature("tree_values", "structure", "value leaves in the tree"),
+    Feature("label_repeats", "structure", "nodes of the tree with the same label"),
+    Feature("schema_tables", "structure", "tables in the schema"),
+    Feature("schema_columns", "structure", "columns in the schema"),
+    # schema linking (columns and tables; NaN for other nodes)
+    Feature("name_word_share", "linking", "share of the name's words found in the question"),
+    Feature("name_phrase", "linking", "the name's words occur as one phrase in the question"),
+    Feature("name_fuzzy", "linking", "best difflib ratio of the name against question n-grams"),
+    Feature("name_rank", "linking", "rank of the name's fuzzy score among all schema names of its kind (0 = best)"),
+    Feature("name_gap", "linking", "best fuzzy score of any schema name of its kind minus this one's"),
+    Feature("table_word_share", "linking", "for a column: word share of its table's name"),
+    Feature("is_primary_key", "linking", "the column is a primary key"),
+    Feature("is_foreign_key", "linking", "the column takes part in a declared foreign key"),
+    Feature("tables_sharing_name", "linking", "tables with a column of this name"),
+    Feature("in_schema", "linking", "the table / table.column exists in the schema"),
+    Feature("table_in_tree", "linking", "for a column: its table is a table leaf of the tree"),
+    Feature("column_type", "linking", "schema type of the column (text, number, time...)", True),
+    Feature("is_star", "linking", "the column is *"),
+    Feature("join_on_fk", "linking", "Eq of two columns of different tables: follows a declared foreign key"),
+    Feature("join_fk_share", "linking", "Product / join: share of its column equalities on foreign keys"),
+    Feature("subtree_min_link", "linking", "min name_word_share over the subtree's names"),
+    Feature("subtree_mean_link", "linking", "mean name_word_share over the subtree's names"),
+    # values
+    Feature("value_is_number", "values", "the literal is a number"),
+    Feature("value_in_question", "values", "the literal (quotes and % stripped) occurs in the question"),
+    Feature("value_fuzzy", "values", "best difflib ratio of the literal against question n-grams"),
+    Feature("value_in_column", "values", "the literal occurs in the compared column (= or LIKE)"),
+    Feature("value_in_column_nocase", "values", "the literal occurs in the compared column, ignoring case"),
+    Feature("subtree_min_value_in_question", "values", "min value_in_question over the subtree's literals"),
+    Feature("subtree_min_value_in_column", "values", "min value_in_column over the subtree's literals"),
+    Feature("question_numbers_unused", "values", "numbers of the question that are no literal of the tree"),
+    # the predicted query's own execution (broadcast to every node)
+    Feature("exec_error", "execution", "the predicted query fails to run"),
+    Feature("exec_empty", "execution", "it returns no rows"),
+    Feature("exec_log_rows", "execution", "log(1 + rows returned)"),
+    Feature("exec_columns", "execution", "columns returned"),
+    Feature("exec_null_column", "execution", "some returned column is all NULL"),
+    Feature("exec_zero", "execution", "a single returned value equal to 0"),
+    # question
+    Feature("question_words", "question", "words in the question"),
+    Feature("cue_match", "question", "the question holds a cue word of the node's operator (NaN: no cues)"),
+    Feature("cue_count", "question", "'how many', 'number of', 'count'"),
+    Feature("cue_average", "question", "'average', 'mean'"),
+    Feature("cue_sum", "question", "'total', 'sum'"),
+    Feature("cue_superlative", "question", "'most', 'highest', 'least', 'lowest', ..."),
+    Feature("cue_negation", "question", "'not', 'no', 'never', 'without', ..."),
+    Feature("cue_each", "question", "'each', 'every', 'per', 'for all'"),
+    Feature("cue_distinct", "question", "'distinct', 'different', 'unique'"),
+    Feature("cue_order", "question", "'order', 'sort', 'ascending', 'descending', 'alphabetical'"),
+    Feature("cue_compare", "question", "'more than', 'less than', 'greater', 'above', 'below', ..."),
+    Feature("cue_both", "question", "'both', 'and also'"),
+    Feature("cue_or", "question", "'or', 'either'"),
+    # consensus (other systems' outputs for the same question)
+    Feature("agreement", "consensus", "share of the other systems' trees that contain the node"),
+    Feature("parent_agreement", "consensus", "agreement of the parent (the root: its own)"),
+    Feature("subtree_min_agreement", "consensus", "min agreement over the subtree"),
+    Feature("root_agreement", "consensus", "agreement of the root"),
+    Feature("tree_agreement", "consensus", "share of the other systems with the identical tree"),
+    Feature("result_agreement", "consensus", "share of the other systems whose result is the same multiset of rows"),
+    Feature("n_other_systems", "consensus", "other systems answering the question"),
+)
+FEATURE_NAMES = tuple(f.name for f in FEATURES)
+SINGLE_FEATURES = tuple(f.name for f in FEATURES if f.track == "single")
+CONSENSUS_FEATURES = tuple(f.name for f in FEATURES if f.track == "consensus")
+GROUPS = tuple(dict.fromkeys(f.group for f in FEATURES))
+
+# Categorical vocabularies: index = code (HistGradientBoosting needs small non-negative ints).
+OPERATORS = (
+    "Add", "And", "Avg", "Bitand", "Bitnot", "Bitor", "Case", "Cast", "Collate", "Concat",
+    "Count", "Distinct", "Div", "Else", "Eq", "Except", "Exists", "Full_join", "Glob",
+    "Group_concat", "Groupby", "Gt", "Gte", "Having", "In", "Intersect", "Is", "Is_not",
+    "Is_not_null", "Is_null", "Left_join", "Like", "Limit", "Lt", "Lte", "Max", "Min", "Mod",
+    "Mul", "Neg", "Neq", "Not", "Not_exists", "Not_glob", "Not_in", "Not_like", "Not_regexp",
+    "Offset", "Orderby_asc", "Orderby_desc", "Over", "Partitionby", "Product", "Project",
+    "Regexp", "Right_join", "Selection", "Shift_left", "Shift_right", "Sub", "Sum", "Tuple",
+    "Union", "Union_all", "Using", "Val_list", "When",
+)
+KINDS = ("other", "root", "table", "column", "value", *OPERATORS)
+KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+COLUMN_TYPES = ("other", "text", "number", "time", "boolean")
+
+# Question cues: global cue features, and the cues of each operator for `cue_match`.
+CUES = {
+    "cue_count": ("how many", "number of", "count"),
+    "cue_average": ("average", "mean"),
+    "cue_sum": ("total", "sum"),
+    "cue_superlative": ("most", "highest", "largest", "biggest", "maximum", "least", "lowest",
+                        "smallest", "minimum", "fewest", "oldest", "youngest", "latest",
+                        "earliest", "best", "worst", "top"),
+    "cue_negation": ("not", "no", "never", "without", "except", "n't", "other than"),
+    "cue_each": ("each", "every", "per", "for all"),
+    "cue_distinct": ("distinct", "different", "unique"),
+    "cue_order": ("order", "sort", "sorted", "ascending", "descending", "alphabetical"),
+    "cue_compare": ("more than", "less than", "greater", "larger than", "smaller than", "above",
+                    "below", "over", "under", "at least", "at most", "fewer", "higher than",
+                    "lower than", "before", "after", "older", "younger", "exceed"),
+    "cue_both": ("both", "and also"),
+    "cue_or": ("or", "either"),
+}
+OPERATOR_CUES = {
+    "Count": CUES["cue_count"], "Avg": CUES["cue_average"], "Sum": CUES["cue_sum"],
+    "Max": CUES["cue_superlative"], "Min": CUES["cue_superlative"],
+    "Orderby_desc": CUES["cue_superlative"] + CUES["cue_order"],
+    "Orderby_asc": CUES["cue_superlative"] + CUES["cue_order"],
+    "Limit": CUES["cue_superlative"] + ("first", "one"),
+    "Distinct": CUES["cue_distinct"],
+    "Not_in": CUES["cue_negation"], "Except": CUES["cue_negation"], "Neq": CUES["cue_negation"],
+    "Not_like": CUES["cue_negation"], "Not": CUES["cue_negation"],
+    "Groupby": CUES["cue_each"] + ("by", "for each"),
+    "Having": CUES["cue_compare"] + CUES["cue_superlative"],
+    "Gt": CUES["cue_compare"], "Lt": CUES["cue_compare"], "Gte": CUES["cue_compare"],
+    "Lte": CUES["cue_compare"],
+    "Intersect": CUES["cue_both"] + ("and",), "Union": CUES["cue_or"] + ("and",),
+    "Or": CUES["cue_or"], "Like": ("contain", "include", "start", "begin", "end", "with", "like",
+                                   "substring", "word", "letter"),
+}
+JOINS = {"Product", "Left_join", "Right_join", "Full_join"}
+COMPARISONS = {"Eq", "Neq", "Gt", "Gte", "Lt", "Lte", "Like", "Not_like", "In", "Not_in", "Glob"}
+
+_WORD = re.compile(r"[a-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
+# ---------------------------------------------------------------------------------------------
+# Text helpers
+
+
+def words(text: str) -> list[str]:
+    """Lowercase word tokens, with snake_case and camelCase split and a plural 's' dropped.
+
+    >>> words("Singer_ID of the concertHalls")
+    ['singer', 'id', 'of', 'the', 'concert', 'hall']
+    """
+    return [_stem(w) for w in _WORD.findall(_CAMEL.sub(" ", text).lower())]
+
+
+def _stem(word: str) -> str:
+    if len(word) > 3 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def has_cue(question_text: str, cues: Sequence[str]) -> bool:
+    """A cue as a whole word or phrase of the (lowercased, space-padded) question."""
+    return any(f" {cue} " in question_text for cue in cues)
+
+
+class QuestionIndex:
+    """What the features ask of one question, memoised (fuzzy n-gram matching is the cost)."""
+
+    def __init__(self, question: str):
+        self.text = " " + " ".join(re.findall(r"[a-z0-9']+|n't", question.lower())) + " "
+        self.words = words(question)
+        self.word_set = set(self.words)
+        self.joined = " " + " ".join(self.words) + " "
+        self.numbers = {w for w in re.findall(r"-?\d+(?:\.\d+)?", question)}
+        self._fuzzy: dict[str, float] = {}
+
+    def word_share(self, name_words: Sequence[str]) -> float:
+        return sum(w in self.word_set for w in name_words) / len(name_words) if name_words else NAN
+
+    def phrase(self, name_words: Sequence[str]) -> float:
+        return float(f" {' '.join(name_words)} " in self.joined) if name_words else NAN
+
+    def fuzzy(self, phrase: str) -> float:
+        """Best difflib ratio of ``phrase`` against the question's n-grams of about its length."""
+        if phrase in self._fuzzy:
+            return self._fuzzy[phrase]
+        n = max(1, len(phrase.split()))
+        best = 0.0
+        matcher = difflib.SequenceMatcher(autojunk=False)
+        matcher.set_seq2(phrase)
+        for size in {max(1, n - 1), n, n + 1}:
+            for i in range(max(1, len(self.words) - size + 1)):
+                matcher.set_seq1(" ".join(self.words[i:i + size]))
+                if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
+                    best = max(best, matcher.ratio())
+        self._fuzzy[phrase] = best
+        return best
+
+
+# ---------------------------------------------------------------------------------------------
+# Tree shape from the post-order (names, arity) of an example: no SQL parsing
+
+
+@dataclass
+class Shape:
+    parent: list[int]  # -1 for the root
+    children: list[list[int]]
+    depth: list[int]
+    height: list[int]
+    size: list[int]
+    child_index: list[int]
+
+
+def tree_shape(arity: Sequence[int]) -> Shape:
+    """Parent, children, depth, height, subtree size of each post-order node.
+
+    >>> s = tree_shape([0, 0, 2, 0, 2])  # ((a)(b)X)(c)Y
+    >>> s.parent, s.depth, s.height, s.size
+    ([2, 2, 4, 4, -1], [2, 2, 1, 1, 0], [0, 0, 1, 0, 2], [1, 1, 3, 1, 5])
+    """
+    n = len(arity)
+    parent, children = [-1] * n, [[] for _ in range(n)]
+    height, size, child_index = [0] * n, [1] * n, [0] * n
+    stack: list[int] = []
+    for i, k in enumerate(arity):
+        kids = stack[len(stack) - k:] if k else []
+        del stack[len(stack) - k:]
+        children[i] = kids
+        for j, c in enumerate(kids):
+            parent[c], child_index[c] = i, j
+            height[i] = max(height[i], height[c] + 1)
+            size[i] += size[c]
+        stack.append(i)
+    depth = [0] * n
+    for i in reversed(range(n)):
+        if parent[i] >= 0:
+            depth[i] = depth[parent[i]] + 1
+    return Shape(parent, children, depth, height, size, child_index)
+
+
+def literal_text(label: str) -> str:
+    """The text of a literal node: quotes and LIKE wildcards stripped.
+
+    >>> literal_text("'%New York%'"), literal_text("2014")
+    ('New York', '2014')
+    """
+    if label[:1] in "'\"" and label[-1:] == label[:1]:
+        label = label[1:-1]
+    return label.strip("%").strip()
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Single-system features
+
+
+@dataclass
+class NodeFeatures:
+    """Feature rows of one example: ``values[node, feature]`` in the order of ``names``."""
+
+    names: tuple[str, ...]
+    values: np.ndarray  # (nodes, features), float64 with NaN for "not applicable / unknown"
+    result_digest: str | None = None  # the predicted query's result (multiset), for consensus
+
+
+class DatabaseProbe:
+    """Read-only lookups in one database, memoised: does a literal occur in a column?"""
+
+    def __init__(self, db_path: Path | None, timeout_s: float = 2.0):
+        self.db_path = db_path if db_path is not None and Path(db_path).exists() else None
+        self.timeout_s = timeout_s
+        self._memo: dict[tuple, tuple[float, float]] = {}
+
+    def value_in_column(self, table: str, column: str, literal: str, like: bool) -> tuple[float, float]:
+        """(exact, case-insensitive) occurrence of ``literal`` (a SQL literal) in table.column."""
+        key = (table, column, literal, like)
+        if key in self._memo:
+            return self._memo[key]
+        result = (NAN, NAN)
+        if self.db_path is not None and column != "*":
+            col, tab = f'"{column}"', f'"{table}"'
+            op = "LIKE" if like else "="
+            sql = (f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {col} {op} {literal}), "
+                   f"EXISTS(SELECT 1 FROM {tab} WHERE lower(CAST({col} AS TEXT)) {op} "
+                   f"lower(CAST({literal} AS TEXT)))")
+            rows, error = execute_sql(self.db_path, sql, self.timeout_s)
+            if error is None and rows:
+                result = (float(rows[0][0]), float(rows[0][1]))
+        self._memo[key] = result
+        return result
+
+    def run(self, sql: str, timeout_s: float) -> tuple[list | None, str | None]:
+        if self.db_path is None:
+            return None, "no database"
+        return execute_sql(self.db_path, sql, timeout_s)
+
+
+class SchemaIndex:
+    """Per (question, schema): fuzzy scores of every table and column name, ranked."""
+
+    def __init__(self, schema: rat.Schema | None, question: QuestionIndex):
+        self.schema = schema
+        self.tables: dict[str, float] = {}
+        self.columns: dict[str, float] = {}
+        if schema is None:
+            return
+        for table, columns in schema.tables.items():
+            self.tables[table] = question.fuzzy(" ".join(words(table)))
+            for column in columns:
+                self.columns.setdefault(column, question.fuzzy(" ".join(words(column))))
+        self.foreign = {frozenset(pair) for pair in schema.foreign_keys}
+        self.fk_columns = {c for pair in schema.foreign_keys for c in pair}
+
+    def rank_gap(self, kind: str, name: str, score: float) -> tuple[float, float]:
+        scores = self.tables if kind == "table" else self.columns
+        if not scores:
+            return NAN, NAN
+        return float(sum(s > score for s in scores.values())), max(scores.values()) - score
+
+
+def _result_features(rows: list | None, error: str | None) -> tuple[list[float], str | None]:
+    if error == "no database":
+        return [NAN] * 6, None
+    if error is not None:
+        return [1.0, NAN, NAN, NAN, NAN, NAN], None
+    n_cols = len(rows[0]) if rows else NAN
+    null_column = float(any(all(r[j] is None for r in rows) for j in range(len(rows[0])))) if rows else NAN
+    zero = float(len(rows) == 1 and len(rows[0]) == 1 and rows[0][0] in (0, None))
+    digest = hashlib.sha1(repr(sorted(map(repr, rows))).encode()).hexdigest()
+    return [0.0, float(not rows), math.log1p(len(rows)), n_cols, null_column, zero], digest
+
+
+def single_system_features(example, schema: rat.Schema | None, db_path: Path | None,
+                           timeout_s: float = 5.0, probe: DatabaseProbe | None = None,
+                           question: QuestionIndex | None = None,
+                           schema_index: SchemaIndex | None = None) -> NodeFeatures:
+    """The single-system rows of one ``NodeExample`` (pure but for read-only database reads).
+
+    ``probe``, ``question`` and ``schema_index`` may be shared across examples of the same
+    database / question to reuse their memos; they are built here when not given.
+    """
+    names, arity, kinds = list(example.node_names), list(example.node_arity), list(example.node_types)
+    n = len(names)
+    if not (len(arity) == len(kinds) == n):
+        raise ValueError(f"{example.question_id}: {n} names, {len(arity)} arities, {len(kinds)} types")
+    shape = tree_shape(arity)
+    question = question or QuestionIndex(example.question)
+    schema_index = schema_index or SchemaIndex(schema, question)
+    probe = probe or DatabaseProbe(db_path)
+    col = {name: j for j, name in enumerate(SINGLE_FEATURES)}
+    x = np.full((n, len(SINGLE_FEATURES)), NAN)
+
+    # whole-tree and question values, the same for every node
+    tree_tables = {names[i] for i in range(n) if kinds[i] == "table"}
+    label_count: dict[str, int] = defaultdict(int)
+    for name in names:
+        label_count[name] += 1
+    literals = {literal_text(names[i]) for i in range(n) if kinds[i] == "value"}
+    rows, error = probe.run(example.sql, timeout_s)
+    result, digest = _result_features(rows, error)
+    broadcast = {
+        "tree_size": n, "tree_tables": sum(k == "table" for k in kinds),
+        "tree_joins": sum(k in JOINS for k in kinds), "tree_selections": kinds.count("Selection"),
+        "tree_projects": kinds.count("Project"), "tree_values": kinds.count("value"),
+        "schema_tables": len(schema.tables) if schema else NAN,
+        "schema_columns": sum(map(len, schema.tables.values())) if schema else NAN,
+        "question_numbers_unused": sum(num not in literals for num in question.numbers),
+        "question_words": len(question.words),
+        **dict(zip(("exec_error", "exec_empty", "exec_log_rows", "exec_columns", "exec_null_column",
+                    "exec_zero"), result)),
+        **{cue: float(has_cue(question.text, phrases)) for cue, phrases in CUES.items()},
+    }
+    for name, value in broadcast.items():
+        x[:, col[name]] = value
+
+    for i in range(n):
+        kind, name, p = kinds[i], names[i], shape.parent[i]
+        x[i, col["kind"]] = KIND_CODE.get(kind, 0)
+        x[i, col["parent_kind"]] = KIND_CODE["root"] if p < 0 else KIND_CODE.get(kinds[p], 0)
+        x[i, col["depth"]], x[i, col["height"]] = shape.depth[i], shape.height[i]
+        x[i, col["subtree_size"]], x[i, col["n_children"]] = shape.size[i], arity[i]
+        x[i, col["child_index"]], x[i, col["position"]] = shape.child_index[i], i / n
+        x[i, col["label_repeats"]] = label_count[name]
+        if kind in OPERATOR_CUES:
+            x[i, col["cue_match"]] = float(has_cue(question.text, OPERATOR_CUES[kind]))
+        if kind == "table":
+            table_words = words(name)
+            x[i, col["name_word_share"]] = question.word_share(table_words)
+            x[i, col["name_phrase"]] = question.phrase(table_words)
+            score = x[i, col["name_fuzzy"]] = question.fuzzy(" ".join(table_words))
+            x[i, col["name_rank"]], x[i, col["name_gap"]] = schema_index.rank_gap("table", name, score)
+            if schema is not None:
+                x[i, col["in_schema"]] = float(name in schema.tables)
+        elif kind == "column":
+            _column_features(x[i], col, name, schema, schema_index, question, tree_tables)
+        elif kind == "value":
+            _value_features(x[i], col, i, names, kinds, shape, question, probe)
+        elif kind == "Eq" and schema is not None:
+            pair = [names[c] for c in shape.children[i] if kinds[c] == "column" and "." in names[c]]
+            if len(pair) == 2 and pair[0].split(".")[0] != pair[1].split(".")[0]:
+                x[i, col["join_on_fk"]] = float(frozenset(pair) in schema_index.foreign)
+
+    # bottom-up subtree aggregates (post-order: children before parents)
+    link_sum, link_count = [0.0] * n, [0] * n
+    for i in range(n):
+        kids = shape.children[i]
+        if kinds[i] in JOINS and schema is not None:
+            fk = [x[c, col["join_on_fk"]] for c in _descendants(i, shape) if kinds[c] == "Eq"]
+            fk = [v for v in fk if not np.isnan(v)]
+            x[i, col["join_fk_share"]] = float(np.mean(fk)) if fk else NAN
+        for own, low, mean in (("name_word_share", "subtree_min_link", "subtree_mean_link"),
+                               ("value_in_question", "subtree_min_value_in_question", None),
+                               ("value_in_column", "subtree_min_value_in_column", None)):
+            values = [x[i, col[own]]] + [x[c, col[low]] for c in kids]
+            values = [v for v in values if not np.isnan(v)]
+            if values:
+                x[i, col[low]] = min(values)
+        share = x[i, col["name_word_share"]]
+        link_sum[i] = (0.0 if np.isnan(share) else share) + sum(link_sum[c] for c in kids)
+        link_count[i] = (0 if np.isnan(share) else 1) + sum(link_count[c] for c in kids)
+        x[i, col["subtree_mean_link"]] = link_sum[i] / link_count[i] if link_count[i] else NAN
+    return NodeFeatures(SINGLE_FEATURES, x, digest)
+
+
+def _descendants(i: int, shape: Shape) -> list[int]:
+    # post-order: a subtree occupies the `size` positions ending at its root
+    return list(range(i - shape.size[i] + 1, i))
+
+
+def _column_features(row: np.ndarray, col: dict, name: str, schema: rat.Schema | None,
+                     schema_index: SchemaIndex, question: QuestionIndex, tree_tables: set) -> None:
+    if name == "*":
+        row[col["is_star"]] = 1.0
+        return
+    row[col["is_star"]] = 0.0
+    table, _, column = name.rpartition(".")
+    column_words = words(column)
+    row[col["name_word_share"]] = question.word_share(column_words)
+    row[col["name_phrase"]] = question.phrase(column_words)
+    score = row[col["name_fuzzy"]] = question.fuzzy(" ".join(column_words))
+    row[col["name_rank"]], row[col["name_gap"]] = schema_index.rank_gap("column", column, score)
+    if table:
+        row[col["table_word_share"]] = question.word_share(words(table))
+        row[col["table_in_tree"]] = float(table in tree_tables)
+    if schema is None:
+        return
+    row[col["is_primary_key"]] = float(name in schema.primary_keys)
+    row[col["is_foreign_key"]] = float(name in schema_index.fk_columns)
+    row[col["tables_sharing_name"]] = len(schema.tables_with_column(column))
+    row[col["in_schema"]] = float(column in (schema.tables.get(table) or ()))
+    kind = schema.column_types.get(name, "other")
+    row[col["column_type"]] = COLUMN_TYPES.index(kind) if kind in COLUMN_TYPES else 0
+
+
+def _value_features(row: np.ndarray, col: dict, i: int, names: Sequence[str], kinds: Sequence[str],
+                    shape: Shape, question: QuestionIndex, probe: DatabaseProbe) -> None:
+    label = names[i]
+    text = literal_text(label)
+    is_number = _is_number(text)
+    row[col["value_is_number"]] = float(is_number)
+    if is_number:
+        row[col["value_in_question"]] = float(text in question.numbers or (
+            text.endswith(".0") and text[:-2] in question.numbers))
+    else:
+        padded = f" {' '.join(re.findall(r'[a-z0-9]+', text.lower()))} "
+        row[col["value_in_question"]] = float(padded.strip() != "" and padded in question.text)
+        row[col["value_fuzzy"]] = question.fuzzy(" ".join(words(text))) if text else 0.0
+    p = shape.parent[i]
+    if p < 0 or kinds[p] not in COMPARISONS:
+        return
+    columns = [names[c] for c in shape.children[p] if kinds[c] == "column" and "." in names[c]]
+    if len(columns) != 1 or label[:1] not in "'\"0123456789-":
+        return
+    table, _, column = columns[0].rpartition(".")
+    exact, nocase = probe.value_in_column(table, column, label, like=kinds[p] in ("Like", "Not_like"))
+    row[col["value_in_column"]], row[col["value_in_column_nocase"]] = exact, nocase
+
+
+# ---------------------------------------------------------------------------------------------
+# Consensus features
+
+
+def consensus_features(examples: Sequence, result_digests: Sequence[str | None]) -> list[np.ndarray]:
+    """Consensus rows (nodes, len(CONSENSUS_FEATURES)) of every example, against the other
+    examples of the same question (one per system). Questions answered once get NaN rows.
+
+    ``agreement`` is ``model.eval.baselines.node_agreement``: the share of the other trees in
+    which the node occurs (``rat.label_nodes``, contextual hashes).
+    """
+    from model.nodes.outputs import tree_of
+
+    by_question: dict[str, list[int]] = defaultdict(list)
+    for k, e in enumerate(examples):
+        by_question[e.question_id].append(k)
+    out: list[np.ndarray] = [np.full((len(e.node_labels), len(CONSENSUS_FEATURES)), NAN)
+                             for e in examples]
+    col = {name: j for j, name in enumerate(CONSENSUS_FEATURES)}
+    for indices in by_question.values():
+        if len(indices) < 2:
+            continue
+        trees = {k: tree_of({"node_names": examples[k].node_names, "node_arity": examples[k].node_arity})
+                 for k in indices}
+        for k in indices:
+            others = [m for m in indices if m != k]
+            x, tree = out[k], trees[k]
+            agreement = np.mean([rat.label_nodes(tree, trees[m]) for m in others], axis=0)
+            shape = tree_shape(examples[k].node_arity)
+            x[:, col["agreement"]] = agreement
+            x[:, col["parent_agreement"]] = [agreement[p] if p >= 0 else agreement[i]
+                                             for i, p in enumerate(shape.parent)]
+            x[:, col["subtree_min_agreement"]] = [agreement[i - shape.size[i] + 1: i + 1].min()
+                                                  for i in range(len(agreement))]
+            x[:, col["root_agreement"]] = agreement[-1]
+            x[:, col["tree_agreement"]] = np.mean([trees[m].hash == tree.hash for m in others])
+            digest = result_digests[k]
+            if digest is not None:
+                x[:, col["result_agreement"]] = np.mean([result_digests[m] == digest for m in others])
+            x[:, col["n_other_systems"]] = len(others)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Building with the disk cache
+
+
+def _db_stamp(db_path: Path | None) -> str:
+    if db_path is None or not Path(db_path).exists():
+        return "none"
+    stat = Path(db_path).stat()
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def _schema_digest(schema: rat.Schema | None) -> str:
+    if schema is None:
+        return "none"
+    text = json.dumps([sorted(schema.tables.items()), schema.primary_keys, schema.foreign_keys,
+                       sorted(schema.column_types.items())])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cache_key(example, schema_digest: str, db_stamp: str) -> str:
+    """Digest of everything a single-system row depends on (and the features' VERSION)."""
+    text = json.dumps([VERSION, example.db_id, example.question, example.sql, schema_digest, db_stamp])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _cache_path(folder: Path, key: str) -> Path:
+    return folder / key[:2] / f"{key}.pkl"
+
+
+def _write_atomic(path: Path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+
+
+@dataclass
+class FeatureReport:
+    examples: int = 0
+    nodes: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        rate = self.nodes / self.seconds if self.seconds else float("inf")
+        return (f"features: {self.examples} examples, {self.nodes} nodes, {self.cache_hits} from "
+                f"cache, {self.seconds:.1f} s ({rate:.0f} nodes/s)")
+
+
+def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths: dict[str, Path | None],
+                   consensus: bool = False, use_cache: bool = True, cache_folder: Path | None = None,
+                   timeout_s: float = 5.0, progress: bool = False
+                   ) -> tuple[list[np.ndarray], tuple[str, ...], FeatureReport]:
+    """Feature matrices (one per example, nodes x features) and their column names.
+
+    Single-system rows come from the cache when present (``cache_dir("features", VERSION)``),
+    else are computed and stored; consensus columns are appended when ``consensus``.
+    """
+    start = time.perf_counter()
+    folder = cache_folder or cache_dir("features", VERSION)
+    report = FeatureReport(examples=len(examples))
+    schema_digests = {db: _schema_digest(s) for db, s in schemas.items()}
+    probes: dict[str, DatabaseProbe] = {}
+    questions: dict[str, QuestionIndex] = {}
+    schema_indexes: dict[tuple[str, str], SchemaIndex] = {}
+    singles: list[NodeFeatures] = []
+    for k, e in enumerate(examples):
+        db_path = db_paths.get(e.db_id)
+        key = cache_key(e, schema_digests.get(e.db_id, "none"), _db_stamp(db_path))
+        path = _cache_path(folder, key)
+        table = None
+        if use_cache and path.exists():
+            try:
+                with open(path, "rb") as f:
+                    table = pickle.load(f)
+                report.cache_hits += 1
+            except (OSError, pickle.UnpicklingError, EOFError):
+                table = None
+        if table is None or table.values.shape != (len(e.node_labels), len(SINGLE_FEATURES)):
+            if e.db_id not in probes:
+                probes[e.db_id] = DatabaseProbe(db_path)
+            if e.question_id not in questions:
+                questions[e.question_id] = QuestionIndex(e.question)
+            index_key = (e.question_id, e.db_id)
+            if index_key not in schema_indexes:
+                schema_indexes[index_key] = SchemaIndex(schemas.get(e.db_id), questions[e.question_id])
+            table = single_system_features(e, schemas.get(e.db_id), db_path, timeout_s,
+                                           probes[e.db_id], questions[e.question_id],
+                                           schema_indexes[index_key])
+            if use_cache:
+                _write_atomic(path, table)
+        singles.append(table)
+        report.nodes += len(e.node_labels)
+        if progress and (k + 1) % 1000 == 0:
+            print(f"  features: {k + 1}/{len(examples)} examples, {time.perf_counter() - start:.0f} s",
+                  flush=True)
+    matrices = [t.values for t in singles]
+    names = SINGLE_FEATURES
+    if consensus:
+        extra = consensus_features(examples, [t.result_digest for t in singles])
+        matrices = [np.hstack([m, c]) for m, c in zip(matrices, extra)]
+        names = SINGLE_FEATURES + CONSENSUS_FEATURES
+    report.seconds = time.perf_counter() - start
+    return matrices, names, report
+
+
+def categorical_mask(names: Sequence[str]) -> np.ndarray:
+    """Which columns HistGradientBoosting should treat as categorical."""
+    categorical = {f.name for f in FEATURES if f.categorical}
+    return np.array([name in categorical for name in names])
+
+
+def feature_doc_table() -> str:
+    """The FEATURES table as Markdown (docs/node_features.md prints it)."""
+    lines = ["| feature | group | what |", "|---|---|---|"]
+    lines += [f"| `{f.name}` | {f.group} | {f.doc} |" for f in FEATURES]
+    return "\n".join(lines)
