@@ -102,6 +102,26 @@ class Calibrator:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1))
 
 
+def _fit_logistic(x: np.ndarray, y: np.ndarray, C: float, max_iter: int
+                  ) -> tuple[float | None, float | None, np.ndarray | None]:
+    """(constant, intercept, coef) of Platt's logistic map on features ``x`` (n, k): a constant
+    (the mean label) when the fit data hold one class only, else scikit-learn's L2 fit."""
+    if len(np.unique(y)) < 2:
+        return float(y.mean()), None, None
+    with _small_fit():
+        lr = LogisticRegression(C=C, max_iter=max_iter).fit(x, y)
+    return None, float(lr.intercept_[0]), lr.coef_[0].astype(np.float64)
+
+
+def _logistic_proba(x: np.ndarray, constant: float | None, intercept: float | None,
+                    coef: np.ndarray | None, owner: object) -> np.ndarray:
+    if constant is not None:
+        return _two_columns(np.full(len(x), constant))
+    if coef is None:
+        raise RuntimeError(f"{type(owner).__name__} is not fitted; call fit(x, y) first")
+    return _two_columns(_sigmoid(intercept + x @ coef))
+
+
 class PlattScaler(Calibrator):
     """Platt scaling, `sigmoid(w0 + w1 * logit(s))`, fit by logistic regression.
 
@@ -139,24 +159,14 @@ class PlattScaler(Calibrator):
         return s  # already an unbounded score (e.g. a logit)
 
     def fit(self, x, y) -> PlattScaler:
-        z = self._feature(x)
-        y = _check_labels(y, len(z))
-        if len(np.unique(y)) < 2:
-            self.constant_, self.intercept_, self.coef_ = float(y.mean()), None, None
-            return self
-        with _small_fit():
-            lr = LogisticRegression(C=self.C, max_iter=1000).fit(z[:, None], y)
-        self.constant_ = None
-        self.intercept_, self.coef_ = float(lr.intercept_[0]), float(lr.coef_[0, 0])
+        z = self._feature(x)[:, None]
+        self.constant_, self.intercept_, coef = _fit_logistic(z, _check_labels(y, len(z)), self.C, 1000)
+        self.coef_ = None if coef is None else float(coef[0])
         return self
 
     def predict_proba(self, x) -> np.ndarray:
-        z = self._feature(x)
-        if self.constant_ is not None:
-            return _two_columns(np.full(len(z), self.constant_))
-        if self.coef_ is None:
-            raise RuntimeError("PlattScaler is not fitted; call fit(x, y) first")
-        return _two_columns(_sigmoid(self.intercept_ + self.coef_ * z))
+        coef = None if self.coef_ is None else np.array([self.coef_])
+        return _logistic_proba(self._feature(x)[:, None], self.constant_, self.intercept_, coef, self)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "score_kind": self.score_kind, "C": self.C, "eps": self.eps,
@@ -231,23 +241,12 @@ class MultivariatePlattScaler(Calibrator):
 
     def fit(self, x, y) -> MultivariatePlattScaler:
         x = self._features(x)
-        y = _check_labels(y, len(x))
-        if len(np.unique(y)) < 2:
-            self.constant_, self.intercept_, self.coef_ = float(y.mean()), None, None
-            return self
-        with _small_fit():
-            lr = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(x, y)
-        self.constant_ = None
-        self.intercept_, self.coef_ = float(lr.intercept_[0]), lr.coef_[0].astype(np.float64)
+        self.constant_, self.intercept_, self.coef_ = _fit_logistic(
+            x, _check_labels(y, len(x)), self.C, self.max_iter)
         return self
 
     def predict_proba(self, x) -> np.ndarray:
-        x = self._features(x)
-        if self.constant_ is not None:
-            return _two_columns(np.full(len(x), self.constant_))
-        if self.coef_ is None:
-            raise RuntimeError("MultivariatePlattScaler is not fitted; call fit(x, y) first")
-        return _two_columns(_sigmoid(self.intercept_ + x @ self.coef_))
+        return _logistic_proba(self._features(x), self.constant_, self.intercept_, self.coef_, self)
 
     def weights(self) -> dict[str, float]:
         """The fitted weight of each named feature, plus `"intercept"`."""
