@@ -409,12 +409,14 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
           report.metrics_table(summaries), ""]
     md += _missing_platt_note(summaries, nodes["group"], cfg)
     md += ["More metrics:", "", report.metrics_table(summaries, report.EXTRA_COLUMNS), ""]
-    md += ["### Error localisation", "",
-           ("Wrong queries with an error site (a wrong node whose children are all right): how often "
-            "the least confident node (top-1) or one of the three least confident (top-3) is a site; "
-            "site reading = (1 - p(node)) * prod p(child); site scores = a head trained on site labels."),
-           "", localisation_markdown({n: s["localisation"] for n, s in summaries.items()
-                                      if "localisation" in s}), ""]
+    located = {n: s["localisation"] for n, s in summaries.items()
+               if s.get("localisation", {}).get("n_wrong_queries")}
+    if located:  # rows written without their tree (node_arity) have no error sites to find
+        md += ["### Error localisation", "",
+               ("Wrong queries with an error site (a wrong node whose children are all right): how "
+                "often the least confident node (top-1) or one of the three least confident (top-3) "
+                "is a site; site reading = (1 - p(node)) * prod p(child); site scores = a head "
+                "trained on site labels."), "", localisation_markdown(located), ""]
     for key, title in (("by_node_type", "node type"), ("by_difficulty", "Spider difficulty")):
         if results.get(key):
             md += [f"### RAT node model by {title}", "",
