@@ -31,7 +31,6 @@ import hashlib
 import json
 import logging
 import multiprocessing
-import os
 import pickle
 import re
 import sqlite3
@@ -42,6 +41,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from model.data.cache import cache_dir as project_cache_dir
 
 __all__ = [
     "OUTCOMES",
@@ -525,9 +526,7 @@ def execute_pairs(
 def default_cache_dir() -> Path:
     """Where execution results are cached by default: ``$RAT_CACHE/exec``, else ``.cache/exec``
     under the repository."""
-    return (
-        Path(os.environ.get("RAT_CACHE", Path(__file__).resolve().parents[2] / ".cache")) / "exec"
-    )
+    return project_cache_dir("exec")
 
 
 def evaluate_file(

@@ -232,48 +232,74 @@ def build_examples(
     all_questions = load_questions(root, split)
     questions = all_questions[:max_questions]
     schemas = load_schemas(root)
+    candidates = _predicted(prediction_files, all_questions, questions, report)
+    if perturbations_per_query > 0:
+        candidates += _perturbed(root, questions, schemas, perturbations_per_query, seed, mix, report)
+    cache = execution_cache if execution_cache is not None else project_cache_dir("exec")
+    outcome_of = _execution_outcomes(root, candidates, cache, workers, timeout_s, progress)
+    examples = _labelled(candidates, schemas, outcome_of, require_database, report)
+    if verbose:
+        print(f"[{root.name}/{split}] " + report.summary())
+    return examples, report
 
-    candidates: list[tuple[Question, str, str]] = []  # (question, sql, system)
+
+Candidate = tuple[Question, str, str]  # (question, predicted SQL, system)
+
+
+def _predicted(prediction_files: Sequence[Path], all_questions: list[Question],
+               questions: list[Question], report: ExampleReport) -> list[Candidate]:
+    """The prediction files' outputs for ``questions``; a file the loader refuses is counted."""
+    candidates: list[Candidate] = []
+    by_id = {q.question_id: q for q in questions}
     for path in prediction_files:
         try:
-            # Files answer the whole split; max_questions only selects which are used.
-            predictions = load_predictions(Path(path), all_questions, skipped=report.skipped)
+            # Files answer the whole split (or, id-keyed JSONL, part of it); max_questions only
+            # selects which are used.
+            predictions = load_predictions(Path(path), all_questions, skipped=report.skipped,
+                                           allow_partial=Path(path).suffix == ".jsonl")
         except (OSError, ValueError) as error:
-            # A whole file the loader refuses (e.g. row count != question count) is one reason.
             report.skipped[f"prediction file unreadable ({Path(path).name})"] += 1
             log.warning("%s", error)
             continue
-        by_id = {q.question_id: q for q in questions}
-        for p in predictions:
-            if p.question_id in by_id:
-                candidates.append((by_id[p.question_id], p.sql, p.system))
-    if perturbations_per_query > 0:
-        perturbers: dict[str, Perturber] = {}
-        for index, q in enumerate(questions):
-            if q.db_id not in schemas:
-                report.skipped["unknown db_id"] += 1
-                continue
-            if q.db_id not in perturbers:
-                perturbers[q.db_id] = Perturber(schemas[q.db_id], database_path(root, q.db_id),
-                                                mix=mix or DEFAULT_MIX)
-            try:
-                made = perturbers[q.db_id].perturb(q.gold_sql, n=perturbations_per_query,
-                                                   seed=seed * 1_000_003 + index)
-            except rat.RATError:
-                report.skipped["unparsable gold SQL (perturbation)"] += 1
-                continue
-            candidates += [(q, p.sql, f"perturb:{p.kind}") for p in made]
+        candidates += [(by_id[p.question_id], p.sql, p.system) for p in predictions if p.question_id in by_id]
+    return candidates
 
-    # Execution labels, all at once (parallel, cached).
+
+def _perturbed(root: Path, questions: list[Question], schemas: dict, n: int, seed: int,
+               mix: dict[str, float] | None, report: ExampleReport) -> list[Candidate]:
+    """``n`` perturbations of each gold query, system ``perturb:<kind>``."""
+    candidates: list[Candidate] = []
+    perturbers: dict[str, Perturber] = {}
+    for index, q in enumerate(questions):
+        if q.db_id not in schemas:
+            report.skipped["unknown db_id"] += 1
+            continue
+        if q.db_id not in perturbers:
+            perturbers[q.db_id] = Perturber(schemas[q.db_id], database_path(root, q.db_id),
+                                            mix=mix or DEFAULT_MIX)
+        try:
+            made = perturbers[q.db_id].perturb(q.gold_sql, n=n, seed=seed * 1_000_003 + index)
+        except rat.RATError:
+            report.skipped["unparsable gold SQL (perturbation)"] += 1
+            continue
+        candidates += [(q, p.sql, f"perturb:{p.kind}") for p in made]
+    return candidates
+
+
+def _execution_outcomes(root: Path, candidates: list[Candidate], cache: Path, workers: int,
+                        timeout_s: float, progress: bool) -> dict[tuple[str, str, str], str]:
+    """Execution outcome of every candidate that has a database, all at once (parallel, cached)."""
     db_paths = {db_id: database_path(root, db_id) for db_id in {q.db_id for q, _, _ in candidates}}
     executable = [(q, sql, system) for q, sql, system in candidates if db_paths.get(q.db_id)]
-    cache = execution_cache if execution_cache is not None else project_cache_dir("exec")
     outcomes = execute_pairs([(db_paths[q.db_id], sql, q.gold_sql) for q, sql, _ in executable],
                              timeout_s=timeout_s, cache_dir=cache, workers=workers,
                              progress=progress) if executable else []
-    outcome_of = {(q.question_id, sql, system): o for (q, sql, system), o in
-                  zip(executable, outcomes, strict=True)}
+    return {(q.question_id, sql, system): o for (q, sql, system), o in zip(executable, outcomes, strict=True)}
 
+
+def _labelled(candidates: list[Candidate], schemas: dict, outcome_of: dict, require_database: bool,
+              report: ExampleReport) -> list[NodeExample]:
+    """Trees and node labels of the candidates; each one left out is counted by reason."""
     gold_trees: dict[str, rat.Node | None] = {}
     examples = []
     for q, sql, system in candidates:
@@ -301,17 +327,14 @@ def build_examples(
             report.skipped["empty predicted SQL"] += 1
             continue
         try:
-            example = make_example(q, sql, system, schema, gold_trees[q.question_id],
-                                   _WRONG.get(outcome))
+            example = make_example(q, sql, system, schema, gold_trees[q.question_id], _WRONG.get(outcome))
         except rat.RATError:
             report.skipped["unparsable or unsupported predicted SQL"] += 1
             continue
         examples.append(example)
         report.kept += 1
         report.kept_by_source[system.split(":")[0] if system.startswith("perturb:") else system] += 1
-    if verbose:
-        print(f"[{root.name}/{split}] " + report.summary())
-    return examples, report
+    return examples
 
 
 # ---------------------------------------------------------------------------------------------

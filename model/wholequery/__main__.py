@@ -33,10 +33,14 @@ from model.wholequery.methods import (
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from model.data.datasets import database_path, load_questions, load_schemas
-    from model.data.predictions import load_predictions
-    from model.lm.scoring import prediction_files, read_scores
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = base_table(args)
+    table.write_csv(args.out / "base_scores.csv")  # the rows and columns every method is measured on
+    write_results(args, table)
 
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m model.wholequery", description=__doc__.split("\n")[0])
     ap.add_argument("--data-root", type=Path, default=None)
     ap.add_argument("--split", default="dev")
@@ -78,8 +82,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         ap.error("--lm-samples needs --data-root and --predictions (its outputs are executed)")
     if args.node_checkpoint and (args.data_root is None or args.predictions is None):
         ap.error("--node-checkpoint needs --data-root and --predictions (the queries it scores)")
+    return args
 
-    args.out.mkdir(parents=True, exist_ok=True)
+
+def base_table(args: argparse.Namespace) -> BaseScores:
+    """The base-score table the arguments ask for: computed, or read and extended."""
+    from model.data.datasets import database_path, load_questions, load_schemas
+    from model.data.predictions import load_predictions
+    from model.lm.scoring import prediction_files, read_scores
+
     if args.data_root is not None and args.predictions is not None:
         questions = load_questions(args.data_root, args.split)
         schemas = load_schemas(args.data_root)
@@ -111,8 +122,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         n_before = len(table)
         table = add_node_confidences(table, node_confidences)
         print(f"node confidences for {len(table)} of {n_before} predictions; evaluating on those")
-    table.write_csv(args.out / "base_scores.csv")  # the rows and columns every method is measured on
+    return table
 
+
+def write_results(args: argparse.Namespace, table: BaseScores) -> None:
+    """Evaluate every method, save the calibrators, write metrics.json and tables.md."""
     methods = default_methods(list(table.columns))
     results = evaluate_methods(table, methods, args.protocol, args.folds, args.seed, fit_on=args.fit_on)
     fitted = fit_calibrators(table, methods)
