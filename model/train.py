@@ -55,7 +55,9 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         callbacks = [c for c in callbacks if not isinstance(c, L.pytorch.callbacks.TQDMProgressBar)]
         callbacks.append(EpochLines())
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
-    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    quiet = {} if sys.stderr.isatty() else {"enable_progress_bar": False}  # EpochLines instead
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
+                                                 **quiet)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
