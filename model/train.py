@@ -13,7 +13,6 @@ The run directory (``paths.output_dir``) receives ``checkpoints/``, ``prediction
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -27,6 +26,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from model.cli import UsageError
+from model.data.jsonl import write_json
 from model.nodes.outputs import prediction_row
 from model.nodes.outputs import write_predictions as write_predictions_file
 
@@ -84,10 +84,10 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
                 write_predictions(model, datamodule, split, output_dir / "predictions" / f"{split}.jsonl")
         resolved = OmegaConf.to_container(cfg, resolve=True)
         resolved["data"]["root"] = str(datamodule.root)  # evaluate.py finds the databases here
-        _write_json(output_dir / "config.json", resolved)
+        write_json(output_dir / "config.json", resolved)
         (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
-        _write_json(output_dir / "data.json", {"db_split": datamodule.db_split, "summary": datamodule.summary()})
-        _write_json(output_dir / "metrics.json", {"best_checkpoint": best, **metrics})
+        write_json(output_dir / "data.json", {"db_split": datamodule.db_split, "summary": datamodule.summary()})
+        write_json(output_dir / "metrics.json", {"best_checkpoint": best, **metrics})
     return metrics, {"model": model, "datamodule": datamodule, "trainer": trainer, "best_checkpoint": best}
 
 
@@ -136,8 +136,3 @@ def check_data(cfg: DictConfig) -> None:
 
 def _floats(values: dict) -> dict[str, float]:
     return {k: float(v) for k, v in values.items()}
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value, indent=1, default=str))

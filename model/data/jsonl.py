@@ -1,5 +1,6 @@
 """JSON Lines: the one reader and writer of the project's JSONL files (predictions, scores,
-caches). A line that is not JSON is an error naming the file and the line."""
+caches), and of its JSON records (metrics, configs). A line that is not JSON is an error naming
+the file and the line."""
 
 from __future__ import annotations
 
@@ -42,3 +43,10 @@ def write_jsonl(path: str | Path, rows: Iterable[dict], append: bool = False) ->
             f.write(json.dumps(row) + "\n")
             n += 1
     return n
+
+
+def write_json(path: str | Path, value) -> None:
+    """One indented JSON document (metrics, configs of a run), creating the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=1, default=str))

@@ -19,7 +19,6 @@ and ``data.json`` (databases per fold), as ``train.py`` does for the neural mode
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from model.data.jsonl import write_json
 from model.eval import metrics as M
 from model.eval.localisation import error_sites, localisation
 from model.nodes.features import build_features, categorical_mask
@@ -289,15 +289,10 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
 
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved["data"]["root"] = str(table.root)  # evaluate.py finds the databases here
-    _write_json(output_dir / "config.json", resolved)
+    write_json(output_dir / "config.json", resolved)
     (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
-    _write_json(output_dir / "data.json", {**folds_info, "examples": len(table.examples),
+    write_json(output_dir / "data.json", {**folds_info, "examples": len(table.examples),
                                            "features": list(table.names)})
-    _write_json(output_dir / "metrics.json", metrics)
+    write_json(output_dir / "metrics.json", metrics)
     print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith("test/")))
     return metrics, {"table": table, "roles": roles, "config": config}
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value, indent=1, default=str))
