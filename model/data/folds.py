@@ -5,8 +5,8 @@ always measured on databases its model (or calibrator) never saw:
 
 - ``schema_disjoint_folds``: a fold index per item, databases balanced by item count (seeded);
   the whole-query papers' protocol and the node model's cross-fitting over dev use it.
-- ``fold_splits``: (fit, held-out) index pairs for out-of-fold fitting of a post-hoc map
-  (BS-P/ECE-P, abstention thresholds): ``GroupKFold`` by database, or a shuffled ``KFold``
+- ``fold_splits``: (fit, held-out) index pairs of those folds, for out-of-fold fitting of a
+  post-hoc map (BS-P/ECE-P, abstention thresholds, whole-query combiners); a shuffled ``KFold``
   when there are no groups.
 - ``crossfit_roles``: for cross-fitting fold ``i`` of ``k``, which folds train, validate, test.
 """
@@ -43,18 +43,18 @@ def schema_disjoint_folds(groups: Sequence[str], n_folds: int = 5, seed: int = 0
 
 
 def fold_splits(n_items: int, groups: Sequence[str] | None = None, n_folds: int = 5,
-                seed: int = 0, labels: Sequence[int] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(fit indices, held-out indices) per fold: ``GroupKFold`` by ``groups`` (no database in
-    two folds), else a ``KFold`` shuffled with ``seed``. Fewer groups or items than ``n_folds``
-    give that many folds; fewer than 2 is a ValueError.
+                seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(fit indices, held-out indices) per fold: the folds of ``schema_disjoint_folds`` (no
+    database in two folds), or, without groups, a ``KFold`` shuffled with ``seed``. Fewer
+    databases or items than ``n_folds`` give that many folds; fewer than 2 is a ValueError.
 
     >>> [h.tolist() for _, h in fold_splits(4, ["a", "a", "b", "c"], n_folds=3)]
     [[0, 1], [3], [2]]
     """
-    from sklearn.model_selection import GroupKFold, KFold
-
     index = np.arange(n_items)
     if groups is None:
+        from sklearn.model_selection import KFold
+
         n_splits = min(n_folds, n_items)
         if n_splits < 2:
             raise ValueError(f"out-of-fold fitting needs at least 2 items; found {n_items}")
@@ -65,7 +65,8 @@ def fold_splits(n_items: int, groups: Sequence[str] | None = None, n_folds: int 
     n_splits = min(n_folds, np.unique(groups).size)
     if n_splits < 2:
         raise ValueError(f"out-of-fold fitting needs at least 2 databases; found {n_splits}")
-    return list(GroupKFold(n_splits=n_splits).split(index, labels, groups))
+    folds = schema_disjoint_folds(groups, n_splits, seed)
+    return [(index[folds != k], index[folds == k]) for k in range(n_splits)]
 
 
 def crossfit_roles(fold: int, n_folds: int) -> dict[str, list[int]]:

@@ -107,7 +107,7 @@ def cross_fitted_abstention_table(confidences, labels, groups=None,
     ``threshold`` in a row is then the median of the folds' thresholds.
     """
     conf, y = check_scores(confidences, labels)
-    folds = fold_splits(conf.size, groups, n_folds, seed, y)
+    folds = fold_splits(conf.size, groups, n_folds, seed)
     rows = []
     for penalty in penalties:
         c = resolve_penalty(penalty, conf.size)

@@ -10,6 +10,7 @@ mean ± std) and a fixed schema-disjoint calibration/test split.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -19,10 +20,12 @@ from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 __all__ = [
+    "BoostedCombiner",
     "Calibrator",
     "IsotonicCalibrator",
     "MultivariatePlattScaler",
     "PlattScaler",
+    "TunedMPS",
     "calibration_test_split",
     "load_calibrator",
     "logit_from_log_prob",
@@ -269,7 +272,112 @@ class MultivariatePlattScaler(Calibrator):
         return c
 
 
-_KINDS = {c.kind: c for c in (PlattScaler, IsotonicCalibrator, MultivariatePlattScaler)}
+class TunedMPS(Calibrator):
+    """MPS with standardised features and its L2 strength chosen by inner cross-validation on
+    the fit data (``LogisticRegressionCV``, log loss): the same model as the paper's MPS, fitted
+    so that features on different scales (log-probabilities, agreement rates) are used.
+    """
+
+    kind = "mps_tuned"
+    CS = tuple(np.logspace(-4, 3, 15))
+
+    def __init__(self, feature_names: Sequence[str], inner_folds: int = 5, seed: int = 0):
+        self.feature_names = list(feature_names)
+        self.inner_folds, self.seed = inner_folds, seed
+        self.mean_: np.ndarray | None = None
+        self.scale_: np.ndarray | None = None
+        self.C_: float | None = None
+        self.intercept_: float | None = None
+        self.coef_: np.ndarray | None = None
+        self.constant_: float | None = None
+
+    def _features(self, x) -> np.ndarray:
+        return MultivariatePlattScaler._features(self, x)
+
+    def fit(self, x, y) -> TunedMPS:
+        from sklearn.linear_model import LogisticRegressionCV
+        from sklearn.model_selection import StratifiedKFold
+
+        x, y = self._features(x), _check_labels(y, len(x))
+        self.mean_, self.scale_ = x.mean(axis=0), x.std(axis=0) + 1e-12
+        folds = min(self.inner_folds, int(np.bincount(y, minlength=2).min()))
+        if folds < 2:
+            self.constant_ = float(y.mean())
+            return self
+        with _small_fit(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # sklearn 1.8's notices about 1.10 defaults
+            lr = LogisticRegressionCV(Cs=list(self.CS), cv=StratifiedKFold(folds, shuffle=True, random_state=self.seed),
+                                      scoring="neg_log_loss", max_iter=2000).fit((x - self.mean_) / self.scale_, y)
+        self.constant_, self.C_ = None, float(lr.C_[0])
+        self.intercept_, self.coef_ = float(lr.intercept_[0]), lr.coef_[0].astype(np.float64)
+        return self
+
+    def predict_proba(self, x) -> np.ndarray:
+        x = self._features(x)
+        z = (x - self.mean_) / self.scale_ if self.mean_ is not None else x
+        return _logistic_proba(z, self.constant_, self.intercept_, self.coef_, self)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "feature_names": self.feature_names, "C": self.C_,
+                "mean": None if self.mean_ is None else self.mean_.tolist(),
+                "scale": None if self.scale_ is None else self.scale_.tolist(),
+                "intercept": self.intercept_, "coef": None if self.coef_ is None else self.coef_.tolist(),
+                "constant": self.constant_}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> TunedMPS:
+        c = cls(d["feature_names"])
+        c.C_, c.intercept_, c.constant_ = d["C"], d["intercept"], d["constant"]
+        c.mean_, c.scale_, c.coef_ = (None if d[k] is None else np.asarray(d[k], dtype=np.float64)
+                                      for k in ("mean", "scale", "coef"))
+        return c
+
+
+class BoostedCombiner(Calibrator):
+    """A non-linear combiner: scikit-learn's ``HistGradientBoostingClassifier`` over the named
+    features, its scores then calibrated (``"sigmoid"``: Platt, or ``"isotonic"``) by
+    ``CalibratedClassifierCV`` with 3 internal folds. Not saved as JSON (refit it from
+    ``base_scores.csv``)."""
+
+    kind = "hgb"
+
+    def __init__(self, feature_names: Sequence[str], method: str = "sigmoid", seed: int = 0):
+        self.feature_names = list(feature_names)
+        self.method, self.seed = method, seed
+        self.model_ = None
+        self.constant_: float | None = None
+
+    def _features(self, x) -> np.ndarray:
+        return MultivariatePlattScaler._features(self, x)
+
+    def fit(self, x, y) -> BoostedCombiner:
+        from sklearn.calibration import CalibratedClassifierCV
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        x, y = self._features(x), _check_labels(y, len(x))
+        if int(np.bincount(y, minlength=2).min()) < 3:
+            self.constant_ = float(y.mean())
+            return self
+        hgb = HistGradientBoostingClassifier(learning_rate=0.05, max_iter=150, max_leaf_nodes=15,
+                                             min_samples_leaf=20, l2_regularization=1.0, random_state=self.seed)
+        with _small_fit():
+            self.model_ = CalibratedClassifierCV(hgb, method=self.method, cv=3).fit(x, y)
+        self.constant_ = None
+        return self
+
+    def predict_proba(self, x) -> np.ndarray:
+        x = self._features(x)
+        if self.constant_ is not None:
+            return _two_columns(np.full(len(x), self.constant_))
+        if self.model_ is None:
+            raise RuntimeError("BoostedCombiner is not fitted; call fit(x, y) first")
+        return _two_columns(self.model_.predict_proba(x)[:, 1])
+
+    def to_dict(self) -> dict:
+        raise NotImplementedError("a boosted combiner is not saved as JSON; refit it from base_scores.csv")
+
+
+_KINDS = {c.kind: c for c in (PlattScaler, IsotonicCalibrator, MultivariatePlattScaler, TunedMPS)}
 
 
 def load_calibrator(path_or_dict: Path | str | Mapping) -> Calibrator:

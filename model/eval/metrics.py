@@ -298,7 +298,7 @@ def _cross_fit(fit: Callable, confidences: ArrayLike, labels: ArrayLike,
                groups: ArrayLike | None, n_folds: int, seed: int) -> np.ndarray:
     conf, y = check_scores(confidences, labels)
     out = np.empty_like(conf)
-    for train, held_out in fold_splits(conf.size, groups, n_folds, seed, y):
+    for train, held_out in fold_splits(conf.size, groups, n_folds, seed):
         out[held_out] = fit(conf[train], y[train])(conf[held_out])
     return out
 

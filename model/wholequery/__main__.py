@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from model.lm.scoring import SAMPLE_MODES
 from model.wholequery.base_scores import (
     BaseScores,
@@ -38,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     table = base_table(args)
     table.write_csv(args.out / "base_scores.csv")  # the rows and columns every method is measured on
     write_results(args, table)
+    if args.tracks:
+        write_tracks(args, table)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -59,6 +63,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--node-predictions", type=Path, default=None,
                     help="node-model predictions JSONL (<run>/predictions/test.jsonl): adds node_root, "
                          "node_min and keeps only the predictions it covers")
+    ap.add_argument("--node-predictions-consensus", type=Path, default=None,
+                    help="a consensus node scorer's predictions JSONL: adds nodec_root, nodec_min")
+    ap.add_argument("--tracks", action="store_true",
+                    help="also write tracks.md: single-system and consensus combiners, fit on one fold "
+                         "vs on the rest, and leave-one-system-out")
     ap.add_argument("--node-checkpoint", type=Path, default=None,
                     help="a node-model .ckpt or run directory: scores every prediction (slow on a CPU)")
     lm = ap.add_argument_group("LM samples", "a third SCF source drawn from the scorer LM; off by default, "
@@ -122,6 +131,8 @@ def base_table(args: argparse.Namespace) -> BaseScores:
         n_before = len(table)
         table = add_node_confidences(table, node_confidences)
         print(f"node confidences for {len(table)} of {n_before} predictions; evaluating on those")
+    if args.node_predictions_consensus:
+        table = add_node_confidences(table, read_node_confidences(args.node_predictions_consensus), "nodec")
     return table
 
 
@@ -148,6 +159,37 @@ def write_results(args: argparse.Namespace, table: BaseScores) -> None:
     print(f"{len(table)} predictions, {len(results)} systems, protocol={args.protocol}"
           + (f", fit on {args.fit_on} fold(s)" if args.protocol == "cv" else ""))
     print(text)
+
+
+def write_tracks(args: argparse.Namespace, table: BaseScores) -> None:
+    """tracks.md / tracks.json: per track and method, the mean over systems of AUC, Brier and ECE
+    with the combiner fitted on one fold (the papers), on the other folds, and on the other
+    systems only (leave one system out); then per system for each track's best combiner."""
+    from tqdm.auto import tqdm
+
+    from model.eval.report import markdown_table
+    from model.wholequery.tracks import mean_over_systems, pooled_out_of_fold, track_methods
+
+    results, lines = {}, []
+    for track, methods in track_methods(list(table.columns)).items():
+        rows, results[track] = [], {}
+        for method in tqdm(methods, desc=track, disable=args.no_progress):
+            runs = {name: pooled_out_of_fold(table, method, protocol, args.folds, args.seed) for name, protocol in (
+                ("fit on one", "one"), ("fit on rest", "rest"), ("leave one system out", "loso"))}
+            results[track][method.name] = runs
+            means = {name: mean_over_systems(r) for name, r in runs.items()}
+            rows.append([method.name, *(f"{means[n]['auc']:.3f} / {means[n]['brier']:.3f} / {means[n]['ece']:.3f}"
+                                        for n in runs)])
+        lines += [f"### {track} (mean over {len(np.unique(table.system))} systems: AUC / Brier / ECE)", "",
+                  markdown_table(["method", "fit on one fold", "fit on the rest", "leave one system out"], rows), ""]
+        best = max(results[track], key=lambda m: mean_over_systems(results[track][m]["fit on rest"])["auc"])
+        per_system = [[s, *(f"{results[track][best][n][s][k]:.3f}" for n in ("fit on rest", "leave one system out")
+                            for k in ("auc", "brier", "ece"))] for s in results[track][best]["fit on rest"]]
+        lines += [f"Per system, {best} (fit on the rest vs leave one system out):", "",
+                  markdown_table(["system", "AUC", "Brier", "ECE", "LOSO AUC", "LOSO Brier", "LOSO ECE"], per_system), ""]
+    (args.out / "tracks.json").write_text(json.dumps(results, indent=1))
+    (args.out / "tracks.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def _lm_samples(args, questions, preds, schemas, db_paths) -> dict[str, dict[str, list[str]]]:

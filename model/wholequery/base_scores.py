@@ -162,15 +162,16 @@ def add_pooled_scores(table: BaseScores, scores: Mapping) -> BaseScores:
 NODE_COLUMNS = ("node_root", "node_min")
 
 
-def add_node_confidences(table: BaseScores, node_confidences: Mapping[tuple[str, str], Sequence[float]]
-                         ) -> BaseScores:
+def add_node_confidences(table: BaseScores, node_confidences: Mapping[tuple[str, str], Sequence[float]],
+                         prefix: str = "node") -> BaseScores:
     """`table` with the node model's tree-level confidences, on the rows that have them.
 
     `node_confidences`: `{(system, question_id): per-node confidences in post-order}` (root
     last), e.g. from `read_node_confidences`. Adds `node_root` (the root's confidence: the whole
     tree is right) and `node_min` (the least confident node). Rows without an entry are dropped
     rather than imputed, so that every method is measured on the same predictions; a node
-    model's `test.jsonl` covers only its test databases.
+    model's `test.jsonl` covers only its test databases. ``prefix`` names the columns (``nodec``
+    for a consensus node scorer).
     """
     keys = list(zip(table.system.tolist(), table.question_id.tolist()))
     keep = np.array([bool(node_confidences.get(k)) for k in keys], dtype=bool)
@@ -180,8 +181,8 @@ def add_node_confidences(table: BaseScores, node_confidences: Mapping[tuple[str,
     kept = table.subset(keep)
     confidences = [node_confidences[k] for k, k_kept in zip(keys, keep) if k_kept]
     columns = dict(kept.columns)
-    columns["node_root"] = np.array([c[-1] for c in confidences], dtype=np.float64)
-    columns["node_min"] = np.array([min(c) for c in confidences], dtype=np.float64)
+    columns[f"{prefix}_root"] = np.array([c[-1] for c in confidences], dtype=np.float64)
+    columns[f"{prefix}_min"] = np.array([min(c) for c in confidences], dtype=np.float64)
     return BaseScores(kept.system, kept.question_id, kept.db_id, kept.label, columns)
 
 

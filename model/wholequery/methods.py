@@ -10,18 +10,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.data.folds import schema_disjoint_folds
 from model.eval import metrics as M
 from model.eval.calibration import (
     Calibrator,
     IsotonicCalibrator,
     MultivariatePlattScaler,
     PlattScaler,
-    calibration_test_split,
 )
 from model.eval.report import markdown_table
 from model.lm.scoring import POOLINGS
 from model.wholequery.base_scores import NODE_COLUMNS, BaseScores
+from model.wholequery.protocols import fit_test_splits
 from model.wholequery.scf import FEATURE_NAMES as SCF_NAMES
 
 
@@ -133,24 +132,14 @@ def evaluate_methods(table: BaseScores, methods: Sequence[Method], protocol: str
     """
     if protocol not in ("cv", "split"):
         raise ValueError(f"protocol must be 'cv' or 'split'; found {protocol!r}")
-    # Assigned on all rows (every system answers the same questions), so folds balance queries.
-    if protocol == "cv":
-        fold_of_db = dict(zip(table.db_id, schema_disjoint_folds(table.db_id, n_folds, seed)))
-    else:
-        calib = dict(zip(table.db_id, calibration_test_split(table.db_id, calibration_fraction, seed)))
+    name = "split" if protocol == "split" else fit_on
     results: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}
     for system in np.unique(table.system):
-        sys_table = table.subset(table.system == system)
-        if protocol == "cv":
-            folds = np.array([fold_of_db[d] for d in sys_table.db_id])
-            splits = [(folds == k, folds != k) if fit_on == "one" else (folds != k, folds == k)
-                      for k in range(n_folds)]
-        else:
-            mask = np.array([calib[d] for d in sys_table.db_id])
-            splits = [(mask, ~mask)]
+        splits = list(fit_test_splits(table.system, table.db_id, system, name, n_folds, seed,
+                                      calibration_fraction))
         results[str(system)] = {}
         for method in methods:
-            runs = [_evaluate_once(method, sys_table.subset(f), sys_table.subset(t)) for f, t in splits]
+            runs = [_evaluate_once(method, table.subset(f), table.subset(t)) for f, t in splits]
             results[str(system)][method.name] = {
                 k: (float(np.nanmean([r[k] for r in runs])), float(np.nanstd([r[k] for r in runs])))
                 for k in runs[0]}
