@@ -330,6 +330,8 @@ def _abstention(test: dict, calibration: dict | None, cfg: DictConfig) -> dict:
 
 def evaluate(cfg: DictConfig) -> dict:
     """Compute every table and picture for one run or file; returns what metrics.json holds."""
+    if not (cfg.run_dir or cfg.predictions) and _wants_whole_query(cfg):
+        return evaluate_whole_query(cfg)
     out_dir, rows, cal_rows, data_root = _resolve_inputs(cfg)
     if not rows:
         raise UsageError(f"{cfg.run_dir or cfg.predictions}: no predictions to evaluate")
@@ -360,6 +362,9 @@ def evaluate(cfg: DictConfig) -> dict:
                                                             out_dir, cfg)
     md += query_md
     pictures += query_pictures
+    if _wants_whole_query(cfg):
+        results["wholequery"], wq_md = whole_query(cfg)
+        md += wq_md
 
     md += ["## Figures", ""]
     md += [f"![{title}](plots/{stem.name}.png)" for title, stem in pictures]
@@ -370,6 +375,93 @@ def evaluate(cfg: DictConfig) -> dict:
     print("\n".join(md[: md.index("## Figures")]))
     print("wrote " + ", ".join(str(p) for p in written) + f" and {out_dir / 'plots'}/")
     return results
+
+
+def _wants_whole_query(cfg: DictConfig) -> bool:
+    wq = cfg.get("wholequery") or {}
+    return bool(wq.get("base_scores") or wq.get("predictions"))
+
+
+def evaluate_whole_query(cfg: DictConfig) -> dict:
+    """Only the whole-query section (no node-level input): metrics.json and report.md."""
+    out_dir = Path(cfg.out_dir) if cfg.out_dir else Path(cfg.wholequery.base_scores or ".").parent / "eval"
+    results, md = whole_query(cfg)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "metrics.json").write_text(json.dumps(_json_safe({"wholequery": results}), indent=1))
+    (out_dir / "report.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    print(f"wrote {out_dir / 'metrics.json'}, {out_dir / 'report.md'}")
+    return {"wholequery": results}
+
+
+def whole_query(cfg: DictConfig) -> tuple[dict, list[str]]:
+    """Whole-query confidence in both tracks under the three protocols: the base-score table
+    (read, or built here: execution and SCF cached, token scores with the scorer's progress bar
+    and cache), then ``model.wholequery.tracks``."""
+    from model.wholequery.base_scores import (
+        BaseScores,
+        add_node_confidences,
+        add_pooled_scores,
+        read_node_confidences,
+    )
+    from model.wholequery.tracks import track_results, tracks_markdown
+
+    wq = cfg.wholequery
+    if wq.base_scores:
+        path = Path(wq.base_scores)
+        if not path.is_file():
+            raise UsageError(f"wholequery.base_scores={path}: no such file")
+        table = BaseScores.read_csv(path)
+        if wq.scores:
+            from model.lm.scoring import read_scores
+
+            table = add_pooled_scores(table, read_scores(wq.scores))
+    else:
+        table = _build_base_scores(cfg)
+    for key, prefix in (("node_predictions", "node"), ("node_predictions_consensus", "nodec")):
+        if wq.get(key):
+            if not Path(wq[key]).is_file():
+                raise UsageError(f"wholequery.{key}={wq[key]}: no such file")
+            table = add_node_confidences(table, read_node_confidences(wq[key]), prefix)
+    results = track_results(table, cfg.n_folds, cfg.seed, cfg.n_bins)
+    md = ["## Whole query: single-system and consensus tracks", "",
+          (f"{len(table)} predictions of {len(set(table.system))} systems; labels: execution match. "
+           f"Out-of-fold confidences pooled per system over {cfg.n_folds} schema-disjoint folds: fit on "
+           "one fold (the papers), fit on the other folds, or fit on the other systems only (leave "
+           f"one system out); ECE with {cfg.n_bins} uniform bins."), "", tracks_markdown(results), ""]
+    return results, md
+
+
+def _build_base_scores(cfg: DictConfig):
+    from model.data.datasets import database_path, load_questions, load_schemas
+    from model.data.predictions import load_predictions
+    from model.lm.scoring import prediction_files, read_scores
+    from model.wholequery.base_scores import build_base_scores
+
+    wq = cfg.wholequery
+    if not cfg.data_root or not Path(cfg.data_root).is_dir():
+        raise UsageError(f"wholequery.predictions needs data_root=<dataset folder>; got {cfg.data_root}")
+    root = Path(cfg.data_root)
+    questions = load_questions(root, wq.split_of)
+    schemas = load_schemas(root)
+    preds = [p for f in prediction_files([wq.predictions]) for p in load_predictions(f, questions)]
+    scores = read_scores(wq.scores) if wq.scores else _score_here(cfg, questions, schemas, preds) if wq.score else None
+    db_paths = {q.db_id: database_path(root, q.db_id) for q in questions}
+    return build_base_scores(questions, preds, schemas, db_paths, scores, exec_cache_dir=cache_dir("exec"))
+
+
+def _score_here(cfg: DictConfig, questions, schemas, preds) -> dict:
+    """Token scores under the scorer LM, with its progress bar and disk cache."""
+    from model.lm import load_causal_lm
+    from model.lm.scoring import score_predictions
+
+    by_id = {q.question_id: q for q in questions}
+    preds = [p for p in preds if p.question_id in by_id and p.sql.strip()]
+    model, tokenizer = load_causal_lm(cfg.wholequery.scorer_model)
+    scores = score_predictions(model, tokenizer, preds, by_id, schemas,
+                               cache_path=cache_dir("scores", "smollm2.jsonl") if not cfg.wholequery.scorer_model
+                               else cache_dir("scores", "scorer.jsonl"))
+    return {(p.system, p.question_id): s for p, s in zip(preds, scores)}
 
 
 def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: DictConfig

@@ -73,10 +73,11 @@ def test_boosted_combiner_learns_what_a_linear_map_cannot():
         boosted.to_dict()
 
 
-def test_cli_tracks_report_both_tracks_and_leave_one_system_out(tmp_path):
+def synthetic_base_scores(tmp_path):
+    """A base-score table of 3 systems x 120 questions on 15 databases, informative columns, and
+    node-scorer predictions for every row."""
     from test_wholequery import _node_rows
 
-    from model.wholequery.__main__ import main
     from model.wholequery.base_scores import BaseScores
 
     rng = np.random.default_rng(3)
@@ -90,8 +91,15 @@ def test_cli_tracks_report_both_tracks_and_leave_one_system_out(tmp_path):
     table.write_csv(tmp_path / "base.csv")
     nodes = tmp_path / "nodes.jsonl"
     nodes.write_text("".join(json.dumps(r) + "\n" for r in _node_rows(table, every=1)))
+    return tmp_path / "base.csv", nodes
+
+
+def test_cli_tracks_report_both_tracks_and_leave_one_system_out(tmp_path):
+    from model.wholequery.__main__ import main
+
+    base, nodes = synthetic_base_scores(tmp_path)
     out = tmp_path / "run"
-    main(["--base-scores", str(tmp_path / "base.csv"), "--node-predictions", str(nodes),
+    main(["--base-scores", str(base), "--node-predictions", str(nodes),
           "--node-predictions-consensus", str(nodes), "--out", str(out), "--folds", "3", "--tracks",
           "--no-progress"])
     text = (out / "tracks.md").read_text()
@@ -99,3 +107,23 @@ def test_cli_tracks_report_both_tracks_and_leave_one_system_out(tmp_path):
     results = json.loads((out / "tracks.json").read_text())
     loso = results["consensus"]["consensus MPS tuned"]["leave one system out"]
     assert set(loso) == {"s1", "s2", "s3"} and all(m["auc"] > 0.7 for m in loso.values())
+
+
+def test_evaluate_reaches_the_whole_query_tracks(tmp_path):
+    """One evaluation stack: evaluate.py computes the same tracks from a base-score table."""
+    from test_evaluate import make_cfg
+
+    from model.evaluate import evaluate
+
+    base, nodes = synthetic_base_scores(tmp_path)
+    out = tmp_path / "eval"
+    results = evaluate(make_cfg(**{"wholequery.base_scores": base, "wholequery.node_predictions": nodes,
+                                   "wholequery.node_predictions_consensus": nodes, "out_dir": out,
+                                   "n_folds": 3}))
+    tracks = results["wholequery"]
+    assert set(tracks) == {"single-system", "consensus"}
+    assert all(set(runs) == {"fit on one", "fit on rest", "leave one system out"}
+               for runs in tracks["consensus"].values())
+    saved = json.loads((out / "metrics.json").read_text())["wholequery"]
+    assert saved["single-system"].keys() == tracks["single-system"].keys()
+    assert "### consensus" in (out / "report.md").read_text()

@@ -341,6 +341,21 @@ def prediction_files(paths: Sequence[str | Path]) -> list[Path]:
     return files
 
 
+def score_predictions(model, tokenizer, predictions: Sequence, questions: Mapping, schemas: Mapping,
+                      cache_path: Path | None = None, batch_tokens: int = 8192, device=None,
+                      progress: bool = True) -> list[PooledScore]:
+    """Pooled scores of predictions (``model.data.predictions.Prediction``) under the scorer's
+    prompt for their question (``questions``: question_id -> Question), in order."""
+
+    def prompt(p) -> str:
+        q = questions[p.question_id]
+        schema = schemas.get(q.db_id)
+        return prompt_text(q.question, schema.tables if schema is not None else None, q.evidence)
+
+    return score_sql(model, tokenizer, [(prompt(p), p.sql) for p in predictions], batch_tokens=batch_tokens,
+                     cache_path=cache_path, device=device, progress=progress)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     from model.data.datasets import load_questions, load_schemas
     from model.data.predictions import load_predictions
@@ -368,13 +383,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     preds = [p for f in prediction_files(args.predictions) for p in load_predictions(f, questions)
              if p.question_id in by_id and p.sql.strip()]
 
-    def prompt(p) -> str:
-        q = by_id[p.question_id]
-        schema = schemas.get(q.db_id)
-        return prompt_text(q.question, schema.tables if schema is not None else None, q.evidence)
-
-    scores = score_sql(model, tokenizer, [(prompt(p), p.sql) for p in preds],
-                       batch_tokens=args.batch_tokens, cache_path=args.cache, device=args.device)
+    scores = score_predictions(model, tokenizer, preds, by_id, schemas, cache_path=args.cache,
+                               batch_tokens=args.batch_tokens, device=args.device)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w") as f:
         for p, s in zip(preds, scores):

@@ -11,8 +11,6 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from model.lm.scoring import SAMPLE_MODES
 from model.wholequery.base_scores import (
     BaseScores,
@@ -162,34 +160,14 @@ def write_results(args: argparse.Namespace, table: BaseScores) -> None:
 
 
 def write_tracks(args: argparse.Namespace, table: BaseScores) -> None:
-    """tracks.md / tracks.json: per track and method, the mean over systems of AUC, Brier and ECE
-    with the combiner fitted on one fold (the papers), on the other folds, and on the other
-    systems only (leave one system out); then per system for each track's best combiner."""
-    from tqdm.auto import tqdm
+    """tracks.md / tracks.json (see ``model.wholequery.tracks.track_results``)."""
+    from model.wholequery.tracks import track_results, tracks_markdown
 
-    from model.eval.report import markdown_table
-    from model.wholequery.tracks import mean_over_systems, pooled_out_of_fold, track_methods
-
-    results, lines = {}, []
-    for track, methods in track_methods(list(table.columns)).items():
-        rows, results[track] = [], {}
-        for method in tqdm(methods, desc=track, disable=args.no_progress):
-            runs = {name: pooled_out_of_fold(table, method, protocol, args.folds, args.seed) for name, protocol in (
-                ("fit on one", "one"), ("fit on rest", "rest"), ("leave one system out", "loso"))}
-            results[track][method.name] = runs
-            means = {name: mean_over_systems(r) for name, r in runs.items()}
-            rows.append([method.name, *(f"{means[n]['auc']:.3f} / {means[n]['brier']:.3f} / {means[n]['ece']:.3f}"
-                                        for n in runs)])
-        lines += [f"### {track} (mean over {len(np.unique(table.system))} systems: AUC / Brier / ECE)", "",
-                  markdown_table(["method", "fit on one fold", "fit on the rest", "leave one system out"], rows), ""]
-        best = max(results[track], key=lambda m: mean_over_systems(results[track][m]["fit on rest"])["auc"])
-        per_system = [[s, *(f"{results[track][best][n][s][k]:.3f}" for n in ("fit on rest", "leave one system out")
-                            for k in ("auc", "brier", "ece"))] for s in results[track][best]["fit on rest"]]
-        lines += [f"Per system, {best} (fit on the rest vs leave one system out):", "",
-                  markdown_table(["system", "AUC", "Brier", "ECE", "LOSO AUC", "LOSO Brier", "LOSO ECE"], per_system), ""]
+    results = track_results(table, args.folds, args.seed, progress=not args.no_progress)
     (args.out / "tracks.json").write_text(json.dumps(results, indent=1))
-    (args.out / "tracks.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    text = tracks_markdown(results)
+    (args.out / "tracks.md").write_text(text + "\n")
+    print(text)
 
 
 def _lm_samples(args, questions, preds, schemas, db_paths) -> dict[str, dict[str, list[str]]]:

@@ -95,3 +95,44 @@ def pooled_out_of_fold(table: BaseScores, method: Method, protocol: str = "rest"
 def mean_over_systems(per_system: dict[str, dict[str, float]]) -> dict[str, float]:
     names = next(iter(per_system.values()))
     return {n: float(np.mean([m[n] for m in per_system.values()])) for n in names}
+
+
+PROTOCOL_NAMES = {"fit on one": "one", "fit on rest": "rest", "leave one system out": "loso"}
+
+
+def track_results(table: BaseScores, n_folds: int = 5, seed: int = 0, n_bins: int = 10,
+                  progress: bool = True) -> dict[str, dict[str, dict[str, dict[str, dict[str, float]]]]]:
+    """``{track: {method: {protocol name: {system: {auc, brier, ece}}}}}`` for every method of
+    both tracks under the three protocols (fit on one fold, on the rest, on the other systems)."""
+    from tqdm.auto import tqdm
+
+    results: dict = {}
+    for track, methods in track_methods(list(table.columns)).items():
+        results[track] = {}
+        for method in tqdm(methods, desc=f"whole query, {track}", disable=not progress):
+            results[track][method.name] = {name: pooled_out_of_fold(table, method, protocol, n_folds, seed, n_bins)
+                                           for name, protocol in PROTOCOL_NAMES.items()}
+    return results
+
+
+def tracks_markdown(results: dict) -> str:
+    """Per track: mean over systems (AUC / Brier / ECE) of every method under each protocol; then
+    per system for the track's best method (by mean AUC, fit on the rest)."""
+    from model.eval.report import markdown_table
+
+    lines = []
+    for track, methods in results.items():
+        n_systems = len(next(iter(next(iter(methods.values())).values())))
+        rows = []
+        for name, runs in methods.items():
+            means = {p: mean_over_systems(r) for p, r in runs.items()}
+            rows.append([name, *(f"{m['auc']:.3f} / {m['brier']:.3f} / {m['ece']:.3f}" for m in means.values())])
+        lines += [f"### {track} (mean over {n_systems} systems: AUC / Brier / ECE)", "",
+                  markdown_table(["method", *PROTOCOL_NAMES], rows), ""]
+        best = max(methods, key=lambda m: mean_over_systems(methods[m]["fit on rest"])["auc"])
+        per_system = [[s, *(f"{methods[best][p][s][k]:.3f}" for p in ("fit on rest", "leave one system out")
+                            for k in ("auc", "brier", "ece"))] for s in methods[best]["fit on rest"]]
+        lines += [f"Per system, {best} (fit on the rest vs leave one system out):", "",
+                  markdown_table(["system", "AUC", "Brier", "ECE", "LOSO AUC", "LOSO Brier", "LOSO ECE"],
+                                 per_system), ""]
+    return "\n".join(lines).rstrip()
