@@ -21,13 +21,14 @@ def test_protocols_hold_databases_and_systems_out():
     rng = np.random.default_rng(0)
     systems = np.repeat(["a", "b", "c"], 60)
     dbs = np.tile([f"db{i}" for i in rng.integers(0, 12, 60)], 3)
-    for protocol in ("one", "rest", "loso"):
+    fitted_on = {"one": {"a"}, "rest": {"a"}, "loso": {"b", "c"}, "pooled": {"a", "b", "c"}}
+    for protocol, fit_systems in fitted_on.items():
         splits = list(fit_test_splits(systems, dbs, "a", protocol, n_folds=5))
         assert len(splits) == 5
         for fit, test in splits:
             assert set(systems[test]) == {"a"} and not (fit & test).any()
             assert not set(dbs[fit]) & set(dbs[test])  # schema-disjoint
-            assert (set(systems[fit]) == {"b", "c"}) if protocol == "loso" else (set(systems[fit]) == {"a"})
+            assert set(systems[fit]) == fit_systems
     tested = np.zeros(len(systems), dtype=bool)
     for _, test in fit_test_splits(systems, dbs, "a", "rest", n_folds=5):
         tested |= test
@@ -122,7 +123,7 @@ def test_evaluate_reaches_the_whole_query_tracks(tmp_path):
                                    "n_folds": 3}))
     tracks = results["wholequery"]
     assert set(tracks) == {"single-system", "consensus"}
-    assert all(set(runs) == {"fit on one", "fit on rest", "leave one system out"}
+    assert all(set(runs) == {"fit on one", "fit on rest", "fit on rest, all systems", "leave one system out"}
                for runs in tracks["consensus"].values())
     saved = json.loads((out / "metrics.json").read_text())["wholequery"]
     assert saved["single-system"].keys() == tracks["single-system"].keys()

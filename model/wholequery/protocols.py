@@ -7,6 +7,8 @@ and method is measured on the same questions.
 - ``rest``: fit on the other folds, test on the held-out one (k-fold cross-fitting);
 - ``loso``: like ``rest``, but fit only on the *other systems'* rows: what a user with a new
   system gets without any of its labels;
+- ``pooled``: like ``rest``, but fit on every system's rows of the other folds (one combiner for
+  all systems, ten times the fitting data);
 - ``split``: one fixed calibration/test division of the databases.
 """
 
@@ -19,7 +21,7 @@ import numpy as np
 from model.data.folds import schema_disjoint_folds
 from model.eval.calibration import calibration_test_split
 
-PROTOCOLS = ("one", "rest", "loso", "split")
+PROTOCOLS = ("one", "rest", "loso", "pooled", "split")
 
 
 def database_folds(db_ids: np.ndarray, n_folds: int = 5, seed: int = 0) -> np.ndarray:
@@ -48,4 +50,5 @@ def fit_test_splits(systems: np.ndarray, db_ids: np.ndarray, system: str, protoc
         if protocol == "one":
             yield own & (folds == k), own & (folds != k)
         else:
-            yield (folds != k) & (~own if protocol == "loso" else own), own & (folds == k)
+            fit_rows = ~own if protocol == "loso" else own if protocol == "rest" else np.ones_like(own)
+            yield (folds != k) & fit_rows, own & (folds == k)

@@ -97,13 +97,14 @@ def mean_over_systems(per_system: dict[str, dict[str, float]]) -> dict[str, floa
     return {n: float(np.mean([m[n] for m in per_system.values()])) for n in names}
 
 
-PROTOCOL_NAMES = {"fit on one": "one", "fit on rest": "rest", "leave one system out": "loso"}
+PROTOCOL_NAMES = {"fit on one": "one", "fit on rest": "rest", "fit on rest, all systems": "pooled",
+                  "leave one system out": "loso"}
 
 
 def track_results(table: BaseScores, n_folds: int = 5, seed: int = 0, n_bins: int = 10,
                   progress: bool = True) -> dict[str, dict[str, dict[str, dict[str, dict[str, float]]]]]:
     """``{track: {method: {protocol name: {system: {auc, brier, ece}}}}}`` for every method of
-    both tracks under the three protocols (fit on one fold, on the rest, on the other systems)."""
+    both tracks under the protocols of ``PROTOCOL_NAMES``."""
     from tqdm.auto import tqdm
 
     results: dict = {}
