@@ -1,7 +1,8 @@
 """Two tracks, always apart, and what a user with a new system gets.
 
 - *single-system*: only what one system's output gives: its token probabilities under the
-  scorer LM (``log_prod``, ``geo``, ``min``, ``avg``) and the single-system node scorer's
+  scorer LM (``log_prod``, ``geo``, ``min``, ``avg``), agreement with the scorer LM's own samples
+  when drawn (``exec_lm_*``, ``scf_lm_*``; ``--lm-samples``) and the single-system node scorer's
   tree-level confidences (``node_root``, ``node_min``).
 - *consensus*: the same plus other systems' outputs: sub-clause frequencies and execution
   agreement against the other systems (``scf_systems_*``, ``exec_systems``) and the consensus
@@ -33,10 +34,11 @@ CONSENSUS_NODE = ("nodec_root", "nodec_min")
 def track_features(columns: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """The base-score columns each track may use, among those present.
 
-    >>> track_features(["log_prod", "node_min", "exec_systems", "scf_systems_product", "exec_samples"])
-    {'single-system': ('log_prod', 'node_min'), 'consensus': ('log_prod', 'node_min', 'scf_systems_product', 'exec_systems')}
+    >>> track_features(["log_prod", "node_min", "exec_systems", "scf_systems_product", "exec_lm_beam"])
+    {'single-system': ('log_prod', 'node_min', 'exec_lm_beam'), 'consensus': ('log_prod', 'node_min', 'exec_lm_beam', 'scf_systems_product', 'exec_systems')}
     """
-    single = tuple(c for c in SINGLE if c in columns)
+    lm_samples = tuple(c for c in columns if c.startswith(("exec_lm_", "scf_lm_")))  # the scorer LM's own samples
+    single = tuple(c for c in SINGLE if c in columns) + lm_samples
     scf = tuple(c for c in columns if c.startswith("scf_systems_"))
     extra = scf + tuple(c for c in ("exec_systems", *CONSENSUS_NODE) if c in columns)
     return {"single-system": single, "consensus": single + extra}
