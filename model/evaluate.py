@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from model.data.cache import cache_dir
 from model.data.jsonl import read_jsonl
 from model.eval import abstention, metrics, plots, report
 from model.eval.localisation import localisation_markdown, localisation_of_scores
-from model.nodes.outputs import tree_of
+from model.nodes.outputs import check_rows, tree_of
 
 NODE_FIELDS = ("node_confidences", "node_labels")
 CONFIDENCE_COLUMNS = ("confidence", "conf", "score", "probability")
@@ -101,10 +102,7 @@ def node_scores(rows: list[dict]) -> dict[str, np.ndarray]:
     """Flattened node arrays: confidence, label, group (database), node type, row index."""
     conf, labels, groups, types, row_index = [], [], [], [], []
     for i, r in enumerate(rows):
-        n = len(r["node_confidences"])
-        if len(r["node_labels"]) != n:
-            raise ValueError(f"row {i} ({r.get('question_id')}): {n} confidences but "
-                             f"{len(r['node_labels'])} labels")
+        n = len(r["node_confidences"])  # rows passed check_rows: every per-node list has n entries
         conf += [float(c) for c in r["node_confidences"]]
         labels += [int(x) for x in r["node_labels"]]
         groups += [str(r.get("db_id", i))] * n
@@ -336,12 +334,17 @@ def evaluate(cfg: DictConfig) -> dict:
     if not rows:
         raise UsageError(f"{cfg.run_dir or cfg.predictions}: no predictions to evaluate")
     n_rows = len(rows)
+    skipped: Counter = Counter()
+    if is_node_level(rows):  # a malformed row is counted and left out, never a crash
+        rows = check_rows(rows, skipped)
+        cal_rows = check_rows(cal_rows, Counter()) if cal_rows else cal_rows
     rows, cal_rows = select_systems(rows, cfg.systems), select_systems(cal_rows, cfg.systems)
     results: dict[str, Any] = {"source": str(cfg.run_dir or cfg.predictions),
                                "data_root": str(data_root) if data_root else None,
-                               "rows": len(rows), "rows_read": n_rows}
+                               "rows": len(rows), "rows_read": n_rows, "rows_skipped": dict(skipped)}
     md = [f"# Evaluation of `{results['source']}`", "",
-          f"{len(rows)} of {n_rows} predictions evaluated (systems={cfg.systems}).", ""]
+          f"{len(rows)} of {n_rows} predictions evaluated (systems={cfg.systems})"
+          + (f"; left out: {', '.join(f'{n} {why}' for why, n in skipped.items())}." if skipped else "."), ""]
     pictures: list[tuple[str, Path]] = []
     written = [out_dir / "metrics.json", out_dir / "report.md"]
     if is_node_level(rows):

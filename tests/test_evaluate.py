@@ -227,3 +227,16 @@ def test_a_run_dir_without_predictions_says_so(tmp_path):
     result = subprocess.run([sys.executable, str(REPO / "evaluate.py"), f"run_dir={tmp_path}"],
                             check=False, capture_output=True, text=True)
     assert result.returncode == 2 and "no predictions/test.jsonl in it" in result.stderr
+
+
+def test_malformed_rows_are_counted_and_left_out(tmp_path):
+    write_demo_run(tmp_path)
+    path = tmp_path / "predictions" / "test.jsonl"
+    good = path.read_text().splitlines()
+    bad = json.loads(good[0])
+    bad["node_labels"] = bad["node_labels"] + [1]  # one label too many
+    path.write_text("\n".join([*good, json.dumps(bad), json.dumps({"question_id": "x"})]) + "\n")
+    results = evaluate(make_cfg(run_dir=tmp_path, n_bootstrap=0, breakdown_bootstrap=0))
+    assert results["rows_read"] == len(good) + 2 and results["rows"] == len(good)
+    assert results["rows_skipped"] == {"node_labels length differs": 1, "missing node_labels": 1}
+    assert "left out: 1 node_labels length differs, 1 missing node_labels" in (tmp_path / "eval" / "report.md").read_text()

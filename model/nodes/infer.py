@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         schema = load_schema(args.schema, args.db_id) if args.schema else None
         scores = NodeScorer(checkpoint, device=args.device).score(schema, args.question, args.sql, args.db_id)
     except (rat.RATError, ValueError, KeyError, FileNotFoundError) as error:
-        print(f"error: {str(error).strip(chr(39))}", file=sys.stderr)
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error  # no repr quotes
+        print(f"error: {message}", file=sys.stderr)
         return 2
     look = look_here_first(scores)
     if args.json:

@@ -11,6 +11,7 @@ the SQL again. Writers may add fields (``query_confidence``, ``site_scores``...)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,20 +44,35 @@ def write_predictions(path: str | Path, rows: Sequence[dict]) -> int:
     return write_jsonl(path, rows)
 
 
-def read_predictions(path: str | Path) -> list[dict]:
-    """Rows of a node predictions file; a row missing a required field, or whose per-node
-    lists disagree in length, is a ValueError naming the file and the row."""
-    rows = read_jsonl(path)
-    for i, row in enumerate(rows, 1):
-        missing = [f for f in REQUIRED if f not in row]
+def check_rows(rows: Sequence[dict], skipped: Counter | None = None) -> list[dict]:
+    """The rows usable as node predictions; a row without ``question_id`` or node confidences,
+    or whose per-node lists disagree in length, is left out and counted in ``skipped``.
+
+    >>> skipped = Counter()
+    >>> ok = {"question_id": "q", "node_confidences": [0.5], "node_labels": [1]}
+    >>> len(check_rows([ok, {"question_id": "q"}, {**ok, "node_labels": [1, 0]}], skipped)), dict(skipped)
+    (1, {'missing node_labels': 1, 'node_labels length differs': 1})
+    """
+    kept = []
+    for row in rows:
+        missing = next((f for f in REQUIRED if f not in row), None)
         if missing:
-            raise ValueError(f"{path}: row {i} has no {', '.join(missing)} (not a node predictions file?)")
-        n = len(row["node_confidences"])
-        for field in ("node_labels", "node_types", "node_names", "node_arity"):
-            if row.get(field) and len(row[field]) != n:
-                raise ValueError(f"{path}: row {i} ({row['question_id']}): {len(row[field])} "
-                                 f"{field} for {n} node confidences")
-    return rows
+            reason = f"missing {missing}"
+        else:
+            n = len(row["node_confidences"])
+            reason = next((f"{f} length differs" for f in ("node_labels", "node_types", "node_names", "node_arity")
+                           if row.get(f) and len(row[f]) != n), None)
+        if reason:
+            if skipped is not None:
+                skipped[reason] += 1
+            continue
+        kept.append(row)
+    return kept
+
+
+def read_predictions(path: str | Path, skipped: Counter | None = None) -> list[dict]:
+    """The usable rows of a node predictions file (``check_rows``; the others are counted)."""
+    return check_rows(read_jsonl(path), skipped)
 
 
 def tree_of(row: dict) -> rat.Node | None:
