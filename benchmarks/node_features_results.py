@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 
 from model.eval import metrics as M
 from model.eval.localisation import localisation
+from model.eval.report import _fmt, markdown_table
 from model.nodes.boosted import BoostedConfig, crossfit, fit_classifier, fold_roles, load_table
 from model.nodes.features import FEATURES
 
@@ -52,13 +53,9 @@ def summary_row(table, scored) -> dict[str, float]:
 
 def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
     columns = list(dict.fromkeys(c for r in rows.values() for c in r))
-    print(f"\n{title}\n")
-    print("| method | " + " | ".join(columns) + " |")
-    print("|---|" + "---|" * len(columns))
-    for name, r in rows.items():
-        cells = [("–" if r.get(c) is None or np.isnan(r.get(c)) else
-                  (f"{r[c]:.0f}" if c.startswith("n_") else f"{r[c]:.3f}")) for c in columns]
-        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+    cells = [[name, *(_fmt(r.get(c), 0 if c.startswith("n_") else 3) for c in columns)]
+             for name, r in rows.items()]
+    print(f"\n{title}\n\n" + markdown_table(["method", *columns], cells), flush=True)
 
 
 def agreement_scores(table) -> dict[int, tuple]:

@@ -1,5 +1,7 @@
 """Node features: one named, documented row per node; NaN without a database; the disk cache."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,24 @@ def test_missing_database_gives_nan_not_an_error(demo):
     for db_feature in ("exec_error", "exec_empty", "value_in_column"):
         assert np.isnan(column[db_feature]).all(), db_feature
     assert not np.isnan(column["name_word_share"]).all()  # schema linking needs no database
+
+
+def test_failing_sql_and_broken_database_give_nan_and_write_nothing(demo, tmp_path):
+    examples, schemas, db_paths = demo
+    example = next(e for e in examples if "value" in e.node_types)
+    schema, db = schemas[example.db_id], db_paths[example.db_id]
+    before = db.read_bytes()
+    table = next(iter(schema.tables))
+    for sql in ("SELECT nonsense FROM nowhere", f'DELETE FROM "{table}"'):
+        x = single_system_features(dataclasses.replace(example, sql=sql), schema, db).values
+        column = dict(zip(SINGLE_FEATURES, x.T))
+        assert (column["exec_error"] == 1).all() and np.isnan(column["exec_empty"]).all(), sql
+    assert db.read_bytes() == before  # the DELETE was refused: databases are opened read-only
+    broken = tmp_path / "broken.sqlite"
+    broken.write_text("not a database")
+    column = dict(zip(SINGLE_FEATURES, single_system_features(example, schema, broken).values.T))
+    assert np.isnan(column["value_in_column"]).all() and (column["exec_error"] == 1).all()
+    assert broken.read_text() == "not a database"
 
 
 def test_second_build_reads_the_cache(demo, tmp_path):

@@ -2,7 +2,13 @@
 
 import pytest
 
-from model.eval.localisation import error_sites, localisation, localisation_of_scores, site_reading
+from model.eval.localisation import (
+    error_sites,
+    localisation,
+    localisation_markdown,
+    localisation_of_scores,
+    site_reading,
+)
 
 # ((t.a)(((t.c)(10)Gt)(t)Selection)Project), gold has c = 10: Gt is the one site.
 ARITY = [0, 0, 0, 2, 0, 2, 2]
@@ -42,3 +48,10 @@ def test_flat_scores_are_regrouped_by_row():
     conf = np.array([0.9, 0.9, 0.9, 0.2, 0.9, 0.3, 0.1])  # row 0 has no scores (left out)
     out = localisation_of_scores(rows, {"confidence": conf, "row": np.ones(7, dtype=int)})
     assert out["n_wrong_queries"] == 1 and out["top3"] == 1.0
+
+
+def test_markdown_has_one_line_per_method_and_dashes_for_missing_readings():
+    out = localisation([{"node_labels": LABELS, "node_arity": ARITY}], [[0.9, 0.9, 0.9, 0.2, 0.9, 0.3, 0.1]])
+    lines = localisation_markdown({"scorer": out}).splitlines()
+    assert len(lines) == 3 and lines[0].count("|") == lines[2].count("|") == 11
+    assert lines[2].startswith("| scorer | 1 | 0.000 | 1.000 | 1.000 |") and "| – |" in lines[2]

@@ -16,9 +16,15 @@ from math import comb
 
 import numpy as np
 
+from model.eval.report import _fmt, markdown_table
 
-def _children(arity: Sequence[int]) -> list[list[int]]:
-    """Children (post-order indices) of every node of a post-order tree."""
+
+def post_order_children(arity: Sequence[int]) -> list[list[int]]:
+    """Children (post-order indices) of every node of a post-order tree.
+
+    >>> post_order_children([0, 0, 2, 1])  # Root(Op(a, b))
+    [[], [], [0, 1], [2]]
+    """
     stack: list[int] = []
     children: list[list[int]] = []
     for i, k in enumerate(arity):
@@ -43,7 +49,7 @@ def error_sites(labels: Sequence[int], arity: Sequence[int]) -> list[int]:
     if len(labels) != len(arity):
         raise ValueError(f"{len(labels)} labels for {len(arity)} nodes")
     return [int(not labels[i] and all(labels[c] for c in kids))
-            for i, kids in enumerate(_children(arity))]
+            for i, kids in enumerate(post_order_children(arity))]
 
 
 def site_reading(confidences: Sequence[float], arity: Sequence[int]) -> list[float]:
@@ -54,7 +60,7 @@ def site_reading(confidences: Sequence[float], arity: Sequence[int]) -> list[flo
     [0.1, 0.2, 0.576]
     """
     p = np.asarray(confidences, dtype=float)
-    return [float((1.0 - p[i]) * np.prod(p[kids])) for i, kids in enumerate(_children(arity))]
+    return [float((1.0 - p[i]) * np.prod(p[kids])) for i, kids in enumerate(post_order_children(arity))]
 
 
 def _hits(order: np.ndarray, sites: np.ndarray) -> tuple[int, int]:
@@ -120,19 +126,12 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
 
 def localisation_markdown(results: dict[str, dict]) -> str:
     """One line per method: wrong queries, top-1/top-3 of each reading, random."""
-    header = ("| method | wrong queries | top-1 | top-3 | top-1 site reading | top-3 site reading "
-              "| top-1 site scores | top-3 site scores | random top-1 | random top-3 |")
-    lines = [header, "|" + "---|" * 10]
-
-    def cell(value) -> str:
-        return "–" if value is None or np.isnan(value) else f"{value:.3f}"
-
-    for name, r in results.items():
-        keys = ("top1", "top3", "top1_site_reading", "top3_site_reading", "top1_site_scores",
-                "top3_site_scores", "random_top1", "random_top3")
-        lines.append(f"| {name} | {r.get('n_wrong_queries', 0)} | "
-                     + " | ".join(cell(r.get(k)) for k in keys) + " |")
-    return "\n".join(lines)
+    keys = ("top1", "top3", "top1_site_reading", "top3_site_reading", "top1_site_scores",
+            "top3_site_scores", "random_top1", "random_top3")
+    header = ["method", "wrong queries", "top-1", "top-3", "top-1 site reading", "top-3 site reading",
+              "top-1 site scores", "top-3 site scores", "random top-1", "random top-3"]
+    return markdown_table(header, [[name, r.get("n_wrong_queries", 0), *(_fmt(r.get(k)) for k in keys)]
+                                   for name, r in results.items()])
 
 
 def localisation_of_scores(rows: Sequence[dict], scores: dict, site_scores: bool = False) -> dict:

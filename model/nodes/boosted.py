@@ -250,9 +250,8 @@ def scores_summary(table: NodeTable, scored: dict[int, tuple], n_bins: int = 10)
     sites = [scored[k][1] for k in indices]
     where = localisation(rows, [scored[k][0] for k in indices],
                          sites if all(s is not None for s in sites) else None)
-    out = {"auc": M.auc(conf, labels), "brier": M.brier(conf, labels), "ece": M.ece(conf, labels, n_bins),
-           "query_auc": M.auc(query_conf, query_labels), "nodes": float(len(conf)),
-           "queries": float(len(indices))}
+    out = {**M.core_metrics(conf, labels, n_bins), "query_auc": M.auc(query_conf, query_labels),
+           "nodes": float(len(conf)), "queries": float(len(indices))}
     out.update({f"localisation_{k}": float(v) for k, v in where.items()})
     return out
 

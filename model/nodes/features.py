@@ -46,6 +46,9 @@ import numpy as np
 import rat
 from model.data.cache import cache_dir
 from model.data.execution import execute_sql
+from model.eval.baselines import node_agreement
+from model.eval.localisation import post_order_children
+from model.nodes.outputs import tree_of
 
 VERSION = "nf-1"  # bump when a feature's definition changes: the cache key includes it
 NAN = float("nan")
@@ -283,18 +286,13 @@ def tree_shape(arity: Sequence[int]) -> Shape:
     ([2, 2, 4, 4, -1], [2, 2, 1, 1, 0], [0, 0, 1, 0, 2], [1, 1, 3, 1, 5])
     """
     n = len(arity)
-    parent, children = [-1] * n, [[] for _ in range(n)]
-    height, size, child_index = [0] * n, [1] * n, [0] * n
-    stack: list[int] = []
-    for i, k in enumerate(arity):
-        kids = stack[len(stack) - k:] if k else []
-        del stack[len(stack) - k:]
-        children[i] = kids
+    children = post_order_children(arity)
+    parent, height, size, child_index = [-1] * n, [0] * n, [1] * n, [0] * n
+    for i, kids in enumerate(children):
         for j, c in enumerate(kids):
             parent[c], child_index[c] = i, j
             height[i] = max(height[i], height[c] + 1)
             size[i] += size[c]
-        stack.append(i)
     depth = [0] * n
     for i in reversed(range(n)):
         if parent[i] >= 0:
@@ -417,7 +415,7 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | N
     shape = tree_shape(arity)
     question = question or QuestionIndex(example.question)
     schema_index = schema_index or SchemaIndex(schema, question)
-    probe = probe or DatabaseProbe(db_path)
+    probe = probe or DatabaseProbe(db_path, timeout_s)
     col = {name: j for j, name in enumerate(SINGLE_FEATURES)}
     x = np.full((n, len(SINGLE_FEATURES)), NAN)
 
@@ -558,23 +556,23 @@ def consensus_features(examples: Sequence, result_digests: Sequence[str | None])
     ``agreement`` is ``model.eval.baselines.node_agreement``: the share of the other trees in
     which the node occurs (``rat.label_nodes``, contextual hashes).
     """
-    from model.nodes.outputs import tree_of
-
     by_question: dict[str, list[int]] = defaultdict(list)
     for k, e in enumerate(examples):
         by_question[e.question_id].append(k)
     out: list[np.ndarray] = [np.full((len(e.node_labels), len(CONSENSUS_FEATURES)), NAN)
                              for e in examples]
     col = {name: j for j, name in enumerate(CONSENSUS_FEATURES)}
-    for indices in by_question.values():
+    for question_id, indices in by_question.items():
         if len(indices) < 2:
             continue
         trees = {k: tree_of({"node_names": examples[k].node_names, "node_arity": examples[k].node_arity})
                  for k in indices}
+        # keyed by example index, not system: two outputs of one system stay apart
+        agreements = node_agreement({(str(k), question_id): tree for k, tree in trees.items()})
         for k in indices:
             others = [m for m in indices if m != k]
             x, tree = out[k], trees[k]
-            agreement = np.mean([rat.label_nodes(tree, trees[m]) for m in others], axis=0)
+            agreement = np.asarray(agreements[str(k), question_id])
             shape = tree_shape(examples[k].node_arity)
             x[:, col["agreement"]] = agreement
             x[:, col["parent_agreement"]] = [agreement[p] if p >= 0 else agreement[i]
@@ -666,12 +664,13 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
             try:
                 with open(path, "rb") as f:
                     table = pickle.load(f)
-                report.cache_hits += 1
-            except (OSError, pickle.UnpicklingError, EOFError):
+            except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
                 table = None
-        if table is None or table.values.shape != (len(e.node_labels), len(SINGLE_FEATURES)):
+        if table is not None and table.values.shape == (len(e.node_labels), len(SINGLE_FEATURES)):
+            report.cache_hits += 1
+        else:
             if e.db_id not in probes:
-                probes[e.db_id] = DatabaseProbe(db_path)
+                probes[e.db_id] = DatabaseProbe(db_path, timeout_s)
             if e.question_id not in questions:
                 questions[e.question_id] = QuestionIndex(e.question)
             index_key = (e.question_id, e.db_id)
