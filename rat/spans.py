@@ -93,18 +93,19 @@ def _spans(sql: str, nodes: list[Node] | None, schema: Schema | None) -> SqlSpan
     try:
         recorder = _SpanRecorder(text, expression_spans)
         built = from_ast(ast, sql, recorder)
+        built_nodes = built.postorder()
         if nodes is None:
-            nodes = built.postorder()
-        if [n.label for n in built.postorder()] != [n.label for n in nodes]:
+            nodes = built_nodes
+        if [n.label for n in built_nodes] != [n.label for n in nodes]:
             return _unmapped(text, nodes)
-        spans = recorder.spans(built)
+        spans = recorder.spans(built, built_nodes)
     except DepthError:
         raise
     except RecursionError:
         raise DepthError(sql) from None
     except Exception:  # noqa: BLE001 - e.g. the builder changed shape; degrade, don't crash
         return _unmapped(text, nodes)
-    return SqlSpans(text, spans, _owners(built, spans, recorder.own, len(text)))
+    return SqlSpans(text, spans, _owners(built, built_nodes, spans, recorder.own, len(text)))
 
 
 def _unmapped(text: str, nodes) -> SqlSpans:
@@ -291,11 +292,12 @@ class _SpanRecorder:
 
     # ---- from own text to subtree spans
 
-    def spans(self, tree: Node) -> tuple[Span | None, ...]:
+    def spans(self, tree: Node, nodes: list[Node]) -> tuple[Span | None, ...]:
+        """Span of each of `nodes` (the post-order of `tree`)."""
         hulls: dict[int, Span | None] = {}
         # The root's subtree is the whole query, WITH clause included.
         self.extent.setdefault(id(tree), []).append((0, len(self.text)))
-        for node in tree.postorder():  # children first, iteratively
+        for node in nodes:  # children first
             if id(node) in hulls:
                 continue  # a CTE's subtree, read twice
             ranges = list(self.own.get(id(node), ())) + self.extent.get(id(node), [])
@@ -311,14 +313,14 @@ class _SpanRecorder:
                     self.claim(node, own)
                     hull = (own[0], hull[1])
             hulls[id(node)] = hull
-        return tuple(hulls[id(n)] for n in tree.postorder())
+        return tuple(hulls[id(n)] for n in nodes)
 
 
-def _owners(tree: Node, spans: tuple[Span | None, ...], own: dict[int, list[Span]],
-            length: int) -> tuple[int | None, ...]:
+def _owners(tree: Node, nodes: list[Node], spans: tuple[Span | None, ...],
+            own: dict[int, list[Span]], length: int) -> tuple[int | None, ...]:
     """Per character: the node with the smallest span covering it; among equal spans the
-    node whose own text covers it (`distinct` of Distinct over Project), then the deepest."""
-    nodes = tree.postorder()
+    node whose own text covers it (`distinct` of Distinct over Project), then the deepest.
+    `nodes` is the post-order of `tree`."""
     depth: list[int] = []
     stack = [(tree, 0, False)]  # post-order depths, iteratively
     while stack:

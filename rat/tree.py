@@ -386,6 +386,17 @@ class _Builder:
         return Node("Case", children)
 
 
+def _reporting(step: str, build):
+    """The `_Builder` method `build`, reporting each node it makes to the observer as `step`."""
+
+    def observed(self, node, ctes):
+        result = build(self, node, ctes)
+        self.on_step(step, node, result, None)
+        return result
+
+    return observed
+
+
 class _ObservedBuilder(_Builder):
     """The builder, reporting each step to an observer (see `BuildObserver`)."""
 
@@ -393,15 +404,10 @@ class _ObservedBuilder(_Builder):
         super().__init__(sql)
         self.on_step = on_step
 
-    def query(self, node, ctes):
-        result = super().query(node, ctes)
-        self.on_step("query", node, result, None)
-        return result
-
-    def select(self, node, ctes):
-        result = super().select(node, ctes)
-        self.on_step("select", node, result, None)
-        return result
+    query = _reporting("query", _Builder.query)
+    select = _reporting("select", _Builder.select)
+    relation = _reporting("relation", _Builder.relation)
+    expr = _reporting("expr", _Builder.expr)
 
     def modifiers(self, node, relation, ctes):
         result = super().modifiers(node, relation, ctes)
@@ -410,16 +416,6 @@ class _ObservedBuilder(_Builder):
 
     def from_clause(self, node, ctes):
         result = super().from_clause(node, ctes)
-        if result is not None:
+        if result is not None:  # a SELECT without FROM has no clause to report
             self.on_step("from", node, result, None)
-        return result
-
-    def relation(self, node, ctes):
-        result = super().relation(node, ctes)
-        self.on_step("relation", node, result, None)
-        return result
-
-    def expr(self, node, ctes):
-        result = super().expr(node, ctes)
-        self.on_step("expr", node, result, None)
         return result

@@ -7,7 +7,6 @@ are compared as schema columns (``table.column``): a double-quoted word that is 
 the tables in scope is a string in SQLite (rat reads it so; mo-sql-parsing as an identifier).
 """
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import mo_sql_parsing
 import pytest
 
 import rat
+from model.data.datasets import load_questions, load_schemas
 
 SET_OPERATIONS = ("union", "union_all", "intersect", "except", "minus")
 
@@ -194,17 +194,13 @@ def test_oracle_tells_different_queries_apart():
 
 
 def _gold_queries(data: Path) -> list[tuple[str, str, rat.Schema]]:
-    def schemas(path: Path) -> dict[str, rat.Schema]:
-        return {e["db_id"]: rat.Schema.from_spider(e) for e in json.loads(path.read_text())}
-
-    spider = schemas(data / "spider" / "tables.json")
-    bird = schemas(data / "bird" / "dev_tables.json")
     queries = []
-    for split in ("dev", "train_spider", "train_others"):
-        for row in json.loads((data / "spider" / f"{split}.json").read_text()):
-            queries.append((f"spider {split}", row["query"], spider[row["db_id"]]))
-    for row in json.loads((data / "bird" / "dev.json").read_text()):
-        queries.append(("bird dev", row["SQL"], bird[row["db_id"]]))
+    for dataset, splits in (("spider", ("dev", "train_spider", "train_others")),
+                            ("bird", ("dev",))):
+        schemas = load_schemas(data / dataset)
+        for split in splits:
+            queries += [(f"{dataset} {split}", q.gold_sql, schemas[q.db_id])
+                        for q in load_questions(data / dataset, split)]
     return queries
 
 

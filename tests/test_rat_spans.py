@@ -132,16 +132,15 @@ def test_deep_trees_map_without_recursion_errors(terms):
 
 @pytest.mark.data
 def test_every_spider_dev_gold_node_is_located(shared_data):
-    import json
+    from model.data.datasets import load_questions, load_schemas
 
     root = shared_data / "spider"
-    schemas = {e["db_id"]: rat.Schema.from_spider(e)
-               for e in json.loads((root / "tables.json").read_text())}
+    schemas = load_schemas(root)
     unmapped = total = 0
-    for row in json.loads((root / "dev.json").read_text()):
-        schema = schemas.get(row["db_id"])
-        tree = rat.to_tree(row["query"], schema)
-        spans = rat.sql_spans(row["query"], tree, schema)
+    for question in load_questions(root, "dev"):
+        schema = schemas.get(question.db_id)
+        tree = rat.to_tree(question.gold_sql, schema)
+        spans = rat.sql_spans(question.gold_sql, tree, schema)
         unmapped += spans.unmapped
         total += len(spans.spans)
     assert total > 10_000 and unmapped == 0

@@ -4,6 +4,7 @@ queries, never cached, and the budget is a parameter down to the CLI."""
 
 import json
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,6 @@ def test_the_byte_budget_bounds_the_rows_held(shop_db, monkeypatch):
 
 def test_the_estimate_is_close_to_the_real_size(shop_db):
     rows, _ = execute_sql(shop_db, "SELECT * FROM item a, item b")
-    import sys
-
     exact = sum(8 + sys.getsizeof(r) + sum(map(sys.getsizeof, r)) for r in rows)
     assert 0.8 * exact <= execution._rows_bytes(rows) <= 1.2 * exact
 

@@ -2,6 +2,7 @@
 files; every bad file is one `PredictionFileError` naming it, and `rat-exec` prints one line."""
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -158,8 +159,6 @@ def test_rat_exec_prints_one_line_for_an_unusable_cache(spider_root, tmp_path, c
     (cache / "execution.sqlite").write_text("not a database, but long enough to be read " * 20)
     database = spider_root / "database" / "concert"
     database.mkdir(parents=True)
-    import sqlite3
-
     sqlite3.connect(database / "concert.sqlite").close()
     code = execution.main(["--root", str(spider_root), "--predictions", str(predictions),
                            "--cache-dir", str(cache), "--no-progress"])
