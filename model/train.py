@@ -5,6 +5,10 @@
     python train.py +experiment=perturbed_posweight data=spider data.root=../shared/data/spider
     python train.py trainer=ddp trainer.devices=2            # Lightning DDP (gloo on CPU)
     python train.py ckpt_path=<run>/checkpoints/last.ckpt    # resume
+    python train.py model=minilm data=spider data.root=../shared/data/spider   # cross-fitting (Spider default)
+
+With ``data.protocol=crossfit`` one model is trained per fold (``fold<i>/checkpoints``) and
+``predictions/test.jsonl`` holds every example's out-of-fold prediction (``fold`` per row).
 
 The run directory (``paths.output_dir``) receives ``checkpoints/``, ``predictions/{val,test}.jsonl``
 (one line per example: ids, SQL, and per node its type, label and confidence), ``metrics.json``,
@@ -42,22 +46,40 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         from model.nodes.boosted import train_boosted
 
         return train_boosted(cfg)
-    L.seed_everything(cfg.seed, workers=True)
     if cfg.get("torch_threads"):
         torch.set_num_threads(cfg.torch_threads)
-    output_dir = Path(cfg.paths.output_dir)
-
     # _convert_="all": plain dicts/lists in hparams, so checkpoints load with weights_only=True.
     datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data, _convert_="all")
+    if cfg.data.get("protocol", "split") == "crossfit":
+        return train_crossfit(cfg, datamodule)
+    output_dir = Path(cfg.paths.output_dir)
+    metrics, model, trainer, best = fit_and_test(cfg, datamodule, output_dir)
+    if trainer.is_global_zero:
+        datamodule.setup("test")
+        if cfg.get("write_predictions", True):
+            for split in ("val", "test"):
+                write_predictions(model, datamodule, split, output_dir / "predictions" / f"{split}.jsonl")
+        write_run_files(cfg, datamodule, output_dir, {"db_split": datamodule.db_split, "summary": datamodule.summary()},
+                        {"best_checkpoint": best, **metrics})
+    return metrics, {"model": model, "datamodule": datamodule, "trainer": trainer, "best_checkpoint": best}
+
+
+def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None = None):
+    """One model: instantiate, fit (checkpoints under ``run_dir``), restore the best checkpoint,
+    validate and (``test``) test it. Returns (metrics, model, trainer, best checkpoint path)."""
+    L.seed_everything(cfg.seed, workers=True)
     model: L.LightningModule = hydra.utils.instantiate(cfg.model, _convert_="all")
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    for c in callbacks:  # each fold of cross-fitting keeps its own checkpoints
+        if isinstance(c, L.pytorch.callbacks.ModelCheckpoint):
+            c.dirpath = str(run_dir / "checkpoints")
     if not sys.stderr.isatty():  # a log file: one line per epoch instead of tqdm's redraws
         callbacks = [c for c in callbacks if not isinstance(c, L.pytorch.callbacks.TQDMProgressBar)]
         callbacks.append(EpochLines())
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     quiet = {} if sys.stderr.isatty() else {"enable_progress_bar": False}  # EpochLines instead
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
-                                                 **quiet)
+                                                 default_root_dir=str(run_dir), **quiet)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
@@ -69,36 +91,87 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         metrics.update(_floats(trainer.callback_metrics))
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-    if cfg.get("test", True):
+    if cfg.get("test", True) if test is None else test:
         # Both restore the best checkpoint's weights into `model`, so predictions below use them
         # too; val/* and test/* then describe the same weights (not the last epoch's).
         ckpt = best or (None if cfg.get("train", True) else cfg.get("ckpt_path"))
         for results in (trainer.validate(model, datamodule=datamodule, ckpt_path=ckpt or None, verbose=False),
                         trainer.test(model, datamodule=datamodule, ckpt_path=ckpt or None)):
             metrics.update(_floats(results[0]) if results else {})
+    elif best:
+        model.load_state_dict(torch.load(best, map_location=model.device, weights_only=True)["state_dict"])
+    return metrics, model, trainer, best
 
-    if trainer.is_global_zero:
-        datamodule.setup("test")
-        if cfg.get("write_predictions", True):
-            for split in ("val", "test"):
-                write_predictions(model, datamodule, split, output_dir / "predictions" / f"{split}.jsonl")
-        resolved = OmegaConf.to_container(cfg, resolve=True)
-        resolved["data"]["root"] = str(datamodule.root)  # evaluate.py finds the databases here
-        write_json(output_dir / "config.json", resolved)
-        (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
-        write_json(output_dir / "data.json", {"db_split": datamodule.db_split, "summary": datamodule.summary()})
-        write_json(output_dir / "metrics.json", {"best_checkpoint": best, **metrics})
-    return metrics, {"model": model, "datamodule": datamodule, "trainer": trainer, "best_checkpoint": best}
+
+def train_crossfit(cfg: DictConfig, datamodule) -> tuple[dict[str, float], dict[str, Any]]:
+    """``data.protocol=crossfit``: one model per fold of the eval databases; every prediction is
+    scored by the model whose training never saw its database (``predictions/test.jsonl``), and
+    by the model it validated (``predictions/val.jsonl``)."""
+    output_dir = Path(cfg.paths.output_dir)
+    method = "RAT node model (consensus)" if cfg.model.get("consensus") else "RAT node model (single-system)"
+    rows: dict[str, list[dict]] = {"val": [], "test": []}
+    folds, best = {}, {}
+    datamodule.build_sources()
+    for fold in range(int(cfg.data.folds)):
+        datamodule.use_fold(fold)
+        sizes = {s: len(datamodule.datasets[s]) for s in ("train", "val", "test")}
+        print(f"fold {fold + 1}/{cfg.data.folds}: train {sizes['train']} distinct inputs, "
+              f"val {sizes['val']}, test {sizes['test']} outputs", flush=True)
+        _, model, _trainer, best[fold] = fit_and_test(cfg, datamodule, output_dir / f"fold{fold}", test=False)
+        folds[fold] = sorted(db for db, s in datamodule.db_split.items() if s == "test")
+        for split in ("val", "test"):
+            rows[split] += prediction_rows(model, datamodule, split, fold=fold, method=method)
+        part = _node_summary(rows["test"][-sizes["test"]:])
+        print(f"fold {fold + 1}/{cfg.data.folds}: test node AUC {part['auc']:.3f}", flush=True)
+    metrics = {f"{split}/{k}": v for split in ("val", "test") for k, v in _node_summary(rows[split]).items()}
+    for split in ("val", "test"):
+        write_predictions_file(output_dir / "predictions" / f"{split}.jsonl", rows[split])
+    write_run_files(cfg, datamodule, output_dir, {"protocol": "crossfit", "folds": folds},
+                    {"best_checkpoints": best, **metrics})
+    print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith("test/")), flush=True)
+    return metrics, {"model": model, "datamodule": datamodule, "rows": rows, "best_checkpoints": best}
+
+
+def _node_summary(rows: list[dict]) -> dict[str, float]:
+    """Node AUC/Brier/ECE and the whole-query AUC of the least confident node, over rows."""
+    import numpy as np
+
+    from model.eval import metrics as M
+
+    conf = np.concatenate([r["node_confidences"] for r in rows])
+    labels = np.concatenate([r["node_labels"] for r in rows])
+    query = np.array([min(r["node_confidences"]) for r in rows])
+    correct = np.array([int(bool(r["execution_match"])) for r in rows])
+    return {**M.core_metrics(conf, labels), "query_auc": M.auc(query, correct), "examples": float(len(rows))}
+
+
+def write_run_files(cfg: DictConfig, datamodule, output_dir: Path, data_info: dict, metrics: dict) -> None:
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved["data"]["root"] = str(datamodule.root)  # evaluate.py finds the databases here
+    write_json(output_dir / "config.json", resolved)
+    (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    write_json(output_dir / "data.json", data_info)
+    write_json(output_dir / "metrics.json", metrics)
+
+
+def prediction_rows(model, datamodule, split: str, **extra) -> list[dict]:
+    """One row per example of ``split`` (see ``model.nodes.outputs``); identical inputs are
+    scored once."""
+    examples = datamodule.datasets[split]
+    key = [(e.question_id, tuple(e.input_ids), tuple(e.node_agreement or ())) for e in examples]
+    first: dict[tuple, int] = {}
+    for i, k in enumerate(key):
+        first.setdefault(k, i)
+    unique = sorted(set(first.values()))
+    loader = datamodule.loader_over([examples[i] for i in unique])
+    order = [unique[int(i)] for batch in loader for i in batch["index"]]
+    scored = dict(zip(order, model.node_confidences(loader)))
+    return [prediction_row(e, scored[first[k]], split, **extra) for e, k in zip(examples, key)]
 
 
 def write_predictions(model, datamodule, split: str, path: Path) -> int:
     """One JSON line per example of ``split`` (see ``model.nodes.outputs``)."""
-    examples = datamodule.datasets[split]
-    loader = datamodule.split_loader(split)
-    order = [int(i) for batch in loader for i in batch["index"]]
-    confidences = model.node_confidences(loader)
-    rows = [prediction_row(examples[i], c, split) for i, c in zip(order, confidences)]
-    return write_predictions_file(path, rows)
+    return write_predictions_file(path, prediction_rows(model, datamodule, split))
 
 
 def quiet_logs() -> None:

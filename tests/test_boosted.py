@@ -77,10 +77,3 @@ def test_crossfit_predicts_every_example_once(tmp_path):
     folds_of_db = {}
     for r in rows:
         assert folds_of_db.setdefault(r["db_id"], r["fold"]) == r["fold"]  # schema-disjoint
-
-
-def test_neural_model_refuses_crossfit():
-    from model.nodes.datamodule import NodeDataModule
-
-    with pytest.raises(ValueError, match="boosted scorer only"):
-        NodeDataModule(protocol="crossfit")

@@ -98,3 +98,29 @@ def test_second_build_reads_the_cache(demo, tmp_path):
     second, _, warm = build_features(examples, schemas, db_paths, cache_folder=tmp_path)
     assert warm.cache_hits == len(examples) > cold.cache_hits
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, second))
+
+
+def test_semantic_linking_ranks_the_name_the_question_means_first():
+    import rat
+    from model.lm.sentence import embed_texts
+    from model.nodes.examples import make_example
+    from model.nodes.features import QuestionIndex
+
+    schema = rat.Schema({"singer": ["singer_id", "name", "nationality"], "stadium": ["capacity", "location"]})
+    text = "Which vocalists come from France?"
+    question = QuestionIndex(text, embed_texts([text])[0])
+    q = dataclasses.make_dataclass("Q", ["question_id", "db_id", "question", "gold_sql"])("q", "d", text, "")
+    example = make_example(q, "SELECT name FROM singer WHERE nationality = 'France'", "s", schema)
+    x = single_system_features(example, schema, None, question=question).values
+    row = {name: dict(zip(SINGLE_FEATURES, x[example.node_names.index(name)]))
+           for name in ("singer.nationality", "singer")}
+    from model.nodes.features import SchemaIndex
+
+    columns = SchemaIndex(schema, question).semantic["column"]
+    # no shared word, yet "vocalists ... come from" is nearer the singer's nationality than the stadium's columns
+    assert columns["nationality"] > max(columns["capacity"], columns["location"])
+    assert row["singer.nationality"]["name_semantic"] == pytest.approx(columns["nationality"])
+    assert row["singer"]["name_semantic_rank"] == 0 and row["singer"]["name_word_share"] == 0
+    assert row["singer"]["name_semantic"] > 0.2
+    without = single_system_features(example, schema, None).values  # no question vector: NaN
+    assert np.isnan(without[:, SINGLE_FEATURES.index("name_semantic")]).all()

@@ -14,7 +14,7 @@ ALLOWED = {
     "model.data": {"rat", "model.cli"},
     "model.lm": {"rat", "model.data"},
     "model.eval": {"rat", "model.data", "model.lm"},
-    "model.synth": {"rat", "model.data"},
+    "model.synth": {"rat", "model.data", "model.lm"},
     "model.nodes": {"rat", "model.cli", "model.data", "model.lm", "model.eval", "model.synth"},
     "model.wholequery": {"rat", "model.data", "model.lm", "model.eval", "model.nodes"},
 }

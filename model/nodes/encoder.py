@@ -21,6 +21,7 @@ class EncoderConfig:
     max_positions: int = 2048  # learnable positional encodings; longer inputs are an error
     position_init: str = "sinusoidal"  # start of the learnable encodings: "sinusoidal" or "normal"
     head_tokens: int = 1  # tokens ending at each node's last token read by the head (1 = the paper)
+    consensus: bool = False  # the head also reads each node's agreement with other outputs
 
     def __post_init__(self):
         self.d_model = self.d_model or self.d_input
@@ -51,7 +52,7 @@ class NodeEncoder(nn.Module):
         self.encoder = nn.TransformerEncoder(
             layer, c.n_layers, norm=nn.LayerNorm(c.d_model), enable_nested_tensor=False
         )
-        self.head = nn.Linear(c.head_tokens * c.d_model, 1)
+        self.head = NodeHead(c.d_model, c.head_tokens, c.consensus)
         with torch.no_grad():
             if c.position_init == "sinusoidal":
                 # Still learnable; starting from sinusoids gives every token its neighbours at
@@ -68,6 +69,7 @@ class NodeEncoder(nn.Module):
         padding_mask: torch.Tensor,  # (batch, tokens) bool, True at padding
         node_positions: torch.Tensor,  # (batch, nodes) long, index of each node's last token
         node_mask: torch.Tensor,  # (batch, nodes) bool, True at real nodes
+        node_agreement: torch.Tensor | None = None,  # (batch, nodes) float, NaN = no other output
     ) -> torch.Tensor:
         tokens = token_vectors.shape[1]
         if tokens > self.config.max_positions:
@@ -75,16 +77,40 @@ class NodeEncoder(nn.Module):
         positions = torch.arange(tokens, device=token_vectors.device)
         x = self.input_norm(self.input_proj(token_vectors)) + self.positions(positions)  # (batch, tokens, d_model)
         x = self.encoder(self.dropout(x), src_key_padding_mask=padding_mask)  # (batch, tokens, d_model)
+        return self.head(x, node_positions, node_mask, node_agreement)  # (batch, nodes) logits
+
+
+class NodeHead(nn.Module):
+    """One logit per node from the token vectors ending at the node's last token; with
+    ``consensus`` also from the node's agreement with the other outputs (and whether any exist).
+
+    A node's last token is its closing parenthesis; with ``head_tokens`` > 1 the head also reads
+    the tokens just before it (the node's label), clamped at the start of the input.
+    """
+
+    def __init__(self, d_model: int, head_tokens: int = 1, consensus: bool = False):
+        super().__init__()
+        self.head_tokens, self.consensus = head_tokens, consensus
+        self.linear = nn.Linear(head_tokens * d_model + (2 if consensus else 0), 1)
+
+    def forward(self, x: torch.Tensor, node_positions: torch.Tensor, node_mask: torch.Tensor,
+                node_agreement: torch.Tensor | None = None) -> torch.Tensor:
+        # x: (batch, tokens, d); node_positions, node_mask, node_agreement: (batch, nodes)
         # Padded node slots point at token 0; their logits are computed but masked out by callers.
         index = torch.where(node_mask, node_positions, 0)  # (batch, nodes)
-        # A node's last token is its closing parenthesis; with head_tokens > 1 the head also reads
-        # the tokens just before it (the node's label), clamped at the start of the input.
-        index = torch.stack([(index - k).clamp(min=0) for k in range(self.config.head_tokens)], dim=2)
-        nodes = torch.gather(  # (batch, nodes, head_tokens, d_model)
+        index = torch.stack([(index - k).clamp(min=0) for k in range(self.head_tokens)], dim=2)
+        nodes = torch.gather(  # (batch, nodes, head_tokens, d)
             x.unsqueeze(1).expand(-1, index.shape[1], -1, -1), 2,
             index.unsqueeze(-1).expand(-1, -1, -1, x.shape[-1]),
         )
-        return self.head(nodes.flatten(2)).squeeze(-1)  # (batch, nodes) logits
+        features = nodes.flatten(2)  # (batch, nodes, head_tokens * d)
+        if self.consensus:
+            if node_agreement is None:
+                raise ValueError("model.consensus=true needs node agreements in the batch")
+            known = ~torch.isnan(node_agreement)
+            features = torch.cat([features, torch.nan_to_num(node_agreement, nan=0.0).unsqueeze(-1),
+                                  known.float().unsqueeze(-1)], dim=-1)
+        return self.linear(features).squeeze(-1)  # (batch, nodes) logits
 
 
 def sinusoidal_positions(n_positions: int, d_model: int) -> torch.Tensor:

@@ -75,6 +75,9 @@ class TokenizedExample:
     tree: str = ""  # rat.serialize of the predicted tree
     node_names: list[str] = field(default_factory=list)
     node_arity: list[int] = field(default_factory=list)
+    weight: int = 1  # how many identical outputs this example stands for (training dedupe)
+    node_agreement: list[float] | None = None  # per node: share of the question's other outputs
+    # containing it (model.nodes.features.node_agreements); None = not computed / no other output
 
 
 @dataclass
@@ -210,6 +213,7 @@ def build_examples(
     perturbations_per_query: int = 0,
     seed: int = 0,
     max_questions: int | None = None,
+    include_gold: bool = False,
     mix: dict[str, float] | None = None,
     require_database: bool = True,
     execution_cache: Path | None = None,
@@ -222,7 +226,8 @@ def build_examples(
 
     Sources: every prediction file (any format `load_predictions` reads; system = file stem
     unless the file names it) and `perturbations_per_query` perturbations of each gold query
-    (system "perturb:<kind>", drawn with `mix`). Both can be combined. Each is executed against
+    (system "perturb:<kind>", drawn with `mix`), and with `include_gold` the gold queries
+    themselves (system "gold", every node correct). They can be combined. Each is executed against
     gold (cached under `execution_cache`, default <cache>/exec) and labelled with
     `rat.label_nodes(pred, gold, execution_match)`. Without a database an example is skipped
     (`require_database`) or labelled by tree comparison alone (execution_match None).
@@ -235,6 +240,8 @@ def build_examples(
     candidates = _predicted(prediction_files, all_questions, questions, report)
     if perturbations_per_query > 0:
         candidates += _perturbed(root, questions, schemas, perturbations_per_query, seed, mix, report)
+    if include_gold:
+        candidates += [(q, q.gold_sql, "gold") for q in questions]
     cache = execution_cache if execution_cache is not None else project_cache_dir("exec")
     outcome_of = _execution_outcomes(root, candidates, cache, workers, timeout_s, progress)
     examples = _labelled(candidates, schemas, outcome_of, require_database, report)

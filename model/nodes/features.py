@@ -50,7 +50,7 @@ from model.eval.baselines import node_agreement
 from model.eval.localisation import post_order_children
 from model.nodes.outputs import tree_of
 
-VERSION = "nf-1"  # bump when a feature's definition changes: the cache key includes it
+VERSION = "nf-2"  # bump when a feature's definition changes: the cache key includes it
 NAN = float("nan")
 
 
@@ -91,6 +91,10 @@ FEATURES: tuple[Feature, ...] = (
     Feature("name_fuzzy", "linking", "best difflib ratio of the name against question n-grams"),
     Feature("name_rank", "linking", "rank of the name's fuzzy score among all schema names of its kind (0 = best)"),
     Feature("name_gap", "linking", "best fuzzy score of any schema name of its kind minus this one's"),
+    Feature("name_semantic", "linking", "cosine of MiniLM embeddings of the name and the question"),
+    Feature("name_semantic_rank", "linking", "rank of name_semantic among all schema names of its kind (0 = best)"),
+    Feature("name_semantic_gap", "linking", "best name_semantic of any schema name of its kind minus this one's"),
+    Feature("subtree_min_semantic", "linking", "min name_semantic over the subtree's names"),
     Feature("table_word_share", "linking", "for a column: word share of its table's name"),
     Feature("is_primary_key", "linking", "the column is a primary key"),
     Feature("is_foreign_key", "linking", "the column takes part in a declared foreign key"),
@@ -233,7 +237,8 @@ def has_cue(question_text: str, cues: Sequence[str]) -> bool:
 class QuestionIndex:
     """What the features ask of one question, memoised (fuzzy n-gram matching is the cost)."""
 
-    def __init__(self, question: str):
+    def __init__(self, question: str, vector: np.ndarray | None = None):
+        self.vector = vector  # unit-norm MiniLM embedding of the question (None: semantic features NaN)
         self.text = " " + " ".join(re.findall(r"[a-z0-9']+|n't", question.lower())) + " "
         self.words = words(question)
         self.word_set = set(self.words)
@@ -365,26 +370,46 @@ class DatabaseProbe:
 
 
 class SchemaIndex:
-    """Per (question, schema): fuzzy scores of every table and column name, ranked."""
+    """Per (question, schema): fuzzy and (with a question vector) MiniLM scores of every table and
+    column name, ranked."""
 
     def __init__(self, schema: rat.Schema | None, question: QuestionIndex):
         self.schema = schema
         self.tables: dict[str, float] = {}
         self.columns: dict[str, float] = {}
+        self.semantic: dict[str, dict[str, float]] = {"table": {}, "column": {}}
         if schema is None:
             return
         for table, columns in schema.tables.items():
             self.tables[table] = question.fuzzy(" ".join(words(table)))
             for column in columns:
                 self.columns.setdefault(column, question.fuzzy(" ".join(words(column))))
+        if question.vector is not None:
+            from model.lm.sentence import embed_items
+
+            for kind, names in (("table", sorted(self.tables)), ("column", sorted(self.columns))):
+                if names:
+                    cosines = embed_items(names) @ question.vector
+                    self.semantic[kind] = {n: float(c) for n, c in zip(names, cosines)}
         self.foreign = {frozenset(pair) for pair in schema.foreign_keys}
         self.fk_columns = {c for pair in schema.foreign_keys for c in pair}
 
     def rank_gap(self, kind: str, name: str, score: float) -> tuple[float, float]:
         scores = self.tables if kind == "table" else self.columns
-        if not scores:
-            return NAN, NAN
-        return float(sum(s > score for s in scores.values())), max(scores.values()) - score
+        return _rank_gap(scores, score)
+
+    def semantic_features(self, kind: str, name: str) -> tuple[float, float, float]:
+        """(cosine, rank, gap) of a table or column name against the question; NaN when unknown."""
+        scores = self.semantic[kind]
+        if name not in scores:
+            return NAN, NAN, NAN
+        return (scores[name], *_rank_gap(scores, scores[name]))
+
+
+def _rank_gap(scores: dict[str, float], score: float) -> tuple[float, float]:
+    if not scores:
+        return NAN, NAN
+    return float(sum(s > score for s in scores.values())), max(scores.values()) - score
 
 
 def _result_features(rows: list | None, error: str | None) -> tuple[list[float], str | None]:
@@ -458,6 +483,8 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | N
             x[i, col["name_phrase"]] = question.phrase(table_words)
             score = x[i, col["name_fuzzy"]] = question.fuzzy(" ".join(table_words))
             x[i, col["name_rank"]], x[i, col["name_gap"]] = schema_index.rank_gap("table", name, score)
+            (x[i, col["name_semantic"]], x[i, col["name_semantic_rank"]],
+             x[i, col["name_semantic_gap"]]) = schema_index.semantic_features("table", name)
             if schema is not None:
                 x[i, col["in_schema"]] = float(name in schema.tables)
         elif kind == "column":
@@ -478,6 +505,7 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | N
             fk = [v for v in fk if not np.isnan(v)]
             x[i, col["join_fk_share"]] = float(np.mean(fk)) if fk else NAN
         for own, low, mean in (("name_word_share", "subtree_min_link", "subtree_mean_link"),
+                               ("name_semantic", "subtree_min_semantic", None),
                                ("value_in_question", "subtree_min_value_in_question", None),
                                ("value_in_column", "subtree_min_value_in_column", None)):
             values = [x[i, col[own]]] + [x[c, col[low]] for c in kids]
@@ -508,6 +536,8 @@ def _column_features(row: np.ndarray, col: dict, name: str, schema: rat.Schema |
     row[col["name_phrase"]] = question.phrase(column_words)
     score = row[col["name_fuzzy"]] = question.fuzzy(" ".join(column_words))
     row[col["name_rank"]], row[col["name_gap"]] = schema_index.rank_gap("column", column, score)
+    (row[col["name_semantic"]], row[col["name_semantic_rank"]],
+     row[col["name_semantic_gap"]]) = schema_index.semantic_features("column", column)
     if table:
         row[col["table_word_share"]] = question.word_share(words(table))
         row[col["table_in_tree"]] = float(table in tree_tables)
@@ -549,19 +579,13 @@ def _value_features(row: np.ndarray, col: dict, i: int, names: Sequence[str], ki
 # Consensus features
 
 
-def consensus_features(examples: Sequence, result_digests: Sequence[str | None]) -> list[np.ndarray]:
-    """Consensus rows (nodes, len(CONSENSUS_FEATURES)) of every example, against the other
-    examples of the same question (one per system). Questions answered once get NaN rows.
-
-    ``agreement`` is ``model.eval.baselines.node_agreement``: the share of the other trees in
-    which the node occurs (``rat.label_nodes``, contextual hashes).
-    """
+def _question_agreements(examples: Sequence, real: Sequence[bool] | None = None):
+    """Per question answered by two or more (``real``) examples: (their indices, index -> tree,
+    index -> node agreement array), agreement being ``model.eval.baselines.node_agreement``."""
     by_question: dict[str, list[int]] = defaultdict(list)
     for k, e in enumerate(examples):
-        by_question[e.question_id].append(k)
-    out: list[np.ndarray] = [np.full((len(e.node_labels), len(CONSENSUS_FEATURES)), NAN)
-                             for e in examples]
-    col = {name: j for j, name in enumerate(CONSENSUS_FEATURES)}
+        if real is None or real[k]:
+            by_question[e.question_id].append(k)
     for question_id, indices in by_question.items():
         if len(indices) < 2:
             continue
@@ -569,10 +593,47 @@ def consensus_features(examples: Sequence, result_digests: Sequence[str | None])
                  for k in indices}
         # keyed by example index, not system: two outputs of one system stay apart
         agreements = node_agreement({(str(k), question_id): tree for k, tree in trees.items()})
+        yield indices, trees, {k: np.asarray(agreements[str(k), question_id]) for k in indices}
+
+
+def node_agreements(examples: Sequence) -> list[np.ndarray | None]:
+    """Per example, each node's agreement with the other real outputs for its question (None for
+    an example that is a perturbation, a gold query, or its question's only output).
+
+    >>> import rat
+    >>> from types import SimpleNamespace as E
+    >>> def ex(system, sql):
+    ...     nodes = rat.to_tree(sql).postorder()
+    ...     return E(question_id="q", system=system, node_names=[n.label for n in nodes],
+    ...              node_arity=[len(n.children) for n in nodes])
+    >>> out = node_agreements([ex("a", "SELECT x FROM t"), ex("b", "SELECT y FROM t"),
+    ...                        ex("perturb:column", "SELECT x FROM t")])
+    >>> out[0].tolist(), out[2]
+    ([0.0, 1.0, 0.0], None)
+    """
+    real = [not (e.system.startswith("perturb:") or e.system == "gold") for e in examples]
+    out: list[np.ndarray | None] = [None] * len(examples)
+    for _, _, agreements in _question_agreements(examples, real):
+        for k, agreement in agreements.items():
+            out[k] = agreement
+    return out
+
+
+def consensus_features(examples: Sequence, result_digests: Sequence[str | None]) -> list[np.ndarray]:
+    """Consensus rows (nodes, len(CONSENSUS_FEATURES)) of every example, against the other
+    examples of the same question (one per system). Questions answered once get NaN rows.
+
+    ``agreement`` is ``model.eval.baselines.node_agreement``: the share of the other trees in
+    which the node occurs (``rat.label_nodes``, contextual hashes).
+    """
+    out: list[np.ndarray] = [np.full((len(e.node_labels), len(CONSENSUS_FEATURES)), NAN)
+                             for e in examples]
+    col = {name: j for j, name in enumerate(CONSENSUS_FEATURES)}
+    for indices, trees, agreements in _question_agreements(examples):
         for k in indices:
             others = [m for m in indices if m != k]
             x, tree = out[k], trees[k]
-            agreement = np.asarray(agreements[str(k), question_id])
+            agreement = agreements[k]
             shape = tree_shape(examples[k].node_arity)
             x[:, col["agreement"]] = agreement
             x[:, col["parent_agreement"]] = [agreement[p] if p >= 0 else agreement[i]
@@ -655,6 +716,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
     questions: dict[str, QuestionIndex] = {}
     schema_indexes: dict[tuple[str, str], SchemaIndex] = {}
     singles: list[NodeFeatures] = []
+    question_vectors: dict[str, np.ndarray] | None = None
     for k, e in enumerate(examples):
         db_path = db_paths.get(e.db_id)
         key = cache_key(e, schema_digests.get(e.db_id, "none"), _db_stamp(db_path))
@@ -672,7 +734,9 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
             if e.db_id not in probes:
                 probes[e.db_id] = DatabaseProbe(db_path, timeout_s)
             if e.question_id not in questions:
-                questions[e.question_id] = QuestionIndex(e.question)
+                if question_vectors is None:  # first cache miss: embed every question at once
+                    question_vectors = _question_vectors(examples)
+                questions[e.question_id] = QuestionIndex(e.question, question_vectors.get(e.question))
             index_key = (e.question_id, e.db_id)
             if index_key not in schema_indexes:
                 schema_indexes[index_key] = SchemaIndex(schemas.get(e.db_id), questions[e.question_id])
@@ -694,6 +758,16 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
         names = SINGLE_FEATURES + CONSENSUS_FEATURES
     report.seconds = time.perf_counter() - start
     return matrices, names, report
+
+
+def _question_vectors(examples: Sequence) -> dict[str, np.ndarray]:
+    """MiniLM embeddings of every distinct question (one batch), for the semantic linking features."""
+    from model.lm.sentence import embed_texts
+
+    texts = sorted({" ".join(e.question.split()) for e in examples})
+    vectors = embed_texts(texts) if texts else np.zeros((0, 0))
+    by_text = dict(zip(texts, vectors))
+    return {e.question: by_text[" ".join(e.question.split())] for e in examples}
 
 
 def categorical_mask(names: Sequence[str]) -> np.ndarray:

@@ -1,5 +1,11 @@
-"""LightningModule for node-level confidence: frozen embedder -> encoder -> one logit per RAT node,
-trained with weighted binary cross-entropy and evaluated with node AUC, Brier and ECE."""
+"""LightningModule for node-level confidence: one logit per RAT node, trained with weighted binary
+cross-entropy and evaluated with node AUC, Brier and ECE. Two architectures:
+
+- frozen embedder -> scratch bidirectional encoder (the paper's; ``model=smollm2``,
+  ``model=codellama_paper``);
+- a pre-trained encoder fine-tuned end to end (``model=minilm``: ``embedder.fine_tune=true``,
+  ``model.nodes.backbone``), with its own learning rate ``embedder.lr``.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from model.eval import metrics
+from model.nodes.backbone import FineTunedEncoder
 from model.nodes.embedder import FrozenEmbedder
 from model.nodes.encoder import EncoderConfig, NodeEncoder
 
@@ -33,15 +40,26 @@ class NodeConfidenceModule(L.LightningModule):
         weight_decay: float = 0.01,
         warmup_steps: int = 100,
         ece_bins: int = 10,
+        consensus: bool = False,  # each node's agreement with the other outputs is an input
     ):
         super().__init__()
         embedder, encoder = dict(embedder or {}), dict(encoder or {})
         self.save_hyperparameters({
             "embedder": embedder, "encoder": encoder, "pos_weight": pos_weight, "lr": lr,
             "weight_decay": weight_decay, "warmup_steps": warmup_steps, "ece_bins": ece_bins,
+            "consensus": consensus,
         })
-        self.embedder = FrozenEmbedder(**embedder)
-        self.encoder = NodeEncoder(EncoderConfig(d_input=self.embedder.hidden_size, **encoder))
+        self.fine_tune = bool(embedder.pop("fine_tune", False))
+        self.backbone_lr = float(embedder.pop("lr", lr))
+        if self.fine_tune:  # model=minilm: one pre-trained encoder, trained end to end
+            self.backbone = FineTunedEncoder(
+                embedder["name_or_path"], head_tokens=encoder.get("head_tokens", 1),
+                max_positions=encoder.get("max_positions", 512), consensus=consensus,
+                dropout=encoder.get("dropout", 0.1), backbone_dropout=encoder.get("backbone_dropout", 0.0))
+        else:
+            self.embedder = FrozenEmbedder(**embedder)
+            self.encoder = NodeEncoder(EncoderConfig(d_input=self.embedder.hidden_size, consensus=consensus,
+                                                     **encoder))
         # A buffer, so the value resolved from the training labels is saved in every checkpoint.
         self.register_buffer("pos_weight", torch.tensor(_fixed_pos_weight(pos_weight)))
         self._outputs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {"val": [], "test": []}
@@ -50,14 +68,23 @@ class NodeConfidenceModule(L.LightningModule):
 
     def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Node logits ``(batch, nodes)`` for a collated batch (see ``model.nodes.datamodule.collate``)."""
+        agreement = batch.get("node_agreement") if self.hparams.get("consensus") else None
+        if self.fine_tune:
+            return self.backbone(batch["input_ids"], batch["attention_mask"], batch["node_positions"],
+                                 batch["node_mask"], agreement)
         vectors = self.embedder(batch["input_ids"], batch["attention_mask"])  # (batch, tokens, d_input)
         return self.encoder(
-            vectors, batch["attention_mask"] == 0, batch["node_positions"], batch["node_mask"]
+            vectors, batch["attention_mask"] == 0, batch["node_positions"], batch["node_mask"], agreement
         )  # (batch, nodes)
 
-    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Mean weighted BCE over real nodes; ``logits``/``labels`` are flat ``(nodes,)``."""
-        return F.binary_cross_entropy_with_logits(logits, labels.float(), pos_weight=self.pos_weight)
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """Mean BCE (positives weighted by ``pos_weight``) over real nodes; ``logits``/``labels``
+        are flat ``(nodes,)``; ``weights`` counts how many identical outputs a node stands for."""
+        if weights is None:
+            return F.binary_cross_entropy_with_logits(logits, labels.float(), pos_weight=self.pos_weight)
+        losses = F.binary_cross_entropy_with_logits(logits, labels.float(), pos_weight=self.pos_weight,
+                                                    reduction="none")
+        return (losses * weights).sum() / weights.sum()
 
     # ------------------------------------------------------------------ fitting
 
@@ -79,7 +106,8 @@ class NodeConfidenceModule(L.LightningModule):
     def training_step(self, batch, batch_idx):
         logits = self(batch)
         mask = batch["node_mask"]
-        loss = self.loss(logits[mask], batch["node_labels"][mask])
+        weights = batch["node_weights"][mask] if "node_weights" in batch else None
+        loss = self.loss(logits[mask], batch["node_labels"][mask], weights)
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=int(mask.sum()))
         return loss
 
@@ -116,13 +144,18 @@ class NodeConfidenceModule(L.LightningModule):
             self.log(f"{split}/{name}", value, prog_bar=name in ("loss", "auc"))
 
     def configure_optimizers(self):
-        decay = [p for n, p in self.encoder.named_parameters() if p.ndim >= 2 and "positions" not in n]
-        no_decay = [p for n, p in self.encoder.named_parameters() if p.ndim < 2 or "positions" in n]
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": self.hparams.weight_decay},
-             {"params": no_decay, "weight_decay": 0.0}],
-            lr=self.hparams.lr,
-        )
+        groups = []
+        if self.fine_tune:  # the pre-trained encoder at embedder.lr, the new head at lr
+            parts = [(self.backbone.backbone, self.backbone_lr), (self.backbone.head, self.hparams.lr)]
+        else:
+            parts = [(self.encoder, self.hparams.lr)]
+        for module, lr in parts:
+            named = list(module.named_parameters())
+            decay = [p for n, p in named if p.ndim >= 2 and "position" not in n]
+            no_decay = [p for n, p in named if p.ndim < 2 or "position" in n]
+            groups += [{"params": decay, "weight_decay": self.hparams.weight_decay, "lr": lr},
+                       {"params": no_decay, "weight_decay": 0.0, "lr": lr}]
+        optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.lr)
         warmup = max(1, self.hparams.warmup_steps)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

