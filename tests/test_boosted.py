@@ -4,6 +4,7 @@ writes predictions evaluate.py reads, with site scores and localisation."""
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
@@ -77,3 +78,20 @@ def test_crossfit_predicts_every_example_once(tmp_path):
     folds_of_db = {}
     for r in rows:
         assert folds_of_db.setdefault(r["db_id"], r["fold"]) == r["fold"]  # schema-disjoint
+
+
+def test_stacked_variant_reads_another_runs_node_logits(boosted_run, tmp_path):
+    source = boosted_run[0] / "predictions" / "test.jsonl"  # any node-prediction file will do
+    _, objects = train(compose_cfg("train", [*FAST, f"model.stack={source}", "model.site_head=false"], tmp_path))
+    table = objects["table"]
+    assert table.names[-1] == "neural_logit"
+    covered = {(r["question_id"], r["system"]) for r in read_predictions(source)}
+    for e, x in zip(table.examples, table.features):
+        assert np.isnan(x[:, -1]).all() != ((e.question_id, e.system) in covered)
+    rows = read_predictions(tmp_path / "predictions" / "test.jsonl")
+    assert rows[0]["method"] == "boosted node features + neural (single-system)"
+
+
+def test_stack_file_missing_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="model.stack=/no/such.jsonl"):
+        train(compose_cfg("train", [*FAST, "model.stack=/no/such.jsonl"], tmp_path))

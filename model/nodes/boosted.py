@@ -4,6 +4,7 @@
     python train.py model=features                                   # demo corpus, seconds
     python train.py model=features data=spider data.root=../shared/data/spider data.protocol=crossfit
     python train.py model=features model.groups=single+consensus ... # consensus track
+    python train.py model=features model.stack=<neural run>/predictions/test.jsonl ...  # stacked
 
 Protocols (``cfg.data.protocol``): ``split`` divides the eval split's databases into train /
 val / test once (``model.nodes.datamodule.split_databases``); ``crossfit`` puts them into
@@ -49,6 +50,7 @@ class BoostedConfig:
         "l2_regularization": 1.0})
     feature_timeout_s: float = 5.0
     use_cache: bool = True
+    stack: str | None = None  # a neural run's out-of-fold predictions: its node logit becomes a feature
 
     @classmethod
     def from_cfg(cls, model_cfg) -> BoostedConfig:
@@ -69,7 +71,9 @@ class BoostedConfig:
     @property
     def method(self) -> str:
         """The method name evaluate.py shows: the consensus track says so."""
-        return "boosted node features (consensus)" if self.consensus else "boosted node features (single-system)"
+        stacked = " + neural" if self.stack else ""
+        track = "consensus" if self.consensus else "single-system"
+        return f"boosted node features{stacked} ({track})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,7 +118,35 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
                                              timeout_s=config.feature_timeout_s, progress=progress)
     if progress:
         print(report, flush=True)
+    if config.stack:
+        features, names = stack_neural(examples, features, names, Path(config.stack), progress)
     return NodeTable(examples, features, names, root)
+
+
+STACK_FEATURE = "neural_logit"
+
+
+def stack_neural(examples: list, features: list[np.ndarray], names: tuple[str, ...], path: Path,
+                 progress: bool = True) -> tuple[list[np.ndarray], tuple[str, ...]]:
+    """Append the neural node model's out-of-fold node logit (from its ``predictions/test.jsonl``)
+    as a feature; an example the file does not cover, or covers with another tree, gets NaN."""
+    from model.nodes.outputs import read_predictions
+
+    if not path.is_file():
+        raise FileNotFoundError(f"model.stack={path}: no such predictions file")
+    rows = {(r["question_id"], r["system"]): r for r in read_predictions(path)}
+    out, matched = [], 0
+    for e, x in zip(examples, features):
+        row = rows.get((e.question_id, e.system))
+        column = np.full((len(x), 1), np.nan)
+        if row is not None and row.get("node_names") == list(e.node_names):
+            p = np.clip(np.asarray(row["node_confidences"], dtype=float), 1e-6, 1 - 1e-6)
+            column[:, 0] = np.log(p / (1 - p))
+            matched += 1
+        out.append(np.hstack([x, column]))
+    if progress:
+        print(f"stacked {path}: neural logits for {matched} of {len(examples)} examples", flush=True)
+    return out, (*names, STACK_FEATURE)
 
 
 def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], dict[str, Any]]:
@@ -149,9 +181,15 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
 
 
 def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict, seed: int = 0):
-    """A HistGradientBoostingClassifier with the categorical node kinds declared."""
+    """A HistGradientBoostingClassifier with the categorical node kinds declared. A column that is
+    missing in every training row (no database, an unstacked fold) is set constant for the fit:
+    scikit-learn's binning fails on an all-NaN column, and a constant one is never split on."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
+    empty = np.isnan(x).all(axis=0) if len(x) else np.zeros(x.shape[1], dtype=bool)
+    if empty.any():
+        x = x.copy()
+        x[:, empty] = 0.0
     model = HistGradientBoostingClassifier(categorical_features=categorical_mask(names),
                                            random_state=seed, early_stopping=False, **hgb)
     return model.fit(x, y)
