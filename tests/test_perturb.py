@@ -10,7 +10,7 @@ from model.data.datasets import database_path, load_questions, load_schemas
 from model.data.execution import execute_pairs
 from model.nodes.examples import make_example
 from model.synth.error_kinds import classify_error
-from model.synth.perturb import DEFAULT_MIX, KINDS, Perturber
+from model.synth.perturb import DEFAULT_MIX, KINDS, STRUCTURAL_KINDS, Perturber
 
 FIXTURES = Path(__file__).parent / "fixtures" / "perturb"
 
@@ -79,6 +79,41 @@ def test_unknown_kind_in_mix_is_refused(demo):
 def test_default_mix_is_a_distribution_over_all_kinds():
     assert set(DEFAULT_MIX) == set(KINDS)
     assert sum(DEFAULT_MIX.values()) == pytest.approx(1.0)
+
+
+CONCERTS = rat.Schema({"stadium": ["stadium_id", "name"], "concert": ["concert_id", "stadium_id", "year"]},
+                      foreign_keys=(("concert.stadium_id", "stadium.stadium_id"),))
+
+
+@pytest.mark.parametrize("kind, gold, expected", [
+    ("set_operation", "SELECT name FROM stadium INTERSECT SELECT name FROM stadium WHERE stadium_id > 3",
+     {"SELECT stadium.name FROM stadium UNION SELECT stadium.name FROM stadium WHERE stadium.stadium_id > 3",
+      "SELECT stadium.name FROM stadium EXCEPT SELECT stadium.name FROM stadium WHERE stadium.stadium_id > 3"}),
+    ("not_in_except", "SELECT name FROM stadium WHERE stadium_id NOT IN (SELECT stadium_id FROM concert)",
+     {"SELECT stadium.name FROM stadium EXCEPT SELECT concert.stadium_id FROM concert"}),
+    ("not_in_except", "SELECT stadium_id FROM stadium EXCEPT SELECT stadium_id FROM concert",
+     {"SELECT stadium.stadium_id FROM stadium WHERE NOT stadium.stadium_id IN "
+      "(SELECT concert.stadium_id FROM concert)"}),
+    ("subquery_join", "SELECT name FROM stadium WHERE stadium_id IN (SELECT stadium_id FROM concert WHERE year = 2014)",
+     {"SELECT stadium.name FROM stadium JOIN concert ON stadium.stadium_id = concert.stadium_id "
+      "WHERE concert.year = 2014"}),
+    ("subquery_join", "SELECT T1.name FROM stadium AS T1 JOIN concert AS T2 ON T1.stadium_id = T2.stadium_id "
+                      "WHERE T2.year = 2014",
+     {"SELECT stadium.name FROM stadium WHERE stadium.stadium_id IN "
+      "(SELECT concert.stadium_id FROM concert WHERE concert.year = 2014)"}),
+])
+def test_structural_rewrites(kind, gold, expected):
+    made = Perturber(CONCERTS).perturb(gold, n=2, seed=0, kinds=(kind,))
+    assert made and {p.sql for p in made} <= expected
+    for p in made:
+        assert rat.to_tree(p.sql, CONCERTS).hash != rat.to_tree(gold, CONCERTS).hash
+
+
+def test_structural_kinds_are_off_by_default_and_nothing_applies_to_a_flat_query():
+    assert all(DEFAULT_MIX[k] == 0 for k in STRUCTURAL_KINDS)
+    flat = "SELECT name FROM stadium WHERE stadium_id = 1"
+    assert Perturber(CONCERTS).perturb(flat, n=1, kinds=STRUCTURAL_KINDS) == []
+    assert {p.kind for p in Perturber(CONCERTS).perturb(flat, n=6)}.isdisjoint(STRUCTURAL_KINDS)
 
 
 def test_schema_item_replacement_stays_in_the_database(demo):

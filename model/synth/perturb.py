@@ -6,7 +6,8 @@ embeddings of the items' natural names ("products unit price"). Beyond the paper
 makes the other mistakes real systems make on Spider dev (see benchmarks/perturbation_mix.py,
 which measured the mix in DEFAULT_MIX): wrong comparison operator or value, missing or extra
 condition, wrong aggregate, wrong join key, flipped ORDER BY direction, LIMIT, DISTINCT,
-GROUP BY key, missing or extra projected column.
+GROUP BY key, missing or extra projected column; and structural rewrites (weight 0 by default):
+another set operation, NOT IN <-> EXCEPT, IN-subquery <-> JOIN.
 
 Every perturbation works on the sqlglot tree of `rat.canonicalize(sql, schema)` (aliases
 resolved, columns qualified), is seeded, and is returned only when it changes the SQL text.
@@ -50,7 +51,13 @@ DEFAULT_MIX: dict[str, float] = {
     "order_direction": 0.03,
     "limit": 0.02,
     "distinct": 0.01,
+    # Structural rewrites (a third of real errors restructure the query): off in the default mix
+    # until a cross-fitted measurement shows they help; turn on with data.example_options.mix.
+    "set_operation": 0.0,
+    "not_in_except": 0.0,
+    "subquery_join": 0.0,
 }
+STRUCTURAL_KINDS = ("set_operation", "not_in_except", "subquery_join")
 KINDS = tuple(DEFAULT_MIX)
 SCHEMA_ITEM_KINDS = ("column", "table")  # the paper's perturbations
 TOP_K = 5
@@ -115,6 +122,31 @@ def _in_join_condition(node: exp.Expression) -> bool:
             return True
         parent = parent.parent
     return False
+
+
+def _conjuncts(select: exp.Select) -> list[exp.Expression]:
+    where = select.args.get("where")
+    if where is None:
+        return []
+    condition = where.this
+    return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
+
+
+def _set_conjuncts(select: exp.Select, conditions: list[exp.Expression]) -> None:
+    select.set("where", None)
+    for condition in conditions:
+        select.where(condition.copy(), append=True, copy=False)
+
+
+def _tables_read(node: exp.Expression) -> set[str]:
+    return {c.table.lower() for c in node.find_all(exp.Column)}
+
+
+def _simple_select(select: exp.Expression, width: int | None = 1) -> bool:
+    """One FROM table or more, no GROUP BY / ORDER BY / LIMIT / HAVING, `width` projections."""
+    return (isinstance(select, exp.Select) and select.args.get("from_") is not None
+            and not any(select.args.get(k) for k in ("group", "order", "limit", "having"))
+            and (width is None or len(select.expressions) == width))
 
 
 def _literal(value) -> exp.Expression:
@@ -217,7 +249,13 @@ class Perturber:
         rng = random.Random(f"{seed}:{sql}")
         tree = self.parse(sql)
         original = tree.sql(dialect="sqlite")
-        weights = {k: w for k, w in self.mix.items() if w > 0 and (kinds is None or k in kinds)}
+        if kinds is None:
+            weights = {k: w for k, w in self.mix.items() if w > 0}
+        else:  # asked for by name: drawn even where the mix gives them no weight
+            unknown = set(kinds) - set(KINDS)
+            if unknown:
+                raise ValueError(f"unknown perturbation kinds {sorted(unknown)}; known: {KINDS}")
+            weights = {k: self.mix.get(k) or 1.0 for k in kinds}
         found: dict[str, Perturbation] = {}
         failures: Counter[str] = Counter()
         for _ in range(max(8, 6 * n)):
@@ -226,6 +264,8 @@ class Perturber:
             kind = rng.choices(list(weights), weights=list(weights.values()))[0]
             copy = tree.copy()
             detail = getattr(self, f"_{kind}")(copy, rng)
+            if isinstance(detail, tuple):  # a rewrite of the root returns the new root
+                detail, copy = detail
             text = copy.sql(dialect="sqlite") if detail else None
             if text is None or text == original or text in found:
                 failures[kind] += 1
@@ -515,3 +555,100 @@ class Perturber:
         qualifier, column = rng.choice(candidates)
         select.select(exp.column(column, table=qualifier), append=True, copy=False)
         return f"added {qualifier}.{column}"
+
+    # -- structural rewrites ---------------------------------------------------------------------
+
+    @staticmethod
+    def _replace(node: exp.Expression, new: exp.Expression, tree: exp.Expression, detail: str):
+        """Put `new` where `node` is; the new root comes back when `node` was the root."""
+        if node is tree:
+            return detail, new
+        node.replace(new)
+        return detail
+
+    def _set_operation(self, tree, rng):
+        """UNION / INTERSECT / EXCEPT becomes another of them (the operands stay)."""
+        operations = list(tree.find_all(exp.Union, exp.Intersect, exp.Except))
+        if not operations:
+            return None
+        node = rng.choice(operations)
+        new_type = rng.choice([t for t in (exp.Union, exp.Intersect, exp.Except) if not isinstance(node, t)])
+        new = new_type(this=node.this.copy(), expression=node.expression.copy(), distinct=True)
+        return self._replace(node, new, tree, f"{type(node).__name__} -> {new_type.__name__}")
+
+    def _not_in_except(self, tree, rng):
+        """``a WHERE x NOT IN (SELECT y ...)`` <-> ``a EXCEPT SELECT y ...``: the same intent, but
+        the projection now decides what is compared (and NULLs and duplicates differ)."""
+        rewrites = []
+        for select in tree.find_all(exp.Select):
+            if not _simple_select(select) or isinstance(select.parent, exp.Subquery):
+                continue
+            for condition in _conjuncts(select):
+                inner = condition.this if isinstance(condition, exp.Not) else None
+                if isinstance(inner, exp.In) and isinstance(inner.args.get("query"), exp.Subquery):
+                    rewrites.append(("except", select, condition))
+        for node in tree.find_all(exp.Except):
+            left, right = node.this, node.expression
+            if (_simple_select(left) and isinstance(left.expressions[0], exp.Column)
+                    and _simple_select(right, width=1)):
+                rewrites.append(("not_in", node, None))
+        if not rewrites:
+            return None
+        kind, node, condition = rng.choice(rewrites)
+        if kind == "except":
+            left = node.copy()
+            _set_conjuncts(left, [c for c in _conjuncts(node) if c is not condition])
+            right = condition.this.args["query"].this.copy()
+            return self._replace(node, exp.Except(this=left, expression=right, distinct=True), tree,
+                                 "NOT IN -> EXCEPT")
+        left = node.this.copy()
+        test = exp.Not(this=exp.In(this=left.expressions[0].copy(),
+                                   query=exp.Subquery(this=node.expression.copy())))
+        left.where(test, append=True, copy=False)
+        return self._replace(node, left, tree, "EXCEPT -> NOT IN")
+
+    def _subquery_join(self, tree, rng):
+        """``WHERE x IN (SELECT t.y FROM t WHERE c)`` <-> ``JOIN t ON x = t.y WHERE c``: a join
+        repeats rows where the subquery does not, the commonest restructuring mistake."""
+        rewrites = []
+        for select in tree.find_all(exp.Select):
+            if not _simple_select(select, width=None):
+                continue
+            tables = {t.name.lower() for t in select.find_all(exp.Table) if t.parent_select is select}
+            for condition in _conjuncts(select):
+                query = condition.args.get("query") if isinstance(condition, exp.In) else None
+                inner = query.this if isinstance(query, exp.Subquery) else None
+                if (_simple_select(inner) and not inner.args.get("joins")
+                        and isinstance(inner.expressions[0], exp.Column)
+                        and inner.args["from_"].this.name.lower() not in tables):
+                    rewrites.append(("join", select, condition))
+            joins = select.args.get("joins") or []
+            if len(joins) == 1 and isinstance(joins[0].args.get("on"), exp.EQ):
+                rewrites.append(("in", select, joins[0]))
+        if not rewrites:
+            return None
+        kind, select, part = rng.choice(rewrites)
+        if kind == "join":
+            inner = part.args["query"].this
+            table = inner.args["from_"].this
+            on = exp.EQ(this=part.this.copy(), expression=inner.expressions[0].copy())
+            _set_conjuncts(select, [c for c in _conjuncts(select) if c is not part] + _conjuncts(inner))
+            select.join(table.copy(), on=on, copy=False)
+            return f"IN subquery -> JOIN {table.name}"
+        # JOIN -> IN: only when the joined table is read by the ON clause and its own conditions.
+        joined = (part.this.alias_or_name or "").lower()
+        on = part.args["on"]
+        near, far = (on.this, on.expression) if on.expression.table.lower() == joined else (on.expression, on.this)
+        if not (isinstance(near, exp.Column) and isinstance(far, exp.Column)) or far.table.lower() != joined:
+            return None
+        if any(joined in _tables_read(e) for e in select.expressions):
+            return None
+        mine = [c for c in _conjuncts(select) if _tables_read(c) == {joined}]
+        theirs = [c for c in _conjuncts(select) if joined not in _tables_read(c)]
+        if len(mine) + len(theirs) != len(_conjuncts(select)):
+            return None
+        inner = exp.select(far.copy()).from_(part.this.copy())
+        _set_conjuncts(inner, mine)
+        _set_conjuncts(select, [*theirs, exp.In(this=near.copy(), query=exp.Subquery(this=inner))])
+        part.pop()
+        return f"JOIN {joined} -> IN subquery"
