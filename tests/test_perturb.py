@@ -92,15 +92,15 @@ CONCERTS = rat.Schema({"stadium": ["stadium_id", "name"], "concert": ["concert_i
     ("not_in_except", "SELECT name FROM stadium WHERE stadium_id NOT IN (SELECT stadium_id FROM concert)",
      {"SELECT stadium.name FROM stadium EXCEPT SELECT concert.stadium_id FROM concert"}),
     ("not_in_except", "SELECT stadium_id FROM stadium EXCEPT SELECT stadium_id FROM concert",
-     {"SELECT stadium.stadium_id FROM stadium WHERE NOT stadium.stadium_id IN "
-      "(SELECT concert.stadium_id FROM concert)"}),
+     {("SELECT stadium.stadium_id FROM stadium WHERE NOT stadium.stadium_id IN "
+      "(SELECT concert.stadium_id FROM concert)")}),
     ("subquery_join", "SELECT name FROM stadium WHERE stadium_id IN (SELECT stadium_id FROM concert WHERE year = 2014)",
-     {"SELECT stadium.name FROM stadium JOIN concert ON stadium.stadium_id = concert.stadium_id "
-      "WHERE concert.year = 2014"}),
-    ("subquery_join", "SELECT T1.name FROM stadium AS T1 JOIN concert AS T2 ON T1.stadium_id = T2.stadium_id "
-                      "WHERE T2.year = 2014",
-     {"SELECT stadium.name FROM stadium WHERE stadium.stadium_id IN "
-      "(SELECT concert.stadium_id FROM concert WHERE concert.year = 2014)"}),
+     {("SELECT stadium.name FROM stadium JOIN concert ON stadium.stadium_id = concert.stadium_id "
+      "WHERE concert.year = 2014")}),
+    ("subquery_join", ("SELECT T1.name FROM stadium AS T1 JOIN concert AS T2 ON T1.stadium_id = T2.stadium_id "
+                      "WHERE T2.year = 2014"),
+     {("SELECT stadium.name FROM stadium WHERE stadium.stadium_id IN "
+      "(SELECT concert.stadium_id FROM concert WHERE concert.year = 2014)")}),
 ])
 def test_structural_rewrites(kind, gold, expected):
     made = Perturber(CONCERTS).perturb(gold, n=2, seed=0, kinds=(kind,))
