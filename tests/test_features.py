@@ -12,9 +12,11 @@ from model.nodes.features import (
     CONSENSUS_FEATURES,
     FEATURE_NAMES,
     FEATURES,
+    LM_FEATURES,
     SINGLE_FEATURES,
     build_features,
     feature_doc_table,
+    lm_span_features,
     single_system_features,
 )
 from model.nodes.outputs import tree_of
@@ -34,8 +36,9 @@ def demo():
 def test_features_are_named_documented_and_split_into_two_tracks():
     assert len(set(FEATURE_NAMES)) == len(FEATURES)
     assert all(f.doc and f.group for f in FEATURES)
-    assert SINGLE_FEATURES + CONSENSUS_FEATURES == FEATURE_NAMES
+    assert SINGLE_FEATURES + LM_FEATURES + CONSENSUS_FEATURES == FEATURE_NAMES
     assert {f.group for f in FEATURES if f.track == "consensus"} == {"consensus"}
+    assert {f.group for f in FEATURES if f.track == "lm"} == {"lm"}
     assert feature_doc_table().count("\n") == len(FEATURES) + 1
 
 
@@ -43,9 +46,9 @@ def test_one_complete_row_per_node(demo, tmp_path):
     examples, schemas, db_paths = demo
     matrices, names, report = build_features(examples, schemas, db_paths, consensus=True,
                                              cache_folder=tmp_path)
-    assert names == FEATURE_NAMES and report.nodes == sum(len(e.node_labels) for e in examples)
+    assert names == SINGLE_FEATURES + CONSENSUS_FEATURES and report.nodes == sum(len(e.node_labels) for e in examples)
     for e, x in zip(examples, matrices):
-        assert x.shape == (len(e.node_labels), len(FEATURE_NAMES))
+        assert x.shape == (len(e.node_labels), len(names))
     stacked = np.vstack(matrices)
     column = dict(zip(names, stacked.T))
     for always in ("kind", "depth", "subtree_size", "tree_size", "exec_error", "agreement"):
@@ -124,3 +127,28 @@ def test_semantic_linking_ranks_the_name_the_question_means_first():
     assert row["singer"]["name_semantic"] > 0.2
     without = single_system_features(example, schema, None).values  # no question vector: NaN
     assert np.isnan(without[:, SINGLE_FEATURES.index("name_semantic")]).all()
+
+
+def test_lm_span_features_pool_the_scorers_token_log_probs_over_node_spans(demo, tmp_path):
+    from model.lm import load_causal_lm
+    from model.lm.scoring import prompt_text, token_probabilities
+    from model.nodes.examples import make_example
+    from model.data.datasets import Question
+
+    model, tokenizer = load_causal_lm()
+    q = Question(question_id="dev_x", db_id="clinic", question="List the names of patients.", gold_sql="")
+    schema = demo[1]["clinic"]
+    table = sorted(schema.tables)[0]
+    column = schema.tables[table][0]
+    sql = f"SELECT {column} FROM {table}"
+    example = make_example(q, sql, "s", schema)
+    (x,) = lm_span_features([example], demo[1], model, tokenizer, cache_path=tmp_path / "scores.jsonl")
+    _, probabilities = token_probabilities(model, tokenizer, [(prompt_text(q.question, schema.tables), sql)])[0]
+    log_p = np.log(probabilities)
+    row = dict(zip(LM_FEATURES, x[-1]))  # the root spans the whole query, every written word matched
+    assert row["lm_span_min_logprob"] == pytest.approx(log_p.min(), abs=1e-4)
+    assert row["lm_span_mean_logprob"] == pytest.approx(log_p.mean(), abs=1e-4)
+    assert np.allclose(x[:, 2], log_p.mean(), atol=1e-4)
+    leaf = example.node_names.index(f"{table}.{column}")  # span "table.column": only "column" is written
+    assert x[leaf, 0] >= log_p.min() - 1e-6 and np.isfinite(x[leaf, 1])
+    assert (tmp_path / "scores.jsonl").exists()  # scored once, then read from the scorer's cache

@@ -50,6 +50,7 @@ class BoostedConfig:
         "l2_regularization": 1.0})
     feature_timeout_s: float = 5.0
     use_cache: bool = True
+    lm: bool = False  # scorer-LM log-probabilities over node spans (features group lm)
     stack: str | None = None  # a neural run's out-of-fold predictions: its node logit becomes a feature
 
     @classmethod
@@ -115,7 +116,8 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
     db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
     features, names, report = build_features(examples, schemas, db_paths, consensus=config.consensus,
                                              use_cache=config.use_cache,
-                                             timeout_s=config.feature_timeout_s, progress=progress)
+                                             timeout_s=config.feature_timeout_s, progress=progress,
+                                             lm=config.lm)
     if progress:
         print(report, flush=True)
     if config.stack:

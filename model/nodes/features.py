@@ -5,6 +5,11 @@ One row per node (post-order), one column per entry of ``FEATURES``. Two tracks 
 - *single-system* (groups structure, linking, values, execution, question): what one system's
   output, the question, the schema and the database say about a node. Computed once per
   (question, SQL, database) and cached on disk under ``cache_dir("features")``.
+- *scorer LM* (group lm, single-system, optional: ``lm=True``): the scorer LM's token
+  log-probabilities (``model.lm.scoring``, the whole-query scorer's cache) over the node's span
+  of the SQL. Spans come from ``rat.sql_spans`` in the canonical text; the LM scored the SQL as
+  written, so canonical words are matched to written words (``difflib`` over word sequences;
+  an alias ``T1`` is matched to the table name it stands for by position).
 - *consensus* (group consensus): how the node agrees with the other systems' outputs for the same
   question (``model.eval.baselines.node_agreement`` semantics). Needs every system's output, so it
   is computed per collection of examples and never mixed into the single-system track.
@@ -57,13 +62,14 @@ NAN = float("nan")
 @dataclass(frozen=True)
 class Feature:
     name: str
-    group: str  # structure | linking | values | execution | question | consensus
+    group: str  # structure | linking | values | execution | question | lm | consensus
     doc: str
     categorical: bool = False
 
     @property
     def track(self) -> str:
-        return "consensus" if self.group == "consensus" else "single"
+        """single (cached per query) | lm (optional, from the scorer's cache) | consensus."""
+        return self.group if self.group in ("lm", "consensus") else "single"
 
 
 FEATURES: tuple[Feature, ...] = (
@@ -137,6 +143,10 @@ FEATURES: tuple[Feature, ...] = (
     Feature("cue_compare", "question", "'more than', 'less than', 'greater', 'above', 'below', ..."),
     Feature("cue_both", "question", "'both', 'and also'"),
     Feature("cue_or", "question", "'or', 'either'"),
+    # scorer LM over the node's span (optional)
+    Feature("lm_span_min_logprob", "lm", "lowest scorer-LM token log-probability in the node's span"),
+    Feature("lm_span_mean_logprob", "lm", "mean scorer-LM token log-probability in the node's span"),
+    Feature("lm_query_mean_logprob", "lm", "mean scorer-LM token log-probability of the whole SQL"),
     # consensus (other systems' outputs for the same question)
     Feature("agreement", "consensus", "share of the other systems' trees that contain the node"),
     Feature("parent_agreement", "consensus", "agreement of the parent (the root: its own)"),
@@ -148,6 +158,7 @@ FEATURES: tuple[Feature, ...] = (
 )
 FEATURE_NAMES = tuple(f.name for f in FEATURES)
 SINGLE_FEATURES = tuple(f.name for f in FEATURES if f.track == "single")
+LM_FEATURES = tuple(f.name for f in FEATURES if f.track == "lm")
 CONSENSUS_FEATURES = tuple(f.name for f in FEATURES if f.track == "consensus")
 GROUPS = tuple(dict.fromkeys(f.group for f in FEATURES))
 
@@ -701,12 +712,13 @@ class FeatureReport:
 
 def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths: dict[str, Path | None],
                    consensus: bool = False, use_cache: bool = True, cache_folder: Path | None = None,
-                   timeout_s: float = 5.0, progress: bool = False
+                   timeout_s: float = 5.0, progress: bool = False, lm: bool = False
                    ) -> tuple[list[np.ndarray], tuple[str, ...], FeatureReport]:
     """Feature matrices (one per example, nodes x features) and their column names.
 
     Single-system rows come from the cache when present (``cache_dir("features", VERSION)``),
-    else are computed and stored; consensus columns are appended when ``consensus``.
+    else are computed and stored; scorer-LM columns are appended when ``lm`` and consensus
+    columns when ``consensus``.
     """
     start = time.perf_counter()
     folder = cache_folder or cache_dir("features", VERSION)
@@ -752,12 +764,85 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
                   flush=True)
     matrices = [t.values for t in singles]
     names = SINGLE_FEATURES
+    if lm:
+        extra = lm_span_features(examples, schemas, progress=progress)
+        matrices = [np.hstack([m, c]) for m, c in zip(matrices, extra)]
+        names = names + LM_FEATURES
     if consensus:
         extra = consensus_features(examples, [t.result_digest for t in singles])
         matrices = [np.hstack([m, c]) for m, c in zip(matrices, extra)]
-        names = SINGLE_FEATURES + CONSENSUS_FEATURES
+        names = names + CONSENSUS_FEATURES
     report.seconds = time.perf_counter() - start
     return matrices, names, report
+
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def _word_spans(text: str) -> list[tuple[str, int, int]]:
+    return [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(text)]
+
+
+def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]], list[int | None]]:
+    """Match the canonical SQL's words to the written SQL's: the canonical words' character spans,
+    and for each the index of its written word (None where the texts differ unevenly).
+
+    >>> spans, match = written_word_of("select singer.name from singer", "SELECT T1.name FROM singer AS T1")
+    >>> match
+    [0, 1, 2, 3, 4, 5]
+    """
+    a, b = _word_spans(canonical), _word_spans(written)
+    matcher = difflib.SequenceMatcher(None, [w for w, _, _ in a], [w for w, _, _ in b], autojunk=False)
+    match: list[int | None] = [None] * len(a)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
+            for k in range(i2 - i1):
+                match[i1 + k] = j1 + k
+    return [(s, e) for _, s, e in a], match
+
+
+def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=None, tokenizer=None,
+                     cache_path: Path | None = None, progress: bool = False) -> list[np.ndarray]:
+    """Scorer-LM rows (nodes, len(LM_FEATURES)) of every example: token log-probabilities of the
+    written SQL (``model.lm.scoring.token_probabilities`` with the whole-query scorer's prompt
+    and disk cache, so SQL the whole-query track scored is not scored again) pooled over the
+    written words matched to each node's canonical span. A node without a span, or whose words
+    are not matched, gets NaN."""
+    from model.lm import load_causal_lm
+    from model.lm.scoring import prompt_text, token_probabilities
+
+    if model is None or tokenizer is None:
+        model, tokenizer = load_causal_lm()
+    items = []
+    for e in examples:
+        schema = schemas.get(e.db_id)
+        items.append((prompt_text(e.question, schema.tables if schema is not None else None), e.sql))
+    scored = token_probabilities(model, tokenizer, items, progress=progress,
+                                 cache_path=cache_path or cache_dir("scores", "smollm2.jsonl"))
+    out = []
+    for e, (_, probabilities) in zip(examples, scored):
+        x = np.full((len(e.node_labels), len(LM_FEATURES)), NAN)
+        written = " " + e.sql.strip()  # what the scorer read (model.lm.scoring.sql_token_ids)
+        offsets = tokenizer(written, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        log_p = np.log(np.clip(np.asarray(probabilities, dtype=float), 1e-12, 1.0))
+        if len(offsets) != len(log_p) or not len(log_p):
+            out.append(x)
+            continue
+        x[:, 2] = log_p.mean()
+        words = _word_spans(written)
+        tokens_of_word = [[t for t, (s, end) in enumerate(offsets) if s < we and end > ws] for _, ws, we in words]
+        spans = rat.sql_spans(e.sql, tree_of({"node_names": e.node_names, "node_arity": e.node_arity}),
+                              schemas.get(e.db_id))
+        canonical_words, match = written_word_of(spans.sql, written)
+        for i, span in enumerate(spans.spans):
+            if span is None:
+                continue
+            tokens = sorted({t for (ws, we), j in zip(canonical_words, match)
+                             if j is not None and ws >= span[0] and we <= span[1] for t in tokens_of_word[j]})
+            if tokens:
+                x[i, 0], x[i, 1] = log_p[tokens].min(), log_p[tokens].mean()
+        out.append(x)
+    return out
 
 
 def _question_vectors(examples: Sequence) -> dict[str, np.ndarray]:
