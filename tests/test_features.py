@@ -130,10 +130,10 @@ def test_semantic_linking_ranks_the_name_the_question_means_first():
 
 
 def test_lm_span_features_pool_the_scorers_token_log_probs_over_node_spans(demo, tmp_path):
+    from model.data.datasets import Question
     from model.lm import load_causal_lm
     from model.lm.scoring import prompt_text, token_probabilities
     from model.nodes.examples import make_example
-    from model.data.datasets import Question
 
     model, tokenizer = load_causal_lm()
     q = Question(question_id="dev_x", db_id="clinic", question="List the names of patients.", gold_sql="")
