@@ -138,7 +138,7 @@ def test_lm_span_features_pool_the_scorers_token_log_probs_over_node_spans(demo,
     model, tokenizer = load_causal_lm()
     q = Question(question_id="dev_x", db_id="clinic", question="List the names of patients.", gold_sql="")
     schema = demo[1]["clinic"]
-    table = sorted(schema.tables)[0]
+    table = min(schema.tables)
     column = schema.tables[table][0]
     sql = f"SELECT {column} FROM {table}"
     example = make_example(q, sql, "s", schema)
