@@ -152,3 +152,17 @@ def test_consensus_data_attaches_agreements_to_real_outputs_only():
     assert predicted and all(e.node_agreement is not None and len(e.node_agreement) == len(e.node_labels)
                              for e in predicted)  # three demo systems answer every question
     assert all(e.node_agreement is None for e in datamodule.sources["train_side"])  # perturbations
+
+
+def test_leave_one_system_out_trains_without_it_and_tests_only_it():
+    datamodule = NodeDataModule(protocol="crossfit", folds=3, use_perturbations=False,
+                                holdout_system="demo_weak")
+    datamodule.build_sources()
+    for fold in range(3):
+        datamodule.use_fold(fold)
+        assert {e.system for e in datamodule.datasets["test"]} == {"demo_weak"}
+        assert "demo_weak" not in {e.system for s in ("train", "val") for e in datamodule.datasets[s]}
+    from model.cli import UsageError
+
+    with pytest.raises(UsageError, match="data.holdout_system=nobody: no such system"):
+        NodeDataModule(protocol="crossfit", folds=3, holdout_system="nobody").use_fold(0)

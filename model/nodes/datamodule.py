@@ -63,6 +63,7 @@ class NodeDataModule(L.LightningDataModule):
         train_gold: bool = False,  # train_split gold queries as all-correct examples
         dedupe_train: bool = True,  # identical training inputs once, weighted by their count
         consensus: bool = False,  # attach each node's agreement with the question's other outputs
+        holdout_system: str | None = None,  # leave one system out: train/val without it, test only it
     ):
         super().__init__()
         if protocol not in ("split", "crossfit"):
@@ -175,6 +176,11 @@ class NodeDataModule(L.LightningDataModule):
         h = self.hparams
         self.db_split = db_split
         have_predictions = bool(self.sources["eval_predicted"])
+        if h.holdout_system and h.holdout_system not in {e.system for e in self.sources["eval_predicted"]}:
+            from model.cli import UsageError
+
+            systems = sorted({e.system for e in self.sources["eval_predicted"]})
+            raise UsageError(f"data.holdout_system={h.holdout_system}: no such system; found {systems}")
 
         def where(example) -> str:  # dbs only in train_split are training dbs
             return db_split.get(example.db_id, "train")
@@ -187,6 +193,8 @@ class NodeDataModule(L.LightningDataModule):
             if where(e) == "train" or not have_predictions:
                 out[where(e)].append(e)
         for e in self.sources["eval_predicted"]:
+            if h.holdout_system and (e.system == h.holdout_system) != (where(e) == "test"):
+                continue  # leave one system out: never trained or validated on, the only one tested
             if where(e) != "train" or h.use_predictions:
                 out[where(e)].append(e)
         empty = [s for s in SPLITS if not out[s]]
