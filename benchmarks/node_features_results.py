@@ -27,7 +27,7 @@ from model.nodes.boosted import BoostedConfig, crossfit, fit_classifier, fold_ro
 from model.nodes.features import FEATURES
 
 REPO = Path(__file__).resolve().parents[1]
-SINGLE_GROUPS = ("structure", "linking", "values", "execution", "question")
+SINGLE_GROUPS = ("structure", "linking", "values", "execution", "question", "lm")
 
 
 def track_columns(names, groups) -> np.ndarray:
@@ -69,11 +69,12 @@ def main() -> None:
     parser.add_argument("--stages", default="main,kinds,ablation,importance,loso")
     parser.add_argument("--loso-systems", default="all", help="comma-separated systems, or all")
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--no-lm", action="store_true", help="leave out the scorer-LM span group")
     args = parser.parse_args()
     stages = set(args.stages.split(","))
     data_cfg = OmegaConf.create({"root": args.root, "predictions": f"{args.root}/../predictions/spider_dev/*",
                                  "eval_split": "dev", "protocol": "crossfit", "folds": args.folds})
-    config = BoostedConfig(groups="single+consensus")
+    config = BoostedConfig(groups="single+consensus", lm=not args.no_lm)
     table = load_table(data_cfg, config, progress=False)
     roles, _ = fold_roles(table, data_cfg)
     single = track_columns(table.names, SINGLE_GROUPS)
@@ -108,7 +109,7 @@ def main() -> None:
     if "ablation" in stages:
         fast = BoostedConfig(site_head=False)
         rows = {}
-        for dropped in ("none", *SINGLE_GROUPS):
+        for dropped in ("none", *(g for g in SINGLE_GROUPS if track_columns(table.names, (g,)).any())):
             columns = single & ~track_columns(table.names, (dropped,))
             scored, _, _ = crossfit(table, roles, fast, columns=columns, progress=False)
             r = summary_row(table, scored)
