@@ -1,7 +1,7 @@
 """Train a node-level confidence model on the demo corpus or Spider; see ``model.train``.
 
     python train.py                                          # demo corpus, CPU, a few minutes
-    python train.py +experiment=perturbed_posweight data=spider data.root=../shared/data/spider
+    python train.py +experiment=perturbed_posweight model=smollm2 data=spider data.root=../shared/data/spider
     python train.py trainer=ddp trainer.devices=2            # Lightning DDP (gloo on CPU)
     python train.py ckpt_path=<run>/checkpoints/last.ckpt    # resume
 """
