@@ -95,3 +95,13 @@ def test_stacked_variant_reads_another_runs_node_logits(boosted_run, tmp_path):
 def test_stack_file_missing_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="model.stack=/no/such.jsonl"):
         train(compose_cfg("train", [*FAST, "model.stack=/no/such.jsonl"], tmp_path))
+
+
+def test_drop_leaves_out_named_features_and_groups(tmp_path):
+    _, objects = train(compose_cfg("train", [*FAST, "model.drop=[name_semantic,question]", "model.site_head=false"],
+                                   tmp_path))
+    names = objects["table"].names
+    assert "name_semantic" not in names and "name_fuzzy" in names
+    assert not any(n.startswith("cue_") or n == "question_words" for n in names)
+    with pytest.raises(ValueError, match=r"model.drop: unknown feature or group \['nonsense'\]"):
+        train(compose_cfg("train", [*FAST, "model.drop=[nonsense]"], tmp_path))

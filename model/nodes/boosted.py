@@ -51,6 +51,7 @@ class BoostedConfig:
     feature_timeout_s: float = 5.0
     use_cache: bool = True
     lm: bool = False  # scorer-LM log-probabilities over node spans (features group lm)
+    drop: tuple[str, ...] = ()  # feature names (or group names) left out, for ablations
     stack: str | None = None  # a neural run's out-of-fold predictions: its node logit becomes a feature
 
     @classmethod
@@ -58,6 +59,7 @@ class BoostedConfig:
         values = OmegaConf.to_container(model_cfg, resolve=True) if isinstance(model_cfg, DictConfig) \
             else dict(model_cfg)
         known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
+        known["drop"] = tuple(known.get("drop") or ())
         config = cls(**known)
         if config.groups not in GROUP_CHOICES:
             raise ValueError(f"model.groups must be one of {GROUP_CHOICES}; found {config.groups!r}")
@@ -122,7 +124,23 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
         print(report, flush=True)
     if config.stack:
         features, names = stack_neural(examples, features, names, Path(config.stack), progress)
+    if config.drop:
+        features, names = drop_columns(features, names, config.drop)
     return NodeTable(examples, features, names, root)
+
+
+def drop_columns(features: list[np.ndarray], names: tuple[str, ...], drop: Sequence[str]
+                 ) -> tuple[list[np.ndarray], tuple[str, ...]]:
+    """Leave out the named features, or every feature of a named group (``model.drop``)."""
+    from model.nodes.features import FEATURES
+
+    group_of = {f.name: f.group for f in FEATURES}
+    unknown = [d for d in drop if d not in names and d not in group_of.values()]
+    if unknown:
+        raise ValueError(f"model.drop: unknown feature or group {unknown}; features are listed in "
+                         "docs/node_features.md")
+    keep = np.array([n not in drop and group_of.get(n) not in drop for n in names])
+    return [x[:, keep] for x in features], tuple(n for n, k in zip(names, keep) if k)
 
 
 STACK_FEATURE = "neural_logit"
