@@ -1,5 +1,7 @@
 """Node-feature extraction speed (model.nodes.features) on the 11 systems' Spider dev predictions:
-cold (empty cache) and warm (cached), single process, in nodes per second.
+cold (empty cache) and warm (cached), single process, in nodes per second; then the scorer-LM
+span group (``lm=True``) with the whole-query scorer's token cache (warm when the whole-query
+track has scored these predictions: the LM only loads, the spans are matched to the written SQL).
 
     .venv/bin/python benchmarks/feature_speed.py [--root ../shared/data/spider] [--limit N]
 """
@@ -43,6 +45,10 @@ def main() -> None:
                                                   cache_folder=Path(folder))
                 track = "single+consensus" if consensus else "single"
                 print(f"{run:5s} {track:17s} {len(names)} features: {report}")
+        start = time.perf_counter()
+        _, names, report = build_features(examples, schemas, db_paths, cache_folder=Path(folder), lm=True)
+        print(f"warm  single+lm         {len(names)} features: {report} "
+              f"(with loading the LM: {time.perf_counter() - start:.1f} s)")
 
 
 if __name__ == "__main__":
