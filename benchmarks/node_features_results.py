@@ -27,7 +27,7 @@ from model.nodes.boosted import BoostedConfig, crossfit, fit_classifier, fold_ro
 from model.nodes.features import FEATURES
 
 REPO = Path(__file__).resolve().parents[1]
-SINGLE_GROUPS = ("structure", "linking", "values", "execution", "question", "lm")
+SINGLE_GROUPS = ("structure", "linking", "semantic", "values", "execution", "question", "lm")
 
 
 def track_columns(names, groups) -> np.ndarray:

@@ -62,7 +62,7 @@ NAN = float("nan")
 @dataclass(frozen=True)
 class Feature:
     name: str
-    group: str  # structure | linking | values | execution | question | lm | consensus
+    group: str  # structure | linking | semantic | values | execution | question | lm | consensus
     doc: str
     categorical: bool = False
 
@@ -97,10 +97,10 @@ FEATURES: tuple[Feature, ...] = (
     Feature("name_fuzzy", "linking", "best difflib ratio of the name against question n-grams"),
     Feature("name_rank", "linking", "rank of the name's fuzzy score among all schema names of its kind (0 = best)"),
     Feature("name_gap", "linking", "best fuzzy score of any schema name of its kind minus this one's"),
-    Feature("name_semantic", "linking", "cosine of MiniLM embeddings of the name and the question"),
-    Feature("name_semantic_rank", "linking", "rank of name_semantic among all schema names of its kind (0 = best)"),
-    Feature("name_semantic_gap", "linking", "best name_semantic of any schema name of its kind minus this one's"),
-    Feature("subtree_min_semantic", "linking", "min name_semantic over the subtree's names"),
+    Feature("name_semantic", "semantic", "cosine of MiniLM embeddings of the name and the question"),
+    Feature("name_semantic_rank", "semantic", "rank of name_semantic among all schema names of its kind (0 = best)"),
+    Feature("name_semantic_gap", "semantic", "best name_semantic of any schema name of its kind minus this one's"),
+    Feature("subtree_min_semantic", "semantic", "min name_semantic over the subtree's names"),
     Feature("table_word_share", "linking", "for a column: word share of its table's name"),
     Feature("is_primary_key", "linking", "the column is a primary key"),
     Feature("is_foreign_key", "linking", "the column takes part in a declared foreign key"),
