@@ -98,7 +98,7 @@ def main() -> None:
         DATA.extend(["data=spider", f"data.root={args.spider}", "data.protocol=split",
                      "data.train_predictions=null", "++data.max_questions=300"])
 
-    cfg, datamodule, table_model = default_objects([])
+    cfg, datamodule, table_model = default_objects(["model=smollm2"])
     batches = list(datamodule.train_dataloader())
     n_layers = None
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; default config: "
@@ -110,7 +110,7 @@ def main() -> None:
     from model.lm import load_causal_lm
 
     n_layers = load_causal_lm()[0].config.num_hidden_layers
-    _, _, lm_model = default_objects([f"model.embedder.layer={n_layers}"])
+    _, _, lm_model = default_objects(["model=smollm2", f"model.embedder.layer={n_layers}"])
     rows[f"embedder.layer={n_layers} (whole LM every step)"] = throughput(lm_model, batches, args.lm_steps, True)
     del lm_model
     for length in (int(x) for x in args.minilm_lengths.split(",") if x):
