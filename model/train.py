@@ -123,6 +123,7 @@ def train_crossfit(cfg: DictConfig, datamodule) -> tuple[dict[str, float], dict[
             rows[split] += prediction_rows(model, datamodule, split, fold=fold, method=method)
         part = _node_summary(rows["test"][-sizes["test"]:])
         print(f"fold {fold + 1}/{cfg.data.folds}: test node AUC {part['auc']:.3f}", flush=True)
+    calibrate_folds(rows, cfg.data.get("fold_calibration", "platt"))
     metrics = {f"{split}/{k}": v for split in ("val", "test") for k, v in _node_summary(rows[split]).items()}
     for split in ("val", "test"):
         write_predictions_file(output_dir / "predictions" / f"{split}.jsonl", rows[split])
@@ -130,6 +131,40 @@ def train_crossfit(cfg: DictConfig, datamodule) -> tuple[dict[str, float], dict[
                     {"best_checkpoints": best, **metrics})
     print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith("test/")), flush=True)
     return metrics, {"model": model, "datamodule": datamodule, "rows": rows, "best_checkpoints": best}
+
+
+def calibrate_folds(rows: dict[str, list[dict]], kind: str = "platt") -> None:
+    """crossfit: map each fold model's confidences through a calibrator (``kind``: platt |
+    isotonic | none) fitted on the confidences it gave its validation databases, so that the
+    folds' outputs share one scale before they are pooled; the raw values stay in
+    ``node_confidences_raw``. Val rows are then in-sample (they fitted the map)."""
+    import numpy as np
+
+    from model.eval.calibration import fit_calibrator
+
+    for r in (r for split in ("val", "test") for r in rows[split]):
+        r.setdefault("node_confidences_raw", r["node_confidences"])
+    for fold in sorted({r["fold"] for r in rows["val"]}):
+        val = [r for r in rows["val"] if r["fold"] == fold]
+        calibrator = fit_calibrator(kind, np.concatenate([r["node_confidences_raw"] for r in val]),
+                                    np.concatenate([r["node_labels"] for r in val]))
+        for r in (r for split in ("val", "test") for r in rows[split] if r["fold"] == fold):
+            raw = np.asarray(r["node_confidences_raw"], dtype=float)
+            mapped = raw if calibrator is None else calibrator.confidence(raw)
+            r["node_confidences"] = [round(float(c), 6) for c in mapped]
+
+
+def calibrate_run(run_dir: str | Path, kind: str = "platt") -> dict[str, float]:
+    """Apply ``calibrate_folds`` to a cross-fitted run's prediction files (from their raw values,
+    so twice is the same as once), rewrite them and return the test node summary."""
+    from model.nodes.outputs import read_predictions
+
+    folder = Path(run_dir) / "predictions"
+    rows = {split: read_predictions(folder / f"{split}.jsonl") for split in ("val", "test")}
+    calibrate_folds(rows, kind)
+    for split in ("val", "test"):
+        write_predictions_file(folder / f"{split}.jsonl", rows[split])
+    return _node_summary(rows["test"])
 
 
 def _node_summary(rows: list[dict]) -> dict[str, float]:

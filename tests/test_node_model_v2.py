@@ -111,6 +111,33 @@ def test_crossfit_scores_every_prediction_out_of_fold(crossfit_run):
         assert (out / f"fold{i}" / "checkpoints").is_dir()
 
 
+def test_crossfit_folds_are_calibrated_on_their_validation_databases(crossfit_run, tmp_path):
+    import shutil
+
+    import numpy as np
+
+    from model.eval.calibration import fit_calibrator
+    from model.train import calibrate_run
+
+    out = crossfit_run[0]
+    rows = read_predictions(out / "predictions" / "test.jsonl")
+    val = read_predictions(out / "predictions" / "val.jsonl")
+    for fold in range(3):
+        raw = np.concatenate([r["node_confidences_raw"] for r in val if r["fold"] == fold])
+        labels = np.concatenate([r["node_labels"] for r in val if r["fold"] == fold])
+        platt = fit_calibrator("platt", raw, labels)
+        mine = [r for r in rows if r["fold"] == fold]
+        expected = platt.confidence(np.concatenate([r["node_confidences_raw"] for r in mine]))
+        assert np.allclose(np.concatenate([r["node_confidences"] for r in mine]), expected, atol=1e-5)
+    copy = tmp_path / "run"
+    shutil.copytree(out / "predictions", copy / "predictions")
+    once = read_predictions(copy / "predictions" / "test.jsonl")
+    calibrate_run(copy)  # again: from the raw values, so nothing changes
+    assert read_predictions(copy / "predictions" / "test.jsonl") == once
+    calibrate_run(copy, "none")
+    assert all(r["node_confidences"] == r["node_confidences_raw"] for r in read_predictions(copy / "predictions" / "test.jsonl"))
+
+
 def test_crossfit_folds_never_train_on_their_test_databases(crossfit_run):
     datamodule = crossfit_run[2]["datamodule"]
     for fold in range(3):

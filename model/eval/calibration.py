@@ -405,3 +405,15 @@ def calibration_test_split(groups: Sequence[str], calibration_fraction: float = 
         chosen.add(g)
         size += int((groups == g).sum())
     return np.isin(groups, list(chosen))
+
+
+def fit_calibrator(kind: str, scores, labels) -> Calibrator | None:
+    """A node-confidence calibrator (``platt`` | ``isotonic``) fitted on held-out scores; None for
+    ``none`` or no scores. Node models use it on their validation databases (the boosted scorer
+    per fold, the neural model per cross-fitting fold)."""
+    if kind not in ("platt", "isotonic", "none"):
+        raise ValueError(f"calibration must be platt, isotonic or none; found {kind!r}")
+    if kind == "none" or len(scores) == 0:
+        return None
+    calibrator = PlattScaler("prob", eps=1e-6) if kind == "platt" else IsotonicCalibrator()
+    return calibrator.fit(scores, labels)

@@ -215,15 +215,6 @@ def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict
     return model.fit(x, y)
 
 
-def fit_calibrator(kind: str, scores: np.ndarray, labels: np.ndarray):
-    from model.eval.calibration import IsotonicCalibrator, PlattScaler
-
-    if kind == "none" or len(scores) == 0:
-        return None
-    calibrator = PlattScaler("prob", eps=1e-6) if kind == "platt" else IsotonicCalibrator()
-    return calibrator.fit(scores, labels)
-
-
 def _split_rows(values: np.ndarray, table: NodeTable, indices: Sequence[int]) -> list[np.ndarray]:
     sizes = [len(table.examples[k].node_labels) for k in indices]
     return np.split(values, np.cumsum(sizes)[:-1])
@@ -259,6 +250,8 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
         site = site_model.predict_proba(xp[:, keep])[:, 1] if site_model is not None else None
         scored[part] = (raw, yp, site)
     raw_val, y_val, _ = scored["val"]
+    from model.eval.calibration import fit_calibrator
+
     calibrator = fit_calibrator(config.calibration, raw_val, y_val)
     out = {}
     for part in ("val", "test"):

@@ -59,6 +59,7 @@ class NodeDataModule(L.LightningDataModule):
         protocol: str = "split",  # split: one fixed train/val/test division of the eval dbs;
         # crossfit: k folds of the eval dbs, one model per fold (use_fold)
         folds: int = 5,  # crossfit folds
+        fold_calibration: str = "platt",  # crossfit: each fold's model calibrated on its val dbs
         train_predictions: str | Sequence[str] | None = None,  # outputs on train_split questions
         train_gold: bool = False,  # train_split gold queries as all-correct examples
         dedupe_train: bool = True,  # identical training inputs once, weighted by their count
@@ -68,6 +69,8 @@ class NodeDataModule(L.LightningDataModule):
         super().__init__()
         if protocol not in ("split", "crossfit"):
             raise ValueError(f"data.protocol must be split or crossfit; found {protocol!r}")
+        if fold_calibration not in ("platt", "isotonic", "none"):
+            raise ValueError(f"data.fold_calibration must be platt, isotonic or none; found {fold_calibration!r}")
         self.save_hyperparameters(logger=False)
         self.datasets: dict[str, list] = {}
         self.db_split: dict[str, str] = {}
