@@ -61,6 +61,9 @@ def test_consensus_head_reads_each_nodes_agreement():
     disagreed = model(batch_of(examples))
     mask = batch["node_mask"]
     assert not torch.allclose(agreed[mask], disagreed[mask]) and not torch.allclose(unknown[mask], agreed[mask])
+    # untrained, the head ranks by agreement: its logit enters with weight 1 (clipped at 0.02/0.98)
+    gap = 2 * torch.log(torch.tensor(0.98 / 0.02))
+    assert torch.allclose(agreed[mask] - disagreed[mask], gap.expand(int(mask.sum())), atol=1e-4)
     with pytest.raises(ValueError, match="consensus"):
         model.backbone(batch["input_ids"], batch["attention_mask"], batch["node_positions"], mask)
 

@@ -84,6 +84,11 @@ class NodeHead(nn.Module):
     """One logit per node from the token vectors ending at the node's last token; with
     ``consensus`` also from the node's agreement with the other outputs (and whether any exist).
 
+    The agreement enters as its logit (clipped to [0.02, 0.98]) with a weight initialised at 1:
+    the untrained head already ranks nodes as agreement does, and training learns what the text
+    adds. (Fed as a raw share with a small random weight, a few hundred Adam steps at lr 1e-3
+    cannot grow the weight to the ~5 that agreement needs, and the model stays far below it.)
+
     A node's last token is its closing parenthesis; with ``head_tokens`` > 1 the head also reads
     the tokens just before it (the node's label), clamped at the start of the input.
     """
@@ -92,6 +97,9 @@ class NodeHead(nn.Module):
         super().__init__()
         self.head_tokens, self.consensus = head_tokens, consensus
         self.linear = nn.Linear(head_tokens * d_model + (2 if consensus else 0), 1)
+        if consensus:
+            with torch.no_grad():
+                self.linear.weight[0, -2] = 1.0  # the agreement logit's column
 
     def forward(self, x: torch.Tensor, node_positions: torch.Tensor, node_mask: torch.Tensor,
                 node_agreement: torch.Tensor | None = None) -> torch.Tensor:
@@ -108,8 +116,9 @@ class NodeHead(nn.Module):
             if node_agreement is None:
                 raise ValueError("model.consensus=true needs node agreements in the batch")
             known = ~torch.isnan(node_agreement)
-            features = torch.cat([features, torch.nan_to_num(node_agreement, nan=0.0).unsqueeze(-1),
-                                  known.float().unsqueeze(-1)], dim=-1)
+            share = torch.nan_to_num(node_agreement, nan=0.5).clamp(0.02, 0.98)
+            agreement_logit = torch.where(known, torch.log(share) - torch.log1p(-share), 0.0)
+            features = torch.cat([features, agreement_logit.unsqueeze(-1), known.float().unsqueeze(-1)], dim=-1)
         return self.linear(features).squeeze(-1)  # (batch, nodes) logits
 
 
