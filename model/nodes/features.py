@@ -55,7 +55,7 @@ from model.eval.baselines import node_agreement
 from model.eval.localisation import post_order_children
 from model.nodes.outputs import tree_of
 
-VERSION = "nf-2"  # bump when a feature's definition changes: the cache key includes it
+VERSION = "nf-3"  # bump when a feature's definition changes: the cache key includes it
 NAN = float("nan")
 
 
@@ -776,11 +776,11 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
     return matrices, names, report
 
 
-_WORD = re.compile(r"\w+|[^\w\s]")
+_SQL_WORD = re.compile(r"\w+|[^\w\s]")  # SQL words and punctuation, for span matching
 
 
 def _word_spans(text: str) -> list[tuple[str, int, int]]:
-    return [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(text)]
+    return [(m.group().lower(), m.start(), m.end()) for m in _SQL_WORD.finditer(text)]
 
 
 def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]], list[int | None]]:
