@@ -57,13 +57,18 @@ def trained():
         lr=3e-3, warmup_steps=1,
     )
     table_before = model.embedder.frozen.weight.detach().clone()
-    trainer = L.Trainer(max_epochs=6, accelerator="cpu", logger=False, enable_checkpointing=False,
+    trainer, val = fit_small(model, datamodule, epochs=6)
+    return model, datamodule, trainer, val, table_before
+
+
+def fit_small(model, datamodule, epochs: int):
+    """Fit a node module on a small tokenized datamodule on the CPU; (trainer, val metrics)."""
+    trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, deterministic=True,
                         use_distributed_sampler=False)
     model.resolve_pos_weight(*datamodule.train_label_counts())
     trainer.fit(model, datamodule=datamodule)
-    val = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
-    return model, datamodule, trainer, val, table_before
+    return trainer, trainer.validate(model, datamodule=datamodule, verbose=False)[0]
 
 
 def test_planted_signal_is_learned(trained):

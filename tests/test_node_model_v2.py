@@ -6,7 +6,7 @@ import json
 import lightning as L
 import pytest
 import torch
-from test_model_training import synthetic
+from test_model_training import fit_small, synthetic
 from test_train import TINY, compose_cfg
 
 from model.data.datasets import load_questions
@@ -36,12 +36,7 @@ def test_minilm_is_fine_tuned_end_to_end_and_learns_a_planted_signal():
     before = model.backbone.backbone.embeddings.word_embeddings.weight.detach().clone()
     optimizer = model.configure_optimizers()["optimizer"]
     assert sorted({g["lr"] for g in optimizer.param_groups}) == [1e-4, 3e-3]  # encoder, head
-    trainer = L.Trainer(max_epochs=4, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, deterministic=True,
-                        use_distributed_sampler=False)
-    model.resolve_pos_weight(*datamodule.train_label_counts())
-    trainer.fit(model, datamodule=datamodule)
-    val = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
+    _, val = fit_small(model, datamodule, epochs=4)
     assert val["val/auc"] > 0.8
     after = model.backbone.backbone.embeddings.word_embeddings.weight.detach()
     assert not torch.equal(before, after)  # the pre-trained encoder itself was trained
