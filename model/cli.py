@@ -20,11 +20,16 @@ def user_errors(prog: str, run_dir: str | Path | None = None) -> Iterator[None]:
     """Turn ``UsageError`` (and a missing mandatory Hydra value) into ``prog: error: ...`` on
     stderr and exit code 2; ``run_dir``, when it holds nothing but Hydra's own records, is
     removed so that a mistake leaves no junk run directory behind."""
+    from hydra.errors import InstantiationException
     from omegaconf.errors import MissingMandatoryValue
 
     try:
         yield
-    except (UsageError, MissingMandatoryValue) as e:
+    except (UsageError, MissingMandatoryValue, InstantiationException) as e:
+        if isinstance(e, InstantiationException):  # a config object's own check, e.g. data.folds
+            if not isinstance(e.__cause__, UsageError):
+                raise
+            e = e.__cause__
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         if isinstance(e, MissingMandatoryValue):
             key = getattr(e, "full_key", None) or "a value"

@@ -112,7 +112,7 @@ def train_crossfit(cfg: DictConfig, datamodule) -> tuple[dict[str, float], dict[
     rows: dict[str, list[dict]] = {"val": [], "test": []}
     folds, best = {}, {}
     datamodule.build_sources()
-    for fold in range(int(cfg.data.folds)):
+    for fold in datamodule.hparams.run_folds or range(int(cfg.data.folds)):
         datamodule.use_fold(fold)
         sizes = {s: len(datamodule.datasets[s]) for s in ("train", "val", "test")}
         print(f"fold {fold + 1}/{cfg.data.folds}: train {sizes['train']} distinct inputs, "

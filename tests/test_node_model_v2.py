@@ -157,6 +157,17 @@ def test_evaluate_reads_a_crossfit_run(crossfit_run):
     assert 0 <= method["metrics"]["auc"] <= 1 and "top1" in method["localisation"]
 
 
+def test_run_folds_runs_only_the_listed_folds(tmp_path):
+    cfg = compose_cfg([*TINY, "trainer.limit_val_batches=2", "data.protocol=crossfit", "data.folds=3",
+                       "data.run_folds=[1]"], tmp_path)
+    train(cfg)
+    rows = read_predictions(tmp_path / "predictions" / "test.jsonl")
+    folds = json.loads((tmp_path / "data.json").read_text())["folds"]
+    assert rows and {r["fold"] for r in rows} == {1} and list(folds) == ["1"]
+    assert {r["db_id"] for r in rows} == set(folds["1"])
+    assert (tmp_path / "fold1" / "checkpoints").is_dir() and not (tmp_path / "fold0").exists()
+
+
 def test_partial_id_keyed_outputs_on_the_train_split_are_training_examples(tmp_path):
     questions = load_questions(demo_root(), "train")[:5]
     path = tmp_path / "parser_run1.jsonl"

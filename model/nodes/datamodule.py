@@ -59,6 +59,7 @@ class NodeDataModule(L.LightningDataModule):
         protocol: str = "split",  # split: one fixed train/val/test division of the eval dbs;
         # crossfit: k folds of the eval dbs, one model per fold (use_fold)
         folds: int = 5,  # crossfit folds
+        run_folds: Sequence[int] | None = None,  # crossfit: only these folds (a partial, budgeted run)
         fold_calibration: str = "platt",  # crossfit: each fold's model calibrated on its val dbs
         train_predictions: str | Sequence[str] | None = None,  # outputs on train_split questions
         train_gold: bool = False,  # train_split gold queries as all-correct examples
@@ -66,11 +67,16 @@ class NodeDataModule(L.LightningDataModule):
         consensus: bool = False,  # attach each node's agreement with the question's other outputs
         holdout_system: str | None = None,  # leave one system out: train/val without it, test only it
     ):
+        from model.cli import UsageError
+
         super().__init__()
         if protocol not in ("split", "crossfit"):
-            raise ValueError(f"data.protocol must be split or crossfit; found {protocol!r}")
+            raise UsageError(f"data.protocol must be split or crossfit; found {protocol!r}")
         if fold_calibration not in ("platt", "isotonic", "none"):
-            raise ValueError(f"data.fold_calibration must be platt, isotonic or none; found {fold_calibration!r}")
+            raise UsageError(f"data.fold_calibration must be platt, isotonic or none; found {fold_calibration!r}")
+        bad = [f for f in (run_folds or []) if not 0 <= int(f) < folds]
+        if bad:
+            raise UsageError(f"data.run_folds: folds are numbered 0..{folds - 1}; found {bad}")
         self.save_hyperparameters(logger=False)
         self.datasets: dict[str, list] = {}
         self.db_split: dict[str, str] = {}
