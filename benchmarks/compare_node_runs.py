@@ -1,0 +1,102 @@
+"""Node-model runs side by side on the same outputs: each run against a baseline run, paired.
+
+Every run's ``predictions/test.jsonl`` is matched to the baseline run's rows for the same
+(system, question) (outputs only one of them scored are left out, and counted), so a run that covers part of the data (``data.run_folds=[0]``, or
+``data.holdout_system=<s>``: one system only) is compared with the baseline on exactly its
+outputs. Printed per run: outputs, nodes, node AUC of the run and of the baseline on those nodes,
+the difference with a 95% paired bootstrap interval (whole questions resampled), ECE, the
+whole-query AUC of the least confident node, and node agreement with the other systems (the
+consensus bar) on the same nodes where the baseline holds the other systems' outputs.
+
+    python benchmarks/compare_node_runs.py --baseline runs/minilm_single runs/v2_f0_perturbed ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from model.eval import metrics as M
+from model.eval.baselines import node_agreement
+from model.nodes.outputs import read_predictions, tree_of
+
+
+def _rows(run: Path) -> list[dict]:
+    path = run / "predictions" / "test.jsonl"
+    if not path.exists():
+        sys.exit(f"compare_node_runs.py: error: {run}: no predictions/test.jsonl in it")
+    return read_predictions(path)
+
+
+def _flat(rows: list[dict], field: str) -> np.ndarray:
+    return np.concatenate([r[field] for r in rows]).astype(float)
+
+
+def paired_auc_difference(a: np.ndarray, b: np.ndarray, labels: np.ndarray, groups: np.ndarray,
+                          n: int = 1000, seed: int = 0) -> tuple[float, float, float]:
+    """AUC(a) - AUC(b) on the same nodes, with a 95% bootstrap interval over whole groups.
+
+    >>> y = np.array([0, 1, 0, 1]); g = np.array([0, 0, 1, 1])
+    >>> paired_auc_difference(np.array([.1, .9, .2, .8]), np.array([.9, .1, .2, .8]), y, g, n=50)[0]
+    0.75
+    """
+    _, index = np.unique(groups, return_inverse=True)
+    members = [np.flatnonzero(index == g) for g in range(index.max() + 1)]
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n):
+        picked = np.concatenate([members[g] for g in rng.integers(0, len(members), len(members))])
+        draws.append(M.auc(a[picked], labels[picked]) - M.auc(b[picked], labels[picked]))
+    draws = np.array(draws)
+    low, high = np.percentile(draws[np.isfinite(draws)], [2.5, 97.5])
+    return M.auc(a, labels) - M.auc(b, labels), float(low), float(high)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--baseline", type=Path, required=True, help="a run covering every output of the others")
+    parser.add_argument("--n-bootstrap", type=int, default=1000)
+    args = parser.parse_args()
+
+    base_rows = _rows(args.baseline)
+    base = {(r["system"], r["question_id"]): r for r in base_rows}
+    trees = {key: tree_of(r) for key, r in base.items()}
+    agreement = node_agreement({k: t for k, t in trees.items() if t is not None})
+    print(f"baseline: {args.baseline} ({len(base_rows)} outputs)")
+    print("| run | folds | systems | outputs | nodes | node AUC | baseline AUC | difference [95% CI] "
+          "| ECE | query AUC | baseline query AUC | agreement AUC |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for run in args.runs:
+        rows = _rows(run)
+        left_out = sum((r["system"], r["question_id"]) not in base for r in rows)
+        if left_out:  # e.g. another tokenizer skipped other over-long inputs
+            print(f"{run}: {left_out} outputs not in the baseline, left out", file=sys.stderr)
+        rows = [r for r in rows if (r["system"], r["question_id"]) in base]
+        paired = [base[r["system"], r["question_id"]] for r in rows]
+        labels = _flat(rows, "node_labels")
+        if not np.array_equal(labels, _flat(paired, "node_labels")):
+            sys.exit(f"compare_node_runs.py: error: {run}: node labels differ from the baseline's")
+        conf, conf_base = _flat(rows, "node_confidences"), _flat(paired, "node_confidences")
+        groups = np.concatenate([[r["question_id"]] * len(r["node_labels"]) for r in rows])
+        diff, low, high = paired_auc_difference(conf, conf_base, labels, groups, args.n_bootstrap)
+        correct = np.array([int(bool(r["execution_match"])) for r in rows])
+        query = M.auc(np.array([min(r["node_confidences"]) for r in rows]), correct)
+        query_base = M.auc(np.array([min(r["node_confidences"]) for r in paired]), correct)
+        agreed = [agreement.get((r["system"], r["question_id"])) for r in rows]
+        agree_auc = (M.auc(np.concatenate(agreed), labels) if all(a is not None for a in agreed) else float("nan"))
+        folds = ",".join(str(f) for f in sorted({r.get("fold") for r in rows} - {None})) or "-"
+        systems = len({r["system"] for r in rows})
+        print(f"| {run.name} | {folds} | {systems} | {len(rows)} | {labels.size} | {M.auc(conf, labels):.3f} "
+              f"| {M.auc(conf_base, labels):.3f} | {diff:+.3f} [{low:+.3f}, {high:+.3f}] "
+              f"| {M.ece(conf, labels):.3f} | {query:.3f} | {query_base:.3f} | {agree_auc:.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
