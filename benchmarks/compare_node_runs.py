@@ -6,7 +6,8 @@ Every run's ``predictions/test.jsonl`` is matched to the baseline run's rows for
 outputs. Printed per run: outputs, nodes, node AUC of the run and of the baseline on those nodes,
 the difference with a 95% paired bootstrap interval (whole questions resampled), ECE, the
 whole-query AUC of the least confident node, and node agreement with the other systems (the
-consensus bar) on the same nodes where the baseline holds the other systems' outputs.
+consensus bar) on the same nodes, with the run's difference from it, where the baseline holds the
+other systems' outputs.
 
     python benchmarks/compare_node_runs.py --baseline runs/minilm_single runs/v2_f0_perturbed ...
 """
@@ -27,10 +28,15 @@ from model.eval.baselines import node_agreement
 from model.nodes.outputs import read_predictions, tree_of
 
 
+def _fail(message: str) -> None:
+    print(f"compare_node_runs.py: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def _rows(run: Path) -> list[dict]:
     path = run / "predictions" / "test.jsonl"
     if not path.exists():
-        sys.exit(f"compare_node_runs.py: error: {run}: no predictions/test.jsonl in it")
+        _fail(f"{run}: no predictions/test.jsonl in it")
     return read_predictions(path)
 
 
@@ -71,8 +77,8 @@ def main() -> None:
     agreement = node_agreement({k: t for k, t in trees.items() if t is not None})
     print(f"baseline: {args.baseline} ({len(base_rows)} outputs)")
     print("| run | folds | systems | outputs | nodes | node AUC | baseline AUC | difference [95% CI] "
-          "| ECE | query AUC | baseline query AUC | agreement AUC |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ECE | query AUC | baseline query AUC | agreement AUC | run − agreement [95% CI] |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for run in args.runs:
         rows = _rows(run)
         left_out = sum((r["system"], r["question_id"]) not in base for r in rows)
@@ -82,7 +88,7 @@ def main() -> None:
         paired = [base[r["system"], r["question_id"]] for r in rows]
         labels = _flat(rows, "node_labels")
         if not np.array_equal(labels, _flat(paired, "node_labels")):
-            sys.exit(f"compare_node_runs.py: error: {run}: node labels differ from the baseline's")
+            _fail(f"{run}: node labels differ from the baseline's")
         conf, conf_base = _flat(rows, "node_confidences"), _flat(paired, "node_confidences")
         groups = np.concatenate([[r["question_id"]] * len(r["node_labels"]) for r in rows])
         diff, low, high = paired_auc_difference(conf, conf_base, labels, groups, args.n_bootstrap)
@@ -90,12 +96,15 @@ def main() -> None:
         query = M.auc(np.array([min(r["node_confidences"]) for r in rows]), correct)
         query_base = M.auc(np.array([min(r["node_confidences"]) for r in paired]), correct)
         agreed = [agreement.get((r["system"], r["question_id"])) for r in rows]
-        agree_auc = (M.auc(np.concatenate(agreed), labels) if all(a is not None for a in agreed) else float("nan"))
+        vs_agreement = "– | –"
+        if all(a is not None for a in agreed):
+            d, lo, hi = paired_auc_difference(conf, np.concatenate(agreed), labels, groups, args.n_bootstrap)
+            vs_agreement = f"{M.auc(np.concatenate(agreed), labels):.3f} | {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
         folds = ",".join(str(f) for f in sorted({r.get("fold") for r in rows} - {None})) or "-"
         systems = len({r["system"] for r in rows})
         print(f"| {run.name} | {folds} | {systems} | {len(rows)} | {labels.size} | {M.auc(conf, labels):.3f} "
               f"| {M.auc(conf_base, labels):.3f} | {diff:+.3f} [{low:+.3f}, {high:+.3f}] "
-              f"| {M.ece(conf, labels):.3f} | {query:.3f} | {query_base:.3f} | {agree_auc:.3f} |", flush=True)
+              f"| {M.ece(conf, labels):.3f} | {query:.3f} | {query_base:.3f} | {vs_agreement} |", flush=True)
 
 
 if __name__ == "__main__":

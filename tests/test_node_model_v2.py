@@ -168,6 +168,25 @@ def test_run_folds_runs_only_the_listed_folds(tmp_path):
     assert (tmp_path / "fold1" / "checkpoints").is_dir() and not (tmp_path / "fold0").exists()
 
 
+def test_compare_node_runs_pairs_a_run_with_its_baseline(crossfit_run):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_node_runs.py"
+    out = str(crossfit_run[0])
+    result = subprocess.run([sys.executable, str(script), "--baseline", out, out, "--n-bootstrap", "20"],
+                            capture_output=True, text=True, check=True)
+    line = result.stdout.strip().splitlines()[-1].split(" | ")
+    rows = read_predictions(crossfit_run[0] / "predictions" / "test.jsonl")
+    assert line[1:4] == ["0,1,2", "3", str(len(rows))]  # folds, systems, outputs
+    assert line[5] == line[6] and line[7] == "+0.000 [+0.000, +0.000]"  # a run against itself
+    assert 0.5 < float(line[11]) <= 1  # agreement of the demo's three systems ranks nodes
+    bad = subprocess.run([sys.executable, str(script), "--baseline", "/no/run", out], check=False,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "no predictions/test.jsonl" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_partial_id_keyed_outputs_on_the_train_split_are_training_examples(tmp_path):
     questions = load_questions(demo_root(), "train")[:5]
     path = tmp_path / "parser_run1.jsonl"
