@@ -7,7 +7,7 @@ outputs. Printed per run: outputs, nodes, node AUC of the run and of the baselin
 the difference with a 95% paired bootstrap interval (whole questions resampled), ECE, the
 whole-query AUC of the least confident node, and node agreement with the other systems (the
 consensus bar) on the same nodes, with the run's difference from it, where the baseline holds the
-other systems' outputs.
+other systems' outputs; and the mean over the leave-one-system-out runs among them.
 
     python benchmarks/compare_node_runs.py --baseline runs/minilm_single runs/v2_f0_perturbed ...
 """
@@ -15,6 +15,7 @@ other systems' outputs.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -79,6 +80,7 @@ def main() -> None:
     print("| run | folds | systems | outputs | nodes | node AUC | baseline AUC | difference [95% CI] "
           "| ECE | query AUC | baseline query AUC | agreement AUC | run − agreement [95% CI] |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    held_out = []  # (run AUC, baseline AUC) of leave-one-system-out runs
     for run in args.runs:
         rows = _rows(run)
         left_out = sum((r["system"], r["question_id"]) not in base for r in rows)
@@ -105,6 +107,13 @@ def main() -> None:
         print(f"| {run.name} | {folds} | {systems} | {len(rows)} | {labels.size} | {M.auc(conf, labels):.3f} "
               f"| {M.auc(conf_base, labels):.3f} | {diff:+.3f} [{low:+.3f}, {high:+.3f}] "
               f"| {M.ece(conf, labels):.3f} | {query:.3f} | {query_base:.3f} | {vs_agreement} |", flush=True)
+        config = run / "config.json"
+        if config.exists() and json.loads(config.read_text())["data"].get("holdout_system"):
+            held_out.append((M.auc(conf, labels), M.auc(conf_base, labels)))
+    if held_out:
+        loso, seen = np.mean(held_out, axis=0)
+        print(f"\nleave-one-system-out, mean over {len(held_out)} systems: node AUC {loso:.3f} held out, "
+              f"{seen:.3f} when trained with the system's other outputs, difference {loso - seen:+.3f}")
 
 
 if __name__ == "__main__":
