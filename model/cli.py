@@ -26,7 +26,7 @@ def user_errors(prog: str, run_dir: str | Path | None = None) -> Iterator[None]:
     try:
         yield
     except (UsageError, MissingMandatoryValue, InstantiationException) as e:
-        if isinstance(e, InstantiationException):  # a config object's own check, e.g. data.folds
+        if isinstance(e, InstantiationException):  # a config object's own check, e.g. data.protocol
             if not isinstance(e.__cause__, UsageError):
                 raise
             e = e.__cause__

@@ -264,20 +264,23 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
 
 
 def crossfit(table: NodeTable, roles: list[dict[str, list[int]]], config: BoostedConfig, seed: int = 0,
-             columns: np.ndarray | None = None, progress: bool = True
+             columns: np.ndarray | None = None, progress: bool = True, fold_ids: Sequence[int] | None = None
              ) -> tuple[dict[int, tuple], dict[int, tuple], dict[int, int]]:
-    """Out-of-fold (test) and validation scores of every example, and the fold of each."""
+    """Out-of-fold (test) and validation scores of every example, and the fold of each
+    (``fold_ids[i]`` for ``roles[i]``; default the position)."""
     test, val, fold_of = {}, {}, {}
     for i, role in enumerate(roles):
+        fold = fold_ids[i] if fold_ids else i
+        name = f"{fold + 1}" if fold_ids else f"{fold + 1}/{len(roles)}"
         result = run_fold(table, role, config, seed, columns)
         test.update(result.test)
         val.update(result.val)
-        fold_of.update({k: i for k in role["test"]})
+        fold_of.update({k: fold for k in role["test"]})
         if progress:
             conf = np.concatenate([c for c, _ in result.test.values()]) if result.test else np.zeros(0)
             labels = np.concatenate([table.examples[k].node_labels for k in result.test]) if result.test \
                 else np.zeros(0)
-            print(f"  fold {i + 1}/{len(roles)}: train {len(role['train'])} / val {len(role['val'])} / "
+            print(f"  fold {name}: train {len(role['train'])} / val {len(role['val'])} / "
                   f"test {len(role['test'])} examples, test node AUC {M.auc(conf, labels):.3f}, "
                   f"{result.seconds:.1f} s", flush=True)
     return test, val, fold_of
@@ -320,10 +323,18 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     output_dir = Path(cfg.paths.output_dir)
     table = load_table(cfg.data, config)
     roles, folds_info = fold_roles(table, cfg.data)
+    fold_ids = [int(f) for f in cfg.data.get("run_folds") or []] if folds_info["protocol"] == "crossfit" else []
+    if fold_ids:  # data.run_folds: only these folds
+        if not all(0 <= f < len(roles) for f in fold_ids):
+            from model.cli import UsageError
+
+            raise UsageError(f"data.run_folds: folds are numbered 0..{len(roles) - 1}; found {fold_ids}")
+        roles = [roles[f] for f in fold_ids]
+        folds_info["folds"] = {str(f): folds_info["folds"][str(f)] for f in fold_ids}
     print(f"boosted node scorer ({config.method}, {len(table.names)} features, "
           f"protocol {folds_info['protocol']}, {len(roles)} fold(s))", flush=True)
-    test, val, fold_of = crossfit(table, roles, config, seed)
-    val_fold = {k: i for i, role in enumerate(roles) for k in role["val"]}
+    test, val, fold_of = crossfit(table, roles, config, seed, fold_ids=fold_ids or None)
+    val_fold = {k: (fold_ids[i] if fold_ids else i) for i, role in enumerate(roles) for k in role["val"]}
 
     metrics = {f"test/{k}": v for k, v in scores_summary(table, test).items()}
     metrics.update({f"val/{k}": v for k, v in scores_summary(table, val).items()})
