@@ -84,11 +84,9 @@ def test_run_folds_scores_only_the_listed_folds(tmp_path):
     cfg = compose_cfg("train", [*FAST, "data.protocol=crossfit", "data.folds=3", "data.run_folds=[2]",
                                 "model.site_head=false"], tmp_path)
     train(cfg)
-    rows = read_predictions(tmp_path / "predictions" / "test.jsonl")
-    folds = json.loads((tmp_path / "data.json").read_text())["folds"]
-    assert rows and {r["fold"] for r in rows} == {2} and list(folds) == ["2"]
-    assert {r["db_id"] for r in rows} == set(folds["2"])
-    assert {r["fold"] for r in read_predictions(tmp_path / "predictions" / "val.jsonl")} == {2}
+    from test_node_model_v2 import assert_run_covers_only_fold
+
+    assert_run_covers_only_fold(tmp_path, 2)
 
 
 def test_stacked_variant_reads_another_runs_node_logits(boosted_run, tmp_path):

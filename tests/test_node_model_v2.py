@@ -157,14 +157,20 @@ def test_evaluate_reads_a_crossfit_run(crossfit_run):
     assert 0 <= method["metrics"]["auc"] <= 1 and "top1" in method["localisation"]
 
 
+def assert_run_covers_only_fold(run, fold: int) -> None:
+    """A ``data.run_folds=[fold]`` run: its predictions and data.json hold that fold only."""
+    rows = read_predictions(run / "predictions" / "test.jsonl")
+    folds = json.loads((run / "data.json").read_text())["folds"]
+    assert rows and {r["fold"] for r in rows} == {fold} and list(folds) == [str(fold)]
+    assert {r["db_id"] for r in rows} == set(folds[str(fold)])
+    assert {r["fold"] for r in read_predictions(run / "predictions" / "val.jsonl")} == {fold}
+
+
 def test_run_folds_runs_only_the_listed_folds(tmp_path):
     cfg = compose_cfg([*TINY, "trainer.limit_val_batches=2", "data.protocol=crossfit", "data.folds=3",
                        "data.run_folds=[1]"], tmp_path)
     train(cfg)
-    rows = read_predictions(tmp_path / "predictions" / "test.jsonl")
-    folds = json.loads((tmp_path / "data.json").read_text())["folds"]
-    assert rows and {r["fold"] for r in rows} == {1} and list(folds) == ["1"]
-    assert {r["db_id"] for r in rows} == set(folds["1"])
+    assert_run_covers_only_fold(tmp_path, 1)
     assert (tmp_path / "fold1" / "checkpoints").is_dir() and not (tmp_path / "fold0").exists()
 
 
