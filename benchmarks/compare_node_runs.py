@@ -53,16 +53,10 @@ def paired_auc_difference(a: np.ndarray, b: np.ndarray, labels: np.ndarray, grou
     >>> paired_auc_difference(np.array([.1, .9, .2, .8]), np.array([.9, .1, .2, .8]), y, g, n=50)[0]
     0.75
     """
-    _, index = np.unique(groups, return_inverse=True)
-    members = [np.flatnonzero(index == g) for g in range(index.max() + 1)]
-    rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(n):
-        picked = np.concatenate([members[g] for g in rng.integers(0, len(members), len(members))])
-        draws.append(M.auc(a[picked], labels[picked]) - M.auc(b[picked], labels[picked]))
-    draws = np.array(draws)
-    low, high = np.percentile(draws[np.isfinite(draws)], [2.5, 97.5])
-    return M.auc(a, labels) - M.auc(b, labels), float(low), float(high)
+    draws = [M.auc(a[i], labels[i]) - M.auc(b[i], labels[i])
+             for i in M.bootstrap_indices(len(labels), n, seed, groups)]
+    low, high = M.percentile_interval(draws)
+    return M.auc(a, labels) - M.auc(b, labels), low, high
 
 
 def main() -> None:

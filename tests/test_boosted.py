@@ -114,3 +114,23 @@ def test_drop_leaves_out_named_features_and_groups(tmp_path):
     assert not any(n.startswith("cue_") or n == "question_words" for n in names)
     with pytest.raises(ValueError, match=r"model.drop: unknown feature or group \['nonsense'\]"):
         train(compose_cfg("train", [*FAST, "model.drop=[nonsense]"], tmp_path))
+
+
+def test_holdout_system_is_never_trained_on_and_the_only_one_tested(tmp_path):
+    cfg = compose_cfg("train", [*FAST, "data.protocol=crossfit", "data.folds=3", "data.holdout_system=demo_weak",
+                                "model.site_head=false"], tmp_path)
+    _, objects = train(cfg)
+    examples = objects["table"].examples
+    for role in objects["roles"]:
+        assert role["test"] and all(examples[k].system == "demo_weak" for k in role["test"])
+        assert all(examples[k].system != "demo_weak" for k in role["train"] + role["val"])
+    rows = read_predictions(tmp_path / "predictions" / "test.jsonl")
+    assert len(rows) == sum(e.system == "demo_weak" for e in examples)
+    assert json.loads((tmp_path / "data.json").read_text())["holdout_system"] == "demo_weak"
+
+
+def test_holdout_system_unknown_is_one_line(tmp_path):
+    from model.cli import UsageError
+
+    with pytest.raises(UsageError, match="data.holdout_system=nobody: no such system"):
+        train(compose_cfg("train", [*FAST, "data.holdout_system=nobody"], tmp_path))

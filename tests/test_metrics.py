@@ -211,6 +211,21 @@ def test_cluster_bootstrap_is_wider_for_correlated_groups():
     assert (clustered[1] - clustered[0]) > 3 * (iid[1] - iid[0])
 
 
+def test_bootstrap_indices_draw_whole_groups_the_same_for_every_array():
+    groups = np.array([7, 7, 7, 3, 3, 9])
+    draws = list(m.bootstrap_indices(len(groups), n=30, seed=0, groups=groups))
+    assert len(draws) == 30
+    for picked in draws:
+        counts = np.bincount(picked, minlength=len(groups))
+        for g in np.unique(groups):
+            assert len(set(counts[groups == g])) == 1  # a group is drawn whole or not at all
+        assert len(np.unique(groups[picked])) <= 3
+    again = list(m.bootstrap_indices(len(groups), n=30, seed=0, groups=groups))
+    assert all((a == b).all() for a, b in zip(draws, again))  # a paired statistic sees the same draws
+    assert all(len(i) == 6 for i in m.bootstrap_indices(6, n=5, seed=1))
+    assert m.percentile_interval([np.nan, np.inf]) == pytest.approx((math.nan,) * 2, nan_ok=True)
+
+
 def test_summary_reports_every_metric_with_intervals():
     conf, labels, groups = _overconfident(600, seed=4)
     out = m.summary(conf, labels, groups, n_bootstrap=30)

@@ -15,7 +15,7 @@ a token, a whole query) is correct, and ``labels[i]`` is 1 when it is correct, 0
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -337,22 +337,34 @@ def bootstrap_ci(metric_fn: Callable[[np.ndarray, np.ndarray], float], confidenc
     ignored; if all are, ``(nan, nan)`` is returned.
     """
     conf, y = check_scores(confidences, labels)
+    values = [metric_fn(conf[i], y[i]) for i in bootstrap_indices(conf.size, n, seed, groups)]
+    return percentile_interval(values, level)
+
+
+def bootstrap_indices(size: int, n: int = 1000, seed: int = 0, groups: ArrayLike | None = None
+                      ) -> Iterator[np.ndarray]:
+    """``n`` bootstrap resamples of ``range(size)`` as index arrays: samples drawn with
+    replacement, or with ``groups`` (one label per sample) whole groups drawn with replacement.
+    Any statistic of several arrays over the same samples (a paired difference) can be
+    bootstrapped by indexing each array with the same draws."""
     rng = np.random.default_rng(seed)
     if groups is None:
-        draws = (rng.integers(0, conf.size, conf.size) for _ in range(n))
-    else:
-        groups = np.asarray(groups)
-        _, group_index = np.unique(groups, return_inverse=True)
-        members = np.argsort(group_index, kind="stable")
-        starts = np.concatenate([[0], np.cumsum(np.bincount(group_index))])
-        n_groups = starts.size - 1
+        for _ in range(n):
+            yield rng.integers(0, size, size)
+        return
+    _, group_index = np.unique(np.asarray(groups), return_inverse=True)
+    members = np.argsort(group_index, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(np.bincount(group_index))])
+    n_groups = starts.size - 1
+    for _ in range(n):
+        picked = rng.integers(0, n_groups, n_groups)
+        yield np.concatenate([members[starts[g]:starts[g + 1]] for g in picked])
 
-        def draw_groups() -> np.ndarray:
-            picked = rng.integers(0, n_groups, n_groups)
-            return np.concatenate([members[starts[g]:starts[g + 1]] for g in picked])
 
-        draws = (draw_groups() for _ in range(n))
-    values = np.array([metric_fn(conf[i], y[i]) for i in draws], dtype=float)
+def percentile_interval(values: ArrayLike, level: float = 0.95) -> tuple[float, float]:
+    """The central ``level`` percentile interval of bootstrap ``values``, ignoring non-finite
+    ones; ``(nan, nan)`` when none is finite."""
+    values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
     if values.size == 0:
         return float("nan"), float("nan")

@@ -187,13 +187,33 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
             roles.append({name: [j for j, f in enumerate(fold_of) if f in folds]
                           for name, folds in role.items()})
         dbs = {str(i): sorted({db for db, f in zip(db_ids, fold_of) if f == i}) for i in range(k)}
-        return roles, {"protocol": "crossfit", "folds": dbs}
-    if protocol != "split":
+        info = {"protocol": "crossfit", "folds": dbs}
+    elif protocol == "split":
+        split = split_databases(Counter(db_ids), data_cfg.get("val_fraction", 0.2),
+                                data_cfg.get("test_fraction", 0.3), seed)
+        roles = [{name: [j for j, db in enumerate(db_ids) if split[db] == name]
+                  for name in ("train", "val", "test")}]
+        info = {"protocol": "split", "db_split": split}
+    else:
         raise ValueError(f"data.protocol must be split or crossfit; found {protocol!r}")
-    split = split_databases(Counter(db_ids), data_cfg.get("val_fraction", 0.2),
-                            data_cfg.get("test_fraction", 0.3), seed)
-    role = {name: [j for j, db in enumerate(db_ids) if split[db] == name] for name in ("train", "val", "test")}
-    return [role], {"protocol": "split", "db_split": split}
+    if holdout := data_cfg.get("holdout_system"):
+        roles, info = hold_out_system(table, roles, holdout), {**info, "holdout_system": holdout}
+    return roles, info
+
+
+def hold_out_system(table: NodeTable, roles: list[dict[str, list[int]]], system: str
+                    ) -> list[dict[str, list[int]]]:
+    """Leave one system out (``data.holdout_system``): train and validate without its outputs,
+    test on its outputs only. The other systems' agreement features still count its trees, as
+    they would count a new system's outputs at deployment."""
+    systems = sorted({e.system for e in table.examples})
+    if system not in systems:
+        from model.cli import UsageError
+
+        raise UsageError(f"data.holdout_system={system}: no such system; found {systems}")
+    held = {j for j, e in enumerate(table.examples) if e.system == system}
+    return [{name: [j for j in role[name] if (j in held) == (name == "test")] for name in role}
+            for role in roles]
 
 
 # ---------------------------------------------------------------------------------------------
