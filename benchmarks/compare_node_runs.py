@@ -74,7 +74,7 @@ def main() -> None:
     print("| run | folds | systems | outputs | nodes | node AUC | baseline AUC | difference [95% CI] "
           "| ECE | query AUC | baseline query AUC | agreement AUC | run − agreement [95% CI] |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    held_out = []  # (run AUC, baseline AUC) of leave-one-system-out runs
+    held_out = []  # (run AUC, baseline AUC, agreement AUC) of leave-one-system-out runs
     for run in args.runs:
         rows = _rows(run)
         left_out = sum((r["system"], r["question_id"]) not in base for r in rows)
@@ -92,10 +92,11 @@ def main() -> None:
         query = M.auc(np.array([min(r["node_confidences"]) for r in rows]), correct)
         query_base = M.auc(np.array([min(r["node_confidences"]) for r in paired]), correct)
         agreed = [agreement.get((r["system"], r["question_id"])) for r in rows]
-        vs_agreement = "– | –"
+        vs_agreement, agreement_auc = "– | –", float("nan")
         if all(a is not None for a in agreed):
             d, lo, hi = paired_auc_difference(conf, np.concatenate(agreed), labels, groups, args.n_bootstrap)
-            vs_agreement = f"{M.auc(np.concatenate(agreed), labels):.3f} | {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+            agreement_auc = M.auc(np.concatenate(agreed), labels)
+            vs_agreement = f"{agreement_auc:.3f} | {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
         folds = ",".join(str(f) for f in sorted({r.get("fold") for r in rows} - {None})) or "-"
         systems = len({r["system"] for r in rows})
         print(f"| {run.name} | {folds} | {systems} | {len(rows)} | {labels.size} | {M.auc(conf, labels):.3f} "
@@ -103,11 +104,12 @@ def main() -> None:
               f"| {M.ece(conf, labels):.3f} | {query:.3f} | {query_base:.3f} | {vs_agreement} |", flush=True)
         config = run / "config.json"
         if config.exists() and json.loads(config.read_text())["data"].get("holdout_system"):
-            held_out.append((M.auc(conf, labels), M.auc(conf_base, labels)))
+            held_out.append((M.auc(conf, labels), M.auc(conf_base, labels), agreement_auc))
     if held_out:
-        loso, seen = np.mean(held_out, axis=0)
+        loso, seen, agreed_mean = np.mean(held_out, axis=0)
+        alone = f"; node agreement alone {agreed_mean:.3f}" if np.isfinite(agreed_mean) else ""
         print(f"\nleave-one-system-out, mean over {len(held_out)} systems: node AUC {loso:.3f} held out, "
-              f"{seen:.3f} when trained with the system's other outputs, difference {loso - seen:+.3f}")
+              f"{seen:.3f} when trained with the system's other outputs, difference {loso - seen:+.3f}{alone}")
 
 
 if __name__ == "__main__":

@@ -134,3 +134,27 @@ def test_holdout_system_unknown_is_one_line(tmp_path):
 
     with pytest.raises(UsageError, match="data.holdout_system=nobody: no such system"):
         train(compose_cfg("train", [*FAST, "data.holdout_system=nobody"], tmp_path))
+
+
+def test_compare_node_runs_averages_leave_one_system_out_runs(tmp_path):
+    import re
+    import subprocess
+    import sys
+
+    crossfit = [*FAST, "data.protocol=crossfit", "data.folds=3", "model.site_head=false"]
+    train(compose_cfg("train", crossfit, tmp_path / "all"))
+    systems = ["demo_medium", "demo_strong", "demo_weak"]
+    for system in systems:
+        train(compose_cfg("train", [*crossfit, f"data.holdout_system={system}"], tmp_path / system))
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_node_runs.py"
+    result = subprocess.run([sys.executable, str(script), "--baseline", str(tmp_path / "all"),
+                             *(str(tmp_path / s) for s in systems), "--n-bootstrap", "10"],
+                            capture_output=True, text=True, check=True)
+    lines = result.stdout.strip().splitlines()
+    rows = [line.split(" | ") for line in lines if line.startswith("| demo_")]
+    assert [r[0] for r in rows] == [f"| {s}" for s in systems] and all(r[2] == "1" for r in rows)
+    mean = re.search(r"mean over 3 systems: node AUC ([\d.]+) held out, ([\d.]+) when trained .*"
+                     r"node agreement alone ([\d.]+)", lines[-1])
+    assert mean, lines[-1]
+    for column, value in ((5, mean[1]), (6, mean[2]), (11, mean[3])):
+        assert float(value) == pytest.approx(np.mean([float(r[column]) for r in rows]), abs=1.5e-3)
