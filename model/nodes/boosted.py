@@ -207,10 +207,11 @@ def hold_out_system(table: NodeTable, roles: list[dict[str, list[int]]], system:
     test on its outputs only. The other systems' agreement features still count its trees, as
     they would count a new system's outputs at deployment."""
     systems = sorted({e.system for e in table.examples})
-    if system not in systems:
+    if system not in systems or len(systems) < 2:
         from model.cli import UsageError
 
-        raise UsageError(f"data.holdout_system={system}: no such system; found {systems}")
+        why = "no such system" if system not in systems else "no other system to train on"
+        raise UsageError(f"data.holdout_system={system}: {why}; found {systems}")
     held = {j for j, e in enumerate(table.examples) if e.system == system}
     return [{name: [j for j in role[name] if (j in held) == (name == "test")] for name in role}
             for role in roles]
