@@ -9,6 +9,8 @@ always measured on databases its model (or calibrator) never saw:
   post-hoc map (BS-P/ECE-P, abstention thresholds, whole-query combiners); a shuffled ``KFold``
   when there are no groups.
 - ``crossfit_roles``: for cross-fitting fold ``i`` of ``k``, which folds train, validate, test.
+- ``check_run_folds``, ``check_holdout_system``, ``holdout_keeps``: the partial-run and
+  leave-one-system-out settings, shared by the neural and the boosted node scorers.
 """
 
 from __future__ import annotations
@@ -80,3 +82,33 @@ def crossfit_roles(fold: int, n_folds: int) -> dict[str, list[int]]:
         raise ValueError(f"fold {fold} of {n_folds}: need 0 <= fold < n_folds and n_folds >= 3")
     val = (fold + 1) % n_folds
     return {"test": [fold], "val": [val], "train": [f for f in range(n_folds) if f not in (fold, val)]}
+
+
+def check_run_folds(run_folds: Sequence[int] | None, n_folds: int) -> list[int]:
+    """``data.run_folds`` as ints, every one a fold of ``n_folds``; else a one-line UsageError."""
+    folds = [int(f) for f in run_folds or []]
+    bad = [f for f in folds if not 0 <= f < n_folds]
+    if bad:
+        from model.cli import UsageError
+
+        raise UsageError(f"data.run_folds: folds are numbered 0..{n_folds - 1}; found {bad}")
+    return folds
+
+
+def check_holdout_system(system: str, systems: Sequence[str]) -> None:
+    """``data.holdout_system`` must name one of ``systems`` and leave another to train on."""
+    systems = sorted(set(systems))
+    if system not in systems or len(systems) < 2:
+        from model.cli import UsageError
+
+        why = "no such system" if system not in systems else "no other system to train on"
+        raise UsageError(f"data.holdout_system={system}: {why}; found {systems}")
+
+
+def holdout_keeps(system: str, role: str, holdout: str | None) -> bool:
+    """Leave one system out: the held-out system's outputs only test, the others never do.
+
+    >>> [holdout_keeps(s, r, "b") for s, r in (("a", "train"), ("b", "train"), ("a", "test"), ("b", "test"))]
+    [True, False, False, True]
+    """
+    return not holdout or (system == holdout) == (role == "test")

@@ -206,15 +206,11 @@ def hold_out_system(table: NodeTable, roles: list[dict[str, list[int]]], system:
     """Leave one system out (``data.holdout_system``): train and validate without its outputs,
     test on its outputs only. The other systems' agreement features still count its trees, as
     they would count a new system's outputs at deployment."""
-    systems = sorted({e.system for e in table.examples})
-    if system not in systems or len(systems) < 2:
-        from model.cli import UsageError
+    from model.data.folds import check_holdout_system, holdout_keeps
 
-        why = "no such system" if system not in systems else "no other system to train on"
-        raise UsageError(f"data.holdout_system={system}: {why}; found {systems}")
-    held = {j for j, e in enumerate(table.examples) if e.system == system}
-    return [{name: [j for j in role[name] if (j in held) == (name == "test")] for name in role}
-            for role in roles]
+    check_holdout_system(system, [e.system for e in table.examples])
+    return [{name: [j for j in role[name] if holdout_keeps(table.examples[j].system, name, system)]
+             for name in role} for role in roles]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,12 +340,12 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     output_dir = Path(cfg.paths.output_dir)
     table = load_table(cfg.data, config)
     roles, folds_info = fold_roles(table, cfg.data)
-    fold_ids = [int(f) for f in cfg.data.get("run_folds") or []] if folds_info["protocol"] == "crossfit" else []
-    if fold_ids:  # data.run_folds: only these folds
-        if not all(0 <= f < len(roles) for f in fold_ids):
-            from model.cli import UsageError
+    fold_ids = []
+    if folds_info["protocol"] == "crossfit":
+        from model.data.folds import check_run_folds
 
-            raise UsageError(f"data.run_folds: folds are numbered 0..{len(roles) - 1}; found {fold_ids}")
+        fold_ids = check_run_folds(cfg.data.get("run_folds"), len(roles))
+    if fold_ids:  # data.run_folds: only these folds
         roles = [roles[f] for f in fold_ids]
         folds_info["folds"] = {str(f): folds_info["folds"][str(f)] for f in fold_ids}
     print(f"boosted node scorer ({config.method}, {len(table.names)} features, "

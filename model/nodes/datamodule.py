@@ -30,6 +30,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from model.data.folds import check_holdout_system, check_run_folds, holdout_keeps
+
 SPLITS = ("train", "val", "test")
 
 
@@ -74,9 +76,7 @@ class NodeDataModule(L.LightningDataModule):
             raise UsageError(f"data.protocol must be split or crossfit; found {protocol!r}")
         if fold_calibration not in ("platt", "isotonic", "none"):
             raise UsageError(f"data.fold_calibration must be platt, isotonic or none; found {fold_calibration!r}")
-        bad = [f for f in (run_folds or []) if not 0 <= int(f) < folds]
-        if bad:
-            raise UsageError(f"data.run_folds: folds are numbered 0..{folds - 1}; found {bad}")
+        check_run_folds(run_folds, folds)
         self.save_hyperparameters(logger=False)
         self.datasets: dict[str, list] = {}
         self.db_split: dict[str, str] = {}
@@ -185,11 +185,8 @@ class NodeDataModule(L.LightningDataModule):
         h = self.hparams
         self.db_split = db_split
         have_predictions = bool(self.sources["eval_predicted"])
-        if h.holdout_system and h.holdout_system not in {e.system for e in self.sources["eval_predicted"]}:
-            from model.cli import UsageError
-
-            systems = sorted({e.system for e in self.sources["eval_predicted"]})
-            raise UsageError(f"data.holdout_system={h.holdout_system}: no such system; found {systems}")
+        if h.holdout_system:
+            check_holdout_system(h.holdout_system, [e.system for e in self.sources["eval_predicted"]])
 
         def where(example) -> str:  # dbs only in train_split are training dbs
             return db_split.get(example.db_id, "train")
@@ -202,7 +199,7 @@ class NodeDataModule(L.LightningDataModule):
             if where(e) == "train" or not have_predictions:
                 out[where(e)].append(e)
         for e in self.sources["eval_predicted"]:
-            if h.holdout_system and (e.system == h.holdout_system) != (where(e) == "test"):
+            if not holdout_keeps(e.system, where(e), h.holdout_system):
                 continue  # leave one system out: never trained or validated on, the only one tested
             if where(e) != "train" or h.use_predictions:
                 out[where(e)].append(e)
