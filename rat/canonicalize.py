@@ -21,66 +21,101 @@ import re
 import sqlglot.errors
 from sqlglot import expressions as exp
 from sqlglot.dialects.sqlite import SQLite
+from sqlglot.tokens import TokenType
 
-from rat.errors import DepthError, RATError, only_rat_errors, with_deep_stack
+from rat.errors import DepthError, InternalError, RATError, internal_errors, with_deep_stack
 from rat.schema import Schema
 
-_KEPT_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
-_KEPT_FUNCTION_PARSERS = {"CAST", "GROUP_CONCAT"}
-
-
-class RatSQLite(SQLite):
-    """SQLite as written: only aggregates and CAST become typed sqlglot nodes; every other
-    function stays `Anonymous` with its own name and arguments (sqlglot would otherwise
-    rewrite e.g. `strftime` into `TimeToStr(TsOrDsToTimestamp(..))`)."""
-
-    class Parser(SQLite.Parser):
-        FUNCTIONS = {  # noqa: RUF012 - overrides sqlglot's class attribute of the same shape
-            k: v for k, v in SQLite.Parser.FUNCTIONS.items() if k in _KEPT_FUNCTIONS
-        }
-        FUNCTION_PARSERS = {  # noqa: RUF012
-            k: v for k, v in SQLite.Parser.FUNCTION_PARSERS.items() if k in _KEPT_FUNCTION_PARSERS
-        }
-
-
-_DIALECT = RatSQLite()
+_KEPT_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "CAST", "GROUP_CONCAT"}
+_DIALECT = SQLite()
+# SQLite as written: only aggregates and CAST become typed sqlglot nodes; every other function
+# stays `Anonymous` with its own name and arguments (sqlglot would otherwise rewrite e.g.
+# `strftime` into `TimeToStr(TsOrDsToTimestamp(..))`). The compiled sqlglot (sqlglotc) refuses
+# a subclass of its Parser with a smaller FUNCTIONS table, so the tokens are renamed instead:
+# a name the parser would type is read with _RENAMED in front, which it knows no builder for,
+# and the prefix is taken off the Anonymous node it makes.
+_RENAMED = "\ue003"  # a private-use code point: never in SQL
+_TYPED_FUNCTIONS = frozenset(
+    name for name in (*_DIALECT.parser_class.FUNCTIONS, *_DIALECT.parser_class.FUNCTION_PARSERS)
+    if name not in _KEPT_FUNCTIONS and name not in _DIALECT.parser_class.NO_PAREN_FUNCTION_PARSERS
+)
+_L_PAREN, _R_PAREN, _DOT = TokenType.L_PAREN, TokenType.R_PAREN, TokenType.DOT
+# Pure-Python sqlglot parses about 950 nested parentheses within rat's deep-stack retry.
+MAX_PARENTHESES = 800
 _SIMPLE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
-_RESERVED = {k.lower() for k in RatSQLite.Tokenizer.KEYWORDS if k.replace("_", "").isalpha()}
+_RESERVED = {k.lower() for k in _DIALECT.tokenizer_class.KEYWORDS if k.replace("_", "").isalpha()}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
 
 
 def parse(sql: str) -> exp.Expression:
-    """Parse one SQLite statement (a trailing `;` is allowed); errors become RATError.
+    """Parse one SQLite statement (a trailing `;` is allowed); SQL that sqlglot cannot
+    tokenize or parse is a RATError. Functions other than aggregates and CAST stay as written.
 
     >>> parse("SELECT 1;").sql()
     'SELECT 1'
+    >>> parse("SELECT strftime('%Y', d) FROM t").sql()
+    "SELECT strftime('%Y', d) FROM t"
     """
     try:
-        statements = [s for s in _DIALECT.parse(sql) if s is not None]
+        tokens = _DIALECT.tokenize(sql)
+        renamed = _rename_typed_functions(tokens, sql)
+        statements = [s for s in _DIALECT.parser().parse(tokens, sql) if s is not None]
     except sqlglot.errors.ParseError as error:
         detail = error.errors[0] if error.errors else {}
         where = f" at line {detail.get('line')}, col {detail.get('col')}" if detail else ""
         description = detail.get("description") or _ANSI.sub("", str(error))[:200]
         raise RATError(f"cannot parse ({description}{where})", sql) from None
+    except sqlglot.errors.TokenError as error:
+        raise RATError(f"cannot parse ({_ANSI.sub('', str(error))[:200]})", sql) from None
     except RecursionError:
         raise DepthError(sql) from None
-    except (sqlglot.errors.SqlglotError, ValueError, TypeError,
-            AttributeError, KeyError, IndexError) as error:
-        message = _ANSI.sub("", str(error))[:200]
-        raise RATError(f"cannot parse ({type(error).__name__}: {message})", sql) from None
     if len(statements) != 1:
         raise RATError(f"expected one statement, found {len(statements)}", sql)
     statement = statements[0]
     if not isinstance(statement, _QUERY):
         raise RATError(f"unsupported construct {type(statement).__name__!r} (not a query)", sql)
+    if renamed:
+        _restore_names(statement)
     return statement
+
+
+def _rename_typed_functions(tokens: list, sql: str) -> bool:
+    """Prefix the name of each call of a function sqlglot would type (see `_RENAMED`);
+    whether any was renamed. Parentheses nested more than MAX_PARENTHESES deep are a
+    DepthError here, before parsing: how deep sqlglot's recursive parser gets depends on its
+    build (compiled, it reads thousands of levels), and the tree must not."""
+    renamed = False
+    previous = None
+    depth = 0
+    for i in range(len(tokens) - 1):
+        token = tokens[i]
+        kind = token.token_type
+        if kind is _L_PAREN:
+            depth += 1
+            if depth > MAX_PARENTHESES:
+                raise DepthError(sql)
+        elif kind is _R_PAREN:
+            depth -= 1
+        elif (tokens[i + 1].token_type is _L_PAREN and token.text.upper() in _TYPED_FUNCTIONS
+              and (previous is None or previous.token_type is not _DOT)):
+            token.text = _RENAMED + token.text
+            renamed = True
+        previous = token
+    return renamed
+
+
+def _restore_names(tree: exp.Expression) -> None:
+    for node in tree.walk():
+        if isinstance(node, exp.Anonymous | exp.Identifier) and isinstance(node.this, str) \
+                and node.this.startswith(_RENAMED):
+            node.set("this", node.this[len(_RENAMED):])
 
 
 def canonical_ast(sql: str, schema: Schema | None = None) -> exp.Expression:
     """Parse `sql` and canonicalise the sqlglot tree in place (see `canonicalize`)."""
     tree = parse(sql)
-    with only_rat_errors(sql, "canonicalise"):
+    with internal_errors(sql, "canonicalise"):
         _Resolver(sql, schema).query(tree, outer=(), ctes={}, keep_aliases=False)
         _one_spelling(tree)
     return tree
@@ -140,8 +175,10 @@ def _canonical_text(sql: str, schema: Schema | None) -> str:
         text = tree.sql(dialect=_DIALECT)
     except RecursionError:
         raise DepthError(sql) from None
-    except Exception as error:  # noqa: BLE001
+    except sqlglot.errors.SqlglotError as error:  # e.g. UnsupportedError: about the SQL
         raise RATError(f"cannot generate SQL ({type(error).__name__}: {error})", sql) from None
+    except Exception as error:  # noqa: BLE001
+        raise InternalError("generate SQL", error, sql) from error
     return _lowercase_outside_strings(text)
 
 

@@ -1,5 +1,6 @@
-"""The exception types of `rat` (bad or unsupported SQL, with the SQL quoted), and the one
-place where running out of recursion depth is turned into a retry or an error."""
+"""The exception types of `rat` (bad or unsupported SQL, with the SQL quoted; a bug of our own,
+which is never reported as bad SQL), and the one place where running out of recursion depth is
+turned into a retry or an error."""
 
 import sys
 import threading
@@ -28,15 +29,32 @@ class DepthError(RATError):
         super().__init__("query nested too deeply", sql)
 
 
-@contextmanager
-def only_rat_errors(sql: str, stage: str):
-    """Turn any failure inside the block into a RATError naming `stage` (to_tree promises
-    RATError only); running out of recursion depth is a `DepthError`.
+class InternalError(RuntimeError):
+    """A bug in `rat` (or in sqlglot), not a problem of the SQL: anything but a RATError that
+    canonicalising, building or generating raises. Never a RATError, so that no caller counts
+    it as bad SQL; the tests assert it never occurs on real data.
 
-    >>> with only_rat_errors("SELECT 1", "build tree"):
+    >>> str(InternalError("build tree", KeyError("x"), "SELECT 1"))
+    "bug in rat: build tree raised KeyError: 'x' in SQL: 'SELECT 1'"
+    """
+
+    def __init__(self, stage: str, error: BaseException, sql: str):
+        self.stage = stage
+        self.sql = sql
+        super().__init__(f"bug in rat: {stage} raised {type(error).__name__}: {error} "
+                         f"in SQL: {sql!r}")
+
+
+@contextmanager
+def internal_errors(sql: str, stage: str):
+    """Let RATError through; running out of recursion depth is a `DepthError`; anything else
+    raised inside the block is a bug, re-raised as `InternalError` naming `stage` (with the
+    original exception as its cause).
+
+    >>> with internal_errors("SELECT 1", "build tree"):
     ...     {}["missing"]
     Traceback (most recent call last):
-    rat.errors.RATError: cannot build tree (KeyError: 'missing') in SQL: 'SELECT 1'
+    rat.errors.InternalError: bug in rat: build tree raised KeyError: 'missing' in SQL: 'SELECT 1'
     """
     try:
         yield
@@ -45,7 +63,7 @@ def only_rat_errors(sql: str, stage: str):
     except RecursionError:
         raise DepthError(sql) from None
     except Exception as error:  # noqa: BLE001
-        raise RATError(f"cannot {stage} ({type(error).__name__}: {error})", sql) from None
+        raise InternalError(stage, error, sql) from error
 
 
 # sqlglot parses and `rat` builds trees recursively: about 20 Python frames per level of

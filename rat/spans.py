@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from sqlglot import expressions as exp
 
 from rat.canonicalize import _DIALECT, _lowercase_outside_strings, canonical_ast
-from rat.errors import DepthError, with_deep_stack
+from rat.errors import DepthError, InternalError, with_deep_stack
 from rat.node import Node
 from rat.schema import Schema
 from rat.tree import from_ast
@@ -84,7 +84,7 @@ def _spans(sql: str, nodes: list[Node] | None, schema: Schema | None) -> SqlSpan
     try:
         ast = canonical_ast(sql, schema)
         text, expression_spans = _generate(ast)
-    except DepthError:
+    except (DepthError, InternalError):  # a bug in rat is raised, not hidden in a report
         raise
     except RecursionError:
         raise DepthError(sql) from None
@@ -115,16 +115,43 @@ def _unmapped(text: str, nodes) -> SqlSpans:
 # ---------------------------------------------------------------- spans of sqlglot expressions
 
 
-class _MarkingGenerator(_DIALECT.generator_class):
-    """SQLite generator that wraps the text of every expression in numbered markers."""
+def _marking_generator():
+    """A SQLite generator that wraps the text of every numbered expression in markers.
 
-    def sql(self, expression, key=None, comment=True):
-        text = super().sql(expression, key, comment)
-        if key is None and isinstance(expression, exp.Expression) and text:
-            number = expression.meta.get(_TAG)
-            if number is not None:
-                return f"{_OPEN}{number}{_MID}{text}{_CLOSE}"
-        return text
+    sqlglot's compiled Generator (sqlglotc) refuses subclasses, so the generator is composed:
+    its own per-instance table of handlers (expression type -> function) is replaced by one
+    whose handlers mark what the original ones write. Functions and properties, which the
+    generator writes generically when the table lacks their type, get marking entries too.
+    """
+    generator = _DIALECT.generator()
+    generic = type(generator)
+    if generic not in _MARKING_HANDLERS:  # one table per generator class, built once
+        _MARKING_HANDLERS[generic] = _marking_handlers(generic, generator._dispatch)
+    generator._dispatch = _MARKING_HANDLERS[generic]
+    return generator
+
+
+_MARKING_HANDLERS: dict[type, dict] = {}
+
+
+def _marking_handlers(generic: type, dispatch: dict) -> dict:
+    handlers = dict(dispatch)
+    for kind in exp.EXPR_CLASSES.values():
+        if kind not in handlers:
+            if issubclass(kind, exp.Func):
+                handlers[kind] = generic.function_fallback_sql
+            elif issubclass(kind, exp.Property):
+                handlers[kind] = generic.property_sql
+    return {kind: _mark(handler) for kind, handler in handlers.items()}
+
+
+def _mark(handler):
+    def marked(generator, expression):
+        text = handler(generator, expression)
+        number = expression.meta.get(_TAG) if text else None
+        return text if number is None else f"{_OPEN}{number}{_MID}{text}{_CLOSE}"
+
+    return marked
 
 
 def _generate(ast: exp.Expression) -> tuple[str, dict[int, Span]]:
@@ -135,7 +162,7 @@ def _generate(ast: exp.Expression) -> tuple[str, dict[int, Span]]:
     expressions = list(ast.walk())
     for number, expression in enumerate(expressions):
         expression.meta[_TAG] = number
-    marked = _MarkingGenerator(dialect=_DIALECT).generate(ast)
+    marked = _marking_generator().generate(ast)
     plain: list[str] = []
     open_: list[tuple[int, int]] = []  # (expression number, start)
     spans: dict[int, Span] = {}
