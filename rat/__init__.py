@@ -15,7 +15,7 @@ what each node denotes, where it lies in the SQL text, and a token-alignment bas
 'singer.age > 20'
 """
 
-from rat import build  # first: RAT_SQLGLOT=pure must act before sqlglot is imported
+from rat import build  # noqa: F401 - first: RAT_SQLGLOT=pure acts before sqlglot loads
 from rat.align import align_tokens
 from rat.canonicalize import canonicalize
 from rat.errors import RATError

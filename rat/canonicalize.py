@@ -17,6 +17,7 @@ Spellings that always mean the same are written one way, so that they get one tr
 """
 
 import re
+import threading
 
 import sqlglot.errors
 from sqlglot import expressions as exp
@@ -58,9 +59,10 @@ def parse(sql: str) -> exp.Expression:
     "SELECT strftime('%Y', d) FROM t"
     """
     try:
-        tokens = _DIALECT.tokenize(sql)
+        tokenizer, parser = _reader()
+        tokens = tokenizer.tokenize(sql)
         renamed = _rename_typed_functions(tokens, sql)
-        statements = [s for s in _DIALECT.parser().parse(tokens, sql) if s is not None]
+        statements = [s for s in parser.parse(tokens, sql) if s is not None]
     except sqlglot.errors.ParseError as error:
         detail = error.errors[0] if error.errors else {}
         where = f" at line {detail.get('line')}, col {detail.get('col')}" if detail else ""
@@ -78,6 +80,18 @@ def parse(sql: str) -> exp.Expression:
     if renamed:
         _restore_names(statement)
     return statement
+
+
+def _reader():
+    """This thread's SQLite tokenizer and parser: made once (each resets itself per query),
+    not per query as `sqlglot.parse_one` does."""
+    reader = getattr(_READERS, "pair", None)
+    if reader is None:
+        reader = _READERS.pair = (_DIALECT.tokenizer(), _DIALECT.parser())
+    return reader
+
+
+_READERS = threading.local()
 
 
 def _rename_typed_functions(tokens: list, sql: str) -> bool:
@@ -116,19 +130,23 @@ def canonical_ast(sql: str, schema: Schema | None = None) -> exp.Expression:
     """Parse `sql` and canonicalise the sqlglot tree in place (see `canonicalize`)."""
     tree = parse(sql)
     with internal_errors(sql, "canonicalise"):
-        _Resolver(sql, schema).query(tree, outer=(), ctes={}, keep_aliases=False)
-        _one_spelling(tree)
+        resolver = _Resolver(sql, schema)
+        resolver.query(tree, outer=(), ctes={}, keep_aliases=False)
+        if resolver.between:
+            _spell_between(tree)
     return tree
 
 
-def _one_spelling(tree: exp.Expression) -> None:
-    """Rewrite `count(<constant>)` and BETWEEN in place (see the module docstring); runs after
-    column resolution, so that the copies BETWEEN makes of its operand are resolved already."""
-    for node in list(tree.find_all(exp.Count, exp.Between)):
-        if isinstance(node, exp.Count):
-            if _is_non_null_constant(node.this) and not node.expressions:
-                node.set("this", exp.Star())
-            continue
+def _count_star(node: exp.Count) -> None:
+    """`count(<non-NULL constant>)` is `count(*)` (see the module docstring)."""
+    if _is_non_null_constant(node.this) and not node.expressions:
+        node.set("this", exp.Star())
+
+
+def _spell_between(tree: exp.Expression) -> None:
+    """Rewrite BETWEEN in place (see the module docstring); runs after column resolution, so
+    that the copies BETWEEN makes of its operand are resolved already."""
+    for node in list(tree.find_all(exp.Between)):
         if node.args.get("symmetric"):
             continue
         operand, low, high = node.this, node.args["low"], node.args["high"]
@@ -177,7 +195,7 @@ def _canonical_text(sql: str, schema: Schema | None) -> str:
         raise DepthError(sql) from None
     except sqlglot.errors.SqlglotError as error:  # e.g. UnsupportedError: about the SQL
         raise RATError(f"cannot generate SQL ({type(error).__name__}: {error})", sql) from None
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         raise InternalError("generate SQL", error, sql) from error
     return _lowercase_outside_strings(text)
 
@@ -206,14 +224,26 @@ class _Scope:
 
 
 def _set_name(identifier: exp.Identifier, name: str) -> None:
-    identifier.set("this", name)
-    identifier.set("quoted", not _SIMPLE_NAME.match(name) or name in _RESERVED)
+    quoted = _QUOTED.get(name)
+    if quoted is None:
+        quoted = not _SIMPLE_NAME.match(name) or name in _RESERVED
+        if len(_QUOTED) < 1 << 16:
+            _QUOTED[name] = quoted
+    args = identifier.args
+    if args.get("this") != name:
+        identifier.set("this", name)
+    if bool(args.get("quoted")) is not quoted:
+        identifier.set("quoted", quoted)
+
+
+_QUOTED: dict[str, bool] = {}  # name -> whether SQL must quote it
 
 
 class _Resolver:
     def __init__(self, sql: str, schema: Schema | None):
         self.sql = sql
         self.schema = schema
+        self.between = False  # whether the query has a BETWEEN to spell out afterwards
 
     # ---- queries ----------------------------------------------------------------------
     def query(self, node: exp.Expression, outer: tuple, ctes: dict, keep_aliases: bool) -> list:
@@ -375,8 +405,13 @@ class _Resolver:
             if isinstance(current, _QUERY):
                 self.query(current, chain, ctes, keep_aliases=False)
                 continue
-            if isinstance(current, exp.Anonymous):
+            kind = type(current)
+            if kind is exp.Anonymous:
                 current.set("this", current.name.lower())
+            elif kind is exp.Count:
+                _count_star(current)
+            elif kind is exp.Between:
+                self.between = True
             for value in current.args.values():
                 if isinstance(value, exp.Expression):
                     stack.append(value)

@@ -25,18 +25,23 @@ class Node:
     TypeError: child 1 of 'Selection' is NoneType, not a Node
     """
 
-    __slots__ = ("_hash", "children", "label")
+    __slots__ = ("_depth", "_hash", "children", "label")
 
     def __init__(self, label: str, children: Iterable["Node"] = ()):
         if not isinstance(label, str):
             raise TypeError(f"a Node label is a str, not {type(label).__name__}")
         children = tuple(children)
-        for i, child in enumerate(children):
+        deepest = 0
+        for child in children:
             if not isinstance(child, Node):
+                i = children.index(child)
                 raise TypeError(f"child {i} of {label!r} is {type(child).__name__}, not a Node")
-        object.__setattr__(self, "label", label)
-        object.__setattr__(self, "children", children)
-        object.__setattr__(self, "_hash", None)
+            if child._depth > deepest:
+                deepest = child._depth
+        _set(self, "label", label)
+        _set(self, "children", children)
+        _set(self, "_hash", None)
+        _set(self, "_depth", deepest + 1)  # known when the node is made: depth() is free
 
     def __setattr__(self, name, value):
         raise AttributeError(f"Node is immutable (tried to set {name!r})")
@@ -56,7 +61,7 @@ class Node:
                 stack.pop()
                 if node._hash is None:
                     digest = combine(node.label, [child._hash for child in node.children])
-                    object.__setattr__(node, "_hash", digest)
+                    _set(node, "_hash", digest)
         return self._hash
 
     def postorder(self) -> list["Node"]:
@@ -78,13 +83,7 @@ class Node:
         >>> Node("Not", (Node("Eq", (Node("t.c"), Node("1"))),)).depth()
         3
         """
-        deepest = 0
-        stack = [(self, 1)]
-        while stack:
-            node, level = stack.pop()
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in node.children)
-        return deepest
+        return self._depth
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Node) and self.hash == other.hash
@@ -101,6 +100,9 @@ class Node:
         # Flat post-order (label, number of children) pairs: pickle itself recurses into
         # nested arguments, which a deep tree would take past the recursion limit.
         return (_from_postorder, ([(n.label, len(n.children)) for n in self.postorder()],))
+
+
+_set = object.__setattr__
 
 
 def _from_postorder(entries: list[tuple[str, int]]) -> Node:
