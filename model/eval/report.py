@@ -285,7 +285,9 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
     ``labels`` (post-order), optional ``schema`` (the ``rat.Schema`` the tree was built with),
     and display fields ``question_id``, ``system``, ``sql``, ``question``, ``gold_sql``,
     ``query_confidence``; with ``site_scores`` and ``look_here`` (the post-order index of the
-    most likely error site) a "look here first" line names that node and outlines its text. The SQL is shown in canonical form with its text coloured by node
+    most likely error site) a "look here first" line names that node and outlines its text,
+    with ``runner_up`` the second place and with ``reasons`` (node index -> sentences) why the
+    first is doubted. The SQL is shown in canonical form with its text coloured by node
     (see ``coloured_sql``); nodes not found in the text are counted in the page.
     """
     sections, located, total = [], 0, 0
@@ -312,8 +314,15 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
         look = ex.get("look_here")
         if look is not None:
             text = spans.text(look) or nodes[look].label
+            runner = ex.get("runner_up")
+            then = "" if runner is None else (
+                f"; then <code>{html.escape(spans.text(runner) or nodes[runner].label)}</code>"
+                f" ({html.escape(nodes[runner].label)}, {float(ex['site_scores'][runner]):.2f})")
             out.append(f"<p class='lookhere'><b>Look here first:</b> <code>{html.escape(text)}</code> "
-                       f"({html.escape(nodes[look].label)}, site score {float(ex['site_scores'][look]):.2f})</p>")
+                       f"({html.escape(nodes[look].label)}, site score {float(ex['site_scores'][look]):.2f}){then}</p>")
+            why = (ex.get("reasons") or {}).get(look) or []
+            if why:
+                out.append("<ul class='reasons'>" + "".join(f"<li>{html.escape(r)}</li>" for r in why) + "</ul>")
         out.append(f"<div class='sqlc'>{coloured_sql(spans, tree, confidences, labels, look)}</div>")
         written = ex.get("sql") or ""
         if " ".join(written.lower().rstrip("; \n").split()) != spans.sql.lower():

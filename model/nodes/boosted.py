@@ -53,6 +53,7 @@ class BoostedConfig:
     lm: bool = False  # scorer-LM log-probabilities over node spans (features group lm)
     drop: tuple[str, ...] = ()  # feature names (or group names) left out, for ablations
     stack: str | None = None  # a neural run's out-of-fold predictions: its node logit becomes a feature
+    save_model: bool = True  # fit a final model on all labelled predictions -> <run>/model/
 
     @classmethod
     def from_cfg(cls, model_cfg) -> BoostedConfig:
@@ -242,6 +243,7 @@ class FoldResult:
     test: dict[int, tuple[np.ndarray, np.ndarray | None]]  # example -> (confidences, site scores)
     val: dict[int, tuple[np.ndarray, np.ndarray | None]]
     seconds: float
+    raw_test: dict[int, np.ndarray] = field(default_factory=dict)  # example -> uncalibrated scores
 
 
 def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig, seed: int = 0,
@@ -277,14 +279,17 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
         conf_rows = _split_rows(np.asarray(conf), table, role[part])
         site_rows = _split_rows(site, table, role[part]) if site is not None else [None] * len(conf_rows)
         out[part] = {k: (c, s) for k, c, s in zip(role[part], conf_rows, site_rows)}
-    return FoldResult(out["test"], out["val"], time.perf_counter() - start)
+    raw_test = dict(zip(role["test"], _split_rows(scored["test"][0], table, role["test"])))
+    return FoldResult(out["test"], out["val"], time.perf_counter() - start, raw_test)
 
 
 def crossfit(table: NodeTable, roles: list[dict[str, list[int]]], config: BoostedConfig, seed: int = 0,
-             columns: np.ndarray | None = None, progress: bool = True, fold_ids: Sequence[int] | None = None
+             columns: np.ndarray | None = None, progress: bool = True, fold_ids: Sequence[int] | None = None,
+             raw: dict[int, np.ndarray] | None = None
              ) -> tuple[dict[int, tuple], dict[int, tuple], dict[int, int]]:
     """Out-of-fold (test) and validation scores of every example, and the fold of each
-    (``fold_ids[i]`` for ``roles[i]``; default the position)."""
+    (``fold_ids[i]`` for ``roles[i]``; default the position). ``raw``, when given, receives
+    every example's uncalibrated out-of-fold scores."""
     test, val, fold_of = {}, {}, {}
     for i, role in enumerate(roles):
         fold = fold_ids[i] if fold_ids else i
@@ -292,6 +297,8 @@ def crossfit(table: NodeTable, roles: list[dict[str, list[int]]], config: Booste
         result = run_fold(table, role, config, seed, columns)
         test.update(result.test)
         val.update(result.val)
+        if raw is not None:
+            raw.update(result.raw_test)
         fold_of.update({k: fold for k in role["test"]})
         if progress:
             conf = np.concatenate([c for c, _ in result.test.values()]) if result.test else np.zeros(0)
@@ -350,7 +357,8 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         folds_info["folds"] = {str(f): folds_info["folds"][str(f)] for f in fold_ids}
     print(f"boosted node scorer ({config.method}, {len(table.names)} features, "
           f"protocol {folds_info['protocol']}, {len(roles)} fold(s))", flush=True)
-    test, val, fold_of = crossfit(table, roles, config, seed, fold_ids=fold_ids or None)
+    oof_raw: dict[int, np.ndarray] = {}
+    test, val, fold_of = crossfit(table, roles, config, seed, fold_ids=fold_ids or None, raw=oof_raw)
     val_fold = {k: (fold_ids[i] if fold_ids else i) for i, role in enumerate(roles) for k in role["val"]}
 
     metrics = {f"test/{k}": v for k, v in scores_summary(table, test).items()}
@@ -371,6 +379,38 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
     write_json(output_dir / "data.json", {**folds_info, "examples": len(table.examples),
                                            "features": list(table.names)})
+    saved = None
+    if config.save_model:  # the final model: fitted on every labelled prediction the run has
+        saved = save_final_model(table, roles, config, oof_raw, test, fold_of, metrics, folds_info,
+                                 seed, output_dir / "model")
+        metrics.update({f"query/{k}": v for k, v in saved.info["metrics"]["query_calibrator"].items()})
     write_json(output_dir / "metrics.json", metrics)
-    print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith("test/")))
-    return metrics, {"table": table, "roles": roles, "config": config}
+    print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith(("test/", "query/"))))
+    return metrics, {"table": table, "roles": roles, "config": config, "model": saved}
+
+
+def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], config: BoostedConfig,
+                     oof_raw: dict, test: dict, fold_of: dict, metrics: dict, folds_info: dict,
+                     seed: int, folder: Path):
+    """Fit the final model on every example the run trains, validates or tests on (a held-out
+    system stays out: ``data.holdout_system``), score those examples with it (the in-sample
+    numbers a reload must reproduce) and save it to ``folder`` (``model.scoring.saved``)."""
+    from model.scoring.saved import fit_saved_model
+
+    holdout = folds_info.get("holdout_system")
+    indices = sorted({k for role in roles for part in ("train", "val", "test") for k in role[part]
+                      if table.examples[k].system != holdout})
+    oof_conf = {k: conf for k, (conf, _) in test.items()}
+    oof_metrics = {k: v for k, v in metrics.items() if k.startswith("test/")}
+    saved, query_metrics = fit_saved_model(table, indices, config, oof_raw, oof_conf, fold_of,
+                                           oof_metrics, seed)
+    x, _, _ = table.stack(indices)
+    conf, site = saved.node_confidence(x), saved.site_score(x)
+    scored = dict(zip(indices, zip(_split_rows(conf, table, indices), _split_rows(site, table, indices))))
+    in_sample = scores_summary(table, scored)
+    saved.info["metrics"].update({"in_sample": in_sample, "query_calibrator": query_metrics})
+    saved.info["trained_on"]["protocol"] = folds_info["protocol"]
+    saved.save(folder)
+    print(f"final model ({len(indices)} examples) saved to {folder}; in-sample node AUC "
+          f"{in_sample.get('auc', float('nan')):.3f}", flush=True)
+    return saved

@@ -712,13 +712,14 @@ class FeatureReport:
 
 def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths: dict[str, Path | None],
                    consensus: bool = False, use_cache: bool = True, cache_folder: Path | None = None,
-                   timeout_s: float = 5.0, progress: bool = False, lm: bool = False
-                   ) -> tuple[list[np.ndarray], tuple[str, ...], FeatureReport]:
+                   timeout_s: float = 5.0, progress: bool = False, lm: bool = False,
+                   semantic: bool = True) -> tuple[list[np.ndarray], tuple[str, ...], FeatureReport]:
     """Feature matrices (one per example, nodes x features) and their column names.
 
     Single-system rows come from the cache when present (``cache_dir("features", VERSION)``),
     else are computed and stored; scorer-LM columns are appended when ``lm`` and consensus
-    columns when ``consensus``.
+    columns when ``consensus``. ``semantic=False`` leaves the MiniLM columns NaN (no embedding:
+    for a model that does not read them; use it without the cache, which keys rows by inputs only).
     """
     start = time.perf_counter()
     folder = cache_folder or cache_dir("features", VERSION)
@@ -747,7 +748,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
                 probes[e.db_id] = DatabaseProbe(db_path, timeout_s)
             if e.question_id not in questions:
                 if question_vectors is None:  # first cache miss: embed every question at once
-                    question_vectors = _question_vectors(examples)
+                    question_vectors = _question_vectors(examples) if semantic else {}
                 questions[e.question_id] = QuestionIndex(e.question, question_vectors.get(e.question))
             index_key = (e.question_id, e.db_id)
             if index_key not in schema_indexes:

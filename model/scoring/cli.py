@@ -1,0 +1,227 @@
+"""``rat-score``: per-node confidence, "look here first" and reasons for your own SQL.
+
+One query, printed as a coloured tree:
+
+    rat-score --data-root ../shared/data/spider --db-id concert_singer \\
+        --question "How many singers are older than 40?" --sql "SELECT count(*) FROM singer WHERE age > 40"
+
+A prediction file (``.txt``/``.csv``/``.json`` in question order, as ``model.data.predictions``
+reads them, or JSONL rows ``{question_id | question, db_id, sql}``) -> one JSON row per scored
+prediction and ``report.html`` beside it:
+
+    rat-score --data-root ../shared/data/spider --split dev --predictions preds.txt --out scored.jsonl
+    rat-score --schema ../shared/data/bird/dev_tables.json --predictions rows.jsonl --out scored.jsonl
+
+``--data-root`` gives schemas, questions and databases (opened read-only); ``--schema`` alone
+scores without a database. ``--model pretrained`` (default) or a saved model / neural run.
+A mistake in the command line is one line and exit code 2; a row that cannot be scored is
+counted and reported, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from model.cli import UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rat-score", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="pretrained",
+                        help="'pretrained' (default), a <run>/model directory, or a neural run / .ckpt")
+    source = parser.add_argument_group("schemas and databases")
+    source.add_argument("--data-root", type=Path, help="a Spider/BIRD folder: schemas, questions, databases")
+    source.add_argument("--split", default="dev", help="with --data-root: the questions a file answers")
+    source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format): schemas only, no database")
+    source.add_argument("--no-database", action="store_true", help="with --data-root: score without databases")
+    one = parser.add_argument_group("one query")
+    one.add_argument("--sql")
+    one.add_argument("--question", default="")
+    one.add_argument("--db-id", default=None)
+    one.add_argument("--database", type=Path, help="a SQLite file to read (read-only)")
+    one.add_argument("--json", action="store_true", help="print the JSON row instead of the tree")
+    one.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    many = parser.add_argument_group("a prediction file")
+    many.add_argument("--predictions", type=Path)
+    many.add_argument("--out", type=Path, help="the JSONL to write (default: standard output)")
+    many.add_argument("--report", type=Path, help="report.html path (default: beside --out)")
+    many.add_argument("--no-reasons", action="store_true", help="skip per-node reasons (faster)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if bool(args.sql) == bool(args.predictions):
+            raise UsageError("give --sql (one query) or --predictions (a file), not both")
+        if args.data_root and not args.data_root.is_dir():
+            raise UsageError(f"--data-root {args.data_root}: no such directory")
+        if args.schema and not args.schema.is_file():
+            raise UsageError(f"--schema {args.schema}: no such file")
+        if args.database and not args.database.is_file():
+            raise UsageError(f"--database {args.database}: no such file")
+        if args.predictions and not args.predictions.is_file():
+            raise UsageError(f"--predictions {args.predictions}: no such file")
+        schemas = _schemas(args)
+        scorer = _load_scorer(args.model)
+        if args.sql:
+            return score_one(scorer, args, schemas)
+        return score_file(scorer, args, schemas)
+    except UsageError as e:
+        print(f"rat-score: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _load_scorer(model: str):
+    from model.scoring import ModelFileError, Scorer
+
+    try:
+        return Scorer.load(model)
+    except ModelFileError as e:
+        raise UsageError(f"--model {model}: {e}") from None
+
+
+def _schemas(args) -> dict:
+    import rat
+    from model.data.datasets import load_schemas
+
+    try:
+        if args.schema:
+            entries = json.loads(args.schema.read_text(encoding="utf-8"))
+            if not isinstance(entries, list):
+                raise UsageError(f"--schema {args.schema}: expected a JSON list of tables.json entries")
+            return {e["db_id"]: rat.Schema.from_spider(e) for e in entries}
+        if args.data_root:
+            return load_schemas(args.data_root)
+    except (json.JSONDecodeError, KeyError, TypeError, FileNotFoundError) as e:
+        where = args.schema or args.data_root
+        raise UsageError(f"{where}: cannot read schemas ({type(e).__name__}: {e})") from None
+    return {}
+
+
+def _database(args, db_id: str | None):
+    if args.no_database or not args.data_root or not db_id:
+        return None
+    from model.data.datasets import database_path
+
+    return database_path(args.data_root, db_id)
+
+
+def score_one(scorer, args, schemas: dict) -> int:
+    import rat
+    from model.scoring.scorer import format_scored
+
+    if args.db_id and schemas and args.db_id not in schemas:
+        raise UsageError(f"--db-id {args.db_id}: not among the {len(schemas)} schemas given")
+    if schemas and not args.db_id:
+        raise UsageError("--db-id is needed with --data-root or --schema")
+    try:
+        scored = scorer.score(args.sql, question=args.question, schema=schemas.get(args.db_id),
+                              database=args.database or _database(args, args.db_id), db_id=args.db_id)
+    except rat.RATError as e:
+        raise UsageError(f"--sql: {str(e).splitlines()[0]}") from None
+    if args.json:
+        print(json.dumps(scored.to_dict()))
+    else:
+        color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+        print(format_scored(scored, color=color))
+    return 0
+
+
+def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
+    """The rows to score: a JSONL of ``{question_id | question, db_id, sql}``, or any prediction
+    format ``model.data.predictions`` reads (with ``--data-root`` for the questions)."""
+    from model.data.datasets import load_questions
+    from model.data.predictions import PredictionFileError, load_predictions
+
+    questions = {}
+    if args.data_root:
+        try:
+            questions = {q.question_id: q for q in load_questions(args.data_root, args.split)}
+        except (FileNotFoundError, ValueError) as e:
+            raise UsageError(f"--data-root {args.data_root} --split {args.split}: {e}") from None
+    rows = []
+    if args.predictions.suffix.lower() == ".jsonl":
+        text = args.predictions.read_text(encoding="utf-8", errors="replace")
+        for line in text.split("\n"):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                skipped["malformed JSON"] += 1
+                continue
+            if not isinstance(row, dict) or not isinstance(row.get("sql"), str):
+                skipped["no sql field"] += 1
+                continue
+            q = questions.get(str(row.get("question_id")))
+            if q is not None:
+                row = {**row, "question": row.get("question") or q.question, "db_id": row.get("db_id") or q.db_id}
+            rows.append(row)
+    else:
+        if not questions:
+            raise UsageError(f"--predictions {args.predictions}: a positional file needs --data-root "
+                             "(and --split) for its questions; or give JSONL rows with question and db_id")
+        try:
+            for p in load_predictions(args.predictions, list(questions.values()), skipped=skipped):
+                q = questions[p.question_id]
+                rows.append({"question_id": p.question_id, "db_id": p.db_id, "sql": p.sql,
+                             "question": q.question, "system": p.system})
+        except PredictionFileError as e:
+            raise UsageError(str(e)) from None
+    for row in rows:
+        db_id = row.get("db_id")
+        if schemas and db_id not in schemas:
+            row["_error"] = f"unknown db_id {db_id!r}"
+        row["schema"] = schemas.get(db_id)
+        row["database"] = _database(args, db_id)
+    return rows
+
+
+def score_file(scorer, args, schemas: dict) -> int:
+    from model.data.jsonl import write_jsonl
+    from model.eval.report import html_report
+    from model.scoring.scorer import RowError, report_entries
+
+    skipped: Counter = Counter()
+    rows = read_rows(args, schemas, skipped)
+    total = len(rows) + sum(skipped.values())  # rows read, and rows no reader could take
+    good = [r for r in rows if "_error" not in r]
+    skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
+    results = scorer.score_many(good, progress=True, reasons=not args.no_reasons)
+    scored = [r for r in results if not isinstance(r, RowError)]
+    for r in results:
+        if isinstance(r, RowError):
+            skipped[r.message.split(":")[0][:60]] += 1
+    out_rows = []
+    for row, result in zip(good, results):
+        if isinstance(result, RowError):
+            continue
+        d = result.to_dict()
+        d["system"] = row.get("system")
+        out_rows.append(d)
+    if args.out:
+        write_jsonl(args.out, out_rows)
+        report = args.report or args.out.with_name("report.html")
+        report.write_text(html_report(report_entries(scored), title=f"rat-score: {args.predictions.name}"))
+        where = f"{args.out} and {report}"
+    else:
+        for d in out_rows:
+            sys.stdout.write(json.dumps(d) + "\n")
+        if args.report:
+            args.report.write_text(html_report(report_entries(scored), title=f"rat-score: {args.predictions.name}"))
+        where = "standard output"
+    note = f"; not scored: {sum(skipped.values())} ({', '.join(f'{k} {v}' for k, v in skipped.most_common())})" \
+        if skipped else ""
+    print(f"rat-score: scored {len(out_rows)} of {total} "
+          f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Why a node got a low confidence, in plain language, from the named node features.
+
+A reason is a feature whose value pushed the node's confidence down: setting that one feature to
+its typical value (the median over correct nodes of the same kind in the training data,
+``model.scoring.saved.typical_values``) and scoring the node again raises its confidence. The
+reasons shown are the (up to three) features with the largest such rise, so each comes with a
+measured effect (``Reason.gain``): the explanation is faithful by construction to the one-feature
+change it names. Structural features (tree size, depth, node position) are context, not a
+reason a person can act on, and are never shown.
+
+>>> render("value_in_column", 0.0, ReasonContext(label="'Alameda'", kind="value",
+...        compared_column="schools.county"))
+"literal 'Alameda' not found in column schools.county"
+>>> render("tables_sharing_name", 3.0, ReasonContext(label="singer.name", kind="column"))
+'3 tables have a column named name'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.nodes.features import CUES, FEATURES, OPERATOR_CUES, literal_text
+
+EXPLAINABLE_GROUPS = ("linking", "semantic", "values", "execution", "question", "lm", "consensus")
+# question_words is context (how long the question is), not something a reader can check
+EXPLAINABLE = tuple(f.name for f in FEATURES if f.group in EXPLAINABLE_GROUPS and f.name != "question_words")
+MIN_GAIN = 0.01  # a reason must raise the node's confidence by at least this much
+MAX_REASONS = 3
+
+
+@dataclass(frozen=True)
+class ReasonContext:
+    """What a reason's sentence may name about its node."""
+
+    label: str  # the node's label: "singer.name", "'Alameda'", "Count"
+    kind: str  # table | column | value | the operator label
+    compared_column: str | None = None  # for a literal: the column it is compared with
+
+
+@dataclass(frozen=True)
+class Reason:
+    feature: str  # the feature's name (docs/node_features.md)
+    value: float  # its value at this node
+    typical: float  # the typical value among correct nodes of this kind
+    gain: float  # confidence of the node with the feature at its typical value, minus its confidence
+    text: str  # the sentence shown to people
+
+    def to_dict(self) -> dict:
+        return {"feature": self.feature, "text": self.text, "value": _json_float(self.value),
+                "typical": _json_float(self.typical), "gain": round(self.gain, 4)}
+
+
+def _json_float(v: float) -> float | None:
+    return None if math.isnan(v) else round(float(v), 4)
+
+
+def _name(ctx: ReasonContext) -> str:
+    return f"{ctx.kind} {ctx.label}" if ctx.kind in ("table", "column") else ctx.label
+
+
+def _bare(ctx: ReasonContext) -> str:
+    return ctx.label.rpartition(".")[2] if ctx.kind == "column" else ctx.label
+
+
+def _table(ctx: ReasonContext) -> str:
+    return ctx.label.rpartition(".")[0] or "its table"
+
+
+def _cue_words(cue: str) -> str:
+    return " / ".join(f"'{c}'" for c in CUES[cue][:3])
+
+
+def _yes(v: float) -> bool:
+    return not math.isnan(v) and v >= 0.5
+
+
+_TEMPLATES: dict[str, Callable[[float, ReasonContext], str]] = {
+    # linking
+    "name_word_share": lambda v, c: (f"{_name(c)}: none of its words occur in the question" if v == 0
+                                     else f"{_name(c)}: only {v:.0%} of its words occur in the question"),
+    "name_phrase": lambda v, c: (f"the words of {_name(c)} occur together in the question" if _yes(v)
+                                 else f"the words of {_name(c)} do not occur together in the question"),
+    "name_fuzzy": lambda v, c: f"{_name(c)} matches the question's words only loosely (similarity {v:.2f})",
+    "name_rank": lambda v, c: (f"{v:.0f} other {c.kind} name(s) of the schema match the question better"
+                               if v >= 1 else f"{_name(c)} is the schema's best match for the question"),
+    "name_gap": lambda v, c: f"another {c.kind} of the schema matches the question better (by {v:.2f})",
+    "table_word_share": lambda v, c: (f"its table {_table(c)} is not mentioned in the question" if v == 0
+                                      else f"its table {_table(c)} is only partly mentioned in the question"),
+    "is_primary_key": lambda v, c: f"{_name(c)} is {'' if _yes(v) else 'not '}a primary key",
+    "is_foreign_key": lambda v, c: f"{_name(c)} is {'' if _yes(v) else 'not '}part of a foreign key",
+    "tables_sharing_name": lambda v, c: f"{v:.0f} tables have a column named {_bare(c)}",
+    "in_schema": lambda v, c: f"{_name(c)} is {'' if _yes(v) else 'not '}in the schema",
+    "table_in_tree": lambda v, c: (f"its table {_table(c)} is in the FROM clause" if _yes(v)
+                                   else f"its table {_table(c)} is not in the FROM clause"),
+    "column_type": lambda v, c: f"the type of {_name(c)} is unusual for this position",
+    "is_star": lambda v, c: f"the column is {'' if _yes(v) else 'not '}*",
+    "join_on_fk": lambda v, c: ("the join condition follows a declared foreign key" if _yes(v)
+                                else "the join condition does not follow a declared foreign key"),
+    "join_fk_share": lambda v, c: f"only {v:.0%} of the join's conditions follow declared foreign keys",
+    "subtree_min_link": lambda v, c: (_TEMPLATES["name_word_share"](v, c) if c.kind in ("table", "column")
+                                      else "a table or column inside it is not mentioned in the question"
+                                      if v == 0 else f"a name inside it is only {v:.0%} mentioned in the question"),
+    "subtree_mean_link": lambda v, c: f"the names inside it are {v:.0%} mentioned in the question on average",
+    # semantic
+    "name_semantic": lambda v, c: f"{_name(c)} is far in meaning from the question (cosine {v:.2f})",
+    "name_semantic_rank": lambda v, c: f"{v:.0f} other {c.kind} name(s) are closer in meaning to the question",
+    "name_semantic_gap": lambda v, c: f"another {c.kind} is closer in meaning to the question (by {v:.2f})",
+    "subtree_min_semantic": lambda v, c: f"a name inside it is far in meaning from the question ({v:.2f})",
+    # values
+    "value_is_number": lambda v, c: f"the literal {c.label} is {'' if _yes(v) else 'not '}a number",
+    "value_in_question": lambda v, c: (f"literal {c.label} occurs in the question" if _yes(v)
+                                       else f"literal {c.label} does not occur in the question"),
+    "value_fuzzy": lambda v, c: f"literal {c.label} matches the question's words only loosely ({v:.2f})",
+    "value_in_column": lambda v, c: (f"literal {c.label} found in column {c.compared_column or 'compared'}"
+                                     if _yes(v) else
+                                     f"literal {c.label} not found in column {c.compared_column or 'compared'}"),
+    "value_in_column_nocase": lambda v, c: (
+        f"literal {c.label} not found in column {c.compared_column or 'compared'}, even ignoring case"
+        if not _yes(v) else f"literal {c.label} found in column {c.compared_column} when case is ignored"),
+    "subtree_min_value_in_question": lambda v, c: ("a literal inside it does not occur in the question"
+                                                   if not _yes(v) else "its literals occur in the question"),
+    "subtree_min_value_in_column": lambda v, c: ("a literal inside it is not found in its column"
+                                                 if not _yes(v) else "its literals are found in their columns"),
+    "question_numbers_unused": lambda v, c: f"{v:.0f} number(s) in the question are not used by the query",
+    # execution
+    "exec_error": lambda v, c: ("the query fails to run on the database" if _yes(v)
+                                else "the query runs on the database"),
+    "exec_empty": lambda v, c: "the query returns no rows" if _yes(v) else "the query returns rows",
+    "exec_log_rows": lambda v, c: f"the query returns {round(math.expm1(v)):,} row(s)",
+    "exec_columns": lambda v, c: f"the query returns {v:.0f} column(s)",
+    "exec_null_column": lambda v, c: ("a returned column is entirely NULL" if _yes(v)
+                                      else "no returned column is entirely NULL"),
+    "exec_zero": lambda v, c: "the query returns a single 0 (or NULL)" if _yes(v) else "the result is not a single 0",
+    # question
+    "question_words": lambda v, c: f"the question is {v:.0f} words long",
+    "cue_match": lambda v, c: (f"the question has a word that asks for {c.label}" if _yes(v)
+                               else f"no word of the question asks for {c.label} (such as "
+                               f"{' / '.join(repr(w) for w in OPERATOR_CUES.get(c.label, ('?',))[:3])})"),
+    # scorer LM
+    "lm_span_min_logprob": lambda v, c: f"the scorer LM finds a token of this part unlikely (log p {v:.1f})",
+    "lm_span_mean_logprob": lambda v, c: f"the scorer LM finds this part unlikely (mean log p {v:.1f})",
+    "lm_query_mean_logprob": lambda v, c: f"the scorer LM finds the whole query unlikely (mean log p {v:.1f})",
+    # consensus
+    "agreement": lambda v, c: f"only {v:.0%} of the other systems' queries contain this part",
+    "parent_agreement": lambda v, c: f"only {v:.0%} of the other systems' queries contain its parent",
+    "subtree_min_agreement": lambda v, c: f"a part inside it is in only {v:.0%} of the other systems' queries",
+    "root_agreement": lambda v, c: f"only {v:.0%} of the other systems wrote the same whole query",
+    "tree_agreement": lambda v, c: f"{v:.0%} of the other systems wrote an identical tree",
+    "result_agreement": lambda v, c: f"{v:.0%} of the other systems' queries return the same rows",
+    "n_other_systems": lambda v, c: f"{v:.0f} other system(s) answered this question",
+}
+for _cue in CUES:
+    _TEMPLATES[_cue] = (lambda cue: lambda v, c: (
+        f"the question says {_cue_words(cue)}" if _yes(v) else f"the question does not say {_cue_words(cue)}")
+    )(_cue)
+
+
+def render(feature: str, value: float, ctx: ReasonContext) -> str:
+    """The plain-language sentence of one reason."""
+    template = _TEMPLATES.get(feature)
+    if template is None:
+        doc = next((f.doc for f in FEATURES if f.name == feature), feature)
+        return f"{doc}: {value:g}"
+    return template(value, ctx)
+
+
+def explain_nodes(saved, x: np.ndarray, nodes: list[int], contexts: list[ReasonContext],
+                  kind_groups: list[str], base: np.ndarray) -> dict[int, list[Reason]]:
+    """Reasons of the nodes ``nodes`` of one query: ``x`` is its feature matrix (nodes,
+    features, ``saved.features`` order), ``base`` its nodes' calibrated confidences. One
+    ``predict_proba`` call scores every (node, feature set to typical) variant."""
+    col = {name: j for j, name in enumerate(saved.features)}
+    candidates = [name for name in EXPLAINABLE if name in col]
+    variants, owners = [], []
+    for i in nodes:
+        typical = saved.typical.get(kind_groups[i], {})
+        for name in candidates:
+            value, usual = x[i, col[name]], typical.get(name)
+            if usual is None or np.isnan(value) or value == usual:
+                continue
+            row = x[i].copy()
+            row[col[name]] = usual
+            variants.append(row)
+            owners.append((i, name, float(value), float(usual)))
+    out: dict[int, list[Reason]] = {i: [] for i in nodes}
+    if not variants:
+        return out
+    gains = saved.node_confidence(np.vstack(variants)) - base[[o[0] for o in owners]]
+    for (i, name, value, usual), gain in sorted(zip(owners, gains), key=lambda p: -p[1]):
+        if gain >= MIN_GAIN and len(out[i]) < MAX_REASONS:
+            out[i].append(Reason(name, value, usual, float(gain), render(name, value, contexts[i])))
+    return out
+
+
+def literal_of(label: str) -> str:
+    """How a literal is quoted in a reason.
+
+    >>> literal_of("'%New York%'")
+    "'New York'"
+    """
+    text = literal_text(label)
+    return text if label[:1] not in "'\"" else f"'{text}'"

@@ -1,0 +1,387 @@
+"""Score your own SQL: per-node confidence, error-site scores, a calibrated whole-query
+confidence, "look here first" and plain-language reasons, from a saved model.
+
+>>> from model import Scorer
+>>> scorer = Scorer.pretrained()
+>>> scored = scorer.score("SELECT name FROM singer WHERE age > 20",
+...                       question="Names of singers older than 20?",
+...                       schema={"singer": ["singer_id", "name", "age"]})
+>>> [n.label for n in scored.nodes]
+['singer.name', 'singer.age', '20', 'Gt', 'singer', 'Selection', 'Project']
+>>> 0.0 < scored.query_confidence < 1.0 and all(0 <= n.confidence <= 1 for n in scored.nodes)
+True
+>>> look = scored.nodes[scored.look_here_first]
+>>> scored.sql[look.span[0]:look.span[1]] == look.text
+True
+>>> sorted(scored.to_dict())[:4]
+['db_id', 'look_here_first', 'look_here_span', 'nodes']
+
+Without a database the database features are missing (NaN) and the model still scores; with
+one (``database=<path to .sqlite>``) it is opened read-only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import rat
+from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
+from model.scoring.saved import ModelFileError, SavedModel, kind_group, query_aggregates
+
+PRETRAINED = {"spider": Path(__file__).resolve().parent / "pretrained" / "spider"}
+# Nodes below this confidence get reasons (and "look here first" always does).
+REASONS_BELOW = 0.5
+
+
+@dataclass
+class ScoredNode:
+    index: int  # post-order position (the root is last)
+    label: str  # "singer.name", "'Alameda'", "Count", "Project"
+    kind: str  # table | column | value | the operator label
+    depth: int  # 0 at the root
+    children: tuple[int, ...]  # post-order indices of the children
+    confidence: float  # calibrated probability that this node's subtree is right
+    site_score: float  # how likely this node is where the query goes wrong
+    span: tuple[int, int] | None  # [start, end) of the node's subtree in the SQL as written
+    text: str | None  # the SQL text of that span
+    reasons: list[Reason] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "kind": self.kind, "confidence": round(self.confidence, 6),
+                "site_score": None if math.isnan(self.site_score) else round(self.site_score, 6),
+                "span": list(self.span) if self.span else None, "children": list(self.children),
+                "reasons": [r.to_dict() for r in self.reasons]}
+
+
+@dataclass
+class ScoredQuery:
+    sql: str
+    question: str
+    nodes: list[ScoredNode]  # post-order
+    query_confidence: float  # calibrated probability that the whole query is right
+    look_here_first: int  # post-order index of the most likely error site
+    runner_up: int | None  # the second most likely
+    db_id: str | None = None
+    question_id: str | None = None
+    tree: rat.Node | None = field(default=None, repr=False)
+    schema: rat.Schema | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        """The JSON row ``rat-score`` writes and ``rat-serve`` answers."""
+        look = self.nodes[self.look_here_first]
+        return {"question_id": self.question_id, "db_id": self.db_id, "question": self.question,
+                "sql": self.sql, "query_confidence": round(self.query_confidence, 6),
+                "look_here_first": self.look_here_first,
+                "look_here_span": list(look.span) if look.span else None,
+                "runner_up": self.runner_up, "nodes": [n.to_dict() for n in self.nodes]}
+
+    def __str__(self) -> str:
+        return format_scored(self)
+
+
+@dataclass(frozen=True)
+class RowError:
+    """A row ``score_many`` could not score, and why (one line)."""
+
+    index: int
+    message: str
+    question_id: str | None = None
+
+
+def as_schema(schema: rat.Schema | Mapping | None, db_id: str = "") -> rat.Schema | None:
+    """A ``rat.Schema`` from a Schema, a Spider ``tables.json`` entry, or ``{table: [columns]}``."""
+    if schema is None or isinstance(schema, rat.Schema):
+        return schema
+    if isinstance(schema, Mapping) and "table_names_original" in schema:
+        return rat.Schema.from_spider(dict(schema))
+    if isinstance(schema, Mapping):
+        return rat.Schema({str(t): [str(c) for c in cols] for t, cols in schema.items()}, db_id=db_id)
+    raise TypeError(f"schema must be a rat.Schema, a tables.json entry or a dict of table -> columns; "
+                    f"found {type(schema).__name__}")
+
+
+class Scorer:
+    """A node scorer ready for new, unlabelled queries (no gold): ``Scorer.pretrained()`` or
+    ``Scorer.load(path)`` with a ``model=features`` run's ``<run>/model`` directory, or a neural
+    run directory / ``.ckpt`` (the neural model has no named features: no reasons, and its
+    whole-query confidence is its least confident node, uncalibrated)."""
+
+    def __init__(self, saved: SavedModel | None = None, neural=None, feature_timeout_s: float = 5.0):
+        if (saved is None) == (neural is None):
+            raise ValueError("give a saved boosted model or a neural NodeScorer")
+        self.saved, self.neural = saved, neural
+        self.feature_timeout_s = feature_timeout_s
+
+    @classmethod
+    def pretrained(cls, name: str = "spider") -> Scorer:
+        """The model shipped in the package (``docs/model_card.md``)."""
+        if name not in PRETRAINED:
+            raise ModelFileError(f"no pretrained model {name!r}; there is: {', '.join(PRETRAINED)}")
+        return cls(SavedModel.load(PRETRAINED[name]))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Scorer:
+        """A saved boosted model directory (``<run>/model`` or the run itself), or a neural
+        checkpoint (a ``.ckpt`` or a neural run directory); ``pretrained`` for the shipped one."""
+        if str(path) == "pretrained":
+            return cls.pretrained()
+        path = Path(path)
+        if not path.exists():
+            raise ModelFileError(f"{path}: no such model (give a <run>/model directory, a neural run "
+                                 "or .ckpt, or 'pretrained')")
+        for folder in (path, path / "model"):
+            if (folder / "model.json").is_file():
+                return cls(SavedModel.load(folder))
+        if path.suffix == ".ckpt" or (path / "checkpoints").is_dir() or (path / "metrics.json").is_file():
+            from model.nodes.infer import NodeScorer, resolve_checkpoint
+
+            try:
+                checkpoint = resolve_checkpoint(path)
+            except FileNotFoundError as e:
+                raise ModelFileError(str(e)) from None
+            return cls(neural=NodeScorer(checkpoint, device="cpu"))
+        raise ModelFileError(f"{path}: neither a saved model (model.json) nor a neural run")
+
+    @property
+    def description(self) -> str:
+        if self.saved is not None:
+            return self.saved.info.get("method", "boosted node features")
+        return "neural node model"
+
+    # ------------------------------------------------------------------------- scoring
+
+    def score(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
+              database: str | Path | None = None, db_id: str | None = None,
+              reasons: bool = True) -> ScoredQuery:
+        """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read."""
+        (result,) = self.score_many([{"sql": sql, "question": question, "schema": schema,
+                                      "database": database, "db_id": db_id}],
+                                    progress=False, reasons=reasons)
+        if isinstance(result, RowError):
+            raise rat.RATError(result.message)
+        return result
+
+    def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
+                   spans: bool = True, batch_size: int = 256) -> list[ScoredQuery | RowError]:
+        """Score rows ``{sql, question, schema, database, db_id, question_id}`` (all but ``sql``
+        optional), in order; a row that cannot be scored comes back as a ``RowError``, never
+        stops the batch. ``reasons`` adds reasons to low-confidence nodes; ``spans`` locates
+        every node in the written SQL."""
+        from tqdm.auto import tqdm
+
+        rows = list(rows)
+        out: list[ScoredQuery | RowError] = []
+        bar = tqdm(total=len(rows), desc="scoring", unit="query", disable=not progress, leave=False)
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start:start + batch_size]
+            out.extend(self._score_chunk(chunk, start, reasons, spans))
+            bar.update(len(chunk))
+        bar.close()
+        return out
+
+    def _score_chunk(self, rows: Sequence[Mapping], offset: int, reasons: bool, spans: bool
+                     ) -> list[ScoredQuery | RowError]:
+        from model.data.datasets import Question
+        from model.nodes.examples import make_example
+
+        examples, schemas, databases, keys = [], {}, {}, []
+        results: list[ScoredQuery | RowError | None] = [None] * len(rows)
+        for j, row in enumerate(rows):
+            qid = row.get("question_id")
+            try:
+                sql = row.get("sql")
+                if not isinstance(sql, str) or not sql.strip():
+                    raise ValueError("no SQL")
+                key = str(row.get("db_id") or f"schema{j}")
+                schema = as_schema(row.get("schema"), key)
+                example = make_example(Question(str(qid or f"q{offset + j}"), key,
+                                                str(row.get("question") or ""), ""),
+                                       sql, str(row.get("system") or "user"), schema)
+            except (rat.RATError, ValueError, TypeError) as e:
+                results[j] = RowError(offset + j, str(e).splitlines()[0] if str(e) else type(e).__name__, qid)
+                continue
+            schemas[key] = schema
+            database = row.get("database")
+            databases[key] = Path(database) if database else None
+            examples.append(example)
+            keys.append(j)
+        if examples:
+            scored = (self._boosted(examples, schemas, databases, reasons) if self.saved is not None
+                      else self._neural(examples))
+            for j, example, (conf, site, query_conf, why) in zip(keys, examples, scored):
+                row = rows[j]
+                if conf is None:
+                    results[j] = RowError(offset + j, "too long for the neural model", row.get("question_id"))
+                    continue
+                results[j] = _assemble(example, row, schemas[example.db_id], conf, site, query_conf,
+                                       why, spans)
+        return results  # type: ignore[return-value]
+
+    def _boosted(self, examples: list, schemas: dict, databases: dict, reasons: bool) -> list[tuple]:
+        from model.nodes.features import CONSENSUS_FEATURES, LM_FEATURES, build_features
+
+        saved = self.saved
+        wanted = set(saved.features)
+        matrices, names, _ = build_features(
+            examples, schemas, databases, consensus=bool(wanted & set(CONSENSUS_FEATURES)),
+            use_cache=False, timeout_s=self.feature_timeout_s, progress=False,
+            lm=bool(wanted & set(LM_FEATURES)), semantic=any(n.startswith(("name_semantic", "subtree_min_sem"))
+                                                             for n in wanted))
+        index = {n: j for j, n in enumerate(names)}
+        missing = [n for n in saved.features if n not in index]
+        if missing:
+            raise ModelFileError(f"the model reads features this version does not compute: {missing}")
+        columns = [index[n] for n in saved.features]
+        x_all = np.vstack([m[:, columns] for m in matrices])
+        conf_all, site_all = saved.node_confidence(x_all), saved.site_score(x_all)
+        sizes = np.cumsum([len(m) for m in matrices])[:-1]
+        out = []
+        for e, x, conf, site in zip(examples, np.split(x_all, sizes), np.split(conf_all, sizes),
+                                    np.split(site_all, sizes)):
+            query_conf = float(saved.query_calibrator.confidence(np.array([query_aggregates(conf)]))[0])
+            why: dict[int, list[Reason]] = {}
+            if reasons:
+                look = int(np.nanargmax(site)) if not np.isnan(site).all() else int(np.argmin(conf))
+                low = sorted({i for i in range(len(conf)) if conf[i] < REASONS_BELOW} | {look})
+                why = explain_nodes(saved, x, low, _contexts(e), [kind_group(t) for t in e.node_types], conf)
+            out.append((conf, site, query_conf, why))
+        return out
+
+    def _neural(self, examples: list) -> list[tuple]:
+        from model.eval.localisation import site_reading
+
+        out = []
+        for e, conf in zip(examples, self.neural.score_examples(examples, progress=False)):
+            if conf is None:
+                out.append((None, None, None, {}))
+                continue
+            conf = np.asarray(conf)
+            out.append((conf, np.asarray(site_reading(conf, e.node_arity)), float(conf.min()), {}))
+        return out
+
+
+def _contexts(example) -> list[ReasonContext]:
+    """What each node's reasons may name: its label, and for a literal the compared column."""
+    from model.nodes.features import COMPARISONS, tree_shape
+
+    shape = tree_shape(example.node_arity)
+    names, kinds = example.node_names, example.node_types
+    out = []
+    for i, (name, kind) in enumerate(zip(names, kinds)):
+        column = None
+        if kind == "value":
+            p = shape.parent[i]
+            if p >= 0 and kinds[p] in COMPARISONS:
+                columns = [names[c] for c in shape.children[p] if kinds[c] == "column"]
+                column = columns[0] if len(columns) == 1 else None
+            name = literal_of(name)
+        out.append(ReasonContext(label=name, kind=kind, compared_column=column))
+    return out
+
+
+def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None) -> list[tuple[int, int] | None]:
+    """Each post-order node's span in ``sql`` as written: ``rat.sql_spans`` locates nodes in the
+    canonical SQL, whose words are matched to the written words (aliases, case and spacing differ).
+
+    >>> sql = "SELECT T1.name FROM singer AS T1 WHERE T1.age > 20"
+    >>> [sql[s:e] for s, e in written_spans(sql, rat.to_tree(sql), None)][:4]
+    ['T1.name', 'T1.age', '20', 'T1.age > 20']
+    """
+    from model.nodes.features import _word_spans, written_word_of
+
+    located = rat.sql_spans(sql, tree, schema)
+    canonical_words, match = written_word_of(located.sql, sql)
+    written_words = _word_spans(sql)
+    out: list[tuple[int, int] | None] = []
+    for span in located.spans:
+        if span is None:
+            out.append(None)
+            continue
+        hit = [written_words[j] for (ws, we), j in zip(canonical_words, match)
+               if j is not None and ws >= span[0] and we <= span[1]]
+        out.append((min(w[1] for w in hit), max(w[2] for w in hit)) if hit else None)
+    return out
+
+
+def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, spans: bool) -> ScoredQuery:
+    from model.nodes.infer import _depths_and_children
+
+    tree = None
+    located: list[tuple[int, int] | None] = [None] * len(conf)
+    if spans:
+        from model.nodes.outputs import tree_of
+
+        tree = tree_of({"node_names": example.node_names, "node_arity": example.node_arity})
+        located = written_spans(example.sql, tree, schema)
+    nodes = [ScoredNode(i, name, kind, depth, children, float(c), float(s), span,
+                        example.sql[span[0]:span[1]] if span else None, why.get(i, []))
+             for i, (name, kind, (depth, children), c, s, span) in enumerate(zip(
+                 example.node_names, example.node_types, _depths_and_children(example.node_arity),
+                 conf, site, located))]
+    order = np.argsort(-np.nan_to_num(np.asarray(site, dtype=float), nan=-1.0), kind="stable")
+    return ScoredQuery(example.sql, example.question, nodes, float(query_conf), int(order[0]),
+                       int(order[1]) if len(order) > 1 else None, row.get("db_id"),
+                       row.get("question_id"), tree, schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# Text
+
+
+LOW, HIGH = 0.5, 0.8  # terminal colours: red below LOW, yellow below HIGH, green above
+
+
+def _paint(text: str, confidence: float, color: bool) -> str:
+    if not color:
+        return text
+    code = "31" if confidence < LOW else "33" if confidence < HIGH else "32"
+    return f"\033[{code}m{text}\033[0m"
+
+
+def format_scored(scored: ScoredQuery, color: bool = False) -> str:
+    """The tree (root first, children indented) with confidences, site scores and reasons, then
+    the whole-query confidence and "look here first"."""
+    lines = []
+
+    def emit(i: int) -> None:
+        n = scored.nodes[i]
+        mark = "  <- look here first" if i == scored.look_here_first else ""
+        lines.append(f"{_paint(f'{n.confidence:.2f}', n.confidence, color)}  {'  ' * n.depth}{n.label}{mark}")
+        for reason in n.reasons:
+            lines.append(f"{'':6}{'  ' * n.depth}  · {reason.text} (+{reason.gain:.2f} if typical)")
+        for c in n.children:
+            emit(c)
+
+    emit(len(scored.nodes) - 1)
+    look = scored.nodes[scored.look_here_first]
+    where = f"'{look.text}'" if look.text else look.label
+    lines.append(f"query confidence: {_paint(f'{scored.query_confidence:.2f}', scored.query_confidence, color)}")
+    lines.append(f"look here first: {where} (node {look.index}, {look.label}, site score "
+                 f"{look.site_score:.2f})" + (f"; then '{scored.nodes[scored.runner_up].text or scored.nodes[scored.runner_up].label}'"
+                                               if scored.runner_up is not None else ""))
+    return "\n".join(lines)
+
+
+def report_entries(results: Sequence[ScoredQuery]) -> list[dict[str, Any]]:
+    """``model.eval.report.html_report`` entries of scored queries (no gold: no labels)."""
+    from model.nodes.outputs import tree_of
+
+    entries = []
+    for r in results:
+        tree = r.tree or tree_of({"node_names": [n.label for n in r.nodes],
+                                  "node_arity": [len(n.children) for n in r.nodes]})
+        entries.append({"tree": tree, "confidences": [n.confidence for n in r.nodes],
+                        "schema": r.schema, "sql": r.sql, "question": r.question,
+                        "question_id": r.question_id, "db_id": r.db_id,
+                        "query_confidence": r.query_confidence,
+                        "site_scores": [n.site_score for n in r.nodes], "look_here": r.look_here_first,
+                        "runner_up": r.runner_up,
+                        "reasons": {n.index: [x.text for x in n.reasons] for n in r.nodes if n.reasons}})
+    return entries
+

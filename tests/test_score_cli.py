@@ -1,0 +1,92 @@
+"""rat-score end to end as a user runs it: a prediction file -> JSONL rows and report.html; one
+query -> a tree; every mistake one line and exit code 2; bad rows counted, never fatal."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_scorer import boosted_model  # noqa: F401  (the fixture)
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def rat_score(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "model.scoring.cli", *args], capture_output=True,
+                          text=True, env=ENV, timeout=600)
+
+
+def test_a_prediction_file_gives_one_row_per_prediction_and_a_report(boosted_model, tmp_path):  # noqa: F811
+    folder, objects = boosted_model
+    root = objects["table"].root
+    predictions = sorted((root / "predictions").glob("*.jsonl"))[0]
+    out = tmp_path / "scored.jsonl"
+    done = rat_score("--model", str(folder), "--data-root", str(root), "--split", "dev",
+                     "--predictions", str(predictions), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    n_input = len(predictions.read_text().splitlines())
+    assert len(rows) == n_input and f"scored {n_input} of {n_input} rows" in done.stderr
+    for row in rows:
+        assert {"question_id", "sql", "query_confidence", "look_here_first", "nodes"} <= set(row)
+        assert 0 <= row["look_here_first"] < len(row["nodes"])
+        assert all({"label", "confidence", "site_score"} <= set(n) for n in row["nodes"])
+    report = (tmp_path / "report.html").read_text()
+    assert report.count("class='example'") == n_input and "Look here first" in report
+
+
+def test_bad_rows_are_counted_and_the_run_goes_on(boosted_model, tmp_path):  # noqa: F811
+    folder, objects = boosted_model
+    root = objects["table"].root
+    rows = tmp_path / "rows.jsonl"
+    db = objects["table"].examples[0].db_id
+    rows.write_text("\n".join([json.dumps({"db_id": db, "question": "q", "sql": "SELECT 1"}),
+                               "{not json", json.dumps({"db_id": db, "sql": "SELEC"}),
+                               json.dumps({"db_id": "no_such_db", "sql": "SELECT 1"}),
+                               json.dumps({"db_id": db, "question": "q"})]))
+    done = rat_score("--model", str(folder), "--data-root", str(root), "--predictions", str(rows),
+                     "--out", str(tmp_path / "o.jsonl"))
+    assert done.returncode == 0, done.stderr
+    assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 1
+    summary = done.stderr.strip().splitlines()[-1]
+    assert "scored 1 of 5 rows" in summary and "not scored: 4" in summary
+
+
+def test_one_query_prints_the_tree_and_where_to_look(boosted_model):  # noqa: F811
+    folder, objects = boosted_model
+    e = objects["table"].examples[0]
+    done = rat_score("--model", str(folder), "--data-root", str(objects["table"].root), "--db-id", e.db_id,
+                     "--question", e.question, "--sql", e.sql)
+    assert done.returncode == 0, done.stderr
+    assert "look here first:" in done.stdout and "query confidence:" in done.stdout
+    as_json = rat_score("--model", str(folder), "--schema", str(objects["table"].root / "tables.json"),
+                        "--db-id", e.db_id, "--sql", e.sql, "--json")
+    assert json.loads(as_json.stdout)["nodes"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sql", "SELECT 1", "--model", "/no/such/model"], "--model /no/such/model"),
+    (["--predictions", "/no/such.jsonl"], "--predictions /no/such.jsonl: no such file"),
+    (["--sql", "SELEC x FRM"], "--sql: cannot parse"),
+    (["--sql", "SELECT 1", "--data-root", "/no/such/root"], "--data-root /no/such/root: no such directory"),
+    ([], "give --sql (one query) or --predictions (a file)"),
+])
+def test_mistakes_are_one_line_and_exit_2(args, message):
+    done = rat_score(*args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
+
+
+def test_a_positional_file_without_questions_is_one_line(tmp_path):
+    preds = tmp_path / "p.txt"
+    preds.write_text("SELECT 1\n")
+    done = rat_score("--predictions", str(preds))
+    assert done.returncode == 2 and "needs --data-root" in done.stderr
+
+
+def test_console_scripts_are_installed():
+    bin_dir = Path(sys.executable).parent
+    assert (bin_dir / "rat-score").exists() and (bin_dir / "rat-serve").exists()

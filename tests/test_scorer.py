@@ -1,0 +1,165 @@
+"""Score your own SQL: a model=features run saves a model that Scorer loads (never through
+pickle), reproduces the run's in-sample numbers, scores with and without a database, gives
+faithful reasons, and refuses a model it cannot trust in one line."""
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rat
+from model.eval import metrics as M
+from model.scoring import ModelFileError, RowError, Scorer
+from model.scoring.reasons import EXPLAINABLE, ReasonContext, explain_nodes, render
+from model.scoring.saved import SavedModel, kind_group
+from model.train import train
+from tests.test_boosted import FAST, compose_cfg
+
+
+@pytest.fixture(scope="module")
+def boosted_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("scorer_run")
+    metrics, objects = train(compose_cfg("train", FAST, out))
+    return out / "model", objects
+
+
+def _rows(table, indices, with_database=True):
+    from model.data.datasets import database_path, load_schemas
+
+    schemas = load_schemas(table.root)
+    return [{"sql": table.examples[k].sql, "question": table.examples[k].question,
+             "db_id": table.examples[k].db_id, "schema": schemas[table.examples[k].db_id],
+             "database": database_path(table.root, table.examples[k].db_id) if with_database else None}
+            for k in indices]
+
+
+def test_run_saves_a_model_directory_without_pickle(boosted_model):
+    folder, objects = boosted_model
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["model.json", "node_model.skops", "site_model.skops"]
+    meta = json.loads((folder / "model.json").read_text())
+    table = objects["table"]
+    assert meta["features"] == list(table.names) and meta["feature_version"].startswith("nf-")
+    assert meta["trained_on"]["examples"] == len(table.examples)
+    assert set(meta["trained_on"]["systems"]) == {e.system for e in table.examples}
+    assert 0.5 < meta["metrics"]["out_of_fold"]["test/auc"] <= 1
+    assert set(meta["typical"]) == {"table", "column", "value", "operator"}
+
+
+def test_reloaded_model_reproduces_the_runs_in_sample_numbers(boosted_model):
+    folder, objects = boosted_model
+    table = objects["table"]
+    indices = range(len(table.examples))
+    results = Scorer.load(folder).score_many(_rows(table, indices), progress=False, spans=False)
+    assert not [r for r in results if isinstance(r, RowError)]
+    conf = np.concatenate([[n.confidence for n in r.nodes] for r in results])
+    labels = np.concatenate([table.examples[k].node_labels for k in indices])
+    in_sample = json.loads((folder / "model.json").read_text())["metrics"]["in_sample"]
+    assert M.auc(conf, labels) == pytest.approx(in_sample["auc"], abs=1e-9)
+    assert M.brier(conf, labels) == pytest.approx(in_sample["brier"], abs=1e-6)
+
+
+def test_scores_without_a_database_and_never_changes_one(boosted_model):
+    folder, objects = boosted_model
+    table = objects["table"]
+    with_db, without = (_rows(table, [0], flag)[0] for flag in (True, False))
+    before = hashlib.sha256(Path(with_db["database"]).read_bytes()).hexdigest()
+    scorer = Scorer.load(folder)
+    a, b = scorer.score(**with_db), scorer.score(**without)
+    assert [n.label for n in a.nodes] == [n.label for n in b.nodes]
+    assert all(0 <= n.confidence <= 1 for n in a.nodes + b.nodes)
+    assert [n.confidence for n in a.nodes] != [n.confidence for n in b.nodes]  # db features differ
+    table_name = next(iter(with_db["schema"].tables))
+    scorer.score_many([{**with_db, "sql": f"DELETE FROM {table_name}"},
+                       {**with_db, "sql": f"SELECT * FROM {table_name}; DROP TABLE {table_name}"}],
+                      progress=False)
+    assert hashlib.sha256(Path(with_db["database"]).read_bytes()).hexdigest() == before
+
+
+def test_look_here_first_points_into_the_written_sql(boosted_model):
+    scored = Scorer.load(boosted_model[0]).score(
+        "SELECT T1.name FROM singer AS T1 WHERE T1.age > 20", question="Singers older than 20?",
+        schema={"singer": ["singer_id", "name", "age"]})
+    look = scored.nodes[scored.look_here_first]
+    assert look.span is not None and scored.sql[look.span[0]:look.span[1]] == look.text
+    assert scored.runner_up is not None and scored.runner_up != scored.look_here_first
+    assert max(n.site_score for n in scored.nodes) == look.site_score
+    row = scored.to_dict()
+    assert [n["label"] for n in row["nodes"]] == [n.label for n in rat.to_tree(scored.sql).postorder()]
+
+
+def test_a_bad_row_is_reported_and_the_batch_goes_on(boosted_model):
+    results = Scorer.load(boosted_model[0]).score_many(
+        [{"sql": "SELECT 1 FROM t"}, {"sql": "SELEC x FRM"}, {"question": "no sql"}, {"sql": "SELECT 2 FROM t"}],
+        progress=False)
+    assert [type(r).__name__ for r in results] == ["ScoredQuery", "RowError", "RowError", "ScoredQuery"]
+    assert "cannot parse" in results[1].message and results[2].message == "no SQL"
+
+
+def test_reasons_are_the_features_whose_typical_value_raises_the_node_most(boosted_model):
+    folder, objects = boosted_model
+    saved = SavedModel.load(folder)
+    table = objects["table"]
+    k = next(k for k, e in enumerate(table.examples) if not e.execution_match)
+    e, x = table.examples[k], table.features[k]
+    base = saved.node_confidence(x)
+    nodes = list(range(len(base)))
+    contexts = [ReasonContext(n, t) for n, t in zip(e.node_names, e.node_types)]
+    groups = [kind_group(t) for t in e.node_types]
+    reasons = explain_nodes(saved, x, nodes, contexts, groups, base)
+    assert any(reasons.values())
+    col = {n: j for j, n in enumerate(saved.features)}
+    for i, found in reasons.items():
+        assert len(found) <= 3 and [r.gain for r in found] == sorted((r.gain for r in found), reverse=True)
+        for r in found:
+            assert r.feature in EXPLAINABLE and r.gain >= 0.01 and r.text
+            row = x[i].copy()
+            row[col[r.feature]] = saved.typical[groups[i]][r.feature]
+            assert saved.node_confidence(row[None])[0] - base[i] == pytest.approx(r.gain)
+
+
+def test_every_explainable_feature_has_a_sentence():
+    ctx = ReasonContext("schools.county", "column", None)
+    for name in EXPLAINABLE:
+        text = render(name, 0.0, ctx)
+        assert text and ": 0" not in text, name  # the fallback prints "doc: value"
+
+
+def test_a_model_of_another_feature_version_refuses_to_load(boosted_model, tmp_path):
+    copy = tmp_path / "m"
+    shutil.copytree(boosted_model[0], copy)
+    meta = json.loads((copy / "model.json").read_text())
+    meta["feature_version"] = "nf-0"
+    (copy / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(ModelFileError, match="saved with node features 'nf-0'") as error:
+        Scorer.load(copy)
+    assert "\n" not in str(error.value)
+
+
+class Planted:  # a type no model file of ours refers to
+    def __reduce__(self):
+        return (print, ("code ran",))
+
+
+def test_a_model_file_with_untrusted_types_is_refused(boosted_model, tmp_path):
+    import skops.io as sio
+
+    copy = tmp_path / "m"
+    shutil.copytree(boosted_model[0], copy)
+    sio.dump({"x": Planted()}, copy / "node_model.skops")
+    with pytest.raises(ModelFileError, match="types this project does not trust"):
+        Scorer.load(copy)
+    (copy / "node_model.skops").write_bytes(b"not a zip")
+    with pytest.raises(ModelFileError, match="not a readable skops file"):
+        Scorer.load(copy)
+
+
+def test_pretrained_model_loads_and_scores():
+    scorer = Scorer.pretrained()
+    assert scorer.saved.info["trained_on"]["examples"] > 10000
+    scored = scorer.score("SELECT count(*) FROM singer", question="How many singers are there?",
+                          schema={"singer": ["singer_id", "name"]})
+    assert 0 < scored.query_confidence < 1 and len(scored.nodes) == 4
