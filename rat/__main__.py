@@ -1,11 +1,13 @@
 """`python -m rat "SQL" [--schema tables.json --db-id ID] [--gold "SQL"]`: print the RAT
 (indented), its post-order string and, with --gold, each node's label. Bad input of any kind
-gives one line on stderr and a non-zero exit status, never a traceback."""
+gives one line on stderr and a non-zero exit status, never a traceback. `python -m rat
+--version` says which sqlglot runs: its version, and "compiled (sqlglotc)" or "pure Python"."""
 
 import argparse
 import json
 import sys
 
+from rat.build import version_line
 from rat.errors import RATError
 from rat.labels import label_nodes
 from rat.node import Node
@@ -59,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schema", help="Spider/BIRD tables.json")
     parser.add_argument("--db-id", help="database id within --schema")
     parser.add_argument("--gold", help="gold SQL: print each predicted node's label")
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="sqlglot's version and build (compiled or pure Python)")
     args = parser.parse_args(argv)
     if bool(args.schema) != bool(args.db_id):
         parser.error("--schema and --db-id go together")

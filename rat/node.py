@@ -36,8 +36,7 @@ class Node:
             if not isinstance(child, Node):
                 i = children.index(child)
                 raise TypeError(f"child {i} of {label!r} is {type(child).__name__}, not a Node")
-            if child._depth > deepest:
-                deepest = child._depth
+            deepest = max(deepest, child._depth)
         _set(self, "label", label)
         _set(self, "children", children)
         _set(self, "_hash", None)
