@@ -55,8 +55,8 @@ def parse(sql: str) -> exp.Expression:
 
     >>> parse("SELECT 1;").sql()
     'SELECT 1'
-    >>> parse("SELECT strftime('%Y', d) FROM t").sql()
-    "SELECT strftime('%Y', d) FROM t"
+    >>> parse("SELECT strftime('%Y', d) FROM t").sql()  # not TimeToStr(TsOrDsToTimestamp(..))
+    "SELECT STRFTIME('%Y', d) FROM t"
     """
     try:
         tokenizer, parser = _reader()
@@ -399,13 +399,15 @@ class _Resolver:
         stack = [node]
         while stack:
             current = stack.pop()
-            if isinstance(current, exp.Column):
+            kind = type(current)
+            if kind is exp.Column:
                 self.column(current, scope, chain, aliases, clause)
+                continue
+            if kind is exp.Literal:  # the commonest leaf: nothing to resolve below it
                 continue
             if isinstance(current, _QUERY):
                 self.query(current, chain, ctes, keep_aliases=False)
                 continue
-            kind = type(current)
             if kind is exp.Anonymous:
                 current.set("this", current.name.lower())
             elif kind is exp.Count:

@@ -4,7 +4,6 @@ turned into a retry or an error."""
 
 import sys
 import threading
-from contextlib import contextmanager
 
 
 class RATError(ValueError):
@@ -45,25 +44,32 @@ class InternalError(RuntimeError):
                          f"in SQL: {sql!r}")
 
 
-@contextmanager
-def internal_errors(sql: str, stage: str):
+class internal_errors:  # lowercase: used as a context manager, like contextlib's
     """Let RATError through; running out of recursion depth is a `DepthError`; anything else
     raised inside the block is a bug, re-raised as `InternalError` naming `stage` (with the
-    original exception as its cause).
+    original exception as its cause). A class, not a @contextmanager: it runs per query.
 
     >>> with internal_errors("SELECT 1", "build tree"):
     ...     {}["missing"]
     Traceback (most recent call last):
     rat.errors.InternalError: bug in rat: build tree raised KeyError: 'missing' in SQL: 'SELECT 1'
     """
-    try:
-        yield
-    except RATError:
-        raise
-    except RecursionError:
-        raise DepthError(sql) from None
-    except Exception as error:  # noqa: BLE001
-        raise InternalError(stage, error, sql) from error
+
+    __slots__ = ("sql", "stage")
+
+    def __init__(self, sql: str, stage: str):
+        self.sql = sql
+        self.stage = stage
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if error is None or isinstance(error, RATError) or not isinstance(error, Exception):
+            return False
+        if isinstance(error, RecursionError):
+            raise DepthError(self.sql) from None
+        raise InternalError(self.stage, error, self.sql) from error
 
 
 # sqlglot parses and `rat` builds trees recursively: about 20 Python frames per level of
