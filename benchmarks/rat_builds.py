@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere: `rat` is the checkout's
 
-import rat  # noqa: E402 - after the path, and after RAT_SQLGLOT is read by rat.build
-from rat.build import sqlglot_build  # noqa: E402
-from rat.hashing import contextual_hashes  # noqa: E402
+import rat  # after the path: the checkout's rat
+from rat.build import sqlglot_build
+from rat.hashing import contextual_hashes
 
 
 def load_queries(data_root: Path | None, queries_file: Path | None):

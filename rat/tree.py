@@ -16,7 +16,7 @@ from collections.abc import Callable
 from sqlglot import expressions as exp
 
 from rat.canonicalize import canonical_ast
-from rat.errors import RATError, only_rat_errors, with_deep_stack
+from rat.errors import RATError, internal_errors, with_deep_stack
 from rat.node import Node
 from rat.schema import Schema
 
@@ -86,7 +86,7 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     ('query', 'SELECT t.a FROM t LIMIT 3', 'Limit')
     """
     builder = _Builder(sql) if on_step is None else _ObservedBuilder(sql, on_step)
-    with only_rat_errors(sql, "build tree"):
+    with internal_errors(sql, "build tree"):
         tree = builder.query(ast, {})
     depth = tree.depth()
     if depth > MAX_DEPTH:
