@@ -12,9 +12,9 @@ import pytest
 
 import rat
 from model.eval import metrics as M
+from model.nodes.saved import SavedModel, kind_group
 from model.scoring import ModelFileError, RowError, Scorer
 from model.scoring.reasons import EXPLAINABLE, ReasonContext, explain_nodes, render
-from model.scoring.saved import SavedModel, kind_group
 from model.train import train
 from tests.test_boosted import FAST, compose_cfg
 
@@ -22,7 +22,7 @@ from tests.test_boosted import FAST, compose_cfg
 @pytest.fixture(scope="module")
 def boosted_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("scorer_run")
-    metrics, objects = train(compose_cfg("train", FAST, out))
+    _, objects = train(compose_cfg("train", FAST, out))
     return out / "model", objects
 
 

@@ -394,8 +394,8 @@ def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], config
                      seed: int, folder: Path):
     """Fit the final model on every example the run trains, validates or tests on (a held-out
     system stays out: ``data.holdout_system``), score those examples with it (the in-sample
-    numbers a reload must reproduce) and save it to ``folder`` (``model.scoring.saved``)."""
-    from model.scoring.saved import fit_saved_model
+    numbers a reload must reproduce) and save it to ``folder`` (``model.nodes.saved``)."""
+    from model.nodes.saved import fit_saved_model
 
     holdout = folds_info.get("holdout_system")
     indices = sorted({k for role in roles for part in ("train", "val", "test") for k in role[part]

@@ -2,7 +2,7 @@
 
 A reason is a feature whose value pushed the node's confidence down: setting that one feature to
 its typical value (the median over correct nodes of the same kind in the training data,
-``model.scoring.saved.typical_values``) and scoring the node again raises its confidence. The
+``model.nodes.saved.typical_values``) and scoring the node again raises its confidence. The
 reasons shown are the (up to three) features with the largest such rise, so each comes with a
 measured effect (``Reason.gain``): the explanation is faithful by construction to the one-feature
 change it names. Structural features (tree size, depth, node position) are context, not a
@@ -153,10 +153,12 @@ _TEMPLATES: dict[str, Callable[[float, ReasonContext], str]] = {
     "result_agreement": lambda v, c: f"{v:.0%} of the other systems' queries return the same rows",
     "n_other_systems": lambda v, c: f"{v:.0f} other system(s) answered this question",
 }
-for _cue in CUES:
-    _TEMPLATES[_cue] = (lambda cue: lambda v, c: (
-        f"the question says {_cue_words(cue)}" if _yes(v) else f"the question does not say {_cue_words(cue)}")
-    )(_cue)
+def _cue_template(cue: str) -> Callable[[float, ReasonContext], str]:
+    return lambda v, c: (f"the question says {_cue_words(cue)}" if _yes(v)
+                         else f"the question does not say {_cue_words(cue)}")
+
+
+_TEMPLATES.update({cue: _cue_template(cue) for cue in CUES})
 
 
 def render(feature: str, value: float, ctx: ReasonContext) -> str:

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 import rat
+from model.nodes.saved import ModelFileError, SavedModel, kind_group, query_aggregates
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
-from model.scoring.saved import ModelFileError, SavedModel, kind_group, query_aggregates
 
 PRETRAINED = {"spider": Path(__file__).resolve().parent / "pretrained" / "spider"}
 # Nodes below this confidence get reasons (and "look here first" always does).
@@ -71,6 +71,7 @@ class ScoredQuery:
     question_id: str | None = None
     tree: rat.Node | None = field(default=None, repr=False)
     schema: rat.Schema | None = field(default=None, repr=False)
+    features: np.ndarray | None = field(default=None, repr=False)  # (nodes, model features); boosted only
 
     def to_dict(self) -> dict:
         """The JSON row ``rat-score`` writes and ``rat-serve`` answers."""
@@ -214,13 +215,14 @@ class Scorer:
         if examples:
             scored = (self._boosted(examples, schemas, databases, reasons) if self.saved is not None
                       else self._neural(examples))
-            for j, example, (conf, site, query_conf, why) in zip(keys, examples, scored):
+            for j, example, (conf, site, query_conf, why, x) in zip(keys, examples, scored):
                 row = rows[j]
                 if conf is None:
                     results[j] = RowError(offset + j, "too long for the neural model", row.get("question_id"))
                     continue
                 results[j] = _assemble(example, row, schemas[example.db_id], conf, site, query_conf,
                                        why, spans)
+                results[j].features = x
         return results  # type: ignore[return-value]
 
     def _boosted(self, examples: list, schemas: dict, databases: dict, reasons: bool) -> list[tuple]:
@@ -250,7 +252,7 @@ class Scorer:
                 look = int(np.nanargmax(site)) if not np.isnan(site).all() else int(np.argmin(conf))
                 low = sorted({i for i in range(len(conf)) if conf[i] < REASONS_BELOW} | {look})
                 why = explain_nodes(saved, x, low, _contexts(e), [kind_group(t) for t in e.node_types], conf)
-            out.append((conf, site, query_conf, why))
+            out.append((conf, site, query_conf, why, x))
         return out
 
     def _neural(self, examples: list) -> list[tuple]:
@@ -259,10 +261,10 @@ class Scorer:
         out = []
         for e, conf in zip(examples, self.neural.score_examples(examples, progress=False)):
             if conf is None:
-                out.append((None, None, None, {}))
+                out.append((None, None, None, {}, None))
                 continue
             conf = np.asarray(conf)
-            out.append((conf, np.asarray(site_reading(conf, e.node_arity)), float(conf.min()), {}))
+            out.append((conf, np.asarray(site_reading(conf, e.node_arity)), float(conf.min()), {}, None))
         return out
 
 

@@ -14,8 +14,6 @@ opened read-only (``model.data.execution``) and only under ``--data-root``: a ``
 outside it, or a ``db_id`` that is not a plain name, is refused (400).
 """
 
-from __future__ import annotations
-
 import argparse
 import asyncio
 import sys
@@ -113,7 +111,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         try:
             results = await asyncio.wait_for(
                 run_in_threadpool(scorer.score_many, known, False, True), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise HTTPException(503, f"scoring took longer than {timeout_s:g} s") from None
         it = iter(results)
         out = []

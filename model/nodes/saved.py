@@ -170,7 +170,7 @@ def _load_skops(path: Path):
         raise ModelFileError(f"{path}: missing")
     try:
         untrusted = sio.get_untrusted_types(file=path)
-    except Exception as e:  # a damaged or foreign file: skops raises several kinds
+    except Exception as e:  # noqa: BLE001  (a damaged or foreign file: skops raises several kinds)
         raise ModelFileError(f"{path}: not a readable skops file ({type(e).__name__})") from None
     refused = sorted(set(untrusted) - set(TRUSTED_TYPES))
     if refused:
@@ -251,7 +251,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
         "method": config.method,
         "config": {"groups": config.groups, "lm": config.lm, "calibration": config.calibration,
                    "hgb": config.hgb, "drop": list(config.drop)},
-        "trained_on": {"data_root": table.root.name, "examples": len(examples), "nodes": int(len(y)),
+        "trained_on": {"data_root": table.root.name, "examples": len(examples), "nodes": len(y),
                        "questions": len({e.question_id for e in examples}),
                        "databases": len({e.db_id for e in examples}),
                        "systems": dict(sorted(Counter(e.system for e in examples).items())),

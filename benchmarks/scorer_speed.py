@@ -1,0 +1,170 @@
+"""Scoring new SQL, side by side in one run: batch throughput of the pretrained boosted model
+(with databases, without, with reasons) vs a neural checkpoint, and one-query latency through
+``rat-serve`` (warm; p50/p95), then 8 concurrent clients for ``--load-seconds``.
+
+Items: ``--queries`` Spider dev predictions taken evenly over the 11 systems' files (the demo
+corpus when ../shared/data is absent). Nothing is cached between runs: the scorer computes every
+feature (no feature cache) and runs every query on its database.
+
+    python benchmarks/scorer_speed.py [--queries 1000 --neural outputs/train/<run> --load-seconds 60]
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from model.data.datasets import database_path, load_questions, load_schemas
+from model.data.predictions import load_predictions
+from model.scoring import RowError, Scorer
+
+SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+REPO = Path(__file__).resolve().parents[1]
+
+
+def dataset(n: int) -> tuple[Path, list[dict]]:
+    if (SHARED / "spider" / "dev.json").exists():
+        root, files = SHARED / "spider", sorted((SHARED / "predictions" / "spider_dev").iterdir())
+    else:
+        from model.synth.demo import demo_root
+
+        root = demo_root()
+        files = sorted((root / "predictions").glob("*.jsonl"))
+    questions = load_questions(root, "dev")
+    by_id = {q.question_id: q for q in questions}
+    schemas = load_schemas(root)
+    rows = []
+    for f in files:
+        for p in load_predictions(f, questions):
+            rows.append({"sql": p.sql, "question": by_id[p.question_id].question, "db_id": p.db_id,
+                         "question_id": p.question_id, "schema": schemas.get(p.db_id),
+                         "database": database_path(root, p.db_id)})
+    step = max(1, len(rows) // n)
+    return root, rows[::step][:n]
+
+
+def throughput(scorer: Scorer, rows: list[dict], **options) -> tuple[float, int]:
+    start = time.perf_counter()
+    results = scorer.score_many(rows, progress=False, **options)
+    seconds = time.perf_counter() - start
+    return len(rows) / seconds, sum(isinstance(r, RowError) for r in results)
+
+
+def newest_neural_run() -> Path | None:
+    runs = sorted((REPO / "outputs" / "train").glob("*/checkpoints"), key=lambda p: p.stat().st_mtime)
+    return runs[-1].parent if runs else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(url: str, query: dict) -> tuple[int, float]:
+    body = json.dumps({"queries": [query]}).encode()
+    start = time.perf_counter()
+    try:
+        request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as r:
+            r.read()
+            status = r.status
+    except Exception:  # noqa: BLE001  (a failed request is counted, whatever it was)
+        status = 0
+    return status, time.perf_counter() - start
+
+
+def service(root: Path, rows: list[dict], n_latency: int, load_seconds: float) -> dict:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--model", "pretrained",
+                             "--data-root", str(root), "--port", str(port)], cwd=REPO,
+                            stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(base + "/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        queries = [{"db_id": r["db_id"], "question": r["question"], "sql": r["sql"]} for r in rows]
+        for q in queries[:20]:  # warm
+            post(base + "/score", q)
+        latencies = [post(base + "/score", q)[1] for q in queries[:n_latency]]
+        deadline = time.perf_counter() + load_seconds
+
+        def client(k: int) -> tuple[int, int]:
+            ok = failed = 0
+            i = k
+            while time.perf_counter() < deadline:
+                status, _ = post(base + "/score", queries[i % len(queries)])
+                ok, failed = ok + (status == 200), failed + (status != 200)
+                i += 8
+            return ok, failed
+
+        with ThreadPoolExecutor(8) as pool:
+            counts = list(pool.map(client, range(8)))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    ms = np.array(latencies) * 1000
+    return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
+            "requests": sum(c[0] + c[1] for c in counts), "failed": sum(c[1] for c in counts),
+            "load_rps": sum(c[0] for c in counts) / load_seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--neural", type=Path, default=None, help="a neural run (default: newest outputs/train run)")
+    parser.add_argument("--neural-queries", type=int, default=100)
+    parser.add_argument("--latency-queries", type=int, default=300)
+    parser.add_argument("--load-seconds", type=float, default=60)
+    args = parser.parse_args()
+    root, rows = dataset(args.queries)
+    scorer = Scorer.pretrained()
+    scorer.score_many(rows[:50], progress=False)  # imports and first-call work
+    no_db = [{**r, "database": None} for r in rows]
+    print(f"{len(rows)} predictions from {root}; pretrained model ({scorer.description}); "
+          f"{os.cpu_count()} CPUs\n")
+    print("| scorer | setting | queries/s | not scored |\n|---|---|---|---|")
+    measured = {}
+    for name, items, options in (("with databases", rows, {}), ("without databases", no_db, {}),
+                                 ("with databases, + reasons", rows, {"reasons": True}),
+                                 ("without databases, no spans", no_db, {"spans": False})):
+        rate, bad = throughput(scorer, items, **options)
+        measured[name] = rate
+        print(f"| pretrained boosted | {name} | {rate:,.0f} | {bad} |", flush=True)
+    neural = args.neural or newest_neural_run()
+    if neural is not None:
+        neural_scorer = Scorer.load(neural)
+        sample = rows[:args.neural_queries]
+        neural_scorer.score_many(sample[:4], progress=False)
+        rate, bad = throughput(neural_scorer, sample)
+        print(f"| neural checkpoint ({neural.name}) | {len(sample)} queries | {rate:,.1f} | {bad} |")
+        print(f"\nboosted with databases / neural: {measured['with databases'] / rate:.0f}x; "
+              f"without databases / neural: {measured['without databases'] / rate:.0f}x")
+    else:
+        print("\n(no neural run: `make train` makes one under outputs/train/; or pass --neural)")
+    s = service(root, rows, args.latency_queries, args.load_seconds)
+    print(f"\nrat-serve, one query per request, warm, {args.latency_queries} sequential requests: "
+          f"p50 {s['p50_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms")
+    print(f"8 concurrent clients for {args.load_seconds:g} s: {s['requests']} requests, "
+          f"{s['failed']} failed, {s['load_rps']:.0f} requests/s")
+
+
+if __name__ == "__main__":
+    main()
