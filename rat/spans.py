@@ -12,7 +12,9 @@ nodes without a span, never an exception.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from sqlglot import expressions as exp
 
@@ -40,12 +42,19 @@ class SqlSpans:
 
     ``sql``: the text the spans index (canonical SQL, or the input when it cannot be parsed);
     ``spans[i]``: the [start, end) span of post-order node i's subtree, None when not found;
-    ``owners[c]``: the post-order index of the innermost node at character c (None: no node).
+    ``owners[c]``: the post-order index of the innermost node at character c (None: no node),
+    worked out on first use; ``tree``: the RAT the spans belong to, built from the same parse
+    (None when the text could not be mapped).
     """
 
     sql: str
     spans: tuple[Span | None, ...]
-    owners: tuple[int | None, ...]
+    _find_owners: Callable[[], tuple[int | None, ...]] = field(repr=False, compare=False)
+    tree: Node | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def owners(self) -> tuple[int | None, ...]:
+        return self._find_owners()
 
     @property
     def unmapped(self) -> int:
@@ -70,6 +79,8 @@ def sql_spans(sql: str, tree: Node | None = None, schema: Schema | None = None) 
     [('singer.age', 'singer.age'), ('20', '20'), ('Gt', 'singer.age > 20')]
     >>> s.text(5), s.text(6) == s.sql, s.unmapped
     ('from singer where singer.age > 20', True, 0)
+    >>> s.tree == to_tree(s.sql)  # the tree comes with the spans: no second parse
+    True
     >>> sql_spans("SELEC name", Node("t")).unmapped  # not SQL: no span, no exception
     1
     """
@@ -105,11 +116,11 @@ def _spans(sql: str, nodes: list[Node] | None, schema: Schema | None) -> SqlSpan
         raise DepthError(sql) from None
     except Exception:  # noqa: BLE001 - e.g. the builder changed shape; degrade, don't crash
         return _unmapped(text, nodes)
-    return SqlSpans(text, spans, _owners(built, built_nodes, spans, recorder.own, len(text)))
+    return SqlSpans(text, spans, lambda: _owners(built, built_nodes, spans, recorder.own, len(text)), built)
 
 
 def _unmapped(text: str, nodes) -> SqlSpans:
-    return SqlSpans(text, (None,) * len(nodes or ()), (None,) * len(text))
+    return SqlSpans(text, (None,) * len(nodes or ()), lambda: (None,) * len(text))
 
 
 # ---------------------------------------------------------------- spans of sqlglot expressions

@@ -62,6 +62,19 @@ def test_reloaded_model_reproduces_the_runs_in_sample_numbers(boosted_model):
     assert M.brier(conf, labels) == pytest.approx(in_sample["brier"], abs=1e-6)
 
 
+def test_worker_processes_give_the_same_scores_in_the_same_order(boosted_model):
+    folder, objects = boosted_model
+    table = objects["table"]
+    rows = _rows(table, range(40))
+    rows[7] = {**rows[7], "sql": "SELECT * FROM ("}  # a bad row stays in its place
+    scorer = Scorer.load(folder)
+    alone = scorer.score_many(rows, progress=False, batch_size=8, workers=1)
+    forked = scorer.score_many(rows, progress=False, batch_size=8, workers=2)
+    assert isinstance(forked[7], RowError) and forked[7].index == 7 == alone[7].index
+    assert [r.to_dict() for r in forked if not isinstance(r, RowError)] == \
+        [r.to_dict() for r in alone if not isinstance(r, RowError)]
+
+
 def test_scores_without_a_database_and_never_changes_one(boosted_model):
     folder, objects = boosted_model
     table = objects["table"]

@@ -171,13 +171,13 @@ def compose_text(schema_text: str, question: str, tree_text: str) -> tuple[str, 
 
 
 def make_example(question: Question, sql: str, system: str, schema: rat.Schema | None,
-                 gold_tree: rat.Node | None = None, execution_match: bool | None = None
-                 ) -> NodeExample:
+                 gold_tree: rat.Node | None = None, execution_match: bool | None = None,
+                 tree: rat.Node | None = None) -> NodeExample:
     """One example; labels all 1 when execution matches, else from rat.label_nodes against
     `gold_tree` (with the root marked wrong when execution mismatches but every node occurs in
     gold, i.e. the prediction only omits something), else all 0 (raises rat.RATError on SQL it cannot read). Inference calls it
-    with no gold and ignores the labels."""
-    tree = rat.to_tree(sql, schema)
+    with no gold and ignores the labels. ``tree``: ``sql``'s tree when the caller has it already."""
+    tree = tree if tree is not None else rat.to_tree(sql, schema)
     nodes = tree.postorder()
     if execution_match:
         labels = [1] * len(nodes)

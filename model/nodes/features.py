@@ -47,6 +47,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from rapidfuzz.distance import Indel
+from rapidfuzz.process import cdist
+
+try:  # difflib's algorithm compiled: the same ratios, about 3x faster (the fuzzy name matching's cost)
+    from cydifflib import SequenceMatcher
+except ImportError:  # pragma: no cover - cydifflib is a dependency; pure Python gives the same numbers
+    from difflib import SequenceMatcher
 
 import rat
 from model.data.cache import cache_dir
@@ -256,6 +263,7 @@ class QuestionIndex:
         self.joined = " " + " ".join(self.words) + " "
         self.numbers = {w for w in re.findall(r"-?\d+(?:\.\d+)?", question)}
         self._fuzzy: dict[str, float] = {}
+        self._gram_memo: dict[int, list[str]] = {}
 
     def word_share(self, name_words: Sequence[str]) -> float:
         return sum(w in self.word_set for w in name_words) / len(name_words) if name_words else NAN
@@ -264,20 +272,51 @@ class QuestionIndex:
         return float(f" {' '.join(name_words)} " in self.joined) if name_words else NAN
 
     def fuzzy(self, phrase: str) -> float:
-        """Best difflib ratio of ``phrase`` against the question's n-grams of about its length."""
-        if phrase in self._fuzzy:
-            return self._fuzzy[phrase]
-        n = max(1, len(phrase.split()))
-        best = 0.0
-        matcher = difflib.SequenceMatcher(autojunk=False)
-        matcher.set_seq2(phrase)
-        for size in {max(1, n - 1), n, n + 1}:
-            for i in range(max(1, len(self.words) - size + 1)):
-                matcher.set_seq1(" ".join(self.words[i:i + size]))
-                if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
+        """Best difflib ratio of ``phrase`` against the question's n-grams of about its length.
+
+        Exactly difflib's number, computed cheaply: n-grams are tried in decreasing order of an
+        upper bound on their ratio (the longest common subsequence's) until no bound is above
+        the best ratio found.
+
+        >>> q = QuestionIndex("How many singers are from France?")
+        >>> q.fuzzy("singer"), round(q.fuzzy("country"), 3), round(q.fuzzy("home town"), 3)
+        (1.0, 0.4, 0.5)
+        """
+        return self.fuzzy_many([phrase])[0]
+
+    def fuzzy_many(self, phrases: Sequence[str]) -> list[float]:
+        """``fuzzy`` of each phrase; the bounds of all phrases of one length at once."""
+        todo: dict[int, list[str]] = defaultdict(list)
+        for phrase in dict.fromkeys(phrases):
+            if phrase in self._fuzzy:
+                continue
+            if phrase and f" {phrase} " in self.joined:  # the phrase is one of the n-grams: ratio 1
+                self._fuzzy[phrase] = 1.0
+                continue
+            todo[max(1, len(phrase.split()))].append(phrase)
+        matcher = SequenceMatcher(autojunk=False)
+        for n, group in todo.items():
+            grams = self._grams(n)
+            # 2 * longest common subsequence / total length bounds difflib's ratio from above
+            # (its matching blocks are a common subsequence); rapidfuzz computes it for all pairs
+            bounds = cdist(group, grams, scorer=Indel.normalized_similarity, dtype=np.float64)
+            for phrase, row in zip(group, bounds):
+                best = 0.0
+                matcher.set_seq2(phrase)
+                for k in np.argsort(-row, kind="stable"):
+                    if row[k] <= best:
+                        break
+                    matcher.set_seq1(grams[k])
                     best = max(best, matcher.ratio())
-        self._fuzzy[phrase] = best
-        return best
+                self._fuzzy[phrase] = best
+        return [self._fuzzy[p] for p in phrases]
+
+    def _grams(self, n: int) -> list[str]:
+        """The question's n-grams of n-1, n and n+1 words."""
+        if n not in self._gram_memo:
+            self._gram_memo[n] = [" ".join(self.words[i:i + size]) for size in {max(1, n - 1), n, n + 1}
+                                  for i in range(max(1, len(self.words) - size + 1))]
+        return self._gram_memo[n]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,10 +430,11 @@ class SchemaIndex:
         self.semantic: dict[str, dict[str, float]] = {"table": {}, "column": {}}
         if schema is None:
             return
-        for table, columns in schema.tables.items():
-            self.tables[table] = question.fuzzy(" ".join(words(table)))
-            for column in columns:
-                self.columns.setdefault(column, question.fuzzy(" ".join(words(column))))
+        tables = list(schema.tables)
+        columns = list(dict.fromkeys(c for cols in schema.tables.values() for c in cols))
+        scores = question.fuzzy_many([" ".join(words(name)) for name in tables + columns])
+        self.tables = dict(zip(tables, scores[:len(tables)]))
+        self.columns = dict(zip(columns, scores[len(tables):]))
         if question.vector is not None:
             from model.lm.sentence import embed_items
 

@@ -169,30 +169,37 @@ class Scorer:
         return result
 
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
-                   spans: bool = True, batch_size: int = 256) -> list[ScoredQuery | RowError]:
+                   spans: bool = True, batch_size: int = 256, workers: int | None = None
+                   ) -> list[ScoredQuery | RowError]:
         """Score rows ``{sql, question, schema, database, db_id, question_id}`` (all but ``sql``
         optional), in order; a row that cannot be scored comes back as a ``RowError``, never
         stops the batch. ``reasons`` adds reasons to low-confidence nodes; ``spans`` locates
-        every node in the written SQL."""
+        every node in the written SQL. ``workers`` processes read the SQL and compute the
+        features of a boosted model's batches (default: one per CPU core, up to 4, when there is
+        more than one batch); the model itself runs in this process."""
         from tqdm.auto import tqdm
 
         rows = list(rows)
-        out: list[ScoredQuery | RowError] = []
+        starts = list(range(0, len(rows), batch_size))
+        workers = _worker_count(workers, len(starts)) if self.saved is not None else 1
         bar = tqdm(total=len(rows), desc="scoring", unit="query", disable=not progress, leave=False)
-        for start in range(0, len(rows), batch_size):
-            chunk = rows[start:start + batch_size]
-            out.extend(self._score_chunk(chunk, start, reasons, spans))
-            bar.update(len(chunk))
+        out: list[ScoredQuery | RowError] = []
+        jobs = [(rows[start:start + batch_size], start, spans) for start in starts]
+        with _prepared_batches(self, jobs, workers) as prepared:
+            for (chunk, start, _), batch in zip(jobs, prepared):
+                out.extend(self._finish(batch, chunk, reasons))
+                bar.update(len(chunk))
         bar.close()
         return out
 
-    def _score_chunk(self, rows: Sequence[Mapping], offset: int, reasons: bool, spans: bool
-                     ) -> list[ScoredQuery | RowError]:
+    def _prepare(self, rows: Sequence[Mapping], offset: int, spans: bool) -> _Batch:
+        """Read the rows' SQL into examples and (boosted) their feature matrices and (``spans``)
+        their nodes' spans in the written SQL; pure Python and read-only database reads, so
+        it runs in worker processes."""
         from model.data.datasets import Question
         from model.nodes.examples import make_example
 
-        examples, schemas, databases, keys = [], {}, {}, []
-        results: list[ScoredQuery | RowError | None] = [None] * len(rows)
+        batch = _Batch([None] * len(rows), [], [], {}, {}, offset)
         for j, row in enumerate(rows):
             qid = row.get("question_id")
             try:
@@ -201,58 +208,75 @@ class Scorer:
                     raise ValueError("no SQL")
                 key = str(row.get("db_id") or f"schema{j}")
                 schema = as_schema(row.get("schema"), key)
+                located = rat.sql_spans(sql, None, schema) if spans else None  # tree and spans: one parse
                 example = make_example(Question(str(qid or f"q{offset + j}"), key,
                                                 str(row.get("question") or ""), ""),
-                                       sql, str(row.get("system") or "user"), schema)
+                                       sql, str(row.get("system") or "user"), schema,
+                                       tree=located.tree if located else None)
             except (rat.RATError, ValueError, TypeError) as e:
-                results[j] = RowError(offset + j, str(e).splitlines()[0] if str(e) else type(e).__name__, qid)
+                batch.errors[j] = RowError(offset + j, str(e).splitlines()[0] if str(e) else type(e).__name__, qid)
                 continue
-            schemas[key] = schema
+            batch.schemas[key] = schema
             database = row.get("database")
-            databases[key] = Path(database) if database else None
-            examples.append(example)
-            keys.append(j)
-        if examples:
-            scored = (self._boosted(examples, schemas, databases, reasons) if self.saved is not None
-                      else self._neural(examples))
-            for j, example, (conf, site, query_conf, why, x) in zip(keys, examples, scored):
+            batch.databases[key] = Path(database) if database else None
+            batch.examples.append(example)
+            batch.keys.append(j)
+            if located is not None:
+                batch.trees.append(located.tree if located.tree is not None else rat.to_tree(sql, schema))
+                batch.spans.append(_written(located, sql))
+        if self.saved is not None and batch.examples:
+            batch.features = self._features(batch.examples, batch.schemas, batch.databases)
+        return batch
+
+    def _finish(self, batch: _Batch, rows: Sequence[Mapping], reasons: bool) -> list[ScoredQuery | RowError]:
+        results: list[ScoredQuery | RowError | None] = list(batch.errors)
+        if batch.examples:
+            scored = (self._boosted(batch.examples, batch.features, reasons) if self.saved is not None
+                      else self._neural(batch.examples))
+            for k, (j, example, (conf, site, query_conf, why, x)) in enumerate(zip(batch.keys, batch.examples, scored)):
                 row = rows[j]
                 if conf is None:
-                    results[j] = RowError(offset + j, "too long for the neural model", row.get("question_id"))
+                    results[j] = RowError(batch.offset + j, "too long for the neural model",
+                                          row.get("question_id"))
                     continue
-                results[j] = _assemble(example, row, schemas[example.db_id], conf, site, query_conf,
-                                       why, spans)
+                results[j] = _assemble(example, row, batch.schemas[example.db_id], conf, site, query_conf,
+                                       why, batch.trees[k] if batch.trees else None,
+                                       batch.spans[k] if batch.spans else None)
                 results[j].features = x
         return results  # type: ignore[return-value]
 
-    def _boosted(self, examples: list, schemas: dict, databases: dict, reasons: bool) -> list[tuple]:
+    def _features(self, examples: list, schemas: dict, databases: dict) -> list[np.ndarray]:
+        """Each example's matrix of the saved model's features, in the model's column order."""
         from model.nodes.features import CONSENSUS_FEATURES, LM_FEATURES, build_features
 
-        saved = self.saved
-        wanted = set(saved.features)
+        wanted = set(self.saved.features)
         matrices, names, _ = build_features(
             examples, schemas, databases, consensus=bool(wanted & set(CONSENSUS_FEATURES)),
             use_cache=False, timeout_s=self.feature_timeout_s, progress=False,
             lm=bool(wanted & set(LM_FEATURES)), semantic=any(n.startswith(("name_semantic", "subtree_min_sem"))
                                                              for n in wanted))
         index = {n: j for j, n in enumerate(names)}
-        missing = [n for n in saved.features if n not in index]
+        missing = [n for n in self.saved.features if n not in index]
         if missing:
             raise ModelFileError(f"the model reads features this version does not compute: {missing}")
-        columns = [index[n] for n in saved.features]
-        x_all = np.vstack([m[:, columns] for m in matrices])
+        columns = [index[n] for n in self.saved.features]
+        return [m[:, columns] for m in matrices]
+
+    def _boosted(self, examples: list, matrices: list[np.ndarray], reasons: bool) -> list[tuple]:
+        saved = self.saved
+        x_all = np.vstack(matrices)
         conf_all, site_all = saved.node_confidence(x_all), saved.site_score(x_all)
         sizes = np.cumsum([len(m) for m in matrices])[:-1]
+        query_all = saved.query_calibrator.confidence(np.array([query_aggregates(c) for c in np.split(conf_all, sizes)]))
         out = []
-        for e, x, conf, site in zip(examples, np.split(x_all, sizes), np.split(conf_all, sizes),
-                                    np.split(site_all, sizes)):
-            query_conf = float(saved.query_calibrator.confidence(np.array([query_aggregates(conf)]))[0])
+        for e, x, conf, site, query_conf in zip(examples, matrices, np.split(conf_all, sizes),
+                                                np.split(site_all, sizes), query_all):
             why: dict[int, list[Reason]] = {}
             if reasons:
                 look = int(np.nanargmax(site)) if not np.isnan(site).all() else int(np.argmin(conf))
                 low = sorted({i for i in range(len(conf)) if conf[i] < REASONS_BELOW} | {look})
                 why = explain_nodes(saved, x, low, _contexts(e), [kind_group(t) for t in e.node_types], conf)
-            out.append((conf, site, query_conf, why, x))
+            out.append((conf, site, float(query_conf), why, x))
         return out
 
     def _neural(self, examples: list) -> list[tuple]:
@@ -295,9 +319,12 @@ def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None) -> list[t
     >>> [sql[s:e] for s, e in written_spans(sql, rat.to_tree(sql), None)][:4]
     ['T1.name', 'T1.age', '20', 'T1.age > 20']
     """
+    return _written(rat.sql_spans(sql, tree, schema), sql)
+
+
+def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
     from model.nodes.features import _word_spans, written_word_of
 
-    located = rat.sql_spans(sql, tree, schema)
     canonical_words, match = written_word_of(located.sql, sql)
     written_words = _word_spans(sql)
     out: list[tuple[int, int] | None] = []
@@ -311,16 +338,11 @@ def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None) -> list[t
     return out
 
 
-def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, spans: bool) -> ScoredQuery:
+def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, tree: rat.Node | None,
+              located: list[tuple[int, int] | None] | None) -> ScoredQuery:
     from model.nodes.infer import _depths_and_children
 
-    tree = None
-    located: list[tuple[int, int] | None] = [None] * len(conf)
-    if spans:
-        from model.nodes.outputs import tree_of
-
-        tree = tree_of({"node_names": example.node_names, "node_arity": example.node_arity})
-        located = written_spans(example.sql, tree, schema)
+    located = located or [None] * len(conf)
     nodes = [ScoredNode(i, name, kind, depth, children, float(c), float(s), span,
                         example.sql[span[0]:span[1]] if span else None, why.get(i, []))
              for i, (name, kind, (depth, children), c, s, span) in enumerate(zip(
@@ -330,6 +352,62 @@ def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, spans:
     return ScoredQuery(example.sql, example.question, nodes, float(query_conf), int(order[0]),
                        int(order[1]) if len(order) > 1 else None, row.get("db_id"),
                        row.get("question_id"), tree, schema)
+
+
+@dataclass
+class _Batch:
+    """One batch between the preparing stage (worker processes) and the model (this process)."""
+
+    errors: list[RowError | None]  # per row: why it could not be scored, or None
+    examples: list
+    keys: list[int]  # each example's row in the batch
+    schemas: dict
+    databases: dict
+    offset: int  # the batch's first row in the whole input
+    features: list[np.ndarray] = field(default_factory=list)
+    trees: list = field(default_factory=list)
+    spans: list = field(default_factory=list)
+
+
+def _worker_count(workers: int | None, batches: int) -> int:
+    import os
+
+    if workers is None:
+        workers = min(4, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
+    return max(1, min(workers, batches))
+
+
+_PREPARING: Scorer | None = None  # the scorer a forked worker process prepares batches with
+
+
+def _prepare_in_worker(job: tuple) -> _Batch:
+    return _PREPARING._prepare(*job)
+
+
+class _prepared_batches:
+    """The batches prepared in order: here when ``workers`` is 1, else by forked worker
+    processes (which inherit the loaded model; the model's own prediction, which uses OpenMP,
+    stays in this process)."""
+
+    def __init__(self, scorer: Scorer, jobs: list[tuple], workers: int):
+        self.scorer, self.jobs, self.workers, self.pool = scorer, jobs, workers, None
+
+    def __enter__(self):
+        global _PREPARING
+        if self.workers == 1:
+            return (self.scorer._prepare(*job) for job in self.jobs)
+        import multiprocessing
+
+        _PREPARING = self.scorer
+        self.pool = multiprocessing.get_context("fork").Pool(self.workers)
+        return self.pool.imap(_prepare_in_worker, self.jobs)
+
+    def __exit__(self, *exc) -> None:
+        global _PREPARING
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+        _PREPARING = None
 
 
 # ---------------------------------------------------------------------------------------------
