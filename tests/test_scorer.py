@@ -62,6 +62,22 @@ def test_reloaded_model_reproduces_the_runs_in_sample_numbers(boosted_model):
     assert M.brier(conf, labels) == pytest.approx(in_sample["brier"], abs=1e-6)
 
 
+def test_compiled_trees_give_scikit_learns_probabilities_exactly(boosted_model):
+    from model.nodes.saved import CompiledTrees
+
+    folder, objects = boosted_model
+    table = objects["table"]
+    saved = SavedModel.load(folder)
+    x = np.vstack(table.features[:60])
+    odd = x.copy()
+    odd[::3, 0] = 997.0  # a node kind never seen in training
+    odd[::4, 1] = np.nan  # no parent kind
+    odd[::5, 5] = np.nan  # a missing numeric feature
+    for model in (saved.node_model, saved.site_model):
+        for rows in (x, odd, x[:1]):
+            assert np.array_equal(CompiledTrees(model).predict_proba1(rows), model.predict_proba(rows)[:, 1])
+
+
 def test_worker_processes_give_the_same_scores_in_the_same_order(boosted_model):
     folder, objects = boosted_model
     table = objects["table"]

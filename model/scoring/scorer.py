@@ -440,11 +440,13 @@ def format_scored(scored: ScoredQuery, color: bool = False) -> str:
 
     emit(len(scored.nodes) - 1)
     look = scored.nodes[scored.look_here_first]
-    where = f"'{look.text}'" if look.text else look.label
     lines.append(f"query confidence: {_paint(f'{scored.query_confidence:.2f}', scored.query_confidence, color)}")
-    lines.append(f"look here first: {where} (node {look.index}, {look.label}, site score "
-                 f"{look.site_score:.2f})" + (f"; then '{scored.nodes[scored.runner_up].text or scored.nodes[scored.runner_up].label}'"
-                                               if scored.runner_up is not None else ""))
+    then = ""
+    if scored.runner_up is not None:
+        second = scored.nodes[scored.runner_up]
+        then = f"; then `{second.text or second.label}`"
+    lines.append(f"look here first: `{look.text or look.label}` (node {look.index}, {look.label}, "
+                 f"site score {look.site_score:.2f}){then}")
     return "\n".join(lines)
 
 
