@@ -36,6 +36,7 @@ from model.eval.localisation import error_sites, localisation
 from model.nodes.features import build_features, categorical_mask
 
 GROUP_CHOICES = ("single", "single+consensus")
+DATABASE_MODES = ("with", "without", "dropout")
 
 
 @dataclass
@@ -54,6 +55,10 @@ class BoostedConfig:
     drop: tuple[str, ...] = ()  # feature names (or group names) left out, for ablations
     stack: str | None = None  # a neural run's out-of-fold predictions: its node logit becomes a feature
     save_model: bool = True  # fit a final model on all labelled predictions -> <run>/model/
+    database: str = "with"  # with | without | dropout: the database features (DATABASE_FEATURES) as
+    # computed, always missing (a database-free model), or missing for a random half of the
+    # training queries (one model for both)
+    test_database: bool = True  # false: validate and test with the database features missing
 
     @classmethod
     def from_cfg(cls, model_cfg) -> BoostedConfig:
@@ -64,6 +69,8 @@ class BoostedConfig:
         config = cls(**known)
         if config.groups not in GROUP_CHOICES:
             raise ValueError(f"model.groups must be one of {GROUP_CHOICES}; found {config.groups!r}")
+        if config.database not in DATABASE_MODES:
+            raise ValueError(f"model.database must be one of {DATABASE_MODES}; found {config.database!r}")
         if config.calibration not in ("platt", "isotonic", "none"):
             raise ValueError(f"model.calibration must be platt, isotonic or none; found {config.calibration!r}")
         return config
@@ -233,6 +240,30 @@ def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict
     return model.fit(x, y)
 
 
+def without_database(x: np.ndarray, names: Sequence[str], rows: np.ndarray | None = None) -> np.ndarray:
+    """``x`` with the database features missing (NaN) in ``rows`` (default: all), as when
+    scoring without a database."""
+    from model.nodes.features import DATABASE_FEATURES
+
+    columns = np.array([n in DATABASE_FEATURES for n in names])
+    x = x.copy()
+    x[np.ix_(np.arange(len(x)) if rows is None else rows, np.flatnonzero(columns))] = np.nan
+    return x
+
+
+def training_rows(table: NodeTable, indices: Sequence[int], config: BoostedConfig, seed: int = 0
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``table.stack(indices)`` with the database features as ``model.database`` trains them."""
+    x, y, sites = table.stack(indices)
+    if config.database == "without":
+        x = without_database(x, table.names)
+    elif config.database == "dropout":  # a random half of the queries, all their nodes
+        sizes = [len(table.examples[k].node_labels) for k in indices]
+        blank = np.random.default_rng(seed).random(len(indices)) < 0.5
+        x = without_database(x, table.names, np.flatnonzero(np.repeat(blank, sizes)))
+    return x, y, sites
+
+
 def _split_rows(values: np.ndarray, table: NodeTable, indices: Sequence[int]) -> list[np.ndarray]:
     sizes = [len(table.examples[k].node_labels) for k in indices]
     return np.split(values, np.cumsum(sizes)[:-1])
@@ -255,7 +286,7 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
     start = time.perf_counter()
     keep = np.ones(len(table.names), dtype=bool) if columns is None else columns
     names = [n for n, k in zip(table.names, keep) if k]
-    x, y, sites = table.stack(role["train"])
+    x, y, sites = training_rows(table, role["train"], config, seed)
     node_model = fit_classifier(x[:, keep], y, names, config.hgb, seed)
     site_model = fit_classifier(x[:, keep], sites, names, config.hgb, seed) if (
         config.site_head and sites.any()) else None
@@ -265,6 +296,8 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
             scored[part] = (np.zeros(0), np.zeros(0), None)
             continue
         xp, yp, _ = table.stack(role[part])
+        if config.database == "without" or not config.test_database:
+            xp = without_database(xp, table.names)
         raw = node_model.predict_proba(xp[:, keep])[:, 1]
         site = site_model.predict_proba(xp[:, keep])[:, 1] if site_model is not None else None
         scored[part] = (raw, yp, site)
@@ -405,6 +438,8 @@ def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], config
     saved, query_metrics = fit_saved_model(table, indices, config, oof_raw, oof_conf, fold_of,
                                            oof_metrics, seed)
     x, _, _ = table.stack(indices)
+    if config.database == "without" or not config.test_database:
+        x = without_database(x, table.names)
     conf, site = saved.node_confidence(x), saved.site_score(x)
     scored = dict(zip(indices, zip(_split_rows(conf, table, indices), _split_rows(site, table, indices))))
     in_sample = scores_summary(table, scored)

@@ -168,6 +168,10 @@ SINGLE_FEATURES = tuple(f.name for f in FEATURES if f.track == "single")
 LM_FEATURES = tuple(f.name for f in FEATURES if f.track == "lm")
 CONSENSUS_FEATURES = tuple(f.name for f in FEATURES if f.track == "consensus")
 GROUPS = tuple(dict.fromkeys(f.group for f in FEATURES))
+# What needs the database (the query's own execution, literals looked up in their columns):
+# NaN when scoring without one (model.database=without|dropout trains for that)
+DATABASE_FEATURES = tuple(f.name for f in FEATURES if f.group == "execution") + (
+    "value_in_column", "value_in_column_nocase", "subtree_min_value_in_column")
 
 # Categorical vocabularies: index = code (HistGradientBoosting needs small non-negative ints).
 OPERATORS = (

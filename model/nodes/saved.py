@@ -348,10 +348,10 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
     calibrator's own out-of-fold metrics (fitted on the other folds, applied to each)."""
     from model.eval import metrics as M
     from model.eval.calibration import fit_calibrator
-    from model.nodes.boosted import fit_classifier
+    from model.nodes.boosted import fit_classifier, training_rows
     from model.nodes.features import VERSION
 
-    x, y, sites = table.stack(indices)
+    x, y, sites = training_rows(table, indices, config, seed)
     node_model = fit_classifier(x, y, table.names, config.hgb, seed)
     site_model = fit_classifier(x, sites, table.names, config.hgb, seed) if (
         config.site_head and sites.any()) else None
@@ -379,7 +379,8 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
         "feature_version": VERSION, "created": date.today().isoformat(),
         "method": config.method,
         "config": {"groups": config.groups, "lm": config.lm, "calibration": config.calibration,
-                   "hgb": config.hgb, "drop": list(config.drop)},
+                   "hgb": config.hgb, "drop": list(config.drop), "database": config.database,
+                   "test_database": config.test_database},
         "trained_on": {"data_root": table.root.name, "examples": len(examples), "nodes": len(y),
                        "questions": len({e.question_id for e in examples}),
                        "databases": len({e.db_id for e in examples}),
