@@ -116,6 +116,41 @@ def test_drop_leaves_out_named_features_and_groups(tmp_path):
         train(compose_cfg("train", [*FAST, "model.drop=[nonsense]"], tmp_path))
 
 
+def test_a_database_free_model_scores_the_same_with_or_without_the_database(tmp_path):
+    from model.data.datasets import database_path, load_schemas
+    from model.scoring import Scorer
+
+    _, objects = train(compose_cfg("train", [*FAST, "model.database=without"], tmp_path))
+    table = objects["table"]
+    info = json.loads((tmp_path / "model" / "model.json").read_text())
+    assert info["config"]["database"] == "without"
+    schemas = load_schemas(table.root)
+    rows = [{"sql": e.sql, "question": e.question, "db_id": e.db_id, "schema": schemas[e.db_id],
+             "database": database_path(table.root, e.db_id)} for e in table.examples[:30]]
+    scorer = Scorer.load(tmp_path / "model")
+    with_db = scorer.score_many(rows, progress=False, spans=False)
+    without = scorer.score_many([{**r, "database": None} for r in rows], progress=False, spans=False)
+    assert [[n.confidence for n in r.nodes] for r in with_db] == [[n.confidence for n in r.nodes] for r in without]
+
+
+def test_database_dropout_blanks_the_database_features_of_half_the_training_queries(tmp_path):
+    from model.nodes.boosted import BoostedConfig, training_rows
+    from model.nodes.features import DATABASE_FEATURES
+
+    _, objects = train(compose_cfg("train", [*FAST, "model.site_head=false"], tmp_path))
+    table = objects["table"]
+    indices = list(range(len(table.examples)))
+    x, _, _ = table.stack(indices)
+    dropped, _, _ = training_rows(table, indices, BoostedConfig(database="dropout"))
+    db = np.array([n in DATABASE_FEATURES for n in table.names])
+    assert np.array_equal(x[:, ~db], dropped[:, ~db], equal_nan=True)
+    starts = np.cumsum([0] + [len(table.examples[k].node_labels) for k in indices])[:-1]
+    blank = np.isnan(dropped[starts][:, db]).all(axis=1) & ~np.isnan(x[starts][:, db]).all(axis=1)
+    assert 0.3 < blank.mean() < 0.7
+    with pytest.raises(ValueError, match="model.database must be one of"):
+        BoostedConfig.from_cfg({"database": "sometimes"})
+
+
 def test_holdout_system_is_never_trained_on_and_the_only_one_tested(tmp_path):
     cfg = compose_cfg("train", [*FAST, "data.protocol=crossfit", "data.folds=3", "data.holdout_system=demo_weak",
                                 "model.site_head=false"], tmp_path)
