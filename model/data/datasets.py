@@ -22,6 +22,7 @@ __all__ = [
     "is_bird",
     "load_questions",
     "load_schemas",
+    "question_text",
     "spider_hardness",
 ]
 
@@ -40,6 +41,16 @@ class Question:
     gold_sql: str
     evidence: str = ""  # BIRD's external-knowledge hint; "" for Spider
     difficulty: str | None = None  # Spider hardness (easy/medium/hard/extra) or BIRD difficulty
+
+
+def question_text(question: str, evidence: str = "") -> str:
+    """The question as the node features read it: BIRD's evidence (the external knowledge that
+    names columns and values) appended when there is one.
+
+    >>> question_text("How many schools in Alameda?", "Alameda refers to County = 'Alameda'")
+    "How many schools in Alameda? Alameda refers to County = 'Alameda'"
+    """
+    return f"{question} {evidence}".strip() if evidence else question
 
 
 def is_bird(root: Path) -> bool:

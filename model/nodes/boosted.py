@@ -119,9 +119,19 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
     root, files = source.root, source.prediction_files()
     if not files:
         raise FileNotFoundError(f"the boosted scorer learns from real predictions; none found for {root}")
+    with_databases = data_cfg.get("require_database", True)
     examples, _ = build_examples(root, data_cfg.get("eval_split", "dev"), prediction_files=files,
-                                 max_questions=data_cfg.get("max_questions"), require_database=True)
-    examples = [e for e in examples if e.execution_match is not None]
+                                 max_questions=data_cfg.get("max_questions"), require_database=with_databases)
+    if with_databases:  # execution labels; else (BIRD here: no databases) tree labels
+        examples = [e for e in examples if e.execution_match is not None]
+    if data_cfg.get("evidence", False):  # BIRD: the features read the evidence as part of the question
+        from dataclasses import replace
+
+        from model.data.datasets import load_questions, question_text
+
+        evidence = {q.question_id: q.evidence for q in load_questions(root, data_cfg.get("eval_split", "dev"))}
+        examples = [replace(e, question=question_text(e.question, evidence.get(e.question_id, "")))
+                    for e in examples]
     schemas = load_schemas(root)
     db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
     features, names, report = build_features(examples, schemas, db_paths, consensus=config.consensus,
@@ -355,7 +365,7 @@ def scores_summary(table: NodeTable, scored: dict[int, tuple], n_bins: int = 10)
     conf = np.concatenate([scored[k][0] for k in indices])
     labels = np.concatenate([table.examples[k].node_labels for k in indices]).astype(int)
     query_conf = np.array([scored[k][0].min() for k in indices])
-    query_labels = np.array([int(bool(table.examples[k].execution_match)) for k in indices])
+    query_labels = np.array([int(table.examples[k].correct) for k in indices])
     rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity}
             for k in indices]
     sites = [scored[k][1] for k in indices]

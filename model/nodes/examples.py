@@ -59,6 +59,13 @@ class NodeExample:
     schema_tables: dict[str, list[str]] = field(default_factory=dict)
     used_tables: dict[str, list[str]] = field(default_factory=dict)  # what the SQL reads
 
+    @property
+    def correct(self) -> bool:
+        """The whole query is right: it executes to gold's result, or without a database to
+        execute on, its tree is gold's (every node right; tree labels are stricter than
+        execution: an equivalent query written differently counts as wrong)."""
+        return bool(self.execution_match) if self.execution_match is not None else all(self.node_labels)
+
 
 @dataclass
 class TokenizedExample:
@@ -174,8 +181,9 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
                  gold_tree: rat.Node | None = None, execution_match: bool | None = None,
                  tree: rat.Node | None = None) -> NodeExample:
     """One example; labels all 1 when execution matches, else from rat.label_nodes against
-    `gold_tree` (with the root marked wrong when execution mismatches but every node occurs in
-    gold, i.e. the prediction only omits something), else all 0 (raises rat.RATError on SQL it cannot read). Inference calls it
+    `gold_tree` (with the root marked wrong when every node occurs in gold but the trees differ,
+    i.e. the prediction only omits something, and execution does not match or, with no
+    database, was not tried), else all 0 (raises rat.RATError on SQL it cannot read). Inference calls it
     with no gold and ignores the labels. ``tree``: ``sql``'s tree when the caller has it already."""
     tree = tree if tree is not None else rat.to_tree(sql, schema)
     nodes = tree.postorder()
@@ -183,7 +191,7 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
         labels = [1] * len(nodes)
     elif gold_tree is not None:
         labels = rat.label_nodes(tree, gold_tree, bool(execution_match))
-        if execution_match is False and all(labels) and tree.hash != gold_tree.hash:
+        if execution_match is not True and all(labels) and tree.hash != gold_tree.hash:
             # An omission (a dropped LIMIT, DISTINCT or condition) leaves every predicted
             # subtree inside gold; the root stands for the whole query, which is wrong.
             labels[-1] = 0

@@ -361,7 +361,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
     calibrator = fit_calibrator(config.calibration, raw, labels)
 
     aggregates = np.array([query_aggregates(oof_conf[k]) for k in oof]).reshape(-1, len(QUERY_FEATURES))
-    query_labels = np.array([int(bool(table.examples[k].execution_match)) for k in oof])
+    query_labels = np.array([int(table.examples[k].correct) for k in oof])
     folds = np.array([fold_of.get(k, 0) for k in oof])
     query_oof = np.full(len(oof), np.nan)
     for fold in np.unique(folds) if np.unique(folds).size > 1 else ():  # its own out-of-fold scores
@@ -385,7 +385,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
                        "questions": len({e.question_id for e in examples}),
                        "databases": len({e.db_id for e in examples}),
                        "systems": dict(sorted(Counter(e.system for e in examples).items())),
-                       "correct_queries": int(sum(bool(e.execution_match) for e in examples)),
+                       "correct_queries": int(sum(e.correct for e in examples)),
                        "digest": data_digest(examples)},
         # test/query_auc: the least confident node's; test/calibrated_query_*: the calibrated
         # whole-query confidence's (cross-fitted over the same folds)

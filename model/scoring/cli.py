@@ -161,7 +161,8 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
                 continue
             q = questions.get(str(row.get("question_id")))
             if q is not None:
-                row = {**row, "question": row.get("question") or q.question, "db_id": row.get("db_id") or q.db_id}
+                row = {**row, "question": row.get("question") or q.question, "db_id": row.get("db_id") or q.db_id,
+                       "evidence": row.get("evidence") or q.evidence}
             rows.append(row)
     else:
         if not questions:
@@ -171,7 +172,7 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
             for p in load_predictions(args.predictions, list(questions.values()), skipped=skipped):
                 q = questions[p.question_id]
                 rows.append({"question_id": p.question_id, "db_id": p.db_id, "sql": p.sql,
-                             "question": q.question, "system": p.system})
+                             "question": q.question, "evidence": q.evidence, "system": p.system})
         except PredictionFileError as e:
             raise UsageError(str(e)) from None
     for row in rows:

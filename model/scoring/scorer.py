@@ -171,8 +171,8 @@ class Scorer:
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
                    spans: bool = True, batch_size: int = 256, workers: int | None = None
                    ) -> list[ScoredQuery | RowError]:
-        """Score rows ``{sql, question, schema, database, db_id, question_id}`` (all but ``sql``
-        optional), in order; a row that cannot be scored comes back as a ``RowError``, never
+        """Score rows ``{sql, question, evidence, schema, database, db_id, question_id}`` (all but
+        ``sql`` optional; BIRD's ``evidence`` is read as part of the question), in order; a row that cannot be scored comes back as a ``RowError``, never
         stops the batch. ``reasons`` adds reasons to low-confidence nodes; ``spans`` locates
         every node in the written SQL. ``workers`` processes read the SQL and compute the
         features of a boosted model's batches (default: one per CPU core, up to 4, when there is
@@ -196,7 +196,7 @@ class Scorer:
         """Read the rows' SQL into examples and (boosted) their feature matrices and (``spans``)
         their nodes' spans in the written SQL; pure Python and read-only database reads, so
         it runs in worker processes."""
-        from model.data.datasets import Question
+        from model.data.datasets import Question, question_text
         from model.nodes.examples import make_example
 
         batch = _Batch([None] * len(rows), [], [], {}, {}, offset)
@@ -210,7 +210,8 @@ class Scorer:
                 schema = as_schema(row.get("schema"), key)
                 located = rat.sql_spans(sql, None, schema) if spans else None  # tree and spans: one parse
                 example = make_example(Question(str(qid or f"q{offset + j}"), key,
-                                                str(row.get("question") or ""), ""),
+                                                question_text(str(row.get("question") or ""),
+                                                              str(row.get("evidence") or "")), ""),
                                        sql, str(row.get("system") or "user"), schema,
                                        tree=located.tree if located else None)
             except (rat.RATError, ValueError, TypeError) as e:
