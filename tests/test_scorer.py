@@ -78,6 +78,19 @@ def test_compiled_trees_give_scikit_learns_probabilities_exactly(boosted_model):
             assert np.array_equal(CompiledTrees(model).predict_proba1(rows), model.predict_proba(rows)[:, 1])
 
 
+def test_evidence_is_read_as_part_of_the_question(boosted_model):
+    folder, objects = boosted_model
+    table = objects["table"]
+    k, column = next((k, n) for k, e in enumerate(table.examples)
+                     for n, kind in zip(e.node_names, e.node_types) if kind == "column" and "*" not in n)
+    row = {**_rows(table, [k], with_database=False)[0], "question": "Which ones?"}
+    scorer = Scorer.load(folder)
+    plain = scorer.score(**row)
+    hinted = scorer.score(**row, evidence=f"it refers to {column.split('.')[-1].replace('_', ' ')}")
+    mentioned = list(scorer.saved.features).index("name_word_share")
+    assert np.nanmax(hinted.features[:, mentioned]) > np.nanmax(np.nan_to_num(plain.features[:, mentioned]))
+
+
 def test_worker_processes_give_the_same_scores_in_the_same_order(boosted_model):
     folder, objects = boosted_model
     table = objects["table"]

@@ -159,10 +159,11 @@ class Scorer:
 
     def score(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
               database: str | Path | None = None, db_id: str | None = None,
-              reasons: bool = True) -> ScoredQuery:
-        """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read."""
+              reasons: bool = True, evidence: str = "") -> ScoredQuery:
+        """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read.
+        ``evidence``: BIRD-style external knowledge, read as part of the question."""
         (result,) = self.score_many([{"sql": sql, "question": question, "schema": schema,
-                                      "database": database, "db_id": db_id}],
+                                      "database": database, "db_id": db_id, "evidence": evidence}],
                                     progress=False, reasons=reasons)
         if isinstance(result, RowError):
             raise rat.RATError(result.message)
