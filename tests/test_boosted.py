@@ -133,6 +133,19 @@ def test_a_database_free_model_scores_the_same_with_or_without_the_database(tmp_
     assert [[n.confidence for n in r.nodes] for r in with_db] == [[n.confidence for n in r.nodes] for r in without]
 
 
+def test_a_model_for_both_modes_is_measured_and_calibrated_for_each(tmp_path):
+    from model.nodes.saved import SavedModel
+
+    metrics, _ = train(compose_cfg("train", [*FAST, "model.database=both"], tmp_path))
+    assert 0.5 < metrics["test/auc"] <= 1 and 0.5 < metrics["test_without_database/auc"] <= 1
+    saved = SavedModel.load(tmp_path / "model")
+    assert saved.without_database is not None
+    assert set(saved.info["metrics"]) >= {"out_of_fold", "out_of_fold_without_database"}
+    raw = np.linspace(0.05, 0.95, 7)
+    assert not np.array_equal(saved.calibrate(raw, True), saved.calibrate(raw, False))
+    assert saved.query_calibrator_for(False) is saved.without_database[1]
+
+
 def test_database_dropout_blanks_the_database_features_of_half_the_training_queries(tmp_path):
     from model.nodes.boosted import BoostedConfig, training_rows
     from model.nodes.features import DATABASE_FEATURES

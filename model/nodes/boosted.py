@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from model.eval.localisation import error_sites, localisation
 from model.nodes.features import build_features, categorical_mask
 
 GROUP_CHOICES = ("single", "single+consensus")
-DATABASE_MODES = ("with", "without", "dropout")
+DATABASE_MODES = ("with", "without", "dropout", "both")
 
 
 @dataclass
@@ -55,9 +55,10 @@ class BoostedConfig:
     drop: tuple[str, ...] = ()  # feature names (or group names) left out, for ablations
     stack: str | None = None  # a neural run's out-of-fold predictions: its node logit becomes a feature
     save_model: bool = True  # fit a final model on all labelled predictions -> <run>/model/
-    database: str = "with"  # with | without | dropout: the database features (DATABASE_FEATURES) as
-    # computed, always missing (a database-free model), or missing for a random half of the
-    # training queries (one model for both)
+    database: str = "with"  # with | without | dropout | both: the database features
+    # (DATABASE_FEATURES) as computed, always missing (a database-free model), missing for a
+    # random half of the training queries, or every training query twice, with and without them
+    # (dropout and both: one model for scoring with and without a database)
     test_database: bool = True  # false: validate and test with the database features missing
 
     @classmethod
@@ -271,6 +272,8 @@ def training_rows(table: NodeTable, indices: Sequence[int], config: BoostedConfi
         sizes = [len(table.examples[k].node_labels) for k in indices]
         blank = np.random.default_rng(seed).random(len(indices)) < 0.5
         x = without_database(x, table.names, np.flatnonzero(np.repeat(blank, sizes)))
+    elif config.database == "both":
+        x, y, sites = np.vstack([x, without_database(x, table.names)]), np.tile(y, 2), np.tile(sites, 2)
     return x, y, sites
 
 
@@ -406,6 +409,16 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
 
     metrics = {f"test/{k}": v for k, v in scores_summary(table, test).items()}
     metrics.update({f"val/{k}": v for k, v in scores_summary(table, val).items()})
+    without = None
+    if config.database in ("dropout", "both") and config.test_database:
+        # a model for both: the same folds scored (and calibrated) without databases too
+        print("the same folds without databases:", flush=True)
+        raw2: dict[int, np.ndarray] = {}
+        test2, _, _ = crossfit(table, roles, replace(config, test_database=False), seed,
+                               fold_ids=fold_ids or None, raw=raw2)
+        metrics2 = {f"test/{k}": v for k, v in scores_summary(table, test2).items()}
+        metrics.update({f"test_without_database/{k[5:]}": v for k, v in metrics2.items()})
+        without = (raw2, {k: conf for k, (conf, _) in test2.items()}, metrics2)
     for split, scored, folds in (("test", test, fold_of), ("val", val, val_fold)):
         rows = []
         for k in sorted(scored):
@@ -425,16 +438,17 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     saved = None
     if config.save_model:  # the final model: fitted on every labelled prediction the run has
         saved = save_final_model(table, roles, config, oof_raw, test, fold_of, metrics, folds_info,
-                                 seed, output_dir / "model")
+                                 seed, output_dir / "model", without)
         metrics.update({f"query/{k}": v for k, v in saved.info["metrics"]["query_calibrator"].items()})
     write_json(output_dir / "metrics.json", metrics)
-    print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith(("test/", "query/"))))
+    print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items()
+                    if k.startswith(("test/", "query/", "test_without_database/"))))
     return metrics, {"table": table, "roles": roles, "config": config, "model": saved}
 
 
 def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], config: BoostedConfig,
                      oof_raw: dict, test: dict, fold_of: dict, metrics: dict, folds_info: dict,
-                     seed: int, folder: Path):
+                     seed: int, folder: Path, without: tuple | None = None):
     """Fit the final model on every example the run trains, validates or tests on (a held-out
     system stays out: ``data.holdout_system``), score those examples with it (the in-sample
     numbers a reload must reproduce) and save it to ``folder`` (``model.nodes.saved``)."""
@@ -446,7 +460,7 @@ def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], config
     oof_conf = {k: conf for k, (conf, _) in test.items()}
     oof_metrics = {k: v for k, v in metrics.items() if k.startswith("test/")}
     saved, query_metrics = fit_saved_model(table, indices, config, oof_raw, oof_conf, fold_of,
-                                           oof_metrics, seed)
+                                           oof_metrics, seed, without)
     x, _, _ = table.stack(indices)
     if config.database == "without" or not config.test_database:
         x = without_database(x, table.names)

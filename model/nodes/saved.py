@@ -211,16 +211,29 @@ class SavedModel:
     features: tuple[str, ...]  # the columns the models read, in order
     typical: dict[str, dict[str, float]]  # node kind group -> feature -> typical value (reasons)
     info: dict[str, Any] = field(default_factory=dict)  # trained_on, metrics, config, ...
+    # For rows scored without a database, when the model was trained for both (model.database=
+    # dropout|both): the node and whole-query calibrators fitted on out-of-fold scores without one
+    without_database: tuple[Calibrator | None, QueryCalibrator] | None = None
     _compiled: dict[int, CompiledTrees] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def feature_version(self) -> str:
         return self.info.get("feature_version", "")
 
-    def node_confidence(self, x: np.ndarray) -> np.ndarray:
-        """Calibrated confidences of feature rows ``x`` (nodes, features)."""
-        raw = self._probability(self.node_model, x)
-        return self.calibrator.confidence(raw) if self.calibrator is not None else raw
+    def node_confidence(self, x: np.ndarray, database: bool = True) -> np.ndarray:
+        """Calibrated confidences of feature rows ``x`` (nodes, features); ``database``: whether
+        the rows were computed with the query's database (it picks the calibrator)."""
+        return self.calibrate(self._probability(self.node_model, x), database)
+
+    def calibrate(self, raw: np.ndarray, database: bool = True) -> np.ndarray:
+        calibrator = self.calibrator if database or self.without_database is None else self.without_database[0]
+        return calibrator.confidence(raw) if calibrator is not None else raw
+
+    def raw_node_probability(self, x: np.ndarray) -> np.ndarray:
+        return self._probability(self.node_model, x)
+
+    def query_calibrator_for(self, database: bool) -> QueryCalibrator:
+        return self.query_calibrator if database or self.without_database is None else self.without_database[1]
 
     def site_score(self, x: np.ndarray) -> np.ndarray:
         if self.site_model is None:
@@ -254,6 +267,11 @@ class SavedModel:
             "query_calibrator": {"features": list(QUERY_FEATURES), "coef": self.query_calibrator.coef,
                                  "intercept": self.query_calibrator.intercept},
             "typical": self.typical,
+            **({"without_database": {
+                "calibrator": self.without_database[0].to_dict() if self.without_database[0] is not None else None,
+                "query_calibrator": {"features": list(QUERY_FEATURES), "coef": self.without_database[1].coef,
+                                     "intercept": self.without_database[1].intercept}}}
+               if self.without_database is not None else {}),
         })
         return folder
 
@@ -285,11 +303,19 @@ class SavedModel:
         if qc.get("features") != list(QUERY_FEATURES):
             raise ModelFileError(f"{meta_path}: whole-query calibrator reads {qc.get('features')}, this "
                                  f"version {list(QUERY_FEATURES)}; retrain it")
+        without = meta.pop("without_database", None)
+        if without is not None:
+            wq = without["query_calibrator"]
+            if wq.get("features") != list(QUERY_FEATURES):
+                raise ModelFileError(f"{meta_path}: whole-query calibrator reads {wq.get('features')}, this "
+                                     f"version {list(QUERY_FEATURES)}; retrain it")
+            without = (load_calibrator(without["calibrator"]) if without.get("calibrator") else None,
+                       QueryCalibrator(wq["coef"], wq["intercept"]))
         info = {k: v for k, v in meta.items() if k not in ("features", "calibrator", "typical")}
         return cls(node_model, site_model,
                    load_calibrator(meta["calibrator"]) if meta.get("calibrator") else None,
                    QueryCalibrator(qc["coef"], qc["intercept"]), tuple(meta["features"]),
-                   meta.get("typical", {}), info)
+                   meta.get("typical", {}), info, without)
 
 
 def _load_skops(path: Path):
@@ -341,13 +367,14 @@ def data_digest(examples: Sequence) -> str:
 
 def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np.ndarray],
                     oof_conf: dict[int, np.ndarray], fold_of: dict[int, int], metrics: dict,
-                    seed: int = 0) -> tuple[SavedModel, dict[str, float]]:
+                    seed: int = 0, without_database: tuple[dict, dict, dict] | None = None
+                    ) -> tuple[SavedModel, dict[str, float]]:
     """The final model of a run: node and site models fitted on every labelled example in
     ``indices``, the node calibrator on the run's out-of-fold raw scores, the whole-query
     calibrator on its out-of-fold confidences. Returns the model and the whole-query
-    calibrator's own out-of-fold metrics (fitted on the other folds, applied to each)."""
-    from model.eval import metrics as M
-    from model.eval.calibration import fit_calibrator
+    calibrator's own out-of-fold metrics (fitted on the other folds, applied to each).
+    ``without_database``: (out-of-fold raw scores, confidences, metrics) of the same folds
+    scored without databases, for a model trained for both: its second pair of calibrators."""
     from model.nodes.boosted import fit_classifier, training_rows
     from model.nodes.features import VERSION
 
@@ -355,11 +382,51 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
     node_model = fit_classifier(x, y, table.names, config.hgb, seed)
     site_model = fit_classifier(x, sites, table.names, config.hgb, seed) if (
         config.site_head and sites.any()) else None
+    calibrator, query_calibrator, query_metrics = _calibrators(table, indices, config, oof_raw, oof_conf, fold_of)
+    without = None
+    out_of_fold = {**metrics, **{f"test/calibrated_{k}": v for k, v in query_metrics.items()}}
+    all_metrics = {"out_of_fold": out_of_fold}
+    if without_database is not None:
+        raw2, conf2, metrics2 = without_database
+        cal2, qcal2, qmetrics2 = _calibrators(table, indices, config, raw2, conf2, fold_of)
+        without = (cal2, qcal2)
+        all_metrics["out_of_fold_without_database"] = {
+            **metrics2, **{f"test/calibrated_{k}": v for k, v in qmetrics2.items()}}
+    x_plain, y_plain, _ = table.stack(indices)  # every node once, as computed
+    node_types = [t for k in indices for t in table.examples[k].node_types]
+    examples = [table.examples[k] for k in indices]
+    info = {
+        "feature_version": VERSION, "created": date.today().isoformat(),
+        "method": config.method,
+        "config": {"groups": config.groups, "lm": config.lm, "calibration": config.calibration,
+                   "hgb": config.hgb, "drop": list(config.drop), "database": config.database,
+                   "test_database": config.test_database},
+        "trained_on": {"data_root": table.root.name, "examples": len(examples), "nodes": len(y_plain),
+                       "questions": len({e.question_id for e in examples}),
+                       "databases": len({e.db_id for e in examples}),
+                       "systems": dict(sorted(Counter(e.system for e in examples).items())),
+                       "correct_queries": int(sum(e.correct for e in examples)),
+                       "digest": data_digest(examples)},
+        # test/query_auc: the least confident node's; test/calibrated_query_*: the calibrated
+        # whole-query confidence's (cross-fitted over the same folds)
+        "metrics": all_metrics,
+    }
+    saved = SavedModel(node_model, site_model, calibrator, query_calibrator, tuple(table.names),
+                       typical_values(x_plain, y_plain, node_types, table.names), info, without)
+    return saved, query_metrics
+
+
+def _calibrators(table, indices: Sequence[int], config, oof_raw: dict, oof_conf: dict, fold_of: dict
+                 ) -> tuple[Calibrator | None, QueryCalibrator, dict[str, float]]:
+    """The node calibrator (out-of-fold raw scores -> labels), the whole-query calibrator
+    (out-of-fold confidences -> correct) and the latter's own cross-fitted metrics."""
+    from model.eval import metrics as M
+    from model.eval.calibration import fit_calibrator
+
     oof = [k for k in indices if k in oof_raw]
     raw = np.concatenate([oof_raw[k] for k in oof]) if oof else np.zeros(0)
     labels = np.concatenate([table.examples[k].node_labels for k in oof]) if oof else np.zeros(0)
     calibrator = fit_calibrator(config.calibration, raw, labels)
-
     aggregates = np.array([query_aggregates(oof_conf[k]) for k in oof]).reshape(-1, len(QUERY_FEATURES))
     query_labels = np.array([int(table.examples[k].correct) for k in oof])
     folds = np.array([fold_of.get(k, 0) for k in oof])
@@ -373,26 +440,6 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
         query_metrics = {"query_auc": M.auc(query_oof, query_labels),
                          "query_ece": M.ece(query_oof, query_labels),
                          "query_brier": M.brier(query_oof, query_labels)}
-    node_types = [t for k in indices for t in table.examples[k].node_types]
-    examples = [table.examples[k] for k in indices]
-    info = {
-        "feature_version": VERSION, "created": date.today().isoformat(),
-        "method": config.method,
-        "config": {"groups": config.groups, "lm": config.lm, "calibration": config.calibration,
-                   "hgb": config.hgb, "drop": list(config.drop), "database": config.database,
-                   "test_database": config.test_database},
-        "trained_on": {"data_root": table.root.name, "examples": len(examples), "nodes": len(y),
-                       "questions": len({e.question_id for e in examples}),
-                       "databases": len({e.db_id for e in examples}),
-                       "systems": dict(sorted(Counter(e.system for e in examples).items())),
-                       "correct_queries": int(sum(e.correct for e in examples)),
-                       "digest": data_digest(examples)},
-        # test/query_auc: the least confident node's; test/calibrated_query_*: the calibrated
-        # whole-query confidence's (cross-fitted over the same folds)
-        "metrics": {"out_of_fold": {**metrics, **{f"test/calibrated_{k}": v for k, v in query_metrics.items()}}},
-    }
-    saved = SavedModel(node_model, site_model, calibrator,
-                       QueryCalibrator.fit(aggregates, query_labels) if len(oof) else QueryCalibrator(
-                           [0.0] * len(QUERY_FEATURES), 0.0),
-                       tuple(table.names), typical_values(x, y, node_types, table.names), info)
-    return saved, query_metrics
+    query_calibrator = QueryCalibrator.fit(aggregates, query_labels) if len(oof) else QueryCalibrator(
+        [0.0] * len(QUERY_FEATURES), 0.0)
+    return calibrator, query_calibrator, query_metrics

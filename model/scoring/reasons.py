@@ -171,10 +171,11 @@ def render(feature: str, value: float, ctx: ReasonContext) -> str:
 
 
 def explain_nodes(saved, x: np.ndarray, nodes: list[int], contexts: list[ReasonContext],
-                  kind_groups: list[str], base: np.ndarray) -> dict[int, list[Reason]]:
+                  kind_groups: list[str], base: np.ndarray, database: bool = True) -> dict[int, list[Reason]]:
     """Reasons of the nodes ``nodes`` of one query: ``x`` is its feature matrix (nodes,
-    features, ``saved.features`` order), ``base`` its nodes' calibrated confidences. One
-    ``predict_proba`` call scores every (node, feature set to typical) variant."""
+    features, ``saved.features`` order), ``base`` its nodes' calibrated confidences (with a
+    database or not: ``database``). One prediction scores every (node, feature set to typical)
+    variant."""
     col = {name: j for j, name in enumerate(saved.features)}
     candidates = [name for name in EXPLAINABLE if name in col]
     variants, owners = [], []
@@ -191,7 +192,7 @@ def explain_nodes(saved, x: np.ndarray, nodes: list[int], contexts: list[ReasonC
     out: dict[int, list[Reason]] = {i: [] for i in nodes}
     if not variants:
         return out
-    gains = saved.node_confidence(np.vstack(variants)) - base[[o[0] for o in owners]]
+    gains = saved.node_confidence(np.vstack(variants), database) - base[[o[0] for o in owners]]
     for (i, name, value, usual), gain in sorted(zip(owners, gains), key=lambda p: -p[1]):
         if gain >= MIN_GAIN and len(out[i]) < MAX_REASONS:
             out[i].append(Reason(name, value, usual, float(gain), render(name, value, contexts[i])))

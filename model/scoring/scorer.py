@@ -233,8 +233,9 @@ class Scorer:
     def _finish(self, batch: _Batch, rows: Sequence[Mapping], reasons: bool) -> list[ScoredQuery | RowError]:
         results: list[ScoredQuery | RowError | None] = list(batch.errors)
         if batch.examples:
-            scored = (self._boosted(batch.examples, batch.features, reasons) if self.saved is not None
-                      else self._neural(batch.examples))
+            scored = (self._boosted(batch.examples, batch.features, reasons,
+                                    [_readable(batch.databases.get(e.db_id)) for e in batch.examples])
+                      if self.saved is not None else self._neural(batch.examples))
             for k, (j, example, (conf, site, query_conf, why, x)) in enumerate(zip(batch.keys, batch.examples, scored)):
                 row = rows[j]
                 if conf is None:
@@ -264,20 +265,23 @@ class Scorer:
         columns = [index[n] for n in self.saved.features]
         return [m[:, columns] for m in matrices]
 
-    def _boosted(self, examples: list, matrices: list[np.ndarray], reasons: bool) -> list[tuple]:
+    def _boosted(self, examples: list, matrices: list[np.ndarray], reasons: bool,
+                 with_database: list[bool]) -> list[tuple]:
         saved = self.saved
         x_all = np.vstack(matrices)
-        conf_all, site_all = saved.node_confidence(x_all), saved.site_score(x_all)
+        raw_all, site_all = saved.raw_node_probability(x_all), saved.site_score(x_all)
         sizes = np.cumsum([len(m) for m in matrices])[:-1]
-        query_all = saved.query_calibrator.confidence(np.array([query_aggregates(c) for c in np.split(conf_all, sizes)]))
         out = []
-        for e, x, conf, site, query_conf in zip(examples, matrices, np.split(conf_all, sizes),
-                                                np.split(site_all, sizes), query_all):
+        for e, x, raw, site, database in zip(examples, matrices, np.split(raw_all, sizes),
+                                             np.split(site_all, sizes), with_database):
+            conf = saved.calibrate(raw, database)
+            query_conf = saved.query_calibrator_for(database).confidence(np.array([query_aggregates(conf)]))[0]
             why: dict[int, list[Reason]] = {}
             if reasons:
                 look = int(np.nanargmax(site)) if not np.isnan(site).all() else int(np.argmin(conf))
                 low = sorted({i for i in range(len(conf)) if conf[i] < REASONS_BELOW} | {look})
-                why = explain_nodes(saved, x, low, _contexts(e), [kind_group(t) for t in e.node_types], conf)
+                why = explain_nodes(saved, x, low, _contexts(e), [kind_group(t) for t in e.node_types], conf,
+                                    database)
             out.append((conf, site, float(query_conf), why, x))
         return out
 
@@ -369,6 +373,11 @@ class _Batch:
     features: list[np.ndarray] = field(default_factory=list)
     trees: list = field(default_factory=list)
     spans: list = field(default_factory=list)
+
+
+def _readable(database: Path | None) -> bool:
+    """Whether the features had a database to read (a missing file counts as none)."""
+    return database is not None and Path(database).is_file()
 
 
 def _worker_count(workers: int | None, batches: int) -> int:
