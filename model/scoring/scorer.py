@@ -355,7 +355,7 @@ def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, tree: 
                  example.node_names, example.node_types, _depths_and_children(example.node_arity),
                  conf, site, located))]
     order = np.argsort(-np.nan_to_num(np.asarray(site, dtype=float), nan=-1.0), kind="stable")
-    return ScoredQuery(example.sql, example.question, nodes, float(query_conf), int(order[0]),
+    return ScoredQuery(example.sql, str(row.get("question") or ""), nodes, float(query_conf), int(order[0]),
                        int(order[1]) if len(order) > 1 else None, row.get("db_id"),
                        row.get("question_id"), tree, schema)
 
