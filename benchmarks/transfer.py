@@ -9,7 +9,7 @@ labelled predictions through ``Scorer``, as a user would, and prints node AUC, w
 
 ``--data spider|bird`` reads ``../shared/data/<name>`` and its predictions (the 11 Spider dev
 systems, the 4 CodeS BIRD dev systems). BIRD has no databases here: tree labels, no database
-features. ``--no-database`` scores Spider without its databases (its labels stay execution
+features, and the evidence is read as part of the question. ``--no-database`` scores Spider without its databases (its labels stay execution
 labels). A model never saw the other benchmark's databases, schemas or questions.
 """
 
@@ -44,7 +44,8 @@ def main() -> None:
     root = SHARED / args.data
     files = sorted((SHARED / "predictions" / PREDICTIONS[args.data]).iterdir())
     with_databases = args.data == "spider"
-    examples, _ = build_examples(root, "dev", prediction_files=files, require_database=with_databases)
+    examples, _ = build_examples(root, "dev", prediction_files=files, require_database=with_databases,
+                                 evidence=args.data == "bird")  # BIRD's questions with their evidence
     if with_databases:
         examples = [e for e in examples if e.execution_match is not None]
     schemas = load_schemas(root)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 
 from sqlglot import expressions as exp
 
@@ -56,6 +56,9 @@ class SqlSpans:
     def owners(self) -> tuple[int | None, ...]:
         return self._find_owners()
 
+    def __reduce__(self):  # pickled with its owners worked out (the finder closes over the parse)
+        return SqlSpans, (self.sql, self.spans, partial(tuple, self.owners), self.tree)
+
     @property
     def unmapped(self) -> int:
         """Number of nodes without a span."""
@@ -80,6 +83,9 @@ def sql_spans(sql: str, tree: Node | None = None, schema: Schema | None = None) 
     >>> s.text(5), s.text(6) == s.sql, s.unmapped
     ('from singer where singer.age > 20', True, 0)
     >>> s.tree == to_tree(s.sql)  # the tree comes with the spans: no second parse
+    True
+    >>> import pickle
+    >>> pickle.loads(pickle.dumps(s)).owners == s.owners
     True
     >>> sql_spans("SELEC name", Node("t")).unmapped  # not SQL: no span, no exception
     1

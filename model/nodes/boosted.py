@@ -122,17 +122,10 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
         raise FileNotFoundError(f"the boosted scorer learns from real predictions; none found for {root}")
     with_databases = data_cfg.get("require_database", True)
     examples, _ = build_examples(root, data_cfg.get("eval_split", "dev"), prediction_files=files,
-                                 max_questions=data_cfg.get("max_questions"), require_database=with_databases)
+                                 max_questions=data_cfg.get("max_questions"), require_database=with_databases,
+                                 evidence=data_cfg.get("evidence", False))
     if with_databases:  # execution labels; else (BIRD here: no databases) tree labels
         examples = [e for e in examples if e.execution_match is not None]
-    if data_cfg.get("evidence", False):  # BIRD: the features read the evidence as part of the question
-        from dataclasses import replace
-
-        from model.data.datasets import load_questions, question_text
-
-        evidence = {q.question_id: q.evidence for q in load_questions(root, data_cfg.get("eval_split", "dev"))}
-        examples = [replace(e, question=question_text(e.question, evidence.get(e.question_id, "")))
-                    for e in examples]
     schemas = load_schemas(root)
     db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
     features, names, report = build_features(examples, schemas, db_paths, consensus=config.consensus,

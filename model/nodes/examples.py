@@ -23,12 +23,12 @@ import pickle
 import random
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import rat
 from model.data.cache import cache_dir as project_cache_dir
-from model.data.datasets import Question, database_path, load_questions, load_schemas
+from model.data.datasets import Question, database_path, load_questions, load_schemas, question_text
 from model.data.execution import DEFAULT_TIMEOUT_S, execute_pairs
 from model.data.predictions import load_predictions
 from model.synth.perturb import DEFAULT_MIX, Perturber
@@ -229,6 +229,7 @@ def build_examples(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: bool = False,
     verbose: bool = True,
+    evidence: bool = False,
 ) -> tuple[list[NodeExample], ExampleReport]:
     """Labelled examples for the questions of `split` under `root`.
 
@@ -239,6 +240,8 @@ def build_examples(
     gold (cached under `execution_cache`, default <cache>/exec) and labelled with
     `rat.label_nodes(pred, gold, execution_match)`. Without a database an example is skipped
     (`require_database`) or labelled by tree comparison alone (execution_match None).
+    With `evidence` (BIRD), an example's question is the question with its evidence
+    (`model.data.datasets.question_text`): the features and the model input read both.
     """
     root = Path(root)
     report = ExampleReport()
@@ -252,7 +255,7 @@ def build_examples(
         candidates += [(q, q.gold_sql, "gold") for q in questions]
     cache = execution_cache if execution_cache is not None else project_cache_dir("exec")
     outcome_of = _execution_outcomes(root, candidates, cache, workers, timeout_s, progress)
-    examples = _labelled(candidates, schemas, outcome_of, require_database, report)
+    examples = _labelled(candidates, schemas, outcome_of, require_database, report, evidence)
     if verbose:
         print(f"[{root.name}/{split}] " + report.summary())
     return examples, report
@@ -313,7 +316,7 @@ def _execution_outcomes(root: Path, candidates: list[Candidate], cache: Path, wo
 
 
 def _labelled(candidates: list[Candidate], schemas: dict, outcome_of: dict, require_database: bool,
-              report: ExampleReport) -> list[NodeExample]:
+              report: ExampleReport, evidence: bool = False) -> list[NodeExample]:
     """Trees and node labels of the candidates; each one left out is counted by reason."""
     gold_trees: dict[str, rat.Node | None] = {}
     examples = []
@@ -342,7 +345,8 @@ def _labelled(candidates: list[Candidate], schemas: dict, outcome_of: dict, requ
             report.skipped["empty predicted SQL"] += 1
             continue
         try:
-            example = make_example(q, sql, system, schema, gold_trees[q.question_id], _WRONG.get(outcome))
+            asked = replace(q, question=question_text(q.question, q.evidence)) if evidence else q
+            example = make_example(asked, sql, system, schema, gold_trees[q.question_id], _WRONG.get(outcome))
         except rat.RATError:
             report.skipped["unparsable or unsupported predicted SQL"] += 1
             continue

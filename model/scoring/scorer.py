@@ -199,6 +199,7 @@ class Scorer:
         it runs in worker processes."""
         from model.data.datasets import Question, question_text
         from model.nodes.examples import make_example
+        from model.nodes.outputs import tree_of
 
         batch = _Batch([None] * len(rows), [], [], {}, {}, offset)
         for j, row in enumerate(rows):
@@ -223,8 +224,9 @@ class Scorer:
             batch.databases[key] = Path(database) if database else None
             batch.examples.append(example)
             batch.keys.append(j)
-            if located is not None:
-                batch.trees.append(located.tree if located.tree is not None else rat.to_tree(sql, schema))
+            if located is not None:  # a tree sql_spans could not map is rebuilt from the example, not parsed again
+                batch.trees.append(located.tree if located.tree is not None else tree_of(
+                    {"node_names": example.node_names, "node_arity": example.node_arity}))
                 batch.spans.append(_written(located, sql))
         if self.saved is not None and batch.examples:
             batch.features = self._features(batch.examples, batch.schemas, batch.databases)
