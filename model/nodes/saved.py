@@ -214,7 +214,7 @@ class SavedModel:
     # For rows scored without a database, when the model was trained for both (model.database=
     # dropout|both): the node and whole-query calibrators fitted on out-of-fold scores without one
     without_database: tuple[Calibrator | None, QueryCalibrator] | None = None
-    _compiled: dict[int, CompiledTrees] = field(default_factory=dict, repr=False, compare=False)
+    _compiled: dict[int, CompiledTrees | None] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def feature_version(self) -> str:
@@ -243,11 +243,14 @@ class SavedModel:
     def _probability(self, model: Any, x: np.ndarray) -> np.ndarray:
         """``model.predict_proba(x)[:, 1]``; the same numbers from ``CompiledTrees`` for the
         few rows of a query or two, where scikit-learn's per-tree calls are the cost."""
-        if len(x) > COMPILED_ROWS:
+        if id(model) not in self._compiled:
+            try:  # it reads scikit-learn's private tree arrays: another version may lay them out otherwise
+                self._compiled[id(model)] = CompiledTrees(model)
+            except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+                self._compiled[id(model)] = None
+        compiled = self._compiled[id(model)]
+        if compiled is None or len(x) > COMPILED_ROWS:
             return model.predict_proba(x)[:, 1]
-        compiled = self._compiled.get(id(model))
-        if compiled is None:
-            compiled = self._compiled[id(model)] = CompiledTrees(model)
         return compiled.predict_proba1(x)
 
     # ------------------------------------------------------------------------- files
