@@ -230,6 +230,33 @@ def token_scores(rows: list[dict], data_root: Path, cfg: DictConfig) -> dict[str
             "group": np.array(token_groups)}
 
 
+def with_gold_diff(rows: list[dict], trees: dict[int, Any], questions: dict, schemas: dict) -> list[dict]:
+    """The rows, wrong ones (a node labelled wrong) with what a reviewer compares against gold:
+    ``node_spans`` (each node's text in the canonical SQL, ``rat.sql_spans``), ``diff_marks``
+    (what a token diff of that text against gold's canonical SQL marks) and ``error_kind``
+    (``model.synth.error_kinds.classify_error``). Rows without their gold query stay as they are."""
+    import rat
+    from model.eval.localisation import diff_marks
+    from model.synth.error_kinds import classify_error
+
+    out = []
+    for i, r in enumerate(rows):
+        q = questions.get(r.get("question_id"))
+        gold = q.gold_sql if q is not None else r.get("gold_sql")
+        if all(r["node_labels"]) or not gold or i not in trees:
+            out.append(r)
+            continue
+        schema = schemas.get(r.get("db_id"))
+        spans = rat.sql_spans(r["sql"], trees[i], schema)
+        try:
+            marks = diff_marks(spans.sql, rat.canonicalize(gold, schema))
+        except rat.RATError:
+            marks = []
+        out.append({**r, "node_spans": None if spans.unmapped == len(spans.spans) else list(spans.spans),
+                    "diff_marks": marks, "error_kind": classify_error(gold, r["sql"], schema)})
+    return out
+
+
 def _questions(data_root: Path, rows: list[dict]) -> dict:
     """question_id -> Question for the splits the rows' ids name (``dev_12`` -> dev)."""
     from model.data.datasets import load_questions
@@ -488,9 +515,10 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
     if cfg.baselines.token and data_root is not None:
         methods["token level"] = token_scores(rows, data_root, cfg)
     summaries = {name: summarise(s, cfg) for name, s in methods.items()}
+    located_rows = with_gold_diff(rows, trees, questions, schemas)
     for name, s in methods.items():  # does the score point at where a wrong query goes wrong?
         if "row" in s:
-            summaries[name]["localisation"] = localisation_of_scores(rows, s, site_scores=s is nodes)
+            summaries[name]["localisation"] = localisation_of_scores(located_rows, s, site_scores=s is nodes)
     results = {"methods": summaries, "by_node_type": breakdown(nodes, "node_type", cfg)}
     difficulty = _difficulties(rows, questions)
     if any(d is not None for d in difficulty):
@@ -509,9 +537,12 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
     if located:  # rows written without their tree (node_arity) have no error sites to find
         md += ["### Error localisation", "",
                ("Wrong queries with an error site (a wrong node whose children are all right): how "
-                "often the least confident node (top-1) or one of the three least confident (top-3) "
-                "is a site; site reading = (1 - p(node)) * prod p(child); site scores = a head "
-                "trained on site labels."), "", localisation_markdown(located), ""]
+                "often the node pointed at first (top-1) or one of the first three (top-3) is a site, "
+                "and the mean reciprocal rank of the first site (mrr). Readings: the least confident "
+                "node; the site reading (1 - p(node)) * prod p(child); the site scores of a head "
+                "trained on site labels. Span: the pointed node's SQL text overlaps what a token diff "
+                "of the canonical SQL against gold's marks (large nodes overlap easily: the root "
+                "always does)."), "", localisation_markdown(located), ""]
     for key, title in (("by_node_type", "node type"), ("by_difficulty", "Spider difficulty")):
         if results.get(key):
             md += [f"### RAT node model by {title}", "",
@@ -564,12 +595,14 @@ def query_level(test: dict, calibration: dict | None, title: str, out_dir: Path,
 
 
 def look_here_first(row: dict) -> dict:
-    """The node to look at first: the highest site score the scorer wrote (``site_scores``),
-    else the highest site reading of the node confidences."""
+    """The node to look at first, and the runner-up: the highest site scores the scorer wrote
+    (``site_scores``), else the highest site readings of the node confidences."""
     from model.eval.localisation import site_reading
 
     scores = row.get("site_scores") or site_reading(row["node_confidences"], row["node_arity"])
-    return {"site_scores": list(scores), "look_here": int(np.argmax(scores))}
+    order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+    return {"site_scores": list(scores), "look_here": int(order[0]),
+            "runner_up": int(order[1]) if len(order) > 1 else None}
 
 
 def _html(rows: list[dict], trees: dict, queries: dict, questions: dict, schemas: dict,

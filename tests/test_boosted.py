@@ -206,3 +206,33 @@ def test_compare_node_runs_averages_leave_one_system_out_runs(tmp_path):
     assert mean, lines[-1]
     for column, value in ((5, mean[1]), (6, mean[2]), (11, mean[3])):
         assert float(value) == pytest.approx(np.mean([float(r[column]) for r in rows]), abs=1.5e-3)
+
+
+def test_train_side_examples_only_ever_train(boosted_run):
+    """data.train_predictions (SPLASH on Spider train): examples of other databases that join every
+    fold's training, never its validation or test; the site head learns from them."""
+    from omegaconf import OmegaConf
+
+    from model.nodes.boosted import BoostedConfig, NodeTable, fold_roles, run_fold
+
+    table = boosted_run[2]["table"]
+    side_db = min({e.db_id for e in table.examples})
+    order = sorted(range(len(table.examples)), key=lambda k: table.examples[k].db_id == side_db)
+    n_side = sum(e.db_id == side_db for e in table.examples)
+    moved = NodeTable([table.examples[k] for k in order], [table.features[k] for k in order], table.names,
+                      table.root, train_side=n_side)
+    roles, info = fold_roles(moved, OmegaConf.create({"protocol": "split", "val_fraction": 0.25,
+                                                      "test_fraction": 0.25}))
+    side = moved.side_indices
+    assert len(side) == n_side and {moved.examples[k].db_id for k in side} == {side_db}
+    assert roles[0]["side"] == side and info["train_side"] == {"examples": n_side, "databases": 1}
+    assert not set(side) & set(roles[0]["train"] + roles[0]["val"] + roles[0]["test"])
+    fast = {"learning_rate": 0.1, "max_iter": 30, "max_leaf_nodes": 15, "min_samples_leaf": 20,
+            "l2_regularization": 1.0}
+    with_side = run_fold(moved, roles[0], BoostedConfig(hgb=fast))
+    without_side = run_fold(moved, roles[0], BoostedConfig(hgb=fast, train_side="none"))
+    assert set(with_side.test) == set(roles[0]["test"])
+    k = roles[0]["test"][0]
+    # the node model is the same (train_side=site), the site head learnt from more wrong queries
+    assert np.array_equal(with_side.test[k][0], without_side.test[k][0])
+    assert not np.array_equal(with_side.test[k][1], without_side.test[k][1])

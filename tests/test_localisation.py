@@ -3,11 +3,13 @@
 import pytest
 
 from model.eval.localisation import (
+    diff_marks,
     error_sites,
     localisation,
     localisation_markdown,
     localisation_of_scores,
     site_reading,
+    span_overlaps,
 )
 
 # ((t.a)(((t.c)(10)Gt)(t)Selection)Project), gold has c = 10: Gt is the one site.
@@ -50,8 +52,54 @@ def test_flat_scores_are_regrouped_by_row():
     assert out["n_wrong_queries"] == 1 and out["top3"] == 1.0
 
 
-def test_markdown_has_one_line_per_method_and_dashes_for_missing_readings():
+def test_mrr_is_the_reciprocal_rank_of_the_first_site():
+    # least confident first: root (0.1), Selection (0.3), Gt (0.2)... order 6, 3, 5: the site is 2nd
+    out = localisation([{"node_labels": LABELS, "node_arity": ARITY}], [[0.9, 0.9, 0.9, 0.2, 0.9, 0.3, 0.1]])
+    assert out["mrr"] == pytest.approx(0.5) and out["mrr_site_reading"] == 1.0
+
+
+def test_markdown_has_one_line_per_method_and_reading():
     out = localisation([{"node_labels": LABELS, "node_arity": ARITY}], [[0.9, 0.9, 0.9, 0.2, 0.9, 0.3, 0.1]])
     lines = localisation_markdown({"scorer": out}).splitlines()
-    assert len(lines) == 3 and lines[0].count("|") == lines[2].count("|") == 11
-    assert lines[2].startswith("| scorer | 1 | 0.000 | 1.000 | 1.000 |") and "| – |" in lines[2]
+    assert len(lines) == 4 and lines[0].count("|") == lines[2].count("|") == 10
+    assert lines[2].startswith("| scorer | least confident node | 1 | 0.000 | 1.000 | 0.500 | – |")
+    assert lines[3].startswith("| scorer | site reading | 1 | 1.000 |")
+
+
+def test_diff_marks_point_at_what_differs_from_gold():
+    pred = "select singer.name from singer where singer.age > 20"
+    gold = "select singer.name from singer where singer.age > 30"
+    assert [pred[a:b] for a, b in diff_marks(pred, gold)] == ["20"]
+    assert diff_marks(gold, gold) == []
+    # string literals are one token, compared case-sensitively (SQLite's = is)
+    pred = "select a from t where b = 'France'"
+    assert [pred[a:b] for a, b in diff_marks(pred, "select a from t where b = 'france'")] == ["'France'"]
+    # an extra condition is marked, a missing one leaves an empty mark where it would go
+    assert [pred[a:b] for a, b in diff_marks(pred, "select a from t")] == ["where b = 'France'"]
+    assert diff_marks("select a from t", pred) == [(15, 15)]
+
+
+def test_span_and_error_kind_readings():
+    import rat
+
+    pred, gold = "SELECT name FROM singer WHERE age > 20", "SELECT name FROM singer WHERE age < 20"
+    spans = rat.sql_spans(pred)
+    marks = diff_marks(spans.sql, rat.canonicalize(gold))
+    tree = spans.tree.postorder()
+    labels = rat.label_nodes(rat.to_tree(pred), rat.to_tree(gold))
+    arity = [len(n.children) for n in tree]
+    gt = [n.label for n in tree].index("Gt")
+    assert error_sites(labels, arity)[gt] == 1
+    row = {"node_labels": labels, "node_arity": arity, "node_spans": list(spans.spans),
+           "diff_marks": marks, "error_kind": "operator"}
+    pointing_at_gt = [0.9] * len(tree)
+    pointing_at_gt[gt] = 0.1
+    out = localisation([row], [pointing_at_gt])
+    assert out["top1"] == out["top1_span"] == 1.0 and out["n_span_queries"] == 1
+    assert out["top1_by_error_kind"] == {"operator": {"n": 1, "top1": 1.0}}
+    # pointing at the table leaf: neither a site nor over the diff
+    pointing_at_table = [0.9] * len(tree)
+    pointing_at_table[[n.label for n in tree].index("singer")] = 0.1
+    out = localisation([row], [pointing_at_table])
+    assert out["top1"] == out["top1_span"] == 0.0
+    assert span_overlaps(spans.spans[gt], marks) and not span_overlaps(None, marks)

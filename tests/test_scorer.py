@@ -64,6 +64,7 @@ def test_reloaded_model_reproduces_the_runs_in_sample_numbers(boosted_model):
 
 def test_compiled_trees_give_scikit_learns_probabilities_exactly(boosted_model):
     from model.nodes.saved import CompiledTrees
+    from model.nodes.sites import with_context
 
     folder, objects = boosted_model
     table = objects["table"]
@@ -73,9 +74,14 @@ def test_compiled_trees_give_scikit_learns_probabilities_exactly(boosted_model):
     odd[::3, 0] = 997.0  # a node kind never seen in training
     odd[::4, 1] = np.nan  # no parent kind
     odd[::5, 5] = np.nan  # a missing numeric feature
-    for model in (saved.node_model, saved.site_model):
-        for rows in (x, odd, x[:1]):
-            assert np.array_equal(CompiledTrees(model).predict_proba1(rows), model.predict_proba(rows)[:, 1])
+    assert saved.site_context  # the site head reads the node model's confidences beside the features
+    arities = [e.node_arity for e in table.examples[:60]]
+    for model, context in ((saved.node_model, False), (saved.site_model, True)):
+        for rows in (x, odd):
+            if context:
+                rows = with_context(rows, saved.node_model.predict_proba(rows)[:, 1], arities, saved.features)
+            for part in (rows, rows[:1]):
+                assert np.array_equal(CompiledTrees(model).predict_proba1(part), model.predict_proba(part)[:, 1])
 
 
 def test_evidence_is_read_as_part_of_the_question(boosted_model):

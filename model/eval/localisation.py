@@ -11,6 +11,8 @@ labels; top-3 = a site among the three nodes pointed at first. Trees are post-or
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Sequence
 from math import comb
 
@@ -63,8 +65,47 @@ def site_reading(confidences: Sequence[float], arity: Sequence[int]) -> list[flo
     return [float((1.0 - p[i]) * np.prod(p[kids])) for i, kids in enumerate(post_order_children(arity))]
 
 
-def _hits(order: np.ndarray, sites: np.ndarray) -> tuple[int, int]:
-    return int(sites[order[0]]), int(sites[order[:3]].any())
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|`[^`]*`|\w+|[^\s\w]")
+
+
+def diff_marks(pred_sql: str, gold_sql: str) -> list[tuple[int, int]]:
+    """Character ranges of ``pred_sql`` that a token diff against ``gold_sql`` marks: tokens
+    replaced or extra, and (as an empty range) where gold has tokens the prediction lacks.
+    Compare canonical texts (``rat.canonicalize``) so that only real differences are marked.
+
+    >>> pred = "select name from singer where age > 20"
+    >>> [pred[a:b] for a, b in diff_marks(pred, "select name from singer where age < 20")]
+    ['>']
+    >>> diff_marks("select name from singer", "select name from singer where age > 20")
+    [(23, 23)]
+    """
+    pred_tokens = [(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(pred_sql)]
+    gold_tokens = [m.group() for m in _TOKEN.finditer(gold_sql)]
+    matcher = difflib.SequenceMatcher(None, [t for *_, t in pred_tokens], gold_tokens, autojunk=False)
+    marks = []
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag in ("replace", "delete"):
+            marks.append((pred_tokens[i1][0], pred_tokens[i2 - 1][1]))
+        elif tag == "insert":
+            at = pred_tokens[i1][0] if i1 < len(pred_tokens) else len(pred_sql)
+            marks.append((at, at))
+    return marks
+
+
+def span_overlaps(span: Sequence[int] | None, marks: Sequence[Sequence[int]]) -> bool:
+    """A node's [start, end) text overlaps a marked range (an empty mark: lies within it).
+
+    >>> span_overlaps((0, 10), [(9, 12)]), span_overlaps((0, 10), [(10, 12)]), span_overlaps((0, 10), [(10, 10)])
+    (True, False, True)
+    """
+    if span is None:
+        return False
+    start, end = span
+    return any((a < end and start < b) if a < b else start <= a <= end for a, b in marks)
+
+
+def _hits(order: np.ndarray, sites: np.ndarray) -> tuple[int, int, float]:
+    return int(sites[order[0]]), int(sites[order[:3]].any()), 1.0 / (1 + int(np.flatnonzero(sites[order])[0]))
 
 
 def _random_hit(n: int, n_sites: int, k: int) -> float:
@@ -73,28 +114,33 @@ def _random_hit(n: int, n_sites: int, k: int) -> float:
     return 1.0 - comb(n - n_sites, k) / comb(n, k)
 
 
+READINGS = ("", "_site_reading", "_site_scores")
+
+
 def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[float]],
                  site_scores_per_row: Sequence[Sequence[float] | None] | None = None) -> dict:
-    """Top-1 / top-3 localisation rates over the rows with at least one error site.
+    """Top-1 / top-3 / mrr localisation rates over the rows with at least one error site.
 
     ``rows`` need ``node_labels`` and ``node_arity``; ``confidences_per_row[i]`` are row i's
     node confidences (any score where higher = more likely correct); ``site_scores_per_row``
-    (higher = more likely a site) adds ``top1_site_scores``/``top3_site_scores``. Ties go to the
-    earlier node in post-order. Random = expected rate of a uniformly random node.
+    (higher = more likely a site) adds the ``_site_scores`` readings. Rows with ``node_spans``
+    and ``diff_marks`` add ``top1_span`` (over those rows), rows with ``error_kind`` add
+    ``top1_by_error_kind`` ({kind: {"n", "top1"}}), for each reading. Ties go to the earlier
+    node in post-order. Random = expected rate of a uniformly random node.
 
     >>> rows = [{"node_labels": [1, 1, 1, 0, 1, 0, 0], "node_arity": [0, 0, 0, 2, 0, 2, 2]},
     ...         {"node_labels": [1, 1, 1], "node_arity": [0, 0, 2]}]  # right: left out
     >>> out = localisation(rows, [[.9, .9, .9, .2, .9, .3, .1], [1, 1, 1]])
-    >>> out["n_wrong_queries"], out["top1"], out["top3"], out["top1_site_reading"]
-    (1, 0.0, 1.0, 1.0)
+    >>> out["n_wrong_queries"], out["top1"], out["top3"], out["mrr"], out["top1_site_reading"]
+    (1, 0.0, 1.0, 0.5, 1.0)
     """
     if len(rows) != len(confidences_per_row):
         raise ValueError(f"{len(rows)} rows but {len(confidences_per_row)} confidence lists")
     with_site_scores = site_scores_per_row is not None and all(
         s is not None for r, s in zip(rows, site_scores_per_row) if not all(r["node_labels"]))
-    hits: dict[str, list[int]] = {k: [] for k in ("top1", "top3", "top1_site_reading",
-                                                  "top3_site_reading", "top1_site_scores",
-                                                  "top3_site_scores")}
+    readings = READINGS if with_site_scores else READINGS[:2]
+    hits: dict[str, list] = {f"{k}{r}": [] for r in readings for k in ("top1", "top3", "mrr", "top1_span")}
+    kinds: dict[str, dict[str, list[int]]] = {r: {} for r in readings}
     random1, random3 = [], []
     for i, (row, confidences) in enumerate(zip(rows, confidences_per_row)):
         labels, arity = row["node_labels"], row.get("node_arity")
@@ -104,34 +150,65 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
         if not sites.any():
             continue
         conf = np.asarray(confidences, dtype=float)
-        readings = {"": np.argsort(conf, kind="stable"),
-                    "_site_reading": np.argsort(-np.asarray(site_reading(conf, arity)), kind="stable")}
+        orders = {"": np.argsort(conf, kind="stable"),
+                  "_site_reading": np.argsort(-np.asarray(site_reading(conf, arity)), kind="stable")}
         if with_site_scores:
-            readings["_site_scores"] = np.argsort(-np.asarray(site_scores_per_row[i], dtype=float),
-                                                  kind="stable")
-        for suffix, order in readings.items():
-            top1, top3 = _hits(order, sites)
+            orders["_site_scores"] = np.argsort(-np.asarray(site_scores_per_row[i], dtype=float),
+                                                kind="stable")
+        spans, marks = row.get("node_spans"), row.get("diff_marks")
+        for suffix, order in orders.items():
+            top1, top3, rr = _hits(order, sites)
             hits[f"top1{suffix}"].append(top1)
             hits[f"top3{suffix}"].append(top3)
+            hits[f"mrr{suffix}"].append(rr)
+            if spans is not None and marks:
+                hits[f"top1_span{suffix}"].append(int(span_overlaps(spans[order[0]], marks)))
+            if row.get("error_kind"):
+                kinds[suffix].setdefault(row["error_kind"], []).append(top1)
         random1.append(_random_hit(len(labels), int(sites.sum()), 1))
         random3.append(_random_hit(len(labels), int(sites.sum()), 3))
     out: dict = {"n_wrong_queries": len(random1)}
     for key, values in hits.items():
-        if values or not key.endswith("_site_scores"):
+        if values or not (key.endswith("_site_scores") or key.startswith("top1_span")):
             out[key] = float(np.mean(values)) if values else float("nan")
+    if hits["top1_span"]:
+        out["n_span_queries"] = len(hits["top1_span"])
+    for suffix, per_kind in kinds.items():
+        if per_kind:
+            out[f"top1_by_error_kind{suffix}"] = {
+                kind: {"n": len(v), "top1": float(np.mean(v))} for kind, v in sorted(per_kind.items())}
     out["random_top1"] = float(np.mean(random1)) if random1 else float("nan")
     out["random_top3"] = float(np.mean(random3)) if random3 else float("nan")
     return out
 
 
+READING_NAMES = {"": "least confident node", "_site_reading": "site reading", "_site_scores": "site scores"}
+
+
 def localisation_markdown(results: dict[str, dict]) -> str:
-    """One line per method: wrong queries, top-1/top-3 of each reading, random."""
-    keys = ("top1", "top3", "top1_site_reading", "top3_site_reading", "top1_site_scores",
-            "top3_site_scores", "random_top1", "random_top3")
-    header = ["method", "wrong queries", "top-1", "top-3", "top-1 site reading", "top-3 site reading",
-              "top-1 site scores", "top-3 site scores", "random top-1", "random top-3"]
-    return markdown_table(header, [[name, r.get("n_wrong_queries", 0), *(_fmt(r.get(k)) for k in keys)]
-                                   for name, r in results.items()])
+    """One line per method and reading: top-1, top-3, mrr, top-1 span overlap, random top-1;
+    then, when rows had error kinds, top-1 per kind for each method's last reading."""
+    lines = []
+    for name, r in results.items():
+        for suffix, reading in READING_NAMES.items():
+            if f"top1{suffix}" in r:
+                lines.append([name, reading, r.get("n_wrong_queries", 0),
+                              *(_fmt(r.get(f"{k}{suffix}")) for k in ("top1", "top3", "mrr", "top1_span")),
+                              _fmt(r.get("random_top1")), _fmt(r.get("random_top3"))])
+    out = markdown_table(["method", "reading", "wrong queries", "top-1", "top-3", "mrr",
+                          "top-1 span overlaps diff", "random top-1", "random top-3"], lines)
+    by_kind = {}
+    for name, r in results.items():
+        suffix = next((s for s in reversed(READING_NAMES) if f"top1_by_error_kind{s}" in r), None)
+        if suffix is not None:
+            by_kind[f"{name} ({READING_NAMES[suffix]})"] = r[f"top1_by_error_kind{suffix}"]
+    if by_kind:
+        kinds = sorted({k for v in by_kind.values() for k in v}, key=lambda k: -sum(
+            v.get(k, {}).get("n", 0) for v in by_kind.values()))
+        out += "\n\nTop-1 per error kind (wrong queries of that kind):\n\n" + markdown_table(
+            ["method", *kinds], [[name, *(f"{_fmt(v[k]['top1'])} ({v[k]['n']})" if k in v else "" for k in kinds)]
+                                 for name, v in by_kind.items()])
+    return out
 
 
 def localisation_of_scores(rows: Sequence[dict], scores: dict, site_scores: bool = False) -> dict:

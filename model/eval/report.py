@@ -134,11 +134,13 @@ def _node_title(label: str, conf: float, node_label: int | None) -> str:
 
 
 def coloured_sql(spans: SqlSpans, tree, confidences: Sequence[float],
-                 labels: Sequence[int] | None = None, look_here: int | None = None) -> str:
+                 labels: Sequence[int] | None = None, look_here: int | None = None,
+                 runner_up: int | None = None) -> str:
     """The SQL text as HTML, each character on the background of the innermost RAT node whose
     subtree covers it (the fine-grained paper's Table 13). Runs carry the classes ``n<i>`` of
     their node and its ancestors (post-order indices), so hovering one can light up a whole
-    subtree; the title names the node, its confidence, its label and its enclosing nodes."""
+    subtree; the title names the node, its confidence, its label and its enclosing nodes. The
+    text of ``look_here`` is outlined, that of ``runner_up`` (the second place) dashed."""
     nodes = tree.postorder()
     lineage = _lineage(tree)
     out = []
@@ -154,7 +156,10 @@ def coloured_sql(spans: SqlSpans, tree, confidences: Sequence[float],
         if outer:
             title += "\nwithin: " + " ‹ ".join(outer)
         wrong = " bad" if node_label == 0 else ""
-        wrong += " look" if look_here is not None and look_here in lineage[owner] else ""
+        if look_here is not None and look_here in lineage[owner]:
+            wrong += " look"
+        elif runner_up is not None and runner_up in lineage[owner]:
+            wrong += " second"
         out.append(f'<span class="s {_classes(lineage[owner])}{wrong}" data-n="{owner}" '
                    f'style="background:{confidence_colour(conf)}" title="{html.escape(title)}">'
                    f"{text}</span>")
@@ -241,6 +246,7 @@ g.hl rect { stroke: #000; stroke-width: 3; }
 .lbl { border-radius: 3px; padding: 0 2px; }
 .wrong { text-decoration: line-through; }
 .sqlc .look { outline: 2px solid #000; }
+.sqlc .second { outline: 2px dashed #666; }
 .lookhere { margin: 4px 0; }
 .meta, .note { color: #555; font-size: 0.9em; }
 .badge { border-radius: 3px; padding: 0 4px; color: #000; }
@@ -323,7 +329,7 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
             why = (ex.get("reasons") or {}).get(look) or []
             if why:
                 out.append("<ul class='reasons'>" + "".join(f"<li>{html.escape(r)}</li>" for r in why) + "</ul>")
-        out.append(f"<div class='sqlc'>{coloured_sql(spans, tree, confidences, labels, look)}</div>")
+        out.append(f"<div class='sqlc'>{coloured_sql(spans, tree, confidences, labels, look, ex.get('runner_up'))}</div>")
         written = ex.get("sql") or ""
         if " ".join(written.lower().rstrip("; \n").split()) != spans.sql.lower():
             out.append(f"<div class='sql meta'>as written: {html.escape(written)}</div>")

@@ -37,6 +37,7 @@ from model.nodes.features import build_features, categorical_mask
 
 GROUP_CHOICES = ("single", "single+consensus")
 DATABASE_MODES = ("with", "without", "dropout", "both")
+TRAIN_SIDE_CHOICES = ("none", "site", "all")
 
 
 @dataclass
@@ -45,6 +46,11 @@ class BoostedConfig:
 
     groups: str = "single"  # single | single+consensus (the consensus track)
     site_head: bool = True  # also fit a model of error-site labels -> site_scores
+    site_context: bool = True  # it reads the node model's out-of-fold confidences around each node
+    site_wrong_only: bool = True  # it learns from the nodes of wrong queries only
+    inner_folds: int = 3  # folds of the training databases that give those confidences
+    train_side: str = "site"  # none | site | all: which models also learn from data.train_predictions
+    # (real wrong queries on the train split's databases, disjoint from the eval split's: SPLASH)
     calibration: str = "platt"  # platt | isotonic | none, fitted on the validation databases
     hgb: dict[str, Any] = field(default_factory=lambda: {
         "learning_rate": 0.05, "max_iter": 300, "max_leaf_nodes": 31, "min_samples_leaf": 40,
@@ -72,6 +78,8 @@ class BoostedConfig:
             raise ValueError(f"model.groups must be one of {GROUP_CHOICES}; found {config.groups!r}")
         if config.database not in DATABASE_MODES:
             raise ValueError(f"model.database must be one of {DATABASE_MODES}; found {config.database!r}")
+        if config.train_side not in TRAIN_SIDE_CHOICES:
+            raise ValueError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {config.train_side!r}")
         if config.calibration not in ("platt", "isotonic", "none"):
             raise ValueError(f"model.calibration must be platt, isotonic or none; found {config.calibration!r}")
         return config
@@ -100,6 +108,12 @@ class NodeTable:
     features: list[np.ndarray]  # per example: (nodes, features)
     names: tuple[str, ...]
     root: Path
+    train_side: int = 0  # the last ``train_side`` examples come from data.train_predictions:
+    # they only ever train (their databases are the train split's), never validate or test
+
+    @property
+    def side_indices(self) -> list[int]:
+        return list(range(len(self.examples) - self.train_side, len(self.examples)))
 
     def stack(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(X, node labels, error-site labels) of the examples ``indices``."""
@@ -124,8 +138,22 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
     examples, _ = build_examples(root, data_cfg.get("eval_split", "dev"), prediction_files=files,
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
                                  evidence=data_cfg.get("evidence", False))
+    side = []
+    if config.train_side != "none" and data_cfg.get("train_predictions") and data_cfg.get("train_split"):
+        side_files = source.prediction_files(data_cfg.get("train_predictions"), default=False)
+        side, _ = build_examples(root, data_cfg.get("train_split"), prediction_files=side_files,
+                                 max_questions=data_cfg.get("max_questions"), require_database=with_databases,
+                                 evidence=data_cfg.get("evidence", False))
+        overlap = {e.db_id for e in side} & {e.db_id for e in examples}
+        side = [e for e in side if e.db_id not in overlap]  # never a database the eval split tests on
+        if progress:
+            print(f"train side ({data_cfg.get('train_split')}): {len(side)} examples from "
+                  f"{len(side_files)} files{f', {len(overlap)} shared databases left out' if overlap else ''}",
+                  flush=True)
+    examples = list(examples) + list(side)
     if with_databases:  # execution labels; else (BIRD here: no databases) tree labels
         examples = [e for e in examples if e.execution_match is not None]
+        side = [e for e in side if e.execution_match is not None]
     schemas = load_schemas(root)
     db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
     features, names, report = build_features(examples, schemas, db_paths, consensus=config.consensus,
@@ -138,7 +166,7 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
         features, names = stack_neural(examples, features, names, Path(config.stack), progress)
     if config.drop:
         features, names = drop_columns(features, names, config.drop)
-    return NodeTable(examples, features, names, root)
+    return NodeTable(examples, features, names, root, train_side=len(side))
 
 
 def drop_columns(features: list[np.ndarray], names: tuple[str, ...], drop: Sequence[str]
@@ -187,7 +215,8 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
     from model.data.folds import crossfit_roles, schema_disjoint_folds
     from model.nodes.datamodule import split_databases
 
-    db_ids = [e.db_id for e in table.examples]
+    side = table.side_indices
+    db_ids = [e.db_id for e in table.examples[:len(table.examples) - table.train_side]]
     protocol = data_cfg.get("protocol", "split")
     seed = data_cfg.get("split_seed", 0)
     if protocol == "crossfit":
@@ -210,6 +239,9 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
         raise ValueError(f"data.protocol must be split or crossfit; found {protocol!r}")
     if holdout := data_cfg.get("holdout_system"):
         roles, info = hold_out_system(table, roles, holdout), {**info, "holdout_system": holdout}
+    if side:  # data.train_predictions: training examples of every fold
+        roles = [{**role, "side": side} for role in roles]
+        info = {**info, "train_side": {"examples": len(side), "databases": len({table.examples[k].db_id for k in side})}}
     return roles, info
 
 
@@ -255,6 +287,11 @@ def without_database(x: np.ndarray, names: Sequence[str], rows: np.ndarray | Non
     return x
 
 
+def dropped_database(n_queries: int, seed: int = 0) -> np.ndarray:
+    """Which training queries ``model.database=dropout`` trains without their database features."""
+    return np.random.default_rng(seed).random(n_queries) < 0.5
+
+
 def training_rows(table: NodeTable, indices: Sequence[int], config: BoostedConfig, seed: int = 0
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``table.stack(indices)`` with the database features as ``model.database`` trains them."""
@@ -263,7 +300,7 @@ def training_rows(table: NodeTable, indices: Sequence[int], config: BoostedConfi
         x = without_database(x, table.names)
     elif config.database == "dropout":  # a random half of the queries, all their nodes
         sizes = [len(table.examples[k].node_labels) for k in indices]
-        blank = np.random.default_rng(seed).random(len(indices)) < 0.5
+        blank = dropped_database(len(indices), seed)
         x = without_database(x, table.names, np.flatnonzero(np.repeat(blank, sizes)))
     elif config.database == "both":
         x, y, sites = np.vstack([x, without_database(x, table.names)]), np.tile(y, 2), np.tile(sites, 2)
@@ -273,6 +310,75 @@ def training_rows(table: NodeTable, indices: Sequence[int], config: BoostedConfi
 def _split_rows(values: np.ndarray, table: NodeTable, indices: Sequence[int]) -> list[np.ndarray]:
     sizes = [len(table.examples[k].node_labels) for k in indices]
     return np.split(values, np.cumsum(sizes)[:-1])
+
+
+def fit_site_head(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites: np.ndarray,
+                  names: Sequence[str], config: BoostedConfig, seed: int = 0, raw: np.ndarray | None = None):
+    """The site head (``model.nodes.sites``), fitted on the training rows ``x`` of the examples
+    ``indices`` (``training_rows``; ``model.database=both`` repeats them). With
+    ``config.site_context`` it reads ``raw``: the node model's out-of-fold probabilities of those
+    rows (``inner_out_of_fold``, or the run's own out-of-fold scores)."""
+    from model.nodes.sites import context_names, with_context
+
+    if not config.site_head or not sites.any():
+        return None
+    sizes = np.array([len(table.examples[k].node_labels) for k in indices])
+    repeat = len(x) // max(int(sizes.sum()), 1)
+    sizes = np.tile(sizes, repeat)
+    if config.site_context:
+        if raw is None or len(raw) != len(x):
+            raise ValueError("the site head reads the node model's out-of-fold probabilities of its rows")
+        x = with_context(x, raw, [table.examples[k].node_arity for k in indices] * repeat, names)
+        names = (*names, *context_names(names))
+    if config.site_wrong_only:
+        wrong = np.repeat(np.add.reduceat(sites, np.r_[0, np.cumsum(sizes)[:-1]]) > 0, sizes)
+        x, sites = x[wrong], sites[wrong]
+    return fit_classifier(x, sites, names, config.hgb, seed)
+
+
+def join_rows(a: np.ndarray, b: np.ndarray, repeat: int = 1) -> np.ndarray:
+    """Training rows of two example lists as ``training_rows`` gives those of the joined list
+    (with ``repeat`` blocks, as ``model.database=both`` makes them).
+
+    >>> join_rows(np.array([1, 2, 1, 2]), np.array([3, 3]), repeat=2).tolist()
+    [1, 2, 3, 1, 2, 3]
+    """
+    return np.concatenate([np.concatenate([u, v]) for u, v in zip(np.split(a, repeat), np.split(b, repeat))])
+
+
+def row_databases(table: NodeTable, indices: Sequence[int], rows: int) -> np.ndarray:
+    """The database of each of ``rows`` training rows of ``indices`` (repeated as ``training_rows``
+    repeats them)."""
+    sizes = np.array([len(table.examples[k].node_labels) for k in indices])
+    repeat = rows // max(int(sizes.sum()), 1)
+    return np.repeat(np.tile([table.examples[k].db_id for k in indices], repeat), np.tile(sizes, repeat))
+
+
+def site_head_scores(site_model, x: np.ndarray, raw: np.ndarray, arities: Sequence[Sequence[int]],
+                     context: bool, names: Sequence[str]) -> np.ndarray:
+    """The site head's scores of rows ``x`` (columns ``names``; trees ``arities``, stacked),
+    given the node model's probabilities ``raw`` of the same rows."""
+    from model.nodes.sites import with_context
+
+    return site_model.predict_proba(with_context(x, raw, arities, names) if context else x)[:, 1]
+
+
+def inner_out_of_fold(x: np.ndarray, y: np.ndarray, databases: np.ndarray, names: Sequence[str],
+                      config: BoostedConfig, seed: int = 0) -> np.ndarray:
+    """Out-of-fold node-model probabilities of training rows: the node model fitted once per
+    fold of their databases (``config.inner_folds``), without that fold."""
+    from model.data.folds import schema_disjoint_folds
+
+    k = min(config.inner_folds, len(np.unique(databases)))
+    if k < 2:
+        raise ValueError(f"the site head's inner folds need 2 training databases or more; found {k} "
+                         "(model.site_context=false fits the site head without them)")
+    fold = schema_disjoint_folds(databases, k, seed)
+    out = np.empty(len(x))
+    for i in range(k):
+        model = fit_classifier(x[fold != i], y[fold != i], names, config.hgb, seed)
+        out[fold == i] = model.predict_proba(x[fold == i])[:, 1]
+    return out
 
 
 @dataclass
@@ -292,10 +398,20 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
     start = time.perf_counter()
     keep = np.ones(len(table.names), dtype=bool) if columns is None else columns
     names = [n for n, k in zip(table.names, keep) if k]
-    x, y, sites = training_rows(table, role["train"], config, seed)
-    node_model = fit_classifier(x[:, keep], y, names, config.hgb, seed)
-    site_model = fit_classifier(x[:, keep], sites, names, config.hgb, seed) if (
-        config.site_head and sites.any()) else None
+    side = role.get("side", [])
+    train = role["train"] + (side if config.train_side == "all" else [])
+    x, y, sites = training_rows(table, train, config, seed)
+    x = x[:, keep]
+    node_model = fit_classifier(x, y, names, config.hgb, seed)
+    raw = inner_out_of_fold(x, y, row_databases(table, train, len(x)), names, config, seed) if (
+        config.site_head and config.site_context) else None
+    if config.train_side == "site" and side:  # the node model never saw these databases
+        xs, _, sites_side = training_rows(table, side, config, seed + 1)
+        xs = xs[:, keep]
+        n = 2 if config.database == "both" else 1
+        train, x, sites = train + side, join_rows(x, xs, n), join_rows(sites, sites_side, n)
+        raw = join_rows(raw, node_model.predict_proba(xs)[:, 1], n) if raw is not None else None
+    site_model = fit_site_head(table, train, x, sites, names, config, seed, raw)
     scored = {}
     for part in ("val", "test"):
         if not role[part]:
@@ -305,7 +421,8 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
         if config.database == "without" or not config.test_database:
             xp = without_database(xp, table.names)
         raw = node_model.predict_proba(xp[:, keep])[:, 1]
-        site = site_model.predict_proba(xp[:, keep])[:, 1] if site_model is not None else None
+        site = site_head_scores(site_model, xp[:, keep], raw, [table.examples[k].node_arity for k in role[part]],
+                                config.site_context, names) if site_model is not None else None
         scored[part] = (raw, yp, site)
     raw_val, y_val, _ = scored["val"]
     from model.eval.calibration import fit_calibrator
@@ -450,14 +567,17 @@ def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], config
     holdout = folds_info.get("holdout_system")
     indices = sorted({k for role in roles for part in ("train", "val", "test") for k in role[part]
                       if table.examples[k].system != holdout})
+    side = sorted({k for role in roles for k in role.get("side", [])})
     oof_conf = {k: conf for k, (conf, _) in test.items()}
     oof_metrics = {k: v for k, v in metrics.items() if k.startswith("test/")}
     saved, query_metrics = fit_saved_model(table, indices, config, oof_raw, oof_conf, fold_of,
-                                           oof_metrics, seed, without)
+                                           oof_metrics, seed, without, side)
     x, _, _ = table.stack(indices)
     if config.database == "without" or not config.test_database:
         x = without_database(x, table.names)
-    conf, site = saved.node_confidence(x), saved.site_score(x)
+    raw = saved.raw_node_probability(x)
+    conf = saved.calibrate(raw)
+    site = saved.site_score(x, raw, [table.examples[k].node_arity for k in indices])
     scored = dict(zip(indices, zip(_split_rows(conf, table, indices), _split_rows(site, table, indices))))
     in_sample = scores_summary(table, scored)
     saved.info["metrics"].update({"in_sample": in_sample, "query_calibrator": query_metrics})

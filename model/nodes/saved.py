@@ -235,9 +235,24 @@ class SavedModel:
     def query_calibrator_for(self, database: bool) -> QueryCalibrator:
         return self.query_calibrator if database or self.without_database is None else self.without_database[1]
 
-    def site_score(self, x: np.ndarray) -> np.ndarray:
+    @property
+    def site_context(self) -> bool:
+        """Whether the site head reads the node model's confidences around each node
+        (``model.nodes.sites``) beside the node's features."""
+        return bool(self.info.get("config", {}).get("site_context", False))
+
+    def site_score(self, x: np.ndarray, raw: np.ndarray | None = None,
+                   arities: Sequence[Sequence[int]] | None = None) -> np.ndarray:
+        """Site scores of feature rows ``x``; a head that reads context needs the node model's
+        raw probabilities of the same rows and the trees' ``arities`` (stacked in order)."""
         if self.site_model is None:
             return np.full(len(x), np.nan)
+        if self.site_context:
+            from model.nodes.sites import with_context
+
+            if raw is None or arities is None:
+                raise ValueError("this site head reads the node model's confidences: pass raw and arities")
+            x = with_context(x, raw, arities, self.features)
         return self._probability(self.site_model, x)
 
     def _probability(self, model: Any, x: np.ndarray) -> np.ndarray:
@@ -370,21 +385,42 @@ def data_digest(examples: Sequence) -> str:
 
 def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np.ndarray],
                     oof_conf: dict[int, np.ndarray], fold_of: dict[int, int], metrics: dict,
-                    seed: int = 0, without_database: tuple[dict, dict, dict] | None = None
-                    ) -> tuple[SavedModel, dict[str, float]]:
+                    seed: int = 0, without_database: tuple[dict, dict, dict] | None = None,
+                    side: Sequence[int] = ()) -> tuple[SavedModel, dict[str, float]]:
     """The final model of a run: node and site models fitted on every labelled example in
     ``indices``, the node calibrator on the run's out-of-fold raw scores, the whole-query
     calibrator on its out-of-fold confidences. Returns the model and the whole-query
     calibrator's own out-of-fold metrics (fitted on the other folds, applied to each).
     ``without_database``: (out-of-fold raw scores, confidences, metrics) of the same folds
-    scored without databases, for a model trained for both: its second pair of calibrators."""
-    from model.nodes.boosted import fit_classifier, training_rows
+    scored without databases, for a model trained for both: its second pair of calibrators.
+    ``side``: examples of ``data.train_predictions`` (``model.train_side``: the site head learns
+    from them, and with ``all`` the node model too)."""
+    from model.nodes.boosted import (
+        fit_classifier,
+        fit_site_head,
+        inner_out_of_fold,
+        join_rows,
+        row_databases,
+        training_rows,
+    )
     from model.nodes.features import VERSION
 
-    x, y, sites = training_rows(table, indices, config, seed)
+    side = list(side) if config.train_side != "none" else []
+    node_rows = list(indices) + (side if config.train_side == "all" else [])
+    x, y, sites = training_rows(table, node_rows, config, seed)
     node_model = fit_classifier(x, y, table.names, config.hgb, seed)
-    site_model = fit_classifier(x, sites, table.names, config.hgb, seed) if (
-        config.site_head and sites.any()) else None
+    raw = None
+    if config.site_context and config.site_head:
+        raw = _training_raw(node_rows, config, oof_raw, without_database, seed)
+        if raw is None:  # examples the run did not score out of fold (train_side=all): fit again
+            raw = inner_out_of_fold(x, y, row_databases(table, node_rows, len(x)), table.names, config, seed)
+    site_rows = node_rows
+    if config.train_side == "site" and side:  # databases the node model never saw
+        xs, _, sites_side = training_rows(table, side, config, seed + 1)
+        n = 2 if config.database == "both" else 1
+        site_rows, x, sites = node_rows + side, join_rows(x, xs, n), join_rows(sites, sites_side, n)
+        raw = join_rows(raw, node_model.predict_proba(xs)[:, 1], n) if raw is not None else None
+    site_model = fit_site_head(table, site_rows, x, sites, table.names, config, seed, raw)
     calibrator, query_calibrator, query_metrics = _calibrators(table, indices, config, oof_raw, oof_conf, fold_of)
     without = None
     out_of_fold = {**metrics, **{f"test/calibrated_{k}": v for k, v in query_metrics.items()}}
@@ -403,13 +439,15 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
         "method": config.method,
         "config": {"groups": config.groups, "lm": config.lm, "calibration": config.calibration,
                    "hgb": config.hgb, "drop": list(config.drop), "database": config.database,
-                   "test_database": config.test_database},
+                   "test_database": config.test_database, "site_context": config.site_context,
+                   "site_wrong_only": config.site_wrong_only, "train_side": config.train_side},
         "trained_on": {"data_root": table.root.name, "examples": len(examples), "nodes": len(y_plain),
                        "questions": len({e.question_id for e in examples}),
                        "databases": len({e.db_id for e in examples}),
                        "systems": dict(sorted(Counter(e.system for e in examples).items())),
                        "correct_queries": int(sum(e.correct for e in examples)),
-                       "digest": data_digest(examples)},
+                       "digest": data_digest(examples),
+                       "train_side_examples": len(side)},
         # test/query_auc: the least confident node's; test/calibrated_query_*: the calibrated
         # whole-query confidence's (cross-fitted over the same folds)
         "metrics": all_metrics,
@@ -417,6 +455,27 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
     saved = SavedModel(node_model, site_model, calibrator, query_calibrator, tuple(table.names),
                        typical_values(x_plain, y_plain, node_types, table.names), info, without)
     return saved, query_metrics
+
+
+def _training_raw(indices: Sequence[int], config, oof_raw: dict, without_database: tuple | None,
+                  seed: int) -> np.ndarray | None:
+    """The run's out-of-fold node probabilities of the final model's training rows
+    (``training_rows``), for its site head: scored without a database where those rows are
+    (``model.database=dropout|both``). None when some example has none."""
+    from model.nodes.boosted import dropped_database
+
+    if not config.site_context or any(k not in oof_raw for k in indices):
+        return None
+    with_db = [oof_raw[k] for k in indices]
+    if config.database not in ("dropout", "both") or without_database is None:
+        return np.concatenate(with_db)
+    raw2 = without_database[0]
+    if any(k not in raw2 for k in indices):
+        return None
+    if config.database == "both":
+        return np.concatenate(with_db + [raw2[k] for k in indices])
+    blank = dropped_database(len(indices), seed)
+    return np.concatenate([raw2[k] if b else r for k, r, b in zip(indices, with_db, blank)])
 
 
 def _calibrators(table, indices: Sequence[int], config, oof_raw: dict, oof_conf: dict, fold_of: dict

@@ -76,11 +76,14 @@ class ScoredQuery:
     def to_dict(self) -> dict:
         """The JSON row ``rat-score`` writes and ``rat-serve`` answers."""
         look = self.nodes[self.look_here_first]
+        second = self.nodes[self.runner_up] if self.runner_up is not None else None
         return {"question_id": self.question_id, "db_id": self.db_id, "question": self.question,
                 "sql": self.sql, "query_confidence": round(self.query_confidence, 6),
                 "look_here_first": self.look_here_first,
                 "look_here_span": list(look.span) if look.span else None,
-                "runner_up": self.runner_up, "nodes": [n.to_dict() for n in self.nodes]}
+                "runner_up": self.runner_up,
+                "runner_up_span": list(second.span) if second is not None and second.span else None,
+                "nodes": [n.to_dict() for n in self.nodes]}
 
     def __str__(self) -> str:
         return format_scored(self)
@@ -271,7 +274,8 @@ class Scorer:
                  with_database: list[bool]) -> list[tuple]:
         saved = self.saved
         x_all = np.vstack(matrices)
-        raw_all, site_all = saved.raw_node_probability(x_all), saved.site_score(x_all)
+        raw_all = saved.raw_node_probability(x_all)
+        site_all = saved.site_score(x_all, raw_all, [e.node_arity for e in examples])
         sizes = np.cumsum([len(m) for m in matrices])[:-1]
         out = []
         for e, x, raw, site, database in zip(examples, matrices, np.split(raw_all, sizes),
@@ -460,7 +464,27 @@ def format_scored(scored: ScoredQuery, color: bool = False) -> str:
         then = f"; then `{second.text or second.label}`"
     lines.append(f"look here first: `{look.text or look.label}` (node {look.index}, {look.label}, "
                  f"site score {look.site_score:.2f}){then}")
+    second = scored.nodes[scored.runner_up] if scored.runner_up is not None else None
+    if look.span is not None:
+        lines += ["", *marked_sql(scored.sql, look.span, second.span if second is not None else None)]
     return "\n".join(lines)
+
+
+def marked_sql(sql: str, first: tuple[int, int], second: tuple[int, int] | None = None) -> list[str]:
+    """The SQL (on one line) with ``^`` under the text to look at first and ``-`` under the
+    runner-up's (where they do not overlap).
+
+    >>> print("\\n".join(marked_sql("SELECT name FROM singer WHERE age > 20", (30, 38), (7, 11))))
+    SELECT name FROM singer WHERE age > 20
+           ----                   ^^^^^^^^ look here first; - then
+    """
+    flat = sql.replace("\n", " ").replace("\t", " ")
+    marks = [" "] * len(flat)
+    if second is not None:
+        marks[second[0]:second[1]] = "-" * (second[1] - second[0])
+    marks[first[0]:first[1]] = "^" * (first[1] - first[0])
+    legend = " look here first" + ("; - then" if second is not None else "")
+    return [flat, "".join(marks).rstrip() + legend]
 
 
 def report_entries(results: Sequence[ScoredQuery]) -> list[dict[str, Any]]:

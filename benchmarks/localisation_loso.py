@@ -1,0 +1,116 @@
+"""Look here first, per system and leave-one-system-out: does the site head point at where a
+wrong query goes wrong for a system it never saw?
+
+    python benchmarks/localisation_loso.py --out /tmp/loso.json
+    python benchmarks/localisation_loso.py --groups single+consensus --systems codes_7b gpt4_few_shot
+
+One table of features is loaded; for the cross-fitted run (every system in training, scored out
+of fold by database) and for each system held out (``data.holdout_system``: trained and
+validated without its outputs, tested on them), the same folds are fitted and the held-out
+system's wrong queries read: top-1 / top-3 / mrr of the site scores, top-1 span overlap with
+the gold diff, and node AUC. Prints a Markdown table with the mean and the lowest system.
+Slow: 12 cross-fits (about 5 node-model fits each, 3 more for the site head's inner folds).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from model.data.datasets import load_schemas
+from model.eval import metrics as M
+from model.eval.localisation import localisation
+from model.evaluate import _questions, with_gold_diff
+from model.nodes.boosted import BoostedConfig, crossfit, fold_roles, load_table
+from model.nodes.outputs import tree_of
+
+SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+KEYS = ("top1_site_scores", "top3_site_scores", "mrr_site_scores", "top1_span_site_scores")
+
+
+def readings(table, scored: dict, indices: list[int], questions: dict, schemas: dict) -> dict:
+    """Node AUC and the site scores' localisation readings of the examples ``indices``."""
+    rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity,
+             "node_names": table.examples[k].node_names, "sql": table.examples[k].sql,
+             "question_id": table.examples[k].question_id, "db_id": table.examples[k].db_id}
+            for k in indices]
+    trees = {i: t for i, r in enumerate(rows) if (t := tree_of(r)) is not None}
+    rows = with_gold_diff(rows, trees, questions, schemas)
+    where = localisation(rows, [scored[k][0] for k in indices], [scored[k][1] for k in indices])
+    conf = np.concatenate([scored[k][0] for k in indices])
+    labels = np.concatenate([table.examples[k].node_labels for k in indices])
+    return {"auc": M.auc(conf, labels), "n_wrong_queries": where["n_wrong_queries"],
+            **{k: where.get(k, float("nan")) for k in KEYS}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--groups", default="single", choices=["single", "single+consensus"])
+    parser.add_argument("--systems", nargs="*", help="systems to hold out (default: all)")
+    parser.add_argument("--out", type=Path, help="write the numbers as JSON here")
+    parser.add_argument("--set", nargs="*", default=[], help="model overrides, e.g. site_context=false")
+    args = parser.parse_args()
+    root = SHARED / "spider"
+    data = OmegaConf.create({"root": str(root), "predictions": str(SHARED / "predictions" / "spider_dev" / "*"),
+                             "train_split": "train",
+                             "train_predictions": str(SHARED / "predictions" / "spider_train" / "*.jsonl"),
+                             "protocol": "crossfit", "folds": 5, "eval_split": "dev"})
+    model_cfg = OmegaConf.merge(OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/features.yaml"),
+                                OmegaConf.from_dotlist([f"groups={args.groups}", *args.set]))
+    config = BoostedConfig.from_cfg(model_cfg)
+    table = load_table(data, config)
+    schemas = load_schemas(root)
+    eval_rows = [{"question_id": e.question_id} for e in table.examples]
+    questions = _questions(root, eval_rows)
+    systems = args.systems or sorted({e.system for e in table.examples[:len(table.examples) - table.train_side]})
+    start = time.perf_counter()
+    roles, _ = fold_roles(table, data)
+    everyone, _, _ = crossfit(table, roles, config, progress=False)
+    print(f"cross-fitted run: {time.perf_counter() - start:.0f} s", flush=True)
+    results = {}
+    for s in systems:
+        mine = sorted(k for k in everyone if table.examples[k].system == s)
+        held_roles, _ = fold_roles(table, OmegaConf.merge(data, {"holdout_system": s}))
+        held, _, _ = crossfit(table, held_roles, config, progress=False)
+        results[s] = {"in_run": readings(table, everyone, mine, questions, schemas),
+                      "held_out": readings(table, held, sorted(held), questions, schemas)}
+        r = results[s]
+        print(f"  {s}: top-1 {r['in_run']['top1_site_scores']:.3f} in the run, "
+              f"{r['held_out']['top1_site_scores']:.3f} held out ({time.perf_counter() - start:.0f} s)", flush=True)
+
+    def fmt(v):
+        return "–" if v is None or np.isnan(v) else f"{v:.3f}"
+
+    print(f"\nLook here first ({config.method}), Spider dev: per system in the cross-fitted run "
+          "(all systems trained on, out of fold by database) / that system held out\n")
+    header = ["system", "wrong queries", "node AUC", "top-1", "top-3", "mrr", "top-1 span overlaps diff"]
+    print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
+    cols = ("auc", *KEYS)
+    for s, r in results.items():
+        print(f"| {s} | {r['in_run']['n_wrong_queries']} | " + " | ".join(
+            f"{fmt(r['in_run'][c])} / {fmt(r['held_out'][c])}" for c in cols) + " |")
+    mean = {p: {c: float(np.mean([r[p][c] for r in results.values()])) for c in cols} for p in ("in_run", "held_out")}
+    low = {p: {c: float(np.min([r[p][c] for r in results.values()])) for c in cols} for p in ("in_run", "held_out")}
+    for name, agg in (("mean over systems", mean), ("lowest system", low)):
+        print(f"| **{name}** | | " + " | ".join(f"{fmt(agg['in_run'][c])} / {fmt(agg['held_out'][c])}"
+                                               for c in cols) + " |")
+    gap = mean["in_run"]["top1_site_scores"] - mean["held_out"]["top1_site_scores"]
+    print(f"\nleave-one-system-out mean top-1 {mean['held_out']['top1_site_scores']:.3f} vs "
+          f"{mean['in_run']['top1_site_scores']:.3f} in the run (gap {gap:+.3f}; target within 0.03); "
+          f"lowest held-out system {low['held_out']['top1_site_scores']:.3f} (target >= 0.55); "
+          f"{time.perf_counter() - start:.0f} s")
+    if args.out:
+        args.out.write_text(json.dumps({"method": config.method, "systems": results, "mean": mean,
+                                        "lowest": low}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
