@@ -393,6 +393,9 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
              columns: np.ndarray | None = None) -> FoldResult:
     """Fit on role["train"], calibrate on role["val"], score role["val"] and role["test"].
 
+    The site head learns from role["train"] (the node model's probabilities from inner folds),
+    role["val"] and, with ``model.train_side=site``, role["side"] (the node model's own, out of
+    sample there): its val scores are in-sample, its test scores out of fold.
     ``columns`` (a boolean mask over ``table.names``) keeps only some features (ablations).
     """
     start = time.perf_counter()
@@ -403,26 +406,32 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
     x, y, sites = training_rows(table, train, config, seed)
     x = x[:, keep]
     node_model = fit_classifier(x, y, names, config.hgb, seed)
-    raw = inner_out_of_fold(x, y, row_databases(table, train, len(x)), names, config, seed) if (
-        config.site_head and config.site_context) else None
-    if config.train_side == "site" and side:  # the node model never saw these databases
-        xs, _, sites_side = training_rows(table, side, config, seed + 1)
-        xs = xs[:, keep]
-        n = 2 if config.database == "both" else 1
-        train, x, sites = train + side, join_rows(x, xs, n), join_rows(sites, sites_side, n)
-        raw = join_rows(raw, node_model.predict_proba(xs)[:, 1], n) if raw is not None else None
-    site_model = fit_site_head(table, train, x, sites, names, config, seed, raw)
-    scored = {}
+    held = {}  # val and test: features as scored, labels, sites, node-model probabilities
     for part in ("val", "test"):
-        if not role[part]:
-            scored[part] = (np.zeros(0), np.zeros(0), None)
-            continue
-        xp, yp, _ = table.stack(role[part])
+        xp, yp, sp = table.stack(role[part]) if role[part] else (np.zeros((0, len(table.names))),) + (
+            np.zeros(0, dtype=int),) * 2
         if config.database == "without" or not config.test_database:
             xp = without_database(xp, table.names)
-        raw = node_model.predict_proba(xp[:, keep])[:, 1]
-        site = site_head_scores(site_model, xp[:, keep], raw, [table.examples[k].node_arity for k in role[part]],
-                                config.site_context, names) if site_model is not None else None
+        xp = xp[:, keep]
+        held[part] = (xp, yp, sp, node_model.predict_proba(xp)[:, 1] if len(xp) else np.zeros(0))
+    site_model = None
+    if config.site_head:
+        raw = inner_out_of_fold(x, y, row_databases(table, train, len(x)), names, config, seed) if (
+            config.site_context) else None
+        n = 2 if config.database == "both" else 1
+        extra = [(role["val"], held["val"][0], held["val"][2], held["val"][3])] if n == 1 else []
+        if config.train_side == "site" and side:  # databases the node model never saw
+            xs, _, sites_side = training_rows(table, side, config, seed + 1)
+            extra.append((side, xs[:, keep], sites_side, node_model.predict_proba(xs[:, keep])[:, 1]))
+        for indices, xe, se, re in extra:  # out-of-sample for the node model: its own probabilities
+            train, x, sites = train + list(indices), join_rows(x, xe, n), join_rows(sites, se, n)
+            raw = join_rows(raw, re, n) if raw is not None else None
+        site_model = fit_site_head(table, train, x, sites, names, config, seed, raw)
+    scored = {}
+    for part in ("val", "test"):
+        xp, yp, _, raw = held[part]
+        site = site_head_scores(site_model, xp, raw, [table.examples[k].node_arity for k in role[part]],
+                                config.site_context, names) if site_model is not None and len(xp) else None
         scored[part] = (raw, yp, site)
     raw_val, y_val, _ = scored["val"]
     from model.eval.calibration import fit_calibrator
