@@ -520,6 +520,13 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
         if "row" in s:
             summaries[name]["localisation"] = localisation_of_scores(located_rows, s, site_scores=s is nodes)
     results = {"methods": summaries, "by_node_type": breakdown(nodes, "node_type", cfg)}
+    systems = sorted({r.get("system") for r in rows if r.get("system")})
+    if len(systems) > 1 and "row" in nodes:  # the node model's localisation, system by system
+        system_of = np.array([rows[i].get("system") for i in nodes["row"]])
+        results["localisation_by_system"] = {
+            s: localisation_of_scores(located_rows, {k: v[system_of == s] for k, v in nodes.items()
+                                                     if k in ("confidence", "row")}, site_scores=True)
+            for s in systems}
     difficulty = _difficulties(rows, questions)
     if any(d is not None for d in difficulty):
         nodes["difficulty"] = np.array([str(difficulty[i]) for i in nodes["row"]])
@@ -543,6 +550,9 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
                 "trained on site labels. Span: the pointed node's SQL text overlaps what a token diff "
                 "of the canonical SQL against gold's marks (large nodes overlap easily: the root "
                 "always does)."), "", localisation_markdown(located), ""]
+    if results.get("localisation_by_system"):
+        md += ["### Error localisation by system (the node model)", "",
+               localisation_markdown(results["localisation_by_system"], best_only=True), ""]
     for key, title in (("by_node_type", "node type"), ("by_difficulty", "Spider difficulty")):
         if results.get(key):
             md += [f"### RAT node model by {title}", "",

@@ -185,13 +185,15 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
 READING_NAMES = {"": "least confident node", "_site_reading": "site reading", "_site_scores": "site scores"}
 
 
-def localisation_markdown(results: dict[str, dict]) -> str:
-    """One line per method and reading: top-1, top-3, mrr, top-1 span overlap, random top-1;
-    then, when rows had error kinds, top-1 per kind for each method's last reading."""
+def localisation_markdown(results: dict[str, dict], best_only: bool = False) -> str:
+    """One line per method and reading (``best_only``: the last reading each has, site scores
+    before the site reading): top-1, top-3, mrr, top-1 span overlap, random top-1; then, when
+    rows had error kinds, top-1 per kind for each method's last reading."""
     lines = []
     for name, r in results.items():
+        present = [suffix for suffix in READING_NAMES if f"top1{suffix}" in r]
         for suffix, reading in READING_NAMES.items():
-            if f"top1{suffix}" in r:
+            if suffix in present and (not best_only or suffix == present[-1]):
                 lines.append([name, reading, r.get("n_wrong_queries", 0),
                               *(_fmt(r.get(f"{k}{suffix}")) for k in ("top1", "top3", "mrr", "top1_span")),
                               _fmt(r.get("random_top1")), _fmt(r.get("random_top3"))])
