@@ -229,7 +229,7 @@ def test_train_side_examples_only_ever_train(boosted_run):
     assert not set(side) & set(roles[0]["train"] + roles[0]["val"] + roles[0]["test"])
     fast = {"learning_rate": 0.1, "max_iter": 30, "max_leaf_nodes": 15, "min_samples_leaf": 20,
             "l2_regularization": 1.0}
-    with_side = run_fold(moved, roles[0], BoostedConfig(hgb=fast))
+    with_side = run_fold(moved, roles[0], BoostedConfig(hgb=fast, train_side="site"))
     without_side = run_fold(moved, roles[0], BoostedConfig(hgb=fast, train_side="none"))
     assert set(with_side.test) == set(roles[0]["test"])
     k = roles[0]["test"][0]

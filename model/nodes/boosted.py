@@ -49,7 +49,7 @@ class BoostedConfig:
     site_context: bool = True  # it reads the node model's out-of-fold confidences around each node
     site_wrong_only: bool = True  # it learns from the nodes of wrong queries only
     inner_folds: int = 3  # folds of the training databases that give those confidences
-    train_side: str = "site"  # none | site | all: which models also learn from data.train_predictions
+    train_side: str = "none"  # none | site | all: which models also learn from data.train_predictions
     # (real wrong queries on the train split's databases, disjoint from the eval split's: SPLASH)
     calibration: str = "platt"  # platt | isotonic | none, fitted on the validation databases
     hgb: dict[str, Any] = field(default_factory=lambda: {
