@@ -206,3 +206,14 @@ def test_compare_node_runs_averages_leave_one_system_out_runs(tmp_path):
     assert mean, lines[-1]
     for column, value in ((5, mean[1]), (6, mean[2]), (11, mean[3])):
         assert float(value) == pytest.approx(np.mean([float(r[column]) for r in rows]), abs=1.5e-3)
+
+
+def test_tree_labels_train_the_boosted_scorer_and_a_bad_label_kind_is_one_line(tmp_path):
+    from model.cli import UsageError
+    from model.nodes.datamodule import NodeDataModule
+
+    _, objects = train(compose_cfg("train", [*FAST, "data.labels=tree", "model.site_head=false"], tmp_path))
+    examples = objects["table"].examples
+    assert examples and all(e.execution_match is None for e in examples)  # correct = the tree is gold's
+    with pytest.raises(UsageError, match="data.labels must be execution or tree; found 'exec'"):
+        NodeDataModule(labels="exec")

@@ -111,7 +111,8 @@ class NodeTable:
 
 
 def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTable:
-    """Examples of the eval split's predictions (with execution labels) and their features."""
+    """Examples of the eval split's predictions (labelled as ``data.labels`` says: by execution
+    where there is a database, or by tree comparison) and their features."""
     from model.data.datasets import database_path, load_schemas
     from model.nodes.datamodule import NodeDataModule
     from model.nodes.examples import build_examples
@@ -121,11 +122,12 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
     if not files:
         raise FileNotFoundError(f"the boosted scorer learns from real predictions; none found for {root}")
     with_databases = data_cfg.get("require_database", True)
+    labels = data_cfg.get("labels", "execution")
     examples, _ = build_examples(root, data_cfg.get("eval_split", "dev"), prediction_files=files,
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
-                                 evidence=data_cfg.get("evidence", False))
-    if with_databases:  # execution labels; else (BIRD here: no databases) tree labels
-        examples = [e for e in examples if e.execution_match is not None]
+                                 evidence=data_cfg.get("evidence", False), labels=labels)
+    if with_databases and labels == "execution":  # execution labels; else (BIRD here: no databases,
+        examples = [e for e in examples if e.execution_match is not None]  # or data.labels=tree) tree labels
     schemas = load_schemas(root)
     db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
     features, names, report = build_features(examples, schemas, db_paths, consensus=config.consensus,
@@ -270,6 +272,15 @@ def training_rows(table: NodeTable, indices: Sequence[int], config: BoostedConfi
     return x, y, sites
 
 
+def scored_rows(table: NodeTable, indices: Sequence[int], config: BoostedConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(X, node labels) of ``indices`` as a fold validates and tests them: without the database
+    features for a database-free model or ``model.test_database=false``."""
+    x, y, _ = table.stack(indices)
+    if config.database == "without" or not config.test_database:
+        x = without_database(x, table.names)
+    return x, y
+
+
 def _split_rows(values: np.ndarray, table: NodeTable, indices: Sequence[int]) -> list[np.ndarray]:
     sizes = [len(table.examples[k].node_labels) for k in indices]
     return np.split(values, np.cumsum(sizes)[:-1])
@@ -301,9 +312,7 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
         if not role[part]:
             scored[part] = (np.zeros(0), np.zeros(0), None)
             continue
-        xp, yp, _ = table.stack(role[part])
-        if config.database == "without" or not config.test_database:
-            xp = without_database(xp, table.names)
+        xp, yp = scored_rows(table, role[part], config)
         raw = node_model.predict_proba(xp[:, keep])[:, 1]
         site = site_model.predict_proba(xp[:, keep])[:, 1] if site_model is not None else None
         scored[part] = (raw, yp, site)
@@ -347,6 +356,99 @@ def crossfit(table: NodeTable, roles: list[dict[str, list[int]]], config: Booste
                   f"test {len(role['test'])} examples, test node AUC {M.auc(conf, labels):.3f}, "
                   f"{result.seconds:.1f} s", flush=True)
     return test, val, fold_of
+
+
+# ---------------------------------------------------------------------------------------------
+# Grouped permutation importance
+
+
+def feature_groups(names: Sequence[str]) -> dict[str, list[int]]:
+    """Column indices of each feature group present in ``names`` (``FEATURES[].group``; a stacked
+    neural logit is the group ``neural``), in ``FEATURES`` order.
+
+    >>> feature_groups(["kind", "depth", "name_fuzzy", "exec_error"])
+    {'structure': [0, 1], 'linking': [2], 'execution': [3]}
+    """
+    from model.nodes.features import FEATURES
+
+    group_of = {f.name: f.group for f in FEATURES} | {STACK_FEATURE: "neural"}
+    out: dict[str, list[int]] = {}
+    for j, name in enumerate(names):
+        out.setdefault(group_of[name], []).append(j)
+    return out
+
+
+@dataclass
+class GroupImportance:
+    """How much node AUC one feature group carries: ``drop`` = AUC as scored minus AUC with the
+    group's columns permuted (mean over repeats; ``std`` their spread). ``missing``: the group's
+    columns are NaN in every row scored (nothing to permute: the drop is 0 by construction)."""
+
+    drop: float
+    std: float
+    missing: bool = False
+
+
+def group_importance(blocks: Sequence[tuple[np.ndarray, Any]], labels: np.ndarray, names: Sequence[str],
+                     repeats: int = 3, seed: int = 0) -> tuple[float, dict[str, GroupImportance]]:
+    """Grouped permutation importance of node AUC: (AUC as scored, per feature group the drop in
+    AUC when all of the group's columns are permuted together, one row permutation for all of
+    them, within each block).
+
+    ``blocks``: (feature rows, scorer) pairs scored one after the other, ``labels`` the node
+    labels of all their rows in order: one block for a saved model on another benchmark, or one
+    per cross-fitting fold (its test rows and its own model: out of fold). A scorer maps rows to
+    node confidences in [0, 1].
+
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(2000, 3)); y = (x[:, 2] > 0).astype(int)
+    >>> sigmoid = lambda r: 1 / (1 + np.exp(-r[:, 2]))
+    >>> auc, drops = group_importance([(x, sigmoid)], y, ["depth", "name_fuzzy", "question_words"])
+    >>> auc, round(drops["structure"].drop, 3), drops["question"].drop > 0.4
+    (1.0, 0.0, True)
+    """
+    rng = np.random.default_rng(seed)
+    base = float(M.auc(np.concatenate([score(x) for x, score in blocks]), labels))
+    out = {}
+    for group, columns in feature_groups(names).items():
+        if all(np.isnan(x[:, columns]).all() for x, _ in blocks):
+            out[group] = GroupImportance(0.0, 0.0, missing=True)
+            continue
+        drops = []
+        for _ in range(repeats):
+            scores = []
+            for x, score in blocks:
+                shuffled = x.copy()
+                shuffled[:, columns] = x[rng.permutation(len(x))][:, columns]
+                scores.append(score(shuffled))
+            drops.append(base - float(M.auc(np.concatenate(scores), labels)))
+        out[group] = GroupImportance(float(np.mean(drops)), float(np.std(drops)))
+    return base, out
+
+
+def fold_scorers(table: NodeTable, roles: list[dict[str, list[int]]], config: BoostedConfig, seed: int = 0
+                 ) -> list[tuple[np.ndarray, Any]]:
+    """Per fold, (its test rows, its node model) as ``run_fold`` fits them (trained on the fold's
+    training databases with ``model.database``'s treatment, calibrated on its validation
+    databases, the test rows as ``scored_rows`` gives them): ``group_importance``'s blocks for an
+    out-of-fold importance."""
+    from model.eval.calibration import fit_calibrator
+
+    blocks = []
+    for role in roles:
+        x, y, _ = training_rows(table, role["train"], config, seed)
+        model = fit_classifier(x, y, table.names, config.hgb, seed)
+        calibrator = None
+        if role["val"]:
+            xv, yv = scored_rows(table, role["val"], config)
+            calibrator = fit_calibrator(config.calibration, model.predict_proba(xv)[:, 1], yv)
+
+        def score(rows: np.ndarray, model=model, calibrator=calibrator) -> np.ndarray:
+            raw = model.predict_proba(rows)[:, 1]
+            return calibrator.confidence(raw) if calibrator is not None else raw
+
+        blocks.append((scored_rows(table, role["test"], config)[0], score))
+    return blocks
 
 
 # ---------------------------------------------------------------------------------------------
