@@ -177,9 +177,9 @@ def _bird_root(tmp_path):
 def test_the_scorer_lm_prompts_hold_birds_evidence(tmp_path, monkeypatch, evidence):
     """The node features' scorer-LM prompt (lm=true) reads the question as build_examples joined
     it with BIRD's evidence; the whole-query scorer's prompt has the evidence on its own line."""
-    from model.lm import scoring
     from model.data.datasets import load_questions
     from model.data.predictions import load_predictions
+    from model.lm import scoring
 
     root, answers = _bird_root(tmp_path)
     examples, _ = build_examples(root, "dev", [answers], require_database=False, evidence=evidence,
