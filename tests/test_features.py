@@ -204,3 +204,26 @@ def test_the_scorer_lm_prompts_hold_birds_evidence(tmp_path, monkeypatch, eviden
     scoring.score_predictions(None, None, load_predictions(answers, list(questions.values())), questions,
                               load_schemas(root))
     assert "\n-- Evidence: Alameda refers to county = 'Alameda'\n-- SQL:" in prompts[-1]
+
+
+def test_sqlite_column_types_read_as_spiders_words():
+    """BIRD's schemas declare SQLite types (integer, real, date): the column_type feature reads them
+    as Spider's number and time, not as 'other'; Spider's own words read as before."""
+    import rat
+    from model.data.datasets import Question
+    from model.nodes.examples import make_example
+    from model.nodes.features import COLUMN_TYPES
+
+    columns = [[-1, "*"], [0, "id"], [0, "rate"], [0, "opened"], [0, "name"], [0, "seats"]]
+    schema = rat.Schema.from_spider({
+        "db_id": "d", "table_names_original": ["school"], "table_names": ["school"],
+        "column_names_original": columns, "column_names": columns,
+        "column_types": ["text", "integer", "real", "datetime", "text", "number"],
+        "primary_keys": [1], "foreign_keys": []})
+    q = Question(question_id="q", db_id="d", question="Which schools?", gold_sql="")
+    example = make_example(q, "SELECT id, rate, opened, name, seats FROM school", "s", schema)
+    table = single_system_features(example, schema, None)
+    codes = table.values[:, SINGLE_FEATURES.index("column_type")]
+    read = {name: COLUMN_TYPES[int(c)] for name, c in zip(example.node_names, codes) if not np.isnan(c)}
+    assert read == {"school.id": "number", "school.rate": "number", "school.opened": "time",
+                    "school.name": "text", "school.seats": "number"}

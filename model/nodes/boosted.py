@@ -145,15 +145,17 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
 
 def drop_columns(features: list[np.ndarray], names: tuple[str, ...], drop: Sequence[str]
                  ) -> tuple[list[np.ndarray], tuple[str, ...]]:
-    """Leave out the named features, or every feature of a named group (``model.drop``)."""
-    from model.nodes.features import FEATURES
+    """Leave out the named features, every feature of a named group, or of a named set
+    (``FEATURE_SETS``: ``database``, ``benchmark_size``) (``model.drop``)."""
+    from model.nodes.features import FEATURE_SETS, FEATURES
 
     group_of = {f.name: f.group for f in FEATURES}
-    unknown = [d for d in drop if d not in names and d not in group_of.values()]
+    unknown = [d for d in drop if d not in names and d not in group_of.values() and d not in FEATURE_SETS]
     if unknown:
         raise ValueError(f"model.drop: unknown feature or group {unknown}; features are listed in "
                          "docs/node_features.md")
-    keep = np.array([n not in drop and group_of.get(n) not in drop for n in names])
+    in_sets = {n for d in drop for n in FEATURE_SETS.get(d, ())}
+    keep = np.array([n not in drop and group_of.get(n) not in drop and n not in in_sets for n in names])
     return [x[:, keep] for x in features], tuple(n for n, k in zip(names, keep) if k)
 
 
