@@ -222,7 +222,7 @@ class NodeDataModule(L.LightningDataModule):
 
         h = self.hparams
         root = self.root
-        options = {"labels": h.labels, **(h.example_options or {})}
+        options = {"labels": h.get("labels", "execution"), **(h.example_options or {})}
         files = self.prediction_files()  # val/test are always real predictions when there are any
         have_predictions = bool(files)
 
