@@ -5,12 +5,19 @@ labelled predictions through ``Scorer``, as a user would, and prints node AUC, w
     python benchmarks/transfer.py --model /tmp/runs/db_without/model --data bird \\
         --in-domain /tmp/runs/bird
     python benchmarks/transfer.py --model /tmp/runs/bird/model --data spider --no-database \\
-        --in-domain /tmp/runs/db_without
+        --in-domain /tmp/runs/db_without --importance 3
 
 ``--data spider|bird`` reads ``../shared/data/<name>`` and its predictions (the 11 Spider dev
 systems, the 4 CodeS BIRD dev systems). BIRD has no databases here: tree labels, no database
-features, and the evidence is read as part of the question. ``--no-database`` scores Spider without its databases (its labels stay execution
-labels). A model never saw the other benchmark's databases, schemas or questions.
+features, and the evidence is read as part of the question. ``--no-database`` scores Spider
+without its databases. ``--labels tree`` labels Spider by tree comparison with gold, as BIRD is
+labelled (default: execution labels). A model never saw the other benchmark's databases,
+schemas or questions.
+
+``--importance N``: grouped permutation importance (``model.nodes.boosted.group_importance``):
+the drop in node AUC on the tested benchmark when the columns of one feature group are permuted
+together, N repeats; for the transferred model, and with ``--in-domain`` for that run's
+configuration cross-fitted on the tested benchmark (its folds refitted: out of fold).
 """
 
 import argparse
@@ -34,19 +41,105 @@ SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents
 PREDICTIONS = {"spider": "spider_dev", "bird": "bird_dev"}
 
 
+def run_labels(config: dict) -> str:
+    """The labels a run trained on: tree where it had no databases (BIRD here) or data.labels=tree."""
+    data = config.get("data", {})
+    return "tree" if data.get("labels") == "tree" or not data.get("require_database", True) else "execution"
+
+
+def importance(examples: list, root: Path, use_db: bool, model_dir: Path, in_domain: Path | None,
+               repeats: int) -> None:
+    """Print the group x (transfer, in domain) table of drops in node AUC."""
+    from model.nodes.boosted import (
+        BoostedConfig,
+        NodeTable,
+        fold_roles,
+        fold_scorers,
+        group_importance,
+        without_database,
+    )
+    from model.nodes.features import build_features
+    from model.nodes.saved import SavedModel
+
+    schemas = load_schemas(root)
+    db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
+    # features as computed with the databases (cached), then the database ones blanked: what
+    # Scorer computes without a database (the same columns, NaN)
+    features, names, _ = build_features(examples, schemas, db_paths, use_cache=True, progress=False)
+    table = NodeTable(examples, features, names, root)
+
+    def columns(wanted) -> list[int]:
+        missing = [n for n in wanted if n not in names]
+        if missing:
+            sys.exit(f"transfer.py: error: --importance reads the single-system features only; "
+                     f"the model also reads {missing[:3]}")
+        return [names.index(n) for n in wanted]
+
+    saved = SavedModel.load(model_dir)
+    x, labels, _ = table.stack(range(len(examples)))
+    if not use_db:
+        x = without_database(x, names)
+    x = x[:, columns(saved.features)]
+    base, drops = group_importance([(x, lambda rows: saved.node_confidence(rows, use_db))], labels,
+                                   saved.features, repeats)
+    results = {"transfer": (base, drops)}
+    if in_domain is not None:
+        run = json.loads((in_domain / "config.json").read_text())
+        run_names = json.loads((in_domain / "data.json").read_text())["features"]
+        config = BoostedConfig.from_cfg(run["model"])
+        if not use_db:
+            config.test_database = False
+        keep = columns(run_names)
+        sub = NodeTable(examples, [f[:, keep] for f in features], tuple(run_names), root)
+        roles, info = fold_roles(sub, run["data"])
+        expected = json.loads((in_domain / "data.json").read_text()).get("folds")
+        if info.get("folds") != expected:
+            sys.exit(f"transfer.py: error: {in_domain}: its folds are not the ones these examples give")
+        blocks = fold_scorers(sub, roles, config)
+        held_out = np.concatenate([np.concatenate([sub.examples[k].node_labels for k in role["test"]])
+                                   for role in roles])
+        results["in domain"] = group_importance(blocks, held_out, run_names, repeats)
+    groups = list(dict.fromkeys(g for _, d in results.values() for g in d))
+    print(f"\ngrouped permutation importance: node AUC as scored minus with the group permuted "
+          f"(mean of {repeats} repeats, ± their std; 'missing': NaN in every row)\n")
+    print("| group | " + " | ".join(results) + " |\n|---|" + "---|" * len(results))
+    print("| node AUC as scored | " + " | ".join(f"{b:.3f}" for b, _ in results.values()) + " |")
+    for g in groups:
+        cells = []
+        for _, d in results.values():
+            item = d.get(g)
+            cells.append("not read" if item is None else "missing" if item.missing
+                         else f"{item.drop:+.3f} ± {item.std:.3f}")
+        print(f"| {g} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", type=Path, required=True, help="a <run>/model directory")
     parser.add_argument("--data", choices=sorted(PREDICTIONS), required=True)
     parser.add_argument("--no-database", action="store_true", help="score without the databases")
+    parser.add_argument("--labels", choices=("execution", "tree"), default="execution",
+                        help="Spider's labels: execution match (default) or tree comparison with gold "
+                             "(BIRD: tree labels always, there are no databases)")
     parser.add_argument("--in-domain", type=Path, help="a run on --data whose metrics.json to print beside")
+    parser.add_argument("--importance", type=int, default=0, metavar="N",
+                        help="grouped permutation importance with N repeats (0: off)")
     args = parser.parse_args()
+    for path, what in ((args.model / "model.json", "--model"),
+                       *(((args.in_domain / "metrics.json", "--in-domain"),) if args.in_domain else ())):
+        if not path.is_file():
+            parser.error(f"{what} {path.parent}: no {path.name} there")
+    if args.importance < 0:
+        parser.error(f"--importance {args.importance}: the number of repeats must be >= 0")
+    if args.labels == "tree" and args.data != "spider":
+        parser.error("--labels: BIRD is labelled by tree comparison always (there are no databases)")
     root = SHARED / args.data
     files = sorted((SHARED / "predictions" / PREDICTIONS[args.data]).iterdir())
     with_databases = args.data == "spider"
+    labels = args.labels if with_databases else "tree"
     examples, _ = build_examples(root, "dev", prediction_files=files, require_database=with_databases,
-                                 evidence=args.data == "bird")  # BIRD's questions with their evidence
-    if with_databases:
+                                 evidence=args.data == "bird", labels=labels)  # BIRD: question + evidence
+    if with_databases and labels == "execution":
         examples = [e for e in examples if e.execution_match is not None]
     schemas = load_schemas(root)
     use_db = with_databases and not args.no_database
@@ -56,24 +149,38 @@ def main() -> None:
     results = scorer.score_many(rows, progress=True, spans=False)
     kept = [(e, r) for e, r in zip(examples, results) if not isinstance(r, RowError)]
     conf = np.concatenate([[n.confidence for n in r.nodes] for _, r in kept])
-    labels = np.concatenate([e.node_labels for e, _ in kept])
+    node_labels = np.concatenate([e.node_labels for e, _ in kept])
     query = np.array([min(n.confidence for n in r.nodes) for _, r in kept])
     correct = np.array([int(e.correct) for e, _ in kept])
     where = localisation([{"node_labels": e.node_labels, "node_arity": e.node_arity} for e, _ in kept],
                          [[n.confidence for n in r.nodes] for _, r in kept],
                          [[n.site_score for n in r.nodes] for _, r in kept])
-    trained = scorer.saved.info.get("trained_on", {})
+    info = scorer.saved.info
+    trained = info.get("trained_on", {})
+    config = json.loads((args.model.parent / "config.json").read_text()) if (
+        args.model.parent / "config.json").is_file() else {}
     print(f"\nmodel {args.model} (trained on {trained.get('data_root')}: {trained.get('examples')} predictions, "
-          f"database features: {scorer.saved.info.get('config', {}).get('database', 'with')}) -> "
-          f"{args.data} dev, {len(kept)} predictions ({correct.mean():.1%} right), "
+          f"{run_labels(config) if config else '?'} labels, database features: "
+          f"{info.get('config', {}).get('database', 'with')}, dropped: {info.get('config', {}).get('drop')}) -> "
+          f"{args.data} dev, {len(kept)} predictions ({correct.mean():.1%} right by {labels} labels), "
           f"{'with' if use_db else 'without'} databases\n")
     print("| | node AUC | whole-query AUC | look-here-first top-1 |\n|---|---|---|---|")
-    print(f"| transfer | {M.auc(conf, labels):.3f} | {M.auc(query, correct):.3f} | "
+    print(f"| transfer | {M.auc(conf, node_labels):.3f} | {M.auc(query, correct):.3f} | "
           f"{where['top1_site_scores']:.3f} |")
     if args.in_domain:
         m = json.loads((args.in_domain / "metrics.json").read_text())
-        print(f"| in domain ({args.in_domain.name}, out of fold) | {m['test/auc']:.3f} | {m['test/query_auc']:.3f} | "
-              f"{m['test/localisation_top1_site_scores']:.3f} |")
+        prefix = "test_without_database/" if not use_db and "test_without_database/auc" in m else "test/"
+        run = json.loads((args.in_domain / "config.json").read_text())
+        print(f"| in domain ({args.in_domain.name}, out of fold, {run_labels(run)} labels"
+              f"{', scored without databases' if prefix != 'test/' else ''}) | {m[prefix + 'auc']:.3f} | "
+              f"{m[prefix + 'query_auc']:.3f} | {m[prefix + 'localisation_top1_site_scores']:.3f} |")
+        if run_labels(run) != labels:
+            print(f"(the in-domain run learnt {run_labels(run)} labels; these are {labels} labels)")
+    if args.importance and args.in_domain and run_labels(run) != labels:
+        sys.exit(f"transfer.py: error: --importance refits {args.in_domain} on {labels} labels, but it "
+                 f"learnt {run_labels(run)} labels: give a run of the same labels")
+    if args.importance:
+        importance([e for e, _ in kept], root, use_db, args.model, args.in_domain, args.importance)
 
 
 if __name__ == "__main__":

@@ -236,3 +236,24 @@ def test_train_side_examples_only_ever_train(boosted_run):
     # the node model is the same (train_side=site), the site head learnt from more wrong queries
     assert np.array_equal(with_side.test[k][0], without_side.test[k][0])
     assert not np.array_equal(with_side.test[k][1], without_side.test[k][1])
+
+
+def test_tree_labels_train_the_boosted_scorer_and_a_bad_label_kind_is_one_line(tmp_path):
+    from model.cli import UsageError
+    from model.nodes.datamodule import NodeDataModule
+
+    _, objects = train(compose_cfg("train", [*FAST, "data.labels=tree", "model.site_head=false"], tmp_path))
+    examples = objects["table"].examples
+    assert examples and all(e.execution_match is None for e in examples)  # correct = the tree is gold's
+    with pytest.raises(UsageError, match="data.labels must be execution or tree; found 'exec'"):
+        NodeDataModule(labels="exec")
+
+
+def test_drop_accepts_the_named_feature_sets():
+    from model.nodes.boosted import drop_columns
+    from model.nodes.features import BENCHMARK_SIZE_FEATURES, DATABASE_FEATURES, SINGLE_FEATURES
+
+    x = [np.arange(2 * len(SINGLE_FEATURES), dtype=float).reshape(2, -1)]
+    out, names = drop_columns(x, SINGLE_FEATURES, ["benchmark_size", "database"])
+    assert set(names) == set(SINGLE_FEATURES) - set(BENCHMARK_SIZE_FEATURES) - set(DATABASE_FEATURES)
+    assert out[0][0].tolist() == [float(SINGLE_FEATURES.index(n)) for n in names]

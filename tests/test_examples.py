@@ -156,3 +156,27 @@ def test_bad_input_is_counted_not_raised(root, tmp_path):
     assert report.skipped["unparsable or unsupported predicted SQL"] == 1
     assert report.skipped["empty predicted SQL"] == 1
     assert "kept 4 of" in report.summary()
+
+
+def test_tree_labels_compare_with_gold_where_execution_would_decide(root, tmp_path):
+    import rat
+    from model.cli import UsageError
+    from model.data.datasets import load_questions, load_schemas
+
+    files = sorted((root / "predictions").glob("*.jsonl"))
+    by_execution, _ = build_examples(root, "dev", prediction_files=files, max_questions=60,
+                                     execution_cache=tmp_path, verbose=False)
+    by_tree, _ = build_examples(root, "dev", prediction_files=files, max_questions=60,
+                                execution_cache=tmp_path, verbose=False, labels="tree")
+    assert [(e.question_id, e.system) for e in by_execution] == [(e.question_id, e.system) for e in by_tree]
+    gold = {q.question_id: q.gold_sql for q in load_questions(root, "dev")}
+    schemas = load_schemas(root)
+    for a, b in zip(by_execution, by_tree):
+        assert b.execution_match is None  # the database was read, its verdict not used
+        if a.execution_match is False:
+            assert a.node_labels == b.node_labels
+        schema = schemas[b.db_id]
+        assert b.correct == (rat.to_tree(b.sql, schema).hash == rat.to_tree(gold[b.question_id], schema).hash)
+    assert any(a.execution_match and not b.correct for a, b in zip(by_execution, by_tree))
+    with pytest.raises(UsageError, match="data.labels must be execution or tree; found 'gold'"):
+        build_examples(root, "dev", prediction_files=files, max_questions=2, labels="gold", verbose=False)

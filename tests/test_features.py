@@ -152,3 +152,78 @@ def test_lm_span_features_pool_the_scorers_token_log_probs_over_node_spans(demo,
     leaf = example.node_names.index(f"{table}.{column}")  # span "table.column": only "column" is written
     assert x[leaf, 0] >= log_p.min() - 1e-6 and np.isfinite(x[leaf, 1])
     assert (tmp_path / "scores.jsonl").exists()  # scored once, then read from the scorer's cache
+
+
+def _bird_root(tmp_path):
+    """A one-question BIRD-format folder (no database) and one system's answer to it."""
+    import json
+
+    root = tmp_path / "bird"
+    root.mkdir()
+    columns = [[-1, "*"], [0, "cdscode"], [0, "county"]]
+    (root / "dev_tables.json").write_text(json.dumps([{
+        "db_id": "schools", "table_names_original": ["frpm"], "table_names": ["frpm"],
+        "column_names_original": columns, "column_names": columns, "column_types": ["text"] * 3,
+        "primary_keys": [1], "foreign_keys": []}]))
+    (root / "dev.json").write_text(json.dumps([{
+        "question_id": 0, "db_id": "schools", "question": "How many schools are in Alameda?",
+        "evidence": "Alameda refers to county = 'Alameda'", "difficulty": "simple",
+        "SQL": "SELECT count(cdscode) FROM frpm WHERE county = 'Alameda'"}]))
+    (tmp_path / "system.txt").write_text("SELECT count(*) FROM frpm WHERE county = 'Alameda'\n")
+    return root, tmp_path / "system.txt"
+
+
+@pytest.mark.parametrize("evidence", [True, False])
+def test_the_scorer_lm_prompts_hold_birds_evidence(tmp_path, monkeypatch, evidence):
+    """The node features' scorer-LM prompt (lm=true) reads the question as build_examples joined
+    it with BIRD's evidence; the whole-query scorer's prompt has the evidence on its own line."""
+    from model.data.datasets import load_questions
+    from model.data.predictions import load_predictions
+    from model.lm import scoring
+
+    root, answers = _bird_root(tmp_path)
+    examples, _ = build_examples(root, "dev", [answers], require_database=False, evidence=evidence,
+                                 verbose=False)
+    prompts = []
+
+    def scored(model, tokenizer, items, **kwargs):
+        prompts.extend(prompt for prompt, _ in items)
+        return [([], [])] * len(items)
+
+    monkeypatch.setattr(scoring, "token_probabilities", scored)
+    (x,) = lm_span_features(examples, load_schemas(root), model=object(),
+                            tokenizer=lambda text, **kwargs: {"offset_mapping": []})
+    assert np.isnan(x).all()  # nothing scored here: the prompt is what is checked
+    (prompt,) = prompts
+    assert prompt.startswith("-- Tables: frpm(cdscode, county)\n-- Question: How many schools are in Alameda?")
+    assert ("Alameda refers to county = 'Alameda'" in prompt) == evidence
+
+    questions = {q.question_id: q for q in load_questions(root, "dev")}
+    monkeypatch.setattr(scoring, "score_sql", lambda model, tokenizer, items, **kwargs: prompts.extend(
+        prompt for prompt, _ in items))
+    scoring.score_predictions(None, None, load_predictions(answers, list(questions.values())), questions,
+                              load_schemas(root))
+    assert "\n-- Evidence: Alameda refers to county = 'Alameda'\n-- SQL:" in prompts[-1]
+
+
+def test_sqlite_column_types_read_as_spiders_words():
+    """BIRD's schemas declare SQLite types (integer, real, date): the column_type feature reads them
+    as Spider's number and time, not as 'other'; Spider's own words read as before."""
+    import rat
+    from model.data.datasets import Question
+    from model.nodes.examples import make_example
+    from model.nodes.features import COLUMN_TYPES
+
+    columns = [[-1, "*"], [0, "id"], [0, "rate"], [0, "opened"], [0, "name"], [0, "seats"]]
+    schema = rat.Schema.from_spider({
+        "db_id": "d", "table_names_original": ["school"], "table_names": ["school"],
+        "column_names_original": columns, "column_names": columns,
+        "column_types": ["text", "integer", "real", "datetime", "text", "number"],
+        "primary_keys": [1], "foreign_keys": []})
+    q = Question(question_id="q", db_id="d", question="Which schools?", gold_sql="")
+    example = make_example(q, "SELECT id, rate, opened, name, seats FROM school", "s", schema)
+    table = single_system_features(example, schema, None)
+    codes = table.values[:, SINGLE_FEATURES.index("column_type")]
+    read = {name: COLUMN_TYPES[int(c)] for name, c in zip(example.node_names, codes) if not np.isnan(c)}
+    assert read == {"school.id": "number", "school.rate": "number", "school.opened": "time",
+                    "school.name": "text", "school.seats": "number"}

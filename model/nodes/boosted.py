@@ -125,7 +125,8 @@ class NodeTable:
 
 
 def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTable:
-    """Examples of the eval split's predictions (with execution labels) and their features."""
+    """Examples of the eval split's predictions (labelled as ``data.labels`` says: by execution
+    where there is a database, or by tree comparison) and their features."""
     from model.data.datasets import database_path, load_schemas
     from model.nodes.datamodule import NodeDataModule
     from model.nodes.examples import build_examples
@@ -135,25 +136,26 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
     if not files:
         raise FileNotFoundError(f"the boosted scorer learns from real predictions; none found for {root}")
     with_databases = data_cfg.get("require_database", True)
+    labels = data_cfg.get("labels", "execution")
     examples, _ = build_examples(root, data_cfg.get("eval_split", "dev"), prediction_files=files,
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
-                                 evidence=data_cfg.get("evidence", False))
+                                 evidence=data_cfg.get("evidence", False), labels=labels)
     side = []
     if config.train_side != "none" and data_cfg.get("train_predictions") and data_cfg.get("train_split"):
         side_files = source.prediction_files(data_cfg.get("train_predictions"), default=False)
         side, _ = build_examples(root, data_cfg.get("train_split"), prediction_files=side_files,
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
-                                 evidence=data_cfg.get("evidence", False))
+                                 evidence=data_cfg.get("evidence", False), labels=labels)
         overlap = {e.db_id for e in side} & {e.db_id for e in examples}
         side = [e for e in side if e.db_id not in overlap]  # never a database the eval split tests on
         if progress:
             print(f"train side ({data_cfg.get('train_split')}): {len(side)} examples from "
                   f"{len(side_files)} files{f', {len(overlap)} shared databases left out' if overlap else ''}",
                   flush=True)
-    examples = list(examples) + list(side)
-    if with_databases:  # execution labels; else (BIRD here: no databases) tree labels
-        examples = [e for e in examples if e.execution_match is not None]
+    if with_databases and labels == "execution":  # execution labels; else (BIRD here: no databases,
+        examples = [e for e in examples if e.execution_match is not None]  # or data.labels=tree) tree labels
         side = [e for e in side if e.execution_match is not None]
+    examples = list(examples) + list(side)
     schemas = load_schemas(root)
     db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
     features, names, report = build_features(examples, schemas, db_paths, consensus=config.consensus,
@@ -171,15 +173,17 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
 
 def drop_columns(features: list[np.ndarray], names: tuple[str, ...], drop: Sequence[str]
                  ) -> tuple[list[np.ndarray], tuple[str, ...]]:
-    """Leave out the named features, or every feature of a named group (``model.drop``)."""
-    from model.nodes.features import FEATURES
+    """Leave out the named features, every feature of a named group, or of a named set
+    (``FEATURE_SETS``: ``database``, ``benchmark_size``) (``model.drop``)."""
+    from model.nodes.features import FEATURE_SETS, FEATURES
 
     group_of = {f.name: f.group for f in FEATURES}
-    unknown = [d for d in drop if d not in names and d not in group_of.values()]
+    unknown = [d for d in drop if d not in names and d not in group_of.values() and d not in FEATURE_SETS]
     if unknown:
         raise ValueError(f"model.drop: unknown feature or group {unknown}; features are listed in "
                          "docs/node_features.md")
-    keep = np.array([n not in drop and group_of.get(n) not in drop for n in names])
+    in_sets = {n for d in drop for n in FEATURE_SETS.get(d, ())}
+    keep = np.array([n not in drop and group_of.get(n) not in drop and n not in in_sets for n in names])
     return [x[:, keep] for x in features], tuple(n for n, k in zip(names, keep) if k)
 
 
@@ -307,6 +311,15 @@ def training_rows(table: NodeTable, indices: Sequence[int], config: BoostedConfi
     return x, y, sites
 
 
+def scored_rows(table: NodeTable, indices: Sequence[int], config: BoostedConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(X, node labels) of ``indices`` as a fold validates and tests them: without the database
+    features for a database-free model or ``model.test_database=false``."""
+    x, y, _ = table.stack(indices)
+    if config.database == "without" or not config.test_database:
+        x = without_database(x, table.names)
+    return x, y
+
+
 def _split_rows(values: np.ndarray, table: NodeTable, indices: Sequence[int]) -> list[np.ndarray]:
     sizes = [len(table.examples[k].node_labels) for k in indices]
     return np.split(values, np.cumsum(sizes)[:-1])
@@ -408,10 +421,11 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
     node_model = fit_classifier(x, y, names, config.hgb, seed)
     held = {}  # val and test: features as scored, labels, sites, node-model probabilities
     for part in ("val", "test"):
-        xp, yp, sp = table.stack(role[part]) if role[part] else (np.zeros((0, len(table.names))),) + (
-            np.zeros(0, dtype=int),) * 2
-        if config.database == "without" or not config.test_database:
-            xp = without_database(xp, table.names)
+        if role[part]:
+            xp, yp = scored_rows(table, role[part], config)
+            sp = table.stack(role[part])[2]
+        else:
+            xp, yp, sp = np.zeros((0, len(table.names))), np.zeros(0, dtype=int), np.zeros(0, dtype=int)
         xp = xp[:, keep]
         held[part] = (xp, yp, sp, node_model.predict_proba(xp)[:, 1] if len(xp) else np.zeros(0))
     site_model = None
@@ -473,6 +487,99 @@ def crossfit(table: NodeTable, roles: list[dict[str, list[int]]], config: Booste
                   f"test {len(role['test'])} examples, test node AUC {M.auc(conf, labels):.3f}, "
                   f"{result.seconds:.1f} s", flush=True)
     return test, val, fold_of
+
+
+# ---------------------------------------------------------------------------------------------
+# Grouped permutation importance
+
+
+def feature_groups(names: Sequence[str]) -> dict[str, list[int]]:
+    """Column indices of each feature group present in ``names`` (``FEATURES[].group``; a stacked
+    neural logit is the group ``neural``), in ``FEATURES`` order.
+
+    >>> feature_groups(["kind", "depth", "name_fuzzy", "exec_error"])
+    {'structure': [0, 1], 'linking': [2], 'execution': [3]}
+    """
+    from model.nodes.features import FEATURES
+
+    group_of = {f.name: f.group for f in FEATURES} | {STACK_FEATURE: "neural"}
+    out: dict[str, list[int]] = {}
+    for j, name in enumerate(names):
+        out.setdefault(group_of[name], []).append(j)
+    return out
+
+
+@dataclass
+class GroupImportance:
+    """How much node AUC one feature group carries: ``drop`` = AUC as scored minus AUC with the
+    group's columns permuted (mean over repeats; ``std`` their spread). ``missing``: the group's
+    columns are NaN in every row scored (nothing to permute: the drop is 0 by construction)."""
+
+    drop: float
+    std: float
+    missing: bool = False
+
+
+def group_importance(blocks: Sequence[tuple[np.ndarray, Any]], labels: np.ndarray, names: Sequence[str],
+                     repeats: int = 3, seed: int = 0) -> tuple[float, dict[str, GroupImportance]]:
+    """Grouped permutation importance of node AUC: (AUC as scored, per feature group the drop in
+    AUC when all of the group's columns are permuted together, one row permutation for all of
+    them, within each block).
+
+    ``blocks``: (feature rows, scorer) pairs scored one after the other, ``labels`` the node
+    labels of all their rows in order: one block for a saved model on another benchmark, or one
+    per cross-fitting fold (its test rows and its own model: out of fold). A scorer maps rows to
+    node confidences in [0, 1].
+
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(2000, 3)); y = (x[:, 2] > 0).astype(int)
+    >>> sigmoid = lambda r: 1 / (1 + np.exp(-r[:, 2]))
+    >>> auc, drops = group_importance([(x, sigmoid)], y, ["depth", "name_fuzzy", "question_words"])
+    >>> auc, round(drops["structure"].drop, 3), drops["question"].drop > 0.4
+    (1.0, 0.0, True)
+    """
+    rng = np.random.default_rng(seed)
+    base = float(M.auc(np.concatenate([score(x) for x, score in blocks]), labels))
+    out = {}
+    for group, columns in feature_groups(names).items():
+        if all(np.isnan(x[:, columns]).all() for x, _ in blocks):
+            out[group] = GroupImportance(0.0, 0.0, missing=True)
+            continue
+        drops = []
+        for _ in range(repeats):
+            scores = []
+            for x, score in blocks:
+                shuffled = x.copy()
+                shuffled[:, columns] = x[rng.permutation(len(x))][:, columns]
+                scores.append(score(shuffled))
+            drops.append(base - float(M.auc(np.concatenate(scores), labels)))
+        out[group] = GroupImportance(float(np.mean(drops)), float(np.std(drops)))
+    return base, out
+
+
+def fold_scorers(table: NodeTable, roles: list[dict[str, list[int]]], config: BoostedConfig, seed: int = 0
+                 ) -> list[tuple[np.ndarray, Any]]:
+    """Per fold, (its test rows, its node model) as ``run_fold`` fits them (trained on the fold's
+    training databases with ``model.database``'s treatment, calibrated on its validation
+    databases, the test rows as ``scored_rows`` gives them): ``group_importance``'s blocks for an
+    out-of-fold importance."""
+    from model.eval.calibration import fit_calibrator
+
+    blocks = []
+    for role in roles:
+        x, y, _ = training_rows(table, role["train"], config, seed)
+        model = fit_classifier(x, y, table.names, config.hgb, seed)
+        calibrator = None
+        if role["val"]:
+            xv, yv = scored_rows(table, role["val"], config)
+            calibrator = fit_calibrator(config.calibration, model.predict_proba(xv)[:, 1], yv)
+
+        def score(rows: np.ndarray, model=model, calibrator=calibrator) -> np.ndarray:
+            raw = model.predict_proba(rows)[:, 1]
+            return calibrator.confidence(raw) if calibrator is not None else raw
+
+        blocks.append((scored_rows(table, role["test"], config)[0], score))
+    return blocks
 
 
 # ---------------------------------------------------------------------------------------------

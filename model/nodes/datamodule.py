@@ -68,6 +68,7 @@ class NodeDataModule(L.LightningDataModule):
         dedupe_train: bool = True,  # identical training inputs once, weighted by their count
         consensus: bool = False,  # attach each node's agreement with the question's other outputs
         holdout_system: str | None = None,  # leave one system out: train/val without it, test only it
+        labels: str = "execution",  # execution | tree: build_examples(labels=...)
     ):
         from model.cli import UsageError
 
@@ -76,6 +77,8 @@ class NodeDataModule(L.LightningDataModule):
             raise UsageError(f"data.protocol must be split or crossfit; found {protocol!r}")
         if fold_calibration not in ("platt", "isotonic", "none"):
             raise UsageError(f"data.fold_calibration must be platt, isotonic or none; found {fold_calibration!r}")
+        if labels not in ("execution", "tree"):
+            raise UsageError(f"data.labels must be execution or tree; found {labels!r}")
         check_run_folds(run_folds, folds)
         self.save_hyperparameters(logger=False)
         self.datasets: dict[str, list] = {}
@@ -219,7 +222,7 @@ class NodeDataModule(L.LightningDataModule):
 
         h = self.hparams
         root = self.root
-        options = dict(h.example_options or {})
+        options = {"labels": h.get("labels", "execution"), **(h.example_options or {})}
         files = self.prediction_files()  # val/test are always real predictions when there are any
         have_predictions = bool(files)
 

@@ -35,6 +35,7 @@ from model.synth.perturb import DEFAULT_MIX, Perturber
 
 log = logging.getLogger(__name__)
 
+LABEL_KINDS = ("execution", "tree")  # build_examples(labels=...), data.labels
 _WRONG = {"mismatch": False, "pred_error": False, "timeout": False, "match": True}
 
 
@@ -230,6 +231,7 @@ def build_examples(
     progress: bool = False,
     verbose: bool = True,
     evidence: bool = False,
+    labels: str = "execution",
 ) -> tuple[list[NodeExample], ExampleReport]:
     """Labelled examples for the questions of `split` under `root`.
 
@@ -242,7 +244,15 @@ def build_examples(
     (`require_database`) or labelled by tree comparison alone (execution_match None).
     With `evidence` (BIRD), an example's question is the question with its evidence
     (`model.data.datasets.question_text`): the features and the model input read both.
+    `labels`: ``execution`` labels by execution match where there is a database (by tree
+    comparison where there is none); ``tree`` by tree comparison with gold always (the paper's
+    node labels, BIRD's here: an equivalent query written differently is wrong), the database
+    still read for execution (features) and required as `require_database` says.
     """
+    if labels not in LABEL_KINDS:
+        from model.cli import UsageError
+
+        raise UsageError(f"data.labels must be execution or tree; found {labels!r}")
     root = Path(root)
     report = ExampleReport()
     all_questions = load_questions(root, split)
@@ -255,7 +265,7 @@ def build_examples(
         candidates += [(q, q.gold_sql, "gold") for q in questions]
     cache = execution_cache if execution_cache is not None else project_cache_dir("exec")
     outcome_of = _execution_outcomes(root, candidates, cache, workers, timeout_s, progress)
-    examples = _labelled(candidates, schemas, outcome_of, require_database, report, evidence)
+    examples = _labelled(candidates, schemas, outcome_of, require_database, report, evidence, labels == "tree")
     if verbose:
         print(f"[{root.name}/{split}] " + report.summary())
     return examples, report
@@ -316,8 +326,9 @@ def _execution_outcomes(root: Path, candidates: list[Candidate], cache: Path, wo
 
 
 def _labelled(candidates: list[Candidate], schemas: dict, outcome_of: dict, require_database: bool,
-              report: ExampleReport, evidence: bool = False) -> list[NodeExample]:
-    """Trees and node labels of the candidates; each one left out is counted by reason."""
+              report: ExampleReport, evidence: bool = False, tree_labels: bool = False) -> list[NodeExample]:
+    """Trees and node labels of the candidates; each one left out is counted by reason.
+    ``tree_labels``: label by tree comparison even where execution matched or not."""
     gold_trees: dict[str, rat.Node | None] = {}
     examples = []
     for q, sql, system in candidates:
@@ -346,7 +357,8 @@ def _labelled(candidates: list[Candidate], schemas: dict, outcome_of: dict, requ
             continue
         try:
             asked = replace(q, question=question_text(q.question, q.evidence)) if evidence else q
-            example = make_example(asked, sql, system, schema, gold_trees[q.question_id], _WRONG.get(outcome))
+            match = None if tree_labels else _WRONG.get(outcome)
+            example = make_example(asked, sql, system, schema, gold_trees[q.question_id], match)
         except rat.RATError:
             report.skipped["unparsable or unsupported predicted SQL"] += 1
             continue

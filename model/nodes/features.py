@@ -172,6 +172,12 @@ GROUPS = tuple(dict.fromkeys(f.group for f in FEATURES))
 # NaN when scoring without one (model.database=without|dropout trains for that)
 DATABASE_FEATURES = tuple(f.name for f in FEATURES if f.group == "execution") + (
     "value_in_column", "value_in_column_nocase", "subtree_min_value_in_column")
+# Sizes that say which benchmark a query comes from more than whether it is right (BIRD's
+# questions carry their evidence, its schemas are larger): the features most shifted between
+# Spider and BIRD; model.drop=[benchmark_size] leaves them out (docs/beyond_spider.md, transfer)
+BENCHMARK_SIZE_FEATURES = ("question_words", "schema_tables", "schema_columns")
+# Named sets model.drop accepts beside feature and group names
+FEATURE_SETS = {"database": DATABASE_FEATURES, "benchmark_size": BENCHMARK_SIZE_FEATURES}
 
 # Categorical vocabularies: index = code (HistGradientBoosting needs small non-negative ints).
 OPERATORS = (
@@ -187,6 +193,28 @@ OPERATORS = (
 KINDS = ("other", "root", "table", "column", "value", *OPERATORS)
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 COLUMN_TYPES = ("other", "text", "number", "time", "boolean")
+
+
+def column_type(declared: str) -> str:
+    """The ``COLUMN_TYPES`` entry of a column type as a schema declares it: Spider's own words,
+    or SQLite declarations as BIRD's schemas give them (SQLite's affinity rules: INT, REAL,
+    FLOAT, DOUBLE, DECIMAL, NUMERIC are numbers; DATE, TIME are times; CHAR, TEXT, CLOB text).
+
+    >>> [column_type(t) for t in ("number", "integer", "REAL", "datetime", "varchar(20)", "others")]
+    ['number', 'number', 'number', 'time', 'text', 'other']
+    """
+    t = declared.lower()
+    if t in COLUMN_TYPES:
+        return t
+    if any(w in t for w in ("int", "real", "floa", "doub", "decimal", "numeric", "number")):
+        return "number"
+    if any(w in t for w in ("date", "time")):
+        return "time"
+    if "bool" in t:
+        return "boolean"
+    if any(w in t for w in ("char", "text", "clob", "string")):
+        return "text"
+    return "other"
 
 # Question cues: global cue features, and the cues of each operator for `cue_match`.
 CUES = {
@@ -602,8 +630,7 @@ def _column_features(row: np.ndarray, col: dict, name: str, schema: rat.Schema |
     row[col["is_foreign_key"]] = float(name in schema_index.fk_columns)
     row[col["tables_sharing_name"]] = len(schema.tables_with_column(column))
     row[col["in_schema"]] = float(column in (schema.tables.get(table) or ()))
-    kind = schema.column_types.get(name, "other")
-    row[col["column_type"]] = COLUMN_TYPES.index(kind) if kind in COLUMN_TYPES else 0
+    row[col["column_type"]] = COLUMN_TYPES.index(column_type(schema.column_types.get(name, "other")))
 
 
 def _value_features(row: np.ndarray, col: dict, i: int, names: Sequence[str], kinds: Sequence[str],
@@ -718,9 +745,15 @@ def _db_stamp(db_path: Path | None) -> str:
 def _schema_digest(schema: rat.Schema | None) -> str:
     if schema is None:
         return "none"
-    text = json.dumps([sorted(schema.tables.items()), schema.primary_keys, schema.foreign_keys,
-                       sorted(schema.column_types.items())])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    parts = [sorted(schema.tables.items()), schema.primary_keys, schema.foreign_keys,
+             sorted(schema.column_types.items())]
+    # types read otherwise since column_type learnt SQLite's words (BIRD): rows cached before
+    # are not reused; a schema in Spider's words keeps its digest (and its cached rows)
+    renamed = sorted((k, column_type(v)) for k, v in schema.column_types.items()
+                     if column_type(v) not in (v, "other"))
+    if renamed:
+        parts.append(renamed)
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 def cache_key(example, schema_digest: str, db_stamp: str) -> str:

@@ -1,0 +1,103 @@
+"""Transfer between Spider and BIRD for feature variants, quickly: the node model fitted on all of
+one benchmark (as a run's final model is: seed 0, ``model.database=dropout`` for Spider), scored
+on the other without databases; node AUC only. It reproduces ``benchmarks/transfer.py``'s node
+AUC of the same configuration (the baseline printed 0.720 / 0.733 / 0.695 as transfer.py did).
+
+    python benchmarks/transfer_variants.py old_types,types,drop_size,quantile
+
+Columns: S_exec (Spider, execution labels) and S_tree (Spider, tree labels) -> B (BIRD dev, tree
+labels); B -> S_exec and B -> S_tree (Spider dev without databases, each kind of label).
+Variants:
+
+- ``old_types``: BIRD's SQLite column types read as 'other', as before ``column_type`` knew them;
+- ``types``: the features as computed (every variant below has them);
+- ``drop_size``: without question_words, schema_tables, schema_columns (``model.drop=[benchmark_size]``);
+- ``quantile``: the most shifted count features (``SHIFTED``) replaced by their quantile among the
+  nodes of their own benchmark (each benchmark's empirical CDF, no labels used).
+"""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+from joint_fit import config
+from omegaconf import open_dict
+
+from model.eval import metrics as M
+from model.nodes.boosted import (
+    BoostedConfig,
+    NodeTable,
+    fit_classifier,
+    load_table,
+    training_rows,
+    without_database,
+)
+from model.nodes.features import BENCHMARK_SIZE_FEATURES, COLUMN_TYPES
+
+SHIFTED = ["question_words", "schema_columns", "schema_tables", "tree_values", "tree_joins", "tree_size",
+           "tables_sharing_name"]
+VARIANTS = ("old_types", "types", "drop_size", "quantile")
+
+
+def table(name: str, labels: str) -> NodeTable:
+    cfg = config(name, "dropout")
+    with open_dict(cfg):
+        cfg.data.labels = labels
+    return load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
+
+
+def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
+    names = list(tab.names)
+    xs = [x.copy() for x in tab.features]
+    if variant == "old_types" and bird:  # BIRD's integer/real/date columns read as 'other', as before
+        j = names.index("column_type")
+        for x in xs:
+            x[np.isin(x[:, j], [COLUMN_TYPES.index("number"), COLUMN_TYPES.index("time")]), j] = 0
+    keep = list(range(len(names)))
+    if variant == "drop_size":
+        keep = [j for j, n in enumerate(names) if n not in BENCHMARK_SIZE_FEATURES]
+    if variant == "quantile":  # each benchmark's own empirical CDF over its nodes
+        rows = np.vstack(xs)
+        for n in SHIFTED:
+            j = names.index(n)
+            seen = np.sort(rows[:, j][~np.isnan(rows[:, j])])
+            for x in xs:
+                v = x[:, j]
+                m = ~np.isnan(v)
+                v[m] = (np.searchsorted(seen, v[m], "left") + np.searchsorted(seen, v[m], "right")) / 2 / len(seen)
+    return NodeTable(tab.examples, [x[:, keep] for x in xs], tuple(names[j] for j in keep), tab.root)
+
+
+def main() -> None:
+    variants = sys.argv[1].split(",") if len(sys.argv) > 1 else list(VARIANTS)
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        sys.exit(f"transfer_variants.py: error: unknown variant {unknown[0]!r} (one of {', '.join(VARIANTS)})")
+    start = time.time()
+    spider_exec, spider_tree, bird = table("spider", "execution"), table("spider", "tree"), table("bird", "execution")
+    print(f"tables {time.time() - start:.0f} s", flush=True)
+    for variant in variants:
+        start = time.time()
+        se, st = transform(spider_exec, variant, False), transform(spider_tree, variant, False)
+        b = transform(bird, variant, True)
+        models = {}
+        for key, tab, mode in (("S_exec", se, "dropout"), ("S_tree", st, "dropout"), ("B", b, "with")):
+            x, y, _ = training_rows(tab, range(len(tab.examples)), BoostedConfig(database=mode))
+            models[key] = fit_classifier(x, y, tab.names, BoostedConfig().hgb)
+        out = []
+        for key, tested, label in (("S_exec", b, "B"), ("S_tree", b, "B"), ("B", se, "S_exec"), ("B", st, "S_tree")):
+            x, y, _ = tested.stack(range(len(tested.examples)))
+            x = without_database(x, tested.names)
+            out.append(f"{key}->{label} {M.auc(models[key].predict_proba(x)[:, 1], y):.3f}")
+        print(f"{variant}: " + "  ".join(out) + f"  ({time.time() - start:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
