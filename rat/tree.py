@@ -138,30 +138,36 @@ class _Builder:
 
     def select(self, node: exp.Select, ctes: dict[str, Node]) -> Node:
         args = node.args
-        if not node.expressions:  # sqlglot reads a bare `SELECT`; SQLite refuses it
+        projections = args.get("expressions")
+        if not projections:  # sqlglot reads a bare `SELECT`; SQLite refuses it
             raise RATError("SELECT without result columns", self.sql)
+        expr = self.expr
+        # Each operator takes its input relation last; a SELECT without FROM has none.
         relation = self.from_clause(node, ctes)
         where = args.get("where")
         if where is not None:
-            relation = Node("Selection", (self.expr(where.this, ctes), *self.optional(relation)))
+            condition = expr(where.this, ctes)
+            relation = Node("Selection", (condition,) if relation is None else (condition, relation))
         group = args.get("group")
         if group is not None:
-            keys = [self.expr(k, ctes) for k in group.expressions]
-            relation = Node("Groupby", (*keys, *self.optional(relation)))
+            keys = [expr(k, ctes) for k in group.expressions]
+            if relation is not None:
+                keys.append(relation)
+            relation = Node("Groupby", keys)
         having = args.get("having")
         if having is not None:
-            relation = Node("Having", (self.expr(having.this, ctes), *self.optional(relation)))
-        columns = [self.expr(p, ctes) for p in node.expressions]
-        relation = Node("Project", (*columns, *self.optional(relation)))
-        if args.get("distinct") is not None:
-            if args["distinct"].args.get("on") is not None:
+            condition = expr(having.this, ctes)
+            relation = Node("Having", (condition,) if relation is None else (condition, relation))
+        columns = [expr(p, ctes) for p in projections]
+        if relation is not None:
+            columns.append(relation)
+        relation = Node("Project", columns)
+        distinct = args.get("distinct")
+        if distinct is not None:
+            if distinct.args.get("on") is not None:
                 raise RATError("unsupported construct 'DISTINCT ON'", self.sql)
             relation = Node("Distinct", (relation,))
         return self.modifiers(node, relation, ctes)
-
-    @staticmethod
-    def optional(relation: Node | None) -> tuple[Node, ...]:
-        return () if relation is None else (relation,)
 
     def modifiers(self, node: exp.Expression, relation: Node, ctes) -> Node:
         """ORDER BY and LIMIT/OFFSET, applied on top of the projection or set operation."""
@@ -223,20 +229,11 @@ class _Builder:
         on = join.args.get("on")
         # sqlglot writes `ON TRUE` into a bare JOIN that another JOIN follows.
         if on is not None and not (isinstance(on, exp.Boolean) and on.this):
-            return list(self.conjuncts(on, ctes))
+            return self.flatten(on, exp.And, ctes)
         using = join.args.get("using")
         if using:
             return [Node("Using", [self.expr(c, ctes) for c in using])]
         return []
-
-    def conjuncts(self, node: exp.Expression, ctes):
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if isinstance(node, exp.And):
-            yield from self.conjuncts(node.this, ctes)
-            yield from self.conjuncts(node.expression, ctes)
-        else:
-            yield self.expr(node, ctes)
 
     def relation(self, node: exp.Expression, ctes) -> Node:
         if isinstance(node, exp.Table):
