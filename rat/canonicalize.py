@@ -230,12 +230,20 @@ class _Scope:
         self.shadowed: set[str] = set()
 
 
-def _set_name(identifier: exp.Identifier, name: str) -> None:
+def _quoted(name: str) -> bool:
+    """Whether SQL must quote the identifier `name`."""
     quoted = _QUOTED.get(name)
     if quoted is None:
         quoted = not _SIMPLE_NAME.match(name) or name in _RESERVED
         if len(_QUOTED) < 1 << 16:
             _QUOTED[name] = quoted
+    return quoted
+
+
+def _set_name(identifier: exp.Identifier, name: str) -> None:
+    quoted = _QUOTED.get(name)
+    if quoted is None:
+        quoted = _quoted(name)
     args = identifier.args
     if args.get("this") != name:
         identifier.set("this", name)
@@ -256,6 +264,8 @@ class _Resolver:
     def query(self, node: exp.Expression, outer: tuple, ctes: dict, keep_aliases: bool) -> list:
         """Resolve a query in place; returns its output column names when `keep_aliases`
         (a derived table's columns)."""
+        if type(node) is exp.Select and "with_" not in node.args:  # the usual case, at once
+            return self.select(node, outer, ctes, keep_aliases)
         if isinstance(node, exp.Subquery):
             return self.query(node.this, outer, ctes, keep_aliases)
         with_ = node.args.get("with_")
@@ -489,9 +499,8 @@ class _Resolver:
     @staticmethod
     def _qualify(column, identifier, name, qualifier, owner: _Scope) -> None:
         _set_name(identifier, name)
-        table = exp.to_identifier(qualifier)
+        table = exp.Identifier(this=qualifier, quoted=_quoted(qualifier))
         column.set("table", table)
-        _set_name(table, qualifier)
         owner.references.append(table)
 
     @staticmethod

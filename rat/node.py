@@ -31,7 +31,8 @@ class Node:
         # Runs for every node of every tree: plain loops and the slots' own setters (_SET_*).
         if type(label) is not str and not isinstance(label, str):
             raise TypeError(f"a Node label is a str, not {type(label).__name__}")
-        children = tuple(children)
+        if type(children) is not tuple:
+            children = tuple(children)
         depth = 1  # known when the node is made: depth() is free
         for child in children:
             if not isinstance(child, Node):

@@ -109,6 +109,8 @@ class _Builder:
 
     # ---- relations --------------------------------------------------------------------
     def query(self, node: exp.Expression, ctes: dict[str, Node]) -> Node:
+        if type(node) is exp.Select and "with_" not in node.args:  # the usual case, at once
+            return self.select(node, ctes)
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
         with_ = node.args.get("with_")
@@ -266,6 +268,16 @@ class _Builder:
             if node.args.get("escape") is not None:
                 raise RATError("unsupported construct 'ESCAPE'", self.sql)
             return Node(label, (left, right))
+        if kind is exp.Star:
+            return Node("*")
+        label = _AGGREGATES.get(kind)
+        if label is not None:
+            children = [self.expr(node.this, ctes)]
+            children += [self.expr(e, ctes) for e in node.expressions]
+            separator = node.args.get("separator")
+            if separator is not None:
+                children.append(self.expr(separator, ctes))
+            return Node(label, children)
         if kind is exp.And or kind is exp.Or:
             return Node(kind.__name__, self.flatten(node, kind, ctes))
         if kind is exp.Not:
@@ -283,8 +295,6 @@ class _Builder:
             else:
                 target = Node("Val_list", [self.expr(v, ctes) for v in node.expressions])
             return Node("In", (self.expr(node.this, ctes), target))
-        if kind is exp.Star:
-            return Node("*")
         if kind is exp.Null:
             return Node("null")
         if kind is exp.Boolean:
@@ -300,14 +310,6 @@ class _Builder:
             return Node("Exists", (self.query(node.this, ctes),))
         if kind is exp.Distinct:
             return Node("Distinct", [self.expr(e, ctes) for e in node.expressions])
-        label = _AGGREGATES.get(kind)
-        if label is not None:
-            children = [self.expr(node.this, ctes)]
-            children += [self.expr(e, ctes) for e in node.expressions]
-            separator = node.args.get("separator")
-            if separator is not None:
-                children.append(self.expr(separator, ctes))
-            return Node(label, children)
         if kind is exp.Greatest or kind is exp.Least:
             # SQLite's multi-argument max(a, b) / min(a, b).
             children = [self.expr(node.this, ctes)] + [self.expr(e, ctes) for e in node.expressions]
