@@ -47,6 +47,8 @@ _SIMPLE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _RESERVED = {k.lower() for k in _DIALECT.tokenizer_class.KEYWORDS if k.replace("_", "").isalpha()}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
+_UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "windows", "into")
+_UNSUPPORTED_CLAUSE_SET = frozenset(_UNSUPPORTED_CLAUSES)
 
 
 def parse(sql: str) -> exp.Expression:
@@ -99,23 +101,28 @@ def _rename_typed_functions(tokens: list, sql: str) -> bool:
     whether any was renamed. Parentheses nested more than MAX_PARENTHESES deep are a
     DepthError here, before parsing: how deep sqlglot's recursive parser gets depends on its
     build (compiled, it reads thousands of levels), and the tree must not."""
+    # Only the tokens before an opening parenthesis can be function names: find those first
+    # (one pass in a comprehension), rather than looking at every token in a Python loop.
+    opening = [i for i, token in enumerate(tokens) if token.token_type is _L_PAREN]
+    if len(opening) > MAX_PARENTHESES:  # fewer cannot nest that deep
+        depth = 0
+        for token in tokens[:-1]:  # a last "(" opens nothing: sqlglot reports it
+            kind = token.token_type
+            if kind is _L_PAREN:
+                depth += 1
+                if depth > MAX_PARENTHESES:
+                    raise DepthError(sql)
+            elif kind is _R_PAREN:
+                depth -= 1
     renamed = False
-    previous = None
-    depth = 0
-    for i in range(len(tokens) - 1):
-        token = tokens[i]
-        kind = token.token_type
-        if kind is _L_PAREN:
-            depth += 1
-            if depth > MAX_PARENTHESES:
-                raise DepthError(sql)
-        elif kind is _R_PAREN:
-            depth -= 1
-        elif (tokens[i + 1].token_type is _L_PAREN and token.text.upper() in _TYPED_FUNCTIONS
-              and (previous is None or previous.token_type is not _DOT)):
+    for i in opening:
+        if i == 0:
+            continue
+        token = tokens[i - 1]  # `name(`, but not `table.name(`
+        if token.text.upper() in _TYPED_FUNCTIONS \
+                and (i == 1 or tokens[i - 2].token_type is not _DOT):
             token.text = _RENAMED + token.text
             renamed = True
-        previous = token
     return renamed
 
 
@@ -223,12 +230,20 @@ class _Scope:
         self.shadowed: set[str] = set()
 
 
-def _set_name(identifier: exp.Identifier, name: str) -> None:
+def _quoted(name: str) -> bool:
+    """Whether SQL must quote the identifier `name`."""
     quoted = _QUOTED.get(name)
     if quoted is None:
         quoted = not _SIMPLE_NAME.match(name) or name in _RESERVED
         if len(_QUOTED) < 1 << 16:
             _QUOTED[name] = quoted
+    return quoted
+
+
+def _set_name(identifier: exp.Identifier, name: str) -> None:
+    quoted = _QUOTED.get(name)
+    if quoted is None:
+        quoted = _quoted(name)
     args = identifier.args
     if args.get("this") != name:
         identifier.set("this", name)
@@ -247,7 +262,10 @@ class _Resolver:
 
     # ---- queries ----------------------------------------------------------------------
     def query(self, node: exp.Expression, outer: tuple, ctes: dict, keep_aliases: bool) -> list:
-        """Resolve a query in place; returns its output column names (for derived tables)."""
+        """Resolve a query in place; returns its output column names when `keep_aliases`
+        (a derived table's columns)."""
+        if type(node) is exp.Select and "with_" not in node.args:  # the usual case, at once
+            return self.select(node, outer, ctes, keep_aliases)
         if isinstance(node, exp.Subquery):
             return self.query(node.this, outer, ctes, keep_aliases)
         with_ = node.args.get("with_")
@@ -264,49 +282,54 @@ class _Resolver:
             self.query(node.expression, outer, ctes, keep_aliases)
             for key in ("order", "limit", "offset"):
                 if node.args.get(key) is not None:
-                    self.expression(node.args[key], _Scope(), outer, ctes, {}, key)
+                    self.expression([node.args[key]], _Scope(), outer, ctes, {}, key)
             return names
         if isinstance(node, exp.Select):
             return self.select(node, outer, ctes, keep_aliases)
         raise RATError(f"unsupported construct {type(node).__name__!r}", self.sql)
 
     def select(self, node: exp.Select, outer: tuple, ctes: dict, keep_aliases: bool) -> list:
+        """Resolve a SELECT in place; its output column names when `keep_aliases` (a derived
+        table's columns), else [] (nobody reads them)."""
         args = node.args
-        for key in ("laterals", "pivots", "connect", "qualify", "windows", "into"):
-            if args.get(key):
-                raise RATError(f"unsupported construct {key.upper()!r}", self.sql)
+        if not _UNSUPPORTED_CLAUSE_SET.isdisjoint(args):  # one test for the usual case
+            for key in _UNSUPPORTED_CLAUSES:
+                if args.get(key):
+                    raise RATError(f"unsupported construct {key.upper()!r}", self.sql)
         scope = _Scope()
         from_ = args.get("from_")
         if from_ is not None:
             self.source(from_.this, scope, outer, ctes)
-        for join in args.get("joins") or ():
+        joins = args.get("joins") or ()
+        for join in joins:
             if join.args.get("using"):
-                self.using_to_on(join, from_, args.get("joins"))
+                self.using_to_on(join, from_, joins)
             self.source(join.this, scope, outer, ctes)
         chain = (scope, *outer)
         projections = node.expressions
-        for projection in projections:
-            self.expression(projection, scope, chain, ctes, {}, "select")
+        self.expression(projections, scope, chain, ctes, {}, "select")
         aliases: dict[str, exp.Expression] = {}
         names = []
-        for i, projection in enumerate(projections):
-            if isinstance(projection, exp.Alias):
+        for projection in projections:
+            if type(projection) is exp.Alias:
                 alias = projection.alias.lower()
                 aliases[alias] = projection.this
-                names.append(alias)
                 if keep_aliases:
+                    names.append(alias)
                     _set_name(projection.args["alias"], alias)
                 else:
                     projection.replace(projection.this)
-            else:
+            elif keep_aliases:
                 names.append(projection.alias_or_name.lower())
-        for join in args.get("joins") or ():
+        for join in joins:
+            join_args = join.args
             for key in ("on", "using"):
-                if join.args.get(key) is not None:
-                    self.expression(join.args[key], scope, chain, ctes, {}, "on")
+                if join_args.get(key) is not None:
+                    self.expression([join_args[key]], scope, chain, ctes, {}, "on")
         for key in ("where", "group", "having", "order", "limit", "offset"):
-            if args.get(key) is not None:
-                self.expression(args[key], scope, chain, ctes, aliases, key)
+            clause = args.get(key)
+            if clause is not None:
+                self.expression([clause], scope, chain, ctes, aliases, key)
         for qualifier in scope.shadowed:
             self.rename(scope, qualifier, chain)
         return names
@@ -349,11 +372,13 @@ class _Resolver:
 
     def source(self, node: exp.Expression, scope: _Scope, outer: tuple, ctes: dict) -> None:
         if isinstance(node, exp.Table):
-            if node.args.get("joins"):
+            args = node.args
+            if args.get("joins"):
                 raise RATError("unsupported construct 'parenthesised join'", self.sql)
             name = node.name.lower()
-            for key in ("db", "catalog"):
-                node.set(key, None)
+            if "db" in args or "catalog" in args:
+                for key in ("db", "catalog"):
+                    node.set(key, None)
             _set_name(node.this, name)
             columns = ctes.get(name)
             if columns is None and self.schema is not None:
@@ -395,8 +420,9 @@ class _Resolver:
         return f"{name}_{k}"
 
     # ---- expressions ------------------------------------------------------------------
-    def expression(self, node, scope, chain, ctes, aliases, clause) -> None:
-        stack = [node]
+    def expression(self, roots: list, scope, chain, ctes, aliases, clause) -> None:
+        """Resolve the expressions `roots` of one clause in place, in order."""
+        stack = roots[::-1]
         while stack:
             current = stack.pop()
             kind = type(current)
@@ -414,18 +440,16 @@ class _Resolver:
                 _count_star(current)
             elif kind is exp.Between:
                 self.between = True
-            for value in current.args.values():
-                if isinstance(value, exp.Expression):
-                    stack.append(value)
-                elif isinstance(value, list):
-                    stack.extend(v for v in value if isinstance(v, exp.Expression))
+            stack.extend(current.iter_expressions())
 
     def column(self, column: exp.Column, scope: _Scope, chain, aliases, clause) -> None:
-        for key in ("db", "catalog"):
-            if column.args.get(key) is not None:
-                column.set(key, None)
-        identifier = column.this
-        table = column.args.get("table")
+        args = column.args
+        if "db" in args or "catalog" in args:
+            for key in ("db", "catalog"):
+                if args.get(key) is not None:
+                    column.set(key, None)
+        identifier = args.get("this")
+        table = args.get("table")
         if isinstance(identifier, exp.Star):
             if table is not None:
                 self.resolve_table(table, chain)
@@ -475,9 +499,8 @@ class _Resolver:
     @staticmethod
     def _qualify(column, identifier, name, qualifier, owner: _Scope) -> None:
         _set_name(identifier, name)
-        table = exp.to_identifier(qualifier)
+        table = exp.Identifier(this=qualifier, quoted=_quoted(qualifier))
         column.set("table", table)
-        _set_name(table, qualifier)
         owner.references.append(table)
 
     @staticmethod

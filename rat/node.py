@@ -28,19 +28,22 @@ class Node:
     __slots__ = ("_depth", "_hash", "children", "label")
 
     def __init__(self, label: str, children: Iterable["Node"] = ()):
-        if not isinstance(label, str):
+        # Runs for every node of every tree: plain loops and the slots' own setters (_SET_*).
+        if type(label) is not str and not isinstance(label, str):
             raise TypeError(f"a Node label is a str, not {type(label).__name__}")
-        children = tuple(children)
-        deepest = 0
+        if type(children) is not tuple:
+            children = tuple(children)
+        depth = 1  # known when the node is made: depth() is free
         for child in children:
             if not isinstance(child, Node):
                 i = children.index(child)
                 raise TypeError(f"child {i} of {label!r} is {type(child).__name__}, not a Node")
-            deepest = max(deepest, child._depth)
-        _set(self, "label", label)
-        _set(self, "children", children)
-        _set(self, "_hash", None)
-        _set(self, "_depth", deepest + 1)  # known when the node is made: depth() is free
+            if child._depth >= depth:
+                depth = child._depth + 1
+        _SET_LABEL(self, label)
+        _SET_CHILDREN(self, children)
+        _SET_HASH(self, None)
+        _SET_DEPTH(self, depth)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"Node is immutable (tried to set {name!r})")
@@ -60,7 +63,7 @@ class Node:
                 stack.pop()
                 if node._hash is None:
                     digest = combine(node.label, [child._hash for child in node.children])
-                    _set(node, "_hash", digest)
+                    _SET_HASH(node, digest)
         return self._hash
 
     def postorder(self) -> list["Node"]:
@@ -101,7 +104,9 @@ class Node:
         return (_from_postorder, ([(n.label, len(n.children)) for n in self.postorder()],))
 
 
-_set = object.__setattr__
+# Node.__setattr__ refuses every write: Node's own code writes through the slot descriptors.
+_SET_LABEL, _SET_CHILDREN = Node.label.__set__, Node.children.__set__
+_SET_HASH, _SET_DEPTH = Node._hash.__set__, Node._depth.__set__
 
 
 def _from_postorder(entries: list[tuple[str, int]]) -> Node:

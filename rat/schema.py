@@ -23,6 +23,7 @@ class Schema:
     column_types: dict[str, str] = field(default_factory=dict)
     db_id: str = ""
     _column_index: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    _column_sets: dict[str, frozenset[str]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         tables = {t.lower(): tuple(c.lower() for c in cols) for t, cols in self.tables.items()}
@@ -39,11 +40,12 @@ class Schema:
             for column in columns:
                 index.setdefault(column, []).append(table)
         object.__setattr__(self, "_column_index", {c: tuple(t) for c, t in index.items()})
+        # Made once: canonicalising looks up the columns of every table a query reads.
+        object.__setattr__(self, "_column_sets", {t: frozenset(c) for t, c in tables.items()})
 
     def columns(self, table: str) -> frozenset[str] | None:
         """The columns of `table` (lowercased name), or None if the schema lacks it."""
-        columns = self.tables.get(table)
-        return None if columns is None else frozenset(columns)
+        return self._column_sets.get(table)
 
     def tables_with_column(self, column: str) -> tuple[str, ...]:
         """Every table that has a column named `column` (lowercased)."""

@@ -109,6 +109,8 @@ class _Builder:
 
     # ---- relations --------------------------------------------------------------------
     def query(self, node: exp.Expression, ctes: dict[str, Node]) -> Node:
+        if type(node) is exp.Select and "with_" not in node.args:  # the usual case, at once
+            return self.select(node, ctes)
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
         with_ = node.args.get("with_")
@@ -138,30 +140,36 @@ class _Builder:
 
     def select(self, node: exp.Select, ctes: dict[str, Node]) -> Node:
         args = node.args
-        if not node.expressions:  # sqlglot reads a bare `SELECT`; SQLite refuses it
+        projections = args.get("expressions")
+        if not projections:  # sqlglot reads a bare `SELECT`; SQLite refuses it
             raise RATError("SELECT without result columns", self.sql)
+        expr = self.expr
+        # Each operator takes its input relation last; a SELECT without FROM has none.
         relation = self.from_clause(node, ctes)
         where = args.get("where")
         if where is not None:
-            relation = Node("Selection", (self.expr(where.this, ctes), *self.optional(relation)))
+            condition = expr(where.this, ctes)
+            relation = Node("Selection", (condition,) if relation is None else (condition, relation))
         group = args.get("group")
         if group is not None:
-            keys = [self.expr(k, ctes) for k in group.expressions]
-            relation = Node("Groupby", (*keys, *self.optional(relation)))
+            keys = [expr(k, ctes) for k in group.expressions]
+            if relation is not None:
+                keys.append(relation)
+            relation = Node("Groupby", keys)
         having = args.get("having")
         if having is not None:
-            relation = Node("Having", (self.expr(having.this, ctes), *self.optional(relation)))
-        columns = [self.expr(p, ctes) for p in node.expressions]
-        relation = Node("Project", (*columns, *self.optional(relation)))
-        if args.get("distinct") is not None:
-            if args["distinct"].args.get("on") is not None:
+            condition = expr(having.this, ctes)
+            relation = Node("Having", (condition,) if relation is None else (condition, relation))
+        columns = [expr(p, ctes) for p in projections]
+        if relation is not None:
+            columns.append(relation)
+        relation = Node("Project", columns)
+        distinct = args.get("distinct")
+        if distinct is not None:
+            if distinct.args.get("on") is not None:
                 raise RATError("unsupported construct 'DISTINCT ON'", self.sql)
             relation = Node("Distinct", (relation,))
         return self.modifiers(node, relation, ctes)
-
-    @staticmethod
-    def optional(relation: Node | None) -> tuple[Node, ...]:
-        return () if relation is None else (relation,)
 
     def modifiers(self, node: exp.Expression, relation: Node, ctes) -> Node:
         """ORDER BY and LIMIT/OFFSET, applied on top of the projection or set operation."""
@@ -223,20 +231,11 @@ class _Builder:
         on = join.args.get("on")
         # sqlglot writes `ON TRUE` into a bare JOIN that another JOIN follows.
         if on is not None and not (isinstance(on, exp.Boolean) and on.this):
-            return list(self.conjuncts(on, ctes))
+            return self.flatten(on, exp.And, ctes)
         using = join.args.get("using")
         if using:
             return [Node("Using", [self.expr(c, ctes) for c in using])]
         return []
-
-    def conjuncts(self, node: exp.Expression, ctes):
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if isinstance(node, exp.And):
-            yield from self.conjuncts(node.this, ctes)
-            yield from self.conjuncts(node.expression, ctes)
-        else:
-            yield self.expr(node, ctes)
 
     def relation(self, node: exp.Expression, ctes) -> Node:
         if isinstance(node, exp.Table):
@@ -269,6 +268,16 @@ class _Builder:
             if node.args.get("escape") is not None:
                 raise RATError("unsupported construct 'ESCAPE'", self.sql)
             return Node(label, (left, right))
+        if kind is exp.Star:
+            return Node("*")
+        label = _AGGREGATES.get(kind)
+        if label is not None:
+            children = [self.expr(node.this, ctes)]
+            children += [self.expr(e, ctes) for e in node.expressions]
+            separator = node.args.get("separator")
+            if separator is not None:
+                children.append(self.expr(separator, ctes))
+            return Node(label, children)
         if kind is exp.And or kind is exp.Or:
             return Node(kind.__name__, self.flatten(node, kind, ctes))
         if kind is exp.Not:
@@ -286,8 +295,6 @@ class _Builder:
             else:
                 target = Node("Val_list", [self.expr(v, ctes) for v in node.expressions])
             return Node("In", (self.expr(node.this, ctes), target))
-        if kind is exp.Star:
-            return Node("*")
         if kind is exp.Null:
             return Node("null")
         if kind is exp.Boolean:
@@ -303,14 +310,6 @@ class _Builder:
             return Node("Exists", (self.query(node.this, ctes),))
         if kind is exp.Distinct:
             return Node("Distinct", [self.expr(e, ctes) for e in node.expressions])
-        label = _AGGREGATES.get(kind)
-        if label is not None:
-            children = [self.expr(node.this, ctes)]
-            children += [self.expr(e, ctes) for e in node.expressions]
-            separator = node.args.get("separator")
-            if separator is not None:
-                children.append(self.expr(separator, ctes))
-            return Node(label, children)
         if kind is exp.Greatest or kind is exp.Least:
             # SQLite's multi-argument max(a, b) / min(a, b).
             children = [self.expr(node.this, ctes)] + [self.expr(e, ctes) for e in node.expressions]
