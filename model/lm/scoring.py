@@ -51,6 +51,7 @@ __all__ = [
     "sample_outputs",
     "score_sql",
     "score_sql_naive",
+    "scores_cache_path",
     "sql_token_ids",
     "token_probabilities",
 ]
@@ -124,6 +125,21 @@ def sql_token_ids(tokenizer, sql: str) -> list[int]:
 
 def _encode(tokenizer, prompt: str, sql: str) -> tuple[list[int], list[int]]:
     return tokenizer(prompt, add_special_tokens=True)["input_ids"], sql_token_ids(tokenizer, sql)
+
+
+def scores_cache_path(model_name: str | None = None) -> Path:
+    """The shared token log-prob cache of a scorer LM: ``<cache>/scores/<name>.jsonl``, ``smollm2``
+    for the packaged default (``None``). Rows are keyed by model, prompt and SQL, so a file never
+    mixes models' values; one file per model keeps each small to read.
+
+    >>> import os; os.environ["RAT_CACHE"] = "/tmp/rc"
+    >>> str(scores_cache_path()), str(scores_cache_path("qwen_coder"))
+    ('/tmp/rc/scores/smollm2.jsonl', '/tmp/rc/scores/qwen_coder.jsonl')
+    """
+    from model.data.cache import cache_dir
+
+    name = "smollm2" if model_name is None else str(model_name).strip("/").replace("/", "--")
+    return cache_dir("scores", f"{name}.jsonl")
 
 
 def _cache_key(model_id: str, prompt: str, sql: str) -> str:
@@ -366,7 +382,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--split", default="dev")
     ap.add_argument("--predictions", nargs="+", required=True, help="prediction files or folders")
     ap.add_argument("--out", type=Path, required=True, help="JSONL: one pooled score per prediction")
-    ap.add_argument("--model", default=None, help="HF id or folder; default: packaged SmolLM2-135M")
+    ap.add_argument("--model", default=None,
+                    help="HF id, folder or short name (qwen_coder: make setup-qwen); default: packaged SmolLM2-135M")
     ap.add_argument("--gguf-file", default=None)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
