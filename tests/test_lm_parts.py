@@ -177,3 +177,22 @@ def test_qwen_embedder_is_the_lms_input_table(qwen):
     vectors = embedder(ids, torch.ones_like(ids))  # (1, tokens, 1536)
     assert embedder.hidden_size == 1536 and embedder.cache_key == "qwen_coder-float32-layer0"
     assert torch.equal(vectors[0], model.get_input_embeddings().weight[ids[0]])
+
+
+@pytest.mark.parametrize(("lm", "expected"), [(True, None), ("qwen_coder", "qwen_coder")])
+def test_model_lm_picks_the_span_features_scorer_and_its_own_cache(lm, expected, monkeypatch, tmp_path):
+    """`model.lm=true` is the packaged SmolLM2, `model.lm=qwen_coder` Qwen, each with its cache file."""
+    import model.lm
+    import model.lm.scoring
+    from model.nodes.features import build_features, lm_span_features
+
+    monkeypatch.setenv("RAT_CACHE", str(tmp_path))
+    loaded, cached = [], []
+    monkeypatch.setattr(model.lm, "load_causal_lm", lambda name=None, *a, **k: loaded.append(name) or ("m", "t"))
+    monkeypatch.setattr(model.lm.scoring, "token_probabilities",
+                        lambda m, t, items, cache_path=None, **k: cached.append(cache_path) or [])
+    lm_span_features([], {}, lm_model=None if lm is True else lm)
+    build_features([], {}, {}, lm=lm, use_cache=False)
+    name = "smollm2" if expected is None else expected
+    assert loaded == [expected, expected]
+    assert cached == [tmp_path / "scores" / f"{name}.jsonl"] * 2

@@ -132,9 +132,8 @@ def scores_cache_path(model_name: str | None = None) -> Path:
     for the packaged default (``None``). Rows are keyed by model, prompt and SQL, so a file never
     mixes models' values; one file per model keeps each small to read.
 
-    >>> import os; os.environ["RAT_CACHE"] = "/tmp/rc"
-    >>> str(scores_cache_path()), str(scores_cache_path("qwen_coder"))
-    ('/tmp/rc/scores/smollm2.jsonl', '/tmp/rc/scores/qwen_coder.jsonl')
+    >>> scores_cache_path().name, scores_cache_path("qwen_coder").name, scores_cache_path().parent.name
+    ('smollm2.jsonl', 'qwen_coder.jsonl', 'scores')
     """
     from model.data.cache import cache_dir
 
