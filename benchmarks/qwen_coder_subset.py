@@ -78,6 +78,24 @@ def score(label: str, preds, by_id, schemas, cache: Path) -> tuple[dict, dict]:
             {"load_s": loaded, "score_s": scored, "new_pairs": after - before})
 
 
+def paired_difference(a, b, labels: list[str], seed: int = 0, n: int = 1000) -> str:
+    """Pooled raw-prod AUC of b minus a, with a 95% bootstrap interval over questions (paired:
+    both LMs scored the same predictions)."""
+    key_a = {(s, q): i for i, (s, q) in enumerate(zip(a.system, a.question_id))}
+    order = np.array([key_a[(s, q)] for s, q in zip(b.system, b.question_id)])
+    y, pa, pb = b.label, np.exp(a.columns["log_prod"][order]), np.exp(b.columns["log_prod"])
+    questions = np.unique(b.question_id)
+    rows_of = {q: np.flatnonzero(b.question_id == q) for q in questions}
+    rng, diffs = np.random.default_rng(seed), []
+    for _ in range(n):
+        idx = np.concatenate([rows_of[q] for q in rng.choice(questions, len(questions))])
+        if 0 < y[idx].sum() < len(idx):
+            diffs.append(M.auc(pb[idx], y[idx]) - M.auc(pa[idx], y[idx]))
+    lo, hi = np.percentile(diffs, [2.5, 97.5])
+    return (f"pooled raw prod AUC, {labels[1]} - {labels[0]}: {M.auc(pb, y) - M.auc(pa, y):+.3f} "
+            f"(95% bootstrap over {len(questions)} questions: {lo:+.3f} .. {hi:+.3f})")
+
+
 def embed_cost(label: str, root: Path, prediction_dir: Path, by_id: dict, layers: list[int]) -> list[str]:
     """Seconds per node-model input (schema + question + tree, the datamodule's tokenization) for
     the frozen embedder at each layer; inputs of the subset's first system only."""
@@ -128,7 +146,7 @@ def main(argv=None) -> int:
           f"{len(preds)} predictions of {len({p.system for p in preds})} systems, {n_pairs} distinct "
           f"(prompt, SQL) pairs")
     db_paths = {q.db_id: database_path(args.data_root, q.db_id) for q in by_id.values()}
-    report = []
+    report, pooled_scores = [], {}
     for label in args.lms:
         scores, cost = score(label, preds, by_id, schemas, args.cache_dir / f"{label}.jsonl")
         line = (f"{label}: load {cost['load_s']:.1f} s; scored {cost['new_pairs']} new pairs in "
@@ -145,6 +163,7 @@ def main(argv=None) -> int:
         table = build_base_scores(list(by_id.values()), preds, schemas, db_paths, scores,
                                   exec_cache_dir=cache_dir("exec"), progress=False)
         pooled = M.auc(np.exp(table.columns["log_prod"]), table.label)
+        pooled_scores[label] = table
         per_system = {s: M.auc(np.exp(table.columns["log_prod"][table.system == s]), table.label[table.system == s])
                       for s in np.unique(table.system)}
         print(f"{label}: {len(table)} labelled predictions (accuracy {table.label.mean():.3f}); raw prod AUC "
@@ -158,6 +177,10 @@ def main(argv=None) -> int:
         (args.out / f"tables_{label}.md").write_text(tables + "\n")
         report.append(f"## {label}\n\n{line}\n\n{tables}\n")
         print(tables.split("\n\n")[0], flush=True)
+    if len(pooled_scores) == 2:
+        line = paired_difference(*pooled_scores.values(), labels=list(pooled_scores), seed=args.seed)
+        print(line, flush=True)
+        report.append(line + "\n")
     if args.embed:
         for label in args.lms:
             for line in embed_cost(label, args.data_root, args.predictions, by_id, args.embed_layers):
