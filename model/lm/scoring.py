@@ -147,7 +147,10 @@ def _cache_key(model_id: str, prompt: str, sql: str) -> str:
 
 def _model_id(model) -> str:
     cfg = model.config
-    return f"{getattr(cfg, '_name_or_path', '')}|{cfg.model_type}|{cfg.vocab_size}|{model.num_parameters()}"
+    model_id = f"{getattr(cfg, '_name_or_path', '')}|{cfg.model_type}|{cfg.vocab_size}|{model.num_parameters()}"
+    dtype = next(model.parameters()).dtype
+    # bfloat16/float16 values differ from float32 ones; float32 keys stay as they were (existing caches)
+    return model_id if dtype == torch.float32 else f"{model_id}|{dtype}"
 
 
 @torch.no_grad()
