@@ -153,12 +153,14 @@ def main(argv=None) -> int:
                 f"{cost['score_s']:.1f} s")
         if cost["new_pairs"]:
             per_pair = cost["score_s"] / cost["new_pairs"]
-            per_q = cost["score_s"] / len(by_id)
-            line += (f" = {per_pair:.2f} s per distinct pair, {per_q:.2f} s per question, "
-                     f"{cost['score_s'] / len(preds):.2f} s per prediction; full Spider dev "
-                     f"({FULL_SPIDER['distinct_pairs']} pairs, {FULL_SPIDER['questions']} questions) at this "
-                     f"rate: {per_pair * FULL_SPIDER['distinct_pairs'] / 3600:.1f} h (by pairs), "
-                     f"{per_q * FULL_SPIDER['questions'] / 3600:.1f} h (by questions) on one core")
+            line += f" = {per_pair:.2f} s per distinct pair"
+            if cost["new_pairs"] == n_pairs:  # a cold run: every question and prediction was paid for here
+                per_q = cost["score_s"] / len(by_id)
+                line += (f", {per_q:.2f} s per question, {cost['score_s'] / len(preds):.2f} s per prediction; "
+                         f"full Spider dev ({FULL_SPIDER['questions']} questions) at this rate: "
+                         f"{per_q * FULL_SPIDER['questions'] / 3600:.1f} h (by questions)")
+            line += (f"; full Spider dev ({FULL_SPIDER['distinct_pairs']} pairs) at this rate: "
+                     f"{per_pair * FULL_SPIDER['distinct_pairs'] / 3600:.1f} h on one core")
         print(line, flush=True)
         table = build_base_scores(list(by_id.values()), preds, schemas, db_paths, scores,
                                   exec_cache_dir=cache_dir("exec"), progress=False)
