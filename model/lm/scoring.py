@@ -51,6 +51,7 @@ __all__ = [
     "sample_outputs",
     "score_sql",
     "score_sql_naive",
+    "scores_cache_path",
     "sql_token_ids",
     "token_probabilities",
 ]
@@ -126,13 +127,30 @@ def _encode(tokenizer, prompt: str, sql: str) -> tuple[list[int], list[int]]:
     return tokenizer(prompt, add_special_tokens=True)["input_ids"], sql_token_ids(tokenizer, sql)
 
 
+def scores_cache_path(model_name: str | None = None) -> Path:
+    """The shared token log-prob cache of a scorer LM: ``<cache>/scores/<name>.jsonl``, ``smollm2``
+    for the packaged default (``None``). Rows are keyed by model, prompt and SQL, so a file never
+    mixes models' values; one file per model keeps each small to read.
+
+    >>> scores_cache_path().name, scores_cache_path("qwen_coder").name, scores_cache_path().parent.name
+    ('smollm2.jsonl', 'qwen_coder.jsonl', 'scores')
+    """
+    from model.data.cache import cache_dir
+
+    name = "smollm2" if model_name is None else str(model_name).strip("/").replace("/", "--")
+    return cache_dir("scores", f"{name}.jsonl")
+
+
 def _cache_key(model_id: str, prompt: str, sql: str) -> str:
     return hashlib.sha256(f"{model_id}\x00{prompt}\x00{sql}".encode()).hexdigest()
 
 
 def _model_id(model) -> str:
     cfg = model.config
-    return f"{getattr(cfg, '_name_or_path', '')}|{cfg.model_type}|{cfg.vocab_size}|{model.num_parameters()}"
+    model_id = f"{getattr(cfg, '_name_or_path', '')}|{cfg.model_type}|{cfg.vocab_size}|{model.num_parameters()}"
+    dtype = next(model.parameters()).dtype
+    # bfloat16/float16 values differ from float32 ones; float32 keys stay as they were (existing caches)
+    return model_id if dtype == torch.float32 else f"{model_id}|{dtype}"
 
 
 @torch.no_grad()
@@ -366,7 +384,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--split", default="dev")
     ap.add_argument("--predictions", nargs="+", required=True, help="prediction files or folders")
     ap.add_argument("--out", type=Path, required=True, help="JSONL: one pooled score per prediction")
-    ap.add_argument("--model", default=None, help="HF id or folder; default: packaged SmolLM2-135M")
+    ap.add_argument("--model", default=None,
+                    help="HF id, folder or short name (qwen_coder: make setup-qwen); default: packaged SmolLM2-135M")
     ap.add_argument("--gguf-file", default=None)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])

@@ -57,7 +57,8 @@ class BoostedConfig:
         "l2_regularization": 1.0})
     feature_timeout_s: float = 5.0
     use_cache: bool = True
-    lm: bool = False  # scorer-LM log-probabilities over node spans (features group lm)
+    lm: bool | str = False  # scorer-LM log-probabilities over node spans (features group lm):
+    # true = the packaged SmolLM2, or a scorer LM's name (qwen_coder) / path
     drop: tuple[str, ...] = ()  # feature names (or group names) left out, for ablations
     stack: str | None = None  # a neural run's out-of-fold predictions: its node logit becomes a feature
     save_model: bool = True  # fit a final model on all labelled predictions -> <run>/model/

@@ -789,12 +789,13 @@ class FeatureReport:
 
 def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths: dict[str, Path | None],
                    consensus: bool = False, use_cache: bool = True, cache_folder: Path | None = None,
-                   timeout_s: float = 5.0, progress: bool = False, lm: bool = False,
+                   timeout_s: float = 5.0, progress: bool = False, lm: bool | str = False,
                    semantic: bool = True) -> tuple[list[np.ndarray], tuple[str, ...], FeatureReport]:
     """Feature matrices (one per example, nodes x features) and their column names.
 
     Single-system rows come from the cache when present (``cache_dir("features", VERSION)``),
-    else are computed and stored; scorer-LM columns are appended when ``lm`` and consensus
+    else are computed and stored; scorer-LM columns are appended when ``lm`` (``True``: the
+    packaged SmolLM2; a name such as ``"qwen_coder"`` or a path: that scorer LM) and consensus
     columns when ``consensus``. ``semantic=False`` leaves the MiniLM columns NaN (no embedding:
     for a model that does not read them; use it without the cache, which keys rows by inputs only).
     """
@@ -843,7 +844,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
     matrices = [t.values for t in singles]
     names = SINGLE_FEATURES
     if lm:
-        extra = lm_span_features(examples, schemas, progress=progress)
+        extra = lm_span_features(examples, schemas, progress=progress, lm_model=None if lm is True else lm)
         matrices = [np.hstack([m, c]) for m, c in zip(matrices, extra)]
         names = names + LM_FEATURES
     if consensus:
@@ -880,23 +881,25 @@ def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]]
 
 
 def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=None, tokenizer=None,
-                     cache_path: Path | None = None, progress: bool = False) -> list[np.ndarray]:
+                     cache_path: Path | None = None, progress: bool = False,
+                     lm_model: str | None = None) -> list[np.ndarray]:
     """Scorer-LM rows (nodes, len(LM_FEATURES)) of every example: token log-probabilities of the
     written SQL (``model.lm.scoring.token_probabilities`` with the whole-query scorer's prompt
     and disk cache, so SQL the whole-query track scored is not scored again) pooled over the
     written words matched to each node's canonical span. A node without a span, or whose words
-    are not matched, gets NaN."""
+    are not matched, gets NaN. ``lm_model``: the scorer LM when ``model`` is not given (``None``:
+    the packaged SmolLM2; ``"qwen_coder"``...); its cache is ``scores_cache_path(lm_model)``."""
     from model.lm import load_causal_lm
-    from model.lm.scoring import prompt_text, token_probabilities
+    from model.lm.scoring import prompt_text, scores_cache_path, token_probabilities
 
     if model is None or tokenizer is None:
-        model, tokenizer = load_causal_lm()
+        model, tokenizer = load_causal_lm(lm_model)
     items = []
     for e in examples:
         schema = schemas.get(e.db_id)
         items.append((prompt_text(e.question, schema.tables if schema is not None else None), e.sql))
     scored = token_probabilities(model, tokenizer, items, progress=progress,
-                                 cache_path=cache_path or cache_dir("scores", "smollm2.jsonl"))
+                                 cache_path=cache_path or scores_cache_path(lm_model))
     out = []
     for e, (_, probabilities) in zip(examples, scored):
         x = np.full((len(e.node_labels), len(LM_FEATURES)), NAN)

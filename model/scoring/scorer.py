@@ -261,8 +261,8 @@ class Scorer:
         matrices, names, _ = build_features(
             examples, schemas, databases, consensus=bool(wanted & set(CONSENSUS_FEATURES)),
             use_cache=False, timeout_s=self.feature_timeout_s, progress=False,
-            lm=bool(wanted & set(LM_FEATURES)), semantic=any(n.startswith(("name_semantic", "subtree_min_sem"))
-                                                             for n in wanted))
+            lm=(self.saved.info.get("config", {}).get("lm") or True) if wanted & set(LM_FEATURES) else False,
+            semantic=any(n.startswith(("name_semantic", "subtree_min_sem")) for n in wanted))
         index = {n: j for j, n in enumerate(names)}
         missing = [n for n in self.saved.features if n not in index]
         if missing:
