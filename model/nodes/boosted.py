@@ -11,7 +11,8 @@ val / test once (``model.nodes.datamodule.split_databases``); ``crossfit`` puts 
 ``cfg.data.folds`` schema-disjoint folds and, for fold i, trains on the other folds but the next,
 calibrates on the next (``model.data.folds.crossfit_roles``) and predicts fold i, so every
 example gets an out-of-fold confidence. A second model trained on error-site labels
-(``model.eval.localisation.error_sites``) writes ``site_scores`` per node.
+(``model.eval.localisation.error_sites``) writes ``site_scores`` per node: the site head of
+``model.nodes.sites``, which reads the node model's out-of-fold confidences around each node.
 
 The run directory receives ``predictions/{val,test}.jsonl`` (``model.nodes.outputs`` rows with
 ``site_scores``, ``fold`` and ``method``), ``metrics.json``, ``config.yaml``/``config.json``
