@@ -257,3 +257,17 @@ def test_drop_accepts_the_named_feature_sets():
     out, names = drop_columns(x, SINGLE_FEATURES, ["benchmark_size", "database"])
     assert set(names) == set(SINGLE_FEATURES) - set(BENCHMARK_SIZE_FEATURES) - set(DATABASE_FEATURES)
     assert out[0][0].tolist() == [float(SINGLE_FEATURES.index(n)) for n in names]
+
+
+def test_site_head_inner_folds_go_by_query_when_one_database_trains(boosted_run):
+    from model.nodes.boosted import row_groups
+
+    table = boosted_run[2]["table"]
+    first = table.examples[0].db_id
+    one_db = [k for k, e in enumerate(table.examples) if e.db_id == first][:5]
+    rows = sum(len(table.examples[k].node_labels) for k in one_db)
+    assert len(set(row_groups(table, one_db, rows))) == 5  # a small run: folds by query
+    other = next(k for k, e in enumerate(table.examples) if e.db_id != first)
+    two_dbs = [*one_db, other]
+    rows = sum(len(table.examples[k].node_labels) for k in two_dbs)
+    assert set(row_groups(table, two_dbs, 2 * rows)) == {first, table.examples[other].db_id}  # by database

@@ -361,12 +361,15 @@ def join_rows(a: np.ndarray, b: np.ndarray, repeat: int = 1) -> np.ndarray:
     return np.concatenate([np.concatenate([u, v]) for u, v in zip(np.split(a, repeat), np.split(b, repeat))])
 
 
-def row_databases(table: NodeTable, indices: Sequence[int], rows: int) -> np.ndarray:
-    """The database of each of ``rows`` training rows of ``indices`` (repeated as ``training_rows``
-    repeats them)."""
+def row_groups(table: NodeTable, indices: Sequence[int], rows: int) -> np.ndarray:
+    """The group of each of ``rows`` training rows of ``indices`` (repeated as ``training_rows``
+    repeats them) for the site head's inner folds: its database, or its query when the rows
+    come from fewer than 2 databases (a small run: folds by query rather than none)."""
     sizes = np.array([len(table.examples[k].node_labels) for k in indices])
     repeat = rows // max(int(sizes.sum()), 1)
-    return np.repeat(np.tile([table.examples[k].db_id for k in indices], repeat), np.tile(sizes, repeat))
+    databases = [table.examples[k].db_id for k in indices]
+    groups = databases if len(set(databases)) >= 2 else [str(k) for k in indices]
+    return np.repeat(np.tile(groups, repeat), np.tile(sizes, repeat))
 
 
 def site_head_scores(site_model, x: np.ndarray, raw: np.ndarray, arities: Sequence[Sequence[int]],
@@ -378,17 +381,17 @@ def site_head_scores(site_model, x: np.ndarray, raw: np.ndarray, arities: Sequen
     return site_model.predict_proba(with_context(x, raw, arities, names) if context else x)[:, 1]
 
 
-def inner_out_of_fold(x: np.ndarray, y: np.ndarray, databases: np.ndarray, names: Sequence[str],
+def inner_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: Sequence[str],
                       config: BoostedConfig, seed: int = 0) -> np.ndarray:
     """Out-of-fold node-model probabilities of training rows: the node model fitted once per
-    fold of their databases (``config.inner_folds``), without that fold."""
+    fold of their groups (``row_groups``: databases; ``config.inner_folds``), without that fold."""
     from model.data.folds import schema_disjoint_folds
 
-    k = min(config.inner_folds, len(np.unique(databases)))
+    k = min(config.inner_folds, len(np.unique(groups)))
     if k < 2:
-        raise ValueError(f"the site head's inner folds need 2 training databases or more; found {k} "
+        raise ValueError(f"the site head's inner folds need 2 training queries or more; found {k} "
                          "(model.site_context=false fits the site head without them)")
-    fold = schema_disjoint_folds(databases, k, seed)
+    fold = schema_disjoint_folds(groups, k, seed)
     out = np.empty(len(x))
     for i in range(k):
         model = fit_classifier(x[fold != i], y[fold != i], names, config.hgb, seed)
@@ -432,7 +435,7 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
         held[part] = (xp, yp, sp, node_model.predict_proba(xp)[:, 1] if len(xp) else np.zeros(0))
     site_model = None
     if config.site_head:
-        raw = inner_out_of_fold(x, y, row_databases(table, train, len(x)), names, config, seed) if (
+        raw = inner_out_of_fold(x, y, row_groups(table, train, len(x)), names, config, seed) if (
             config.site_context) else None
         n = 2 if config.database == "both" else 1
         extra = [(role["val"], held["val"][0], held["val"][2], held["val"][3])] if n == 1 else []

@@ -400,7 +400,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
         fit_site_head,
         inner_out_of_fold,
         join_rows,
-        row_databases,
+        row_groups,
         training_rows,
     )
     from model.nodes.features import VERSION
@@ -413,7 +413,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
     if config.site_context and config.site_head:
         raw = _training_raw(node_rows, config, oof_raw, without_database, seed)
         if raw is None:  # examples the run did not score out of fold (train_side=all): fit again
-            raw = inner_out_of_fold(x, y, row_databases(table, node_rows, len(x)), table.names, config, seed)
+            raw = inner_out_of_fold(x, y, row_groups(table, node_rows, len(x)), table.names, config, seed)
     site_rows = node_rows
     if config.train_side == "site" and side:  # databases the node model never saw
         xs, _, sites_side = training_rows(table, side, config, seed + 1)
