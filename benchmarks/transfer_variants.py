@@ -13,7 +13,12 @@ Variants:
 - ``types``: the features as computed (every variant below has them);
 - ``drop_size``: without question_words, schema_tables, schema_columns (``model.drop=[benchmark_size]``);
 - ``quantile``: the most shifted count features (``SHIFTED``) replaced by their quantile among the
-  nodes of their own benchmark (each benchmark's empirical CDF, no labels used).
+  nodes of their own benchmark (each benchmark's empirical CDF, no labels used);
+- ``reweight``: training nodes weighted by how much they look like the tested benchmark's nodes
+  (importance weights p/(1-p), clipped to [0.1, 10], from a classifier telling the two
+  benchmarks' feature rows apart: the tested benchmark's features only, never its labels);
+- ``small``: a more regularised node model (``SMALL_HGB``: fewer, smaller trees, larger leaves);
+- ``a+b``: both variants at once (e.g. ``drop_size+small``).
 """
 
 import os
@@ -43,7 +48,9 @@ from model.nodes.features import BENCHMARK_SIZE_FEATURES, COLUMN_TYPES
 
 SHIFTED = ["question_words", "schema_columns", "schema_tables", "tree_values", "tree_joins", "tree_size",
            "tables_sharing_name"]
-VARIANTS = ("old_types", "types", "drop_size", "quantile")
+VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight")
+SMALL_HGB = {"learning_rate": 0.05, "max_iter": 150, "max_leaf_nodes": 15, "min_samples_leaf": 200,
+             "l2_regularization": 5.0}
 
 
 def table(name: str, labels: str) -> NodeTable:
@@ -56,6 +63,10 @@ def table(name: str, labels: str) -> NodeTable:
 def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
     names = list(tab.names)
     xs = [x.copy() for x in tab.features]
+    if "+" in variant:
+        for part in variant.split("+"):
+            tab = transform(tab, part, bird)
+        return tab
     if variant == "old_types" and bird:  # BIRD's integer/real/date columns read as 'other', as before
         j = names.index("column_type")
         for x in xs:
@@ -65,7 +76,7 @@ def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
         keep = [j for j, n in enumerate(names) if n not in BENCHMARK_SIZE_FEATURES]
     if variant == "quantile":  # each benchmark's own empirical CDF over its nodes
         rows = np.vstack(xs)
-        for n in SHIFTED:
+        for n in (n for n in SHIFTED if n in names):  # those a variant before kept
             j = names.index(n)
             seen = np.sort(rows[:, j][~np.isnan(rows[:, j])])
             for x in xs:
@@ -75,9 +86,23 @@ def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
     return NodeTable(tab.examples, [x[:, keep] for x in xs], tuple(names[j] for j in keep), tab.root)
 
 
+def importance_weights(source: np.ndarray, target: np.ndarray, names) -> np.ndarray:
+    """p(target | x) / p(source | x) for each source row, from a classifier of the two feature
+    sets (database features left out: the target is scored without), scaled to mean 1."""
+    from model.nodes.features import DATABASE_FEATURES
+
+    keep = [j for j, n in enumerate(names) if n not in DATABASE_FEATURES]
+    x = np.vstack([source[:, keep], target[:, keep]])
+    d = np.r_[np.zeros(len(source)), np.ones(len(target))]
+    clf = fit_classifier(x, d, [names[j] for j in keep], {"max_iter": 100, "max_leaf_nodes": 15})
+    p = np.clip(clf.predict_proba(source[:, keep])[:, 1], 1e-3, 1 - 1e-3)
+    w = np.clip(p / (1 - p) * len(source) / len(target), 0.1, 10.0)
+    return w / w.mean()
+
+
 def main() -> None:
     variants = sys.argv[1].split(",") if len(sys.argv) > 1 else list(VARIANTS)
-    unknown = [v for v in variants if v not in VARIANTS]
+    unknown = [p for v in variants for p in v.split("+") if p not in VARIANTS]
     if unknown:
         sys.exit(f"transfer_variants.py: error: unknown variant {unknown[0]!r} (one of {', '.join(VARIANTS)})")
     start = time.time()
@@ -88,9 +113,15 @@ def main() -> None:
         se, st = transform(spider_exec, variant, False), transform(spider_tree, variant, False)
         b = transform(bird, variant, True)
         models = {}
+        parts = variant.split("+")
         for key, tab, mode in (("S_exec", se, "dropout"), ("S_tree", st, "dropout"), ("B", b, "with")):
             x, y, _ = training_rows(tab, range(len(tab.examples)), BoostedConfig(database=mode))
-            models[key] = fit_classifier(x, y, tab.names, BoostedConfig().hgb)
+            hgb = SMALL_HGB if "small" in parts else BoostedConfig().hgb
+            weight = None
+            if "reweight" in parts:
+                other = se if key == "B" else b
+                weight = importance_weights(x, other.stack(range(len(other.examples)))[0], tab.names)
+            models[key] = fit_classifier(x, y, tab.names, hgb, sample_weight=weight)
         out = []
         for key, tested, label in (("S_exec", b, "B"), ("S_tree", b, "B"), ("B", se, "S_exec"), ("B", st, "S_tree")):
             x, y, _ = tested.stack(range(len(tested.examples)))

@@ -267,7 +267,8 @@ def hold_out_system(table: NodeTable, roles: list[dict[str, list[int]]], system:
 # Models
 
 
-def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict, seed: int = 0):
+def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict, seed: int = 0,
+                   sample_weight: np.ndarray | None = None):
     """A HistGradientBoostingClassifier with the categorical node kinds declared. A column that is
     missing in every training row (no database, an unstacked fold) is set constant for the fit:
     scikit-learn's binning fails on an all-NaN column, and a constant one is never split on."""
@@ -279,7 +280,7 @@ def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict
         x[:, empty] = 0.0
     model = HistGradientBoostingClassifier(categorical_features=categorical_mask(names),
                                            random_state=seed, early_stopping=False, **hgb)
-    return model.fit(x, y)
+    return model.fit(x, y, sample_weight=sample_weight)
 
 
 def without_database(x: np.ndarray, names: Sequence[str], rows: np.ndarray | None = None) -> np.ndarray:
