@@ -44,7 +44,6 @@ _L_PAREN, _R_PAREN, _DOT = TokenType.L_PAREN, TokenType.R_PAREN, TokenType.DOT
 # Pure-Python sqlglot parses about 950 nested parentheses within rat's deep-stack retry.
 MAX_PARENTHESES = 800
 _SIMPLE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
-_WORD = re.compile(r"\w+")
 _RESERVED = {k.lower() for k in _DIALECT.tokenizer_class.KEYWORDS if k.replace("_", "").isalpha()}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
@@ -102,10 +101,6 @@ def _rename_typed_functions(tokens: list, sql: str) -> bool:
     whether any was renamed. Parentheses nested more than MAX_PARENTHESES deep are a
     DepthError here, before parsing: how deep sqlglot's recursive parser gets depends on its
     build (compiled, it reads thousands of levels), and the tree must not."""
-    # Most queries call no function sqlglot would type and nest few parentheses: one test on
-    # the text, in C, says so (a superset of what the token loop below finds).
-    if sql.count("(") <= MAX_PARENTHESES and _TYPED_FUNCTIONS.isdisjoint(_WORD.findall(sql.upper())):
-        return False
     # Only the tokens before an opening parenthesis can be function names: find those first
     # (one pass in a comprehension), rather than looking at every token in a Python loop.
     opening = [i for i, token in enumerate(tokens) if token.token_type is _L_PAREN]
