@@ -49,7 +49,6 @@ class BoostedConfig:
     site_head: bool = True  # also fit a model of error-site labels -> site_scores
     site_context: bool = True  # it reads the node model's out-of-fold confidences around each node
     site_wrong_only: bool = True  # it learns from the nodes of wrong queries only
-    site_weight: str = "node"  # node | query: each row weighs 1, or each query's rows 1 together
     inner_folds: int = 3  # folds of the training databases that give those confidences
     train_side: str = "none"  # none | site | all: which models also learn from data.train_predictions
     # (real wrong queries on the train split's databases, disjoint from the eval split's: SPLASH)
@@ -83,8 +82,6 @@ class BoostedConfig:
             raise ValueError(f"model.database must be one of {DATABASE_MODES}; found {config.database!r}")
         if config.train_side not in TRAIN_SIDE_CHOICES:
             raise ValueError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {config.train_side!r}")
-        if config.site_weight not in ("node", "query"):
-            raise ValueError(f"model.site_weight must be node or query; found {config.site_weight!r}")
         if config.calibration not in ("platt", "isotonic", "none"):
             raise ValueError(f"model.calibration must be platt, isotonic or none; found {config.calibration!r}")
         return config
@@ -349,14 +346,10 @@ def fit_site_head(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites
             raise ValueError("the site head reads the node model's out-of-fold probabilities of its rows")
         x = with_context(x, raw, [table.examples[k].node_arity for k in indices] * repeat, names)
         names = (*names, *context_names(names))
-    weight = np.repeat(1.0 / sizes, sizes) if config.site_weight == "query" else None
     if config.site_wrong_only:
         wrong = np.repeat(np.add.reduceat(sites, np.r_[0, np.cumsum(sizes)[:-1]]) > 0, sizes)
         x, sites = x[wrong], sites[wrong]
-        weight = None if weight is None else weight[wrong]
-    if weight is not None:
-        weight = weight / weight.mean()
-    return fit_classifier(x, sites, names, config.hgb, seed, sample_weight=weight)
+    return fit_classifier(x, sites, names, config.hgb, seed)
 
 
 def join_rows(a: np.ndarray, b: np.ndarray, repeat: int = 1) -> np.ndarray:
