@@ -5,6 +5,10 @@ beside each benchmark's own cross-fitted run (``--spider-run``, ``--bird-run``: 
 ``metrics.json``).
 
     python benchmarks/joint_fit.py --spider-run /tmp/runs/pretrained_dropout --bird-run /tmp/runs/bird
+    python benchmarks/joint_fit.py --labels tree --spider-run <Spider run with data.labels=tree> ...
+
+``--labels tree`` labels Spider by tree comparison too, so that both benchmarks' labels mean the
+same (execution labels on Spider disagree with BIRD's tree labels).
 """
 
 import argparse
@@ -32,10 +36,10 @@ from model.nodes.boosted import (
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
-def config(data: str, database: str):
+def config(data: str, database: str, labels: str = "execution"):
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         return compose("train", overrides=["model=features", f"data={data}", f"data.root={SHARED / data}",
-                                           f"model.database={database}", "logger=none"])
+                                           f"model.database={database}", "logger=none", f"data.labels={labels}"])
 
 
 def main() -> None:
@@ -43,8 +47,10 @@ def main() -> None:
     parser.add_argument("--database", default="dropout", help="model.database for the joint model")
     parser.add_argument("--spider-run", type=Path)
     parser.add_argument("--bird-run", type=Path)
+    parser.add_argument("--labels", default="execution", choices=["execution", "tree"],
+                        help="Spider's labels (data.labels); BIRD's are always by tree comparison")
     args = parser.parse_args()
-    spider_cfg, bird_cfg = config("spider", args.database), config("bird", args.database)
+    spider_cfg, bird_cfg = config("spider", args.database, args.labels), config("bird", args.database)
     boosted = BoostedConfig.from_cfg(spider_cfg.model)
     spider, bird = load_table(spider_cfg.data, boosted), load_table(bird_cfg.data, boosted)
     if spider.names != bird.names:
@@ -56,7 +62,7 @@ def main() -> None:
     test, _, _ = crossfit(table, roles, boosted)
     n = len(spider.examples)
     print("\n| tested on | fitted on | node AUC | whole-query AUC | look-here-first top-1 |\n|---|---|---|---|---|")
-    for name, keep, run in (("Spider dev (with databases)", lambda k: k < n, args.spider_run),
+    for name, keep, run in ((f"Spider dev (with databases, {args.labels} labels)", lambda k: k < n, args.spider_run),
                             ("BIRD dev (no databases, tree labels)", lambda k: k >= n, args.bird_run)):
         m = scores_summary(table, {k: v for k, v in test.items() if keep(k)})
         print(f"| {name} | Spider + BIRD | {m['auc']:.3f} | {m['query_auc']:.3f} | "
