@@ -271,3 +271,17 @@ def test_site_head_inner_folds_go_by_query_when_one_database_trains(boosted_run)
     two_dbs = [*one_db, other]
     rows = sum(len(table.examples[k].node_labels) for k in two_dbs)
     assert set(row_groups(table, two_dbs, 2 * rows)) == {first, table.examples[other].db_id}  # by database
+
+
+def test_site_head_takes_its_own_boosting_settings(boosted_run):
+    """model.site_hgb sets the site head's trees without touching the node model's."""
+    from model.nodes.boosted import BoostedConfig, fit_site_head, training_rows
+
+    table = boosted_run[2]["table"]
+    indices = list(range(len(table.examples)))
+    x, _, sites = training_rows(table, indices, BoostedConfig())
+    config = BoostedConfig(site_context=False, hgb={"max_iter": 7}, site_hgb={"max_iter": 3})
+    head = fit_site_head(table, indices, x, sites, table.names, config)
+    assert head.n_iter_ == 3
+    same = fit_site_head(table, indices, x, sites, table.names, BoostedConfig(site_context=False, hgb={"max_iter": 7}))
+    assert same.n_iter_ == 7

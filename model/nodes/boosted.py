@@ -56,6 +56,7 @@ class BoostedConfig:
     hgb: dict[str, Any] = field(default_factory=lambda: {
         "learning_rate": 0.05, "max_iter": 300, "max_leaf_nodes": 31, "min_samples_leaf": 40,
         "l2_regularization": 1.0})
+    site_hgb: dict[str, Any] | None = None  # the site head's own HGB settings (None: hgb's)
     feature_timeout_s: float = 5.0
     use_cache: bool = True
     lm: bool | str = False  # scorer-LM log-probabilities over node spans (features group lm):
@@ -349,7 +350,7 @@ def fit_site_head(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites
     if config.site_wrong_only:
         wrong = np.repeat(np.add.reduceat(sites, np.r_[0, np.cumsum(sizes)[:-1]]) > 0, sizes)
         x, sites = x[wrong], sites[wrong]
-    return fit_classifier(x, sites, names, config.hgb, seed)
+    return fit_classifier(x, sites, names, config.site_hgb or config.hgb, seed)
 
 
 def join_rows(a: np.ndarray, b: np.ndarray, repeat: int = 1) -> np.ndarray:
