@@ -3,6 +3,7 @@ wrong query goes wrong for a system it never saw?
 
     python benchmarks/localisation_loso.py --out /tmp/loso.json
     python benchmarks/localisation_loso.py --groups single+consensus --systems codes_7b gpt4_few_shot
+    python benchmarks/localisation_loso.py --from-json /tmp/loso_a.json /tmp/loso_b.json  # one table
 
 One table of features is loaded; for the cross-fitted run (every system in training, scored out
 of fold by database) and for each system held out (``data.holdout_system``: trained and
@@ -51,13 +52,50 @@ def readings(table, scored: dict, indices: list[int], questions: dict, schemas: 
             **{k: where.get(k, float("nan")) for k in KEYS}}
 
 
+def report(results: dict, method: str, seconds: float | None = None) -> None:
+    """Print the per-system table, its mean and lowest rows, and the two LOSO targets."""
+
+    def fmt(v):
+        return "–" if v is None or np.isnan(v) else f"{v:.3f}"
+
+    print(f"\nLook here first ({method}), Spider dev: per system in the cross-fitted run "
+          "(all systems trained on, out of fold by database) / that system held out\n")
+    header = ["system", "wrong queries", "node AUC", "top-1", "top-3", "mrr", "top-1 span overlaps diff"]
+    print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
+    cols = ("auc", *KEYS)
+    for s, r in results.items():
+        print(f"| {s} | {r['in_run']['n_wrong_queries']} | " + " | ".join(
+            f"{fmt(r['in_run'][c])} / {fmt(r['held_out'][c])}" for c in cols) + " |")
+    mean = {p: {c: float(np.mean([r[p][c] for r in results.values()])) for c in cols} for p in ("in_run", "held_out")}
+    low = {p: {c: float(np.min([r[p][c] for r in results.values()])) for c in cols} for p in ("in_run", "held_out")}
+    for name, agg in (("mean over systems", mean), ("lowest system", low)):
+        print(f"| **{name}** | | " + " | ".join(f"{fmt(agg['in_run'][c])} / {fmt(agg['held_out'][c])}"
+                                               for c in cols) + " |")
+    gap = mean["in_run"]["top1_site_scores"] - mean["held_out"]["top1_site_scores"]
+    print(f"\nleave-one-system-out mean top-1 {mean['held_out']['top1_site_scores']:.3f} vs "
+          f"{mean['in_run']['top1_site_scores']:.3f} in the run (gap {gap:+.3f}; target within 0.03); "
+          f"lowest held-out system {low['held_out']['top1_site_scores']:.3f} (target >= 0.55)"
+          + (f"; {seconds:.0f} s" if seconds is not None else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--groups", default="single", choices=["single", "single+consensus"])
     parser.add_argument("--systems", nargs="*", help="systems to hold out (default: all)")
     parser.add_argument("--out", type=Path, help="write the numbers as JSON here")
     parser.add_argument("--set", nargs="*", default=[], help="model overrides, e.g. site_context=false")
+    parser.add_argument("--from-json", nargs="+", type=Path, metavar="FILE",
+                        help="print the table of earlier --out files (same method), fitting nothing")
     args = parser.parse_args()
+    if args.from_json:
+        missing = [f for f in args.from_json if not f.is_file()]
+        if missing:
+            parser.error(f"--from-json: no file {missing[0]}")
+        saved = [json.loads(f.read_text()) for f in args.from_json]
+        if len({d["method"] for d in saved}) > 1:
+            sys.exit("localisation_loso.py: error: the --from-json files are of different methods")
+        report({s: r for d in saved for s, r in d["systems"].items()}, saved[0]["method"])
+        return
     root = SHARED / "spider"
     data = OmegaConf.create({"root": str(root), "predictions": str(SHARED / "predictions" / "spider_dev" / "*"),
                              "train_split": "train",
@@ -86,30 +124,9 @@ def main() -> None:
         print(f"  {s}: top-1 {r['in_run']['top1_site_scores']:.3f} in the run, "
               f"{r['held_out']['top1_site_scores']:.3f} held out ({time.perf_counter() - start:.0f} s)", flush=True)
 
-    def fmt(v):
-        return "–" if v is None or np.isnan(v) else f"{v:.3f}"
-
-    print(f"\nLook here first ({config.method}), Spider dev: per system in the cross-fitted run "
-          "(all systems trained on, out of fold by database) / that system held out\n")
-    header = ["system", "wrong queries", "node AUC", "top-1", "top-3", "mrr", "top-1 span overlaps diff"]
-    print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
-    cols = ("auc", *KEYS)
-    for s, r in results.items():
-        print(f"| {s} | {r['in_run']['n_wrong_queries']} | " + " | ".join(
-            f"{fmt(r['in_run'][c])} / {fmt(r['held_out'][c])}" for c in cols) + " |")
-    mean = {p: {c: float(np.mean([r[p][c] for r in results.values()])) for c in cols} for p in ("in_run", "held_out")}
-    low = {p: {c: float(np.min([r[p][c] for r in results.values()])) for c in cols} for p in ("in_run", "held_out")}
-    for name, agg in (("mean over systems", mean), ("lowest system", low)):
-        print(f"| **{name}** | | " + " | ".join(f"{fmt(agg['in_run'][c])} / {fmt(agg['held_out'][c])}"
-                                               for c in cols) + " |")
-    gap = mean["in_run"]["top1_site_scores"] - mean["held_out"]["top1_site_scores"]
-    print(f"\nleave-one-system-out mean top-1 {mean['held_out']['top1_site_scores']:.3f} vs "
-          f"{mean['in_run']['top1_site_scores']:.3f} in the run (gap {gap:+.3f}; target within 0.03); "
-          f"lowest held-out system {low['held_out']['top1_site_scores']:.3f} (target >= 0.55); "
-          f"{time.perf_counter() - start:.0f} s")
+    report(results, config.method, time.perf_counter() - start)
     if args.out:
-        args.out.write_text(json.dumps({"method": config.method, "systems": results, "mean": mean,
-                                        "lowest": low}, indent=1))
+        args.out.write_text(json.dumps({"method": config.method, "systems": results}, indent=1))
 
 
 if __name__ == "__main__":
