@@ -15,6 +15,7 @@ answers is "if this query is wrong, where?", and right queries have no site to l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -70,27 +71,36 @@ def site_context(probabilities: Sequence[float], arity: Sequence[int]) -> np.nda
     >>> [float(v) for v in c[:, SITE_CONTEXT.index("site_reading_rank")]]  # Op reads as the site
     [1.0, 0.5, 0.0]
     """
+    # Plain Python floats per node (a query has tens of nodes: numpy's per-call cost on arrays
+    # that small was most of the time), whole columns at once where numpy pays off.
     p = np.asarray(probabilities, dtype=float)
     z = _logit(p)
     n = len(z)
+    zs, ps = z.tolist(), p.tolist()
     children = post_order_children(arity)
     out = np.full((n, len(SITE_CONTEXT)), np.nan)
     out[:, 0] = z
-    start = np.arange(n)  # post-order: node i's subtree is start[i] .. i
-    reading = np.empty(n)
+    parent, child_min, child_mean, below_min, sibling_min = ([math.nan] * n for _ in range(5))
+    subtree_min = zs[:]  # lowest logit of the subtree, the node included
+    reading = [0.0] * n
     for i, kids in enumerate(children):
+        product = 1.0
         if kids:
-            start[i] = start[kids[0]]
-            out[i, 2] = z[kids].min()
-            out[i, 3] = z[kids].mean()
-            out[i, 4] = z[start[i]:i].min()
-            out[i, 11] = z[i] - out[i, 2]
-            for c in kids:
-                out[c, 1] = z[i]
-                others = [s for s in kids if s != c]
-                if others:
-                    out[c, 5] = z[others].min()
-        reading[i] = (1.0 - p[i]) * np.prod(p[kids])
+            values = [zs[c] for c in kids]
+            lowest = min(values)
+            child_min[i] = lowest
+            child_mean[i] = sum(values) / len(values) if len(values) < 8 else float(np.mean(values))
+            below_min[i] = min(subtree_min[c] for c in kids)
+            subtree_min[i] = min(zs[i], below_min[i])
+            for k, c in enumerate(kids):
+                parent[c] = zs[i]
+                if len(kids) > 1:
+                    sibling_min[c] = min(values[:k] + values[k + 1:])
+                product *= ps[c]
+        reading[i] = (1.0 - ps[i]) * product
+    out[:, 1], out[:, 2], out[:, 3], out[:, 4], out[:, 5] = parent, child_min, child_mean, below_min, sibling_min
+    out[:, 11] = z - out[:, 2]
+    reading = np.array(reading)
     out[:, 6] = _ranks(z)
     out[:, 7] = z - z.min()
     out[:, 8] = np.log(reading + 1e-9)
