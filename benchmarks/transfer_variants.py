@@ -61,12 +61,12 @@ def table(name: str, labels: str) -> NodeTable:
 
 
 def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
-    names = list(tab.names)
-    xs = [x.copy() for x in tab.features]
     if "+" in variant:
         for part in variant.split("+"):
             tab = transform(tab, part, bird)
         return tab
+    names = list(tab.names)
+    xs = [x.copy() for x in tab.features]
     if variant == "old_types" and bird:  # BIRD's integer/real/date columns read as 'other', as before
         j = names.index("column_type")
         for x in xs:

@@ -285,3 +285,16 @@ def test_site_head_takes_its_own_boosting_settings(boosted_run):
     assert head.n_iter_ == 3
     same = fit_site_head(table, indices, x, sites, table.names, BoostedConfig(site_context=False, hgb={"max_iter": 7}))
     assert same.n_iter_ == 7
+
+
+def test_train_side_reads_perturbations_and_never_an_eval_database(capsys):
+    """model.train_side with data.use_perturbations builds perturbations of the train split's
+    gold queries; on the demo corpus every train database is also an eval database, so all are
+    left out (the train side never holds a database the eval split tests on)."""
+    from model.nodes.boosted import BoostedConfig, load_table
+
+    cfg = compose_cfg("train", [*FAST, "model.train_side=site", "data.train_perturbations=1"])
+    table = load_table(cfg.data, BoostedConfig.from_cfg(cfg.model))
+    out = capsys.readouterr().out
+    assert "from 0 files and 1 perturbation(s) a question, 5 shared databases left out" in out
+    assert table.train_side == 0

@@ -144,16 +144,24 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
                                  evidence=data_cfg.get("evidence", False), labels=labels)
     side = []
-    if config.train_side != "none" and data_cfg.get("train_predictions") and data_cfg.get("train_split"):
-        side_files = source.prediction_files(data_cfg.get("train_predictions"), default=False)
+    # The train side: real outputs on the train split (data.train_predictions) and, with
+    # data.use_perturbations, data.train_perturbations perturbations of each train gold query
+    # (model.synth.perturb: wrong queries whose edit site is known by construction).
+    perturbations = data_cfg.get("train_perturbations", 0) if data_cfg.get("use_perturbations") else 0
+    if config.train_side != "none" and data_cfg.get("train_split") and (
+            data_cfg.get("train_predictions") or perturbations):
+        side_files = source.prediction_files(data_cfg.get("train_predictions"), default=False) \
+            if data_cfg.get("train_predictions") else []
         side, _ = build_examples(root, data_cfg.get("train_split"), prediction_files=side_files,
+                                 perturbations_per_query=perturbations, seed=data_cfg.get("seed", 0),
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
                                  evidence=data_cfg.get("evidence", False), labels=labels)
         overlap = {e.db_id for e in side} & {e.db_id for e in examples}
         side = [e for e in side if e.db_id not in overlap]  # never a database the eval split tests on
         if progress:
             print(f"train side ({data_cfg.get('train_split')}): {len(side)} examples from "
-                  f"{len(side_files)} files{f', {len(overlap)} shared databases left out' if overlap else ''}",
+                  f"{len(side_files)} files and {perturbations} perturbation(s) a question"
+                  f"{f', {len(overlap)} shared databases left out' if overlap else ''}",
                   flush=True)
     if with_databases and labels == "execution":  # execution labels; else (BIRD here: no databases,
         examples = [e for e in examples if e.execution_match is not None]  # or data.labels=tree) tree labels
