@@ -31,15 +31,18 @@ class Node:
         # Runs for every node of every tree: plain loops and the slots' own setters (_SET_*).
         if type(label) is not str and not isinstance(label, str):
             raise TypeError(f"a Node label is a str, not {type(label).__name__}")
-        if type(children) is not tuple:
-            children = tuple(children)
         depth = 1  # known when the node is made: depth() is free
-        for child in children:
-            if not isinstance(child, Node):
-                i = children.index(child)
-                raise TypeError(f"child {i} of {label!r} is {type(child).__name__}, not a Node")
-            if child._depth >= depth:
-                depth = child._depth + 1
+        if children:  # a leaf (most nodes) skips all of this
+            if type(children) is not tuple:
+                children = tuple(children)
+            for child in children:
+                if type(child) is not Node and not isinstance(child, Node):
+                    i = children.index(child)
+                    raise TypeError(f"child {i} of {label!r} is {type(child).__name__}, not a Node")
+                if child._depth >= depth:
+                    depth = child._depth + 1
+        else:
+            children = ()
         _SET_LABEL(self, label)
         _SET_CHILDREN(self, children)
         _SET_HASH(self, None)
