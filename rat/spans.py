@@ -29,6 +29,7 @@ __all__ = ["Span", "SqlSpans", "sql_spans"]
 Span = tuple[int, int]  # [start, end) in the SQL text
 
 _OPEN, _MID, _CLOSE = "\ue000", "\ue001", "\ue002"  # private-use code points: never in SQL
+_MARKER = re.compile(f"{_OPEN}([0-9]+){_MID}|{_CLOSE}")
 _TAG = "rat_span_number"
 # Nodes `rat` builds without a sqlglot expression of their own, and the keyword that
 # introduces their text in the SQL.
@@ -174,37 +175,49 @@ def _mark(handler):
 def _generate(ast: exp.Expression) -> tuple[str, dict[int, Span]]:
     """The canonical text of ``ast`` (as `rat.canonicalize` writes it) and id(expression) ->
     its span, leading and trailing spaces trimmed."""
-    # The generator works on a copy (it preprocesses in place); numbers in `meta` survive the
-    # copy and lead back to the expressions of `ast`.
+    # The generator works on a copy (it preprocesses in place). sqlglot deep-copies each
+    # expression's `meta` dict in Python, node by node, so the copy is made without any: the
+    # parser's positions (read only while canonicalising) are dropped first, and the copy's
+    # expressions are numbered after copying, walking both trees in the same order (number k
+    # leads back to `ast`'s k-th expression).
     expressions = list(ast.walk())
-    for number, expression in enumerate(expressions):
-        expression.meta[_TAG] = number
-    marked = _marking_generator().generate(ast)
-    plain: list[str] = []
+    for expression in expressions:
+        expression._meta = None
+    copied = ast.copy()
+    number = -1
+    for number, expression in enumerate(copied.walk()):
+        if type(expression) is not exp.Identifier:  # no node is built from a bare name
+            expression.meta[_TAG] = number
+    if number + 1 != len(expressions):
+        raise ValueError("the copy of the tree has another shape")
+    marked = _marking_generator().generate(copied, copy=False)
+    # One pass over the markers (not the characters): the plain text between them, and each
+    # expression's [start, end) in it. That the markers leave the text as `ast.sql()` writes
+    # it is checked by the tests (every fixture and every Spider dev query), not per query.
+    pieces: list[str] = []
+    length = 0
     open_: list[tuple[int, int]] = []  # (expression number, start)
-    spans: dict[int, Span] = {}
-    i = 0
-    while i < len(marked):
-        char = marked[i]
-        if char == _OPEN:
-            mid = marked.index(_MID, i)
-            open_.append((int(marked[i + 1:mid]), len(plain)))
-            i = mid + 1
-            continue
-        if char == _CLOSE:
-            number, start = open_.pop()
-            end = len(plain)
-            while start < end and plain[start].isspace():
-                start += 1
-            while end > start and plain[end - 1].isspace():
-                end -= 1
-            spans[id(expressions[number])] = (start, end)
+    ends: list[tuple[int, int, int]] = []  # (expression number, start, end)
+    position = 0
+    for marker in _MARKER.finditer(marked):
+        piece = marked[position:marker.start()]
+        pieces.append(piece)
+        length += len(piece)
+        position = marker.end()
+        number = marker.group(1)
+        if number is not None:
+            open_.append((int(number), length))
         else:
-            plain.append(char)
-        i += 1
-    text = "".join(plain)
-    if text != ast.sql(dialect=_DIALECT):
-        raise ValueError("marking generator changed the SQL text")
+            ends.append((*open_.pop(), length))
+    pieces.append(marked[position:])
+    text = "".join(pieces)
+    spans: dict[int, Span] = {}
+    for number, start, end in ends:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        spans[id(expressions[number])] = (start, end)
     lowered = _lowercase_outside_strings(text)
     # Lowercasing may change the length of exotic characters; then keep the generator's case.
     return (lowered if len(lowered) == len(text) else text), spans

@@ -141,6 +141,8 @@ def test_every_spider_dev_gold_node_is_located(shared_data):
         schema = schemas.get(question.db_id)
         tree = rat.to_tree(question.gold_sql, schema)
         spans = rat.sql_spans(question.gold_sql, tree, schema)
+        # the marking generator writes the text canonicalize writes (checked here, not per query)
+        assert spans.sql == rat.canonicalize(question.gold_sql, schema), question.gold_sql
         unmapped += spans.unmapped
         total += len(spans.spans)
     assert total > 10_000 and unmapped == 0

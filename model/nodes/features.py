@@ -32,7 +32,6 @@ True
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
@@ -871,7 +870,7 @@ def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]]
     [0, 1, 2, 3, 4, 5]
     """
     a, b = _word_spans(canonical), _word_spans(written)
-    matcher = difflib.SequenceMatcher(None, [w for w, _, _ in a], [w for w, _, _ in b], autojunk=False)
+    matcher = SequenceMatcher(None, [w for w, _, _ in a], [w for w, _, _ in b], autojunk=False)
     match: list[int | None] = [None] * len(a)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):

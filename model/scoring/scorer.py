@@ -23,6 +23,7 @@ one (``database=<path to .sqlite>``) it is opened read-only.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -339,14 +340,20 @@ def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
 
     canonical_words, match = written_word_of(located.sql, sql)
     written_words = _word_spans(sql)
+    starts = [ws for ws, _ in canonical_words]  # in text order: a span's words are a run of them
     out: list[tuple[int, int] | None] = []
     for span in located.spans:
         if span is None:
             out.append(None)
             continue
-        hit = [written_words[j] for (ws, we), j in zip(canonical_words, match)
-               if j is not None and ws >= span[0] and we <= span[1]]
-        out.append((min(w[1] for w in hit), max(w[2] for w in hit)) if hit else None)
+        first = last = None
+        for k in range(bisect_left(starts, span[0]), bisect_left(starts, span[1])):
+            j = match[k]
+            if j is not None and canonical_words[k][1] <= span[1]:
+                word = written_words[j]
+                first = word[1] if first is None else min(first, word[1])
+                last = word[2] if last is None else max(last, word[2])
+        out.append(None if first is None else (first, last))
     return out
 
 
