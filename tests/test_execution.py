@@ -387,3 +387,25 @@ def test_cli_row_count_mismatch_is_reported(spider_root: Path, tmp_path: Path, c
     )
     assert code == 2
     assert "1 predictions but 4 questions" in capsys.readouterr().err
+
+
+def test_open_connections_follow_the_file_and_keep_no_transaction(concert_db: Path, tmp_path: Path) -> None:
+    """A thread keeps its read-only connections between queries (model.data.execution._open):
+    a database replaced by another file is read afresh, and a statement that opens a
+    transaction does not leave it open on a kept connection."""
+    from model.data import execution
+
+    assert execute_sql(concert_db, "SELECT count(*) FROM singer") == ([(4,)], None)
+    other = make_concert_db(tmp_path / "other.sqlite")
+    with sqlite3.connect(other) as conn:
+        conn.execute("DELETE FROM singer WHERE singer_id > 1")
+    conn.close()
+    other.replace(concert_db)
+    assert execute_sql(concert_db, "SELECT count(*) FROM singer") == ([(1,)], None)
+    assert execute_sql(concert_db, "BEGIN")[1] == "statement returns no result set"
+    assert execute_sql(concert_db, "SELECT count(*) FROM singer") == ([(1,)], None)
+    kept = execution._CONNECTIONS.open
+    assert kept and not any(c.in_transaction for c in kept.values())
+    for k in range(12):  # at most _OPEN_CONNECTIONS stay open
+        execute_sql(make_concert_db(tmp_path / f"db{k}.sqlite"), "SELECT 1")
+    assert len(execution._CONNECTIONS.open) == execution._OPEN_CONNECTIONS

@@ -17,7 +17,8 @@ BIRD's counts two failing queries as equal). Comparison follows test-suite-sql-e
 Safety: databases are opened ``mode=ro`` with ``PRAGMA query_only=ON`` and an authorizer that
 refuses ATTACH (which would create files, also via ``VACUUM INTO``), writes, DDL and PRAGMAs,
 so no predicted SQL can change or create any file. A progress handler aborts queries past the
-timeout. Results are fetched in chunks and refused (an error, like any failed query: a
+timeout. Each thread keeps up to eight such connections open between queries (a query that
+fails or leaves a transaction open closes its own; a changed file is opened afresh). Results are fetched in chunks and refused (an error, like any failed query: a
 ``pred_error`` or ``gold_error`` outcome) once they pass ``MAX_ROWS`` rows or an estimate of
 ``max_result_bytes`` bytes of Python objects (default ``DEFAULT_MAX_RESULT_BYTES``), so a
 runaway cross join cannot fill memory; such refusals are not cached, as they depend on the
@@ -31,10 +32,12 @@ import hashlib
 import json
 import logging
 import multiprocessing
+import os
 import pickle
 import re
 import sqlite3
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -113,6 +116,39 @@ def _connect(db_path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _open(db_path: Path) -> sqlite3.Connection:
+    """This thread's open read-only connection to ``db_path``, kept between queries (opening one
+    and reading the schema cost ~17x a small query); reopened when the file changes (inode,
+    size, mtime) and never shared across a fork. `_run` keeps a connection only after a query that
+    succeeded and left no transaction open."""
+    try:
+        stat = Path(db_path).stat()
+    except OSError:
+        return _connect(db_path)  # let SQLite say why it cannot open it
+    key = (str(db_path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    if getattr(_CONNECTIONS, "pid", None) != os.getpid():  # a new thread, or a forked child:
+        _CONNECTIONS.pid, _CONNECTIONS.open = os.getpid(), {}  # never the parent's connections
+    cached = _CONNECTIONS.open
+    conn = cached.pop(key, None)  # out while in use; put back (most recent last) by _run
+    return conn if conn is not None else _connect(db_path)
+
+
+def _keep(db_path: Path, conn: sqlite3.Connection) -> None:
+    try:
+        stat = Path(db_path).stat()
+    except OSError:
+        conn.close()
+        return
+    cached = _CONNECTIONS.open
+    cached[(str(db_path), stat.st_ino, stat.st_mtime_ns, stat.st_size)] = conn
+    while len(cached) > _OPEN_CONNECTIONS:
+        cached.pop(next(iter(cached))).close()
+
+
+_CONNECTIONS = threading.local()
+_OPEN_CONNECTIONS = 8  # per thread
+
+
 def _rows_bytes(rows: Rows) -> int:
     """Estimated bytes of Python objects held by ``rows`` (a list slot, the tuple, its values),
     from a sample of evenly spaced rows.
@@ -144,8 +180,9 @@ def _run(
         return int(timed_out)  # non-zero makes SQLite interrupt the statement
 
     conn = None
+    kept = False
     try:
-        conn = _connect(db_path)
+        conn = _open(db_path)
         conn.set_progress_handler(past_deadline, _PROGRESS_OPS)
         cursor = conn.execute(sql)
         if cursor.description is None:
@@ -167,13 +204,16 @@ def _run(
             # Chunks of about 1/32 of the budget: a chunk of huge rows cannot overshoot far.
             row_bytes = max(1, batch_bytes // len(batch))
             chunk = max(1, min(_MAX_FETCH_ROWS, max_bytes // 32 // row_bytes))
+        if not conn.in_transaction:
+            _keep(db_path, conn)
+            kept = True
         return "ok", rows
     except Exception as error:  # noqa: BLE001  (sqlite3.Error, MemoryError, ...: a failed query)
         if timed_out:
             return "timeout", f"timeout after {timeout_s:g} s"
         return "error", f"{type(error).__name__}: {error}"
     finally:
-        if conn is not None:
+        if conn is not None and not kept:
             conn.close()
 
 
