@@ -19,6 +19,9 @@ Variants:
   benchmarks' feature rows apart: the tested benchmark's features only, never its labels);
 - ``small``: a more regularised node model (``SMALL_HGB``: fewer, smaller trees, larger leaves);
 - ``a+b``: both variants at once (e.g. ``drop_size+small``).
+
+With more than one variant, a last line gives the AUC of the mean of the variants' probabilities
+(their models as one ensemble).
 """
 
 import os
@@ -108,6 +111,9 @@ def main() -> None:
     start = time.time()
     spider_exec, spider_tree, bird = table("spider", "execution"), table("spider", "tree"), table("bird", "execution")
     print(f"tables {time.time() - start:.0f} s", flush=True)
+    directions = (("S_exec", "B"), ("S_tree", "B"), ("B", "S_exec"), ("B", "S_tree"))
+    scores: dict[tuple[str, str], list[np.ndarray]] = {d: [] for d in directions}
+    labels: dict[tuple[str, str], np.ndarray] = {}
     for variant in variants:
         start = time.time()
         se, st = transform(spider_exec, variant, False), transform(spider_tree, variant, False)
@@ -126,8 +132,14 @@ def main() -> None:
         for key, tested, label in (("S_exec", b, "B"), ("S_tree", b, "B"), ("B", se, "S_exec"), ("B", st, "S_tree")):
             x, y, _ = tested.stack(range(len(tested.examples)))
             x = without_database(x, tested.names)
-            out.append(f"{key}->{label} {M.auc(models[key].predict_proba(x)[:, 1], y):.3f}")
+            p = models[key].predict_proba(x)[:, 1]
+            scores[key, label].append(p)
+            labels[key, label] = y  # the same nodes in the same order for every variant
+            out.append(f"{key}->{label} {M.auc(p, y):.3f}")
         print(f"{variant}: " + "  ".join(out) + f"  ({time.time() - start:.0f} s)", flush=True)
+    if len(variants) > 1:  # the variants' models together: the mean of their probabilities
+        print("mean of the variants above: " + "  ".join(
+            f"{a}->{b} {M.auc(np.mean(scores[a, b], axis=0), labels[a, b]):.3f}" for a, b in directions), flush=True)
 
 
 if __name__ == "__main__":
