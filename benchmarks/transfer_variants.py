@@ -18,6 +18,9 @@ Variants:
   (importance weights p/(1-p), clipped to [0.1, 10], from a classifier telling the two
   benchmarks' feature rows apart: the tested benchmark's features only, never its labels);
 - ``small``: a more regularised node model (``SMALL_HGB``: fewer, smaller trees, larger leaves);
+- ``monotone``: the node model's confidence constrained to rise (or fall) with the linking and
+  value features whose direction is known (``model.monotone``, ``Feature.direction``: more of
+  the name found in the question, the literal found in its column...);
 - ``a+b``: both variants at once (e.g. ``drop_size+small``).
 
 With more than one variant, a last line gives the AUC of the mean of the variants' probabilities
@@ -51,7 +54,7 @@ from model.nodes.features import BENCHMARK_SIZE_FEATURES, COLUMN_TYPES
 
 SHIFTED = ["question_words", "schema_columns", "schema_tables", "tree_values", "tree_joins", "tree_size",
            "tables_sharing_name"]
-VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight")
+VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone")
 SMALL_HGB = {"learning_rate": 0.05, "max_iter": 150, "max_leaf_nodes": 15, "min_samples_leaf": 200,
              "l2_regularization": 5.0}
 
@@ -122,7 +125,8 @@ def main() -> None:
         parts = variant.split("+")
         for key, tab, mode in (("S_exec", se, "dropout"), ("S_tree", st, "dropout"), ("B", b, "with")):
             x, y, _ = training_rows(tab, range(len(tab.examples)), BoostedConfig(database=mode))
-            hgb = SMALL_HGB if "small" in parts else BoostedConfig().hgb
+            hgb = BoostedConfig(hgb=SMALL_HGB if "small" in parts else BoostedConfig().hgb,
+                                monotone="monotone" in parts).node_hgb(tab.names)
             weight = None
             if "reweight" in parts:
                 other = se if key == "B" else b

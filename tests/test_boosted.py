@@ -298,3 +298,29 @@ def test_train_side_reads_perturbations_and_never_an_eval_database(capsys):
     out = capsys.readouterr().out
     assert "from 0 files and 1 perturbation(s) a question, 5 shared databases left out" in out
     assert table.train_side == 0
+
+
+def test_monotone_node_model_follows_each_features_direction(boosted_run):
+    """model.monotone: the node model's confidence never falls as a feature with direction +1
+    rises (nor rises as one with direction -1 does); the site head is left unconstrained."""
+    from model.nodes.boosted import BoostedConfig, fit_classifier, training_rows
+    from model.nodes.features import FEATURES
+
+    table = boosted_run[2]["table"]
+    x, y, _ = training_rows(table, list(range(len(table.examples))), BoostedConfig())
+    config = BoostedConfig(hgb={"max_iter": 40}, monotone=True)
+    assert "monotonic_cst" not in BoostedConfig(hgb={"max_iter": 40}).node_hgb(table.names)
+    model = fit_classifier(x, y, table.names, config.node_hgb(table.names))
+    direction = {f.name: f.direction for f in FEATURES}
+    rows = x[np.flatnonzero(~np.isnan(x[:, table.names.index("name_fuzzy")]))[:50]]
+    assert len(rows) > 10
+    for name in ("name_fuzzy", "name_rank"):
+        j = table.names.index(name)
+        grid = np.linspace(np.nanmin(x[:, j]), np.nanmax(x[:, j]), 6)
+        swept = []
+        for value in grid:
+            changed = rows.copy()
+            changed[:, j] = value
+            swept.append(model.predict_proba(changed)[:, 1])
+        steps = np.diff(np.array(swept), axis=0) * direction[name]
+        assert (steps >= -1e-12).all(), name

@@ -57,6 +57,7 @@ class BoostedConfig:
         "learning_rate": 0.05, "max_iter": 300, "max_leaf_nodes": 31, "min_samples_leaf": 40,
         "l2_regularization": 1.0})
     site_hgb: dict[str, Any] | None = None  # the site head's own HGB settings (None: hgb's)
+    monotone: bool = False  # the node model's confidence follows each feature's known direction
     feature_timeout_s: float = 5.0
     use_cache: bool = True
     lm: bool | str = False  # scorer-LM log-probabilities over node spans (features group lm):
@@ -86,6 +87,16 @@ class BoostedConfig:
         if config.calibration not in ("platt", "isotonic", "none"):
             raise ValueError(f"model.calibration must be platt, isotonic or none; found {config.calibration!r}")
         return config
+
+    def node_hgb(self, names: Sequence[str]) -> dict[str, Any]:
+        """The node model's HGB settings for feature columns ``names``: ``hgb``, and with
+        ``monotone`` each feature's direction (``Feature.direction``) as a monotonic constraint."""
+        if not self.monotone:
+            return self.hgb
+        from model.nodes.features import FEATURES
+
+        direction = {f.name: f.direction for f in FEATURES}
+        return {**self.hgb, "monotonic_cst": [direction.get(n, 0) for n in names]}
 
     @property
     def consensus(self) -> bool:
@@ -404,7 +415,7 @@ def inner_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: S
     fold = schema_disjoint_folds(groups, k, seed)
     out = np.empty(len(x))
     for i in range(k):
-        model = fit_classifier(x[fold != i], y[fold != i], names, config.hgb, seed)
+        model = fit_classifier(x[fold != i], y[fold != i], names, config.node_hgb(names), seed)
         out[fold == i] = model.predict_proba(x[fold == i])[:, 1]
     return out
 
@@ -433,7 +444,7 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
     train = role["train"] + (side if config.train_side == "all" else [])
     x, y, sites = training_rows(table, train, config, seed)
     x = x[:, keep]
-    node_model = fit_classifier(x, y, names, config.hgb, seed)
+    node_model = fit_classifier(x, y, names, config.node_hgb(names), seed)
     held = {}  # val and test: features as scored, labels, sites, node-model probabilities
     for part in ("val", "test"):
         if role[part]:
@@ -583,7 +594,7 @@ def fold_scorers(table: NodeTable, roles: list[dict[str, list[int]]], config: Bo
     blocks = []
     for role in roles:
         x, y, _ = training_rows(table, role["train"], config, seed)
-        model = fit_classifier(x, y, table.names, config.hgb, seed)
+        model = fit_classifier(x, y, table.names, config.node_hgb(table.names), seed)
         calibrator = None
         if role["val"]:
             xv, yv = scored_rows(table, role["val"], config)

@@ -71,6 +71,10 @@ class Feature:
     group: str  # structure | linking | semantic | values | execution | question | lm | consensus
     doc: str
     categorical: bool = False
+    # +1: the higher, the likelier the node is right (more of the name found in the question,
+    # the literal found in its column); -1: the lower; 0: no known direction. model.monotone
+    # constrains the node model to follow it.
+    direction: int = 0
 
     @property
     def track(self) -> str:
@@ -98,36 +102,36 @@ FEATURES: tuple[Feature, ...] = (
     Feature("schema_tables", "structure", "tables in the schema"),
     Feature("schema_columns", "structure", "columns in the schema"),
     # schema linking (columns and tables; NaN for other nodes)
-    Feature("name_word_share", "linking", "share of the name's words found in the question"),
-    Feature("name_phrase", "linking", "the name's words occur as one phrase in the question"),
-    Feature("name_fuzzy", "linking", "best difflib ratio of the name against question n-grams"),
-    Feature("name_rank", "linking", "rank of the name's fuzzy score among all schema names of its kind (0 = best)"),
-    Feature("name_gap", "linking", "best fuzzy score of any schema name of its kind minus this one's"),
-    Feature("name_semantic", "semantic", "cosine of MiniLM embeddings of the name and the question"),
+    Feature("name_word_share", "linking", "share of the name's words found in the question", direction=1),
+    Feature("name_phrase", "linking", "the name's words occur as one phrase in the question", direction=1),
+    Feature("name_fuzzy", "linking", "best difflib ratio of the name against question n-grams", direction=1),
+    Feature("name_rank", "linking", "rank of the name's fuzzy score among all schema names of its kind (0 = best)", direction=-1),
+    Feature("name_gap", "linking", "best fuzzy score of any schema name of its kind minus this one's", direction=-1),
+    Feature("name_semantic", "semantic", "cosine of MiniLM embeddings of the name and the question", direction=1),
     Feature("name_semantic_rank", "semantic", "rank of name_semantic among all schema names of its kind (0 = best)"),
     Feature("name_semantic_gap", "semantic", "best name_semantic of any schema name of its kind minus this one's"),
     Feature("subtree_min_semantic", "semantic", "min name_semantic over the subtree's names"),
-    Feature("table_word_share", "linking", "for a column: word share of its table's name"),
+    Feature("table_word_share", "linking", "for a column: word share of its table's name", direction=1),
     Feature("is_primary_key", "linking", "the column is a primary key"),
     Feature("is_foreign_key", "linking", "the column takes part in a declared foreign key"),
     Feature("tables_sharing_name", "linking", "tables with a column of this name"),
-    Feature("in_schema", "linking", "the table / table.column exists in the schema"),
-    Feature("table_in_tree", "linking", "for a column: its table is a table leaf of the tree"),
+    Feature("in_schema", "linking", "the table / table.column exists in the schema", direction=1),
+    Feature("table_in_tree", "linking", "for a column: its table is a table leaf of the tree", direction=1),
     Feature("column_type", "linking", "schema type of the column (text, number, time...)", True),
     Feature("is_star", "linking", "the column is *"),
-    Feature("join_on_fk", "linking", "Eq of two columns of different tables: follows a declared foreign key"),
-    Feature("join_fk_share", "linking", "Product / join: share of its column equalities on foreign keys"),
-    Feature("subtree_min_link", "linking", "min name_word_share over the subtree's names"),
-    Feature("subtree_mean_link", "linking", "mean name_word_share over the subtree's names"),
+    Feature("join_on_fk", "linking", "Eq of two columns of different tables: follows a declared foreign key", direction=1),
+    Feature("join_fk_share", "linking", "Product / join: share of its column equalities on foreign keys", direction=1),
+    Feature("subtree_min_link", "linking", "min name_word_share over the subtree's names", direction=1),
+    Feature("subtree_mean_link", "linking", "mean name_word_share over the subtree's names", direction=1),
     # values
     Feature("value_is_number", "values", "the literal is a number"),
-    Feature("value_in_question", "values", "the literal (quotes and % stripped) occurs in the question"),
-    Feature("value_fuzzy", "values", "best difflib ratio of the literal against question n-grams"),
-    Feature("value_in_column", "values", "the literal occurs in the compared column (= or LIKE)"),
-    Feature("value_in_column_nocase", "values", "the literal occurs in the compared column, ignoring case"),
-    Feature("subtree_min_value_in_question", "values", "min value_in_question over the subtree's literals"),
-    Feature("subtree_min_value_in_column", "values", "min value_in_column over the subtree's literals"),
-    Feature("question_numbers_unused", "values", "numbers of the question that are no literal of the tree"),
+    Feature("value_in_question", "values", "the literal (quotes and % stripped) occurs in the question", direction=1),
+    Feature("value_fuzzy", "values", "best difflib ratio of the literal against question n-grams", direction=1),
+    Feature("value_in_column", "values", "the literal occurs in the compared column (= or LIKE)", direction=1),
+    Feature("value_in_column_nocase", "values", "the literal occurs in the compared column, ignoring case", direction=1),
+    Feature("subtree_min_value_in_question", "values", "min value_in_question over the subtree's literals", direction=1),
+    Feature("subtree_min_value_in_column", "values", "min value_in_column over the subtree's literals", direction=1),
+    Feature("question_numbers_unused", "values", "numbers of the question that are no literal of the tree", direction=-1),
     # the predicted query's own execution (broadcast to every node)
     Feature("exec_error", "execution", "the predicted query fails to run"),
     Feature("exec_empty", "execution", "it returns no rows"),
@@ -137,7 +141,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("exec_zero", "execution", "a single returned value equal to 0"),
     # question
     Feature("question_words", "question", "words in the question"),
-    Feature("cue_match", "question", "the question holds a cue word of the node's operator (NaN: no cues)"),
+    Feature("cue_match", "question", "the question holds a cue word of the node's operator (NaN: no cues)", direction=1),
     Feature("cue_count", "question", "'how many', 'number of', 'count'"),
     Feature("cue_average", "question", "'average', 'mean'"),
     Feature("cue_sum", "question", "'total', 'sum'"),
