@@ -18,8 +18,9 @@ Safety: databases are opened ``mode=ro`` with ``PRAGMA query_only=ON`` and an au
 refuses ATTACH (which would create files, also via ``VACUUM INTO``), writes, DDL and PRAGMAs,
 so no predicted SQL can change or create any file. A progress handler aborts queries past the
 timeout. Each thread keeps up to eight such connections open between queries (a query that
-fails or leaves a transaction open closes its own; a changed file is opened afresh). Results are fetched in chunks and refused (an error, like any failed query: a
-``pred_error`` or ``gold_error`` outcome) once they pass ``MAX_ROWS`` rows or an estimate of
+fails or leaves a transaction open closes its own; a changed file is opened afresh). Results
+are fetched in chunks and refused (an error, like any failed query: a ``pred_error`` or
+``gold_error`` outcome) once they pass ``MAX_ROWS`` rows or an estimate of
 ``max_result_bytes`` bytes of Python objects (default ``DEFAULT_MAX_RESULT_BYTES``), so a
 runaway cross join cannot fill memory; such refusals are not cached, as they depend on the
 budget.
@@ -126,10 +127,7 @@ def _open(db_path: Path) -> sqlite3.Connection:
     except OSError:
         return _connect(db_path)  # let SQLite say why it cannot open it
     key = (str(db_path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
-    if getattr(_CONNECTIONS, "pid", None) != os.getpid():  # a new thread, or a forked child:
-        _CONNECTIONS.pid, _CONNECTIONS.open = os.getpid(), {}  # never the parent's connections
-    cached = _CONNECTIONS.open
-    conn = cached.pop(key, None)  # out while in use; put back (most recent last) by _run
+    conn = _kept().pop(key, None)  # out while in use; put back (most recent last) by _keep
     return conn if conn is not None else _connect(db_path)
 
 
@@ -139,10 +137,17 @@ def _keep(db_path: Path, conn: sqlite3.Connection) -> None:
     except OSError:
         conn.close()
         return
-    cached = _CONNECTIONS.open
+    cached = _kept()
     cached[(str(db_path), stat.st_ino, stat.st_mtime_ns, stat.st_size)] = conn
     while len(cached) > _OPEN_CONNECTIONS:
         cached.pop(next(iter(cached))).close()
+
+
+def _kept() -> dict:
+    """This thread's kept connections: (path, inode, mtime, size) -> connection."""
+    if getattr(_CONNECTIONS, "pid", None) != os.getpid():  # a new thread, or a forked child:
+        _CONNECTIONS.pid, _CONNECTIONS.open = os.getpid(), {}  # never the parent's connections
+    return _CONNECTIONS.open
 
 
 _CONNECTIONS = threading.local()
