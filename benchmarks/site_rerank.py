@@ -19,29 +19,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from model.eval.localisation import error_sites, post_order_children
+from model.data.folds import schema_disjoint_folds
+from model.eval.localisation import error_sites
+from model.nodes.features import tree_shape
+from model.nodes.sites import _logit
 
 
 def logit(p: float) -> float:
-    p = min(max(p, 1e-6), 1 - 1e-6)
-    return float(np.log(p / (1 - p)))
+    return float(_logit(p))
 
 
 def candidate_rows(row: dict, k: int, kinds: dict) -> tuple[list, list[int]]:
     """Features and site labels of the head's first ``k`` nodes of one prediction."""
     labels, arity = row["node_labels"], row["node_arity"]
     sites = error_sites(labels, arity)
-    kids = post_order_children(arity)
-    parent = {c: i for i, ks in enumerate(kids) for c in ks}
+    shape = tree_shape(arity)
+    kids, size, depth = shape.children, shape.size, shape.depth
+    parent = {c: i for c, i in enumerate(shape.parent) if i >= 0}
     score, p, n = np.array(row["site_scores"]), row["node_confidences"], len(labels)
     top = [int(i) for i in np.argsort(-score, kind="stable")[:k]]
-    size = [1] * n
-    for i in range(n):  # post-order: children first
-        size[i] += sum(size[c] for c in kids[i])
-    depth = [0] * n
-    for i in range(n - 1, -1, -1):
-        if i in parent:
-            depth[i] = depth[parent[i]] + 1
 
     def above(i: int) -> set:
         out = set()
@@ -84,9 +80,7 @@ def main() -> None:
         query += [q] * len(labels)
         db += [row["db_id"]] * len(labels)
     x, y, query, db = np.array(x, float), np.array(y), np.array(query), np.array(db)
-    databases = sorted(set(db))
-    np.random.RandomState(0).shuffle(databases)
-    fold = np.array([{d: i % 5 for i, d in enumerate(databases)}[d] for d in db])
+    fold = schema_disjoint_folds(db, 5, seed=0)
     predicted = np.zeros(len(y))
     for f in range(5):
         model = HistGradientBoostingClassifier(learning_rate=0.05, max_iter=200, max_leaf_nodes=15,

@@ -406,6 +406,10 @@ def test_open_connections_follow_the_file_and_keep_no_transaction(concert_db: Pa
     assert execute_sql(concert_db, "SELECT count(*) FROM singer") == ([(1,)], None)
     kept = execution._CONNECTIONS.open
     assert kept and not any(c.in_transaction for c in kept.values())
+    before = concert_db.read_bytes()  # a kept connection refuses writes as a fresh one does
+    assert execute_sql(concert_db, "DELETE FROM singer")[1] == "DatabaseError: not authorized"
+    assert execute_sql(concert_db, "SELECT count(*) FROM singer") == ([(1,)], None)
+    assert concert_db.read_bytes() == before
     for k in range(12):  # at most _OPEN_CONNECTIONS stay open
         execute_sql(make_concert_db(tmp_path / f"db{k}.sqlite"), "SELECT 1")
     assert len(execution._CONNECTIONS.open) == execution._OPEN_CONNECTIONS

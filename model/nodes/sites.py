@@ -89,6 +89,7 @@ def site_context(probabilities: Sequence[float], arity: Sequence[int]) -> np.nda
             values = [zs[c] for c in kids]
             lowest = min(values)
             child_min[i] = lowest
+            # the same float as np.mean: it sums fewer than 8 values in order, more pairwise
             child_mean[i] = sum(values) / len(values) if len(values) < 8 else float(np.mean(values))
             below_min[i] = min(subtree_min[c] for c in kids)
             subtree_min[i] = min(zs[i], below_min[i])
