@@ -21,6 +21,20 @@ Variants:
 - ``monotone``: the node model's confidence constrained to rise (or fall) with the linking and
   value features whose direction is known (``model.monotone``, ``Feature.direction``: more of
   the name found in the question, the literal found in its column...);
+- ``drop_shift``: without every feature whose two-sample KS statistic between the two benchmarks'
+  nodes is above ``SHIFT_DROP`` (0.3, fixed before measuring; the features only, no labels:
+  ``benchmarks/feature_shift.py`` prints the statistics);
+- ``quantile_shift``: every numeric feature whose KS statistic is above ``SHIFT_QUANTILE`` (0.1)
+  replaced by its quantile among its own benchmark's nodes (as ``quantile``, for more features);
+- ``drop_query_size``: without the query's own size counts (``tree_values``, ``tree_joins``,
+  ``tree_size``), beside ``drop_size``;
+- ``semantic``: with the MiniLM name-question similarities (group ``semantic``), which every other
+  variant leaves out as the runs do (``model.drop=[semantic]``);
+- ``no_evidence``: the BIRD model learns from BIRD's questions without their evidence
+  (``data.evidence=false``), as Spider's questions come; Spider -> BIRD still reads the evidence,
+  as a user scoring BIRD would pass it;
+- ``lm``: with the scorer LM's span surprise (group ``lm``, ``model.lm=true``: SmolLM2; its
+  scores must be in the cache, or they are computed first, for an hour or more on a CPU);
 - ``a+b``: both variants at once (e.g. ``drop_size+small``).
 
 With more than one variant, a last line gives the AUC of the mean of the variants' probabilities
@@ -40,37 +54,56 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 from joint_fit import config
 from omegaconf import open_dict
+from scipy.stats import ks_2samp
 
 from model.eval import metrics as M
 from model.nodes.boosted import (
     BoostedConfig,
     NodeTable,
+    drop_columns,
     fit_classifier,
     load_table,
     training_rows,
     without_database,
 )
-from model.nodes.features import BENCHMARK_SIZE_FEATURES, COLUMN_TYPES
+from model.nodes.features import BENCHMARK_SIZE_FEATURES, COLUMN_TYPES, FEATURES, categorical_mask
 
 SHIFTED = ["question_words", "schema_columns", "schema_tables", "tree_values", "tree_joins", "tree_size",
            "tables_sharing_name"]
-VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone")
+QUERY_SIZE = ["tree_values", "tree_joins", "tree_size"]
+SHIFT_DROP, SHIFT_QUANTILE = 0.3, 0.1
+FEATURE_GROUP = {f.name: f.group for f in FEATURES}
+SHIFT: dict[str, float] = {}  # feature -> KS statistic between the benchmarks, set in main()
+VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone", "drop_shift",
+            "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm")
 SMALL_HGB = {"learning_rate": 0.05, "max_iter": 150, "max_leaf_nodes": 15, "min_samples_leaf": 200,
              "l2_regularization": 5.0}
 
 
-def table(name: str, labels: str) -> NodeTable:
+def table(name: str, labels: str, lm: bool = False, evidence: bool = True) -> NodeTable:
     cfg = config(name, "dropout")
     with open_dict(cfg):
         cfg.data.labels = labels
+        cfg.model.drop = []  # variants without ``semantic`` (``lm``) leave that group out in transform()
+        cfg.model.lm = lm
+        if name == "bird":
+            cfg.data.evidence = evidence
     return load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
 
 
 def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
-    if "+" in variant:
-        for part in variant.split("+"):
-            tab = transform(tab, part, bird)
-        return tab
+    """The table as the variant (``a+b``: each part in turn) sees it."""
+    parts = variant.split("+")
+    drop = [g for g in ("semantic", "lm") if g not in parts and any(FEATURE_GROUP.get(n) == g for n in tab.names)]
+    if drop:
+        features, names = drop_columns(tab.features, tab.names, drop)
+        tab = NodeTable(tab.examples, features, names, tab.root)
+    for part in parts:
+        tab = _apply(tab, part, bird)
+    return tab
+
+
+def _apply(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
     names = list(tab.names)
     xs = [x.copy() for x in tab.features]
     if variant == "old_types" and bird:  # BIRD's integer/real/date columns read as 'other', as before
@@ -80,9 +113,16 @@ def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
     keep = list(range(len(names)))
     if variant == "drop_size":
         keep = [j for j, n in enumerate(names) if n not in BENCHMARK_SIZE_FEATURES]
-    if variant == "quantile":  # each benchmark's own empirical CDF over its nodes
+    if variant == "drop_shift":
+        keep = [j for j, n in enumerate(names) if SHIFT.get(n, 0.0) <= SHIFT_DROP]
+    if variant == "drop_query_size":
+        keep = [j for j, n in enumerate(names) if n not in QUERY_SIZE]
+    if variant in ("quantile", "quantile_shift"):  # each benchmark's own empirical CDF over its nodes
         rows = np.vstack(xs)
-        for n in (n for n in SHIFTED if n in names):  # those a variant before kept
+        categorical = dict(zip(names, categorical_mask(names)))
+        shifted = SHIFTED if variant == "quantile" else [
+            n for n in names if SHIFT.get(n, 0.0) > SHIFT_QUANTILE and not categorical[n]]
+        for n in (n for n in shifted if n in names):  # those a variant before kept
             j = names.index(n)
             seen = np.sort(rows[:, j][~np.isnan(rows[:, j])])
             for x in xs:
@@ -112,8 +152,17 @@ def main() -> None:
     if unknown:
         sys.exit(f"transfer_variants.py: error: unknown variant {unknown[0]!r} (one of {', '.join(VARIANTS)})")
     start = time.time()
-    spider_exec, spider_tree, bird = table("spider", "execution"), table("spider", "tree"), table("bird", "execution")
+    lm = any("lm" in v.split("+") for v in variants)
+    spider_exec, spider_tree = table("spider", "execution", lm), table("spider", "tree", lm)
+    bird = table("bird", "execution", lm)
+    bird_question_only = table("bird", "execution", lm, evidence=False) if any(
+        "no_evidence" in v.split("+") for v in variants) else None
     print(f"tables {time.time() - start:.0f} s", flush=True)
+    xs, xb = (t.stack(range(len(t.examples)))[0] for t in (spider_exec, bird))
+    for j, n in enumerate(spider_exec.names):  # the features' shift between the benchmarks, no labels
+        a, b = xs[:, j][~np.isnan(xs[:, j])], xb[:, j][~np.isnan(xb[:, j])]
+        SHIFT[n] = ks_2samp(a, b).statistic if len(a) and len(b) else 0.0
+    print("shifted above {:.1f}: {}".format(SHIFT_DROP, ", ".join(n for n, k in SHIFT.items() if k > SHIFT_DROP)), flush=True)
     directions = (("S_exec", "B"), ("S_tree", "B"), ("B", "S_exec"), ("B", "S_tree"))
     scores: dict[tuple[str, str], list[np.ndarray]] = {d: [] for d in directions}
     labels: dict[tuple[str, str], np.ndarray] = {}
@@ -121,9 +170,10 @@ def main() -> None:
         start = time.time()
         se, st = transform(spider_exec, variant, False), transform(spider_tree, variant, False)
         b = transform(bird, variant, True)
-        models = {}
         parts = variant.split("+")
-        for key, tab, mode in (("S_exec", se, "dropout"), ("S_tree", st, "dropout"), ("B", b, "with")):
+        b_train = transform(bird_question_only, variant, True) if "no_evidence" in parts else b
+        models = {}
+        for key, tab, mode in (("S_exec", se, "dropout"), ("S_tree", st, "dropout"), ("B", b_train, "with")):
             x, y, _ = training_rows(tab, range(len(tab.examples)), BoostedConfig(database=mode))
             hgb = BoostedConfig(hgb=SMALL_HGB if "small" in parts else BoostedConfig().hgb,
                                 monotone="monotone" in parts).node_hgb(tab.names)

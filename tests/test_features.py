@@ -1,6 +1,7 @@
 """Node features: one named, documented row per node; NaN without a database; the disk cache."""
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -65,6 +66,33 @@ def test_consensus_agreement_is_node_agreement(demo, tmp_path):
     j = names.index("agreement")
     for e, x in zip(examples, matrices):
         assert x[:, j].tolist() == pytest.approx(expected[e.system, e.question_id])
+
+
+def test_reference_site_points_where_the_query_departs_from_the_other_systems_answer():
+    import rat
+    from model.nodes.features import CONSENSUS_FEATURES, consensus_features
+
+    def example(system, sql):
+        nodes = rat.to_tree(sql).postorder()
+        return SimpleNamespace(question_id="q", system=system, node_names=[n.label for n in nodes],
+                               node_arity=[len(n.children) for n in nodes], node_labels=[1] * len(nodes))
+
+    wrong = example("a", "SELECT name FROM singer WHERE age > 20")
+    others = [example(s, "SELECT name FROM singer WHERE age > 30") for s in "bc"]
+    others.append(example("d", "SELECT name FROM singer"))
+    x = consensus_features([wrong, *others], [None] * 4)[0]
+    column = dict(zip(CONSENSUS_FEATURES, x.T))
+    site = wrong.node_names.index("20")
+    assert column["reference_site"][site] == 1.0  # against b and c's answer: the literal 20
+    assert column["reference_site"].sum() == 1.0  # and nothing else is a site
+    assert column["reference_share"][0] == pytest.approx(2 / 3)
+    assert column["reference_agreement"][site] == 0.0
+    # with results: c returns a's rows, so b alone is the reference; d's tree stands apart
+    x = consensus_features([wrong, *others], ["r1", "r2", "r1", "r3"])[0]
+    column = dict(zip(CONSENSUS_FEATURES, x.T))
+    assert column["reference_share"][0] == pytest.approx(1 / 3)
+    same = consensus_features([wrong, example("b", "SELECT name FROM singer WHERE age > 20")], [None, None])[0]
+    assert np.isnan(same[:, CONSENSUS_FEATURES.index("reference_site")]).all()  # no other answer
 
 
 def test_missing_database_gives_nan_not_an_error(demo):

@@ -30,17 +30,28 @@ def node_agreement(trees: Mapping[tuple[str, str], rat.Node]) -> dict[tuple[str,
     >>> [n.label for n in t["a", "q"].postorder()], node_agreement(t)["a", "q"]
     (['t.x', 't', 'Project'], [0.5, 1.0, 0.5])
     """
-    by_question: dict[str, list[tuple[str, rat.Node]]] = defaultdict(list)
+    by_question: dict[str, dict[str, rat.Node]] = defaultdict(dict)
     for (system, qid), tree in trees.items():
-        by_question[qid].append((system, tree))
+        by_question[qid][system] = tree
     out = {}
     for qid, entries in by_question.items():
         if len(entries) < 2:
             continue
-        for system, tree in entries:
-            others = [rat.label_nodes(tree, other) for s, other in entries if s != system]
-            out[system, qid] = np.mean(others, axis=0).tolist()
+        for system, against in labels_against_others(entries).items():
+            out[system, qid] = np.mean(list(against.values()), axis=0).tolist()
     return out
+
+
+def labels_against_others(trees: Mapping[str, rat.Node]) -> dict[str, dict[str, list[int]]]:
+    """For each answer to one question, its node labels (``rat.label_nodes``) against each other
+    answer's tree: ``out[a][b][i]`` is 1 when node ``i`` of ``a``'s tree occurs in ``b``'s.
+
+    >>> t = {"a": rat.to_tree("SELECT x FROM t"), "b": rat.to_tree("SELECT y FROM t")}
+    >>> labels_against_others(t)["a"]
+    {'b': [0, 1, 0]}
+    """
+    return {a: {b: list(rat.label_nodes(tree, other)) for b, other in trees.items() if b != a}
+            for a, tree in trees.items()}
 
 
 def standardise(sql: str, schema: rat.Schema | None = None) -> str:

@@ -57,8 +57,8 @@ except ImportError:  # pragma: no cover - cydifflib is a dependency; pure Python
 import rat
 from model.data.cache import cache_dir
 from model.data.execution import execute_sql
-from model.eval.baselines import node_agreement
-from model.eval.localisation import post_order_children
+from model.eval.baselines import labels_against_others
+from model.eval.localisation import error_sites, post_order_children
 from model.nodes.outputs import tree_of
 
 VERSION = "nf-3"  # bump when a feature's definition changes: the cache key includes it
@@ -165,6 +165,14 @@ FEATURES: tuple[Feature, ...] = (
     Feature("tree_agreement", "consensus", "share of the other systems with the identical tree"),
     Feature("result_agreement", "consensus", "share of the other systems whose result is the same multiset of rows"),
     Feature("n_other_systems", "consensus", "other systems answering the question"),
+    # The reference answer: the most common answer among the other systems that differs from
+    # this one (by result when both ran, else by tree). If this query is wrong, the reference
+    # is the likeliest right answer, and where this query departs from it is the likeliest site.
+    Feature("reference_agreement", "consensus", "share of the reference answer's trees that contain the node"),
+    Feature("reference_site", "consensus",
+            "share of the reference answer's trees against which the node is an error site "
+            "(missing from the tree while its children are in it)"),
+    Feature("reference_share", "consensus", "share of the other systems that give the reference answer"),
 )
 FEATURE_NAMES = tuple(f.name for f in FEATURES)
 SINGLE_FEATURES = tuple(f.name for f in FEATURES if f.track == "single")
@@ -666,19 +674,47 @@ def _value_features(row: np.ndarray, col: dict, i: int, names: Sequence[str], ki
 
 def _question_agreements(examples: Sequence, real: Sequence[bool] | None = None):
     """Per question answered by two or more (``real``) examples: (their indices, index -> tree,
-    index -> node agreement array), agreement being ``model.eval.baselines.node_agreement``."""
+    index -> node agreement array, index -> other index -> node labels against its tree),
+    agreement being ``model.eval.baselines.node_agreement``."""
     by_question: dict[str, list[int]] = defaultdict(list)
     for k, e in enumerate(examples):
         if real is None or real[k]:
             by_question[e.question_id].append(k)
-    for question_id, indices in by_question.items():
+    for indices in by_question.values():
         if len(indices) < 2:
             continue
         trees = {k: tree_of({"node_names": examples[k].node_names, "node_arity": examples[k].node_arity})
                  for k in indices}
         # keyed by example index, not system: two outputs of one system stay apart
-        agreements = node_agreement({(str(k), question_id): tree for k, tree in trees.items()})
-        yield indices, trees, {k: np.asarray(agreements[str(k), question_id]) for k in indices}
+        labels = labels_against_others(trees)
+        yield indices, trees, {k: np.mean(list(labels[k].values()), axis=0) for k in indices}, labels
+
+
+def reference_answer(k: int, others: Sequence[int], trees: dict, result_digests: Sequence[str | None]) -> list[int]:
+    """The other answers that give the most common answer different from answer ``k``'s: the
+    same result when ``k``'s query ran, else the same tree (ties: the first met). Empty when
+    every other answer is ``k``'s own.
+
+    >>> import rat
+    >>> trees = {i: rat.to_tree(q) for i, q in enumerate(["SELECT a FROM t", "SELECT b FROM t",
+    ...                                                  "SELECT b FROM t", "SELECT c FROM t"])}
+    >>> reference_answer(0, [1, 2, 3], trees, [None] * 4)  # by tree: b twice
+    [1, 2]
+    >>> reference_answer(0, [1, 2, 3], trees, ["r1", "r2", "r2", "r1"])  # c gives a's rows
+    [1, 2]
+    >>> reference_answer(0, [1, 2, 3], trees, ["r1", "r2", "r3", "r3"])  # b and c give the same rows
+    [2, 3]
+    """
+    def answer(m: int):
+        by_result = result_digests[k] is not None and result_digests[m] is not None
+        return ("result", result_digests[m]) if by_result else ("tree", trees[m].hash)
+
+    own = answer(k)
+    groups: dict[tuple, list[int]] = {}
+    for m in others:
+        if answer(m) != own:
+            groups.setdefault(answer(m), []).append(m)
+    return max(groups.values(), key=len, default=[])
 
 
 def node_agreements(examples: Sequence) -> list[np.ndarray | None]:
@@ -698,7 +734,7 @@ def node_agreements(examples: Sequence) -> list[np.ndarray | None]:
     """
     real = [not (e.system.startswith("perturb:") or e.system == "gold") for e in examples]
     out: list[np.ndarray | None] = [None] * len(examples)
-    for _, _, agreements in _question_agreements(examples, real):
+    for _, _, agreements, _ in _question_agreements(examples, real):
         for k, agreement in agreements.items():
             out[k] = agreement
     return out
@@ -714,7 +750,7 @@ def consensus_features(examples: Sequence, result_digests: Sequence[str | None])
     out: list[np.ndarray] = [np.full((len(e.node_labels), len(CONSENSUS_FEATURES)), NAN)
                              for e in examples]
     col = {name: j for j, name in enumerate(CONSENSUS_FEATURES)}
-    for indices, trees, agreements in _question_agreements(examples):
+    for indices, trees, agreements, labels in _question_agreements(examples):
         for k in indices:
             others = [m for m in indices if m != k]
             x, tree = out[k], trees[k]
@@ -731,6 +767,12 @@ def consensus_features(examples: Sequence, result_digests: Sequence[str | None])
             if digest is not None:
                 x[:, col["result_agreement"]] = np.mean([result_digests[m] == digest for m in others])
             x[:, col["n_other_systems"]] = len(others)
+            reference = reference_answer(k, others, trees, result_digests)
+            if reference:
+                x[:, col["reference_agreement"]] = np.mean([labels[k][m] for m in reference], axis=0)
+                x[:, col["reference_site"]] = np.mean([error_sites(labels[k][m], examples[k].node_arity)
+                                                       for m in reference], axis=0)
+                x[:, col["reference_share"]] = len(reference) / len(others)
     return out
 
 

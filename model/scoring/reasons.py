@@ -152,6 +152,11 @@ _TEMPLATES: dict[str, Callable[[float, ReasonContext], str]] = {
     "tree_agreement": lambda v, c: f"{v:.0%} of the other systems wrote an identical tree",
     "result_agreement": lambda v, c: f"{v:.0%} of the other systems' queries return the same rows",
     "n_other_systems": lambda v, c: f"{v:.0f} other system(s) answered this question",
+    "reference_agreement": lambda v, c: f"only {v:.0%} of the other systems' most common different answer "
+                                        "contains this part",
+    "reference_site": lambda v, c: f"the other systems' most common different answer departs from this "
+                                   f"query here ({v:.0%} of it)",
+    "reference_share": lambda v, c: f"{v:.0%} of the other systems agree on one answer different from this one",
 }
 def _cue_template(cue: str) -> Callable[[float, ReasonContext], str]:
     return lambda v, c: (f"the question says {_cue_words(cue)}" if _yes(v)
