@@ -38,7 +38,11 @@ Variants:
 - ``a+b``: both variants at once (e.g. ``drop_size+small``).
 
 With more than one variant, a last line gives the AUC of the mean of the variants' probabilities
-(their models as one ensemble).
+(their models as one ensemble). ``--label-control`` adds, per variant, a control for the kind of
+labels: Spider in domain (5 folds by database, scored without databases, execution labels) with
+the node model fitted on execution labels and on tree labels (what a BIRD model learns from).
+
+    python benchmarks/transfer_variants.py types --label-control
 """
 
 import os
@@ -56,6 +60,7 @@ from joint_fit import config
 from omegaconf import open_dict
 from scipy.stats import ks_2samp
 
+from model.data.folds import schema_disjoint_folds
 from model.eval import metrics as M
 from model.nodes.boosted import (
     BoostedConfig,
@@ -146,8 +151,29 @@ def importance_weights(source: np.ndarray, target: np.ndarray, names) -> np.ndar
     return w / w.mean()
 
 
+def label_control(se: NodeTable, st: NodeTable, parts: list[str]) -> str:
+    """Spider out of fold by database, without databases, on execution labels: the node model
+    fitted on execution labels vs on tree labels."""
+    folds = schema_disjoint_folds([e.db_id for e in se.examples])
+    cfg = BoostedConfig(database="dropout", monotone="monotone" in parts,
+                        hgb=SMALL_HGB if "small" in parts else BoostedConfig().hgb)
+    out = []
+    for train, name in ((se, "execution"), (st, "tree")):
+        ps, ys = [], []
+        for f in range(int(folds.max()) + 1):
+            x, y, _ = training_rows(train, np.flatnonzero(folds != f), cfg)
+            model = fit_classifier(x, y, train.names, cfg.node_hgb(train.names))
+            xt, yt, _ = se.stack(np.flatnonzero(folds == f))
+            ps.append(model.predict_proba(without_database(xt, se.names))[:, 1])
+            ys.append(yt)
+        out.append(f"fitted on {name} labels {M.auc(np.concatenate(ps), np.concatenate(ys)):.3f}")
+    return "Spider in domain, execution labels: " + ", ".join(out)
+
+
 def main() -> None:
-    variants = sys.argv[1].split(",") if len(sys.argv) > 1 else list(VARIANTS)
+    args = [a for a in sys.argv[1:] if a != "--label-control"]
+    control = "--label-control" in sys.argv[1:]
+    variants = args[0].split(",") if args else list(VARIANTS)
     unknown = [p for v in variants for p in v.split("+") if p not in VARIANTS]
     if unknown:
         sys.exit(f"transfer_variants.py: error: unknown variant {unknown[0]!r} (one of {', '.join(VARIANTS)})")
@@ -191,6 +217,9 @@ def main() -> None:
             labels[key, label] = y  # the same nodes in the same order for every variant
             out.append(f"{key}->{label} {M.auc(p, y):.3f}")
         print(f"{variant}: " + "  ".join(out) + f"  ({time.time() - start:.0f} s)", flush=True)
+        if control:
+            assert [e.question_id for e in se.examples] == [e.question_id for e in st.examples]
+            print(f"{variant}: {label_control(se, st, parts)}", flush=True)
     if len(variants) > 1:  # the variants' models together: the mean of their probabilities
         print("mean of the variants above: " + "  ".join(
             f"{a}->{b} {M.auc(np.mean(scores[a, b], axis=0), labels[a, b]):.3f}" for a, b in directions), flush=True)
