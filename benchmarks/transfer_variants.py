@@ -56,9 +56,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
+from feature_shift import shift_statistics
 from joint_fit import config
 from omegaconf import open_dict
-from scipy.stats import ks_2samp
 
 from model.data.folds import schema_disjoint_folds
 from model.eval import metrics as M
@@ -185,9 +185,7 @@ def main() -> None:
         "no_evidence" in v.split("+") for v in variants) else None
     print(f"tables {time.time() - start:.0f} s", flush=True)
     xs, xb = (t.stack(range(len(t.examples)))[0] for t in (spider_exec, bird))
-    for j, n in enumerate(spider_exec.names):  # the features' shift between the benchmarks, no labels
-        a, b = xs[:, j][~np.isnan(xs[:, j])], xb[:, j][~np.isnan(xb[:, j])]
-        SHIFT[n] = ks_2samp(a, b).statistic if len(a) and len(b) else 0.0
+    SHIFT.update(shift_statistics(xs, xb, spider_exec.names))  # the features' shift, no labels
     print("shifted above {:.1f}: {}".format(SHIFT_DROP, ", ".join(n for n, k in SHIFT.items() if k > SHIFT_DROP)), flush=True)
     directions = (("S_exec", "B"), ("S_tree", "B"), ("B", "S_exec"), ("B", "S_tree"))
     scores: dict[tuple[str, str], list[np.ndarray]] = {d: [] for d in directions}

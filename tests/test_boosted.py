@@ -302,7 +302,7 @@ def test_train_side_reads_perturbations_and_never_an_eval_database(capsys):
 
 def test_monotone_node_model_follows_each_features_direction(boosted_run):
     """model.monotone: the node model's confidence never falls as a feature with direction +1
-    rises (nor rises as one with direction -1 does); the site head is left unconstrained."""
+    rises (nor rises as one with direction -1 does); without it, no constraint is passed."""
     from model.nodes.boosted import BoostedConfig, fit_classifier, training_rows
     from model.nodes.features import FEATURES
 

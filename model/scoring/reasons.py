@@ -152,8 +152,8 @@ _TEMPLATES: dict[str, Callable[[float, ReasonContext], str]] = {
     "tree_agreement": lambda v, c: f"{v:.0%} of the other systems wrote an identical tree",
     "result_agreement": lambda v, c: f"{v:.0%} of the other systems' queries return the same rows",
     "n_other_systems": lambda v, c: f"{v:.0f} other system(s) answered this question",
-    "reference_agreement": lambda v, c: f"only {v:.0%} of the other systems' most common different answer "
-                                        "contains this part",
+    "reference_agreement": lambda v, c: f"only {v:.0%} of the queries that give the other systems' most "
+                                        "common different answer contain this part",
     "reference_site": lambda v, c: f"the other systems' most common different answer departs from this "
                                    f"query here ({v:.0%} of it)",
     "reference_share": lambda v, c: f"{v:.0%} of the other systems agree on one answer different from this one",
