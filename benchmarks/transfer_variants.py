@@ -35,14 +35,26 @@ Variants:
   as a user scoring BIRD would pass it;
 - ``lm``: with the scorer LM's span surprise (group ``lm``, ``model.lm=true``: SmolLM2; its
   scores must be in the cache, or they are computed first, for an hour or more on a CPU);
+- ``additive``: the node model with one split per tree (``max_depth=1``, 600 trees, learning rate
+  0.1): a sum of one function per feature, no interactions, which may extrapolate across
+  benchmarks more gently;
+- ``kind_pairs``: each tree may combine a feature only with the node's kind and its parent's kind
+  (``interaction_cst``): one function per feature and node kind, no other interactions;
+- ``consensus``: the consensus track (``model.groups=single+consensus``: each node read against
+  the other systems' answers to the question; 10 other systems on Spider, 3 on BIRD), without
+  databases on both sides: Spider's consensus columns are computed without result digests, as
+  a user without the database gets them (no ``result_agreement``; reference answers by tree);
 - ``a+b``: both variants at once (e.g. ``drop_size+small``).
 
 With more than one variant, a last line gives the AUC of the mean of the variants' probabilities
 (their models as one ensemble). ``--label-control`` adds, per variant, a control for the kind of
 labels: Spider in domain (5 folds by database, scored without databases, execution labels) with
 the node model fitted on execution labels and on tree labels (what a BIRD model learns from).
+``--in-domain`` adds, per variant, the in-domain reference of the same node model: each
+benchmark out of fold (5 folds by database), scored without databases.
 
     python benchmarks/transfer_variants.py types --label-control
+    python benchmarks/transfer_variants.py consensus,consensus+lm+drop_size+small+monotone --in-domain
 """
 
 import os
@@ -71,7 +83,14 @@ from model.nodes.boosted import (
     training_rows,
     without_database,
 )
-from model.nodes.features import BENCHMARK_SIZE_FEATURES, COLUMN_TYPES, FEATURES, categorical_mask
+from model.nodes.features import (
+    BENCHMARK_SIZE_FEATURES,
+    COLUMN_TYPES,
+    CONSENSUS_FEATURES,
+    FEATURES,
+    categorical_mask,
+    consensus_features,
+)
 
 SHIFTED = ["question_words", "schema_columns", "schema_tables", "tree_values", "tree_joins", "tree_size",
            "tables_sharing_name"]
@@ -80,26 +99,36 @@ SHIFT_DROP, SHIFT_QUANTILE = 0.3, 0.1
 FEATURE_GROUP = {f.name: f.group for f in FEATURES}
 SHIFT: dict[str, float] = {}  # feature -> KS statistic between the benchmarks, set in main()
 VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone", "drop_shift",
-            "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm")
+            "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm", "additive", "kind_pairs",
+            "consensus")
+ADDITIVE_HGB = {"learning_rate": 0.1, "max_iter": 600, "max_depth": 1, "min_samples_leaf": 40,
+                "l2_regularization": 1.0}
 SMALL_HGB = {"learning_rate": 0.05, "max_iter": 150, "max_leaf_nodes": 15, "min_samples_leaf": 200,
              "l2_regularization": 5.0}
 
 
-def table(name: str, labels: str, lm: bool = False, evidence: bool = True) -> NodeTable:
+def table(name: str, labels: str, lm: bool = False, evidence: bool = True, consensus: bool = False) -> NodeTable:
     cfg = config(name, "dropout")
     with open_dict(cfg):
         cfg.data.labels = labels
         cfg.model.drop = []  # variants without ``semantic`` (``lm``) leave that group out in transform()
         cfg.model.lm = lm
+        cfg.model.groups = "single+consensus" if consensus else "single"
         if name == "bird":
             cfg.data.evidence = evidence
-    return load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
+    tab = load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
+    if consensus:  # the consensus columns as without databases: no result digests
+        columns = [tab.names.index(n) for n in CONSENSUS_FEATURES]
+        fresh = consensus_features(tab.examples, [None] * len(tab.examples))
+        for x, c in zip(tab.features, fresh):
+            x[:, columns] = c
+    return tab
 
 
 def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
     """The table as the variant (``a+b``: each part in turn) sees it."""
     parts = variant.split("+")
-    drop = [g for g in ("semantic", "lm") if g not in parts and any(FEATURE_GROUP.get(n) == g for n in tab.names)]
+    drop = [g for g in ("semantic", "lm", "consensus") if g not in parts and any(FEATURE_GROUP.get(n) == g for n in tab.names)]
     if drop:
         features, names = drop_columns(tab.features, tab.names, drop)
         tab = NodeTable(tab.examples, features, names, tab.root)
@@ -137,6 +166,16 @@ def _apply(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
     return NodeTable(tab.examples, [x[:, keep] for x in xs], tuple(names[j] for j in keep), tab.root)
 
 
+def node_hgb(parts: list[str], names) -> dict:
+    """The node model's HGB settings for a variant's parts."""
+    hgb = SMALL_HGB if "small" in parts else ADDITIVE_HGB if "additive" in parts else BoostedConfig().hgb
+    hgb = BoostedConfig(hgb=hgb, monotone="monotone" in parts).node_hgb(names)
+    if "kind_pairs" in parts:
+        kinds = [names.index(n) for n in ("kind", "parent_kind")]
+        hgb = {**hgb, "interaction_cst": [kinds + [j] for j in range(len(names)) if j not in kinds]}
+    return hgb
+
+
 def importance_weights(source: np.ndarray, target: np.ndarray, names) -> np.ndarray:
     """p(target | x) / p(source | x) for each source row, from a classifier of the two feature
     sets (database features left out: the target is scored without), scaled to mean 1."""
@@ -151,37 +190,42 @@ def importance_weights(source: np.ndarray, target: np.ndarray, names) -> np.ndar
     return w / w.mean()
 
 
+def in_domain(train: NodeTable, parts: list[str], mode: str, tested: NodeTable | None = None) -> float:
+    """Node AUC out of fold (5 folds by database), scored without databases: the node model
+    fitted on ``train``'s labels, scored on ``tested``'s (default: the same examples)."""
+    tested = tested or train
+    folds = schema_disjoint_folds([e.db_id for e in train.examples])
+    ps, ys = [], []
+    for f in range(int(folds.max()) + 1):
+        x, y, _ = training_rows(train, np.flatnonzero(folds != f), BoostedConfig(database=mode))
+        model = fit_classifier(x, y, train.names, node_hgb(parts, list(train.names)))
+        xt, yt, _ = tested.stack(np.flatnonzero(folds == f))
+        ps.append(model.predict_proba(without_database(xt, tested.names))[:, 1])
+        ys.append(yt)
+    return M.auc(np.concatenate(ps), np.concatenate(ys))
+
+
 def label_control(se: NodeTable, st: NodeTable, parts: list[str]) -> str:
     """Spider out of fold by database, without databases, on execution labels: the node model
     fitted on execution labels vs on tree labels."""
-    folds = schema_disjoint_folds([e.db_id for e in se.examples])
-    cfg = BoostedConfig(database="dropout", monotone="monotone" in parts,
-                        hgb=SMALL_HGB if "small" in parts else BoostedConfig().hgb)
-    out = []
-    for train, name in ((se, "execution"), (st, "tree")):
-        ps, ys = [], []
-        for f in range(int(folds.max()) + 1):
-            x, y, _ = training_rows(train, np.flatnonzero(folds != f), cfg)
-            model = fit_classifier(x, y, train.names, cfg.node_hgb(train.names))
-            xt, yt, _ = se.stack(np.flatnonzero(folds == f))
-            ps.append(model.predict_proba(without_database(xt, se.names))[:, 1])
-            ys.append(yt)
-        out.append(f"fitted on {name} labels {M.auc(np.concatenate(ps), np.concatenate(ys)):.3f}")
-    return "Spider in domain, execution labels: " + ", ".join(out)
+    return ("Spider in domain, execution labels: "
+            f"fitted on execution labels {in_domain(se, parts, 'dropout'):.3f}, "
+            f"fitted on tree labels {in_domain(st, parts, 'dropout', se):.3f}")
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--label-control"]
-    control = "--label-control" in sys.argv[1:]
+    args = [a for a in sys.argv[1:] if a not in ("--label-control", "--in-domain")]
+    control, reference = "--label-control" in sys.argv[1:], "--in-domain" in sys.argv[1:]
     variants = args[0].split(",") if args else list(VARIANTS)
     unknown = [p for v in variants for p in v.split("+") if p not in VARIANTS]
     if unknown:
         sys.exit(f"transfer_variants.py: error: unknown variant {unknown[0]!r} (one of {', '.join(VARIANTS)})")
     start = time.time()
     lm = any("lm" in v.split("+") for v in variants)
-    spider_exec, spider_tree = table("spider", "execution", lm), table("spider", "tree", lm)
-    bird = table("bird", "execution", lm)
-    bird_question_only = table("bird", "execution", lm, evidence=False) if any(
+    cons = any("consensus" in v.split("+") for v in variants)
+    spider_exec, spider_tree = table("spider", "execution", lm, consensus=cons), table("spider", "tree", lm, consensus=cons)
+    bird = table("bird", "execution", lm, consensus=cons)
+    bird_question_only = table("bird", "execution", lm, evidence=False, consensus=cons) if any(
         "no_evidence" in v.split("+") for v in variants) else None
     print(f"tables {time.time() - start:.0f} s", flush=True)
     xs, xb = (t.stack(range(len(t.examples)))[0] for t in (spider_exec, bird))
@@ -199,8 +243,7 @@ def main() -> None:
         models = {}
         for key, tab, mode in (("S_exec", se, "dropout"), ("S_tree", st, "dropout"), ("B", b_train, "with")):
             x, y, _ = training_rows(tab, range(len(tab.examples)), BoostedConfig(database=mode))
-            hgb = BoostedConfig(hgb=SMALL_HGB if "small" in parts else BoostedConfig().hgb,
-                                monotone="monotone" in parts).node_hgb(tab.names)
+            hgb = node_hgb(parts, list(tab.names))
             weight = None
             if "reweight" in parts:
                 other = se if key == "B" else b
@@ -218,6 +261,10 @@ def main() -> None:
         if control:
             assert [e.question_id for e in se.examples] == [e.question_id for e in st.examples]
             print(f"{variant}: {label_control(se, st, parts)}", flush=True)
+        if reference:
+            print(f"{variant}: in domain, no databases: S_exec {in_domain(se, parts, 'dropout'):.3f}  "
+                  f"S_tree {in_domain(st, parts, 'dropout'):.3f}  B {in_domain(b_train, parts, 'with', b):.3f}",
+                  flush=True)
     if len(variants) > 1:  # the variants' models together: the mean of their probabilities
         print("mean of the variants above: " + "  ".join(
             f"{a}->{b} {M.auc(np.mean(scores[a, b], axis=0), labels[a, b]):.3f}" for a, b in directions), flush=True)
