@@ -44,6 +44,8 @@ Variants:
   the other systems' answers to the question; 10 other systems on Spider, 3 on BIRD), without
   databases on both sides: Spider's consensus columns are computed without result digests, as
   a user without the database gets them (no ``result_agreement``; reference answers by tree);
+- ``bag``: the mean of ``BAGS`` node models, each fitted on a bootstrap draw of the training
+  benchmark's databases (a database drawn twice weighs twice; seeds 0..4): less variance;
 - ``a+b``: both variants at once (e.g. ``drop_size+small``).
 
 With more than one variant, a last line gives the AUC of the mean of the variants' probabilities
@@ -100,9 +102,10 @@ FEATURE_GROUP = {f.name: f.group for f in FEATURES}
 SHIFT: dict[str, float] = {}  # feature -> KS statistic between the benchmarks, set in main()
 VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone", "drop_shift",
             "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm", "additive", "kind_pairs",
-            "consensus")
+            "consensus", "bag")
 ADDITIVE_HGB = {"learning_rate": 0.1, "max_iter": 600, "max_depth": 1, "min_samples_leaf": 40,
                 "l2_regularization": 1.0}
+BAGS = 5
 SMALL_HGB = {"learning_rate": 0.05, "max_iter": 150, "max_leaf_nodes": 15, "min_samples_leaf": 200,
              "l2_regularization": 5.0}
 
@@ -174,6 +177,28 @@ def node_hgb(parts: list[str], names) -> dict:
         kinds = [names.index(n) for n in ("kind", "parent_kind")]
         hgb = {**hgb, "interaction_cst": [kinds + [j] for j in range(len(names)) if j not in kinds]}
     return hgb
+
+
+class Bagged:
+    """The mean probability of several fitted classifiers."""
+
+    def __init__(self, models: list):
+        self.models = models
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        return np.mean([m.predict_proba(x) for m in self.models], axis=0)
+
+
+def database_draws(tab: NodeTable, n: int) -> list[np.ndarray]:
+    """Per node row, how often its database is drawn in each of ``n`` bootstrap draws of the
+    table's databases (seeds 0..n-1)."""
+    dbs = sorted({e.db_id for e in tab.examples})
+    node_db = np.repeat([dbs.index(e.db_id) for e in tab.examples], [len(e.node_labels) for e in tab.examples])
+    out = []
+    for seed in range(n):
+        counts = np.bincount(np.random.default_rng(seed).integers(0, len(dbs), len(dbs)), minlength=len(dbs))
+        out.append(counts[node_db].astype(float))
+    return out
 
 
 def importance_weights(source: np.ndarray, target: np.ndarray, names) -> np.ndarray:
@@ -248,7 +273,11 @@ def main() -> None:
             if "reweight" in parts:
                 other = se if key == "B" else b
                 weight = importance_weights(x, other.stack(range(len(other.examples)))[0], tab.names)
-            models[key] = fit_classifier(x, y, tab.names, hgb, sample_weight=weight)
+            if "bag" in parts:
+                models[key] = Bagged([fit_classifier(x, y, tab.names, hgb, sample_weight=draw)
+                                      for draw in database_draws(tab, BAGS)])
+            else:
+                models[key] = fit_classifier(x, y, tab.names, hgb, sample_weight=weight)
         out = []
         for key, tested, label in (("S_exec", b, "B"), ("S_tree", b, "B"), ("B", se, "S_exec"), ("B", st, "S_tree")):
             x, y, _ = tested.stack(range(len(tested.examples)))
