@@ -63,6 +63,41 @@ def throughput(scorer: Scorer, rows: list[dict], **options) -> tuple[float, int]
     return len(rows) / seconds, sum(isinstance(r, RowError) for r in results)
 
 
+def frozen_heap_effect(scorer: Scorer, rows: list[dict], turns: int = 3) -> str:
+    """Scoring without databases in this process (one worker), the objects alive before scoring
+    left out of the garbage collector's passes (``score_many``'s ``_heap_frozen``) or not,
+    taking turns: queries/s and the share of the time spent collecting garbage."""
+    import contextlib
+    import gc
+
+    import model.scoring.scorer as scoring
+
+    frozen, spent, started = scoring._heap_frozen, [0.0], [0.0]
+
+    def clock(phase: str, _info: dict) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            spent[0] += time.perf_counter() - started[0]
+
+    runs: dict[str, list[tuple[float, float]]] = {"not frozen": [], "frozen": []}
+    gc.callbacks.append(clock)
+    try:
+        for _ in range(turns):
+            for name, measured in runs.items():
+                scoring._heap_frozen = frozen if name == "frozen" else contextlib.nullcontext
+                spent[0] = 0.0
+                start = time.perf_counter()
+                scorer.score_many(rows, progress=False, workers=1)
+                seconds = time.perf_counter() - start
+                measured.append((len(rows) / seconds, spent[0] / seconds))
+    finally:
+        scoring._heap_frozen = frozen
+        gc.callbacks.remove(clock)
+    return "; ".join(f"{name}: " + ", ".join(f"{q:.0f} q/s ({g:.0%} in gc)" for q, g in v)
+                     for name, v in runs.items())
+
+
 def newest_neural_run() -> Path | None:
     runs = sorted((REPO / "outputs" / "train").glob("*/checkpoints"), key=lambda p: p.stat().st_mtime)
     return runs[-1].parent if runs else None
@@ -148,6 +183,8 @@ def main() -> None:
         rate, bad = throughput(scorer, items, **options)
         measured[name] = rate
         print(f"| pretrained boosted | {name} | {rate:,.0f} | {bad} |", flush=True)
+    print("\nheap frozen while scoring, one process, without databases, taking turns: "
+          + frozen_heap_effect(scorer, no_db), flush=True)
     neural = args.neural or newest_neural_run()
     if neural is not None:
         neural_scorer = Scorer.load(neural)

@@ -22,9 +22,11 @@ one (``database=<path to .sqlite>``) it is opened read-only.
 
 from __future__ import annotations
 
+import gc
 import math
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,9 +184,14 @@ class Scorer:
         every node in the written SQL. ``workers`` processes read the SQL and compute the
         features of a boosted model's batches (default: one per CPU core, up to 4, when there is
         more than one batch); the model itself runs in this process."""
+        rows = list(rows)
+        with _heap_frozen():
+            return self._score_all(rows, progress, reasons, spans, batch_size, workers)
+
+    def _score_all(self, rows: list[Mapping], progress: bool, reasons: bool, spans: bool, batch_size: int,
+                   workers: int | None) -> list[ScoredQuery | RowError]:
         from tqdm.auto import tqdm
 
-        rows = list(rows)
         starts = list(range(0, len(rows), batch_size))
         workers = _worker_count(workers, len(starts)) if self.saved is not None else 1
         bar = tqdm(total=len(rows), desc="scoring", unit="query", disable=not progress, leave=False)
@@ -386,6 +393,21 @@ class _Batch:
     features: list[np.ndarray] = field(default_factory=list)
     trees: list = field(default_factory=list)
     spans: list = field(default_factory=list)
+
+
+@contextmanager
+def _heap_frozen():
+    """Objects alive before scoring (the loaded model, the caller's data) left out of the garbage
+    collector's full passes while scoring allocates many small objects; back as they were after.
+    Left alone when the caller froze objects itself."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _readable(database: Path | None) -> bool:
