@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_scorer import boosted_model  # noqa: F401  (the fixture)
+from tests.test_scorer import boosted_model, consensus_model  # noqa: F401  (the fixtures)
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -36,6 +36,27 @@ def test_a_prediction_file_gives_one_row_per_prediction_and_a_report(boosted_mod
         assert all({"label", "confidence", "site_score"} <= set(n) for n in row["nodes"])
     report = (tmp_path / "report.html").read_text()
     assert report.count("class='example'") == n_input and "Look here first" in report
+
+
+def test_several_files_are_scored_together_for_a_consensus_model(consensus_model, tmp_path):  # noqa: F811
+    folder, objects = consensus_model
+    root = objects["table"].root
+    files = sorted((root / "predictions").glob("*.jsonl"))[:2]
+    assert len(files) == 2
+
+    def scored(*paths):
+        out = tmp_path / "scored.jsonl"
+        done = rat_score("--model", str(folder), "--data-root", str(root), "--no-reasons",
+                         "--predictions", *map(str, paths), "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        return {(r["system"], r["question_id"]): r for r in map(json.loads, out.read_text().splitlines())}
+
+    together = scored(*files)
+    alone = {**scored(files[0]), **scored(files[1])}
+    assert together.keys() == alone.keys() and len({system for system, _ in together}) == 2
+    # read beside the other system's answer, some node's confidence changes
+    assert any([n["confidence"] for n in together[k]["nodes"]] != [n["confidence"] for n in alone[k]["nodes"]]
+               for k in together)
 
 
 def test_bad_rows_are_counted_and_the_run_goes_on(boosted_model, tmp_path):  # noqa: F811

@@ -211,3 +211,34 @@ def test_pretrained_model_loads_and_scores():
     scored = scorer.score("SELECT count(*) FROM singer", question="How many singers are there?",
                           schema={"singer": ["singer_id", "name"]})
     assert 0 < scored.query_confidence < 1 and len(scored.nodes) == 4
+
+
+@pytest.fixture(scope="module")
+def consensus_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("consensus_run")
+    _, objects = train(compose_cfg("train", [*FAST, "model.groups=single+consensus"], out))
+    return out / "model", objects
+
+
+def test_a_consensus_model_reads_every_system_of_a_question_whatever_the_order(consensus_model):
+    """A consensus model's rows are batched by question: the same scores with the rows in file
+    order (one system after another) in small batches as with each question's rows together."""
+    folder, objects = consensus_model
+    table = objects["table"]
+    by_question: dict[str, list[int]] = {}
+    for k, e in enumerate(table.examples):
+        by_question.setdefault(e.question_id, []).append(k)
+    shared = [ks for ks in by_question.values() if len(ks) > 1][:6]
+    assert shared  # the demo corpus answers its questions with several systems
+    grouped = [k for ks in shared for k in ks]
+    by_system = sorted(grouped, key=lambda k: (table.examples[k].system, table.examples[k].question_id))
+    rows = {k: {**row, "question_id": table.examples[k].question_id, "system": table.examples[k].system}
+            for k, row in zip(grouped, _rows(table, grouped))}
+    scorer = Scorer.load(folder)
+    together = dict(zip(grouped, scorer.score_many([rows[k] for k in grouped], progress=False, workers=1)))
+    apart = dict(zip(by_system, scorer.score_many([rows[k] for k in by_system], progress=False,
+                                                  batch_size=3, workers=1)))
+    agreement = list(scorer.saved.features).index("agreement")
+    for k in grouped:
+        assert not np.isnan(apart[k].features[:, agreement]).any()  # the other systems were read
+        assert apart[k].to_dict() == together[k].to_dict()

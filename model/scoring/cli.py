@@ -12,6 +12,10 @@ prediction and ``report.html`` beside it:
     rat-score --data-root ../shared/data/spider --split dev --predictions preds.txt --out scored.jsonl
     rat-score --schema ../shared/data/bird/dev_tables.json --predictions rows.jsonl --out scored.jsonl
 
+Several files (one per system, each row's system being its file's name unless the row names
+one) are scored together: a consensus model (``model.groups=single+consensus``) reads each
+query against the other systems' answers to the same question.
+
 ``--data-root`` gives schemas, questions and databases (opened read-only); ``--schema`` alone
 scores without a database. ``--model pretrained`` (default) or a saved model / neural run.
 A mistake in the command line is one line and exit code 2; a row that cannot be scored is
@@ -46,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     one.add_argument("--json", action="store_true", help="print the JSON row instead of the tree")
     one.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     many = parser.add_argument_group("a prediction file")
-    many.add_argument("--predictions", type=Path)
+    many.add_argument("--predictions", type=Path, nargs="+",
+                      help="one or more prediction files (several: one per system, for a consensus model)")
     many.add_argument("--out", type=Path, help="the JSONL to write (default: standard output)")
     many.add_argument("--report", type=Path, help="report.html path (default: beside --out)")
     many.add_argument("--no-reasons", action="store_true", help="skip per-node reasons (faster)")
@@ -65,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--schema {args.schema}: no such file")
         if args.database and not args.database.is_file():
             raise UsageError(f"--database {args.database}: no such file")
-        if args.predictions and not args.predictions.is_file():
-            raise UsageError(f"--predictions {args.predictions}: no such file")
+        for path in args.predictions or ():
+            if not path.is_file():
+                raise UsageError(f"--predictions {path}: no such file")
         schemas = _schemas(args)
         scorer = _load_scorer(args.model)
         if args.sql:
@@ -137,7 +143,6 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
     """The rows to score: a JSONL of ``{question_id | question, db_id, sql}``, or any prediction
     format ``model.data.predictions`` reads (with ``--data-root`` for the questions)."""
     from model.data.datasets import load_questions
-    from model.data.predictions import PredictionFileError, load_predictions
 
     questions = {}
     if args.data_root:
@@ -146,9 +151,25 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
         except (FileNotFoundError, ValueError) as e:
             raise UsageError(f"--data-root {args.data_root} --split {args.split}: {e}") from None
     rows = []
-    if args.predictions.suffix.lower() == ".jsonl":
-        text = args.predictions.read_text(encoding="utf-8", errors="replace")
-        for line in text.split("\n"):
+    for path in args.predictions:
+        rows.extend(_file_rows(path, questions, skipped))
+    for row in rows:
+        db_id = row.get("db_id")
+        if schemas and db_id not in schemas:
+            row["_error"] = f"unknown db_id {db_id!r}"
+        row["schema"] = schemas.get(db_id)
+        row["database"] = _database(args, db_id)
+    return rows
+
+
+def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
+    """One prediction file's rows; a row that names no system is the file's (its name without
+    the suffix), as in the positional formats."""
+    from model.data.predictions import PredictionFileError, load_predictions
+
+    rows = []
+    if path.suffix.lower() == ".jsonl":
+        for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
             if not line.strip():
                 continue
             try:
@@ -163,24 +184,20 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
             if q is not None:
                 row = {**row, "question": row.get("question") or q.question, "db_id": row.get("db_id") or q.db_id,
                        "evidence": row.get("evidence") or q.evidence}
+            if not row.get("system"):
+                row["system"] = path.stem
             rows.append(row)
-    else:
-        if not questions:
-            raise UsageError(f"--predictions {args.predictions}: a positional file needs --data-root "
-                             "(and --split) for its questions; or give JSONL rows with question and db_id")
-        try:
-            for p in load_predictions(args.predictions, list(questions.values()), skipped=skipped):
-                q = questions[p.question_id]
-                rows.append({"question_id": p.question_id, "db_id": p.db_id, "sql": p.sql,
-                             "question": q.question, "evidence": q.evidence, "system": p.system})
-        except PredictionFileError as e:
-            raise UsageError(str(e)) from None
-    for row in rows:
-        db_id = row.get("db_id")
-        if schemas and db_id not in schemas:
-            row["_error"] = f"unknown db_id {db_id!r}"
-        row["schema"] = schemas.get(db_id)
-        row["database"] = _database(args, db_id)
+        return rows
+    if not questions:
+        raise UsageError(f"--predictions {path}: a positional file needs --data-root "
+                         "(and --split) for its questions; or give JSONL rows with question and db_id")
+    try:
+        for p in load_predictions(path, list(questions.values()), skipped=skipped):
+            q = questions[p.question_id]
+            rows.append({"question_id": p.question_id, "db_id": p.db_id, "sql": p.sql,
+                         "question": q.question, "evidence": q.evidence, "system": p.system})
+    except PredictionFileError as e:
+        raise UsageError(str(e)) from None
     return rows
 
 
@@ -209,13 +226,13 @@ def score_file(scorer, args, schemas: dict) -> int:
     if args.out:
         write_jsonl(args.out, out_rows)
         report = args.report or args.out.with_name("report.html")
-        report.write_text(html_report(report_entries(scored), title=f"rat-score: {args.predictions.name}"))
+        report.write_text(html_report(report_entries(scored), title=f"rat-score: {', '.join(p.name for p in args.predictions)}"))
         where = f"{args.out} and {report}"
     else:
         for d in out_rows:
             sys.stdout.write(json.dumps(d) + "\n")
         if args.report:
-            args.report.write_text(html_report(report_entries(scored), title=f"rat-score: {args.predictions.name}"))
+            args.report.write_text(html_report(report_entries(scored), title=f"rat-score: {', '.join(p.name for p in args.predictions)}"))
         where = "standard output"
     note = f"; not scored: {sum(skipped.values())} ({', '.join(f'{k} {v}' for k, v in skipped.most_common())})" \
         if skipped else ""

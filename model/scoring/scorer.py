@@ -192,19 +192,39 @@ class Scorer:
                    workers: int | None) -> list[ScoredQuery | RowError]:
         from tqdm.auto import tqdm
 
-        starts = list(range(0, len(rows), batch_size))
-        workers = _worker_count(workers, len(starts)) if self.saved is not None else 1
+        batches = self._batches(rows, batch_size)
+        workers = _worker_count(workers, len(batches)) if self.saved is not None else 1
         bar = tqdm(total=len(rows), desc="scoring", unit="query", disable=not progress, leave=False)
-        out: list[ScoredQuery | RowError] = []
-        jobs = [(rows[start:start + batch_size], start, spans) for start in starts]
+        out: list[ScoredQuery | RowError | None] = [None] * len(rows)
+        jobs = [([rows[i] for i in positions], positions, spans) for positions in batches]
         with _prepared_batches(self, jobs, workers) as prepared:
-            for (chunk, start, _), batch in zip(jobs, prepared):
-                out.extend(self._finish(batch, chunk, reasons))
+            for (chunk, positions, _), batch in zip(jobs, prepared):
+                for i, result in zip(positions, self._finish(batch, chunk, reasons)):
+                    out[i] = result
                 bar.update(len(chunk))
         bar.close()
-        return out
+        return out  # type: ignore[return-value]
 
-    def _prepare(self, rows: Sequence[Mapping], offset: int, spans: bool) -> _Batch:
+    def _batches(self, rows: Sequence[Mapping], batch_size: int) -> list[list[int]]:
+        """Row positions, ``batch_size`` at a time, in order; for a model that reads other
+        systems' answers (the consensus track) every row of a question (same ``question_id``)
+        lands in the same batch, whatever the input order."""
+        from model.nodes.features import CONSENSUS_FEATURES
+
+        if self.saved is None or not set(self.saved.features) & set(CONSENSUS_FEATURES):
+            return [list(range(start, min(start + batch_size, len(rows)))) for start in range(0, len(rows), batch_size)]
+        groups: dict[object, list[int]] = {}
+        for i, row in enumerate(rows):
+            qid = row.get("question_id")
+            groups.setdefault(i if qid is None else ("q", str(qid)), []).append(i)
+        batches: list[list[int]] = [[]]
+        for group in groups.values():
+            if batches[-1] and len(batches[-1]) + len(group) > batch_size:
+                batches.append([])
+            batches[-1].extend(group)
+        return [b for b in batches if b]
+
+    def _prepare(self, rows: Sequence[Mapping], positions: Sequence[int], spans: bool) -> _Batch:
         """Read the rows' SQL into examples and (boosted) their feature matrices and (``spans``)
         their nodes' spans in the written SQL; pure Python and read-only database reads, so
         it runs in worker processes."""
@@ -212,7 +232,7 @@ class Scorer:
         from model.nodes.examples import make_example
         from model.nodes.outputs import tree_of
 
-        batch = _Batch([None] * len(rows), [], [], {}, {}, offset)
+        batch = _Batch([None] * len(rows), [], [], {}, {}, list(positions))
         for j, row in enumerate(rows):
             qid = row.get("question_id")
             try:
@@ -222,13 +242,13 @@ class Scorer:
                 key = str(row.get("db_id") or f"schema{j}")
                 schema = as_schema(row.get("schema"), key)
                 located = rat.sql_spans(sql, None, schema) if spans else None  # tree and spans: one parse
-                example = make_example(Question(str(qid or f"q{offset + j}"), key,
+                example = make_example(Question(str(qid or f"q{positions[j]}"), key,
                                                 question_text(str(row.get("question") or ""),
                                                               str(row.get("evidence") or "")), ""),
                                        sql, str(row.get("system") or "user"), schema,
                                        tree=located.tree if located else None)
             except (rat.RATError, ValueError, TypeError) as e:
-                batch.errors[j] = RowError(offset + j, str(e).splitlines()[0] if str(e) else type(e).__name__, qid)
+                batch.errors[j] = RowError(positions[j], str(e).splitlines()[0] if str(e) else type(e).__name__, qid)
                 continue
             batch.schemas[key] = schema
             database = row.get("database")
@@ -252,7 +272,7 @@ class Scorer:
             for k, (j, example, (conf, site, query_conf, why, x)) in enumerate(zip(batch.keys, batch.examples, scored)):
                 row = rows[j]
                 if conf is None:
-                    results[j] = RowError(batch.offset + j, "too long for the neural model",
+                    results[j] = RowError(batch.positions[j], "too long for the neural model",
                                           row.get("question_id"))
                     continue
                 results[j] = _assemble(example, row, batch.schemas[example.db_id], conf, site, query_conf,
@@ -389,7 +409,7 @@ class _Batch:
     keys: list[int]  # each example's row in the batch
     schemas: dict
     databases: dict
-    offset: int  # the batch's first row in the whole input
+    positions: list[int]  # each row's position in the whole input
     features: list[np.ndarray] = field(default_factory=list)
     trees: list = field(default_factory=list)
     spans: list = field(default_factory=list)
