@@ -53,7 +53,8 @@ With more than one variant, a last line gives the AUC of the mean of the variant
 labels: Spider in domain (5 folds by database, scored without databases, execution labels) with
 the node model fitted on execution labels and on tree labels (what a BIRD model learns from).
 ``--in-domain`` adds, per variant, the in-domain reference of the same node model: each
-benchmark out of fold (5 folds by database), scored without databases.
+benchmark out of fold (5 folds by database), scored without databases (one model a fold, also
+for ``bag``; ``reweight`` does not apply in domain).
 
     python benchmarks/transfer_variants.py types --label-control
     python benchmarks/transfer_variants.py consensus,consensus+lm+drop_size+small+monotone --in-domain
@@ -116,15 +117,14 @@ def table(name: str, labels: str, lm: bool = False, evidence: bool = True, conse
         cfg.data.labels = labels
         cfg.model.drop = []  # variants without ``semantic`` (``lm``) leave that group out in transform()
         cfg.model.lm = lm
-        cfg.model.groups = "single+consensus" if consensus else "single"
+        cfg.model.groups = "single"  # consensus columns, if asked, are appended below
         if name == "bird":
             cfg.data.evidence = evidence
     tab = load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
-    if consensus:  # the consensus columns as without databases: no result digests
-        columns = [tab.names.index(n) for n in CONSENSUS_FEATURES]
-        fresh = consensus_features(tab.examples, [None] * len(tab.examples))
-        for x, c in zip(tab.features, fresh):
-            x[:, columns] = c
+    if consensus:  # as load_table appends them, but as without databases: no result digests
+        extra = consensus_features(tab.examples, [None] * len(tab.examples))
+        tab = NodeTable(tab.examples, [np.hstack([x, c]) for x, c in zip(tab.features, extra)],
+                        tab.names + CONSENSUS_FEATURES, tab.root)
     return tab
 
 
@@ -274,7 +274,8 @@ def main() -> None:
                 other = se if key == "B" else b
                 weight = importance_weights(x, other.stack(range(len(other.examples)))[0], tab.names)
             if "bag" in parts:
-                models[key] = Bagged([fit_classifier(x, y, tab.names, hgb, sample_weight=draw)
+                models[key] = Bagged([fit_classifier(x, y, tab.names, hgb,
+                                                     sample_weight=draw if weight is None else draw * weight)
                                       for draw in database_draws(tab, BAGS)])
             else:
                 models[key] = fit_classifier(x, y, tab.names, hgb, sample_weight=weight)
