@@ -143,8 +143,10 @@ def main() -> None:
         examples = [e for e in examples if e.execution_match is not None]
     schemas = load_schemas(root)
     use_db = with_databases and not args.no_database
+    # question_id and system: a consensus model reads each query beside the other systems' answers
     rows = [{"sql": e.sql, "question": e.question, "db_id": e.db_id, "schema": schemas[e.db_id],
-             "database": database_path(root, e.db_id) if use_db else None} for e in examples]
+             "database": database_path(root, e.db_id) if use_db else None,
+             "question_id": e.question_id, "system": e.system} for e in examples]
     scorer = Scorer.load(args.model)
     results = scorer.score_many(rows, progress=True, spans=False)
     kept = [(e, r) for e, r in zip(examples, results) if not isinstance(r, RowError)]

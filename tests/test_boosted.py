@@ -324,3 +324,22 @@ def test_monotone_node_model_follows_each_features_direction(boosted_run):
             swept.append(model.predict_proba(changed)[:, 1])
         steps = np.diff(np.array(swept), axis=0) * direction[name]
         assert (steps >= -1e-12).all(), name
+
+
+def test_a_database_free_consensus_model_compares_the_other_answers_by_tree_only():
+    """model.database=without: the consensus columns are the ones a user without databases gets
+    (no result agreement, the reference answer by tree), not computed from executed results."""
+    from model.nodes.boosted import BoostedConfig, load_table
+    from model.nodes.features import DATABASE_FEATURES, consensus_features
+
+    tables = {}
+    for mode in ("with", "without"):
+        cfg = compose_cfg("train", [*FAST, "model.groups=single+consensus", f"model.database={mode}"])
+        tables[mode] = load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
+    col = tables["with"].names.index("result_agreement")
+    assert "result_agreement" in DATABASE_FEATURES
+    assert not np.isnan(np.concatenate([x[:, col] for x in tables["with"].features])).all()
+    assert np.isnan(np.concatenate([x[:, col] for x in tables["without"].features])).all()
+    by_tree = consensus_features(tables["without"].examples, [None] * len(tables["without"].examples))
+    n = by_tree[0].shape[1]
+    assert all(np.array_equal(x[:, -n:], c, equal_nan=True) for x, c in zip(tables["without"].features, by_tree))

@@ -180,7 +180,10 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
     examples = list(examples) + list(side)
     schemas = load_schemas(root)
     db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
+    # a database-free model's consensus columns are what a user without databases gets: the
+    # other answers compared by tree, not by result
     features, names, report = build_features(examples, schemas, db_paths, consensus=config.consensus,
+                                             consensus_by_result=config.database != "without",
                                              use_cache=config.use_cache,
                                              timeout_s=config.feature_timeout_s, progress=progress,
                                              lm=config.lm)

@@ -179,10 +179,10 @@ SINGLE_FEATURES = tuple(f.name for f in FEATURES if f.track == "single")
 LM_FEATURES = tuple(f.name for f in FEATURES if f.track == "lm")
 CONSENSUS_FEATURES = tuple(f.name for f in FEATURES if f.track == "consensus")
 GROUPS = tuple(dict.fromkeys(f.group for f in FEATURES))
-# What needs the database (the query's own execution, literals looked up in their columns):
-# NaN when scoring without one (model.database=without|dropout trains for that)
+# What needs the database (the query's own execution, literals looked up in their columns, the
+# other systems' results): NaN when scoring without one (model.database=without|dropout trains for that)
 DATABASE_FEATURES = tuple(f.name for f in FEATURES if f.group == "execution") + (
-    "value_in_column", "value_in_column_nocase", "subtree_min_value_in_column")
+    "value_in_column", "value_in_column_nocase", "subtree_min_value_in_column", "result_agreement")
 # Sizes that say which benchmark a query comes from more than whether it is right (BIRD's
 # questions carry their evidence, its schemas are larger): the features most shifted between
 # Spider and BIRD; model.drop=[benchmark_size] leaves them out (docs/beyond_spider.md, transfer)
@@ -835,13 +835,15 @@ class FeatureReport:
 def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths: dict[str, Path | None],
                    consensus: bool = False, use_cache: bool = True, cache_folder: Path | None = None,
                    timeout_s: float = 5.0, progress: bool = False, lm: bool | str = False,
-                   semantic: bool = True) -> tuple[list[np.ndarray], tuple[str, ...], FeatureReport]:
+                   semantic: bool = True, consensus_by_result: bool = True
+                   ) -> tuple[list[np.ndarray], tuple[str, ...], FeatureReport]:
     """Feature matrices (one per example, nodes x features) and their column names.
 
     Single-system rows come from the cache when present (``cache_dir("features", VERSION)``),
     else are computed and stored; scorer-LM columns are appended when ``lm`` (``True``: the
     packaged SmolLM2; a name such as ``"qwen_coder"`` or a path: that scorer LM) and consensus
-    columns when ``consensus``. ``semantic=False`` leaves the MiniLM columns NaN (no embedding:
+    columns when ``consensus`` (``consensus_by_result=False``: as without databases, the other
+    answers compared by tree only, no ``result_agreement``). ``semantic=False`` leaves the MiniLM columns NaN (no embedding:
     for a model that does not read them; use it without the cache, which keys rows by inputs only).
     """
     start = time.perf_counter()
@@ -893,7 +895,8 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
         matrices = [np.hstack([m, c]) for m, c in zip(matrices, extra)]
         names = names + LM_FEATURES
     if consensus:
-        extra = consensus_features(examples, [t.result_digest for t in singles])
+        digests = [t.result_digest if consensus_by_result else None for t in singles]
+        extra = consensus_features(examples, digests)
         matrices = [np.hstack([m, c]) for m, c in zip(matrices, extra)]
         names = names + CONSENSUS_FEATURES
     report.seconds = time.perf_counter() - start
