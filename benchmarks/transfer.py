@@ -33,7 +33,7 @@ import numpy as np
 
 from model.data.datasets import database_path, load_schemas
 from model.eval import metrics as M
-from model.eval.localisation import localisation
+from model.eval.localisation import error_sites, localisation
 from model.nodes.examples import build_examples
 from model.scoring import RowError, Scorer
 
@@ -157,25 +157,31 @@ def main() -> None:
     where = localisation([{"node_labels": e.node_labels, "node_arity": e.node_arity} for e, _ in kept],
                          [[n.confidence for n in r.nodes] for _, r in kept],
                          [[n.site_score for n in r.nodes] for _, r in kept])
+    sites = [sum(error_sites(e.node_labels, e.node_arity)) for e, _ in kept if not e.correct]
+    sites = np.array([n for n in sites if n])
     info = scorer.saved.info
     trained = info.get("trained_on", {})
     config = json.loads((args.model.parent / "config.json").read_text()) if (
         args.model.parent / "config.json").is_file() else {}
     print(f"\nmodel {args.model} (trained on {trained.get('data_root')}: {trained.get('examples')} predictions, "
-          f"{run_labels(config) if config else '?'} labels, database features: "
+          f"{run_labels(config) if config else '?'} labels, groups: {info.get('config', {}).get('groups', 'single')}, "
+          f"database features: "
           f"{info.get('config', {}).get('database', 'with')}, dropped: {info.get('config', {}).get('drop')}) -> "
           f"{args.data} dev, {len(kept)} predictions ({correct.mean():.1%} right by {labels} labels), "
-          f"{'with' if use_db else 'without'} databases\n")
-    print("| | node AUC | whole-query AUC | look-here-first top-1 |\n|---|---|---|---|")
+          f"{'with' if use_db else 'without'} databases; its {len(sites)} wrong queries with an error site have "
+          f"{sites.mean():.2f} sites each on average, {np.mean(sites == 1):.1%} of them one\n")
+    print("| | node AUC | whole-query AUC | look-here-first top-1 | top-3 | top-1 by the site reading of "
+          "the node confidences (no head) |\n|---|---|---|---|---|---|")
     print(f"| transfer | {M.auc(conf, node_labels):.3f} | {M.auc(query, correct):.3f} | "
-          f"{where['top1_site_scores']:.3f} |")
+          f"{where['top1_site_scores']:.3f} | {where['top3_site_scores']:.3f} | {where['top1_site_reading']:.3f} |")
     if args.in_domain:
         m = json.loads((args.in_domain / "metrics.json").read_text())
         prefix = "test_without_database/" if not use_db and "test_without_database/auc" in m else "test/"
         run = json.loads((args.in_domain / "config.json").read_text())
         print(f"| in domain ({args.in_domain.name}, out of fold, {run_labels(run)} labels"
               f"{', scored without databases' if prefix != 'test/' else ''}) | {m[prefix + 'auc']:.3f} | "
-              f"{m[prefix + 'query_auc']:.3f} | {m[prefix + 'localisation_top1_site_scores']:.3f} |")
+              f"{m[prefix + 'query_auc']:.3f} | {m[prefix + 'localisation_top1_site_scores']:.3f} | "
+              f"{m[prefix + 'localisation_top3_site_scores']:.3f} | {m[prefix + 'localisation_top1_site_reading']:.3f} |")
         if run_labels(run) != labels:
             print(f"(the in-domain run learnt {run_labels(run)} labels; these are {labels} labels)")
     if args.importance and args.in_domain and run_labels(run) != labels:
