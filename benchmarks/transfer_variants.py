@@ -46,6 +46,20 @@ Variants:
   a user without the database gets them (no ``result_agreement``; reference answers by tree);
 - ``bag``: the mean of ``BAGS`` node models, each fitted on a bootstrap draw of the training
   benchmark's databases (a database drawn twice weighs twice; seeds 0..4): less variance;
+- ``pseudo``: adapting to the tested benchmark with its unlabelled outputs. A consensus model
+  (the same variant with ``consensus``) fitted on the training benchmark's labels reads the
+  tested benchmark's outputs beside each other (no databases) and gives each of their nodes a
+  probability of being right; the single-system node model then learns from the training
+  benchmark's labels and from those probabilities (each tested node twice, right with weight p,
+  wrong with weight 1 - p). Out of fold on the tested benchmark (5 folds by database): the
+  nodes of a fold are scored by a model that read the other folds' outputs only. The tested
+  benchmark's labels are never read; its outputs are, which the plain protocol (fit on one
+  benchmark, score the other) does not allow: a user with several systems' answers on their
+  own questions could do it (``--in-domain`` and ``--label-control`` skip these variants: run
+  the variant without ``pseudo`` for its in-domain reference);
+- ``self_train``: with ``pseudo``, a control: the probabilities come from the single-system
+  node model fitted on the training benchmark (self-training, one system's query at a time),
+  not from a consensus model;
 - ``a+b``: both variants at once (e.g. ``drop_size+small``).
 
 With more than one variant, a last line gives the AUC of the mean of the variants' probabilities
@@ -103,7 +117,7 @@ FEATURE_GROUP = {f.name: f.group for f in FEATURES}
 SHIFT: dict[str, float] = {}  # feature -> KS statistic between the benchmarks, set in main()
 VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone", "drop_shift",
             "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm", "additive", "kind_pairs",
-            "consensus", "bag")
+            "consensus", "bag", "pseudo", "self_train")
 ADDITIVE_HGB = {"learning_rate": 0.1, "max_iter": 600, "max_depth": 1, "min_samples_leaf": 40,
                 "l2_regularization": 1.0}
 BAGS = 5
@@ -230,6 +244,33 @@ def in_domain(train: NodeTable, parts: list[str], mode: str, tested: NodeTable |
     return M.auc(np.concatenate(ps), np.concatenate(ys))
 
 
+def adapted(source: NodeTable, source_cons: NodeTable, mode: str, tested: NodeTable, tested_cons: NodeTable,
+            parts: list[str]) -> np.ndarray:
+    """``pseudo``: the probability of each of ``tested``'s nodes (its order), out of fold by
+    database, from a single-system node model fitted on ``source``'s labels and on the
+    other folds' pseudo-labels (a consensus model fitted on ``source_cons``, scored on
+    ``tested_cons`` without databases)."""
+    x, y, _ = training_rows(source_cons, range(len(source_cons.examples)), BoostedConfig(database=mode))
+    labeller = fit_classifier(x, y, source_cons.names, node_hgb(parts, list(source_cons.names)))
+    xc, _, _ = tested_cons.stack(range(len(tested_cons.examples)))
+    pseudo = labeller.predict_proba(without_database(xc, tested_cons.names))[:, 1]
+    xs, ys, _ = training_rows(source, range(len(source.examples)), BoostedConfig(database=mode))
+    xt, _, _ = tested.stack(range(len(tested.examples)))
+    xt = without_database(xt, tested.names)
+    sizes = [len(e.node_labels) for e in tested.examples]
+    folds = np.repeat(schema_disjoint_folds([e.db_id for e in tested.examples]), sizes)
+    hgb = node_hgb(parts, list(source.names))
+    p = np.empty(len(xt))
+    for f in range(int(folds.max()) + 1):
+        other = folds != f
+        n = int(other.sum())
+        model = fit_classifier(np.vstack([xs, xt[other], xt[other]]), np.r_[ys, np.ones(n), np.zeros(n)],
+                               source.names, hgb,
+                               sample_weight=np.r_[np.ones(len(xs)), pseudo[other], 1 - pseudo[other]])
+        p[~other] = model.predict_proba(xt[~other])[:, 1]
+    return p
+
+
 def label_control(se: NodeTable, st: NodeTable, parts: list[str]) -> str:
     """Spider out of fold by database, without databases, on execution labels: the node model
     fitted on execution labels vs on tree labels."""
@@ -247,7 +288,7 @@ def main() -> None:
         sys.exit(f"transfer_variants.py: error: unknown variant {unknown[0]!r} (one of {', '.join(VARIANTS)})")
     start = time.time()
     lm = any("lm" in v.split("+") for v in variants)
-    cons = any("consensus" in v.split("+") for v in variants)
+    cons = any({"consensus", "pseudo"} & set(v.split("+")) for v in variants)
     spider_exec, spider_tree = table("spider", "execution", lm, consensus=cons), table("spider", "tree", lm, consensus=cons)
     bird = table("bird", "execution", lm, consensus=cons)
     bird_question_only = table("bird", "execution", lm, evidence=False, consensus=cons) if any(
@@ -265,6 +306,22 @@ def main() -> None:
         b = transform(bird, variant, True)
         parts = variant.split("+")
         b_train = transform(bird_question_only, variant, True) if "no_evidence" in parts else b
+        if "pseudo" in parts:
+            plain = "+".join(p for p in parts if p not in ("pseudo", "self_train"))
+            with_cons = plain if "self_train" in parts else plain + "+consensus"
+            tabs = {key: (transform(t, plain, key == "B"), transform(t, with_cons, key == "B"))
+                    for key, t in (("S_exec", spider_exec), ("S_tree", spider_tree), ("B", bird))}
+            out = []
+            for key, label, mode in (("S_exec", "B", "dropout"), ("S_tree", "B", "dropout"), ("B", "S_exec", "with"),
+                                     ("B", "S_tree", "with")):
+                p = adapted(*tabs[key], mode, *tabs[label], parts)
+                y = tabs[label][0].stack(range(len(tabs[label][0].examples)))[1]
+                scores[key, label].append(p)
+                labels[key, label] = y
+                out.append(f"{key}->{label} {M.auc(p, y):.3f}")
+            print(f"{variant} (adapted, out of fold on the tested benchmark): " + "  ".join(out)
+                  + f"  ({time.time() - start:.0f} s)", flush=True)
+            continue
         models = {}
         for key, tab, mode in (("S_exec", se, "dropout"), ("S_tree", st, "dropout"), ("B", b_train, "with")):
             x, y, _ = training_rows(tab, range(len(tab.examples)), BoostedConfig(database=mode))
