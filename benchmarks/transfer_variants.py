@@ -1,6 +1,7 @@
 """Transfer between Spider and BIRD for feature variants, quickly: the node model fitted on all of
 one benchmark (as a run's final model is: seed 0, ``model.database=dropout`` for Spider), scored
-on the other without databases; node AUC only. It reproduces ``benchmarks/transfer.py``'s node
+on the other without databases; node AUC (and, in brackets, the whole-query AUC of the least
+confident node, uncalibrated). It reproduces ``benchmarks/transfer.py``'s node
 AUC of the same configuration (the baseline printed 0.720 / 0.733 / 0.695 as transfer.py did).
 
     python benchmarks/transfer_variants.py old_types,types,drop_size,quantile
@@ -229,19 +230,30 @@ def importance_weights(source: np.ndarray, target: np.ndarray, names) -> np.ndar
     return w / w.mean()
 
 
-def in_domain(train: NodeTable, parts: list[str], mode: str, tested: NodeTable | None = None) -> float:
-    """Node AUC out of fold (5 folds by database), scored without databases: the node model
-    fitted on ``train``'s labels, scored on ``tested``'s (default: the same examples)."""
+def query_auc(p: np.ndarray, tab: NodeTable, indices=None) -> float:
+    """Whole-query AUC of the least confident node: ``p`` holds the nodes of ``tab``'s examples
+    (``indices``, default all) in order."""
+    examples = [tab.examples[k] for k in (range(len(tab.examples)) if indices is None else indices)]
+    sizes = np.cumsum([len(e.node_labels) for e in examples])[:-1]
+    return M.auc(np.array([q.min() for q in np.split(p, sizes)]), np.array([int(e.correct) for e in examples]))
+
+
+def in_domain(train: NodeTable, parts: list[str], mode: str, tested: NodeTable | None = None
+              ) -> tuple[float, float]:
+    """Node AUC and whole-query AUC out of fold (5 folds by database), scored without databases:
+    the node model fitted on ``train``'s labels, scored on ``tested``'s (default: the same examples)."""
     tested = tested or train
     folds = schema_disjoint_folds([e.db_id for e in train.examples])
-    ps, ys = [], []
+    ps, ys, order = [], [], []
     for f in range(int(folds.max()) + 1):
         x, y, _ = training_rows(train, np.flatnonzero(folds != f), BoostedConfig(database=mode))
         model = fit_classifier(x, y, train.names, node_hgb(parts, list(train.names)))
         xt, yt, _ = tested.stack(np.flatnonzero(folds == f))
         ps.append(model.predict_proba(without_database(xt, tested.names))[:, 1])
         ys.append(yt)
-    return M.auc(np.concatenate(ps), np.concatenate(ys))
+        order.extend(np.flatnonzero(folds == f))
+    p = np.concatenate(ps)
+    return M.auc(p, np.concatenate(ys)), query_auc(p, tested, order)
 
 
 def adapted(source: NodeTable, source_cons: NodeTable, mode: str, tested: NodeTable, tested_cons: NodeTable,
@@ -275,8 +287,8 @@ def label_control(se: NodeTable, st: NodeTable, parts: list[str]) -> str:
     """Spider out of fold by database, without databases, on execution labels: the node model
     fitted on execution labels vs on tree labels."""
     return ("Spider in domain, execution labels: "
-            f"fitted on execution labels {in_domain(se, parts, 'dropout'):.3f}, "
-            f"fitted on tree labels {in_domain(st, parts, 'dropout', se):.3f}")
+            f"fitted on execution labels {in_domain(se, parts, 'dropout')[0]:.3f}, "
+            f"fitted on tree labels {in_domain(st, parts, 'dropout', se)[0]:.3f}")
 
 
 def main() -> None:
@@ -318,7 +330,7 @@ def main() -> None:
                 y = tabs[label][0].stack(range(len(tabs[label][0].examples)))[1]
                 scores[key, label].append(p)
                 labels[key, label] = y
-                out.append(f"{key}->{label} {M.auc(p, y):.3f}")
+                out.append(f"{key}->{label} {M.auc(p, y):.3f} (query {query_auc(p, tabs[label][0]):.3f})")
             print(f"{variant} (adapted, out of fold on the tested benchmark): " + "  ".join(out)
                   + f"  ({time.time() - start:.0f} s)", flush=True)
             continue
@@ -343,15 +355,16 @@ def main() -> None:
             p = models[key].predict_proba(x)[:, 1]
             scores[key, label].append(p)
             labels[key, label] = y  # the same nodes in the same order for every variant
-            out.append(f"{key}->{label} {M.auc(p, y):.3f}")
+            out.append(f"{key}->{label} {M.auc(p, y):.3f} (query {query_auc(p, tested):.3f})")
         print(f"{variant}: " + "  ".join(out) + f"  ({time.time() - start:.0f} s)", flush=True)
         if control:
             assert [e.question_id for e in se.examples] == [e.question_id for e in st.examples]
             print(f"{variant}: {label_control(se, st, parts)}", flush=True)
         if reference:
-            print(f"{variant}: in domain, no databases: S_exec {in_domain(se, parts, 'dropout'):.3f}  "
-                  f"S_tree {in_domain(st, parts, 'dropout'):.3f}  B {in_domain(b_train, parts, 'with', b):.3f}",
-                  flush=True)
+            cells = ["{} {:.3f} (query {:.3f})".format(name, *in_domain(train, parts, mode, tested))
+                     for name, train, mode, tested in (("S_exec", se, "dropout", se), ("S_tree", st, "dropout", st),
+                                                       ("B", b_train, "with", b))]
+            print(f"{variant}: in domain, no databases: " + "  ".join(cells), flush=True)
     if len(variants) > 1:  # the variants' models together: the mean of their probabilities
         print("mean of the variants above: " + "  ".join(
             f"{a}->{b} {M.auc(np.mean(scores[a, b], axis=0), labels[a, b]):.3f}" for a, b in directions), flush=True)
