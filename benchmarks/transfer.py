@@ -168,8 +168,9 @@ def main() -> None:
           f"database features: "
           f"{info.get('config', {}).get('database', 'with')}, dropped: {info.get('config', {}).get('drop')}) -> "
           f"{args.data} dev, {len(kept)} predictions ({correct.mean():.1%} right by {labels} labels), "
-          f"{'with' if use_db else 'without'} databases; its {len(sites)} wrong queries with an error site have "
-          f"{sites.mean():.2f} sites each on average, {np.mean(sites == 1):.1%} of them one\n")
+          f"{'with' if use_db else 'without'} databases; its {len(sites)} wrong queries with an error site"
+          + (f" have {sites.mean():.2f} sites each on average, {np.mean(sites == 1):.1%} of them one" if len(sites) else "")
+          + "\n")
     print("| | node AUC | whole-query AUC | look-here-first top-1 | top-3 | top-1 by the site reading of "
           "the node confidences (no head) |\n|---|---|---|---|---|---|")
     print(f"| transfer | {M.auc(conf, node_labels):.3f} | {M.auc(query, correct):.3f} | "
