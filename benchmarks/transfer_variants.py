@@ -104,10 +104,8 @@ from model.nodes.boosted import (
 from model.nodes.features import (
     BENCHMARK_SIZE_FEATURES,
     COLUMN_TYPES,
-    CONSENSUS_FEATURES,
     FEATURES,
     categorical_mask,
-    consensus_features,
 )
 
 SHIFTED = ["question_words", "schema_columns", "schema_tables", "tree_values", "tree_joins", "tree_size",
@@ -127,20 +125,18 @@ SMALL_HGB = {"learning_rate": 0.05, "max_iter": 150, "max_leaf_nodes": 15, "min_
 
 
 def table(name: str, labels: str, lm: bool = False, evidence: bool = True, consensus: bool = False) -> NodeTable:
-    cfg = config(name, "dropout")
+    # model.database=without here only makes the consensus columns those a user without databases
+    # gets (no result digests); which rows lose their database features is set where a model is
+    # fitted (training_rows) or scored (without_database)
+    cfg = config(name, "without")
     with open_dict(cfg):
         cfg.data.labels = labels
         cfg.model.drop = []  # variants without ``semantic`` (``lm``) leave that group out in transform()
         cfg.model.lm = lm
-        cfg.model.groups = "single"  # consensus columns, if asked, are appended below
+        cfg.model.groups = "single+consensus" if consensus else "single"
         if name == "bird":
             cfg.data.evidence = evidence
-    tab = load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
-    if consensus:  # as load_table appends them, but as without databases: no result digests
-        extra = consensus_features(tab.examples, [None] * len(tab.examples))
-        tab = NodeTable(tab.examples, [np.hstack([x, c]) for x, c in zip(tab.features, extra)],
-                        tab.names + CONSENSUS_FEATURES, tab.root)
-    return tab
+    return load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
 
 
 def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
