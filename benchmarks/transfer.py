@@ -14,6 +14,12 @@ without its databases. ``--labels tree`` labels Spider by tree comparison with g
 labelled (default: execution labels). A model never saw the other benchmark's databases,
 schemas or questions.
 
+``--adapt TEACHER``: also the model adapted to the tested benchmark's unlabelled outputs with
+``rat-adapt``'s ``model.scoring.adapt`` (a consensus model, TEACHER, reads every system's answers
+side by side; the model's node model learns its confidences), out of fold by database: the
+queries of each of 5 folds of databases are scored by the model adapted on the other folds'
+outputs (all systems). The tested benchmark's labels are read for the metrics only.
+
 ``--importance N``: grouped permutation importance (``model.nodes.boosted.group_importance``):
 the drop in node AUC on the tested benchmark when the columns of one feature group are permuted
 together, N repeats; for the transferred model, and with ``--in-domain`` for that run's
@@ -113,6 +119,59 @@ def importance(examples: list, root: Path, use_db: bool, model_dir: Path, in_dom
         print(f"| {g} | " + " | ".join(cells) + " |")
 
 
+def measure(kept: list, calibrated: bool = True) -> dict[str, float]:
+    """Node AUC and ECE, whole-query AUC (least confident node) and, calibrated, AUC and ECE,
+    look here first (top-1 / top-3 of the site head, top-1 of the site reading) of scored
+    ``(example, ScoredQuery)`` pairs."""
+    conf = np.concatenate([[n.confidence for n in r.nodes] for _, r in kept])
+    node_labels = np.concatenate([e.node_labels for e, _ in kept])
+    query = np.array([min(n.confidence for n in r.nodes) for _, r in kept])
+    calibrated_query = np.array([r.query_confidence for _, r in kept])
+    correct = np.array([int(e.correct) for e, _ in kept])
+    where = localisation([{"node_labels": e.node_labels, "node_arity": e.node_arity} for e, _ in kept],
+                         [[n.confidence for n in r.nodes] for _, r in kept],
+                         [[n.site_score for n in r.nodes] for _, r in kept])
+    return {"auc": M.auc(conf, node_labels), "ece": M.ece(conf, node_labels), "query_auc": M.auc(query, correct),
+            "calibrated_query_auc": M.auc(calibrated_query, correct),
+            "calibrated_query_ece": M.ece(calibrated_query, correct),
+            "top1": where["top1_site_scores"], "top3": where["top3_site_scores"],
+            "top1_reading": where["top1_site_reading"]}
+
+
+def calibrated_query(run: Path, prefix: str) -> str:
+    """A run's cross-fitted calibrated whole-query AUC / ECE (its saved model's card), as scored
+    with (``test/``) or without databases."""
+    card = run / "model" / "model.json"
+    if not card.is_file():
+        return "–"
+    metrics = json.loads(card.read_text())["metrics"]
+    m = metrics.get("out_of_fold" if prefix == "test/" else "out_of_fold_without_database", {})
+    if "test/calibrated_query_auc" not in m:
+        return "–"
+    return f"{m['test/calibrated_query_auc']:.3f} / {m['test/calibrated_query_ece']:.3f}"
+
+
+def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict]) -> list:
+    """Each row scored by ``saved`` adapted (``model.scoring.adapt``) on the other folds'
+    rows, 5 folds by database; ``RowError`` where a row cannot be scored."""
+    from model.data.folds import schema_disjoint_folds
+    from model.nodes.saved import SavedModel
+    from model.scoring.adapt import adapt
+
+    teacher = SavedModel.load(teacher_dir)
+    folds = schema_disjoint_folds([e.db_id for e in examples])
+    out: list = [None] * len(rows)
+    for f in range(int(folds.max()) + 1):
+        adapted = adapt(saved, teacher, [r for r, g in zip(rows, folds) if g != f], progress=False)
+        held = np.flatnonzero(folds == f)
+        for k, r in zip(held, Scorer(adapted.model).score_many([rows[k] for k in held], progress=False,
+                                                               spans=False)):
+            out[k] = r
+        print(f"  fold {f + 1}/{folds.max() + 1}: adapted on {adapted.queries} outputs "
+              f"({adapted.shared_questions} questions answered by 2+ systems), scored {len(held)}", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", type=Path, required=True, help="a <run>/model directory")
@@ -122,10 +181,13 @@ def main() -> None:
                         help="Spider's labels: execution match (default) or tree comparison with gold "
                              "(BIRD: tree labels always, there are no databases)")
     parser.add_argument("--in-domain", type=Path, help="a run on --data whose metrics.json to print beside")
+    parser.add_argument("--adapt", type=Path, metavar="TEACHER",
+                        help="a consensus <run>/model: also the model adapted on the tested outputs, out of fold")
     parser.add_argument("--importance", type=int, default=0, metavar="N",
                         help="grouped permutation importance with N repeats (0: off)")
     args = parser.parse_args()
     for path, what in ((args.model / "model.json", "--model"),
+                       *(((args.adapt / "model.json", "--adapt"),) if args.adapt else ()),
                        *(((args.in_domain / "metrics.json", "--in-domain"),) if args.in_domain else ())):
         if not path.is_file():
             parser.error(f"{what} {path.parent}: no {path.name} there")
@@ -150,13 +212,7 @@ def main() -> None:
     scorer = Scorer.load(args.model)
     results = scorer.score_many(rows, progress=True, spans=False)
     kept = [(e, r) for e, r in zip(examples, results) if not isinstance(r, RowError)]
-    conf = np.concatenate([[n.confidence for n in r.nodes] for _, r in kept])
-    node_labels = np.concatenate([e.node_labels for e, _ in kept])
-    query = np.array([min(n.confidence for n in r.nodes) for _, r in kept])
     correct = np.array([int(e.correct) for e, _ in kept])
-    where = localisation([{"node_labels": e.node_labels, "node_arity": e.node_arity} for e, _ in kept],
-                         [[n.confidence for n in r.nodes] for _, r in kept],
-                         [[n.site_score for n in r.nodes] for _, r in kept])
     sites = [sum(error_sites(e.node_labels, e.node_arity)) for e, _ in kept if not e.correct]
     sites = np.array([n for n in sites if n])
     info = scorer.saved.info
@@ -172,9 +228,20 @@ def main() -> None:
           + (f" have {sites.mean():.2f} sites each on average, {np.mean(sites == 1):.1%} of them one" if len(sites) else "")
           + "\n")
     print("| | node AUC | whole-query AUC | look-here-first top-1 | top-3 | top-1 by the site reading of "
-          "the node confidences (no head) |\n|---|---|---|---|---|---|")
-    print(f"| transfer | {M.auc(conf, node_labels):.3f} | {M.auc(query, correct):.3f} | "
-          f"{where['top1_site_scores']:.3f} | {where['top3_site_scores']:.3f} | {where['top1_site_reading']:.3f} |")
+          "the node confidences (no head) | node ECE | calibrated whole-query AUC / ECE |\n|---|---|---|---|---|---|---|---|")
+
+    def line(name: str, m: dict[str, float]) -> str:
+        return (f"| {name} | {m['auc']:.3f} | {m['query_auc']:.3f} | {m['top1']:.3f} | {m['top3']:.3f} | "
+                f"{m['top1_reading']:.3f} | {m['ece']:.3f} | {m['calibrated_query_auc']:.3f} / "
+                f"{m['calibrated_query_ece']:.3f} |")
+
+    print(line("transfer", measure(kept)), flush=True)
+    if args.adapt:
+        adapted = adapted_results(scorer.saved, args.adapt, examples, rows)
+        both = [(e, r) for (e, _), r in zip(kept, (a for a, b in zip(adapted, results) if not isinstance(b, RowError)))]
+        if any(isinstance(r, RowError) for _, r in both):
+            sys.exit("transfer.py: error: a row the model scored could not be scored adapted")
+        print(line(f"adapted ({args.adapt.parent.name} teacher, out of fold by database)", measure(both)))
     if args.in_domain:
         m = json.loads((args.in_domain / "metrics.json").read_text())
         prefix = "test_without_database/" if not use_db and "test_without_database/auc" in m else "test/"
@@ -182,7 +249,8 @@ def main() -> None:
         print(f"| in domain ({args.in_domain.name}, out of fold, {run_labels(run)} labels"
               f"{', scored without databases' if prefix != 'test/' else ''}) | {m[prefix + 'auc']:.3f} | "
               f"{m[prefix + 'query_auc']:.3f} | {m[prefix + 'localisation_top1_site_scores']:.3f} | "
-              f"{m[prefix + 'localisation_top3_site_scores']:.3f} | {m[prefix + 'localisation_top1_site_reading']:.3f} |")
+              f"{m[prefix + 'localisation_top3_site_scores']:.3f} | {m[prefix + 'localisation_top1_site_reading']:.3f} | "
+              f"{m[prefix + 'ece']:.3f} | {calibrated_query(args.in_domain, prefix)} |")
         if run_labels(run) != labels:
             print(f"(the in-domain run learnt {run_labels(run)} labels; these are {labels} labels)")
     if args.importance and args.in_domain and run_labels(run) != labels:

@@ -61,6 +61,10 @@ Variants:
 - ``self_train``: with ``pseudo``, a control: the probabilities come from the single-system
   node model fitted on the training benchmark (self-training, one system's query at a time),
   not from a consensus model;
+- ``distill``: with ``pseudo``, the single-system node model learns from the tested benchmark's
+  pseudo-labels only, not from the training benchmark's labels: what a user holding two saved
+  models (a single-system one and a consensus one) and their own outputs can do, with no
+  training data at hand (``rat-adapt``);
 - ``a+b``: both variants at once (e.g. ``drop_size+small``).
 
 With more than one variant, a last line gives the AUC of the mean of the variants' probabilities
@@ -116,7 +120,7 @@ FEATURE_GROUP = {f.name: f.group for f in FEATURES}
 SHIFT: dict[str, float] = {}  # feature -> KS statistic between the benchmarks, set in main()
 VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone", "drop_shift",
             "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm", "additive", "kind_pairs",
-            "consensus", "bag", "pseudo", "self_train")
+            "consensus", "bag", "pseudo", "self_train", "distill")
 ADDITIVE_HGB = {"learning_rate": 0.1, "max_iter": 600, "max_depth": 1, "min_samples_leaf": 40,
                 "l2_regularization": 1.0}
 BAGS = 5
@@ -257,7 +261,7 @@ def adapted(source: NodeTable, source_cons: NodeTable, mode: str, tested: NodeTa
     """``pseudo``: the probability of each of ``tested``'s nodes (its order), out of fold by
     database, from a single-system node model fitted on ``source``'s labels and on the
     other folds' pseudo-labels (a consensus model fitted on ``source_cons``, scored on
-    ``tested_cons`` without databases)."""
+    ``tested_cons`` without databases); with ``distill``, on those pseudo-labels only."""
     x, y, _ = training_rows(source_cons, range(len(source_cons.examples)), BoostedConfig(database=mode))
     labeller = fit_classifier(x, y, source_cons.names, node_hgb(parts, list(source_cons.names)))
     xc, _, _ = tested_cons.stack(range(len(tested_cons.examples)))
@@ -272,9 +276,10 @@ def adapted(source: NodeTable, source_cons: NodeTable, mode: str, tested: NodeTa
     for f in range(int(folds.max()) + 1):
         other = folds != f
         n = int(other.sum())
-        model = fit_classifier(np.vstack([xs, xt[other], xt[other]]), np.r_[ys, np.ones(n), np.zeros(n)],
+        x_src, y_src = (xs[:0], ys[:0]) if "distill" in parts else (xs, ys)
+        model = fit_classifier(np.vstack([x_src, xt[other], xt[other]]), np.r_[y_src, np.ones(n), np.zeros(n)],
                                source.names, hgb,
-                               sample_weight=np.r_[np.ones(len(xs)), pseudo[other], 1 - pseudo[other]])
+                               sample_weight=np.r_[np.ones(len(x_src)), pseudo[other], 1 - pseudo[other]])
         p[~other] = model.predict_proba(xt[~other])[:, 1]
     return p
 
@@ -315,7 +320,7 @@ def main() -> None:
         parts = variant.split("+")
         b_train = transform(bird_question_only, variant, True) if "no_evidence" in parts else b
         if "pseudo" in parts:
-            plain = "+".join(p for p in parts if p not in ("pseudo", "self_train"))
+            plain = "+".join(p for p in parts if p not in ("pseudo", "self_train", "distill"))
             with_cons = plain if "self_train" in parts else plain + "+consensus"
             tabs = {key: (transform(t, plain, key == "B"), transform(t, with_cons, key == "B"))
                     for key, t in (("S_exec", spider_exec), ("S_tree", spider_tree), ("B", bird))}

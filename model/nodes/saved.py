@@ -68,13 +68,14 @@ class QueryCalibrator:
     intercept: float
 
     @classmethod
-    def fit(cls, aggregates: np.ndarray, labels: np.ndarray) -> QueryCalibrator:
+    def fit(cls, aggregates: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None = None
+            ) -> QueryCalibrator:
         from sklearn.linear_model import LogisticRegression
 
         if len(set(labels.tolist())) < 2:  # one class only: a constant
             rate = float(np.clip(labels.mean() if len(labels) else 0.5, 1e-3, 1 - 1e-3))
             return cls([0.0] * aggregates.shape[1], math.log(rate / (1 - rate)))
-        fitted = LogisticRegression(C=1.0, max_iter=1000).fit(aggregates, labels)
+        fitted = LogisticRegression(C=1.0, max_iter=1000).fit(aggregates, labels, sample_weight=sample_weight)
         return cls([float(c) for c in fitted.coef_[0]], float(fitted.intercept_[0]))
 
     def confidence(self, aggregates: np.ndarray) -> np.ndarray:

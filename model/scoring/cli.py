@@ -241,5 +241,64 @@ def score_file(scorer, args, schemas: dict) -> int:
     return 0
 
 
+def build_adapt_parser() -> argparse.ArgumentParser:
+    from model.scoring import adapt
+
+    parser = argparse.ArgumentParser(
+        prog="rat-adapt", description=adapt.__doc__.split("\n")[0],
+        epilog="A consensus teacher: python train.py model=features model.groups=single+consensus ... "
+               "(docs/beyond_spider.md, 'Adapting to your own outputs').")
+    parser.add_argument("--model", default="pretrained",
+                        help="the single-system model to adapt: 'pretrained' (default) or a <run>/model directory")
+    parser.add_argument("--teacher", required=True, help="a consensus model's <run>/model directory")
+    source = parser.add_argument_group("schemas and databases")
+    source.add_argument("--data-root", type=Path, help="a Spider/BIRD folder: schemas, questions, databases")
+    source.add_argument("--split", default="dev", help="with --data-root: the questions the files answer")
+    source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format): schemas only, no database")
+    source.add_argument("--no-database", action="store_true", help="with --data-root: adapt without databases")
+    parser.add_argument("--predictions", type=Path, nargs="+", required=True,
+                        help="two or more systems' outputs on the same questions (one file per system)")
+    parser.add_argument("--out", type=Path, required=True, help="the adapted model's directory (written)")
+    return parser
+
+
+def adapt_main(argv: list[str] | None = None) -> int:
+    """``rat-adapt``: see ``model.scoring.adapt``."""
+    from model.scoring.adapt import AdaptError, adapt
+
+    args = build_adapt_parser().parse_args(argv)
+    try:
+        if args.data_root and not args.data_root.is_dir():
+            raise UsageError(f"--data-root {args.data_root}: no such directory")
+        if args.schema and not args.schema.is_file():
+            raise UsageError(f"--schema {args.schema}: no such file")
+        for path in args.predictions:
+            if not path.is_file():
+                raise UsageError(f"--predictions {path}: no such file")
+        if args.out.exists() and any(args.out.iterdir()) and not (args.out / "model.json").is_file():
+            raise UsageError(f"--out {args.out}: exists and is not a model directory (not overwritten)")
+        model, teacher = _load_scorer(args.model).saved, _load_scorer(args.teacher).saved
+        if model is None or teacher is None:
+            raise UsageError("--model and --teacher must be boosted models (<run>/model of a model=features run)")
+        skipped: Counter = Counter()
+        rows = read_rows(args, _schemas(args), skipped)
+        skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
+        try:
+            result = adapt(model, teacher, [r for r in rows if "_error" not in r])
+        except AdaptError as e:
+            raise UsageError(f"--predictions: {e}") from None
+    except UsageError as e:
+        print(f"rat-adapt: error: {e}", file=sys.stderr)
+        return 2
+    result.model.save(args.out)
+    skipped.update(result.errors)
+    note = f"; not used: {sum(skipped.values())} ({', '.join(f'{k} {v}' for k, v in skipped.most_common())})" \
+        if skipped else ""
+    print(f"rat-adapt: adapted on {result.queries} outputs ({result.nodes} nodes) of {result.questions} "
+          f"questions, {result.shared_questions} answered by two or more of {len(result.systems)} systems "
+          f"-> {args.out}{note}", file=sys.stderr)
+    return 0
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -176,29 +176,34 @@ class Scorer:
         return result
 
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
-                   spans: bool = True, batch_size: int = 256, workers: int | None = None
-                   ) -> list[ScoredQuery | RowError]:
+                   spans: bool = True, batch_size: int = 256, workers: int | None = None,
+                   features: Sequence[str] | None = None) -> list[ScoredQuery | RowError]:
         """Score rows ``{sql, question, evidence, schema, database, db_id, question_id}`` (all but
         ``sql`` optional; BIRD's ``evidence`` is read as part of the question), in order; a row that cannot be scored comes back as a ``RowError``, never
         stops the batch. ``reasons`` adds reasons to low-confidence nodes; ``spans`` locates
         every node in the written SQL. ``workers`` processes read the SQL and compute the
         features of a boosted model's batches (default: one per CPU core, up to 4, when there is
-        more than one batch); the model itself runs in this process."""
+        more than one batch); the model itself runs in this process. ``features``: the feature
+        columns each result's ``features`` holds (default: the model's own), e.g. another
+        model's, computed in the same pass (``model.scoring.adapt``)."""
         rows = list(rows)
+        if features is not None and self.saved is None:
+            raise ValueError("features: the neural model has no named features")
         with _heap_frozen():
-            return self._score_all(rows, progress, reasons, spans, batch_size, workers)
+            return self._score_all(rows, progress, reasons, spans, batch_size, workers,
+                                   tuple(features) if features is not None else None)
 
     def _score_all(self, rows: list[Mapping], progress: bool, reasons: bool, spans: bool, batch_size: int,
-                   workers: int | None) -> list[ScoredQuery | RowError]:
+                   workers: int | None, features: tuple[str, ...] | None = None) -> list[ScoredQuery | RowError]:
         from tqdm.auto import tqdm
 
         batches = self._batches(rows, batch_size)
         workers = _worker_count(workers, len(batches)) if self.saved is not None else 1
         bar = tqdm(total=len(rows), desc="scoring", unit="query", disable=not progress, leave=False)
         out: list[ScoredQuery | RowError | None] = [None] * len(rows)
-        jobs = [([rows[i] for i in positions], positions, spans) for positions in batches]
+        jobs = [([rows[i] for i in positions], positions, spans, features) for positions in batches]
         with _prepared_batches(self, jobs, workers) as prepared:
-            for (chunk, positions, _), batch in zip(jobs, prepared):
+            for (chunk, positions, *_), batch in zip(jobs, prepared):
                 for i, result in zip(positions, self._finish(batch, chunk, reasons)):
                     out[i] = result
                 bar.update(len(chunk))
@@ -224,10 +229,11 @@ class Scorer:
             batches[-1].extend(group)
         return [b for b in batches if b]
 
-    def _prepare(self, rows: Sequence[Mapping], positions: Sequence[int], spans: bool) -> _Batch:
-        """Read the rows' SQL into examples and (boosted) their feature matrices and (``spans``)
-        their nodes' spans in the written SQL; pure Python and read-only database reads, so
-        it runs in worker processes."""
+    def _prepare(self, rows: Sequence[Mapping], positions: Sequence[int], spans: bool,
+                 features: tuple[str, ...] | None = None) -> _Batch:
+        """Read the rows' SQL into examples and (boosted) their feature matrices (the model's
+        columns, then any other of ``features``) and (``spans``) their nodes' spans in the
+        written SQL; pure Python and read-only database reads, so it runs in worker processes."""
         from model.data.datasets import Question, question_text
         from model.nodes.examples import make_example
         from model.nodes.outputs import tree_of
@@ -260,13 +266,15 @@ class Scorer:
                     {"node_names": example.node_names, "node_arity": example.node_arity}))
                 batch.spans.append(_written(located, sql))
         if self.saved is not None and batch.examples:
-            batch.features = self._features(batch.examples, batch.schemas, batch.databases)
+            batch.features = self._features(batch.examples, batch.schemas, batch.databases, features or ())
+            batch.columns = features
         return batch
 
     def _finish(self, batch: _Batch, rows: Sequence[Mapping], reasons: bool) -> list[ScoredQuery | RowError]:
         results: list[ScoredQuery | RowError | None] = list(batch.errors)
         if batch.examples:
-            scored = (self._boosted(batch.examples, batch.features, reasons,
+            model_columns = len(self.saved.features) if self.saved is not None else 0
+            scored = (self._boosted(batch.examples, [m[:, :model_columns] for m in batch.features], reasons,
                                     [_readable(batch.databases.get(e.db_id)) for e in batch.examples])
                       if self.saved is not None else self._neural(batch.examples))
             for k, (j, example, (conf, site, query_conf, why, x)) in enumerate(zip(batch.keys, batch.examples, scored)):
@@ -278,24 +286,32 @@ class Scorer:
                 results[j] = _assemble(example, row, batch.schemas[example.db_id], conf, site, query_conf,
                                        why, batch.trees[k] if batch.trees else None,
                                        batch.spans[k] if batch.spans else None)
-                results[j].features = x
+                results[j].features = x if batch.columns is None else batch.features[k][:, self._columns(batch.columns)]
         return results  # type: ignore[return-value]
 
-    def _features(self, examples: list, schemas: dict, databases: dict) -> list[np.ndarray]:
-        """Each example's matrix of the saved model's features, in the model's column order."""
+    def _columns(self, features: Sequence[str]) -> list[int]:
+        """Where ``features`` are in the matrices ``_features`` computes with them."""
+        order = list(self.saved.features) + [n for n in features if n not in self.saved.features]
+        return [order.index(n) for n in features]
+
+    def _features(self, examples: list, schemas: dict, databases: dict, extra: Sequence[str] = ()
+                  ) -> list[np.ndarray]:
+        """Each example's matrix of the saved model's features, in the model's column order,
+        then the columns of ``extra`` the model does not read."""
         from model.nodes.features import CONSENSUS_FEATURES, LM_FEATURES, build_features
 
-        wanted = set(self.saved.features)
+        wanted = set(self.saved.features) | set(extra)
         matrices, names, _ = build_features(
             examples, schemas, databases, consensus=bool(wanted & set(CONSENSUS_FEATURES)),
             use_cache=False, timeout_s=self.feature_timeout_s, progress=False,
             lm=(self.saved.info.get("config", {}).get("lm") or True) if wanted & set(LM_FEATURES) else False,
             semantic=any(n.startswith(("name_semantic", "subtree_min_sem")) for n in wanted))
         index = {n: j for j, n in enumerate(names)}
-        missing = [n for n in self.saved.features if n not in index]
+        order = list(self.saved.features) + [n for n in extra if n not in self.saved.features]
+        missing = [n for n in order if n not in index]
         if missing:
             raise ModelFileError(f"the model reads features this version does not compute: {missing}")
-        columns = [index[n] for n in self.saved.features]
+        columns = [index[n] for n in order]
         return [m[:, columns] for m in matrices]
 
     def _boosted(self, examples: list, matrices: list[np.ndarray], reasons: bool,
@@ -411,6 +427,7 @@ class _Batch:
     databases: dict
     positions: list[int]  # each row's position in the whole input
     features: list[np.ndarray] = field(default_factory=list)
+    columns: tuple[str, ...] | None = None  # the features the results hold, when not the model's own
     trees: list = field(default_factory=list)
     spans: list = field(default_factory=list)
 

@@ -1,0 +1,141 @@
+"""Adapt a single-system model to your own outputs, without labels: a consensus model (the
+teacher) reads several systems' answers to the same questions side by side and says how likely
+each node is right; the single-system model's node model is fitted again on those
+probabilities, over the same questions' feature rows. The adapted model then scores one
+system's query alone, as before, on the questions and databases it was adapted to.
+
+Why: a model fitted on one benchmark loses on another (Spider -> BIRD), and the consensus track,
+which reads the other systems' answers, loses much less (``docs/beyond_spider.md``, section
+3.3); what it reads about your outputs is what the single-system model learns from here. No
+gold SQL and no training data are needed: two saved models and your outputs.
+
+What is kept from the single-system model: its feature columns, node-model settings
+(``hgb``, ``monotone``, ``database``), site head and reasons' feature names. What is new: the
+node model, its typical feature values, and the whole-query calibrator (fitted against the
+teacher's whole-query confidences). The node model learns the teacher's calibrated
+probabilities, so its own output is the confidence (no node calibrator).
+
+    rat-adapt --teacher <consensus run>/model --schema tables.json \\
+        --predictions system_a.jsonl system_b.jsonl system_c.jsonl --out adapted/
+    rat-score --model adapted/ --schema tables.json --predictions new.jsonl
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+
+import numpy as np
+
+from model.nodes.saved import (
+    QueryCalibrator,
+    SavedModel,
+    kind_group,
+    query_aggregates,
+    typical_values,
+)
+
+
+class AdaptError(ValueError):
+    """Models or outputs adaptation cannot use (a teacher that reads no other answers...)."""
+
+
+@dataclass
+class Adaptation:
+    """The adapted model and what it was adapted on."""
+
+    model: SavedModel
+    queries: int  # outputs the teacher scored (rows that could not be read: ``errors``)
+    nodes: int
+    questions: int
+    shared_questions: int  # questions answered by two or more systems (what the teacher reads)
+    systems: dict[str, int]
+    errors: Counter = field(default_factory=Counter)  # reason -> rows not used
+
+
+def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed: int = 0,
+          progress: bool = True, workers: int | None = None, hgb: Mapping | None = None) -> Adaptation:
+    """``model`` (single-system) fitted again on ``teacher``'s (consensus) node confidences of
+    ``rows`` (``Scorer.score_many`` rows, each with its ``question_id`` and ``system``: several
+    systems' answers to the same questions). Rows that cannot be read are counted, not fatal.
+    ``hgb``: the node model's settings (default: ``model``'s own, with its monotonic constraints).
+
+    >>> from model.scoring import Scorer
+    >>> single = Scorer.pretrained().saved
+    >>> adapt(single, single, [])
+    Traceback (most recent call last):
+    ...
+    model.scoring.adapt.AdaptError: the teacher reads one system's answer alone (a model=features run with model.groups=single+consensus reads the others)
+    """
+    from model.nodes.boosted import (
+        BoostedConfig,
+        dropped_database,
+        fit_classifier,
+        without_database,
+    )
+    from model.nodes.features import CONSENSUS_FEATURES
+    from model.scoring.scorer import RowError, Scorer
+
+    if not set(teacher.features) & set(CONSENSUS_FEATURES):
+        raise AdaptError("the teacher reads one system's answer alone (a model=features run with "
+                         "model.groups=single+consensus reads the others)")
+    if set(model.features) & set(CONSENSUS_FEATURES):
+        raise AdaptError("the model to adapt reads other systems' answers: adapt a single-system model")
+    answers = Counter(str(r.get("question_id")) for r in rows if r.get("question_id") is not None)
+    if not any(n > 1 for n in answers.values()):
+        raise AdaptError("no question is answered by two or more systems (rows need a question_id and a "
+                         "system; give one file per system)")
+    results = Scorer(teacher).score_many(rows, progress=progress, spans=False, workers=workers,
+                                         features=model.features)
+    errors = Counter(r.message.split(":")[0][:60] for r in results if isinstance(r, RowError))
+    scored = [(row, r) for row, r in zip(rows, results) if not isinstance(r, RowError)]
+    if not scored:
+        raise AdaptError(f"none of the {len(rows)} rows could be scored ({', '.join(errors)})")
+    x = np.vstack([r.features for _, r in scored])
+    soft = np.concatenate([[n.confidence for n in r.nodes] for _, r in scored])
+    config = model.info.get("config", {})
+    database = config.get("database", "with")
+    with_db = np.array([bool(row.get("database")) for row, _ in scored])
+    sizes = [len(r.nodes) for _, r in scored]
+    if database == "without":
+        x = without_database(x, model.features)
+    elif database in ("dropout", "both"):  # as the model was trained: a random half without
+        blank = np.repeat(dropped_database(len(scored), seed) & with_db, sizes)
+        x = without_database(x, model.features, np.flatnonzero(blank))
+    settings = BoostedConfig(hgb=dict(hgb or config.get("hgb") or BoostedConfig().hgb),
+                             monotone=bool(config.get("monotone"))).node_hgb(model.features)
+    n = len(x)
+    node_model = fit_classifier(np.vstack([x, x]), np.r_[np.ones(n), np.zeros(n)], model.features, settings, seed,
+                                sample_weight=np.r_[soft, 1 - soft])
+    adapted = SavedModel(node_model, model.site_model, None, model.query_calibrator, model.features,
+                         model.typical, _adapted_info(model, teacher, scored, answers), None)
+    confidence = np.split(adapted.raw_node_probability(x), np.cumsum(sizes)[:-1])
+    aggregates = np.array([query_aggregates(c) for c in confidence])
+    target = np.array([r.query_confidence for _, r in scored])
+    adapted.query_calibrator = QueryCalibrator.fit(np.vstack([aggregates, aggregates]),
+                                                   np.r_[np.ones(len(target)), np.zeros(len(target))],
+                                                   sample_weight=np.r_[target, 1 - target])
+    kinds = [kind_group(node.kind) for _, r in scored for node in r.nodes]
+    adapted.typical = typical_values(x, (soft >= 0.5).astype(int), kinds, model.features)
+    systems = dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items()))
+    return Adaptation(adapted, len(scored), n, len({str(r.question_id) for _, r in scored}),
+                      sum(1 for q, k in answers.items() if k > 1), systems, errors)
+
+
+def _adapted_info(model: SavedModel, teacher: SavedModel, scored: list, answers: Counter) -> dict:
+    """The model card of the adapted model: the base model's description under ``base_model``
+    (its metrics are the base model's, measured before adaptation)."""
+    base = {k: model.info.get(k) for k in ("method", "trained_on", "metrics", "created")}
+    return {**{k: v for k, v in model.info.items() if k not in ("metrics", "trained_on", "created")},
+            "created": date.today().isoformat(),
+            "method": f"{model.info.get('method', 'boosted node features')}, adapted",
+            "metrics": {},
+            "trained_on": {"adapted_on": {
+                "outputs": len(scored), "questions": len({str(r.question_id) for _, r in scored}),
+                "shared_questions": sum(1 for k in answers.values() if k > 1),
+                "databases": len({str(r.db_id) for _, r in scored}),
+                "systems": dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items()))}},
+            "base_model": base,
+            "teacher": {k: teacher.info.get(k) for k in ("method", "trained_on", "created")}}

@@ -1,0 +1,129 @@
+"""rat-adapt: a single-system model fitted again on a consensus teacher's reading of a user's
+unlabelled outputs (several systems on the same questions); it then scores one query alone.
+Features are computed once for both models; mistakes are one line and exit code 2; the
+databases are never changed."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from model.scoring import RowError, SavedModel, Scorer
+from model.scoring.adapt import AdaptError, adapt
+from tests.test_scorer import _rows, boosted_model, consensus_model  # noqa: F401  (the fixtures)
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def rat_adapt(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "import sys; from model.scoring.cli import adapt_main; "
+                           "sys.exit(adapt_main())", *args], check=False, capture_output=True, text=True,
+                          env=ENV, timeout=900)
+
+
+def _with_systems(table, indices, with_database=False):
+    rows = _rows(table, indices, with_database)
+    for row, k in zip(rows, indices):
+        row.update(question_id=table.examples[k].question_id, system=table.examples[k].system)
+    return rows
+
+
+def _confidences(results) -> np.ndarray:
+    assert not [r for r in results if isinstance(r, RowError)]
+    return np.concatenate([[n.confidence for n in r.nodes] for r in results])
+
+
+def test_scoring_returns_another_models_features_as_that_model_computes_them(boosted_model, consensus_model):  # noqa: F811
+    (single_dir, objects), (teacher_dir, _) = boosted_model, consensus_model
+    rows = _with_systems(objects["table"], range(60), with_database=True)
+    single = Scorer.load(single_dir)
+    own = single.score_many(rows, progress=False, spans=False)
+    other = Scorer.load(teacher_dir).score_many(rows, progress=False, spans=False, features=single.saved.features)
+    for a, b in zip(own, other):
+        assert b.features.shape == a.features.shape and np.array_equal(a.features, b.features, equal_nan=True)
+    # the teacher's own scores are the same with or without the extra columns
+    plain = Scorer.load(teacher_dir).score_many(rows, progress=False, spans=False)
+    assert np.array_equal(_confidences(plain), _confidences(other))
+
+
+def test_the_adapted_model_learns_the_teachers_reading_and_scores_one_query_alone(boosted_model, consensus_model):  # noqa: F811
+    (single_dir, objects), (teacher_dir, _) = boosted_model, consensus_model
+    table = objects["table"]
+    rows = _with_systems(table, range(len(table.examples)))
+    base, teacher = SavedModel.load(single_dir), SavedModel.load(teacher_dir)
+    result = adapt(base, teacher, rows, progress=False, hgb={**base.info["config"]["hgb"], "max_iter": 200})
+    assert result.queries == len(rows) and len(result.systems) == 3
+    assert result.shared_questions == len({e.question_id for e in table.examples})
+    taught = _confidences(Scorer(teacher).score_many(rows, progress=False, spans=False))
+    alone = [{k: v for k, v in r.items() if k not in ("question_id", "system")} for r in rows]  # one query at a time
+    before = _confidences(Scorer(base).score_many(alone, progress=False, spans=False))
+    after = _confidences(Scorer(result.model).score_many(alone, progress=False, spans=False))
+    # closer to the teacher than the model it started from (the teacher reads the other systems)
+    assert np.mean(np.abs(after - taught)) < 0.75 * np.mean(np.abs(before - taught))
+    info = result.model.info
+    assert info["method"].endswith("adapted") and info["trained_on"]["adapted_on"]["outputs"] == len(rows)
+    assert info["base_model"]["trained_on"] == base.info["trained_on"] and info["metrics"] == {}
+    assert len(result.model.node_model._predictors) == 200  # the settings given
+
+
+def test_a_teacher_must_read_the_other_answers_and_the_outputs_must_share_questions(boosted_model, consensus_model):  # noqa: F811
+    (single_dir, objects), (teacher_dir, _) = boosted_model, consensus_model
+    rows = _with_systems(objects["table"], range(40))
+    single, teacher = SavedModel.load(single_dir), SavedModel.load(teacher_dir)
+    with pytest.raises(AdaptError, match="teacher reads one system"):
+        adapt(single, single, rows, progress=False)
+    with pytest.raises(AdaptError, match="adapt a single-system model"):
+        adapt(teacher, teacher, rows, progress=False)
+    one_system = [r for r in rows if r["system"] == rows[0]["system"]]
+    with pytest.raises(AdaptError, match="two or more systems"):
+        adapt(single, teacher, one_system, progress=False)
+
+
+def test_rat_adapt_writes_a_model_rat_score_reads_and_leaves_the_databases_alone(boosted_model, consensus_model, tmp_path):  # noqa: F811
+    (single_dir, objects), (teacher_dir, _) = boosted_model, consensus_model
+    root = objects["table"].root
+    files = sorted((root / "predictions").glob("*.jsonl"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(files[0].read_text() + "{not json\n" + json.dumps({"db_id": "no_such_db", "sql": "SELECT 1"}) + "\n")
+    databases = sorted((root / "database").rglob("*.sqlite"))
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in databases}
+    out = tmp_path / "adapted"
+    done = rat_adapt("--model", str(single_dir), "--teacher", str(teacher_dir), "--data-root", str(root),
+                     "--predictions", str(bad), *map(str, files[1:]), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = done.stderr.strip().splitlines()[-1]
+    n = sum(len(p.read_text().splitlines()) for p in files)
+    assert f"adapted on {n} outputs" in summary and "not used: 2" in summary, summary
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in databases} == before
+    scored = subprocess.run([sys.executable, "-m", "model.scoring.cli", "--model", str(out), "--data-root", str(root),
+                             "--no-reasons", "--predictions", str(files[0]), "--out", str(tmp_path / "s.jsonl")],
+                            check=False, capture_output=True, text=True, env=ENV, timeout=600)
+    assert scored.returncode == 0, scored.stderr
+    assert "adapted" in scored.stderr and len((tmp_path / "s.jsonl").read_text().splitlines()) == len(
+        files[0].read_text().splitlines())
+
+
+@pytest.mark.parametrize("which, message", [
+    ("single teacher", "--predictions: the teacher reads one system's answer alone"),
+    ("one file", "--predictions: no question is answered by two or more systems"),
+    ("missing file", "--predictions /no/such.jsonl: no such file"),
+    ("no model", "--model /no/such/model"),
+])
+def test_rat_adapt_mistakes_are_one_line_and_exit_2(which, message, boosted_model, consensus_model, tmp_path):  # noqa: F811
+    (single_dir, objects), (teacher_dir, _) = boosted_model, consensus_model
+    root = objects["table"].root
+    files = [str(p) for p in sorted((root / "predictions").glob("*.jsonl"))]
+    args = {"single teacher": ["--teacher", str(single_dir), "--predictions", *files],
+            "one file": ["--teacher", str(teacher_dir), "--predictions", files[0]],
+            "missing file": ["--teacher", str(teacher_dir), "--predictions", "/no/such.jsonl"],
+            "no model": ["--model", "/no/such/model", "--teacher", str(teacher_dir), "--predictions", *files]}[which]
+    if which != "no model":
+        args = ["--model", str(single_dir), *args]
+    done = rat_adapt(*args, "--data-root", str(root), "--out", str(tmp_path / "m"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
+    assert not (tmp_path / "m").exists()
