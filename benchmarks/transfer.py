@@ -16,7 +16,8 @@ schemas or questions.
 
 ``--adapt TEACHER``: also the model adapted to the tested benchmark's unlabelled outputs with
 ``rat-adapt``'s ``model.scoring.adapt`` (a consensus model, TEACHER, reads every system's answers
-side by side; the model's node model learns its confidences), out of fold by database: the
+side by side; the model's node model learns its confidences), with and without its label-shift
+step (the teacher's rates of right nodes and queries re-estimated by EM), out of fold by database: the
 queries of each of 5 folds of databases are scored by the model adapted on the other folds'
 outputs (all systems). The tested benchmark's labels are read for the metrics only.
 
@@ -151,7 +152,7 @@ def calibrated_query(run: Path, prefix: str) -> str:
     return f"{m['test/calibrated_query_auc']:.3f} / {m['test/calibrated_query_ece']:.3f}"
 
 
-def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict]) -> list:
+def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict], label_shift: bool = True) -> list:
     """Each row scored by ``saved`` adapted (``model.scoring.adapt``) on the other folds'
     rows, 5 folds by database; ``RowError`` where a row cannot be scored."""
     from model.data.folds import schema_disjoint_folds
@@ -162,13 +163,18 @@ def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict]) 
     folds = schema_disjoint_folds([e.db_id for e in examples])
     out: list = [None] * len(rows)
     for f in range(int(folds.max()) + 1):
-        adapted = adapt(saved, teacher, [r for r, g in zip(rows, folds) if g != f], progress=False)
+        adapted = adapt(saved, teacher, [r for r, g in zip(rows, folds) if g != f], progress=False,
+                        label_shift=label_shift)
         held = np.flatnonzero(folds == f)
         for k, r in zip(held, Scorer(adapted.model).score_many([rows[k] for k in held], progress=False,
                                                                spans=False)):
             out[k] = r
+        rates = "" if not adapted.estimated_rates else (
+            ", right nodes / queries {:.1%} / {:.1%} -> {:.1%} / {:.1%}".format(*adapted.teacher_rates,
+                                                                               *adapted.estimated_rates))
         print(f"  fold {f + 1}/{folds.max() + 1}: adapted on {adapted.queries} outputs "
-              f"({adapted.shared_questions} questions answered by 2+ systems), scored {len(held)}", flush=True)
+              f"({adapted.shared_questions} questions answered by 2+ systems{rates}), scored {len(held)}",
+              flush=True)
     return out
 
 
@@ -236,12 +242,13 @@ def main() -> None:
                 f"{m['calibrated_query_ece']:.3f} |")
 
     print(line("transfer", measure(kept)), flush=True)
-    if args.adapt:
-        adapted = adapted_results(scorer.saved, args.adapt, examples, rows)
+    for label_shift in (True, False) if args.adapt else ():
+        adapted = adapted_results(scorer.saved, args.adapt, examples, rows, label_shift)
         both = [(e, r) for (e, _), r in zip(kept, (a for a, b in zip(adapted, results) if not isinstance(b, RowError)))]
         if any(isinstance(r, RowError) for _, r in both):
             sys.exit("transfer.py: error: a row the model scored could not be scored adapted")
-        print(line(f"adapted ({args.adapt.parent.name} teacher, out of fold by database)", measure(both)))
+        print(line(f"adapted ({args.adapt.parent.name} teacher, out of fold by database"
+                   f"{'' if label_shift else ', without the label-shift step'})", measure(both)), flush=True)
     if args.in_domain:
         m = json.loads((args.in_domain / "metrics.json").read_text())
         prefix = "test_without_database/" if not use_db and "test_without_database/auc" in m else "test/"

@@ -449,6 +449,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
                        "databases": len({e.db_id for e in examples}),
                        "systems": dict(sorted(Counter(e.system for e in examples).items())),
                        "correct_queries": int(sum(e.correct for e in examples)),
+                       "correct_nodes": int(y_plain.sum()),
                        "digest": data_digest(examples),
                        "train_side_examples": len(side)},
         # test/query_auc: the least confident node's; test/calibrated_query_*: the calibrated

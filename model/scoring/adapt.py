@@ -7,16 +7,20 @@ system's query alone, as before, on the questions and databases it was adapted t
 Why: a model fitted on one benchmark loses on another (Spider -> BIRD), and the consensus track,
 which reads the other systems' answers, loses much less (``docs/beyond_spider.md``, section
 3.3); what it reads about your outputs is what the single-system model learns from here. No
-gold SQL and no training data are needed: two saved models and your outputs.
+gold SQL and no training data are needed: two saved models (by default the shipped ones:
+``pretrained``, and ``pretrained:spider_consensus`` as the teacher) and your outputs.
 
 What is kept from the single-system model: its feature columns, node-model settings
 (``hgb``, ``monotone``, ``database``), site head and reasons' feature names. What is new: the
 node model, its typical feature values, and the whole-query calibrator (fitted against the
 teacher's whole-query confidences). The node model learns the teacher's calibrated
-probabilities, so its own output is the confidence (no node calibrator).
+probabilities, so its own output is the confidence (no node calibrator). Where your outputs are
+right more or less often than the teacher's training data (BIRD's far less often than
+Spider's), those probabilities are first moved to the rates EM estimates on your outputs
+(label shift, ``model.eval.calibration.prior_shift``): without that, the adapted confidences
+keep the teacher's benchmark's rates.
 
-    rat-adapt --teacher <consensus run>/model --schema tables.json \\
-        --predictions system_a.jsonl system_b.jsonl system_c.jsonl --out adapted/
+    rat-adapt --schema tables.json --predictions system_a.jsonl system_b.jsonl system_c.jsonl --out adapted/
     rat-score --model adapted/ --schema tables.json --predictions new.jsonl
 """
 
@@ -29,6 +33,7 @@ from datetime import date
 
 import numpy as np
 
+from model.eval.calibration import prior_shift
 from model.nodes.saved import (
     QueryCalibrator,
     SavedModel,
@@ -53,14 +58,20 @@ class Adaptation:
     shared_questions: int  # questions answered by two or more systems (what the teacher reads)
     systems: dict[str, int]
     errors: Counter = field(default_factory=Counter)  # reason -> rows not used
+    teacher_rates: tuple[float, float] | None = None  # right nodes, right queries where the teacher was fitted
+    estimated_rates: tuple[float, float] | None = None  # the same, estimated on the outputs (label_shift)
 
 
 def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed: int = 0,
-          progress: bool = True, workers: int | None = None, hgb: Mapping | None = None) -> Adaptation:
+          progress: bool = True, workers: int | None = None, hgb: Mapping | None = None,
+          label_shift: bool = True) -> Adaptation:
     """``model`` (single-system) fitted again on ``teacher``'s (consensus) node confidences of
     ``rows`` (``Scorer.score_many`` rows, each with its ``question_id`` and ``system``: several
     systems' answers to the same questions). Rows that cannot be read are counted, not fatal.
     ``hgb``: the node model's settings (default: ``model``'s own, with its monotonic constraints).
+    ``label_shift``: the teacher's node and whole-query confidences are moved from the rates of
+    right nodes and queries it was trained on to the rates EM estimates on ``rows``
+    (``model.eval.calibration.prior_shift``; skipped for a teacher whose model card lacks them).
 
     >>> from model.scoring import Scorer
     >>> single = Scorer.pretrained().saved
@@ -95,6 +106,13 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
         raise AdaptError(f"none of the {len(rows)} rows could be scored ({', '.join(errors)})")
     x = np.vstack([r.features for _, r in scored])
     soft = np.concatenate([[n.confidence for n in r.nodes] for _, r in scored])
+    target = np.array([r.query_confidence for _, r in scored])
+    rates = _source_rates(teacher) if label_shift else None
+    estimated = None
+    if rates is not None:
+        soft, node_rate = prior_shift(soft, rates[0])
+        target, query_rate = prior_shift(target, rates[1])
+        estimated = (node_rate, query_rate)
     config = model.info.get("config", {})
     database = config.get("database", "with")
     with_db = np.array([bool(row.get("database")) for row, _ in scored])
@@ -110,10 +128,9 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
     node_model = fit_classifier(np.vstack([x, x]), np.r_[np.ones(n), np.zeros(n)], model.features, settings, seed,
                                 sample_weight=np.r_[soft, 1 - soft])
     adapted = SavedModel(node_model, model.site_model, None, model.query_calibrator, model.features,
-                         model.typical, _adapted_info(model, teacher, scored, answers), None)
+                         model.typical, _adapted_info(model, teacher, scored, answers, rates, estimated), None)
     confidence = np.split(adapted.raw_node_probability(x), np.cumsum(sizes)[:-1])
     aggregates = np.array([query_aggregates(c) for c in confidence])
-    target = np.array([r.query_confidence for _, r in scored])
     adapted.query_calibrator = QueryCalibrator.fit(np.vstack([aggregates, aggregates]),
                                                    np.r_[np.ones(len(target)), np.zeros(len(target))],
                                                    sample_weight=np.r_[target, 1 - target])
@@ -121,10 +138,19 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
     adapted.typical = typical_values(x, (soft >= 0.5).astype(int), kinds, model.features)
     systems = dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items()))
     return Adaptation(adapted, len(scored), n, len({str(r.question_id) for _, r in scored}),
-                      sum(1 for q, k in answers.items() if k > 1), systems, errors)
+                      sum(1 for q, k in answers.items() if k > 1), systems, errors, rates, estimated)
 
 
-def _adapted_info(model: SavedModel, teacher: SavedModel, scored: list, answers: Counter) -> dict:
+def _source_rates(teacher: SavedModel) -> tuple[float, float] | None:
+    """(right nodes, right queries) as shares of what the teacher was trained on, from its card."""
+    trained = teacher.info.get("trained_on", {})
+    if not all(trained.get(k) for k in ("correct_nodes", "nodes", "correct_queries", "examples")):
+        return None
+    return trained["correct_nodes"] / trained["nodes"], trained["correct_queries"] / trained["examples"]
+
+
+def _adapted_info(model: SavedModel, teacher: SavedModel, scored: list, answers: Counter,
+                  rates: tuple[float, float] | None, estimated: tuple[float, float] | None) -> dict:
     """The model card of the adapted model: the base model's description under ``base_model``
     (its metrics are the base model's, measured before adaptation)."""
     base = {k: model.info.get(k) for k in ("method", "trained_on", "metrics", "created")}
@@ -136,6 +162,9 @@ def _adapted_info(model: SavedModel, teacher: SavedModel, scored: list, answers:
                 "outputs": len(scored), "questions": len({str(r.question_id) for _, r in scored}),
                 "shared_questions": sum(1 for k in answers.values() if k > 1),
                 "databases": len({str(r.db_id) for _, r in scored}),
-                "systems": dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items()))}},
+                "systems": dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items())),
+                # label shift: the teacher's rates of right nodes / queries, and those estimated here
+                "teacher_rates": list(rates) if rates else None,
+                "estimated_rates": [round(r, 4) for r in estimated] if estimated else None}},
             "base_model": base,
             "teacher": {k: teacher.info.get(k) for k in ("method", "trained_on", "created")}}

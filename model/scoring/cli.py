@@ -246,11 +246,13 @@ def build_adapt_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="rat-adapt", description=adapt.__doc__.split("\n")[0],
-        epilog="A consensus teacher: python train.py model=features model.groups=single+consensus ... "
+        epilog="Another consensus teacher: python train.py model=features model.groups=single+consensus ... "
                "(docs/beyond_spider.md, 'Adapting to your own outputs').")
     parser.add_argument("--model", default="pretrained",
                         help="the single-system model to adapt: 'pretrained' (default) or a <run>/model directory")
-    parser.add_argument("--teacher", required=True, help="a consensus model's <run>/model directory")
+    parser.add_argument("--teacher", default="pretrained:spider_consensus",
+                        help="a consensus model: 'pretrained:spider_consensus' (default: shipped, fitted on "
+                             "Spider without databases) or a <run>/model directory")
     source = parser.add_argument_group("schemas and databases")
     source.add_argument("--data-root", type=Path, help="a Spider/BIRD folder: schemas, questions, databases")
     source.add_argument("--split", default="dev", help="with --data-root: the questions the files answer")
@@ -259,6 +261,8 @@ def build_adapt_parser() -> argparse.ArgumentParser:
     parser.add_argument("--predictions", type=Path, nargs="+", required=True,
                         help="two or more systems' outputs on the same questions (one file per system)")
     parser.add_argument("--out", type=Path, required=True, help="the adapted model's directory (written)")
+    parser.add_argument("--no-label-shift", action="store_true",
+                        help="keep the teacher's rates of right nodes and queries (default: re-estimated by EM)")
     return parser
 
 
@@ -284,7 +288,7 @@ def adapt_main(argv: list[str] | None = None) -> int:
         rows = read_rows(args, _schemas(args), skipped)
         skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
         try:
-            result = adapt(model, teacher, [r for r in rows if "_error" not in r])
+            result = adapt(model, teacher, [r for r in rows if "_error" not in r], label_shift=not args.no_label_shift)
         except AdaptError as e:
             raise UsageError(f"--predictions: {e}") from None
     except UsageError as e:
@@ -297,6 +301,10 @@ def adapt_main(argv: list[str] | None = None) -> int:
     print(f"rat-adapt: adapted on {result.queries} outputs ({result.nodes} nodes) of {result.questions} "
           f"questions, {result.shared_questions} answered by two or more of {len(result.systems)} systems "
           f"-> {args.out}{note}", file=sys.stderr)
+    if result.estimated_rates:
+        (node_before, query_before), (node_after, query_after) = result.teacher_rates, result.estimated_rates
+        print(f"rat-adapt: right nodes {node_before:.1%} -> {node_after:.1%}, right queries {query_before:.1%} -> "
+              f"{query_after:.1%} (the teacher's training data -> estimated on these outputs)", file=sys.stderr)
     return 0
 
 

@@ -37,7 +37,8 @@ import rat
 from model.nodes.saved import ModelFileError, SavedModel, kind_group, query_aggregates
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
 
-PRETRAINED = {"spider": Path(__file__).resolve().parent / "pretrained" / "spider"}
+PRETRAINED = {name: Path(__file__).resolve().parent / "pretrained" / name
+              for name in ("spider", "spider_consensus")}  # spider_consensus: rat-adapt's teacher
 # Nodes below this confidence get reasons (and "look here first" always does).
 REASONS_BELOW = 0.5
 
@@ -135,9 +136,12 @@ class Scorer:
     @classmethod
     def load(cls, path: str | Path) -> Scorer:
         """A saved boosted model directory (``<run>/model`` or the run itself), or a neural
-        checkpoint (a ``.ckpt`` or a neural run directory); ``pretrained`` for the shipped one."""
+        checkpoint (a ``.ckpt`` or a neural run directory); ``pretrained`` for the shipped one,
+        ``pretrained:<name>`` for another shipped one (``pretrained:spider_consensus``)."""
         if str(path) == "pretrained":
             return cls.pretrained()
+        if str(path).startswith("pretrained:"):
+            return cls.pretrained(str(path).split(":", 1)[1])
         path = Path(path)
         if not path.exists():
             raise ModelFileError(f"{path}: no such model (give a <run>/model directory, a neural run "

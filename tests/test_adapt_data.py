@@ -1,0 +1,59 @@
+"""rat-adapt's shipped teacher and adaptation on real data: the consensus teacher reproduces its
+training run's in-sample numbers; the shipped Spider model, adapted on the CodeS systems' BIRD
+outputs of some databases (no labels read), ranks the nodes of other BIRD databases better
+than it does cold."""
+
+import numpy as np
+import pytest
+
+from model.data.datasets import load_schemas
+from model.eval import metrics as M
+from model.nodes.examples import build_examples
+from model.nodes.saved import data_digest
+from model.scoring import RowError, Scorer
+from model.scoring.adapt import adapt
+
+pytestmark = [pytest.mark.data, pytest.mark.slow]
+
+
+def _rows(root, examples):
+    schemas = load_schemas(root)
+    return [{"sql": e.sql, "question": e.question, "db_id": e.db_id, "schema": schemas[e.db_id],
+             "question_id": e.question_id, "system": e.system} for e in examples]
+
+
+def _node_auc(results, examples) -> float:
+    assert not [r for r in results if isinstance(r, RowError)]
+    return M.auc(np.concatenate([[n.confidence for n in r.nodes] for r in results]),
+                 np.concatenate([e.node_labels for e in examples]))
+
+
+def test_the_shipped_teacher_reproduces_its_in_sample_numbers(shared_data):
+    root = shared_data / "spider"
+    files = sorted((shared_data / "predictions" / "spider_dev").iterdir())
+    examples, _ = build_examples(root, "dev", prediction_files=files, require_database=True, verbose=False)
+    examples = [e for e in examples if e.execution_match is not None]
+    scorer = Scorer.pretrained("spider_consensus")
+    info = scorer.saved.info
+    assert data_digest(examples) == info["trained_on"]["digest"] and info["config"]["database"] == "without"
+    results = scorer.score_many(_rows(root, examples), progress=False, spans=False)  # no database
+    assert _node_auc(results, examples) == pytest.approx(info["metrics"]["in_sample"]["auc"], abs=1e-6)
+
+
+def test_adapting_the_spider_model_on_bird_outputs_helps_on_other_bird_databases(shared_data):
+    root = shared_data / "bird"
+    files = sorted((shared_data / "predictions" / "bird_dev").iterdir())
+    examples, _ = build_examples(root, "dev", prediction_files=files, require_database=False, evidence=True,
+                                 labels="tree", verbose=False)
+    databases = sorted({e.db_id for e in examples})
+    seen = set(databases[::2])
+    rows = _rows(root, examples)
+    adapted = adapt(Scorer.pretrained().saved, Scorer.pretrained("spider_consensus").saved,
+                    [r for r in rows if r["db_id"] in seen], progress=False)
+    assert adapted.shared_questions > 500 and len(adapted.systems) == 4
+    tested = [k for k, e in enumerate(examples) if e.db_id not in seen]
+    alone = [{k: v for k, v in rows[i].items() if k not in ("question_id", "system")} for i in tested]
+    cold = _node_auc(Scorer.pretrained().score_many(alone, progress=False, spans=False), [examples[i] for i in tested])
+    warm = _node_auc(Scorer(adapted.model).score_many(alone, progress=False, spans=False),
+                     [examples[i] for i in tested])
+    assert warm > cold + 0.02, (cold, warm)
