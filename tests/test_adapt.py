@@ -95,9 +95,11 @@ def test_rat_adapt_writes_a_model_rat_score_reads_and_leaves_the_databases_alone
     done = rat_adapt("--model", str(single_dir), "--teacher", str(teacher_dir), "--data-root", str(root),
                      "--predictions", str(bad), *map(str, files[1:]), "--out", str(out))
     assert done.returncode == 0, done.stderr
-    summary = done.stderr.strip().splitlines()[-1]
+    summary, rates = done.stderr.strip().splitlines()[-2:]
     n = sum(len(p.read_text().splitlines()) for p in files)
     assert f"adapted on {n} outputs" in summary and "not used: 2" in summary, summary
+    assert rates.startswith("rat-adapt: right nodes") and json.loads((out / "model.json").read_text())[
+        "trained_on"]["adapted_on"]["estimated_rates"]
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in databases} == before
     scored = subprocess.run([sys.executable, "-m", "model.scoring.cli", "--model", str(out), "--data-root", str(root),
                              "--no-reasons", "--predictions", str(files[0]), "--out", str(tmp_path / "s.jsonl")],

@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 
@@ -115,7 +116,7 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
         estimated = (node_rate, query_rate)
     config = model.info.get("config", {})
     database = config.get("database", "with")
-    with_db = np.array([bool(row.get("database")) for row, _ in scored])
+    with_db = np.array([bool(row.get("database")) and Path(row["database"]).is_file() for row, _ in scored])
     sizes = [len(r.nodes) for _, r in scored]
     if database == "without":
         x = without_database(x, model.features)
