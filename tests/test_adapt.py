@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +21,9 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 def rat_adapt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from model.scoring.cli import adapt_main; "
-                           "sys.exit(adapt_main())", *args], check=False, capture_output=True, text=True,
-                          env=ENV, timeout=900)
+    """The console script, as installed by ``pip install -e .``."""
+    return subprocess.run([str(Path(sys.executable).parent / "rat-adapt"), *args], check=False,
+                          capture_output=True, text=True, env=ENV, timeout=900)
 
 
 def _with_systems(table, indices, with_database=False):

@@ -46,12 +46,14 @@ def test_adapting_the_spider_model_on_bird_outputs_helps_on_other_bird_databases
     examples, _ = build_examples(root, "dev", prediction_files=files, require_database=False, evidence=True,
                                  labels="tree", verbose=False)
     databases = sorted({e.db_id for e in examples})
-    seen = set(databases[::2])
+    seen, unseen = set(databases[::3]), set(databases[1::3])  # a third to adapt on, a third to test
     rows = _rows(root, examples)
-    adapted = adapt(Scorer.pretrained().saved, Scorer.pretrained("spider_consensus").saved,
-                    [r for r in rows if r["db_id"] in seen], progress=False)
-    assert adapted.shared_questions > 500 and len(adapted.systems) == 4
-    tested = [k for k, e in enumerate(examples) if e.db_id not in seen]
+    base = Scorer.pretrained().saved
+    adapted = adapt(base, Scorer.pretrained("spider_consensus").saved, [r for r in rows if r["db_id"] in seen],
+                    progress=False, hgb={**base.info["config"]["hgb"], "max_iter": 150})
+    assert adapted.shared_questions > 300 and len(adapted.systems) == 4
+    assert adapted.estimated_rates[1] < adapted.teacher_rates[1]  # BIRD's outputs are right less often
+    tested = [k for k, e in enumerate(examples) if e.db_id in unseen]
     alone = [{k: v for k, v in rows[i].items() if k not in ("question_id", "system")} for i in tested]
     cold = _node_auc(Scorer.pretrained().score_many(alone, progress=False, spans=False), [examples[i] for i in tested])
     warm = _node_auc(Scorer(adapted.model).score_many(alone, progress=False, spans=False),
