@@ -147,3 +147,26 @@ def test_calibration_test_split_is_schema_disjoint():
     mask = calibration_test_split(groups, calibration_fraction=0.3, seed=1)
     assert not set(groups[mask]) & set(groups[~mask])
     assert 0.25 <= mask.mean() <= 0.4
+
+
+def test_prior_shift_recovers_the_rate_of_data_whose_classes_look_the_same_but_come_in_other_shares():
+    """Scores calibrated where 80% are positive, applied where 30% are: EM finds 30% without a
+    label, and the adjusted probabilities are calibrated there."""
+    from model.eval import metrics as M
+    from model.eval.calibration import prior_shift
+
+    rng = np.random.default_rng(0)
+
+    def sample(n, rate):
+        y = (rng.random(n) < rate).astype(int)
+        return rng.normal(np.where(y == 1, 1.0, -1.0), 1.0), y
+
+    def calibrated(x, rate):  # the Bayes posterior of the two unit-variance Gaussians at that rate
+        odds = np.exp(2 * x) * rate / (1 - rate)
+        return odds / (1 + odds)
+
+    x, y = sample(20000, 0.3)
+    p = calibrated(x, 0.8)  # calibrated for the source's 80%
+    adjusted, rate = prior_shift(p, 0.8)
+    assert abs(rate - 0.3) < 0.02 and abs(p.mean() - 0.3) > 0.2
+    assert M.ece(adjusted, y) < 0.02 < M.ece(p, y)
