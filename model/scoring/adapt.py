@@ -26,6 +26,7 @@ keep the teacher's benchmark's rates.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -126,6 +127,9 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
     settings = BoostedConfig(hgb=dict(hgb or config.get("hgb") or BoostedConfig().hgb),
                              monotone=bool(config.get("monotone"))).node_hgb(model.features)
     n = len(x)
+    if progress:
+        print(f"adapt: fitting the node model on {n} nodes of {len(scored)} outputs "
+              f"({settings.get('max_iter', 100)} trees)", file=sys.stderr, flush=True)
     node_model = fit_classifier(np.vstack([x, x]), np.r_[np.ones(n), np.zeros(n)], model.features, settings, seed,
                                 sample_weight=np.r_[soft, 1 - soft])
     adapted = SavedModel(node_model, model.site_model, None, model.query_calibrator, model.features,
