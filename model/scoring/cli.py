@@ -242,10 +242,9 @@ def score_file(scorer, args, schemas: dict) -> int:
 
 
 def build_adapt_parser() -> argparse.ArgumentParser:
-    from model.scoring import adapt
-
     parser = argparse.ArgumentParser(
-        prog="rat-adapt", description=adapt.__doc__.split("\n")[0],
+        prog="rat-adapt", description="Fit a single-system model again, without labels, on what a consensus "
+                                      "model (the teacher) reads in several systems' outputs to your questions.",
         epilog="Another consensus teacher: python train.py model=features model.groups=single+consensus ... "
                "(docs/beyond_spider.md, 'Adapting to your own outputs').")
     parser.add_argument("--model", default="pretrained",
