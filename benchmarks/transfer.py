@@ -16,8 +16,9 @@ schemas or questions.
 
 ``--adapt TEACHER``: also the model adapted to the tested benchmark's unlabelled outputs with
 ``rat-adapt``'s ``model.scoring.adapt`` (a consensus model, TEACHER, reads every system's answers
-side by side; the model's node model learns its confidences), with and without its label-shift
-step (the teacher's rates of right nodes and queries re-estimated by EM), out of fold by database: the
+side by side; the model's node model learns its confidences; with ``--without-label-shift`` also
+without its label-shift step, the teacher's rates of right nodes and queries re-estimated by
+EM), out of fold by database: the
 queries of each of 5 folds of databases are scored by the model adapted on the other folds'
 outputs (all systems). The tested benchmark's labels are read for the metrics only.
 
@@ -189,6 +190,8 @@ def main() -> None:
     parser.add_argument("--in-domain", type=Path, help="a run on --data whose metrics.json to print beside")
     parser.add_argument("--adapt", type=Path, metavar="TEACHER",
                         help="a consensus <run>/model: also the model adapted on the tested outputs, out of fold")
+    parser.add_argument("--without-label-shift", action="store_true",
+                        help="with --adapt: also the model adapted without the label-shift step")
     parser.add_argument("--importance", type=int, default=0, metavar="N",
                         help="grouped permutation importance with N repeats (0: off)")
     args = parser.parse_args()
@@ -242,7 +245,7 @@ def main() -> None:
                 f"{m['calibrated_query_ece']:.3f} |")
 
     print(line("transfer", measure(kept)), flush=True)
-    for label_shift in (True, False) if args.adapt else ():
+    for label_shift in ((True, False) if args.without_label_shift else (True,)) if args.adapt else ():
         adapted = adapted_results(scorer.saved, args.adapt, examples, rows, label_shift)
         both = [(e, r) for (e, _), r in zip(kept, (a for a, b in zip(adapted, results) if not isinstance(b, RowError)))]
         if any(isinstance(r, RowError) for _, r in both):

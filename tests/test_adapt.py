@@ -69,6 +69,7 @@ def test_the_adapted_model_learns_the_teachers_reading_and_scores_one_query_alon
     assert info["method"].endswith("adapted") and info["trained_on"]["adapted_on"]["outputs"] == len(rows)
     assert info["base_model"]["trained_on"] == base.info["trained_on"] and info["metrics"] == {}
     assert len(result.model.node_model._predictors) == 200  # the settings given
+    assert result.model.site_model is not base.site_model  # fitted again, on the teacher's site scores
 
 
 def test_a_teacher_must_read_the_other_answers_and_the_outputs_must_share_questions(boosted_model, consensus_model):  # noqa: F811

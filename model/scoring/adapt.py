@@ -10,9 +10,10 @@ which reads the other systems' answers, loses much less (``docs/beyond_spider.md
 gold SQL and no training data are needed: two saved models (by default the shipped ones:
 ``pretrained``, and ``pretrained:spider_consensus`` as the teacher) and your outputs.
 
-What is kept from the single-system model: its feature columns, node-model settings
-(``hgb``, ``monotone``, ``database``), site head and reasons' feature names. What is new: the
-node model, its typical feature values, and the whole-query calibrator (fitted against the
+What is kept from the single-system model: its feature columns, settings (``hgb``,
+``monotone``, ``database``, ``site_context``) and reasons' feature names. What is new: the node
+model, the site head (fitted on the teacher's site scores, each node weighted by how likely its
+query is wrong), the typical feature values, and the whole-query calibrator (fitted against the
 teacher's whole-query confidences). The node model learns the teacher's calibrated
 probabilities, so its own output is the confidence (no node calibrator). Where your outputs are
 right more or less often than the teacher's training data (BIRD's far less often than
@@ -134,16 +135,39 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
                                 sample_weight=np.r_[soft, 1 - soft])
     adapted = SavedModel(node_model, model.site_model, None, model.query_calibrator, model.features,
                          model.typical, _adapted_info(model, teacher, scored, answers, rates, estimated), None)
-    confidence = np.split(adapted.raw_node_probability(x), np.cumsum(sizes)[:-1])
+    raw = adapted.raw_node_probability(x)
+    confidence = np.split(raw, np.cumsum(sizes)[:-1])
     aggregates = np.array([query_aggregates(c) for c in confidence])
     adapted.query_calibrator = QueryCalibrator.fit(np.vstack([aggregates, aggregates]),
                                                    np.r_[np.ones(len(target)), np.zeros(len(target))],
                                                    sample_weight=np.r_[target, 1 - target])
     kinds = [kind_group(node.kind) for _, r in scored for node in r.nodes]
     adapted.typical = typical_values(x, (soft >= 0.5).astype(int), kinds, model.features)
+    sites = np.concatenate([[n.site_score for n in r.nodes] for _, r in scored])
+    if model.site_model is not None and not np.isnan(sites).any():
+        adapted.site_model = _site_head(model, x, raw, [[len(n.children) for n in r.nodes] for _, r in scored],
+                                        sites, np.repeat(1 - target, sizes), seed)
     systems = dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items()))
     return Adaptation(adapted, len(scored), n, len({str(r.question_id) for _, r in scored}),
                       sum(1 for q, k in answers.items() if k > 1), systems, errors, rates, estimated)
+
+
+def _site_head(model: SavedModel, x: np.ndarray, raw: np.ndarray, arities: list[list[int]], sites: np.ndarray,
+               wrong: np.ndarray, seed: int):
+    """The site head fitted again on the teacher's site scores (soft labels: where a wrong query
+    goes wrong), each node weighted by how likely its query is wrong (the site head answers "if
+    wrong, where?"); with ``site_context`` it reads the adapted node model's probabilities."""
+    from model.nodes.boosted import fit_classifier
+    from model.nodes.sites import context_names, with_context
+
+    names = tuple(model.features)
+    if model.site_context:
+        x, names = with_context(x, raw, arities, names), (*names, *context_names(names))
+    config = model.info.get("config", {})
+    settings = dict(config.get("site_hgb") or config.get("hgb") or {})
+    sites = np.clip(sites, 0.0, 1.0)
+    return fit_classifier(np.vstack([x, x]), np.r_[np.ones(len(x)), np.zeros(len(x))], names, settings, seed,
+                          sample_weight=np.r_[sites * wrong, (1 - sites) * wrong])
 
 
 def _source_rates(teacher: SavedModel) -> tuple[float, float] | None:
