@@ -133,8 +133,16 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
               f"({settings.get('max_iter', 100)} trees)", file=sys.stderr, flush=True)
     node_model = fit_classifier(np.vstack([x, x]), np.r_[np.ones(n), np.zeros(n)], model.features, settings, seed,
                                 sample_weight=np.r_[soft, 1 - soft])
+    systems = dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items()))
+    questions = len({str(r.question_id) for _, r in scored})
+    shared = sum(1 for k in answers.values() if k > 1)
+    adapted_on = {"outputs": len(scored), "questions": questions, "shared_questions": shared,
+                  "databases": len({str(r.db_id) for _, r in scored}), "systems": systems,
+                  # label shift: the teacher's rates of right nodes / queries, and those estimated here
+                  "teacher_rates": list(rates) if rates else None,
+                  "estimated_rates": [round(r, 4) for r in estimated] if estimated else None}
     adapted = SavedModel(node_model, model.site_model, None, model.query_calibrator, model.features,
-                         model.typical, _adapted_info(model, teacher, scored, answers, rates, estimated), None)
+                         model.typical, _adapted_info(model, teacher, adapted_on), None)
     raw = adapted.raw_node_probability(x)
     confidence = np.split(raw, np.cumsum(sizes)[:-1])
     aggregates = np.array([query_aggregates(c) for c in confidence])
@@ -147,9 +155,7 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
     if model.site_model is not None and not np.isnan(sites).any():
         adapted.site_model = _site_head(model, x, raw, [[len(n.children) for n in r.nodes] for _, r in scored],
                                         sites, np.repeat(1 - target, sizes), seed)
-    systems = dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items()))
-    return Adaptation(adapted, len(scored), n, len({str(r.question_id) for _, r in scored}),
-                      sum(1 for q, k in answers.items() if k > 1), systems, errors, rates, estimated)
+    return Adaptation(adapted, len(scored), n, questions, shared, systems, errors, rates, estimated)
 
 
 def _site_head(model: SavedModel, x: np.ndarray, raw: np.ndarray, arities: list[list[int]], sites: np.ndarray,
@@ -178,22 +184,12 @@ def _source_rates(teacher: SavedModel) -> tuple[float, float] | None:
     return trained["correct_nodes"] / trained["nodes"], trained["correct_queries"] / trained["examples"]
 
 
-def _adapted_info(model: SavedModel, teacher: SavedModel, scored: list, answers: Counter,
-                  rates: tuple[float, float] | None, estimated: tuple[float, float] | None) -> dict:
+def _adapted_info(model: SavedModel, teacher: SavedModel, adapted_on: dict) -> dict:
     """The model card of the adapted model: the base model's description under ``base_model``
     (its metrics are the base model's, measured before adaptation)."""
     base = {k: model.info.get(k) for k in ("method", "trained_on", "metrics", "created")}
     return {**{k: v for k, v in model.info.items() if k not in ("metrics", "trained_on", "created")},
             "created": date.today().isoformat(),
             "method": f"{model.info.get('method', 'boosted node features')}, adapted",
-            "metrics": {},
-            "trained_on": {"adapted_on": {
-                "outputs": len(scored), "questions": len({str(r.question_id) for _, r in scored}),
-                "shared_questions": sum(1 for k in answers.values() if k > 1),
-                "databases": len({str(r.db_id) for _, r in scored}),
-                "systems": dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items())),
-                # label shift: the teacher's rates of right nodes / queries, and those estimated here
-                "teacher_rates": list(rates) if rates else None,
-                "estimated_rates": [round(r, 4) for r in estimated] if estimated else None}},
-            "base_model": base,
+            "metrics": {}, "trained_on": {"adapted_on": adapted_on}, "base_model": base,
             "teacher": {k: teacher.info.get(k) for k in ("method", "trained_on", "created")}}
