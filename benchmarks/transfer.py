@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from model.data.datasets import database_path, load_schemas
+from model.data.datasets import database_path, load_questions, load_schemas
 from model.eval import metrics as M
 from model.eval.localisation import error_sites, localisation
 from model.nodes.examples import build_examples
@@ -153,9 +153,11 @@ def calibrated_query(run: Path, prefix: str) -> str:
     return f"{m['test/calibrated_query_auc']:.3f} / {m['test/calibrated_query_ece']:.3f}"
 
 
-def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict], label_shift: bool = True) -> list:
+def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict], label_shift: bool = True
+                    ) -> tuple[list, list]:
     """Each row scored by ``saved`` adapted (``model.scoring.adapt``) on the other folds'
-    rows, 5 folds by database; ``RowError`` where a row cannot be scored."""
+    rows, 5 folds by database (``RowError`` where a row cannot be scored), and each fold's
+    adapted model."""
     from model.data.folds import schema_disjoint_folds
     from model.nodes.saved import SavedModel
     from model.scoring.adapt import adapt
@@ -163,9 +165,11 @@ def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict], 
     teacher = SavedModel.load(teacher_dir)
     folds = schema_disjoint_folds([e.db_id for e in examples])
     out: list = [None] * len(rows)
+    models = []
     for f in range(int(folds.max()) + 1):
         adapted = adapt(saved, teacher, [r for r, g in zip(rows, folds) if g != f], progress=False,
                         label_shift=label_shift)
+        models.append(adapted.model)
         held = np.flatnonzero(folds == f)
         for k, r in zip(held, Scorer(adapted.model).score_many([rows[k] for k in held], progress=False,
                                                                spans=False)):
@@ -176,7 +180,64 @@ def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict], 
         print(f"  fold {f + 1}/{folds.max() + 1}: adapted on {adapted.queries} outputs "
               f"({adapted.shared_questions} questions answered by 2+ systems{rates}), scored {len(held)}",
               flush=True)
+    return out, models
+
+
+def recalibrated(models, examples: list, rows: list[dict], results: list, golds: dict[str, str],
+                 labels: str, use_db: bool, sizes: list[int], draws: int) -> dict[int, list[dict]]:
+    """For each sample size n, ``measure`` of each of ``draws`` draws: in each of the 5 folds by
+    database, fold f's model (``models[f]``) recalibrated (``model.scoring.recalibrate``) on n
+    outputs drawn from the other folds (``models``: one model for all folds, or one a fold), labelled with their gold SQL (and, for execution labels,
+    their execution match), then applied to fold f's scored ``results`` (``RowError`` rows left
+    out). The drawn outputs' labels are read to recalibrate; fold f's for the metrics only."""
+    from dataclasses import replace
+
+    from model.data.folds import schema_disjoint_folds
+    from model.scoring.recalibrate import RecalibrationError, recalibrate
+
+    folds = schema_disjoint_folds([e.db_id for e in examples])
+    models = models if isinstance(models, list) else [models] * (int(folds.max()) + 1)
+    ok = np.array([not isinstance(r, RowError) for r in results])
+    out: dict[int, list[dict]] = {}
+    for n in sizes:
+        out[n] = []
+        for draw in range(draws):
+            rng = np.random.default_rng(draw)
+            pairs, failed = [], 0
+            for f in range(int(folds.max()) + 1):
+                pool = np.flatnonzero((folds != f) & ok)
+                picked = rng.choice(pool, size=min(n, len(pool)), replace=False)
+                sample = [{**rows[k], "gold": golds[examples[k].question_id],
+                           **({"correct": bool(examples[k].execution_match)}
+                              if labels == "execution" and examples[k].execution_match is not None else {})}
+                          for k in picked]
+                try:
+                    model = recalibrate(models[f], sample, labels=labels, progress=False).model
+                except RecalibrationError:
+                    model, failed = models[f], failed + 1  # one class only: the model as it was
+                for k in np.flatnonzero((folds == f) & ok):
+                    r = results[k]
+                    conf, query = model.confidences(model.raw_node_probability(r.features), use_db)
+                    pairs.append((examples[k], replace(r, query_confidence=query, nodes=[
+                        replace(node, confidence=float(c)) for node, c in zip(r.nodes, conf)])))
+            out[n].append({**measure(pairs), "failed": failed})
+        m = out[n]
+        print(f"  recalibrated on {n} labelled outputs: node ECE {np.mean([x['ece'] for x in m]):.3f}, whole-query "
+              f"ECE {np.mean([x['calibrated_query_ece'] for x in m]):.3f} (mean of {draws} draws)", flush=True)
     return out
+
+
+def recalibration_table(name: str, measured: dict[int, list[dict]]) -> None:
+    """Mean ± std over the draws of node ECE, calibrated whole-query AUC and ECE, per sample size."""
+    print(f"\n{name}, recalibrated on n labelled outputs of the other folds' databases (mean ± std over "
+          f"{len(next(iter(measured.values())))} draws):\n")
+    print("| labelled outputs | node ECE | calibrated whole-query AUC | whole-query ECE | draws with one class only |\n"
+          "|---|---|---|---|---|")
+    for n, m in measured.items():
+        cell = {k: f"{np.mean([x[k] for x in m]):.3f} ± {np.std([x[k] for x in m]):.3f}"
+                for k in ("ece", "calibrated_query_auc", "calibrated_query_ece")}
+        print(f"| {n} | {cell['ece']} | {cell['calibrated_query_auc']} | {cell['calibrated_query_ece']} | "
+              f"{sum(x['failed'] for x in m)} |")
 
 
 def main() -> None:
@@ -192,6 +253,10 @@ def main() -> None:
                         help="a consensus <run>/model: also the model adapted on the tested outputs, out of fold")
     parser.add_argument("--without-label-shift", action="store_true",
                         help="with --adapt: also the model adapted without the label-shift step")
+    parser.add_argument("--recalibrate", type=int, nargs="+", default=[], metavar="N",
+                        help="also each model recalibrated (rat-calibrate) on N labelled outputs of the other "
+                             "folds, out of fold by database")
+    parser.add_argument("--draws", type=int, default=5, help="with --recalibrate: random samples of each size")
     parser.add_argument("--importance", type=int, default=0, metavar="N",
                         help="grouped permutation importance with N repeats (0: off)")
     args = parser.parse_args()
@@ -200,6 +265,8 @@ def main() -> None:
                        *(((args.in_domain / "metrics.json", "--in-domain"),) if args.in_domain else ())):
         if not path.is_file():
             parser.error(f"{what} {path.parent}: no {path.name} there")
+    if any(n < 1 for n in args.recalibrate) or args.draws < 1:
+        parser.error("--recalibrate and --draws: numbers of outputs and draws must be >= 1")
     if args.importance < 0:
         parser.error(f"--importance {args.importance}: the number of repeats must be >= 0")
     if args.labels == "tree" and args.data != "spider":
@@ -245,13 +312,22 @@ def main() -> None:
                 f"{m['calibrated_query_ece']:.3f} |")
 
     print(line("transfer", measure(kept)), flush=True)
+    golds = {q.question_id: q.gold_sql for q in load_questions(root, "dev")}
+    tables = []
+    if args.recalibrate:
+        tables.append(("transfer", recalibrated(scorer.saved, examples, rows, results, golds, labels, use_db,
+                                                args.recalibrate, args.draws)))
     for label_shift in ((True, False) if args.without_label_shift else (True,)) if args.adapt else ():
-        adapted = adapted_results(scorer.saved, args.adapt, examples, rows, label_shift)
+        adapted, models = adapted_results(scorer.saved, args.adapt, examples, rows, label_shift)
         both = [(e, r) for (e, _), r in zip(kept, (a for a, b in zip(adapted, results) if not isinstance(b, RowError)))]
         if any(isinstance(r, RowError) for _, r in both):
             sys.exit("transfer.py: error: a row the model scored could not be scored adapted")
-        print(line(f"adapted ({args.adapt.parent.name} teacher, out of fold by database"
-                   f"{'' if label_shift else ', without the label-shift step'})", measure(both)), flush=True)
+        name = (f"adapted ({args.adapt.parent.name} teacher, out of fold by database"
+                f"{'' if label_shift else ', without the label-shift step'})")
+        print(line(name, measure(both)), flush=True)
+        if args.recalibrate and label_shift:
+            tables.append((name, recalibrated(models, examples, rows, adapted, golds, labels, use_db,
+                                              args.recalibrate, args.draws)))
     if args.in_domain:
         m = json.loads((args.in_domain / "metrics.json").read_text())
         prefix = "test_without_database/" if not use_db and "test_without_database/auc" in m else "test/"
@@ -263,6 +339,8 @@ def main() -> None:
               f"{m[prefix + 'ece']:.3f} | {calibrated_query(args.in_domain, prefix)} |")
         if run_labels(run) != labels:
             print(f"(the in-domain run learnt {run_labels(run)} labels; these are {labels} labels)")
+    for name, measured in tables:
+        recalibration_table(name, measured)
     if args.importance and args.in_domain and run_labels(run) != labels:
         sys.exit(f"transfer.py: error: --importance refits {args.in_domain} on {labels} labels, but it "
                  f"learnt {run_labels(run)} labels: give a run of the same labels")

@@ -178,6 +178,28 @@ def compose_text(schema_text: str, question: str, tree_text: str) -> tuple[str, 
     return head + tree_text, len(head)
 
 
+def node_labels(tree: rat.Node, gold_tree: rat.Node | None, execution_match: bool | None = None) -> list[int]:
+    """Post-order labels of ``tree``'s nodes: all 1 when execution matches, else
+    ``rat.label_nodes`` against ``gold_tree``, with the root marked wrong when every node occurs
+    in gold but the trees differ (the prediction only omits something) and execution does not
+    match or, with no database, was not tried.
+
+    >>> gold = rat.to_tree("SELECT name FROM singer WHERE age > 40 LIMIT 3")
+    >>> node_labels(rat.to_tree("SELECT name FROM singer WHERE age > 40"), gold)[-1]
+    0
+    >>> node_labels(rat.to_tree("SELECT name FROM singer"), gold, execution_match=True)
+    [1, 1, 1]
+    """
+    if execution_match:
+        return [1] * len(tree.postorder())
+    labels = rat.label_nodes(tree, gold_tree, bool(execution_match))
+    if execution_match is not True and all(labels) and tree.hash != gold_tree.hash:
+        # An omission (a dropped LIMIT, DISTINCT or condition) leaves every predicted
+        # subtree inside gold; the root stands for the whole query, which is wrong.
+        labels[-1] = 0
+    return labels
+
+
 def make_example(question: Question, sql: str, system: str, schema: rat.Schema | None,
                  gold_tree: rat.Node | None = None, execution_match: bool | None = None,
                  tree: rat.Node | None = None) -> NodeExample:
@@ -188,16 +210,8 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
     with no gold and ignores the labels. ``tree``: ``sql``'s tree when the caller has it already."""
     tree = tree if tree is not None else rat.to_tree(sql, schema)
     nodes = tree.postorder()
-    if execution_match:
-        labels = [1] * len(nodes)
-    elif gold_tree is not None:
-        labels = rat.label_nodes(tree, gold_tree, bool(execution_match))
-        if execution_match is not True and all(labels) and tree.hash != gold_tree.hash:
-            # An omission (a dropped LIMIT, DISTINCT or condition) leaves every predicted
-            # subtree inside gold; the root stands for the whole query, which is wrong.
-            labels[-1] = 0
-    else:
-        labels = [0] * len(nodes)
+    labels = node_labels(tree, gold_tree, execution_match) if gold_tree is not None or execution_match \
+        else [0] * len(nodes)
     tables = {t: list(cols) for t, cols in schema.tables.items()} if schema else {}
     tree_text = rat.serialize(tree)
     text, offset = compose_text(serialize_schema(tables), question.question, tree_text)

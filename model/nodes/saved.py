@@ -230,6 +230,12 @@ class SavedModel:
         calibrator = self.calibrator if database or self.without_database is None else self.without_database[0]
         return calibrator.confidence(raw) if calibrator is not None else raw
 
+    def confidences(self, raw: np.ndarray, database: bool = True) -> tuple[np.ndarray, float]:
+        """One query's calibrated node confidences (post-order) and whole-query confidence from
+        its nodes' raw probabilities."""
+        conf = self.calibrate(raw, database)
+        return conf, float(self.query_calibrator_for(database).confidence(np.array([query_aggregates(conf)]))[0])
+
     def raw_node_probability(self, x: np.ndarray) -> np.ndarray:
         return self._probability(self.node_model, x)
 

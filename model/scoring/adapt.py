@@ -32,7 +32,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from pathlib import Path
 
 import numpy as np
 
@@ -90,7 +89,7 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
         without_database,
     )
     from model.nodes.features import CONSENSUS_FEATURES
-    from model.scoring.scorer import RowError, Scorer
+    from model.scoring.scorer import RowError, Scorer, readable_database
 
     if not set(teacher.features) & set(CONSENSUS_FEATURES):
         raise AdaptError("the teacher reads one system's answer alone (a model=features run with "
@@ -118,7 +117,7 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
         estimated = (node_rate, query_rate)
     config = model.info.get("config", {})
     database = config.get("database", "with")
-    with_db = np.array([bool(row.get("database")) and Path(row["database"]).is_file() for row, _ in scored])
+    with_db = np.array([readable_database(row.get("database")) for row, _ in scored])
     sizes = [len(r.nodes) for _, r in scored]
     if database == "without":
         x = without_database(x, model.features)

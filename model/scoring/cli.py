@@ -33,15 +33,21 @@ from pathlib import Path
 from model.cli import UsageError
 
 
+def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
+    """``--data-root``, ``--split``, ``--schema``, ``--no-database``: where schemas, questions
+    and databases come from (``verb``: what the command does without databases)."""
+    source = parser.add_argument_group("schemas and databases")
+    source.add_argument("--data-root", type=Path, help="a Spider/BIRD folder: schemas, questions, databases")
+    source.add_argument("--split", default="dev", help="with --data-root: the questions the files answer")
+    source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format): schemas only, no database")
+    source.add_argument("--no-database", action="store_true", help=f"with --data-root: {verb} without databases")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rat-score", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="pretrained",
                         help="'pretrained' (default), a <run>/model directory, or a neural run / .ckpt")
-    source = parser.add_argument_group("schemas and databases")
-    source.add_argument("--data-root", type=Path, help="a Spider/BIRD folder: schemas, questions, databases")
-    source.add_argument("--split", default="dev", help="with --data-root: the questions a file answers")
-    source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format): schemas only, no database")
-    source.add_argument("--no-database", action="store_true", help="with --data-root: score without databases")
+    add_source_arguments(parser, "score")
     one = parser.add_argument_group("one query")
     one.add_argument("--sql")
     one.add_argument("--question", default="")
@@ -141,7 +147,8 @@ def score_one(scorer, args, schemas: dict) -> int:
 
 def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
     """The rows to score: a JSONL of ``{question_id | question, db_id, sql}``, or any prediction
-    format ``model.data.predictions`` reads (with ``--data-root`` for the questions)."""
+    format ``model.data.predictions`` reads (with ``--data-root`` for the questions, and their
+    gold SQL as ``gold`` where a row has none)."""
     from model.data.datasets import load_questions
 
     questions = {}
@@ -183,7 +190,7 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
             q = questions.get(str(row.get("question_id")))
             if q is not None:
                 row = {**row, "question": row.get("question") or q.question, "db_id": row.get("db_id") or q.db_id,
-                       "evidence": row.get("evidence") or q.evidence}
+                       "evidence": row.get("evidence") or q.evidence, "gold": row.get("gold") or q.gold_sql}
             if not row.get("system"):
                 row["system"] = path.stem
             rows.append(row)
@@ -195,7 +202,7 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
         for p in load_predictions(path, list(questions.values()), skipped=skipped):
             q = questions[p.question_id]
             rows.append({"question_id": p.question_id, "db_id": p.db_id, "sql": p.sql,
-                         "question": q.question, "evidence": q.evidence, "system": p.system})
+                         "question": q.question, "evidence": q.evidence, "system": p.system, "gold": q.gold_sql})
     except PredictionFileError as e:
         raise UsageError(str(e)) from None
     return rows
@@ -252,11 +259,7 @@ def build_adapt_parser() -> argparse.ArgumentParser:
     parser.add_argument("--teacher", default="pretrained:spider_consensus",
                         help="a consensus model: 'pretrained:spider_consensus' (default: shipped, fitted on "
                              "Spider without databases) or a <run>/model directory")
-    source = parser.add_argument_group("schemas and databases")
-    source.add_argument("--data-root", type=Path, help="a Spider/BIRD folder: schemas, questions, databases")
-    source.add_argument("--split", default="dev", help="with --data-root: the questions the files answer")
-    source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format): schemas only, no database")
-    source.add_argument("--no-database", action="store_true", help="with --data-root: adapt without databases")
+    add_source_arguments(parser, "adapt")
     parser.add_argument("--predictions", type=Path, nargs="+", required=True,
                         help="two or more systems' outputs on the same questions (one file per system)")
     parser.add_argument("--out", type=Path, required=True, help="the adapted model's directory (written)")
@@ -265,21 +268,28 @@ def build_adapt_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_paths(args) -> None:
+    """One line for each input path of ``rat-adapt`` / ``rat-calibrate`` that is not there, and
+    for an ``--out`` that would overwrite something other than a model."""
+    if args.data_root and not args.data_root.is_dir():
+        raise UsageError(f"--data-root {args.data_root}: no such directory")
+    if args.schema and not args.schema.is_file():
+        raise UsageError(f"--schema {args.schema}: no such file")
+    for path in args.predictions:
+        if not path.is_file():
+            raise UsageError(f"--predictions {path}: no such file")
+    if args.out.exists() and (not args.out.is_dir() or (any(args.out.iterdir())
+                                                        and not (args.out / "model.json").is_file())):
+        raise UsageError(f"--out {args.out}: exists and is not a model directory (not overwritten)")
+
+
 def adapt_main(argv: list[str] | None = None) -> int:
     """``rat-adapt``: see ``model.scoring.adapt``."""
     from model.scoring.adapt import AdaptError, adapt
 
     args = build_adapt_parser().parse_args(argv)
     try:
-        if args.data_root and not args.data_root.is_dir():
-            raise UsageError(f"--data-root {args.data_root}: no such directory")
-        if args.schema and not args.schema.is_file():
-            raise UsageError(f"--schema {args.schema}: no such file")
-        for path in args.predictions:
-            if not path.is_file():
-                raise UsageError(f"--predictions {path}: no such file")
-        if args.out.exists() and any(args.out.iterdir()) and not (args.out / "model.json").is_file():
-            raise UsageError(f"--out {args.out}: exists and is not a model directory (not overwritten)")
+        _check_paths(args)
         model, teacher = _load_scorer(args.model).saved, _load_scorer(args.teacher).saved
         if model is None or teacher is None:
             raise UsageError("--model and --teacher must be boosted models (<run>/model of a model=features run)")
@@ -304,6 +314,62 @@ def adapt_main(argv: list[str] | None = None) -> int:
         (node_before, query_before), (node_after, query_after) = result.teacher_rates, result.estimated_rates
         print(f"rat-adapt: right nodes {node_before:.1%} -> {node_after:.1%}, right queries {query_before:.1%} -> "
               f"{query_after:.1%} (the teacher's training data -> estimated on these outputs)", file=sys.stderr)
+    return 0
+
+
+def build_calibrate_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rat-calibrate", description="Fit a saved model's node and whole-query calibrators again on a few "
+                                          "labelled outputs of yours (their gold SQL); the node model and the site "
+                                          "head stay as they are.",
+        epilog="How many labelled queries it takes: docs/beyond_spider.md, section 3.5.")
+    parser.add_argument("--model", default="pretrained",
+                        help="'pretrained' (default), a <run>/model directory or a rat-adapt output")
+    add_source_arguments(parser, "label and score")
+    parser.add_argument("--predictions", type=Path, nargs="+", required=True,
+                        help="labelled outputs: JSONL rows {question, db_id, sql, gold[, correct]}, or files "
+                             "answering --data-root's questions (their gold SQL is read from there)")
+    parser.add_argument("--out", type=Path, required=True, help="the recalibrated model's directory (written)")
+    parser.add_argument("--calibration", choices=("platt", "isotonic"), default="platt",
+                        help="the node calibrator: platt (default; a few dozen queries) or isotonic (hundreds)")
+    parser.add_argument("--labels", choices=("execution", "tree"), default="execution",
+                        help="execution match where a database can be read (default), else tree comparison "
+                             "with gold; or tree comparison always")
+    return parser
+
+
+def calibrate_main(argv: list[str] | None = None) -> int:
+    """``rat-calibrate``: see ``model.scoring.recalibrate``."""
+    from model.scoring.recalibrate import RecalibrationError, recalibrate
+
+    args = build_calibrate_parser().parse_args(argv)
+    try:
+        _check_paths(args)
+        model = _load_scorer(args.model).saved
+        if model is None:
+            raise UsageError("--model must be a boosted model (<run>/model of a model=features run)")
+        skipped: Counter = Counter()
+        rows = read_rows(args, _schemas(args), skipped)
+        skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
+        try:
+            result = recalibrate(model, [r for r in rows if "_error" not in r], calibration=args.calibration,
+                                 labels=args.labels)
+        except RecalibrationError as e:
+            raise UsageError(f"--predictions: {e}") from None
+    except UsageError as e:
+        print(f"rat-calibrate: error: {e}", file=sys.stderr)
+        return 2
+    result.model.save(args.out)
+    skipped.update(result.errors)
+    note = f"; not used: {sum(skipped.values())} ({', '.join(f'{k} {v}' for k, v in skipped.most_common())})" \
+        if skipped else ""
+    how = ", ".join(f"{k} {v}" for k, v in result.labels.most_common())
+    before = result.before
+    print(f"rat-calibrate: recalibrated on {result.queries} labelled outputs ({result.nodes} nodes; labels: {how}) "
+          f"-> {args.out}{note}", file=sys.stderr)
+    print(f"rat-calibrate: before, on these outputs: mean whole-query confidence {before['query_confidence']:.1%}, "
+          f"{result.right_queries / result.queries:.1%} right (whole-query ECE {before['query_ece']:.3f}, "
+          f"node ECE {before['node_ece']:.3f})", file=sys.stderr)
     return 0
 
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 import rat
-from model.nodes.saved import ModelFileError, SavedModel, kind_group, query_aggregates
+from model.nodes.saved import ModelFileError, SavedModel, kind_group
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
 
 PRETRAINED = {name: Path(__file__).resolve().parent / "pretrained" / name
@@ -279,7 +279,7 @@ class Scorer:
         if batch.examples:
             model_columns = len(self.saved.features) if self.saved is not None else 0
             scored = (self._boosted(batch.examples, [m[:, :model_columns] for m in batch.features], reasons,
-                                    [_readable(batch.databases.get(e.db_id)) for e in batch.examples])
+                                    [readable_database(batch.databases.get(e.db_id)) for e in batch.examples])
                       if self.saved is not None else self._neural(batch.examples))
             for k, (j, example, (conf, site, query_conf, why, x)) in enumerate(zip(batch.keys, batch.examples, scored)):
                 row = rows[j]
@@ -328,8 +328,7 @@ class Scorer:
         out = []
         for e, x, raw, site, database in zip(examples, matrices, np.split(raw_all, sizes),
                                              np.split(site_all, sizes), with_database):
-            conf = saved.calibrate(raw, database)
-            query_conf = saved.query_calibrator_for(database).confidence(np.array([query_aggregates(conf)]))[0]
+            conf, query_conf = saved.confidences(raw, database)
             why: dict[int, list[Reason]] = {}
             if reasons:
                 look = int(np.nanargmax(site)) if not np.isnan(site).all() else int(np.argmin(conf))
@@ -451,7 +450,7 @@ def _heap_frozen():
         gc.unfreeze()
 
 
-def _readable(database: Path | None) -> bool:
+def readable_database(database: Path | None) -> bool:
     """Whether the features had a database to read (a missing file counts as none)."""
     return database is not None and Path(database).is_file()
 

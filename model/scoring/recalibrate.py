@@ -1,0 +1,156 @@
+"""Recalibrate a saved model on a small labelled sample of your own outputs: its node calibrator
+(raw node probability -> confidence) and whole-query calibrator are fitted again on a few
+queries whose gold SQL you know; the node model and the site head stay as they are, so node
+AUC and "look here first" do not change, only what the confidences mean.
+
+Why: a model used away from the data it was fitted on (another benchmark, your own questions,
+a model adapted with ``rat-adapt`` whose teacher learnt labels that mean something else) ranks
+nodes well but its probabilities keep its training data's rates of right queries. Both
+calibrators have two parameters (Platt scaling of the node probability; a logistic regression
+on the least confident node's logit), so a few dozen labelled queries fit them
+(``docs/beyond_spider.md``, section 3.5, measures how many).
+
+Labels: each row's ``gold`` SQL (or, with ``--data-root``, the question's gold), compared as in
+training: by execution match where the row's database can be read (or the row says
+``correct``), else by tree comparison with gold (``labels="tree"``: tree comparison always).
+
+    rat-calibrate --model adapted/ --data-root <data> --predictions labelled.jsonl --out calibrated/
+    rat-score --model calibrated/ --data-root <data> --predictions new.jsonl
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+
+import numpy as np
+
+import rat
+from model.nodes.saved import QueryCalibrator, SavedModel, query_aggregates
+
+LABELS = ("execution", "tree")
+# execution outcome -> execution match (a failed gold query gives no label)
+_MATCH = {"match": True, "mismatch": False, "pred_error": False, "timeout": False}
+
+
+class RecalibrationError(ValueError):
+    """A labelled sample recalibration cannot use (no right or no wrong node, no gold...)."""
+
+
+@dataclass
+class Recalibration:
+    """The recalibrated model, what it was fitted on, and how the model as given did there."""
+
+    model: SavedModel
+    queries: int
+    nodes: int
+    right_queries: int
+    labels: Counter  # how each query was labelled: execution | given | tree
+    errors: Counter = field(default_factory=Counter)  # reason -> rows not used
+    # on the labelled sample, before: mean whole-query confidence, and whole-query and node ECE
+    before: dict[str, float] = field(default_factory=dict)
+
+
+def recalibrate(model: SavedModel, rows: Sequence[Mapping], calibration: str = "platt", labels: str = "execution",
+                progress: bool = True, workers: int | None = None) -> Recalibration:
+    """``model`` with its node and whole-query calibrators fitted again on ``rows``
+    (``Scorer.score_many`` rows, each with its ``gold`` SQL; ``correct``, if a row has it, is
+    its execution match, used instead of running the SQL). Rows scored with a database refit the
+    calibrators used with one, rows without the ones used without (the same pair, for a model
+    trained only one way). ``calibration``: ``platt`` (two parameters; default) or ``isotonic``
+    (for hundreds of queries or more). Rows that cannot be read are counted, not fatal.
+
+    >>> from model.scoring import Scorer
+    >>> gold = "SELECT name FROM singer WHERE age > 40"
+    >>> rows = [{"sql": sql, "gold": gold, "question": "Names of singers older than 40?"}
+    ...         for sql in (gold, "SELECT name FROM singer WHERE age < 40", "SELECT age FROM singer")]
+    >>> result = recalibrate(Scorer.pretrained().saved, rows, progress=False)
+    >>> result.queries, result.right_queries, dict(result.labels)
+    (3, 1, {'tree': 3})
+    """
+    from model.data.execution import execute_pairs
+    from model.eval import metrics as M
+    from model.eval.calibration import fit_calibrator
+    from model.nodes.examples import node_labels
+    from model.scoring.scorer import RowError, Scorer, readable_database
+
+    if labels not in LABELS:
+        raise RecalibrationError(f"labels must be execution or tree; found {labels!r}")
+    if calibration not in ("platt", "isotonic"):
+        raise RecalibrationError(f"calibration must be platt or isotonic; found {calibration!r}")
+    errors: Counter = Counter()
+    usable = []
+    for row in rows:
+        if not isinstance(row.get("gold"), str) or not row["gold"].strip():
+            errors["no gold SQL"] += 1
+        else:
+            usable.append(row)
+    if not usable:
+        raise RecalibrationError(f"none of the {len(rows)} rows could be labelled (no gold SQL)")
+    results = Scorer(model).score_many(usable, progress=progress, workers=workers,  # spans: keeps the trees
+                                       features=model.features)
+    errors.update(r.message.split(":")[0][:60] for r in results if isinstance(r, RowError))
+    scored = [(row, r) for row, r in zip(usable, results) if not isinstance(r, RowError)]
+    databases = [readable_database(row.get("database")) for row, _ in scored]
+    run = [k for k, (row, _) in enumerate(scored)
+           if labels == "execution" and databases[k] and not isinstance(row.get("correct"), bool)]
+    outcomes = dict(zip(run, execute_pairs([(scored[k][0]["database"], scored[k][0]["sql"], scored[k][0]["gold"])
+                                            for k in run], progress=False))) if run else {}
+    kept, how = [], Counter()
+    for k, (row, r) in enumerate(scored):
+        if labels == "tree":
+            match, way = None, "tree"
+        elif isinstance(row.get("correct"), bool):
+            match, way = row["correct"], "given"
+        elif k in outcomes:
+            if outcomes[k] not in _MATCH:
+                errors["gold SQL fails to execute"] += 1
+                continue
+            match, way = _MATCH[outcomes[k]], "execution"
+        else:
+            match, way = None, "tree"
+        try:
+            gold_tree = rat.to_tree(row["gold"], r.schema)
+        except rat.RATError:
+            errors["unparsable gold SQL"] += 1
+            continue
+        y = node_labels(r.tree, gold_tree, match)
+        kept.append((r, databases[k], np.array(y), int(match) if match is not None else int(all(y))))
+        how[way] += 1
+    if not kept:
+        raise RecalibrationError(f"none of the {len(rows)} rows could be labelled"
+                                 + (f" ({', '.join(errors)})" if errors else ""))
+    y_all = np.concatenate([y for _, _, y, _ in kept])
+    if len(set(y_all.tolist())) < 2:
+        raise RecalibrationError(f"the {len(kept)} labelled queries have only {'right' if y_all[0] else 'wrong'} "
+                                 "nodes: recalibration needs both")
+    raw = [model.raw_node_probability(r.features) for r, _, _, _ in kept]
+    correct = np.array([c for *_, c in kept])
+    before_conf = np.array([r.query_confidence for r, *_ in kept])
+    before = {"query_confidence": float(before_conf.mean()), "query_ece": M.ece(before_conf, correct),
+              "node_ece": M.ece(np.concatenate([[n.confidence for n in r.nodes] for r, *_ in kept]), y_all)}
+    new = SavedModel(model.node_model, model.site_model, model.calibrator, model.query_calibrator, model.features,
+                     model.typical, dict(model.info), model.without_database)
+    modes = [True, False] if model.without_database is not None else [None]
+    for mode in modes:
+        picked = [k for k, (_, database, _, _) in enumerate(kept) if mode is None or database == mode]
+        if not picked:
+            continue
+        y = np.concatenate([kept[k][2] for k in picked])
+        if len(set(y.tolist())) < 2:  # one class in this mode: keep its calibrators
+            continue
+        calibrator = fit_calibrator(calibration, np.concatenate([raw[k] for k in picked]), y)
+        aggregates = np.array([query_aggregates(calibrator.confidence(raw[k])) for k in picked])
+        query_calibrator = QueryCalibrator.fit(aggregates, correct[picked])
+        if mode is False:
+            new.without_database = (calibrator, query_calibrator)
+        else:
+            new.calibrator, new.query_calibrator = calibrator, query_calibrator
+    new.info["recalibrated_on"] = {"queries": len(kept), "nodes": len(y_all), "right_queries": int(correct.sum()),
+                                   "labels": dict(how), "calibration": calibration,
+                                   "with_database": int(sum(d for _, d, _, _ in kept)),
+                                   "created": date.today().isoformat(),
+                                   "before": {k: round(v, 4) for k, v in before.items()}}
+    return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before)

@@ -1,0 +1,156 @@
+"""rat-calibrate: a saved model's node and whole-query calibrators fitted again on a few labelled
+outputs (their gold SQL); the node model and the site head are untouched, so rankings stay and
+only the confidences move toward what the labels say. Mistakes are one line and exit code 2;
+the databases are never changed."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from model.data.datasets import load_questions
+from model.eval import metrics as M
+from model.nodes.saved import QueryCalibrator, SavedModel
+from model.scoring import RowError, Scorer
+from model.scoring.recalibrate import RecalibrationError, recalibrate
+from tests.test_scorer import _rows, boosted_model  # noqa: F401  (the fixture)
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def rat_calibrate(*args: str) -> subprocess.CompletedProcess:
+    """The console script, as installed by ``pip install -e .``."""
+    return subprocess.run([str(Path(sys.executable).parent / "rat-calibrate"), *args], check=False,
+                          capture_output=True, text=True, env=ENV, timeout=600)
+
+
+def _labelled(table, indices, with_database=True):
+    golds = {q.question_id: q.gold_sql for q in load_questions(table.root, "dev")}
+    rows = _rows(table, indices, with_database)
+    for row, k in zip(rows, indices):
+        row["gold"] = golds[table.examples[k].question_id]
+    return rows
+
+
+def _scores(model, rows):
+    results = Scorer(model).score_many(rows, progress=False, spans=False)
+    assert not [r for r in results if isinstance(r, RowError)]
+    return results
+
+
+def test_recalibration_moves_an_overconfident_model_to_its_labels_and_keeps_its_rankings(boosted_model):  # noqa: F811
+    folder, objects = boosted_model
+    table = objects["table"]
+    model = SavedModel.load(folder)
+    # the model as a user might meet it elsewhere: raw node probabilities, and whole queries far
+    # too confident (the calibrators of another benchmark)
+    overconfident = replace(model, calibrator=None, query_calibrator=QueryCalibrator([0.3], 3.0))
+    order = np.random.default_rng(0).permutation(len(table.examples))
+    fit_on, held_out = order[:80], order[80:]
+    result = recalibrate(overconfident, _labelled(table, fit_on), progress=False)
+    assert result.queries == 80 and result.labels == {"execution": 80}
+    assert result.right_queries == sum(table.examples[k].correct for k in fit_on)
+    test = _labelled(table, held_out)
+    before, after = _scores(overconfident, test), _scores(result.model, test)
+    correct = np.array([table.examples[k].correct for k in held_out])
+    labels = np.concatenate([table.examples[k].node_labels for k in held_out])
+
+    def nodes(results):
+        return np.concatenate([[n.confidence for n in r.nodes] for r in results])
+
+    def queries(results):
+        return np.array([r.query_confidence for r in results])
+
+    assert M.ece(queries(after), correct) < 0.5 * M.ece(queries(before), correct)
+    assert M.ece(nodes(after), labels) < M.ece(nodes(before), labels)
+    # monotone maps: the same node ranking, the same site scores, the same "look here first"
+    assert M.auc(nodes(after), labels) == pytest.approx(M.auc(nodes(before), labels), abs=1e-9)
+    assert [r.look_here_first for r in after] == [r.look_here_first for r in before]
+    assert result.model.node_model is model.node_model and result.model.site_model is model.site_model
+    card = result.model.info["recalibrated_on"]
+    assert card["queries"] == 80 and card["before"]["query_ece"] > 0.1 and "recalibrated_on" not in model.info
+
+
+def test_rows_without_a_database_refit_the_calibrators_used_without_one():
+    model = Scorer.pretrained().saved
+    assert model.without_database is not None  # trained for both (model.database=dropout)
+    gold = "SELECT name FROM singer WHERE age > 40"
+    rows = [{"sql": sql, "gold": gold, "question": "Names of singers older than 40?"}
+            for sql in (gold, "SELECT name FROM singer WHERE age < 40", "SELECT age FROM singer",
+                        "SELECT name FROM singer", gold)]
+    result = recalibrate(model, rows, progress=False)
+    assert result.labels == {"tree": 5} and result.right_queries == 2
+    new = result.model
+    assert new.calibrator is model.calibrator and new.query_calibrator is model.query_calibrator
+    assert new.without_database[1] != model.without_database[1]
+
+
+def test_given_labels_and_rows_that_cannot_be_labelled(boosted_model):  # noqa: F811
+    folder, objects = boosted_model
+    table = objects["table"]
+    model = SavedModel.load(folder)
+    rows = _labelled(table, range(30))
+    rows[0]["correct"] = not table.examples[0].correct  # the user's label wins over execution
+    rows[1]["gold"] = ""
+    rows[2]["gold"] = "SELEKT nothing"
+    rows[3]["sql"] = "not sql at all"
+    result = recalibrate(model, rows, progress=False)
+    assert result.labels == {"given": 1, "execution": 26} and result.queries == 27
+    assert result.errors["no gold SQL"] == 1 and result.errors["gold SQL fails to execute"] == 1
+    assert sum(result.errors.values()) == 3
+    by_tree = recalibrate(model, rows, labels="tree", progress=False)  # gold is parsed, not run
+    assert by_tree.labels == {"tree": 27} and by_tree.errors["unparsable gold SQL"] == 1
+    right = [r for k, r in enumerate(_labelled(table, range(len(table.examples)))) if table.examples[k].correct
+             and len(set(table.examples[k].node_labels)) == 1][:10]
+    with pytest.raises(RecalibrationError, match="only right nodes"):
+        recalibrate(model, right, progress=False)
+    with pytest.raises(RecalibrationError, match="none of the 2 rows"):
+        recalibrate(model, [{"sql": "SELECT 1"}, {"sql": "SELECT 2", "gold": None}], progress=False)
+
+
+def test_rat_calibrate_reads_gold_from_the_questions_and_leaves_the_databases_alone(boosted_model, tmp_path):  # noqa: F811
+    folder, objects = boosted_model
+    root = objects["table"].root
+    file = sorted((root / "predictions").glob("*.jsonl"))[0]
+    bad = tmp_path / "labelled.jsonl"
+    bad.write_text(file.read_text() + "{not json\n" + json.dumps({"db_id": "no_such_db", "sql": "SELECT 1"}) + "\n")
+    databases = sorted((root / "database").rglob("*.sqlite"))
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in databases}
+    out = tmp_path / "calibrated"
+    done = rat_calibrate("--model", str(folder), "--data-root", str(root), "--predictions", str(bad),
+                         "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    summary, diagnosis = done.stderr.strip().splitlines()[-2:]
+    n = len(file.read_text().splitlines())
+    assert f"recalibrated on {n} labelled outputs" in summary and "execution" in summary
+    assert "not used: 2" in summary, summary
+    assert diagnosis.startswith("rat-calibrate: before, on these outputs: mean whole-query confidence")
+    assert json.loads((out / "model.json").read_text())["recalibrated_on"]["queries"] == n
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in databases} == before
+    scored = Scorer.load(out).score_many(_rows(objects["table"], range(5)), progress=False)
+    assert not [r for r in scored if isinstance(r, RowError)]
+
+
+@pytest.mark.parametrize("which, message", [
+    ("no gold", "--predictions: none of the 2 rows could be labelled (no gold SQL)"),
+    ("missing file", "--predictions /no/such.jsonl: no such file"),
+    ("out is a file", "exists and is not a model directory"),
+])
+def test_rat_calibrate_mistakes_are_one_line_and_exit_2(which, message, tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": "How many?", "sql": f"SELECT count(*) FROM t{i}"}) + "\n"
+                            for i in range(2)))
+    out = tmp_path / "m"
+    if which == "out is a file":
+        out.write_text("keep me")
+    done = rat_calibrate("--predictions", "/no/such.jsonl" if which == "missing file" else str(rows),
+                         "--out", str(out))
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
+    assert (out.read_text() == "keep me") if which == "out is a file" else not out.exists()
