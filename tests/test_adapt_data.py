@@ -59,3 +59,28 @@ def test_adapting_the_spider_model_on_bird_outputs_helps_on_other_bird_databases
     warm = _node_auc(Scorer(adapted.model).score_many(alone, progress=False, spans=False),
                      [examples[i] for i in tested])
     assert warm > cold + 0.02, (cold, warm)
+
+
+def test_recalibrating_the_spider_model_on_50_labelled_bird_outputs_calibrates_it_on_other_databases(shared_data):
+    from model.data.datasets import load_questions
+    from model.scoring.recalibrate import recalibrate
+
+    root = shared_data / "bird"
+    files = sorted((shared_data / "predictions" / "bird_dev").iterdir())
+    examples, _ = build_examples(root, "dev", prediction_files=files, require_database=False, evidence=True,
+                                 labels="tree", verbose=False)
+    golds = {q.question_id: q.gold_sql for q in load_questions(root, "dev")}
+    databases = sorted({e.db_id for e in examples})
+    rows = _rows(root, examples)
+    pool = [k for k, e in enumerate(examples) if e.db_id in set(databases[::3])]
+    labelled = [{**rows[k], "gold": golds[examples[k].question_id]}
+                for k in np.random.default_rng(0).choice(pool, 50, replace=False)]
+    result = recalibrate(Scorer.pretrained().saved, labelled, progress=False)
+    assert result.labels == {"tree": 50}  # no database: the gold tree, as BIRD's labels here
+    tested = [k for k, e in enumerate(examples) if e.db_id in set(databases[1::3])]
+    correct = np.array([examples[k].correct for k in tested])
+    ece = {}
+    for name, model in (("cold", Scorer.pretrained().saved), ("recalibrated", result.model)):
+        scored = Scorer(model).score_many([rows[k] for k in tested], progress=False, spans=False)
+        ece[name] = M.ece(np.array([r.query_confidence for r in scored]), correct)
+    assert ece["cold"] > 0.3 and ece["recalibrated"] < 0.15, ece
