@@ -184,12 +184,16 @@ def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict], 
 
 
 def recalibrated(models, examples: list, rows: list[dict], results: list, golds: dict[str, str],
-                 labels: str, use_db: bool, sizes: list[int], draws: int) -> dict[int, list[dict]]:
-    """For each sample size n, ``measure`` of each of ``draws`` draws: in each of the 5 folds by
-    database, fold f's model (``models[f]``) recalibrated (``model.scoring.recalibrate``) on n
-    outputs drawn from the other folds (``models``: one model for all folds, or one a fold), labelled with their gold SQL (and, for execution labels,
-    their execution match), then applied to fold f's scored ``results`` (``RowError`` rows left
-    out). The drawn outputs' labels are read to recalibrate; fold f's for the metrics only."""
+                 labels: str, use_db: bool, sizes: list[int], draws: int) -> dict[tuple[str, int], list[dict]]:
+    """For each way (``select``: rat-calibrate's default, a pair replaced only where a refit
+    predicts the labelled outputs better; ``always``: always refitted) and sample size n,
+    ``measure`` of each of ``draws`` draws: in each of the 5 folds by database, fold f's model
+    (``models``: one model for all folds, or one a fold) recalibrated
+    (``model.scoring.recalibrate``) on n outputs drawn from the other folds, labelled with their
+    gold SQL (and, for execution labels, their execution match), then applied to fold f's scored
+    ``results`` (``RowError`` rows left out). The drawn outputs' labels are read to recalibrate;
+    fold f's for the metrics only. Each fold has its own recalibrated model, so a whole-query
+    AUC over the pooled folds mixes five maps: the rankings within a model do not change."""
     from dataclasses import replace
 
     from model.data.folds import schema_disjoint_folds
@@ -198,46 +202,55 @@ def recalibrated(models, examples: list, rows: list[dict], results: list, golds:
     folds = schema_disjoint_folds([e.db_id for e in examples])
     models = models if isinstance(models, list) else [models] * (int(folds.max()) + 1)
     ok = np.array([not isinstance(r, RowError) for r in results])
-    out: dict[int, list[dict]] = {}
-    for n in sizes:
-        out[n] = []
-        for draw in range(draws):
-            rng = np.random.default_rng(draw)
-            pairs, failed = [], 0
-            for f in range(int(folds.max()) + 1):
-                pool = np.flatnonzero((folds != f) & ok)
-                picked = rng.choice(pool, size=min(n, len(pool)), replace=False)
-                sample = [{**rows[k], "gold": golds[examples[k].question_id],
-                           **({"correct": bool(examples[k].execution_match)}
-                              if labels == "execution" and examples[k].execution_match is not None else {})}
-                          for k in picked]
-                try:
-                    model = recalibrate(models[f], sample, labels=labels, progress=False).model
-                except RecalibrationError:
-                    model, failed = models[f], failed + 1  # one class only: the model as it was
-                for k in np.flatnonzero((folds == f) & ok):
-                    r = results[k]
-                    conf, query = model.confidences(model.raw_node_probability(r.features), use_db)
-                    pairs.append((examples[k], replace(r, query_confidence=query, nodes=[
-                        replace(node, confidence=float(c)) for node, c in zip(r.nodes, conf)])))
-            out[n].append({**measure(pairs), "failed": failed})
-        m = out[n]
-        print(f"  recalibrated on {n} labelled outputs: node ECE {np.mean([x['ece'] for x in m]):.3f}, whole-query "
-              f"ECE {np.mean([x['calibrated_query_ece'] for x in m]):.3f} (mean of {draws} draws)", flush=True)
+    out: dict[tuple[str, int], list[dict]] = {}
+    for way in ("select", "always"):
+        for n in sizes:
+            out[way, n] = []
+            for draw in range(draws):
+                rng = np.random.default_rng(draw)
+                pairs, failed, refits = [], 0, 0
+                for f in range(int(folds.max()) + 1):
+                    pool = np.flatnonzero((folds != f) & ok)
+                    picked = rng.choice(pool, size=min(n, len(pool)), replace=False)
+                    sample = [{**rows[k], "gold": golds[examples[k].question_id],
+                               **({"correct": bool(examples[k].execution_match)}
+                                  if labels == "execution" and examples[k].execution_match is not None else {})}
+                              for k in picked]
+                    try:
+                        result = recalibrate(models[f], sample, labels=labels, select=way == "select",
+                                             progress=False)
+                        model, refits = result.model, refits + bool(result.refitted)
+                    except RecalibrationError:
+                        model, failed = models[f], failed + 1  # one class only: the model as it was
+                    for k in np.flatnonzero((folds == f) & ok):
+                        r = results[k]
+                        conf, query = model.confidences(model.raw_node_probability(r.features), use_db)
+                        pairs.append((examples[k], replace(r, query_confidence=query, nodes=[
+                            replace(node, confidence=float(c)) for node, c in zip(r.nodes, conf)])))
+                mean = float(np.mean([r.query_confidence for _, r in pairs]))
+                out[way, n].append({**measure(pairs), "failed": failed, "refits": refits, "mean_query": mean})
+            m = out[way, n]
+            print(f"  recalibrated ({way}) on {n} labelled outputs: node ECE {np.mean([x['ece'] for x in m]):.3f}, "
+                  f"whole-query ECE {np.mean([x['calibrated_query_ece'] for x in m]):.3f} (mean of {draws} draws)",
+                  flush=True)
     return out
 
 
-def recalibration_table(name: str, measured: dict[int, list[dict]]) -> None:
-    """Mean ± std over the draws of node ECE, calibrated whole-query AUC and ECE, per sample size."""
+def recalibration_table(name: str, measured: dict[tuple[str, int], list[dict]], share_right: float,
+                        folds: int = 5) -> None:
+    """Mean ± std over the draws of node ECE, whole-query ECE and mean whole-query confidence,
+    per way and sample size."""
+    draws = len(next(iter(measured.values())))
     print(f"\n{name}, recalibrated on n labelled outputs of the other folds' databases (mean ± std over "
-          f"{len(next(iter(measured.values())))} draws):\n")
-    print("| labelled outputs | node ECE | calibrated whole-query AUC | whole-query ECE | draws with one class only |\n"
-          "|---|---|---|---|---|")
-    for n, m in measured.items():
+          f"{draws} draws; {share_right:.1%} of the outputs right):\n")
+    print("| way | labelled outputs | node ECE | whole-query ECE | mean whole-query confidence | "
+          f"calibrators refitted (of {draws * folds} folds) | draws with one class only |\n|---|---|---|---|---|---|---|")
+    for (way, n), m in measured.items():
         cell = {k: f"{np.mean([x[k] for x in m]):.3f} ± {np.std([x[k] for x in m]):.3f}"
-                for k in ("ece", "calibrated_query_auc", "calibrated_query_ece")}
-        print(f"| {n} | {cell['ece']} | {cell['calibrated_query_auc']} | {cell['calibrated_query_ece']} | "
-              f"{sum(x['failed'] for x in m)} |")
+                for k in ("ece", "calibrated_query_ece", "mean_query")}
+        label = "selected (default)" if way == "select" else "always refitted"
+        print(f"| {label} | {n} | {cell['ece']} | {cell['calibrated_query_ece']} | {cell['mean_query']} | "
+              f"{sum(x['refits'] for x in m)} | {sum(x['failed'] for x in m)} |")
 
 
 def main() -> None:
@@ -340,7 +353,7 @@ def main() -> None:
         if run_labels(run) != labels:
             print(f"(the in-domain run learnt {run_labels(run)} labels; these are {labels} labels)")
     for name, measured in tables:
-        recalibration_table(name, measured)
+        recalibration_table(name, measured, float(correct.mean()))
     if args.importance and args.in_domain and run_labels(run) != labels:
         sys.exit(f"transfer.py: error: --importance refits {args.in_domain} on {labels} labels, but it "
                  f"learnt {run_labels(run)} labels: give a run of the same labels")

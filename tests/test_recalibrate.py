@@ -75,6 +75,11 @@ def test_recalibration_moves_an_overconfident_model_to_its_labels_and_keeps_its_
     assert result.model.node_model is model.node_model and result.model.site_model is model.site_model
     card = result.model.info["recalibrated_on"]
     assert card["queries"] == 80 and card["before"]["query_ece"] > 0.1 and "recalibrated_on" not in model.info
+    assert result.refitted == ["all"]  # chosen: the refit predicts the outputs far better
+    # a model calibrated on these outputs already keeps its calibrators (the default), or is refitted on asking
+    again = recalibrate(result.model, _labelled(table, fit_on[:40]), progress=False)
+    assert again.refitted == [] and again.model.query_calibrator is result.model.query_calibrator
+    assert recalibrate(result.model, _labelled(table, fit_on[:40]), select=False, progress=False).refitted == ["all"]
 
 
 def test_rows_without_a_database_refit_the_calibrators_used_without_one():
@@ -84,8 +89,8 @@ def test_rows_without_a_database_refit_the_calibrators_used_without_one():
     rows = [{"sql": sql, "gold": gold, "question": "Names of singers older than 40?"}
             for sql in (gold, "SELECT name FROM singer WHERE age < 40", "SELECT age FROM singer",
                         "SELECT name FROM singer", gold)]
-    result = recalibrate(model, rows, progress=False)
-    assert result.labels == {"tree": 5} and result.right_queries == 2
+    result = recalibrate(model, rows, select=False, progress=False)
+    assert result.labels == {"tree": 5} and result.right_queries == 2 and result.refitted == ["without database"]
     new = result.model
     assert new.calibrator is model.calibrator and new.query_calibrator is model.query_calibrator
     assert new.without_database[1] != model.without_database[1]
@@ -117,7 +122,7 @@ def test_given_labels_and_rows_that_cannot_be_labelled(boosted_model):  # noqa: 
 def test_rat_calibrate_reads_gold_from_the_questions_and_leaves_the_databases_alone(boosted_model, tmp_path):  # noqa: F811
     folder, objects = boosted_model
     root = objects["table"].root
-    file = sorted((root / "predictions").glob("*.jsonl"))[0]
+    file = min((root / "predictions").glob("*.jsonl"))
     bad = tmp_path / "labelled.jsonl"
     bad.write_text(file.read_text() + "{not json\n" + json.dumps({"db_id": "no_such_db", "sql": "SELECT 1"}) + "\n")
     databases = sorted((root / "database").rglob("*.sqlite"))
@@ -128,7 +133,8 @@ def test_rat_calibrate_reads_gold_from_the_questions_and_leaves_the_databases_al
     assert done.returncode == 0, done.stderr
     summary, diagnosis = done.stderr.strip().splitlines()[-2:]
     n = len(file.read_text().splitlines())
-    assert f"recalibrated on {n} labelled outputs" in summary and "execution" in summary
+    assert f"{n} labelled outputs" in summary and "execution" in summary
+    assert "calibrators kept" in summary  # the demo model was calibrated on these very outputs
     assert "not used: 2" in summary, summary
     assert diagnosis.startswith("rat-calibrate: before, on these outputs: mean whole-query confidence")
     assert json.loads((out / "model.json").read_text())["recalibrated_on"]["queries"] == n

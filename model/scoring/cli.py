@@ -335,6 +335,9 @@ def build_calibrate_parser() -> argparse.ArgumentParser:
     parser.add_argument("--labels", choices=("execution", "tree"), default="execution",
                         help="execution match where a database can be read (default), else tree comparison "
                              "with gold; or tree comparison always")
+    parser.add_argument("--always-refit", action="store_true",
+                        help="refit even where, cross-fitted on these outputs, a refit predicts them no better "
+                             "than the model as given (default: keep the model's calibrators then)")
     return parser
 
 
@@ -353,7 +356,7 @@ def calibrate_main(argv: list[str] | None = None) -> int:
         skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
         try:
             result = recalibrate(model, [r for r in rows if "_error" not in r], calibration=args.calibration,
-                                 labels=args.labels)
+                                 labels=args.labels, select=not args.always_refit)
         except RecalibrationError as e:
             raise UsageError(f"--predictions: {e}") from None
     except UsageError as e:
@@ -365,7 +368,9 @@ def calibrate_main(argv: list[str] | None = None) -> int:
         if skipped else ""
     how = ", ".join(f"{k} {v}" for k, v in result.labels.most_common())
     before = result.before
-    print(f"rat-calibrate: recalibrated on {result.queries} labelled outputs ({result.nodes} nodes; labels: {how}) "
+    done = (f"calibrators refitted ({', '.join(result.refitted)})" if result.refitted else
+            "calibrators kept: a refit, cross-fitted, predicts these outputs no better (--always-refit to refit)")
+    print(f"rat-calibrate: {result.queries} labelled outputs ({result.nodes} nodes; labels: {how}): {done} "
           f"-> {args.out}{note}", file=sys.stderr)
     print(f"rat-calibrate: before, on these outputs: mean whole-query confidence {before['query_confidence']:.1%}, "
           f"{result.right_queries / result.queries:.1%} right (whole-query ECE {before['query_ece']:.3f}, "

@@ -51,16 +51,20 @@ class Recalibration:
     errors: Counter = field(default_factory=Counter)  # reason -> rows not used
     # on the labelled sample, before: mean whole-query confidence, and whole-query and node ECE
     before: dict[str, float] = field(default_factory=dict)
+    refitted: list[str] = field(default_factory=list)  # the calibrator pairs replaced ("all", "with database"...)
 
 
 def recalibrate(model: SavedModel, rows: Sequence[Mapping], calibration: str = "platt", labels: str = "execution",
-                progress: bool = True, workers: int | None = None) -> Recalibration:
+                select: bool = True, progress: bool = True, workers: int | None = None) -> Recalibration:
     """``model`` with its node and whole-query calibrators fitted again on ``rows``
     (``Scorer.score_many`` rows, each with its ``gold`` SQL; ``correct``, if a row has it, is
     its execution match, used instead of running the SQL). Rows scored with a database refit the
     calibrators used with one, rows without the ones used without (the same pair, for a model
     trained only one way). ``calibration``: ``platt`` (two parameters; default) or ``isotonic``
-    (for hundreds of queries or more). Rows that cannot be read are counted, not fatal.
+    (for hundreds of queries or more). ``select``: a pair is replaced only where, cross-fitted
+    over 5 folds of the labelled queries, a refitted pair predicts whether they are right better
+    (Brier score) than the model as given; a model that is calibrated already stays as it is
+    rather than take on a few labels' noise. Rows that cannot be read are counted, not fatal.
 
     >>> from model.scoring import Scorer
     >>> gold = "SELECT name FROM singer WHERE age > 40"
@@ -69,10 +73,11 @@ def recalibrate(model: SavedModel, rows: Sequence[Mapping], calibration: str = "
     >>> result = recalibrate(Scorer.pretrained().saved, rows, progress=False)
     >>> result.queries, result.right_queries, dict(result.labels)
     (3, 1, {'tree': 3})
+    >>> result.refitted  # three queries: the refit, cross-fitted, predicts them no better
+    []
     """
     from model.data.execution import execute_pairs
     from model.eval import metrics as M
-    from model.eval.calibration import fit_calibrator
     from model.nodes.examples import node_labels
     from model.scoring.scorer import RowError, Scorer, readable_database
 
@@ -134,23 +139,57 @@ def recalibrate(model: SavedModel, rows: Sequence[Mapping], calibration: str = "
     new = SavedModel(model.node_model, model.site_model, model.calibrator, model.query_calibrator, model.features,
                      model.typical, dict(model.info), model.without_database)
     modes = [True, False] if model.without_database is not None else [None]
+    refitted = []
     for mode in modes:
         picked = [k for k, (_, database, _, _) in enumerate(kept) if mode is None or database == mode]
-        if not picked:
-            continue
-        y = np.concatenate([kept[k][2] for k in picked])
-        if len(set(y.tolist())) < 2:  # one class in this mode: keep its calibrators
-            continue
-        calibrator = fit_calibrator(calibration, np.concatenate([raw[k] for k in picked]), y)
-        aggregates = np.array([query_aggregates(calibrator.confidence(raw[k])) for k in picked])
-        query_calibrator = QueryCalibrator.fit(aggregates, correct[picked])
+        if not picked or len({int(v) for k in picked for v in kept[k][2]}) < 2:
+            continue  # no rows, or one class only, in this mode: its calibrators stay
+        raws, ys = [raw[k] for k in picked], [kept[k][2] for k in picked]
+        if select and _brier(before_conf[picked], correct[picked]) <= _brier(
+                _cross_fitted(raws, ys, correct[picked], calibration), correct[picked]):
+            continue  # the model as given predicts these outputs as well as a refit would
+        calibrator, query_calibrator = _fit_pair(raws, ys, correct[picked], calibration)
+        refitted.append("with database" if mode else "without database" if mode is False else "all")
         if mode is False:
             new.without_database = (calibrator, query_calibrator)
         else:
             new.calibrator, new.query_calibrator = calibrator, query_calibrator
     new.info["recalibrated_on"] = {"queries": len(kept), "nodes": len(y_all), "right_queries": int(correct.sum()),
                                    "labels": dict(how), "calibration": calibration,
-                                   "with_database": int(sum(d for _, d, _, _ in kept)),
+                                   "with_database": int(sum(d for _, d, _, _ in kept)), "refitted": refitted,
                                    "created": date.today().isoformat(),
                                    "before": {k: round(v, 4) for k, v in before.items()}}
-    return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before)
+    return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before, refitted)
+
+
+def _fit_pair(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndarray, calibration: str):
+    """The node calibrator (raw node probability -> label) and the whole-query calibrator (its
+    confidences' ``query_aggregates`` -> query right) of labelled queries."""
+    from model.eval.calibration import fit_calibrator
+
+    calibrator = fit_calibrator(calibration, np.concatenate(raws), np.concatenate(ys))
+    aggregates = np.array([query_aggregates(calibrator.confidence(r)) for r in raws])
+    return calibrator, QueryCalibrator.fit(aggregates, correct)
+
+
+def _cross_fitted(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndarray, calibration: str,
+                  folds: int = 5) -> np.ndarray:
+    """Whole-query confidences of a refitted pair, each query's from a pair fitted on the other
+    folds' queries (folds of queries, seeded); a fold whose training queries have one class of
+    nodes only gets their share of right queries."""
+    order = np.random.default_rng(0).permutation(len(raws)) % min(folds, len(raws))
+    out = np.empty(len(raws))
+    for f in np.unique(order):
+        train, test = np.flatnonzero(order != f), np.flatnonzero(order == f)
+        if len(train) == 0 or len({int(v) for k in train for v in ys[k]}) < 2:
+            out[test] = correct[train].mean() if len(train) else 0.5
+            continue
+        calibrator, query_calibrator = _fit_pair([raws[k] for k in train], [ys[k] for k in train], correct[train],
+                                                 calibration)
+        out[test] = [query_calibrator.confidence(np.array([query_aggregates(calibrator.confidence(raws[k]))]))[0]
+                     for k in test]
+    return out
+
+
+def _brier(p: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean((np.asarray(p, dtype=float) - y) ** 2))
