@@ -184,7 +184,8 @@ def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict], 
 
 
 def recalibrated(models, examples: list, rows: list[dict], results: list, golds: dict[str, str],
-                 labels: str, use_db: bool, sizes: list[int], draws: int) -> dict[tuple[str, int], list[dict]]:
+                 labels: str, use_db: bool, sizes: list[int], draws: int, ways: tuple[str, ...] = ("select", "always")
+                 ) -> dict[tuple[str, int], list[dict]]:
     """For each way (``select``: rat-calibrate's default, a pair replaced only where a refit
     predicts the labelled outputs better; ``always``: always refitted) and sample size n,
     ``measure`` of each of ``draws`` draws: in each of the 5 folds by database, fold f's model
@@ -203,7 +204,7 @@ def recalibrated(models, examples: list, rows: list[dict], results: list, golds:
     models = models if isinstance(models, list) else [models] * (int(folds.max()) + 1)
     ok = np.array([not isinstance(r, RowError) for r in results])
     out: dict[tuple[str, int], list[dict]] = {}
-    for way in ("select", "always"):
+    for way in ways:
         for n in sizes:
             out[way, n] = []
             for draw in range(draws):
@@ -218,7 +219,7 @@ def recalibrated(models, examples: list, rows: list[dict], results: list, golds:
                               for k in picked]
                     try:
                         result = recalibrate(models[f], sample, labels=labels, select=way == "select",
-                                             progress=False)
+                                             progress=False, workers=1)
                         model, refits = result.model, refits + bool(result.refitted)
                     except RecalibrationError:
                         model, failed = models[f], failed + 1  # one class only: the model as it was
@@ -270,6 +271,10 @@ def main() -> None:
                         help="also each model recalibrated (rat-calibrate) on N labelled outputs of the other "
                              "folds, out of fold by database")
     parser.add_argument("--draws", type=int, default=5, help="with --recalibrate: random samples of each size")
+    parser.add_argument("--recalibrate-ways", nargs="+", choices=("select", "always"), default=["select", "always"],
+                        help="with --recalibrate: rat-calibrate's default (select) and/or --always-refit (always)")
+    parser.add_argument("--recalibrate-models", choices=("both", "transfer", "adapted"), default="both",
+                        help="with --recalibrate: which rows to recalibrate (adapted: needs --adapt)")
     parser.add_argument("--importance", type=int, default=0, metavar="N",
                         help="grouped permutation importance with N repeats (0: off)")
     args = parser.parse_args()
@@ -327,9 +332,10 @@ def main() -> None:
     print(line("transfer", measure(kept)), flush=True)
     golds = {q.question_id: q.gold_sql for q in load_questions(root, "dev")}
     tables = []
-    if args.recalibrate:
+    ways = tuple(args.recalibrate_ways)
+    if args.recalibrate and args.recalibrate_models != "adapted":
         tables.append(("transfer", recalibrated(scorer.saved, examples, rows, results, golds, labels, use_db,
-                                                args.recalibrate, args.draws)))
+                                                args.recalibrate, args.draws, ways)))
     for label_shift in ((True, False) if args.without_label_shift else (True,)) if args.adapt else ():
         adapted, models = adapted_results(scorer.saved, args.adapt, examples, rows, label_shift)
         both = [(e, r) for (e, _), r in zip(kept, (a for a, b in zip(adapted, results) if not isinstance(b, RowError)))]
@@ -338,9 +344,9 @@ def main() -> None:
         name = (f"adapted ({args.adapt.parent.name} teacher, out of fold by database"
                 f"{'' if label_shift else ', without the label-shift step'})")
         print(line(name, measure(both)), flush=True)
-        if args.recalibrate and label_shift:
+        if args.recalibrate and label_shift and args.recalibrate_models != "transfer":
             tables.append((name, recalibrated(models, examples, rows, adapted, golds, labels, use_db,
-                                              args.recalibrate, args.draws)))
+                                              args.recalibrate, args.draws, ways)))
     if args.in_domain:
         m = json.loads((args.in_domain / "metrics.json").read_text())
         prefix = "test_without_database/" if not use_db and "test_without_database/auc" in m else "test/"

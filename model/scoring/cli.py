@@ -241,8 +241,7 @@ def score_file(scorer, args, schemas: dict) -> int:
         if args.report:
             args.report.write_text(html_report(report_entries(scored), title=f"rat-score: {', '.join(p.name for p in args.predictions)}"))
         where = "standard output"
-    note = f"; not scored: {sum(skipped.values())} ({', '.join(f'{k} {v}' for k, v in skipped.most_common())})" \
-        if skipped else ""
+    note = _skipped_note(skipped, "not scored")
     print(f"rat-score: scored {len(out_rows)} of {total} "
           f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
     return 0
@@ -266,6 +265,20 @@ def build_adapt_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-label-shift", action="store_true",
                         help="keep the teacher's rates of right nodes and queries (default: re-estimated by EM)")
     return parser
+
+
+def _skipped_note(skipped: Counter, what: str) -> str:
+    """``"; not used: 3 (malformed JSON 2, unknown db_id 1)"``, or nothing when no row was left out."""
+    return f"; {what}: {sum(skipped.values())} ({', '.join(f'{k} {v}' for k, v in skipped.most_common())})" \
+        if skipped else ""
+
+
+def _usable_rows(args) -> tuple[list[dict], Counter]:
+    """``read_rows``' rows that name a known database, and the count of those left out, by reason."""
+    skipped: Counter = Counter()
+    rows = read_rows(args, _schemas(args), skipped)
+    skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
+    return [r for r in rows if "_error" not in r], skipped
 
 
 def _check_paths(args) -> None:
@@ -293,11 +306,9 @@ def adapt_main(argv: list[str] | None = None) -> int:
         model, teacher = _load_scorer(args.model).saved, _load_scorer(args.teacher).saved
         if model is None or teacher is None:
             raise UsageError("--model and --teacher must be boosted models (<run>/model of a model=features run)")
-        skipped: Counter = Counter()
-        rows = read_rows(args, _schemas(args), skipped)
-        skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
+        rows, skipped = _usable_rows(args)
         try:
-            result = adapt(model, teacher, [r for r in rows if "_error" not in r], label_shift=not args.no_label_shift)
+            result = adapt(model, teacher, rows, label_shift=not args.no_label_shift)
         except AdaptError as e:
             raise UsageError(f"--predictions: {e}") from None
     except UsageError as e:
@@ -305,8 +316,7 @@ def adapt_main(argv: list[str] | None = None) -> int:
         return 2
     result.model.save(args.out)
     skipped.update(result.errors)
-    note = f"; not used: {sum(skipped.values())} ({', '.join(f'{k} {v}' for k, v in skipped.most_common())})" \
-        if skipped else ""
+    note = _skipped_note(skipped, "not used")
     print(f"rat-adapt: adapted on {result.queries} outputs ({result.nodes} nodes) of {result.questions} "
           f"questions, {result.shared_questions} answered by two or more of {len(result.systems)} systems "
           f"-> {args.out}{note}", file=sys.stderr)
@@ -351,11 +361,9 @@ def calibrate_main(argv: list[str] | None = None) -> int:
         model = _load_scorer(args.model).saved
         if model is None:
             raise UsageError("--model must be a boosted model (<run>/model of a model=features run)")
-        skipped: Counter = Counter()
-        rows = read_rows(args, _schemas(args), skipped)
-        skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
+        rows, skipped = _usable_rows(args)
         try:
-            result = recalibrate(model, [r for r in rows if "_error" not in r], calibration=args.calibration,
+            result = recalibrate(model, rows, calibration=args.calibration,
                                  labels=args.labels, select=not args.always_refit)
         except RecalibrationError as e:
             raise UsageError(f"--predictions: {e}") from None
@@ -364,8 +372,7 @@ def calibrate_main(argv: list[str] | None = None) -> int:
         return 2
     result.model.save(args.out)
     skipped.update(result.errors)
-    note = f"; not used: {sum(skipped.values())} ({', '.join(f'{k} {v}' for k, v in skipped.most_common())})" \
-        if skipped else ""
+    note = _skipped_note(skipped, "not used")
     how = ", ".join(f"{k} {v}" for k, v in result.labels.most_common())
     before = result.before
     done = (f"calibrators refitted ({', '.join(result.refitted)})" if result.refitted else
