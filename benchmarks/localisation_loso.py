@@ -34,7 +34,7 @@ from model.nodes.boosted import BoostedConfig, crossfit, fold_roles, load_table
 from model.nodes.outputs import tree_of
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-KEYS = ("top1_site_scores", "top3_site_scores", "mrr_site_scores", "top1_span_site_scores")
+KEYS = ("top1_site_scores", "top3_site_scores", "mrr_site_scores", "span_overlap_site_scores")
 
 
 def readings(table, scored: dict, indices: list[int], questions: dict, schemas: dict) -> dict:

@@ -546,9 +546,10 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
                 "often the node pointed at first (top-1) or one of the first three (top-3) is a site, "
                 "and the mean reciprocal rank of the first site (mrr). Readings: the least confident "
                 "node; the site reading (1 - p(node)) * prod p(child); the site scores of a head "
-                "trained on site labels. Span: the pointed node's SQL text overlaps what a token diff "
-                "of the canonical SQL against gold's marks (large nodes overlap easily: the root "
-                "always does)."), "", localisation_markdown(located), ""]
+                "trained on site labels. A method's pointer (metrics.json's plain top1, top3, mrr) is "
+                "its last reading here: the site scores where it has them, else the site reading. "
+                "Span: the pointed node's SQL text overlaps what a token diff of the canonical SQL "
+                "against gold's marks (large nodes overlap easily: the root always does)."), "", localisation_markdown(located), ""]
     if results.get("localisation_by_system"):
         md += ["### Error localisation by system (the node model)", "",
                localisation_markdown(results["localisation_by_system"], best_only=True), ""]

@@ -36,8 +36,10 @@ def test_localisation_readings_and_random_rate():
     out = localisation(rows, [[0.9, 0.9, 0.9, 0.2, 0.9, 0.3, 0.1], [1, 1, 1]],
                        [r.get("site_scores") for r in rows])
     assert out["n_wrong_queries"] == 1
-    assert (out["top1"], out["top3"]) == (0.0, 1.0)
+    assert (out["top1_least_confident"], out["top3_least_confident"]) == (0.0, 1.0)
     assert out["top1_site_reading"] == out["top1_site_scores"] == 1.0
+    # the plain keys are the method's pointer: its site scores (else the site reading)
+    assert out["pointer"] == "site scores" and out["top1"] == out["top1_site_scores"]
     assert out["random_top1"] == pytest.approx(1 / 7)
     assert out["random_top3"] == pytest.approx(3 / 7)
 
@@ -55,7 +57,7 @@ def test_flat_scores_are_regrouped_by_row():
 def test_mrr_is_the_reciprocal_rank_of_the_first_site():
     # least confident first: root (0.1), Selection (0.3), Gt (0.2)... order 6, 3, 5: the site is 2nd
     out = localisation([{"node_labels": LABELS, "node_arity": ARITY}], [[0.9, 0.9, 0.9, 0.2, 0.9, 0.3, 0.1]])
-    assert out["mrr"] == pytest.approx(0.5) and out["mrr_site_reading"] == 1.0
+    assert out["mrr_least_confident"] == pytest.approx(0.5) and out["mrr_site_reading"] == out["mrr"] == 1.0
 
 
 def test_markdown_has_one_line_per_method_and_reading():
@@ -95,11 +97,11 @@ def test_span_and_error_kind_readings():
     pointing_at_gt = [0.9] * len(tree)
     pointing_at_gt[gt] = 0.1
     out = localisation([row], [pointing_at_gt])
-    assert out["top1"] == out["top1_span"] == 1.0 and out["n_span_queries"] == 1
+    assert out["top1"] == out["span_overlap"] == 1.0 and out["n_span_queries"] == 1
     assert out["top1_by_error_kind"] == {"operator": {"n": 1, "top1": 1.0}}
     # pointing at the table leaf: neither a site nor over the diff
     pointing_at_table = [0.9] * len(tree)
     pointing_at_table[[n.label for n in tree].index("singer")] = 0.1
     out = localisation([row], [pointing_at_table])
-    assert out["top1"] == out["top1_span"] == 0.0
+    assert out["top1"] == out["span_overlap"] == 0.0
     assert span_overlaps(spans.spans[gt], marks) and not span_overlaps(None, marks)

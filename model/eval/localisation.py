@@ -114,7 +114,10 @@ def _random_hit(n: int, n_sites: int, k: int) -> float:
     return 1.0 - comb(n - n_sites, k) / comb(n, k)
 
 
-READINGS = ("", "_site_reading", "_site_scores")
+READINGS = ("_least_confident", "_site_reading", "_site_scores")
+READING_NAMES = {"_least_confident": "least confident node", "_site_reading": "site reading",
+                 "_site_scores": "site scores"}
+PER_READING = ("top1", "top3", "mrr", "span_overlap")
 
 
 def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[float]],
@@ -123,23 +126,30 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
 
     ``rows`` need ``node_labels`` and ``node_arity``; ``confidences_per_row[i]`` are row i's
     node confidences (any score where higher = more likely correct); ``site_scores_per_row``
-    (higher = more likely a site) adds the ``_site_scores`` readings. Rows with ``node_spans``
-    and ``diff_marks`` add ``top1_span`` (over those rows), rows with ``error_kind`` add
-    ``top1_by_error_kind`` ({kind: {"n", "top1"}}), for each reading. Ties go to the earlier
-    node in post-order. Random = expected rate of a uniformly random node.
+    (higher = more likely a site) adds the ``_site_scores`` reading. Each reading (the least
+    confident node, the site reading, the site scores) has its keys ``top1_<reading>``,
+    ``top3_<reading>``, ``mrr_<reading>``; the plain ``top1``, ``top3``, ``mrr`` are the
+    method's pointer, the node "look here first" names: the site scores where the method has
+    them, else the site reading (``pointer`` says which). Rows with ``node_spans`` and
+    ``diff_marks`` add ``span_overlap`` (the pointed node's text overlaps the diff against gold,
+    over those rows), rows with ``error_kind`` add ``top1_by_error_kind`` ({kind: {"n",
+    "top1"}}), for the pointer and each reading. Ties go to the earlier node in post-order.
+    Random = expected rate of a uniformly random node.
 
     >>> rows = [{"node_labels": [1, 1, 1, 0, 1, 0, 0], "node_arity": [0, 0, 0, 2, 0, 2, 2]},
     ...         {"node_labels": [1, 1, 1], "node_arity": [0, 0, 2]}]  # right: left out
     >>> out = localisation(rows, [[.9, .9, .9, .2, .9, .3, .1], [1, 1, 1]])
-    >>> out["n_wrong_queries"], out["top1"], out["top3"], out["mrr"], out["top1_site_reading"]
-    (1, 0.0, 1.0, 0.5, 1.0)
+    >>> out["n_wrong_queries"], out["pointer"], out["top1"], out["top3"], out["mrr"]
+    (1, 'site reading', 1.0, 1.0, 1.0)
+    >>> out["top1_least_confident"], out["mrr_least_confident"]
+    (0.0, 0.5)
     """
     if len(rows) != len(confidences_per_row):
         raise ValueError(f"{len(rows)} rows but {len(confidences_per_row)} confidence lists")
     with_site_scores = site_scores_per_row is not None and all(
         s is not None for r, s in zip(rows, site_scores_per_row) if not all(r["node_labels"]))
     readings = READINGS if with_site_scores else READINGS[:2]
-    hits: dict[str, list] = {f"{k}{r}": [] for r in readings for k in ("top1", "top3", "mrr", "top1_span")}
+    hits: dict[str, list] = {f"{k}{r}": [] for r in readings for k in PER_READING}
     kinds: dict[str, dict[str, list[int]]] = {r: {} for r in readings}
     random1, random3 = [], []
     for i, (row, confidences) in enumerate(zip(rows, confidences_per_row)):
@@ -150,7 +160,7 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
         if not sites.any():
             continue
         conf = np.asarray(confidences, dtype=float)
-        orders = {"": np.argsort(conf, kind="stable"),
+        orders = {"_least_confident": np.argsort(conf, kind="stable"),
                   "_site_reading": np.argsort(-np.asarray(site_reading(conf, arity)), kind="stable")}
         if with_site_scores:
             orders["_site_scores"] = np.argsort(-np.asarray(site_scores_per_row[i], dtype=float),
@@ -162,43 +172,46 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
             hits[f"top3{suffix}"].append(top3)
             hits[f"mrr{suffix}"].append(rr)
             if spans is not None and marks:
-                hits[f"top1_span{suffix}"].append(int(span_overlaps(spans[order[0]], marks)))
+                hits[f"span_overlap{suffix}"].append(int(span_overlaps(spans[order[0]], marks)))
             if row.get("error_kind"):
                 kinds[suffix].setdefault(row["error_kind"], []).append(top1)
         random1.append(_random_hit(len(labels), int(sites.sum()), 1))
         random3.append(_random_hit(len(labels), int(sites.sum()), 3))
-    out: dict = {"n_wrong_queries": len(random1)}
+    pointer = readings[-1]
+    out: dict = {"n_wrong_queries": len(random1), "pointer": READING_NAMES[pointer]}
     for key, values in hits.items():
-        if values or not (key.endswith("_site_scores") or key.startswith("top1_span")):
+        if values or not key.startswith("span_overlap"):
             out[key] = float(np.mean(values)) if values else float("nan")
-    if hits["top1_span"]:
-        out["n_span_queries"] = len(hits["top1_span"])
+    for key in PER_READING:
+        if f"{key}{pointer}" in out:
+            out[key] = out[f"{key}{pointer}"]
+    if hits[f"span_overlap{pointer}"]:
+        out["n_span_queries"] = len(hits[f"span_overlap{pointer}"])
     for suffix, per_kind in kinds.items():
         if per_kind:
             out[f"top1_by_error_kind{suffix}"] = {
                 kind: {"n": len(v), "top1": float(np.mean(v))} for kind, v in sorted(per_kind.items())}
+    if f"top1_by_error_kind{pointer}" in out:
+        out["top1_by_error_kind"] = out[f"top1_by_error_kind{pointer}"]
     out["random_top1"] = float(np.mean(random1)) if random1 else float("nan")
     out["random_top3"] = float(np.mean(random3)) if random3 else float("nan")
     return out
 
 
-READING_NAMES = {"": "least confident node", "_site_reading": "site reading", "_site_scores": "site scores"}
-
-
 def localisation_markdown(results: dict[str, dict], best_only: bool = False) -> str:
-    """One line per method and reading (``best_only``: the last reading each has, site scores
-    before the site reading): top-1, top-3, mrr, top-1 span overlap, random top-1; then, when
-    rows had error kinds, top-1 per kind for each method's last reading."""
+    """One line per method and reading (``best_only``: each method's pointer only, site scores
+    before the site reading): top-1, top-3, mrr, span overlap, random top-1; then, when rows had
+    error kinds, top-1 per kind for each method's pointer."""
     lines = []
     for name, r in results.items():
         present = [suffix for suffix in READING_NAMES if f"top1{suffix}" in r]
         for suffix, reading in READING_NAMES.items():
             if suffix in present and (not best_only or suffix == present[-1]):
                 lines.append([name, reading, r.get("n_wrong_queries", 0),
-                              *(_fmt(r.get(f"{k}{suffix}")) for k in ("top1", "top3", "mrr", "top1_span")),
+                              *(_fmt(r.get(f"{k}{suffix}")) for k in PER_READING),
                               _fmt(r.get("random_top1")), _fmt(r.get("random_top3"))])
     out = markdown_table(["method", "reading", "wrong queries", "top-1", "top-3", "mrr",
-                          "top-1 span overlaps diff", "random top-1", "random top-3"], lines)
+                          "pointed span overlaps diff", "random top-1", "random top-3"], lines)
     by_kind = {}
     for name, r in results.items():
         suffix = next((s for s in reversed(READING_NAMES) if f"top1_by_error_kind{s}" in r), None)

@@ -631,7 +631,7 @@ def scores_summary(table: NodeTable, scored: dict[int, tuple], n_bins: int = 10)
                          sites if all(s is not None for s in sites) else None)
     out = {**M.core_metrics(conf, labels, n_bins), "query_auc": M.auc(query_conf, query_labels),
            "nodes": float(len(conf)), "queries": float(len(indices))}
-    out.update({f"localisation_{k}": float(v) for k, v in where.items()})
+    out.update({f"localisation_{k}": float(v) for k, v in where.items() if isinstance(v, (int, float))})
     return out
 
 
