@@ -26,6 +26,7 @@ outputs (all systems). The tested benchmark's labels are read for the metrics on
 the drop in node AUC on the tested benchmark when the columns of one feature group are permuted
 together, N repeats; for the transferred model, and with ``--in-domain`` for that run's
 configuration cross-fitted on the tested benchmark (its folds refitted: out of fold).
+``--importance-by feature``: each feature permuted alone instead.
 """
 
 import argparse
@@ -56,8 +57,8 @@ def run_labels(config: dict) -> str:
 
 
 def importance(examples: list, root: Path, use_db: bool, model_dir: Path, in_domain: Path | None,
-               repeats: int) -> None:
-    """Print the group x (transfer, in domain) table of drops in node AUC."""
+               repeats: int, by: str = "group") -> None:
+    """Print the group (or feature) x (transfer, in domain) table of drops in node AUC."""
     from model.nodes.boosted import (
         BoostedConfig,
         NodeTable,
@@ -89,7 +90,7 @@ def importance(examples: list, root: Path, use_db: bool, model_dir: Path, in_dom
         x = without_database(x, names)
     x = x[:, columns(saved.features)]
     base, drops = group_importance([(x, lambda rows: saved.node_confidence(rows, use_db))], labels,
-                                   saved.features, repeats)
+                                   saved.features, repeats, by=by)
     results = {"transfer": (base, drops)}
     if in_domain is not None:
         run = json.loads((in_domain / "config.json").read_text())
@@ -106,11 +107,12 @@ def importance(examples: list, root: Path, use_db: bool, model_dir: Path, in_dom
         blocks = fold_scorers(sub, roles, config)
         held_out = np.concatenate([np.concatenate([sub.examples[k].node_labels for k in role["test"]])
                                    for role in roles])
-        results["in domain"] = group_importance(blocks, held_out, run_names, repeats)
+        results["in domain"] = group_importance(blocks, held_out, run_names, repeats, by=by)
     groups = list(dict.fromkeys(g for _, d in results.values() for g in d))
-    print(f"\ngrouped permutation importance: node AUC as scored minus with the group permuted "
+    what = "grouped permutation importance" if by == "group" else "permutation importance per feature"
+    print(f"\n{what}: node AUC as scored minus with the {by} permuted "
           f"(mean of {repeats} repeats, ± their std; 'missing': NaN in every row)\n")
-    print("| group | " + " | ".join(results) + " |\n|---|" + "---|" * len(results))
+    print(f"| {by} | " + " | ".join(results) + " |\n|---|" + "---|" * len(results))
     print("| node AUC as scored | " + " | ".join(f"{b:.3f}" for b, _ in results.values()) + " |")
     for g in groups:
         cells = []
@@ -277,6 +279,8 @@ def main() -> None:
                         help="with --recalibrate: which rows to recalibrate (adapted: needs --adapt)")
     parser.add_argument("--importance", type=int, default=0, metavar="N",
                         help="grouped permutation importance with N repeats (0: off)")
+    parser.add_argument("--importance-by", choices=("group", "feature"), default="group",
+                        help="with --importance: permute each feature group together (default) or each feature")
     args = parser.parse_args()
     for path, what in ((args.model / "model.json", "--model"),
                        *(((args.adapt / "model.json", "--adapt"),) if args.adapt else ()),
@@ -364,7 +368,8 @@ def main() -> None:
         sys.exit(f"transfer.py: error: --importance refits {args.in_domain} on {labels} labels, but it "
                  f"learnt {run_labels(run)} labels: give a run of the same labels")
     if args.importance:
-        importance([e for e, _ in kept], root, use_db, args.model, args.in_domain, args.importance)
+        importance([e for e, _ in kept], root, use_db, args.model, args.in_domain, args.importance,
+                   args.importance_by)
 
 
 if __name__ == "__main__":

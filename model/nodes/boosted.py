@@ -550,10 +550,10 @@ class GroupImportance:
 
 
 def group_importance(blocks: Sequence[tuple[np.ndarray, Any]], labels: np.ndarray, names: Sequence[str],
-                     repeats: int = 3, seed: int = 0) -> tuple[float, dict[str, GroupImportance]]:
+                     repeats: int = 3, seed: int = 0, by: str = "group") -> tuple[float, dict[str, GroupImportance]]:
     """Grouped permutation importance of node AUC: (AUC as scored, per feature group the drop in
     AUC when all of the group's columns are permuted together, one row permutation for all of
-    them, within each block).
+    them, within each block). ``by="feature"``: per feature, each column alone.
 
     ``blocks``: (feature rows, scorer) pairs scored one after the other, ``labels`` the node
     labels of all their rows in order: one block for a saved model on another benchmark, or one
@@ -566,11 +566,17 @@ def group_importance(blocks: Sequence[tuple[np.ndarray, Any]], labels: np.ndarra
     >>> auc, drops = group_importance([(x, sigmoid)], y, ["depth", "name_fuzzy", "question_words"])
     >>> auc, round(drops["structure"].drop, 3), drops["question"].drop > 0.4
     (1.0, 0.0, True)
+    >>> _, drops = group_importance([(x, sigmoid)], y, ["depth", "name_fuzzy", "question_words"], by="feature")
+    >>> list(drops), drops["depth"].drop == 0.0
+    (['depth', 'name_fuzzy', 'question_words'], True)
     """
+    if by not in ("group", "feature"):
+        raise ValueError(f"by={by!r}: 'group' or 'feature'")
     rng = np.random.default_rng(seed)
     base = float(M.auc(np.concatenate([score(x) for x, score in blocks]), labels))
     out = {}
-    for group, columns in feature_groups(names).items():
+    units = feature_groups(names) if by == "group" else {name: [j] for j, name in enumerate(names)}
+    for group, columns in units.items():
         if all(np.isnan(x[:, columns]).all() for x, _ in blocks):
             out[group] = GroupImportance(0.0, 0.0, missing=True)
             continue

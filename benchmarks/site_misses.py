@@ -1,0 +1,111 @@
+"""Where "look here first" misses: a run's out-of-fold site scores read against the error sites.
+
+Prints, over the wrong queries with an error site (``model.eval.localisation.error_sites``):
+top-1 of the site head by the number of sites in the query; for queries with one site, top-1
+by the site's kind (leaf kinds, else the operator) and the most common (site kind, kind pointed
+at) pairs of the misses; and, over all misses, whether the pointed node is right and outside
+every site's subtree, right inside a site's subtree, or an ancestor of a site.
+
+``--sample N``: also N one-site misses drawn at random (``--seed``; one per question and site),
+each with its question, prediction, gold SQL, the site and the node pointed at, to be read by
+hand (``--data-root`` holds the questions).
+
+    python benchmarks/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0]
+"""
+
+import argparse
+import json
+import random
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from model.data.datasets import load_questions
+from model.eval.localisation import error_sites
+from model.nodes.features import tree_shape
+
+
+def kind(row: dict, i: int) -> str:
+    """A leaf's type (column, value, table), else the operator's label."""
+    t = row["node_types"][i]
+    return t if t in ("column", "value", "table") else row["node_names"][i]
+
+
+def miss_place(row: dict, pointed: int, sites: np.ndarray) -> str:
+    shape = tree_shape(row["node_arity"])
+    below = set(range(pointed - shape.size[pointed] + 1, pointed))  # post-order: the subtree precedes
+    if below & set(np.flatnonzero(sites).tolist()):
+        return "ancestor of a site"
+    a = shape.parent[pointed]
+    while a >= 0:
+        if sites[a]:
+            return "right, inside a site's subtree"
+        a = shape.parent[a]
+    return "right, outside every site's subtree"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("predictions", type=Path, help="<run>/predictions/test.jsonl with site_scores")
+    parser.add_argument("--top", type=int, default=12, help="rows of the per-kind tables")
+    parser.add_argument("--sample", type=int, default=0, help="one-site misses to print for reading by hand")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data-root", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/spider",
+                        help="the benchmark folder with the run's questions (for --sample)")
+    parser.add_argument("--split", default="dev")
+    args = parser.parse_args()
+    by_count, by_kind, pairs, places = defaultdict(list), defaultdict(list), Counter(), Counter()
+    misses: dict[tuple, dict] = {}  # (question, site label, pointed label) -> one row
+    with args.predictions.open() as f:
+        for line in f:
+            row = json.loads(line)
+            if all(row["node_labels"]) or row.get("site_scores") is None:
+                continue
+            sites = np.array(error_sites(row["node_labels"], row["node_arity"]), dtype=bool)
+            if not sites.any():
+                continue
+            pointed = int(np.argmax(row["site_scores"]))  # ties: the earlier node, as localisation
+            hit = bool(sites[pointed])
+            by_count[min(int(sites.sum()), 5)].append(hit)
+            if not hit:
+                places[miss_place(row, pointed, sites)] += 1
+            if sites.sum() == 1:
+                site = int(np.flatnonzero(sites)[0])
+                by_kind[kind(row, site)].append(hit)
+                if not hit:
+                    pairs[kind(row, site), kind(row, pointed)] += 1
+                    key = (row["question_id"], row["node_names"][site], row["node_names"][pointed])
+                    misses.setdefault(key, {**row, "site": site, "pointed": pointed})
+    n = sum(len(v) for v in by_count.values())
+    print(f"wrong queries with a site: {n}; top-1 {np.mean([h for v in by_count.values() for h in v]):.3f}")
+    print("\n| error sites in the query | wrong queries | top-1 |\n|---|---|---|")
+    for k, v in sorted(by_count.items()):
+        print(f"| {k if k < 5 else '5 or more'} | {len(v)} | {np.mean(v):.3f} |")
+    print("\nOne site: top-1 by the site's kind\n\n| site | queries | top-1 |\n|---|---|---|")
+    for k, v in sorted(by_kind.items(), key=lambda kv: -len(kv[1]))[:args.top]:
+        print(f"| {k} | {len(v)} | {np.mean(v):.3f} |")
+    print("\nOne site, missed: (site, pointed at)\n\n| site | pointed at | queries |\n|---|---|---|")
+    for (s, p), c in pairs.most_common(args.top):
+        print(f"| {s} | {p} | {c} |")
+    print("\nAll misses: the node pointed at\n\n| pointed node | misses |\n|---|---|")
+    for place, c in places.most_common():
+        print(f"| {place} | {c} |")
+    if args.sample:
+        gold = {q.question_id: q for q in load_questions(args.data_root, args.split)}
+        keys = sorted(misses)
+        random.Random(args.seed).shuffle(keys)
+        print(f"\n{min(args.sample, len(keys))} of {len(keys)} distinct one-site misses "
+              f"(question, site, node pointed at):")
+        for n, key in enumerate(keys[:args.sample], 1):
+            row, q = misses[key], gold[key[0]]
+            print(f"\n[{n}] {row['question_id']} {row['system']}: {q.question}\n  predicted: {row['sql']}\n"
+                  f"  gold:      {q.gold_sql}\n  site: {kind(row, row['site'])} {key[1]}; "
+                  f"pointed at: {kind(row, row['pointed'])} {key[2]}")
+
+
+if __name__ == "__main__":
+    main()
