@@ -48,7 +48,9 @@ def summary_row(table, scored) -> dict[str, float]:
     sites = [scored[k][1] for k in idx]
     where = localisation(rows, [scored[k][0] for k in idx], sites if all(x is not None for x in sites) else None)
     return {"node AUC": s["auc"], "ECE": s["ece"], "ECE-P": s["ece_platt"], "query AUC (min node)": query,
-            **{k: v for k, v in where.items() if k.startswith(("top", "random", "n_wrong"))}}
+            # each reading's own keys (the plain top1/top3 repeat the method's pointer)
+            **{k: v for k, v in where.items() if k.startswith(("top1_", "top3_", "random", "n_wrong"))
+               and not k.startswith("top1_by_error_kind")}}
 
 
 def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
@@ -113,7 +115,8 @@ def main() -> None:
             columns = single & ~track_columns(table.names, (dropped,))
             scored, _, _ = crossfit(table, roles, fast, columns=columns, progress=False)
             r = summary_row(table, scored)
-            rows[f"single-system without {dropped}"] = {k: r[k] for k in ("node AUC", "query AUC (min node)", "top1", "top3")}
+            rows[f"single-system without {dropped}"] = {k: r[k] for k in ("node AUC", "query AUC (min node)",
+                                                                            "top1_least_confident", "top3_least_confident")}
             print(f"  ablation {dropped} done", flush=True)
         print_table("Ablation (single-system track, site head off): each group removed", rows)
 
@@ -130,7 +133,8 @@ def main() -> None:
                          "test": [k for k in r["test"] if table.examples[k].system == system]} for r in roles]
             scored, _, _ = crossfit(table, held_out, fast, columns=single, progress=False)
             r = summary_row(table, scored)
-            rows[system] = {k: r[k] for k in ("node AUC", "ECE-P", "query AUC (min node)", "top1", "top3")}
+            rows[system] = {k: r[k] for k in ("node AUC", "ECE-P", "query AUC (min node)",
+                                               "top1_least_confident", "top3_least_confident")}
             print(f"  loso {system} done", flush=True)
         mean = {k: float(np.mean([r[k] for r in rows.values()])) for k in next(iter(rows.values()))}
         rows[f"mean over {len(systems)}"] = mean
