@@ -9,7 +9,10 @@ One table of features is loaded; for the cross-fitted run (every system in train
 of fold by database) and for each system held out (``data.holdout_system``: trained and
 validated without its outputs, tested on them), the same folds are fitted and the held-out
 system's wrong queries read: top-1 / top-3 / mrr of the site scores, top-1 span overlap with
-the gold diff, and node AUC. Prints a Markdown table with the mean and the lowest system.
+the gold diff, node AUC, and top-1 per error kind. Prints a Markdown table with the mean and
+the lowest system, the same readings pooled over every system's wrong queries, and top-1 per
+error kind pooled over the systems (each system's queries read by the model that saw it / the
+model that never did).
 Slow: 12 cross-fits (about 5 node-model fits each, 3 more for the site head's inner folds).
 """
 
@@ -49,7 +52,28 @@ def readings(table, scored: dict, indices: list[int], questions: dict, schemas: 
     conf = np.concatenate([scored[k][0] for k in indices])
     labels = np.concatenate([table.examples[k].node_labels for k in indices])
     return {"auc": M.auc(conf, labels), "n_wrong_queries": where["n_wrong_queries"],
-            **{k: where.get(k, float("nan")) for k in KEYS}}
+            "n_span_queries": where.get("n_span_queries", 0),
+            **{k: where.get(k, float("nan")) for k in KEYS},
+            "top1_by_error_kind": where.get("top1_by_error_kind_site_scores", {})}
+
+
+def pooled(results: dict, part: str) -> dict:
+    """The readings over every system's wrong queries together (weighted by their numbers), and
+    top-1 per error kind: {kind: {"n", "top1"}}."""
+    out = {}
+    for key in KEYS:
+        weight = "n_span_queries" if key.startswith("span") else "n_wrong_queries"
+        n = sum(r[part].get(weight, 0) for r in results.values())
+        out[key] = sum(r[part][key] * r[part].get(weight, 0) for r in results.values()
+                       if r[part].get(weight, 0)) / n if n else float("nan")
+    kinds: dict[str, list[float]] = {}
+    for r in results.values():
+        for kind, v in r[part].get("top1_by_error_kind", {}).items():
+            kinds.setdefault(kind, [0, 0.0])
+            kinds[kind][0] += v["n"]
+            kinds[kind][1] += v["n"] * v["top1"]
+    out["top1_by_error_kind"] = {k: {"n": n, "top1": hits / n} for k, (n, hits) in kinds.items()}
+    return out
 
 
 def report(results: dict, method: str, seconds: float | None = None) -> None:
@@ -71,6 +95,18 @@ def report(results: dict, method: str, seconds: float | None = None) -> None:
     for name, agg in (("mean over systems", mean), ("lowest system", low)):
         print(f"| **{name}** | | " + " | ".join(f"{fmt(agg['in_run'][c])} / {fmt(agg['held_out'][c])}"
                                                for c in cols) + " |")
+    pool = {p: pooled(results, p) for p in ("in_run", "held_out")}
+    n_all = sum(r["in_run"]["n_wrong_queries"] for r in results.values())
+    print(f"| **all {len(results)} systems' wrong queries pooled** | {n_all} | – | " + " | ".join(
+        f"{fmt(pool['in_run'][c])} / {fmt(pool['held_out'][c])}" for c in KEYS) + " |")
+    kinds = sorted(pool["in_run"]["top1_by_error_kind"], key=lambda k: -pool["in_run"]["top1_by_error_kind"][k]["n"])
+    if kinds:
+        print("\nTop-1 per error kind, pooled over the systems: in the run / held out (wrong queries)\n")
+        print("| " + " | ".join(kinds) + " |\n|" + "---|" * len(kinds))
+        print("| " + " | ".join(
+            f"{fmt(pool['in_run']['top1_by_error_kind'][k]['top1'])} / "
+            f"{fmt(pool['held_out']['top1_by_error_kind'].get(k, {}).get('top1'))} "
+            f"({pool['in_run']['top1_by_error_kind'][k]['n']})" for k in kinds) + " |")
     gap = mean["in_run"]["top1_site_scores"] - mean["held_out"]["top1_site_scores"]
     print(f"\nleave-one-system-out mean top-1 {mean['held_out']['top1_site_scores']:.3f} vs "
           f"{mean['in_run']['top1_site_scores']:.3f} in the run (gap {gap:+.3f}; target within 0.03); "
