@@ -58,12 +58,17 @@ def main() -> None:
                         help="the benchmark folder with the run's questions (for --sample)")
     parser.add_argument("--split", default="dev")
     args = parser.parse_args()
+    if not args.predictions.is_file():
+        parser.error(f"{args.predictions}: no such file (a run's predictions/test.jsonl)")
     by_count, by_kind, pairs, places = defaultdict(list), defaultdict(list), Counter(), Counter()
     misses: dict[tuple, dict] = {}  # (question, site label, pointed label) -> one row
     with args.predictions.open() as f:
         for line in f:
-            row = json.loads(line)
-            if all(row["node_labels"]) or row.get("site_scores") is None:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                parser.error(f"{args.predictions}: not JSONL (line {line[:60]!r})")
+            if "node_labels" not in row or all(row["node_labels"]) or row.get("site_scores") is None:
                 continue
             sites = np.array(error_sites(row["node_labels"], row["node_arity"]), dtype=bool)
             if not sites.any():
@@ -81,6 +86,9 @@ def main() -> None:
                     key = (row["question_id"], row["node_names"][site], row["node_names"][pointed])
                     misses.setdefault(key, {**row, "site": site, "pointed": pointed})
     n = sum(len(v) for v in by_count.values())
+    if not n:
+        parser.error(f"{args.predictions}: no wrong query with an error site and site_scores "
+                     "(written by a model=features run with the site head)")
     print(f"wrong queries with a site: {n}; top-1 {np.mean([h for v in by_count.values() for h in v]):.3f}")
     print("\n| error sites in the query | wrong queries | top-1 |\n|---|---|---|")
     for k, v in sorted(by_count.items()):
@@ -96,6 +104,8 @@ def main() -> None:
         print(f"| {place} | {c} |")
     if args.sample:
         gold = {q.question_id: q for q in load_questions(args.data_root, args.split)}
+        if any(gold.get(qid) is None or gold[qid].db_id != misses[qid, *rest]["db_id"] for qid, *rest in misses):
+            parser.error(f"--data-root {args.data_root} --split {args.split}: not the run's questions")
         keys = sorted(misses)
         random.Random(args.seed).shuffle(keys)
         print(f"\n{min(args.sample, len(keys))} of {len(keys)} distinct one-site misses "
