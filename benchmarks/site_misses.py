@@ -10,7 +10,7 @@ every site's subtree, right inside a site's subtree, or an ancestor of a site.
 each with its question, prediction, gold SQL, the site and the node pointed at, to be read by
 hand (``--data-root`` holds the questions).
 
-    python benchmarks/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0]
+    python benchmarks/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0] [--system S]
 """
 
 import argparse
@@ -57,6 +57,7 @@ def main() -> None:
     parser.add_argument("--data-root", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/spider",
                         help="the benchmark folder with the run's questions (for --sample)")
     parser.add_argument("--split", default="dev")
+    parser.add_argument("--system", help="read only this system's predictions")
     args = parser.parse_args()
     if not args.predictions.is_file():
         parser.error(f"{args.predictions}: no such file (a run's predictions/test.jsonl)")
@@ -68,6 +69,8 @@ def main() -> None:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 parser.error(f"{args.predictions}: not JSONL (line {line[:60]!r})")
+            if args.system and row.get("system") != args.system:
+                continue
             if "node_labels" not in row or all(row["node_labels"]) or row.get("site_scores") is None:
                 continue
             sites = np.array(error_sites(row["node_labels"], row["node_arity"]), dtype=bool)
