@@ -71,7 +71,10 @@ def main() -> None:
                 parser.error(f"{args.predictions}: not JSONL (line {line[:60]!r})")
             if args.system and row.get("system") != args.system:
                 continue
-            if "node_labels" not in row or all(row["node_labels"]) or row.get("site_scores") is None:
+            if not isinstance(row, dict) or not {"node_labels", "node_arity", "node_names", "node_types"} <= row.keys():
+                parser.error(f"{args.predictions}: a row without node_labels, node_arity, node_names and "
+                             "node_types (a run's predictions/test.jsonl has them)")
+            if all(row["node_labels"]) or row.get("site_scores") is None:
                 continue
             sites = np.array(error_sites(row["node_labels"], row["node_arity"]), dtype=bool)
             if not sites.any():

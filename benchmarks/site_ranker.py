@@ -46,25 +46,15 @@ class Ranker:
 
 
 def lightgbm_site_head(objective: str):
-    """A ``fit_site_head`` whose learner is LightGBM with ``objective`` (binary, or a ranking one),
-    on the rows today's head learns from, with the node model's boosting settings."""
+    """A ``fit_site_head`` whose learner is LightGBM with ``objective`` (binary, or a ranking one,
+    each query a group), on the rows today's head learns from (``site_head_rows``), with the
+    node model's boosting settings."""
     import lightgbm as lgb
 
     def fit(table, indices, x, sites, names, config, seed=0, raw=None):
-        from model.nodes.sites import context_names, with_context
-
         if not config.site_head or not sites.any():
             return None
-        sizes = np.array([len(table.examples[k].node_labels) for k in indices])
-        repeat = len(x) // max(int(sizes.sum()), 1)  # model.database=both repeats the rows
-        sizes = np.tile(sizes, repeat)
-        if config.site_context:
-            x = with_context(x, raw, [table.examples[k].node_arity for k in indices] * repeat, names)
-            names = (*names, *context_names(names))
-        starts = np.r_[0, np.cumsum(sizes)[:-1]]
-        wrong = np.add.reduceat(sites, starts) > 0
-        keep = np.repeat(wrong, sizes)
-        x, sites, groups = x[keep], sites[keep], sizes[wrong]
+        x, sites, groups, names = boosted.site_head_rows(table, indices, x, sites, names, config, raw)
         hgb = config.site_hgb or config.hgb
         params = {"learning_rate": hgb["learning_rate"], "n_estimators": hgb["max_iter"],
                   "num_leaves": hgb["max_leaf_nodes"], "min_child_samples": hgb["min_samples_leaf"],

@@ -351,27 +351,37 @@ def _split_rows(values: np.ndarray, table: NodeTable, indices: Sequence[int]) ->
     return np.split(values, np.cumsum(sizes)[:-1])
 
 
-def fit_site_head(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites: np.ndarray,
-                  names: Sequence[str], config: BoostedConfig, seed: int = 0, raw: np.ndarray | None = None):
-    """The site head (``model.nodes.sites``), fitted on the training rows ``x`` of the examples
-    ``indices`` (``training_rows``; ``model.database=both`` repeats them). With
-    ``config.site_context`` it reads ``raw``: the node model's out-of-fold probabilities of those
-    rows (``inner_out_of_fold``, or the run's own out-of-fold scores)."""
+def site_head_rows(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites: np.ndarray,
+                   names: Sequence[str], config: BoostedConfig, raw: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """What the site head learns from: (rows, site labels, rows per query, column names) of the
+    training rows ``x`` of the examples ``indices`` (``training_rows``; ``model.database=both``
+    repeats them), with ``config.site_context`` the context read from ``raw`` (the node model's
+    out-of-fold probabilities of those rows), with ``config.site_wrong_only`` wrong queries only."""
     from model.nodes.sites import context_names, with_context
 
-    if not config.site_head or not sites.any():
-        return None
     sizes = np.array([len(table.examples[k].node_labels) for k in indices])
     repeat = len(x) // max(int(sizes.sum()), 1)
     sizes = np.tile(sizes, repeat)
+    names = tuple(names)
     if config.site_context:
         if raw is None or len(raw) != len(x):
             raise ValueError("the site head reads the node model's out-of-fold probabilities of its rows")
         x = with_context(x, raw, [table.examples[k].node_arity for k in indices] * repeat, names)
         names = (*names, *context_names(names))
     if config.site_wrong_only:
-        wrong = np.repeat(np.add.reduceat(sites, np.r_[0, np.cumsum(sizes)[:-1]]) > 0, sizes)
-        x, sites = x[wrong], sites[wrong]
+        wrong = np.add.reduceat(sites, np.r_[0, np.cumsum(sizes)[:-1]]) > 0
+        keep = np.repeat(wrong, sizes)
+        x, sites, sizes = x[keep], sites[keep], sizes[wrong]
+    return x, sites, sizes, names
+
+
+def fit_site_head(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites: np.ndarray,
+                  names: Sequence[str], config: BoostedConfig, seed: int = 0, raw: np.ndarray | None = None):
+    """The site head (``model.nodes.sites``), fitted on ``site_head_rows``."""
+    if not config.site_head or not sites.any():
+        return None
+    x, sites, _, names = site_head_rows(table, indices, x, sites, names, config, raw)
     return fit_classifier(x, sites, names, config.site_hgb or config.hgb, seed)
 
 
