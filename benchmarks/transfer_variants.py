@@ -18,6 +18,11 @@ Variants:
 - ``reweight``: training nodes weighted by how much they look like the tested benchmark's nodes
   (importance weights p/(1-p), clipped to [0.1, 10], from a classifier telling the two
   benchmarks' feature rows apart: the tested benchmark's features only, never its labels);
+- ``kind_weight``: training nodes weighted by how much more common their (kind, parent kind)
+  is among the tested benchmark's nodes than among the training benchmark's (the ratio of the
+  two shares, clipped to [0.1, 10], scaled to mean 1; the tested benchmark's features only,
+  never its labels): importance weighting over the one low-dimensional shift ``reweight`` does
+  not saturate on;
 - ``small``: a more regularised node model (``SMALL_HGB``: fewer, smaller trees, larger leaves);
 - ``monotone``: the node model's confidence constrained to rise (or fall) with the linking and
   value features whose direction is known (``model.monotone``, ``Feature.direction``: more of
@@ -120,7 +125,7 @@ FEATURE_GROUP = {f.name: f.group for f in FEATURES}
 SHIFT: dict[str, float] = {}  # feature -> KS statistic between the benchmarks, set in main()
 VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone", "drop_shift",
             "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm", "additive", "kind_pairs",
-            "consensus", "bag", "pseudo", "self_train", "distill")
+            "consensus", "bag", "pseudo", "self_train", "distill", "kind_weight")
 ADDITIVE_HGB = {"learning_rate": 0.1, "max_iter": 600, "max_depth": 1, "min_samples_leaf": 40,
                 "l2_regularization": 1.0}
 BAGS = 5
@@ -227,6 +232,25 @@ def importance_weights(source: np.ndarray, target: np.ndarray, names) -> np.ndar
     clf = fit_classifier(x, d, [names[j] for j in keep], {"max_iter": 100, "max_leaf_nodes": 15})
     p = np.clip(clf.predict_proba(source[:, keep])[:, 1], 1e-3, 1 - 1e-3)
     w = np.clip(p / (1 - p) * len(source) / len(target), 0.1, 10.0)
+    return w / w.mean()
+
+
+def kind_weights(source: np.ndarray, target: np.ndarray, names) -> np.ndarray:
+    """share of each source row's (kind, parent kind) among the target rows over its share among
+    the source rows, clipped to [0.1, 10], scaled to mean 1.
+
+    >>> kind_weights(np.array([[0, 0], [0, 0], [1, 0]]), np.array([[1, 0], [0, 0]]), ["kind", "parent_kind"]).round(2).tolist()
+    [0.75, 0.75, 1.5]
+    """
+    cols = [list(names).index("kind"), list(names).index("parent_kind")]
+
+    def shares(x):
+        keys, counts = np.unique(x[:, cols], axis=0, return_counts=True)
+        return {tuple(k): c / len(x) for k, c in zip(keys.tolist(), counts)}
+
+    s, t = shares(source), shares(target)
+    w = np.array([t.get(k, 0.0) / s[k] for k in map(tuple, source[:, cols].tolist())])
+    w = np.clip(w, 0.1, 10.0)
     return w / w.mean()
 
 
@@ -343,6 +367,9 @@ def main() -> None:
             if "reweight" in parts:
                 other = se if key == "B" else b
                 weight = importance_weights(x, other.stack(range(len(other.examples)))[0], tab.names)
+            if "kind_weight" in parts:
+                other = se if key == "B" else b
+                weight = kind_weights(x, other.stack(range(len(other.examples)))[0], tab.names)
             if "bag" in parts:
                 models[key] = Bagged([fit_classifier(x, y, tab.names, hgb,
                                                      sample_weight=draw if weight is None else draw * weight)
