@@ -6,10 +6,14 @@ Each variant replaces only the site head's learner inside the project's own cros
 rows; wrong queries only): ``hgb`` is today's head (scikit-learn's HistGradientBoosting, binary
 log-loss), ``lgb_binary`` the same objective in LightGBM (to tell the library from the
 objective), ``lgb_lambdarank`` LightGBM's lambdarank with each wrong query a group, its sites
-relevant, ``lgb_rank_xendcg`` the same with LightGBM's listwise cross-entropy objective. Prints top-1 / top-3 / mrr of each over Spider dev's wrong queries (out of fold).
-Needs ``pip install lightgbm`` (not a dependency of the project).
+relevant, ``lgb_rank_xendcg`` the same with LightGBM's listwise cross-entropy objective,
+``pairwise`` a classifier over pairs of nodes of a wrong query ("i is a site, j is not": both
+nodes' features and context, their differences, where j lies from i), a node's score its mean
+win probability in its query, and ``hgb_pairwise`` the mean of its rank and today's head's.
+Prints top-1 / top-3 / mrr of each over Spider dev's wrong queries (out of fold). The ``lgb_*``
+variants need ``pip install lightgbm`` (not a dependency of the project).
 
-    python benchmarks/site_ranker.py [--variants hgb,lgb_binary,lgb_lambdarank] [--groups single]
+    python benchmarks/site_ranker.py [--variants hgb,lgb_binary,lgb_lambdarank,pairwise] [--groups single]
 """
 
 import argparse
@@ -24,12 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 from omegaconf import OmegaConf
 
-from model.eval.localisation import localisation
+from model.eval.localisation import localisation, post_order_children
 from model.nodes import boosted
+from model.nodes.boosted import fit_classifier
 from model.nodes.features import categorical_mask
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg")
+VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise")
+PAIR_CAP = 300  # training pairs drawn at most from one wrong query (sites x other nodes, both orders)
 
 
 class Ranker:
@@ -72,6 +78,125 @@ def lightgbm_site_head(objective: str):
     return fit
 
 
+def tree_relations(arity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(parent of every node, -1 for the root; its depth; ancestor matrix: [i, j] true when j is
+    a proper ancestor of i) of one post-order tree.
+
+    >>> parent, depth, above = tree_relations([0, 0, 2, 1])  # Root(Op(a, b))
+    >>> parent.tolist(), depth.tolist(), above[0].tolist()
+    ([2, 2, 3, -1], [2.0, 2.0, 1.0, 0.0], [False, False, True, True])
+    """
+    children = post_order_children(arity)
+    n = len(arity)
+    parent = np.full(n, -1)
+    for i, kids in enumerate(children):
+        parent[kids] = i
+    depth = np.zeros(n)
+    above = np.zeros((n, n), dtype=bool)
+    for i in range(n - 1, -1, -1):  # post-order: a parent comes after its children
+        if parent[i] >= 0:
+            depth[i] = depth[parent[i]] + 1
+            above[i] = above[parent[i]]
+            above[i, parent[i]] = True
+    return parent, depth, above
+
+
+def pair_rows(x: np.ndarray, numeric: np.ndarray, arity, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Rows of "is node i the site rather than node j?" for one query: i's features, j's, their
+    numeric differences, and where j lies from i (ancestor, descendant, sibling, depth apart)."""
+    parent_of, depth, above = tree_relations(arity)
+    relation = np.column_stack([above[i, j], above[j, i], (parent_of[i] == parent_of[j]) & (parent_of[i] >= 0),
+                                depth[i] - depth[j]]).astype(float)
+    return np.hstack([x[i], x[j], x[i][:, numeric] - x[j][:, numeric], relation])
+
+
+class PairwiseHead:
+    """A site head over pairs of nodes of one query: a boosted classifier of "i is a site and j is
+    not" (both orders), whose score of a node is its mean win probability against the query's
+    other nodes; with ``pointwise`` (today's head), the mean of the two heads' ranks in the query."""
+
+    def __init__(self, model, numeric, pointwise=None):
+        self.model, self.numeric, self.pointwise = model, numeric, pointwise
+
+    def scores(self, x: np.ndarray, arities) -> np.ndarray:
+        out, start = [], 0
+        for arity in arities:
+            n = len(arity)
+            xq = x[start:start + n]
+            start += n
+            if n == 1:
+                out.append(np.full(1, 0.5))
+                continue
+            i, j = np.nonzero(~np.eye(n, dtype=bool))
+            win = self.model.predict_proba(pair_rows(xq, self.numeric, arity, i, j))[:, 1]
+            score = np.bincount(i, weights=win, minlength=n) / (n - 1)
+            if self.pointwise is not None:
+                point = self.pointwise.predict_proba(xq)[:, 1]
+                score = (np.argsort(np.argsort(score)) + np.argsort(np.argsort(point)) + (score + point) / 4) / (2 * n)
+            out.append(score)
+        return np.concatenate(out) if out else np.zeros(0)
+
+
+def pairwise_site_head(with_pointwise: bool = False):
+    """A ``fit_site_head`` learning from pairs (a site, another node of its wrong query); with
+    ``with_pointwise``, beside today's head."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    def fit(table, indices, x, sites, names, config, seed=0, raw=None):
+        if not config.site_head or not sites.any():
+            return None
+        sizes = np.array([len(table.examples[k].node_labels) for k in indices])
+        repeat = len(x) // max(int(sizes.sum()), 1)
+        arities = [table.examples[k].node_arity for k in indices] * repeat
+        has_site = np.add.reduceat(sites, np.r_[0, np.cumsum(np.tile(sizes, repeat))[:-1]]) > 0
+        if config.site_wrong_only:  # the queries site_head_rows keeps, in order
+            arities = [a for a, w in zip(arities, has_site) if w]
+        x, sites, sizes, names = boosted.site_head_rows(table, indices, x, sites, names, config, raw)
+        assert [len(a) for a in arities] == list(sizes)
+        categorical = categorical_mask(names)
+        numeric = ~categorical
+        rng = np.random.default_rng(seed)
+        rows, labels, start = [], [], 0
+        for size, arity in zip(sizes, arities):
+            s = sites[start:start + size]
+            xq = x[start:start + size]
+            start += size
+            pos, neg = np.flatnonzero(s), np.flatnonzero(s == 0)
+            if not len(pos) or not len(neg):
+                continue
+            pi, nj = np.meshgrid(pos, neg, indexing="ij")
+            pi, nj = pi.ravel(), nj.ravel()
+            if len(pi) > PAIR_CAP // 2:
+                keep = rng.choice(len(pi), PAIR_CAP // 2, replace=False)
+                pi, nj = pi[keep], nj[keep]
+            rows += [pair_rows(xq, numeric, arity, pi, nj), pair_rows(xq, numeric, arity, nj, pi)]
+            labels += [np.ones(len(pi)), np.zeros(len(pi))]
+        xp, yp = np.vstack(rows), np.concatenate(labels)
+        mask = np.concatenate([categorical, categorical, np.zeros(numeric.sum() + 4, dtype=bool)])
+        empty = np.isnan(xp).all(axis=0)
+        xp[:, empty] = 0.0
+        hgb = config.site_hgb or config.hgb
+        model = HistGradientBoostingClassifier(categorical_features=mask, random_state=seed,
+                                               early_stopping=False, **hgb).fit(xp, yp)
+        print(f"    pairwise head: {len(xp)} pairs from {len(sizes)} wrong queries", flush=True)
+        pointwise = fit_classifier(x, sites, names, hgb, seed) if with_pointwise else None
+        return PairwiseHead(model, numeric, pointwise)
+
+    return fit
+
+
+def pairwise_site_head_scores(site_model, x, raw, arities, context, names):
+    """``boosted.site_head_scores`` for a ``PairwiseHead`` (it needs each query's nodes together)."""
+    from model.nodes.sites import with_context
+
+    if not isinstance(site_model, PairwiseHead):
+        return DEFAULT_SCORES(site_model, x, raw, arities, context, names)
+    return site_model.scores(with_context(x, raw, arities, names) if context else x, arities)
+
+
+DEFAULT_SCORES = boosted.site_head_scores
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", default=",".join(VARIANTS))
@@ -98,7 +223,9 @@ def main() -> None:
     print(f"\n| site head ({config.method}) | wrong queries | top-1 | top-3 | mrr | node AUC | seconds |\n"
           "|---|---|---|---|---|---|---|")
     for variant in variants:
-        boosted.fit_site_head = default_head if variant == "hgb" else lightgbm_site_head(variant.split("_", 1)[1])
+        boosted.fit_site_head = default_head if variant == "hgb" else pairwise_site_head(variant == "hgb_pairwise") if (
+            variant.endswith("pairwise")) else lightgbm_site_head(variant.split("_", 1)[1])
+        boosted.site_head_scores = pairwise_site_head_scores
         start = time.perf_counter()
         test, _, _ = boosted.crossfit(table, roles, config, progress=False)
         idx = sorted(test)
@@ -111,6 +238,7 @@ def main() -> None:
               f"{where['mrr']:.3f} | {boosted.M.auc(conf, labels):.3f} | {time.perf_counter() - start:.0f} |",
               flush=True)
     boosted.fit_site_head = default_head
+    boosted.site_head_scores = DEFAULT_SCORES
 
 
 if __name__ == "__main__":
