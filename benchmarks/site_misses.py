@@ -10,7 +10,11 @@ every site's subtree, right inside a site's subtree, or an ancestor of a site.
 each with its question, prediction, gold SQL, the site and the node pointed at, to be read by
 hand (``--data-root`` holds the questions).
 
-    python benchmarks/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0] [--system S]
+``--against OTHER``: the same wrong queries' top-1 in another run's test.jsonl (the baseline),
+paired: the queries each gets and the other misses, and the difference with a 95% interval from
+2,000 bootstrap draws of the databases (queries of one database move together).
+
+    python benchmarks/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0] [--system S] [--against <baseline run>/predictions/test.jsonl]
 """
 
 import argparse
@@ -48,6 +52,48 @@ def miss_place(row: dict, pointed: int, sites: np.ndarray) -> str:
     return "right, outside every site's subtree"
 
 
+def top1_hits(path: Path, system: str | None = None) -> dict[tuple[str, str], tuple[str, bool]]:
+    """(question, system) -> (database, whether the site head's first node is an error site) for
+    each wrong query of a test.jsonl with an error site and site scores."""
+    out = {}
+    with path.open() as f:
+        for line in f:
+            row = json.loads(line)
+            if (system and row.get("system") != system) or all(row["node_labels"]) or row.get("site_scores") is None:
+                continue
+            sites = error_sites(row["node_labels"], row["node_arity"])
+            if any(sites):
+                out[row["question_id"], row["system"]] = (row["db_id"], bool(sites[int(np.argmax(row["site_scores"]))]))
+    return out
+
+
+def paired(run: dict, baseline: dict, draws: int = 2000, seed: int = 0) -> str:
+    """The run's top-1 against the baseline's on the wrong queries both have, paired by query,
+    with a bootstrap interval over databases.
+
+    >>> run = {("q1", "s"): ("a", True), ("q2", "s"): ("b", True), ("q3", "s"): ("b", False)}
+    >>> base = {("q1", "s"): ("a", False), ("q2", "s"): ("b", True), ("q3", "s"): ("b", False)}
+    >>> paired(run, base, draws=10).split(";")[0]
+    '3 wrong queries in both: top-1 0.667 against 0.333 (+0.333'
+    """
+    keys = sorted(run.keys() & baseline.keys())
+    a = np.array([run[k][1] for k in keys], dtype=float)
+    b = np.array([baseline[k][1] for k in keys], dtype=float)
+    databases = sorted({run[k][0] for k in keys})
+    rows = defaultdict(list)
+    for i, k in enumerate(keys):
+        rows[run[k][0]].append(i)
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(draws):
+        idx = np.concatenate([rows[databases[j]] for j in rng.integers(0, len(databases), len(databases))])
+        diffs.append(a[idx].mean() - b[idx].mean())
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return (f"{len(keys)} wrong queries in both: top-1 {a.mean():.3f} against {b.mean():.3f} "
+            f"({a.mean() - b.mean():+.3f}; 95% interval over {len(databases)} databases {low:+.3f} to {high:+.3f}); "
+            f"this run alone gets {int(((a == 1) & (b == 0)).sum())}, the baseline alone {int(((a == 0) & (b == 1)).sum())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("predictions", type=Path, help="<run>/predictions/test.jsonl with site_scores")
@@ -58,9 +104,11 @@ def main() -> None:
                         help="the benchmark folder with the run's questions (for --sample)")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--system", help="read only this system's predictions")
+    parser.add_argument("--against", type=Path, help="a baseline run's predictions/test.jsonl: paired top-1")
     args = parser.parse_args()
-    if not args.predictions.is_file():
-        parser.error(f"{args.predictions}: no such file (a run's predictions/test.jsonl)")
+    for path in (args.predictions, args.against):
+        if path is not None and not path.is_file():
+            parser.error(f"{path}: no such file (a run's predictions/test.jsonl)")
     by_count, by_kind, pairs, places = defaultdict(list), defaultdict(list), Counter(), Counter()
     misses: dict[tuple, dict] = {}  # (question, site label, pointed label) -> one row
     with args.predictions.open() as f:
@@ -108,6 +156,9 @@ def main() -> None:
     print("\nAll misses: the node pointed at\n\n| pointed node | misses |\n|---|---|")
     for place, c in places.most_common():
         print(f"| {place} | {c} |")
+    if args.against is not None:
+        print("\nAgainst " + str(args.against) + ": " + paired(top1_hits(args.predictions, args.system),
+                                                         top1_hits(args.against, args.system)))
     if args.sample:
         gold = {q.question_id: q for q in load_questions(args.data_root, args.split)}
         if any(gold.get(qid) is None or gold[qid].db_id != misses[qid, *rest]["db_id"] for qid, *rest in misses):

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import rat
 from model.data.datasets import database_path, load_schemas
 from model.eval.baselines import node_agreement
 from model.nodes.examples import build_examples
@@ -255,3 +256,39 @@ def test_sqlite_column_types_read_as_spiders_words():
     read = {name: COLUMN_TYPES[int(c)] for name, c in zip(example.node_names, codes) if not np.isnan(c)}
     assert read == {"school.id": "number", "school.rate": "number", "school.opened": "time",
                     "school.name": "text", "school.seats": "number"}
+
+
+def test_a_literal_found_in_another_column_or_near_a_stored_value(demo):
+    """`city = 'Poland'`: Poland is no city but a country (the column is wrong); `country =
+    'Polnd'`: no country, but close to one (the literal is wrong). Both the literal and the
+    compared column carry the reading; a database-free row leaves it NaN."""
+    from model.nodes.examples import node_types
+
+    _, schemas, db_paths = demo
+    schema, db = schemas["supply_chain"], db_paths["supply_chain"]
+
+    def columns(sql, db_path=db):
+        tree = rat.to_tree(sql, schema)
+        nodes = tree.postorder()
+        example = SimpleNamespace(question_id="q", db_id="supply_chain", sql=sql,
+                                  question="Which suppliers are in Poland?", node_names=[n.label for n in nodes],
+                                  node_arity=[len(n.children) for n in nodes], node_types=node_types(tree),
+                                  node_labels=[1] * len(nodes))
+        x = single_system_features(example, schema, db_path).values
+        return example.node_names, dict(zip(SINGLE_FEATURES, x.T))
+
+    names, column = columns("SELECT name FROM suppliers WHERE city = 'Poland'")
+    literal, city = names.index("'Poland'"), names.index("suppliers.city")
+    for node in (literal, city):
+        assert column["compared_literal_found"][node] == 0.0
+        assert column["literal_elsewhere"][node] >= 1  # suppliers.country holds it
+    assert np.isnan(column["literal_elsewhere"][names.index("suppliers.name")])  # compared with nothing
+    names, column = columns("SELECT name FROM suppliers WHERE country = 'Polnd'")
+    near = column["literal_near_match"][names.index("'Polnd'")]
+    assert 0.8 < near < 1.0 and column["literal_elsewhere"][names.index("'Polnd'")] == 0
+    names, column = columns("SELECT name FROM suppliers WHERE country = 'Poland'")
+    assert column["literal_near_match"][names.index("'Poland'")] == 1.0
+    assert column["compared_literal_found"][names.index("suppliers.country")] == 1.0
+    _, column = columns("SELECT name FROM suppliers WHERE city = 'Poland'", db_path=None)
+    for feature in ("compared_literal_found", "literal_elsewhere", "literal_near_match"):
+        assert np.isnan(column[feature]).all(), feature

@@ -32,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -61,7 +62,7 @@ from model.eval.baselines import labels_against_others
 from model.eval.localisation import error_sites, post_order_children
 from model.nodes.outputs import tree_of
 
-VERSION = "nf-3"  # bump when a feature's definition changes: the cache key includes it
+VERSION = "nf-4"  # bump when a feature's definition changes: the cache key includes it
 NAN = float("nan")
 
 
@@ -129,6 +130,12 @@ FEATURES: tuple[Feature, ...] = (
     Feature("value_fuzzy", "values", "best difflib ratio of the literal against question n-grams", direction=1),
     Feature("value_in_column", "values", "the literal occurs in the compared column (= or LIKE)", direction=1),
     Feature("value_in_column_nocase", "values", "the literal occurs in the compared column, ignoring case", direction=1),
+    Feature("compared_literal_found", "values",
+            "the literal of the node's comparison occurs in its column, ignoring case (the literal and the column both get it)"),
+    Feature("literal_elsewhere", "values",
+            "other columns of the database holding the comparison's text literal, ignoring case (literal and column)"),
+    Feature("literal_near_match", "values",
+            "best difflib ratio of the comparison's text literal against its column's values (literal and column)"),
     Feature("subtree_min_value_in_question", "values", "min value_in_question over the subtree's literals", direction=1),
     Feature("subtree_min_value_in_column", "values", "min value_in_column over the subtree's literals", direction=1),
     Feature("question_numbers_unused", "values", "numbers of the question that are no literal of the tree", direction=-1),
@@ -182,7 +189,8 @@ GROUPS = tuple(dict.fromkeys(f.group for f in FEATURES))
 # What needs the database (the query's own execution, literals looked up in their columns, the
 # other systems' results): NaN when scoring without one (model.database=without|dropout trains for that)
 DATABASE_FEATURES = tuple(f.name for f in FEATURES if f.group == "execution") + (
-    "value_in_column", "value_in_column_nocase", "subtree_min_value_in_column", "result_agreement")
+    "value_in_column", "value_in_column_nocase", "subtree_min_value_in_column", "result_agreement",
+    "compared_literal_found", "literal_elsewhere", "literal_near_match")
 # Sizes that say which benchmark a query comes from more than whether it is right (BIRD's
 # questions carry their evidence, its schemas are larger): the features most shifted between
 # Spider and BIRD; model.drop=[benchmark_size] leaves them out (docs/beyond_spider.md, transfer)
@@ -430,6 +438,9 @@ class NodeFeatures:
     result_digest: str | None = None  # the predicted query's result (multiset), for consensus
 
 
+SCAN_ROWS = 100_000  # rows of a column a literal lookup reads at most: a large database costs no more
+
+
 class DatabaseProbe:
     """Read-only lookups in one database, memoised: does a literal occur in a column?"""
 
@@ -455,6 +466,47 @@ class DatabaseProbe:
                 result = (float(rows[0][0]), float(rows[0][1]))
         self._memo[key] = result
         return result
+
+    def columns_holding(self, literal: str, columns: Sequence[str]) -> set[str]:
+        """Which of ``columns`` ("table.column") hold the text ``literal`` (a SQL literal), ignoring
+        case, in their first ``SCAN_ROWS`` rows: one read for all of them."""
+        key = ("holding", literal, tuple(columns))
+        if key not in self._memo:
+            found: set[str] = set()
+            if self.db_path is not None and columns:
+                probes = [f'EXISTS(SELECT 1 FROM (SELECT "{c}" AS v FROM "{t}" LIMIT {SCAN_ROWS}) '
+                          f'WHERE lower(CAST(v AS TEXT)) = lower({literal}))'
+                          for t, _, c in (name.rpartition(".") for name in columns)]
+                rows, error = execute_sql(self.db_path, "SELECT " + ", ".join(probes), self.timeout_s)
+                if error is None and rows:
+                    found = {name for name, hit in zip(columns, rows[0]) if hit}
+            self._memo[key] = found
+        return self._memo[key]
+
+    def near_match(self, table: str, column: str, text: str) -> float:
+        """Best difflib ratio of ``text`` against the column's distinct values (lower case, among
+        its first ``SCAN_ROWS`` rows, at most 5,000 values; NaN without a database or on an error)."""
+        key = ("values", table, column)
+        if key not in self._memo:
+            values: list[str] | None = None
+            if self.db_path is not None:
+                rows, error = execute_sql(self.db_path, f'SELECT DISTINCT lower(CAST(v AS TEXT)) FROM (SELECT "{column}" '
+                                          f'AS v FROM "{table}" LIMIT {SCAN_ROWS}) LIMIT 5000', self.timeout_s)
+                values = None if error else [r[0] for r in rows if r[0] is not None]
+            self._memo[key] = values
+        values = self._memo[key]
+        if values is None:
+            return NAN
+        text = text.lower()
+        if text in values:
+            return 1.0
+        matcher = difflib.SequenceMatcher(a=text, autojunk=False)
+        best = 0.0
+        for value in values:
+            matcher.set_seq2(value)
+            if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
+                best = max(best, matcher.ratio())
+        return best
 
     def run(self, sql: str, timeout_s: float) -> tuple[list | None, str | None]:
         if self.db_path is None:
@@ -584,7 +636,7 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | N
         elif kind == "column":
             _column_features(x[i], col, name, schema, schema_index, question, tree_tables)
         elif kind == "value":
-            _value_features(x[i], col, i, names, kinds, shape, question, probe)
+            _value_features(x, col, i, names, kinds, shape, question, probe, schema)
         elif kind == "Eq" and schema is not None:
             pair = [names[c] for c in shape.children[i] if kinds[c] == "column" and "." in names[c]]
             if len(pair) == 2 and pair[0].split(".")[0] != pair[1].split(".")[0]:
@@ -644,8 +696,10 @@ def _column_features(row: np.ndarray, col: dict, name: str, schema: rat.Schema |
     row[col["column_type"]] = COLUMN_TYPES.index(column_type(schema.column_types.get(name, "other")))
 
 
-def _value_features(row: np.ndarray, col: dict, i: int, names: Sequence[str], kinds: Sequence[str],
-                    shape: Shape, question: QuestionIndex, probe: DatabaseProbe) -> None:
+def _value_features(x: np.ndarray, col: dict, i: int, names: Sequence[str], kinds: Sequence[str],
+                    shape: Shape, question: QuestionIndex, probe: DatabaseProbe,
+                    schema: rat.Schema | None = None) -> None:
+    row = x[i]
     label = names[i]
     text = literal_text(label)
     is_number = _is_number(text)
@@ -660,12 +714,26 @@ def _value_features(row: np.ndarray, col: dict, i: int, names: Sequence[str], ki
     p = shape.parent[i]
     if p < 0 or kinds[p] not in COMPARISONS:
         return
-    columns = [names[c] for c in shape.children[p] if kinds[c] == "column" and "." in names[c]]
+    compared = [c for c in shape.children[p] if kinds[c] == "column" and "." in names[c]]
+    columns = [names[c] for c in compared]
     if len(columns) != 1 or label[:1] not in "'\"0123456789-":
         return
     table, _, column = columns[0].rpartition(".")
-    exact, nocase = probe.value_in_column(table, column, label, like=kinds[p] in ("Like", "Not_like"))
+    like = kinds[p] in ("Like", "Not_like")
+    exact, nocase = probe.value_in_column(table, column, label, like=like)
     row[col["value_in_column"]], row[col["value_in_column_nocase"]] = exact, nocase
+    if probe.db_path is None:
+        return
+    # where else the literal is, and how near the column's values come: a literal found in
+    # another column points at the column, one close to a stored value at the literal
+    both = (i, compared[0])
+    x[both, col["compared_literal_found"]] = nocase
+    if is_number or like or schema is None or not text:
+        return
+    others = [f"{t}.{c}" for t, cs in schema.tables.items() for c in cs if f"{t}.{c}" != columns[0]
+              and c != "*" and column_type(schema.column_types.get(f"{t}.{c}", "text")) in ("text", "other")]
+    x[both, col["literal_elsewhere"]] = min(len(probe.columns_holding(label, others)), 5)
+    x[both, col["literal_near_match"]] = probe.near_match(table, column, text)
 
 
 # ---------------------------------------------------------------------------------------------

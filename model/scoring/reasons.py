@@ -121,6 +121,19 @@ _TEMPLATES: dict[str, Callable[[float, ReasonContext], str]] = {
     "value_in_column_nocase": lambda v, c: (
         f"literal {c.label} not found in column {c.compared_column or 'compared'}, even ignoring case"
         if not _yes(v) else f"literal {c.label} found in column {c.compared_column} when case is ignored"),
+    "compared_literal_found": lambda v, c: (
+        (f"the literal compared with {_name(c)} is {'' if _yes(v) else 'not '}found in it") if c.kind == "column"
+        else f"literal {c.label} is {'' if _yes(v) else 'not '}found in column {c.compared_column or 'compared'}"),
+    "literal_elsewhere": lambda v, c: (
+        (f"the literal compared with {_name(c)} is stored in {v:.0f} other column(s) of the database"
+         if c.kind == "column" else f"literal {c.label} is stored in {v:.0f} other column(s) of the database")
+        if v >= 1 else ("the literal compared with it is stored in no other column" if c.kind == "column"
+                        else f"literal {c.label} is stored in no other column")),
+    "literal_near_match": lambda v, c: (
+        (f"literal {c.label} is stored in {c.compared_column or 'its column'}" if v >= 1 else
+         f"literal {c.label} is not stored in {c.compared_column or 'its column'}; the closest stored value "
+         f"is {v:.0%} similar") if c.kind == "value" else
+        f"the literal compared with {_name(c)} is {'stored in it' if v >= 1 else f'at best {v:.0%} similar to its values'}"),
     "subtree_min_value_in_question": lambda v, c: ("a literal inside it does not occur in the question"
                                                    if not _yes(v) else "its literals occur in the question"),
     "subtree_min_value_in_column": lambda v, c: ("a literal inside it is not found in its column"
