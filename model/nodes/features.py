@@ -439,6 +439,7 @@ class NodeFeatures:
 
 
 SCAN_ROWS = 100_000  # rows of a column a literal lookup reads at most: a large database costs no more
+SCAN_BUDGET = 2_000_000  # rows one search of every column for a literal reads at most, all columns together
 
 
 class DatabaseProbe:
@@ -469,12 +470,14 @@ class DatabaseProbe:
 
     def columns_holding(self, literal: str, columns: Sequence[str]) -> set[str]:
         """Which of ``columns`` ("table.column") hold the text ``literal`` (a SQL literal), ignoring
-        case, in their first ``SCAN_ROWS`` rows: one read for all of them."""
+        case, in their first ``SCAN_ROWS`` rows (fewer when there are so many columns that they
+        would read more than ``SCAN_BUDGET`` rows together): one read for all of them."""
         key = ("holding", literal, tuple(columns))
         if key not in self._memo:
             found: set[str] = set()
             if self.db_path is not None and columns:
-                probes = [f'EXISTS(SELECT 1 FROM (SELECT "{c}" AS v FROM "{t}" LIMIT {SCAN_ROWS}) '
+                rows_each = max(1_000, min(SCAN_ROWS, SCAN_BUDGET // len(columns)))
+                probes = [f'EXISTS(SELECT 1 FROM (SELECT "{c}" AS v FROM "{t}" LIMIT {rows_each}) '
                           f'WHERE lower(CAST(v AS TEXT)) = lower({literal}))'
                           for t, _, c in (name.rpartition(".") for name in columns)]
                 rows, error = execute_sql(self.db_path, "SELECT " + ", ".join(probes), self.timeout_s)
