@@ -18,6 +18,10 @@ Variants:
 - ``reweight``: training nodes weighted by how much they look like the tested benchmark's nodes
   (importance weights p/(1-p), clipped to [0.1, 10], from a classifier telling the two
   benchmarks' feature rows apart: the tested benchmark's features only, never its labels);
+- ``rank_share``: the name's rank among the schema's names (``name_rank``) as a share of the
+  schema's columns (for a column) or tables (for a table), and ``tables_sharing_name`` as a share
+  of its tables: ranks and counts that grow with the schema's size (BIRD's are larger) read
+  relative to it (put it before ``drop_size``, which drops the schema sizes it divides by);
 - ``kind_weight``: training nodes weighted by how much more common their (kind, parent kind)
   is among the tested benchmark's nodes than among the training benchmark's (the ratio of the
   two shares, clipped to [0.1, 10], scaled to mean 1; the tested benchmark's features only,
@@ -114,6 +118,7 @@ from model.nodes.features import (
     BENCHMARK_SIZE_FEATURES,
     COLUMN_TYPES,
     FEATURES,
+    KIND_CODE,
     categorical_mask,
 )
 
@@ -125,7 +130,7 @@ FEATURE_GROUP = {f.name: f.group for f in FEATURES}
 SHIFT: dict[str, float] = {}  # feature -> KS statistic between the benchmarks, set in main()
 VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone", "drop_shift",
             "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm", "additive", "kind_pairs",
-            "consensus", "bag", "pseudo", "self_train", "distill", "kind_weight")
+            "consensus", "bag", "pseudo", "self_train", "distill", "kind_weight", "rank_share")
 ADDITIVE_HGB = {"learning_rate": 0.1, "max_iter": 600, "max_depth": 1, "min_samples_leaf": 40,
                 "l2_regularization": 1.0}
 BAGS = 5
@@ -168,6 +173,13 @@ def _apply(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
         for x in xs:
             x[np.isin(x[:, j], [COLUMN_TYPES.index("number"), COLUMN_TYPES.index("time")]), j] = 0
     keep = list(range(len(names)))
+    if variant == "rank_share":
+        kind, rank, sharing = (names.index(n) for n in ("kind", "name_rank", "tables_sharing_name"))
+        columns, tables = names.index("schema_columns"), names.index("schema_tables")
+        for x in xs:
+            size = np.where(x[:, kind] == KIND_CODE["table"], x[:, tables], x[:, columns])
+            x[:, rank] = x[:, rank] / np.maximum(size, 1)
+            x[:, sharing] = x[:, sharing] / np.maximum(x[:, tables], 1)
     if variant == "drop_size":
         keep = [j for j, n in enumerate(names) if n not in BENCHMARK_SIZE_FEATURES]
     if variant == "drop_shift":
