@@ -9,14 +9,16 @@ objective), ``lgb_lambdarank`` LightGBM's lambdarank with each wrong query a gro
 relevant, ``lgb_rank_xendcg`` the same with LightGBM's listwise cross-entropy objective,
 ``pairwise`` a classifier over pairs of nodes of a wrong query ("i is a site, j is not": both
 nodes' features and context, their differences, where j lies from i), a node's score its mean
-win probability in its query, and ``hgb_pairwise`` the mean of its rank and today's head's.
+win probability in its query, ``hgb_pairwise`` the mean of its rank and today's head's, and
+``hgb_bag`` the mean of today's head fitted on 5 bootstrap draws of the wrong queries.
 Prints top-1 / top-3 / mrr of each over Spider dev's wrong queries (out of fold). The ``lgb_*``
 variants need ``pip install lightgbm`` (not a dependency of the project).
 
-    python benchmarks/site_ranker.py [--variants hgb,lgb_binary,lgb_lambdarank,pairwise] [--groups single]
+    python benchmarks/site_ranker.py [--variants hgb,lgb_binary,lgb_lambdarank,pairwise] [--groups single] [--write DIR]
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -34,7 +36,8 @@ from model.nodes.boosted import fit_classifier
 from model.nodes.features import categorical_mask
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise")
+VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise", "hgb_bag")
+BAGS = 5  # hgb_bag: site heads fitted on bootstrap draws of the wrong queries, averaged
 PAIR_CAP = 300  # training pairs drawn at most from one wrong query (sites x other nodes, both orders)
 
 
@@ -74,6 +77,35 @@ def lightgbm_site_head(objective: str):
             model = lgb.LGBMClassifier(objective="binary", **params)
             model.fit(x, sites, categorical_feature=categorical)
         return Ranker(model, names)
+
+    return fit
+
+
+class Bagged:
+    """The mean of several site heads' probabilities."""
+
+    def __init__(self, models):
+        self.models = models
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        return np.mean([m.predict_proba(x) for m in self.models], axis=0)
+
+
+def bagged_site_head(bags: int = BAGS):
+    """A ``fit_site_head`` that fits today's head on ``bags`` bootstrap draws of the wrong queries
+    (a query drawn twice weighs twice; seeds 0..bags-1) and averages them."""
+
+    def fit(table, indices, x, sites, names, config, seed=0, raw=None):
+        if not config.site_head or not sites.any():
+            return None
+        x, sites, sizes, names = boosted.site_head_rows(table, indices, x, sites, names, config, raw)
+        hgb = config.site_hgb or config.hgb
+        models = []
+        for b in range(bags):
+            draws = np.bincount(np.random.default_rng(seed + b).integers(0, len(sizes), len(sizes)),
+                                minlength=len(sizes))
+            models.append(fit_classifier(x, sites, names, hgb, seed, sample_weight=np.repeat(draws, sizes).astype(float)))
+        return Bagged(models)
 
     return fit
 
@@ -201,6 +233,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--groups", default="single", choices=["single", "single+consensus"])
+    parser.add_argument("--write", type=Path, metavar="DIR",
+                        help="also write each variant's out-of-fold rows to DIR/<variant>.jsonl "
+                             "(for benchmarks/site_misses.py, e.g. --against)")
     args = parser.parse_args()
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
@@ -223,8 +258,9 @@ def main() -> None:
     print(f"\n| site head ({config.method}) | wrong queries | top-1 | top-3 | mrr | node AUC | seconds |\n"
           "|---|---|---|---|---|---|---|")
     for variant in variants:
-        boosted.fit_site_head = default_head if variant == "hgb" else pairwise_site_head(variant == "hgb_pairwise") if (
-            variant.endswith("pairwise")) else lightgbm_site_head(variant.split("_", 1)[1])
+        boosted.fit_site_head = (default_head if variant == "hgb" else bagged_site_head() if variant == "hgb_bag"
+                                 else pairwise_site_head(variant == "hgb_pairwise") if variant.endswith("pairwise")
+                                 else lightgbm_site_head(variant.split("_", 1)[1]))
         boosted.site_head_scores = pairwise_site_head_scores
         start = time.perf_counter()
         test, _, _ = boosted.crossfit(table, roles, config, progress=False)
@@ -237,6 +273,16 @@ def main() -> None:
         print(f"| {variant} | {where['n_wrong_queries']} | {where['top1']:.3f} | {where['top3']:.3f} | "
               f"{where['mrr']:.3f} | {boosted.M.auc(conf, labels):.3f} | {time.perf_counter() - start:.0f} |",
               flush=True)
+        if args.write:
+            args.write.mkdir(parents=True, exist_ok=True)
+            with (args.write / f"{variant}.jsonl").open("w") as f:
+                for k in idx:
+                    e = table.examples[k]
+                    f.write(json.dumps({"question_id": e.question_id, "db_id": e.db_id, "system": e.system,
+                                        "execution_match": e.execution_match, "node_labels": list(e.node_labels),
+                                        "node_arity": list(e.node_arity), "node_names": list(e.node_names),
+                                        "node_types": list(e.node_types),
+                                        "site_scores": [round(float(v), 6) for v in test[k][1]]}) + "\n")
     boosted.fit_site_head = default_head
     boosted.site_head_scores = DEFAULT_SCORES
 

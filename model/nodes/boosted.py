@@ -57,6 +57,8 @@ class BoostedConfig:
         "learning_rate": 0.05, "max_iter": 300, "max_leaf_nodes": 31, "min_samples_leaf": 40,
         "l2_regularization": 1.0})
     site_hgb: dict[str, Any] | None = None  # the site head's own HGB settings (None: hgb's)
+    site_bags: int = 1  # > 1: the site head is that many models, each fitted on a bootstrap draw
+    # of the wrong queries, their probabilities averaged
     monotone: bool = False  # the node model's confidence follows each feature's known direction
     feature_timeout_s: float = 5.0
     use_cache: bool = True
@@ -84,6 +86,8 @@ class BoostedConfig:
             raise ValueError(f"model.database must be one of {DATABASE_MODES}; found {config.database!r}")
         if config.train_side not in TRAIN_SIDE_CHOICES:
             raise ValueError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {config.train_side!r}")
+        if config.site_bags < 1:
+            raise ValueError(f"model.site_bags must be 1 or more; found {config.site_bags!r}")
         if config.calibration not in ("platt", "isotonic", "none"):
             raise ValueError(f"model.calibration must be platt, isotonic or none; found {config.calibration!r}")
         return config
@@ -378,11 +382,27 @@ def site_head_rows(table: NodeTable, indices: Sequence[int], x: np.ndarray, site
 
 def fit_site_head(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites: np.ndarray,
                   names: Sequence[str], config: BoostedConfig, seed: int = 0, raw: np.ndarray | None = None):
-    """The site head (``model.nodes.sites``), fitted on ``site_head_rows``."""
+    """The site head (``model.nodes.sites``), fitted on ``site_head_rows``: one classifier, or
+    with ``config.site_bags`` > 1 a list of them, each fitted on a bootstrap draw of the queries
+    (a query drawn twice weighs twice; seeds ``seed``, ``seed + 1``...), read by ``site_probability``."""
     if not config.site_head or not sites.any():
         return None
-    x, sites, _, names = site_head_rows(table, indices, x, sites, names, config, raw)
-    return fit_classifier(x, sites, names, config.site_hgb or config.hgb, seed)
+    x, sites, sizes, names = site_head_rows(table, indices, x, sites, names, config, raw)
+    hgb = config.site_hgb or config.hgb
+    if config.site_bags == 1:
+        return fit_classifier(x, sites, names, hgb, seed)
+    models = []
+    for b in range(config.site_bags):
+        draws = np.bincount(np.random.default_rng(seed + b).integers(0, len(sizes), len(sizes)), minlength=len(sizes))
+        models.append(fit_classifier(x, sites, names, hgb, seed, sample_weight=np.repeat(draws, sizes).astype(float)))
+    return models
+
+
+def site_probability(site_model, x: np.ndarray) -> np.ndarray:
+    """P(site) of rows ``x`` (with context) from a site head: one classifier, or the mean over a
+    list of them (``model.site_bags``)."""
+    models = site_model if isinstance(site_model, list) else [site_model]
+    return np.mean([m.predict_proba(x)[:, 1] for m in models], axis=0)
 
 
 def join_rows(a: np.ndarray, b: np.ndarray, repeat: int = 1) -> np.ndarray:
@@ -412,7 +432,7 @@ def site_head_scores(site_model, x: np.ndarray, raw: np.ndarray, arities: Sequen
     given the node model's probabilities ``raw`` of the same rows."""
     from model.nodes.sites import with_context
 
-    return site_model.predict_proba(with_context(x, raw, arities, names) if context else x)[:, 1]
+    return site_probability(site_model, with_context(x, raw, arities, names) if context else x)
 
 
 def inner_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: Sequence[str],

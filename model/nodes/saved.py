@@ -206,7 +206,8 @@ class SavedModel:
     """A fitted boosted node scorer and everything needed to use and describe it."""
 
     node_model: Any  # HistGradientBoostingClassifier: node right (1) / wrong (0)
-    site_model: Any | None  # HistGradientBoostingClassifier: error site (1) / not
+    site_model: Any | None  # HistGradientBoostingClassifier: error site (1) / not; a list of them
+    # when the run bagged its site head (model.site_bags), their probabilities averaged
     calibrator: Calibrator | None  # raw node probability -> calibrated confidence
     query_calibrator: QueryCalibrator
     features: tuple[str, ...]  # the columns the models read, in order
@@ -263,8 +264,11 @@ class SavedModel:
         return self._probability(self.site_model, x)
 
     def _probability(self, model: Any, x: np.ndarray) -> np.ndarray:
-        """``model.predict_proba(x)[:, 1]``; the same numbers from ``CompiledTrees`` for the
-        few rows of a query or two, where scikit-learn's per-tree calls are the cost."""
+        """``model.predict_proba(x)[:, 1]`` (the mean over a list of models: a bagged site head);
+        the same numbers from ``CompiledTrees`` for the few rows of a query or two, where
+        scikit-learn's per-tree calls are the cost."""
+        if isinstance(model, list):
+            return np.mean([self._probability(m, x) for m in model], axis=0)
         if id(model) not in self._compiled:
             try:  # it reads scikit-learn's private tree arrays: another version may lay them out otherwise
                 self._compiled[id(model)] = CompiledTrees(model)
@@ -445,7 +449,8 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
         "feature_version": VERSION, "created": date.today().isoformat(),
         "method": config.method,
         "config": {"groups": config.groups, "lm": config.lm, "calibration": config.calibration,
-                   "hgb": config.hgb, "site_hgb": config.site_hgb, "monotone": config.monotone,
+                   "hgb": config.hgb, "site_hgb": config.site_hgb, "site_bags": config.site_bags,
+                   "monotone": config.monotone,
                    "drop": list(config.drop),
                    "database": config.database,
                    "test_database": config.test_database, "site_context": config.site_context,
