@@ -10,7 +10,8 @@ relevant, ``lgb_rank_xendcg`` the same with LightGBM's listwise cross-entropy ob
 ``pairwise`` a classifier over pairs of nodes of a wrong query ("i is a site, j is not": both
 nodes' features and context, their differences, where j lies from i), a node's score its mean
 win probability in its query, ``hgb_pairwise`` the mean of its rank and today's head's, and
-``hgb_bag`` the mean of today's head fitted on 5 bootstrap draws of the wrong queries.
+``hgb_bag`` today's head with ``model.site_bags=5`` (five heads on bootstrap draws of the wrong
+queries, averaged).
 Prints top-1 / top-3 / mrr of each over Spider dev's wrong queries (out of fold). The ``lgb_*``
 variants need ``pip install lightgbm`` (not a dependency of the project).
 
@@ -18,6 +19,7 @@ variants need ``pip install lightgbm`` (not a dependency of the project).
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -37,7 +39,7 @@ from model.nodes.features import categorical_mask
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise", "hgb_bag")
-BAGS = 5  # hgb_bag: site heads fitted on bootstrap draws of the wrong queries, averaged
+BAGS = 5  # hgb_bag: today's head with model.site_bags=5 (bootstrap draws of the wrong queries, averaged)
 PAIR_CAP = 300  # training pairs drawn at most from one wrong query (sites x other nodes, both orders)
 
 
@@ -77,35 +79,6 @@ def lightgbm_site_head(objective: str):
             model = lgb.LGBMClassifier(objective="binary", **params)
             model.fit(x, sites, categorical_feature=categorical)
         return Ranker(model, names)
-
-    return fit
-
-
-class Bagged:
-    """The mean of several site heads' probabilities."""
-
-    def __init__(self, models):
-        self.models = models
-
-    def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        return np.mean([m.predict_proba(x) for m in self.models], axis=0)
-
-
-def bagged_site_head(bags: int = BAGS):
-    """A ``fit_site_head`` that fits today's head on ``bags`` bootstrap draws of the wrong queries
-    (a query drawn twice weighs twice; seeds 0..bags-1) and averages them."""
-
-    def fit(table, indices, x, sites, names, config, seed=0, raw=None):
-        if not config.site_head or not sites.any():
-            return None
-        x, sites, sizes, names = boosted.site_head_rows(table, indices, x, sites, names, config, raw)
-        hgb = config.site_hgb or config.hgb
-        models = []
-        for b in range(bags):
-            draws = np.bincount(np.random.default_rng(seed + b).integers(0, len(sizes), len(sizes)),
-                                minlength=len(sizes))
-            models.append(fit_classifier(x, sites, names, hgb, seed, sample_weight=np.repeat(draws, sizes).astype(float)))
-        return Bagged(models)
 
     return fit
 
@@ -258,12 +231,13 @@ def main() -> None:
     print(f"\n| site head ({config.method}) | wrong queries | top-1 | top-3 | mrr | node AUC | seconds |\n"
           "|---|---|---|---|---|---|---|")
     for variant in variants:
-        boosted.fit_site_head = (default_head if variant == "hgb" else bagged_site_head() if variant == "hgb_bag"
+        boosted.fit_site_head = (default_head if variant in ("hgb", "hgb_bag")
                                  else pairwise_site_head(variant == "hgb_pairwise") if variant.endswith("pairwise")
                                  else lightgbm_site_head(variant.split("_", 1)[1]))
         boosted.site_head_scores = pairwise_site_head_scores
         start = time.perf_counter()
-        test, _, _ = boosted.crossfit(table, roles, config, progress=False)
+        variant_config = dataclasses.replace(config, site_bags=BAGS) if variant == "hgb_bag" else config
+        test, _, _ = boosted.crossfit(table, roles, variant_config, progress=False)
         idx = sorted(test)
         rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity}
                 for k in idx]

@@ -292,3 +292,11 @@ def test_a_literal_found_in_another_column_or_near_a_stored_value(demo):
     _, column = columns("SELECT name FROM suppliers WHERE city = 'Poland'", db_path=None)
     for feature in ("compared_literal_found", "literal_elsewhere", "literal_near_match"):
         assert np.isnan(column[feature]).all(), feature
+    # a read that fails is unknown, not "stored nowhere"
+    from model.nodes.features import DatabaseProbe
+
+    probe = DatabaseProbe(db)
+    assert probe.columns_holding("'Poland'", ["suppliers.country"]) == {"suppliers.country"}
+    assert probe.columns_holding("'Poland'", ["no_such_table.country"]) is None
+    assert probe.columns_holding("'Poland'", []) == set()
+    assert np.isnan(probe.near_match("no_such_table", "country", "Poland"))

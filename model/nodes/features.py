@@ -32,7 +32,6 @@ True
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
@@ -345,21 +344,8 @@ class QuestionIndex:
                 self._fuzzy[phrase] = 1.0
                 continue
             todo[max(1, len(phrase.split()))].append(phrase)
-        matcher = SequenceMatcher(autojunk=False)
         for n, group in todo.items():
-            grams = self._grams(n)
-            # 2 * longest common subsequence / total length bounds difflib's ratio from above
-            # (its matching blocks are a common subsequence); rapidfuzz computes it for all pairs
-            bounds = cdist(group, grams, scorer=Indel.normalized_similarity, dtype=np.float64)
-            for phrase, row in zip(group, bounds):
-                best = 0.0
-                matcher.set_seq2(phrase)
-                for k in np.argsort(-row, kind="stable"):
-                    if row[k] <= best:
-                        break
-                    matcher.set_seq1(grams[k])
-                    best = max(best, matcher.ratio())
-                self._fuzzy[phrase] = best
+            self._fuzzy.update(zip(group, best_ratios(group, self._grams(n))))
         return [self._fuzzy[p] for p in phrases]
 
     def _grams(self, n: int) -> list[str]:
@@ -368,6 +354,38 @@ class QuestionIndex:
             self._gram_memo[n] = [" ".join(self.words[i:i + size]) for size in {max(1, n - 1), n, n + 1}
                                   for i in range(max(1, len(self.words) - size + 1))]
         return self._gram_memo[n]
+
+
+def best_ratios(texts: Sequence[str], candidates: Sequence[str], text_first: bool = False) -> list[float]:
+    """For each text, the best difflib ratio against any of ``candidates`` (0 when there are none).
+    difflib's ratio can depend on the order of its two strings: the candidate is its first
+    (``SequenceMatcher(a=candidate, b=text)``), or with ``text_first`` the text (as the literal
+    lookups first computed it).
+
+    Exactly difflib's number, computed cheaply: candidates are tried in decreasing order of an
+    upper bound on their ratio (2 * longest common subsequence / total length: difflib's
+    matching blocks are a common subsequence; rapidfuzz computes it for all pairs at once) until
+    no bound is above the best ratio found.
+
+    >>> [round(r, 3) for r in best_ratios(["poland", "polnd"], ["germany", "poland"])]
+    [1.0, 0.909]
+    """
+    if not candidates:
+        return [0.0] * len(texts)
+    matcher = SequenceMatcher(autojunk=False)
+    bounds = cdist(list(texts), list(candidates), scorer=Indel.normalized_similarity, dtype=np.float64)
+    out = []
+    fixed, varying = (matcher.set_seq1, matcher.set_seq2) if text_first else (matcher.set_seq2, matcher.set_seq1)
+    for text, row in zip(texts, bounds):
+        best = 0.0
+        fixed(text)
+        for k in np.argsort(-row, kind="stable"):
+            if row[k] <= best:
+                break
+            varying(candidates[k])
+            best = max(best, matcher.ratio())
+        out.append(best)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,21 +486,21 @@ class DatabaseProbe:
         self._memo[key] = result
         return result
 
-    def columns_holding(self, literal: str, columns: Sequence[str]) -> set[str]:
+    def columns_holding(self, literal: str, columns: Sequence[str]) -> set[str] | None:
         """Which of ``columns`` ("table.column") hold the text ``literal`` (a SQL literal), ignoring
         case, in their first ``SCAN_ROWS`` rows (fewer when there are so many columns that they
-        would read more than ``SCAN_BUDGET`` rows together): one read for all of them."""
+        would read more than ``SCAN_BUDGET`` rows together): one read for all of them. None
+        without a database, or when the read fails or times out (unknown, not "none of them")."""
         key = ("holding", literal, tuple(columns))
         if key not in self._memo:
-            found: set[str] = set()
+            found: set[str] | None = None if self.db_path is None else set()
             if self.db_path is not None and columns:
                 rows_each = max(1_000, min(SCAN_ROWS, SCAN_BUDGET // len(columns)))
                 probes = [f'EXISTS(SELECT 1 FROM (SELECT "{c}" AS v FROM "{t}" LIMIT {rows_each}) '
                           f'WHERE lower(CAST(v AS TEXT)) = lower({literal}))'
                           for t, _, c in (name.rpartition(".") for name in columns)]
                 rows, error = execute_sql(self.db_path, "SELECT " + ", ".join(probes), self.timeout_s)
-                if error is None and rows:
-                    found = {name for name, hit in zip(columns, rows[0]) if hit}
+                found = {name for name, hit in zip(columns, rows[0]) if hit} if error is None and rows else None
             self._memo[key] = found
         return self._memo[key]
 
@@ -501,15 +519,7 @@ class DatabaseProbe:
         if values is None:
             return NAN
         text = text.lower()
-        if text in values:
-            return 1.0
-        matcher = difflib.SequenceMatcher(a=text, autojunk=False)
-        best = 0.0
-        for value in values:
-            matcher.set_seq2(value)
-            if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
-                best = max(best, matcher.ratio())
-        return best
+        return 1.0 if text in values else best_ratios([text], values, text_first=True)[0]
 
     def run(self, sql: str, timeout_s: float) -> tuple[list | None, str | None]:
         if self.db_path is None:
@@ -735,7 +745,8 @@ def _value_features(x: np.ndarray, col: dict, i: int, names: Sequence[str], kind
         return
     others = [f"{t}.{c}" for t, cs in schema.tables.items() for c in cs if f"{t}.{c}" != columns[0]
               and c != "*" and column_type(schema.column_types.get(f"{t}.{c}", "text")) in ("text", "other")]
-    x[both, col["literal_elsewhere"]] = min(len(probe.columns_holding(label, others)), 5)
+    holding = probe.columns_holding(label, others)
+    x[both, col["literal_elsewhere"]] = NAN if holding is None else min(len(holding), 5)
     x[both, col["literal_near_match"]] = probe.near_match(table, column, text)
 
 
