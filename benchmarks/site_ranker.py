@@ -11,11 +11,14 @@ relevant, ``lgb_rank_xendcg`` the same with LightGBM's listwise cross-entropy ob
 nodes' features and context, their differences, where j lies from i), a node's score its mean
 win probability in its query, ``hgb_pairwise`` the mean of its rank and today's head's, and
 ``hgb_bag`` today's head with ``model.site_bags=5`` (five heads on bootstrap draws of the wrong
-queries, averaged).
+queries, averaged), ``tree_context`` today's head also reading the site context of a second node
+model fitted on tree labels (out of fold over the head's rows, inner folds by database),
+``tree_sites`` today's head learning the sites of tree labels, so from every query that differs
+from gold (right by execution or not), and ``tree_both`` the two together.
 Prints top-1 / top-3 / mrr of each over Spider dev's wrong queries (out of fold). The ``lgb_*``
 variants need ``pip install lightgbm`` (not a dependency of the project).
 
-    python benchmarks/site_ranker.py [--variants hgb,lgb_binary,lgb_lambdarank,pairwise] [--groups single] [--write DIR]
+    python benchmarks/site_ranker.py [--variants hgb,lgb_binary,lgb_lambdarank,pairwise,tree_context] [--groups single] [--write DIR]
 """
 
 import argparse
@@ -38,7 +41,8 @@ from model.nodes.boosted import fit_classifier
 from model.nodes.features import categorical_mask
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise", "hgb_bag")
+VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise", "hgb_bag",
+            "tree_context", "tree_sites", "tree_both")
 BAGS = 5  # hgb_bag: today's head with model.site_bags=5 (bootstrap draws of the wrong queries, averaged)
 PAIR_CAP = 300  # training pairs drawn at most from one wrong query (sites x other nodes, both orders)
 
@@ -200,6 +204,74 @@ def pairwise_site_head_scores(site_model, x, raw, arities, context, names):
 
 
 DEFAULT_SCORES = boosted.site_head_scores
+WITH_TREE_CONTEXT = [False]  # tree_both: tree_sites' rows for tree_context's head
+TREE_LABELS: dict[tuple[str, str], list[int]] = {}  # (question, system) -> node labels by tree comparison
+
+
+class TreeContextHead:
+    """Today's head reading a second context: that of a node model fitted on tree labels."""
+
+    def __init__(self, head, tree_model):
+        self.head, self.tree_model = head, tree_model
+
+
+def tree_label_rows(table, indices, rows: int) -> np.ndarray:
+    """Tree labels of the training rows of ``indices`` (repeated as ``training_rows`` repeats them)."""
+    y = np.concatenate([TREE_LABELS[table.examples[k].question_id, table.examples[k].system] for k in indices])
+    return np.tile(y, rows // max(len(y), 1))
+
+
+def tree_context_site_head(table, indices, x, sites, names, config, seed=0, raw=None):
+    """``fit_site_head`` whose rows also carry the site context of a node model fitted on tree
+    labels (every query: a right-by-execution query written unlike gold has wrong nodes too),
+    out of fold over the head's own rows (inner folds by database)."""
+    from model.nodes.sites import SITE_CONTEXT, with_context
+
+    if not config.site_head or not sites.any():
+        return None
+    y_tree = tree_label_rows(table, indices, len(x))
+    tree_raw = boosted.inner_out_of_fold(x, y_tree, boosted.row_groups(table, indices, len(x)), names, config, seed)
+    tree_model = fit_classifier(x, y_tree, names, config.node_hgb(names), seed)
+    sizes = [table.examples[k].node_arity for k in indices]
+    arities = sizes * (len(x) // max(sum(map(len, sizes)), 1))
+    extra = with_context(np.zeros((len(x), 0)), tree_raw, arities)
+    xx = np.hstack([x, extra])
+    nn = (*names, *(f"tree_{c}" for c in SITE_CONTEXT))
+    return TreeContextHead(DEFAULT_HEAD(table, indices, xx, sites, nn, config, seed, raw), tree_model)
+
+
+def tree_sites_head(table, indices, x, sites, names, config, seed=0, raw=None):
+    """``fit_site_head`` learning the sites of tree labels: every query that differs from gold,
+    right by execution or not (the wrong ones' sites are unchanged)."""
+    from model.eval.localisation import error_sites
+
+    tree_sites = np.concatenate([error_sites(TREE_LABELS[table.examples[k].question_id, table.examples[k].system],
+                                             table.examples[k].node_arity) for k in indices]).astype(int)
+    tree_sites = np.tile(tree_sites, len(x) // max(len(tree_sites), 1))
+    head = tree_context_site_head if WITH_TREE_CONTEXT[0] else DEFAULT_HEAD
+    return head(table, indices, x, np.maximum(sites, tree_sites), names, config, seed, raw)
+
+
+def tree_context_scores(site_model, x, raw, arities, context, names):
+    from model.nodes.sites import SITE_CONTEXT, with_context
+
+    if not isinstance(site_model, TreeContextHead):
+        return pairwise_site_head_scores(site_model, x, raw, arities, context, names)
+    extra = with_context(np.zeros((len(x), 0)), site_model.tree_model.predict_proba(x)[:, 1], arities)
+    nn = (*names, *(f"tree_{c}" for c in SITE_CONTEXT))
+    return DEFAULT_SCORES(site_model.head, np.hstack([x, extra]), raw, arities, context, nn)
+
+
+def load_tree_labels(data) -> None:
+    from model.nodes.datamodule import NodeDataModule
+    from model.nodes.examples import build_examples
+
+    source = NodeDataModule(root=data.root, predictions=data.predictions)
+    examples, _ = build_examples(source.root, "dev", prediction_files=source.prediction_files(), labels="tree")
+    TREE_LABELS.update({(e.question_id, e.system): list(e.node_labels) for e in examples})
+
+
+DEFAULT_HEAD = boosted.fit_site_head
 
 
 def main() -> None:
@@ -228,13 +300,18 @@ def main() -> None:
     table = boosted.load_table(data, config)
     roles, _ = boosted.fold_roles(table, data)
     default_head = boosted.fit_site_head
+    if {"tree_context", "tree_sites", "tree_both"} & set(variants):
+        load_tree_labels(data)
     print(f"\n| site head ({config.method}) | wrong queries | top-1 | top-3 | mrr | node AUC | seconds |\n"
           "|---|---|---|---|---|---|---|")
     for variant in variants:
         boosted.fit_site_head = (default_head if variant in ("hgb", "hgb_bag")
+                                 else tree_context_site_head if variant == "tree_context"
+                                 else tree_sites_head if variant in ("tree_sites", "tree_both")
                                  else pairwise_site_head(variant == "hgb_pairwise") if variant.endswith("pairwise")
                                  else lightgbm_site_head(variant.split("_", 1)[1]))
-        boosted.site_head_scores = pairwise_site_head_scores
+        boosted.site_head_scores = tree_context_scores
+        WITH_TREE_CONTEXT[0] = variant == "tree_both"
         start = time.perf_counter()
         variant_config = dataclasses.replace(config, site_bags=BAGS) if variant == "hgb_bag" else config
         test, _, _ = boosted.crossfit(table, roles, variant_config, progress=False)

@@ -27,6 +27,8 @@ Variants:
   two shares, clipped to [0.1, 10], scaled to mean 1; the tested benchmark's features only,
   never its labels): importance weighting over the one low-dimensional shift ``reweight`` does
   not saturate on;
+- ``nodb``: the Spider models fitted with no database features at all (``model.database=without``)
+  instead of on a random half of the queries with them (``dropout``): BIRD is scored without;
 - ``small``: a more regularised node model (``SMALL_HGB``: fewer, smaller trees, larger leaves);
 - ``monotone``: the node model's confidence constrained to rise (or fall) with the linking and
   value features whose direction is known (``model.monotone``, ``Feature.direction``: more of
@@ -130,7 +132,7 @@ FEATURE_GROUP = {f.name: f.group for f in FEATURES}
 SHIFT: dict[str, float] = {}  # feature -> KS statistic between the benchmarks, set in main()
 VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone", "drop_shift",
             "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm", "additive", "kind_pairs",
-            "consensus", "bag", "pseudo", "self_train", "distill", "kind_weight", "rank_share")
+            "consensus", "bag", "pseudo", "self_train", "distill", "kind_weight", "rank_share", "nodb")
 ADDITIVE_HGB = {"learning_rate": 0.1, "max_iter": 600, "max_depth": 1, "min_samples_leaf": 40,
                 "l2_regularization": 1.0}
 BAGS = 5
@@ -372,7 +374,8 @@ def main() -> None:
                   + f"  ({time.time() - start:.0f} s)", flush=True)
             continue
         models = {}
-        for key, tab, mode in (("S_exec", se, "dropout"), ("S_tree", st, "dropout"), ("B", b_train, "with")):
+        spider_mode = "without" if "nodb" in parts else "dropout"
+        for key, tab, mode in (("S_exec", se, spider_mode), ("S_tree", st, spider_mode), ("B", b_train, "with")):
             x, y, _ = training_rows(tab, range(len(tab.examples)), BoostedConfig(database=mode))
             hgb = node_hgb(parts, list(tab.names))
             weight = None
