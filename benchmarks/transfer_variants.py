@@ -29,6 +29,10 @@ Variants:
   not saturate on;
 - ``nodb``: the Spider models fitted with no database features at all (``model.database=without``)
   instead of on a random half of the queries with them (``dropout``): BIRD is scored without;
+- ``kind_prior``: the tested benchmark's probabilities moved, node kind by node kind, to that
+  kind's rate of right nodes there, estimated by EM without labels (``prior_shift``, Saerens et
+  al.) from the training benchmark's rate for the kind: the benchmarks' node kinds are wrong at
+  different rates, which pooled node AUC reads across kinds;
 - ``small``: a more regularised node model (``SMALL_HGB``: fewer, smaller trees, larger leaves);
 - ``monotone``: the node model's confidence constrained to rise (or fall) with the linking and
   value features whose direction is known (``model.monotone``, ``Feature.direction``: more of
@@ -132,7 +136,7 @@ FEATURE_GROUP = {f.name: f.group for f in FEATURES}
 SHIFT: dict[str, float] = {}  # feature -> KS statistic between the benchmarks, set in main()
 VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone", "drop_shift",
             "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm", "additive", "kind_pairs",
-            "consensus", "bag", "pseudo", "self_train", "distill", "kind_weight", "rank_share", "nodb")
+            "consensus", "bag", "pseudo", "self_train", "distill", "kind_weight", "rank_share", "nodb", "kind_prior")
 ADDITIVE_HGB = {"learning_rate": 0.1, "max_iter": 600, "max_depth": 1, "min_samples_leaf": 40,
                 "l2_regularization": 1.0}
 BAGS = 5
@@ -268,6 +272,21 @@ def kind_weights(source: np.ndarray, target: np.ndarray, names) -> np.ndarray:
     return w / w.mean()
 
 
+def kind_prior(p: np.ndarray, tested_kind: np.ndarray, train_kind: np.ndarray, train_y: np.ndarray,
+               least: int = 50) -> np.ndarray:
+    """``p`` with each node kind's probabilities moved by ``prior_shift`` from the kind's rate of
+    right nodes among the training rows to the rate EM estimates for it on the tested rows (no
+    tested labels); kinds with fewer than ``least`` rows on either side are left as they are."""
+    from model.eval.calibration import prior_shift
+
+    out = p.copy()
+    for kind in np.unique(tested_kind):
+        tested, train = tested_kind == kind, train_kind == kind
+        if tested.sum() >= least and train.sum() >= least:
+            out[tested] = prior_shift(p[tested], float(train_y[train].mean()))[0]
+    return out
+
+
 def query_auc(p: np.ndarray, tab: NodeTable, indices=None) -> float:
     """Whole-query AUC of the least confident node: ``p`` holds the nodes of ``tab``'s examples
     (``indices``, default all) in order."""
@@ -373,10 +392,11 @@ def main() -> None:
             print(f"{variant} (adapted, out of fold on the tested benchmark): " + "  ".join(out)
                   + f"  ({time.time() - start:.0f} s)", flush=True)
             continue
-        models = {}
+        models, fitted_on = {}, {}
         spider_mode = "without" if "nodb" in parts else "dropout"
         for key, tab, mode in (("S_exec", se, spider_mode), ("S_tree", st, spider_mode), ("B", b_train, "with")):
             x, y, _ = training_rows(tab, range(len(tab.examples)), BoostedConfig(database=mode))
+            fitted_on[key] = (x[:, list(tab.names).index("kind")], y)
             hgb = node_hgb(parts, list(tab.names))
             weight = None
             if "reweight" in parts:
@@ -396,6 +416,8 @@ def main() -> None:
             x, y, _ = tested.stack(range(len(tested.examples)))
             x = without_database(x, tested.names)
             p = models[key].predict_proba(x)[:, 1]
+            if "kind_prior" in parts:
+                p = kind_prior(p, x[:, list(tested.names).index("kind")], *fitted_on[key])
             scores[key, label].append(p)
             labels[key, label] = y  # the same nodes in the same order for every variant
             out.append(f"{key}->{label} {M.auc(p, y):.3f} (query {query_auc(p, tested):.3f})")
