@@ -8,6 +8,7 @@ from model.eval.localisation import (
     localisation,
     localisation_markdown,
     localisation_of_scores,
+    pointer_reliability,
     site_reading,
     span_overlaps,
 )
@@ -66,6 +67,22 @@ def test_markdown_has_one_line_per_method_and_reading():
     assert len(lines) == 4 and lines[0].count("|") == lines[2].count("|") == 10
     assert lines[2].startswith("| scorer | least confident node | 1 | 0.000 | 1.000 | 0.500 | – |")
     assert lines[3].startswith("| scorer | site reading | 1 | 1.000 |")
+
+
+def test_pointer_reliability_bins_wrong_queries_by_the_pointed_score():
+    # two wrong queries: one pointed at its site (Gt) with a high score, one at a right leaf
+    # with a low one; the right query is left out
+    rows = [{"node_labels": LABELS, "node_arity": ARITY, "site_scores": [0, 0, 0, 0.9, 0, 0, 0]},
+            {"node_labels": LABELS, "node_arity": ARITY, "site_scores": [0.3, 0, 0, 0.1, 0, 0, 0]},
+            {"node_labels": [1, 1, 1], "node_arity": [0, 0, 2], "site_scores": [0.99, 0, 0]}]
+    out = localisation(rows, [[0.5] * 7, [0.5] * 7, [1, 1, 1]], [r["site_scores"] for r in rows])
+    assert out["pointer_reliability"] == [
+        {"lo": 0.2, "hi": 0.4, "n": 1, "mean_score": 0.3, "top1": 0.0},
+        {"lo": 0.8, "hi": 1.0, "n": 1, "mean_score": 0.9, "top1": 1.0}]
+    assert "pointer_reliability" not in localisation(rows[:1], [[0.5] * 7])  # no site scores, no reading
+    assert [b["n"] for b in pointer_reliability([0.0, 1.0, 0.2], [0, 1, 1])] == [1, 1, 1]  # edges binned
+    table = localisation_markdown({"scorer": out}).split("How far to trust the pointer")[1]
+    assert "| scorer | 0.8–1.0 | 1 | 0.900 | 1.000 |" in table
 
 
 def test_diff_marks_point_at_what_differs_from_gold():

@@ -118,6 +118,7 @@ READINGS = ("_least_confident", "_site_reading", "_site_scores")
 READING_NAMES = {"_least_confident": "least confident node", "_site_reading": "site reading",
                  "_site_scores": "site scores"}
 PER_READING = ("top1", "top3", "mrr", "span_overlap")
+RELIABILITY_EDGES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # pointer_reliability: bins of the pointed node's site score
 
 
 def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[float]],
@@ -152,6 +153,7 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
     hits: dict[str, list] = {f"{k}{r}": [] for r in readings for k in PER_READING}
     kinds: dict[str, dict[str, list[int]]] = {r: {} for r in readings}
     random1, random3 = [], []
+    pointed: list[tuple[float, int]] = []  # site scores: (the pointed node's score, it is a site)
     for i, (row, confidences) in enumerate(zip(rows, confidences_per_row)):
         labels, arity = row["node_labels"], row.get("node_arity")
         if all(labels) or not arity or len(arity) != len(labels) or len(confidences) != len(labels):
@@ -166,6 +168,9 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
             orders["_site_scores"] = np.argsort(-np.asarray(site_scores_per_row[i], dtype=float),
                                                 kind="stable")
         spans, marks = row.get("node_spans"), row.get("diff_marks")
+        if with_site_scores:
+            first = int(orders["_site_scores"][0])
+            pointed.append((float(site_scores_per_row[i][first]), int(sites[first])))
         for suffix, order in orders.items():
             top1, top3, rr = _hits(order, sites)
             hits[f"top1{suffix}"].append(top1)
@@ -193,9 +198,27 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
                 kind: {"n": len(v), "top1": float(np.mean(v))} for kind, v in sorted(per_kind.items())}
     if f"top1_by_error_kind{pointer}" in out:
         out["top1_by_error_kind"] = out[f"top1_by_error_kind{pointer}"]
+    if pointed:
+        out["pointer_reliability"] = pointer_reliability(*zip(*pointed))
     out["random_top1"] = float(np.mean(random1)) if random1 else float("nan")
     out["random_top3"] = float(np.mean(random3)) if random3 else float("nan")
     return out
+
+
+def pointer_reliability(scores: Sequence[float], hits: Sequence[int], edges: Sequence[float] = RELIABILITY_EDGES
+                        ) -> list[dict]:
+    """How far to trust "look here first": the wrong queries binned by the site score of the node
+    pointed at (equal-width bins), each bin's count, mean score and top-1 (the share whose
+    pointed node is an error site). Empty bins are left out.
+
+    >>> pointer_reliability([0.9, 0.95, 0.3], [1, 0, 0])
+    [{'lo': 0.2, 'hi': 0.4, 'n': 1, 'mean_score': 0.3, 'top1': 0.0}, {'lo': 0.8, 'hi': 1.0, 'n': 2, 'mean_score': 0.925, 'top1': 0.5}]
+    """
+    scores, hits = np.asarray(scores, dtype=float), np.asarray(hits, dtype=float)
+    which = np.clip(np.searchsorted(edges, scores, side="right") - 1, 0, len(edges) - 2)
+    return [{"lo": float(edges[b]), "hi": float(edges[b + 1]), "n": int((which == b).sum()),
+             "mean_score": round(float(scores[which == b].mean()), 6), "top1": float(hits[which == b].mean())}
+            for b in range(len(edges) - 1) if (which == b).any()]
 
 
 def localisation_markdown(results: dict[str, dict], best_only: bool = False) -> str:
@@ -223,6 +246,13 @@ def localisation_markdown(results: dict[str, dict], best_only: bool = False) -> 
         out += "\n\nTop-1 per error kind (wrong queries of that kind):\n\n" + markdown_table(
             ["method", *kinds], [[name, *(f"{_fmt(v[k]['top1'])} ({v[k]['n']})" if k in v else "" for k in kinds)]
                                  for name, v in by_kind.items()])
+    reliability = {name: r["pointer_reliability"] for name, r in results.items() if r.get("pointer_reliability")}
+    if reliability and not best_only:
+        out += ("\n\nHow far to trust the pointer: wrong queries by the site score of the node pointed at, "
+                "and the share of them where it is an error site:\n\n") + markdown_table(
+            ["method", "site score", "wrong queries", "mean site score", "top-1"],
+            [[name, f"{b['lo']:.1f}–{b['hi']:.1f}", b["n"], _fmt(b["mean_score"]), _fmt(b["top1"])]
+             for name, bins in reliability.items() for b in bins])
     return out
 
 
