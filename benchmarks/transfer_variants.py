@@ -33,6 +33,12 @@ Variants:
   kind's rate of right nodes there, estimated by EM without labels (``prior_shift``, Saerens et
   al.) from the training benchmark's rate for the kind: the benchmarks' node kinds are wrong at
   different rates, which pooled node AUC reads across kinds;
+- ``perturb``: the training benchmark's model also learns from ``--perturbations N`` (default 1) perturbations of
+  each of its dev gold queries (``model.synth.perturb``, the default mix, seed 0; labelled as its
+  predictions are: Spider by execution, BIRD by tree comparison): more kinds of error than its
+  systems make, so that the model leans less on one benchmark's systems;
+- ``perturb_train``: as ``perturb``, but Spider's perturbations are of its *train* gold queries
+  (about 8,600 questions on 146 other databases; BIRD has no train split here: its dev ones);
 - ``small``: a more regularised node model (``SMALL_HGB``: fewer, smaller trees, larger leaves);
 - ``monotone``: the node model's confidence constrained to rise (or fall) with the linking and
   value features whose direction is known (``model.monotone``, ``Feature.direction``: more of
@@ -136,7 +142,7 @@ FEATURE_GROUP = {f.name: f.group for f in FEATURES}
 SHIFT: dict[str, float] = {}  # feature -> KS statistic between the benchmarks, set in main()
 VARIANTS = ("old_types", "types", "drop_size", "quantile", "small", "reweight", "monotone", "drop_shift",
             "quantile_shift", "drop_query_size", "semantic", "no_evidence", "lm", "additive", "kind_pairs",
-            "consensus", "bag", "pseudo", "self_train", "distill", "kind_weight", "rank_share", "nodb", "kind_prior")
+            "consensus", "bag", "pseudo", "self_train", "distill", "kind_weight", "rank_share", "nodb", "kind_prior", "perturb", "perturb_train")
 ADDITIVE_HGB = {"learning_rate": 0.1, "max_iter": 600, "max_depth": 1, "min_samples_leaf": 40,
                 "l2_regularization": 1.0}
 BAGS = 5
@@ -157,6 +163,31 @@ def table(name: str, labels: str, lm: bool = False, evidence: bool = True, conse
         if name == "bird":
             cfg.data.evidence = evidence
     return load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
+
+
+PERTURBATIONS = 1  # perturb: perturbations of each dev gold query (--perturbations N)
+
+
+def perturbation_table(name: str, labels: str, like: NodeTable, split: str = "dev") -> NodeTable:
+    """``like``'s examples followed by ``PERTURBATIONS`` perturbations of each of the benchmark's
+    ``split`` gold queries, labelled and featurised as ``like``'s are (single-system features only)."""
+    from model.data.datasets import database_path, load_schemas
+    from model.nodes.examples import build_examples
+    from model.nodes.features import build_features
+
+    cfg = config(name, "without")
+    root = Path(cfg.data.root)
+    examples, _ = build_examples(root, split, perturbations_per_query=PERTURBATIONS, seed=0,
+                                 require_database=cfg.data.get("require_database", True),
+                                 evidence=cfg.data.get("evidence", False), labels=labels)
+    if cfg.data.get("require_database", True) and labels == "execution":
+        examples = [e for e in examples if e.execution_match is not None]
+    schemas = load_schemas(root)
+    db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
+    features, names, _ = build_features(examples, schemas, db_paths, consensus=False, progress=False)
+    if tuple(names) != tuple(like.names):
+        raise SystemExit("transfer_variants.py: error: perturb takes no lm, semantic-less or consensus table")
+    return NodeTable(list(like.examples) + examples, list(like.features) + list(features), like.names, like.root)
 
 
 def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
@@ -298,17 +329,20 @@ def query_auc(p: np.ndarray, tab: NodeTable, indices=None) -> float:
 def in_domain(train: NodeTable, parts: list[str], mode: str, tested: NodeTable | None = None
               ) -> tuple[float, float]:
     """Node AUC and whole-query AUC out of fold (5 folds by database), scored without databases:
-    the node model fitted on ``train``'s labels, scored on ``tested``'s (default: the same examples)."""
+    the node model fitted on ``train``'s labels, scored on ``tested``'s (default: the same
+    examples; ``train`` may hold more after them, ``perturb``'s, which train only the folds of
+    other databases than their own)."""
     tested = tested or train
     folds = schema_disjoint_folds([e.db_id for e in train.examples])
     ps, ys, order = [], [], []
     for f in range(int(folds.max()) + 1):
         x, y, _ = training_rows(train, np.flatnonzero(folds != f), BoostedConfig(database=mode))
         model = fit_classifier(x, y, train.names, node_hgb(parts, list(train.names)))
-        xt, yt, _ = tested.stack(np.flatnonzero(folds == f))
+        test = np.flatnonzero(folds[:len(tested.examples)] == f)
+        xt, yt, _ = tested.stack(test)
         ps.append(model.predict_proba(without_database(xt, tested.names))[:, 1])
         ys.append(yt)
-        order.extend(np.flatnonzero(folds == f))
+        order.extend(test)
     p = np.concatenate(ps)
     return M.auc(p, np.concatenate(ys)), query_auc(p, tested, order)
 
@@ -350,8 +384,16 @@ def label_control(se: NodeTable, st: NodeTable, parts: list[str]) -> str:
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a not in ("--label-control", "--in-domain")]
-    control, reference = "--label-control" in sys.argv[1:], "--in-domain" in sys.argv[1:]
+    argv = sys.argv[1:]
+    if "--perturbations" in argv:  # perturb: how many perturbations of each gold query
+        at = argv.index("--perturbations")
+        try:
+            globals()["PERTURBATIONS"] = int(argv[at + 1])
+        except (IndexError, ValueError):
+            sys.exit("transfer_variants.py: error: --perturbations takes a number")
+        argv = argv[:at] + argv[at + 2:]
+    args = [a for a in argv if a not in ("--label-control", "--in-domain")]
+    control, reference = "--label-control" in argv, "--in-domain" in argv
     variants = args[0].split(",") if args else list(VARIANTS)
     unknown = [p for v in variants for p in v.split("+") if p not in VARIANTS]
     if unknown:
@@ -394,7 +436,16 @@ def main() -> None:
             continue
         models, fitted_on = {}, {}
         spider_mode = "without" if "nodb" in parts else "dropout"
-        for key, tab, mode in (("S_exec", se, spider_mode), ("S_tree", st, spider_mode), ("B", b_train, "with")):
+        if {"perturb", "perturb_train"} & set(parts):  # the training tables with the perturbations
+            plain = "+".join(p for p in parts if p not in ("perturb", "perturb_train"))
+            split = "train" if "perturb_train" in parts else "dev"
+            se_train, st_train = (transform(perturbation_table("spider", labels, t, split), plain, False)
+                                  for labels, t in (("execution", spider_exec), ("tree", spider_tree)))
+            b_train = transform(perturbation_table("bird", "execution", bird), plain, True)
+        else:
+            se_train, st_train = se, st
+        for key, tab, mode in (("S_exec", se_train, spider_mode), ("S_tree", st_train, spider_mode),
+                               ("B", b_train, "with")):
             x, y, _ = training_rows(tab, range(len(tab.examples)), BoostedConfig(database=mode))
             fitted_on[key] = (x[:, list(tab.names).index("kind")], y)
             hgb = node_hgb(parts, list(tab.names))
@@ -427,7 +478,7 @@ def main() -> None:
             print(f"{variant}: {label_control(se, st, parts)}", flush=True)
         if reference:
             cells = ["{} {:.3f} (query {:.3f})".format(name, *in_domain(train, parts, mode, tested))
-                     for name, train, mode, tested in (("S_exec", se, "dropout", se), ("S_tree", st, "dropout", st),
+                     for name, train, mode, tested in (("S_exec", se_train, "dropout", se), ("S_tree", st_train, "dropout", st),
                                                        ("B", b_train, "with", b))]
             print(f"{variant}: in domain, no databases: " + "  ".join(cells), flush=True)
     if len(variants) > 1:  # the variants' models together: the mean of their probabilities
