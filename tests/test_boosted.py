@@ -293,11 +293,40 @@ def test_train_side_reads_perturbations_and_never_an_eval_database(capsys):
     left out (the train side never holds a database the eval split tests on)."""
     from model.nodes.boosted import BoostedConfig, load_table
 
-    cfg = compose_cfg("train", [*FAST, "model.train_side=site", "data.train_perturbations=1"])
+    cfg = compose_cfg("train", [*FAST, "model.train_side=site", "data.train_perturbations=1",
+                                "data.eval_perturbations=0"])
     table = load_table(cfg.data, BoostedConfig.from_cfg(cfg.model))
     out = capsys.readouterr().out
     assert "from 0 files and 1 perturbation(s) a question, 5 shared databases left out" in out
     assert table.train_side == 0
+
+
+def test_eval_perturbations_train_only_the_folds_their_database_trains_in():
+    """data.eval_perturbations: perturbations of the eval split's gold queries join the training
+    rows (model.train_side=all), each only in the folds in which its database trains: never in a
+    fold that validates or tests its database, and in some fold."""
+    from model.nodes.boosted import BoostedConfig, fold_roles, load_table, run_fold
+
+    cfg = compose_cfg("train", [*FAST, "model.train_side=all", "data.train_perturbations=0",
+                                "data.eval_perturbations=1", "data.protocol=crossfit"])
+    table = load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
+    side = table.side_indices
+    assert side and all(table.examples[k].system.startswith("perturb:") for k in side)
+    roles, info = fold_roles(table, cfg.data)
+    assert info["train_side"]["examples"] == len(side)
+    for role in roles:
+        held = {table.examples[j].db_id for j in role["val"] + role["test"]}
+        trained = {table.examples[j].db_id for j in role["train"]}
+        assert role["side"] and {table.examples[k].db_id for k in role["side"]} <= trained
+        assert not {table.examples[k].db_id for k in role["side"]} & held
+    assert set().union(*(role["side"] for role in roles)) == set(side)
+    fast = {"learning_rate": 0.1, "max_iter": 30, "max_leaf_nodes": 15, "min_samples_leaf": 20,
+            "l2_regularization": 1.0}
+    with_side = run_fold(table, roles[0], BoostedConfig(hgb=fast, train_side="all"))
+    without_side = run_fold(table, roles[0], BoostedConfig(hgb=fast, train_side="none"))
+    k = roles[0]["test"][0]  # the node model learnt from the perturbations too
+    assert set(with_side.test) == set(roles[0]["test"])
+    assert not np.array_equal(with_side.test[k][0], without_side.test[k][0])
 
 
 def test_monotone_node_model_follows_each_features_direction(boosted_run):

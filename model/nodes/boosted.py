@@ -126,8 +126,9 @@ class NodeTable:
     features: list[np.ndarray]  # per example: (nodes, features)
     names: tuple[str, ...]
     root: Path
-    train_side: int = 0  # the last ``train_side`` examples come from data.train_predictions:
-    # they only ever train (their databases are the train split's), never validate or test
+    train_side: int = 0  # the last ``train_side`` examples come from data.train_predictions and
+    # the perturbations (data.use_perturbations): they only ever train, never validate or test
+    # (those on an eval-split database only the folds in which it trains: fold_roles)
 
     @property
     def side_indices(self) -> list[int]:
@@ -163,6 +164,7 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
     # data.use_perturbations, data.train_perturbations perturbations of each train gold query
     # (model.synth.perturb: wrong queries whose edit site is known by construction).
     perturbations = data_cfg.get("train_perturbations", 0) if data_cfg.get("use_perturbations") else 0
+    eval_perturbations = data_cfg.get("eval_perturbations", 0) if data_cfg.get("use_perturbations") else 0
     if config.train_side != "none" and data_cfg.get("train_split") and (
             data_cfg.get("train_predictions") or perturbations):
         side_files = source.prediction_files(data_cfg.get("train_predictions"), default=False) \
@@ -178,6 +180,17 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
                   f"{len(side_files)} files and {perturbations} perturbation(s) a question"
                   f"{f', {len(overlap)} shared databases left out' if overlap else ''}",
                   flush=True)
+    if config.train_side != "none" and eval_perturbations:
+        # data.eval_perturbations perturbations of each eval-split gold query: on the eval split's
+        # databases, so each trains only the folds in which its database trains (fold_roles)
+        perturbed, _ = build_examples(root, data_cfg.get("eval_split", "dev"),
+                                      perturbations_per_query=eval_perturbations, seed=data_cfg.get("seed", 0),
+                                      max_questions=data_cfg.get("max_questions"), require_database=with_databases,
+                                      evidence=data_cfg.get("evidence", False), labels=labels)
+        side = list(side) + perturbed
+        if progress:
+            print(f"eval side ({data_cfg.get('eval_split', 'dev')}): {len(perturbed)} perturbations, "
+                  f"{eval_perturbations} a question, each training the folds its database trains in", flush=True)
     if with_databases and labels == "execution":  # execution labels; else (BIRD here: no databases,
         examples = [e for e in examples if e.execution_match is not None]  # or data.labels=tree) tree labels
         side = [e for e in side if e.execution_match is not None]
@@ -272,8 +285,12 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
         raise ValueError(f"data.protocol must be split or crossfit; found {protocol!r}")
     if holdout := data_cfg.get("holdout_system"):
         roles, info = hold_out_system(table, roles, holdout), {**info, "holdout_system": holdout}
-    if side:  # data.train_predictions: training examples of every fold
-        roles = [{**role, "side": side} for role in roles]
+    if side:  # data.train_predictions (other databases): training examples of every fold; those
+        # on an eval-split database (data.eval_perturbations) of the folds in which it trains
+        evaluated = set(db_ids)
+        trains = [{db_ids[j] for j in role["train"]} for role in roles]
+        roles = [{**role, "side": [k for k in side if table.examples[k].db_id not in evaluated
+                                   or table.examples[k].db_id in dbs]} for role, dbs in zip(roles, trains)]
         info = {**info, "train_side": {"examples": len(side), "databases": len({table.examples[k].db_id for k in side})}}
     return roles, info
 
