@@ -139,6 +139,34 @@ def test_look_here_first_points_into_the_written_sql(boosted_model):
     assert [n["label"] for n in row["nodes"]] == [n.label for n in rat.to_tree(scored.sql).postorder()]
 
 
+def test_look_here_first_says_how_often_such_a_pointer_was_right(boosted_model):
+    """The run saves, out of fold, how often a pointer scored in each site-score bin was on an
+    error site (with and without databases where it scored both); Scorer says it beside "look
+    here first", from the bins of the way the row was scored; an adapted model, whose site head
+    is fitted again, does not carry it."""
+    from model.scoring.adapt import _adapted_info
+
+    folder, _ = boosted_model
+    bins = json.loads((folder / "model.json").read_text())["pointer_reliability"]["with_database"]
+    assert sum(b["n"] for b in bins) > 0 and all(0 <= b["top1"] <= 1 and b["lo"] < b["hi"] for b in bins)
+    scorer = Scorer.load(folder)
+    one = [{"lo": 0.0, "hi": 1.0, "n": 4, "mean_score": 0.5, "top1": 0.25}]
+    scorer.saved.info["pointer_reliability"] = {"with_database": one,
+                                                "without_database": [{**one[0], "top1": 0.75}]}
+    query = {"sql": "SELECT T1.name FROM singer AS T1 WHERE T1.age > 20", "question": "Singers older than 20?",
+             "schema": {"singer": ["singer_id", "name", "age"]}}
+    scored = scorer.score(**query)  # no database: the bins measured without one
+    assert scored.look_here_reliability == 0.75 and scored.to_dict()["look_here_reliability"] == 0.75
+    assert "site score" in str(scored) and "error site in 75% of wrong queries, out of fold" in str(scored)
+    del scorer.saved.info["pointer_reliability"]["without_database"]  # a model scored with databases only
+    assert scorer.score(**query).look_here_reliability == 0.25
+    scorer.saved.info.pop("pointer_reliability")
+    assert scorer.score(**query).look_here_reliability is None and "out of fold" not in str(scorer.score(**query))
+    model = Scorer.load(folder).saved
+    info = _adapted_info(model, model, {"queries": 1})
+    assert "pointer_reliability" not in info and info["base_model"]["pointer_reliability"]["with_database"] == bins
+
+
 def test_a_bad_row_is_reported_and_the_batch_goes_on(boosted_model):
     results = Scorer.load(boosted_model[0]).score_many(
         [{"sql": "SELECT 1 FROM t"}, {"sql": "SELEC x FRM"}, {"question": "no sql"}, {"sql": "SELECT 2 FROM t"}],

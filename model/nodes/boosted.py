@@ -745,8 +745,13 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
                                            "features": list(table.names)})
     saved = None
     if config.save_model:  # the final model: fitted on every labelled prediction the run has
+        # how far to trust "look here first", out of fold: what Scorer says beside each pointer
+        reliability = {"with_database": pointer_bins(table, test)}
+        if without is not None:
+            reliability["without_database"] = pointer_bins(table, test2)
         saved = save_final_model(table, roles, config, oof_raw, test, fold_of, metrics, folds_info,
-                                 seed, output_dir / "model", without)
+                                 seed, output_dir / "model", without,
+                                 {k: v for k, v in reliability.items() if v})
         metrics.update({f"query/{k}": v for k, v in saved.info["metrics"]["query_calibrator"].items()})
     write_json(output_dir / "metrics.json", metrics)
     print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items()
@@ -754,12 +759,26 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     return metrics, {"table": table, "roles": roles, "config": config, "model": saved}
 
 
+def pointer_bins(table: NodeTable, scored: dict[int, tuple]) -> list[dict] | None:
+    """``model.eval.localisation.pointer_reliability`` of out-of-fold results (example ->
+    (confidences, site scores)): the wrong queries by the site score of the node pointed at,
+    and how often it is an error site; None without site scores."""
+    indices = [k for k in sorted(scored) if scored[k][1] is not None]
+    if not indices:
+        return None
+    rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity}
+            for k in indices]
+    return localisation(rows, [scored[k][0] for k in indices],
+                        [scored[k][1] for k in indices]).get("pointer_reliability")
+
+
 def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], config: BoostedConfig,
                      oof_raw: dict, test: dict, fold_of: dict, metrics: dict, folds_info: dict,
-                     seed: int, folder: Path, without: tuple | None = None):
+                     seed: int, folder: Path, without: tuple | None = None, reliability: dict | None = None):
     """Fit the final model on every example the run trains, validates or tests on (a held-out
     system stays out: ``data.holdout_system``), score those examples with it (the in-sample
-    numbers a reload must reproduce) and save it to ``folder`` (``model.nodes.saved``)."""
+    numbers a reload must reproduce) and save it to ``folder`` (``model.nodes.saved``), with
+    ``reliability`` (``pointer_bins`` out of fold, with and without databases) when given."""
     from model.nodes.saved import fit_saved_model
 
     holdout = folds_info.get("holdout_system")
@@ -780,6 +799,8 @@ def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], config
     in_sample = scores_summary(table, scored)
     saved.info["metrics"].update({"in_sample": in_sample, "query_calibrator": query_metrics})
     saved.info["trained_on"]["protocol"] = folds_info["protocol"]
+    if reliability:
+        saved.info["pointer_reliability"] = reliability
     saved.save(folder)
     print(f"final model ({len(indices)} examples) saved to {folder}; in-sample node AUC "
           f"{in_sample.get('auc', float('nan')):.3f}", flush=True)

@@ -186,8 +186,10 @@ def _source_rates(teacher: SavedModel) -> tuple[float, float] | None:
 def _adapted_info(model: SavedModel, teacher: SavedModel, adapted_on: dict) -> dict:
     """The model card of the adapted model: the base model's description under ``base_model``
     (its metrics are the base model's, measured before adaptation)."""
-    base = {k: model.info.get(k) for k in ("method", "trained_on", "metrics", "created")}
-    return {**{k: v for k, v in model.info.items() if k not in ("metrics", "trained_on", "created")},
+    base = {k: model.info.get(k) for k in ("method", "trained_on", "metrics", "created", "pointer_reliability")}
+    # the site head is fitted again: the base model's pointer reliability does not describe it
+    return {**{k: v for k, v in model.info.items()
+               if k not in ("metrics", "trained_on", "created", "pointer_reliability")},
             "created": date.today().isoformat(),
             "method": f"{model.info.get('method', 'boosted node features')}, adapted",
             "metrics": {}, "trained_on": {"adapted_on": adapted_on}, "base_model": base,

@@ -14,7 +14,9 @@ True
 >>> scored.sql[look.span[0]:look.span[1]] == look.text
 True
 >>> sorted(scored.to_dict())[:4]
-['db_id', 'look_here_first', 'look_here_span', 'nodes']
+['db_id', 'look_here_first', 'look_here_reliability', 'look_here_span']
+>>> 0.0 < scored.look_here_reliability < 1.0  # how often such a pointer was right, out of fold
+True
 
 Without a database the database features are missing (NaN) and the model still scores; with
 one (``database=<path to .sqlite>``) it is opened read-only.
@@ -76,6 +78,9 @@ class ScoredQuery:
     tree: rat.Node | None = field(default=None, repr=False)
     schema: rat.Schema | None = field(default=None, repr=False)
     features: np.ndarray | None = field(default=None, repr=False)  # (nodes, model features); boosted only
+    # out of fold on the model's training data, the share of wrong queries whose pointer, scored
+    # like this one (the same site-score bin), was on an error site; None when the model has none
+    look_here_reliability: float | None = None
 
     def to_dict(self) -> dict:
         """The JSON row ``rat-score`` writes and ``rat-serve`` answers."""
@@ -85,6 +90,8 @@ class ScoredQuery:
                 "sql": self.sql, "query_confidence": round(self.query_confidence, 6),
                 "look_here_first": self.look_here_first,
                 "look_here_span": list(look.span) if look.span else None,
+                "look_here_reliability": (None if self.look_here_reliability is None
+                                          else round(self.look_here_reliability, 3)),
                 "runner_up": self.runner_up,
                 "runner_up_span": list(second.span) if second is not None and second.span else None,
                 "nodes": [n.to_dict() for n in self.nodes]}
@@ -278,8 +285,9 @@ class Scorer:
         results: list[ScoredQuery | RowError | None] = list(batch.errors)
         if batch.examples:
             model_columns = len(self.saved.features) if self.saved is not None else 0
+            databases = [readable_database(batch.databases.get(e.db_id)) for e in batch.examples]
             scored = (self._boosted(batch.examples, [m[:, :model_columns] for m in batch.features], reasons,
-                                    [readable_database(batch.databases.get(e.db_id)) for e in batch.examples])
+                                    databases)
                       if self.saved is not None else self._neural(batch.examples))
             for k, (j, example, (conf, site, query_conf, why, x)) in enumerate(zip(batch.keys, batch.examples, scored)):
                 row = rows[j]
@@ -290,8 +298,24 @@ class Scorer:
                 results[j] = _assemble(example, row, batch.schemas[example.db_id], conf, site, query_conf,
                                        why, batch.trees[k] if batch.trees else None,
                                        batch.spans[k] if batch.spans else None)
+                if self.saved is not None:
+                    results[j].look_here_reliability = self._reliability(
+                        results[j].nodes[results[j].look_here_first].site_score, databases[k])
                 results[j].features = x if batch.columns is None else batch.features[k][:, self._columns(batch.columns)]
         return results  # type: ignore[return-value]
+
+    def _reliability(self, site_score: float, with_database) -> float | None:
+        """Out of fold, the top-1 of the pointers whose site score fell in ``site_score``'s bin
+        (``model.eval.localisation.pointer_reliability``, saved by the training run), for rows
+        scored with or without a database; None when the model saved none or the bin was empty."""
+        saved = self.saved.info.get("pointer_reliability") or {}
+        bins = saved.get("with_database" if with_database or "without_database" not in saved else "without_database")
+        if not bins or site_score is None or math.isnan(site_score):
+            return None
+        for b in bins:
+            if b["lo"] <= site_score < b["hi"] or (b["hi"] >= 1.0 and site_score >= b["hi"]):
+                return float(b["top1"])
+        return None
 
     def _columns(self, features: Sequence[str]) -> list[int]:
         """Where ``features`` are in the matrices ``_features`` computes with them."""
@@ -531,8 +555,11 @@ def format_scored(scored: ScoredQuery, color: bool = False) -> str:
     if scored.runner_up is not None:
         second = scored.nodes[scored.runner_up]
         then = f"; then `{second.text or second.label}`"
+    trust = ("" if scored.look_here_reliability is None else
+             f": at such scores the pointer was on an error site in {scored.look_here_reliability:.0%} "
+             "of wrong queries, out of fold")
     lines.append(f"look here first: `{look.text or look.label}` (node {look.index}, {look.label}, "
-                 f"site score {look.site_score:.2f}){then}")
+                 f"site score {look.site_score:.2f}{trust}){then}")
     second = scored.nodes[scored.runner_up] if scored.runner_up is not None else None
     if look.span is not None:
         lines += ["", *marked_sql(scored.sql, look.span, second.span if second is not None else None)]
