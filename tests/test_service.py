@@ -74,7 +74,9 @@ def test_score_answers_rows_like_the_cli(service):
     assert status == 200 and len(body["results"]) == 3
     first, bad, unknown = body["results"]
     assert [n["label"] for n in first["nodes"]] == list(e.node_names)
-    assert {"query_confidence", "look_here_first", "nodes"} <= set(first)
+    assert {"query_confidence", "look_here_first", "look_here_reliability", "nodes"} <= set(first)
+    reliability = first["look_here_reliability"]  # the run's out-of-fold rate for the pointed score's bin
+    assert reliability is None or 0 <= reliability <= 1
     assert "cannot parse" in bad["error"] and unknown["error"] == "unknown db_id 'nope'"
     status, one = post(url, {"db_id": e.db_id, "question": e.question, "sql": e.sql})  # one query
     assert status == 200 and one["results"][0]["nodes"] == first["nodes"]
