@@ -186,7 +186,7 @@ def perturbation_table(name: str, labels: str, like: NodeTable, split: str = "de
     db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
     features, names, _ = build_features(examples, schemas, db_paths, consensus=False, progress=False)
     if tuple(names) != tuple(like.names):
-        raise SystemExit("transfer_variants.py: error: perturb takes no lm, semantic-less or consensus table")
+        usage_error("perturb and perturb_train take no lm or consensus variant")
     return NodeTable(list(like.examples) + examples, list(like.features) + list(features), like.names, like.root)
 
 
@@ -383,6 +383,11 @@ def label_control(se: NodeTable, st: NodeTable, parts: list[str]) -> str:
             f"fitted on tree labels {in_domain(st, parts, 'dropout', se)[0]:.3f}")
 
 
+def usage_error(message: str) -> None:
+    print(f"transfer_variants.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if "--perturbations" in argv:  # perturb: how many perturbations of each gold query
@@ -390,14 +395,14 @@ def main() -> None:
         try:
             globals()["PERTURBATIONS"] = int(argv[at + 1])
         except (IndexError, ValueError):
-            sys.exit("transfer_variants.py: error: --perturbations takes a number")
+            usage_error("--perturbations takes a number")
         argv = argv[:at] + argv[at + 2:]
     args = [a for a in argv if a not in ("--label-control", "--in-domain")]
     control, reference = "--label-control" in argv, "--in-domain" in argv
     variants = args[0].split(",") if args else list(VARIANTS)
     unknown = [p for v in variants for p in v.split("+") if p not in VARIANTS]
     if unknown:
-        sys.exit(f"transfer_variants.py: error: unknown variant {unknown[0]!r} (one of {', '.join(VARIANTS)})")
+        usage_error(f"unknown variant {unknown[0]!r} (one of {', '.join(VARIANTS)})")
     start = time.time()
     lm = any("lm" in v.split("+") for v in variants)
     cons = any({"consensus", "pseudo"} & set(v.split("+")) for v in variants)
