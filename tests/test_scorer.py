@@ -241,6 +241,19 @@ def test_pretrained_model_loads_and_scores():
     assert 0 < scored.query_confidence < 1 and len(scored.nodes) == 4
 
 
+def test_the_shipped_transfer_model_loads_and_says_what_it_is_for():
+    """pretrained:spider_transfer: fitted on Spider with perturbations of its gold queries and
+    without the benchmark-size features, to score another benchmark (docs/model_card.md)."""
+    scorer = Scorer.load("pretrained:spider_transfer")
+    info = scorer.saved.info
+    assert info["config"]["train_side"] == "all" and "benchmark_size" in info["config"]["drop"]
+    assert info["trained_on"]["train_side_examples"] > 5000  # the perturbations
+    assert "question_words" not in scorer.saved.features and "schema_columns" not in scorer.saved.features
+    scored = scorer.score("SELECT count(*) FROM singer", question="How many singers are there?",
+                          schema={"singer": ["singer_id", "name"]})
+    assert 0 < scored.query_confidence < 1 and len(scored.nodes) == 4
+
+
 @pytest.fixture(scope="module")
 def consensus_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("consensus_run")

@@ -46,7 +46,8 @@ def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rat-score", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="pretrained",
-                        help="'pretrained' (default), a <run>/model directory, or a neural run / .ckpt")
+                        help="'pretrained' (default; fitted on Spider), 'pretrained:spider_transfer' (fitted on "
+                             "Spider to score another benchmark), a <run>/model directory, or a neural run / .ckpt")
     add_source_arguments(parser, "score")
     one = parser.add_argument_group("one query")
     one.add_argument("--sql")

@@ -39,8 +39,10 @@ import rat
 from model.nodes.saved import ModelFileError, SavedModel, kind_group
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
 
+# spider_consensus: rat-adapt's teacher; spider_transfer: fitted on Spider to score another
+# benchmark (docs/model_card.md)
 PRETRAINED = {name: Path(__file__).resolve().parent / "pretrained" / name
-              for name in ("spider", "spider_consensus")}  # spider_consensus: rat-adapt's teacher
+              for name in ("spider", "spider_consensus", "spider_transfer")}
 # Nodes below this confidence get reasons (and "look here first" always does).
 REASONS_BELOW = 0.5
 
