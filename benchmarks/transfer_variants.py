@@ -150,7 +150,11 @@ SMALL_HGB = {"learning_rate": 0.05, "max_iter": 150, "max_leaf_nodes": 15, "min_
              "l2_regularization": 5.0}
 
 
-def table(name: str, labels: str, lm: bool = False, evidence: bool = True, consensus: bool = False) -> NodeTable:
+def table(name: str, labels: str, lm: bool = False, evidence: bool = True, consensus: bool = False,
+          perturbations: int = 0, split: str = "dev") -> NodeTable:
+    """The benchmark's predictions and features; with ``perturbations``, followed (as
+    ``train_side`` rows: ``load_table``'s ``data.train_perturbations`` / ``data.eval_perturbations``)
+    by that many perturbations of each gold query of ``split`` (``perturb``, ``perturb_train``)."""
     # model.database=without here only makes the consensus columns those a user without databases
     # gets (no result digests); which rows lose their database features is set where a model is
     # fitted (training_rows) or scored (without_database)
@@ -162,32 +166,15 @@ def table(name: str, labels: str, lm: bool = False, evidence: bool = True, conse
         cfg.model.groups = "single+consensus" if consensus else "single"
         if name == "bird":
             cfg.data.evidence = evidence
+        if perturbations:
+            cfg.model.train_side = "all"
+            cfg.data.update(use_perturbations=True, train_predictions=None,
+                            train_perturbations=perturbations if split == "train" else 0,
+                            eval_perturbations=perturbations if split == "dev" else 0)
     return load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
 
 
-PERTURBATIONS = 1  # perturb: perturbations of each dev gold query (--perturbations N)
-
-
-def perturbation_table(name: str, labels: str, like: NodeTable, split: str = "dev") -> NodeTable:
-    """``like``'s examples followed by ``PERTURBATIONS`` perturbations of each of the benchmark's
-    ``split`` gold queries, labelled and featurised as ``like``'s are (single-system features only)."""
-    from model.data.datasets import database_path, load_schemas
-    from model.nodes.examples import build_examples
-    from model.nodes.features import build_features
-
-    cfg = config(name, "without")
-    root = Path(cfg.data.root)
-    examples, _ = build_examples(root, split, perturbations_per_query=PERTURBATIONS, seed=0,
-                                 require_database=cfg.data.get("require_database", True),
-                                 evidence=cfg.data.get("evidence", False), labels=labels)
-    if cfg.data.get("require_database", True) and labels == "execution":
-        examples = [e for e in examples if e.execution_match is not None]
-    schemas = load_schemas(root)
-    db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
-    features, names, _ = build_features(examples, schemas, db_paths, consensus=False, progress=False)
-    if tuple(names) != tuple(like.names):
-        usage_error("perturb and perturb_train take no lm or consensus variant")
-    return NodeTable(list(like.examples) + examples, list(like.features) + list(features), like.names, like.root)
+PERTURBATIONS = 1  # perturb: perturbations of each gold query (--perturbations N)
 
 
 def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
@@ -444,9 +431,10 @@ def main() -> None:
         if {"perturb", "perturb_train"} & set(parts):  # the training tables with the perturbations
             plain = "+".join(p for p in parts if p not in ("perturb", "perturb_train"))
             split = "train" if "perturb_train" in parts else "dev"
-            se_train, st_train = (transform(perturbation_table("spider", labels, t, split), plain, False)
-                                  for labels, t in (("execution", spider_exec), ("tree", spider_tree)))
-            b_train = transform(perturbation_table("bird", "execution", bird), plain, True)
+            se_train, st_train = (transform(table("spider", labels, lm, consensus=cons, perturbations=PERTURBATIONS,
+                                                  split=split), plain, False) for labels in ("execution", "tree"))
+            b_train = transform(table("bird", "execution", lm, consensus=cons, perturbations=PERTURBATIONS),
+                                plain, True)
         else:
             se_train, st_train = se, st
         for key, tab, mode in (("S_exec", se_train, spider_mode), ("S_tree", st_train, spider_mode),

@@ -215,10 +215,29 @@ def pointer_reliability(scores: Sequence[float], hits: Sequence[int], edges: Seq
     [{'lo': 0.2, 'hi': 0.4, 'n': 1, 'mean_score': 0.3, 'top1': 0.0}, {'lo': 0.8, 'hi': 1.0, 'n': 2, 'mean_score': 0.925, 'top1': 0.5}]
     """
     scores, hits = np.asarray(scores, dtype=float), np.asarray(hits, dtype=float)
-    which = np.clip(np.searchsorted(edges, scores, side="right") - 1, 0, len(edges) - 2)
+    which = _bin_of(scores, edges)
     return [{"lo": float(edges[b]), "hi": float(edges[b + 1]), "n": int((which == b).sum()),
              "mean_score": round(float(scores[which == b].mean()), 6), "top1": float(hits[which == b].mean())}
             for b in range(len(edges) - 1) if (which == b).any()]
+
+
+def _bin_of(scores, edges: Sequence[float]) -> np.ndarray:
+    """The bin of each score: [lo, hi), the last one closed."""
+    return np.clip(np.searchsorted(edges, scores, side="right") - 1, 0, len(edges) - 2)
+
+
+def pointer_rate(bins: Sequence[dict], score: float) -> float | None:
+    """The top-1 of ``pointer_reliability``'s bin that holds ``score`` (None: no such bin, or NaN).
+
+    >>> bins = pointer_reliability([0.9, 0.95, 0.3], [1, 0, 0])
+    >>> pointer_rate(bins, 1.0), pointer_rate(bins, 0.35), pointer_rate(bins, 0.5)
+    (0.5, 0.0, None)
+    """
+    if score is None or np.isnan(score):
+        return None
+    last = RELIABILITY_EDGES[-1]  # as _bin_of: the last bin is closed
+    return next((float(b["top1"]) for b in bins
+                 if b["lo"] <= score < b["hi"] or (b["hi"] >= last and b["lo"] <= score)), None)
 
 
 def localisation_markdown(results: dict[str, dict], best_only: bool = False) -> str:

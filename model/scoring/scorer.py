@@ -310,14 +310,11 @@ class Scorer:
         """Out of fold, the top-1 of the pointers whose site score fell in ``site_score``'s bin
         (``model.eval.localisation.pointer_reliability``, saved by the training run), for rows
         scored with or without a database; None when the model saved none or the bin was empty."""
+        from model.eval.localisation import pointer_rate
+
         saved = self.saved.info.get("pointer_reliability") or {}
         bins = saved.get("with_database" if with_database or "without_database" not in saved else "without_database")
-        if not bins or site_score is None or math.isnan(site_score):
-            return None
-        for b in bins:
-            if b["lo"] <= site_score < b["hi"] or (b["hi"] >= 1.0 and site_score >= b["hi"]):
-                return float(b["top1"])
-        return None
+        return pointer_rate(bins or [], site_score)
 
     def _columns(self, features: Sequence[str]) -> list[int]:
         """Where ``features`` are in the matrices ``_features`` computes with them."""
