@@ -14,7 +14,9 @@ win probability in its query, ``hgb_pairwise`` the mean of its rank and today's 
 queries, averaged), ``tree_context`` today's head also reading the site context of a second node
 model fitted on tree labels (out of fold over the head's rows, inner folds by database),
 ``tree_sites`` today's head learning the sites of tree labels, so from every query that differs
-from gold (right by execution or not), and ``tree_both`` the two together.
+from gold (right by execution or not), and ``tree_both`` the two together; ``tree_context_bag``
+and ``tree_both_bag`` are those with ``model.site_bags=5`` (the small gains of bagging and of
+tree labels, together).
 Prints top-1 / top-3 / mrr of each over Spider dev's wrong queries (out of fold). The ``lgb_*``
 variants need ``pip install lightgbm`` (not a dependency of the project).
 
@@ -42,7 +44,7 @@ from model.nodes.features import categorical_mask
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise", "hgb_bag",
-            "tree_context", "tree_sites", "tree_both")
+            "tree_context", "tree_sites", "tree_both", "tree_context_bag", "tree_both_bag")
 BAGS = 5  # hgb_bag: today's head with model.site_bags=5 (bootstrap draws of the wrong queries, averaged)
 PAIR_CAP = 300  # training pairs drawn at most from one wrong query (sites x other nodes, both orders)
 
@@ -300,20 +302,22 @@ def main() -> None:
     table = boosted.load_table(data, config)
     roles, _ = boosted.fold_roles(table, data)
     default_head = boosted.fit_site_head
-    if {"tree_context", "tree_sites", "tree_both"} & set(variants):
+    if any(v.startswith("tree_") for v in variants):
         load_tree_labels(data)
     print(f"\n| site head ({config.method}) | wrong queries | top-1 | top-3 | mrr | node AUC | seconds |\n"
           "|---|---|---|---|---|---|---|")
     for variant in variants:
+        bagged = variant.endswith("_bag")
+        base = variant.removesuffix("_bag") if variant != "hgb_bag" else variant
         boosted.fit_site_head = (default_head if variant in ("hgb", "hgb_bag")
-                                 else tree_context_site_head if variant == "tree_context"
-                                 else tree_sites_head if variant in ("tree_sites", "tree_both")
+                                 else tree_context_site_head if base == "tree_context"
+                                 else tree_sites_head if base in ("tree_sites", "tree_both")
                                  else pairwise_site_head(variant == "hgb_pairwise") if variant.endswith("pairwise")
                                  else lightgbm_site_head(variant.split("_", 1)[1]))
         boosted.site_head_scores = tree_context_scores
-        WITH_TREE_CONTEXT[0] = variant == "tree_both"
+        WITH_TREE_CONTEXT[0] = base == "tree_both"
         start = time.perf_counter()
-        variant_config = dataclasses.replace(config, site_bags=BAGS) if variant == "hgb_bag" else config
+        variant_config = dataclasses.replace(config, site_bags=BAGS) if bagged else config
         test, _, _ = boosted.crossfit(table, roles, variant_config, progress=False)
         idx = sorted(test)
         rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity}

@@ -313,4 +313,6 @@ def test_a_bagged_site_head_is_saved_as_a_list_and_read_as_the_mean_of_its_membe
             self._compiled = {}
 
     for rows in (x[:3], x):  # few rows go through CompiledTrees, many through scikit-learn
-        assert np.allclose(Probability()._probability(loaded, rows), mean[:len(rows)])
+        reader = Probability()
+        assert np.allclose(site_probability(loaded, rows, reader._probability), mean[:len(rows)])
+        assert len(reader._compiled) == 2  # each member read by the saved model's own reader

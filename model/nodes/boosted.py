@@ -415,11 +415,20 @@ def fit_site_head(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites
     return models
 
 
-def site_probability(site_model, x: np.ndarray) -> np.ndarray:
+def site_probability(site_model, x: np.ndarray, predict=None) -> np.ndarray:
     """P(site) of rows ``x`` (with context) from a site head: one classifier, or the mean over a
-    list of them (``model.site_bags``)."""
+    list of them (``model.site_bags``); ``predict(model, x)`` reads one classifier (default
+    ``predict_proba(x)[:, 1]``; a saved model passes its compiled trees).
+
+    >>> class Const:
+    ...     def __init__(self, p): self.p = p
+    ...     def predict_proba(self, x): return np.column_stack([1 - self.p * np.ones(len(x)), self.p * np.ones(len(x))])
+    >>> site_probability([Const(0.2), Const(0.6)], np.zeros((2, 1))).round(3).tolist()
+    [0.4, 0.4]
+    """
+    predict = predict or (lambda model, rows: model.predict_proba(rows)[:, 1])
     models = site_model if isinstance(site_model, list) else [site_model]
-    return np.mean([m.predict_proba(x)[:, 1] for m in models], axis=0)
+    return np.mean([predict(m, x) for m in models], axis=0)
 
 
 def join_rows(a: np.ndarray, b: np.ndarray, repeat: int = 1) -> np.ndarray:
@@ -670,9 +679,17 @@ def fold_scorers(table: NodeTable, roles: list[dict[str, list[int]]], config: Bo
 
 def scores_summary(table: NodeTable, scored: dict[int, tuple], n_bins: int = 10) -> dict[str, float]:
     """Node AUC / Brier / ECE, whole-query AUC of the least confident node, localisation."""
+    return summary_and_pointer(table, scored, n_bins)[0]
+
+
+def summary_and_pointer(table: NodeTable, scored: dict[int, tuple],
+                        n_bins: int = 10) -> tuple[dict[str, float], list[dict] | None]:
+    """``scores_summary`` and, from the same localisation, how far to trust the pointer
+    (``model.eval.localisation.pointer_reliability``: the wrong queries by the site score of the
+    node pointed at, and how often it is an error site); None without site scores."""
     indices = sorted(scored)
     if not indices:
-        return {}
+        return {}, None
     conf = np.concatenate([scored[k][0] for k in indices])
     labels = np.concatenate([table.examples[k].node_labels for k in indices]).astype(int)
     query_conf = np.array([scored[k][0].min() for k in indices])
@@ -685,7 +702,7 @@ def scores_summary(table: NodeTable, scored: dict[int, tuple], n_bins: int = 10)
     out = {**M.core_metrics(conf, labels, n_bins), "query_auc": M.auc(query_conf, query_labels),
            "nodes": float(len(conf)), "queries": float(len(indices))}
     out.update({f"localisation_{k}": float(v) for k, v in where.items() if isinstance(v, (int, float))})
-    return out
+    return out, where.get("pointer_reliability")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -715,7 +732,10 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     test, val, fold_of = crossfit(table, roles, config, seed, fold_ids=fold_ids or None, raw=oof_raw)
     val_fold = {k: (fold_ids[i] if fold_ids else i) for i, role in enumerate(roles) for k in role["val"]}
 
-    metrics = {f"test/{k}": v for k, v in scores_summary(table, test).items()}
+    summary, pointer = summary_and_pointer(table, test)
+    metrics = {f"test/{k}": v for k, v in summary.items()}
+    # how far to trust "look here first", out of fold: what Scorer says beside each pointer
+    reliability = {"with_database": pointer}
     metrics.update({f"val/{k}": v for k, v in scores_summary(table, val).items()})
     without = None
     if config.database in ("dropout", "both") and config.test_database:
@@ -724,7 +744,8 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         raw2: dict[int, np.ndarray] = {}
         test2, _, _ = crossfit(table, roles, replace(config, test_database=False), seed,
                                fold_ids=fold_ids or None, raw=raw2)
-        metrics2 = {f"test/{k}": v for k, v in scores_summary(table, test2).items()}
+        summary2, reliability["without_database"] = summary_and_pointer(table, test2)
+        metrics2 = {f"test/{k}": v for k, v in summary2.items()}
         metrics.update({f"test_without_database/{k[5:]}": v for k, v in metrics2.items()})
         without = (raw2, {k: conf for k, (conf, _) in test2.items()}, metrics2)
     for split, scored, folds in (("test", test, fold_of), ("val", val, val_fold)):
@@ -745,10 +766,6 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
                                            "features": list(table.names)})
     saved = None
     if config.save_model:  # the final model: fitted on every labelled prediction the run has
-        # how far to trust "look here first", out of fold: what Scorer says beside each pointer
-        reliability = {"with_database": pointer_bins(table, test)}
-        if without is not None:
-            reliability["without_database"] = pointer_bins(table, test2)
         saved = save_final_model(table, roles, config, oof_raw, test, fold_of, metrics, folds_info,
                                  seed, output_dir / "model", without,
                                  {k: v for k, v in reliability.items() if v})
@@ -759,26 +776,13 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     return metrics, {"table": table, "roles": roles, "config": config, "model": saved}
 
 
-def pointer_bins(table: NodeTable, scored: dict[int, tuple]) -> list[dict] | None:
-    """``model.eval.localisation.pointer_reliability`` of out-of-fold results (example ->
-    (confidences, site scores)): the wrong queries by the site score of the node pointed at,
-    and how often it is an error site; None without site scores."""
-    indices = [k for k in sorted(scored) if scored[k][1] is not None]
-    if not indices:
-        return None
-    rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity}
-            for k in indices]
-    return localisation(rows, [scored[k][0] for k in indices],
-                        [scored[k][1] for k in indices]).get("pointer_reliability")
-
-
 def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], config: BoostedConfig,
                      oof_raw: dict, test: dict, fold_of: dict, metrics: dict, folds_info: dict,
                      seed: int, folder: Path, without: tuple | None = None, reliability: dict | None = None):
     """Fit the final model on every example the run trains, validates or tests on (a held-out
     system stays out: ``data.holdout_system``), score those examples with it (the in-sample
     numbers a reload must reproduce) and save it to ``folder`` (``model.nodes.saved``), with
-    ``reliability`` (``pointer_bins`` out of fold, with and without databases) when given."""
+    ``reliability`` (``summary_and_pointer``'s out of fold, with and without databases) when given."""
     from model.nodes.saved import fit_saved_model
 
     holdout = folds_info.get("holdout_system")

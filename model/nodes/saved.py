@@ -261,14 +261,13 @@ class SavedModel:
             if raw is None or arities is None:
                 raise ValueError("this site head reads the node model's confidences: pass raw and arities")
             x = with_context(x, raw, arities, self.features)
-        return self._probability(self.site_model, x)
+        from model.nodes.boosted import site_probability
+
+        return site_probability(self.site_model, x, self._probability)
 
     def _probability(self, model: Any, x: np.ndarray) -> np.ndarray:
-        """``model.predict_proba(x)[:, 1]`` (the mean over a list of models: a bagged site head);
-        the same numbers from ``CompiledTrees`` for the few rows of a query or two, where
-        scikit-learn's per-tree calls are the cost."""
-        if isinstance(model, list):
-            return np.mean([self._probability(m, x) for m in model], axis=0)
+        """``model.predict_proba(x)[:, 1]``; the same numbers from ``CompiledTrees`` for the few
+        rows of a query or two, where scikit-learn's per-tree calls are the cost."""
         if id(model) not in self._compiled:
             try:  # it reads scikit-learn's private tree arrays: another version may lay them out otherwise
                 self._compiled[id(model)] = CompiledTrees(model)
