@@ -14,8 +14,8 @@ win probability in its query, ``hgb_pairwise`` the mean of its rank and today's 
 queries, averaged), ``tree_context`` today's head also reading the site context of a second node
 model fitted on tree labels (out of fold over the head's rows, inner folds by database),
 ``tree_sites`` today's head learning the sites of tree labels, so from every query that differs
-from gold (right by execution or not), and ``tree_both`` the two together; ``tree_context_bag``
-and ``tree_both_bag`` are those with ``model.site_bags=5`` (the small gains of bagging and of
+from gold (right by execution or not; ``model.site_labels=tree``), and ``tree_both`` the two together; ``tree_context_bag``,
+``tree_sites_bag`` and ``tree_both_bag`` are those with ``model.site_bags=5`` (the small gains of bagging and of
 tree labels, together).
 Prints top-1 / top-3 / mrr of each over Spider dev's wrong queries (out of fold). The ``lgb_*``
 variants need ``pip install lightgbm`` (not a dependency of the project).
@@ -44,7 +44,7 @@ from model.nodes.features import categorical_mask
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise", "hgb_bag",
-            "tree_context", "tree_sites", "tree_both", "tree_context_bag", "tree_both_bag")
+            "tree_context", "tree_sites", "tree_both", "tree_context_bag", "tree_sites_bag", "tree_both_bag")
 BAGS = 5  # hgb_bag: today's head with model.site_bags=5 (bootstrap draws of the wrong queries, averaged)
 PAIR_CAP = 300  # training pairs drawn at most from one wrong query (sites x other nodes, both orders)
 
@@ -206,8 +206,6 @@ def pairwise_site_head_scores(site_model, x, raw, arities, context, names):
 
 
 DEFAULT_SCORES = boosted.site_head_scores
-WITH_TREE_CONTEXT = [False]  # tree_both: tree_sites' rows for tree_context's head
-TREE_LABELS: dict[tuple[str, str], list[int]] = {}  # (question, system) -> node labels by tree comparison
 
 
 class TreeContextHead:
@@ -219,7 +217,7 @@ class TreeContextHead:
 
 def tree_label_rows(table, indices, rows: int) -> np.ndarray:
     """Tree labels of the training rows of ``indices`` (repeated as ``training_rows`` repeats them)."""
-    y = np.concatenate([TREE_LABELS[table.examples[k].question_id, table.examples[k].system] for k in indices])
+    y = np.concatenate([table.examples[k].tree_labels for k in indices])
     return np.tile(y, rows // max(len(y), 1))
 
 
@@ -242,18 +240,6 @@ def tree_context_site_head(table, indices, x, sites, names, config, seed=0, raw=
     return TreeContextHead(DEFAULT_HEAD(table, indices, xx, sites, nn, config, seed, raw), tree_model)
 
 
-def tree_sites_head(table, indices, x, sites, names, config, seed=0, raw=None):
-    """``fit_site_head`` learning the sites of tree labels: every query that differs from gold,
-    right by execution or not (the wrong ones' sites are unchanged)."""
-    from model.eval.localisation import error_sites
-
-    tree_sites = np.concatenate([error_sites(TREE_LABELS[table.examples[k].question_id, table.examples[k].system],
-                                             table.examples[k].node_arity) for k in indices]).astype(int)
-    tree_sites = np.tile(tree_sites, len(x) // max(len(tree_sites), 1))
-    head = tree_context_site_head if WITH_TREE_CONTEXT[0] else DEFAULT_HEAD
-    return head(table, indices, x, np.maximum(sites, tree_sites), names, config, seed, raw)
-
-
 def tree_context_scores(site_model, x, raw, arities, context, names):
     from model.nodes.sites import SITE_CONTEXT, with_context
 
@@ -262,15 +248,6 @@ def tree_context_scores(site_model, x, raw, arities, context, names):
     extra = with_context(np.zeros((len(x), 0)), site_model.tree_model.predict_proba(x)[:, 1], arities)
     nn = (*names, *(f"tree_{c}" for c in SITE_CONTEXT))
     return DEFAULT_SCORES(site_model.head, np.hstack([x, extra]), raw, arities, context, nn)
-
-
-def load_tree_labels(data) -> None:
-    from model.nodes.datamodule import NodeDataModule
-    from model.nodes.examples import build_examples
-
-    source = NodeDataModule(root=data.root, predictions=data.predictions)
-    examples, _ = build_examples(source.root, "dev", prediction_files=source.prediction_files(), labels="tree")
-    TREE_LABELS.update({(e.question_id, e.system): list(e.node_labels) for e in examples})
 
 
 DEFAULT_HEAD = boosted.fit_site_head
@@ -302,22 +279,21 @@ def main() -> None:
     table = boosted.load_table(data, config)
     roles, _ = boosted.fold_roles(table, data)
     default_head = boosted.fit_site_head
-    if any(v.startswith("tree_") for v in variants):
-        load_tree_labels(data)
     print(f"\n| site head ({config.method}) | wrong queries | top-1 | top-3 | mrr | node AUC | seconds |\n"
           "|---|---|---|---|---|---|---|")
     for variant in variants:
         bagged = variant.endswith("_bag")
         base = variant.removesuffix("_bag") if variant != "hgb_bag" else variant
         boosted.fit_site_head = (default_head if variant in ("hgb", "hgb_bag")
-                                 else tree_context_site_head if base == "tree_context"
-                                 else tree_sites_head if base in ("tree_sites", "tree_both")
+                                 else tree_context_site_head if base in ("tree_context", "tree_both")
+                                 else default_head if base == "tree_sites"
                                  else pairwise_site_head(variant == "hgb_pairwise") if variant.endswith("pairwise")
                                  else lightgbm_site_head(variant.split("_", 1)[1]))
         boosted.site_head_scores = tree_context_scores
-        WITH_TREE_CONTEXT[0] = base == "tree_both"
         start = time.perf_counter()
-        variant_config = dataclasses.replace(config, site_bags=BAGS) if bagged else config
+        variant_config = dataclasses.replace(config, site_bags=BAGS if bagged else config.site_bags,
+                                             site_labels="tree" if base in ("tree_sites", "tree_both") else "execution")
+        table.site_labels = variant_config.site_labels  # model.site_labels: the sites the head learns
         test, _, _ = boosted.crossfit(table, roles, variant_config, progress=False)
         idx = sorted(test)
         rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity}

@@ -249,6 +249,33 @@ def test_tree_labels_train_the_boosted_scorer_and_a_bad_label_kind_is_one_line(t
         NodeDataModule(labels="exec")
 
 
+def test_tree_site_labels_add_the_sites_of_queries_right_by_execution_but_written_unlike_gold(boosted_run):
+    """model.site_labels=tree: the head also learns where a query that runs to gold's result
+    departs from gold's tree; the node labels, and so every metric, stay execution labels."""
+    from dataclasses import replace
+
+    from model.eval.localisation import error_sites
+    from model.nodes.boosted import BoostedConfig
+
+    table = boosted_run[2]["table"]
+    assert all(e.tree_labels is not None for e in table.examples if e.execution_match is not None)
+    written_otherwise = [k for k, e in enumerate(table.examples)
+                         if e.execution_match and e.tree_labels is not None and not all(e.tree_labels)]
+    assert written_otherwise, "the demo corpus has a query right by execution and unlike gold's tree"
+    k = written_otherwise[0]
+    example = table.examples[k]
+    _, y, sites = table.stack([k])
+    assert y.all() and not sites.any()  # execution labels: right, no site
+    tree = replace(table, site_labels="tree")
+    _, y_tree, sites_tree = tree.stack([k])
+    assert y_tree.all() and sites_tree.tolist() == error_sites(example.tree_labels, example.node_arity)
+    assert sites_tree.any()
+    wrong = next(i for i, e in enumerate(table.examples) if e.execution_match is False)
+    assert (tree.stack([wrong])[2] >= table.stack([wrong])[2]).all()  # a wrong query keeps its sites
+    with pytest.raises(ValueError, match="model.site_labels must be execution or tree; found 'gold'"):
+        BoostedConfig.from_cfg({"site_labels": "gold"})
+
+
 def test_drop_accepts_the_named_feature_sets():
     from model.nodes.boosted import drop_columns
     from model.nodes.features import BENCHMARK_SIZE_FEATURES, DATABASE_FEATURES, SINGLE_FEATURES

@@ -49,6 +49,8 @@ class BoostedConfig:
     site_head: bool = True  # also fit a model of error-site labels -> site_scores
     site_context: bool = True  # it reads the node model's out-of-fold confidences around each node
     site_wrong_only: bool = True  # it learns from the nodes of wrong queries only
+    site_labels: str = "execution"  # execution | tree: the sites it learns are those of the node
+    # labels, or also those of tree labels (where a query right by execution is written unlike gold)
     inner_folds: int = 3  # folds of the training databases that give those confidences
     train_side: str = "none"  # none | site | all: which models also learn from data.train_predictions
     # (real wrong queries on the train split's databases, disjoint from the eval split's: SPLASH)
@@ -86,6 +88,8 @@ class BoostedConfig:
             raise ValueError(f"model.database must be one of {DATABASE_MODES}; found {config.database!r}")
         if config.train_side not in TRAIN_SIDE_CHOICES:
             raise ValueError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {config.train_side!r}")
+        if config.site_labels not in ("execution", "tree"):
+            raise ValueError(f"model.site_labels must be execution or tree; found {config.site_labels!r}")
         if config.site_bags < 1:
             raise ValueError(f"model.site_bags must be 1 or more; found {config.site_bags!r}")
         if config.calibration not in ("platt", "isotonic", "none"):
@@ -129,6 +133,7 @@ class NodeTable:
     train_side: int = 0  # the last ``train_side`` examples come from data.train_predictions and
     # the perturbations (data.use_perturbations): they only ever train, never validate or test
     # (those on an eval-split database only the folds in which it trains: fold_roles)
+    site_labels: str = "execution"  # model.site_labels: "tree" adds the sites of tree labels
 
     @property
     def side_indices(self) -> list[int]:
@@ -138,9 +143,17 @@ class NodeTable:
         """(X, node labels, error-site labels) of the examples ``indices``."""
         x = np.vstack([self.features[k] for k in indices])
         y = np.concatenate([self.examples[k].node_labels for k in indices]).astype(int)
-        sites = np.concatenate([error_sites(self.examples[k].node_labels, self.examples[k].node_arity)
-                                for k in indices]).astype(int)
+        sites = np.concatenate([self.sites(self.examples[k]) for k in indices]).astype(int)
         return x, y, sites
+
+    def sites(self, example) -> list[int]:
+        """An example's error sites (``model.eval.localisation.error_sites``) of its node labels,
+        with ``site_labels="tree"`` also those of its tree labels: a query that runs to gold's
+        result but is written unlike gold has sites too, where an equivalent query departs."""
+        sites = error_sites(example.node_labels, example.node_arity)
+        if self.site_labels == "tree" and example.tree_labels is not None:
+            sites = np.maximum(sites, error_sites(example.tree_labels, example.node_arity))
+        return sites
 
 
 def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTable:
@@ -210,7 +223,7 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
         features, names = stack_neural(examples, features, names, Path(config.stack), progress)
     if config.drop:
         features, names = drop_columns(features, names, config.drop)
-    return NodeTable(examples, features, names, root, train_side=len(side))
+    return NodeTable(examples, features, names, root, train_side=len(side), site_labels=config.site_labels)
 
 
 def drop_columns(features: list[np.ndarray], names: tuple[str, ...], drop: Sequence[str]

@@ -453,6 +453,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
                    "drop": list(config.drop),
                    "database": config.database,
                    "test_database": config.test_database, "site_context": config.site_context,
+                   "site_labels": config.site_labels,
                    "site_wrong_only": config.site_wrong_only, "train_side": config.train_side},
         "trained_on": {"data_root": table.root.name, "examples": len(examples), "nodes": len(y_plain),
                        "questions": len({e.question_id for e in examples}),
