@@ -7,6 +7,10 @@ corpus when ../shared/data is absent). Nothing is cached between runs: the score
 feature (no feature cache) and runs every query on its database.
 
     python benchmarks/scorer_speed.py [--queries 1000 --neural outputs/train/<run> --load-seconds 60]
+    python benchmarks/scorer_speed.py --against <model dir> --turns 3 ...  # the shipped model against another
+
+``--against``: another saved model scored on the same rows, each setting taking turns with the
+shipped one ``--turns`` times (the ratio of their means is what to read on a noisy machine).
 """
 
 import argparse
@@ -168,7 +172,14 @@ def main() -> None:
     parser.add_argument("--neural-queries", type=int, default=100)
     parser.add_argument("--latency-queries", type=int, default=300)
     parser.add_argument("--load-seconds", type=float, default=60)
+    parser.add_argument("--against", type=Path, default=None, help="another saved model, taking turns with the shipped one")
+    parser.add_argument("--turns", type=int, default=3, help="turns each with --against (default 3)")
     args = parser.parse_args()
+    if args.against is not None:
+        try:
+            other = Scorer.load(args.against)
+        except (OSError, ValueError) as error:
+            parser.error(f"--against {args.against}: {error}")
     root, rows = dataset(args.queries)
     scorer = Scorer.pretrained()
     scorer.score_many(rows[:50], progress=False)  # imports and first-call work
@@ -180,7 +191,22 @@ def main() -> None:
     for name, items, options in (("with databases", rows, {}), ("without databases", no_db, {}),
                                  ("with databases, + reasons", rows, {"reasons": True}),
                                  ("without databases, no spans", no_db, {"spans": False})):
-        rate, bad = throughput(scorer, items, **options)
+        if args.against is None:
+            rate, bad = throughput(scorer, items, **options)
+        else:
+            other.score_many(items[:50], progress=False, **options)
+            rates = {"shipped": [], "against": []}
+            for _ in range(args.turns):
+                for who, s in (("shipped", scorer), ("against", other)):
+                    r, bad = throughput(s, items, **options)
+                    rates[who].append(r)
+            rate = float(np.mean(rates["shipped"]))
+            print(f"| {args.against} | {name} | {np.mean(rates['against']):,.0f} "
+                  f"({', '.join(f'{r:,.0f}' for r in rates['against'])}) | {bad} |", flush=True)
+            print(f"| pretrained boosted | {name} | {rate:,.0f} ({', '.join(f'{r:,.0f}' for r in rates['shipped'])}); "
+                  f"{rate / np.mean(rates['against']):.2f}x | {bad} |", flush=True)
+            measured[name] = rate
+            continue
         measured[name] = rate
         print(f"| pretrained boosted | {name} | {rate:,.0f} | {bad} |", flush=True)
     print("\nheap frozen while scoring, one process, without databases, taking turns: "
