@@ -250,6 +250,31 @@ def tree_context_scores(site_model, x, raw, arities, context, names):
     return DEFAULT_SCORES(site_model.head, np.hstack([x, extra]), raw, arities, context, nn)
 
 
+def read_out_of_fold(table, test: dict) -> tuple[dict, float]:
+    """Localisation (``model.eval.localisation.localisation``) and node AUC of a cross-fitting's
+    out-of-fold results (example -> (confidences, site scores))."""
+    idx = sorted(test)
+    rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity}
+            for k in idx]
+    where = localisation(rows, [test[k][0] for k in idx], [test[k][1] for k in idx])
+    conf = np.concatenate([test[k][0] for k in idx])
+    labels = np.concatenate([table.examples[k].node_labels for k in idx])
+    return where, boosted.M.auc(conf, labels)
+
+
+def write_rows(path: Path, table, test: dict) -> None:
+    """Out-of-fold rows as ``benchmarks/site_misses.py`` reads them (one JSON line an example)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for k in sorted(test):
+            e = table.examples[k]
+            f.write(json.dumps({"question_id": e.question_id, "db_id": e.db_id, "system": e.system,
+                                "execution_match": e.execution_match, "node_labels": list(e.node_labels),
+                                "node_arity": list(e.node_arity), "node_names": list(e.node_names),
+                                "node_types": list(e.node_types),
+                                "site_scores": [round(float(v), 6) for v in test[k][1]]}) + "\n")
+
+
 DEFAULT_HEAD = boosted.fit_site_head
 
 
@@ -295,25 +320,11 @@ def main() -> None:
                                              site_labels="tree" if base in ("tree_sites", "tree_both") else "execution")
         table.site_labels = variant_config.site_labels  # model.site_labels: the sites the head learns
         test, _, _ = boosted.crossfit(table, roles, variant_config, progress=False)
-        idx = sorted(test)
-        rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity}
-                for k in idx]
-        where = localisation(rows, [test[k][0] for k in idx], [test[k][1] for k in idx])
-        conf = np.concatenate([test[k][0] for k in idx])
-        labels = np.concatenate([table.examples[k].node_labels for k in idx])
+        where, node_auc = read_out_of_fold(table, test)
         print(f"| {variant} | {where['n_wrong_queries']} | {where['top1']:.3f} | {where['top3']:.3f} | "
-              f"{where['mrr']:.3f} | {boosted.M.auc(conf, labels):.3f} | {time.perf_counter() - start:.0f} |",
-              flush=True)
+              f"{where['mrr']:.3f} | {node_auc:.3f} | {time.perf_counter() - start:.0f} |", flush=True)
         if args.write:
-            args.write.mkdir(parents=True, exist_ok=True)
-            with (args.write / f"{variant}.jsonl").open("w") as f:
-                for k in idx:
-                    e = table.examples[k]
-                    f.write(json.dumps({"question_id": e.question_id, "db_id": e.db_id, "system": e.system,
-                                        "execution_match": e.execution_match, "node_labels": list(e.node_labels),
-                                        "node_arity": list(e.node_arity), "node_names": list(e.node_names),
-                                        "node_types": list(e.node_types),
-                                        "site_scores": [round(float(v), 6) for v in test[k][1]]}) + "\n")
+            write_rows(args.write / f"{variant}.jsonl", table, test)
     boosted.fit_site_head = default_head
     boosted.site_head_scores = DEFAULT_SCORES
 

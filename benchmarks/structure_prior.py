@@ -16,7 +16,6 @@ node model and the site head read them) and prints top-1 / top-3 / mrr and node 
 """
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -25,14 +24,15 @@ from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 from omegaconf import OmegaConf
+from site_ranker import read_out_of_fold, write_rows
 
 import rat
 from model.data.datasets import load_questions, load_schemas
-from model.eval.localisation import localisation
 from model.lm.sentence import embed_texts
 from model.nodes import boosted
 from model.nodes.examples import node_types
@@ -151,24 +151,11 @@ def main() -> None:
         table.features = features if variant == "today" else [np.hstack([f, x]) for f, x in zip(features, extra)]
         start = time.perf_counter()
         test, _, _ = boosted.crossfit(table, roles, config, progress=False)
-        idx = sorted(test)
-        rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity} for k in idx]
-        where = localisation(rows, [test[k][0] for k in idx], [test[k][1] for k in idx])
-        conf = np.concatenate([test[k][0] for k in idx])
-        labels = np.concatenate([table.examples[k].node_labels for k in idx])
+        where, node_auc = read_out_of_fold(table, test)
         print(f"| {variant} | {args.k} | {where['top1']:.3f} | {where['top3']:.3f} | {where['mrr']:.3f} | "
-              f"{boosted.M.auc(conf, labels):.3f} | {time.perf_counter() - start:.0f} |", flush=True)
+              f"{node_auc:.3f} | {time.perf_counter() - start:.0f} |", flush=True)
         if args.write:
-            args.write.mkdir(parents=True, exist_ok=True)
-            with (args.write / f"{variant}.jsonl").open("w") as f:
-                for k in idx:
-                    e = table.examples[k]
-                    f.write(json.dumps({"question_id": e.question_id, "db_id": e.db_id, "system": e.system,
-                                        "execution_match": e.execution_match, "node_labels": list(e.node_labels),
-                                        "node_arity": list(e.node_arity), "node_names": list(e.node_names),
-                                        "node_types": list(e.node_types),
-                                        "site_scores": [round(float(v), 6) for v in test[k][1]]}) + "\n")
-
+            write_rows(args.write / f"{variant}.jsonl", table, test)
 
 if __name__ == "__main__":
     main()
