@@ -118,7 +118,8 @@ def main() -> None:
         parser.error(f"Spider train not found under {root} (set RAT_SHARED_DATA)")
     schemas = load_schemas(root)
     train, skeletons = [], []
-    for q in load_questions(root, "train"):
+    questions = load_questions(root, "train")
+    for q in questions:
         try:
             tree = rat.to_tree(q.gold_sql, schemas.get(q.db_id))
         except rat.RATError:
@@ -132,7 +133,8 @@ def main() -> None:
     sims = dev_vec @ train_vec.T
     nearest = np.argsort(-sims, axis=1)[:, :args.k]
     row = {q.question_id: i for i, q in enumerate(dev)}
-    print(f"{len(train)} train gold trees, {len(dev)} dev questions embedded, {time.perf_counter() - start:.0f} s",
+    print(f"{len(train)} of {len(questions)} train gold queries as trees (the rest unparsable, left out), "
+          f"{len(dev)} dev questions embedded, {time.perf_counter() - start:.0f} s",
           flush=True)
 
     data = OmegaConf.create({"root": str(root), "predictions": str(SHARED / "predictions" / "spider_dev" / "*"),

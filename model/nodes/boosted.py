@@ -146,11 +146,11 @@ class NodeTable:
         sites = np.concatenate([self.sites(self.examples[k]) for k in indices]).astype(int)
         return x, y, sites
 
-    def sites(self, example) -> list[int]:
+    def sites(self, example) -> np.ndarray:
         """An example's error sites (``model.eval.localisation.error_sites``) of its node labels,
         with ``site_labels="tree"`` also those of its tree labels: a query that runs to gold's
         result but is written unlike gold has sites too, where an equivalent query departs."""
-        sites = error_sites(example.node_labels, example.node_arity)
+        sites = np.asarray(error_sites(example.node_labels, example.node_arity))
         if self.site_labels == "tree" and example.tree_labels is not None:
             sites = np.maximum(sites, error_sites(example.tree_labels, example.node_arity))
         return sites

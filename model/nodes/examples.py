@@ -216,7 +216,9 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
     nodes = tree.postorder()
     labels = node_labels(tree, gold_tree, execution_match) if gold_tree is not None or execution_match \
         else [0] * len(nodes)
-    by_tree = node_labels(tree, gold_tree) if gold_tree is not None and execution_match is not None else None
+    # tree labels where node_labels come from execution (a wrong query's are the same labels)
+    by_tree = None if gold_tree is None or execution_match is None \
+        else labels if execution_match is False else node_labels(tree, gold_tree)
     tables = {t: list(cols) for t, cols in schema.tables.items()} if schema else {}
     tree_text = rat.serialize(tree)
     text, offset = compose_text(serialize_schema(tables), question.question, tree_text)
