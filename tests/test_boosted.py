@@ -272,7 +272,9 @@ def test_tree_site_labels_add_the_sites_of_queries_right_by_execution_but_writte
     assert sites_tree.any()
     wrong = next(i for i, e in enumerate(table.examples) if e.execution_match is False)
     assert (tree.stack([wrong])[2] >= table.stack([wrong])[2]).all()  # a wrong query keeps its sites
-    with pytest.raises(ValueError, match="model.site_labels must be execution or tree; found 'gold'"):
+    from model.cli import UsageError  # entry points print it as one line and exit 2
+
+    with pytest.raises(UsageError, match="model.site_labels must be execution or tree; found 'gold'"):
         BoostedConfig.from_cfg({"site_labels": "gold"})
 
 

@@ -77,23 +77,25 @@ class BoostedConfig:
 
     @classmethod
     def from_cfg(cls, model_cfg) -> BoostedConfig:
+        from model.cli import UsageError  # a mistake in the model config: one line, exit 2
+
         values = OmegaConf.to_container(model_cfg, resolve=True) if isinstance(model_cfg, DictConfig) \
             else dict(model_cfg)
         known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
         known["drop"] = tuple(known.get("drop") or ())
         config = cls(**known)
         if config.groups not in GROUP_CHOICES:
-            raise ValueError(f"model.groups must be one of {GROUP_CHOICES}; found {config.groups!r}")
+            raise UsageError(f"model.groups must be one of {GROUP_CHOICES}; found {config.groups!r}")
         if config.database not in DATABASE_MODES:
-            raise ValueError(f"model.database must be one of {DATABASE_MODES}; found {config.database!r}")
+            raise UsageError(f"model.database must be one of {DATABASE_MODES}; found {config.database!r}")
         if config.train_side not in TRAIN_SIDE_CHOICES:
-            raise ValueError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {config.train_side!r}")
+            raise UsageError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {config.train_side!r}")
         if config.site_labels not in ("execution", "tree"):
-            raise ValueError(f"model.site_labels must be execution or tree; found {config.site_labels!r}")
+            raise UsageError(f"model.site_labels must be execution or tree; found {config.site_labels!r}")
         if config.site_bags < 1:
-            raise ValueError(f"model.site_bags must be 1 or more; found {config.site_bags!r}")
+            raise UsageError(f"model.site_bags must be 1 or more; found {config.site_bags!r}")
         if config.calibration not in ("platt", "isotonic", "none"):
-            raise ValueError(f"model.calibration must be platt, isotonic or none; found {config.calibration!r}")
+            raise UsageError(f"model.calibration must be platt, isotonic or none; found {config.calibration!r}")
         return config
 
     def node_hgb(self, names: Sequence[str]) -> dict[str, Any]:
