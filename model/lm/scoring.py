@@ -146,6 +146,8 @@ def _cache_key(model_id: str, prompt: str, sql: str) -> str:
 
 
 def _model_id(model) -> str:
+    if hasattr(model, "model_id"):  # model.lm.load.LlamaCppLM
+        return model.model_id
     cfg = model.config
     model_id = f"{getattr(cfg, '_name_or_path', '')}|{cfg.model_type}|{cfg.vocab_size}|{model.num_parameters()}"
     dtype = next(model.parameters()).dtype
@@ -204,7 +206,9 @@ def _sql_log_probs(model, tokenizer, items: Sequence[tuple[str, str]], batch_tok
     `score_sql` and `token_probabilities` (deduplication, length-sorted batches, disk cache)."""
     from tqdm.auto import tqdm
 
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+    llama_cpp = hasattr(model, "prompt_group_log_probs")  # model.lm.load.LlamaCppLM: its own device
+    if not llama_cpp:
+        device = torch.device(device) if device is not None else next(model.parameters()).device
     model_id = _model_id(model)
     keys = [_cache_key(model_id, p, s) for p, s in items]
     cache = _load_cache(cache_path)
@@ -230,8 +234,10 @@ def _sql_log_probs(model, tokenizer, items: Sequence[tuple[str, str]], batch_tok
                 batch = []
             batch.append(key)
         batches.append(batch)
-        log_probs = _prompt_group_log_probs(model, list(prompt_ids),
-                                            [[todo[k][1] for k in b] for b in batches], pad_id, device)
+        log_probs = (model.prompt_group_log_probs(list(prompt_ids), [todo[k][1] for b in batches for k in b])
+                     if llama_cpp else
+                     _prompt_group_log_probs(model, list(prompt_ids), [[todo[k][1] for k in b] for b in batches],
+                                             pad_id, device))
         done = dict(zip([k for b in batches for k in b], log_probs))
         new.update(done)
         if cache_path is not None:  # appended per prompt, so an interrupted run resumes
@@ -385,7 +391,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--predictions", nargs="+", required=True, help="prediction files or folders")
     ap.add_argument("--out", type=Path, required=True, help="JSONL: one pooled score per prediction")
     ap.add_argument("--model", default=None,
-                    help="HF id, folder or short name (qwen_coder: make setup-qwen); default: packaged SmolLM2-135M")
+                    help="HF id, folder or short name (qwen_coder: make setup-qwen; qwen_coder@llama.cpp: "
+                         "its GGUF run by llama.cpp); default: packaged SmolLM2-135M")
     ap.add_argument("--gguf-file", default=None)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
@@ -397,7 +404,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     questions = load_questions(args.data_root, args.split)
     schemas = load_schemas(args.data_root)
     model, tokenizer = load_causal_lm(args.model, args.gguf_file, dtype=getattr(torch, args.dtype))
-    model.to(args.device)
+    if not hasattr(model, "prompt_group_log_probs"):  # llama.cpp (<name>@llama.cpp) runs where it was built for
+        model.to(args.device)
     by_id = {q.question_id: q for q in questions[: args.limit]}  # positional files need all questions
     preds = [p for f in prediction_files(args.predictions) for p in load_predictions(f, questions)
              if p.question_id in by_id and p.sql.strip()]
