@@ -40,7 +40,8 @@ from model.wholequery.base_scores import build_base_scores
 from model.wholequery.methods import Method, default_methods, evaluate_methods, format_tables
 
 FULL_SPIDER = {"questions": 972, "predictions": 10_692, "distinct_pairs": 8_171}  # docs/results.md
-LMS = {"smollm2": None, "qwen_coder": "qwen_coder"}  # label -> load_causal_lm name
+LMS = {"smollm2": None, "qwen_coder": "qwen_coder",  # label -> load_causal_lm name
+       "qwen_coder_llama_cpp": "qwen_coder@llama.cpp"}  # the same GGUF, run by llama.cpp
 
 
 def subset(root: Path, predictions: Path, n_questions: int, seed: int, systems: list[str] | None):

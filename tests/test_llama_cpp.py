@@ -49,3 +49,14 @@ def test_llama_cpp_values_are_cached_apart_from_transformers_ones(both, tmp_path
 def test_a_missing_gguf_is_one_line(tmp_path):
     with pytest.raises(FileNotFoundError, match="no GGUF file at"):
         load_causal_lm(f"{tmp_path / 'none.gguf'}@llama.cpp")
+
+
+def test_a_sql_longer_than_the_context_gets_nan_not_an_error(both):
+    (cpp, cpp_tok), _ = both
+    from model.lm.load import LlamaCppLM
+
+    small = LlamaCppLM(cpp.path, context=64)
+    prompt = cpp_tok(PROMPT)["input_ids"]
+    short, long = cpp_tok(" SELECT 1")["input_ids"], cpp_tok(" SELECT " + ", ".join(["name"] * 40))["input_ids"]
+    fitted, unfitted = small.prompt_group_log_probs(prompt, [short, long])
+    assert all(np.isfinite(fitted)) and len(unfitted) == len(long) and all(np.isnan(unfitted))

@@ -60,27 +60,34 @@ class LlamaCppLM:
     on a CPU several times faster than the de-quantized float32 copy transformers runs."""
 
     def __init__(self, path: Path, threads: int | None = None, context: int = 4096):
+        threads = threads or torch.get_num_threads()  # the thread budget torch has (torch_threads)
         try:
             from llama_cpp import Llama
         except ImportError:
             raise ImportError("llama-cpp-python is not installed: run `make setup-qwen` "
                               "(pip install llama-cpp-python builds llama.cpp, about 6 minutes)") from None
         self.path = Path(path)
-        self.llm = Llama(model_path=str(path), n_ctx=context, n_threads=threads, logits_all=True, verbose=False)
+        self.llm = Llama(model_path=str(path), n_ctx=context, n_threads=threads, n_threads_batch=threads,
+                         logits_all=True, verbose=False)
         self.model_id = f"llama.cpp|{self.path.name}|{self.path.stat().st_size}"
+        self.context = min(context, self.llm.n_ctx())  # llama.cpp may round its own up; its buffers are context long
 
     def prompt_group_log_probs(self, prompt_ids: list[int], sqls: list[list[int]]) -> list[list[float]]:
         """Log-probabilities of each SQL's tokens after one shared prompt, which runs once (its
-        key/value cache is kept while each SQL runs after it)."""
+        key/value cache is kept while each SQL runs after it). A SQL that does not fit in the
+        context after the prompt gets NaN (its features are then missing, as for any unscored span)."""
         import numpy as np
 
         llm, n = self.llm, len(prompt_ids)
-        if n + max(map(len, sqls)) > llm.n_ctx():
-            raise ValueError(f"prompt of {n} tokens and SQL too long for the context ({llm.n_ctx()})")
-        llm.reset()
-        llm.eval(prompt_ids)
+        fits = [n + len(sql) <= self.context for sql in sqls]
+        if any(fits):
+            llm.reset()
+            llm.eval(prompt_ids)
         out = []
-        for sql in sqls:
+        for sql, fit in zip(sqls, fits):
+            if not fit:
+                out.append([float("nan")] * len(sql))
+                continue
             llm.n_tokens = n  # eval() drops the cache after the prompt
             if len(sql) > 1:
                 llm.eval(sql[:-1])
