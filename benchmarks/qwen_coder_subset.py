@@ -12,7 +12,8 @@ are of the run that scored (the printed "new pairs" says how many were scored in
         --data-root ../shared/data/spider --predictions ../shared/data/predictions/spider_dev \
         --questions 60 --cache-dir runs/qwen_subset/scores --out runs/qwen_subset
 
-Needs ``make setup-qwen``; runs the embedder part with ``--embed`` (layer 0: the paper's input
+``--lms qwen_coder qwen_coder_llama_cpp`` times the same GGUF run by transformers (float32 copy) and
+by llama.cpp side by side. Needs ``make setup-qwen``; runs the embedder part with ``--embed`` (layer 0: the paper's input
 table; ``--embed-layers 2`` also times the first decoder layers whose hidden states would be cached).
 """
 
