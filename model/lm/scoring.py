@@ -145,8 +145,16 @@ def _cache_key(model_id: str, prompt: str, sql: str) -> str:
     return hashlib.sha256(f"{model_id}\x00{prompt}\x00{sql}".encode()).hexdigest()
 
 
+def _llama_cpp(model) -> bool:
+    """Whether ``model`` is a GGUF run by llama.cpp (``<name>@llama.cpp``): it scores on the CPU it
+    was built for, through its own ``prompt_group_log_probs``."""
+    from model.lm.load import LlamaCppLM
+
+    return isinstance(model, LlamaCppLM)
+
+
 def _model_id(model) -> str:
-    if hasattr(model, "model_id"):  # model.lm.load.LlamaCppLM
+    if _llama_cpp(model):
         return model.model_id
     cfg = model.config
     model_id = f"{getattr(cfg, '_name_or_path', '')}|{cfg.model_type}|{cfg.vocab_size}|{model.num_parameters()}"
@@ -206,7 +214,7 @@ def _sql_log_probs(model, tokenizer, items: Sequence[tuple[str, str]], batch_tok
     `score_sql` and `token_probabilities` (deduplication, length-sorted batches, disk cache)."""
     from tqdm.auto import tqdm
 
-    llama_cpp = hasattr(model, "prompt_group_log_probs")  # model.lm.load.LlamaCppLM: its own device
+    llama_cpp = _llama_cpp(model)
     if not llama_cpp:
         device = torch.device(device) if device is not None else next(model.parameters()).device
     model_id = _model_id(model)
@@ -404,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     questions = load_questions(args.data_root, args.split)
     schemas = load_schemas(args.data_root)
     model, tokenizer = load_causal_lm(args.model, args.gguf_file, dtype=getattr(torch, args.dtype))
-    if not hasattr(model, "prompt_group_log_probs"):  # llama.cpp (<name>@llama.cpp) runs where it was built for
+    if not _llama_cpp(model):
         model.to(args.device)
     by_id = {q.question_id: q for q in questions[: args.limit]}  # positional files need all questions
     preds = [p for f in prediction_files(args.predictions) for p in load_predictions(f, questions)
