@@ -275,6 +275,18 @@ def write_rows(path: Path, table, test: dict) -> None:
                                 "site_scores": [round(float(v), 6) for v in test[k][1]]}) + "\n")
 
 
+def measure(table, roles, config, write: Path | None = None, name: str = "") -> tuple[dict, float, float]:
+    """One cross-fitting of ``table`` (the project's own folds, node model and site head as set):
+    its out-of-fold localisation, node AUC and seconds; with ``write``, its rows to
+    ``<write>/<name>.jsonl`` for ``site_misses.py``."""
+    start = time.perf_counter()
+    test, _, _ = boosted.crossfit(table, roles, config, progress=False)
+    where, node_auc = read_out_of_fold(table, test)
+    if write:
+        write_rows(write / f"{name}.jsonl", table, test)
+    return where, node_auc, time.perf_counter() - start
+
+
 DEFAULT_HEAD = boosted.fit_site_head
 
 
@@ -315,16 +327,12 @@ def main() -> None:
                                  else pairwise_site_head(variant == "hgb_pairwise") if variant.endswith("pairwise")
                                  else lightgbm_site_head(variant.split("_", 1)[1]))
         boosted.site_head_scores = tree_context_scores
-        start = time.perf_counter()
         variant_config = dataclasses.replace(config, site_bags=BAGS if bagged else config.site_bags,
                                              site_labels="tree" if base in ("tree_sites", "tree_both") else "execution")
         table.site_labels = variant_config.site_labels  # model.site_labels: the sites the head learns
-        test, _, _ = boosted.crossfit(table, roles, variant_config, progress=False)
-        where, node_auc = read_out_of_fold(table, test)
+        where, node_auc, seconds = measure(table, roles, variant_config, args.write, variant)
         print(f"| {variant} | {where['n_wrong_queries']} | {where['top1']:.3f} | {where['top3']:.3f} | "
-              f"{where['mrr']:.3f} | {node_auc:.3f} | {time.perf_counter() - start:.0f} |", flush=True)
-        if args.write:
-            write_rows(args.write / f"{variant}.jsonl", table, test)
+              f"{where['mrr']:.3f} | {node_auc:.3f} | {seconds:.0f} |", flush=True)
     boosted.fit_site_head = default_head
     boosted.site_head_scores = DEFAULT_SCORES
 

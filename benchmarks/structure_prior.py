@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 from omegaconf import OmegaConf
-from site_ranker import read_out_of_fold, write_rows
+from site_ranker import measure
 
 import rat
 from model.data.datasets import load_questions, load_schemas
@@ -151,13 +151,9 @@ def main() -> None:
     for variant in ("today", "structure_prior"):
         table.names = names if variant == "today" else (*names, *NAMES)
         table.features = features if variant == "today" else [np.hstack([f, x]) for f, x in zip(features, extra)]
-        start = time.perf_counter()
-        test, _, _ = boosted.crossfit(table, roles, config, progress=False)
-        where, node_auc = read_out_of_fold(table, test)
+        where, node_auc, seconds = measure(table, roles, config, args.write, variant)
         print(f"| {variant} | {args.k} | {where['top1']:.3f} | {where['top3']:.3f} | {where['mrr']:.3f} | "
-              f"{node_auc:.3f} | {time.perf_counter() - start:.0f} |", flush=True)
-        if args.write:
-            write_rows(args.write / f"{variant}.jsonl", table, test)
+              f"{node_auc:.3f} | {seconds:.0f} |", flush=True)
 
 if __name__ == "__main__":
     main()

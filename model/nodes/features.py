@@ -32,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -1010,6 +1011,15 @@ def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]]
     return [(s, e) for _, s, e in a], match
 
 
+@functools.lru_cache(maxsize=1)
+def _scorer_lm(lm_model: str | None):
+    """The scorer LM, loaded once per process: a scorer's batches (``Scorer.score_many``) each
+    read its span log-probs, and loading Qwen takes seconds."""
+    from model.lm import load_causal_lm
+
+    return load_causal_lm(lm_model)
+
+
 def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=None, tokenizer=None,
                      cache_path: Path | None = None, progress: bool = False,
                      lm_model: str | None = None) -> list[np.ndarray]:
@@ -1019,11 +1029,10 @@ def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=N
     written words matched to each node's canonical span. A node without a span, or whose words
     are not matched, gets NaN. ``lm_model``: the scorer LM when ``model`` is not given (``None``:
     the packaged SmolLM2; ``"qwen_coder"``...); its cache is ``scores_cache_path(lm_model)``."""
-    from model.lm import load_causal_lm
     from model.lm.scoring import prompt_text, scores_cache_path, token_probabilities
 
     if model is None or tokenizer is None:
-        model, tokenizer = load_causal_lm(lm_model)
+        model, tokenizer = _scorer_lm(lm_model)
     items = []
     for e in examples:
         schema = schemas.get(e.db_id)
