@@ -300,3 +300,11 @@ def test_a_literal_found_in_another_column_or_near_a_stored_value(demo):
     assert probe.columns_holding("'Poland'", ["no_such_table.country"]) is None
     assert probe.columns_holding("'Poland'", []) == set()
     assert np.isnan(probe.near_match("no_such_table", "country", "Poland"))
+
+
+def test_a_scorer_lm_that_is_not_installed_is_one_usage_error(demo, tmp_path):
+    from model.cli import UsageError
+
+    examples, schemas, _ = demo
+    with pytest.raises(UsageError, match="no GGUF file at"):
+        lm_span_features(examples[:1], schemas, lm_model=f"{tmp_path / 'none.gguf'}@llama.cpp")

@@ -1014,10 +1014,15 @@ def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]]
 @functools.lru_cache(maxsize=1)
 def _scorer_lm(lm_model: str | None):
     """The scorer LM, loaded once per process: a scorer's batches (``Scorer.score_many``) each
-    read its span log-probs, and loading Qwen takes seconds."""
+    read its span log-probs, and loading Qwen takes seconds. A scorer LM that is not installed is
+    a ``UsageError`` naming it (one line from train.py and rat-score)."""
+    from model.cli import UsageError
     from model.lm import load_causal_lm
 
-    return load_causal_lm(lm_model)
+    try:
+        return load_causal_lm(lm_model)
+    except (ImportError, OSError) as e:
+        raise UsageError(f"scorer LM {lm_model or 'smollm2 (packaged)'}: {str(e).splitlines()[0]}") from None
 
 
 def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=None, tokenizer=None,
