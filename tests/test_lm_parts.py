@@ -187,18 +187,23 @@ def test_qwen_embedder_is_the_lms_input_table():
 
 @pytest.mark.parametrize(("lm", "expected"), [(True, None), ("qwen_coder", "qwen_coder")])
 def test_model_lm_picks_the_span_features_scorer_and_its_own_cache(lm, expected, monkeypatch, tmp_path):
-    """`model.lm=true` is the packaged SmolLM2, `model.lm=qwen_coder` Qwen, each with its cache file."""
+    """`model.lm=true` is the packaged SmolLM2, `model.lm=qwen_coder` Qwen, each with its cache file;
+    the LM is loaded once per process (a scorer's every batch reads it)."""
     import model.lm
     import model.lm.scoring
-    from model.nodes.features import build_features, lm_span_features
+    from model.nodes.features import _scorer_lm, build_features, lm_span_features
 
     monkeypatch.setenv("RAT_CACHE", str(tmp_path))
     loaded, cached = [], []
     monkeypatch.setattr(model.lm, "load_causal_lm", lambda name=None, *a, **k: loaded.append(name) or ("m", "t"))
     monkeypatch.setattr(model.lm.scoring, "token_probabilities",
                         lambda m, t, items, cache_path=None, **k: cached.append(cache_path) or [])
-    lm_span_features([], {}, lm_model=None if lm is True else lm)
-    build_features([], {}, {}, lm=lm, use_cache=False)
+    _scorer_lm.cache_clear()
+    try:
+        lm_span_features([], {}, lm_model=None if lm is True else lm)
+        build_features([], {}, {}, lm=lm, use_cache=False)
+    finally:
+        _scorer_lm.cache_clear()  # never leave the fake model to later tests
     name = "smollm2" if expected is None else expected
-    assert loaded == [expected, expected]
+    assert loaded == [expected]
     assert cached == [tmp_path / "scores" / f"{name}.jsonl"] * 2
