@@ -30,7 +30,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from model.cli import UsageError
-from model.data.jsonl import write_json
+from model.data.jsonl import read_json, write_json
 from model.nodes.outputs import prediction_row
 from model.nodes.outputs import write_predictions as write_predictions_file
 
@@ -68,6 +68,11 @@ def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None =
     """One model: instantiate, fit (checkpoints under ``run_dir``), restore the best checkpoint,
     validate and (``test``) test it. Returns (metrics, model, trainer, best checkpoint path)."""
     L.seed_everything(cfg.seed, workers=True)
+    if torch.cuda.is_available():
+        # cuDNN's attention backward (the default SDPA backend on H100/H200 since torch 2.11) gives
+        # NaN gradients with a padding mask at some lengths (pytorch/pytorch#196678): 2 of 5 folds
+        # of the Qwen node model went NaN after 5-6 epochs. The other backends are exact.
+        torch.backends.cuda.enable_cudnn_sdp(False)
     model: L.LightningModule = hydra.utils.instantiate(cfg.model, _convert_="all")
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
     for c in callbacks:  # each fold of cross-fitting keeps its own checkpoints
@@ -100,6 +105,9 @@ def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None =
             metrics.update(_floats(results[0]) if results else {})
     elif best:
         model.load_state_dict(torch.load(best, map_location=model.device, weights_only=True)["state_dict"])
+    # Lightning hands the model back on the CPU after fitting: predictions (prediction_rows) run
+    # where it trained (on a GPU, a 116M-parameter encoder on the CPU took minutes per fold).
+    model.to(trainer.strategy.root_device)
     return metrics, model, trainer, best
 
 
@@ -131,6 +139,41 @@ def train_crossfit(cfg: DictConfig, datamodule) -> tuple[dict[str, float], dict[
                     {"best_checkpoints": best, **metrics})
     print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith("test/")), flush=True)
     return metrics, {"model": model, "datamodule": datamodule, "rows": rows, "best_checkpoints": best}
+
+
+def merge_crossfit_runs(run_dirs: list[str | Path], out_dir: str | Path) -> dict[str, float]:
+    """One cross-fitted run from runs that each ran some folds (``data.run_folds=[i]``: folds
+    trained side by side, or on different machines): their prediction files concatenated (each
+    fold keeps the calibration its own run fitted), ``data.json`` with every fold's databases,
+    ``config.json`` of the first run, and the test node summary in ``metrics.json`` (returned).
+    Two runs holding the same fold are refused."""
+    from model.nodes.outputs import read_predictions
+
+    runs = [Path(r) for r in run_dirs]
+    rows: dict[str, list[dict]] = {"val": [], "test": []}
+    folds: dict[str, list] = {}
+    for run in runs:
+        info = read_json(run / "data.json")
+        if info.get("protocol") != "crossfit":
+            raise UsageError(f"{run}: not a cross-fitted run (data.json has no folds)")
+        repeated = sorted(set(info["folds"]) & set(folds))
+        if repeated:
+            raise UsageError(f"{run}: fold(s) {repeated} are already in another run")
+        folds.update(info["folds"])
+        for split in rows:
+            rows[split] += read_predictions(run / "predictions" / f"{split}.jsonl")
+    out_dir = Path(out_dir)
+    for split in rows:
+        write_predictions_file(out_dir / "predictions" / f"{split}.jsonl", rows[split])
+    config = read_json(runs[0] / "config.json")
+    config["data"]["run_folds"] = sorted(int(f) for f in folds)
+    config["merged_from"] = [str(r) for r in runs]
+    write_json(out_dir / "config.json", config)
+    (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(config)))
+    write_json(out_dir / "data.json", {"protocol": "crossfit", "folds": dict(sorted(folds.items()))})
+    metrics = {f"{split}/{k}": v for split in rows for k, v in _node_summary(rows[split]).items()}
+    write_json(out_dir / "metrics.json", metrics)
+    return metrics
 
 
 def calibrate_folds(rows: dict[str, list[dict]], kind: str = "platt") -> None:
@@ -244,3 +287,29 @@ def check_data(cfg: DictConfig) -> None:
 
 def _floats(values: dict) -> dict[str, float]:
     return {k: float(v) for k, v in values.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m model.train merge --out <run> <fold run> [<fold run> ...]``: merge runs that each
+    cross-fitted some folds (``data.run_folds=[i]``) into one run for ``evaluate.py``."""
+    import argparse
+
+    from model.cli import user_errors
+
+    parser = argparse.ArgumentParser(prog="python -m model.train", description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    merge = sub.add_parser("merge", help="merge cross-fitted runs of different folds")
+    merge.add_argument("--out", required=True, help="the merged run directory")
+    merge.add_argument("runs", nargs="+", help="run directories, each with some folds")
+    args = parser.parse_args(argv)
+    with user_errors(parser.prog):
+        missing = [r for r in args.runs if not (Path(r) / "data.json").is_file()]
+        if missing:
+            raise UsageError(f"{missing[0]}: not a run directory (no data.json)")
+        metrics = merge_crossfit_runs(args.runs, args.out)
+        print(f"{args.out}: " + "  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith("test/")))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -45,6 +45,15 @@ def write_jsonl(path: str | Path, rows: Iterable[dict], append: bool = False) ->
     return n
 
 
+def read_json(path: str | Path):
+    """One JSON document (a run's metrics or config); not JSON is an error naming the file."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e.msg})") from None
+
+
 def write_json(path: str | Path, value) -> None:
     """One indented JSON document (metrics, configs of a run), creating the folder."""
     path = Path(path)

@@ -69,6 +69,9 @@ class NodeDataModule(L.LightningDataModule):
         consensus: bool = False,  # attach each node's agreement with the question's other outputs
         holdout_system: str | None = None,  # leave one system out: train/val without it, test only it
         labels: str = "execution",  # execution | tree: build_examples(labels=...)
+        sources_file: str | None = None,  # the built, tokenized sources: read when the file exists
+        # (no data folder, databases or tokenizer needed: a GPU machine trains from it), else
+        # built and written there (write_sources)
     ):
         from model.cli import UsageError
 
@@ -146,6 +149,10 @@ class NodeDataModule(L.LightningDataModule):
             return
         from model.nodes.examples import tokenize_examples
 
+        path = self.hparams.sources_file
+        if path and Path(path).is_file():
+            self.pad_id, self.sources = read_sources(path, self.sources_key())
+            return
         built = self._build()
         tokenizer = self.tokenizer()
         self.pad_id = pad_id(tokenizer)
@@ -154,6 +161,20 @@ class NodeDataModule(L.LightningDataModule):
             if self.hparams.consensus:
                 attach_agreements(tokenized)
             self.sources[name] = tokenized
+        if path:
+            write_sources(path, self.sources_key(), self.pad_id, self.sources)
+
+    def sources_key(self) -> dict[str, Any]:
+        """The settings that decide what ``build_sources`` builds from a data folder (not where
+        the folder is): a sources file built under other settings is refused."""
+        h = self.hparams
+        names = ("train_split", "eval_split", "use_perturbations", "train_perturbations", "eval_perturbations",
+                 "max_questions", "lm_name_or_path", "lm_gguf_file", "max_tokens", "seed", "example_options",
+                 "train_gold", "consensus", "labels")
+        key = {n: h.get(n) for n in names}
+        key["predictions"] = _spec_names(h.predictions)
+        key["train_predictions"] = _spec_names(h.train_predictions)
+        return key
 
     def _eval_examples(self) -> list:
         return self.sources["eval_predicted"] or self.sources["eval_perturbed"]
@@ -307,6 +328,75 @@ class NodeDataModule(L.LightningDataModule):
 
 
 # ---------------------------------------------------------------------------------------------
+
+SOURCES_FORMAT = "rat-node-sources/1"
+
+
+def write_sources(path: str | Path, key: dict, pad: int, sources: dict[str, list]) -> None:
+    """The tokenized examples of every source in one gzipped JSON Lines file: a header line
+    (format, settings ``key``, pad id, counts), then one example a line with its ``source``."""
+    import gzip
+    import json
+    from dataclasses import asdict
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with gzip.open(tmp, "wt") as f:
+        header = {"format": SOURCES_FORMAT, "key": key, "pad_id": pad,
+                  "counts": {name: len(examples) for name, examples in sources.items()}}
+        f.write(json.dumps(header) + "\n")
+        for name, examples in sources.items():
+            for e in examples:
+                f.write(json.dumps({"source": name, **asdict(e)}) + "\n")
+    tmp.replace(path)
+
+
+def read_sources(path: str | Path, key: dict | None = None) -> tuple[int, dict[str, list]]:
+    """(pad id, sources) of a file written by ``write_sources``; plain JSON, nothing executed.
+    With ``key``, a file built under other settings is a UsageError naming the first that differs.
+
+    >>> import tempfile, os
+    >>> from model.nodes.examples import TokenizedExample
+    >>> e = TokenizedExample([5, 6], [1], [1], "q1", "db", "sys", "SELECT 1", ["Project"], True)
+    >>> p = os.path.join(tempfile.mkdtemp(), "s.jsonl.gz")
+    >>> write_sources(p, {"max_tokens": 64}, 0, {"eval_predicted": [e], "train_side": []})
+    >>> pad, sources = read_sources(p, {"max_tokens": 64}); sources["eval_predicted"] == [e], sources["train_side"]
+    (True, [])
+    >>> read_sources(p, {"max_tokens": 128})
+    Traceback (most recent call last):
+    model.cli.UsageError: data.sources_file=...s.jsonl.gz was built with max_tokens=64, not 128: delete it to rebuild
+    """
+    import gzip
+    import json
+
+    from model.cli import UsageError
+    from model.nodes.examples import TokenizedExample
+
+    path = Path(path)
+    try:
+        with gzip.open(path, "rt") as f:
+            header = json.loads(f.readline())
+            if header.get("format") != SOURCES_FORMAT:
+                raise UsageError(f"data.sources_file={path}: not a sources file ({SOURCES_FORMAT})")
+            for name, value in (key or {}).items():
+                if header["key"].get(name) != value:
+                    raise UsageError(f"data.sources_file={path} was built with {name}={header['key'].get(name)}, "
+                                     f"not {value}: delete it to rebuild")
+            sources: dict[str, list] = {name: [] for name in header["counts"]}
+            for line in f:
+                row = json.loads(line)
+                sources[row.pop("source")].append(TokenizedExample(**row))
+    except (OSError, EOFError, json.JSONDecodeError, KeyError, TypeError) as err:
+        raise UsageError(f"data.sources_file={path}: cannot read it ({err})") from None
+    return int(header["pad_id"]), sources
+
+
+def _spec_names(spec: str | Sequence[str] | None) -> list[str] | None:
+    """The file-name part of prediction globs (the folders differ between machines)."""
+    if spec is None:
+        return None
+    return [Path(str(s)).name for s in ([spec] if isinstance(spec, (str, Path)) else spec)]
 
 
 def split_databases(

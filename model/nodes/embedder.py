@@ -4,6 +4,11 @@
 no LM forward at all. ``layer=k>0`` runs only the first ``k`` decoder layers and caches each
 input's hidden states (in memory, and on disk when ``cache_dir`` is set), so epochs after the first
 read them instead of running the LM again.
+
+A layer-0 embedder can also read an exported table (``table=``): the LM's rows for just the tokens
+a data set uses (``export_table``; ``python -m model.nodes.embedder``), a few MB instead of the whole
+LM, so a machine that holds neither the LM nor its tokenizer (a lent GPU) trains the same model
+from a sources file (``data.sources_file``).
 """
 
 from __future__ import annotations
@@ -40,18 +45,29 @@ class FrozenEmbedder(nn.Module):
         cache_dir: str | Path | None = None,
         dtype: str = "float32",
         batch_size: int = 8,
+        table: str | Path | None = None,
     ):
         super().__init__()
         if layer < 0:
             raise ValueError(f"embedder layer must be >= 0, found {layer}")
-        lm, _ = load_causal_lm(name_or_path, gguf_file, lm_cache_dir, dtype=getattr(torch, dtype))
+        if table is not None and layer != 0:
+            raise ValueError(f"embedder.table holds input-table rows (layer 0); found layer={layer}")
         self.layer = layer
+        self._memory: dict[str, torch.Tensor] = {}  # ids digest -> (tokens, hidden_size) float16
+        self.batch_size = batch_size
+        self.cache_dir = None
+        if table is not None:
+            frozen = TableRows.load(table)
+            self.hidden_size = frozen.hidden_size
+            self.cache_key = f"{Path(table).stem}-layer0"
+            self.__dict__["frozen"] = frozen.requires_grad_(False).eval()
+            return
+        lm, _ = load_causal_lm(name_or_path, gguf_file, lm_cache_dir, dtype=getattr(torch, dtype))
         self.hidden_size: int = lm.config.hidden_size
-        self.batch_size = batch_size  # rows per LM forward when filling the cache (layer > 0)
+        # batch_size: rows per LM forward when filling the cache (layer > 0)
         name = Path(gguf_file).stem if gguf_file else str(name_or_path or "smollm2-packaged")
         self.cache_key = f"{name.replace('/', '--')}-{dtype}-layer{layer}"
         self.cache_dir = Path(cache_dir) / self.cache_key if cache_dir and layer > 0 else None
-        self._memory: dict[str, torch.Tensor] = {}  # ids digest -> (tokens, hidden_size) float16
         if layer == 0:
             frozen: nn.Module = lm.get_input_embeddings()
         else:
@@ -126,6 +142,80 @@ class FrozenEmbedder(nn.Module):
         tmp.replace(path)
 
 
+class TableRows(nn.Module):
+    """An LM's input-embedding rows for some token ids: ``forward(input_ids)`` is the LM's own
+    lookup for those ids, and an id outside the table is an error naming it (the table was
+    exported for other data)."""
+
+    def __init__(self, ids: torch.Tensor, vectors: torch.Tensor, source: str = "table"):
+        super().__init__()
+        self.source, self.hidden_size = source, int(vectors.shape[1])
+        row_of = torch.full((int(ids.max()) + 1,), -1, dtype=torch.long)
+        row_of[ids.long()] = torch.arange(len(ids))
+        self.register_buffer("row_of", row_of)  # (largest id + 1,) row of each id, -1 = absent
+        self.register_buffer("vectors", vectors)  # (rows, hidden_size)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TableRows:
+        """Read a table written by ``export_table`` (safetensors: tensors only, nothing executed)."""
+        from safetensors.torch import load_file
+
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"embedder.table={path}: no such file (python -m model.nodes.embedder writes it)")
+        tensors = load_file(str(path))
+        return cls(tensors["ids"], tensors["vectors"], str(path))
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        inside = input_ids < len(self.row_of)
+        rows = torch.where(inside, self.row_of[input_ids.clamp(max=len(self.row_of) - 1)], -1)
+        if bool((rows < 0).any()):
+            missing = sorted(set(input_ids[rows < 0].tolist()))
+            raise ValueError(f"token ids {missing[:5]} ({len(missing)} in all) are not in the embedding table "
+                             f"{self.source}: export it from the sources you train on")
+        return self.vectors[rows]  # (batch, tokens, hidden_size)
+
+
+def export_table(ids, path: str | Path, name_or_path: str | None = None, gguf_file: str | None = None,
+                 lm_cache_dir: str | Path | None = None, dtype: str = "float16") -> int:
+    """Write the LM's input-embedding rows for ``ids`` (and nothing else) to ``path``
+    (safetensors); returns the number of rows. ``FrozenEmbedder(table=path)`` reads them."""
+    from safetensors.torch import save_file
+
+    lm, _ = load_causal_lm(name_or_path, gguf_file, lm_cache_dir)
+    ids = torch.tensor(sorted({int(i) for i in ids}), dtype=torch.long)
+    vectors = lm.get_input_embeddings().weight[ids].detach().to(getattr(torch, dtype)).contiguous()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    save_file({"ids": ids, "vectors": vectors}, str(path),
+              metadata={"model": str(name_or_path or "smollm2-packaged"), "gguf_file": str(gguf_file or "")})
+    return len(ids)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m model.nodes.embedder --sources <data.sources_file> --out <table> [--model name]``:
+    export the input-embedding rows of the tokens in a sources file."""
+    import argparse
+
+    from model.cli import UsageError, user_errors
+    from model.nodes.datamodule import read_sources
+
+    parser = argparse.ArgumentParser(prog="python -m model.nodes.embedder", description=main.__doc__)
+    parser.add_argument("--sources", required=True, help="a data.sources_file written by train.py")
+    parser.add_argument("--out", required=True, help="the table to write (.safetensors)")
+    parser.add_argument("--model", default=None, help="the embedder (model.embedder.name_or_path); default: the packaged SmolLM2")
+    parser.add_argument("--gguf-file", default=None)
+    parser.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
+    args = parser.parse_args(argv)
+    with user_errors(parser.prog):
+        if not Path(args.sources).is_file():
+            raise UsageError(f"--sources {args.sources}: no such file")
+        pad, sources = read_sources(args.sources)
+        ids = {pad} | {i for examples in sources.values() for e in examples for i in e.input_ids}
+        rows = export_table(ids, args.out, args.model, args.gguf_file, dtype=args.dtype)
+        print(f"{args.out}: {rows} rows of {args.model or 'smollm2-packaged'}'s input embeddings")
+    return 0
+
+
 def _digest(ids: torch.Tensor) -> str:
     """A stable key for one unpadded row of token ids."""
     return hashlib.sha1(np.asarray(ids.tolist(), dtype=np.int64).tobytes()).hexdigest()
@@ -149,3 +239,7 @@ def _truncated_decoder(lm: nn.Module, layer: int) -> nn.Module:
             setattr(base, norm, nn.Identity())  # hidden states *after k layers*, not re-normalised
     base.config.use_cache = False
     return base
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
