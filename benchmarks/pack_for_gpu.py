@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     import hydra
     from hydra import compose, initialize_config_dir
 
-    from model.nodes.embedder import export_table
+    from model.nodes.embedder import export_table, table_ids
 
     out = Path(args.out)
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     datamodule.build_sources()
     counts = {name: len(examples) for name, examples in datamodule.sources.items()}
     print(f"sources: {counts} ({time.perf_counter() - start:.0f} s)", flush=True)
-    ids = {datamodule.pad_id} | {i for ex in datamodule.sources.values() for e in ex for i in e.input_ids}
+    ids = table_ids(datamodule.pad_id, datamodule.sources)
     e = cfg.model.embedder
     rows = export_table(ids, out / "table.safetensors", e.name_or_path, e.gguf_file, e.lm_cache_dir, args.dtype)
     for name in ("sources.jsonl.gz", "table.safetensors"):

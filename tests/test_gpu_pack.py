@@ -11,7 +11,7 @@ import torch
 import model.nodes.embedder as embedder_module
 from model.cli import UsageError
 from model.nodes.datamodule import NodeDataModule, read_sources
-from model.nodes.embedder import FrozenEmbedder, TableRows, export_table
+from model.nodes.embedder import FrozenEmbedder, TableRows, export_table, table_ids
 from model.train import main as train_main
 from model.train import merge_crossfit_runs, train
 from tests.test_train import TINY, compose_cfg
@@ -29,7 +29,7 @@ def test_a_pack_reproduces_the_run_without_tokenizer_or_lm_and_folds_merge(tmp_p
     built = _run(tmp_path, "built", "data.run_folds=[0]", f"data.sources_file={sources}")
     pad, read = read_sources(sources)
     assert read["eval_predicted"] and all(e.input_ids and e.node_labels for e in read["eval_predicted"])
-    ids = {pad} | {i for examples in read.values() for e in examples for i in e.input_ids}
+    ids = table_ids(pad, read)
     table = tmp_path / "pack" / "table.safetensors"
     assert export_table(ids, table, dtype="float32") == len(ids)
 
@@ -66,8 +66,10 @@ def test_table_rows_are_the_lms_rows_and_refuse_ids_they_lack(tmp_path):
     assert torch.equal(FrozenEmbedder(table=table)(ids, torch.ones_like(ids)), full)
     with pytest.raises(ValueError, match=r"token ids \[8, 100000\] \(2 in all\) are not in the embedding table"):
         TableRows.load(table)(torch.tensor([[7, 8, 100000]]))
-    with pytest.raises(ValueError, match="layer 0"):
+    with pytest.raises(UsageError, match="layer 0"):
         FrozenEmbedder(table=table, layer=2)
+    with pytest.raises(UsageError, match="model.embedder.table=.*nope.safetensors: no such file"):
+        FrozenEmbedder(table=tmp_path / "nope.safetensors")
 
 
 def test_merge_and_export_commands_name_a_bad_input_in_one_line(tmp_path, capsys):

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from model.cli import UsageError
 from model.lm import load_causal_lm
 
 # Attribute names of the decoder-layer list and the final norm across HF architectures.
@@ -51,10 +52,10 @@ class FrozenEmbedder(nn.Module):
         if layer < 0:
             raise ValueError(f"embedder layer must be >= 0, found {layer}")
         if table is not None and layer != 0:
-            raise ValueError(f"embedder.table holds input-table rows (layer 0); found layer={layer}")
+            raise UsageError(f"model.embedder.table holds input-table rows (layer 0); found layer={layer}")
         self.layer = layer
         self._memory: dict[str, torch.Tensor] = {}  # ids digest -> (tokens, hidden_size) float16
-        self.batch_size = batch_size
+        self.batch_size = batch_size  # rows per LM forward when filling the cache (layer > 0)
         self.cache_dir = None
         if table is not None:
             frozen = TableRows.load(table)
@@ -64,7 +65,6 @@ class FrozenEmbedder(nn.Module):
             return
         lm, _ = load_causal_lm(name_or_path, gguf_file, lm_cache_dir, dtype=getattr(torch, dtype))
         self.hidden_size: int = lm.config.hidden_size
-        # batch_size: rows per LM forward when filling the cache (layer > 0)
         name = Path(gguf_file).stem if gguf_file else str(name_or_path or "smollm2-packaged")
         self.cache_key = f"{name.replace('/', '--')}-{dtype}-layer{layer}"
         self.cache_dir = Path(cache_dir) / self.cache_key if cache_dir and layer > 0 else None
@@ -162,7 +162,7 @@ class TableRows(nn.Module):
 
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"embedder.table={path}: no such file (python -m model.nodes.embedder writes it)")
+            raise UsageError(f"model.embedder.table={path}: no such file (python -m model.nodes.embedder writes it)")
         tensors = load_file(str(path))
         return cls(tensors["ids"], tensors["vectors"], str(path))
 
@@ -174,6 +174,12 @@ class TableRows(nn.Module):
             raise ValueError(f"token ids {missing[:5]} ({len(missing)} in all) are not in the embedding table "
                              f"{self.source}: export it from the sources you train on")
         return self.vectors[rows]  # (batch, tokens, hidden_size)
+
+
+def table_ids(pad: int, sources: dict[str, list]) -> set[int]:
+    """The token ids an exported table needs for ``sources`` (``read_sources``): every input's
+    and the padding id."""
+    return {pad} | {i for examples in sources.values() for e in examples for i in e.input_ids}
 
 
 def export_table(ids, path: str | Path, name_or_path: str | None = None, gguf_file: str | None = None,
@@ -196,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     export the input-embedding rows of the tokens in a sources file."""
     import argparse
 
-    from model.cli import UsageError, user_errors
+    from model.cli import user_errors
     from model.nodes.datamodule import read_sources
 
     parser = argparse.ArgumentParser(prog="python -m model.nodes.embedder", description=main.__doc__)
@@ -209,9 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     with user_errors(parser.prog):
         if not Path(args.sources).is_file():
             raise UsageError(f"--sources {args.sources}: no such file")
-        pad, sources = read_sources(args.sources)
-        ids = {pad} | {i for examples in sources.values() for e in examples for i in e.input_ids}
-        rows = export_table(ids, args.out, args.model, args.gguf_file, dtype=args.dtype)
+        rows = export_table(table_ids(*read_sources(args.sources)), args.out, args.model, args.gguf_file, dtype=args.dtype)
         print(f"{args.out}: {rows} rows of {args.model or 'smollm2-packaged'}'s input embeddings")
     return 0
 
