@@ -163,8 +163,8 @@ def merge_crossfit_runs(run_dirs: list[str | Path], out_dir: str | Path) -> dict
         for split in rows:
             rows[split] += read_predictions(run / "predictions" / f"{split}.jsonl")
     out_dir = Path(out_dir)
-    for split in rows:
-        write_predictions_file(out_dir / "predictions" / f"{split}.jsonl", rows[split])
+    for split, split_rows in rows.items():
+        write_predictions_file(out_dir / "predictions" / f"{split}.jsonl", split_rows)
     config = read_json(runs[0] / "config.json")
     config["data"]["run_folds"] = sorted(int(f) for f in folds)
     config["merged_from"] = [str(r) for r in runs]
