@@ -141,12 +141,14 @@ def train_crossfit(cfg: DictConfig, datamodule) -> tuple[dict[str, float], dict[
     return metrics, {"model": model, "datamodule": datamodule, "rows": rows, "best_checkpoints": best}
 
 
-def merge_crossfit_runs(run_dirs: list[str | Path], out_dir: str | Path) -> dict[str, float]:
+def merge_crossfit_runs(run_dirs: list[str | Path], out_dir: str | Path,
+                        data_root: str | None = None) -> dict[str, float]:
     """One cross-fitted run from runs that each ran some folds (``data.run_folds=[i]``: folds
     trained side by side, or on different machines): their prediction files concatenated (each
     fold keeps the calibration its own run fitted), ``data.json`` with every fold's databases,
-    ``config.json`` of the first run, and the test node summary in ``metrics.json`` (returned).
-    Two runs holding the same fold are refused."""
+    ``config.json`` of the first run (its ``data.root`` replaced by ``data_root`` when given: the
+    folds trained where the data was not), and the test node summary in ``metrics.json``
+    (returned). Two runs holding the same fold are refused."""
     from model.nodes.outputs import read_predictions
 
     runs = [Path(r) for r in run_dirs]
@@ -168,6 +170,8 @@ def merge_crossfit_runs(run_dirs: list[str | Path], out_dir: str | Path) -> dict
     config = read_json(runs[0] / "config.json")
     config["data"]["run_folds"] = sorted(int(f) for f in folds)
     config["merged_from"] = [str(r) for r in runs]
+    if data_root is not None:
+        config["data"]["root"] = str(Path(data_root).resolve())
     write_json(out_dir / "config.json", config)
     (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(config)))
     write_json(out_dir / "data.json", {"protocol": "crossfit", "folds": dict(sorted(folds.items()))})
@@ -300,13 +304,17 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     merge = sub.add_parser("merge", help="merge cross-fitted runs of different folds")
     merge.add_argument("--out", required=True, help="the merged run directory")
+    merge.add_argument("--data-root", default=None,
+                       help="the data folder evaluate.py should read (default: the first run's data.root)")
     merge.add_argument("runs", nargs="+", help="run directories, each with some folds")
     args = parser.parse_args(argv)
     with user_errors(parser.prog):
         missing = [r for r in args.runs if not (Path(r) / "data.json").is_file()]
         if missing:
             raise UsageError(f"{missing[0]}: not a run directory (no data.json)")
-        metrics = merge_crossfit_runs(args.runs, args.out)
+        if args.data_root is not None and not Path(args.data_root).is_dir():
+            raise UsageError(f"--data-root {args.data_root}: no such directory")
+        metrics = merge_crossfit_runs(args.runs, args.out, args.data_root)
         print(f"{args.out}: " + "  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith("test/")))
     return 0
 

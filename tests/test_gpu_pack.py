@@ -43,10 +43,12 @@ def test_a_pack_reproduces_the_run_without_tokenizer_or_lm_and_folds_merge(tmp_p
     assert (again / "predictions" / "test.jsonl").read_text() == (built / "predictions" / "test.jsonl").read_text()
 
     other = _run(tmp_path, "other", "data.run_folds=[1]", *packed)
-    metrics = merge_crossfit_runs([built, other], tmp_path / "merged")
+    metrics = merge_crossfit_runs([built, other], tmp_path / "merged", data_root=str(tmp_path))
     rows = [json.loads(line) for line in (tmp_path / "merged" / "predictions" / "test.jsonl").open()]
     assert {r["fold"] for r in rows} == {0, 1} and metrics["test/examples"] == len(rows)
     assert sorted(json.loads((tmp_path / "merged" / "data.json").read_text())["folds"]) == ["0", "1"]
+    config = json.loads((tmp_path / "merged" / "config.json").read_text())
+    assert config["data"]["root"] == str(tmp_path.resolve()) and config["data"]["run_folds"] == [0, 1]
     with pytest.raises(UsageError, match=r"fold\(s\) \['0'\] are already in another run"):
         merge_crossfit_runs([built, again], tmp_path / "twice")
 
