@@ -70,8 +70,9 @@ def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None =
     L.seed_everything(cfg.seed, workers=True)
     if torch.cuda.is_available():
         # cuDNN's attention backward (the default SDPA backend on H100/H200 since torch 2.11) gives
-        # NaN gradients with a padding mask at some lengths (pytorch/pytorch#196678): 2 of 5 folds
-        # of the Qwen node model went NaN after 5-6 epochs. The other backends are exact.
+        # NaN gradients with a padding mask at some lengths (pytorch/pytorch#196678); with it on,
+        # 2 of 5 folds of the Qwen node model went NaN after 5-6 epochs on an H200. The other
+        # backends compute the same attention.
         torch.backends.cuda.enable_cudnn_sdp(False)
     model: L.LightningModule = hydra.utils.instantiate(cfg.model, _convert_="all")
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
