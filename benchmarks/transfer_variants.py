@@ -55,8 +55,9 @@ Variants:
 - ``no_evidence``: the BIRD model learns from BIRD's questions without their evidence
   (``data.evidence=false``), as Spider's questions come; Spider -> BIRD still reads the evidence,
   as a user scoring BIRD would pass it;
-- ``lm``: with the scorer LM's span surprise (group ``lm``, ``model.lm=true``: SmolLM2; its
-  scores must be in the cache, or they are computed first, for an hour or more on a CPU);
+- ``lm``: with the scorer LM's span surprise (group ``lm``, ``model.lm=true``: SmolLM2, or the LM
+  ``--lm NAME`` names as ``model.lm=NAME`` would, e.g. ``--lm qwen_coder@llama.cpp``; its scores
+  must be in the cache, or they are computed first, for an hour or more on a CPU);
 - ``additive``: the node model with one split per tree (``max_depth=1``, 600 trees, learning rate
   0.1): a sum of one function per feature, no interactions, which may extrapolate across
   benchmarks more gently;
@@ -150,7 +151,7 @@ SMALL_HGB = {"learning_rate": 0.05, "max_iter": 150, "max_leaf_nodes": 15, "min_
              "l2_regularization": 5.0}
 
 
-def table(name: str, labels: str, lm: bool = False, evidence: bool = True, consensus: bool = False,
+def table(name: str, labels: str, lm: bool | str = False, evidence: bool = True, consensus: bool = False,
           perturbations: int = 0, split: str = "dev") -> NodeTable:
     """The benchmark's predictions and features; with ``perturbations``, followed (as
     ``train_side`` rows: ``load_table``'s ``data.train_perturbations`` / ``data.eval_perturbations``)
@@ -384,6 +385,13 @@ def main() -> None:
         except (IndexError, ValueError):
             usage_error("--perturbations takes a number")
         argv = argv[:at] + argv[at + 2:]
+    lm_name: bool | str = True  # the lm variant's scorer LM: True = the packaged SmolLM2 (model.lm=true)
+    if "--lm" in argv:  # e.g. --lm qwen_coder@llama.cpp (its scores cached by an earlier train.py run)
+        at = argv.index("--lm")
+        if at + 1 >= len(argv):
+            usage_error("--lm takes a scorer LM's name (as model.lm=)")
+        lm_name = argv[at + 1]
+        argv = argv[:at] + argv[at + 2:]
     args = [a for a in argv if a not in ("--label-control", "--in-domain")]
     control, reference = "--label-control" in argv, "--in-domain" in argv
     variants = args[0].split(",") if args else list(VARIANTS)
@@ -391,7 +399,7 @@ def main() -> None:
     if unknown:
         usage_error(f"unknown variant {unknown[0]!r} (one of {', '.join(VARIANTS)})")
     start = time.time()
-    lm = any("lm" in v.split("+") for v in variants)
+    lm = lm_name if any("lm" in v.split("+") for v in variants) else False
     cons = any({"consensus", "pseudo"} & set(v.split("+")) for v in variants)
     spider_exec, spider_tree = table("spider", "execution", lm, consensus=cons), table("spider", "tree", lm, consensus=cons)
     bird = table("bird", "execution", lm, consensus=cons)
