@@ -202,8 +202,23 @@ def _prompt_group_log_probs(model, prompt_ids: list[int], sql_batches: list[list
 
 
 def _load_cache(path: Path | None) -> dict[str, list[float]]:
+    r"""The scores a cache file holds. A run stopped while appending (killed, out of time) can
+    leave part of a line at the end: it is cut off, so that the next run's appends stay whole
+    lines, and those scores are computed again.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "s.jsonl"
+    >>> _ = p.write_text('{"key": "a", "token_log_probs": [-0.5]}\n{"key": "b", "token_lo')
+    >>> _load_cache(p), p.read_text()
+    ({'a': [-0.5]}, '{"key": "a", "token_log_probs": [-0.5]}\n')
+    """
     if path is None or not path.exists():
         return {}
+    data = path.read_bytes()
+    whole = data.rfind(b"\n") + 1
+    if whole < len(data):  # (a cache that is whole is only read: it may be read-only)
+        with path.open("rb+") as f:
+            f.truncate(whole)
     return {row["key"]: row["token_log_probs"] for row in iter_jsonl(path)}
 
 
