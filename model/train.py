@@ -315,7 +315,12 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"{missing[0]}: not a run directory (no data.json)")
         if args.data_root is not None and not Path(args.data_root).is_dir():
             raise UsageError(f"--data-root {args.data_root}: no such directory")
-        metrics = merge_crossfit_runs(args.runs, args.out, args.data_root)
+        try:
+            metrics = merge_crossfit_runs(args.runs, args.out, args.data_root)
+        except ValueError as err:  # a run's file that is not JSON: the message names it
+            if isinstance(err, UsageError):
+                raise
+            raise UsageError(str(err)) from None
         print(f"{args.out}: " + "  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith("test/")))
     return 0
 

@@ -79,6 +79,12 @@ def test_merge_and_export_commands_name_a_bad_input_in_one_line(tmp_path, capsys
         train_main(["merge", "--out", str(tmp_path / "m"), str(tmp_path / "nope")])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip() == f"python -m model.train: error: {tmp_path / 'nope'}: not a run directory (no data.json)"
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "data.json").write_text("{not json")
+    with pytest.raises(SystemExit) as exit_:
+        train_main(["merge", "--out", str(tmp_path / "m"), str(broken)])
+    assert capsys.readouterr().err.strip() == f"python -m model.train: error: {broken / 'data.json'}: not JSON (Expecting property name enclosed in double quotes)"
     with pytest.raises(SystemExit) as exit_:
         embedder_module.main(["--sources", str(tmp_path / "none.gz"), "--out", str(tmp_path / "t")])
     assert exit_.value.code == 2
