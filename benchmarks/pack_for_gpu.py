@@ -32,12 +32,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="train.py overrides (the run to pack)")
     args = parser.parse_args(argv)
 
+    from model.cli import user_errors
+
+    out = Path(args.out)
+    with user_errors("pack_for_gpu.py"):
+        return pack(args, out)
+
+
+def pack(args, out: Path) -> int:
     import hydra
     from hydra import compose, initialize_config_dir
 
     from model.nodes.embedder import export_table, table_ids
 
-    out = Path(args.out)
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("train", overrides=["logger=none", *args.overrides,
                                           f"data.sources_file={out / 'sources.jsonl.gz'}"])

@@ -66,7 +66,7 @@ def test_table_rows_are_the_lms_rows_and_refuse_ids_they_lack(tmp_path):
     ids = torch.tensor([[42, 7, 300]])
     full = FrozenEmbedder(layer=0)(ids, torch.ones_like(ids))
     assert torch.equal(FrozenEmbedder(table=table)(ids, torch.ones_like(ids)), full)
-    with pytest.raises(ValueError, match=r"token ids \[8, 100000\] \(2 in all\) are not in the embedding table"):
+    with pytest.raises(UsageError, match=r"token ids \[8, 100000\] \(2 in all\) are not in the embedding table"):
         TableRows.load(table)(torch.tensor([[7, 8, 100000]]))
     with pytest.raises(UsageError, match="layer 0"):
         FrozenEmbedder(table=table, layer=2)

@@ -145,7 +145,7 @@ class FrozenEmbedder(nn.Module):
 class TableRows(nn.Module):
     """An LM's input-embedding rows for some token ids: ``forward(input_ids)`` is the LM's own
     lookup for those ids, and an id outside the table is an error naming it (the table was
-    exported for other data)."""
+    exported for other data: a ``UsageError``, one line from train.py)."""
 
     def __init__(self, ids: torch.Tensor, vectors: torch.Tensor, source: str = "table"):
         super().__init__()
@@ -171,7 +171,7 @@ class TableRows(nn.Module):
         rows = torch.where(inside, self.row_of[input_ids.clamp(max=len(self.row_of) - 1)], -1)
         if bool((rows < 0).any()):
             missing = sorted(set(input_ids[rows < 0].tolist()))
-            raise ValueError(f"token ids {missing[:5]} ({len(missing)} in all) are not in the embedding table "
+            raise UsageError(f"token ids {missing[:5]} ({len(missing)} in all) are not in the embedding table "
                              f"{self.source}: export it from the sources you train on")
         return self.vectors[rows]  # (batch, tokens, hidden_size)
 
