@@ -22,6 +22,10 @@ EM), out of fold by database: the
 queries of each of 5 folds of databases are scored by the model adapted on the other folds'
 outputs (all systems). The tested benchmark's labels are read for the metrics only.
 
+``--quantiles rows``: a model trained with ``model.quantiles=true`` reads the tested
+benchmark's count features against that benchmark's own nodes (``Scorer.score_many``), not
+against its training nodes: the tested predictions' features are read, never their labels.
+
 ``--importance N``: grouped permutation importance (``model.nodes.boosted.group_importance``):
 the drop in node AUC on the tested benchmark when the columns of one feature group are permuted
 together, N repeats; for the transferred model, and with ``--in-domain`` for that run's
@@ -281,6 +285,9 @@ def main() -> None:
                         help="grouped permutation importance with N repeats (0: off)")
     parser.add_argument("--importance-by", choices=("group", "feature"), default="group",
                         help="with --importance: permute each feature group together (default) or each feature")
+    parser.add_argument("--quantiles", choices=("model", "rows"), default="model",
+                        help="a model trained with model.quantiles=true reads the count features against its "
+                             "training nodes (model) or the tested benchmark's own (rows: its features, no labels)")
     args = parser.parse_args()
     for path, what in ((args.model / "model.json", "--model"),
                        *(((args.adapt / "model.json", "--adapt"),) if args.adapt else ()),
@@ -308,7 +315,11 @@ def main() -> None:
              "database": database_path(root, e.db_id) if use_db else None,
              "question_id": e.question_id, "system": e.system} for e in examples]
     scorer = Scorer.load(args.model)
-    results = scorer.score_many(rows, progress=True, spans=False)
+    if args.importance and scorer.saved.quantiles is not None:
+        parser.error("--importance reads the features as computed; this model reads some as quantiles")
+    if args.quantiles == "rows" and scorer.saved.quantiles is None:
+        parser.error(f"--quantiles rows: {args.model} was trained without model.quantiles=true")
+    results = scorer.score_many(rows, progress=True, spans=False, quantiles=args.quantiles)
     kept = [(e, r) for e, r in zip(examples, results) if not isinstance(r, RowError)]
     correct = np.array([int(e.correct) for e, _ in kept])
     sites = [sum(error_sites(e.node_labels, e.node_arity)) for e, _ in kept if not e.correct]

@@ -13,7 +13,7 @@ Variants:
 - ``old_types``: BIRD's SQLite column types read as 'other', as before ``column_type`` knew them;
 - ``types``: the features as computed (every variant below has them);
 - ``drop_size``: without question_words, schema_tables, schema_columns (``model.drop=[benchmark_size]``);
-- ``quantile``: the most shifted count features (``SHIFTED``) replaced by their quantile among the
+- ``quantile``: the most shifted count features (``SHIFTED_FEATURES``, ``model.quantiles``) replaced by their quantile among the
   nodes of their own benchmark (each benchmark's empirical CDF, no labels used);
 - ``reweight``: training nodes weighted by how much they look like the tested benchmark's nodes
   (importance weights p/(1-p), clipped to [0.1, 10], from a classifier telling the two
@@ -134,9 +134,8 @@ from model.nodes.features import (
     KIND_CODE,
     categorical_mask,
 )
+from model.nodes.quantiles import SHIFTED_FEATURES, Quantiles
 
-SHIFTED = ["question_words", "schema_columns", "schema_tables", "tree_values", "tree_joins", "tree_size",
-           "tables_sharing_name"]
 QUERY_SIZE = ["tree_values", "tree_joins", "tree_size"]
 SHIFT_DROP, SHIFT_QUANTILE = 0.3, 0.1
 FEATURE_GROUP = {f.name: f.group for f in FEATURES}
@@ -212,17 +211,11 @@ def _apply(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
     if variant == "drop_query_size":
         keep = [j for j, n in enumerate(names) if n not in QUERY_SIZE]
     if variant in ("quantile", "quantile_shift"):  # each benchmark's own empirical CDF over its nodes
-        rows = np.vstack(xs)
         categorical = dict(zip(names, categorical_mask(names)))
-        shifted = SHIFTED if variant == "quantile" else [
+        shifted = SHIFTED_FEATURES if variant == "quantile" else [
             n for n in names if SHIFT.get(n, 0.0) > SHIFT_QUANTILE and not categorical[n]]
-        for n in (n for n in shifted if n in names):  # those a variant before kept
-            j = names.index(n)
-            seen = np.sort(rows[:, j][~np.isnan(rows[:, j])])
-            for x in xs:
-                v = x[:, j]
-                m = ~np.isnan(v)
-                v[m] = (np.searchsorted(seen, v[m], "left") + np.searchsorted(seen, v[m], "right")) / 2 / len(seen)
+        reference = Quantiles.fit(np.vstack(xs), names, shifted)  # those a variant before kept
+        xs = [reference.transform(x, names) for x in xs]
     return NodeTable(tab.examples, [x[:, keep] for x in xs], tuple(names[j] for j in keep), tab.root)
 
 

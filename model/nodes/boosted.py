@@ -62,6 +62,8 @@ class BoostedConfig:
     site_bags: int = 1  # > 1: the site head is that many models, each fitted on a bootstrap draw
     # of the wrong queries, their probabilities averaged
     monotone: bool = False  # the node model's confidence follows each feature's known direction
+    quantiles: bool = False  # the shifted count features read as quantiles among the run's nodes
+    # (model.nodes.quantiles: what a saved model keeps, and reads new queries against)
     feature_timeout_s: float = 5.0
     use_cache: bool = True
     lm: bool | str = False  # scorer-LM log-probabilities over node spans (features group lm):
@@ -136,6 +138,7 @@ class NodeTable:
     # the perturbations (data.use_perturbations): they only ever train, never validate or test
     # (those on an eval-split database only the folds in which it trains: fold_roles)
     site_labels: str = "execution"  # model.site_labels: "tree" adds the sites of tree labels
+    quantiles: Any = None  # model.quantiles: the reference (Quantiles) the features were read against
 
     @property
     def side_indices(self) -> list[int]:
@@ -225,7 +228,14 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
         features, names = stack_neural(examples, features, names, Path(config.stack), progress)
     if config.drop:
         features, names = drop_columns(features, names, config.drop)
-    return NodeTable(examples, features, names, root, train_side=len(side), site_labels=config.site_labels)
+    quantiles = None
+    if config.quantiles:  # every node of the run is the reference (features only, no labels)
+        from model.nodes.quantiles import Quantiles
+
+        quantiles = Quantiles.fit(np.vstack(features), names)
+        features = [quantiles.transform(x, names) for x in features]
+    return NodeTable(examples, features, names, root, train_side=len(side), site_labels=config.site_labels,
+                     quantiles=quantiles)
 
 
 def drop_columns(features: list[np.ndarray], names: tuple[str, ...], drop: Sequence[str]

@@ -222,6 +222,16 @@ class SavedModel:
     def feature_version(self) -> str:
         return self.info.get("feature_version", "")
 
+    @property
+    def quantiles(self):
+        """The reference its count features are read against (``model.quantiles``: the training
+        run's nodes; a ``Quantiles``), or None when it reads them as they are."""
+        if "quantiles" not in self.info:
+            return None
+        from model.nodes.quantiles import Quantiles
+
+        return Quantiles.from_dict(self.info["quantiles"])
+
     def node_confidence(self, x: np.ndarray, database: bool = True) -> np.ndarray:
         """Calibrated confidences of feature rows ``x`` (nodes, features); ``database``: whether
         the rows were computed with the query's database (it picks the calibrator)."""
@@ -418,7 +428,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
     side = list(side) if config.train_side != "none" else []
     node_rows = list(indices) + (side if config.train_side == "all" else [])
     x, y, sites = training_rows(table, node_rows, config, seed)
-    node_model = fit_classifier(x, y, table.names, config.hgb, seed)
+    node_model = fit_classifier(x, y, table.names, config.node_hgb(table.names), seed)
     raw = None
     if config.site_context and config.site_head:
         raw = _training_raw(node_rows, config, oof_raw, without_database, seed)
@@ -449,7 +459,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
         "method": config.method,
         "config": {"groups": config.groups, "lm": config.lm, "calibration": config.calibration,
                    "hgb": config.hgb, "site_hgb": config.site_hgb, "site_bags": config.site_bags,
-                   "monotone": config.monotone,
+                   "monotone": config.monotone, "quantiles": config.quantiles,
                    "drop": list(config.drop),
                    "database": config.database,
                    "test_database": config.test_database, "site_context": config.site_context,
@@ -467,6 +477,8 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
         # whole-query confidence's (cross-fitted over the same folds)
         "metrics": all_metrics,
     }
+    if table.quantiles is not None:  # what new queries' counts are read against (model.quantiles)
+        info["quantiles"] = table.quantiles.to_dict()
     saved = SavedModel(node_model, site_model, calibrator, query_calibrator, tuple(table.names),
                        typical_values(x_plain, y_plain, node_types, table.names), info, without)
     return saved, query_metrics

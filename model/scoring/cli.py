@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument("--out", type=Path, help="the JSONL to write (default: standard output)")
     many.add_argument("--report", type=Path, help="report.html path (default: beside --out)")
     many.add_argument("--no-reasons", action="store_true", help="skip per-node reasons (faster)")
+    many.add_argument("--quantiles", choices=("model", "rows"), default="model",
+                      help="for a model trained with model.quantiles=true: read the count features against "
+                           "the nodes it was trained on (model), or against the file's own (rows: outputs of "
+                           "another benchmark or domain; all rows are read before any is scored)")
     return parser
 
 
@@ -82,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"--predictions {path}: no such file")
         schemas = _schemas(args)
         scorer = _load_scorer(args.model)
+        if args.quantiles == "rows" and (args.sql or getattr(scorer.saved, "quantiles", None) is None):
+            raise UsageError(f"--quantiles rows: {'needs a prediction file' if args.sql else f'the model {args.model} does not read quantiles (trained without model.quantiles=true)'}")
         if args.sql:
             return score_one(scorer, args, schemas)
         return score_file(scorer, args, schemas)
@@ -219,7 +225,7 @@ def score_file(scorer, args, schemas: dict) -> int:
     total = len(rows) + sum(skipped.values())  # rows read, and rows no reader could take
     good = [r for r in rows if "_error" not in r]
     skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
-    results = scorer.score_many(good, progress=True, reasons=not args.no_reasons)
+    results = scorer.score_many(good, progress=True, reasons=not args.no_reasons, quantiles=args.quantiles)
     scored = [r for r in results if not isinstance(r, RowError)]
     for r in results:
         if isinstance(r, RowError):

@@ -190,7 +190,8 @@ class Scorer:
 
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
                    spans: bool = True, batch_size: int = 256, workers: int | None = None,
-                   features: Sequence[str] | None = None) -> list[ScoredQuery | RowError]:
+                   features: Sequence[str] | None = None, quantiles: str = "model"
+                   ) -> list[ScoredQuery | RowError]:
         """Score rows ``{sql, question, evidence, schema, database, db_id, question_id}`` (all but
         ``sql`` optional; BIRD's ``evidence`` is read as part of the question), in order; a row that cannot be scored comes back as a ``RowError``, never
         stops the batch. ``reasons`` adds reasons to low-confidence nodes; ``spans`` locates
@@ -198,16 +199,23 @@ class Scorer:
         features of a boosted model's batches (default: one per CPU core, up to 4, when there is
         more than one batch); the model itself runs in this process. ``features``: the feature
         columns each result's ``features`` holds (default: the model's own), e.g. another
-        model's, computed in the same pass (``model.scoring.adapt``)."""
+        model's, computed in the same pass (``model.scoring.adapt``). ``quantiles``, for a model
+        that reads its count features as quantiles (``model.quantiles``): ``"model"`` reads them
+        against the nodes it was trained on, ``"rows"`` against the scored rows' own nodes (all
+        of them, read before any is scored: outputs of another benchmark or domain, where the
+        training benchmark's sizes do not hold; no labels are read)."""
         rows = list(rows)
         if features is not None and self.saved is None:
             raise ValueError("features: the neural model has no named features")
+        if quantiles not in ("model", "rows"):
+            raise ValueError(f"quantiles must be 'model' or 'rows'; found {quantiles!r}")
         with _heap_frozen():
             return self._score_all(rows, progress, reasons, spans, batch_size, workers,
-                                   tuple(features) if features is not None else None)
+                                   tuple(features) if features is not None else None, quantiles == "rows")
 
     def _score_all(self, rows: list[Mapping], progress: bool, reasons: bool, spans: bool, batch_size: int,
-                   workers: int | None, features: tuple[str, ...] | None = None) -> list[ScoredQuery | RowError]:
+                   workers: int | None, features: tuple[str, ...] | None = None, own_quantiles: bool = False
+                   ) -> list[ScoredQuery | RowError]:
         from tqdm.auto import tqdm
 
         batches = self._batches(rows, batch_size)
@@ -215,9 +223,18 @@ class Scorer:
         bar = tqdm(total=len(rows), desc="scoring", unit="query", disable=not progress, leave=False)
         out: list[ScoredQuery | RowError | None] = [None] * len(rows)
         jobs = [([rows[i] for i in positions], positions, spans, features) for positions in batches]
+        reference = self.saved.quantiles if self.saved is not None else None
         with _prepared_batches(self, jobs, workers) as prepared:
+            if reference is not None and own_quantiles:  # every row's features first: the rows' own reference
+                from model.nodes.quantiles import Quantiles
+
+                prepared = list(prepared)
+                columns = len(self.saved.features)
+                matrices = [m[:, :columns] for batch in prepared for m in batch.features]
+                if matrices:
+                    reference = Quantiles.fit(np.vstack(matrices), self.saved.features, reference.features)
             for (chunk, positions, *_), batch in zip(jobs, prepared):
-                for i, result in zip(positions, self._finish(batch, chunk, reasons)):
+                for i, result in zip(positions, self._finish(batch, chunk, reasons, reference)):
                     out[i] = result
                 bar.update(len(chunk))
         bar.close()
@@ -283,13 +300,17 @@ class Scorer:
             batch.columns = features
         return batch
 
-    def _finish(self, batch: _Batch, rows: Sequence[Mapping], reasons: bool) -> list[ScoredQuery | RowError]:
+    def _finish(self, batch: _Batch, rows: Sequence[Mapping], reasons: bool, quantiles=None
+                ) -> list[ScoredQuery | RowError]:
         results: list[ScoredQuery | RowError | None] = list(batch.errors)
         if batch.examples:
             model_columns = len(self.saved.features) if self.saved is not None else 0
             databases = [readable_database(batch.databases.get(e.db_id)) for e in batch.examples]
-            scored = (self._boosted(batch.examples, [m[:, :model_columns] for m in batch.features], reasons,
-                                    databases)
+            if quantiles is not None:  # count features read as quantiles (model.quantiles)
+                names = list(self.saved.features) + [n for n in batch.columns or () if n not in self.saved.features]
+                batch.features = [quantiles.transform(m, names) for m in batch.features]
+            matrices = [m[:, :model_columns] for m in batch.features]
+            scored = (self._boosted(batch.examples, matrices, reasons, databases)
                       if self.saved is not None else self._neural(batch.examples))
             for k, (j, example, (conf, site, query_conf, why, x)) in enumerate(zip(batch.keys, batch.examples, scored)):
                 row = rows[j]
