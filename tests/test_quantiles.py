@@ -103,3 +103,13 @@ def test_rat_score_quantiles_rows_with_a_file(quantile_model, tmp_path):
     refused = rat_score("--predictions", str(predictions), "--data-root", str(root), "--quantiles", "rows")
     assert refused.returncode == 2 and refused.stdout == ""
     assert len(refused.stderr.strip().splitlines()) == 1 and "does not read quantiles" in refused.stderr
+
+
+def test_adapting_a_quantile_model_is_refused_in_one_line(quantile_model):
+    from model.scoring.adapt import AdaptError, adapt
+
+    folder, objects = quantile_model
+    table = objects["table"]
+    saved = SavedModel.load(folder)
+    with pytest.raises(AdaptError, match="quantiles"):
+        adapt(saved, saved, _rows(table, range(3)), progress=False)

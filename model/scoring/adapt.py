@@ -91,6 +91,9 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
     from model.nodes.features import CONSENSUS_FEATURES
     from model.scoring.scorer import RowError, Scorer, readable_database
 
+    if model.quantiles is not None or teacher.quantiles is not None:
+        raise AdaptError("a model that reads count features as quantiles (model.quantiles=true) cannot be "
+                         "adapted yet; score your outputs with --quantiles rows instead")
     if not set(teacher.features) & set(CONSENSUS_FEATURES):
         raise AdaptError("the teacher reads one system's answer alone (a model=features run with "
                          "model.groups=single+consensus reads the others)")
