@@ -8,14 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from model.eval import metrics as M
 from model.nodes.quantiles import SHIFTED_FEATURES, Quantiles
 from model.nodes.saved import SavedModel
-from model.scoring import RowError, Scorer
+from model.scoring import Scorer
 from model.train import train
 from tests.test_boosted import FAST, compose_cfg
 from tests.test_score_cli import rat_score
-from tests.test_scorer import _rows
+from tests.test_scorer import _rows, assert_reproduces_in_sample
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +52,7 @@ def test_a_monotone_runs_saved_node_model_keeps_its_constraints(quantile_model):
 def test_the_reloaded_model_reads_new_queries_against_its_training_nodes(quantile_model):
     folder, objects = quantile_model
     table = objects["table"]
-    indices = range(len(table.examples))
-    results = Scorer.load(folder).score_many(_rows(table, indices), progress=False, spans=False)
-    assert not [r for r in results if isinstance(r, RowError)]
-    conf = np.concatenate([[n.confidence for n in r.nodes] for r in results])
-    labels = np.concatenate([table.examples[k].node_labels for k in indices])
-    in_sample = json.loads((folder / "model.json").read_text())["metrics"]["in_sample"]
-    assert M.auc(conf, labels) == pytest.approx(in_sample["auc"], abs=1e-9)
+    results = assert_reproduces_in_sample(folder, table)
     features = np.vstack([r.features for r in results])  # the model's columns, as it read them
     np.testing.assert_allclose(features[:, _columns(table)], np.vstack(table.features)[:, _columns(table)])
 

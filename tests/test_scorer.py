@@ -49,9 +49,9 @@ def test_run_saves_a_model_directory_without_pickle(boosted_model):
     assert set(meta["typical"]) == {"table", "column", "value", "operator"}
 
 
-def test_reloaded_model_reproduces_the_runs_in_sample_numbers(boosted_model):
-    folder, objects = boosted_model
-    table = objects["table"]
+def assert_reproduces_in_sample(folder, table) -> list:
+    """Every example the run trained on, scored by the reloaded model: the run's in-sample node
+    AUC and Brier score again. Returns the results."""
     indices = range(len(table.examples))
     results = Scorer.load(folder).score_many(_rows(table, indices), progress=False, spans=False)
     assert not [r for r in results if isinstance(r, RowError)]
@@ -60,6 +60,12 @@ def test_reloaded_model_reproduces_the_runs_in_sample_numbers(boosted_model):
     in_sample = json.loads((folder / "model.json").read_text())["metrics"]["in_sample"]
     assert M.auc(conf, labels) == pytest.approx(in_sample["auc"], abs=1e-9)
     assert M.brier(conf, labels) == pytest.approx(in_sample["brier"], abs=1e-6)
+    return results
+
+
+def test_reloaded_model_reproduces_the_runs_in_sample_numbers(boosted_model):
+    folder, objects = boosted_model
+    assert_reproduces_in_sample(folder, objects["table"])
 
 
 def test_compiled_trees_give_scikit_learns_probabilities_exactly(boosted_model):
