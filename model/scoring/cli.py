@@ -86,8 +86,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"--predictions {path}: no such file")
         schemas = _schemas(args)
         scorer = _load_scorer(args.model)
-        if args.quantiles == "rows" and (args.sql or getattr(scorer.saved, "quantiles", None) is None):
-            raise UsageError(f"--quantiles rows: {'needs a prediction file' if args.sql else f'the model {args.model} does not read quantiles (trained without model.quantiles=true)'}")
+        if args.quantiles == "rows" and args.sql:
+            raise UsageError("--quantiles rows reads a prediction file's own queries: give --predictions")
+        if args.quantiles == "rows" and getattr(scorer.saved, "quantiles", None) is None:
+            raise UsageError(f"--quantiles rows: the model {args.model} does not read quantiles "
+                             "(trained without model.quantiles=true)")
         if args.sql:
             return score_one(scorer, args, schemas)
         return score_file(scorer, args, schemas)
