@@ -62,6 +62,8 @@ class BoostedConfig:
     site_bags: int = 1  # > 1: the site head is that many models, each fitted on a bootstrap draw
     # of the wrong queries, their probabilities averaged
     monotone: bool = False  # the node model's confidence follows each feature's known direction
+    site_monotone: bool = False  # the site head's too, reversed (a likely wrong node is a likely
+    # site), and the directions of its context (model.nodes.sites.CONTEXT_DIRECTION)
     quantiles: bool = False  # the shifted count features read as quantiles among the run's nodes
     # (model.nodes.quantiles: what a saved model keeps, and reads new queries against)
     feature_timeout_s: float = 5.0
@@ -109,6 +111,19 @@ class BoostedConfig:
 
         direction = {f.name: f.direction for f in FEATURES}
         return {**self.hgb, "monotonic_cst": [direction.get(n, 0) for n in names]}
+
+    def site_head_hgb(self, names: Sequence[str]) -> dict[str, Any]:
+        """The site head's HGB settings for columns ``names`` (features, then context): ``site_hgb``
+        or ``hgb``, and with ``site_monotone`` monotonic constraints: each feature's direction
+        reversed, each context column's ``CONTEXT_DIRECTION``."""
+        hgb = self.site_hgb or self.hgb
+        if not self.site_monotone:
+            return hgb
+        from model.nodes.features import FEATURES
+        from model.nodes.sites import CONTEXT_DIRECTION
+
+        direction = {f.name: -f.direction for f in FEATURES} | CONTEXT_DIRECTION
+        return {**hgb, "monotonic_cst": [direction.get(n, 0) for n in names]}
 
     @property
     def consensus(self) -> bool:
@@ -430,7 +445,7 @@ def fit_site_head(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites
     if not config.site_head or not sites.any():
         return None
     x, sites, sizes, names = site_head_rows(table, indices, x, sites, names, config, raw)
-    hgb = config.site_hgb or config.hgb
+    hgb = config.site_head_hgb(names)
     if config.site_bags == 1:
         return fit_classifier(x, sites, names, hgb, seed)
     models = []
