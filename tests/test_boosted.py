@@ -385,7 +385,7 @@ def test_monotone_node_model_follows_each_features_direction(boosted_run):
 
 
 def test_a_monotone_site_head_reads_a_doubtful_node_under_confident_children_as_a_likelier_site(boosted_run):
-    """model.site_monotone: the site head's chance of a site never rises with the node model's
+    """model.site_monotone=all: the site head's chance of a site never rises with the node model's
     confidence of the node, nor with a feature pointing to a right node; it never falls as the
     node's children grow more confident."""
     from model.nodes.boosted import BoostedConfig, fit_classifier, fit_site_head, training_rows
@@ -393,7 +393,7 @@ def test_a_monotone_site_head_reads_a_doubtful_node_under_confident_children_as_
 
     table = boosted_run[2]["table"]
     indices = list(range(len(table.examples)))
-    config = BoostedConfig(hgb={"max_iter": 40}, site_monotone=True)
+    config = BoostedConfig(hgb={"max_iter": 40}, site_monotone="all")
     x, y, sites = training_rows(table, indices, config)
     raw = fit_classifier(x, y, table.names, config.hgb).predict_proba(x)[:, 1]
     head = fit_site_head(table, indices, x, sites, table.names, config, raw=raw)
@@ -401,6 +401,8 @@ def test_a_monotone_site_head_reads_a_doubtful_node_under_confident_children_as_
     cst = config.site_head_hgb(names)["monotonic_cst"]
     assert list(head.monotonic_cst) == cst and "monotonic_cst" not in BoostedConfig().site_head_hgb(names)
     assert cst[names.index("name_fuzzy")] == -1 and cst[names.index("kind")] == 0
+    context = BoostedConfig(site_monotone="context").site_head_hgb(names)["monotonic_cst"]
+    assert context[names.index("name_fuzzy")] == 0 and context[names.index("site_node_logit")] == -1
     rows = with_context(x, raw, [table.examples[k].node_arity for k in indices], table.names)[:60]
     for name, sign in (("site_node_logit", -1), ("site_child_min_logit", 1), ("name_fuzzy", -1)):
         j = names.index(name)

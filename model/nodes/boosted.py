@@ -39,6 +39,7 @@ from model.nodes.features import build_features, categorical_mask
 GROUP_CHOICES = ("single", "single+consensus")
 DATABASE_MODES = ("with", "without", "dropout", "both")
 TRAIN_SIDE_CHOICES = ("none", "site", "all")
+SITE_MONOTONE_CHOICES = ("none", "context", "all")
 
 
 @dataclass
@@ -62,8 +63,9 @@ class BoostedConfig:
     site_bags: int = 1  # > 1: the site head is that many models, each fitted on a bootstrap draw
     # of the wrong queries, their probabilities averaged
     monotone: bool = False  # the node model's confidence follows each feature's known direction
-    site_monotone: bool = False  # the site head's too, reversed (a likely wrong node is a likely
-    # site), and the directions of its context (model.nodes.sites.CONTEXT_DIRECTION)
+    site_monotone: str = "none"  # none | context | all: the site head's chance of a site moves with
+    # its context as a site would (model.nodes.sites.CONTEXT_DIRECTION); all: also against each
+    # feature's known direction (a likely wrong node is a likely site)
     quantiles: bool = False  # the shifted count features read as quantiles among the run's nodes
     # (model.nodes.quantiles: what a saved model keeps, and reads new queries against)
     feature_timeout_s: float = 5.0
@@ -98,6 +100,10 @@ class BoostedConfig:
             raise UsageError(f"model.site_labels must be execution or tree; found {config.site_labels!r}")
         if config.site_bags < 1:
             raise UsageError(f"model.site_bags must be 1 or more; found {config.site_bags!r}")
+        if config.site_monotone is True or config.site_monotone is False:  # true/false in older configs
+            config.site_monotone = "all" if config.site_monotone else "none"
+        if config.site_monotone not in SITE_MONOTONE_CHOICES:
+            raise UsageError(f"model.site_monotone must be one of {SITE_MONOTONE_CHOICES}; found {config.site_monotone!r}")
         if config.calibration not in ("platt", "isotonic", "none"):
             raise UsageError(f"model.calibration must be platt, isotonic or none; found {config.calibration!r}")
         return config
@@ -114,15 +120,17 @@ class BoostedConfig:
 
     def site_head_hgb(self, names: Sequence[str]) -> dict[str, Any]:
         """The site head's HGB settings for columns ``names`` (features, then context): ``site_hgb``
-        or ``hgb``, and with ``site_monotone`` monotonic constraints: each feature's direction
-        reversed, each context column's ``CONTEXT_DIRECTION``."""
+        or ``hgb``, and with ``site_monotone`` monotonic constraints: each context column's
+        ``CONTEXT_DIRECTION`` (``context``), and each feature's direction reversed (``all``)."""
         hgb = self.site_hgb or self.hgb
-        if not self.site_monotone:
+        if self.site_monotone in ("none", False, None):
             return hgb
         from model.nodes.features import FEATURES
         from model.nodes.sites import CONTEXT_DIRECTION
 
-        direction = {f.name: -f.direction for f in FEATURES} | CONTEXT_DIRECTION
+        direction = dict(CONTEXT_DIRECTION)
+        if self.site_monotone in ("all", True):
+            direction |= {f.name: -f.direction for f in FEATURES}
         return {**hgb, "monotonic_cst": [direction.get(n, 0) for n in names]}
 
     @property

@@ -173,7 +173,7 @@ def _site_head(model: SavedModel, x: np.ndarray, raw: np.ndarray, arities: list[
         x, names = with_context(x, raw, arities, names), (*names, *context_names(names))
     config = model.info.get("config", {})
     settings = BoostedConfig(hgb=dict(config.get("hgb") or {}), site_hgb=config.get("site_hgb"),
-                             site_monotone=bool(config.get("site_monotone"))).site_head_hgb(names)
+                             site_monotone=config.get("site_monotone") or "none").site_head_hgb(names)
     sites = np.clip(sites, 0.0, 1.0)
     return fit_classifier(np.vstack([x, x]), np.r_[np.ones(len(x)), np.zeros(len(x))], names, settings, seed,
                           sample_weight=np.r_[sites * wrong, (1 - sites) * wrong])
