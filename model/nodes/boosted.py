@@ -100,7 +100,7 @@ class BoostedConfig:
             raise UsageError(f"model.site_labels must be execution or tree; found {config.site_labels!r}")
         if config.site_bags < 1:
             raise UsageError(f"model.site_bags must be 1 or more; found {config.site_bags!r}")
-        if config.site_monotone is True or config.site_monotone is False:  # true/false in older configs
+        if config.site_monotone is True or config.site_monotone is False:  # model.site_monotone=true|false
             config.site_monotone = "all" if config.site_monotone else "none"
         if config.site_monotone not in SITE_MONOTONE_CHOICES:
             raise UsageError(f"model.site_monotone must be one of {SITE_MONOTONE_CHOICES}; found {config.site_monotone!r}")
