@@ -100,6 +100,9 @@ class BoostedConfig:
             raise UsageError(f"model.site_labels must be execution or tree; found {config.site_labels!r}")
         if config.site_bags < 1:
             raise UsageError(f"model.site_bags must be 1 or more; found {config.site_bags!r}")
+        for name in ("monotone", "quantiles"):
+            if not isinstance(getattr(config, name), bool):
+                raise UsageError(f"model.{name} must be true or false; found {getattr(config, name)!r}")
         if config.site_monotone is True or config.site_monotone is False:  # model.site_monotone=true|false
             config.site_monotone = "all" if config.site_monotone else "none"
         if config.site_monotone not in SITE_MONOTONE_CHOICES:

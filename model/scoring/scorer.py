@@ -307,7 +307,7 @@ class Scorer:
             model_columns = len(self.saved.features) if self.saved is not None else 0
             databases = [readable_database(batch.databases.get(e.db_id)) for e in batch.examples]
             if quantiles is not None:  # count features read as quantiles (model.quantiles)
-                names = list(self.saved.features) + [n for n in batch.columns or () if n not in self.saved.features]
+                names = self._column_order(batch.columns or ())
                 batch.features = [quantiles.transform(m, names) for m in batch.features]
             matrices = [m[:, :model_columns] for m in batch.features]
             scored = (self._boosted(batch.examples, matrices, reasons, databases)
@@ -339,8 +339,13 @@ class Scorer:
 
     def _columns(self, features: Sequence[str]) -> list[int]:
         """Where ``features`` are in the matrices ``_features`` computes with them."""
-        order = list(self.saved.features) + [n for n in features if n not in self.saved.features]
+        order = self._column_order(features)
         return [order.index(n) for n in features]
+
+    def _column_order(self, extra: Sequence[str]) -> list[str]:
+        """The columns of the matrices ``_features`` computes: the model's, then those of
+        ``extra`` the model does not read."""
+        return list(self.saved.features) + [n for n in extra if n not in self.saved.features]
 
     def _features(self, examples: list, schemas: dict, databases: dict, extra: Sequence[str] = ()
                   ) -> list[np.ndarray]:
@@ -355,7 +360,7 @@ class Scorer:
             lm=(self.saved.info.get("config", {}).get("lm") or True) if wanted & set(LM_FEATURES) else False,
             semantic=any(n.startswith(("name_semantic", "subtree_min_sem")) for n in wanted))
         index = {n: j for j, n in enumerate(names)}
-        order = list(self.saved.features) + [n for n in extra if n not in self.saved.features]
+        order = self._column_order(extra)
         missing = [n for n in order if n not in index]
         if missing:
             raise ModelFileError(f"the model reads features this version does not compute: {missing}")
