@@ -12,7 +12,7 @@ says the query should look like, for the one-site misses at an operator (docs/lo
 Fits the default single-system command's cross-fitting with and without the six columns (the
 node model and the site head read them) and prints top-1 / top-3 / mrr and node AUC.
 
-    python benchmarks/structure_prior.py [--k 20] [--write DIR]
+    python benchmarks/structure_prior.py [--k 20] [--write DIR] [--set site_monotone=context ...]
 """
 
 import argparse
@@ -110,6 +110,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=int, default=20, help="neighbours per question (default 20)")
     parser.add_argument("--write", type=Path, metavar="DIR", help="each variant's out-of-fold rows as DIR/<variant>.jsonl")
+    parser.add_argument("--set", nargs="*", default=[], help="model overrides, e.g. site_monotone=context")
     args = parser.parse_args()
     if args.k < 1:
         parser.error(f"--k must be 1 or more; found {args.k}")
@@ -139,7 +140,8 @@ def main() -> None:
 
     data = OmegaConf.create({"root": str(root), "predictions": str(SHARED / "predictions" / "spider_dev" / "*"),
                              "protocol": "crossfit", "folds": 5, "eval_split": "dev"})
-    config = boosted.BoostedConfig.from_cfg(OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/features.yaml"))
+    config = boosted.BoostedConfig.from_cfg(OmegaConf.merge(
+        OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/features.yaml"), OmegaConf.from_dotlist(args.set)))
     table = boosted.load_table(data, config)
     roles, _ = boosted.fold_roles(table, data)
     extra = []
