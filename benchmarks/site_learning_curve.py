@@ -21,10 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from omegaconf import OmegaConf
-from site_ranker import measure
-
-from model.nodes import boosted
+from site_ranker import measure, spider_crossfit
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -57,12 +54,7 @@ def main() -> None:
     root = SHARED / "spider"
     if not (root / "dev.json").is_file():
         parser.error(f"Spider not found under {root} (set RAT_SHARED_DATA)")
-    data = OmegaConf.create({"root": str(root), "predictions": str(SHARED / "predictions" / "spider_dev" / "*"),
-                             "protocol": "crossfit", "folds": 5, "eval_split": "dev"})
-    config = boosted.BoostedConfig.from_cfg(OmegaConf.merge(
-        OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/features.yaml"), OmegaConf.from_dotlist(args.set)))
-    table = boosted.load_table(data, config)
-    roles, _ = boosted.fold_roles(table, data)
+    table, roles, config = spider_crossfit(args.set)
     questions = [e.question_id for e in table.examples]
     print("\n| share of training questions | training wrong queries (fold mean) | top-1 | top-3 | mrr | node AUC | seconds |\n"
           "|---|---|---|---|---|---|---|")

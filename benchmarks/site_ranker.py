@@ -275,6 +275,17 @@ def write_rows(path: Path, table, test: dict) -> None:
                                 "site_scores": [round(float(v), 6) for v in test[k][1]]}) + "\n")
 
 
+def spider_crossfit(overrides: list[str]) -> tuple:
+    """(table, fold roles, config) of the default single-system command's cross-fitting of
+    Spider dev (``conf/model/features.yaml`` with ``overrides``, e.g. ``["site_monotone=context"]``)."""
+    data = OmegaConf.create({"root": str(SHARED / "spider"), "protocol": "crossfit", "folds": 5, "eval_split": "dev",
+                             "predictions": str(SHARED / "predictions" / "spider_dev" / "*")})
+    config = boosted.BoostedConfig.from_cfg(OmegaConf.merge(
+        OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/features.yaml"), OmegaConf.from_dotlist(overrides)))
+    table = boosted.load_table(data, config)
+    return table, boosted.fold_roles(table, data)[0], config
+
+
 def measure(table, roles, config, write: Path | None = None, name: str = "") -> tuple[dict, float, float]:
     """One cross-fitting of ``table`` (the project's own folds, node model and site head as set):
     its out-of-fold localisation, node AUC and seconds; with ``write``, its rows to
@@ -307,14 +318,7 @@ def main() -> None:
             import lightgbm  # noqa: F401
         except ImportError:
             parser.error("the lgb_* variants need LightGBM: pip install lightgbm")
-    root = SHARED / "spider"
-    data = OmegaConf.create({"root": str(root), "predictions": str(SHARED / "predictions" / "spider_dev" / "*"),
-                             "protocol": "crossfit", "folds": 5, "eval_split": "dev"})
-    model_cfg = OmegaConf.merge(OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/features.yaml"),
-                                OmegaConf.from_dotlist([f"groups={args.groups}"]))
-    config = boosted.BoostedConfig.from_cfg(model_cfg)
-    table = boosted.load_table(data, config)
-    roles, _ = boosted.fold_roles(table, data)
+    table, roles, config = spider_crossfit([f"groups={args.groups}"])
     default_head = boosted.fit_site_head
     print(f"\n| site head ({config.method}) | wrong queries | top-1 | top-3 | mrr | node AUC | seconds |\n"
           "|---|---|---|---|---|---|---|")

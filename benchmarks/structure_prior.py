@@ -28,13 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from omegaconf import OmegaConf
-from site_ranker import measure
+from site_ranker import measure, spider_crossfit
 
 import rat
 from model.data.datasets import load_questions, load_schemas
 from model.lm.sentence import embed_texts
-from model.nodes import boosted
 from model.nodes.examples import node_types
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -138,12 +136,7 @@ def main() -> None:
           f"{len(dev)} dev questions embedded, {time.perf_counter() - start:.0f} s",
           flush=True)
 
-    data = OmegaConf.create({"root": str(root), "predictions": str(SHARED / "predictions" / "spider_dev" / "*"),
-                             "protocol": "crossfit", "folds": 5, "eval_split": "dev"})
-    config = boosted.BoostedConfig.from_cfg(OmegaConf.merge(
-        OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/features.yaml"), OmegaConf.from_dotlist(args.set)))
-    table = boosted.load_table(data, config)
-    roles, _ = boosted.fold_roles(table, data)
+    table, roles, config = spider_crossfit(args.set)
     extra = []
     for e in table.examples:
         d = row[e.question_id]
