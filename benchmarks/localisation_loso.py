@@ -120,6 +120,9 @@ def main() -> None:
     parser.add_argument("--systems", nargs="*", help="systems to hold out (default: all)")
     parser.add_argument("--out", type=Path, help="write the numbers as JSON here")
     parser.add_argument("--set", nargs="*", default=[], help="model overrides, e.g. site_context=false")
+    parser.add_argument("--train-predictions", default=str(SHARED / "predictions" / "spider_train" / "*.jsonl"),
+                        help="Spider train predictions for model.train_side (default: SPLASH's; "
+                             "benchmarks/llm_answers.py writes a code LLM's)")
     parser.add_argument("--from-json", nargs="+", type=Path, metavar="FILE",
                         help="print the table of earlier --out files (same method), fitting nothing")
     args = parser.parse_args()
@@ -135,7 +138,7 @@ def main() -> None:
     root = SHARED / "spider"
     data = OmegaConf.create({"root": str(root), "predictions": str(SHARED / "predictions" / "spider_dev" / "*"),
                              "train_split": "train",
-                             "train_predictions": str(SHARED / "predictions" / "spider_train" / "*.jsonl"),
+                             "train_predictions": args.train_predictions,
                              "protocol": "crossfit", "folds": 5, "eval_split": "dev"})
     model_cfg = OmegaConf.merge(OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/features.yaml"),
                                 OmegaConf.from_dotlist([f"groups={args.groups}", *args.set]))
