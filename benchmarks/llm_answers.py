@@ -67,6 +67,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--max-tokens", type=int, default=256)
     args = parser.parse_args()
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit must be 1 or more; found {args.limit}")
     root = SHARED / "spider"
     if not root.is_dir():
         parser.error(f"Spider not found under {root} (set RAT_SHARED_DATA)")
@@ -89,30 +91,35 @@ def main() -> None:
     print(f"{len(todo)} questions to answer ({len(done)} already in {args.out})", flush=True)
     llm = Llama(model_path=str(path), n_ctx=4096, n_threads=args.threads, verbose=False)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    ddl: dict[str, str] = {}
-    start, skipped, no_database = time.perf_counter(), 0, 0
+    ddl: dict[str, str | None] = {}  # None: no readable database
+    start, written, skipped, no_database = time.perf_counter(), 0, 0, 0
     with args.out.open("a") as out:
         for n, q in enumerate(todo, 1):
             database = root / "database" / q.db_id / f"{q.db_id}.sqlite"
-            if not database.is_file():  # a few Spider databases are not shipped: counted, not answered
+            try:  # a few Spider databases are not shipped: counted, not answered
+                if q.db_id not in ddl:
+                    ddl[q.db_id] = schema_ddl(database) if database.is_file() else None
+            except sqlite3.Error:
+                ddl[q.db_id] = None
+            if ddl[q.db_id] is None:
                 no_database += 1
-                continue
-            if q.db_id not in ddl:
-                ddl[q.db_id] = schema_ddl(database)
-            messages = [{"role": "system", "content": SYSTEM},
-                        {"role": "user", "content": f"{ddl[q.db_id]}\n\n-- Question: {q.question}\nWrite the SQLite query."}]
-            try:
-                reply = llm.create_chat_completion(messages=messages, max_tokens=args.max_tokens, temperature=0)
-            except ValueError:  # the prompt does not fit the context
-                skipped += 1
-                continue
-            sql = first_query(reply["choices"][0]["message"]["content"])
-            out.write(json.dumps({"question_id": q.question_id, "db_id": q.db_id, "sql": sql}) + "\n")
-            out.flush()
+            else:
+                messages = [{"role": "system", "content": SYSTEM},
+                            {"role": "user", "content": f"{ddl[q.db_id]}\n\n-- Question: {q.question}\nWrite the SQLite query."}]
+                try:
+                    reply = llm.create_chat_completion(messages=messages, max_tokens=args.max_tokens, temperature=0)
+                    sql = first_query(reply["choices"][0]["message"]["content"])
+                    out.write(json.dumps({"question_id": q.question_id, "db_id": q.db_id, "sql": sql}) + "\n")
+                    out.flush()
+                    written += 1
+                except ValueError:  # the prompt does not fit the context
+                    skipped += 1
             if n % 50 == 0 or n == len(todo):
                 rate = n / (time.perf_counter() - start)
                 print(f"  {n}/{len(todo)} questions, {rate:.2f} a second, {skipped} too long for the context, "
-                      f"{no_database} without a database", flush=True)
+                      f"{no_database} without a readable database", flush=True)
+    print(f"{written} answers written to {args.out}; {skipped} questions too long for the context, "
+          f"{no_database} without a readable database (not answered)")
 
 
 if __name__ == "__main__":
