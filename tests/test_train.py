@@ -18,6 +18,7 @@ from model.train import train
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+NEURAL = [e for e in EXPERIMENTS if e != "llm_answers"]  # the paper's node model; llm_answers: node features
 # Shrinks any config to seconds: a tiny encoder, two epochs of a few batches, no logger.
 TINY = [
     "logger=none", "model.encoder.d_model=32", "model.encoder.n_layers=1", "model.encoder.n_heads=4",
@@ -34,12 +35,12 @@ def compose_cfg(overrides: list[str], output_dir: Path | None = None):
     return cfg
 
 
-def test_all_six_experiments_exist():
-    assert EXPERIMENTS == ["codellama_paper", "perturbed", "perturbed_posweight", "predictions",
+def test_all_seven_experiments_exist():
+    assert EXPERIMENTS == ["codellama_paper", "llm_answers", "perturbed", "perturbed_posweight", "predictions",
                            "predictions_posweight", "qwen_coder_paper"]
 
 
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
+@pytest.mark.parametrize("experiment", NEURAL)
 @pytest.mark.parametrize("data", ["demo", "spider"])
 def test_experiment_composes_and_resolves(experiment, data):
     cfg = compose_cfg([f"+experiment={experiment}", f"data={data}", "data.root=/data/spider"])
@@ -55,6 +56,16 @@ def test_experiment_composes_and_resolves(experiment, data):
     weighted = experiment in ("perturbed_posweight", "predictions_posweight", "codellama_paper",
                               "qwen_coder_paper")
     assert (resolved["model"]["pos_weight"] == "auto") is weighted
+
+
+def test_llm_answers_config_trains_both_boosted_models_on_the_committed_answers():
+    cfg = compose_cfg(["+experiment=llm_answers", "data.root=/data/spider"])
+    assert cfg.task_name == "llm_answers" and cfg.data.eval_split == "dev" and cfg.data.train_split == "train"
+    assert cfg.model.scorer == "boosted"  # model=features: train.py hands the run to the boosted scorer
+    assert cfg.model.train_side == "all" and cfg.model.site_monotone == "context"
+    # the path is relative to the repository's root, where the README's commands run
+    answers = sorted(REPO.glob(cfg.data.train_predictions))
+    assert [p.name for p in answers] == ["qwen_coder.jsonl"] and answers[0].stat().st_size > 100_000
 
 
 def test_paper_config_uses_codellama_at_full_width():
