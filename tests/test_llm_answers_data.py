@@ -18,7 +18,7 @@ def test_qwen_answers_load_as_train_predictions(shared_data: Path) -> None:
     questions = load_questions(shared_data / "spider", "train")
     skipped: Counter[str] = Counter()
     answers = load_predictions(ANSWERS, questions, "qwen_coder", skipped, allow_partial=True)
-    assert len(answers) == 2683 and not skipped
+    assert len(answers) == 8563 and not skipped
     by_id = {q.question_id: q for q in questions}
     assert all(a.db_id == by_id[a.question_id].db_id for a in answers)
     assert len({a.question_id for a in answers}) == len(answers)
