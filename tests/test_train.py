@@ -176,6 +176,17 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
     assert not run.exists()  # no junk run directory
 
 
+def test_missing_prediction_files_are_one_line_naming_the_folder_read(tmp_path):
+    # +experiment=llm_answers names its answers relative to the repository: run elsewhere, the
+    # user is told which pattern found nothing and where it was looked for
+    result = subprocess.run([sys.executable, str(REPO / "train.py"), "model=features", "logger=none",
+                             "data.predictions=no/such/*.jsonl", f"hydra.run.dir={tmp_path / 'run'}"],
+                            check=False, capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == ("train.py: error: prediction files not found: ['no/such/*.jsonl'] "
+                                     f"(a relative path is read from the current folder, {tmp_path})")
+
+
 def test_splits_are_schema_disjoint(demo_run):
     _, _, objects = demo_run
     dbs = {s: {e.db_id for e in d} for s, d in objects["datamodule"].datasets.items()}

@@ -122,7 +122,10 @@ class NodeDataModule(L.LightningDataModule):
         files = [Path(f) for s in specs for f in sorted(glob.glob(str(Path(s).expanduser())))]
         missing = [s for s in specs if not glob.glob(str(Path(s).expanduser()))]
         if missing:
-            raise FileNotFoundError(f"prediction files not found: {missing}")
+            from model.cli import UsageError  # one line for the user, not a traceback
+
+            raise UsageError(f"prediction files not found: {missing} (a relative path is read from "
+                             f"the current folder, {Path.cwd()})")
         return files
 
     def setup(self, stage: str | None = None) -> None:
