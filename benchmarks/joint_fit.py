@@ -39,7 +39,8 @@ SHARED = Path(os.environ.get("RAT_SHARED_DATA", REPO.parent / "shared" / "data")
 def config(data: str, database: str, labels: str = "execution"):
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         return compose("train", overrides=["model=features", f"data={data}", f"data.root={SHARED / data}",
-                                           f"model.database={database}", "logger=none", f"data.labels={labels}"])
+                                           f"model.database={database}", "logger=none", f"data.labels={labels}",
+                                           "model.train_predictions=null"])  # each benchmark's dev outputs alone
 
 
 def main() -> None:

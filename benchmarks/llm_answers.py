@@ -1,4 +1,4 @@
-"""A code LLM's own answers to a split's questions, as a predictions file (``data.train_predictions``).
+"""A code LLM's own answers to a split's questions, as a predictions file (``model.train_predictions``).
 
 More wrong queries of the kind today's LLM systems write might teach the site head more
 (``benchmarks/site_learning_curve.py``); Spider train's questions, on databases disjoint from
@@ -11,8 +11,11 @@ skipping the questions already there, so a stopped run resumes. The prompt is th
 are printed every 50 questions.
 
     python benchmarks/llm_answers.py --split train --out /tmp/qwen_train/qwen_coder.jsonl [--limit 3000]
-    python train.py model=features data=spider data.root=../shared/data/spider model.train_side=site \\
-        'data.train_predictions=/tmp/qwen_train/*.jsonl'
+    python train.py model=features data=spider data.root=../shared/data/spider \\
+        'model.train_predictions=/tmp/qwen_train/*.jsonl'
+
+``benchmarks/llm_answers/spider_train/qwen_coder.jsonl`` holds its answers to every Spider train
+question with a database: ``data=spider``'s ``data.llm_answers``, which ``model=features`` learns from.
 """
 
 import argparse

@@ -13,6 +13,9 @@ the gold diff, node AUC, and top-1 per error kind. Prints a Markdown table with 
 the lowest system, the same readings pooled over every system's wrong queries, and top-1 per
 error kind pooled over the systems (each system's queries read by the model that saw it / the
 model that never did).
+The model is ``conf/model/features.yaml`` as ``data=spider`` sets it (``--set`` overrides): Qwen's
+committed answers to Spider train train both models (``--train-predictions none`` leaves them
+out, as the default command did before 2026-11-26's fourteenth session).
 Slow: 12 cross-fits (about 5 node-model fits each, 3 more for the site head's inner folds).
 """
 
@@ -37,6 +40,7 @@ from model.nodes.boosted import BoostedConfig, crossfit, fold_roles, load_table
 from model.nodes.outputs import tree_of
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+CONF = Path(__file__).resolve().parents[1] / "conf"
 KEYS = ("top1_site_scores", "top3_site_scores", "mrr_site_scores", "span_overlap_site_scores")
 
 
@@ -120,9 +124,9 @@ def main() -> None:
     parser.add_argument("--systems", nargs="*", help="systems to hold out (default: all)")
     parser.add_argument("--out", type=Path, help="write the numbers as JSON here")
     parser.add_argument("--set", nargs="*", default=[], help="model overrides, e.g. site_context=false")
-    parser.add_argument("--train-predictions", default=str(SHARED / "predictions" / "spider_train" / "*.jsonl"),
-                        help="Spider train predictions for model.train_side (default: SPLASH's; "
-                             "benchmarks/llm_answers.py writes a code LLM's)")
+    parser.add_argument("--train-predictions", default=None,
+                        help="outputs on Spider train for model.train_side (model.train_predictions; default: "
+                             "data=spider's, the committed answers of benchmarks/llm_answers/; none: leave them out)")
     parser.add_argument("--from-json", nargs="+", type=Path, metavar="FILE",
                         help="print the table of earlier --out files (same method), fitting nothing")
     args = parser.parse_args()
@@ -138,11 +142,13 @@ def main() -> None:
     root = SHARED / "spider"
     data = OmegaConf.create({"root": str(root), "predictions": str(SHARED / "predictions" / "spider_dev" / "*"),
                              "train_split": "train",
-                             "train_predictions": args.train_predictions,
+                             "llm_answers": OmegaConf.load(CONF / "data/spider.yaml").llm_answers,
                              "protocol": "crossfit", "folds": 5, "eval_split": "dev"})
-    model_cfg = OmegaConf.merge(OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/features.yaml"),
+    model_cfg = OmegaConf.merge(OmegaConf.load(CONF / "model/features.yaml"),
                                 OmegaConf.from_dotlist([f"groups={args.groups}", *args.set]))
-    config = BoostedConfig.from_cfg(model_cfg)
+    if args.train_predictions:
+        model_cfg.train_predictions = None if args.train_predictions == "none" else args.train_predictions
+    config = BoostedConfig.from_cfg(OmegaConf.merge({"data": data}, {"model": model_cfg}).model)
     table = load_table(data, config)
     schemas = load_schemas(root)
     eval_rows = [{"question_id": e.question_id} for e in table.examples]

@@ -168,7 +168,7 @@ def table(name: str, labels: str, lm: bool | str = False, evidence: bool = True,
             cfg.data.evidence = evidence
         if perturbations:
             cfg.model.train_side = "all"
-            cfg.data.update(use_perturbations=True, train_predictions=None,
+            cfg.data.update(use_perturbations=True,
                             train_perturbations=perturbations if split == "train" else 0,
                             eval_perturbations=perturbations if split == "dev" else 0)
     return load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)

@@ -209,7 +209,7 @@ def test_compare_node_runs_averages_leave_one_system_out_runs(tmp_path):
 
 
 def test_train_side_examples_only_ever_train(boosted_run):
-    """data.train_predictions (SPLASH on Spider train): examples of other databases that join every
+    """model.train_predictions (a code LLM's answers to Spider train): examples of other databases that join every
     fold's training, never its validation or test; the site head learns from them."""
     from omegaconf import OmegaConf
 

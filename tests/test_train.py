@@ -18,7 +18,6 @@ from model.train import train
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
-NEURAL = [e for e in EXPERIMENTS if e != "llm_answers"]  # the paper's node model; llm_answers: node features
 # Shrinks any config to seconds: a tiny encoder, two epochs of a few batches, no logger.
 TINY = [
     "logger=none", "model.encoder.d_model=32", "model.encoder.n_layers=1", "model.encoder.n_heads=4",
@@ -35,12 +34,12 @@ def compose_cfg(overrides: list[str], output_dir: Path | None = None):
     return cfg
 
 
-def test_all_seven_experiments_exist():
-    assert EXPERIMENTS == ["codellama_paper", "llm_answers", "perturbed", "perturbed_posweight", "predictions",
+def test_all_six_experiments_exist():
+    assert EXPERIMENTS == ["codellama_paper", "perturbed", "perturbed_posweight", "predictions",
                            "predictions_posweight", "qwen_coder_paper"]
 
 
-@pytest.mark.parametrize("experiment", NEURAL)
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
 @pytest.mark.parametrize("data", ["demo", "spider"])
 def test_experiment_composes_and_resolves(experiment, data):
     cfg = compose_cfg([f"+experiment={experiment}", f"data={data}", "data.root=/data/spider"])
@@ -58,14 +57,28 @@ def test_experiment_composes_and_resolves(experiment, data):
     assert (resolved["model"]["pos_weight"] == "auto") is weighted
 
 
-def test_llm_answers_config_trains_both_boosted_models_on_the_committed_answers():
-    cfg = compose_cfg(["+experiment=llm_answers", "data.root=/data/spider"])
-    assert cfg.task_name == "llm_answers" and cfg.data.eval_split == "dev" and cfg.data.train_split == "train"
-    assert cfg.model.scorer == "boosted"  # model=features: train.py hands the run to the boosted scorer
-    assert cfg.model.train_side == "all" and cfg.model.site_monotone == "none"
-    # the path is relative to the repository's root, where the README's commands run
-    answers = sorted(REPO.glob(cfg.data.train_predictions))
-    assert [p.name for p in answers] == ["qwen_coder.jsonl"] and answers[0].stat().st_size > 100_000
+def test_features_on_spider_learn_from_the_committed_llm_answers_and_nowhere_else(tmp_path, monkeypatch):
+    from model.nodes.boosted import BoostedConfig
+    from model.nodes.datamodule import NodeDataModule
+
+    def side(overrides):
+        cfg = compose_cfg(["model=features", *overrides])
+        config = BoostedConfig.from_cfg(cfg.model)
+        return config.train_side, config.train_predictions
+
+    train_side, answers = side(["data=spider", "data.root=/data/spider"])
+    assert train_side == "all"  # both models
+    monkeypatch.chdir(tmp_path)  # read from the repository's root wherever train.py runs
+    files = NodeDataModule().prediction_files(answers, default=False)
+    assert [p.name for p in files] == ["qwen_coder.jsonl"] and files[0].stat().st_size > 100_000
+    assert side(["data=spider", "data.root=/d", "model.train_predictions=null"]) == ("none", None)
+    assert side(["data=spider", "data.root=/d", "model.train_side=none"])[0] == "none"
+    splash = side(["data=spider", "data.root=/d", "model.train_predictions=${data.train_predictions}"])
+    assert splash == ("all", "/d/../predictions/spider_train/*.jsonl")
+    assert side(["data=bird", "data.root=/d"]) == ("none", None)  # Spider's answers are not BIRD's
+    assert side([]) == ("none", None)  # the demo corpus: no answers, and no perturbations either
+    # the neural models keep SPLASH as their train side
+    assert compose_cfg(["data=spider", "data.root=/d"]).data.train_predictions.endswith("spider_train/*.jsonl")
 
 
 def test_paper_config_uses_codellama_at_full_width():
@@ -177,14 +190,14 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
 
 
 def test_missing_prediction_files_are_one_line_naming_the_folder_read(tmp_path):
-    # +experiment=llm_answers names its answers relative to the repository: run elsewhere, the
-    # user is told which pattern found nothing and where it was looked for
+    # a relative pattern found neither in the current folder nor in the repository: the user is
+    # told which pattern found nothing and where it was looked for
     result = subprocess.run([sys.executable, str(REPO / "train.py"), "model=features", "logger=none",
                              "data.predictions=no/such/*.jsonl", f"hydra.run.dir={tmp_path / 'run'}"],
                             check=False, capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == ("train.py: error: prediction files not found: ['no/such/*.jsonl'] "
-                                     f"(a relative path is read from the current folder, {tmp_path})")
+                                     f"(a relative path is read from the current folder, {tmp_path}, then from the repository's, {REPO})")
 
 
 def test_splits_are_schema_disjoint(demo_run):

@@ -38,7 +38,7 @@ from model.nodes.features import build_features, categorical_mask
 
 GROUP_CHOICES = ("single", "single+consensus")
 DATABASE_MODES = ("with", "without", "dropout", "both")
-TRAIN_SIDE_CHOICES = ("none", "site", "all")
+TRAIN_SIDE_CHOICES = ("none", "site", "all", "auto")
 SITE_MONOTONE_CHOICES = ("none", "context", "all")
 
 
@@ -53,8 +53,10 @@ class BoostedConfig:
     site_labels: str = "execution"  # execution | tree: the sites it learns are those of the node
     # labels, or also those of tree labels (where a query right by execution is written unlike gold)
     inner_folds: int = 3  # folds of the training databases that give those confidences
-    train_side: str = "none"  # none | site | all: which models also learn from data.train_predictions
-    # (real wrong queries on the train split's databases, disjoint from the eval split's: SPLASH)
+    train_side: str = "none"  # none | site | all: which models also learn from train_predictions;
+    # auto: all where train_predictions names files, else none
+    train_predictions: str | list[str] | None = None  # outputs on data.train_split's questions (globs,
+    # id-keyed JSONL), on databases disjoint from the eval split's: a code LLM's answers, SPLASH's
     calibration: str = "platt"  # platt | isotonic | none, fitted on the validation databases
     hgb: dict[str, Any] = field(default_factory=lambda: {
         "learning_rate": 0.05, "max_iter": 300, "max_leaf_nodes": 31, "min_samples_leaf": 40,
@@ -96,6 +98,8 @@ class BoostedConfig:
             raise UsageError(f"model.database must be one of {DATABASE_MODES}; found {config.database!r}")
         if config.train_side not in TRAIN_SIDE_CHOICES:
             raise UsageError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {config.train_side!r}")
+        if config.train_side == "auto":
+            config.train_side = "all" if config.train_predictions else "none"
         if config.site_labels not in ("execution", "tree"):
             raise UsageError(f"model.site_labels must be execution or tree; found {config.site_labels!r}")
         if config.site_bags < 1:
@@ -160,7 +164,7 @@ class NodeTable:
     features: list[np.ndarray]  # per example: (nodes, features)
     names: tuple[str, ...]
     root: Path
-    train_side: int = 0  # the last ``train_side`` examples come from data.train_predictions and
+    train_side: int = 0  # the last ``train_side`` examples come from model.train_predictions and
     # the perturbations (data.use_perturbations): they only ever train, never validate or test
     # (those on an eval-split database only the folds in which it trains: fold_roles)
     site_labels: str = "execution"  # model.site_labels: "tree" adds the sites of tree labels
@@ -204,15 +208,14 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
                                  evidence=data_cfg.get("evidence", False), labels=labels)
     side = []
-    # The train side: real outputs on the train split (data.train_predictions) and, with
+    # The train side: real outputs on the train split (model.train_predictions) and, with
     # data.use_perturbations, data.train_perturbations perturbations of each train gold query
     # (model.synth.perturb: wrong queries whose edit site is known by construction).
     perturbations = data_cfg.get("train_perturbations", 0) if data_cfg.get("use_perturbations") else 0
     eval_perturbations = data_cfg.get("eval_perturbations", 0) if data_cfg.get("use_perturbations") else 0
-    if config.train_side != "none" and data_cfg.get("train_split") and (
-            data_cfg.get("train_predictions") or perturbations):
-        side_files = source.prediction_files(data_cfg.get("train_predictions"), default=False) \
-            if data_cfg.get("train_predictions") else []
+    if config.train_side != "none" and data_cfg.get("train_split") and (config.train_predictions or perturbations):
+        side_files = source.prediction_files(config.train_predictions, default=False) \
+            if config.train_predictions else []
         side, _ = build_examples(root, data_cfg.get("train_split"), prediction_files=side_files,
                                  perturbations_per_query=perturbations, seed=data_cfg.get("seed", 0),
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
@@ -336,7 +339,7 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
         raise ValueError(f"data.protocol must be split or crossfit; found {protocol!r}")
     if holdout := data_cfg.get("holdout_system"):
         roles, info = hold_out_system(table, roles, holdout), {**info, "holdout_system": holdout}
-    if side:  # data.train_predictions (other databases): training examples of every fold; those
+    if side:  # model.train_predictions (other databases): training examples of every fold; those
         # on an eval-split database (data.eval_perturbations) of the folds in which it trains
         evaluated = set(db_ids)
         trains = [{db_ids[j] for j in role["train"]} for role in roles]

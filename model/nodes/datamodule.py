@@ -30,6 +30,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from model.data.cache import REPO
 from model.data.folds import check_holdout_system, check_run_folds, holdout_keeps
 
 SPLITS = ("train", "val", "test")
@@ -114,19 +115,22 @@ class NodeDataModule(L.LightningDataModule):
         return Path(self.hparams.root).expanduser()
 
     def prediction_files(self, spec: str | Sequence[str] | None = ..., default: bool = True) -> list[Path]:
-        """Files of ``spec`` (globs; default: ``predictions``); None = ``<root>/predictions/*``."""
+        """Files of ``spec`` (globs; default: ``predictions``); None = ``<root>/predictions/*``.
+
+        A relative glob is read from the current folder and, where it matches nothing there, from
+        the repository's root (the committed answers of ``benchmarks/llm_answers/``)."""
         spec = self.hparams.predictions if spec is ... else spec
         if spec is None:
             return sorted(p for p in (self.root / "predictions").glob("*") if p.is_file()) if default else []
         specs = [spec] if isinstance(spec, (str, Path)) else list(spec)
-        files = [Path(f) for s in specs for f in sorted(glob.glob(str(Path(s).expanduser())))]
-        missing = [s for s in specs if not glob.glob(str(Path(s).expanduser()))]
+        found = {s: _glob_files(s) for s in specs}
+        missing = [s for s, files in found.items() if not files]
         if missing:
             from model.cli import UsageError  # one line for the user, not a traceback
 
             raise UsageError(f"prediction files not found: {missing} (a relative path is read from "
-                             f"the current folder, {Path.cwd()})")
-        return files
+                             f"the current folder, {Path.cwd()}, then from the repository's, {REPO})")
+        return [f for files in found.values() for f in files]
 
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
@@ -393,6 +397,20 @@ def read_sources(path: str | Path, key: dict | None = None) -> tuple[int, dict[s
     except (OSError, EOFError, json.JSONDecodeError, KeyError, TypeError) as err:
         raise UsageError(f"data.sources_file={path}: cannot read it ({err})") from None
     return int(header["pad_id"]), sources
+
+
+def _glob_files(spec: str | Path) -> list[Path]:
+    """The files a prediction glob names: from the current folder, else (a relative glob that
+    matches nothing there) from the repository's root.
+
+    >>> [p.name for p in _glob_files("benchmarks/llm_answers/spider_train/*.jsonl")]
+    ['qwen_coder.jsonl']
+    """
+    pattern = Path(spec).expanduser()
+    files = sorted(glob.glob(str(pattern)))
+    if not files and not pattern.is_absolute():
+        files = sorted(glob.glob(str(REPO / pattern)))
+    return [Path(f) for f in files]
 
 
 def _spec_names(spec: str | Sequence[str] | None) -> list[str] | None:

@@ -413,7 +413,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
     calibrator's own out-of-fold metrics (fitted on the other folds, applied to each).
     ``without_database``: (out-of-fold raw scores, confidences, metrics) of the same folds
     scored without databases, for a model trained for both: its second pair of calibrators.
-    ``side``: examples of ``data.train_predictions`` (``model.train_side``: the site head learns
+    ``side``: examples of ``model.train_predictions`` (``model.train_side``: the site head learns
     from them, and with ``all`` the node model too)."""
     from model.nodes.boosted import (
         fit_classifier,
