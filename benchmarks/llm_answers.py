@@ -3,7 +3,7 @@
 More wrong queries of the kind today's LLM systems write might teach the site head more
 (``benchmarks/site_learning_curve.py``); Spider train's questions, on databases disjoint from
 dev's, have gold but no LLM system's predictions in ``../shared/data``. This writes Qwen2.5-Coder-
-1.5B's (``make setup-qwen``; llama.cpp, greedy) answers, one JSON line ``{question_id, db_id,
+1.5B's (``make setup-qwen``; llama.cpp, greedy, or sampled with ``--temperature``) answers, one JSON line ``{question_id, db_id,
 sql}`` a question, for a random draw of the questions (``--seed``, ``--limit``) taken one database
 at a time (llama.cpp reuses the cached schema part of the prompt), appending to ``--out`` and
 skipping the questions already there, so a stopped run resumes. The prompt is the database's
@@ -25,6 +25,7 @@ import re
 import sqlite3
 import sys
 import time
+import zlib
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -51,6 +52,15 @@ def first_query(text: str) -> str:
     return " ".join(sql.split())
 
 
+def answer_seed(seed: int, question_id: str) -> int:
+    """The sampling seed of one question's answer: the same in a resumed run, whatever the order.
+
+    >>> answer_seed(0, "train_12") == answer_seed(0, "train_12") != answer_seed(1, "train_12")
+    True
+    """
+    return (seed * 1_000_003 + zlib.crc32(str(question_id).encode())) % 2**31
+
+
 def schema_ddl(database: Path) -> str:
     """The ``CREATE TABLE`` statements of a SQLite file, opened read-only."""
     con = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
@@ -69,9 +79,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--temperature", type=float, default=0.0,
+                        help="0: greedy (the committed answers); above 0: sampled, seeded by --seed")
     args = parser.parse_args()
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be 1 or more; found {args.limit}")
+    if args.temperature < 0:
+        parser.error(f"--temperature must be 0 or more; found {args.temperature}")
     root = SHARED / "spider"
     if not root.is_dir():
         parser.error(f"Spider not found under {root} (set RAT_SHARED_DATA)")
@@ -92,7 +106,7 @@ def main() -> None:
     first = {}  # one database's questions in a row: llama.cpp reuses the prompt's cached schema
     todo.sort(key=lambda q: first.setdefault(q.db_id, len(first)))
     print(f"{len(todo)} questions to answer ({len(done)} already in {args.out})", flush=True)
-    llm = Llama(model_path=str(path), n_ctx=4096, n_threads=args.threads, verbose=False)
+    llm = Llama(model_path=str(path), n_ctx=4096, n_threads=args.threads, seed=args.seed, verbose=False)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ddl: dict[str, str | None] = {}  # None: no readable database
     start, written, skipped, no_database = time.perf_counter(), 0, 0, 0
@@ -110,7 +124,9 @@ def main() -> None:
                 messages = [{"role": "system", "content": SYSTEM},
                             {"role": "user", "content": f"{ddl[q.db_id]}\n\n-- Question: {q.question}\nWrite the SQLite query."}]
                 try:
-                    reply = llm.create_chat_completion(messages=messages, max_tokens=args.max_tokens, temperature=0)
+                    reply = llm.create_chat_completion(messages=messages, max_tokens=args.max_tokens,
+                                                       temperature=args.temperature,
+                                                       seed=answer_seed(args.seed, q.question_id))
                     sql = first_query(reply["choices"][0]["message"]["content"])
                     out.write(json.dumps({"question_id": q.question_id, "db_id": q.db_id, "sql": sql}) + "\n")
                     out.flush()
