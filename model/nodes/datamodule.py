@@ -70,6 +70,8 @@ class NodeDataModule(L.LightningDataModule):
         consensus: bool = False,  # attach each node's agreement with the question's other outputs
         holdout_system: str | None = None,  # leave one system out: train/val without it, test only it
         labels: str = "execution",  # execution | tree: build_examples(labels=...)
+        llm_answers: str | Sequence[str] | None = None,  # a code LLM's answers on train_split questions:
+        # read by the boosted scorer (model.train_predictions), not here
         sources_file: str | None = None,  # the built, tokenized sources: read when the file exists
         # (no data folder, databases or tokenizer needed: a GPU machine trains from it), else
         # built and written there (write_sources)
