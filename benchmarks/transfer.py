@@ -329,7 +329,7 @@ def main() -> None:
     config = json.loads((args.model.parent / "config.json").read_text()) if (
         args.model.parent / "config.json").is_file() else {}
     print(f"\nmodel {args.model} (trained on {trained.get('data_root')}: {trained.get('examples')} predictions, "
-          f"{run_labels(config) if config else '?'} labels, groups: {info.get('config', {}).get('groups', 'single')}, "
+          f"{run_labels(config) if config else trained.get('labels', 'unrecorded')} labels, groups: {info.get('config', {}).get('groups', 'single')}, "
           f"database features: "
           f"{info.get('config', {}).get('database', 'with')}, dropped: {info.get('config', {}).get('drop')}) -> "
           f"{args.data} dev, {len(kept)} predictions ({correct.mean():.1%} right by {labels} labels), "

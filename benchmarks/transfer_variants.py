@@ -183,7 +183,7 @@ def transform(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
     drop = [g for g in ("semantic", "lm", "consensus") if g not in parts and any(FEATURE_GROUP.get(n) == g for n in tab.names)]
     if drop:
         features, names = drop_columns(tab.features, tab.names, drop)
-        tab = NodeTable(tab.examples, features, names, tab.root)
+        tab = NodeTable(tab.examples, features, names, tab.root, labels=tab.labels)
     for part in parts:
         tab = _apply(tab, part, bird)
     return tab
@@ -216,7 +216,7 @@ def _apply(tab: NodeTable, variant: str, bird: bool) -> NodeTable:
             n for n in names if SHIFT.get(n, 0.0) > SHIFT_QUANTILE and not categorical[n]]
         reference = Quantiles.fit(np.vstack(xs), names, shifted)  # those a variant before kept
         xs = [reference.transform(x, names) for x in xs]
-    return NodeTable(tab.examples, [x[:, keep] for x in xs], tuple(names[j] for j in keep), tab.root)
+    return NodeTable(tab.examples, [x[:, keep] for x in xs], tuple(names[j] for j in keep), tab.root, labels=tab.labels)
 
 
 def node_hgb(parts: list[str], names) -> dict:

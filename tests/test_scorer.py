@@ -45,6 +45,7 @@ def test_run_saves_a_model_directory_without_pickle(boosted_model):
     assert meta["features"] == list(table.names) and meta["feature_version"].startswith("nf-")
     assert meta["trained_on"]["examples"] == len(table.examples)
     assert set(meta["trained_on"]["systems"]) == {e.system for e in table.examples}
+    assert meta["trained_on"]["labels"] == table.labels == "execution"  # the demo has its databases
     assert 0.5 < meta["metrics"]["out_of_fold"]["test/auc"] <= 1
     assert set(meta["typical"]) == {"table", "column", "value", "operator"}
 

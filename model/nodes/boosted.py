@@ -169,6 +169,7 @@ class NodeTable:
     # (those on an eval-split database only the folds in which it trains: fold_roles)
     site_labels: str = "execution"  # model.site_labels: "tree" adds the sites of tree labels
     quantiles: Any = None  # model.quantiles: the reference (Quantiles) the features were read against
+    labels: str = "execution"  # the node labels: execution (against a database) or tree (by comparison with gold)
 
     @property
     def side_indices(self) -> list[int]:
@@ -264,7 +265,7 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
         quantiles = Quantiles.fit(np.vstack(features), names)
         features = [quantiles.transform(x, names) for x in features]
     return NodeTable(examples, features, names, root, train_side=len(side), site_labels=config.site_labels,
-                     quantiles=quantiles)
+                     quantiles=quantiles, labels="execution" if with_databases and labels == "execution" else "tree")
 
 
 def drop_columns(features: list[np.ndarray], names: tuple[str, ...], drop: Sequence[str]
