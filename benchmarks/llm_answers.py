@@ -7,7 +7,8 @@ dev's, have gold but no LLM system's predictions in ``../shared/data``. This wri
 sql}`` a question, for a random draw of the questions (``--seed``, ``--limit``) taken one database
 at a time (llama.cpp reuses the cached schema part of the prompt), appending to ``--out`` and
 skipping the questions already there, so a stopped run resumes. The prompt is the database's
-``CREATE TABLE`` statements (read-only) and the question. Progress and the questions a second
+``CREATE TABLE`` statements (read-only) and the question; ``--rows 3`` adds three rows of each
+table, as DAIL-SQL's and C3's prompts do (a second "system" of Qwen's: different answers). Progress and the questions a second
 are printed every 50 questions.
 
     python benchmarks/llm_answers.py --split train --out /tmp/qwen_train/qwen_coder.jsonl [--limit 3000]
@@ -61,12 +62,40 @@ def answer_seed(seed: int, question_id: str) -> int:
     return (seed * 1_000_003 + zlib.crc32(str(question_id).encode())) % 2**31
 
 
-def schema_ddl(database: Path) -> str:
-    """The ``CREATE TABLE`` statements of a SQLite file, opened read-only."""
+def schema_ddl(database: Path, rows: int = 0) -> str:
+    """The ``CREATE TABLE`` statements of a SQLite file, opened read-only; with ``rows``, each
+    followed by that many of its rows in a comment (the "CREATE TABLE + SELECT 3" prompt of
+    DAIL-SQL and C3, values cut to 40 characters).
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "t.sqlite"
+    >>> with sqlite3.connect(path) as con:
+    ...     _ = con.execute("create table singer (name text, age int)")
+    ...     _ = con.executemany("insert into singer values (?, ?)", [("Joe", 52), ("Tim", 32)])
+    >>> print(schema_ddl(path))
+    CREATE TABLE singer (name text, age int)
+    >>> print(schema_ddl(path, rows=1))
+    CREATE TABLE singer (name text, age int)
+    /*
+    1 example rows:
+    SELECT * FROM singer LIMIT 1;
+    name age
+    Joe 52
+    */
+    """
     con = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
     try:
-        return "\n".join(r[0] for r in con.execute(
-            "select sql from sqlite_master where type = 'table' and sql is not null"))
+        parts = []
+        for name, sql in con.execute(
+                "select name, sql from sqlite_master where type = 'table' and sql is not null"):
+            parts.append(sql)
+            if rows:
+                cursor = con.execute(f'select * from "{name}" limit {int(rows)}')
+                lines = [" ".join(d[0] for d in cursor.description)]
+                lines += [" ".join(str(v)[:40] for v in row) for row in cursor.fetchall()]
+                parts.append(f"/*\n{rows} example rows:\nSELECT * FROM {name} LIMIT {rows};\n"
+                             + "\n".join(lines) + "\n*/")
+        return "\n".join(parts)
     finally:
         con.close()
 
@@ -79,6 +108,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--rows", type=int, default=0,
+                        help="example rows of each table in the prompt (0: the schema only, the committed answers)")
     parser.add_argument("--temperature", type=float, default=0.0,
                         help="0: greedy (the committed answers); above 0: sampled, seeded by --seed")
     args = parser.parse_args()
@@ -115,7 +146,7 @@ def main() -> None:
             database = root / "database" / q.db_id / f"{q.db_id}.sqlite"
             try:  # a few Spider databases are not shipped: counted, not answered
                 if q.db_id not in ddl:
-                    ddl[q.db_id] = schema_ddl(database) if database.is_file() else None
+                    ddl[q.db_id] = schema_ddl(database, args.rows) if database.is_file() else None
             except sqlite3.Error:
                 ddl[q.db_id] = None
             if ddl[q.db_id] is None:
