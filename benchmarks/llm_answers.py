@@ -84,13 +84,15 @@ def schema_ddl(database: Path, rows: int = 0) -> str:
     */
     """
     con = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    con.text_factory = lambda b: b.decode(errors="replace")  # a few Spider tables hold non-UTF-8 text
     try:
         parts = []
         for name, sql in con.execute(
                 "select name, sql from sqlite_master where type = 'table' and sql is not null"):
             parts.append(sql)
             if rows:
-                cursor = con.execute(f'select * from "{name}" limit {int(rows)}')
+                quoted = name.replace('"', '""')
+                cursor = con.execute(f'select * from "{quoted}" limit {int(rows)}')
                 lines = [" ".join(d[0] for d in cursor.description)]
                 lines += [" ".join(str(v)[:40] for v in row) for row in cursor.fetchall()]
                 parts.append(f"/*\n{rows} example rows:\nSELECT * FROM {name} LIMIT {rows};\n"
@@ -115,6 +117,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be 1 or more; found {args.limit}")
+    if args.rows < 0:
+        parser.error(f"--rows must be 0 or more; found {args.rows}")
     if args.temperature < 0:
         parser.error(f"--temperature must be 0 or more; found {args.temperature}")
     root = SHARED / "spider"
