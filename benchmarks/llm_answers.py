@@ -8,8 +8,8 @@ sql}`` a question, for a random draw of the questions (``--seed``, ``--limit``) 
 at a time (llama.cpp reuses the cached schema part of the prompt), appending to ``--out`` and
 skipping the questions already there, so a stopped run resumes. The prompt is the database's
 ``CREATE TABLE`` statements (read-only) and the question; ``--rows 3`` adds three rows of each
-table, as DAIL-SQL's and C3's prompts do (a second "system" of Qwen's: different answers). Progress and the questions a second
-are printed every 50 questions.
+table, as DAIL-SQL's and C3's prompts do (a second "system" of Qwen's: different answers).
+Progress and the questions a second are printed every 50 questions.
 
     python benchmarks/llm_answers.py --split train --out /tmp/qwen_train/qwen_coder.jsonl [--limit 3000]
     python train.py model=features data=spider data.root=../shared/data/spider \\
