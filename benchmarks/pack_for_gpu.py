@@ -12,11 +12,23 @@ prints the sizes, and the train.py overrides that read the pack, e.g. on the GPU
 
 The sources file refuses settings it was not built with (``NodeDataModule.sources_key``), and the
 table refuses token ids it does not hold, so a mismatched pack fails in one line, not silently.
+
+A fine-tuned encoder (``model=minilm``) needs all its weights, not a table: the pack then holds
+``encoder/``, the encoder in float16 with the vocabulary rows no example uses set to zero
+(gzipped: 87 MiB become about 20), and on the GPU machine
+
+    python benchmarks/pack_for_gpu.py --unpack gpu_pack/encoder --hf-home /tmp/hf
+
+rebuilds it in float32 as the hub id's snapshot in a Hugging Face cache, so the run loads it
+through the ordinary ``from_pretrained`` with ``HF_HOME=/tmp/hf HF_HUB_OFFLINE=1`` and the same
+overrides as here. Rows no example uses never reach the model, so zeroing them changes nothing;
+the float16 rounding of the pretrained weights is the one difference.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,16 +39,24 @@ sys.path.insert(0, str(REPO))
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, help="folder for sources.jsonl.gz and table.safetensors")
+    parser.add_argument("--out", help="folder for sources.jsonl.gz and table.safetensors (or encoder/)")
+    parser.add_argument("--unpack", help="an encoder/ folder of a pack: rebuild the encoder (with --hf-home)")
+    parser.add_argument("--hf-home", help="with --unpack: the Hugging Face cache folder (HF_HOME) to write")
     parser.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
     parser.add_argument("overrides", nargs="*", help="train.py overrides (the run to pack)")
     args = parser.parse_args(argv)
 
     from model.cli import user_errors
 
-    out = Path(args.out)
+    if args.unpack:
+        if not args.hf_home:
+            parser.error("--unpack needs --hf-home")
+        print(unpack_encoder(Path(args.unpack), Path(args.hf_home)))
+        return 0
+    if not args.out:
+        parser.error("--out is required")
     with user_errors("pack_for_gpu.py"):
-        return pack(args, out)
+        return pack(args, Path(args.out))
 
 
 def pack(args, out: Path) -> int:
@@ -55,13 +75,76 @@ def pack(args, out: Path) -> int:
     print(f"sources: {counts} ({time.perf_counter() - start:.0f} s)", flush=True)
     ids = table_ids(datamodule.pad_id, datamodule.sources)
     e = cfg.model.embedder
-    rows = export_table(ids, out / "table.safetensors", e.name_or_path, e.gguf_file, e.lm_cache_dir, args.dtype)
-    for name in ("sources.jsonl.gz", "table.safetensors"):
+    if e.get("fine_tune"):
+        rows = export_encoder(ids, out / "encoder", e.name_or_path)
+        names, overrides = ("sources.jsonl.gz", "encoder/model.safetensors.gz"), ""
+        print(f"encoder: {e.name_or_path}, {rows} vocabulary rows kept (float16)")
+    else:
+        rows = export_table(ids, out / "table.safetensors", e.name_or_path, e.gguf_file, e.lm_cache_dir, args.dtype)
+        names, overrides = ("sources.jsonl.gz", "table.safetensors"), f" model.embedder.table={out / 'table.safetensors'}"
+        print(f"table: {rows} token rows of {e.name_or_path or 'smollm2-packaged'} ({args.dtype})")
+    for name in names:
         print(f"{out / name}: {(out / name).stat().st_size / 2**20:.1f} MiB")
-    print(f"table: {rows} token rows of {e.name_or_path or 'smollm2-packaged'} ({args.dtype})")
-    print(f"train.py overrides: data.sources_file={out / 'sources.jsonl.gz'} "
-          f"model.embedder.table={out / 'table.safetensors'}")
+    print(f"train.py overrides: data.sources_file={out / 'sources.jsonl.gz'}{overrides}")
     return 0
+
+
+ENCODER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+EMBEDDING_ROWS = "embeddings.word_embeddings.weight"
+
+
+def export_encoder(ids, folder: Path, name_or_path: str) -> int:
+    """Write ``name_or_path``'s encoder to ``folder``: its config and tokenizer files, and its
+    weights in float16, gzipped, with the rows of ``EMBEDDING_ROWS`` outside ``ids`` zeroed.
+    Returns the number of rows kept."""
+    import gzip
+    import json
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save
+
+    from model.lm.load import _resolve
+
+    source = Path(_resolve(name_or_path, None, None))
+    weights = load_file(str(source / "model.safetensors"))
+    keep = torch.zeros(weights[EMBEDDING_ROWS].shape[0], dtype=torch.bool)
+    keep[sorted(int(i) for i in ids)] = True
+    weights[EMBEDDING_ROWS][~keep] = 0
+    weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ENCODER_FILES:
+        if (source / name).is_file():
+            shutil.copy(source / name, folder / name)
+    (folder / "model.safetensors.gz").write_bytes(gzip.compress(save(weights), compresslevel=9, mtime=0))
+    (folder / "hub_id.json").write_text(json.dumps({"hub_id": str(name_or_path)}))
+    return int(keep.sum())
+
+
+def unpack_encoder(folder: Path, hf_home: Path) -> Path:
+    """Rebuild ``export_encoder``'s encoder in float32 as its hub id's snapshot under ``hf_home``
+    (``<hf_home>/hub/models--org--name/snapshots/pack``); returns the snapshot folder."""
+    import gzip
+    import json
+    import shutil
+
+    from safetensors.torch import load, save_file
+
+    hub_id = json.loads((folder / "hub_id.json").read_text())["hub_id"]
+    repo = hf_home / "hub" / ("models--" + hub_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / "pack"
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text("pack")
+    for name in ENCODER_FILES:
+        if (folder / name).is_file():
+            shutil.copy(folder / name, snapshot / name)
+    weights = load(gzip.decompress((folder / "model.safetensors.gz").read_bytes()))
+    part = snapshot / f"model.safetensors.{os.getpid()}"  # then renamed: runs unpacking side by side are safe
+    save_file({k: v.float() if v.is_floating_point() else v for k, v in weights.items()},
+              str(part), metadata={"format": "pt"})
+    os.replace(part, snapshot / "model.safetensors")
+    return snapshot
 
 
 if __name__ == "__main__":
