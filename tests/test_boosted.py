@@ -245,8 +245,10 @@ def test_tree_labels_train_the_boosted_scorer_and_a_bad_label_kind_is_one_line(t
     _, objects = train(compose_cfg("train", [*FAST, "data.labels=tree", "model.site_head=false"], tmp_path))
     examples = objects["table"].examples
     assert examples and all(e.execution_match is None for e in examples)  # correct = the tree is gold's
-    with pytest.raises(UsageError, match="data.labels must be execution or tree; found 'exec'"):
+    with pytest.raises(UsageError, match="data.labels must be execution, tree or sites; found 'exec'"):
         NodeDataModule(labels="exec")
+    with pytest.raises(UsageError, match="data.labels=sites trains the neural node model"):
+        train(compose_cfg("train", [*FAST, "data.labels=sites"], tmp_path / "sites"))
 
 
 def test_tree_site_labels_add_the_sites_of_queries_right_by_execution_but_written_unlike_gold(boosted_run):

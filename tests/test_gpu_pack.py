@@ -115,3 +115,26 @@ def test_a_packed_encoder_unpacks_as_a_hub_snapshot_that_gives_the_same_vectors(
     with torch.no_grad():
         expected, got = original.eval()(ids).last_hidden_state, again.eval()(ids).last_hidden_state
     assert torch.allclose(expected, got, atol=1e-2) and not torch.equal(expected, got)  # float16's rounding only
+
+
+def test_site_labels_mark_the_error_sites_of_the_same_examples(tmp_path):
+    """``data.labels=sites``: the same examples as execution labels, each node 0 where it is an error
+    site (``error_sites``) and 1 elsewhere; a right query stays all 1. Part of the sources' key."""
+    import hydra
+
+    from model.eval.localisation import error_sites
+
+    built = {}
+    for labels in ("execution", "sites"):
+        cfg = compose_cfg([*CROSSFIT, f"data.labels={labels}", f"data.sources_file={tmp_path / labels}.jsonl.gz"])
+        module = hydra.utils.instantiate(cfg.data, _convert_="all")
+        module.build_sources()
+        built[labels] = module.sources["eval_predicted"]
+    execution, sites = built["execution"], built["sites"]
+    assert [e.question_id for e in execution] == [e.question_id for e in sites]
+    assert any(not all(e.node_labels) for e in execution)
+    for a, b in zip(execution, sites):
+        assert b.node_labels == [1 - s for s in error_sites(a.node_labels, a.node_arity)]
+        assert all(b.node_labels) == all(a.node_labels)
+    with pytest.raises(UsageError, match="was built with labels=execution, not sites"):
+        read_sources(tmp_path / "execution.jsonl.gz", {**module.sources_key()})

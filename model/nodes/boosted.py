@@ -205,6 +205,11 @@ def load_table(data_cfg, config: BoostedConfig, progress: bool = True) -> NodeTa
         raise FileNotFoundError(f"the boosted scorer learns from real predictions; none found for {root}")
     with_databases = data_cfg.get("require_database", True)
     labels = data_cfg.get("labels", "execution")
+    if labels == "sites":
+        from model.cli import UsageError
+
+        raise UsageError("data.labels=sites trains the neural node model on where wrong queries are wrong; "
+                         "the boosted scorer learns sites in its site head (model.site_head): use execution or tree")
     examples, _ = build_examples(root, data_cfg.get("eval_split", "dev"), prediction_files=files,
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
                                  evidence=data_cfg.get("evidence", False), labels=labels)
