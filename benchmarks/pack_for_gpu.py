@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.unpack:
         if not args.hf_home:
             parser.error("--unpack needs --hf-home")
-        print(unpack_encoder(Path(args.unpack), Path(args.hf_home)))
+        with user_errors("pack_for_gpu.py"):
+            print(unpack_encoder(Path(args.unpack), Path(args.hf_home)))
         return 0
     if not args.out:
         parser.error("--out is required")
@@ -104,10 +105,15 @@ def export_encoder(ids, folder: Path, name_or_path: str) -> int:
     import torch
     from safetensors.torch import load_file, save
 
+    from model.cli import UsageError
     from model.lm.load import _resolve
 
     source = Path(_resolve(name_or_path, None, None))
+    if not (source / "model.safetensors").is_file():
+        raise UsageError(f"{name_or_path}: no model.safetensors in {source} (a local folder or packaged hub id is needed)")
     weights = load_file(str(source / "model.safetensors"))
+    if EMBEDDING_ROWS not in weights:
+        raise UsageError(f"{name_or_path}: no {EMBEDDING_ROWS} (a BERT-style encoder is needed)")
     keep = torch.zeros(weights[EMBEDDING_ROWS].shape[0], dtype=torch.bool)
     keep[sorted(int(i) for i in ids)] = True
     weights[EMBEDDING_ROWS][~keep] = 0
@@ -130,6 +136,10 @@ def unpack_encoder(folder: Path, hf_home: Path) -> Path:
 
     from safetensors.torch import load, save_file
 
+    from model.cli import UsageError
+
+    if not (folder / "hub_id.json").is_file() or not (folder / "model.safetensors.gz").is_file():
+        raise UsageError(f"--unpack {folder}: not an encoder/ folder of a pack (hub_id.json, model.safetensors.gz)")
     hub_id = json.loads((folder / "hub_id.json").read_text())["hub_id"]
     repo = hf_home / "hub" / ("models--" + hub_id.replace("/", "--"))
     snapshot = repo / "snapshots" / "pack"

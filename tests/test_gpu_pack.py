@@ -115,6 +115,8 @@ def test_a_packed_encoder_unpacks_as_a_hub_snapshot_that_gives_the_same_vectors(
     with torch.no_grad():
         expected, got = original.eval()(ids).last_hidden_state, again.eval()(ids).last_hidden_state
     assert torch.allclose(expected, got, atol=1e-2) and not torch.equal(expected, got)  # float16's rounding only
+    with pytest.raises(UsageError, match="not an encoder/ folder of a pack"):
+        unpack_encoder(tmp_path / "bert", tmp_path / "hf")
 
 
 def test_site_labels_mark_the_error_sites_of_the_same_examples(tmp_path):

@@ -70,7 +70,7 @@ class NodeDataModule(L.LightningDataModule):
         consensus: bool = False,  # attach each node's agreement with the question's other outputs
         holdout_system: str | None = None,  # leave one system out: train/val without it, test only it
         labels: str = "execution",  # execution | tree: build_examples(labels=...); sites: execution
-        # labels read as "not an error site" (model.eval.localisation.error_sites): a model of where
+        # labels read as "not an error site" (site_labelled): a model of where a wrong query is wrong
         llm_answers: str | Sequence[str] | None = None,  # a code LLM's answers on train_split questions:
         # read by the boosted scorer (model.train_predictions), not here
         sources_file: str | None = None,  # the built, tokenized sources: read when the file exists
