@@ -90,38 +90,35 @@ def pack(args, out: Path) -> int:
     return 0
 
 
-ENCODER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
-EMBEDDING_ROWS = "embeddings.word_embeddings.weight"
+PACK_FILES = ("model.safetensors.gz", "hub_id.json")  # the rest of encoder/ is the config and tokenizer
 
 
 def export_encoder(ids, folder: Path, name_or_path: str) -> int:
-    """Write ``name_or_path``'s encoder to ``folder``: its config and tokenizer files, and its
-    weights in float16, gzipped, with the rows of ``EMBEDDING_ROWS`` outside ``ids`` zeroed.
-    Returns the number of rows kept."""
+    """Write ``name_or_path``'s encoder (loaded as the run loads it, ``model.lm.load_encoder``) to
+    ``folder``: its config and tokenizer, and its weights in float16, gzipped, with the input
+    embedding rows outside ``ids`` zeroed. Returns the number of rows kept."""
     import gzip
     import json
-    import shutil
 
     import torch
-    from safetensors.torch import load_file, save
+    from safetensors.torch import save
 
     from model.cli import UsageError
-    from model.lm.load import _resolve
+    from model.lm.load import load_encoder
 
-    source = Path(_resolve(name_or_path, None, None))
-    if not (source / "model.safetensors").is_file():
-        raise UsageError(f"{name_or_path}: no model.safetensors in {source} (a local folder or packaged hub id is needed)")
-    weights = load_file(str(source / "model.safetensors"))
-    if EMBEDDING_ROWS not in weights:
-        raise UsageError(f"{name_or_path}: no {EMBEDDING_ROWS} (a BERT-style encoder is needed)")
-    keep = torch.zeros(weights[EMBEDDING_ROWS].shape[0], dtype=torch.bool)
+    try:
+        encoder, tokenizer = load_encoder(name_or_path)
+    except OSError as err:
+        raise UsageError(str(err)) from None
+    rows = encoder.get_input_embeddings().weight
+    keep = torch.zeros(rows.shape[0], dtype=torch.bool)
     keep[sorted(int(i) for i in ids)] = True
-    weights[EMBEDDING_ROWS][~keep] = 0
-    weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
+    with torch.no_grad():
+        rows[~keep] = 0
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ENCODER_FILES:
-        if (source / name).is_file():
-            shutil.copy(source / name, folder / name)
+    encoder.config.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    weights = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in encoder.state_dict().items()}
     (folder / "model.safetensors.gz").write_bytes(gzip.compress(save(weights), compresslevel=9, mtime=0))
     (folder / "hub_id.json").write_text(json.dumps({"hub_id": str(name_or_path)}))
     return int(keep.sum())
@@ -146,9 +143,9 @@ def unpack_encoder(folder: Path, hf_home: Path) -> Path:
     snapshot.mkdir(parents=True, exist_ok=True)
     (repo / "refs").mkdir(exist_ok=True)
     (repo / "refs" / "main").write_text("pack")
-    for name in ENCODER_FILES:
-        if (folder / name).is_file():
-            shutil.copy(folder / name, snapshot / name)
+    for path in folder.iterdir():
+        if path.is_file() and path.name not in PACK_FILES:
+            shutil.copy(path, snapshot / path.name)
     weights = load(gzip.decompress((folder / "model.safetensors.gz").read_bytes()))
     part = snapshot / f"model.safetensors.{os.getpid()}"  # then renamed: runs unpacking side by side are safe
     save_file({k: v.float() if v.is_floating_point() else v for k, v in weights.items()},
