@@ -15,6 +15,7 @@ other systems' outputs; and the mean over the leave-one-system-out runs among th
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import json
 import sys
 from pathlib import Path
@@ -38,7 +39,11 @@ def _rows(run: Path) -> list[dict]:
     path = run / "predictions" / "test.jsonl"
     if not path.exists():
         _fail(f"{run}: no predictions/test.jsonl in it")
-    return read_predictions(path)
+    skipped: Counter = Counter()
+    rows = read_predictions(path, skipped)
+    if not rows:
+        _fail(f"{path}: no usable node predictions ({', '.join(f'{n} {why}' for why, n in skipped.items()) or 'empty'})")
+    return rows
 
 
 def _flat(rows: list[dict], field: str) -> np.ndarray:
@@ -67,6 +72,7 @@ def main() -> None:
     args = parser.parse_args()
 
     base_rows = _rows(args.baseline)
+    run_rows = {run: _rows(run) for run in args.runs}  # every file checked before the table starts
     base = {(r["system"], r["question_id"]): r for r in base_rows}
     trees = {key: tree_of(r) for key, r in base.items()}
     agreement = node_agreement({k: t for k, t in trees.items() if t is not None})
@@ -76,7 +82,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     held_out = []  # (run AUC, baseline AUC, agreement AUC) of leave-one-system-out runs
     for run in args.runs:
-        rows = _rows(run)
+        rows = run_rows[run]
         left_out = sum((r["system"], r["question_id"]) not in base for r in rows)
         if left_out:  # e.g. another tokenizer skipped other over-long inputs
             print(f"{run}: {left_out} outputs not in the baseline, left out", file=sys.stderr)

@@ -12,9 +12,10 @@ hand (``--data-root`` holds the questions).
 
 ``--against OTHER``: the same wrong queries' top-1 in another run's test.jsonl (the baseline),
 paired: the queries each gets and the other misses, and the difference with a 95% interval from
-2,000 bootstrap draws of the databases (queries of one database move together).
+2,000 bootstrap draws of the databases (queries of one database move together). The first line
+gives the run's own top-1 with such an interval.
 
-    python benchmarks/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0] [--system S] [--against <baseline run>/predictions/test.jsonl]
+    python benchmarks/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0] [--system S[,S2...]] [--against <baseline run>/predictions/test.jsonl]
 """
 
 import argparse
@@ -52,19 +53,44 @@ def miss_place(row: dict, pointed: int, sites: np.ndarray) -> str:
     return "right, outside every site's subtree"
 
 
-def top1_hits(path: Path, system: str | None = None) -> dict[tuple[str, str], tuple[str, bool]]:
+def top1_hits(path: Path, systems: set[str] | None = None) -> dict[tuple[str, str], tuple[str, bool]]:
     """(question, system) -> (database, whether the site head's first node is an error site) for
     each wrong query of a test.jsonl with an error site and site scores."""
     out = {}
     with path.open() as f:
         for line in f:
             row = json.loads(line)
-            if (system and row.get("system") != system) or all(row["node_labels"]) or row.get("site_scores") is None:
+            if (systems and row.get("system") not in systems) or all(row["node_labels"]) or row.get("site_scores") is None:
                 continue
             sites = error_sites(row["node_labels"], row["node_arity"])
             if any(sites):
                 out[row["question_id"], row["system"]] = (row["db_id"], bool(sites[int(np.argmax(row["site_scores"]))]))
     return out
+
+
+def database_draws(run: dict, keys: list, draws: int = 2000, seed: int = 0):
+    """Bootstrap draws of the databases of ``keys`` (queries of one database move together):
+    each draw the positions in ``keys`` of the drawn databases' queries."""
+    databases = sorted({run[k][0] for k in keys})
+    rows = defaultdict(list)
+    for i, k in enumerate(keys):
+        rows[run[k][0]].append(i)
+    rng = np.random.default_rng(seed)
+    for _ in range(draws):
+        yield np.concatenate([rows[databases[j]] for j in rng.integers(0, len(databases), len(databases))])
+
+
+def interval(run: dict, draws: int = 2000, seed: int = 0) -> str:
+    """The run's top-1 with a 95% bootstrap interval over databases.
+
+    >>> interval({("q1", "s"): ("a", True), ("q2", "s"): ("b", False)}, draws=10).split(" (")[0]
+    'top-1 0.500'
+    """
+    keys = sorted(run)
+    a = np.array([run[k][1] for k in keys], dtype=float)
+    low, high = np.percentile([a[idx].mean() for idx in database_draws(run, keys, draws, seed)], [2.5, 97.5])
+    n = len({run[k][0] for k in keys})
+    return f"top-1 {a.mean():.3f} (95% interval over {n} databases {low:.3f} to {high:.3f})"
 
 
 def paired(run: dict, baseline: dict, draws: int = 2000, seed: int = 0) -> str:
@@ -79,18 +105,11 @@ def paired(run: dict, baseline: dict, draws: int = 2000, seed: int = 0) -> str:
     keys = sorted(run.keys() & baseline.keys())
     a = np.array([run[k][1] for k in keys], dtype=float)
     b = np.array([baseline[k][1] for k in keys], dtype=float)
-    databases = sorted({run[k][0] for k in keys})
-    rows = defaultdict(list)
-    for i, k in enumerate(keys):
-        rows[run[k][0]].append(i)
-    rng = np.random.default_rng(seed)
-    diffs = []
-    for _ in range(draws):
-        idx = np.concatenate([rows[databases[j]] for j in rng.integers(0, len(databases), len(databases))])
-        diffs.append(a[idx].mean() - b[idx].mean())
+    diffs = [a[idx].mean() - b[idx].mean() for idx in database_draws(run, keys, draws, seed)]
     low, high = np.percentile(diffs, [2.5, 97.5])
+    n = len({run[k][0] for k in keys})
     return (f"{len(keys)} wrong queries in both: top-1 {a.mean():.3f} against {b.mean():.3f} "
-            f"({a.mean() - b.mean():+.3f}; 95% interval over {len(databases)} databases {low:+.3f} to {high:+.3f}); "
+            f"({a.mean() - b.mean():+.3f}; 95% interval over {n} databases {low:+.3f} to {high:+.3f}); "
             f"this run alone gets {int(((a == 1) & (b == 0)).sum())}, the baseline alone {int(((a == 0) & (b == 1)).sum())}")
 
 
@@ -103,9 +122,10 @@ def main() -> None:
     parser.add_argument("--data-root", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/spider",
                         help="the benchmark folder with the run's questions (for --sample)")
     parser.add_argument("--split", default="dev")
-    parser.add_argument("--system", help="read only this system's predictions")
+    parser.add_argument("--system", help="read only this system's predictions (or these, comma-separated)")
     parser.add_argument("--against", type=Path, help="a baseline run's predictions/test.jsonl: paired top-1")
     args = parser.parse_args()
+    args.system = set(args.system.split(",")) if args.system else None
     for path in (args.predictions, args.against):
         if path is not None and not path.is_file():
             parser.error(f"{path}: no such file (a run's predictions/test.jsonl)")
@@ -117,7 +137,7 @@ def main() -> None:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 parser.error(f"{args.predictions}: not JSONL (line {line[:60]!r})")
-            if args.system and row.get("system") != args.system:
+            if args.system and row.get("system") not in args.system:
                 continue
             if not isinstance(row, dict) or not {"node_labels", "node_arity", "node_names", "node_types"} <= row.keys():
                 parser.error(f"{args.predictions}: a row without node_labels, node_arity, node_names and "
@@ -143,7 +163,7 @@ def main() -> None:
     if not n:
         parser.error(f"{args.predictions}: no wrong query with an error site and site_scores "
                      "(written by a model=features run with the site head)")
-    print(f"wrong queries with a site: {n}; top-1 {np.mean([h for v in by_count.values() for h in v]):.3f}")
+    print(f"wrong queries with a site: {n}; {interval(top1_hits(args.predictions, args.system))}")
     print("\n| error sites in the query | wrong queries | top-1 |\n|---|---|---|")
     for k, v in sorted(by_count.items()):
         print(f"| {k if k < 5 else '5 or more'} | {len(v)} | {np.mean(v):.3f} |")

@@ -286,6 +286,21 @@ def spider_crossfit(overrides: list[str]) -> tuple:
     return table, boosted.fold_roles(table, data)[0], config
 
 
+def default_crossfit(overrides: list[str]) -> tuple:
+    """(table, fold roles, config) of the default command itself, ``python train.py model=features
+    data=spider data.root=<shared>/spider`` with ``model.<override>`` for each of ``overrides``:
+    unlike ``spider_crossfit``, with the training rows of ``data.llm_answers`` (Qwen's answers
+    to Spider train). Run from the repository's root (the answers' path is relative to it)."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=["model=features", "data=spider", f"data.root={SHARED / 'spider'}",
+                                          *(f"model.{o}" for o in overrides)])
+    config = boosted.BoostedConfig.from_cfg(cfg.model)
+    table = boosted.load_table(cfg.data, config)
+    return table, boosted.fold_roles(table, cfg.data)[0], config
+
+
 def measure(table, roles, config, write: Path | None = None, name: str = "") -> tuple[dict, float, float]:
     """One cross-fitting of ``table`` (the project's own folds, node model and site head as set):
     its out-of-fold localisation, node AUC and seconds; with ``write``, its rows to

@@ -11,8 +11,11 @@ children the neighbours' gold commonly puts under its kind the query lacks
 says the query should look like, for the one-site misses at an operator (docs/look_here_first.md).
 Fits the default single-system command's cross-fitting with and without the six columns (the
 node model and the site head read them) and prints top-1 / top-3 / mrr and node AUC.
+``--default-command``: the default command as it is now, with Qwen's answers to Spider train as
+training rows (``site_ranker.default_crossfit``); an answer's neighbours are the train questions
+of *other* databases (as every dev question's are).
 
-    python benchmarks/structure_prior.py [--k 20] [--write DIR] [--set site_monotone=context ...]
+    python benchmarks/structure_prior.py [--k 20] [--write DIR] [--set site_monotone=context ...] [--default-command]
 """
 
 import argparse
@@ -28,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from site_ranker import measure, spider_crossfit
+from site_ranker import default_crossfit, measure, spider_crossfit
 
 import rat
 from model.data.datasets import load_questions, load_schemas
@@ -109,6 +112,8 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=20, help="neighbours per question (default 20)")
     parser.add_argument("--write", type=Path, metavar="DIR", help="each variant's out-of-fold rows as DIR/<variant>.jsonl")
     parser.add_argument("--set", nargs="*", default=[], help="model overrides, e.g. site_monotone=context")
+    parser.add_argument("--default-command", action="store_true",
+                        help="the default command with Qwen's answers to Spider train as training rows")
     args = parser.parse_args()
     if args.k < 1:
         parser.error(f"--k must be 1 or more; found {args.k}")
@@ -136,11 +141,25 @@ def main() -> None:
           f"{len(dev)} dev questions embedded, {time.perf_counter() - start:.0f} s",
           flush=True)
 
-    table, roles, config = spider_crossfit(args.set)
-    extra = []
+    table, roles, config = (default_crossfit if args.default_command else spider_crossfit)(args.set)
+    train_row = {q.question_id: i for i, q in enumerate(train)}
+    train_db = np.array([q.db_id for q in train])
+    extra, side, unmatched = [], 0, 0
     for e in table.examples:
-        d = row[e.question_id]
-        extra.append(prior_columns(e, [skeletons[j] for j in nearest[d]], float(sims[d, nearest[d, 0]])))
+        if e.question_id in row and e.db_id == dev[row[e.question_id]].db_id:
+            d = row[e.question_id]
+            near, sim = nearest[d], sims[d]
+        elif e.question_id in train_row:  # an answer to a train question: other databases only
+            side += 1
+            sim = np.where(train_db == e.db_id, -np.inf, train_vec @ train_vec[train_row[e.question_id]])
+            near = np.argsort(-sim)[:args.k]
+        else:  # a train question whose gold is not a tree here: no prior
+            unmatched += 1
+            extra.append(np.full((len(e.node_types), len(NAMES)), np.nan))
+            continue
+        extra.append(prior_columns(e, [skeletons[j] for j in near], float(sim[near[0]])))
+    print(f"{len(table.examples)} examples ({side} on train databases, {unmatched} without a prior), "
+          f"{len(table.names)} features", flush=True)
     names, features = table.names, table.features
     print("\n| site head | k | top-1 | top-3 | mrr | node AUC | seconds |\n|---|---|---|---|---|---|---|")
     for variant in ("today", "structure_prior"):

@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from model.nodes.outputs import read_predictions, tree_of
+from model.nodes.outputs import prediction_row, read_predictions, tree_of, write_predictions
 from model.train import train
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -101,6 +101,32 @@ def test_stacked_variant_reads_another_runs_node_logits(boosted_run, tmp_path):
     assert rows[0]["method"] == "boosted node features + neural (single-system)"
 
 
+def test_stack_into_site_leaves_the_node_model_as_it_was(boosted_run, tmp_path):
+    # an oracle "neural" logit (the node labels): read by the node model it changes the node
+    # confidences; with model.stack_into=site only the site head reads it
+    out, _, objects = boosted_run
+    oracle = tmp_path / "oracle.jsonl"
+    write_predictions(oracle, [prediction_row(e, [0.9 if y else 0.1 for y in e.node_labels], "test")
+                               for e in objects["table"].examples])
+    plain = {r["question_id"] + r["system"]: r for r in read_predictions(out / "predictions" / "test.jsonl")}
+    for into in ("site", "both"):
+        run = tmp_path / into
+        metrics, _ = train(compose_cfg("train", [*FAST, f"model.stack={oracle}", f"model.stack_into={into}"], run))
+        rows = read_predictions(run / "predictions" / "test.jsonl")
+        same_conf = all(r["node_confidences"] == plain[r["question_id"] + r["system"]]["node_confidences"]
+                        for r in rows)
+        same_site = all(r["site_scores"] == plain[r["question_id"] + r["system"]]["site_scores"] for r in rows)
+        assert same_conf == (into == "site") and not same_site
+        assert (metrics["test/auc"] > 0.99) == (into == "both")
+
+
+def test_stack_into_must_be_both_or_site(tmp_path):
+    from model.cli import UsageError
+
+    with pytest.raises(UsageError, match="model.stack_into must be both or site; found 'node'"):
+        train(compose_cfg("train", [*FAST, "model.stack_into=node"], tmp_path))
+
+
 def test_stack_file_missing_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="model.stack=/no/such.jsonl"):
         train(compose_cfg("train", [*FAST, "model.stack=/no/such.jsonl"], tmp_path))
@@ -182,6 +208,24 @@ def test_holdout_system_unknown_is_one_line(tmp_path):
 
     with pytest.raises(UsageError, match="data.holdout_system=nobody: no such system"):
         train(compose_cfg("train", [*FAST, "data.holdout_system=nobody"], tmp_path))
+
+
+def test_compare_node_runs_names_a_file_without_node_confidences(tmp_path):
+    import subprocess
+    import sys
+
+    for run in ("base", "sites_only"):
+        (tmp_path / run / "predictions").mkdir(parents=True)
+        row = {"question_id": "q1", "system": "s", "node_labels": [1, 0], "site_scores": [0.1, 0.9]}
+        if run == "base":
+            row["node_confidences"] = [0.9, 0.2]
+        (tmp_path / run / "predictions" / "test.jsonl").write_text(json.dumps(row) + "\n")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_node_runs.py"
+    result = subprocess.run([sys.executable, str(script), "--baseline", str(tmp_path / "base"),
+                             str(tmp_path / "sites_only")], capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().endswith("no usable node predictions (1 missing node_confidences)")
+    assert "Traceback" not in result.stderr
 
 
 def test_compare_node_runs_averages_leave_one_system_out_runs(tmp_path):

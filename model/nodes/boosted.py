@@ -5,6 +5,7 @@
     python train.py model=features data=spider data.root=../shared/data/spider data.protocol=crossfit
     python train.py model=features model.groups=single+consensus ... # consensus track
     python train.py model=features model.stack=<neural run>/predictions/test.jsonl ...  # stacked
+    python train.py model=features model.stack=... model.stack_into=site ...  # site head only
 
 Protocols (``cfg.data.protocol``): ``split`` divides the eval split's databases into train /
 val / test once (``model.nodes.datamodule.split_databases``); ``crossfit`` puts them into
@@ -76,6 +77,8 @@ class BoostedConfig:
     # true = the packaged SmolLM2, or a scorer LM's name (qwen_coder) / path
     drop: tuple[str, ...] = ()  # feature names (or group names) left out, for ablations
     stack: str | None = None  # a neural run's out-of-fold predictions: its node logit becomes a feature
+    stack_into: str = "both"  # both | site: which models read that feature (site: the site head
+    # only; the node model fits as if the column were missing)
     save_model: bool = True  # fit a final model on all labelled predictions -> <run>/model/
     database: str = "with"  # with | without | dropout | both: the database features
     # (DATABASE_FEATURES) as computed, always missing (a database-free model), missing for a
@@ -111,6 +114,8 @@ class BoostedConfig:
             config.site_monotone = "all" if config.site_monotone else "none"
         if config.site_monotone not in SITE_MONOTONE_CHOICES:
             raise UsageError(f"model.site_monotone must be one of {SITE_MONOTONE_CHOICES}; found {config.site_monotone!r}")
+        if config.stack_into not in ("both", "site"):
+            raise UsageError(f"model.stack_into must be both or site; found {config.stack_into!r}")
         if config.calibration not in ("platt", "isotonic", "none"):
             raise UsageError(f"model.calibration must be platt, isotonic or none; found {config.calibration!r}")
         return config
@@ -387,6 +392,16 @@ def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict
     return model.fit(x, y, sample_weight=sample_weight)
 
 
+def fit_node_model(x: np.ndarray, y: np.ndarray, names: Sequence[str], config: BoostedConfig, seed: int = 0):
+    """The node model on rows ``x`` (columns ``names``), with ``config.node_hgb``. With
+    ``model.stack_into=site`` the stacked neural logit is left out of the fit (set missing, so
+    never split on): only the site head reads it."""
+    if config.stack and config.stack_into == "site" and STACK_FEATURE in names:
+        x = x.copy()
+        x[:, list(names).index(STACK_FEATURE)] = np.nan
+    return fit_classifier(x, y, names, config.node_hgb(names), seed)
+
+
 def without_database(x: np.ndarray, names: Sequence[str], rows: np.ndarray | None = None) -> np.ndarray:
     """``x`` with the database features missing (NaN) in ``rows`` (default: all), as when
     scoring without a database."""
@@ -534,7 +549,7 @@ def inner_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: S
     fold = schema_disjoint_folds(groups, k, seed)
     out = np.empty(len(x))
     for i in range(k):
-        model = fit_classifier(x[fold != i], y[fold != i], names, config.node_hgb(names), seed)
+        model = fit_node_model(x[fold != i], y[fold != i], names, config, seed)
         out[fold == i] = model.predict_proba(x[fold == i])[:, 1]
     return out
 
@@ -563,7 +578,7 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
     train = role["train"] + (side if config.train_side == "all" else [])
     x, y, sites = training_rows(table, train, config, seed)
     x = x[:, keep]
-    node_model = fit_classifier(x, y, names, config.node_hgb(names), seed)
+    node_model = fit_node_model(x, y, names, config, seed)
     held = {}  # val and test: features as scored, labels, sites, node-model probabilities
     for part in ("val", "test"):
         if role[part]:
@@ -719,7 +734,7 @@ def fold_scorers(table: NodeTable, roles: list[dict[str, list[int]]], config: Bo
     blocks = []
     for role in roles:
         x, y, _ = training_rows(table, role["train"], config, seed)
-        model = fit_classifier(x, y, table.names, config.node_hgb(table.names), seed)
+        model = fit_node_model(x, y, table.names, config, seed)
         calibrator = None
         if role["val"]:
             xv, yv = scored_rows(table, role["val"], config)

@@ -416,7 +416,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
     ``side``: examples of ``model.train_predictions`` (``model.train_side``: the site head learns
     from them, and with ``all`` the node model too)."""
     from model.nodes.boosted import (
-        fit_classifier,
+        fit_node_model,
         fit_site_head,
         inner_out_of_fold,
         join_rows,
@@ -428,7 +428,7 @@ def fit_saved_model(table, indices: Sequence[int], config, oof_raw: dict[int, np
     side = list(side) if config.train_side != "none" else []
     node_rows = list(indices) + (side if config.train_side == "all" else [])
     x, y, sites = training_rows(table, node_rows, config, seed)
-    node_model = fit_classifier(x, y, table.names, config.node_hgb(table.names), seed)
+    node_model = fit_node_model(x, y, table.names, config, seed)
     raw = None
     if config.site_context and config.site_head:
         raw = _training_raw(node_rows, config, oof_raw, without_database, seed)
