@@ -15,9 +15,9 @@ other systems' outputs; and the mean over the leave-one-system-out runs among th
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
