@@ -12,7 +12,10 @@ systems, the 4 CodeS BIRD dev systems). BIRD has no databases here: tree labels,
 features, and the evidence is read as part of the question. ``--no-database`` scores Spider
 without its databases. ``--labels tree`` labels Spider by tree comparison with gold, as BIRD is
 labelled (default: execution labels). A model never saw the other benchmark's databases,
-schemas or questions.
+schemas or questions. ``--data spider_train_qwen`` scores Qwen2.5-Coder-1.5B's answers to Spider
+*train* (``benchmarks/llm_answers/spider_train``; 140 databases disjoint from dev's): a model
+trained on the dev systems without them (``model.train_predictions=null``) meets a system and
+databases it never saw.
 
 ``--adapt TEACHER``: also the model adapted to the tested benchmark's unlabelled outputs with
 ``rat-adapt``'s ``model.scoring.adapt`` (a consensus model, TEACHER, reads every system's answers
@@ -51,7 +54,10 @@ from model.nodes.examples import build_examples
 from model.scoring import RowError, Scorer
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-PREDICTIONS = {"spider": "spider_dev", "bird": "bird_dev"}
+# --data: (benchmark folder under SHARED, split, folder of the predictions scored)
+PREDICTIONS = {"spider": ("spider", "dev", SHARED / "predictions" / "spider_dev"),
+               "bird": ("bird", "dev", SHARED / "predictions" / "bird_dev"),
+               "spider_train_qwen": ("spider", "train", Path(__file__).resolve().parent / "llm_answers" / "spider_train")}
 
 
 def run_labels(config: dict) -> str:
@@ -298,14 +304,15 @@ def main() -> None:
         parser.error("--recalibrate and --draws: numbers of outputs and draws must be >= 1")
     if args.importance < 0:
         parser.error(f"--importance {args.importance}: the number of repeats must be >= 0")
-    if args.labels == "tree" and args.data != "spider":
+    benchmark, split, folder = PREDICTIONS[args.data]
+    if args.labels == "tree" and benchmark != "spider":
         parser.error("--labels: BIRD is labelled by tree comparison always (there are no databases)")
-    root = SHARED / args.data
-    files = sorted((SHARED / "predictions" / PREDICTIONS[args.data]).iterdir())
-    with_databases = args.data == "spider"
+    root = SHARED / benchmark
+    files = sorted(folder.iterdir())
+    with_databases = benchmark == "spider"
     labels = args.labels if with_databases else "tree"
-    examples, _ = build_examples(root, "dev", prediction_files=files, require_database=with_databases,
-                                 evidence=args.data == "bird", labels=labels)  # BIRD: question + evidence
+    examples, _ = build_examples(root, split, prediction_files=files, require_database=with_databases,
+                                 evidence=benchmark == "bird", labels=labels)  # BIRD: question + evidence
     if with_databases and labels == "execution":
         examples = [e for e in examples if e.execution_match is not None]
     schemas = load_schemas(root)
@@ -332,7 +339,7 @@ def main() -> None:
           f"{run_labels(config) if config else trained.get('labels', 'unrecorded')} labels, groups: {info.get('config', {}).get('groups', 'single')}, "
           f"database features: "
           f"{info.get('config', {}).get('database', 'with')}, dropped: {info.get('config', {}).get('drop')}) -> "
-          f"{args.data} dev, {len(kept)} predictions ({correct.mean():.1%} right by {labels} labels), "
+          f"{benchmark} {split} ({folder.name}), {len(kept)} predictions ({correct.mean():.1%} right by {labels} labels), "
           f"{'with' if use_db else 'without'} databases; its {len(sites)} wrong queries with an error site"
           + (f" have {sites.mean():.2f} sites each on average, {np.mean(sites == 1):.1%} of them one" if len(sites) else "")
           + "\n")
@@ -345,7 +352,7 @@ def main() -> None:
                 f"{m['calibrated_query_ece']:.3f} |")
 
     print(line("transfer", measure(kept)), flush=True)
-    golds = {q.question_id: q.gold_sql for q in load_questions(root, "dev")}
+    golds = {q.question_id: q.gold_sql for q in load_questions(root, split)}
     tables = []
     ways = tuple(args.recalibrate_ways)
     if args.recalibrate and args.recalibrate_models != "adapted":
