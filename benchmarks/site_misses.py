@@ -131,6 +131,7 @@ def main() -> None:
             parser.error(f"{path}: no such file (a run's predictions/test.jsonl)")
     by_count, by_kind, pairs, places = defaultdict(list), defaultdict(list), Counter(), Counter()
     misses: dict[tuple, dict] = {}  # (question, site label, pointed label) -> one row
+    hits: dict[tuple[str, str], tuple[str, bool]] = {}  # as top1_hits gives them
     with args.predictions.open() as f:
         for line in f:
             try:
@@ -149,6 +150,7 @@ def main() -> None:
                 continue
             pointed = int(np.argmax(row["site_scores"]))  # ties: the earlier node, as localisation
             hit = bool(sites[pointed])
+            hits[row["question_id"], row["system"]] = (row["db_id"], hit)
             by_count[min(int(sites.sum()), 5)].append(hit)
             if not hit:
                 places[miss_place(row, pointed, sites)] += 1
@@ -163,7 +165,7 @@ def main() -> None:
     if not n:
         parser.error(f"{args.predictions}: no wrong query with an error site and site_scores "
                      "(written by a model=features run with the site head)")
-    print(f"wrong queries with a site: {n}; {interval(top1_hits(args.predictions, args.system))}")
+    print(f"wrong queries with a site: {n}; {interval(hits)}")
     print("\n| error sites in the query | wrong queries | top-1 |\n|---|---|---|")
     for k, v in sorted(by_count.items()):
         print(f"| {k if k < 5 else '5 or more'} | {len(v)} | {np.mean(v):.3f} |")
@@ -177,7 +179,7 @@ def main() -> None:
     for place, c in places.most_common():
         print(f"| {place} | {c} |")
     if args.against is not None:
-        print("\nAgainst " + str(args.against) + ": " + paired(top1_hits(args.predictions, args.system),
+        print("\nAgainst " + str(args.against) + ": " + paired(hits,
                                                          top1_hits(args.against, args.system)))
     if args.sample:
         gold = {q.question_id: q for q in load_questions(args.data_root, args.split)}
