@@ -1,7 +1,8 @@
 """Where "look here first" misses: a run's out-of-fold site scores read against the error sites.
 
 Prints, over the wrong queries with an error site (``model.eval.localisation.error_sites``):
-top-1 of the site head by the number of sites in the query; for queries with one site, top-1
+top-1 of the site head by the number of sites in the query; per system, its top-1 and what its
+mix of site counts alone would give; for queries with one site, top-1
 by the site's kind (leaf kinds, else the operator) and the most common (site kind, kind pointed
 at) pairs of the misses; and, over all misses, whether the pointed node is right and outside
 every site's subtree, right inside a site's subtree, or an ancestor of a site.
@@ -132,6 +133,7 @@ def main() -> None:
     by_count, by_kind, pairs, places = defaultdict(list), defaultdict(list), Counter(), Counter()
     misses: dict[tuple, dict] = {}  # (question, site label, pointed label) -> one row
     hits: dict[tuple[str, str], tuple[str, bool]] = {}  # as top1_hits gives them
+    by_system: dict[str, list[tuple[int, bool]]] = defaultdict(list)  # (site count bucket, hit)
     with args.predictions.open() as f:
         for line in f:
             try:
@@ -152,6 +154,7 @@ def main() -> None:
             hit = bool(sites[pointed])
             hits[row["question_id"], row["system"]] = (row["db_id"], hit)
             by_count[min(int(sites.sum()), 5)].append(hit)
+            by_system[row.get("system", "")].append((min(int(sites.sum()), 5), hit))
             if not hit:
                 places[miss_place(row, pointed, sites)] += 1
             if sites.sum() == 1:
@@ -169,6 +172,12 @@ def main() -> None:
     print("\n| error sites in the query | wrong queries | top-1 |\n|---|---|---|")
     for k, v in sorted(by_count.items()):
         print(f"| {k if k < 5 else '5 or more'} | {len(v)} | {np.mean(v):.3f} |")
+    pooled = {k: np.mean(v) for k, v in by_count.items()}
+    print("\nBy system (expected: the top-1 of its mix of site counts, each count at the top-1 of all the "
+          "systems above)\n\n| system | wrong queries | one site | top-1 | expected from its site counts |\n|---|---|---|---|---|")
+    for system, v in sorted(by_system.items(), key=lambda kv: np.mean([h for _, h in kv[1]])):
+        print(f"| {system} | {len(v)} | {np.mean([c == 1 for c, _ in v]):.1%} | {np.mean([h for _, h in v]):.3f} | "
+              f"{np.mean([pooled[c] for c, _ in v]):.3f} |")
     print("\nOne site: top-1 by the site's kind\n\n| site | queries | top-1 |\n|---|---|---|")
     for k, v in sorted(by_kind.items(), key=lambda kv: -len(kv[1]))[:args.top]:
         print(f"| {k} | {len(v)} | {np.mean(v):.3f} |")
