@@ -1,0 +1,45 @@
+"""benchmarks/site_misses.py end to end on a small predictions file: the run's own top-1 with an
+interval over databases, the per-system table, several systems at once, and the paired reading."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "site_misses.py"
+# Project(column, Table): the table is the one error site when labels are [1, 0, 0]
+BASE = {"node_arity": [0, 0, 2], "node_names": ["name", "singer", "Project"],
+        "node_types": ["column", "table", "Project"], "node_labels": [1, 0, 0]}
+
+
+def write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps({**BASE, **r}) + "\n" for r in rows))
+    return path
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False)
+
+
+def test_top1_interval_by_system_and_several_systems(tmp_path):
+    hit, miss = [0.1, 0.9, 0.2], [0.9, 0.1, 0.2]  # site scores: the table first, or the column
+    rows = [{"question_id": f"q{i}", "system": system, "db_id": db, "site_scores": scores}
+            for i, (system, db, scores) in enumerate([("a", "d1", hit), ("a", "d2", hit), ("b", "d1", miss),
+                                                      ("b", "d2", hit), ("c", "d1", miss)])]
+    path = write(tmp_path / "test.jsonl", rows + [{"question_id": "right", "system": "a", "db_id": "d1",
+                                                   "node_labels": [1, 1, 1], "site_scores": miss}])
+    out = run(str(path)).stdout.splitlines()
+    assert out[0].startswith("wrong queries with a site: 5; top-1 0.600 (95% interval over 2 databases ")
+    table = {line.split(" | ")[0][2:]: line.split(" | ") for line in out if line.startswith("| ") and " | 100.0% | " in line}
+    assert {s: t[3] for s, t in table.items()} == {"a": "1.000", "b": "0.500", "c": "0.000"}
+    assert all(t[4].rstrip(" |") == "0.600" for t in table.values())  # every query has one site
+    assert run(str(path), "--system", "a,b").stdout.startswith("wrong queries with a site: 4; top-1 0.750")
+    other = write(tmp_path / "other.jsonl", [{**r, "site_scores": hit} for r in rows])
+    assert "top-1 0.600 against 1.000 (-0.400;" in run(str(path), "--against", str(other)).stdout
+
+
+def test_a_file_without_site_scores_is_one_line(tmp_path):
+    path = write(tmp_path / "test.jsonl", [{"question_id": "q", "system": "a", "db_id": "d"}])
+    result = run(str(path))
+    assert result.returncode == 2 and "no wrong query with an error site and site_scores" in result.stderr
+    assert "Traceback" not in result.stderr
