@@ -28,7 +28,8 @@ from model.nodes.outputs import read_predictions, write_predictions
 
 def keyed(path: Path) -> dict[tuple, dict]:
     if not path.is_file():
-        sys.exit(f"error: {path}: no such predictions file")
+        print(f"neural_logits.py: error: {path}: no such predictions file", file=sys.stderr)
+        raise SystemExit(2)
     return {(r["question_id"], r.get("system")): r for r in read_predictions(path)}
 
 

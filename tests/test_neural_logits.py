@@ -37,5 +37,6 @@ def test_mean_of_two_runs_and_a_missing_file(tmp_path, capsys):
     assert neural_logits.main(["mean", str(a), str(b), "--out", str(out)]) == 0
     row = json.loads(out.read_text())
     assert row["node_confidences"] == [0.5, 0.5, 0.5]  # logits +2.197 and -2.197
-    with pytest.raises(SystemExit, match="no_such.jsonl: no such predictions file"):
+    with pytest.raises(SystemExit) as exit_:
         neural_logits.main(["mean", str(a), str(tmp_path / "no_such.jsonl"), "--out", str(out)])
+    assert exit_.value.code == 2 and capsys.readouterr().err.strip().endswith("no_such.jsonl: no such predictions file")
