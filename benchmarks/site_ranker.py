@@ -263,7 +263,8 @@ def read_out_of_fold(table, test: dict) -> tuple[dict, float]:
 
 
 def write_rows(path: Path, table, test: dict) -> None:
-    """Out-of-fold rows as ``benchmarks/site_misses.py`` reads them (one JSON line an example)."""
+    """Out-of-fold rows as ``benchmarks/site_misses.py`` and ``compare_node_runs.py`` read them
+    (one JSON line an example, with the node model's confidences and the site head's scores)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
         for k in sorted(test):
@@ -272,6 +273,7 @@ def write_rows(path: Path, table, test: dict) -> None:
                                 "execution_match": e.execution_match, "node_labels": list(e.node_labels),
                                 "node_arity": list(e.node_arity), "node_names": list(e.node_names),
                                 "node_types": list(e.node_types),
+                                "node_confidences": [round(float(v), 6) for v in test[k][0]],
                                 "site_scores": [round(float(v), 6) for v in test[k][1]]}) + "\n")
 
 

@@ -10,12 +10,14 @@ children the neighbours' gold commonly puts under its kind the query lacks
 (``rp_query_overlap``) and the nearest neighbour's similarity (``rp_top_sim``): what the question
 says the query should look like, for the one-site misses at an operator (docs/look_here_first.md).
 Fits the default single-system command's cross-fitting with and without the six columns (the
-node model and the site head read them) and prints top-1 / top-3 / mrr and node AUC.
+node model and the site head read them; ``structure_prior_node_only``: the node model only) and
+prints top-1 / top-3 / mrr and node AUC.
 ``--default-command``: the default command as it is now, with Qwen's answers to Spider train as
 training rows (``site_ranker.default_crossfit``); an answer's neighbours are the train questions
 of *other* databases (as every dev question's are).
 
     python benchmarks/structure_prior.py [--k 20] [--write DIR] [--set site_monotone=context ...] [--default-command]
+        [--variants today,structure_prior,structure_prior_node_only]
 """
 
 import argparse
@@ -36,6 +38,7 @@ from site_ranker import default_crossfit, measure, spider_crossfit
 import rat
 from model.data.datasets import load_questions, load_schemas
 from model.lm.sentence import embed_texts
+from model.nodes import boosted
 from model.nodes.examples import node_types
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -112,11 +115,16 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=20, help="neighbours per question (default 20)")
     parser.add_argument("--write", type=Path, metavar="DIR", help="each variant's out-of-fold rows as DIR/<variant>.jsonl")
     parser.add_argument("--set", nargs="*", default=[], help="model overrides, e.g. site_monotone=context")
+    parser.add_argument("--variants", default="today,structure_prior",
+                        help="of today, structure_prior, structure_prior_node_only (the six read by the node model only)")
     parser.add_argument("--default-command", action="store_true",
                         help="the default command with Qwen's answers to Spider train as training rows")
     args = parser.parse_args()
     if args.k < 1:
         parser.error(f"--k must be 1 or more; found {args.k}")
+    unknown = set(args.variants.split(",")) - {"today", "structure_prior", "structure_prior_node_only"}
+    if unknown:
+        parser.error(f"--variants: unknown {sorted(unknown)}")
     root = SHARED / "spider"
     if not (root / "train_spider.json").is_file():
         parser.error(f"Spider train not found under {root} (set RAT_SHARED_DATA)")
@@ -161,13 +169,22 @@ def main() -> None:
     print(f"{len(table.examples)} examples ({side} on train databases, {unmatched} without a prior), "
           f"{len(table.names)} features", flush=True)
     names, features = table.names, table.features
+
+    def node_model_only(table, indices, x, *rest):  # the site head fits as if the six were missing
+        x = x.copy()
+        x[:, [table.names.index(n) for n in NAMES]] = np.nan
+        return default_head(table, indices, x, *rest)
+
+    default_head = boosted.fit_site_head
     print("\n| site head | k | top-1 | top-3 | mrr | node AUC | seconds |\n|---|---|---|---|---|---|---|")
-    for variant in ("today", "structure_prior"):
+    for variant in args.variants.split(","):
         table.names = names if variant == "today" else (*names, *NAMES)
         table.features = features if variant == "today" else [np.hstack([f, x]) for f, x in zip(features, extra)]
+        boosted.fit_site_head = node_model_only if variant == "structure_prior_node_only" else default_head
         where, node_auc, seconds = measure(table, roles, config, args.write, variant)
         print(f"| {variant} | {args.k} | {where['top1']:.3f} | {where['top3']:.3f} | {where['mrr']:.3f} | "
               f"{node_auc:.3f} | {seconds:.0f} |", flush=True)
+    boosted.fit_site_head = default_head
 
 if __name__ == "__main__":
     main()
