@@ -13,7 +13,7 @@ features, and the evidence is read as part of the question. ``--no-database`` sc
 without its databases. ``--labels tree`` labels Spider by tree comparison with gold, as BIRD is
 labelled (default: execution labels). A model never saw the other benchmark's databases,
 schemas or questions. ``--data spider_train_qwen`` scores Qwen2.5-Coder-1.5B's answers to Spider
-*train* (``benchmarks/llm_answers/spider_train``; 140 databases disjoint from dev's): a model
+*train* (``benchmarks/llm_answers/spider_train``; 144 databases disjoint from dev's): a model
 trained on the dev systems without them (``model.train_predictions=null``) meets a system and
 databases it never saw.
 
