@@ -26,11 +26,23 @@ from model.eval.localisation import localisation
 from model.nodes.outputs import read_predictions, write_predictions
 
 
+def fail(message: str):
+    print(f"neural_logits.py: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def keyed(path: Path) -> dict[tuple, dict]:
+    """A predictions file's usable rows by (question, system); rows without node confidences are
+    left out (``read_predictions``), a file with none or a line that is not JSON is one line."""
     if not path.is_file():
-        print(f"neural_logits.py: error: {path}: no such predictions file", file=sys.stderr)
-        raise SystemExit(2)
-    return {(r["question_id"], r.get("system")): r for r in read_predictions(path)}
+        fail(f"{path}: no such predictions file")
+    try:
+        rows = read_predictions(path)
+    except ValueError as err:
+        fail(str(err))
+    if not rows:
+        fail(f"{path}: no node predictions (question_id, node_confidences) in it")
+    return {(r["question_id"], r.get("system")): r for r in rows}
 
 
 def logit(p) -> np.ndarray:
@@ -75,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     sites, labelled = keyed(args.file), keyed(args.labels)
     shared = [k for k, r in labelled.items() if k in sites and sites[k].get("node_names") == r.get("node_names")]
     rows = [labelled[k] for k in shared]
+    if not all({"node_labels", "node_arity"} <= r.keys() for r in rows):
+        fail(f"--labels {args.labels}: rows need node_labels and node_arity (a run's predictions/test.jsonl)")
+    if not shared:
+        fail(f"{args.file} and --labels {args.labels}: no prediction with the same tree in both")
     where = localisation(rows, [sites[k]["node_confidences"] for k in shared])
     print(f"{len(shared)} predictions in both files, {where['n_wrong_queries']} wrong queries with a site")
     print("  ".join(f"{k} {where[k]:.3f}" for k in ("top1_least_confident", "top3_least_confident",

@@ -137,7 +137,10 @@ def unpack_encoder(folder: Path, hf_home: Path) -> Path:
 
     if not (folder / "hub_id.json").is_file() or not (folder / "model.safetensors.gz").is_file():
         raise UsageError(f"--unpack {folder}: not an encoder/ folder of a pack (hub_id.json, model.safetensors.gz)")
-    hub_id = json.loads((folder / "hub_id.json").read_text())["hub_id"]
+    try:
+        hub_id = str(json.loads((folder / "hub_id.json").read_text())["hub_id"])
+    except (ValueError, KeyError, TypeError):
+        raise UsageError(f"--unpack {folder}: hub_id.json does not name the hub id ({{\"hub_id\": ...}})") from None
     repo = hf_home / "hub" / ("models--" + hub_id.replace("/", "--"))
     snapshot = repo / "snapshots" / "pack"
     snapshot.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,6 @@ gives the run's own top-1 with such an interval.
 """
 
 import argparse
-import json
 import random
 import sys
 from collections import Counter, defaultdict
@@ -31,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.data.datasets import load_questions
+from model.data.jsonl import iter_jsonl
 from model.eval.localisation import error_sites
 from model.nodes.features import tree_shape
 
@@ -54,18 +54,29 @@ def miss_place(row: dict, pointed: int, sites: np.ndarray) -> str:
     return "right, outside every site's subtree"
 
 
+REQUIRED = ("question_id", "db_id", "node_labels", "node_arity", "node_names", "node_types")
+
+
+def rows_of(path: Path, systems: set[str] | None = None):
+    """The rows of a run's test.jsonl (of ``systems`` only, when given); a line that is not JSON,
+    or a row without the fields a run writes, is a ValueError naming the file."""
+    for row in iter_jsonl(path):
+        if not isinstance(row, dict) or not set(REQUIRED) <= row.keys():
+            raise ValueError(f"{path}: a row without {', '.join(REQUIRED)} (a run's predictions/test.jsonl has them)")
+        if not systems or row.get("system") in systems:
+            yield row
+
+
 def top1_hits(path: Path, systems: set[str] | None = None) -> dict[tuple[str, str], tuple[str, bool]]:
     """(question, system) -> (database, whether the site head's first node is an error site) for
     each wrong query of a test.jsonl with an error site and site scores."""
     out = {}
-    with path.open() as f:
-        for line in f:
-            row = json.loads(line)
-            if (systems and row.get("system") not in systems) or all(row["node_labels"]) or row.get("site_scores") is None:
-                continue
-            sites = error_sites(row["node_labels"], row["node_arity"])
-            if any(sites):
-                out[row["question_id"], row["system"]] = (row["db_id"], bool(sites[int(np.argmax(row["site_scores"]))]))
+    for row in rows_of(path, systems):
+        if all(row["node_labels"]) or row.get("site_scores") is None:
+            continue
+        sites = error_sites(row["node_labels"], row["node_arity"])
+        if any(sites):
+            out[row["question_id"], row.get("system", "")] = (row["db_id"], bool(sites[int(np.argmax(row["site_scores"]))]))
     return out
 
 
@@ -134,36 +145,31 @@ def main() -> None:
     misses: dict[tuple, dict] = {}  # (question, site label, pointed label) -> one row
     hits: dict[tuple[str, str], tuple[str, bool]] = {}  # as top1_hits gives them
     by_system: dict[str, list[tuple[int, bool]]] = defaultdict(list)  # (site count bucket, hit)
-    with args.predictions.open() as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                parser.error(f"{args.predictions}: not JSONL (line {line[:60]!r})")
-            if args.system and row.get("system") not in args.system:
-                continue
-            if not isinstance(row, dict) or not {"node_labels", "node_arity", "node_names", "node_types"} <= row.keys():
-                parser.error(f"{args.predictions}: a row without node_labels, node_arity, node_names and "
-                             "node_types (a run's predictions/test.jsonl has them)")
-            if all(row["node_labels"]) or row.get("site_scores") is None:
-                continue
-            sites = np.array(error_sites(row["node_labels"], row["node_arity"]), dtype=bool)
-            if not sites.any():
-                continue
-            pointed = int(np.argmax(row["site_scores"]))  # ties: the earlier node, as localisation
-            hit = bool(sites[pointed])
-            hits[row["question_id"], row["system"]] = (row["db_id"], hit)
-            by_count[min(int(sites.sum()), 5)].append(hit)
-            by_system[row.get("system", "")].append((min(int(sites.sum()), 5), hit))
+    try:
+        rows = list(rows_of(args.predictions, args.system))
+        against = top1_hits(args.against, args.system) if args.against is not None else None
+    except ValueError as err:
+        parser.error(str(err))
+    for row in rows:  # one pass over the run's rows
+        if all(row["node_labels"]) or row.get("site_scores") is None:
+            continue
+        sites = np.array(error_sites(row["node_labels"], row["node_arity"]), dtype=bool)
+        if not sites.any():
+            continue
+        pointed = int(np.argmax(row["site_scores"]))  # ties: the earlier node, as localisation
+        hit = bool(sites[pointed])
+        hits[row["question_id"], row.get("system", "")] = (row["db_id"], hit)
+        by_count[min(int(sites.sum()), 5)].append(hit)
+        by_system[row.get("system", "")].append((min(int(sites.sum()), 5), hit))
+        if not hit:
+            places[miss_place(row, pointed, sites)] += 1
+        if sites.sum() == 1:
+            site = int(np.flatnonzero(sites)[0])
+            by_kind[kind(row, site)].append(hit)
             if not hit:
-                places[miss_place(row, pointed, sites)] += 1
-            if sites.sum() == 1:
-                site = int(np.flatnonzero(sites)[0])
-                by_kind[kind(row, site)].append(hit)
-                if not hit:
-                    pairs[kind(row, site), kind(row, pointed)] += 1
-                    key = (row["question_id"], row["node_names"][site], row["node_names"][pointed])
-                    misses.setdefault(key, {**row, "site": site, "pointed": pointed})
+                pairs[kind(row, site), kind(row, pointed)] += 1
+                key = (row["question_id"], row["node_names"][site], row["node_names"][pointed])
+                misses.setdefault(key, {**row, "site": site, "pointed": pointed})
     n = sum(len(v) for v in by_count.values())
     if not n:
         parser.error(f"{args.predictions}: no wrong query with an error site and site_scores "
@@ -188,8 +194,7 @@ def main() -> None:
     for place, c in places.most_common():
         print(f"| {place} | {c} |")
     if args.against is not None:
-        print("\nAgainst " + str(args.against) + ": " + paired(hits,
-                                                         top1_hits(args.against, args.system)))
+        print("\nAgainst " + str(args.against) + ": " + paired(hits, against))
     if args.sample:
         gold = {q.question_id: q for q in load_questions(args.data_root, args.split)}
         if any(gold.get(qid) is None or gold[qid].db_id != misses[qid, *rest]["db_id"] for qid, *rest in misses):

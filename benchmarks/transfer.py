@@ -308,6 +308,9 @@ def main() -> None:
     if args.labels == "tree" and benchmark != "spider":
         parser.error("--labels: BIRD is labelled by tree comparison always (there are no databases)")
     root = SHARED / benchmark
+    for path in (root, folder):
+        if not path.is_dir():
+            parser.error(f"--data {args.data}: {path} not found (the shared data: set RAT_SHARED_DATA)")
     files = sorted(folder.iterdir())
     with_databases = benchmark == "spider"
     labels = args.labels if with_databases else "tree"

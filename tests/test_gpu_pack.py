@@ -121,6 +121,9 @@ def test_a_packed_encoder_unpacks_as_a_hub_snapshot_that_gives_the_same_vectors(
     assert torch.allclose(expected, got, atol=1e-2) and not torch.equal(expected, got)  # float16's rounding only
     with pytest.raises(UsageError, match="not an encoder/ folder of a pack"):
         unpack_encoder(tmp_path / "bert", tmp_path / "hf")
+    (tmp_path / "pack" / "encoder" / "hub_id.json").write_text("{not json")
+    with pytest.raises(UsageError, match="hub_id.json does not name the hub id"):
+        unpack_encoder(tmp_path / "pack" / "encoder", tmp_path / "hf2")
     with pytest.raises(UsageError, match="could not load encoder"):
         export_encoder({0}, tmp_path / "other", str(tmp_path / "no_such_model"))
 

@@ -40,3 +40,15 @@ def test_mean_of_two_runs_and_a_missing_file(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         neural_logits.main(["mean", str(a), str(tmp_path / "no_such.jsonl"), "--out", str(out)])
     assert exit_.value.code == 2 and capsys.readouterr().err.strip().endswith("no_such.jsonl: no such predictions file")
+
+
+def test_unusable_files_are_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    other = write(tmp_path / "other.jsonl", [0.9, 0.2, 0.3], question_id="q2")
+    labels = write(tmp_path / "labels.jsonl", [0.9, 0.2, 0.3])
+    for argv, message in ((["mean", str(bad), "--out", str(tmp_path / "m.jsonl")], "bad.jsonl:1: not a JSON line"),
+                          (["pointer", str(other), "--labels", str(labels)], "no prediction with the same tree in both")):
+        with pytest.raises(SystemExit) as exit_:
+            neural_logits.main(argv)
+        assert exit_.value.code == 2 and message in capsys.readouterr().err

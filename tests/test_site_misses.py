@@ -38,8 +38,13 @@ def test_top1_interval_by_system_and_several_systems(tmp_path):
     assert "top-1 0.600 against 1.000 (-0.400;" in run(str(path), "--against", str(other)).stdout
 
 
-def test_a_file_without_site_scores_is_one_line(tmp_path):
+def test_unusable_files_are_one_line(tmp_path):
     path = write(tmp_path / "test.jsonl", [{"question_id": "q", "system": "a", "db_id": "d"}])
-    result = run(str(path))
-    assert result.returncode == 2 and "no wrong query with an error site and site_scores" in result.stderr
-    assert "Traceback" not in result.stderr
+    not_json, a_list = tmp_path / "not.jsonl", tmp_path / "list.jsonl"
+    not_json.write_text("not json\n")
+    a_list.write_text("[1, 2]\n")
+    for args, message in (([str(path)], "no wrong query with an error site and site_scores"),
+                          ([str(path), "--against", str(not_json)], "not.jsonl:1: not a JSON line"),
+                          ([str(a_list), "--system", "a"], "list.jsonl: a row without question_id")):
+        result = run(*args)
+        assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
