@@ -15,7 +15,7 @@ wrong query (weighted ``--weight``); the node model, folds and Spider rows are t
 command's (``site_ranker.default_crossfit``). Prints top-1 / top-3 / mrr over Spider dev's wrong
 queries, for all systems and for the four fine-tuned ones.
 
-    python benchmarks/bird_sites.py [--weights 0,1] [--write DIR]
+    python benchmarks/bird_sites.py --write DIR [--weights 0,1]
 """
 
 import argparse
@@ -73,7 +73,7 @@ def head_with(extra: tuple[np.ndarray, np.ndarray, np.ndarray], weight: float):
     return fit
 
 
-def group_top(table, written: Path, systems: tuple[str, ...]) -> tuple[int, float]:
+def group_top(written: Path, systems: tuple[str, ...]) -> tuple[int, float]:
     """(wrong queries, top-1) of ``systems`` in a written run (``site_misses.py``'s reading)."""
     from model.data.jsonl import iter_jsonl
     from model.eval.localisation import localisation
@@ -87,7 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weights", default="0,1",
                         help="weights of BIRD's rows against Spider's, comma-separated (0: today's head)")
-    parser.add_argument("--write", type=Path, metavar="DIR", default=Path("bird_sites_runs"),
+    parser.add_argument("--write", type=Path, metavar="DIR", required=True,
                         help="each run's out-of-fold rows go to DIR/weight_<w>.jsonl (for site_misses.py)")
     args = parser.parse_args()
     try:
@@ -105,7 +105,7 @@ def main() -> None:
         boosted.fit_site_head = head_with(extra, w) if w > 0 else default_head
         name = f"weight_{w:g}"
         where, node_auc, seconds = measure(table, roles, config, args.write, name)
-        n_ft, top_ft = group_top(table, args.write / f"{name}.jsonl", FINE_TUNED)
+        n_ft, top_ft = group_top(args.write / f"{name}.jsonl", FINE_TUNED)
         print(f"| {w:g} | {where['n_wrong_queries']} | {where['top1']:.3f} | {where['top3']:.3f} | "
               f"{where['mrr']:.3f} | {node_auc:.3f} | {top_ft:.3f} ({n_ft}) | {seconds:.0f} |", flush=True)
     boosted.fit_site_head = default_head

@@ -36,8 +36,8 @@ def test_the_head_learns_the_extra_rows():
 
 
 def test_bad_weights_and_missing_data_are_one_line(tmp_path):
-    for args, env, says in [(["--weights", "one"], {}, "--weights: not numbers: one"),
-                            ([], {"RAT_SHARED_DATA": str(tmp_path)}, f"no BIRD data at {tmp_path / 'bird'}")]:
+    for args, env, says in [(["--weights", "one", "--write", str(tmp_path)], {}, "--weights: not numbers: one"),
+                            (["--write", str(tmp_path)], {"RAT_SHARED_DATA": str(tmp_path)}, f"no BIRD data at {tmp_path / 'bird'}")]:
         done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False,
                               env={**os.environ, **env})
         assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
