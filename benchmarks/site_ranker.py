@@ -16,11 +16,16 @@ model fitted on tree labels (out of fold over the head's rows, inner folds by da
 ``tree_sites`` today's head learning the sites of tree labels, so from every query that differs
 from gold (right by execution or not; ``model.site_labels=tree``), and ``tree_both`` the two together; ``tree_context_bag``,
 ``tree_sites_bag`` and ``tree_both_bag`` are those with ``model.site_bags=5`` (the small gains of bagging and of
-tree labels, together).
+tree labels, together); ``one_site_x3`` today's head with the wrong queries that have one site
+weighted 3, ``one_site_head`` the mean of today's head and a head fitted on those queries only (the
+misses that set the floor depart from gold in one place).
+``--default-command``: on the default command's table as it is now (Qwen's answers to Spider train
+as training rows; ``default_crossfit``) rather than without the answers.
 Prints top-1 / top-3 / mrr of each over Spider dev's wrong queries (out of fold). The ``lgb_*``
 variants need ``pip install lightgbm`` (not a dependency of the project).
 
     python benchmarks/site_ranker.py [--variants hgb,lgb_binary,lgb_lambdarank,pairwise,tree_context] [--groups single] [--write DIR]
+        [--default-command]
 """
 
 import argparse
@@ -44,7 +49,8 @@ from model.nodes.features import categorical_mask
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise", "hgb_bag",
-            "tree_context", "tree_sites", "tree_both", "tree_context_bag", "tree_sites_bag", "tree_both_bag")
+            "tree_context", "tree_sites", "tree_both", "tree_context_bag", "tree_sites_bag", "tree_both_bag",
+            "one_site_x3", "one_site_head")
 BAGS = 5  # hgb_bag: today's head with model.site_bags=5 (bootstrap draws of the wrong queries, averaged)
 PAIR_CAP = 300  # training pairs drawn at most from one wrong query (sites x other nodes, both orders)
 
@@ -196,6 +202,25 @@ def pairwise_site_head(with_pointwise: bool = False):
     return fit
 
 
+def one_site_site_head(separate: bool):
+    """A ``fit_site_head`` for the wrong queries with one error site: they weigh 3 in today's
+    head, or (``separate``) a second head learns from them alone and the two are averaged
+    (``boosted.site_probability`` reads a list of heads as their mean)."""
+
+    def fit(table, indices, x, sites, names, config, seed=0, raw=None):
+        if not config.site_head or not sites.any():
+            return None
+        x, sites, sizes, names = boosted.site_head_rows(table, indices, x, sites, names, config, raw)
+        one = np.add.reduceat(sites, np.r_[0, np.cumsum(sizes)[:-1]]) == 1
+        hgb = config.site_head_hgb(names)
+        if not separate:
+            return fit_classifier(x, sites, names, hgb, seed, sample_weight=np.repeat(np.where(one, 3.0, 1.0), sizes))
+        keep = np.repeat(one, sizes)
+        return [fit_classifier(x, sites, names, hgb, seed), fit_classifier(x[keep], sites[keep], names, hgb, seed)]
+
+    return fit
+
+
 def pairwise_site_head_scores(site_model, x, raw, arities, context, names):
     """``boosted.site_head_scores`` for a ``PairwiseHead`` (it needs each query's nodes together)."""
     from model.nodes.sites import with_context
@@ -325,7 +350,11 @@ def main() -> None:
     parser.add_argument("--write", type=Path, metavar="DIR",
                         help="also write each variant's out-of-fold rows to DIR/<variant>.jsonl "
                              "(for benchmarks/site_misses.py, e.g. --against)")
+    parser.add_argument("--default-command", action="store_true",
+                        help="the default command's table now (with Qwen's answers to Spider train; single only)")
     args = parser.parse_args()
+    if args.default_command and args.groups != "single":
+        parser.error("--default-command: the single-system track only (--groups single)")
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
@@ -335,7 +364,7 @@ def main() -> None:
             import lightgbm  # noqa: F401
         except ImportError:
             parser.error("the lgb_* variants need LightGBM: pip install lightgbm")
-    table, roles, config = spider_crossfit([f"groups={args.groups}"])
+    table, roles, config = default_crossfit([]) if args.default_command else spider_crossfit([f"groups={args.groups}"])
     default_head = boosted.fit_site_head
     print(f"\n| site head ({config.method}) | wrong queries | top-1 | top-3 | mrr | node AUC | seconds |\n"
           "|---|---|---|---|---|---|---|")
@@ -344,6 +373,7 @@ def main() -> None:
         base = variant.removesuffix("_bag") if variant != "hgb_bag" else variant
         boosted.fit_site_head = (default_head if variant in ("hgb", "hgb_bag")
                                  else tree_context_site_head if base in ("tree_context", "tree_both")
+                                 else one_site_site_head(variant == "one_site_head") if variant.startswith("one_site")
                                  else default_head if base == "tree_sites"
                                  else pairwise_site_head(variant == "hgb_pairwise") if variant.endswith("pairwise")
                                  else lightgbm_site_head(variant.split("_", 1)[1]))
