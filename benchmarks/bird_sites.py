@@ -11,7 +11,7 @@ missing, as in ``data=bird``. The site head reads the node model around each nod
 that context comes from BIRD's own node model, out of fold by database (one cross-fitting of
 ``data=bird`` with the default model settings), as the head's Spider rows read the node model's
 out-of-fold probabilities. Each fold's site head then learns from its Spider rows and every BIRD
-wrong query (weighted ``--weight``); the node model, folds and Spider rows are the default
+wrong query (each weighted by one of ``--weights``); the node model, folds and Spider rows are the default
 command's (``site_ranker.default_crossfit``). Prints top-1 / top-3 / mrr over Spider dev's wrong
 queries, for all systems and for the four fine-tuned ones.
 
@@ -94,6 +94,8 @@ def main() -> None:
         weights = [float(w) for w in args.weights.split(",")]
     except ValueError:
         parser.error(f"--weights: not numbers: {args.weights}")
+    if any(w < 0 for w in weights):
+        parser.error(f"--weights: a weight is below 0: {args.weights}")
     if not (SHARED / "bird").is_dir():
         parser.error(f"no BIRD data at {SHARED / 'bird'} (set RAT_SHARED_DATA to the shared data folder)")
     table, roles, config = default_crossfit([])

@@ -37,6 +37,7 @@ def test_the_head_learns_the_extra_rows():
 
 def test_bad_weights_and_missing_data_are_one_line(tmp_path):
     for args, env, says in [(["--weights", "one", "--write", str(tmp_path)], {}, "--weights: not numbers: one"),
+                            (["--weights", "1,-1", "--write", str(tmp_path)], {}, "--weights: a weight is below 0: 1,-1"),
                             (["--write", str(tmp_path)], {"RAT_SHARED_DATA": str(tmp_path)}, f"no BIRD data at {tmp_path / 'bird'}")]:
         done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False,
                               env={**os.environ, **env})
