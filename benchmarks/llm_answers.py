@@ -8,7 +8,11 @@ sql}`` a question, for a random draw of the questions (``--seed``, ``--limit``) 
 at a time (llama.cpp reuses the cached schema part of the prompt), appending to ``--out`` and
 skipping the questions already there, so a stopped run resumes. The prompt is the database's
 ``CREATE TABLE`` statements (read-only) and the question; ``--rows 3`` adds three rows of each
-table, as DAIL-SQL's and C3's prompts do (a second "system" of Qwen's: different answers).
+table, as DAIL-SQL's and C3's prompts do (a second "system" of Qwen's: different answers);
+``--shots K`` adds K other questions of the same database with their gold SQL (the same K for
+every question of a database, drawn by ``--seed``, so the cached prefix still holds; a question
+among them gets the next one instead): answers in Spider's own style, as a system fine-tuned on
+Spider writes them, whose wrong queries depart from gold in fewer places.
 Progress and the questions a second are printed every 50 questions.
 
     python benchmarks/llm_answers.py --split train --out /tmp/qwen_train/qwen_coder.jsonl [--limit 3000]
@@ -102,6 +106,37 @@ def schema_ddl(database: Path, rows: int = 0) -> str:
         con.close()
 
 
+def shots_of(questions: list, k: int, seed: int = 0) -> dict[str, list]:
+    """For each database, ``k + 1`` of its questions in a seeded order: the first ``k`` are the
+    examples of its prompt; a question among them has the ``k + 1``-th in its place (``examples``).
+
+    >>> from types import SimpleNamespace as Q
+    >>> qs = [Q(question_id=f"q{i}", db_id="a") for i in range(5)]
+    >>> [q.question_id for q in shots_of(qs, 2)["a"]]
+    ['q2', 'q4', 'q3']
+    """
+    order = np.random.default_rng(seed).permutation(len(questions))
+    by_db: dict[str, list] = {}
+    for i in order:
+        q = questions[i]
+        if len(by_db.setdefault(q.db_id, [])) <= k:
+            by_db[q.db_id].append(q)
+    return by_db
+
+
+def examples(question, drawn: list, k: int) -> str:
+    """The prompt's ``k`` worked examples for ``question`` (never itself), as SQL comments and queries.
+
+    >>> from types import SimpleNamespace as Q
+    >>> drawn = [Q(question_id="a", question="How many?", gold_sql="SELECT count(*) FROM t"),
+    ...          Q(question_id="b", question="Names?", gold_sql="SELECT name FROM t")]
+    >>> examples(drawn[0], drawn, 1)
+    '-- Question: Names?\\nSELECT name FROM t;\\n\\n'
+    """
+    chosen = [q for q in drawn if q.question_id != question.question_id][:k]
+    return "".join(f"-- Question: {q.question}\n{q.gold_sql};\n\n" for q in chosen)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", default="train")
@@ -112,6 +147,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--rows", type=int, default=0,
                         help="example rows of each table in the prompt (0: the schema only, the committed answers)")
+    parser.add_argument("--shots", type=int, default=0,
+                        help="other questions of the database with their gold SQL in the prompt (0: none, the committed answers)")
     parser.add_argument("--temperature", type=float, default=0.0,
                         help="0: greedy (the committed answers); above 0: sampled, seeded by --seed")
     args = parser.parse_args()
@@ -119,6 +156,8 @@ def main() -> None:
         parser.error(f"--limit must be 1 or more; found {args.limit}")
     if args.rows < 0:
         parser.error(f"--rows must be 0 or more; found {args.rows}")
+    if args.shots < 0:
+        parser.error(f"--shots must be 0 or more; found {args.shots}")
     if args.temperature < 0:
         parser.error(f"--temperature must be 0 or more; found {args.temperature}")
     root = SHARED / "spider"
@@ -133,6 +172,7 @@ def main() -> None:
     except (ImportError, FileNotFoundError) as e:
         parser.error(f"Qwen2.5-Coder through llama.cpp is not set up ({e}): run `make setup-qwen`")
     questions = load_questions(root, args.split)
+    drawn = shots_of(questions, args.shots, args.seed) if args.shots else {}
     order = np.random.default_rng(args.seed).permutation(len(questions))
     done = set()
     if args.out.is_file():
@@ -157,11 +197,16 @@ def main() -> None:
                 no_database += 1
             else:
                 messages = [{"role": "system", "content": SYSTEM},
-                            {"role": "user", "content": f"{ddl[q.db_id]}\n\n-- Question: {q.question}\nWrite the SQLite query."}]
+                            {"role": "user", "content": f"{ddl[q.db_id]}\n\n"
+                             f"{examples(q, drawn[q.db_id], args.shots) if args.shots else ''}"
+                             f"-- Question: {q.question}\nWrite the SQLite query."}]
                 try:
                     reply = llm.create_chat_completion(messages=messages, max_tokens=args.max_tokens,
                                                        temperature=args.temperature,
-                                                       seed=answer_seed(args.seed, q.question_id))
+                                                       seed=answer_seed(args.seed, q.question_id),
+                                                       # with worked examples the model goes on to
+                                                       # write the next one: stop at the first ;
+                                                       stop=[";"] if args.shots else None)
                     sql = first_query(reply["choices"][0]["message"]["content"])
                     out.write(json.dumps({"question_id": q.question_id, "db_id": q.db_id, "sql": sql}) + "\n")
                     out.flush()

@@ -15,7 +15,8 @@ labelled (default: execution labels). A model never saw the other benchmark's da
 schemas or questions. ``--data spider_train_qwen`` scores Qwen2.5-Coder-1.5B's answers to Spider
 *train* (``benchmarks/llm_answers/spider_train``; 144 databases disjoint from dev's): a model
 trained on the dev systems without them (``model.train_predictions=null``) meets a system and
-databases it never saw.
+databases it never saw. ``--predictions DIR`` scores other files on ``--data``'s benchmark and
+split (another prompt's answers to Spider train, say).
 
 ``--adapt TEACHER``: also the model adapted to the tested benchmark's unlabelled outputs with
 ``rat-adapt``'s ``model.scoring.adapt`` (a consensus model, TEACHER, reads every system's answers
@@ -270,6 +271,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", type=Path, required=True, help="a <run>/model directory")
     parser.add_argument("--data", choices=sorted(PREDICTIONS), required=True)
+    parser.add_argument("--predictions", type=Path, metavar="DIR",
+                        help="score the id-keyed JSONL files in DIR instead of --data's, on its benchmark and "
+                             "split (e.g. --data spider_train_qwen --predictions <other answers to Spider train>)")
     parser.add_argument("--no-database", action="store_true", help="score without the databases")
     parser.add_argument("--labels", choices=("execution", "tree"), default="execution",
                         help="Spider's labels: execution match (default) or tree comparison with gold "
@@ -305,9 +309,12 @@ def main() -> None:
     if args.importance < 0:
         parser.error(f"--importance {args.importance}: the number of repeats must be >= 0")
     benchmark, split, folder = PREDICTIONS[args.data]
+    folder = args.predictions or folder
     if args.labels == "tree" and benchmark != "spider":
         parser.error("--labels: BIRD is labelled by tree comparison always (there are no databases)")
     root = SHARED / benchmark
+    if args.predictions and not args.predictions.is_dir():
+        parser.error(f"--predictions {args.predictions}: not a folder of predictions files")
     for path in (root, folder):
         if not path.is_dir():
             parser.error(f"--data {args.data}: {path} not found (the shared data: set RAT_SHARED_DATA)")
