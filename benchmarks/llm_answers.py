@@ -13,6 +13,8 @@ table, as DAIL-SQL's and C3's prompts do (a second "system" of Qwen's: different
 every question of a database, drawn by ``--seed``, so the cached prefix still holds; a question
 among them gets the next one instead): answers in Spider's own style, as a system fine-tuned on
 Spider writes them, whose wrong queries depart from gold in fewer places.
+``--shuffle-databases`` answers whole databases in a seeded order (by default a database comes
+where its first question falls in the draw, so the largest, geo's 564 questions, come first).
 Progress and the questions a second are printed every 50 questions.
 
     python benchmarks/llm_answers.py --split train --out /tmp/qwen_train/qwen_coder.jsonl [--limit 3000]
@@ -149,6 +151,9 @@ def main() -> None:
                         help="example rows of each table in the prompt (0: the schema only, the committed answers)")
     parser.add_argument("--shots", type=int, default=0,
                         help="other questions of the database with their gold SQL in the prompt (0: none, the committed answers)")
+    parser.add_argument("--shuffle-databases", action="store_true",
+                        help="answer the databases in a seeded order, each in full (default: in the order of "
+                             "their first question in the draw, which puts the largest first)")
     parser.add_argument("--temperature", type=float, default=0.0,
                         help="0: greedy (the committed answers); above 0: sampled, seeded by --seed")
     args = parser.parse_args()
@@ -179,6 +184,9 @@ def main() -> None:
         done = {json.loads(line)["question_id"] for line in args.out.open() if line.strip()}
     todo = [questions[i] for i in order if questions[i].question_id not in done][:args.limit]
     first = {}  # one database's questions in a row: llama.cpp reuses the prompt's cached schema
+    if args.shuffle_databases:  # the databases in a seeded order, not by their first question
+        ids = sorted({q.db_id for q in todo})
+        first = {ids[i]: n for n, i in enumerate(np.random.default_rng(args.seed).permutation(len(ids)))}
     todo.sort(key=lambda q: first.setdefault(q.db_id, len(first)))
     print(f"{len(todo)} questions to answer ({len(done)} already in {args.out})", flush=True)
     llm = Llama(model_path=str(path), n_ctx=4096, n_threads=args.threads, seed=args.seed, verbose=False)
