@@ -53,8 +53,10 @@ def first_query(text: str) -> str:
     'SELECT name FROM singer'
     >>> first_query("SELECT count(*)\\nFROM singer")
     'SELECT count(*) FROM singer'
+    >>> first_query("```sql\\nSELECT name FROM singer")  # a reply stopped at its ; (--shots)
+    'SELECT name FROM singer'
     """
-    fenced = re.search(r"```(?:sql|sqlite)?\s*(.*?)```", text, re.DOTALL | re.IGNORECASE)
+    fenced = re.search(r"```(?:sql|sqlite)?\s*(.*?)(?:```|$)", text, re.DOTALL | re.IGNORECASE)
     sql = (fenced.group(1) if fenced else text).split(";")[0]
     return " ".join(sql.split())
 
