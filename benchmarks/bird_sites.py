@@ -19,6 +19,7 @@ queries, for all systems and for the four fine-tuned ones.
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -43,7 +44,8 @@ def bird_rows(names: tuple[str, ...], config) -> tuple[np.ndarray, np.ndarray, n
 
     with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
         cfg = compose("train", overrides=["model=features", "data=bird", f"data.root={SHARED / 'bird'}"])
-    bird_config = boosted.BoostedConfig.from_cfg(cfg.model)
+    # only the node model's out-of-fold probabilities are read: no site head is fitted for BIRD
+    bird_config = dataclasses.replace(boosted.BoostedConfig.from_cfg(cfg.model), site_head=False)
     table = boosted.load_table(cfg.data, bird_config)
     if table.names != names:
         missing = sorted(set(names) ^ set(table.names))
