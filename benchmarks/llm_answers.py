@@ -141,6 +141,26 @@ def examples(question, drawn: list, k: int) -> str:
     return "".join(f"-- Question: {q.question}\n{q.gold_sql};\n\n" for q in chosen)
 
 
+def by_database(todo: list, seed: int | None = None) -> list:
+    """``todo`` with each database's questions in a row (llama.cpp reuses the prompt's cached
+    schema), in their own order: the databases in the order of their first question, or with
+    ``seed`` in a seeded order (``--shuffle-databases``).
+
+    >>> from types import SimpleNamespace as Q
+    >>> todo = [Q(question_id=i, db_id=d) for i, d in enumerate("abcab")]
+    >>> [(q.db_id, q.question_id) for q in by_database(todo)]
+    [('a', 0), ('a', 3), ('b', 1), ('b', 4), ('c', 2)]
+    >>> shuffled = by_database(todo, seed=0)
+    >>> sorted(shuffled, key=id) == sorted(todo, key=id), [q.db_id for q in shuffled]
+    (True, ['c', 'a', 'a', 'b', 'b'])
+    """
+    first: dict[str, int] = {}
+    if seed is not None:
+        ids = sorted({q.db_id for q in todo})
+        first = {ids[i]: n for n, i in enumerate(np.random.default_rng(seed).permutation(len(ids)))}
+    return sorted(todo, key=lambda q: first.setdefault(q.db_id, len(first)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", default="train")
@@ -185,11 +205,7 @@ def main() -> None:
     if args.out.is_file():
         done = {json.loads(line)["question_id"] for line in args.out.open() if line.strip()}
     todo = [questions[i] for i in order if questions[i].question_id not in done][:args.limit]
-    first = {}  # one database's questions in a row: llama.cpp reuses the prompt's cached schema
-    if args.shuffle_databases:  # the databases in a seeded order, not by their first question
-        ids = sorted({q.db_id for q in todo})
-        first = {ids[i]: n for n, i in enumerate(np.random.default_rng(args.seed).permutation(len(ids)))}
-    todo.sort(key=lambda q: first.setdefault(q.db_id, len(first)))
+    todo = by_database(todo, args.seed if args.shuffle_databases else None)
     print(f"{len(todo)} questions to answer ({len(done)} already in {args.out})", flush=True)
     llm = Llama(model_path=str(path), n_ctx=4096, n_threads=args.threads, seed=args.seed, verbose=False)
     args.out.parent.mkdir(parents=True, exist_ok=True)
