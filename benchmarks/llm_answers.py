@@ -191,6 +191,10 @@ def main() -> None:
     if not root.is_dir():
         parser.error(f"Spider not found under {root} (set RAT_SHARED_DATA)")
     try:
+        questions = load_questions(root, args.split)
+    except (FileNotFoundError, ValueError) as e:
+        parser.error(f"--split {args.split}: {e}")
+    try:
         from llama_cpp import Llama
 
         from model.lm.parts import named_gguf
@@ -198,7 +202,6 @@ def main() -> None:
         path = named_gguf("qwen_coder")
     except (ImportError, FileNotFoundError) as e:
         parser.error(f"Qwen2.5-Coder through llama.cpp is not set up ({e}): run `make setup-qwen`")
-    questions = load_questions(root, args.split)
     drawn = shots_of(questions, args.shots, args.seed) if args.shots else {}
     order = np.random.default_rng(args.seed).permutation(len(questions))
     done = set()
