@@ -4,6 +4,8 @@ site-label run read as a pointer.
 ``mean``: the rows the files share (same question, system and tree), with each node's
 confidence the sigmoid of the files' mean logit; the output is a predictions file
 ``model.stack`` reads (docs/look_here_first.md: three MiniLM seeds' mean, node AUC 0.680).
+Where every file has site scores (boosted runs), they are averaged too, so the output is an
+ensemble of runs that ``site_misses.py`` reads as a pointer (three seeds of the default command).
 
 ``pointer``: a ``data.labels=sites`` run (each node's confidence that it is *not* an error
 site) read as "look here first": its least confident node, scored against the error sites of
@@ -51,12 +53,16 @@ def logit(p) -> np.ndarray:
 
 
 def mean_rows(files: list[dict[tuple, dict]]) -> list[dict]:
-    """The rows every file has with the same tree, confidences the sigmoid of the mean logit.
+    """The rows every file has with the same tree, confidences the sigmoid of the mean logit,
+    and the mean site score where every file has site scores.
 
     >>> a = {("q", "s"): {"question_id": "q", "node_names": ["x"], "node_confidences": [0.9]}}
     >>> b = {("q", "s"): {"question_id": "q", "node_names": ["x"], "node_confidences": [0.5]}}
     >>> round(mean_rows([a, b])[0]["node_confidences"][0], 4)  # logits 2.197 and 0
     0.75
+    >>> a[("q", "s")]["site_scores"], b[("q", "s")]["site_scores"] = [0.2], [0.4]
+    >>> mean_rows([a, b])[0]["site_scores"]
+    [0.3]
     """
     out = []
     for key, row in files[0].items():
@@ -64,7 +70,12 @@ def mean_rows(files: list[dict[tuple, dict]]) -> list[dict]:
         if any(r is None or r.get("node_names") != row.get("node_names") for r in rows):
             continue
         z = np.mean([logit(r["node_confidences"]) for r in rows], axis=0)
-        out.append({**row, "node_confidences": [round(float(c), 6) for c in 1 / (1 + np.exp(-z))]})
+        mean = {**row, "node_confidences": [round(float(c), 6) for c in 1 / (1 + np.exp(-z))]}
+        if all(r.get("site_scores") is not None for r in rows):
+            mean["site_scores"] = [round(float(s), 6) for s in np.mean([r["site_scores"] for r in rows], axis=0)]
+        else:
+            mean.pop("site_scores", None)
+        out.append(mean)
     return out
 
 

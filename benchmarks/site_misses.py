@@ -1,7 +1,7 @@
 """Where "look here first" misses: a run's out-of-fold site scores read against the error sites.
 
 Prints, over the wrong queries with an error site (``model.eval.localisation.error_sites``):
-top-1 of the site head by the number of sites in the query; per system, its top-1 and what its
+top-1 with an interval, top-3 and mrr (``model.eval.localisation.localisation``); top-1 of the site head by the number of sites in the query; per system, its top-1 and what its
 mix of site counts alone would give; for queries with one site, top-1
 by the site's kind (leaf kinds, else the operator) and the most common (site kind, kind pointed
 at) pairs of the misses; and, over all misses, whether the pointed node is right and outside
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.data.datasets import load_questions
 from model.data.jsonl import iter_jsonl
-from model.eval.localisation import error_sites
+from model.eval.localisation import error_sites, localisation
 from model.nodes.features import tree_shape
 
 
@@ -150,12 +150,14 @@ def main() -> None:
         against = top1_hits(args.against, args.system) if args.against is not None else None
     except ValueError as err:
         parser.error(str(err))
+    pointer_rows = []  # the wrong queries with a site, for localisation's top-3 and mrr
     for row in rows:  # one pass over the run's rows
         if all(row["node_labels"]) or row.get("site_scores") is None:
             continue
         sites = np.array(error_sites(row["node_labels"], row["node_arity"]), dtype=bool)
         if not sites.any():
             continue
+        pointer_rows.append(row)
         pointed = int(np.argmax(row["site_scores"]))  # ties: the earlier node, as localisation
         hit = bool(sites[pointed])
         hits[row["question_id"], row.get("system", "")] = (row["db_id"], hit)
@@ -174,7 +176,9 @@ def main() -> None:
     if not n:
         parser.error(f"{args.predictions}: no wrong query with an error site and site_scores "
                      "(written by a model=features run with the site head)")
-    print(f"wrong queries with a site: {n}; {interval(hits)}")
+    where = localisation(pointer_rows, [r.get("node_confidences") or [0.5] * len(r["node_labels"]) for r in pointer_rows],
+                         [r["site_scores"] for r in pointer_rows])
+    print(f"wrong queries with a site: {n}; {interval(hits)}; top-3 {where['top3']:.3f}, mrr {where['mrr']:.3f}")
     print("\n| error sites in the query | wrong queries | top-1 |\n|---|---|---|")
     for k, v in sorted(by_count.items()):
         print(f"| {k if k < 5 else '5 or more'} | {len(v)} | {np.mean(v):.3f} |")

@@ -18,7 +18,9 @@ from gold (right by execution or not; ``model.site_labels=tree``), and ``tree_bo
 ``tree_sites_bag`` and ``tree_both_bag`` are those with ``model.site_bags=5`` (the small gains of bagging and of
 tree labels, together); ``one_site_x3`` today's head with the wrong queries that have one site
 weighted 3, ``one_site_head`` the mean of today's head and a head fitted on those queries only (the
-misses that set the floor depart from gold in one place).
+misses that set the floor depart from gold in one place); ``autocontext`` a second head over
+today's, reading the first's out-of-fold site scores of the node, its parent, children, siblings
+and subtree (sites compete along a path: a site's ancestors are not sites).
 ``--default-command``: on the default command's table as it is now (Qwen's answers to Spider train
 as training rows; ``default_crossfit``) rather than without the answers.
 Prints top-1 / top-3 / mrr of each over Spider dev's wrong queries (out of fold). The ``lgb_*``
@@ -46,11 +48,12 @@ from model.eval.localisation import localisation, post_order_children
 from model.nodes import boosted
 from model.nodes.boosted import fit_classifier
 from model.nodes.features import categorical_mask
+from model.nodes.sites import SITE_CONTEXT
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise", "hgb_bag",
             "tree_context", "tree_sites", "tree_both", "tree_context_bag", "tree_sites_bag", "tree_both_bag",
-            "one_site_x3", "one_site_head")
+            "one_site_x3", "one_site_head", "autocontext")
 BAGS = 5  # hgb_bag: today's head with model.site_bags=5 (bootstrap draws of the wrong queries, averaged)
 PAIR_CAP = 300  # training pairs drawn at most from one wrong query (sites x other nodes, both orders)
 
@@ -275,6 +278,68 @@ def tree_context_scores(site_model, x, raw, arities, context, names):
     return DEFAULT_SCORES(site_model.head, np.hstack([x, extra]), raw, arities, context, nn)
 
 
+class AutoContextHead:
+    """Two heads: the first is today's; the second reads, beside the same rows, the first's
+    site scores of the node's neighbourhood (``site_context`` of 1 - P(site): its own score, its
+    parent's, its children's and siblings' highest, the highest below it, its rank in the query)."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+
+def site_score_context(scores: np.ndarray, arities) -> np.ndarray:
+    """The neighbourhood of each node's first-stage site score (``site_context`` read with
+    "right" = "not a site", so its lowest child logit is the child likeliest to be a site)."""
+    from model.nodes.sites import with_context
+
+    return with_context(np.zeros((len(scores), 0)), 1.0 - np.asarray(scores), arities)
+
+
+def autocontext_site_head(table, indices, x, sites, names, config, seed=0, raw=None):
+    """``fit_site_head`` in two stages (auto-context): today's head, out of fold over its own
+    rows (inner folds by database, as the node model's context is), gives every node a first
+    site score; a second head learns from the rows with that score's neighbourhood appended.
+    Sites compete along a path (a site's ancestors are not sites), which one node's row alone
+    cannot see."""
+    from model.data.folds import schema_disjoint_folds
+
+    if not config.site_head or not sites.any():
+        return None
+    sizes = np.array([len(table.examples[k].node_labels) for k in indices])
+    repeat = len(x) // max(int(sizes.sum()), 1)
+    groups = boosted.row_groups(table, indices, len(x))
+    arities = [table.examples[k].node_arity for k in indices] * repeat
+    xh, sh, hsizes, hnames = boosted.site_head_rows(table, indices, x, sites, names, config, raw)
+    if config.site_wrong_only:
+        all_sizes = np.tile(sizes, repeat)
+        wrong = np.add.reduceat(sites, np.r_[0, np.cumsum(all_sizes)[:-1]]) > 0
+        groups = groups[np.repeat(wrong, all_sizes)]
+        arities = [a for a, w in zip(arities, wrong) if w]
+    assert [len(a) for a in arities] == hsizes.tolist(), "head rows and trees out of step"
+    hgb = config.site_head_hgb(hnames)
+    k = min(config.inner_folds, len(np.unique(groups)))
+    fold = schema_disjoint_folds(groups, k, seed)
+    first_oof = np.empty(len(xh))
+    for i in range(k):
+        model = fit_classifier(xh[fold != i], sh[fold != i], hnames, hgb, seed)
+        first_oof[fold == i] = model.predict_proba(xh[fold == i])[:, 1]
+    first = fit_classifier(xh, sh, hnames, hgb, seed)
+    x2 = np.hstack([xh, site_score_context(first_oof, arities)])
+    names2 = (*hnames, *(f"first_{c}" for c in SITE_CONTEXT))
+    second = fit_classifier(x2, sh, names2, config.site_head_hgb(names2), seed)
+    return AutoContextHead(first, second)
+
+
+def autocontext_scores(site_model, x, raw, arities, context, names):
+    from model.nodes.sites import with_context
+
+    if not isinstance(site_model, AutoContextHead):
+        return tree_context_scores(site_model, x, raw, arities, context, names)
+    xc = with_context(x, raw, arities, names) if context else x
+    first = site_model.first.predict_proba(xc)[:, 1]
+    return site_model.second.predict_proba(np.hstack([xc, site_score_context(first, arities)]))[:, 1]
+
+
 def read_out_of_fold(table, test: dict) -> tuple[dict, float]:
     """Localisation (``model.eval.localisation.localisation``) and node AUC of a cross-fitting's
     out-of-fold results (example -> (confidences, site scores))."""
@@ -372,12 +437,13 @@ def main() -> None:
         bagged = variant.endswith("_bag")
         base = variant.removesuffix("_bag") if variant != "hgb_bag" else variant
         boosted.fit_site_head = (default_head if variant in ("hgb", "hgb_bag")
+                                 else autocontext_site_head if variant == "autocontext"
                                  else tree_context_site_head if base in ("tree_context", "tree_both")
                                  else one_site_site_head(variant == "one_site_head") if variant.startswith("one_site")
                                  else default_head if base == "tree_sites"
                                  else pairwise_site_head(variant == "hgb_pairwise") if variant.endswith("pairwise")
                                  else lightgbm_site_head(variant.split("_", 1)[1]))
-        boosted.site_head_scores = tree_context_scores
+        boosted.site_head_scores = autocontext_scores
         variant_config = dataclasses.replace(config, site_bags=BAGS if bagged else config.site_bags,
                                              site_labels="tree" if base in ("tree_sites", "tree_both") else "execution")
         table.site_labels = variant_config.site_labels  # model.site_labels: the sites the head learns

@@ -30,6 +30,7 @@ def test_top1_interval_by_system_and_several_systems(tmp_path):
                                                    "node_labels": [1, 1, 1], "site_scores": miss}])
     out = run(str(path)).stdout.splitlines()
     assert out[0].startswith("wrong queries with a site: 5; top-1 0.600 (95% interval over 2 databases ")
+    assert out[0].endswith("; top-3 1.000, mrr 0.733")  # the two misses rank the table third
     table = {line.split(" | ")[0][2:]: line.split(" | ") for line in out if line.startswith("| ") and " | 100.0% | " in line}
     assert {s: t[3] for s, t in table.items()} == {"a": "1.000", "b": "0.500", "c": "0.000"}
     assert all(t[4].rstrip(" |") == "0.600" for t in table.values())  # every query has one site

@@ -1,5 +1,6 @@
 """benchmarks/site_ranker.py's one-site variants: the wrong queries with one error site weigh more
-(``one_site_x3``) or get a head of their own averaged with today's (``one_site_head``)."""
+(``one_site_x3``) or get a head of their own averaged with today's (``one_site_head``); the
+two-stage head (``autocontext``) reads the first stage's scores of each node's neighbours."""
 
 import subprocess
 import sys
@@ -10,7 +11,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from site_ranker import one_site_site_head
+from site_ranker import (
+    AutoContextHead,
+    autocontext_scores,
+    autocontext_site_head,
+    one_site_site_head,
+    site_score_context,
+)
 
 from model.nodes import boosted
 
@@ -48,6 +55,26 @@ def test_one_site_queries_weigh_more_or_get_their_own_head():
     assert gap(weighted) > gap(today) + 0.05
     assert gap(both[1]) > gap(both[0]) + 0.05  # the one-site head, against today's
     assert abs(gap(both) - (gap(both[0]) + gap(both[1])) / 2) < 1e-9
+
+
+def test_two_stage_head_reads_its_first_stage_around_each_node():
+    table, x, sites = rows()
+    for i, e in enumerate(table.examples):  # inner folds group by database: ten of them
+        table.examples[i] = SimpleNamespace(**vars(e), db_id=f"db{i % 10}")
+    config, names = boosted.BoostedConfig(site_context=False), ("depth",)
+    head = autocontext_site_head(table, range(200), x, sites, names, config)
+    assert isinstance(head, AutoContextHead)
+    arities = [e.node_arity for e in table.examples]
+    scores = autocontext_scores(head, x, None, arities, False, names)
+    assert scores.shape == (800,) and ((scores >= 0) & (scores <= 1)).all()
+    first = head.first.predict_proba(x)[:, 1]
+    assert not np.allclose(scores, first)  # the second stage is its own model
+    # one-site queries: the node with the high feature is pointed at first
+    pointed = scores[:400].reshape(100, 4).argmax(axis=1)
+    assert (sites[:400].reshape(100, 4)[np.arange(100), pointed] == 1).mean() > 0.9
+    # the root reads its children's highest first-stage score as its lowest "not a site" logit
+    context = site_score_context(np.array([0.1, 0.8, 0.3, 0.05]), [[0, 0, 0, 3]])
+    assert context[3, 2] == min(context[:3, 0]) and context[1, 0] < context[0, 0]
 
 
 def test_default_command_is_single_system_only():
