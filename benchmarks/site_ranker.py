@@ -18,9 +18,11 @@ from gold (right by execution or not; ``model.site_labels=tree``), and ``tree_bo
 ``tree_sites_bag`` and ``tree_both_bag`` are those with ``model.site_bags=5`` (the small gains of bagging and of
 tree labels, together); ``one_site_x3`` today's head with the wrong queries that have one site
 weighted 3, ``one_site_head`` the mean of today's head and a head fitted on those queries only (the
-misses that set the floor depart from gold in one place); ``autocontext`` a second head over
+misses that set the floor depart from gold in one place), ``one_site_only`` that head alone; ``autocontext`` a second head over
 today's, reading the first's out-of-fold site scores of the node, its parent, children, siblings
-and subtree (sites compete along a path: a site's ancestors are not sites).
+and subtree (sites compete along a path: a site's ancestors are not sites); ``agreed_sites`` today's
+head with the wrong queries whose every site most other systems' answers share weighted
+``AGREED_WEIGHT`` (a mistake most systems make alike is often gold's own reading).
 ``--default-command``: on the default command's table as it is now (Qwen's answers to Spider train
 as training rows; ``default_crossfit``) rather than without the answers.
 Prints top-1 / top-3 / mrr of each over Spider dev's wrong queries (out of fold). The ``lgb_*``
@@ -53,7 +55,7 @@ from model.nodes.sites import SITE_CONTEXT
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise", "hgb_bag",
             "tree_context", "tree_sites", "tree_both", "tree_context_bag", "tree_sites_bag", "tree_both_bag",
-            "one_site_x3", "one_site_head", "autocontext")
+            "one_site_x3", "one_site_head", "one_site_only", "autocontext", "agreed_sites")
 BAGS = 5  # hgb_bag: today's head with model.site_bags=5 (bootstrap draws of the wrong queries, averaged)
 PAIR_CAP = 300  # training pairs drawn at most from one wrong query (sites x other nodes, both orders)
 
@@ -205,10 +207,14 @@ def pairwise_site_head(with_pointwise: bool = False):
     return fit
 
 
-def one_site_site_head(separate: bool):
+def one_site_site_head(mode: str):
     """A ``fit_site_head`` for the wrong queries with one error site: they weigh 3 in today's
-    head, or (``separate``) a second head learns from them alone and the two are averaged
-    (``boosted.site_probability`` reads a list of heads as their mean)."""
+    head (``weight``), or a second head learns from them alone and the two are averaged
+    (``separate``; ``boosted.site_probability`` reads a list of heads as their mean), or that
+    head alone scores every query (``only``: read on the one-site queries, it says whether the
+    other queries' rows help or hinder pointing into them)."""
+    if mode not in ("weight", "separate", "only"):
+        raise ValueError(f"one_site_site_head: unknown mode {mode!r}")
 
     def fit(table, indices, x, sites, names, config, seed=0, raw=None):
         if not config.site_head or not sites.any():
@@ -216,10 +222,11 @@ def one_site_site_head(separate: bool):
         x, sites, sizes, names = boosted.site_head_rows(table, indices, x, sites, names, config, raw)
         one = np.add.reduceat(sites, np.r_[0, np.cumsum(sizes)[:-1]]) == 1
         hgb = config.site_head_hgb(names)
-        if not separate:
+        if mode == "weight":
             return fit_classifier(x, sites, names, hgb, seed, sample_weight=np.repeat(np.where(one, 3.0, 1.0), sizes))
         keep = np.repeat(one, sizes)
-        return [fit_classifier(x, sites, names, hgb, seed), fit_classifier(x[keep], sites[keep], names, hgb, seed)]
+        alone = fit_classifier(x[keep], sites[keep], names, hgb, seed)
+        return alone if mode == "only" else [fit_classifier(x, sites, names, hgb, seed), alone]
 
     return fit
 
@@ -276,6 +283,39 @@ def tree_context_scores(site_model, x, raw, arities, context, names):
     extra = with_context(np.zeros((len(x), 0)), site_model.tree_model.predict_proba(x)[:, 1], arities)
     nn = (*names, *(f"tree_{c}" for c in SITE_CONTEXT))
     return DEFAULT_SCORES(site_model.head, np.hstack([x, extra]), raw, arities, context, nn)
+
+
+AGREED_WEIGHT = 0.3  # agreed_sites: the weight of a wrong query whose every site most other systems share
+_AGREEMENTS: dict[int, list] = {}
+
+
+def agreed_sites_site_head(table, indices, x, sites, names, config, seed=0, raw=None):
+    """``fit_site_head`` with the wrong queries whose every error site at least half of the other
+    systems' answers also contain (``node_agreements``) weighted ``AGREED_WEIGHT``: a "mistake"
+    most systems make alike is often gold's own reading (an annotation choice), noise for the
+    head to learn from. Train-side answers (one system a question) keep weight 1."""
+    from model.nodes.features import node_agreements
+
+    if not config.site_head or not sites.any():
+        return None
+    if id(table) not in _AGREEMENTS:
+        _AGREEMENTS[id(table)] = node_agreements(table.examples)
+    agreements = _AGREEMENTS[id(table)]
+    sizes = np.array([len(table.examples[k].node_labels) for k in indices])
+    repeat = len(x) // max(int(sizes.sum()), 1)
+    all_sizes = np.tile(sizes, repeat)
+    starts = np.r_[0, np.cumsum(all_sizes)[:-1]]
+    weights = np.ones(len(all_sizes))
+    for q, (k, start, size) in enumerate(zip(np.tile(list(indices), repeat), starts, all_sizes)):
+        a, where = agreements[k], np.flatnonzero(sites[start:start + size])
+        if a is not None and len(where) and (a[where] >= 0.5).all():
+            weights[q] = AGREED_WEIGHT
+    xh, sh, hsizes, hnames = boosted.site_head_rows(table, indices, x, sites, names, config, raw)
+    if config.site_wrong_only:
+        weights = weights[np.add.reduceat(sites, starts) > 0]
+    print(f"    agreed_sites: {int((weights < 1).sum())} of {len(weights)} wrong queries weighted {AGREED_WEIGHT}",
+          flush=True)
+    return fit_classifier(xh, sh, hnames, config.site_head_hgb(hnames), seed, sample_weight=np.repeat(weights, hsizes))
 
 
 class AutoContextHead:
@@ -438,8 +478,10 @@ def main() -> None:
         base = variant.removesuffix("_bag") if variant != "hgb_bag" else variant
         boosted.fit_site_head = (default_head if variant in ("hgb", "hgb_bag")
                                  else autocontext_site_head if variant == "autocontext"
+                                 else agreed_sites_site_head if variant == "agreed_sites"
                                  else tree_context_site_head if base in ("tree_context", "tree_both")
-                                 else one_site_site_head(variant == "one_site_head") if variant.startswith("one_site")
+                                 else one_site_site_head({"one_site_x3": "weight", "one_site_head": "separate"}.get(variant, "only"))
+                                 if variant.startswith("one_site")
                                  else default_head if base == "tree_sites"
                                  else pairwise_site_head(variant == "hgb_pairwise") if variant.endswith("pairwise")
                                  else lightgbm_site_head(variant.split("_", 1)[1]))

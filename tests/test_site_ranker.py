@@ -49,12 +49,14 @@ def test_one_site_queries_weigh_more_or_get_their_own_head():
         return p[0] - p[1]
 
     today = boosted.fit_site_head(table, range(200), x, sites, names, config)
-    weighted = one_site_site_head(separate=False)(table, range(200), x, sites, names, config)
-    both = one_site_site_head(separate=True)(table, range(200), x, sites, names, config)
+    weighted = one_site_site_head("weight")(table, range(200), x, sites, names, config)
+    both = one_site_site_head("separate")(table, range(200), x, sites, names, config)
+    alone = one_site_site_head("only")(table, range(200), x, sites, names, config)
     assert not isinstance(weighted, list) and isinstance(both, list) and len(both) == 2
     assert gap(weighted) > gap(today) + 0.05
     assert gap(both[1]) > gap(both[0]) + 0.05  # the one-site head, against today's
     assert abs(gap(both) - (gap(both[0]) + gap(both[1])) / 2) < 1e-9
+    assert not isinstance(alone, list) and abs(gap(alone) - gap(both[1])) < 1e-9  # the one-site head itself
 
 
 def test_two_stage_head_reads_its_first_stage_around_each_node():
