@@ -9,14 +9,15 @@ every site's subtree, right inside a site's subtree, or an ancestor of a site.
 
 ``--sample N``: also N one-site misses drawn at random (``--seed``; one per question and site),
 each with its question, prediction, gold SQL, the site and the node pointed at, to be read by
-hand (``--data-root`` holds the questions).
+hand (``--data-root`` holds the questions); ``--site-kind K`` draws them from the misses whose
+site is of kind K only (a leaf type or an operator, as the per-kind table names them).
 
 ``--against OTHER``: the same wrong queries' top-1 in another run's test.jsonl (the baseline),
 paired: the queries each gets and the other misses, and the difference with a 95% interval from
 2,000 bootstrap draws of the databases (queries of one database move together). The first line
 gives the run's own top-1 with such an interval.
 
-    python benchmarks/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0] [--system S[,S2...]] [--against <baseline run>/predictions/test.jsonl]
+    python benchmarks/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0 [--site-kind Project]] [--system S[,S2...]] [--against <baseline run>/predictions/test.jsonl]
 """
 
 import argparse
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--split", default="dev")
     parser.add_argument("--system", help="read only this system's predictions (or these, comma-separated)")
     parser.add_argument("--against", type=Path, help="a baseline run's predictions/test.jsonl: paired top-1")
+    parser.add_argument("--site-kind", help="--sample: only one-site misses whose site is of this kind (e.g. Project)")
     args = parser.parse_args()
     args.system = set(args.system.split(",")) if args.system else None
     for path in (args.predictions, args.against):
@@ -203,7 +205,9 @@ def main() -> None:
         gold = {q.question_id: q for q in load_questions(args.data_root, args.split)}
         if any(gold.get(qid) is None or gold[qid].db_id != misses[qid, *rest]["db_id"] for qid, *rest in misses):
             parser.error(f"--data-root {args.data_root} --split {args.split}: not the run's questions")
-        keys = sorted(misses)
+        keys = sorted(k for k, row in misses.items() if args.site_kind in (None, kind(row, row["site"])))
+        if not keys:
+            parser.error(f"--site-kind {args.site_kind}: no one-site miss has a site of that kind")
         random.Random(args.seed).shuffle(keys)
         print(f"\n{min(args.sample, len(keys))} of {len(keys)} distinct one-site misses "
               f"(question, site, node pointed at):")

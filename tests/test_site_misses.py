@@ -49,3 +49,19 @@ def test_unusable_files_are_one_line(tmp_path):
                           ([str(a_list), "--system", "a"], "list.jsonl: a row without question_id")):
         result = run(*args)
         assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_sample_of_one_site_kind(tmp_path):
+    miss = [0.9, 0.1, 0.2]  # points at the column; the table is the site
+    rows = [{"question_id": f"dev_{i}", "system": "a", "db_id": "d1", "sql": "SELECT name FROM singer",
+             "site_scores": miss} for i in range(2)]
+    path = write(tmp_path / "test.jsonl", rows)
+    root = tmp_path / "spider"
+    root.mkdir()
+    (root / "dev.json").write_text(json.dumps([{"db_id": "d1", "question": f"Question {i}?",
+                                                "query": "SELECT name FROM singers"} for i in range(2)]))
+    out = run(str(path), "--sample", "5", "--site-kind", "table", "--data-root", str(root)).stdout
+    assert "2 of 2 distinct one-site misses" in out and "site: table singer; pointed at: column name" in out
+    done = run(str(path), "--sample", "5", "--site-kind", "Project", "--data-root", str(root))
+    assert done.returncode == 2 and "--site-kind Project: no one-site miss has a site of that kind" in done.stderr
+    assert "Traceback" not in done.stderr
