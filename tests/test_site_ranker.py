@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from site_ranker import (
     AutoContextHead,
+    agreed_sites_site_head,
     autocontext_scores,
     autocontext_site_head,
     one_site_site_head,
@@ -84,3 +85,20 @@ def test_default_command_is_single_system_only():
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "--default-command: the single-system track only" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_sites_most_systems_share_weigh_less(capsys):
+    """Three systems answer q1; a and b write the same wrong Project(t.x, t), c writes Project(t.y, t):
+    a's site (t.x) is in b's tree (agreement 1/2), c's (t.y) in no other. q2 is train-side (one
+    answer): weight 1."""
+    arity, sites = [0, 0, 2], {"a": [1, 0, 0], "b": [1, 0, 0], "c": [1, 0, 0], "train": [0, 1, 0]}
+    names = {"a": ["t.x", "t", "Project"], "b": ["t.x", "t", "Project"], "c": ["t.y", "t", "Project"],
+             "train": ["t.z", "u", "Project"]}
+    examples = [SimpleNamespace(question_id="q2" if s == "train" else "q1", system=s, node_names=names[s],
+                                node_arity=arity, node_labels=[0, 1, 0], db_id="d") for s in names]
+    table = SimpleNamespace(examples=examples)
+    x = np.arange(12, dtype=float).reshape(12, 1)
+    head = agreed_sites_site_head(table, range(4), x, np.concatenate(list(sites.values())), ("depth",),
+                                  boosted.BoostedConfig(site_context=False))
+    assert head is not None
+    assert "agreed_sites: 2 of 4 wrong queries weighted 0.3" in capsys.readouterr().out  # a and b
