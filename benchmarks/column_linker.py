@@ -42,6 +42,7 @@ from model.data.datasets import load_questions, load_schemas
 from model.data.folds import schema_disjoint_folds
 from model.eval import metrics as M
 from model.eval.localisation import post_order_children
+from model.nodes.examples import node_types
 from model.nodes.features import QuestionIndex, SchemaIndex
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -64,9 +65,16 @@ def schema_columns(schema: rat.Schema) -> list[str]:
     return [f"{table}.{column}" for table, columns in schema.tables.items() for column in columns]
 
 
-def gold_columns(tree) -> set[str]:
-    """The ``table.column`` leaves of a gold tree (``*`` left out)."""
-    return {n.label for n in tree.postorder() if not n.children and "." in n.label and not n.label.endswith(".*")}
+def gold_columns(tree, schema: rat.Schema) -> set[str]:
+    """The schema's columns a gold tree uses: its column nodes (``node_types``) that name a
+    ``table.column`` of the schema (not ``*``, and not a column of an alias rat could not resolve).
+
+    >>> s = rat.Schema(tables={"singer": ("name", "age")})
+    >>> sorted(gold_columns(rat.to_tree("SELECT name FROM singer WHERE age > 37.5", s), s))
+    ['singer.age', 'singer.name']
+    """
+    columns = set(schema_columns(schema))
+    return {n.label for n, kind in zip(tree.postorder(), node_types(tree)) if kind == "column" and n.label in columns}
 
 
 def training_pairs(items: list[tuple[str, rat.Schema, set[str]]], negatives: int, seed: int
@@ -201,19 +209,26 @@ def main() -> None:
         parser.error(f"--variants: unknown {sorted(unknown)}")
     if args.epochs < 1 or args.negatives < 1:
         parser.error("--epochs and --negatives must be 1 or more")
+    scores = None
+    if args.cache.is_file():
+        try:
+            scores = json.loads(args.cache.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            parser.error(f"--cache {args.cache}: not a linker cache this script wrote ({err})")
+        if not isinstance(scores, dict):
+            parser.error(f"--cache {args.cache}: not a linker cache this script wrote (not a JSON object)")
     root = SHARED / "spider"
     if not (root / "train_spider.json").is_file():
         parser.error(f"Spider train not found under {root} (set RAT_SHARED_DATA)")
     schemas = load_schemas(root)
     dev = load_questions(root, "dev")
-    if args.cache.is_file():
-        scores = json.loads(args.cache.read_text())
+    if scores is not None:
         print(f"linker scores of {len(scores)} questions from {args.cache}", flush=True)
     else:
         train, golds = [], []
         for q in load_questions(root, "train"):
             try:
-                golds.append(gold_columns(rat.to_tree(q.gold_sql, schemas.get(q.db_id))))
+                golds.append(gold_columns(rat.to_tree(q.gold_sql, schemas.get(q.db_id)), schemas[q.db_id]))
             except rat.RATError:
                 continue
             train.append(q)
@@ -240,7 +255,7 @@ def main() -> None:
     y, s, fuzzy = [], [], []  # against the node features' own link: the name's best fuzzy match
     for q in dev:
         try:
-            gold = gold_columns(rat.to_tree(q.gold_sql, schemas.get(q.db_id)))
+            gold = gold_columns(rat.to_tree(q.gold_sql, schemas.get(q.db_id)), schemas[q.db_id])
         except rat.RATError:
             continue
         names = SchemaIndex(schemas[q.db_id], QuestionIndex(q.question)).columns

@@ -178,6 +178,8 @@ def main() -> None:
     if not n:
         parser.error(f"{args.predictions}: no wrong query with an error site and site_scores "
                      "(written by a model=features run with the site head)")
+    # top-3 and mrr of the site scores as localisation ranks them (its ties); the confidences feed
+    # only its least-confident reading, not printed, so a row without them reads as all 0.5
     where = localisation(pointer_rows, [r.get("node_confidences") or [0.5] * len(r["node_labels"]) for r in pointer_rows],
                          [r["site_scores"] for r in pointer_rows])
     print(f"wrong queries with a site: {n}; {interval(hits)}; top-3 {where['top3']:.3f}, mrr {where['mrr']:.3f}")

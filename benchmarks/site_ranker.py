@@ -286,7 +286,6 @@ def tree_context_scores(site_model, x, raw, arities, context, names):
 
 
 AGREED_WEIGHT = 0.3  # agreed_sites: the weight of a wrong query whose every site most other systems share
-_AGREEMENTS: dict[int, list] = {}
 
 
 def agreed_sites_site_head(table, indices, x, sites, names, config, seed=0, raw=None):
@@ -298,9 +297,9 @@ def agreed_sites_site_head(table, indices, x, sites, names, config, seed=0, raw=
 
     if not config.site_head or not sites.any():
         return None
-    if id(table) not in _AGREEMENTS:
-        _AGREEMENTS[id(table)] = node_agreements(table.examples)
-    agreements = _AGREEMENTS[id(table)]
+    if getattr(table, "node_agreements", None) is None:  # once per table, not once per fold
+        table.node_agreements = node_agreements(table.examples)
+    agreements = table.node_agreements
     sizes = np.array([len(table.examples[k].node_labels) for k in indices])
     repeat = len(x) // max(int(sizes.sum()), 1)
     all_sizes = np.tile(sizes, repeat)

@@ -1,6 +1,7 @@
 """benchmarks/column_linker.py: the training pairs of the cross-encoder, the six node columns
 read from its scores, and its one-line errors."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,14 +25,15 @@ def schema() -> rat.Schema:
 
 def test_pairs_hold_every_gold_column_and_hard_negatives():
     s = schema()
-    gold = gold_columns(rat.to_tree("SELECT name FROM singer WHERE age > 30", s))
-    assert gold == {"singer.name", "singer.age"}
+    gold = gold_columns(rat.to_tree("SELECT name FROM singer WHERE age > 30.5 AND country = 'a.b'", s), s)
+    assert gold == {"singer.name", "singer.age", "singer.country"}  # not the literals with a dot
     pairs = training_pairs([("Names of singers older than 30?", s, gold)], negatives=4, seed=0)
     positives = [p for p in pairs if p[2] == 1.0]
     negatives = [p[1] for p in pairs if p[2] == 0.0]
-    assert sorted(p[1].split(" (")[0] for p in positives) == ["singer . age", "singer . name"]
+    assert sorted(p[1].split(" (")[0] for p in positives) == ["singer . age", "singer . country", "singer . name"]
     assert len(negatives) == 4 and len(set(negatives)) == 4
-    assert sum(n.startswith("singer .") for n in negatives) == 2  # half from the gold columns' tables
+    # half from the gold columns' tables (singer has one column left), the rest from anywhere
+    assert [n.split(" (")[0] for n in negatives if n.startswith("singer .")] == ["singer . singer id"]
     assert len(schema_columns(s)) == 9
 
 
@@ -51,8 +53,12 @@ def test_node_columns_rank_against_the_whole_schema():
     assert np.isnan(linker_columns(names, arity, None)).all()
 
 
-def test_bad_arguments_are_one_line():
+def test_bad_arguments_are_one_line(tmp_path):
+    cache = tmp_path / "cache.json"
+    cache.write_text("[1, 2")
     for args, message in ((["--variants", "today,nope"], "--variants: unknown ['nope']"),
-                          (["--epochs", "0"], "--epochs and --negatives must be 1 or more")):
-        done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False)
+                          (["--epochs", "0"], "--epochs and --negatives must be 1 or more"),
+                          (["--cache", str(cache)], f"--cache {cache}: not a linker cache this script wrote")):
+        done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False,
+                              env={**os.environ, "RAT_SHARED_DATA": str(tmp_path / "none")})  # read before any data
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
