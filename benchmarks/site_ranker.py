@@ -50,7 +50,7 @@ from model.eval.localisation import localisation, post_order_children
 from model.nodes import boosted
 from model.nodes.boosted import fit_classifier
 from model.nodes.features import categorical_mask
-from model.nodes.sites import SITE_CONTEXT
+from model.nodes.sites import SITE_CONTEXT, with_context
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 VARIANTS = ("hgb", "lgb_binary", "lgb_lambdarank", "lgb_rank_xendcg", "pairwise", "hgb_pairwise", "hgb_bag",
@@ -233,8 +233,6 @@ def one_site_site_head(mode: str):
 
 def pairwise_site_head_scores(site_model, x, raw, arities, context, names):
     """``boosted.site_head_scores`` for a ``PairwiseHead`` (it needs each query's nodes together)."""
-    from model.nodes.sites import with_context
-
     if not isinstance(site_model, PairwiseHead):
         return DEFAULT_SCORES(site_model, x, raw, arities, context, names)
     return site_model.scores(with_context(x, raw, arities, names) if context else x, arities)
@@ -260,8 +258,6 @@ def tree_context_site_head(table, indices, x, sites, names, config, seed=0, raw=
     """``fit_site_head`` whose rows also carry the site context of a node model fitted on tree
     labels (every query: a right-by-execution query written unlike gold has wrong nodes too),
     out of fold over the head's own rows (inner folds by database)."""
-    from model.nodes.sites import SITE_CONTEXT, with_context
-
     if not config.site_head or not sites.any():
         return None
     y_tree = tree_label_rows(table, indices, len(x))
@@ -276,8 +272,6 @@ def tree_context_site_head(table, indices, x, sites, names, config, seed=0, raw=
 
 
 def tree_context_scores(site_model, x, raw, arities, context, names):
-    from model.nodes.sites import SITE_CONTEXT, with_context
-
     if not isinstance(site_model, TreeContextHead):
         return pairwise_site_head_scores(site_model, x, raw, arities, context, names)
     extra = with_context(np.zeros((len(x), 0)), site_model.tree_model.predict_proba(x)[:, 1], arities)
@@ -329,8 +323,6 @@ class AutoContextHead:
 def site_score_context(scores: np.ndarray, arities) -> np.ndarray:
     """The neighbourhood of each node's first-stage site score (``site_context`` read with
     "right" = "not a site", so its lowest child logit is the child likeliest to be a site)."""
-    from model.nodes.sites import with_context
-
     return with_context(np.zeros((len(scores), 0)), 1.0 - np.asarray(scores), arities)
 
 
@@ -370,8 +362,6 @@ def autocontext_site_head(table, indices, x, sites, names, config, seed=0, raw=N
 
 
 def autocontext_scores(site_model, x, raw, arities, context, names):
-    from model.nodes.sites import with_context
-
     if not isinstance(site_model, AutoContextHead):
         return tree_context_scores(site_model, x, raw, arities, context, names)
     xc = with_context(x, raw, arities, names) if context else x
