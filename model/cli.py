@@ -10,9 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-
-class UsageError(ValueError):
-    """A mistake in a command line or in an input file, told to the user in one line."""
+from model.errors import UsageError
 
 
 @contextmanager

@@ -49,17 +49,7 @@ log = logging.getLogger(__name__)
 _BIRD_SEPARATOR = "\t----- bird -----\t"
 
 
-class PredictionFileError(ValueError):
-    """A prediction file that cannot be read as its format says; the message names the file.
-
-    >>> str(PredictionFileError("runs/a.json", "expected an object or a list, found int"))
-    'runs/a.json: expected an object or a list, found int'
-    """
-
-    def __init__(self, path: Path | str, problem: str):
-        self.path = path
-        self.problem = problem
-        super().__init__(f"{path}: {problem}")
+from model.errors import PredictionFileError
 
 
 @dataclass(frozen=True)

@@ -376,7 +376,7 @@ def read_sources(path: str | Path, key: dict | None = None) -> tuple[int, dict[s
     (True, [])
     >>> read_sources(p, {"max_tokens": 128})
     Traceback (most recent call last):
-    model.cli.UsageError: data.sources_file=...s.jsonl.gz was built with max_tokens=64, not 128: delete it to rebuild
+    model.errors.UsageError: data.sources_file=...s.jsonl.gz was built with max_tokens=64, not 128: delete it to rebuild
     """
     import gzip
     import json

@@ -40,8 +40,7 @@ TRUSTED_TYPES = (
 QUERY_FEATURES = ("min_logit",)
 
 
-class ModelFileError(ValueError):
-    """A model directory that cannot be used: missing, another feature version, untrusted types."""
+from model.errors import ModelFileError
 
 
 def _logit(p: np.ndarray) -> np.ndarray:

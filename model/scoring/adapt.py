@@ -35,6 +35,7 @@ from datetime import date
 
 import numpy as np
 
+from model.errors import AdaptError
 from model.eval.calibration import prior_shift
 from model.nodes.saved import (
     QueryCalibrator,
@@ -43,10 +44,6 @@ from model.nodes.saved import (
     query_aggregates,
     typical_values,
 )
-
-
-class AdaptError(ValueError):
-    """Models or outputs adaptation cannot use (a teacher that reads no other answers...)."""
 
 
 @dataclass
@@ -80,7 +77,7 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
     >>> adapt(single, single, [])
     Traceback (most recent call last):
     ...
-    model.scoring.adapt.AdaptError: the teacher reads one system's answer alone (a model=features run with model.groups=single+consensus reads the others)
+    model.errors.AdaptError: the teacher reads one system's answer alone (a model=features run with model.groups=single+consensus reads the others)
     """
     from model.nodes.boosted import (
         BoostedConfig,

@@ -35,8 +35,7 @@ LABELS = ("execution", "tree")
 _MATCH = {"match": True, "mismatch": False, "pred_error": False, "timeout": False}
 
 
-class RecalibrationError(ValueError):
-    """A labelled sample recalibration cannot use (no right or no wrong node, no gold...)."""
+from model.errors import RecalibrationError
 
 
 @dataclass
