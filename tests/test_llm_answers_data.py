@@ -1,6 +1,6 @@
-"""The committed code-LLM answers to Spider train questions (benchmarks/llm_answers/: greedy, and
-with five worked examples): they load as data.train_predictions does, each question once, naming
-real train questions and their databases, with no empty SQL."""
+"""The committed code-LLM answers to Spider train questions (data/llm_answers/, what data=spider's
+data.llm_answers names; greedy): they load as data.train_predictions does, each question once,
+naming real train questions and their databases, with no empty SQL."""
 
 from collections import Counter
 from pathlib import Path
@@ -12,10 +12,9 @@ from model.data.predictions import load_predictions
 
 pytestmark = pytest.mark.data
 
-LLM_ANSWERS = Path(__file__).resolve().parents[1] / "benchmarks" / "llm_answers"
+LLM_ANSWERS = Path(__file__).resolve().parents[1] / "data" / "llm_answers"
 ANSWERS = {  # file: how many answers it holds
     LLM_ANSWERS / "spider_train" / "qwen_coder.jsonl": 8563,  # data=spider's data.llm_answers
-    LLM_ANSWERS / "spider_train_shots" / "qwen_coder_shots.jsonl": 3109,  # --shots 5 (docs/look_here_first.md)
 }
 
 

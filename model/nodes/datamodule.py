@@ -121,7 +121,7 @@ class NodeDataModule(L.LightningDataModule):
         """Files of ``spec`` (globs; default: ``predictions``); None = ``<root>/predictions/*``.
 
         A relative glob is read from the current folder and, where it matches nothing there, from
-        the repository's root (the committed answers of ``benchmarks/llm_answers/``)."""
+        the repository's root (the committed answers of ``data/llm_answers/``)."""
         spec = self.hparams.predictions if spec is ... else spec
         if spec is None:
             return sorted(p for p in (self.root / "predictions").glob("*") if p.is_file()) if default else []
@@ -407,7 +407,7 @@ def _glob_files(spec: str | Path) -> list[Path]:
     """The files a prediction glob names: from the current folder, else (a relative glob that
     matches nothing there) from the repository's root.
 
-    >>> [p.name for p in _glob_files("benchmarks/llm_answers/spider_train/*.jsonl")]
+    >>> [p.name for p in _glob_files("data/llm_answers/spider_train/*.jsonl")]
     ['qwen_coder.jsonl']
     """
     pattern = Path(spec).expanduser()
