@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from model import metrics
 from model.cli import UsageError
 from model.data.cache import cache_dir
 from model.data.jsonl import read_jsonl
-from model.eval import abstention, metrics, plots, report
+from model.eval import abstention, plots, report
 from model.eval.localisation import localisation_markdown, localisation_of_scores
 from model.nodes.outputs import check_rows, tree_of
 
@@ -607,7 +608,7 @@ def query_level(test: dict, calibration: dict | None, title: str, out_dir: Path,
 def look_here_first(row: dict) -> dict:
     """The node to look at first, and the runner-up: the highest site scores the scorer wrote
     (``site_scores``), else the highest site readings of the node confidences."""
-    from model.eval.localisation import site_reading
+    from rat.walks import site_reading
 
     scores = row.get("site_scores") or site_reading(row["node_confidences"], row["node_arity"])
     order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")

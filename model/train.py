@@ -188,7 +188,7 @@ def calibrate_folds(rows: dict[str, list[dict]], kind: str = "platt") -> None:
     ``node_confidences_raw``. Val rows are then in-sample (they fitted the map)."""
     import numpy as np
 
-    from model.eval.calibration import fit_calibrator
+    from model.calibrators import fit_calibrator
 
     for r in (r for split in ("val", "test") for r in rows[split]):
         r.setdefault("node_confidences_raw", r["node_confidences"])
@@ -219,7 +219,7 @@ def _node_summary(rows: list[dict]) -> dict[str, float]:
     """Node AUC/Brier/ECE and the whole-query AUC of the least confident node, over rows."""
     import numpy as np
 
-    from model.eval import metrics as M
+    from model import metrics as M
 
     conf = np.concatenate([r["node_confidences"] for r in rows])
     labels = np.concatenate([r["node_labels"] for r in rows])

@@ -25,3 +25,16 @@ def label_nodes(pred: Node, gold: Node, execution_match: bool = False) -> list[i
         return [1] * len(pred_hashes)
     gold_hashes = set(contextual_hashes(gold))
     return [int(h in gold_hashes) for h in pred_hashes]
+
+
+def labels_against_others(trees: dict[str, Node]) -> dict[str, dict[str, list[int]]]:
+    """For each answer to one question, its node labels (``label_nodes``) against each other
+    answer's tree: ``out[a][b][i]`` is 1 when node ``i`` of ``a``'s tree occurs in ``b``'s.
+
+    >>> from rat.tree import to_tree
+    >>> t = {"a": to_tree("SELECT x FROM t"), "b": to_tree("SELECT y FROM t")}
+    >>> labels_against_others(t)["a"]
+    {'b': [0, 1, 0]}
+    """
+    return {a: {b: list(label_nodes(tree, other)) for b, other in trees.items() if b != a}
+            for a, tree in trees.items()}

@@ -6,8 +6,8 @@ than it does cold."""
 import numpy as np
 import pytest
 
+from model import metrics as M
 from model.data.datasets import load_schemas
-from model.eval import metrics as M
 from model.nodes.examples import build_examples
 from model.nodes.saved import data_digest
 from model.scoring import RowError, Scorer

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from model.data.folds import crossfit_roles, fold_splits, schema_disjoint_folds
-from model.eval.calibration import (
+from model.calibrators import (
     IsotonicCalibrator,
     MultivariatePlattScaler,
     PlattScaler,
@@ -13,6 +12,7 @@ from model.eval.calibration import (
     load_calibrator,
     logit_from_log_prob,
 )
+from model.data.folds import crossfit_roles, fold_splits, schema_disjoint_folds
 
 
 @pytest.fixture
@@ -92,8 +92,8 @@ def test_platt_eps_sets_where_exact_zeros_and_ones_go():
 
 
 def test_metrics_posthoc_maps_are_these_calibrators(two_signals):
-    """model.eval.metrics' BS-P / BS-I fits are PlattScaler / IsotonicCalibrator, not a second copy."""
-    from model.eval import metrics
+    """model.metrics' BS-P / BS-I fits are PlattScaler / IsotonicCalibrator, not a second copy."""
+    from model import metrics
 
     s1, _, y = two_signals
     # Same fit, same numbers; compared to 1e-9 rather than bit for bit, since a multithreaded
@@ -152,8 +152,8 @@ def test_calibration_test_split_is_schema_disjoint():
 def test_prior_shift_recovers_the_rate_of_data_whose_classes_look_the_same_but_come_in_other_shares():
     """Scores calibrated where 80% are positive, applied where 30% are: EM finds 30% without a
     label, and the adjusted probabilities are calibrated there."""
-    from model.eval import metrics as M
-    from model.eval.calibration import prior_shift
+    from model import metrics as M
+    from model.calibrators import prior_shift
 
     rng = np.random.default_rng(0)
 

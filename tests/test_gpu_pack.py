@@ -133,7 +133,7 @@ def test_site_labels_mark_the_error_sites_of_the_same_examples(tmp_path):
     site (``error_sites``) and 1 elsewhere; a right query stays all 1. Part of the sources' key."""
     import hydra
 
-    from model.eval.localisation import error_sites
+    from rat.walks import error_sites
 
     built = {}
     for labels in ("execution", "sites"):

@@ -4,14 +4,13 @@ import pytest
 
 from model.eval.localisation import (
     diff_marks,
-    error_sites,
     localisation,
     localisation_markdown,
     localisation_of_scores,
-    pointer_reliability,
-    site_reading,
     span_overlaps,
 )
+from model.metrics import pointer_reliability
+from rat.walks import error_sites, site_reading
 
 # ((t.a)(((t.c)(10)Gt)(t)Selection)Project), gold has c = 10: Gt is the one site.
 ARITY = [0, 0, 0, 2, 0, 2, 2]

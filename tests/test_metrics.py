@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from model.eval import metrics as m
+from model import metrics as m
 
 # title, confidences, labels, expected {metric: value}; computed by hand (see comments).
 TINY_CASES = [

@@ -5,7 +5,8 @@ import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.patches import Rectangle
 
-from model.eval import metrics, plots
+from model import metrics
+from model.eval import plots
 
 
 def _methods(n=2000, seed=0):

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
+from model import metrics as M
 from model.data.datasets import database_path, load_schemas
-from model.eval import metrics as M
 from model.nodes.examples import build_examples
 from model.nodes.saved import data_digest
 from model.scoring import RowError, Scorer

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from model import metrics as M
 from model.data.datasets import load_questions
-from model.eval import metrics as M
 from model.nodes.saved import QueryCalibrator, SavedModel
 from model.scoring import RowError, Scorer
 from model.scoring.recalibrate import RecalibrationError, recalibrate

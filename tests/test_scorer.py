@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import rat
-from model.eval import metrics as M
+from model import metrics as M
 from model.nodes.saved import SavedModel, kind_group
 from model.scoring import ModelFileError, RowError, Scorer
 from model.scoring.reasons import EXPLAINABLE, ReasonContext, explain_nodes, render

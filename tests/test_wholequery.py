@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from model.eval.calibration import load_calibrator
+from model.calibrators import load_calibrator
 from model.wholequery import (
     NODE_COLUMNS,
     BaseScores,

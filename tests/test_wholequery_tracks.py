@@ -5,13 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from model.eval.calibration import (
+from model.calibrators import (
     BoostedCombiner,
     MultivariatePlattScaler,
     TunedMPS,
     load_calibrator,
 )
-from model.eval.metrics import auc
+from model.metrics import auc
 from model.wholequery.protocols import fit_test_splits
 from model.wholequery.scf import FEATURE_NAMES as SCF_NAMES
 from model.wholequery.tracks import track_features, track_methods

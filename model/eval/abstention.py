@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.data.folds import fold_splits
-from model.eval.metrics import check_scores
+from model.metrics import check_scores
 
 DEFAULT_PENALTIES: tuple[float | str, ...] = (0, 10, "N")
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 import rat
+from rat.labels import labels_against_others
 
 
 def node_agreement(trees: Mapping[tuple[str, str], rat.Node]) -> dict[tuple[str, str], list[float]]:
@@ -40,18 +41,6 @@ def node_agreement(trees: Mapping[tuple[str, str], rat.Node]) -> dict[tuple[str,
         for system, against in labels_against_others(entries).items():
             out[system, qid] = np.mean(list(against.values()), axis=0).tolist()
     return out
-
-
-def labels_against_others(trees: Mapping[str, rat.Node]) -> dict[str, dict[str, list[int]]]:
-    """For each answer to one question, its node labels (``rat.label_nodes``) against each other
-    answer's tree: ``out[a][b][i]`` is 1 when node ``i`` of ``a``'s tree occurs in ``b``'s.
-
-    >>> t = {"a": rat.to_tree("SELECT x FROM t"), "b": rat.to_tree("SELECT y FROM t")}
-    >>> labels_against_others(t)["a"]
-    {'b': [0, 1, 0]}
-    """
-    return {a: {b: list(rat.label_nodes(tree, other)) for b, other in trees.items() if b != a}
-            for a, tree in trees.items()}
 
 
 def standardise(sql: str, schema: rat.Schema | None = None) -> str:

@@ -19,51 +19,8 @@ from math import comb
 import numpy as np
 
 from model.eval.report import _fmt, markdown_table
-
-
-def post_order_children(arity: Sequence[int]) -> list[list[int]]:
-    """Children (post-order indices) of every node of a post-order tree.
-
-    >>> post_order_children([0, 0, 2, 1])  # Root(Op(a, b))
-    [[], [], [0, 1], [2]]
-    """
-    stack: list[int] = []
-    children: list[list[int]] = []
-    for i, k in enumerate(arity):
-        kids = stack[len(stack) - k:] if k else []
-        del stack[len(stack) - k:]
-        children.append(kids)
-        stack.append(i)
-    return children
-
-
-def error_sites(labels: Sequence[int], arity: Sequence[int]) -> list[int]:
-    """1 for a wrong node whose children are all correct, else 0 (post-order).
-
-    ``(t.a)((t.c)(10)Gt)(t)Selection)Project`` against gold ``c = 10``: Gt is the site;
-    Selection and Project are wrong only because they hold it.
-
-    >>> error_sites([1, 1, 1, 0, 1, 0, 0], [0, 0, 0, 2, 0, 2, 2])
-    [0, 0, 0, 1, 0, 0, 0]
-    >>> error_sites([0, 1, 0], [0, 0, 2])  # a wrong leaf is a site; its parent is not
-    [1, 0, 0]
-    """
-    if len(labels) != len(arity):
-        raise ValueError(f"{len(labels)} labels for {len(arity)} nodes")
-    return [int(not labels[i] and all(labels[c] for c in kids))
-            for i, kids in enumerate(post_order_children(arity))]
-
-
-def site_reading(confidences: Sequence[float], arity: Sequence[int]) -> list[float]:
-    """``(1 - p(node)) * prod p(child)``: how likely the node is wrong while its children are
-    right, reading node confidences as independent.
-
-    >>> [round(s, 3) for s in site_reading([0.9, 0.8, 0.2], [0, 0, 2])]
-    [0.1, 0.2, 0.576]
-    """
-    p = np.asarray(confidences, dtype=float)
-    return [float((1.0 - p[i]) * np.prod(p[kids])) for i, kids in enumerate(post_order_children(arity))]
-
+from model.metrics import pointer_reliability
+from rat.walks import error_sites, site_reading
 
 _TOKEN = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|`[^`]*`|\w+|[^\s\w]")
 
@@ -118,7 +75,6 @@ READINGS = ("_least_confident", "_site_reading", "_site_scores")
 READING_NAMES = {"_least_confident": "least confident node", "_site_reading": "site reading",
                  "_site_scores": "site scores"}
 PER_READING = ("top1", "top3", "mrr", "span_overlap")
-RELIABILITY_EDGES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # pointer_reliability: bins of the pointed node's site score
 
 
 def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[float]],
@@ -203,41 +159,6 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
     out["random_top1"] = float(np.mean(random1)) if random1 else float("nan")
     out["random_top3"] = float(np.mean(random3)) if random3 else float("nan")
     return out
-
-
-def pointer_reliability(scores: Sequence[float], hits: Sequence[int], edges: Sequence[float] = RELIABILITY_EDGES
-                        ) -> list[dict]:
-    """How far to trust "look here first": the wrong queries binned by the site score of the node
-    pointed at (equal-width bins), each bin's count, mean score and top-1 (the share whose
-    pointed node is an error site). Empty bins are left out.
-
-    >>> pointer_reliability([0.9, 0.95, 0.3], [1, 0, 0])
-    [{'lo': 0.2, 'hi': 0.4, 'n': 1, 'mean_score': 0.3, 'top1': 0.0}, {'lo': 0.8, 'hi': 1.0, 'n': 2, 'mean_score': 0.925, 'top1': 0.5}]
-    """
-    scores, hits = np.asarray(scores, dtype=float), np.asarray(hits, dtype=float)
-    which = _bin_of(scores, edges)
-    return [{"lo": float(edges[b]), "hi": float(edges[b + 1]), "n": int((which == b).sum()),
-             "mean_score": round(float(scores[which == b].mean()), 6), "top1": float(hits[which == b].mean())}
-            for b in range(len(edges) - 1) if (which == b).any()]
-
-
-def _bin_of(scores, edges: Sequence[float]) -> np.ndarray:
-    """The bin of each score: [lo, hi), the last one closed."""
-    return np.clip(np.searchsorted(edges, scores, side="right") - 1, 0, len(edges) - 2)
-
-
-def pointer_rate(bins: Sequence[dict], score: float) -> float | None:
-    """The top-1 of ``pointer_reliability``'s bin that holds ``score`` (None: no such bin, or NaN).
-
-    >>> bins = pointer_reliability([0.9, 0.95, 0.3], [1, 0, 0])
-    >>> pointer_rate(bins, 1.0), pointer_rate(bins, 0.35), pointer_rate(bins, 0.5)
-    (0.5, 0.0, None)
-    """
-    if score is None or np.isnan(score):
-        return None
-    last = RELIABILITY_EDGES[-1]  # as _bin_of: the last bin is closed
-    return next((float(b["top1"]) for b in bins
-                 if b["lo"] <= score < b["hi"] or (b["hi"] >= last and b["lo"] <= score)), None)
 
 
 def localisation_markdown(results: dict[str, dict], best_only: bool = False) -> str:

@@ -1,6 +1,6 @@
 """Reliability diagrams and risk-coverage curves, written as PNG and SVG files (matplotlib Agg).
 
-Plotting is a side effect kept at the edge: the binning comes from ``model.eval.metrics`` and the
+Plotting is a side effect kept at the edge: the binning comes from ``model.metrics`` and the
 curves from ``model.eval.abstention``; this module only draws them.
 """
 
@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import LogNorm
 
-from model.eval import metrics
+from model import metrics
 from model.eval.abstention import curve_area
 
 BINNINGS = ("uniform", "monotonic", "adaptive")

@@ -10,7 +10,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 
-from model.eval.metrics import DISPLAY_NAMES
+from model.metrics import DISPLAY_NAMES
 from rat import SqlSpans, sql_spans
 
 # The fine-grained paper's Table 4 columns, then the extras this project reports.

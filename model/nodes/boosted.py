@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from model import metrics as M
 from model.data.jsonl import write_json
-from model.eval import metrics as M
 from model.eval.localisation import error_sites, localisation
 from model.nodes.features import build_features, categorical_mask
 
@@ -608,7 +608,7 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], config: BoostedConfig
                                 config.site_context, names) if site_model is not None and len(xp) else None
         scored[part] = (raw, yp, site)
     raw_val, y_val, _ = scored["val"]
-    from model.eval.calibration import fit_calibrator
+    from model.calibrators import fit_calibrator
 
     calibrator = fit_calibrator(config.calibration, raw_val, y_val)
     out = {}
@@ -729,7 +729,7 @@ def fold_scorers(table: NodeTable, roles: list[dict[str, list[int]]], config: Bo
     training databases with ``model.database``'s treatment, calibrated on its validation
     databases, the test rows as ``scored_rows`` gives them): ``group_importance``'s blocks for an
     out-of-fold importance."""
-    from model.eval.calibration import fit_calibrator
+    from model.calibrators import fit_calibrator
 
     blocks = []
     for role in roles:

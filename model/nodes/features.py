@@ -58,9 +58,9 @@ except ImportError:  # pragma: no cover - cydifflib is a dependency; pure Python
 import rat
 from model.data.cache import cache_dir
 from model.data.execution import execute_sql
-from model.eval.baselines import labels_against_others
-from model.eval.localisation import error_sites, post_order_children
 from model.nodes.outputs import tree_of
+from rat.labels import labels_against_others
+from rat.walks import error_sites, post_order_children
 
 VERSION = "nf-4"  # bump when a feature's definition changes: the cache key includes it
 NAN = float("nan")

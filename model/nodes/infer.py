@@ -219,12 +219,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def look_here_first(scores: list[NodeScore]) -> int:
     """Post-order index of the most likely error site: the highest ``(1 - p(node)) * prod
-    p(child)`` (``model.eval.localisation.site_reading``).
+    p(child)`` (``rat.walks.site_reading``).
 
     >>> look_here_first([NodeScore(0, "t.a", "column", 1, (), 0.9), NodeScore(1, "Project", "Project", 0, (0,), 0.2)])
     1
     """
-    from model.eval.localisation import site_reading
+    from rat.walks import site_reading
 
     reading = site_reading([s.confidence for s in scores], [len(s.children) for s in scores])
     return max(range(len(scores)), key=reading.__getitem__)

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model.eval import metrics
+from model import metrics
 from model.nodes.backbone import FineTunedEncoder
 from model.nodes.embedder import FrozenEmbedder
 from model.nodes.encoder import EncoderConfig, NodeEncoder

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from model.calibrators import Calibrator, load_calibrator
 from model.data.jsonl import write_json
-from model.eval.calibration import Calibrator, load_calibrator
 
 FORMAT = "rat-confidence boosted node scorer"
 FORMAT_VERSION = 1
@@ -511,8 +511,8 @@ def _calibrators(table, indices: Sequence[int], config, oof_raw: dict, oof_conf:
                  ) -> tuple[Calibrator | None, QueryCalibrator, dict[str, float]]:
     """The node calibrator (out-of-fold raw scores -> labels), the whole-query calibrator
     (out-of-fold confidences -> correct) and the latter's own cross-fitted metrics."""
-    from model.eval import metrics as M
-    from model.eval.calibration import fit_calibrator
+    from model import metrics as M
+    from model.calibrators import fit_calibrator
 
     oof = [k for k in indices if k in oof_raw]
     raw = np.concatenate([oof_raw[k] for k in oof]) if oof else np.zeros(0)

@@ -1,6 +1,6 @@
 """The site head's reading of the node model: where in a wrong query does it go wrong?
 
-An error site (``model.eval.localisation.error_sites``) is a wrong node whose children are all
+An error site (``rat.walks.error_sites``) is a wrong node whose children are all
 right. Whether a node is one depends on its neighbours as much as on itself: a doubtful node
 under confident children is a likely site, the same node over a doubtful child is not. So the
 site head reads, beside a node's own features, the node model's confidence of the node, its
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.eval.localisation import post_order_children
+from rat.walks import post_order_children
 
 SITE_CONTEXT = (
     "site_node_logit",  # the node model's logit of the node

@@ -18,7 +18,7 @@ teacher's whole-query confidences). The node model learns the teacher's calibrat
 probabilities, so its own output is the confidence (no node calibrator). Where your outputs are
 right more or less often than the teacher's training data (BIRD's far less often than
 Spider's), those probabilities are first moved to the rates EM estimates on your outputs
-(label shift, ``model.eval.calibration.prior_shift``): without that, the adapted confidences
+(label shift, ``model.calibrators.prior_shift``): without that, the adapted confidences
 keep the teacher's benchmark's rates.
 
     rat-adapt --schema tables.json --predictions system_a.jsonl system_b.jsonl system_c.jsonl --out adapted/
@@ -35,8 +35,8 @@ from datetime import date
 
 import numpy as np
 
+from model.calibrators import prior_shift
 from model.errors import AdaptError
-from model.eval.calibration import prior_shift
 from model.nodes.saved import (
     QueryCalibrator,
     SavedModel,
@@ -70,7 +70,7 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
     ``hgb``: the node model's settings (default: ``model``'s own, with its monotonic constraints).
     ``label_shift``: the teacher's node and whole-query confidences are moved from the rates of
     right nodes and queries it was trained on to the rates EM estimates on ``rows``
-    (``model.eval.calibration.prior_shift``; skipped for a teacher whose model card lacks them).
+    (``model.calibrators.prior_shift``; skipped for a teacher whose model card lacks them).
 
     >>> from model.scoring import Scorer
     >>> single = Scorer.pretrained().saved

@@ -75,8 +75,8 @@ def recalibrate(model: SavedModel, rows: Sequence[Mapping], calibration: str = "
     >>> result.refitted  # scored without a database; the refit, cross-fitted, predicts them better
     ['without database']
     """
+    from model import metrics as M
     from model.data.execution import execute_pairs
-    from model.eval import metrics as M
     from model.nodes.examples import node_labels
     from model.scoring.scorer import RowError, Scorer, readable_database
 
@@ -164,7 +164,7 @@ def recalibrate(model: SavedModel, rows: Sequence[Mapping], calibration: str = "
 def _fit_pair(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndarray, calibration: str):
     """The node calibrator (raw node probability -> label) and the whole-query calibrator (its
     confidences' ``query_aggregates`` -> query right) of labelled queries."""
-    from model.eval.calibration import fit_calibrator
+    from model.calibrators import fit_calibrator
 
     calibrator = fit_calibrator(calibration, np.concatenate(raws), np.concatenate(ys))
     aggregates = np.array([query_aggregates(calibrator.confidence(r)) for r in raws])

@@ -331,7 +331,7 @@ class Scorer:
         """Out of fold, the top-1 of the pointers whose site score fell in ``site_score``'s bin
         (``model.eval.localisation.pointer_reliability``, saved by the training run), for rows
         scored with or without a database; None when the model saved none or the bin was empty."""
-        from model.eval.localisation import pointer_rate
+        from model.metrics import pointer_rate
 
         saved = self.saved.info.get("pointer_reliability") or {}
         bins = saved.get("with_database" if with_database or "without_database" not in saved else "without_database")
@@ -388,7 +388,7 @@ class Scorer:
         return out
 
     def _neural(self, examples: list) -> list[tuple]:
-        from model.eval.localisation import site_reading
+        from rat.walks import site_reading
 
         out = []
         for e, conf in zip(examples, self.neural.score_examples(examples, progress=False)):

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.eval import metrics as M
-from model.eval.calibration import (
+from model import metrics as M
+from model.calibrators import (
     Calibrator,
     IsotonicCalibrator,
     MultivariatePlattScaler,

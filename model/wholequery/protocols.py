@@ -18,8 +18,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from model.calibrators import calibration_test_split
 from model.data.folds import schema_disjoint_folds
-from model.eval.calibration import calibration_test_split
 
 PROTOCOLS = ("one", "rest", "loso", "pooled", "split")
 

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.eval import metrics as M
-from model.eval.calibration import BoostedCombiner, MultivariatePlattScaler, TunedMPS
+from model import metrics as M
+from model.calibrators import BoostedCombiner, MultivariatePlattScaler, TunedMPS
 from model.wholequery.base_scores import BaseScores
 from model.wholequery.methods import Method, _matrix
 from model.wholequery.protocols import fit_test_splits
@@ -66,7 +66,7 @@ def track_methods(columns: Sequence[str]) -> dict[str, list[Method]]:
 
 def _confidence(method: Method, fit: BaseScores, test: BaseScores) -> np.ndarray:
     """The method's confidence on ``test`` after fitting on ``fit`` (raw inputs: Platt-scaled)."""
-    from model.eval.calibration import PlattScaler
+    from model.calibrators import PlattScaler
 
     if method.make is None:
         x = fit.columns[method.features[0]]

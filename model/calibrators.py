@@ -39,7 +39,7 @@ def _small_fit():
 
     Waking a BLAS thread pool costs more than such fits (about 5x slower measured); entering the
     context costs ~3 ms, so the isotonic fit (~1 ms, no BLAS) goes without. The one place the
-    project sets this, for the calibrators here and so for `model.eval.metrics`.
+    project sets this, for the calibrators here and so for `model.metrics`.
     """
     return threadpool_limits(1)
 

@@ -270,14 +270,14 @@ _PLATT_C = 1e6  # essentially unregularised, as in Platt's method (the data are 
 def fit_platt(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
     """Platt scaling: a logistic regression on logit(confidence); returns the fitted map.
 
-    The fit is ``model.eval.calibration.PlattScaler`` (the whole-query calibrator), unregularised.
+    The fit is ``model.calibrators.PlattScaler`` (the whole-query calibrator), unregularised.
     With a single class in ``labels`` the map returns that class's rate (0 or 1) for every input.
 
     >>> platt = fit_platt([0.9, 0.8, 0.7, 0.6, 0.3], [1, 1, 0, 1, 0])
     >>> bool(platt([0.95])[0] > platt([0.2])[0])
     True
     """
-    from model.eval.calibration import PlattScaler
+    from model.calibrators import PlattScaler
 
     conf, y = check_scores(confidences, labels)
     scaler = PlattScaler("prob", C=_PLATT_C, eps=_PLATT_EPS).fit(conf, y)
@@ -286,8 +286,8 @@ def fit_platt(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike]
 
 def fit_isotonic(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
     """Isotonic regression of the label on the confidence (clipped outside the fitted range);
-    the fit is ``model.eval.calibration.IsotonicCalibrator``."""
-    from model.eval.calibration import IsotonicCalibrator
+    the fit is ``model.calibrators.IsotonicCalibrator``."""
+    from model.calibrators import IsotonicCalibrator
 
     conf, y = check_scores(confidences, labels)
     iso = IsotonicCalibrator().fit(conf, y)
@@ -438,3 +438,42 @@ def summary(confidences: ArrayLike, labels: ArrayLike, groups: ArrayLike | None 
         metrics.update(dict.fromkeys(POST_HOC, float("nan")))
         out["post_hoc_missing"] = "fewer than 2 databases: no schema-disjoint fold to fit Platt/isotonic on"
     return out
+
+
+# How far to trust "look here first": the pointed node's site score against how often it is a site
+RELIABILITY_EDGES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # pointer_reliability: bins of the pointed node's site score
+
+
+def pointer_reliability(scores: Sequence[float], hits: Sequence[int], edges: Sequence[float] = RELIABILITY_EDGES
+                        ) -> list[dict]:
+    """How far to trust "look here first": the wrong queries binned by the site score of the node
+    pointed at (equal-width bins), each bin's count, mean score and top-1 (the share whose
+    pointed node is an error site). Empty bins are left out.
+
+    >>> pointer_reliability([0.9, 0.95, 0.3], [1, 0, 0])
+    [{'lo': 0.2, 'hi': 0.4, 'n': 1, 'mean_score': 0.3, 'top1': 0.0}, {'lo': 0.8, 'hi': 1.0, 'n': 2, 'mean_score': 0.925, 'top1': 0.5}]
+    """
+    scores, hits = np.asarray(scores, dtype=float), np.asarray(hits, dtype=float)
+    which = _bin_of(scores, edges)
+    return [{"lo": float(edges[b]), "hi": float(edges[b + 1]), "n": int((which == b).sum()),
+             "mean_score": round(float(scores[which == b].mean()), 6), "top1": float(hits[which == b].mean())}
+            for b in range(len(edges) - 1) if (which == b).any()]
+
+
+def _bin_of(scores, edges: Sequence[float]) -> np.ndarray:
+    """The bin of each score: [lo, hi), the last one closed."""
+    return np.clip(np.searchsorted(edges, scores, side="right") - 1, 0, len(edges) - 2)
+
+
+def pointer_rate(bins: Sequence[dict], score: float) -> float | None:
+    """The top-1 of ``pointer_reliability``'s bin that holds ``score`` (None: no such bin, or NaN).
+
+    >>> bins = pointer_reliability([0.9, 0.95, 0.3], [1, 0, 0])
+    >>> pointer_rate(bins, 1.0), pointer_rate(bins, 0.35), pointer_rate(bins, 0.5)
+    (0.5, 0.0, None)
+    """
+    if score is None or np.isnan(score):
+        return None
+    last = RELIABILITY_EDGES[-1]  # as _bin_of: the last bin is closed
+    return next((float(b["top1"]) for b in bins
+                 if b["lo"] <= score < b["hi"] or (b["hi"] >= last and b["lo"] <= score)), None)
