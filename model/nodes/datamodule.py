@@ -609,7 +609,7 @@ def site_labelled(example):
     """
     from dataclasses import replace
 
-    from model.eval.localisation import error_sites
+    from rat.walks import error_sites
 
     return replace(example, node_labels=[1 - s for s in error_sites(example.node_labels, example.node_arity)])
 
