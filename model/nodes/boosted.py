@@ -27,15 +27,17 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from model import metrics as M
 from model.data.jsonl import write_json
 from model.eval.localisation import error_sites, localisation
 from model.nodes.features import build_features, categorical_mask
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 GROUP_CHOICES = ("single", "single+consensus")
 DATABASE_MODES = ("with", "without", "dropout", "both")
@@ -88,6 +90,8 @@ class BoostedConfig:
 
     @classmethod
     def from_cfg(cls, model_cfg) -> BoostedConfig:
+        from omegaconf import DictConfig, OmegaConf  # [train]: the scorer never calls this
+
         from model.cli import UsageError  # a mistake in the model config: one line, exit 2
 
         values = OmegaConf.to_container(model_cfg, resolve=True) if isinstance(model_cfg, DictConfig) \
@@ -832,6 +836,8 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
                 extra["site_scores"] = [round(float(s), 6) for s in site]
             rows.append(prediction_row(table.examples[k], conf, split, **extra))
         write_predictions(output_dir / "predictions" / f"{split}.jsonl", rows)
+
+    from omegaconf import OmegaConf
 
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved["data"]["root"] = str(table.root)  # evaluate.py finds the databases here
