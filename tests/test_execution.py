@@ -413,3 +413,43 @@ def test_open_connections_follow_the_file_and_keep_no_transaction(concert_db: Pa
     for k in range(12):  # at most _OPEN_CONNECTIONS stay open
         execute_sql(make_concert_db(tmp_path / f"db{k}.sqlite"), "SELECT 1")
     assert len(execution._CONNECTIONS.open) == execution._OPEN_CONNECTIONS
+
+
+@pytest.mark.parametrize("sql", ["SELECT randomblob(1000000000)",
+                                 "SELECT length(zeroblob(600000000) || zeroblob(600000000))"])
+def test_a_huge_value_is_refused_before_it_exists(sql: str, concert_db: Path) -> None:
+    # the value would be 1 GB inside SQLite before any row is fetched; the length limit stops
+    # it at once, and the process's peak memory stays far below it
+    import subprocess
+    import sys
+
+    probe = (
+        "import resource, sys, time; from model.data.execution import execute_sql\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "start = time.monotonic()\n"
+        f"rows, error = execute_sql(sys.argv[1], {sql!r})\n"
+        "grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before\n"
+        "print(rows, error, grown // 1024, round(time.monotonic() - start, 2), sep='|')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(concert_db)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    rows, error, grown_mb, seconds = done.stdout.strip().split("|")
+    assert rows == "None" and "too big" in error, done.stdout
+    assert int(grown_mb) < 100 and float(seconds) < 5, done.stdout
+
+
+def test_the_value_limit_follows_a_smaller_result_budget(concert_db: Path) -> None:
+    rows, error = execute_sql(concert_db, "SELECT randomblob(3000000)", max_result_bytes=1 << 20)
+    assert rows is None and "too big" in error
+    rows, error = execute_sql(concert_db, "SELECT length(randomblob(3000000))")
+    assert rows == [(3000000,)] and error is None
+
+
+def test_deadline_helpers() -> None:
+    from model.data.execution import DeadlineExceeded, check_deadline, time_left
+
+    check_deadline(None)
+    assert time_left(None, 2.0) == 2.0 and 0 < time_left(time.monotonic() + 1, 5.0) <= 1
+    with pytest.raises(DeadlineExceeded, match="features ran past its time limit"):
+        time_left(time.monotonic() - 0.01, 5.0, "features")

@@ -23,7 +23,9 @@ are fetched in chunks and refused (an error, like any failed query: a ``pred_err
 ``gold_error`` outcome) once they pass ``MAX_ROWS`` rows or an estimate of
 ``max_result_bytes`` bytes of Python objects (default ``DEFAULT_MAX_RESULT_BYTES``), so a
 runaway cross join cannot fill memory; such refusals are not cached, as they depend on the
-budget.
+budget. No single value (string, blob, row) may grow past ``MAX_VALUE_BYTES`` or the budget,
+whichever is smaller, inside SQLite either (``SQLITE_LIMIT_LENGTH``): ``randomblob(10**9)``
+fails at once instead of allocating a gigabyte.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from model.data.cache import cache_dir as project_cache_dir
 
 __all__ = [
     "OUTCOMES",
+    "DeadlineExceeded",
+    "check_deadline",
     "default_cache_dir",
     "execute_pairs",
     "execute_sql",
@@ -57,6 +61,7 @@ __all__ = [
     "prepare_sql",
     "results_equal",
     "summarize",
+    "time_left",
 ]
 
 log = logging.getLogger(__name__)
@@ -73,6 +78,10 @@ _SIZE_SAMPLE_ROWS = 16  # rows of each chunk whose size is measured
 _CACHEABLE_BYTES = 8 << 20  # results larger than this are recomputed rather than cached
 _PROGRESS_OPS = 1_000  # SQLite VM instructions between two deadline checks
 _PERMUTATION_BUDGET = 50_000  # search nodes before declaring columns unmatchable
+# The longest string or blob (or row) SQLite may build while running a query: past it the query
+# fails ("string or blob too big") before the value exists, so SELECT randomblob(1000000000)
+# costs nothing; capped further by a call's max_result_bytes.
+MAX_VALUE_BYTES = 64 << 20
 
 Rows = list[tuple[Any, ...]]
 
@@ -189,6 +198,7 @@ def _run(
     try:
         conn = _open(db_path)
         conn.set_progress_handler(past_deadline, _PROGRESS_OPS)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, min(MAX_VALUE_BYTES, max_bytes)))
         cursor = conn.execute(sql)
         if cursor.description is None:
             return "error", "statement returns no result set"
@@ -241,6 +251,22 @@ def execute_sql(
     """
     status, payload = _run(Path(db_path), sql, timeout_s, max_result_bytes)
     return (payload, None) if status == "ok" else (None, payload)
+
+
+class DeadlineExceeded(TimeoutError):
+    """A request's time budget ran out while its work was being done (``check_deadline``)."""
+
+
+def check_deadline(deadline: float | None, what: str = "scoring") -> None:
+    """Raise ``DeadlineExceeded`` when ``time.monotonic()`` is past ``deadline`` (None: no limit)."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise DeadlineExceeded(f"{what} ran past its time limit")
+
+
+def time_left(deadline: float | None, timeout_s: float, what: str = "scoring") -> float:
+    """``timeout_s``, or less when ``deadline`` comes first; ``DeadlineExceeded`` when it has passed."""
+    check_deadline(deadline, what)
+    return timeout_s if deadline is None else min(timeout_s, deadline - time.monotonic())
 
 
 # ----------------------------------------------------------------------- test-suite semantics
