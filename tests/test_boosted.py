@@ -220,7 +220,7 @@ def test_compare_node_runs_names_a_file_without_node_confidences(tmp_path):
         if run == "base":
             row["node_confidences"] = [0.9, 0.2]
         (tmp_path / run / "predictions" / "test.jsonl").write_text(json.dumps(row) + "\n")
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_node_runs.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "compare_node_runs.py"
     result = subprocess.run([sys.executable, str(script), "--baseline", str(tmp_path / "base"),
                              str(tmp_path / "sites_only")], capture_output=True, text=True, check=False)
     assert result.returncode == 2 and result.stdout == ""
@@ -238,7 +238,7 @@ def test_compare_node_runs_averages_leave_one_system_out_runs(tmp_path):
     systems = ["demo_medium", "demo_strong", "demo_weak"]
     for system in systems:
         train(compose_cfg("train", [*crossfit, f"data.holdout_system={system}"], tmp_path / system))
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_node_runs.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "compare_node_runs.py"
     result = subprocess.run([sys.executable, str(script), "--baseline", str(tmp_path / "all"),
                              *(str(tmp_path / s) for s in systems), "--n-bootstrap", "10"],
                             capture_output=True, text=True, check=True)
@@ -300,8 +300,8 @@ def test_tree_site_labels_add_the_sites_of_queries_right_by_execution_but_writte
     departs from gold's tree; the node labels, and so every metric, stay execution labels."""
     from dataclasses import replace
 
-    from model.eval.localisation import error_sites
     from model.nodes.boosted import BoostedConfig
+    from rat.walks import error_sites
 
     table = boosted_run[2]["table"]
     assert all(e.tree_labels is not None for e in table.examples if e.execution_match is not None)

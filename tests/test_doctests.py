@@ -1,5 +1,5 @@
 """Run the docstring examples of every module of the package (`rat` and `model`), and of the
-benchmark scripts that have them, as tests."""
+scripts (benchmarks/, scripts/) that have them, as tests."""
 
 import doctest
 import importlib
@@ -33,14 +33,15 @@ def test_every_rat_module_has_examples():
     assert without == []
 
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if ">>>" in p.read_text())
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p for folder in ("benchmarks", "scripts") for p in (REPO / folder).glob("*.py")
+                 if ">>>" in p.read_text())
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
-def test_benchmark_doctests(path):
-    """The benchmark scripts' helpers keep their examples too (imported by path: not a package)."""
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{path.stem}", path)
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_script_doctests(path):
+    """The scripts' helpers keep their examples too (imported by path: not a package)."""
+    spec = importlib.util.spec_from_file_location(f"{path.parent.name}_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

@@ -1,4 +1,4 @@
-"""benchmarks/llm_answers.py's bad input is one line and exit 2, before any model is loaded: a --split
+"""scripts/llm_answers.py's bad input is one line and exit 2, before any model is loaded: a --split
 with no questions, a shared-data folder without Spider, a negative --shots."""
 
 import os
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "llm_answers.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "llm_answers.py"
 
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

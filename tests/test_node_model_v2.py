@@ -114,7 +114,7 @@ def test_crossfit_folds_are_calibrated_on_their_validation_databases(crossfit_ru
 
     import numpy as np
 
-    from model.eval.calibration import fit_calibrator
+    from model.calibrators import fit_calibrator
     from model.train import calibrate_run
 
     out = crossfit_run[0]
@@ -179,7 +179,7 @@ def test_compare_node_runs_pairs_a_run_with_its_baseline(crossfit_run):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_node_runs.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "compare_node_runs.py"
     out = str(crossfit_run[0])
     result = subprocess.run([sys.executable, str(script), "--baseline", out, out, "--n-bootstrap", "20"],
                             capture_output=True, text=True, check=True)

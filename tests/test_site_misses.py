@@ -1,4 +1,4 @@
-"""benchmarks/site_misses.py end to end on a small predictions file: the run's own top-1 with an
+"""scripts/site_misses.py end to end on a small predictions file: the run's own top-1 with an
 interval over databases, the per-system table, several systems at once, and the paired reading."""
 
 import json
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "site_misses.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "site_misses.py"
 # Project(column, Table): the table is the one error site when labels are [1, 0, 0]
 BASE = {"node_arity": [0, 0, 2], "node_names": ["name", "singer", "Project"],
         "node_types": ["column", "table", "Project"], "node_labels": [1, 0, 0]}

@@ -1,4 +1,4 @@
-"""benchmarks/transfer.py's bad input is one line and exit 2: a --model without model.json, a
+"""scripts/transfer.py's bad input is one line and exit 2: a --model without model.json, a
 --predictions folder that is not there, a shared-data folder that is not there."""
 
 import os
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "transfer.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "transfer.py"
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

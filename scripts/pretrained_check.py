@@ -4,7 +4,7 @@ and compare node AUC / Brier / ECE, whole-query AUC and localisation with the in
 its training run stored in ``model.json``; then print the run's out-of-fold numbers (the ones
 to expect on new queries) and the reasons' faithfulness.
 
-    python benchmarks/pretrained_check.py [--model pretrained] [--faithfulness-queries 2000]
+    python scripts/pretrained_check.py [--model pretrained] [--faithfulness-queries 2000]
 
 Faithfulness of the reasons, on the wrong queries: for each node below confidence 0.5, the rise
 of its confidence when its reasons' features are set to their typical values (all at once), and
@@ -22,13 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from model import metrics as M
 from model.data.datasets import database_path, load_schemas
-from model.eval import metrics as M
-from model.eval.localisation import error_sites, localisation
+from model.eval.localisation import localisation
 from model.nodes.examples import build_examples
 from model.nodes.saved import kind_group
 from model.scoring import RowError, Scorer
 from model.scoring.reasons import EXPLAINABLE
+from rat.walks import error_sites
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

@@ -1,7 +1,7 @@
 """A code LLM's own answers to a split's questions, as a predictions file (``model.train_predictions``).
 
 More wrong queries of the kind today's LLM systems write might teach the site head more
-(``benchmarks/site_learning_curve.py``); Spider train's questions, on databases disjoint from
+(docs/research.md); Spider train's questions, on databases disjoint from
 dev's, have gold but no LLM system's predictions in ``../shared/data``. This writes Qwen2.5-Coder-
 1.5B's (``make setup-qwen``; llama.cpp, greedy, or sampled with ``--temperature``) answers, one JSON line ``{question_id, db_id,
 sql}`` a question, for a random draw of the questions (``--seed``, ``--limit``) taken one database
@@ -17,11 +17,11 @@ Spider writes them, whose wrong queries depart from gold in fewer places.
 where its first question falls in the draw, so the largest, geo's 564 questions, come first).
 Progress and the questions a second are printed every 50 questions.
 
-    python benchmarks/llm_answers.py --split train --out /tmp/qwen_train/qwen_coder.jsonl [--limit 3000]
+    python scripts/llm_answers.py --split train --out /tmp/qwen_train/qwen_coder.jsonl [--limit 3000]
     python train.py model=features data=spider data.root=../shared/data/spider \\
         'model.train_predictions=/tmp/qwen_train/*.jsonl'
 
-``benchmarks/llm_answers/spider_train/qwen_coder.jsonl`` holds its answers to every Spider train
+``data/llm_answers/spider_train/qwen_coder.jsonl`` holds its answers to every Spider train
 question with a database: ``data=spider``'s ``data.llm_answers``, which ``model=features`` learns from.
 """
 

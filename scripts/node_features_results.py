@@ -2,9 +2,9 @@
 single-system and consensus tracks apart; per node kind; ablation and permutation importance per
 feature group; leave-one-system-out. Prints the tables of docs/node_features.md.
 
-    .venv/bin/python benchmarks/node_features_results.py                       # everything
-    .venv/bin/python benchmarks/node_features_results.py --stages main,kinds   # some stages
-    .venv/bin/python benchmarks/node_features_results.py --stages loso --loso-systems codes_1b,graphix_t5
+    .venv/bin/python scripts/node_features_results.py                       # everything
+    .venv/bin/python scripts/node_features_results.py --stages main,kinds   # some stages
+    .venv/bin/python scripts/node_features_results.py --stages loso --loso-systems codes_1b,graphix_t5
 
 Stages: main (both tracks + node agreement), kinds (per node kind AUC), ablation (each group
 removed, single track), importance (grouped permutation importance on held-out folds, PNG under
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import OmegaConf
 
-from model.eval import metrics as M
+from model import metrics as M
 from model.eval.localisation import localisation
 from model.eval.report import _fmt, markdown_table
 from model.nodes.boosted import BoostedConfig, crossfit, fit_classifier, fold_roles, load_table

@@ -6,7 +6,7 @@ classified by `model.synth.error_kinds.classify_error` (the most structural aspe
 differs from gold), and the two distributions are printed side by side, plus, per generated kind,
 how often execution still matches gold (those perturbations are labelled correct).
 
-    python benchmarks/perturbation_mix.py [--data ../shared/data] [--workers 2] [--limit N]
+    python scripts/perturbation_mix.py [--data ../shared/data] [--workers 2] [--limit N]
 """
 
 from __future__ import annotations

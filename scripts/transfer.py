@@ -2,9 +2,9 @@
 labelled predictions through ``Scorer``, as a user would, and prints node AUC, whole-query AUC
 (least confident node) and look-here-first top-1 beside an in-domain run's out-of-fold numbers.
 
-    python benchmarks/transfer.py --model /tmp/runs/db_without/model --data bird \\
+    python scripts/transfer.py --model /tmp/runs/db_without/model --data bird \\
         --in-domain /tmp/runs/bird
-    python benchmarks/transfer.py --model /tmp/runs/bird/model --data spider --no-database \\
+    python scripts/transfer.py --model /tmp/runs/bird/model --data spider --no-database \\
         --in-domain /tmp/runs/db_without --importance 3
 
 ``--data spider|bird`` reads ``../shared/data/<name>`` and its predictions (the 11 Spider dev
@@ -13,7 +13,7 @@ features, and the evidence is read as part of the question. ``--no-database`` sc
 without its databases. ``--labels tree`` labels Spider by tree comparison with gold, as BIRD is
 labelled (default: execution labels). A model never saw the other benchmark's databases,
 schemas or questions. ``--data spider_train_qwen`` scores Qwen2.5-Coder-1.5B's answers to Spider
-*train* (``benchmarks/llm_answers/spider_train``; 144 databases disjoint from dev's): a model
+*train* (``data/llm_answers/spider_train``; 144 databases disjoint from dev's): a model
 trained on the dev systems without them (``model.train_predictions=null``) meets a system and
 databases it never saw. ``--predictions DIR`` scores other files on ``--data``'s benchmark and
 split (another prompt's answers to Spider train, say).
@@ -48,17 +48,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from model import metrics as M
 from model.data.datasets import database_path, load_questions, load_schemas
-from model.eval import metrics as M
-from model.eval.localisation import error_sites, localisation
+from model.eval.localisation import localisation
 from model.nodes.examples import build_examples
 from model.scoring import RowError, Scorer
+from rat.walks import error_sites
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 # --data: (benchmark folder under SHARED, split, folder of the predictions scored)
 PREDICTIONS = {"spider": ("spider", "dev", SHARED / "predictions" / "spider_dev"),
                "bird": ("bird", "dev", SHARED / "predictions" / "bird_dev"),
-               "spider_train_qwen": ("spider", "train", Path(__file__).resolve().parent / "llm_answers" / "spider_train")}
+               "spider_train_qwen": ("spider", "train",
+                                     Path(__file__).resolve().parents[1] / "data" / "llm_answers" / "spider_train")}
 
 
 def run_labels(config: dict) -> str:

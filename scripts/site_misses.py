@@ -17,7 +17,7 @@ paired: the queries each gets and the other misses, and the difference with a 95
 2,000 bootstrap draws of the databases (queries of one database move together). The first line
 gives the run's own top-1 with such an interval.
 
-    python benchmarks/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0 [--site-kind Project]] [--system S[,S2...]] [--against <baseline run>/predictions/test.jsonl]
+    python scripts/site_misses.py <run>/predictions/test.jsonl [--top 12] [--sample 30 --seed 0 [--site-kind Project]] [--system S[,S2...]] [--against <baseline run>/predictions/test.jsonl]
 """
 
 import argparse
@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.data.datasets import load_questions
 from model.data.jsonl import iter_jsonl
-from model.eval.localisation import error_sites, localisation
+from model.eval.localisation import localisation
 from model.nodes.features import tree_shape
+from rat.walks import error_sites
 
 
 def kind(row: dict, i: int) -> str:

@@ -1,9 +1,9 @@
 """Look here first, per system and leave-one-system-out: does the site head point at where a
 wrong query goes wrong for a system it never saw?
 
-    python benchmarks/localisation_loso.py --out /tmp/loso.json
-    python benchmarks/localisation_loso.py --groups single+consensus --systems codes_7b gpt4_few_shot
-    python benchmarks/localisation_loso.py --from-json /tmp/loso_a.json /tmp/loso_b.json  # one table
+    python scripts/localisation_loso.py --out /tmp/loso.json
+    python scripts/localisation_loso.py --groups single+consensus --systems codes_7b gpt4_few_shot
+    python scripts/localisation_loso.py --from-json /tmp/loso_a.json /tmp/loso_b.json  # one table
 
 One table of features is loaded; for the cross-fitted run (every system in training, scored out
 of fold by database) and for each system held out (``data.holdout_system``: trained and
@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 from omegaconf import OmegaConf
 
+from model import metrics as M
 from model.data.datasets import load_schemas
-from model.eval import metrics as M
 from model.eval.localisation import localisation
 from model.evaluate import _questions, with_gold_diff
 from model.nodes.boosted import BoostedConfig, crossfit, fold_roles, load_table
@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], help="model overrides, e.g. site_context=false")
     parser.add_argument("--train-predictions", default=None,
                         help="outputs on Spider train for model.train_side (model.train_predictions; default: "
-                             "data=spider's, the committed answers of benchmarks/llm_answers/; none: leave them out)")
+                             "data=spider's, the committed answers of data/llm_answers/; none: leave them out)")
     parser.add_argument("--from-json", nargs="+", type=Path, metavar="FILE",
                         help="print the table of earlier --out files (same method), fitting nothing")
     args = parser.parse_args()

@@ -9,7 +9,7 @@ whole-query AUC of the least confident node, and node agreement with the other s
 consensus bar) on the same nodes, with the run's difference from it, where the baseline holds the
 other systems' outputs; and the mean over the leave-one-system-out runs among them.
 
-    python benchmarks/compare_node_runs.py --baseline runs/minilm_single runs/v2_f0_perturbed ...
+    python scripts/compare_node_runs.py --baseline runs/minilm_single runs/v2_f0_perturbed ...
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from model.eval import metrics as M
+from model import metrics as M
 from model.eval.baselines import node_agreement
 from model.nodes.outputs import read_predictions, tree_of
 
