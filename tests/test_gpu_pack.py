@@ -91,43 +91,6 @@ def test_merge_and_export_commands_name_a_bad_input_in_one_line(tmp_path, capsys
     assert capsys.readouterr().err.strip().endswith(f"--sources {tmp_path / 'none.gz'}: no such file")
 
 
-def test_a_packed_encoder_unpacks_as_a_hub_snapshot_that_gives_the_same_vectors(tmp_path):
-    """``model=minilm`` packs the encoder itself: float16, rows no example uses zeroed, and it
-    comes back in float32 as the hub id's snapshot, giving what the original gives on used ids."""
-    import sys
-
-    from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from pack_for_gpu import export_encoder, unpack_encoder
-
-    torch.manual_seed(0)
-    original = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                    intermediate_size=32, max_position_embeddings=16))
-    original.save_pretrained(tmp_path / "bert")
-    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]))
-    BertTokenizer(str(tmp_path / "vocab.txt")).save_pretrained(tmp_path / "bert")
-    assert export_encoder({0, 3, 7}, tmp_path / "pack" / "encoder", str(tmp_path / "bert")) == 3
-    snapshot = unpack_encoder(tmp_path / "pack" / "encoder", tmp_path / "hf")
-    assert snapshot.parent.parent.joinpath("refs", "main").read_text() == "pack"
-    assert not (snapshot / "hub_id.json").exists()
-    assert AutoTokenizer.from_pretrained(str(snapshot))("w3 w7")["input_ids"] == [2, 8, 12, 3]  # the tokenizer came too
-    again = AutoModel.from_pretrained(str(snapshot))
-    rows = again.get_input_embeddings().weight.detach()
-    assert rows.dtype == torch.float32 and not rows[[1, 2, 4]].any() and rows[[0, 3, 7]].abs().sum() > 0
-    ids = torch.tensor([[0, 3, 7, 3]])
-    with torch.no_grad():
-        expected, got = original.eval()(ids).last_hidden_state, again.eval()(ids).last_hidden_state
-    assert torch.allclose(expected, got, atol=1e-2) and not torch.equal(expected, got)  # float16's rounding only
-    with pytest.raises(UsageError, match="not an encoder/ folder of a pack"):
-        unpack_encoder(tmp_path / "bert", tmp_path / "hf")
-    (tmp_path / "pack" / "encoder" / "hub_id.json").write_text("{not json")
-    with pytest.raises(UsageError, match="hub_id.json does not name the hub id"):
-        unpack_encoder(tmp_path / "pack" / "encoder", tmp_path / "hf2")
-    with pytest.raises(UsageError, match="could not load encoder"):
-        export_encoder({0}, tmp_path / "other", str(tmp_path / "no_such_model"))
-
-
 def test_site_labels_mark_the_error_sites_of_the_same_examples(tmp_path):
     """``data.labels=sites``: the same examples as execution labels, each node 0 where it is an error
     site (``error_sites``) and 1 elsewhere; a right query stays all 1. Part of the sources' key."""

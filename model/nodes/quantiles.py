@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 # The most shifted count features between Spider and BIRD (two-sample KS statistic,
-# benchmarks/feature_shift.py): the benchmark's size, the question's, the query's.
+# docs/research.md): the benchmark's size, the question's, the query's.
 SHIFTED_FEATURES = ("question_words", "schema_columns", "schema_tables", "tree_values", "tree_joins",
                     "tree_size", "tables_sharing_name")
 

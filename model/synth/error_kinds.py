@@ -1,6 +1,6 @@
 """How a wrong query differs from gold: the most structural aspect first (set operations and
 subqueries, tables, joins, projection, conditions, ...). Used to measure real systems' error mix
-(benchmarks/perturbation_mix.py) and to choose the perturbation mix that imitates it."""
+(scripts/perturbation_mix.py) and to choose the perturbation mix that imitates it."""
 
 from __future__ import annotations
 

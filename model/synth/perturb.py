@@ -3,7 +3,7 @@
 The paper's perturbation replaces one schema item (a column or a table) with another item of the
 same database, sampled among the top-k most similar by cosine similarity of all-MiniLM-L6-v2
 embeddings of the items' natural names ("products unit price"). Beyond the paper, the engine
-makes the other mistakes real systems make on Spider dev (see benchmarks/perturbation_mix.py,
+makes the other mistakes real systems make on Spider dev (see scripts/perturbation_mix.py,
 which measured the mix in DEFAULT_MIX): wrong comparison operator or value, missing or extra
 condition, wrong aggregate, wrong join key, flipped ORDER BY direction, LIMIT, DISTINCT,
 GROUP BY key, missing or extra projected column; and structural rewrites (weight 0 by default):
@@ -33,7 +33,7 @@ from model.lm.sentence import embed_items
 
 # Weights of each kind when a perturbation is drawn; kinds that do not apply to a query are
 # skipped and the rest renormalised. Chosen from the 11 systems' wrong Spider dev predictions
-# (benchmarks/perturbation_mix.py; table in BENCHMARKS.md): joins are the most common primary
+# (scripts/perturbation_mix.py; table in BENCHMARKS.md): joins are the most common primary
 # error (25%, plus most of the 33% restructured queries), wrong columns appear in 80% of wrong
 # queries (kept high, as the paper's schema-item replacement), then value, aggregate,
 # projection and GROUP BY errors (6-8% each); ORDER BY direction, LIMIT and DISTINCT are rare.
