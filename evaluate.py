@@ -8,11 +8,14 @@ Writes metrics.json, report.md, report.html (node-level input) and plots/ into `
 call; the Hydra wrapper only calls it.
 """
 
-import hydra
-from omegaconf import DictConfig
+from model.extras import needs_extra
 
-from model.cli import user_errors
-from model.evaluate import evaluate
+with needs_extra("train", "evaluate.py"):  # the core install: one line, exit 2
+    import hydra
+    from omegaconf import DictConfig
+
+    from model.cli import user_errors
+    from model.evaluate import evaluate
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")

@@ -6,11 +6,14 @@
     python train.py ckpt_path=<run>/checkpoints/last.ckpt    # resume
 """
 
-import hydra
-from omegaconf import DictConfig
+from model.extras import needs_extra
 
-from model.cli import user_errors
-from model.train import train
+with needs_extra("train", "train.py"):  # the core install: one line, exit 2
+    import hydra
+    from omegaconf import DictConfig
+
+    from model.cli import user_errors
+    from model.train import train
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")

@@ -137,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-queries", type=int, default=64)
     parser.add_argument("--timeout-s", type=float, default=10.0)
     args = parser.parse_args(argv)
+    from model.extras import needs_extra
+
+    with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
+        import fastapi  # noqa: F401  (create_app's)
+        import uvicorn
     from model.cli import UsageError
     from model.scoring.cli import _load_scorer, _schemas
 
@@ -150,8 +155,6 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"rat-serve: error: {e}", file=sys.stderr)
         return 2
-    import uvicorn
-
     app = create_app(scorer, args.data_root, schemas, max_queries=args.max_queries, timeout_s=args.timeout_s)
     print(f"rat-serve: {scorer.description}, {len(schemas)} schemas, http://{args.host}:{args.port}/",
           file=sys.stderr, flush=True)
