@@ -40,8 +40,8 @@ test-all: setup
 lint: setup
 	$(BIN)/ruff check .
 
-# The speed and scale benchmarks of BENCHMARKS.md, each with its defaults (../shared/data). The other
-# scripts in benchmarks/ measure research results from a run's outputs: their commands are in docs/.
+# The speed and scale benchmarks of BENCHMARKS.md, each with its defaults (../shared/data): all of
+# benchmarks/. scripts/ holds the tools whose commands the docs give (the model card's numbers).
 SPEED_BENCHMARKS := rat_coverage rat_speed rat_builds exec_cache exec_accuracy feature_speed score_speed scorer_speed train_speed
 
 bench: setup
