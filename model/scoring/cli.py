@@ -30,7 +30,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from model.cli import UsageError
+from model.errors import UsageError
+from model.scoring.inputs import load_scorer, read_schemas
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -84,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.predictions or ():
             if not path.is_file():
                 raise UsageError(f"--predictions {path}: no such file")
-        schemas = _schemas(args)
-        scorer = _load_scorer(args.model)
+        schemas = read_schemas(args.schema, args.data_root)
+        scorer = load_scorer(args.model)
         if args.quantiles == "rows" and args.sql:
             raise UsageError("--quantiles rows reads a prediction file's own queries: give --predictions")
         if args.quantiles == "rows" and getattr(scorer.saved, "quantiles", None) is None:
@@ -97,33 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"rat-score: error: {e}", file=sys.stderr)
         return 2
-
-
-def _load_scorer(model: str):
-    from model.scoring import ModelFileError, Scorer
-
-    try:
-        return Scorer.load(model)
-    except ModelFileError as e:
-        raise UsageError(f"--model {model}: {e}") from None
-
-
-def _schemas(args) -> dict:
-    import rat
-    from model.data.datasets import load_schemas
-
-    try:
-        if args.schema:
-            entries = json.loads(args.schema.read_text(encoding="utf-8"))
-            if not isinstance(entries, list):
-                raise UsageError(f"--schema {args.schema}: expected a JSON list of tables.json entries")
-            return {e["db_id"]: rat.Schema.from_spider(e) for e in entries}
-        if args.data_root:
-            return load_schemas(args.data_root)
-    except (json.JSONDecodeError, KeyError, TypeError, FileNotFoundError) as e:
-        where = args.schema or args.data_root
-        raise UsageError(f"{where}: cannot read schemas ({type(e).__name__}: {e})") from None
-    return {}
 
 
 def _database(args, db_id: str | None):
@@ -262,7 +236,7 @@ def build_adapt_parser() -> argparse.ArgumentParser:
         prog="rat-adapt", description="Fit a single-system model again, without labels, on what a consensus "
                                       "model (the teacher) reads in several systems' outputs to your questions.",
         epilog="Another consensus teacher: python train.py model=features model.groups=single+consensus ... "
-               "(docs/beyond_spider.md, 'Adapting to your own outputs').")
+               "(docs/scoring.md, 'rat-adapt').")
     parser.add_argument("--model", default="pretrained",
                         help="the single-system model to adapt: 'pretrained' (default) or a <run>/model directory")
     parser.add_argument("--teacher", default="pretrained:spider_consensus",
@@ -286,7 +260,7 @@ def _skipped_note(skipped: Counter, what: str) -> str:
 def _usable_rows(args) -> tuple[list[dict], Counter]:
     """``read_rows``' rows that name a known database, and the count of those left out, by reason."""
     skipped: Counter = Counter()
-    rows = read_rows(args, _schemas(args), skipped)
+    rows = read_rows(args, read_schemas(args.schema, args.data_root), skipped)
     skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
     return [r for r in rows if "_error" not in r], skipped
 
@@ -313,7 +287,7 @@ def adapt_main(argv: list[str] | None = None) -> int:
     args = build_adapt_parser().parse_args(argv)
     try:
         _check_paths(args)
-        model, teacher = _load_scorer(args.model).saved, _load_scorer(args.teacher).saved
+        model, teacher = load_scorer(args.model).saved, load_scorer(args.teacher).saved
         if model is None or teacher is None:
             raise UsageError("--model and --teacher must be boosted models (<run>/model of a model=features run)")
         rows, skipped = _usable_rows(args)
@@ -342,7 +316,7 @@ def build_calibrate_parser() -> argparse.ArgumentParser:
         prog="rat-calibrate", description="Fit a saved model's node and whole-query calibrators again on a few "
                                           "labelled outputs of yours (their gold SQL); the node model and the site "
                                           "head stay as they are.",
-        epilog="How many labelled queries it takes: docs/beyond_spider.md, section 3.5.")
+        epilog="How many labelled queries it takes: docs/scoring.md, 'rat-calibrate'.")
     parser.add_argument("--model", default="pretrained",
                         help="'pretrained' (default), a <run>/model directory or a rat-adapt output")
     add_source_arguments(parser, "label and score")
@@ -368,7 +342,7 @@ def calibrate_main(argv: list[str] | None = None) -> int:
     args = build_calibrate_parser().parse_args(argv)
     try:
         _check_paths(args)
-        model = _load_scorer(args.model).saved
+        model = load_scorer(args.model).saved
         if model is None:
             raise UsageError("--model must be a boosted model (<run>/model of a model=features run)")
         rows, skipped = _usable_rows(args)
