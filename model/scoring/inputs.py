@@ -1,0 +1,116 @@
+"""What ``rat-score``, ``rat-adapt``, ``rat-calibrate`` and ``rat-serve`` read from a user, and
+the checks every such input passes before any work is done: the model, the schemas, and each
+row's fields (a db_id that names a database folder, text that can be written back as UTF-8, a
+database path that stays under the data root once symlinks are resolved).
+
+>>> field_problem("db_id", "concert_singer"), field_problem("db_id", "a" * 300)
+(None, 'db_id: longer than 128 characters')
+>>> field_problem("question", "fine\\ud800")
+'question: not valid Unicode text (a lone surrogate at character 4)'
+>>> field_problem("db_id", "../x"), field_problem("db_id", ["x"])
+('db_id: not a database name', 'db_id: expected a string, found list')
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from model.errors import ModelFileError, UsageError
+
+MAX_DB_ID_CHARS = 128  # a folder name under the data root; file systems stop at 255 bytes
+MAX_PATH_CHARS = 1024
+# the text fields a row may carry; each is echoed back in results and reports
+TEXT_FIELDS = ("sql", "question", "evidence", "system", "db_id", "question_id", "database", "gold")
+
+
+def load_scorer(model: str):
+    """``Scorer.load(model)``; a model that cannot be used is a ``UsageError`` naming ``--model``."""
+    from model.scoring.scorer import Scorer
+
+    try:
+        return Scorer.load(model)
+    except ModelFileError as e:
+        raise UsageError(f"--model {model}: {e}") from None
+
+
+def read_schemas(schema: Path | None = None, data_root: Path | None = None) -> dict:
+    """db_id -> ``rat.Schema`` from a ``tables.json`` (``schema``) or a dataset folder
+    (``data_root``); ``{}`` with neither. A file that cannot be read as schemas is one
+    ``UsageError`` line naming it."""
+    import rat
+    from model.data.datasets import load_schemas
+
+    where = schema or data_root
+    try:
+        if schema:
+            entries = json.loads(Path(schema).read_text(encoding="utf-8"))
+            if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+                raise UsageError(f"--schema {schema}: expected a JSON list of tables.json entries")
+            return {e["db_id"]: rat.Schema.from_spider(e) for e in entries}
+        if data_root:
+            return load_schemas(data_root)
+    except UnicodeDecodeError:
+        raise UsageError(f"{where}: cannot read schemas (not UTF-8 text: a binary file?)") from None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as e:
+        raise UsageError(f"{where}: cannot read schemas ({type(e).__name__}: "
+                         f"{' '.join(str(e).split())[:200]})") from None
+    return {}
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be written back as UTF-8 JSON or used as a file name, or None."""
+    if "\x00" in text:
+        return f"a NUL character at character {text.index(chr(0))}"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"not valid Unicode text (a lone surrogate at character {e.start})"
+    return None
+
+
+def field_problem(name: str, value: Any) -> str | None:
+    """Why a row's field ``name`` is malformed (one line starting with the name), or None.
+    ``db_id``: a plain database name of at most ``MAX_DB_ID_CHARS``; ``question_id``: a string
+    or an integer; the other text fields: strings; all: valid Unicode without NUL."""
+    if value is None:
+        return None
+    if name == "question_id" and isinstance(value, int) and not isinstance(value, bool):
+        return None
+    if not isinstance(value, str):
+        return f"{name}: expected a string, found {type(value).__name__}"
+    if name == "db_id" and len(value) > MAX_DB_ID_CHARS:
+        return f"{name}: longer than {MAX_DB_ID_CHARS} characters"
+    if name in ("database", "question_id") and len(value) > MAX_PATH_CHARS:
+        return f"{name}: longer than {MAX_PATH_CHARS} characters"
+    problem = text_problem(value)
+    if problem:
+        return f"{name}: {problem}"
+    if name == "db_id" and (not value or "/" in value or "\\" in value or value.startswith(".")
+                            or not value.isprintable()):
+        return f"{name}: not a database name"
+    return None
+
+
+def row_problem(row: dict) -> str | None:
+    """The first malformed field of a row (``field_problem``), or None."""
+    for name in TEXT_FIELDS:
+        problem = field_problem(name, row.get(name))
+        if problem:
+            return problem
+    return None
+
+
+def database_under(root: Path, db_id: str) -> Path | None:
+    """The SQLite file of ``db_id`` under ``root`` (``model.data.datasets.database_path``) once
+    every symlink is resolved, or None when there is none or it resolves outside ``root``
+    (a folder linked to elsewhere is not read). ``db_id`` must have passed ``field_problem``."""
+    from model.data.datasets import database_path
+
+    root = Path(root).resolve()
+    path = database_path(root, db_id)
+    if path is None:
+        return None
+    real = path.resolve()
+    return real if real.is_relative_to(root) and real.is_file() else None
