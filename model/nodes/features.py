@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - cydifflib is a dependency; pure Python
 
 import rat
 from model.data.cache import cache_dir
-from model.data.execution import execute_sql
+from model.data.execution import DEFAULT_MAX_RESULT_BYTES, execute_sql, time_left
 from model.nodes.outputs import tree_of
 from rat.labels import labels_against_others
 from rat.walks import error_sites, post_order_children
@@ -462,12 +462,20 @@ SCAN_BUDGET = 2_000_000  # rows one search of every column for a literal reads a
 
 
 class DatabaseProbe:
-    """Read-only lookups in one database, memoised: does a literal occur in a column?"""
+    """Read-only lookups in one database, memoised: does a literal occur in a column?
+    ``deadline`` (``time.monotonic()``; None: none): every read gets at most the time left, and
+    one past it raises ``DeadlineExceeded``; ``max_result_bytes``: the result budget of each read."""
 
-    def __init__(self, db_path: Path | None, timeout_s: float = 2.0):
+    def __init__(self, db_path: Path | None, timeout_s: float = 2.0, deadline: float | None = None,
+                 max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES):
         self.db_path = db_path if db_path is not None and Path(db_path).exists() else None
         self.timeout_s = timeout_s
+        self.deadline, self.max_result_bytes = deadline, max_result_bytes
         self._memo: dict[tuple, tuple[float, float]] = {}
+
+    def _execute(self, sql: str, timeout_s: float | None = None) -> tuple[list | None, str | None]:
+        seconds = time_left(self.deadline, self.timeout_s if timeout_s is None else timeout_s, "features")
+        return execute_sql(self.db_path, sql, seconds, self.max_result_bytes)
 
     def value_in_column(self, table: str, column: str, literal: str, like: bool) -> tuple[float, float]:
         """(exact, case-insensitive) occurrence of ``literal`` (a SQL literal) in table.column."""
@@ -481,7 +489,7 @@ class DatabaseProbe:
             sql = (f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {col} {op} {literal}), "
                    f"EXISTS(SELECT 1 FROM {tab} WHERE lower(CAST({col} AS TEXT)) {op} "
                    f"lower(CAST({literal} AS TEXT)))")
-            rows, error = execute_sql(self.db_path, sql, self.timeout_s)
+            rows, error = self._execute(sql)
             if error is None and rows:
                 result = (float(rows[0][0]), float(rows[0][1]))
         self._memo[key] = result
@@ -500,7 +508,7 @@ class DatabaseProbe:
                 probes = [f'EXISTS(SELECT 1 FROM (SELECT "{c}" AS v FROM "{t}" LIMIT {rows_each}) '
                           f'WHERE lower(CAST(v AS TEXT)) = lower({literal}))'
                           for t, _, c in (name.rpartition(".") for name in columns)]
-                rows, error = execute_sql(self.db_path, "SELECT " + ", ".join(probes), self.timeout_s)
+                rows, error = self._execute("SELECT " + ", ".join(probes))
                 found = {name for name, hit in zip(columns, rows[0]) if hit} if error is None and rows else None
             self._memo[key] = found
         return self._memo[key]
@@ -512,8 +520,8 @@ class DatabaseProbe:
         if key not in self._memo:
             values: list[str] | None = None
             if self.db_path is not None:
-                rows, error = execute_sql(self.db_path, f'SELECT DISTINCT lower(CAST(v AS TEXT)) FROM (SELECT "{column}" '
-                                          f'AS v FROM "{table}" LIMIT {SCAN_ROWS}) LIMIT 5000', self.timeout_s)
+                rows, error = self._execute(f'SELECT DISTINCT lower(CAST(v AS TEXT)) FROM (SELECT "{column}" '
+                                            f'AS v FROM "{table}" LIMIT {SCAN_ROWS}) LIMIT 5000')
                 values = None if error else [r[0] for r in rows if r[0] is not None]
             self._memo[key] = values
         values = self._memo[key]
@@ -525,7 +533,7 @@ class DatabaseProbe:
     def run(self, sql: str, timeout_s: float) -> tuple[list | None, str | None]:
         if self.db_path is None:
             return None, "no database"
-        return execute_sql(self.db_path, sql, timeout_s)
+        return self._execute(sql, timeout_s)
 
 
 class SchemaIndex:
@@ -918,7 +926,8 @@ class FeatureReport:
 def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths: dict[str, Path | None],
                    consensus: bool = False, use_cache: bool = True, cache_folder: Path | None = None,
                    timeout_s: float = 5.0, progress: bool = False, lm: bool | str = False,
-                   semantic: bool = True, consensus_by_result: bool = True
+                   semantic: bool = True, consensus_by_result: bool = True, deadline: float | None = None,
+                   max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
                    ) -> tuple[list[np.ndarray], tuple[str, ...], FeatureReport]:
     """Feature matrices (one per example, nodes x features) and their column names.
 
@@ -928,6 +937,8 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
     columns when ``consensus`` (``consensus_by_result=False``: as without databases, the other
     answers compared by tree only, no ``result_agreement``). ``semantic=False`` leaves the MiniLM columns NaN (no embedding:
     for a model that does not read them; use it without the cache, which keys rows by inputs only).
+    ``deadline`` / ``max_result_bytes``: each database's ``DatabaseProbe`` (a scoring request's
+    time budget: ``DeadlineExceeded`` once it has passed; its result budget).
     """
     start = time.perf_counter()
     folder = cache_folder or cache_dir("features", VERSION)
@@ -952,8 +963,9 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
         if table is not None and table.values.shape == (len(e.node_labels), len(SINGLE_FEATURES)):
             report.cache_hits += 1
         else:
+            time_left(deadline, timeout_s, "features")
             if e.db_id not in probes:
-                probes[e.db_id] = DatabaseProbe(db_path, timeout_s)
+                probes[e.db_id] = DatabaseProbe(db_path, timeout_s, deadline, max_result_bytes)
             if e.question_id not in questions:
                 if question_vectors is None:  # first cache miss: embed every question at once
                     question_vectors = _question_vectors(examples) if semantic else {}
