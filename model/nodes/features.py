@@ -193,7 +193,7 @@ DATABASE_FEATURES = tuple(f.name for f in FEATURES if f.group == "execution") + 
     "compared_literal_found", "literal_elsewhere", "literal_near_match")
 # Sizes that say which benchmark a query comes from more than whether it is right (BIRD's
 # questions carry their evidence, its schemas are larger): the features most shifted between
-# Spider and BIRD; model.drop=[benchmark_size] leaves them out (docs/beyond_spider.md, transfer)
+# Spider and BIRD; model.drop=[benchmark_size] leaves them out (docs/research.md, transfer)
 BENCHMARK_SIZE_FEATURES = ("question_words", "schema_tables", "schema_columns")
 # Named sets model.drop accepts beside feature and group names
 FEATURE_SETS = {"database": DATABASE_FEATURES, "benchmark_size": BENCHMARK_SIZE_FEATURES}

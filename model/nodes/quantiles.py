@@ -4,7 +4,7 @@
 Why: these counts say more about which benchmark a query comes from than whether it is right
 (BIRD's questions carry evidence, its schemas and queries are larger), so a model fitted on one
 benchmark reads the other's counts as out of range. Read against each benchmark's own nodes,
-"a large schema for this benchmark" means the same on both (``docs/beyond_spider.md``). A run
+"a large schema for this benchmark" means the same on both (``docs/research.md``, section 5). A run
 fits the reference on its own nodes (no labels); a saved model keeps it, and ``Scorer`` reads
 new queries against it, or against the scored rows themselves (``quantiles="rows"``: a file of
 outputs from another benchmark or domain).
