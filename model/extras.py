@@ -27,7 +27,7 @@ from contextlib import contextmanager
 EXTRAS = {
     "train": ("torch", "lightning", "transformers", "sentence_transformers", "hydra", "omegaconf",
               "wandb", "matplotlib", "safetensors", "gguf", "accelerate"),
-    "serve": ("fastapi", "uvicorn", "starlette"),
+    "serve": ("fastapi", "uvicorn", "starlette", "h11"),
 }
 
 
