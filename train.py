@@ -6,19 +6,44 @@
     python train.py ckpt_path=<run>/checkpoints/last.ckpt    # resume
 """
 
+from contextlib import contextmanager
+
 from model.extras import needs_extra
 
 with needs_extra("train", "train.py"):  # the core install: one line, exit 2
     import hydra
     from omegaconf import DictConfig
 
-    from model.cli import user_errors
+    from model.errors import UsageError, user_errors
     from model.train import train
+
+
+@contextmanager
+def cpu_threads(n: int | None):
+    """At most ``n`` CPU threads for torch's operations and for the OpenMP and BLAS pools
+    (scikit-learn's gradient-boosted trees), restored afterwards; ``None``: the libraries' default
+    (one per core). More threads than free cores make both many times slower: each parallel step
+    waits for a thread that another process holds off the CPU."""
+    if n is None:
+        yield
+        return
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise UsageError(f"threads must be a whole number of 1 or more, or null; found {n!r}")
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        with threadpool_limits(limits=n):
+            yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    with user_errors("train.py", run_dir=cfg.paths.output_dir):
+    with user_errors("train.py", run_dir=cfg.paths.output_dir), cpu_threads(cfg.get("threads")):
         metrics, _ = train(cfg)
     print(f"run directory: {cfg.paths.output_dir}  (next: python evaluate.py run_dir={cfg.paths.output_dir})")
     return metrics.get(cfg.get("optimized_metric", "val/loss"))
