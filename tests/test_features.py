@@ -132,6 +132,21 @@ def test_second_build_reads_the_cache(demo, tmp_path):
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, second))
 
 
+def test_rows_without_minilm_have_their_own_cache_entries(demo, tmp_path):
+    from model.nodes.features import reads_semantic
+
+    examples, schemas, db_paths = demo
+    semantic = [SINGLE_FEATURES.index(f.name) for f in FEATURES if f.group == "semantic"]
+    other = [j for j in range(len(SINGLE_FEATURES)) if j not in semantic]
+    plain, _, _ = build_features(examples, schemas, db_paths, cache_folder=tmp_path, semantic=False)
+    full, _, report = build_features(examples, schemas, db_paths, cache_folder=tmp_path)
+    assert report.cache_hits < len(examples)  # the rows without MiniLM were not taken for full ones
+    assert all(np.isnan(x[:, semantic]).all() for x in plain)
+    assert not np.isnan(np.vstack(full)[:, SINGLE_FEATURES.index("name_semantic")]).all()
+    assert all(np.array_equal(a[:, other], b[:, other], equal_nan=True) for a, b in zip(plain, full))
+    assert not reads_semantic(["semantic"]) and reads_semantic(["name_semantic_gap"]) and reads_semantic([])
+
+
 def test_semantic_linking_ranks_the_name_the_question_means_first():
     import rat
     from model.lm.sentence import embed_texts

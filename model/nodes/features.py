@@ -892,10 +892,24 @@ def _schema_digest(schema: rat.Schema | None) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
-def cache_key(example, schema_digest: str, db_stamp: str) -> str:
-    """Digest of everything a single-system row depends on (and the features' VERSION)."""
-    text = json.dumps([VERSION, example.db_id, example.question, example.sql, schema_digest, db_stamp])
+def cache_key(example, schema_digest: str, db_stamp: str, semantic: bool = True) -> str:
+    """Digest of everything a single-system row depends on (and the features' VERSION); a row
+    without the MiniLM columns (``semantic=False``) has its own key."""
+    parts = [VERSION, example.db_id, example.question, example.sql, schema_digest, db_stamp]
+    text = json.dumps(parts if semantic else [*parts, "no-semantic"])
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def reads_semantic(drop: Sequence[str] = ()) -> bool:
+    """Whether a model that leaves out ``drop`` (``model.drop``: feature, group or set names)
+    reads any MiniLM column; when it does not, ``build_features(semantic=False)`` embeds nothing.
+
+    >>> reads_semantic(["semantic"]), reads_semantic(["name_semantic"]), reads_semantic([])
+    (False, True, True)
+    """
+    in_sets = {n for d in drop for n in FEATURE_SETS.get(d, ())}
+    return any(f.name not in drop and f.group not in drop and f.name not in in_sets
+               for f in FEATURES if f.group == "semantic")
 
 
 def _cache_path(folder: Path, key: str) -> Path:
@@ -935,8 +949,9 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
     else are computed and stored; scorer-LM columns are appended when ``lm`` (``True``: the
     packaged SmolLM2; a name such as ``"qwen_coder"`` or a path: that scorer LM) and consensus
     columns when ``consensus`` (``consensus_by_result=False``: as without databases, the other
-    answers compared by tree only, no ``result_agreement``). ``semantic=False`` leaves the MiniLM columns NaN (no embedding:
-    for a model that does not read them; use it without the cache, which keys rows by inputs only).
+    answers compared by tree only, no ``result_agreement``). ``semantic=False`` leaves the MiniLM
+    columns NaN (no embedding: for a model that does not read them, ``reads_semantic``); such rows
+    are cached under their own key.
     ``deadline`` / ``max_result_bytes``: each database's ``DatabaseProbe`` (a scoring request's
     time budget: ``DeadlineExceeded`` once it has passed; its result budget).
     """
@@ -951,7 +966,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
     question_vectors: dict[str, np.ndarray] | None = None
     for k, e in enumerate(examples):
         db_path = db_paths.get(e.db_id)
-        key = cache_key(e, schema_digests.get(e.db_id, "none"), _db_stamp(db_path))
+        key = cache_key(e, schema_digests.get(e.db_id, "none"), _db_stamp(db_path), semantic)
         path = _cache_path(folder, key)
         table = None
         if use_cache and path.exists():
