@@ -21,9 +21,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from model import metrics
-from model.cli import UsageError
 from model.data.cache import cache_dir
-from model.data.jsonl import read_jsonl
+from model.errors import UsageError
 from model.eval import abstention, plots, report
 from model.eval.localisation import localisation_markdown, localisation_of_scores
 from model.nodes.outputs import check_rows, tree_of
@@ -37,10 +36,12 @@ GROUP_COLUMNS = ("group", "db_id", "database")
 # --------------------------------------------------------------------------- loading
 
 
-def read_rows(path: Path) -> list[dict]:
-    """Rows of a JSONL, JSON (a list of objects) or CSV file; a file that is none of these is
-    a ValueError naming it."""
+def read_rows(path: Path, skipped: Counter | None = None) -> list[dict]:
+    """Rows of a JSONL, JSON (a list) or CSV file; a file that is none of these is a ValueError
+    naming it. A JSONL line that is not JSON, or a row that is not an object, is left out and
+    counted in ``skipped``."""
     path = Path(path)
+    skipped = skipped if skipped is not None else Counter()
     if path.suffix == ".csv":
         return list(csv.DictReader(path.read_text().splitlines()))
     if path.suffix == ".json":
@@ -48,14 +49,25 @@ def read_rows(path: Path) -> list[dict]:
             rows = json.loads(path.read_text())
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not JSON ({e.msg})") from None
-        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        if not isinstance(rows, list):
             raise ValueError(f"{path}: expected a JSON list of objects")
-        return rows
-    return read_jsonl(path)
+    else:
+        rows = []
+        for line in path.read_text(errors="replace").splitlines():
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except (ValueError, RecursionError):
+                skipped["not a JSON line"] += 1
+    kept = [r for r in rows if isinstance(r, dict)]
+    if len(kept) < len(rows):
+        skipped["not an object"] += len(rows) - len(kept)
+    return kept
 
 
 def is_node_level(rows: list[dict]) -> bool:
-    return bool(rows) and all(f in rows[0] for f in NODE_FIELDS)
+    return bool(rows) and isinstance(rows[0], dict) and all(f in rows[0] for f in NODE_FIELDS)
 
 
 def _pick(row: dict, names: tuple[str, ...], what: str, required: bool = True):
@@ -67,16 +79,64 @@ def _pick(row: dict, names: tuple[str, ...], what: str, required: bool = True):
     return None
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "1.0"), ("0", "false", "no", "0.0")
+
+
 def _as_label(value) -> int:
+    """1 or 0 from a label: a boolean, 0 / 1, or one of the words ``_TRUE`` / ``_FALSE``;
+    anything else (``"x"``, 0.5, a list) is a ValueError.
+
+    >>> _as_label("Yes"), _as_label(0.0), _as_label(True)
+    (1, 0, 1)
+    """
     if isinstance(value, str):
-        value = value.strip().lower() in ("1", "true", "yes", "1.0")
-    return int(bool(float(value)))
+        word = value.strip().lower()
+        if word in _TRUE + _FALSE:
+            return int(word in _TRUE)
+    elif isinstance(value, (bool, int, float)) and value in (0, 1):
+        return int(value)
+    raise ValueError(f"label {value!r}: expected 0/1, true/false or yes/no")
+
+
+def _score_row(row: dict) -> tuple[float, int]:
+    """(confidence, label) of a generic row; ValueError (the reason a row is left out) when the
+    confidence is not a number in [0, 1] or the label is missing or not a label."""
+    raw = _pick(row, CONFIDENCE_COLUMNS, "confidence", required=False)
+    if raw is None:
+        raise ValueError("no confidence")
+    try:
+        confidence = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError("confidence not a number") from None
+    if not 0.0 <= confidence <= 1.0:  # NaN too
+        raise ValueError("confidence not in [0, 1]")
+    label = _pick(row, LABEL_COLUMNS, "label", required=False)
+    if label is None:
+        raise ValueError("no label")
+    try:
+        return confidence, _as_label(label)
+    except ValueError:
+        raise ValueError("label not 0/1") from None
+
+
+def check_score_rows(rows: list[dict], skipped: Counter) -> list[dict]:
+    """The generic rows ``score_table`` can read; the others counted in ``skipped`` by reason."""
+    kept = []
+    for row in rows:
+        try:
+            _score_row(row)
+        except ValueError as e:
+            skipped[str(e)] += 1
+            continue
+        kept.append(row)
+    return kept
 
 
 def score_table(rows: list[dict]) -> dict[str, np.ndarray]:
     """(confidence, label, group) arrays from generic rows; group defaults to the row index."""
-    conf = np.array([float(_pick(r, CONFIDENCE_COLUMNS, "confidence")) for r in rows])
-    labels = np.array([_as_label(_pick(r, LABEL_COLUMNS, "label")) for r in rows])
+    pairs = [_score_row(r) for r in rows]
+    conf = np.array([c for c, _ in pairs], dtype=float)
+    labels = np.array([y for _, y in pairs], dtype=int)
     groups = [_pick(r, GROUP_COLUMNS, "group", required=False) for r in rows]
     groups = np.array([str(g) if g is not None else str(i) for i, g in enumerate(groups)])
     return {"confidence": conf, "label": labels, "group": groups}
@@ -94,7 +154,10 @@ def query_scores(rows: list[dict]) -> dict[str, np.ndarray]:
         qc = r.get("query_confidence")
         conf.append(float(qc) if qc is not None else float(min(r["node_confidences"])))
         em = r.get("execution_match")
-        labels.append(_as_label(em) if em is not None else int(all(r["node_labels"])))
+        try:
+            labels.append(_as_label(em) if em is not None else int(all(r["node_labels"])))
+        except ValueError:  # an unreadable execution_match: the node labels decide
+            labels.append(int(all(r["node_labels"])))
     return {"confidence": np.array(conf), "label": np.array(labels),
             "group": np.array([str(r.get("db_id", i)) for i, r in enumerate(rows)])}
 
@@ -297,15 +360,17 @@ def _json_safe(value):
     return value
 
 
-def _read(path: Path) -> list[dict]:
+def _read(path: Path, skipped: Counter | None = None) -> list[dict]:
     try:
-        return read_rows(path)
+        return read_rows(path, skipped)
     except (ValueError, UnicodeDecodeError) as e:
         raise UsageError(str(e) if str(path) in str(e) else f"{path}: {e}") from None
 
 
-def _resolve_inputs(cfg: DictConfig) -> tuple[Path, list[dict], list[dict] | None, Path | None]:
-    """(out_dir, evaluated rows, calibration rows or None, data root or None)."""
+def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None
+                    ) -> tuple[Path, list[dict], list[dict] | None, Path | None]:
+    """(out_dir, evaluated rows, calibration rows or None, data root or None); rows of the
+    evaluated file that are not objects are counted in ``skipped``."""
     if cfg.run_dir:
         run_dir = Path(cfg.run_dir)
         if not run_dir.is_dir():
@@ -318,13 +383,13 @@ def _resolve_inputs(cfg: DictConfig) -> tuple[Path, list[dict], list[dict] | Non
         cal_rows = _read(cal_path) if cal_path.exists() else None
         out_dir = Path(cfg.out_dir) if cfg.out_dir else run_dir / "eval"
         data_root = Path(cfg.data_root) if cfg.data_root else run_data_root(run_dir)
-        return out_dir, _read(test_path), cal_rows, data_root
+        return out_dir, _read(test_path, skipped), cal_rows, data_root
     if cfg.predictions:
         path = Path(cfg.predictions)
         if not path.is_file():
             raise UsageError(f"predictions={path}: no such file")
         out_dir = Path(cfg.out_dir) if cfg.out_dir else path.with_name(f"{path.stem}_eval")
-        return out_dir, _read(path), None, Path(cfg.data_root) if cfg.data_root else None
+        return out_dir, _read(path, skipped), None, Path(cfg.data_root) if cfg.data_root else None
     raise UsageError("give run_dir=<training run> or predictions=<file>")
 
 
@@ -358,14 +423,18 @@ def evaluate(cfg: DictConfig) -> dict:
     """Compute every table and picture for one run or file; returns what metrics.json holds."""
     if not (cfg.run_dir or cfg.predictions) and _wants_whole_query(cfg):
         return evaluate_whole_query(cfg)
-    out_dir, rows, cal_rows, data_root = _resolve_inputs(cfg)
-    if not rows:
-        raise UsageError(f"{cfg.run_dir or cfg.predictions}: no predictions to evaluate")
-    n_rows = len(rows)
     skipped: Counter = Counter()
+    out_dir, rows, cal_rows, data_root = _resolve_inputs(cfg, skipped)
+    n_rows = len(rows) + sum(skipped.values())
     if is_node_level(rows):  # a malformed row is counted and left out, never a crash
         rows = check_rows(rows, skipped)
         cal_rows = check_rows(cal_rows, Counter()) if cal_rows else cal_rows
+    else:
+        rows = check_score_rows(rows, skipped)
+        cal_rows = check_score_rows(cal_rows, Counter()) if cal_rows else cal_rows
+    if not rows:
+        note = f" ({', '.join(f'{n} {why}' for why, n in skipped.items())})" if skipped else ""
+        raise UsageError(f"{cfg.run_dir or cfg.predictions}: no predictions to evaluate{note}")
     rows, cal_rows = select_systems(rows, cfg.systems), select_systems(cal_rows, cfg.systems)
     results: dict[str, Any] = {"source": str(cfg.run_dir or cfg.predictions),
                                "data_root": str(data_root) if data_root else None,

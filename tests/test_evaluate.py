@@ -12,8 +12,9 @@ from hydra import compose, initialize_config_dir
 
 import model.evaluate as evaluate_module
 import rat
-from model.cli import UsageError
-from model.eval import baselines, metrics, report
+from model import metrics
+from model.errors import UsageError
+from model.eval import baselines, report
 from model.evaluate import evaluate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -240,3 +241,23 @@ def test_malformed_rows_are_counted_and_left_out(tmp_path):
     assert results["rows_read"] == len(good) + 2 and results["rows"] == len(good)
     assert results["rows_skipped"] == {"node_labels length differs": 1, "missing node_labels": 1}
     assert "left out: 1 node_labels length differs, 1 missing node_labels" in (tmp_path / "eval" / "report.md").read_text()
+
+
+def test_bad_score_rows_are_counted_and_the_run_goes_on(tmp_path):
+    rng = np.random.default_rng(1)
+    good = [{"confidence": float(c), "label": int(rng.random() < c), "group": i % 5}
+            for i, c in enumerate(rng.random(80))]
+    bad = ['"abc"', "abc", json.dumps({"confidence": float("nan"), "label": 1}), json.dumps([0.5, 1]),
+           json.dumps({"confidence": 0.5}), json.dumps({"confidence": 0.5, "label": "x"}),
+           json.dumps({"confidence": "high", "label": 1}), json.dumps({"confidence": 1.5, "label": 0})]
+    path = tmp_path / "scores.jsonl"
+    path.write_text("\n".join([*map(json.dumps, good[:40]), *bad, *map(json.dumps, good[40:])]) + "\n")
+    results = evaluate(make_cfg(predictions=path, n_bootstrap=0, breakdown_bootstrap=0))
+    assert results["rows_read"] == 88 and results["rows"] == 80 and results["query"]["summary"]["n"] == 80
+    assert results["rows_skipped"] == {"not an object": 2, "not a JSON line": 1, "confidence not in [0, 1]": 2,
+                                       "no label": 1, "label not 0/1": 1, "confidence not a number": 1}
+    (tmp_path / "only_bad.jsonl").write_text("\n".join(bad) + "\n")
+    done = subprocess.run([sys.executable, "evaluate.py", f"predictions={tmp_path / 'only_bad.jsonl'}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "no predictions to evaluate (1 not a JSON line, 2 not an object" in done.stderr, done.stderr
