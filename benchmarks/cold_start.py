@@ -1,7 +1,8 @@
 """Cold start of the scorer: the wall time of a fresh ``python -c "from model import Scorer;
 Scorer.pretrained().score(...)"`` in the core install (the package's wheel without extras, in its
 own virtualenv) and in the full install (``.venv``), side by side, interleaved, median of
-``--repeats`` runs each.
+``--repeats`` runs each; with the process's CPU time (user + system), which a loaded machine
+stretches less than the wall time.
 
     .venv/bin/python benchmarks/cold_start.py [--repeats 7] [--core-venv DIR] [--rebuild]
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,6 +39,11 @@ def _run(cmd: list, cwd: Path, env: dict) -> subprocess.CompletedProcess:
     if done.returncode != 0:
         sys.exit(f"cold_start: {' '.join(map(str, cmd[:4]))} ... failed:\n{done.stderr[-2000:]}")
     return done
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def core_venv(path: Path, rebuild: bool, env: dict) -> Path:
@@ -76,19 +83,24 @@ def main() -> None:
     core = core_venv(args.core_venv or cache_dir("core_venv"), args.rebuild, env)
     pythons = {"core install": core, "full install (.venv)": args.full_python}
     times: dict[str, list[float]] = {name: [] for name in pythons}
+    cpu: dict[str, list[float]] = {name: [] for name in pythons}
     with tempfile.TemporaryDirectory() as cwd:  # not the checkout: the core run imports its wheel
         env["RAT_CACHE"] = cwd
         for _ in range(args.repeats):
             for name, python in pythons.items():
-                start = time.perf_counter()
+                used, start = _children_cpu(), time.perf_counter()
                 _run([python, "-c", COMMAND], Path(cwd), env)
                 times[name].append(time.perf_counter() - start)
+                cpu[name].append(_children_cpu() - used)
 
     print(f"cold `python -c \"from model import Scorer; Scorer.pretrained().score(...)\"`, "
-          f"median of {args.repeats} (min-max), {os.cpu_count()} CPUs")
+          f"median of {args.repeats}, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print(f"  {'':22s} {'wall (min-max)':>20s} {'CPU':>8s}")
     medians = {name: statistics.median(ts) for name, ts in times.items()}
     for name, ts in times.items():
-        print(f"  {name:22s} {medians[name]:6.2f} s  ({min(ts):.2f}-{max(ts):.2f})")
+        print(f"  {name:22s} {medians[name]:6.2f} s ({min(ts):.2f}-{max(ts):.2f}) "
+              f"{statistics.median(cpu[name]):6.2f} s")
     core_median, full_median = medians.values()
     print(f"  full / core            {full_median / core_median:6.2f}x")
 
