@@ -178,6 +178,7 @@ def test_results_notebook_runs_on_the_train_run(demo_run):
     (["data.protocol=crossfit", "data.folds=3", "data.run_folds=[3]"],
      "data.run_folds: folds are numbered 0..2; found [3]"),
     (["data.fold_calibration=beta"], "data.fold_calibration must be platt, isotonic or none; found 'beta'"),
+    (["threads=0"], "threads must be a whole number of 1 or more, or null; found 0"),
 ])
 def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
     run = tmp_path / "run"
@@ -187,6 +188,21 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
     assert "Traceback" not in result.stderr
     assert result.stderr.strip() == f"train.py: error: {message}"
     assert not run.exists()  # no junk run directory
+
+
+def test_threads_caps_torch_and_the_openmp_and_blas_pools_for_the_run():
+    import torch
+    from threadpoolctl import threadpool_info
+
+    from train import cpu_threads
+
+    before = torch.get_num_threads()
+    with cpu_threads(1):
+        assert torch.get_num_threads() == 1
+        assert {pool["num_threads"] for pool in threadpool_info()} == {1}
+    assert torch.get_num_threads() == before
+    with cpu_threads(None):  # threads=null: the libraries' own default
+        assert torch.get_num_threads() == before
 
 
 def test_missing_prediction_files_are_one_line_naming_the_folder_read(tmp_path):
