@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 import rat
 from model.data.datasets import database_path, load_questions, load_schemas
-from model.data.execution import execute_pairs
+from model.data.execution import default_cache_dir, execute_pairs
 from model.data.predictions import load_predictions
 from model.synth.error_kinds import ERROR_CLASSES, error_aspects
 from model.synth.perturb import DEFAULT_MIX, KINDS, Perturber
@@ -41,7 +41,7 @@ def main() -> None:
     spider = args.data / "spider"
     if not (spider / "dev.json").exists():
         sys.exit(f"Spider not found under {args.data} (pass --data)")
-    cache = REPO / ".cache" / "exec"
+    cache = default_cache_dir()
     start = time.time()
     questions = load_questions(spider, "dev")[: args.limit]
     by_id = {q.question_id: q for q in questions}

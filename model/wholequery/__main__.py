@@ -57,7 +57,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help="cv: fit on one fold and test on the rest (the papers), or the reverse")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--exec-cache", type=Path, default=None, help="default: .cache/exec")
+    ap.add_argument("--exec-cache", type=Path, default=None, help="default: <cache>/exec ($RAT_CACHE)")
     ap.add_argument("--node-predictions", type=Path, default=None,
                     help="node-model predictions JSONL (<run>/predictions/test.jsonl): adds node_root, "
                          "node_min and keeps only the predictions it covers")
