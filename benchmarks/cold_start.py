@@ -50,7 +50,7 @@ def core_venv(path: Path, rebuild: bool, env: dict) -> Path:
     """The core virtualenv at ``path`` with the checkout's current wheel (built on first use)."""
     python = path / "bin" / "python"
     with tempfile.TemporaryDirectory() as tmp:
-        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
               "-w", tmp, REPO], Path(tmp), env)
         (wheel,) = Path(tmp).glob("rat_confidence-*.whl")
         if rebuild or not python.is_file():
