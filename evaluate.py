@@ -14,7 +14,7 @@ with needs_extra("train", "evaluate.py"):  # the core install: one line, exit 2
     import hydra
     from omegaconf import DictConfig
 
-    from model.cli import user_errors
+    from model.errors import user_errors
     from model.evaluate import evaluate
 
 

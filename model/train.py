@@ -29,8 +29,8 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from model.cli import UsageError
 from model.data.jsonl import read_json, write_json
+from model.errors import UsageError
 from model.nodes.outputs import prediction_row
 from model.nodes.outputs import write_predictions as write_predictions_file
 
@@ -43,7 +43,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     check_data(cfg)
     quiet_logs()
     if cfg.model.get("scorer") == "boosted":  # model=features: gradient-boosted trees, no LM
-        from model.nodes.boosted import train_boosted
+        from model.train_boosted import train_boosted
 
         return train_boosted(cfg)
     if cfg.get("torch_threads"):
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     cross-fitted some folds (``data.run_folds=[i]``) into one run for ``evaluate.py``."""
     import argparse
 
-    from model.cli import user_errors
+    from model.errors import user_errors
 
     parser = argparse.ArgumentParser(prog="python -m model.train", description=main.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)

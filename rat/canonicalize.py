@@ -28,7 +28,7 @@ from rat.errors import DepthError, InternalError, RATError, internal_errors, wit
 from rat.schema import Schema
 
 _KEPT_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "CAST", "GROUP_CONCAT"}
-_DIALECT = SQLite()
+DIALECT = SQLite()
 # SQLite as written: only aggregates and CAST become typed sqlglot nodes; every other function
 # stays `Anonymous` with its own name and arguments (sqlglot would otherwise rewrite e.g.
 # `strftime` into `TimeToStr(TsOrDsToTimestamp(..))`). The compiled sqlglot (sqlglotc) refuses
@@ -37,14 +37,14 @@ _DIALECT = SQLite()
 # and the prefix is taken off the Anonymous node it makes.
 _RENAMED = "\ue003"  # a private-use code point: never in SQL
 _TYPED_FUNCTIONS = frozenset(
-    name for name in (*_DIALECT.parser_class.FUNCTIONS, *_DIALECT.parser_class.FUNCTION_PARSERS)
-    if name not in _KEPT_FUNCTIONS and name not in _DIALECT.parser_class.NO_PAREN_FUNCTION_PARSERS
+    name for name in (*DIALECT.parser_class.FUNCTIONS, *DIALECT.parser_class.FUNCTION_PARSERS)
+    if name not in _KEPT_FUNCTIONS and name not in DIALECT.parser_class.NO_PAREN_FUNCTION_PARSERS
 )
 _L_PAREN, _R_PAREN, _DOT = TokenType.L_PAREN, TokenType.R_PAREN, TokenType.DOT
 # Pure-Python sqlglot parses about 950 nested parentheses within rat's deep-stack retry.
 MAX_PARENTHESES = 800
 _SIMPLE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
-_RESERVED = {k.lower() for k in _DIALECT.tokenizer_class.KEYWORDS if k.replace("_", "").isalpha()}
+_RESERVED = {k.lower() for k in DIALECT.tokenizer_class.KEYWORDS if k.replace("_", "").isalpha()}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
 _UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "windows", "into")
@@ -89,7 +89,7 @@ def _reader():
     not per query as `sqlglot.parse_one` does."""
     reader = getattr(_READERS, "pair", None)
     if reader is None:
-        reader = _READERS.pair = (_DIALECT.tokenizer(), _DIALECT.parser())
+        reader = _READERS.pair = (DIALECT.tokenizer(), DIALECT.parser())
     return reader
 
 
@@ -197,17 +197,17 @@ def canonicalize(sql: str, schema: Schema | None = None) -> str:
 def _canonical_text(sql: str, schema: Schema | None) -> str:
     tree = canonical_ast(sql, schema)
     try:
-        text = tree.sql(dialect=_DIALECT)
+        text = tree.sql(dialect=DIALECT)
     except RecursionError:
         raise DepthError(sql) from None
     except sqlglot.errors.SqlglotError as error:  # e.g. UnsupportedError: about the SQL
         raise RATError(f"cannot generate SQL ({type(error).__name__}: {error})", sql) from None
     except Exception as error:
         raise InternalError("generate SQL", error, sql) from error
-    return _lowercase_outside_strings(text)
+    return lowercase_outside_strings(text)
 
 
-def _lowercase_outside_strings(text: str) -> str:
+def lowercase_outside_strings(text: str) -> str:
     # Identifiers are already lowercase; only string literals keep their case.
     parts = text.split("'")
     # Even-indexed parts lie outside '...' literals ('' escapes split into empty odd parts).

@@ -18,7 +18,7 @@ from functools import cached_property, partial
 
 from sqlglot import expressions as exp
 
-from rat.canonicalize import _DIALECT, _lowercase_outside_strings, canonical_ast
+from rat.canonicalize import DIALECT, canonical_ast, lowercase_outside_strings
 from rat.errors import DepthError, InternalError, with_deep_stack
 from rat.node import Node
 from rat.schema import Schema
@@ -141,7 +141,7 @@ def _marking_generator():
     whose handlers mark what the original ones write. Functions and properties, which the
     generator writes generically when the table lacks their type, get marking entries too.
     """
-    generator = _DIALECT.generator()
+    generator = DIALECT.generator()
     generic = type(generator)
     if generic not in _MARKING_HANDLERS:  # one table per generator class, built once
         _MARKING_HANDLERS[generic] = _marking_handlers(generic, generator._dispatch)
@@ -218,7 +218,7 @@ def _generate(ast: exp.Expression) -> tuple[str, dict[int, Span]]:
         while end > start and text[end - 1].isspace():
             end -= 1
         spans[id(expressions[number])] = (start, end)
-    lowered = _lowercase_outside_strings(text)
+    lowered = lowercase_outside_strings(text)
     # Lowercasing may change the length of exotic characters; then keep the generator's case.
     return (lowered if len(lowered) == len(text) else text), spans
 

@@ -36,8 +36,10 @@ from model import metrics as M
 from model.data.datasets import load_schemas
 from model.eval.localisation import localisation
 from model.evaluate import _questions, with_gold_diff
-from model.nodes.boosted import BoostedConfig, crossfit, fold_roles, load_table
+from model.nodes.boosted import crossfit
 from model.nodes.outputs import tree_of
+from model.nodes.table import fold_roles, load_table
+from model.train_boosted import params_of
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -148,7 +150,7 @@ def main() -> None:
                                 OmegaConf.from_dotlist([f"groups={args.groups}", *args.set]))
     if args.train_predictions:
         model_cfg.train_predictions = None if args.train_predictions == "none" else args.train_predictions
-    config = BoostedConfig.from_cfg(OmegaConf.merge({"data": data}, {"model": model_cfg}).model)
+    config = params_of(OmegaConf.merge({"data": data}, {"model": model_cfg}).model)
     table = load_table(data, config)
     schemas = load_schemas(root)
     eval_rows = [{"question_id": e.question_id} for e in table.examples]

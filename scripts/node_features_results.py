@@ -22,9 +22,11 @@ from omegaconf import OmegaConf
 
 from model import metrics as M
 from model.eval.localisation import localisation
-from model.eval.report import _fmt, markdown_table
-from model.nodes.boosted import BoostedConfig, crossfit, fit_classifier, fold_roles, load_table
+from model.eval.report import format_number, markdown_table
+from model.nodes.boosted import crossfit
+from model.nodes.estimator import BoostedParams, fit_classifier
 from model.nodes.features import FEATURES
+from model.nodes.table import fold_roles, load_table
 
 REPO = Path(__file__).resolve().parents[1]
 SINGLE_GROUPS = ("structure", "linking", "semantic", "values", "execution", "question", "lm")
@@ -55,7 +57,7 @@ def summary_row(table, scored) -> dict[str, float]:
 
 def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
     columns = list(dict.fromkeys(c for r in rows.values() for c in r))
-    cells = [[name, *(_fmt(r.get(c), 0 if c.startswith("n_") else 3) for c in columns)]
+    cells = [[name, *(format_number(r.get(c), 0 if c.startswith("n_") else 3) for c in columns)]
              for name, r in rows.items()]
     print(f"\n{title}\n\n" + markdown_table(["method", *columns], cells), flush=True)
 
@@ -76,7 +78,7 @@ def main() -> None:
     stages = set(args.stages.split(","))
     data_cfg = OmegaConf.create({"root": args.root, "predictions": f"{args.root}/../predictions/spider_dev/*",
                                  "eval_split": "dev", "protocol": "crossfit", "folds": args.folds})
-    config = BoostedConfig(groups="single+consensus", lm=not args.no_lm)
+    config = BoostedParams(groups="single+consensus", lm=not args.no_lm)
     table = load_table(data_cfg, config, progress=False)
     roles, _ = fold_roles(table, data_cfg)
     single = track_columns(table.names, SINGLE_GROUPS)
@@ -109,7 +111,7 @@ def main() -> None:
         print_table("Node AUC per node kind (kinds with >= 1000 nodes)", kinds)
 
     if "ablation" in stages:
-        fast = BoostedConfig(site_head=False)
+        fast = BoostedParams(site_head=False)
         rows = {}
         for dropped in ("none", *(g for g in SINGLE_GROUPS if track_columns(table.names, (g,)).any())):
             columns = single & ~track_columns(table.names, (dropped,))
@@ -125,7 +127,7 @@ def main() -> None:
 
     if "loso" in stages:
         systems = sorted({e.system for e in table.examples}) if args.loso_systems == "all" else args.loso_systems.split(",")
-        fast = BoostedConfig(site_head=False)
+        fast = BoostedParams(site_head=False)
         rows = {}
         for system in systems:
             held_out = [{"train": [k for k in r["train"] if table.examples[k].system != system],
@@ -149,7 +151,7 @@ def importance(table, roles, single: np.ndarray, repeats: int = 3, seed: int = 0
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    config = BoostedConfig()
+    config = BoostedParams()
     groups = (*SINGLE_GROUPS, "consensus")
     drops: dict[str, dict[str, list[float]]] = {"single-system": {}, "consensus": {}}
     rng = np.random.default_rng(seed)

@@ -25,8 +25,8 @@ import numpy as np
 from model import metrics as M
 from model.data.datasets import database_path, load_schemas
 from model.eval.localisation import localisation
+from model.nodes.estimator import kind_group
 from model.nodes.examples import build_examples
-from model.nodes.saved import kind_group
 from model.scoring import RowError, Scorer
 from model.scoring.reasons import EXPLAINABLE
 from rat.walks import error_sites
@@ -43,7 +43,7 @@ def main() -> None:
     if not (root / "dev.json").exists():
         sys.exit(f"needs Spider under {SHARED} (RAT_SHARED_DATA)")
     scorer = Scorer.load(args.model)
-    info = scorer.saved.info
+    info = scorer.saved.info_
     files = sorted((SHARED / "predictions" / "spider_dev").iterdir())
     examples, _ = build_examples(root, "dev", prediction_files=files, require_database=True)
     examples = [e for e in examples if e.execution_match is not None]  # labelled, as in training
@@ -86,7 +86,7 @@ def faithfulness(scorer: Scorer, kept, rows, n_queries: int) -> None:
     wrong = [k for k, (e, _) in enumerate(kept) if not e.execution_match][:n_queries]
     examples = [kept[k][0] for k in wrong]
     results = scorer.score_many([rows[k] for k in wrong], progress=True, reasons=True, spans=False)
-    feature_col = {n: j for j, n in enumerate(saved.features)}
+    feature_col = {n: j for j, n in enumerate(saved.features_)}
     gains, random_gains, low, explained, site_explained = [], [], 0, 0, 0
     for e, r in zip(examples, results):
         x = r.features
@@ -99,7 +99,7 @@ def faithfulness(scorer: Scorer, kept, rows, n_queries: int) -> None:
                 continue
             explained += 1
             site_explained += sites[n.index]
-            typical = saved.typical[kind_group(n.kind)]
+            typical = saved.typical_[kind_group(n.kind)]
             eligible = [f for f in EXPLAINABLE if f in feature_col and f in typical
                         and not np.isnan(x[n.index, feature_col[f]]) and x[n.index, feature_col[f]] != typical[f]]
             chosen = [reason.feature for reason in n.reasons]

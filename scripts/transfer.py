@@ -72,16 +72,11 @@ def run_labels(config: dict) -> str:
 def importance(examples: list, root: Path, use_db: bool, model_dir: Path, in_domain: Path | None,
                repeats: int, by: str = "group") -> None:
     """Print the group (or feature) x (transfer, in domain) table of drops in node AUC."""
-    from model.nodes.boosted import (
-        BoostedConfig,
-        NodeTable,
-        fold_roles,
-        fold_scorers,
-        group_importance,
-        without_database,
-    )
+    from model.nodes.boosted import fold_scorers, group_importance
+    from model.nodes.estimator import BoostedNodeModel, without_database
     from model.nodes.features import build_features
-    from model.nodes.saved import SavedModel
+    from model.nodes.table import NodeTable, fold_roles
+    from model.train_boosted import params_of
 
     schemas = load_schemas(root)
     db_paths = {db: database_path(root, db) for db in {e.db_id for e in examples}}
@@ -97,18 +92,18 @@ def importance(examples: list, root: Path, use_db: bool, model_dir: Path, in_dom
                      f"the model also reads {missing[:3]}")
         return [names.index(n) for n in wanted]
 
-    saved = SavedModel.load(model_dir)
+    saved = BoostedNodeModel.load(model_dir)
     x, labels, _ = table.stack(range(len(examples)))
     if not use_db:
         x = without_database(x, names)
-    x = x[:, columns(saved.features)]
+    x = x[:, columns(saved.features_)]
     base, drops = group_importance([(x, lambda rows: saved.node_confidence(rows, use_db))], labels,
-                                   saved.features, repeats, by=by)
+                                   saved.features_, repeats, by=by)
     results = {"transfer": (base, drops)}
     if in_domain is not None:
         run = json.loads((in_domain / "config.json").read_text())
         run_names = json.loads((in_domain / "data.json").read_text())["features"]
-        config = BoostedConfig.from_cfg(run["model"])
+        config = params_of(run["model"])
         if not use_db:
             config.test_database = False
         keep = columns(run_names)
@@ -174,10 +169,10 @@ def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict], 
     rows, 5 folds by database (``RowError`` where a row cannot be scored), and each fold's
     adapted model."""
     from model.data.folds import schema_disjoint_folds
-    from model.nodes.saved import SavedModel
+    from model.nodes.estimator import BoostedNodeModel
     from model.scoring.adapt import adapt
 
-    teacher = SavedModel.load(teacher_dir)
+    teacher = BoostedNodeModel.load(teacher_dir)
     folds = schema_disjoint_folds([e.db_id for e in examples])
     out: list = [None] * len(rows)
     models = []
@@ -334,16 +329,16 @@ def main() -> None:
              "database": database_path(root, e.db_id) if use_db else None,
              "question_id": e.question_id, "system": e.system} for e in examples]
     scorer = Scorer.load(args.model)
-    if args.importance and scorer.saved.quantiles is not None:
+    if args.importance and scorer.saved.quantiles_ is not None:
         parser.error("--importance reads the features as computed; this model reads some as quantiles")
-    if args.quantiles == "rows" and scorer.saved.quantiles is None:
+    if args.quantiles == "rows" and scorer.saved.quantiles_ is None:
         parser.error(f"--quantiles rows: {args.model} was trained without model.quantiles=true")
     results = scorer.score_many(rows, progress=True, spans=False, quantiles=args.quantiles)
     kept = [(e, r) for e, r in zip(examples, results) if not isinstance(r, RowError)]
     correct = np.array([int(e.correct) for e, _ in kept])
     sites = [sum(error_sites(e.node_labels, e.node_arity)) for e, _ in kept if not e.correct]
     sites = np.array([n for n in sites if n])
-    info = scorer.saved.info
+    info = scorer.saved.info_
     trained = info.get("trained_on", {})
     config = json.loads((args.model.parent / "config.json").read_text()) if (
         args.model.parent / "config.json").is_file() else {}

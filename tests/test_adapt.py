@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.scoring import RowError, SavedModel, Scorer
+from model.nodes.estimator import BoostedNodeModel
+from model.scoring import RowError, Scorer
 from model.scoring.adapt import AdaptError, adapt
 from tests.test_scorer import _rows, boosted_model, consensus_model  # noqa: F401  (the fixtures)
 
@@ -43,7 +44,7 @@ def test_scoring_returns_another_models_features_as_that_model_computes_them(boo
     rows = _with_systems(objects["table"], range(60), with_database=True)
     single = Scorer.load(single_dir)
     own = single.score_many(rows, progress=False, spans=False)
-    other = Scorer.load(teacher_dir).score_many(rows, progress=False, spans=False, features=single.saved.features)
+    other = Scorer.load(teacher_dir).score_many(rows, progress=False, spans=False, features=single.saved.features_)
     for a, b in zip(own, other):
         assert b.features.shape == a.features.shape and np.array_equal(a.features, b.features, equal_nan=True)
     # the teacher's own scores are the same with or without the extra columns
@@ -55,8 +56,8 @@ def test_the_adapted_model_learns_the_teachers_reading_and_scores_one_query_alon
     (single_dir, objects), (teacher_dir, _) = boosted_model, consensus_model
     table = objects["table"]
     rows = _with_systems(table, range(len(table.examples)))
-    base, teacher = SavedModel.load(single_dir), SavedModel.load(teacher_dir)
-    result = adapt(base, teacher, rows, progress=False, hgb={**base.info["config"]["hgb"], "max_iter": 200})
+    base, teacher = BoostedNodeModel.load(single_dir), BoostedNodeModel.load(teacher_dir)
+    result = adapt(base, teacher, rows, progress=False, hgb={**base.info_["config"]["hgb"], "max_iter": 200})
     assert result.queries == len(rows) and len(result.systems) == 3
     assert result.shared_questions == len({e.question_id for e in table.examples})
     taught = _confidences(Scorer(teacher).score_many(rows, progress=False, spans=False))
@@ -65,17 +66,17 @@ def test_the_adapted_model_learns_the_teachers_reading_and_scores_one_query_alon
     after = _confidences(Scorer(result.model).score_many(alone, progress=False, spans=False))
     # closer to the teacher than the model it started from (the teacher reads the other systems)
     assert np.mean(np.abs(after - taught)) < 0.75 * np.mean(np.abs(before - taught))
-    info = result.model.info
+    info = result.model.info_
     assert info["method"].endswith("adapted") and info["trained_on"]["adapted_on"]["outputs"] == len(rows)
-    assert info["base_model"]["trained_on"] == base.info["trained_on"] and info["metrics"] == {}
-    assert len(result.model.node_model._predictors) == 200  # the settings given
-    assert result.model.site_model is not base.site_model  # fitted again, on the teacher's site scores
+    assert info["base_model"]["trained_on"] == base.info_["trained_on"] and info["metrics"] == {}
+    assert len(result.model.node_model_._predictors) == 200  # the settings given
+    assert result.model.site_model_ is not base.site_model_  # fitted again, on the teacher's site scores
 
 
 def test_a_teacher_must_read_the_other_answers_and_the_outputs_must_share_questions(boosted_model, consensus_model):  # noqa: F811
     (single_dir, objects), (teacher_dir, _) = boosted_model, consensus_model
     rows = _with_systems(objects["table"], range(40))
-    single, teacher = SavedModel.load(single_dir), SavedModel.load(teacher_dir)
+    single, teacher = BoostedNodeModel.load(single_dir), BoostedNodeModel.load(teacher_dir)
     with pytest.raises(AdaptError, match="teacher reads one system"):
         adapt(single, single, rows, progress=False)
     with pytest.raises(AdaptError, match="adapt a single-system model"):

@@ -8,8 +8,8 @@ import pytest
 
 from model import metrics as M
 from model.data.datasets import load_schemas
+from model.nodes.estimator import data_digest
 from model.nodes.examples import build_examples
-from model.nodes.saved import data_digest
 from model.scoring import RowError, Scorer
 from model.scoring.adapt import adapt
 
@@ -34,7 +34,7 @@ def test_the_shipped_teacher_reproduces_its_in_sample_numbers(shared_data):
     examples, _ = build_examples(root, "dev", prediction_files=files, require_database=True, verbose=False)
     examples = [e for e in examples if e.execution_match is not None]
     scorer = Scorer.pretrained("spider_consensus")
-    info = scorer.saved.info
+    info = scorer.saved.info_
     assert data_digest(examples) == info["trained_on"]["digest"] and info["config"]["database"] == "without"
     results = scorer.score_many(_rows(root, examples), progress=False, spans=False)  # no database
     assert _node_auc(results, examples) == pytest.approx(info["metrics"]["in_sample"]["auc"], abs=1e-6)
@@ -50,7 +50,7 @@ def test_adapting_the_spider_model_on_bird_outputs_helps_on_other_bird_databases
     rows = _rows(root, examples)
     base = Scorer.pretrained().saved
     adapted = adapt(base, Scorer.pretrained("spider_consensus").saved, [r for r in rows if r["db_id"] in seen],
-                    progress=False, hgb={**base.info["config"]["hgb"], "max_iter": 150})
+                    progress=False, hgb={**base.info_["config"]["hgb"], "max_iter": 150})
     assert adapted.shared_questions > 300 and len(adapted.systems) == 4
     assert adapted.estimated_rates[1] < adapted.teacher_rates[1]  # BIRD's outputs are right less often
     tested = [k for k, e in enumerate(examples) if e.db_id in unseen]

@@ -121,7 +121,7 @@ def test_stack_into_site_leaves_the_node_model_as_it_was(boosted_run, tmp_path):
 
 
 def test_stack_into_must_be_both_or_site(tmp_path):
-    from model.cli import UsageError
+    from model.errors import UsageError
 
     with pytest.raises(UsageError, match="model.stack_into must be both or site; found 'node'"):
         train(compose_cfg("train", [*FAST, "model.stack_into=node"], tmp_path))
@@ -160,34 +160,34 @@ def test_a_database_free_model_scores_the_same_with_or_without_the_database(tmp_
 
 
 def test_a_model_for_both_modes_is_measured_and_calibrated_for_each(tmp_path):
-    from model.nodes.saved import SavedModel
+    from model.nodes.estimator import BoostedNodeModel
 
     metrics, _ = train(compose_cfg("train", [*FAST, "model.database=both"], tmp_path))
     assert 0.5 < metrics["test/auc"] <= 1 and 0.5 < metrics["test_without_database/auc"] <= 1
-    saved = SavedModel.load(tmp_path / "model")
-    assert saved.without_database is not None
-    assert set(saved.info["metrics"]) >= {"out_of_fold", "out_of_fold_without_database"}
+    saved = BoostedNodeModel.load(tmp_path / "model")
+    assert saved.without_database_ is not None
+    assert set(saved.info_["metrics"]) >= {"out_of_fold", "out_of_fold_without_database"}
     raw = np.linspace(0.05, 0.95, 7)
     assert not np.array_equal(saved.calibrate(raw, True), saved.calibrate(raw, False))
-    assert saved.query_calibrator_for(False) is saved.without_database[1]
+    assert saved.query_calibrator_for(False) is saved.without_database_[1]
 
 
 def test_database_dropout_blanks_the_database_features_of_half_the_training_queries(tmp_path):
-    from model.nodes.boosted import BoostedConfig, training_rows
+    from model.nodes.estimator import BoostedParams, training_rows
     from model.nodes.features import DATABASE_FEATURES
 
     _, objects = train(compose_cfg("train", [*FAST, "model.site_head=false"], tmp_path))
     table = objects["table"]
     indices = list(range(len(table.examples)))
     x, _, _ = table.stack(indices)
-    dropped, _, _ = training_rows(table, indices, BoostedConfig(database="dropout"))
+    dropped, _, _ = training_rows(table, indices, BoostedParams(database="dropout"))
     db = np.array([n in DATABASE_FEATURES for n in table.names])
     assert np.array_equal(x[:, ~db], dropped[:, ~db], equal_nan=True)
     starts = np.cumsum([0] + [len(table.examples[k].node_labels) for k in indices])[:-1]
     blank = np.isnan(dropped[starts][:, db]).all(axis=1) & ~np.isnan(x[starts][:, db]).all(axis=1)
     assert 0.3 < blank.mean() < 0.7
     with pytest.raises(ValueError, match="model.database must be one of"):
-        BoostedConfig.from_cfg({"database": "sometimes"})
+        BoostedParams.from_mapping({"database": "sometimes"})
 
 
 def test_holdout_system_is_never_trained_on_and_the_only_one_tested(tmp_path):
@@ -204,7 +204,7 @@ def test_holdout_system_is_never_trained_on_and_the_only_one_tested(tmp_path):
 
 
 def test_holdout_system_unknown_is_one_line(tmp_path):
-    from model.cli import UsageError
+    from model.errors import UsageError
 
     with pytest.raises(UsageError, match="data.holdout_system=nobody: no such system"):
         train(compose_cfg("train", [*FAST, "data.holdout_system=nobody"], tmp_path))
@@ -257,7 +257,9 @@ def test_train_side_examples_only_ever_train(boosted_run):
     fold's training, never its validation or test; the site head learns from them."""
     from omegaconf import OmegaConf
 
-    from model.nodes.boosted import BoostedConfig, NodeTable, fold_roles, run_fold
+    from model.nodes.boosted import run_fold
+    from model.nodes.estimator import BoostedParams
+    from model.nodes.table import NodeTable, fold_roles
 
     table = boosted_run[2]["table"]
     side_db = min({e.db_id for e in table.examples})
@@ -273,8 +275,8 @@ def test_train_side_examples_only_ever_train(boosted_run):
     assert not set(side) & set(roles[0]["train"] + roles[0]["val"] + roles[0]["test"])
     fast = {"learning_rate": 0.1, "max_iter": 30, "max_leaf_nodes": 15, "min_samples_leaf": 20,
             "l2_regularization": 1.0}
-    with_side = run_fold(moved, roles[0], BoostedConfig(hgb=fast, train_side="site"))
-    without_side = run_fold(moved, roles[0], BoostedConfig(hgb=fast, train_side="none"))
+    with_side = run_fold(moved, roles[0], BoostedParams(hgb=fast, train_side="site"))
+    without_side = run_fold(moved, roles[0], BoostedParams(hgb=fast, train_side="none"))
     assert set(with_side.test) == set(roles[0]["test"])
     k = roles[0]["test"][0]
     # the node model is the same (train_side=site), the site head learnt from more wrong queries
@@ -283,7 +285,7 @@ def test_train_side_examples_only_ever_train(boosted_run):
 
 
 def test_tree_labels_train_the_boosted_scorer_and_a_bad_label_kind_is_one_line(tmp_path):
-    from model.cli import UsageError
+    from model.errors import UsageError
     from model.nodes.datamodule import NodeDataModule
 
     _, objects = train(compose_cfg("train", [*FAST, "data.labels=tree", "model.site_head=false"], tmp_path))
@@ -300,7 +302,7 @@ def test_tree_site_labels_add_the_sites_of_queries_right_by_execution_but_writte
     departs from gold's tree; the node labels, and so every metric, stay execution labels."""
     from dataclasses import replace
 
-    from model.nodes.boosted import BoostedConfig
+    from model.nodes.estimator import BoostedParams
     from rat.walks import error_sites
 
     table = boosted_run[2]["table"]
@@ -318,15 +320,15 @@ def test_tree_site_labels_add_the_sites_of_queries_right_by_execution_but_writte
     assert sites_tree.any()
     wrong = next(i for i, e in enumerate(table.examples) if e.execution_match is False)
     assert (tree.stack([wrong])[2] >= table.stack([wrong])[2]).all()  # a wrong query keeps its sites
-    from model.cli import UsageError  # entry points print it as one line and exit 2
+    from model.errors import UsageError  # entry points print it as one line and exit 2
 
     with pytest.raises(UsageError, match="model.site_labels must be execution or tree; found 'gold'"):
-        BoostedConfig.from_cfg({"site_labels": "gold"})
+        BoostedParams.from_mapping({"site_labels": "gold"})
 
 
 def test_drop_accepts_the_named_feature_sets():
-    from model.nodes.boosted import drop_columns
     from model.nodes.features import BENCHMARK_SIZE_FEATURES, DATABASE_FEATURES, SINGLE_FEATURES
+    from model.nodes.table import drop_columns
 
     x = [np.arange(2 * len(SINGLE_FEATURES), dtype=float).reshape(2, -1)]
     out, names = drop_columns(x, SINGLE_FEATURES, ["benchmark_size", "database"])
@@ -335,7 +337,7 @@ def test_drop_accepts_the_named_feature_sets():
 
 
 def test_site_head_inner_folds_go_by_query_when_one_database_trains(boosted_run):
-    from model.nodes.boosted import row_groups
+    from model.nodes.estimator import row_groups
 
     table = boosted_run[2]["table"]
     first = table.examples[0].db_id
@@ -350,15 +352,15 @@ def test_site_head_inner_folds_go_by_query_when_one_database_trains(boosted_run)
 
 def test_site_head_takes_its_own_boosting_settings(boosted_run):
     """model.site_hgb sets the site head's trees without touching the node model's."""
-    from model.nodes.boosted import BoostedConfig, fit_site_head, training_rows
+    from model.nodes.estimator import BoostedParams, fit_site_head, training_rows
 
     table = boosted_run[2]["table"]
     indices = list(range(len(table.examples)))
-    x, _, sites = training_rows(table, indices, BoostedConfig())
-    config = BoostedConfig(site_context=False, hgb={"max_iter": 7}, site_hgb={"max_iter": 3})
+    x, _, sites = training_rows(table, indices, BoostedParams())
+    config = BoostedParams(site_context=False, hgb={"max_iter": 7}, site_hgb={"max_iter": 3})
     head = fit_site_head(table, indices, x, sites, table.names, config)
     assert head.n_iter_ == 3
-    same = fit_site_head(table, indices, x, sites, table.names, BoostedConfig(site_context=False, hgb={"max_iter": 7}))
+    same = fit_site_head(table, indices, x, sites, table.names, BoostedParams(site_context=False, hgb={"max_iter": 7}))
     assert same.n_iter_ == 7
 
 
@@ -366,11 +368,12 @@ def test_train_side_reads_perturbations_and_never_an_eval_database(capsys):
     """model.train_side with data.use_perturbations builds perturbations of the train split's
     gold queries; on the demo corpus every train database is also an eval database, so all are
     left out (the train side never holds a database the eval split tests on)."""
-    from model.nodes.boosted import BoostedConfig, load_table
+    from model.nodes.table import load_table
+    from model.train_boosted import params_of
 
     cfg = compose_cfg("train", [*FAST, "model.train_side=site", "data.train_perturbations=1",
                                 "data.eval_perturbations=0"])
-    table = load_table(cfg.data, BoostedConfig.from_cfg(cfg.model))
+    table = load_table(cfg.data, params_of(cfg.model))
     out = capsys.readouterr().out
     assert "from 0 files and 1 perturbation(s) a question, 5 shared databases left out" in out
     assert table.train_side == 0
@@ -380,11 +383,14 @@ def test_eval_perturbations_train_only_the_folds_their_database_trains_in():
     """data.eval_perturbations: perturbations of the eval split's gold queries join the training
     rows (model.train_side=all), each only in the folds in which its database trains: never in a
     fold that validates or tests its database, and in some fold."""
-    from model.nodes.boosted import BoostedConfig, fold_roles, load_table, run_fold
+    from model.nodes.boosted import run_fold
+    from model.nodes.estimator import BoostedParams
+    from model.nodes.table import fold_roles, load_table
+    from model.train_boosted import params_of
 
     cfg = compose_cfg("train", [*FAST, "model.train_side=all", "data.train_perturbations=0",
                                 "data.eval_perturbations=1", "data.protocol=crossfit"])
-    table = load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
+    table = load_table(cfg.data, params_of(cfg.model), progress=False)
     side = table.side_indices
     assert side and all(table.examples[k].system.startswith("perturb:") for k in side)
     roles, info = fold_roles(table, cfg.data)
@@ -397,8 +403,8 @@ def test_eval_perturbations_train_only_the_folds_their_database_trains_in():
     assert set().union(*(role["side"] for role in roles)) == set(side)
     fast = {"learning_rate": 0.1, "max_iter": 30, "max_leaf_nodes": 15, "min_samples_leaf": 20,
             "l2_regularization": 1.0}
-    with_side = run_fold(table, roles[0], BoostedConfig(hgb=fast, train_side="all"))
-    without_side = run_fold(table, roles[0], BoostedConfig(hgb=fast, train_side="none"))
+    with_side = run_fold(table, roles[0], BoostedParams(hgb=fast, train_side="all"))
+    without_side = run_fold(table, roles[0], BoostedParams(hgb=fast, train_side="none"))
     k = roles[0]["test"][0]  # the node model learnt from the perturbations too
     assert set(with_side.test) == set(roles[0]["test"])
     assert not np.array_equal(with_side.test[k][0], without_side.test[k][0])
@@ -407,13 +413,13 @@ def test_eval_perturbations_train_only_the_folds_their_database_trains_in():
 def test_monotone_node_model_follows_each_features_direction(boosted_run):
     """model.monotone: the node model's confidence never falls as a feature with direction +1
     rises (nor rises as one with direction -1 does); without it, no constraint is passed."""
-    from model.nodes.boosted import BoostedConfig, fit_classifier, training_rows
+    from model.nodes.estimator import BoostedParams, fit_classifier, training_rows
     from model.nodes.features import FEATURES
 
     table = boosted_run[2]["table"]
-    x, y, _ = training_rows(table, list(range(len(table.examples))), BoostedConfig())
-    config = BoostedConfig(hgb={"max_iter": 40}, monotone=True)
-    assert "monotonic_cst" not in BoostedConfig(hgb={"max_iter": 40}).node_hgb(table.names)
+    x, y, _ = training_rows(table, list(range(len(table.examples))), BoostedParams())
+    config = BoostedParams(hgb={"max_iter": 40}, monotone=True)
+    assert "monotonic_cst" not in BoostedParams(hgb={"max_iter": 40}).node_hgb(table.names)
     model = fit_classifier(x, y, table.names, config.node_hgb(table.names))
     direction = {f.name: f.direction for f in FEATURES}
     rows = x[np.flatnonzero(~np.isnan(x[:, table.names.index("name_fuzzy")]))[:50]]
@@ -434,20 +440,20 @@ def test_a_monotone_site_head_reads_a_doubtful_node_under_confident_children_as_
     """model.site_monotone=all: the site head's chance of a site never rises with the node model's
     confidence of the node, nor with a feature pointing to a right node; it never falls as the
     node's children grow more confident."""
-    from model.nodes.boosted import BoostedConfig, fit_classifier, fit_site_head, training_rows
+    from model.nodes.estimator import BoostedParams, fit_classifier, fit_site_head, training_rows
     from model.nodes.sites import context_names, with_context
 
     table = boosted_run[2]["table"]
     indices = list(range(len(table.examples)))
-    config = BoostedConfig(hgb={"max_iter": 40}, site_monotone="all")
+    config = BoostedParams(hgb={"max_iter": 40}, site_monotone="all")
     x, y, sites = training_rows(table, indices, config)
     raw = fit_classifier(x, y, table.names, config.hgb).predict_proba(x)[:, 1]
     head = fit_site_head(table, indices, x, sites, table.names, config, raw=raw)
     names = (*table.names, *context_names(table.names))
     cst = config.site_head_hgb(names)["monotonic_cst"]
-    assert list(head.monotonic_cst) == cst and "monotonic_cst" not in BoostedConfig().site_head_hgb(names)
+    assert list(head.monotonic_cst) == cst and "monotonic_cst" not in BoostedParams().site_head_hgb(names)
     assert cst[names.index("name_fuzzy")] == -1 and cst[names.index("kind")] == 0
-    context = BoostedConfig(site_monotone="context").site_head_hgb(names)["monotonic_cst"]
+    context = BoostedParams(site_monotone="context").site_head_hgb(names)["monotonic_cst"]
     assert context[names.index("name_fuzzy")] == 0 and context[names.index("site_node_logit")] == -1
     rows = with_context(x, raw, [table.examples[k].node_arity for k in indices], table.names)[:60]
     for name, sign in (("site_node_logit", -1), ("site_child_min_logit", 1), ("name_fuzzy", -1)):
@@ -463,13 +469,14 @@ def test_a_monotone_site_head_reads_a_doubtful_node_under_confident_children_as_
 def test_a_database_free_consensus_model_compares_the_other_answers_by_tree_only():
     """model.database=without: the consensus columns are the ones a user without databases gets
     (no result agreement, the reference answer by tree), not computed from executed results."""
-    from model.nodes.boosted import BoostedConfig, load_table
     from model.nodes.features import DATABASE_FEATURES, consensus_features
+    from model.nodes.table import load_table
+    from model.train_boosted import params_of
 
     tables = {}
     for mode in ("with", "without"):
         cfg = compose_cfg("train", [*FAST, "model.groups=single+consensus", f"model.database={mode}"])
-        tables[mode] = load_table(cfg.data, BoostedConfig.from_cfg(cfg.model), progress=False)
+        tables[mode] = load_table(cfg.data, params_of(cfg.model), progress=False)
     col = tables["with"].names.index("result_agreement")
     assert "result_agreement" in DATABASE_FEATURES
     assert not np.isnan(np.concatenate([x[:, col] for x in tables["with"].features])).all()

@@ -160,8 +160,8 @@ def test_bad_input_is_counted_not_raised(root, tmp_path):
 
 def test_tree_labels_compare_with_gold_where_execution_would_decide(root, tmp_path):
     import rat
-    from model.cli import UsageError
     from model.data.datasets import load_questions, load_schemas
+    from model.errors import UsageError
 
     files = sorted((root / "predictions").glob("*.jsonl"))
     by_execution, _ = build_examples(root, "dev", prediction_files=files, max_questions=60,

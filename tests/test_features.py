@@ -318,7 +318,7 @@ def test_a_literal_found_in_another_column_or_near_a_stored_value(demo):
 
 
 def test_a_scorer_lm_that_is_not_installed_is_one_usage_error(demo, tmp_path):
-    from model.cli import UsageError
+    from model.errors import UsageError
 
     examples, schemas, _ = demo
     with pytest.raises(UsageError, match="no GGUF file at"):

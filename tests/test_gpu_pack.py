@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import model.nodes.embedder as embedder_module
-from model.cli import UsageError
+from model.errors import UsageError
 from model.nodes.datamodule import NodeDataModule, read_sources
 from model.nodes.embedder import FrozenEmbedder, TableRows, export_table, table_ids
 from model.train import main as train_main

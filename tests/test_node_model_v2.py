@@ -223,7 +223,7 @@ def test_leave_one_system_out_trains_without_it_and_tests_only_it():
         datamodule.use_fold(fold)
         assert {e.system for e in datamodule.datasets["test"]} == {"demo_weak"}
         assert "demo_weak" not in {e.system for s in ("train", "val") for e in datamodule.datasets[s]}
-    from model.cli import UsageError
+    from model.errors import UsageError
 
     with pytest.raises(UsageError, match="data.holdout_system=nobody: no such system"):
         NodeDataModule(protocol="crossfit", folds=3, holdout_system="nobody").use_fold(0)

@@ -10,8 +10,8 @@ import pytest
 
 from model import metrics as M
 from model.data.datasets import database_path, load_schemas
+from model.nodes.estimator import data_digest
 from model.nodes.examples import build_examples
-from model.nodes.saved import data_digest
 from model.scoring import RowError, Scorer
 
 pytestmark = [pytest.mark.data, pytest.mark.slow]
@@ -36,7 +36,7 @@ def test_rat_score_on_a_real_prediction_file(shared_data, tmp_path):
 def test_pretrained_model_reproduces_its_in_sample_numbers(shared_data):
     root = shared_data / "spider"
     scorer = Scorer.pretrained()
-    info = scorer.saved.info
+    info = scorer.saved.info_
     files = sorted((shared_data / "predictions" / "spider_dev").iterdir())
     examples, _ = build_examples(root, "dev", prediction_files=files, require_database=True, verbose=False)
     examples = [e for e in examples if e.execution_match is not None]

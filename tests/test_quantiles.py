@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from model.nodes.estimator import BoostedNodeModel
 from model.nodes.quantiles import SHIFTED_FEATURES, Quantiles
-from model.nodes.saved import SavedModel
 from model.scoring import Scorer
 from model.train import train
 from tests.test_boosted import FAST, compose_cfg
@@ -37,16 +37,16 @@ def test_the_run_reads_the_shifted_counts_as_quantiles_and_saves_the_reference(q
     for j in columns:  # mid-ranks among the run's own nodes: in (0, 1), mean exactly one half
         v = x[:, j][~np.isnan(x[:, j])]
         assert ((v > 0) & (v < 1)).all() and v.mean() == pytest.approx(0.5)
-    saved = SavedModel.load(folder)
-    assert saved.quantiles == table.quantiles and saved.info["config"]["quantiles"] is True
+    saved = BoostedNodeModel.load(folder)
+    assert saved.quantiles_ == table.quantiles and saved.info_["config"]["quantiles"] is True
     assert "question_words" in json.loads((folder / "model.json").read_text())["quantiles"]
 
 
 def test_a_monotone_runs_saved_node_model_keeps_its_constraints(quantile_model):
     folder, objects = quantile_model
-    saved = SavedModel.load(folder)
-    expected = objects["config"].node_hgb(saved.features)["monotonic_cst"]
-    assert any(expected) and list(saved.node_model.monotonic_cst) == expected
+    saved = BoostedNodeModel.load(folder)
+    expected = objects["config"].node_hgb(saved.features_)["monotonic_cst"]
+    assert any(expected) and list(saved.node_model_.monotonic_cst) == expected
 
 
 def test_the_reloaded_model_reads_new_queries_against_its_training_nodes(quantile_model):
@@ -103,6 +103,6 @@ def test_adapting_a_quantile_model_is_refused_in_one_line(quantile_model):
 
     folder, objects = quantile_model
     table = objects["table"]
-    saved = SavedModel.load(folder)
+    saved = BoostedNodeModel.load(folder)
     with pytest.raises(AdaptError, match="quantiles"):
         adapt(saved, saved, _rows(table, range(3)), progress=False)

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from model import metrics as M
+from model.calibrators import QueryCalibrator
 from model.data.datasets import load_questions
-from model.nodes.saved import QueryCalibrator, SavedModel
+from model.nodes.estimator import BoostedNodeModel
 from model.scoring import RowError, Scorer
 from model.scoring.recalibrate import RecalibrationError, recalibrate
 from tests.test_scorer import _rows, boosted_model  # noqa: F401  (the fixture)
@@ -47,7 +48,7 @@ def _scores(model, rows):
 def test_recalibration_moves_an_overconfident_model_to_its_labels_and_keeps_its_rankings(boosted_model):  # noqa: F811
     folder, objects = boosted_model
     table = objects["table"]
-    model = SavedModel.load(folder)
+    model = BoostedNodeModel.load(folder)
     # the model as a user might meet it elsewhere: raw node probabilities, and whole queries far
     # too confident (the calibrators of another benchmark)
     overconfident = replace(model, calibrator=None, query_calibrator=QueryCalibrator([0.3], 3.0))
@@ -72,19 +73,19 @@ def test_recalibration_moves_an_overconfident_model_to_its_labels_and_keeps_its_
     # monotone maps: the same node ranking, the same site scores, the same "look here first"
     assert M.auc(nodes(after), labels) == pytest.approx(M.auc(nodes(before), labels), abs=1e-9)
     assert [r.look_here_first for r in after] == [r.look_here_first for r in before]
-    assert result.model.node_model is model.node_model and result.model.site_model is model.site_model
-    card = result.model.info["recalibrated_on"]
-    assert card["queries"] == 80 and card["before"]["query_ece"] > 0.1 and "recalibrated_on" not in model.info
+    assert result.model.node_model_ is model.node_model_ and result.model.site_model_ is model.site_model_
+    card = result.model.info_["recalibrated_on"]
+    assert card["queries"] == 80 and card["before"]["query_ece"] > 0.1 and "recalibrated_on" not in model.info_
     assert result.refitted == ["all"]  # chosen: the refit predicts the outputs far better
     # a model calibrated on these outputs already keeps its calibrators (the default), or is refitted on asking
     again = recalibrate(result.model, _labelled(table, fit_on[:40]), progress=False)
-    assert again.refitted == [] and again.model.query_calibrator is result.model.query_calibrator
+    assert again.refitted == [] and again.model.query_calibrator_ is result.model.query_calibrator_
     assert recalibrate(result.model, _labelled(table, fit_on[:40]), select=False, progress=False).refitted == ["all"]
 
 
 def test_rows_without_a_database_refit_the_calibrators_used_without_one():
     model = Scorer.pretrained().saved
-    assert model.without_database is not None  # trained for both (model.database=dropout)
+    assert model.without_database_ is not None  # trained for both (model.database=dropout)
     gold = "SELECT name FROM singer WHERE age > 40"
     rows = [{"sql": sql, "gold": gold, "question": "Names of singers older than 40?"}
             for sql in (gold, "SELECT name FROM singer WHERE age < 40", "SELECT age FROM singer",
@@ -92,14 +93,14 @@ def test_rows_without_a_database_refit_the_calibrators_used_without_one():
     result = recalibrate(model, rows, select=False, progress=False)
     assert result.labels == {"tree": 5} and result.right_queries == 2 and result.refitted == ["without database"]
     new = result.model
-    assert new.calibrator is model.calibrator and new.query_calibrator is model.query_calibrator
-    assert new.without_database[1] != model.without_database[1]
+    assert new.calibrator_ is model.calibrator_ and new.query_calibrator_ is model.query_calibrator_
+    assert new.without_database_[1] != model.without_database_[1]
 
 
 def test_given_labels_and_rows_that_cannot_be_labelled(boosted_model):  # noqa: F811
     folder, objects = boosted_model
     table = objects["table"]
-    model = SavedModel.load(folder)
+    model = BoostedNodeModel.load(folder)
     rows = _labelled(table, range(30))
     rows[0]["correct"] = not table.examples[0].correct  # the user's label wins over execution
     rows[1]["gold"] = ""

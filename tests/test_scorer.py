@@ -12,7 +12,7 @@ import pytest
 
 import rat
 from model import metrics as M
-from model.nodes.saved import SavedModel, kind_group
+from model.nodes.estimator import BoostedNodeModel, kind_group
 from model.scoring import ModelFileError, RowError, Scorer
 from model.scoring.reasons import EXPLAINABLE, ReasonContext, explain_nodes, render
 from model.train import train
@@ -70,12 +70,12 @@ def test_reloaded_model_reproduces_the_runs_in_sample_numbers(boosted_model):
 
 
 def test_compiled_trees_give_scikit_learns_probabilities_exactly(boosted_model):
-    from model.nodes.saved import CompiledTrees
+    from model.nodes.compiled import CompiledTrees
     from model.nodes.sites import with_context
 
     folder, objects = boosted_model
     table = objects["table"]
-    saved = SavedModel.load(folder)
+    saved = BoostedNodeModel.load(folder)
     x = np.vstack(table.features[:60])
     odd = x.copy()
     odd[::3, 0] = 997.0  # a node kind never seen in training
@@ -83,10 +83,10 @@ def test_compiled_trees_give_scikit_learns_probabilities_exactly(boosted_model):
     odd[::5, 5] = np.nan  # a missing numeric feature
     assert saved.site_context  # the site head reads the node model's confidences beside the features
     arities = [e.node_arity for e in table.examples[:60]]
-    for model, context in ((saved.node_model, False), (saved.site_model, True)):
+    for model, context in ((saved.node_model_, False), (saved.site_model_, True)):
         for rows in (x, odd):
             if context:
-                rows = with_context(rows, saved.node_model.predict_proba(rows)[:, 1], arities, saved.features)
+                rows = with_context(rows, saved.node_model_.predict_proba(rows)[:, 1], arities, saved.features_)
             for part in (rows, rows[:1]):
                 assert np.array_equal(CompiledTrees(model).predict_proba1(part), model.predict_proba(part)[:, 1])
 
@@ -100,7 +100,7 @@ def test_evidence_is_read_as_part_of_the_question(boosted_model):
     scorer = Scorer.load(folder)
     plain = scorer.score(**row)
     hinted = scorer.score(**row, evidence=f"it refers to {column.split('.')[-1].replace('_', ' ')}")
-    mentioned = list(scorer.saved.features).index("name_word_share")
+    mentioned = list(scorer.saved.features_).index("name_word_share")
     assert np.nanmax(hinted.features[:, mentioned]) > np.nanmax(np.nan_to_num(plain.features[:, mentioned]))
 
 
@@ -158,16 +158,16 @@ def test_look_here_first_says_how_often_such_a_pointer_was_right(boosted_model):
     assert sum(b["n"] for b in bins) > 0 and all(0 <= b["top1"] <= 1 and b["lo"] < b["hi"] for b in bins)
     scorer = Scorer.load(folder)
     one = [{"lo": 0.0, "hi": 1.0, "n": 4, "mean_score": 0.5, "top1": 0.25}]
-    scorer.saved.info["pointer_reliability"] = {"with_database": one,
+    scorer.saved.info_["pointer_reliability"] = {"with_database": one,
                                                 "without_database": [{**one[0], "top1": 0.75}]}
     query = {"sql": "SELECT T1.name FROM singer AS T1 WHERE T1.age > 20", "question": "Singers older than 20?",
              "schema": {"singer": ["singer_id", "name", "age"]}}
     scored = scorer.score(**query)  # no database: the bins measured without one
     assert scored.look_here_reliability == 0.75 and scored.to_dict()["look_here_reliability"] == 0.75
     assert "site score" in str(scored) and "error site in 75% of wrong queries, out of fold" in str(scored)
-    del scorer.saved.info["pointer_reliability"]["without_database"]  # a model scored with databases only
+    del scorer.saved.info_["pointer_reliability"]["without_database"]  # a model scored with databases only
     assert scorer.score(**query).look_here_reliability == 0.25
-    scorer.saved.info.pop("pointer_reliability")
+    scorer.saved.info_.pop("pointer_reliability")
     assert scorer.score(**query).look_here_reliability is None and "out of fold" not in str(scorer.score(**query))
     model = Scorer.load(folder).saved
     info = _adapted_info(model, model, {"queries": 1})
@@ -184,7 +184,7 @@ def test_a_bad_row_is_reported_and_the_batch_goes_on(boosted_model):
 
 def test_reasons_are_the_features_whose_typical_value_raises_the_node_most(boosted_model):
     folder, objects = boosted_model
-    saved = SavedModel.load(folder)
+    saved = BoostedNodeModel.load(folder)
     table = objects["table"]
     k = next(k for k, e in enumerate(table.examples) if not e.execution_match)
     e, x = table.examples[k], table.features[k]
@@ -194,13 +194,13 @@ def test_reasons_are_the_features_whose_typical_value_raises_the_node_most(boost
     groups = [kind_group(t) for t in e.node_types]
     reasons = explain_nodes(saved, x, nodes, contexts, groups, base)
     assert any(reasons.values())
-    col = {n: j for j, n in enumerate(saved.features)}
+    col = {n: j for j, n in enumerate(saved.features_)}
     for i, found in reasons.items():
         assert len(found) <= 3 and [r.gain for r in found] == sorted((r.gain for r in found), reverse=True)
         for r in found:
             assert r.feature in EXPLAINABLE and r.gain >= 0.01 and r.text
             row = x[i].copy()
-            row[col[r.feature]] = saved.typical[groups[i]][r.feature]
+            row[col[r.feature]] = saved.typical_[groups[i]][r.feature]
             assert saved.node_confidence(row[None])[0] - base[i] == pytest.approx(r.gain)
 
 
@@ -242,7 +242,7 @@ def test_a_model_file_with_untrusted_types_is_refused(boosted_model, tmp_path):
 
 def test_pretrained_model_loads_and_scores():
     scorer = Scorer.pretrained()
-    assert scorer.saved.info["trained_on"]["examples"] > 10000
+    assert scorer.saved.info_["trained_on"]["examples"] > 10000
     scored = scorer.score("SELECT count(*) FROM singer", question="How many singers are there?",
                           schema={"singer": ["singer_id", "name"]})
     assert 0 < scored.query_confidence < 1 and len(scored.nodes) == 4
@@ -252,10 +252,10 @@ def test_the_shipped_transfer_model_loads_and_says_what_it_is_for():
     """pretrained:spider_transfer: fitted on Spider with perturbations of its gold queries and
     without the benchmark-size features, to score another benchmark (docs/model_card.md)."""
     scorer = Scorer.load("pretrained:spider_transfer")
-    info = scorer.saved.info
+    info = scorer.saved.info_
     assert info["config"]["train_side"] == "all" and "benchmark_size" in info["config"]["drop"]
     assert info["trained_on"]["train_side_examples"] > 5000  # the perturbations
-    assert "question_words" not in scorer.saved.features and "schema_columns" not in scorer.saved.features
+    assert "question_words" not in scorer.saved.features_ and "schema_columns" not in scorer.saved.features_
     scored = scorer.score("SELECT count(*) FROM singer", question="How many singers are there?",
                           schema={"singer": ["singer_id", "name"]})
     assert 0 < scored.query_confidence < 1 and len(scored.nodes) == 4
@@ -286,7 +286,7 @@ def test_a_consensus_model_reads_every_system_of_a_question_whatever_the_order(c
     together = dict(zip(grouped, scorer.score_many([rows[k] for k in grouped], progress=False, workers=1)))
     apart = dict(zip(by_system, scorer.score_many([rows[k] for k in by_system], progress=False,
                                                   batch_size=3, workers=1)))
-    agreement = list(scorer.saved.features).index("agreement")
+    agreement = list(scorer.saved.features_).index("agreement")
     for k in grouped:
         assert not np.isnan(apart[k].features[:, agreement]).any()  # the other systems were read
         assert apart[k].to_dict() == together[k].to_dict()
@@ -299,8 +299,8 @@ def test_a_bagged_site_head_is_saved_as_a_list_and_read_as_the_mean_of_its_membe
     import skops.io as sio
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    from model.nodes.boosted import site_probability
-    from model.nodes.saved import _load_skops
+    from model.nodes.estimator import site_probability
+    from model.nodes.model_file import load_skops
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 4))
@@ -308,13 +308,13 @@ def test_a_bagged_site_head_is_saved_as_a_list_and_read_as_the_mean_of_its_membe
     members = [HistGradientBoostingClassifier(max_iter=10, random_state=0).fit(x, y, sample_weight=w)
                for w in (np.ones(300), rng.integers(0, 3, 300).astype(float))]
     sio.dump(members, tmp_path / "site_model.skops")
-    loaded = _load_skops(tmp_path / "site_model.skops")
+    loaded = load_skops(tmp_path / "site_model.skops")
     assert isinstance(loaded, list) and len(loaded) == 2
     mean = np.mean([m.predict_proba(x)[:, 1] for m in members], axis=0)
     assert np.allclose(site_probability(loaded, x), mean)
     assert not np.allclose(mean, members[0].predict_proba(x)[:, 1])  # the members differ
-    class Probability:  # SavedModel's reading of a site head, without a whole model around it
-        _probability = SavedModel._probability
+    class Probability:  # BoostedNodeModel's reading of a site head, without a whole model around it
+        _probability = BoostedNodeModel._probability
 
         def __init__(self):
             self._compiled = {}

@@ -14,7 +14,6 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from tests.test_scorer import boosted_model  # noqa: F401  (the fixture)
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

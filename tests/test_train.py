@@ -58,12 +58,12 @@ def test_experiment_composes_and_resolves(experiment, data):
 
 
 def test_features_on_spider_learn_from_the_committed_llm_answers_and_nowhere_else(tmp_path, monkeypatch):
-    from model.nodes.boosted import BoostedConfig
     from model.nodes.datamodule import NodeDataModule
+    from model.train_boosted import params_of
 
     def side(overrides):
         cfg = compose_cfg(["model=features", *overrides])
-        config = BoostedConfig.from_cfg(cfg.model)
+        config = params_of(cfg.model)
         return config.train_side, config.train_predictions
 
     train_side, answers = side(["data=spider", "data.root=/data/spider"])

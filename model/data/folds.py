@@ -89,7 +89,7 @@ def check_run_folds(run_folds: Sequence[int] | None, n_folds: int) -> list[int]:
     folds = [int(f) for f in run_folds or []]
     bad = [f for f in folds if not 0 <= f < n_folds]
     if bad:
-        from model.cli import UsageError
+        from model.errors import UsageError
 
         raise UsageError(f"data.run_folds: folds are numbered 0..{n_folds - 1}; found {bad}")
     return folds
@@ -99,7 +99,7 @@ def check_holdout_system(system: str, systems: Sequence[str]) -> None:
     """``data.holdout_system`` must name one of ``systems`` and leave another to train on."""
     systems = sorted(set(systems))
     if system not in systems or len(systems) < 2:
-        from model.cli import UsageError
+        from model.errors import UsageError
 
         why = "no such system" if system not in systems else "no other system to train on"
         raise UsageError(f"data.holdout_system={system}: {why}; found {systems}")

@@ -18,7 +18,7 @@ from math import comb
 
 import numpy as np
 
-from model.eval.report import _fmt, markdown_table
+from model.eval.report import format_number, markdown_table
 from model.metrics import pointer_reliability
 from rat.walks import error_sites, site_reading
 
@@ -171,8 +171,8 @@ def localisation_markdown(results: dict[str, dict], best_only: bool = False) -> 
         for suffix, reading in READING_NAMES.items():
             if suffix in present and (not best_only or suffix == present[-1]):
                 lines.append([name, reading, r.get("n_wrong_queries", 0),
-                              *(_fmt(r.get(f"{k}{suffix}")) for k in PER_READING),
-                              _fmt(r.get("random_top1")), _fmt(r.get("random_top3"))])
+                              *(format_number(r.get(f"{k}{suffix}")) for k in PER_READING),
+                              format_number(r.get("random_top1")), format_number(r.get("random_top3"))])
     out = markdown_table(["method", "reading", "wrong queries", "top-1", "top-3", "mrr",
                           "pointed span overlaps diff", "random top-1", "random top-3"], lines)
     by_kind = {}
@@ -184,14 +184,14 @@ def localisation_markdown(results: dict[str, dict], best_only: bool = False) -> 
         kinds = sorted({k for v in by_kind.values() for k in v}, key=lambda k: -sum(
             v.get(k, {}).get("n", 0) for v in by_kind.values()))
         out += "\n\nTop-1 per error kind (wrong queries of that kind):\n\n" + markdown_table(
-            ["method", *kinds], [[name, *(f"{_fmt(v[k]['top1'])} ({v[k]['n']})" if k in v else "" for k in kinds)]
+            ["method", *kinds], [[name, *(f"{format_number(v[k]['top1'])} ({v[k]['n']})" if k in v else "" for k in kinds)]
                                  for name, v in by_kind.items()])
     reliability = {name: r["pointer_reliability"] for name, r in results.items() if r.get("pointer_reliability")}
     if reliability and not best_only:
         out += ("\n\nHow far to trust the pointer: wrong queries by the site score of the node pointed at, "
                 "and the share of them where it is an error site:\n\n") + markdown_table(
             ["method", "site score", "wrong queries", "mean site score", "top-1"],
-            [[name, f"{b['lo']:.1f}–{b['hi']:.1f}", b["n"], _fmt(b["mean_score"]), _fmt(b["top1"])]
+            [[name, f"{b['lo']:.1f}–{b['hi']:.1f}", b["n"], format_number(b["mean_score"]), format_number(b["top1"])]
              for name, bins in reliability.items() for b in bins])
     return out
 

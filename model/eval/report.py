@@ -22,7 +22,7 @@ EXTRA_COLUMNS = ("brier", "ece_monotonic", "ece_monotonic_platt", "ace_adaptive"
 # --------------------------------------------------------------------------- Markdown
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
+def format_number(value: float | None, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     return f"{value:.{digits}f}"
@@ -32,8 +32,8 @@ def _with_ci(summary: Mapping, name: str) -> str:
     value = summary["metrics"].get(name)
     ci = summary.get("ci", {}).get(name)
     if ci is None or any(v is None or math.isnan(v) for v in ci):
-        return _fmt(value)
-    return f"{_fmt(value)} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+        return format_number(value)
+    return f"{format_number(value)} [{format_number(ci[0])}, {format_number(ci[1])}]"
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -56,18 +56,18 @@ def metrics_table(summaries: Mapping[str, Mapping], columns: Sequence[str] = TAB
     header = [first, "N", "Acc"] + [DISPLAY_NAMES.get(c, c) for c in columns]
     rows = []
     for name, s in summaries.items():
-        cells = [_with_ci(s, c) if intervals else _fmt(s["metrics"].get(c)) for c in columns]
-        rows.append([name, str(s["n"]), _fmt(s["accuracy"])] + cells)
+        cells = [_with_ci(s, c) if intervals else format_number(s["metrics"].get(c)) for c in columns]
+        rows.append([name, str(s["n"]), format_number(s["accuracy"])] + cells)
     return markdown_table(header, rows)
 
 
 def abstention_markdown(rows: Sequence[Mapping]) -> str:
     """TrustSQL RS(c) table: thresholded vs answer-all vs abstain-all."""
     header = ["c", "threshold", "RS(c)", "answer all", "abstain all", "coverage", "risk"]
-    body = [[r["penalty"] if r["penalty"] == "N" else _fmt(r["c"], 0),
-             _fmt(r["threshold"]) if math.isfinite(r["threshold"]) else "∞ (abstain)",
-             _fmt(r["rs"]), _fmt(r["rs_answer_all"]), _fmt(r["rs_abstain_all"]),
-             _fmt(r["coverage"]), _fmt(r["risk"])] for r in rows]
+    body = [[r["penalty"] if r["penalty"] == "N" else format_number(r["c"], 0),
+             format_number(r["threshold"]) if math.isfinite(r["threshold"]) else "∞ (abstain)",
+             format_number(r["rs"]), format_number(r["rs_answer_all"]), format_number(r["rs_abstain_all"]),
+             format_number(r["coverage"]), format_number(r["risk"])] for r in rows]
     return markdown_table(header, body)
 
 

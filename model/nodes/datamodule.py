@@ -77,7 +77,7 @@ class NodeDataModule(L.LightningDataModule):
         # (no data folder, databases or tokenizer needed: a GPU machine trains from it), else
         # built and written there (write_sources)
     ):
-        from model.cli import UsageError
+        from model.errors import UsageError
 
         super().__init__()
         if protocol not in ("split", "crossfit"):
@@ -129,7 +129,7 @@ class NodeDataModule(L.LightningDataModule):
         found = {s: _glob_files(s) for s in specs}
         missing = [s for s, files in found.items() if not files]
         if missing:
-            from model.cli import UsageError  # one line for the user, not a traceback
+            from model.errors import UsageError  # one line for the user, not a traceback
 
             raise UsageError(f"prediction files not found: {missing} (a relative path is read from "
                              f"the current folder, {Path.cwd()}, then from the repository's, {REPO})")
@@ -198,7 +198,7 @@ class NodeDataModule(L.LightningDataModule):
         self.build_sources()
         db_ids = [e.db_id for e in self._eval_examples()]
         if len(set(db_ids)) < self.hparams.folds:
-            from model.cli import UsageError
+            from model.errors import UsageError
 
             raise UsageError(f"data.folds={self.hparams.folds}: the eval split has only {len(set(db_ids))} "
                              "databases with examples; use fewer folds or data.protocol=split")
@@ -381,7 +381,7 @@ def read_sources(path: str | Path, key: dict | None = None) -> tuple[int, dict[s
     import gzip
     import json
 
-    from model.cli import UsageError
+    from model.errors import UsageError
     from model.nodes.examples import TokenizedExample
 
     path = Path(path)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from model.cli import UsageError
+from model.errors import UsageError
 from model.lm import load_causal_lm
 
 # Attribute names of the decoder-layer list and the final norm across HF architectures.
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     export the input-embedding rows of the tokens in a sources file."""
     import argparse
 
-    from model.cli import user_errors
+    from model.errors import user_errors
     from model.nodes.datamodule import read_sources
 
     parser = argparse.ArgumentParser(prog="python -m model.nodes.embedder", description=main.__doc__)

@@ -271,7 +271,7 @@ def build_examples(
     still read for execution (features) and required as `require_database` says.
     """
     if labels not in LABEL_KINDS:
-        from model.cli import UsageError
+        from model.errors import UsageError
 
         raise UsageError(f"data.labels must be execution or tree; found {labels!r}")
     root = Path(root)

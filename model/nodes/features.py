@@ -1016,7 +1016,12 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
 _SQL_WORD = re.compile(r"\w+|[^\w\s]")  # SQL words and punctuation, for span matching
 
 
-def _word_spans(text: str) -> list[tuple[str, int, int]]:
+def word_spans(text: str) -> list[tuple[str, int, int]]:
+    """(lower-cased word, start, end) of each SQL word of ``text``.
+
+    >>> word_spans("SELECT T1.name")
+    [('select', 0, 6), ('t1', 7, 9), ('.', 9, 10), ('name', 10, 14)]
+    """
     return [(m.group().lower(), m.start(), m.end()) for m in _SQL_WORD.finditer(text)]
 
 
@@ -1028,7 +1033,7 @@ def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]]
     >>> match
     [0, 1, 2, 3, 4, 5]
     """
-    a, b = _word_spans(canonical), _word_spans(written)
+    a, b = word_spans(canonical), word_spans(written)
     matcher = SequenceMatcher(None, [w for w, _, _ in a], [w for w, _, _ in b], autojunk=False)
     match: list[int | None] = [None] * len(a)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -1043,7 +1048,7 @@ def _scorer_lm(lm_model: str | None):
     """The scorer LM, loaded once per process: a scorer's batches (``Scorer.score_many``) each
     read its span log-probs, and loading Qwen takes seconds. A scorer LM that is not installed is
     a ``UsageError`` naming it (one line from train.py and rat-score)."""
-    from model.cli import UsageError
+    from model.errors import UsageError
     from model.lm import load_causal_lm
 
     try:
@@ -1081,7 +1086,7 @@ def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=N
             out.append(x)
             continue
         x[:, 2] = log_p.mean()
-        words = _word_spans(written)
+        words = word_spans(written)
         tokens_of_word = [[t for t, (s, end) in enumerate(offsets) if s < we and end > ws] for _, ws, we in words]
         spans = rat.sql_spans(e.sql, tree_of({"node_names": e.node_names, "node_arity": e.node_arity}),
                               schemas.get(e.db_id))

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import rat
+from rat.walks import depths_and_children
 
 # Confidence thresholds of the terminal colours: red below LOW, yellow below HIGH, green above.
 LOW, HIGH = 0.5, 0.8
@@ -87,7 +88,7 @@ class NodeScorer:
             raise ValueError("cannot score this query: it does not fit max_positions tokens")
         return [NodeScore(i, name, node_type, depth, children, float(c))
                 for i, (name, node_type, (depth, children), c) in enumerate(zip(
-                    example.node_names, example.node_types, _depths_and_children(example.node_arity),
+                    example.node_names, example.node_types, depths_and_children(example.node_arity),
                     confidences))]
 
     def score_examples(self, examples, batch_size: int = 16, progress: bool = True
@@ -113,26 +114,6 @@ class NodeScorer:
             bar.update(len(chunk))
         bar.close()
         return out
-
-
-def _depths_and_children(arity: list[int]) -> list[tuple[int, tuple[int, ...]]]:
-    """(depth, children's post-order indices) of each node of a post-order given by arities.
-
-    >>> _depths_and_children([0, 0, 2, 1])  # Root(Op(a, b))
-    [(2, ()), (2, ()), (1, (0, 1)), (0, (2,))]
-    """
-    children: list[tuple[int, ...]] = []
-    stack: list[int] = []
-    for i, k in enumerate(arity):
-        kids = tuple(stack[len(stack) - k:]) if k else ()
-        del stack[len(stack) - k:]
-        children.append(kids)
-        stack.append(i)
-    depth = [0] * len(arity)
-    for i in reversed(range(len(arity))):  # parents come after their children
-        for c in children[i]:
-            depth[c] = depth[i] + 1
-    return list(zip(depth, children))
 
 
 def format_tree(scores: list[NodeScore], color: bool = False) -> str:

@@ -35,22 +35,16 @@ from datetime import date
 
 import numpy as np
 
-from model.calibrators import prior_shift
+from model.calibrators import QueryCalibrator, prior_shift, query_aggregates
 from model.errors import AdaptError
-from model.nodes.saved import (
-    QueryCalibrator,
-    SavedModel,
-    kind_group,
-    query_aggregates,
-    typical_values,
-)
+from model.nodes.estimator import BoostedNodeModel, kind_group, typical_values
 
 
 @dataclass
 class Adaptation:
     """The adapted model and what it was adapted on."""
 
-    model: SavedModel
+    model: BoostedNodeModel
     queries: int  # outputs the teacher scored (rows that could not be read: ``errors``)
     nodes: int
     questions: int
@@ -61,7 +55,7 @@ class Adaptation:
     estimated_rates: tuple[float, float] | None = None  # the same, estimated on the outputs (label_shift)
 
 
-def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed: int = 0,
+def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Mapping], seed: int = 0,
           progress: bool = True, workers: int | None = None, hgb: Mapping | None = None,
           label_shift: bool = True) -> Adaptation:
     """``model`` (single-system) fitted again on ``teacher``'s (consensus) node confidences of
@@ -79,8 +73,8 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
     ...
     model.errors.AdaptError: the teacher reads one system's answer alone (a model=features run with model.groups=single+consensus reads the others)
     """
-    from model.nodes.boosted import (
-        BoostedConfig,
+    from model.nodes.estimator import (
+        BoostedParams,
         dropped_database,
         fit_classifier,
         without_database,
@@ -88,20 +82,20 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
     from model.nodes.features import CONSENSUS_FEATURES
     from model.scoring.scorer import RowError, Scorer, readable_database
 
-    if model.quantiles is not None or teacher.quantiles is not None:
+    if model.quantiles_ is not None or teacher.quantiles_ is not None:
         raise AdaptError("a model that reads count features as quantiles (model.quantiles=true) cannot be "
                          "adapted yet; score your outputs with --quantiles rows instead")
-    if not set(teacher.features) & set(CONSENSUS_FEATURES):
+    if not set(teacher.features_) & set(CONSENSUS_FEATURES):
         raise AdaptError("the teacher reads one system's answer alone (a model=features run with "
                          "model.groups=single+consensus reads the others)")
-    if set(model.features) & set(CONSENSUS_FEATURES):
+    if set(model.features_) & set(CONSENSUS_FEATURES):
         raise AdaptError("the model to adapt reads other systems' answers: adapt a single-system model")
     answers = Counter(str(r.get("question_id")) for r in rows if r.get("question_id") is not None)
     if not any(n > 1 for n in answers.values()):
         raise AdaptError("no question is answered by two or more systems (rows need a question_id and a "
                          "system; give one file per system)")
     results = Scorer(teacher).score_many(rows, progress=progress, spans=False, workers=workers,
-                                         features=model.features)
+                                         features=model.features_)
     errors = Counter(r.message.split(":")[0][:60] for r in results if isinstance(r, RowError))
     scored = [(row, r) for row, r in zip(rows, results) if not isinstance(r, RowError)]
     if not scored:
@@ -115,22 +109,22 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
         soft, node_rate = prior_shift(soft, rates[0])
         target, query_rate = prior_shift(target, rates[1])
         estimated = (node_rate, query_rate)
-    config = model.info.get("config", {})
+    config = model.info_.get("config", {})
     database = config.get("database", "with")
     with_db = np.array([readable_database(row.get("database")) for row, _ in scored])
     sizes = [len(r.nodes) for _, r in scored]
     if database == "without":
-        x = without_database(x, model.features)
+        x = without_database(x, model.features_)
     elif database in ("dropout", "both"):  # as the model was trained: a random half without
         blank = np.repeat(dropped_database(len(scored), seed) & with_db, sizes)
-        x = without_database(x, model.features, np.flatnonzero(blank))
-    settings = BoostedConfig(hgb=dict(hgb or config.get("hgb") or BoostedConfig().hgb),
-                             monotone=bool(config.get("monotone"))).node_hgb(model.features)
+        x = without_database(x, model.features_, np.flatnonzero(blank))
+    settings = BoostedParams(hgb=dict(hgb or config.get("hgb") or BoostedParams().hgb),
+                             monotone=bool(config.get("monotone"))).node_hgb(model.features_)
     n = len(x)
     if progress:
         print(f"adapt: fitting the node model on {n} nodes of {len(scored)} outputs "
               f"({settings.get('max_iter', 100)} trees)", file=sys.stderr, flush=True)
-    node_model = fit_classifier(np.vstack([x, x]), np.r_[np.ones(n), np.zeros(n)], model.features, settings, seed,
+    node_model = fit_classifier(np.vstack([x, x]), np.r_[np.ones(n), np.zeros(n)], model.features_, settings, seed,
                                 sample_weight=np.r_[soft, 1 - soft])
     systems = dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items()))
     questions = len({str(r.question_id) for _, r in scored})
@@ -140,58 +134,58 @@ def adapt(model: SavedModel, teacher: SavedModel, rows: Sequence[Mapping], seed:
                   # label shift: the teacher's rates of right nodes / queries, and those estimated here
                   "teacher_rates": list(rates) if rates else None,
                   "estimated_rates": [round(r, 4) for r in estimated] if estimated else None}
-    adapted = SavedModel(node_model, model.site_model, None, model.query_calibrator, model.features,
-                         model.typical, _adapted_info(model, teacher, adapted_on), None)
+    adapted = BoostedNodeModel.from_parts(node_model, model.site_model_, None, model.query_calibrator_, model.features_,
+                         model.typical_, _adapted_info(model, teacher, adapted_on), None)
     raw = adapted.raw_node_probability(x)
     confidence = np.split(raw, np.cumsum(sizes)[:-1])
     aggregates = np.array([query_aggregates(c) for c in confidence])
-    adapted.query_calibrator = QueryCalibrator.fit(np.vstack([aggregates, aggregates]),
+    adapted.query_calibrator_ = QueryCalibrator.fit(np.vstack([aggregates, aggregates]),
                                                    np.r_[np.ones(len(target)), np.zeros(len(target))],
                                                    sample_weight=np.r_[target, 1 - target])
     kinds = [kind_group(node.kind) for _, r in scored for node in r.nodes]
-    adapted.typical = typical_values(x, (soft >= 0.5).astype(int), kinds, model.features)
+    adapted.typical_ = typical_values(x, (soft >= 0.5).astype(int), kinds, model.features_)
     sites = np.concatenate([[n.site_score for n in r.nodes] for _, r in scored])
-    if model.site_model is not None and not np.isnan(sites).any():
-        adapted.site_model = _site_head(model, x, raw, [[len(n.children) for n in r.nodes] for _, r in scored],
+    if model.site_model_ is not None and not np.isnan(sites).any():
+        adapted.site_model_ = _site_head(model, x, raw, [[len(n.children) for n in r.nodes] for _, r in scored],
                                         sites, np.repeat(1 - target, sizes), seed)
     return Adaptation(adapted, len(scored), n, questions, shared, systems, errors, rates, estimated)
 
 
-def _site_head(model: SavedModel, x: np.ndarray, raw: np.ndarray, arities: list[list[int]], sites: np.ndarray,
+def _site_head(model: BoostedNodeModel, x: np.ndarray, raw: np.ndarray, arities: list[list[int]], sites: np.ndarray,
                wrong: np.ndarray, seed: int):
     """The site head fitted again on the teacher's site scores (soft labels: where a wrong query
     goes wrong), each node weighted by how likely its query is wrong (the site head answers "if
     wrong, where?"); with ``site_context`` it reads the adapted node model's probabilities."""
-    from model.nodes.boosted import BoostedConfig, fit_classifier
+    from model.nodes.estimator import BoostedParams, fit_classifier
     from model.nodes.sites import context_names, with_context
 
-    names = tuple(model.features)
+    names = tuple(model.features_)
     if model.site_context:
         x, names = with_context(x, raw, arities, names), (*names, *context_names(names))
-    config = model.info.get("config", {})
-    settings = BoostedConfig(hgb=dict(config.get("hgb") or {}), site_hgb=config.get("site_hgb"),
+    config = model.info_.get("config", {})
+    settings = BoostedParams(hgb=dict(config.get("hgb") or {}), site_hgb=config.get("site_hgb"),
                              site_monotone=config.get("site_monotone") or "none").site_head_hgb(names)
     sites = np.clip(sites, 0.0, 1.0)
     return fit_classifier(np.vstack([x, x]), np.r_[np.ones(len(x)), np.zeros(len(x))], names, settings, seed,
                           sample_weight=np.r_[sites * wrong, (1 - sites) * wrong])
 
 
-def _source_rates(teacher: SavedModel) -> tuple[float, float] | None:
+def _source_rates(teacher: BoostedNodeModel) -> tuple[float, float] | None:
     """(right nodes, right queries) as shares of what the teacher was trained on, from its card."""
-    trained = teacher.info.get("trained_on", {})
+    trained = teacher.info_.get("trained_on", {})
     if not all(trained.get(k) for k in ("correct_nodes", "nodes", "correct_queries", "examples")):
         return None
     return trained["correct_nodes"] / trained["nodes"], trained["correct_queries"] / trained["examples"]
 
 
-def _adapted_info(model: SavedModel, teacher: SavedModel, adapted_on: dict) -> dict:
+def _adapted_info(model: BoostedNodeModel, teacher: BoostedNodeModel, adapted_on: dict) -> dict:
     """The model card of the adapted model: the base model's description under ``base_model``
     (its metrics are the base model's, measured before adaptation)."""
-    base = {k: model.info.get(k) for k in ("method", "trained_on", "metrics", "created", "pointer_reliability")}
+    base = {k: model.info_.get(k) for k in ("method", "trained_on", "metrics", "created", "pointer_reliability")}
     # the site head is fitted again: the base model's pointer reliability does not describe it
-    return {**{k: v for k, v in model.info.items()
+    return {**{k: v for k, v in model.info_.items()
                if k not in ("metrics", "trained_on", "created", "pointer_reliability")},
             "created": date.today().isoformat(),
-            "method": f"{model.info.get('method', 'boosted node features')}, adapted",
+            "method": f"{model.info_.get('method', 'boosted node features')}, adapted",
             "metrics": {}, "trained_on": {"adapted_on": adapted_on}, "base_model": base,
-            "teacher": {k: teacher.info.get(k) for k in ("method", "trained_on", "created")}}
+            "teacher": {k: teacher.info_.get(k) for k in ("method", "trained_on", "created")}}

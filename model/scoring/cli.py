@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         scorer = load_scorer(args.model)
         if args.quantiles == "rows" and args.sql:
             raise UsageError("--quantiles rows reads a prediction file's own queries: give --predictions")
-        if args.quantiles == "rows" and getattr(scorer.saved, "quantiles", None) is None:
+        if args.quantiles == "rows" and getattr(scorer.saved, "quantiles_", None) is None:
             raise UsageError(f"--quantiles rows: the model {args.model} does not read quantiles "
                              "(trained without model.quantiles=true)")
         if args.sql:
@@ -110,6 +110,7 @@ def _database(args, db_id: str | None):
 
 def score_one(scorer, args, schemas: dict) -> int:
     import rat
+
     from model.scoring.scorer import format_scored
 
     if args.db_id and schemas and args.db_id not in schemas:
@@ -195,6 +196,7 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
 def score_file(scorer, args, schemas: dict) -> int:
     from model.data.jsonl import write_jsonl
     from model.eval.report import html_report
+
     from model.scoring.scorer import RowError, report_entries
 
     skipped: Counter = Counter()

@@ -2,7 +2,7 @@
 
 A reason is a feature whose value pushed the node's confidence down: setting that one feature to
 its typical value (the median over correct nodes of the same kind in the training data,
-``model.nodes.saved.typical_values``) and scoring the node again raises its confidence. The
+``model.nodes.estimator.typical_values``) and scoring the node again raises its confidence. The
 reasons shown are the (up to three) features with the largest such rise, so each comes with a
 measured effect (``Reason.gain``): the explanation is faithful by construction to the one-feature
 change it names. Structural features (tree size, depth, node position) are context, not a
@@ -191,14 +191,14 @@ def render(feature: str, value: float, ctx: ReasonContext) -> str:
 def explain_nodes(saved, x: np.ndarray, nodes: list[int], contexts: list[ReasonContext],
                   kind_groups: list[str], base: np.ndarray, database: bool = True) -> dict[int, list[Reason]]:
     """Reasons of the nodes ``nodes`` of one query: ``x`` is its feature matrix (nodes,
-    features, ``saved.features`` order), ``base`` its nodes' calibrated confidences (with a
+    features, ``saved.features_`` order), ``base`` its nodes' calibrated confidences (with a
     database or not: ``database``). One prediction scores every (node, feature set to typical)
     variant."""
-    col = {name: j for j, name in enumerate(saved.features)}
+    col = {name: j for j, name in enumerate(saved.features_)}
     candidates = [name for name in EXPLAINABLE if name in col]
     variants, owners = [], []
     for i in nodes:
-        typical = saved.typical.get(kind_groups[i], {})
+        typical = saved.typical_.get(kind_groups[i], {})
         for name in candidates:
             value, usual = x[i, col[name]], typical.get(name)
             if usual is None or np.isnan(value) or value == usual:

@@ -28,7 +28,8 @@ from datetime import date
 import numpy as np
 
 import rat
-from model.nodes.saved import QueryCalibrator, SavedModel, query_aggregates
+from model.calibrators import QueryCalibrator, query_aggregates
+from model.nodes.estimator import BoostedNodeModel
 
 LABELS = ("execution", "tree")
 # execution outcome -> execution match (a failed gold query gives no label)
@@ -42,7 +43,7 @@ from model.errors import RecalibrationError
 class Recalibration:
     """The recalibrated model, what it was fitted on, and how the model as given did there."""
 
-    model: SavedModel
+    model: BoostedNodeModel
     queries: int
     nodes: int
     right_queries: int
@@ -53,7 +54,7 @@ class Recalibration:
     refitted: list[str] = field(default_factory=list)  # the calibrator pairs replaced ("all", "with database"...)
 
 
-def recalibrate(model: SavedModel, rows: Sequence[Mapping], calibration: str = "platt", labels: str = "execution",
+def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: str = "platt", labels: str = "execution",
                 select: bool = True, progress: bool = True, workers: int | None = None) -> Recalibration:
     """``model`` with its node and whole-query calibrators fitted again on ``rows``
     (``Scorer.score_many`` rows, each with its ``gold`` SQL; ``correct``, if a row has it, is
@@ -94,7 +95,7 @@ def recalibrate(model: SavedModel, rows: Sequence[Mapping], calibration: str = "
     if not usable:
         raise RecalibrationError(f"none of the {len(rows)} rows could be labelled (no gold SQL)")
     results = Scorer(model).score_many(usable, progress=progress, workers=workers,  # spans: keeps the trees
-                                       features=model.features)
+                                       features=model.features_)
     errors.update(r.message.split(":")[0][:60] for r in results if isinstance(r, RowError))
     scored = [(row, r) for row, r in zip(usable, results) if not isinstance(r, RowError)]
     databases = [readable_database(row.get("database")) for row, _ in scored]
@@ -135,9 +136,9 @@ def recalibrate(model: SavedModel, rows: Sequence[Mapping], calibration: str = "
     before_conf = np.array([r.query_confidence for r, *_ in kept])
     before = {"query_confidence": float(before_conf.mean()), "query_ece": M.ece(before_conf, correct),
               "node_ece": M.ece(np.concatenate([[n.confidence for n in r.nodes] for r, *_ in kept]), y_all)}
-    new = SavedModel(model.node_model, model.site_model, model.calibrator, model.query_calibrator, model.features,
-                     model.typical, dict(model.info), model.without_database)
-    modes = [True, False] if model.without_database is not None else [None]
+    new = BoostedNodeModel.from_parts(model.node_model_, model.site_model_, model.calibrator_, model.query_calibrator_, model.features_,
+                     model.typical_, dict(model.info_), model.without_database_)
+    modes = [True, False] if model.without_database_ is not None else [None]
     refitted = []
     for mode in modes:
         picked = [k for k, (_, database, _, _) in enumerate(kept) if mode is None or database == mode]
@@ -150,10 +151,10 @@ def recalibrate(model: SavedModel, rows: Sequence[Mapping], calibration: str = "
         calibrator, query_calibrator = _fit_pair(raws, ys, correct[picked], calibration)
         refitted.append("with database" if mode else "without database" if mode is False else "all")
         if mode is False:
-            new.without_database = (calibrator, query_calibrator)
+            new.without_database_ = (calibrator, query_calibrator)
         else:
-            new.calibrator, new.query_calibrator = calibrator, query_calibrator
-    new.info["recalibrated_on"] = {"queries": len(kept), "nodes": len(y_all), "right_queries": int(correct.sum()),
+            new.calibrator_, new.query_calibrator_ = calibrator, query_calibrator
+    new.info_["recalibrated_on"] = {"queries": len(kept), "nodes": len(y_all), "right_queries": int(correct.sum()),
                                    "labels": dict(how), "calibration": calibration,
                                    "with_database": int(sum(d for _, d, _, _ in kept)), "refitted": refitted,
                                    "created": date.today().isoformat(),

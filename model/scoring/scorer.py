@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 import rat
-from model.nodes.saved import ModelFileError, SavedModel, kind_group
+from model.errors import ModelFileError
+from model.nodes.estimator import BoostedNodeModel, kind_group
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
 
 # spider_consensus: rat-adapt's teacher; spider_transfer: fitted on Spider to score another
@@ -129,7 +129,7 @@ class Scorer:
     run directory / ``.ckpt`` (the neural model has no named features: no reasons, and its
     whole-query confidence is its least confident node, uncalibrated)."""
 
-    def __init__(self, saved: SavedModel | None = None, neural=None, feature_timeout_s: float = 5.0):
+    def __init__(self, saved: BoostedNodeModel | None = None, neural=None, feature_timeout_s: float = 5.0):
         if (saved is None) == (neural is None):
             raise ValueError("give a saved boosted model or a neural NodeScorer")
         self.saved, self.neural = saved, neural
@@ -140,7 +140,7 @@ class Scorer:
         """The model shipped in the package (``docs/model_card.md``)."""
         if name not in PRETRAINED:
             raise ModelFileError(f"no pretrained model {name!r}; there is: {', '.join(PRETRAINED)}")
-        return cls(SavedModel.load(PRETRAINED[name]))
+        return cls(BoostedNodeModel.load(PRETRAINED[name]))
 
     @classmethod
     def load(cls, path: str | Path) -> Scorer:
@@ -157,7 +157,7 @@ class Scorer:
                                  "or .ckpt, or 'pretrained')")
         for folder in (path, path / "model"):
             if (folder / "model.json").is_file():
-                return cls(SavedModel.load(folder))
+                return cls(BoostedNodeModel.load(folder))
         if path.suffix == ".ckpt" or (path / "checkpoints").is_dir() or (path / "metrics.json").is_file():
             from model.nodes.infer import NodeScorer, resolve_checkpoint
 
@@ -171,7 +171,7 @@ class Scorer:
     @property
     def description(self) -> str:
         if self.saved is not None:
-            return self.saved.info.get("method", "boosted node features")
+            return self.saved.info_.get("method", "boosted node features")
         return "neural node model"
 
     # ------------------------------------------------------------------------- scoring
@@ -223,16 +223,16 @@ class Scorer:
         bar = tqdm(total=len(rows), desc="scoring", unit="query", disable=not progress, leave=False)
         out: list[ScoredQuery | RowError | None] = [None] * len(rows)
         jobs = [([rows[i] for i in positions], positions, spans, features) for positions in batches]
-        reference = self.saved.quantiles if self.saved is not None else None
+        reference = self.saved.quantiles_ if self.saved is not None else None
         with _prepared_batches(self, jobs, workers) as prepared:
             if reference is not None and own_quantiles:  # every row's features first: the rows' own reference
                 from model.nodes.quantiles import Quantiles
 
                 prepared = list(prepared)
-                columns = len(self.saved.features)
+                columns = len(self.saved.features_)
                 matrices = [m[:, :columns] for batch in prepared for m in batch.features]
                 if matrices:
-                    reference = Quantiles.fit(np.vstack(matrices), self.saved.features, reference.features)
+                    reference = Quantiles.fit(np.vstack(matrices), self.saved.features_, reference.features)
             for (chunk, positions, *_), batch in zip(jobs, prepared):
                 for i, result in zip(positions, self._finish(batch, chunk, reasons, reference)):
                     out[i] = result
@@ -246,7 +246,7 @@ class Scorer:
         lands in the same batch, whatever the input order."""
         from model.nodes.features import CONSENSUS_FEATURES
 
-        if self.saved is None or not set(self.saved.features) & set(CONSENSUS_FEATURES):
+        if self.saved is None or not set(self.saved.features_) & set(CONSENSUS_FEATURES):
             return [list(range(start, min(start + batch_size, len(rows)))) for start in range(0, len(rows), batch_size)]
         groups: dict[object, list[int]] = {}
         for i, row in enumerate(rows):
@@ -304,7 +304,7 @@ class Scorer:
                 ) -> list[ScoredQuery | RowError]:
         results: list[ScoredQuery | RowError | None] = list(batch.errors)
         if batch.examples:
-            model_columns = len(self.saved.features) if self.saved is not None else 0
+            model_columns = len(self.saved.features_) if self.saved is not None else 0
             databases = [readable_database(batch.databases.get(e.db_id)) for e in batch.examples]
             if quantiles is not None:  # count features read as quantiles (model.quantiles)
                 names = self._column_order(batch.columns or ())
@@ -333,7 +333,7 @@ class Scorer:
         scored with or without a database; None when the model saved none or the bin was empty."""
         from model.metrics import pointer_rate
 
-        saved = self.saved.info.get("pointer_reliability") or {}
+        saved = self.saved.info_.get("pointer_reliability") or {}
         bins = saved.get("with_database" if with_database or "without_database" not in saved else "without_database")
         return pointer_rate(bins or [], site_score)
 
@@ -345,7 +345,7 @@ class Scorer:
     def _column_order(self, extra: Sequence[str]) -> list[str]:
         """The columns of the matrices ``_features`` computes: the model's, then those of
         ``extra`` the model does not read."""
-        return list(self.saved.features) + [n for n in extra if n not in self.saved.features]
+        return list(self.saved.features_) + [n for n in extra if n not in self.saved.features_]
 
     def _features(self, examples: list, schemas: dict, databases: dict, extra: Sequence[str] = ()
                   ) -> list[np.ndarray]:
@@ -353,11 +353,11 @@ class Scorer:
         then the columns of ``extra`` the model does not read."""
         from model.nodes.features import CONSENSUS_FEATURES, LM_FEATURES, build_features
 
-        wanted = set(self.saved.features) | set(extra)
+        wanted = set(self.saved.features_) | set(extra)
         matrices, names, _ = build_features(
             examples, schemas, databases, consensus=bool(wanted & set(CONSENSUS_FEATURES)),
             use_cache=False, timeout_s=self.feature_timeout_s, progress=False,
-            lm=(self.saved.info.get("config", {}).get("lm") or True) if wanted & set(LM_FEATURES) else False,
+            lm=(self.saved.info_.get("config", {}).get("lm") or True) if wanted & set(LM_FEATURES) else False,
             semantic=any(n.startswith(("name_semantic", "subtree_min_sem")) for n in wanted))
         index = {n: j for j, n in enumerate(names)}
         order = self._column_order(extra)
@@ -431,10 +431,10 @@ def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None) -> list[t
 
 
 def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
-    from model.nodes.features import _word_spans, written_word_of
+    from model.nodes.features import word_spans, written_word_of
 
     canonical_words, match = written_word_of(located.sql, sql)
-    written_words = _word_spans(sql)
+    written_words = word_spans(sql)
     starts = [ws for ws, _ in canonical_words]  # in text order: a span's words are a run of them
     out: list[tuple[int, int] | None] = []
     for span in located.spans:
@@ -454,13 +454,13 @@ def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
 
 def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, tree: rat.Node | None,
               located: list[tuple[int, int] | None] | None) -> ScoredQuery:
-    from model.nodes.infer import _depths_and_children
+    from rat.walks import depths_and_children
 
     located = located or [None] * len(conf)
     nodes = [ScoredNode(i, name, kind, depth, children, float(c), float(s), span,
                         example.sql[span[0]:span[1]] if span else None, why.get(i, []))
              for i, (name, kind, (depth, children), c, s, span) in enumerate(zip(
-                 example.node_names, example.node_types, _depths_and_children(example.node_arity),
+                 example.node_names, example.node_types, depths_and_children(example.node_arity),
                  conf, site, located))]
     order = np.argsort(-np.nan_to_num(np.asarray(site, dtype=float), nan=-1.0), kind="stable")
     return ScoredQuery(example.sql, str(row.get("question") or ""), nodes, float(query_conf), int(order[0]),

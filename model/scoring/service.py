@@ -30,8 +30,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.concurrency import run_in_threadpool
     from fastapi.responses import HTMLResponse, JSONResponse
-
     from model.data.datasets import database_path
+
     from model.scoring.scorer import RowError
 
     root = data_root.resolve() if data_root else None
@@ -83,7 +83,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
 
     @app.get("/health")
     def health() -> dict:
-        info = scorer.saved.info if scorer.saved is not None else {}
+        info = scorer.saved.info_ if scorer.saved is not None else {}
         return {"status": "ok", "model": scorer.description,
                 "feature_version": info.get("feature_version"), "databases": len(schemas)}
 
@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
         import fastapi  # noqa: F401  (create_app's)
         import uvicorn
-    from model.cli import UsageError
+    from model.errors import UsageError
+
     from model.scoring.cli import _load_scorer, _schemas
 
     try:

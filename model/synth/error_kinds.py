@@ -10,7 +10,7 @@ import sqlglot
 from sqlglot import exp
 
 import rat
-from model.synth.perturb import _AGGREGATE_SWAPS, _COMPARISONS, _in_join_condition
+from model.synth.perturb import AGGREGATE_SWAPS, COMPARISON_TYPES, in_join_condition
 
 ERROR_CLASSES = ("unparsable", "structure", "table", "join", "projection", "missing_condition",
                  "extra_condition", "aggregate", "group_by", "operator", "column", "value",
@@ -28,9 +28,9 @@ def _join_key(condition: exp.Expression) -> str:
 def _features(tree: exp.Expression) -> dict[str, object]:
     """Comparable aspects of a canonical query tree, one entry per error class."""
     def outside_join(nodes):
-        return [n for n in nodes if not _in_join_condition(n)]
+        return [n for n in nodes if not in_join_condition(n)]
 
-    comparisons = outside_join(tree.find_all(*_COMPARISONS, exp.Between, exp.In))
+    comparisons = outside_join(tree.find_all(*COMPARISON_TYPES, exp.Between, exp.In))
     outermost = [s for s in tree.find_all(exp.Select)
                  if s is tree or isinstance(s.parent, exp.SetOperation)]
     return {
@@ -43,7 +43,7 @@ def _features(tree: exp.Expression) -> dict[str, object]:
                         if j.args.get("on")),
         "projection": [len(s.expressions) for s in outermost],
         "condition": len(comparisons),
-        "aggregate": Counter(type(a).__name__ for a in tree.find_all(*_AGGREGATE_SWAPS)),
+        "aggregate": Counter(type(a).__name__ for a in tree.find_all(*AGGREGATE_SWAPS)),
         "group_by": Counter(g.sql() for grp in tree.find_all(exp.Group) for g in grp.expressions),
         "operator": Counter(type(c).__name__ for c in comparisons),
         "column": Counter(c.sql() for c in outside_join(tree.find_all(exp.Column))),

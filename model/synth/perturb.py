@@ -62,14 +62,14 @@ KINDS = tuple(DEFAULT_MIX)
 SCHEMA_ITEM_KINDS = ("column", "table")  # the paper's perturbations
 TOP_K = 5
 
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like)
+COMPARISON_TYPES = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like)
 _OPERATOR_SWAPS = {
     exp.EQ: (exp.NEQ, exp.GT, exp.LT, exp.Like), exp.NEQ: (exp.EQ,),
     exp.GT: (exp.GTE, exp.LT, exp.LTE, exp.EQ), exp.GTE: (exp.GT, exp.LTE, exp.LT),
     exp.LT: (exp.LTE, exp.GT, exp.GTE, exp.EQ), exp.LTE: (exp.LT, exp.GTE, exp.GT),
     exp.Like: (exp.EQ, exp.NEQ),
 }
-_AGGREGATE_SWAPS = {
+AGGREGATE_SWAPS = {
     exp.Max: (exp.Min, exp.Avg, exp.Sum), exp.Min: (exp.Max, exp.Avg),
     exp.Avg: (exp.Sum, exp.Max, exp.Min), exp.Sum: (exp.Avg, exp.Count, exp.Max),
     exp.Count: (exp.Sum, exp.Max),
@@ -115,7 +115,7 @@ def _is_select_scope(scope: Scope) -> bool:
     return isinstance(scope.expression, exp.Select)
 
 
-def _in_join_condition(node: exp.Expression) -> bool:
+def in_join_condition(node: exp.Expression) -> bool:
     parent = node.parent
     while parent is not None and not isinstance(parent, exp.Select):
         if isinstance(parent, exp.Join):
@@ -287,9 +287,9 @@ class Perturber:
                 table = _column_table(column, scope, self.schema)
                 if table is None or column.name.lower() not in (self.schema.tables.get(table) or ()):
                     continue
-                if where == "no_join" and _in_join_condition(column):
+                if where == "no_join" and in_join_condition(column):
                     continue
-                if where == "join" and not _in_join_condition(column):
+                if where == "join" and not in_join_condition(column):
                     continue
                 out.append((column, scope, table))
         return out
@@ -371,7 +371,7 @@ class Perturber:
         return f"{old} -> {new}"
 
     def _comparisons(self, tree):
-        return [c for c in tree.find_all(*_COMPARISONS) if not _in_join_condition(c)]
+        return [c for c in tree.find_all(*COMPARISON_TYPES) if not in_join_condition(c)]
 
     def _operator(self, tree, rng):
         comparisons = self._comparisons(tree)
@@ -387,8 +387,8 @@ class Perturber:
         parent = literal.parent
         if isinstance(parent, exp.Between):
             parent = parent.this
-        other = parent.this if isinstance(parent, (*_COMPARISONS, exp.Between)) else parent
-        if isinstance(parent, _COMPARISONS):
+        other = parent.this if isinstance(parent, (*COMPARISON_TYPES, exp.Between)) else parent
+        if isinstance(parent, COMPARISON_TYPES):
             other = parent.this if parent.expression is literal else parent.expression
         if isinstance(other, exp.Column):
             for column, _, table in self._columns(tree):
@@ -462,7 +462,7 @@ class Perturber:
         return f"{'added' if where else 'new WHERE'} {condition.sql(dialect='sqlite')}"
 
     def _aggregate(self, tree, rng):
-        aggregates = [a for a in tree.find_all(*_AGGREGATE_SWAPS)
+        aggregates = [a for a in tree.find_all(*AGGREGATE_SWAPS)
                       if not (isinstance(a, exp.Count) and isinstance(a.this, exp.Star))]
         if not aggregates:
             return None
@@ -474,7 +474,7 @@ class Perturber:
         if isinstance(node, exp.Count) and not isinstance(inner, exp.Distinct) and rng.random() < 0.5:
             node.set("this", exp.Distinct(expressions=[inner.copy()]))
             return "count(x) -> count(DISTINCT x)"
-        new_type = rng.choice(_AGGREGATE_SWAPS[type(node)])
+        new_type = rng.choice(AGGREGATE_SWAPS[type(node)])
         node.replace(new_type(this=inner.copy()))
         return f"{type(node).__name__} -> {new_type.__name__}"
 

@@ -108,14 +108,14 @@ def _evaluate_once(method: Method, fit: BaseScores, test: BaseScores) -> dict[st
         out.update({"brier_platt": M.brier(ps, y), "ece_platt": METRICS["ece"](ps, y),
                     "brier_isotonic": M.brier(iso, y), "ece_isotonic": METRICS["ece"](iso, y)})
     else:
-        cal = method.make().fit(_matrix(fit, method.features), fit.label)
-        conf = cal.confidence(_matrix(test, method.features))
+        cal = method.make().fit(score_matrix(fit, method.features), fit.label)
+        conf = cal.confidence(score_matrix(test, method.features))
         out.update({k: f(conf, y) for k, f in METRICS.items()})
         out.update({"brier_platt": out["brier"], "ece_platt": out["ece"]})  # MPS is a Platt scaler
     return {k: float(v) for k, v in out.items()}
 
 
-def _matrix(table: BaseScores, features: Sequence[str]) -> np.ndarray:
+def score_matrix(table: BaseScores, features: Sequence[str]) -> np.ndarray:
     return np.stack([table.columns[f] for f in features], axis=1)  # (n, n_features)
 
 
@@ -161,7 +161,7 @@ def fit_calibrators(table: BaseScores, methods: Sequence[Method]) -> dict[str, d
                 fitted[str(system)][f"{m.name}+PS"] = PlattScaler(m.platt_kind).fit(x, t.label)
                 fitted[str(system)][f"{m.name}+isotonic"] = IsotonicCalibrator().fit(x, t.label)
             else:
-                fitted[str(system)][m.name] = m.make().fit(_matrix(t, m.features), t.label)
+                fitted[str(system)][m.name] = m.make().fit(score_matrix(t, m.features), t.label)
     return fitted
 
 

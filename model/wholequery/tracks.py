@@ -23,7 +23,7 @@ import numpy as np
 from model import metrics as M
 from model.calibrators import BoostedCombiner, MultivariatePlattScaler, TunedMPS
 from model.wholequery.base_scores import BaseScores
-from model.wholequery.methods import Method, _matrix
+from model.wholequery.methods import Method, score_matrix
 from model.wholequery.protocols import fit_test_splits
 
 TRACKS = ("single-system", "consensus")
@@ -71,7 +71,7 @@ def _confidence(method: Method, fit: BaseScores, test: BaseScores) -> np.ndarray
     if method.make is None:
         x = fit.columns[method.features[0]]
         return PlattScaler(method.platt_kind).fit(x, fit.label).confidence(test.columns[method.features[0]])
-    return method.make().fit(_matrix(fit, method.features), fit.label).confidence(_matrix(test, method.features))
+    return method.make().fit(score_matrix(fit, method.features), fit.label).confidence(score_matrix(test, method.features))
 
 
 def pooled_out_of_fold(table: BaseScores, method: Method, protocol: str = "rest", n_folds: int = 5,

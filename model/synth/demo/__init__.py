@@ -30,12 +30,12 @@ from model.synth.demo.databases import (
     spider_table_entry,
     write_database,
 )
-from model.synth.demo.questions import _non_empty, generate_questions
+from model.synth.demo.questions import generate_questions, non_empty
 from model.synth.demo.systems import (
     DEMO_SYSTEMS,
     SAMPLES_PER_PREDICTION,
-    _template_difficulty,
     make_predictions,
+    template_difficulty,
 )
 
 __all__ = ["DEMO_SYSTEMS", "SAMPLES_PER_PREDICTION", "build_demo", "demo_root"]
@@ -78,13 +78,13 @@ def build_demo(root: Path, seed: int = 0) -> Path:
                 record = {"db_id": db_id, "question": gq.question, "query": gq.query}
                 if split_rng.random() < DEV_FRACTION:
                     dev.append(record)
-                    dev_difficulty.append(_template_difficulty(gq.template))
+                    dev_difficulty.append(template_difficulty(gq.template))
                 else:
                     train.append(record)
             for item in (h for h in hand if h["db_id"] == db_id):
                 for sql in [item["query"], *item["right"], *item["wrong"]]:
                     conn.execute(sql).fetchall()  # hand-written SQL must at least run
-                if not _non_empty(conn, item["query"]):
+                if not non_empty(conn, item["query"]):
                     raise ValueError(f"hand-written gold returns nothing: {item['query']}")
                 hand_by_index[len(dev)] = item
                 dev.append({"db_id": db_id, "question": item["question"], "query": item["query"]})

@@ -392,7 +392,7 @@ def bridge(db, v):
                f"GROUP BY {rt.name}.{rfk[1]}"))
 
 
-def _non_empty(conn: sqlite3.Connection, sql: str) -> bool:
+def non_empty(conn: sqlite3.Connection, sql: str) -> bool:
     try:
         rows = conn.execute(sql).fetchall()
     except sqlite3.Error as error:
@@ -411,7 +411,7 @@ def generate_questions(db: Database, conn: sqlite3.Connection, seed: int = 0,
         rng.shuffle(candidates)
         kept = 0
         for question, sql in candidates:
-            if kept == per_template or sql in seen or not _non_empty(conn, sql):
+            if kept == per_template or sql in seen or not non_empty(conn, sql):
                 continue
             seen.add(sql)
             questions.append(GoldQuestion(db.db_id, question, sql, name))

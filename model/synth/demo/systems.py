@@ -17,7 +17,7 @@ WRONG_POOL = 6  # distinct perturbations per dev question that the systems' mist
 # Predictions of pseudo-systems
 
 
-def _template_difficulty(template_name: str) -> float:
+def template_difficulty(template_name: str) -> float:
     """Logit offset: harder constructs get more errors, as in real systems."""
     hard = {"intersect": 1.2, "except_": 1.2, "not_in": 0.9, "in_subquery": 0.9, "bridge": 0.9,
             "above_average": 0.6, "union_categories": 0.8, "join_having": 0.7, "join_argmax": 0.7,

@@ -1,0 +1,693 @@
+"""The boosted node model as an estimator: ``BoostedNodeModel`` (node model + site head +
+calibrators) with its parameters ``BoostedParams``, in the scikit-learn style: ``fit(table) ->
+self``, ``predict_proba``, ``site_scores``, ``save`` / ``load``; fitted state in attributes ending
+in ``_``. Training (``model.nodes.boosted``, ``train.py model=features``) and scoring
+(``model.scoring.Scorer``) both go through it; a config only chooses its parameters.
+
+>>> import numpy as np
+>>> from model.nodes.table import NodeTable
+>>> from model.nodes.examples import NodeExample
+>>> rng = np.random.default_rng(0)
+>>> def example(k):  # a column under a Project; a node is right where its feature is above 0
+...     x = rng.normal(size=(2, 1)); right = (x[:, 0] > 0).astype(int).tolist()
+...     return NodeExample(f"q{k}", f"db{k % 4}", "sys", "SELECT a FROM t", "", [], right, ["column", "Project"],
+...                        None, node_names=["t.a", "Project"], node_arity=[0, 1]), x
+>>> examples, features = zip(*(example(k) for k in range(200)))
+>>> table = NodeTable(list(examples), list(features), ("depth",), Path("."))
+>>> params = BoostedParams(hgb={"max_iter": 20}, site_context=False, calibration="none")
+>>> model = BoostedNodeModel(params).fit(table, range(160))
+>>> conf = model.predict_proba(table, range(160, 200))
+>>> labels = np.concatenate([table.examples[k].node_labels for k in range(160, 200)])
+>>> bool(conf[labels == 1].mean() > 0.8 > 0.2 > conf[labels == 0].mean())
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model import metrics as M
+from model.calibrators import (
+    QUERY_FEATURES,
+    Calibrator,
+    QueryCalibrator,
+    fit_calibrator,
+    query_aggregates,
+)
+from model.errors import UsageError
+from model.nodes.compiled import COMPILED_ROWS, CompiledTrees
+from model.nodes.features import categorical_mask
+from model.nodes.table import STACK_FEATURE, NodeTable
+
+GROUP_CHOICES = ("single", "single+consensus")
+DATABASE_MODES = ("with", "without", "dropout", "both")
+TRAIN_SIDE_CHOICES = ("none", "site", "all", "auto")
+SITE_MONOTONE_CHOICES = ("none", "context", "all")
+
+
+@dataclass
+class BoostedParams:
+    """The boosted node model's parameters: what ``conf/model/features.yaml`` chooses (there and
+    in docs/training.md, the meaning of each). The first group shapes the estimator; the rest
+    (from ``groups`` on ``feature_timeout_s``...) the training table it reads."""
+
+    groups: str = "single"  # single | single+consensus (the consensus track)
+    site_head: bool = True  # also fit a model of error-site labels -> site_scores
+    site_context: bool = True  # it reads the node model's out-of-fold confidences around each node
+    site_wrong_only: bool = True  # it learns from the nodes of wrong queries only
+    site_labels: str = "execution"  # execution | tree: the sites it learns are those of the node
+    # labels, or also those of tree labels (where a query right by execution is written unlike gold)
+    inner_folds: int = 3  # folds of the training databases that give those confidences
+    train_side: str = "none"  # none | site | all: which models also learn from train_predictions;
+    # auto: all where train_predictions names files, else none
+    train_predictions: str | list[str] | None = None  # outputs on data.train_split's questions (globs,
+    # id-keyed JSONL), on databases disjoint from the eval split's: a code LLM's answers, SPLASH's
+    calibration: str = "platt"  # platt | isotonic | none, fitted on the validation databases
+    hgb: dict[str, Any] = field(default_factory=lambda: {
+        "learning_rate": 0.05, "max_iter": 300, "max_leaf_nodes": 31, "min_samples_leaf": 40,
+        "l2_regularization": 1.0})
+    site_hgb: dict[str, Any] | None = None  # the site head's own HGB settings (None: hgb's)
+    site_bags: int = 1  # > 1: the site head is that many models, each fitted on a bootstrap draw
+    # of the wrong queries, their probabilities averaged
+    monotone: bool = False  # the node model's confidence follows each feature's known direction
+    site_monotone: str = "none"  # none | context | all: the site head's chance of a site moves with
+    # its context as a site would (model.nodes.sites.CONTEXT_DIRECTION); all: also against each
+    # feature's known direction (a likely wrong node is a likely site)
+    quantiles: bool = False  # the shifted count features read as quantiles among the run's nodes
+    # (model.nodes.quantiles: what a saved model keeps, and reads new queries against)
+    feature_timeout_s: float = 5.0
+    use_cache: bool = True
+    lm: bool | str = False  # scorer-LM log-probabilities over node spans (features group lm):
+    # true = the packaged SmolLM2, or a scorer LM's name (qwen_coder) / path
+    drop: tuple[str, ...] = ()  # feature names (or group names) left out, for ablations
+    stack: str | None = None  # a neural run's out-of-fold predictions: its node logit becomes a feature
+    stack_into: str = "both"  # both | site: which models read that feature (site: the site head
+    # only; the node model fits as if the column were missing)
+    save_model: bool = True  # fit a final model on all labelled predictions -> <run>/model/
+    database: str = "with"  # with | without | dropout | both: the database features
+    # (DATABASE_FEATURES) as computed, always missing (a database-free model), missing for a
+    # random half of the training queries, or every training query twice, with and without them
+    # (dropout and both: one model for scoring with and without a database)
+    test_database: bool = True  # false: validate and test with the database features missing
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> BoostedParams:
+        """The parameters a config sets (``conf/model/features.yaml`` as a plain mapping; other
+        keys are ignored), checked: ``UsageError`` (one line) names a value out of range."""
+        known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
+        known["drop"] = tuple(known.get("drop") or ())
+        params = cls(**known)
+        if params.groups not in GROUP_CHOICES:
+            raise UsageError(f"model.groups must be one of {GROUP_CHOICES}; found {params.groups!r}")
+        if params.database not in DATABASE_MODES:
+            raise UsageError(f"model.database must be one of {DATABASE_MODES}; found {params.database!r}")
+        if params.train_side not in TRAIN_SIDE_CHOICES:
+            raise UsageError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {params.train_side!r}")
+        if params.train_side == "auto":
+            params.train_side = "all" if params.train_predictions else "none"
+        if params.site_labels not in ("execution", "tree"):
+            raise UsageError(f"model.site_labels must be execution or tree; found {params.site_labels!r}")
+        if params.site_bags < 1:
+            raise UsageError(f"model.site_bags must be 1 or more; found {params.site_bags!r}")
+        for name in ("monotone", "quantiles"):
+            if not isinstance(getattr(params, name), bool):
+                raise UsageError(f"model.{name} must be true or false; found {getattr(params, name)!r}")
+        if params.site_monotone is True or params.site_monotone is False:  # model.site_monotone=true|false
+            params.site_monotone = "all" if params.site_monotone else "none"
+        if params.site_monotone not in SITE_MONOTONE_CHOICES:
+            raise UsageError(f"model.site_monotone must be one of {SITE_MONOTONE_CHOICES}; "
+                             f"found {params.site_monotone!r}")
+        if params.stack_into not in ("both", "site"):
+            raise UsageError(f"model.stack_into must be both or site; found {params.stack_into!r}")
+        if params.calibration not in ("platt", "isotonic", "none"):
+            raise UsageError(f"model.calibration must be platt, isotonic or none; found {params.calibration!r}")
+        return params
+
+    def node_hgb(self, names: Sequence[str]) -> dict[str, Any]:
+        """The node model's HGB settings for feature columns ``names``: ``hgb``, and with
+        ``monotone`` each feature's direction (``Feature.direction``) as a monotonic constraint."""
+        if not self.monotone:
+            return self.hgb
+        from model.nodes.features import FEATURES
+
+        direction = {f.name: f.direction for f in FEATURES}
+        return {**self.hgb, "monotonic_cst": [direction.get(n, 0) for n in names]}
+
+    def site_head_hgb(self, names: Sequence[str]) -> dict[str, Any]:
+        """The site head's HGB settings for columns ``names`` (features, then context): ``site_hgb``
+        or ``hgb``, and with ``site_monotone`` monotonic constraints: each context column's
+        ``CONTEXT_DIRECTION`` (``context``), and each feature's direction reversed (``all``)."""
+        hgb = self.site_hgb or self.hgb
+        if self.site_monotone in ("none", False, None):
+            return hgb
+        from model.nodes.features import FEATURES
+        from model.nodes.sites import CONTEXT_DIRECTION
+
+        direction = dict(CONTEXT_DIRECTION)
+        if self.site_monotone in ("all", True):
+            direction |= {f.name: -f.direction for f in FEATURES}
+        return {**hgb, "monotonic_cst": [direction.get(n, 0) for n in names]}
+
+    @property
+    def consensus(self) -> bool:
+        return self.groups == "single+consensus"
+
+    @property
+    def method(self) -> str:
+        """The method name evaluate.py shows: the consensus track says so."""
+        stacked = " + neural" if self.stack else ""
+        track = "consensus" if self.consensus else "single-system"
+        return f"boosted node features{stacked} ({track})"
+
+
+
+def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict, seed: int = 0,
+                   sample_weight: np.ndarray | None = None):
+    """A HistGradientBoostingClassifier with the categorical node kinds declared. A column that is
+    missing in every training row (no database, an unstacked fold) is set constant for the fit:
+    scikit-learn's binning fails on an all-NaN column, and a constant one is never split on."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    empty = np.isnan(x).all(axis=0) if len(x) else np.zeros(x.shape[1], dtype=bool)
+    if empty.any():
+        x = x.copy()
+        x[:, empty] = 0.0
+    model = HistGradientBoostingClassifier(categorical_features=categorical_mask(names),
+                                           random_state=seed, early_stopping=False, **hgb)
+    return model.fit(x, y, sample_weight=sample_weight)
+
+
+def fit_node_model(x: np.ndarray, y: np.ndarray, names: Sequence[str], params: BoostedParams, seed: int = 0):
+    """The node model on rows ``x`` (columns ``names``), with ``params.node_hgb``. With
+    ``model.stack_into=site`` the stacked neural logit is left out of the fit (set missing, so
+    never split on): only the site head reads it."""
+    if params.stack and params.stack_into == "site" and STACK_FEATURE in names:
+        x = x.copy()
+        x[:, list(names).index(STACK_FEATURE)] = np.nan
+    return fit_classifier(x, y, names, params.node_hgb(names), seed)
+
+
+def without_database(x: np.ndarray, names: Sequence[str], rows: np.ndarray | None = None) -> np.ndarray:
+    """``x`` with the database features missing (NaN) in ``rows`` (default: all), as when
+    scoring without a database."""
+    from model.nodes.features import DATABASE_FEATURES
+
+    columns = np.array([n in DATABASE_FEATURES for n in names])
+    x = x.copy()
+    x[np.ix_(np.arange(len(x)) if rows is None else rows, np.flatnonzero(columns))] = np.nan
+    return x
+
+
+def dropped_database(n_queries: int, seed: int = 0) -> np.ndarray:
+    """Which training queries ``model.database=dropout`` trains without their database features."""
+    return np.random.default_rng(seed).random(n_queries) < 0.5
+
+
+def training_rows(table: NodeTable, indices: Sequence[int], params: BoostedParams, seed: int = 0
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``table.stack(indices)`` with the database features as ``model.database`` trains them."""
+    x, y, sites = table.stack(indices)
+    if params.database == "without":
+        x = without_database(x, table.names)
+    elif params.database == "dropout":  # a random half of the queries, all their nodes
+        sizes = [len(table.examples[k].node_labels) for k in indices]
+        blank = dropped_database(len(indices), seed)
+        x = without_database(x, table.names, np.flatnonzero(np.repeat(blank, sizes)))
+    elif params.database == "both":
+        x, y, sites = np.vstack([x, without_database(x, table.names)]), np.tile(y, 2), np.tile(sites, 2)
+    return x, y, sites
+
+
+def scored_rows(table: NodeTable, indices: Sequence[int], params: BoostedParams) -> tuple[np.ndarray, np.ndarray]:
+    """(X, node labels) of ``indices`` as a fold validates and tests them: without the database
+    features for a database-free model or ``model.test_database=false``."""
+    x, y, _ = table.stack(indices)
+    if params.database == "without" or not params.test_database:
+        x = without_database(x, table.names)
+    return x, y
+
+
+def split_rows(values: np.ndarray, table: NodeTable, indices: Sequence[int]) -> list[np.ndarray]:
+    sizes = [len(table.examples[k].node_labels) for k in indices]
+    return np.split(values, np.cumsum(sizes)[:-1])
+
+
+def site_head_rows(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites: np.ndarray,
+                   names: Sequence[str], params: BoostedParams, raw: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """What the site head learns from: (rows, site labels, rows per query, column names) of the
+    training rows ``x`` of the examples ``indices`` (``training_rows``; ``model.database=both``
+    repeats them), with ``params.site_context`` the context read from ``raw`` (the node model's
+    out-of-fold probabilities of those rows), with ``params.site_wrong_only`` wrong queries only."""
+    from model.nodes.sites import context_names, with_context
+
+    sizes = np.array([len(table.examples[k].node_labels) for k in indices])
+    repeat = len(x) // max(int(sizes.sum()), 1)
+    sizes = np.tile(sizes, repeat)
+    names = tuple(names)
+    if params.site_context:
+        if raw is None or len(raw) != len(x):
+            raise ValueError("the site head reads the node model's out-of-fold probabilities of its rows")
+        x = with_context(x, raw, [table.examples[k].node_arity for k in indices] * repeat, names)
+        names = (*names, *context_names(names))
+    if params.site_wrong_only:
+        wrong = np.add.reduceat(sites, np.r_[0, np.cumsum(sizes)[:-1]]) > 0
+        keep = np.repeat(wrong, sizes)
+        x, sites, sizes = x[keep], sites[keep], sizes[wrong]
+    return x, sites, sizes, names
+
+
+def fit_site_head(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites: np.ndarray,
+                  names: Sequence[str], params: BoostedParams, seed: int = 0, raw: np.ndarray | None = None):
+    """The site head (``model.nodes.sites``), fitted on ``site_head_rows``: one classifier, or
+    with ``params.site_bags`` > 1 a list of them, each fitted on a bootstrap draw of the queries
+    (a query drawn twice weighs twice; seeds ``seed``, ``seed + 1``...), read by ``site_probability``."""
+    if not params.site_head or not sites.any():
+        return None
+    x, sites, sizes, names = site_head_rows(table, indices, x, sites, names, params, raw)
+    hgb = params.site_head_hgb(names)
+    if params.site_bags == 1:
+        return fit_classifier(x, sites, names, hgb, seed)
+    models = []
+    for b in range(params.site_bags):
+        draws = np.bincount(np.random.default_rng(seed + b).integers(0, len(sizes), len(sizes)), minlength=len(sizes))
+        models.append(fit_classifier(x, sites, names, hgb, seed, sample_weight=np.repeat(draws, sizes).astype(float)))
+    return models
+
+
+def site_probability(site_model, x: np.ndarray, predict=None) -> np.ndarray:
+    """P(site) of rows ``x`` (with context) from a site head: one classifier, or the mean over a
+    list of them (``model.site_bags``); ``predict(model, x)`` reads one classifier (default
+    ``predict_proba(x)[:, 1]``; a saved model passes its compiled trees).
+
+    >>> class Const:
+    ...     def __init__(self, p): self.p = p
+    ...     def predict_proba(self, x): return np.column_stack([1 - self.p * np.ones(len(x)), self.p * np.ones(len(x))])
+    >>> site_probability([Const(0.2), Const(0.6)], np.zeros((2, 1))).round(3).tolist()
+    [0.4, 0.4]
+    """
+    predict = predict or (lambda model, rows: model.predict_proba(rows)[:, 1])
+    models = site_model if isinstance(site_model, list) else [site_model]
+    return np.mean([predict(m, x) for m in models], axis=0)
+
+
+def join_rows(a: np.ndarray, b: np.ndarray, repeat: int = 1) -> np.ndarray:
+    """Training rows of two example lists as ``training_rows`` gives those of the joined list
+    (with ``repeat`` blocks, as ``model.database=both`` makes them).
+
+    >>> join_rows(np.array([1, 2, 1, 2]), np.array([3, 3]), repeat=2).tolist()
+    [1, 2, 3, 1, 2, 3]
+    """
+    return np.concatenate([np.concatenate([u, v]) for u, v in zip(np.split(a, repeat), np.split(b, repeat))])
+
+
+def row_groups(table: NodeTable, indices: Sequence[int], rows: int) -> np.ndarray:
+    """The group of each of ``rows`` training rows of ``indices`` (repeated as ``training_rows``
+    repeats them) for the site head's inner folds: its database, or its query when the rows
+    come from fewer than 2 databases (a small run: folds by query rather than none)."""
+    sizes = np.array([len(table.examples[k].node_labels) for k in indices])
+    repeat = rows // max(int(sizes.sum()), 1)
+    databases = [table.examples[k].db_id for k in indices]
+    groups = databases if len(set(databases)) >= 2 else [str(k) for k in indices]
+    return np.repeat(np.tile(groups, repeat), np.tile(sizes, repeat))
+
+
+def site_head_scores(site_model, x: np.ndarray, raw: np.ndarray, arities: Sequence[Sequence[int]],
+                     context: bool, names: Sequence[str]) -> np.ndarray:
+    """The site head's scores of rows ``x`` (columns ``names``; trees ``arities``, stacked),
+    given the node model's probabilities ``raw`` of the same rows."""
+    from model.nodes.sites import with_context
+
+    return site_probability(site_model, with_context(x, raw, arities, names) if context else x)
+
+
+def inner_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: Sequence[str],
+                      params: BoostedParams, seed: int = 0) -> np.ndarray:
+    """Out-of-fold node-model probabilities of training rows: the node model fitted once per
+    fold of their groups (``row_groups``: databases; ``params.inner_folds``), without that fold."""
+    from model.data.folds import schema_disjoint_folds
+
+    k = min(params.inner_folds, len(np.unique(groups)))
+    if k < 2:
+        raise ValueError(f"the site head's inner folds need 2 training queries or more; found {k} "
+                         "(model.site_context=false fits the site head without them)")
+    fold = schema_disjoint_folds(groups, k, seed)
+    out = np.empty(len(x))
+    for i in range(k):
+        model = fit_node_model(x[fold != i], y[fold != i], names, params, seed)
+        out[fold == i] = model.predict_proba(x[fold == i])[:, 1]
+    return out
+
+
+
+def kind_group(node_type: str) -> str:
+    """The groups typical feature values are kept for: table, column, value, operator."""
+    return node_type if node_type in ("table", "column", "value") else "operator"
+
+
+def typical_values(x: np.ndarray, y: np.ndarray, node_types: Sequence[str],
+                   names: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per kind group, the median of every feature over the *correct* nodes: the value a reason
+    compares a node's feature with ("what a right node usually shows")."""
+    groups = np.array([kind_group(t) for t in node_types])
+    out: dict[str, dict[str, float]] = {}
+    for group in ("table", "column", "value", "operator"):
+        rows = x[(groups == group) & (y == 1)]
+        values = {}
+        for j, name in enumerate(names):
+            column = rows[:, j][~np.isnan(rows[:, j])] if len(rows) else np.zeros(0)
+            if len(column):
+                values[name] = float(np.median(column))
+        out[group] = values
+    return out
+
+
+def data_digest(examples: Sequence) -> str:
+    """A digest of the labelled predictions a model was fitted on (ids, system, SQL, label)."""
+    text = json.dumps(sorted((e.question_id, e.system, e.sql, bool(e.execution_match)) for e in examples))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+
+def _training_raw(indices: Sequence[int], params: BoostedParams, out_of_fold: OutOfFold, seed: int
+                  ) -> np.ndarray | None:
+    """The run's out-of-fold node probabilities of the final model's training rows
+    (``training_rows``), for its site head: scored without a database where those rows are
+    (``model.database=dropout|both``). None when some example has none."""
+    if not params.site_context or any(k not in out_of_fold.raw for k in indices):
+        return None
+    with_db = [out_of_fold.raw[k] for k in indices]
+    if params.database not in ("dropout", "both") or out_of_fold.without_database is None:
+        return np.concatenate(with_db)
+    raw2 = out_of_fold.without_database.raw
+    if any(k not in raw2 for k in indices):
+        return None
+    if params.database == "both":
+        return np.concatenate(with_db + [raw2[k] for k in indices])
+    blank = dropped_database(len(indices), seed)
+    return np.concatenate([raw2[k] if b else r for k, r, b in zip(indices, with_db, blank)])
+
+
+def _calibrators(table: NodeTable, indices: Sequence[int], params: BoostedParams, oof_raw: dict, oof_conf: dict, fold_of: dict
+                 ) -> tuple[Calibrator | None, QueryCalibrator, dict[str, float]]:
+    """The node calibrator (out-of-fold raw scores -> labels), the whole-query calibrator
+    (out-of-fold confidences -> correct) and the latter's own cross-fitted metrics."""
+    oof = [k for k in indices if k in oof_raw]
+    raw = np.concatenate([oof_raw[k] for k in oof]) if oof else np.zeros(0)
+    labels = np.concatenate([table.examples[k].node_labels for k in oof]) if oof else np.zeros(0)
+    calibrator = fit_calibrator(params.calibration, raw, labels)
+    aggregates = np.array([query_aggregates(oof_conf[k]) for k in oof]).reshape(-1, len(QUERY_FEATURES))
+    query_labels = np.array([int(table.examples[k].correct) for k in oof])
+    folds = np.array([fold_of.get(k, 0) for k in oof])
+    query_oof = np.full(len(oof), np.nan)
+    for fold in np.unique(folds) if np.unique(folds).size > 1 else ():  # its own out-of-fold scores
+        rest = folds != fold
+        query_oof[~rest] = QueryCalibrator.fit(aggregates[rest], query_labels[rest]).confidence(
+            aggregates[~rest])
+    query_metrics = {}
+    if len(oof) and np.unique(folds).size > 1:
+        query_metrics = {"query_auc": M.auc(query_oof, query_labels),
+                         "query_ece": M.ece(query_oof, query_labels),
+                         "query_brier": M.brier(query_oof, query_labels)}
+    query_calibrator = QueryCalibrator.fit(aggregates, query_labels) if len(oof) else QueryCalibrator(
+        [0.0] * len(QUERY_FEATURES), 0.0)
+    return calibrator, query_calibrator, query_metrics
+
+
+@dataclass
+class OutOfFold:
+    """A cross-fitting run's out-of-fold scores of the examples a final model is fitted on: what
+    its calibrators learn from (``BoostedNodeModel.fit(..., out_of_fold=...)``)."""
+
+    raw: dict[int, np.ndarray]  # example -> uncalibrated node probabilities
+    confidences: dict[int, np.ndarray]  # example -> calibrated node confidences
+    fold: dict[int, int]  # example -> its fold
+    metrics: dict[str, float] = field(default_factory=dict)  # the run's out-of-fold metrics (the model card)
+    without_database: OutOfFold | None = None  # the same folds scored without databases
+    # (model.database=dropout|both: the model's second pair of calibrators)
+
+
+class BoostedNodeModel:
+    """Node model (P(node right)) + site head (P(node is where a wrong query goes wrong)) +
+    calibrators (node confidences, whole-query confidence), fitted on a ``NodeTable``.
+
+    Fitted attributes: ``node_model_`` and ``site_model_`` (HistGradientBoostingClassifier; the
+    site head a list of them when bagged, or None), ``calibrator_`` (raw node probability ->
+    confidence, or None), ``query_calibrator_``, ``features_`` (the columns the models read),
+    ``typical_`` (node kind group -> feature -> the median over right nodes: what the reasons
+    compare with), ``info_`` (what it was trained on, its metrics, its parameters; the model
+    card), ``without_database_`` (the calibrator pair for rows scored without a database, for a
+    model trained for both) and ``query_metrics_`` (the whole-query calibrator's own out-of-fold
+    metrics).
+    """
+
+    def __init__(self, params: BoostedParams | None = None, seed: int = 0):
+        self.params = params if params is not None else BoostedParams()  # what fit reads
+        self.seed = seed
+        self._compiled: dict[int, CompiledTrees | None] = {}
+
+    # ------------------------------------------------------------------------- fitting
+
+    def fit(self, table: NodeTable, train: Sequence[int] | None = None, *, validation: Sequence[int] = (),
+            side: Sequence[int] = (), out_of_fold: OutOfFold | None = None,
+            columns: np.ndarray | None = None) -> BoostedNodeModel:
+        """Fit on the examples ``train`` of ``table`` (default: all but its train side).
+
+        ``validation``: held-out examples the node calibrator is fitted on (a cross-fitting
+        fold's validation databases); the site head learns from them too. ``out_of_fold``: a
+        cross-fitting run's scores of ``train``: the calibrators are fitted on them (a run's
+        final model), and the site head reads its out-of-fold node probabilities. Without either
+        there is no node calibrator and the whole-query calibrator is a constant.
+        ``side``: examples of ``params.train_predictions`` (``train_side``: the site head learns
+        from them, and with ``all`` the node model too). ``columns``: a boolean mask over
+        ``table.names`` that keeps only some features (ablations).
+        """
+        p, seed = self.params, self.seed
+        train = list(range(len(table.examples) - table.train_side)) if train is None else list(train)
+        keep = np.ones(len(table.names), dtype=bool) if columns is None else np.asarray(columns, dtype=bool)
+        names = tuple(n for n, k in zip(table.names, keep) if k)
+        side = list(side) if p.train_side != "none" else []
+        validation = list(validation)
+        node_rows = train + (side if p.train_side == "all" else [])
+        x, y, sites = training_rows(table, node_rows, p, seed)
+        x = x[:, keep]
+        node_model = fit_node_model(x, y, names, p, seed)
+        xv, yv = scored_rows(table, validation, p) if validation else (np.zeros((0, len(table.names))), np.zeros(0))
+        xv = xv[:, keep]
+        raw_val = node_model.predict_proba(xv)[:, 1] if len(xv) else np.zeros(0)
+        site_model = None
+        if p.site_head:
+            raw = None
+            if p.site_context:
+                raw = _training_raw(node_rows, p, out_of_fold, seed) if out_of_fold is not None else None
+                if raw is None:  # examples the run did not score out of fold (or a fold's own fit)
+                    raw = inner_out_of_fold(x, y, row_groups(table, node_rows, len(x)), names, p, seed)
+            n = 2 if p.database == "both" else 1
+            # out of sample for the node model: its own probabilities there
+            extra = [(validation, xv, table.stack(validation)[2] if validation else np.zeros(0, dtype=int),
+                      raw_val)] if n == 1 and validation else []
+            if p.train_side == "site" and side:  # databases the node model never saw
+                xs, _, sites_side = training_rows(table, side, p, seed + 1)
+                extra.append((side, xs[:, keep], sites_side, node_model.predict_proba(xs[:, keep])[:, 1]))
+            site_rows = node_rows
+            for indices, xe, se, re in extra:
+                site_rows, x, sites = site_rows + list(indices), join_rows(x, xe, n), join_rows(sites, se, n)
+                raw = join_rows(raw, re, n) if raw is not None else None
+            site_model = fit_site_head(table, site_rows, x, sites, names, p, seed, raw)
+        self.node_model_, self.site_model_, self.features_ = node_model, site_model, names
+        self._compiled = {}
+        self.without_database_ = None
+        self.query_metrics_: dict[str, float] = {}
+        all_metrics: dict[str, dict] = {}
+        if out_of_fold is not None:
+            self.calibrator_, self.query_calibrator_, self.query_metrics_ = _calibrators(
+                table, train, p, out_of_fold.raw, out_of_fold.confidences, out_of_fold.fold)
+            all_metrics["out_of_fold"] = {**out_of_fold.metrics, **{
+                f"test/calibrated_{k}": v for k, v in self.query_metrics_.items()}}
+            without = out_of_fold.without_database
+            if without is not None:
+                cal2, qcal2, qmetrics2 = _calibrators(table, train, p, without.raw, without.confidences,
+                                                      out_of_fold.fold)
+                self.without_database_ = (cal2, qcal2)
+                all_metrics["out_of_fold_without_database"] = {
+                    **without.metrics, **{f"test/calibrated_{k}": v for k, v in qmetrics2.items()}}
+        else:
+            self.calibrator_ = fit_calibrator(p.calibration, raw_val, yv)
+            self.query_calibrator_ = QueryCalibrator([0.0] * len(QUERY_FEATURES), 0.0)
+        x_plain, y_plain, _ = table.stack(train)  # every node once, as computed
+        x_plain = x_plain[:, keep]
+        node_types = [t for k in train for t in table.examples[k].node_types]
+        self.typical_ = typical_values(x_plain, y_plain, node_types, names)
+        self.info_ = _model_card(table, train, side, p, all_metrics)
+        return self
+
+    # ------------------------------------------------------------------------- scoring a table
+
+    def predict_proba(self, table: NodeTable, indices: Sequence[int] | None = None) -> np.ndarray:
+        """Calibrated node confidences (P(node right)) of the examples ``indices`` of ``table``
+        (default all), their nodes stacked in order: the rows as a fold tests them
+        (``scored_rows``: without database features for a database-free model)."""
+        x = self._rows(table, indices)
+        return self.calibrate(self.raw_node_probability(x), self._database)
+
+    def site_scores(self, table: NodeTable, indices: Sequence[int] | None = None) -> np.ndarray:
+        """The site head's scores of the same nodes (NaN without a site head)."""
+        indices = range(len(table.examples)) if indices is None else indices
+        x = self._rows(table, indices)
+        return self.site_score(x, self.raw_node_probability(x), [table.examples[k].node_arity for k in indices])
+
+    @property
+    def _database(self) -> bool:
+        return self.params.database != "without" and self.params.test_database
+
+    def _rows(self, table: NodeTable, indices: Sequence[int] | None) -> np.ndarray:
+        indices = range(len(table.examples)) if indices is None else indices
+        x, _ = scored_rows(table, list(indices), self.params)
+        return x[:, [table.names.index(n) for n in self.features_]] if tuple(table.names) != self.features_ else x
+
+    # ------------------------------------------------------------------------- scoring feature rows
+
+    @property
+    def quantiles_(self):
+        """The reference its count features are read against (``model.quantiles``: the training
+        run's nodes; a ``Quantiles``), or None when it reads them as they are."""
+        if "quantiles" not in self.info_:
+            return None
+        from model.nodes.quantiles import Quantiles
+
+        return Quantiles.from_dict(self.info_["quantiles"])
+
+    @property
+    def site_context(self) -> bool:
+        """Whether the site head reads the node model's confidences around each node
+        (``model.nodes.sites``) beside the node's features."""
+        return bool(self.params.site_context)
+
+    def node_confidence(self, x: np.ndarray, database: bool = True) -> np.ndarray:
+        """Calibrated confidences of feature rows ``x`` (nodes, features_); ``database``: whether
+        the rows were computed with the query's database (it picks the calibrator)."""
+        return self.calibrate(self.raw_node_probability(x), database)
+
+    def raw_node_probability(self, x: np.ndarray) -> np.ndarray:
+        return self._probability(self.node_model_, x)
+
+    def calibrate(self, raw: np.ndarray, database: bool = True) -> np.ndarray:
+        calibrator = self.calibrator_ if database or self.without_database_ is None else self.without_database_[0]
+        return calibrator.confidence(raw) if calibrator is not None and len(raw) else raw
+
+    def confidences(self, raw: np.ndarray, database: bool = True) -> tuple[np.ndarray, float]:
+        """One query's calibrated node confidences (post-order) and whole-query confidence from
+        its nodes' raw probabilities."""
+        conf = self.calibrate(raw, database)
+        return conf, float(self.query_calibrator_for(database).confidence(np.array([query_aggregates(conf)]))[0])
+
+    def query_calibrator_for(self, database: bool) -> QueryCalibrator:
+        return self.query_calibrator_ if database or self.without_database_ is None else self.without_database_[1]
+
+    def site_score(self, x: np.ndarray, raw: np.ndarray | None = None,
+                   arities: Sequence[Sequence[int]] | None = None) -> np.ndarray:
+        """Site scores of feature rows ``x``; a head that reads context needs the node model's
+        raw probabilities of the same rows and the trees' ``arities`` (stacked in order)."""
+        if self.site_model_ is None:
+            return np.full(len(x), np.nan)
+        if self.site_context:
+            from model.nodes.sites import with_context
+
+            if raw is None or arities is None:
+                raise ValueError("this site head reads the node model's confidences: pass raw and arities")
+            x = with_context(x, raw, arities, self.features_)
+        return site_probability(self.site_model_, x, self._probability)
+
+    def _probability(self, model: Any, x: np.ndarray) -> np.ndarray:
+        """``model.predict_proba(x)[:, 1]``; the same numbers from ``CompiledTrees`` for the few
+        rows of a query or two, where scikit-learn's per-tree calls are the cost."""
+        if id(model) not in self._compiled:
+            try:  # it reads scikit-learn's private tree arrays: another version may lay them out otherwise
+                self._compiled[id(model)] = CompiledTrees(model)
+            except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+                self._compiled[id(model)] = None
+        compiled = self._compiled[id(model)]
+        if compiled is None or len(x) > COMPILED_ROWS:
+            return model.predict_proba(x)[:, 1]
+        return compiled.predict_proba1(x)
+
+    # ------------------------------------------------------------------------- files
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the model directory (``model.nodes.model_file``)."""
+        from model.nodes.model_file import write_model
+
+        return write_model(folder, node_model=self.node_model_, site_model=self.site_model_,
+                           calibrator=self.calibrator_, query_calibrator=self.query_calibrator_,
+                           features=self.features_, typical=self.typical_, info=self.info_,
+                           without_database=self.without_database_)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> BoostedNodeModel:
+        """Read a model directory; ``ModelFileError`` (one line) when it cannot be used."""
+        from model.nodes.model_file import read_model
+
+        return cls.from_parts(**read_model(folder))
+
+    @classmethod
+    def from_parts(cls, node_model: Any, site_model: Any | None, calibrator: Calibrator | None,
+                   query_calibrator: QueryCalibrator, features: Sequence[str], typical: dict, info: dict,
+                   without_database: tuple[Calibrator | None, QueryCalibrator] | None = None) -> BoostedNodeModel:
+        """A fitted model from its parts (what ``model.nodes.model_file.read_model`` returns);
+        its parameters are those its card records."""
+        saved = {"site_context": False, **info.get("config", {})}
+        params = BoostedParams(**{k: v for k, v in saved.items() if k in BoostedParams.__dataclass_fields__
+                                  and k != "drop"}, drop=tuple(saved.get("drop") or ()))
+        model = cls(params)
+        model.node_model_, model.site_model_, model.calibrator_ = node_model, site_model, calibrator
+        model.query_calibrator_, model.features_, model.typical_ = query_calibrator, tuple(features), typical
+        model.info_, model.without_database_, model.query_metrics_ = info, without_database, {}
+        return model
+
+
+def _model_card(table: NodeTable, indices: Sequence[int], side: Sequence[int], params: BoostedParams,
+                metrics: dict) -> dict[str, Any]:
+    """What a saved model says about itself: feature version, parameters, what it was trained on
+    (the examples ``indices``, the train side ``side``) and ``metrics``."""
+    from model.nodes.features import VERSION
+
+    examples = [table.examples[k] for k in indices]
+    labels = np.concatenate([e.node_labels for e in examples]) if examples else np.zeros(0)
+    info = {
+        "feature_version": VERSION, "created": date.today().isoformat(),
+        "method": params.method,
+        "config": {"groups": params.groups, "lm": params.lm, "calibration": params.calibration,
+                   "hgb": params.hgb, "site_hgb": params.site_hgb, "site_bags": params.site_bags,
+                   "monotone": params.monotone, "site_monotone": params.site_monotone,
+                   "quantiles": params.quantiles,
+                   "drop": list(params.drop),
+                   "database": params.database,
+                   "test_database": params.test_database, "site_context": params.site_context,
+                   "site_labels": params.site_labels,
+                   "site_wrong_only": params.site_wrong_only, "train_side": params.train_side,
+                   "train_predictions": params.train_predictions if side else None},
+        "trained_on": {"data_root": table.root.name, "labels": table.labels, "examples": len(examples),
+                       "nodes": len(labels),
+                       "questions": len({e.question_id for e in examples}),
+                       "databases": len({e.db_id for e in examples}),
+                       "systems": dict(sorted(Counter(e.system for e in examples).items())),
+                       "correct_queries": int(sum(e.correct for e in examples)),
+                       "correct_nodes": int(np.sum(labels)),
+                       "digest": data_digest(examples),
+                       "train_side_examples": len(side)},
+        # test/query_auc: the least confident node's; test/calibrated_query_*: the calibrated
+        # whole-query confidence's (cross-fitted over the same folds)
+        "metrics": metrics,
+    }
+    if table.quantiles is not None:  # what new queries' counts are read against (model.quantiles)
+        info["quantiles"] = table.quantiles.to_dict()
+    return info

@@ -1,0 +1,199 @@
+"""The file format of a saved boosted node model: what ``BoostedNodeModel.save`` writes to a
+directory (a ``model=features`` run's ``<run>/model/``) and ``BoostedNodeModel.load`` reads.
+
+A model directory holds ``model.json`` (format and feature version, calibrators, typical feature
+values for the reasons, what it was trained on, its out-of-fold and in-sample metrics) and the
+gradient-boosted models as skops files (``node_model.skops``, ``site_model.skops``). skops
+loads only the types listed in ``TRUSTED_TYPES``; a file asking for anything else is refused,
+so loading a downloaded model never runs code from it (plain pickle would).
+
+This module knows the format and nothing about training or evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model.calibrators import QUERY_FEATURES, Calibrator, QueryCalibrator, load_calibrator
+from model.data.jsonl import write_json
+from model.errors import ModelFileError
+
+FORMAT = "rat-confidence boosted node scorer"
+FORMAT_VERSION = 1
+# What skops may rebuild beside scikit-learn's and numpy's own trusted types. A model file that
+# needs anything else is refused (ModelFileError), never loaded.
+TRUSTED_TYPES = (
+    "functools.partial",
+    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+    "sklearn.utils.validation.check_array",
+)
+# The parts of a saved model, as write_model takes them and read_model returns them.
+PARTS = ("node_model", "site_model", "calibrator", "query_calibrator", "features", "typical", "info",
+         "without_database")
+
+
+def write_model(folder: str | Path, *, node_model: Any, site_model: Any | None, calibrator: Calibrator | None,
+                query_calibrator: QueryCalibrator, features: tuple[str, ...], typical: dict, info: dict,
+                without_database: tuple[Calibrator | None, QueryCalibrator] | None = None) -> Path:
+    """Write a model directory: the skops files and ``model.json``."""
+    import skops.io as sio
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    sio.dump(node_model, folder / "node_model.skops")
+    if site_model is not None:
+        sio.dump(site_model, folder / "site_model.skops")
+    write_json(folder / "model.json", {
+        "format": FORMAT, "format_version": FORMAT_VERSION, **info,
+        "features": list(features),
+        "calibrator": calibrator.to_dict() if calibrator is not None else None,
+        "query_calibrator": query_calibrator.to_dict(),
+        "typical": typical,
+        **({"without_database": {
+            "calibrator": without_database[0].to_dict() if without_database[0] is not None else None,
+            "query_calibrator": without_database[1].to_dict()}}
+           if without_database is not None else {}),
+    })
+    return folder
+
+
+def read_model(folder: str | Path) -> dict[str, Any]:
+    """Read a model directory into its ``PARTS``; ``ModelFileError`` (one line) when it cannot be
+    used: not a model directory, another format or feature version, an unreadable skops file or
+    one that asks for a type outside ``TRUSTED_TYPES``."""
+    from model.nodes.features import VERSION
+
+    folder = Path(folder)
+    meta_path = folder / "model.json"
+    if not meta_path.is_file():
+        raise ModelFileError(f"{folder}: no model.json (expected a directory written by a "
+                             "model=features run, <run>/model)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as e:
+        raise ModelFileError(f"{meta_path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    except (UnicodeDecodeError, RecursionError):
+        raise ModelFileError(f"{meta_path}: not a JSON text this project can read") from None
+    if not isinstance(meta, dict):
+        raise ModelFileError(f"{meta_path}: expected a JSON object, found {type(meta).__name__}")
+    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        raise ModelFileError(f"{meta_path}: not a {FORMAT} of format version {FORMAT_VERSION} "
+                             f"(found {meta.get('format')!r} version {meta.get('format_version')!r})")
+    if meta.get("feature_version") != VERSION:
+        raise ModelFileError(
+            f"{folder}: saved with node features {meta.get('feature_version')!r}, this version "
+            f"computes {VERSION!r}; retrain it (python train.py model=features ...)")
+    parts = _checked_parts(meta, meta_path)  # every part of model.json, before any skops file
+    node_model = load_skops(folder / "node_model.skops")
+    site_path = folder / "site_model.skops"
+    site_model = load_skops(site_path) if site_path.is_file() else None
+    return {"node_model": node_model, "site_model": site_model, **parts,
+            "info": {k: v for k, v in meta.items()
+                     if k not in ("features", "calibrator", "typical", "query_calibrator", "without_database")}}
+
+
+def _checked_parts(meta: dict, meta_path: Path) -> dict[str, Any]:
+    """The calibrators, features and typical values of ``model.json``, each checked (the
+    calibrators by calibrating a few probabilities); the first missing or malformed part is one
+    ``ModelFileError`` line naming it."""
+    def bad(part: str, problem: str) -> ModelFileError:
+        return ModelFileError(f"{meta_path}: {part}: {problem}")
+
+    features = meta.get("features")
+    if not isinstance(features, list) or not features or not all(isinstance(f, str) for f in features):
+        raise bad("features", "missing" if features is None else "expected a non-empty list of feature names")
+    typical = meta.get("typical", {})
+    if not isinstance(typical, dict) or not all(
+            isinstance(v, dict) and all(isinstance(n, str) and isinstance(x, (int, float)) and not isinstance(x, bool)
+                                        for n, x in v.items()) for v in typical.values()):
+        raise bad("typical", "expected {kind group: {feature: number}}")
+
+    def calibrators(where: dict, prefix: str) -> tuple[Calibrator | None, QueryCalibrator]:
+        saved = where.get("calibrator")
+        calibrator = None
+        if saved is not None:
+            try:
+                calibrator = load_calibrator(saved)
+                fine = np.isfinite(np.asarray(calibrator.confidence(np.array([0.1, 0.5, 0.9])), dtype=float)).all()
+            except Exception as e:  # noqa: BLE001  (junk in any field: each calibrator fails its own way)
+                raise bad(f"{prefix}calibrator", f"cannot be read ({type(e).__name__})") from None
+            if not fine:
+                raise bad(f"{prefix}calibrator", "gives no probabilities")
+        query = where.get("query_calibrator")
+        if not isinstance(query, dict):
+            raise bad(f"{prefix}query_calibrator", "missing" if query is None else "expected an object")
+        try:
+            calibrated = _query_calibrator(query, meta_path)
+            fine = np.isfinite(calibrated.confidence(np.zeros((1, len(QUERY_FEATURES))))).all()
+        except ModelFileError:
+            raise
+        except Exception:  # noqa: BLE001  (a missing or junk coef / intercept)
+            fine = False
+        if not fine:
+            raise bad(f"{prefix}query_calibrator", f"expected {len(QUERY_FEATURES)} coef numbers and an intercept")
+        return calibrator, calibrated
+
+    calibrator, query_calibrator = calibrators(meta, "")
+    without = meta.get("without_database")
+    if without is not None:
+        if not isinstance(without, dict):
+            raise bad("without_database", "expected an object")
+        without = calibrators(without, "without_database.")
+    return {"calibrator": calibrator, "query_calibrator": query_calibrator, "features": tuple(features),
+            "typical": typical, "without_database": without}
+
+
+def _query_calibrator(saved: dict, meta_path: Path) -> QueryCalibrator:
+    if saved.get("features") != list(QUERY_FEATURES):
+        raise ModelFileError(f"{meta_path}: whole-query calibrator reads {saved.get('features')}, this "
+                             f"version {list(QUERY_FEATURES)}; retrain it")
+    return QueryCalibrator(saved["coef"], saved["intercept"])
+
+
+def load_skops(path: Path):
+    import skops.io as sio
+
+    if not path.is_file():
+        raise ModelFileError(f"{path}: missing")
+    try:
+        untrusted = sio.get_untrusted_types(file=path)
+    except Exception as e:  # noqa: BLE001  (a damaged or foreign file: skops raises several kinds)
+        raise ModelFileError(f"{path}: not a readable skops file ({type(e).__name__})") from None
+    refused = sorted(set(untrusted) - set(TRUSTED_TYPES))
+    if refused:
+        named = _functions_named(path) if "builtins.function" in refused else []
+        if named:  # skops calls every function "builtins.function": name the ones the file asks for
+            refused = sorted(set(refused) - {"builtins.function"} | {f"function {n}" for n in named})
+        raise ModelFileError(f"{path}: refers to types this project does not trust: {', '.join(refused)}")
+    return sio.load(path, trusted=list(untrusted))
+
+
+def _functions_named(path: Path) -> list[str]:
+    """The ``module.function`` each function node of a skops file names (its schema.json)."""
+    import zipfile
+
+    found: list[str] = []
+
+    def walk(node, depth: int = 0) -> None:
+        if depth > 200 or len(found) > 20:
+            return
+        if isinstance(node, dict):
+            content = node.get("content")
+            if node.get("__loader__") == "FunctionNode" and isinstance(content, dict):
+                found.append(f"{content.get('module_path')}.{content.get('function')}")
+            for value in node.values():
+                walk(value, depth + 1)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, depth + 1)
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            walk(json.loads(z.read("schema.json")))
+    except (OSError, KeyError, ValueError, RecursionError, zipfile.BadZipFile):
+        return []
+    return sorted(set(found))

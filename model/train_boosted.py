@@ -1,0 +1,165 @@
+"""``train.py model=features``: cross-fit the boosted node model on a data config's predictions
+(``model.nodes.boosted.crossfit``), evaluate the out-of-fold scores, fit and save the final
+model (``model.nodes.estimator.BoostedNodeModel``), and write the run directory.
+
+    python train.py model=features                                   # demo corpus, seconds
+    python train.py model=features data=spider data.root=../shared/data/spider data.protocol=crossfit
+    python train.py model=features model.groups=single+consensus ... # consensus track
+    python train.py model=features model.stack=<neural run>/predictions/test.jsonl ...  # stacked
+
+The run directory receives ``predictions/{val,test}.jsonl`` (``model.nodes.outputs`` rows with
+``site_scores``, ``fold`` and ``method``), ``metrics.json``, ``config.yaml``/``config.json``,
+``data.json`` (databases per fold) and ``model/`` (the saved final model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from model import metrics as M
+from model.data.jsonl import write_json
+from model.eval.localisation import localisation
+from model.nodes.boosted import crossfit
+from model.nodes.estimator import BoostedNodeModel, BoostedParams, OutOfFold, split_rows
+from model.nodes.table import NodeTable, fold_roles, load_table
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+
+def scores_summary(table: NodeTable, scored: dict[int, tuple], n_bins: int = 10) -> dict[str, float]:
+    """Node AUC / Brier / ECE, whole-query AUC of the least confident node, localisation."""
+    return summary_and_pointer(table, scored, n_bins)[0]
+
+
+def summary_and_pointer(table: NodeTable, scored: dict[int, tuple],
+                        n_bins: int = 10) -> tuple[dict[str, float], list[dict] | None]:
+    """``scores_summary`` and, from the same localisation, how far to trust the pointer
+    (``model.eval.localisation.pointer_reliability``: the wrong queries by the site score of the
+    node pointed at, and how often it is an error site); None without site scores."""
+    indices = sorted(scored)
+    if not indices:
+        return {}, None
+    conf = np.concatenate([scored[k][0] for k in indices])
+    labels = np.concatenate([table.examples[k].node_labels for k in indices]).astype(int)
+    query_conf = np.array([scored[k][0].min() for k in indices])
+    query_labels = np.array([int(table.examples[k].correct) for k in indices])
+    rows = [{"node_labels": table.examples[k].node_labels, "node_arity": table.examples[k].node_arity}
+            for k in indices]
+    sites = [scored[k][1] for k in indices]
+    where = localisation(rows, [scored[k][0] for k in indices],
+                         sites if all(s is not None for s in sites) else None)
+    out = {**M.core_metrics(conf, labels, n_bins), "query_auc": M.auc(query_conf, query_labels),
+           "nodes": float(len(conf)), "queries": float(len(indices))}
+    out.update({f"localisation_{k}": float(v) for k, v in where.items() if isinstance(v, (int, float))})
+    return out, where.get("pointer_reliability")
+
+
+def params_of(model_cfg) -> BoostedParams:
+    """The estimator's parameters from a ``model`` config (a ``DictConfig`` or a plain mapping):
+    where the config's job ends."""
+    from omegaconf import DictConfig, OmegaConf
+
+    values = OmegaConf.to_container(model_cfg, resolve=True) if isinstance(model_cfg, DictConfig) else model_cfg
+    return BoostedParams.from_mapping(values)
+
+
+def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
+    """Fit the boosted scorer on the data params's predictions; write the run directory."""
+    from omegaconf import OmegaConf
+
+    from model.nodes.outputs import prediction_row, write_predictions
+
+    # the params chooses the estimator's parameters: a plain mapping from here on
+    params = BoostedParams.from_mapping(OmegaConf.to_container(cfg.model, resolve=True))
+    seed = int(cfg.get("seed", 0))
+    output_dir = Path(cfg.paths.output_dir)
+    table = load_table(cfg.data, params)
+    roles, folds_info = fold_roles(table, cfg.data)
+    fold_ids = []
+    if folds_info["protocol"] == "crossfit":
+        from model.data.folds import check_run_folds
+
+        fold_ids = check_run_folds(cfg.data.get("run_folds"), len(roles))
+    if fold_ids:  # data.run_folds: only these folds
+        roles = [roles[f] for f in fold_ids]
+        folds_info["folds"] = {str(f): folds_info["folds"][str(f)] for f in fold_ids}
+    print(f"boosted node scorer ({params.method}, {len(table.names)} features, "
+          f"protocol {folds_info['protocol']}, {len(roles)} fold(s))", flush=True)
+    oof_raw: dict[int, np.ndarray] = {}
+    test, val, fold_of = crossfit(table, roles, params, seed, fold_ids=fold_ids or None, raw=oof_raw)
+    val_fold = {k: (fold_ids[i] if fold_ids else i) for i, role in enumerate(roles) for k in role["val"]}
+
+    summary, pointer = summary_and_pointer(table, test)
+    metrics = {f"test/{k}": v for k, v in summary.items()}
+    # how far to trust "look here first", out of fold: what Scorer says beside each pointer
+    reliability = {"with_database": pointer}
+    metrics.update({f"val/{k}": v for k, v in scores_summary(table, val).items()})
+    without = None
+    if params.database in ("dropout", "both") and params.test_database:
+        # a model for both: the same folds scored (and calibrated) without databases too
+        print("the same folds without databases:", flush=True)
+        raw2: dict[int, np.ndarray] = {}
+        test2, _, _ = crossfit(table, roles, replace(params, test_database=False), seed,
+                               fold_ids=fold_ids or None, raw=raw2)
+        summary2, reliability["without_database"] = summary_and_pointer(table, test2)
+        metrics2 = {f"test/{k}": v for k, v in summary2.items()}
+        metrics.update({f"test_without_database/{k[5:]}": v for k, v in metrics2.items()})
+        without = OutOfFold(raw2, {k: conf for k, (conf, _) in test2.items()}, fold_of, metrics2)
+    for split, scored, folds in (("test", test, fold_of), ("val", val, val_fold)):
+        rows = []
+        for k in sorted(scored):
+            conf, site = scored[k]
+            extra = {"fold": folds[k], "method": params.method}
+            if site is not None:
+                extra["site_scores"] = [round(float(s), 6) for s in site]
+            rows.append(prediction_row(table.examples[k], conf, split, **extra))
+        write_predictions(output_dir / "predictions" / f"{split}.jsonl", rows)
+
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved["data"]["root"] = str(table.root)  # evaluate.py finds the databases here
+    write_json(output_dir / "params.json", resolved)
+    (output_dir / "params.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    write_json(output_dir / "data.json", {**folds_info, "examples": len(table.examples),
+                                           "features": list(table.names)})
+    saved = None
+    if params.save_model:  # the final model: fitted on every labelled prediction the run has
+        out_of_fold = OutOfFold(oof_raw, {k: conf for k, (conf, _) in test.items()}, fold_of,
+                                {k: v for k, v in metrics.items() if k.startswith("test/")}, without)
+        saved = save_final_model(table, roles, params, out_of_fold, folds_info, seed, output_dir / "model",
+                                 {k: v for k, v in reliability.items() if v})
+        metrics.update({f"query/{k}": v for k, v in saved.query_metrics_.items()})
+    write_json(output_dir / "metrics.json", metrics)
+    print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items()
+                    if k.startswith(("test/", "query/", "test_without_database/"))))
+    return metrics, {"table": table, "roles": roles, "config": params, "model": saved}
+
+
+def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], params: BoostedParams,
+                     out_of_fold: OutOfFold, folds_info: dict, seed: int, folder: Path,
+                     reliability: dict | None = None) -> BoostedNodeModel:
+    """Fit the final model on every example the run trains, validates or tests on (a held-out
+    system stays out: ``data.holdout_system``), its calibrators on the run's ``out_of_fold``
+    scores; score those examples with it (the in-sample numbers a reload must reproduce) and save
+    it to ``folder``, with ``reliability`` (``summary_and_pointer``'s out of fold, with and
+    without databases) when given."""
+    holdout = folds_info.get("holdout_system")
+    indices = sorted({k for role in roles for part in ("train", "val", "test") for k in role[part]
+                      if table.examples[k].system != holdout})
+    side = sorted({k for role in roles for k in role.get("side", [])})
+    model = BoostedNodeModel(params, seed).fit(table, indices, side=side, out_of_fold=out_of_fold)
+    conf, site = model.predict_proba(table, indices), model.site_scores(table, indices)
+    scored = dict(zip(indices, zip(split_rows(conf, table, indices), split_rows(site, table, indices))))
+    in_sample = scores_summary(table, scored)
+    model.info_["metrics"].update({"in_sample": in_sample, "query_calibrator": model.query_metrics_})
+    model.info_["trained_on"]["protocol"] = folds_info["protocol"]
+    if reliability:
+        model.info_["pointer_reliability"] = reliability
+    model.save(folder)
+    print(f"final model ({len(indices)} examples) saved to {folder}; in-sample node AUC "
+          f"{in_sample.get('auc', float('nan')):.3f}", flush=True)
+    return model

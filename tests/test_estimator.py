@@ -1,0 +1,104 @@
+"""The boosted node model as an estimator: fit -> self, predict_proba / site_scores, save / load
+through the skops file format; the shipped models read through it give the numbers they gave
+before the estimator existed."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from model.errors import ModelFileError, UsageError
+from model.nodes.estimator import BoostedNodeModel, BoostedParams
+from model.nodes.examples import NodeExample
+from model.nodes.table import NodeTable
+from model.scoring import Scorer
+from model.scoring.scorer import PRETRAINED
+
+SINGER = {"singer": ["singer_id", "name", "age"], "concert": ["concert_id", "singer_id", "year"]}
+QUERIES = [("SELECT name FROM singer WHERE age > 20", "Names of singers older than 20?"),
+           (("SELECT count(*) FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id "
+             "WHERE T2.year = 2014"), "How many singers performed in 2014?")]
+# What the shipped models gave for QUERIES (no database) when they were read by the saved-model
+# class that BoostedNodeModel replaced (commit 31e133e): node confidences, site scores, query.
+EXPECTED = {
+    "spider": [
+        ([0.983010091, 0.9700447661, 0.985112782, 0.9462312802, 0.9927960134, 0.9142281034, 0.9116258521],
+         [0.1285104093, 0.418371035, 0.0723504387, 0.0939538175, 0.0298267656, 0.081585217, 0.0377103199],
+         0.9320232892),
+        ([0.9826381304, 0.975778423, 0.9498764988, 0.9646720884, 0.9286565958, 0.985732392, 0.9516904602,
+          0.9584587931, 0.9282898255, 0.8729847709, 0.8447019622, 0.8721916253, 0.8593618256],
+         [0.0921285827, 0.0258750679, 0.2561101014, 0.2515609094, 0.0298637513, 0.0582578596, 0.3299097386,
+          0.3033518199, 0.5609805458, 0.0803336466, 0.0521333835, 0.0166801944, 0.0184727597],
+         0.8778098322)],
+    "spider_consensus": [
+        ([0.9810122401, 0.9841102275, 0.9715802415, 0.9349248303, 0.9842135447, 0.9452386997, 0.9470492573],
+         [0.4062992313, 0.1287407103, 0.2939797267, 0.07203144, 0.2144864311, 0.0085319331, 0.0130850849],
+         0.9389325745)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_shipped_models_give_the_numbers_they_gave_before(name):
+    model = BoostedNodeModel.load(PRETRAINED[name])
+    scorer = Scorer(model)
+    for (sql, question), (conf, site, query) in zip(QUERIES, EXPECTED[name]):
+        scored = scorer.score(sql, question=question, schema=SINGER)
+        assert [n.confidence for n in scored.nodes] == pytest.approx(conf, abs=1e-9)
+        assert [n.site_score for n in scored.nodes] == pytest.approx(site, abs=1e-9)
+        assert scored.query_confidence == pytest.approx(query, abs=1e-9)
+
+
+def test_the_shipped_model_scores_feature_rows_as_the_scorer_does():
+    model = BoostedNodeModel.load(PRETRAINED["spider"])
+    [scored] = Scorer(model).score_many([{"sql": QUERIES[0][0], "question": QUERIES[0][1], "schema": SINGER}],
+                                        progress=False, spans=False)
+    x = scored.features
+    assert x.shape == (len(scored.nodes), len(model.features_))
+    assert model.node_confidence(x, database=False).tolist() == [n.confidence for n in scored.nodes]
+
+
+def _table(n: int = 240, seed: int = 0) -> NodeTable:
+    """Queries of a column under a Project whose nodes are right where their one feature is
+    above 0, on 6 databases."""
+    rng = np.random.default_rng(seed)
+    examples, features = [], []
+    for k in range(n):
+        x = rng.normal(size=(2, 1))
+        right = (x[:, 0] > 0).astype(int).tolist()
+        examples.append(NodeExample(f"q{k}", f"db{k % 6}", "sys", "SELECT a FROM t", "", [], right,
+                                    ["column", "Project"], None, node_names=["t.a", "Project"], node_arity=[0, 1]))
+        features.append(x)
+    return NodeTable(examples, features, ("depth",), Path("demo"))
+
+
+def test_fit_returns_the_estimator_with_its_fitted_state_in_underscored_attributes():
+    model = BoostedNodeModel(BoostedParams(hgb={"max_iter": 20}))
+    assert not hasattr(model, "node_model_")
+    table = _table()
+    assert model.fit(table, range(160), validation=range(160, 200)) is model
+    assert model.features_ == ("depth",) and model.calibrator_ is not None and model.site_model_ is not None
+    labels = np.concatenate([table.examples[k].node_labels for k in range(200, 240)])
+    conf = model.predict_proba(table, range(200, 240))
+    assert conf.shape == labels.shape and conf[labels == 1].mean() > 0.7 and conf[labels == 0].mean() < 0.3
+    assert model.site_scores(table, range(200, 240)).shape == labels.shape
+
+
+def test_save_and_load_give_the_same_probabilities(tmp_path):
+    table = _table()
+    model = BoostedNodeModel(BoostedParams(hgb={"max_iter": 20}), seed=3).fit(table, range(160),
+                                                                            validation=range(160, 200))
+    again = BoostedNodeModel.load(model.save(tmp_path / "model"))
+    rows = range(200, 240)
+    assert again.predict_proba(table, rows).tolist() == model.predict_proba(table, rows).tolist()
+    assert again.site_scores(table, rows).tolist() == model.site_scores(table, rows).tolist()
+    assert again.params.site_context and again.info_["trained_on"]["examples"] == 160
+    (tmp_path / "model" / "node_model.skops").write_bytes(b"not a zip")
+    with pytest.raises(ModelFileError, match="not a readable skops file"):
+        BoostedNodeModel.load(tmp_path / "model")
+
+
+def test_params_come_from_a_plain_mapping_and_name_a_bad_value():
+    params = BoostedParams.from_mapping({"calibration": "isotonic", "scorer": "boosted", "drop": ["semantic"]})
+    assert params.calibration == "isotonic" and params.drop == ("semantic",)
+    with pytest.raises(UsageError, match="model.calibration must be platt, isotonic or none; found 'beta'"):
+        BoostedParams.from_mapping({"calibration": "beta"})
