@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,8 +51,17 @@ def core_venv(path: Path, rebuild: bool, env: dict) -> Path:
     """The core virtualenv at ``path`` with the checkout's current wheel (built on first use)."""
     python = path / "bin" / "python"
     with tempfile.TemporaryDirectory() as tmp:
-        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-              "-w", tmp, REPO], Path(tmp), env)
+        # from a copy of the package's files: a build in the checkout leaves a build/ folder whose
+        # stale modules enter every later wheel
+        source = Path(tmp) / "source"
+        source.mkdir()
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(REPO / name, source / name)
+        for package in ("rat", "model"):
+            shutil.copytree(REPO / package, source / package,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp, source],
+             Path(tmp), env)
         (wheel,) = Path(tmp).glob("rat_confidence-*.whl")
         if rebuild or not python.is_file():
             _run([sys.executable, "-m", "venv", "--clear", path], Path(tmp), env)

@@ -4,6 +4,7 @@ install does; it pulls no torch, imports none, and caches outside the installed 
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -51,8 +52,17 @@ def core(tmp_path_factory) -> Path:
     """A virtualenv with the package's wheel and its core dependencies only (pip's wheel cache
     makes a rebuild take about half a minute)."""
     work = tmp_path_factory.mktemp("core_install")
+    # Built from a copy of the package's files: a build in the checkout leaves a build/ folder
+    # whose stale modules (deleted or renamed since) enter every later wheel.
+    source = work / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, source / name)
+    for package in ("rat", "model"):
+        shutil.copytree(REPO / package, source / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                  "-w", work / "wheel", REPO], cwd=work)
+                  "-w", work / "wheel", source], cwd=work)
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = (work / "wheel").glob("rat_confidence-*.whl")
     venv = work / "venv"
@@ -116,6 +126,9 @@ def test_core_install_ships_the_models_and_the_page(core):
         for file in ("model.json", "node_model.skops", "site_model.skops"):
             assert (site / "model" / "scoring" / "pretrained" / name / file).is_file(), (name, file)
     assert (site / "model" / "scoring" / "page.html").is_file()
+    modules = {root: {p.relative_to(root).as_posix() for package in ("rat", "model")
+                      for p in (root / package).rglob("*.py")} for root in (site, REPO)}
+    assert modules[site] == modules[REPO]  # every module, and no stale one
 
 
 @pytest.mark.slow
