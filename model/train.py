@@ -46,8 +46,6 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         from model.train_boosted import train_boosted
 
         return train_boosted(cfg)
-    if cfg.get("torch_threads"):
-        torch.set_num_threads(cfg.torch_threads)
     # _convert_="all": plain dicts/lists in hparams, so checkpoints load with weights_only=True.
     datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data, _convert_="all")
     if cfg.data.get("protocol", "split") == "crossfit":
