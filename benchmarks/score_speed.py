@@ -1,6 +1,6 @@
 """Scoring throughput (SQL/s) of the optimised scorer vs the naive one, side by side.
 
-Optimised (`model.lm.scoring.score_sql`): identical (prompt, SQL) pairs scored once, each
+Optimised (`model.lm.token_probabilities.score_sql`): identical (prompt, SQL) pairs scored once, each
 question's prompt run once and its key/value cache shared by that question's SQLs, output layer
 only at SQL positions. Naive (`score_sql_naive`): one pair at a time,
 full-vocabulary log-softmax at every position, duplicates scored again. Both run on the same
@@ -27,7 +27,7 @@ import torch
 from model.data.datasets import load_questions, load_schemas
 from model.data.predictions import load_predictions
 from model.lm import load_causal_lm
-from model.lm.scoring import prompt_text, score_sql, score_sql_naive
+from model.lm.token_probabilities import prompt_text, score_sql, score_sql_naive
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

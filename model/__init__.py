@@ -1,14 +1,25 @@
-"""Node scorers, whole-query calibration, evaluation; ``from model import Scorer`` scores new SQL.
+"""Confidence for SQL: ``Scorer`` scores a query node by node with the shipped model and returns
+a ``ScoredQuery`` of ``ScoredNode`` s (``score_many`` gives a ``RowError`` for a row it cannot
+read; ``ModelFileError`` is a model directory it cannot use).
 
-The scorer is imported on first use, so ``import model.<module>`` stays cheap.
+>>> from model import Scorer
+>>> scored = Scorer.pretrained().score("SELECT name FROM singer WHERE age > 20",
+...                                    schema={"singer": ["singer_id", "name", "age"]})
+>>> type(scored).__name__, type(scored.nodes[0]).__name__
+('ScoredQuery', 'ScoredNode')
+>>> [bad] = Scorer.pretrained().score_many([{"sql": "SELEC name"}], progress=False)
+>>> type(bad).__name__
+'RowError'
+
+The names are imported on first use, so ``import model.<module>`` stays cheap.
 """
 
-__all__ = ["Scorer"]
+__all__ = ["ModelFileError", "RowError", "ScoredNode", "ScoredQuery", "Scorer"]
 
 
 def __getattr__(name: str):
-    if name == "Scorer":
-        from model.scoring import Scorer
+    if name in __all__:
+        import model.scoring
 
-        return Scorer
+        return getattr(model.scoring, name)
     raise AttributeError(f"module 'model' has no attribute {name!r}")

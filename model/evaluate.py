@@ -268,7 +268,7 @@ def token_scores(rows: list[dict], data_root: Path, cfg: DictConfig) -> dict[str
     from model.data.datasets import load_schemas
     from model.eval.baselines import standardise, token_level_scores
     from model.lm import load_causal_lm
-    from model.lm.scoring import prompt_text
+    from model.lm.token_probabilities import prompt_text
 
     schemas = load_schemas(data_root)
     questions = _questions(data_root, rows)
@@ -513,7 +513,7 @@ def whole_query(cfg: DictConfig) -> tuple[dict, list[str]]:
             raise UsageError(f"wholequery.base_scores={path}: no such file")
         table = BaseScores.read_csv(path)
         if wq.scores:
-            from model.lm.scoring import read_scores
+            from model.lm.token_probabilities import read_scores
 
             table = add_pooled_scores(table, read_scores(wq.scores))
     else:
@@ -535,7 +535,7 @@ def whole_query(cfg: DictConfig) -> tuple[dict, list[str]]:
 def _build_base_scores(cfg: DictConfig):
     from model.data.datasets import database_path, load_questions, load_schemas
     from model.data.predictions import load_predictions
-    from model.lm.scoring import prediction_files, read_scores
+    from model.lm.token_probabilities import prediction_files, read_scores
     from model.wholequery.base_scores import build_base_scores
 
     wq = cfg.wholequery
@@ -553,7 +553,7 @@ def _build_base_scores(cfg: DictConfig):
 def _score_here(cfg: DictConfig, questions, schemas, preds) -> dict:
     """Token scores under the scorer LM, with its progress bar and disk cache."""
     from model.lm import load_causal_lm
-    from model.lm.scoring import score_predictions, scores_cache_path
+    from model.lm.token_probabilities import score_predictions, scores_cache_path
 
     by_id = {q.question_id: q for q in questions}
     preds = [p for p in preds if p.question_id in by_id and p.sql.strip()]

@@ -176,7 +176,7 @@ def test_semantic_linking_ranks_the_name_the_question_means_first():
 def test_lm_span_features_pool_the_scorers_token_log_probs_over_node_spans(demo, tmp_path):
     from model.data.datasets import Question
     from model.lm import load_causal_lm
-    from model.lm.scoring import prompt_text, token_probabilities
+    from model.lm.token_probabilities import prompt_text, token_probabilities
     from model.nodes.examples import make_example
 
     model, tokenizer = load_causal_lm()
@@ -223,7 +223,7 @@ def test_the_scorer_lm_prompts_hold_birds_evidence(tmp_path, monkeypatch, eviden
     it with BIRD's evidence; the whole-query scorer's prompt has the evidence on its own line."""
     from model.data.datasets import load_questions
     from model.data.predictions import load_predictions
-    from model.lm import scoring
+    from model.lm import token_probabilities as scoring
 
     root, answers = _bird_root(tmp_path)
     examples, _ = build_examples(root, "dev", [answers], require_database=False, evidence=evidence,

@@ -8,7 +8,7 @@ import pytest
 
 from model.lm import load_causal_lm
 from model.lm.load import default_lm_path
-from model.lm.scoring import prompt_text, scores_cache_path, token_probabilities
+from model.lm.token_probabilities import prompt_text, scores_cache_path, token_probabilities
 
 pytest.importorskip("llama_cpp")
 

@@ -150,7 +150,7 @@ def qwen():
 @pytest.mark.slow
 @needs_qwen
 def test_qwen_loads_and_scores_sql_it_would_write_above_sql_it_would_not(qwen):
-    from model.lm.scoring import prompt_text, score_sql, score_sql_naive
+    from model.lm.token_probabilities import prompt_text, score_sql, score_sql_naive
 
     model, tokenizer = qwen
     assert model.config.model_type == "qwen2" and model.config.hidden_size == 1536
@@ -190,13 +190,13 @@ def test_model_lm_picks_the_span_features_scorer_and_its_own_cache(lm, expected,
     """`model.lm=true` is the packaged SmolLM2, `model.lm=qwen_coder` Qwen, each with its cache file;
     the LM is loaded once per process (a scorer's every batch reads it)."""
     import model.lm
-    import model.lm.scoring
+    import model.lm.token_probabilities
     from model.nodes.features import _scorer_lm, build_features, lm_span_features
 
     monkeypatch.setenv("RAT_CACHE", str(tmp_path))
     loaded, cached = [], []
     monkeypatch.setattr(model.lm, "load_causal_lm", lambda name=None, *a, **k: loaded.append(name) or ("m", "t"))
-    monkeypatch.setattr(model.lm.scoring, "token_probabilities",
+    monkeypatch.setattr(model.lm.token_probabilities, "token_probabilities",
                         lambda m, t, items, cache_path=None, **k: cached.append(cache_path) or [])
     _scorer_lm.cache_clear()
     try:

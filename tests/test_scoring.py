@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from model.lm.scoring import POOLINGS, pool, prompt_text, score_sql, score_sql_naive
+from model.lm.token_probabilities import POOLINGS, pool, prompt_text, score_sql, score_sql_naive
 
 CORPUS = [
     "-- Tables: singer(singer_id, name, age, country)",
@@ -102,7 +102,7 @@ def test_pool_orders_and_bounds():
 
 
 def test_token_probabilities_are_the_pooled_scores_components(tiny_lm, tmp_path):
-    from model.lm.scoring import sql_token_ids, token_probabilities
+    from model.lm.token_probabilities import sql_token_ids, token_probabilities
 
     model, tokenizer = tiny_lm
     per_token = token_probabilities(model, tokenizer, ITEMS, batch_tokens=64)
@@ -123,7 +123,7 @@ def test_token_probabilities_are_the_pooled_scores_components(tiny_lm, tmp_path)
 
 def test_token_level_baseline_uses_the_scorer_tokens(tiny_lm):
     from model.eval.baselines import token_level_scores
-    from model.lm.scoring import token_probabilities
+    from model.lm.token_probabilities import token_probabilities
 
     model, tokenizer = tiny_lm
     prompt, sql = ITEMS[1]
@@ -137,7 +137,7 @@ def test_token_level_baseline_uses_the_scorer_tokens(tiny_lm):
 
 @pytest.mark.parametrize("mode", ["nucleus", "beam"])
 def test_sample_outputs_gives_n_cut_sql_strings_per_prompt(tiny_lm, mode):
-    from model.lm.scoring import sample_outputs
+    from model.lm.token_probabilities import sample_outputs
 
     model, tokenizer = tiny_lm
     prompts = [ITEMS[0][0], ITEMS[1][0], ITEMS[3][0]]  # different lengths: left padding in one batch

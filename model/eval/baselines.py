@@ -57,11 +57,11 @@ def token_level_scores(model, tokenizer, items: Sequence[tuple[str, str, str]],
     """For each ``(prompt, predicted_sql, gold_sql)`` (already standardised), the scorer LM's
     probability of each predicted SQL token and its 0/1 alignment label against the gold SQL.
 
-    Tokens and probabilities are ``model.lm.scoring.token_probabilities`` (the whole-query
+    Tokens and probabilities are ``model.lm.token_probabilities.token_probabilities`` (the whole-query
     scorer's batched fast path), so they are the very ones its pooled scores are made of;
     with `cache_path` they are read from / appended to the scorer's disk cache.
     """
-    from model.lm.scoring import sql_token_ids, token_probabilities
+    from model.lm.token_probabilities import sql_token_ids, token_probabilities
 
     scored = token_probabilities(model, tokenizer, [(prompt, pred) for prompt, pred, _ in items],
                                  progress=progress, cache_path=cache_path)

@@ -56,7 +56,7 @@ LLAMA_CPP = "@llama.cpp"  # a scorer LM name ending so (qwen_coder@llama.cpp) ru
 
 class LlamaCppLM:
     """A GGUF causal LM run by llama.cpp (``llama-cpp-python``, installed by ``make setup-qwen``):
-    the scorer LM's token log-probabilities (``model.lm.scoring``) from the quantized weights,
+    the scorer LM's token log-probabilities (``model.lm.token_probabilities``) from the quantized weights,
     on one CPU core 2.4x faster than the de-quantized float32 copy transformers runs (BENCHMARKS.md)."""
 
     def __init__(self, path: Path, threads: int | None = None, context: int = 4096):

@@ -6,7 +6,7 @@ One row per node (post-order), one column per entry of ``FEATURES``. Two tracks 
   output, the question, the schema and the database say about a node. Computed once per
   (question, SQL, database) and cached on disk under ``cache_dir("features")``.
 - *scorer LM* (group lm, single-system, optional: ``lm=True``): the scorer LM's token
-  log-probabilities (``model.lm.scoring``, the whole-query scorer's cache) over the node's span
+  log-probabilities (``model.lm.token_probabilities``, the whole-query scorer's cache) over the node's span
   of the SQL. Spans come from ``rat.sql_spans`` in the canonical text; the LM scored the SQL as
   written, so canonical words are matched to written words (``difflib`` over word sequences;
   an alias ``T1`` is matched to the table name it stands for by position).
@@ -1061,12 +1061,12 @@ def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=N
                      cache_path: Path | None = None, progress: bool = False,
                      lm_model: str | None = None) -> list[np.ndarray]:
     """Scorer-LM rows (nodes, len(LM_FEATURES)) of every example: token log-probabilities of the
-    written SQL (``model.lm.scoring.token_probabilities`` with the whole-query scorer's prompt
+    written SQL (``model.lm.token_probabilities.token_probabilities`` with the whole-query scorer's prompt
     and disk cache, so SQL the whole-query track scored is not scored again) pooled over the
     written words matched to each node's canonical span. A node without a span, or whose words
     are not matched, gets NaN. ``lm_model``: the scorer LM when ``model`` is not given (``None``:
     the packaged SmolLM2; ``"qwen_coder"``...); its cache is ``scores_cache_path(lm_model)``."""
-    from model.lm.scoring import prompt_text, scores_cache_path, token_probabilities
+    from model.lm.token_probabilities import prompt_text, scores_cache_path, token_probabilities
 
     if model is None or tokenizer is None:
         model, tokenizer = _scorer_lm(lm_model)
@@ -1079,7 +1079,7 @@ def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=N
     out = []
     for e, (_, probabilities) in zip(examples, scored):
         x = np.full((len(e.node_labels), len(LM_FEATURES)), NAN)
-        written = " " + e.sql.strip()  # what the scorer read (model.lm.scoring.sql_token_ids)
+        written = " " + e.sql.strip()  # what the scorer read (model.lm.token_probabilities.sql_token_ids)
         offsets = tokenizer(written, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
         log_p = np.log(np.clip(np.asarray(probabilities, dtype=float), 1e-12, 1.0))
         if len(offsets) != len(log_p) or not len(log_p):

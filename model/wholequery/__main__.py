@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from model.lm.scoring import SAMPLE_MODES
+from model.lm.token_probabilities import SAMPLE_MODES
 from model.wholequery.base_scores import (
     BaseScores,
     add_node_confidences,
@@ -48,7 +48,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--split", default="dev")
     ap.add_argument("--predictions", nargs="+", default=None, help="prediction files or folders")
     ap.add_argument("--out", type=Path, required=True, help="output folder")
-    ap.add_argument("--scores", type=Path, default=None, help="pooled scores from python -m model.lm.scoring")
+    ap.add_argument("--scores", type=Path, default=None, help="pooled scores from python -m model.lm.token_probabilities")
     ap.add_argument("--base-scores", type=Path, default=None,
                     help="reuse a base_scores.csv written earlier instead of recomputing")
     ap.add_argument("--protocol", choices=["cv", "split"], default="cv")
@@ -96,7 +96,7 @@ def base_table(args: argparse.Namespace) -> BaseScores:
     """The base-score table the arguments ask for: computed, or read and extended."""
     from model.data.datasets import database_path, load_questions, load_schemas
     from model.data.predictions import load_predictions
-    from model.lm.scoring import prediction_files, read_scores
+    from model.lm.token_probabilities import prediction_files, read_scores
 
     if args.data_root is not None and args.predictions is not None:
         questions = load_questions(args.data_root, args.split)

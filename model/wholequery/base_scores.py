@@ -1,5 +1,5 @@
 """Base scores: one row per (system, question) with a database, its execution label and every
-signal the calibrators combine: pooled token probabilities (from a `model.lm.scoring` score
+signal the calibrators combine: pooled token probabilities (from a `model.lm.token_probabilities` score
 file), sub-clause frequencies and execution agreement against each source of additional outputs
 (the other systems' predictions for the same question; the prediction's own `samples`; samples
 drawn from the scorer LM), and the node model's tree-level confidences (root, least confident
@@ -18,7 +18,7 @@ import numpy as np
 
 from model.data.execution import DEFAULT_TIMEOUT_S
 from model.data.jsonl import iter_jsonl
-from model.lm.scoring import POOLINGS
+from model.lm.token_probabilities import POOLINGS
 from model.wholequery.scf import FEATURE_NAMES as SCF_NAMES
 from model.wholequery.scf import decompose, subclause_frequencies
 
@@ -69,12 +69,12 @@ def build_base_scores(questions, predictions, schemas: Mapping, db_paths: Mappin
                       ) -> BaseScores:
     """The base-score table of `predictions` (`model.data.predictions.Prediction`s, any systems).
 
-    `scores`: `{(system, question_id): model.lm.scoring.PooledScore}` (see `model.lm.scoring.read_scores`),
+    `scores`: `{(system, question_id): model.lm.token_probabilities.PooledScore}` (see `model.lm.token_probabilities.read_scores`),
     adding `log_prod`, `geo`, `min`, `avg`. SCF (`scf_<source>_<signal>`) and execution agreement
     (`exec_<source>`) come from the sources present: `systems` when there are at least two systems,
     `samples` when predictions carry samples, and each `additional_outputs` source
     (`{source: {question_id: [sql, ...]}}`, the same outputs for every system's prediction of a
-    question; e.g. `{"lm_nucleus": ...}` from `model.lm.scoring.sample_outputs`).
+    question; e.g. `{"lm_nucleus": ...}` from `model.lm.token_probabilities.sample_outputs`).
     """
     from model.data.execution import execute_pairs
 
@@ -221,11 +221,11 @@ def generate_lm_samples(model, tokenizer, questions, schemas: Mapping, modes: Se
                         n: int = 5, progress: bool = True, **options) -> dict[str, dict[str, list[str]]]:
     """Additional outputs drawn from the scorer LM: `{"lm_<mode>": {question_id: [sql, ...]}}`.
 
-    The prompt is the scorer's (`model.lm.scoring.prompt_text`); `options` go to
-    `model.lm.scoring.sample_outputs` (`top_p`, `temperature`, `max_new_tokens`, `batch_size`,
+    The prompt is the scorer's (`model.lm.token_probabilities.prompt_text`); `options` go to
+    `model.lm.token_probabilities.sample_outputs` (`top_p`, `temperature`, `max_new_tokens`, `batch_size`,
     `seed`, `device`). GPU-oriented: on a CPU, use it for a handful of questions.
     """
-    from model.lm.scoring import prompt_text, sample_outputs
+    from model.lm.token_probabilities import prompt_text, sample_outputs
 
     def prompt(q) -> str:
         schema = schemas.get(q.db_id)

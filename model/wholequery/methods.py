@@ -18,7 +18,7 @@ from model.calibrators import (
     PlattScaler,
 )
 from model.eval.report import markdown_table
-from model.lm.scoring import POOLINGS
+from model.lm.token_probabilities import POOLINGS
 from model.wholequery.base_scores import NODE_COLUMNS, BaseScores
 from model.wholequery.protocols import fit_test_splits
 from model.wholequery.scf import FEATURE_NAMES as SCF_NAMES

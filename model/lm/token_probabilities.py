@@ -17,7 +17,7 @@ and `benchmarks/score_speed.py`.
 search with HF `generate`), a source of additional outputs for sub-clause frequencies; it is
 meant for a GPU (on a CPU, a few questions for a test).
 
-CLI: `python -m model.lm.scoring --data-root ../shared/data/spider --predictions DIR_OR_FILES
+CLI: `python -m model.lm.token_probabilities --data-root ../shared/data/spider --predictions DIR_OR_FILES
 --out scores.jsonl [--model NAME --device cuda]`.
 """
 
@@ -408,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from model.data.predictions import load_predictions
     from model.lm import load_causal_lm
 
-    ap = argparse.ArgumentParser(prog="python -m model.lm.scoring", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m model.lm.token_probabilities", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-root", type=Path, required=True, help="Spider/BIRD folder (dev.json, tables.json)")
     ap.add_argument("--split", default="dev")
     ap.add_argument("--predictions", nargs="+", required=True, help="prediction files or folders")
