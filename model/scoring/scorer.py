@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import gc
 import math
+import pickle
+import warnings
+import zipfile
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 import rat
+from model.data.execution import check_deadline
 from model.errors import ModelFileError
 from model.nodes.estimator import BoostedNodeModel, kind_group
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
@@ -43,8 +48,14 @@ from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_
 # benchmark (docs/model_card.md)
 PRETRAINED = {name: Path(__file__).resolve().parent / "pretrained" / name
               for name in ("spider", "spider_consensus", "spider_transfer")}
-# Nodes below this confidence get reasons (and "look here first" always does).
+# Nodes below this confidence get reasons (and "look here first" always does), the least
+# confident REASON_NODES of them at most: reasons for every node of a huge query would cost
+# (nodes x features) model rows for text no one reads.
 REASONS_BELOW = 0.5
+REASON_NODES = 64
+# The result budget of each database read while scoring (model.data.execution): a query whose
+# result would take more is read as a failed one (exec_error), as past the training runs' budget.
+SCORING_RESULT_BYTES = 32 << 20
 
 
 @dataclass
@@ -129,11 +140,13 @@ class Scorer:
     run directory / ``.ckpt`` (the neural model has no named features: no reasons, and its
     whole-query confidence is its least confident node, uncalibrated)."""
 
-    def __init__(self, saved: BoostedNodeModel | None = None, neural=None, feature_timeout_s: float = 5.0):
+    def __init__(self, saved: BoostedNodeModel | None = None, neural=None, feature_timeout_s: float = 5.0,
+                 max_result_bytes: int = SCORING_RESULT_BYTES):
         if (saved is None) == (neural is None):
             raise ValueError("give a saved boosted model or a neural NodeScorer")
         self.saved, self.neural = saved, neural
         self.feature_timeout_s = feature_timeout_s
+        self.max_result_bytes = max_result_bytes
 
     @classmethod
     def pretrained(cls, name: str = "spider") -> Scorer:
@@ -165,7 +178,14 @@ class Scorer:
                 checkpoint = resolve_checkpoint(path)
             except FileNotFoundError as e:
                 raise ModelFileError(str(e)) from None
-            return cls(neural=NodeScorer(checkpoint, device="cpu"))
+            try:
+                with warnings.catch_warnings():  # torch's own notes on a refused file: the one line below says it
+                    warnings.simplefilter("ignore")
+                    return cls(neural=NodeScorer(checkpoint, device="cpu"))
+            except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError,
+                    AttributeError, zipfile.BadZipFile) as e:  # torch.load reads tensors only (weights_only)
+                raise ModelFileError(f"{checkpoint}: not a checkpoint this project can read ({type(e).__name__}; "
+                                     "only tensors and plain values are loaded, never code)") from None
         raise ModelFileError(f"{path}: neither a saved model (model.json) nor a neural run")
 
     @property
@@ -190,7 +210,8 @@ class Scorer:
 
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
                    spans: bool = True, batch_size: int = 256, workers: int | None = None,
-                   features: Sequence[str] | None = None, quantiles: str = "model"
+                   features: Sequence[str] | None = None, quantiles: str = "model",
+                   deadline: float | None = None, max_nodes: int | None = None
                    ) -> list[ScoredQuery | RowError]:
         """Score rows ``{sql, question, evidence, schema, database, db_id, question_id}`` (all but
         ``sql`` optional; BIRD's ``evidence`` is read as part of the question), in order; a row that cannot be scored comes back as a ``RowError``, never
@@ -203,7 +224,10 @@ class Scorer:
         that reads its count features as quantiles (``model.quantiles``): ``"model"`` reads them
         against the nodes it was trained on, ``"rows"`` against the scored rows' own nodes (all
         of them, read before any is scored: outputs of another benchmark or domain, where the
-        training benchmark's sizes do not hold; no labels are read)."""
+        training benchmark's sizes do not hold; no labels are read). ``deadline``
+        (``time.monotonic()``): the work checks it as it goes (each row, each database read, before
+        the model and the reasons) and raises ``model.data.execution.DeadlineExceeded`` once it has
+        passed; ``max_nodes``: a query whose tree has more nodes is a ``RowError``, not scored."""
         rows = list(rows)
         if features is not None and self.saved is None:
             raise ValueError("features: the neural model has no named features")
@@ -211,18 +235,19 @@ class Scorer:
             raise ValueError(f"quantiles must be 'model' or 'rows'; found {quantiles!r}")
         with _heap_frozen():
             return self._score_all(rows, progress, reasons, spans, batch_size, workers,
-                                   tuple(features) if features is not None else None, quantiles == "rows")
+                                   tuple(features) if features is not None else None, quantiles == "rows",
+                                   _Budget(deadline, max_nodes))
 
     def _score_all(self, rows: list[Mapping], progress: bool, reasons: bool, spans: bool, batch_size: int,
-                   workers: int | None, features: tuple[str, ...] | None = None, own_quantiles: bool = False
-                   ) -> list[ScoredQuery | RowError]:
+                   workers: int | None, features: tuple[str, ...] | None = None, own_quantiles: bool = False,
+                   budget: _Budget | None = None) -> list[ScoredQuery | RowError]:
         from tqdm.auto import tqdm
 
         batches = self._batches(rows, batch_size)
         workers = _worker_count(workers, len(batches)) if self.saved is not None else 1
         bar = tqdm(total=len(rows), desc="scoring", unit="query", disable=not progress, leave=False)
         out: list[ScoredQuery | RowError | None] = [None] * len(rows)
-        jobs = [([rows[i] for i in positions], positions, spans, features) for positions in batches]
+        jobs = [([rows[i] for i in positions], positions, spans, features, budget) for positions in batches]
         reference = self.saved.quantiles_ if self.saved is not None else None
         with _prepared_batches(self, jobs, workers) as prepared:
             if reference is not None and own_quantiles:  # every row's features first: the rows' own reference
@@ -234,7 +259,7 @@ class Scorer:
                 if matrices:
                     reference = Quantiles.fit(np.vstack(matrices), self.saved.features_, reference.features)
             for (chunk, positions, *_), batch in zip(jobs, prepared):
-                for i, result in zip(positions, self._finish(batch, chunk, reasons, reference)):
+                for i, result in zip(positions, self._finish(batch, chunk, reasons, reference, budget)):
                     out[i] = result
                 bar.update(len(chunk))
         bar.close()
@@ -260,7 +285,7 @@ class Scorer:
         return [b for b in batches if b]
 
     def _prepare(self, rows: Sequence[Mapping], positions: Sequence[int], spans: bool,
-                 features: tuple[str, ...] | None = None) -> _Batch:
+                 features: tuple[str, ...] | None = None, budget: _Budget | None = None) -> _Batch:
         """Read the rows' SQL into examples and (boosted) their feature matrices (the model's
         columns, then any other of ``features``) and (``spans``) their nodes' spans in the
         written SQL; pure Python and read-only database reads, so it runs in worker processes."""
@@ -268,8 +293,10 @@ class Scorer:
         from model.nodes.examples import make_example
         from model.nodes.outputs import tree_of
 
+        budget = budget or _Budget()
         batch = _Batch([None] * len(rows), [], [], {}, {}, list(positions))
         for j, row in enumerate(rows):
+            check_deadline(budget.deadline)
             qid = row.get("question_id")
             try:
                 sql = row.get("sql")
@@ -283,6 +310,9 @@ class Scorer:
                                                               str(row.get("evidence") or "")), ""),
                                        sql, str(row.get("system") or "user"), schema,
                                        tree=located.tree if located else None)
+                if budget.max_nodes is not None and len(example.node_names) > budget.max_nodes:
+                    raise ValueError(f"the query has {len(example.node_names)} nodes; at most "
+                                     f"{budget.max_nodes} are scored")
             except (rat.RATError, ValueError, TypeError) as e:
                 batch.errors[j] = RowError(positions[j], str(e).splitlines()[0] if str(e) else type(e).__name__, qid)
                 continue
@@ -296,12 +326,13 @@ class Scorer:
                     {"node_names": example.node_names, "node_arity": example.node_arity}))
                 batch.spans.append(_written(located, sql))
         if self.saved is not None and batch.examples:
-            batch.features = self._features(batch.examples, batch.schemas, batch.databases, features or ())
+            batch.features = self._features(batch.examples, batch.schemas, batch.databases, features or (),
+                                            budget.deadline)
             batch.columns = features
         return batch
 
-    def _finish(self, batch: _Batch, rows: Sequence[Mapping], reasons: bool, quantiles=None
-                ) -> list[ScoredQuery | RowError]:
+    def _finish(self, batch: _Batch, rows: Sequence[Mapping], reasons: bool, quantiles=None,
+                budget: _Budget | None = None) -> list[ScoredQuery | RowError]:
         results: list[ScoredQuery | RowError | None] = list(batch.errors)
         if batch.examples:
             model_columns = len(self.saved.features_) if self.saved is not None else 0
@@ -310,7 +341,9 @@ class Scorer:
                 names = self._column_order(batch.columns or ())
                 batch.features = [quantiles.transform(m, names) for m in batch.features]
             matrices = [m[:, :model_columns] for m in batch.features]
-            scored = (self._boosted(batch.examples, matrices, reasons, databases)
+            deadline = budget.deadline if budget is not None else None
+            check_deadline(deadline)
+            scored = (self._boosted(batch.examples, matrices, reasons, databases, deadline)
                       if self.saved is not None else self._neural(batch.examples))
             for k, (j, example, (conf, site, query_conf, why, x)) in enumerate(zip(batch.keys, batch.examples, scored)):
                 row = rows[j]
@@ -347,8 +380,8 @@ class Scorer:
         ``extra`` the model does not read."""
         return list(self.saved.features_) + [n for n in extra if n not in self.saved.features_]
 
-    def _features(self, examples: list, schemas: dict, databases: dict, extra: Sequence[str] = ()
-                  ) -> list[np.ndarray]:
+    def _features(self, examples: list, schemas: dict, databases: dict, extra: Sequence[str] = (),
+                  deadline: float | None = None) -> list[np.ndarray]:
         """Each example's matrix of the saved model's features, in the model's column order,
         then the columns of ``extra`` the model does not read."""
         from model.nodes.features import CONSENSUS_FEATURES, LM_FEATURES, build_features
@@ -356,7 +389,8 @@ class Scorer:
         wanted = set(self.saved.features_) | set(extra)
         matrices, names, _ = build_features(
             examples, schemas, databases, consensus=bool(wanted & set(CONSENSUS_FEATURES)),
-            use_cache=False, timeout_s=self.feature_timeout_s, progress=False,
+            use_cache=False, timeout_s=self.feature_timeout_s, progress=False, deadline=deadline,
+            max_result_bytes=self.max_result_bytes,
             lm=(self.saved.info_.get("config", {}).get("lm") or True) if wanted & set(LM_FEATURES) else False,
             semantic=any(n.startswith(("name_semantic", "subtree_min_sem")) for n in wanted))
         index = {n: j for j, n in enumerate(names)}
@@ -368,7 +402,7 @@ class Scorer:
         return [m[:, columns] for m in matrices]
 
     def _boosted(self, examples: list, matrices: list[np.ndarray], reasons: bool,
-                 with_database: list[bool]) -> list[tuple]:
+                 with_database: list[bool], deadline: float | None = None) -> list[tuple]:
         saved = self.saved
         x_all = np.vstack(matrices)
         raw_all = saved.raw_node_probability(x_all)
@@ -380,8 +414,10 @@ class Scorer:
             conf, query_conf = saved.confidences(raw, database)
             why: dict[int, list[Reason]] = {}
             if reasons:
+                check_deadline(deadline, "reasons")
                 look = int(np.nanargmax(site)) if not np.isnan(site).all() else int(np.argmin(conf))
-                low = sorted({i for i in range(len(conf)) if conf[i] < REASONS_BELOW} | {look})
+                least = np.argsort(conf, kind="stable")[:REASON_NODES]
+                low = sorted({int(i) for i in least if conf[i] < REASONS_BELOW} | {look})
                 why = explain_nodes(saved, x, low, _contexts(e), [kind_group(t) for t in e.node_types], conf,
                                     database)
             out.append((conf, site, float(query_conf), why, x))
@@ -466,6 +502,14 @@ def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, tree: 
     return ScoredQuery(example.sql, str(row.get("question") or ""), nodes, float(query_conf), int(order[0]),
                        int(order[1]) if len(order) > 1 else None, row.get("db_id"),
                        row.get("question_id"), tree, schema)
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """One ``score_many`` call's limits: its deadline (``time.monotonic()``) and node count."""
+
+    deadline: float | None = None
+    max_nodes: int | None = None
 
 
 @dataclass

@@ -1,0 +1,68 @@
+"""A scoring request's budget, enforced where the work is done: a deadline the work checks as it
+goes, a node limit, reasons for a bounded number of nodes in one model call, and database reads
+bounded in time and bytes. With the shipped model, no training."""
+
+import sqlite3
+import time
+
+import pytest
+
+from model.data.execution import DeadlineExceeded
+from model.scoring.scorer import REASON_NODES, RowError, Scorer
+
+SCHEMA = {"singer": ["name", "age"]}
+
+
+@pytest.fixture(scope="module")
+def scorer() -> Scorer:
+    return Scorer.pretrained()
+
+
+def _ors(terms: int, column: str = "nope") -> str:
+    return "SELECT name FROM singer WHERE " + " OR ".join(f"{column}{i} = {i}" for i in range(terms))
+
+
+def test_a_passed_deadline_stops_scoring_before_any_work(scorer):
+    start = time.monotonic()
+    with pytest.raises(DeadlineExceeded, match="ran past its time limit"):
+        scorer.score_many([{"sql": _ors(300), "schema": SCHEMA}], progress=False, deadline=time.monotonic() - 1)
+    assert time.monotonic() - start < 0.5
+
+
+def test_the_deadline_is_checked_inside_the_work(scorer, tmp_path):
+    # a database whose every literal lookup is slow: without a deadline inside the feature
+    # extraction, 300 lookups of up to 5 s each would hold the worker for minutes
+    db = tmp_path / "slow.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE singer (name TEXT, age INT)")
+        conn.executemany("INSERT INTO singer VALUES (?, ?)", [(f"n{i}", i) for i in range(200_000)])
+    conn.close()
+    sql = "SELECT name FROM singer WHERE " + " OR ".join(f"name LIKE '%{i}%x'" for i in range(300))
+    start = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        scorer.score_many([{"sql": sql, "schema": SCHEMA, "database": db}], progress=False,
+                          reasons=True, deadline=time.monotonic() + 1.0)
+    assert time.monotonic() - start < 4.0
+
+
+def test_a_query_over_the_node_limit_is_a_row_error(scorer):
+    (result,) = scorer.score_many([{"sql": _ors(100), "schema": SCHEMA}], progress=False, max_nodes=200)
+    assert isinstance(result, RowError) and result.message == "the query has 305 nodes; at most 200 are scored"
+
+
+def test_reasons_cover_a_bounded_number_of_nodes_in_one_model_call(scorer, monkeypatch):
+    calls = []
+    original = type(scorer.saved).node_confidence
+
+    def counted(self, x, database=True):
+        calls.append(len(x))
+        return original(self, x, database)
+
+    monkeypatch.setattr(type(scorer.saved), "node_confidence", counted)
+    (scored,) = scorer.score_many([{"sql": _ors(300), "schema": SCHEMA}], progress=False, reasons=True)
+    low = sum(n.confidence < 0.5 for n in scored.nodes)
+    explained = sum(bool(n.reasons) for n in scored.nodes)
+    assert low == 300 and 0 < explained <= REASON_NODES + 1  # the least confident ones, and look-here-first
+    assert len(calls) == 1 and calls[0] <= (REASON_NODES + 1) * len(scorer.saved.features_)
+    look = scored.nodes[scored.look_here_first]
+    assert look.reasons  # the node the page points at always has its reasons
