@@ -6,58 +6,117 @@
 answers ``{"results": [row, ...]}``, each row as ``rat-score`` writes it, or ``{"error": ...}``
 for a query that cannot be scored. ``GET /health``; ``GET /databases``; ``GET /`` is a page where
 a person pastes a question and SQL, picks a database and sees the coloured SQL, the tree and
-"look here first".
+"look here first". There is no API browser: ``/docs``, ``/redoc`` and ``/openapi.json`` are off
+unless ``--api-docs`` turns them on (then anyone who reaches the port can read them).
 
-Bounds: a request body over ``max_body_bytes`` is refused (413), more than ``max_queries``
-queries too (413), and scoring that takes longer than ``timeout_s`` answers 503. Databases are
-opened read-only (``model.data.execution``) and only under ``--data-root``: a ``database`` path
-outside it, or a ``db_id`` that is not a plain name, is refused (400).
+Bounds, each answered with a 4xx or 503 that names it: a request body over ``max_body_bytes`` is
+refused (413) while it is read (chunked bodies too), more than ``max_queries`` queries too
+(413), and a query's SQL over ``max_sql_chars`` (413); a field of the wrong type, a db_id that
+is not a plain name (or over 128 characters), text with NUL or a lone surrogate, a body nested
+too deeply is 400 naming the field. A query whose tree has more than ``max_nodes`` nodes comes
+back as an error row. Every request has ``timeout_s`` from its arrival: the work checks the
+deadline as it goes (each query, each database read, before the model and the reasons) and
+stops there, so no request holds a worker past it, and the request answers 503. At most
+``workers`` requests are scored at once; ``/health`` never waits for them. Databases are opened
+read-only (``model.data.execution``: results and values bounded in rows and bytes) and only under
+``--data-root``, symlinks resolved: a ``database`` path or ``db_id`` folder that leads outside
+it is refused (400) or not read. A connection that has not sent a whole request head within
+``--header-timeout-s`` is closed.
 """
 
 import argparse
 import asyncio
+import base64
+import hashlib
+import json
+import re
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from model.extras import needs_extra
+
+with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
 PAGE = Path(__file__).resolve().parent / "page.html"
+HEADER_TIMEOUT_S = 10.0
+
+
+def content_security_policy(page: str) -> str:
+    """The page's Content-Security-Policy: its own inline script (by hash) and nothing else runs
+    (no inline event handler, no other script), it talks only to this service."""
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'"
+                      for s in re.findall(r"<script>(.*?)</script>", page, flags=re.DOTALL))
+    return (f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; connect-src 'self'; "
+            "img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 
 
 def create_app(scorer, data_root: Path | None = None, schemas: dict | None = None,
                max_queries: int = 64, max_body_bytes: int = 1_000_000, timeout_s: float = 10.0,
-               use_databases: bool = True):
-    """The FastAPI application around a ``Scorer``."""
+               use_databases: bool = True, max_sql_chars: int = 10_000, max_nodes: int = 1_000,
+               workers: int = 2, api_docs: bool = False):
+    """The FastAPI application around a ``Scorer`` (see the module's bounds)."""
     from fastapi import FastAPI, HTTPException, Request
-    from fastapi.concurrency import run_in_threadpool
     from fastapi.responses import HTMLResponse, JSONResponse
-    from model.data.datasets import database_path
 
+    from model.data.execution import DeadlineExceeded
+    from model.scoring.inputs import TEXT_FIELDS, database_under, field_problem
     from model.scoring.scorer import RowError
 
     root = data_root.resolve() if data_root else None
     schemas = schemas or {}
-    app = FastAPI(title="rat-confidence scorer", description="Per-node confidence for SQL queries")
+    app = FastAPI(title="rat-confidence scorer", description="Per-node confidence for SQL queries",
+                  docs_url="/docs" if api_docs else None, redoc_url="/redoc" if api_docs else None,
+                  openapi_url="/openapi.json" if api_docs else None)
+    scoring = ThreadPoolExecutor(max(1, workers), thread_name_prefix="rat-score")
+    page_html = PAGE.read_text(encoding="utf-8")
+    page_headers = {"Content-Security-Policy": content_security_policy(page_html),
+                    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+    info = scorer.saved.info_ if scorer.saved is not None else {}
+    health_answer = {"status": "ok", "model": scorer.description,
+                     "feature_version": info.get("feature_version"), "databases": len(schemas)}
 
     @app.middleware("http")
     async def bound_body(request: Request, call_next):
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > max_body_bytes):
-            return JSONResponse({"detail": f"request body over {max_body_bytes} bytes"}, status_code=413)
+            return JSONResponse({"detail": f"request body over {max_body_bytes} bytes"}, status_code=413,
+                                headers={"Connection": "close"})  # the unread body is not waited for
         return await call_next(request)
 
-    def database_of(query: dict) -> Path | None:
+    async def read_body(request: Request) -> bytes:
+        """The body, refused (413) as soon as it passes ``max_body_bytes``: a chunked body has no
+        content-length to check up front, so it is counted while it arrives."""
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body_bytes:
+                raise HTTPException(413, f"request body over {max_body_bytes} bytes", {"Connection": "close"})
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def database_of(k: int, query: dict) -> Path | None:
         given = query.get("database")
         if given is not None:
             if root is None:
-                raise HTTPException(400, "database paths need the service to run with --data-root")
-            path = (root / str(given)).resolve()
-            if not path.is_relative_to(root) or not path.is_file():
-                raise HTTPException(400, f"database {given!r}: not a file under the configured root")
+                raise HTTPException(400, f"queries[{k}].database: paths need the service to run with --data-root")
+            try:
+                path = (root / given).resolve()
+                inside = path.is_relative_to(root) and path.is_file()
+            except (OSError, ValueError):
+                inside = False
+            if not inside:
+                raise HTTPException(400, f"queries[{k}].database {given!r}: not a file under the configured root")
             return path
         db_id = query.get("db_id")
         if not use_databases or root is None or not db_id:
             return None
-        return database_path(root, db_id)
+        return database_under(root, db_id)
 
     def rows_of(body: Any) -> list[dict]:
         if not isinstance(body, dict):
@@ -71,47 +130,51 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         for k, q in enumerate(queries):
             if not isinstance(q, dict) or not isinstance(q.get("sql"), str):
                 raise HTTPException(400, f"queries[{k}]: needs a \"sql\" string")
+            for name in TEXT_FIELDS:
+                problem = field_problem(name, q.get(name))
+                if problem:
+                    raise HTTPException(400, f"queries[{k}].{problem}")
+            if len(q["sql"]) > max_sql_chars:
+                raise HTTPException(413, f"queries[{k}].sql: {len(q['sql'])} characters; at most {max_sql_chars}")
             db_id = q.get("db_id")
-            if db_id is not None and (not isinstance(db_id, str) or "/" in db_id or "\\" in db_id
-                                      or db_id.startswith(".")):
-                raise HTTPException(400, f"queries[{k}].db_id {db_id!r}: not a database name")
-            rows.append({"sql": q["sql"], "question": str(q.get("question") or ""), "db_id": db_id,
+            rows.append({"sql": q["sql"], "question": q.get("question") or "", "db_id": db_id,
                          "question_id": q.get("question_id"), "schema": schemas.get(db_id),
-                         "database": database_of(q),
+                         "database": database_of(k, q),
                          "_unknown": bool(schemas) and db_id is not None and db_id not in schemas})
         return rows
 
     @app.get("/health")
-    def health() -> dict:
-        info = scorer.saved.info_ if scorer.saved is not None else {}
-        return {"status": "ok", "model": scorer.description,
-                "feature_version": info.get("feature_version"), "databases": len(schemas)}
+    async def health() -> dict:  # on the event loop: never queued behind scoring
+        return health_answer
 
     @app.get("/databases")
-    def databases() -> dict:
+    async def databases() -> dict:
         return {"databases": sorted(schemas)}
 
     @app.get("/", response_class=HTMLResponse)
-    def page() -> str:
-        return PAGE.read_text(encoding="utf-8")
+    async def page() -> HTMLResponse:
+        return HTMLResponse(page_html, headers=page_headers)
 
     @app.post("/score")
     async def score(request: Request) -> dict:
-        raw = await request.body()
-        if len(raw) > max_body_bytes:  # a chunked body has no content-length to check up front
-            raise HTTPException(413, f"request body over {max_body_bytes} bytes")
+        deadline = time.monotonic() + timeout_s
         try:
-            import json
-
+            raw = await asyncio.wait_for(read_body(request), timeout_s)
+        except TimeoutError:
+            raise HTTPException(408, f"request body not received within {timeout_s:g} s", {"Connection": "close"}) from None
+        try:
             body = json.loads(raw)
-        except ValueError:
+        except RecursionError:
+            raise HTTPException(400, "body is nested too deeply") from None
+        except ValueError:  # also bytes that are not UTF-8
             raise HTTPException(400, "body is not valid JSON") from None
         rows = rows_of(body)
         known = [r for r in rows if not r["_unknown"]]
-        try:
-            results = await asyncio.wait_for(
-                run_in_threadpool(scorer.score_many, known, False, True), timeout_s)
-        except TimeoutError:
+        work = partial(scorer.score_many, known, False, True, deadline=deadline, max_nodes=max_nodes)
+        try:  # a request still queued at its deadline is dropped; a running one stops at its next check
+            results = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(scoring, work),
+                                             max(0.0, deadline - time.monotonic()))
+        except (TimeoutError, DeadlineExceeded):
             raise HTTPException(503, f"scoring took longer than {timeout_s:g} s") from None
         it = iter(results)
         out = []
@@ -127,39 +190,83 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     return app
 
 
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request head: a connection that has not
+    sent a whole request line and headers within ``header_timeout_s`` of connecting, or of its
+    previous response, is closed (uvicorn alone keeps a half-sent head open for ever)."""
+
+    header_timeout_s = HEADER_TIMEOUT_S
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm_head_timer()
+
+    def connection_lost(self, exc) -> None:
+        timer = getattr(self, "_head_timer", None)
+        if timer is not None:
+            timer.cancel()
+        super().connection_lost(exc)
+
+    def _arm_head_timer(self) -> None:
+        timer = getattr(self, "_head_timer", None)
+        if timer is not None:
+            timer.cancel()
+        self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_timeout)
+
+    def _head_timeout(self) -> None:
+        waiting = self.conn.their_state in (h11.IDLE, h11.DONE) and (self.cycle is None or self.cycle.response_complete)
+        if waiting and not self.transport.is_closing():
+            self.transport.close()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rat-serve", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="rat-serve", description=__doc__.split("\n")[0],
+                                     epilog="/docs, /redoc and /openapi.json are off unless --api-docs.")
     parser.add_argument("--model", default="pretrained")
     parser.add_argument("--data-root", type=Path, help="schemas and databases (read-only) under this folder")
     parser.add_argument("--schema", type=Path, help="tables.json only: scoring without databases")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--max-queries", type=int, default=64)
-    parser.add_argument("--timeout-s", type=float, default=10.0)
+    parser.add_argument("--max-queries", type=int, default=64, help="queries per request (default 64)")
+    parser.add_argument("--max-sql-chars", type=int, default=10_000, help="characters of one query's SQL")
+    parser.add_argument("--max-nodes", type=int, default=1_000, help="nodes of one query's tree")
+    parser.add_argument("--timeout-s", type=float, default=10.0, help="seconds a request may take (default 10)")
+    parser.add_argument("--workers", type=int, default=2, help="requests scored at once (default 2)")
+    parser.add_argument("--header-timeout-s", type=float, default=HEADER_TIMEOUT_S,
+                        help="seconds a connection may take to send a request head (default 10)")
+    parser.add_argument("--api-docs", action="store_true",
+                        help="serve /docs, /redoc and /openapi.json (public to anyone who reaches the port)")
     args = parser.parse_args(argv)
-    from model.extras import needs_extra
-
-    with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
-        import fastapi  # noqa: F401  (create_app's)
-        import uvicorn
     from model.errors import UsageError
-
-    from model.scoring.cli import _load_scorer, _schemas
+    from model.scoring.inputs import load_scorer, read_schemas
 
     try:
         if args.data_root and not args.data_root.is_dir():
             raise UsageError(f"--data-root {args.data_root}: no such directory")
         if args.schema and not args.schema.is_file():
             raise UsageError(f"--schema {args.schema}: no such file")
-        schemas = _schemas(args)
-        scorer = _load_scorer(args.model)
+        for name in ("max_queries", "max_sql_chars", "max_nodes", "workers", "timeout_s", "header_timeout_s"):
+            if getattr(args, name) <= 0:
+                raise UsageError(f"--{name.replace('_', '-')} must be positive")
+        schemas = read_schemas(args.schema, args.data_root)
+        scorer = load_scorer(args.model)
     except UsageError as e:
         print(f"rat-serve: error: {e}", file=sys.stderr)
         return 2
-    app = create_app(scorer, args.data_root, schemas, max_queries=args.max_queries, timeout_s=args.timeout_s)
+    import uvicorn
+
+    app = create_app(scorer, args.data_root, schemas, max_queries=args.max_queries, timeout_s=args.timeout_s,
+                     max_sql_chars=args.max_sql_chars, max_nodes=args.max_nodes, workers=args.workers,
+                     api_docs=args.api_docs)
+    protocol = type("Guarded", (GuardedH11Protocol,), {"header_timeout_s": args.header_timeout_s})
     print(f"rat-serve: {scorer.description}, {len(schemas)} schemas, http://{args.host}:{args.port}/",
           file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", http=protocol,
+                timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
     return 0
 
 
