@@ -1,0 +1,105 @@
+"""A model folder or checkpoint that cannot be used is one line naming the first missing or
+malformed part, from Scorer.load, rat-score and rat-serve alike; nothing in it runs."""
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from model.errors import ModelFileError
+from model.scoring.scorer import PRETRAINED, Scorer
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@pytest.fixture
+def model_copy(tmp_path) -> Path:
+    folder = tmp_path / "model"
+    shutil.copytree(PRETRAINED["spider"], folder)
+    return folder
+
+
+def _edit(folder: Path, change) -> None:
+    path = folder / "model.json"
+    meta = json.loads(path.read_text())
+    path.write_text(json.dumps(change(meta)))
+
+
+def _without(key):
+    return lambda meta: {k: v for k, v in meta.items() if k != key}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda meta: [meta], "model.json: expected a JSON object, found list"),
+    (_without("query_calibrator"), "model.json: query_calibrator: missing"),
+    (_without("features"), "model.json: features: missing"),
+    (lambda meta: {**meta, "features": "abc"}, "features: expected a non-empty list of feature names"),
+    (lambda meta: {**meta, "calibrator": {"kind": "platt", "a": "x"}}, "model.json: calibrator: cannot be read"),
+    (lambda meta: {**meta, "calibrator": {"kind": "nope"}}, "model.json: calibrator: cannot be read"),
+    (lambda meta: {**meta, "typical": {"value": {"x": "junk"}}}, "typical: expected {kind group: {feature: number}}"),
+    (lambda meta: {**meta, "typical": [1, 2]}, "typical: expected"),
+    (lambda meta: {**meta, "query_calibrator": {**meta["query_calibrator"], "coef": "x"}},
+     "query_calibrator: expected 1 coef numbers and an intercept"),
+    (lambda meta: {**meta, "query_calibrator": {"features": meta["query_calibrator"]["features"]}},
+     "query_calibrator: expected 1 coef numbers"),
+])
+def test_a_malformed_model_json_is_one_line_naming_the_part(model_copy, change, message):
+    _edit(model_copy, change)
+    with pytest.raises(ModelFileError) as e:
+        Scorer.load(model_copy)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_shipped_models_pass_the_checks():
+    for folder in PRETRAINED.values():
+        assert Scorer.load(folder).saved is not None
+
+
+def test_a_skops_function_is_refused_by_its_real_name(model_copy):
+    # skops names a function node "builtins.function"; the refusal names what it points at
+    path = model_copy / "site_model.skops"
+    with zipfile.ZipFile(path) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    schema = json.loads(files["schema.json"])
+    state = schema["content"]  # the classifier's attributes: a dict node
+    state["content"]["evil"] = {"__class__": "function", "__module__": "builtins", "__loader__": "FunctionNode",
+                                "content": {"module_path": "os", "function": "system"}, "__id__": 1}
+    state["key_types"]["content"].append(state["key_types"]["content"][0])
+    files["schema.json"] = json.dumps(schema).encode()
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    with pytest.raises(ModelFileError, match="does not trust: .*function os.system") as e:
+        Scorer.load(model_copy)
+    assert "builtins.function" not in str(e.value)
+
+
+class _Call:
+    def __reduce__(self):
+        return (os.system, ("touch pwned",))
+
+
+def test_a_checkpoint_holding_a_pickled_call_is_one_line_and_runs_nothing(tmp_path):
+    ckpt = tmp_path / "evil.ckpt"
+    with ckpt.open("wb") as f:
+        pickle.dump({"state_dict": _Call()}, f)
+    with pytest.raises(ModelFileError, match="not a checkpoint this project can read"):
+        Scorer.load(ckpt)
+    done = subprocess.run([sys.executable, "-m", "model.scoring.cli", "--model", str(ckpt), "--sql", "SELECT 1"],
+                          cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_rat_serve_refuses_a_broken_model_at_start_in_one_line(model_copy):
+    _edit(model_copy, _without("query_calibrator"))
+    done = subprocess.run([sys.executable, "-m", "model.scoring.service", "--model", str(model_copy), "--port", "1"],
+                          env=ENV, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "rat-serve: error: --model" in done.stderr and "query_calibrator: missing" in done.stderr
