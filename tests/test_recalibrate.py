@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +50,8 @@ def test_recalibration_moves_an_overconfident_model_to_its_labels_and_keeps_its_
     model = BoostedNodeModel.load(folder)
     # the model as a user might meet it elsewhere: raw node probabilities, and whole queries far
     # too confident (the calibrators of another benchmark)
-    overconfident = replace(model, calibrator=None, query_calibrator=QueryCalibrator([0.3], 3.0))
+    overconfident = BoostedNodeModel.from_parts(model.node_model_, model.site_model_, None, QueryCalibrator([0.3], 3.0),
+                                                model.features_, model.typical_, model.info_, model.without_database_)
     order = np.random.default_rng(0).permutation(len(table.examples))
     fit_on, held_out = order[:80], order[80:]
     result = recalibrate(overconfident, _labelled(table, fit_on), progress=False)
