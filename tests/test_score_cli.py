@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tests.test_scorer import boosted_model, consensus_model  # noqa: F401  (the fixtures)
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -66,13 +67,34 @@ def test_bad_rows_are_counted_and_the_run_goes_on(boosted_model, tmp_path):  # n
     rows.write_text("\n".join([json.dumps({"db_id": db, "question": "q", "sql": "SELECT 1"}),
                                "{not json", json.dumps({"db_id": db, "sql": "SELECT * FROM ("}),
                                json.dumps({"db_id": "no_such_db", "sql": "SELECT 1"}),
-                               json.dumps({"db_id": db, "question": "q"})]))
+                               json.dumps({"db_id": db, "question": "q"}),
+                               # hostile fields: never a traceback, each a counted row
+                               json.dumps({"db_id": ["x"], "sql": "SELECT 1"}),
+                               json.dumps({"db_id": 5, "sql": "SELECT 1"}),
+                               json.dumps({"db_id": "d" * 300, "sql": "SELECT 1"}),
+                               json.dumps({"db_id": db, "question": "\ud800", "sql": "SELECT 1"}),
+                               json.dumps({"db_id": db, "question_id": [1], "sql": "SELECT 1"})]))
     done = rat_score("--model", str(folder), "--data-root", str(root), "--predictions", str(rows),
                      "--out", str(tmp_path / "o.jsonl"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 1
     summary = done.stderr.strip().splitlines()[-1]
-    assert "scored 1 of 5 rows" in summary and "not scored: 4" in summary
+    assert "scored 1 of 10 rows" in summary and "not scored: 9" in summary
+    assert "malformed db_id 3" in summary and "malformed question 1" in summary
+    assert "malformed question_id 1" in summary
+    assert "class='example'" in (tmp_path / "report.html").read_text()
+
+
+def test_a_binary_schema_and_a_long_db_id_are_one_line(tmp_path):
+    binary = tmp_path / "tables.json"
+    binary.write_bytes(bytes(range(256)) * 4)
+    done = rat_score("--schema", str(binary), "--sql", "SELECT 1", "--db-id", "x")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"{binary}: cannot read schemas (not UTF-8 text" in done.stderr
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    done = rat_score("--sql", "SELECT 1", "--db-id", "d" * 300, "--schema", str(empty))
+    assert done.returncode == 2 and "--db-id: longer than 128 characters" in done.stderr, done.stderr
 
 
 def test_one_query_prints_the_tree_and_where_to_look(boosted_model):  # noqa: F811

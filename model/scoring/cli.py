@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 from model.errors import UsageError
-from model.scoring.inputs import load_scorer, read_schemas
+from model.scoring.inputs import load_scorer, read_schemas, row_problem
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -110,9 +110,12 @@ def _database(args, db_id: str | None):
 
 def score_one(scorer, args, schemas: dict) -> int:
     import rat
-
+    from model.scoring.inputs import field_problem
     from model.scoring.scorer import format_scored
 
+    problem = field_problem("db_id", args.db_id)
+    if problem:
+        raise UsageError(f"--{problem.replace('_', '-', 1)}")
     if args.db_id and schemas and args.db_id not in schemas:
         raise UsageError(f"--db-id {args.db_id}: not among the {len(schemas)} schemas given")
     if schemas and not args.db_id:
@@ -172,6 +175,10 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
             if not isinstance(row, dict) or not isinstance(row.get("sql"), str):
                 skipped["no sql field"] += 1
                 continue
+            problem = row_problem(row)  # a db_id that is a list, 300 characters, a lone surrogate...
+            if problem:
+                skipped[f"malformed {problem.split(':')[0]}"] += 1
+                continue
             q = questions.get(str(row.get("question_id")))
             if q is not None:
                 row = {**row, "question": row.get("question") or q.question, "db_id": row.get("db_id") or q.db_id,
@@ -186,8 +193,13 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
     try:
         for p in load_predictions(path, list(questions.values()), skipped=skipped):
             q = questions[p.question_id]
-            rows.append({"question_id": p.question_id, "db_id": p.db_id, "sql": p.sql,
-                         "question": q.question, "evidence": q.evidence, "system": p.system, "gold": q.gold_sql})
+            row = {"question_id": p.question_id, "db_id": p.db_id, "sql": p.sql,
+                   "question": q.question, "evidence": q.evidence, "system": p.system, "gold": q.gold_sql}
+            problem = row_problem(row)
+            if problem:
+                skipped[f"malformed {problem.split(':')[0]}"] += 1
+                continue
+            rows.append(row)
     except PredictionFileError as e:
         raise UsageError(str(e)) from None
     return rows
@@ -196,7 +208,6 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
 def score_file(scorer, args, schemas: dict) -> int:
     from model.data.jsonl import write_jsonl
     from model.eval.report import html_report
-
     from model.scoring.scorer import RowError, report_entries
 
     skipped: Counter = Counter()
@@ -216,21 +227,29 @@ def score_file(scorer, args, schemas: dict) -> int:
         d = result.to_dict()
         d["system"] = row.get("system")
         out_rows.append(d)
+    title = f"rat-score: {', '.join(p.name for p in args.predictions)}"
     if args.out:
         write_jsonl(args.out, out_rows)
         report = args.report or args.out.with_name("report.html")
-        report.write_text(html_report(report_entries(scored), title=f"rat-score: {', '.join(p.name for p in args.predictions)}"))
+        _write_whole(report, html_report(report_entries(scored), title=title))
         where = f"{args.out} and {report}"
     else:
         for d in out_rows:
             sys.stdout.write(json.dumps(d) + "\n")
         if args.report:
-            args.report.write_text(html_report(report_entries(scored), title=f"rat-score: {', '.join(p.name for p in args.predictions)}"))
+            _write_whole(args.report, html_report(report_entries(scored), title=title))
         where = "standard output"
     note = _skipped_note(skipped, "not scored")
     print(f"rat-score: scored {len(out_rows)} of {total} "
           f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
     return 0
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a temporary file renamed over it): never left empty."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+    tmp.replace(path)
 
 
 def build_adapt_parser() -> argparse.ArgumentParser:
