@@ -74,8 +74,7 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
 
     from model.nodes.outputs import prediction_row, write_predictions
 
-    # the params chooses the estimator's parameters: a plain mapping from here on
-    params = BoostedParams.from_mapping(OmegaConf.to_container(cfg.model, resolve=True))
+    params = params_of(cfg.model)  # the config chooses the estimator's parameters, no more
     seed = int(cfg.get("seed", 0))
     output_dir = Path(cfg.paths.output_dir)
     table = load_table(cfg.data, params)
@@ -122,8 +121,8 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
 
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved["data"]["root"] = str(table.root)  # evaluate.py finds the databases here
-    write_json(output_dir / "params.json", resolved)
-    (output_dir / "params.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    write_json(output_dir / "config.json", resolved)
+    (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
     write_json(output_dir / "data.json", {**folds_info, "examples": len(table.examples),
                                            "features": list(table.names)})
     saved = None
