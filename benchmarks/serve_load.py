@@ -1,0 +1,225 @@
+"""rat-serve under load, on loopback only and bounded in time: requests/s, p50/p95 latency and
+5xx of clients sending one-query requests (Spider dev questions with their databases), with and
+without one hostile client among them, plus ``/health`` p95 and the server's RSS.
+
+    python benchmarks/serve_load.py --data-root ../shared/data/spider --clients 16 --seconds 30
+
+Two phases, each ``--seconds`` long: ``normal`` (``--clients`` normal clients) and ``hostile``
+(the same, one of them replaced by a client that sends, in turn, the 1,000-term OR query, a
+300-term one just under the node limit, ``SELECT randomblob(1000000000)``, a 100,000-deep JSON
+body, lone surrogates and an over-long db_id). A poller asks ``/health`` every 50 ms throughout.
+Each normal client keeps one connection open. The server starts here (``rat-serve`` with
+``--model``, ``--workers``) on a free port of 127.0.0.1 and is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(current RSS, peak RSS) of a process in MB, from /proc."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def normal_queries(data_root: Path, limit: int = 300) -> list[dict]:
+    from model.data.datasets import database_path, load_questions
+
+    out = []
+    for q in load_questions(data_root, "dev"):
+        if database_path(data_root, q.db_id) is not None:
+            out.append({"db_id": q.db_id, "question": q.question, "sql": q.gold_sql})
+        if len(out) == limit:
+            break
+    return out
+
+
+def hostile_bodies(db_id: str) -> list[bytes]:
+    def one(**query) -> bytes:
+        return json.dumps({"queries": [{"db_id": db_id, **query}]}).encode()
+
+    ors = lambda n: "SELECT name FROM singer WHERE " + " OR ".join(f"age = {i}" for i in range(n))
+    return [one(sql=ors(1000)), one(sql=ors(300)), one(sql="SELECT randomblob(1000000000)"),
+            b"[" * 100_000 + b"]" * 100_000, one(sql="SELECT 1", question=chr(0xD800)),
+            json.dumps({"queries": [{"db_id": "d" * 300, "sql": "SELECT 1"}]}).encode()]
+
+
+class Client(threading.Thread):
+    """Sends requests on one kept-alive connection until ``stop``; records (latency, status)."""
+
+    def __init__(self, port: int, bodies: list[bytes], stop: threading.Event, seed: int):
+        super().__init__(daemon=True)
+        self.port, self.bodies, self.stop, self.rng = port, bodies, stop, random.Random(seed)
+        self.results: list[tuple[float, int]] = []
+
+    def run(self) -> None:
+        connection = None
+        k = self.rng.randrange(len(self.bodies))
+        while not self.stop.is_set():
+            body = self.bodies[k % len(self.bodies)]
+            k += 1
+            start = time.perf_counter()
+            try:
+                if connection is None:
+                    connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                connection.request("POST", "/score", body, {"Content-Type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                status = response.status
+                if response.getheader("connection", "").lower() == "close":
+                    connection.close()
+                    connection = None
+            except (OSError, http.client.HTTPException):
+                status = 0  # no answer: the connection failed
+                if connection is not None:
+                    connection.close()
+                connection = None
+            self.results.append((time.perf_counter() - start, status))
+        if connection is not None:
+            connection.close()
+
+
+def health_poller(port: int, stop: threading.Event, out: list[float]) -> None:
+    while not stop.is_set():
+        start = time.perf_counter()
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("GET", "/health")
+            connection.getresponse().read()
+            connection.close()
+            out.append(time.perf_counter() - start)
+        except (OSError, http.client.HTTPException):
+            out.append(float("inf"))
+        time.sleep(0.05)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
+
+
+def phase(name: str, port: int, pid: int, queries: list[dict], clients: int, seconds: float,
+          hostile: bool) -> dict:
+    bodies = [json.dumps({"queries": [q]}).encode() for q in queries]
+    stop = threading.Event()
+    normal = [Client(port, bodies, stop, seed) for seed in range(clients - int(hostile))]
+    bad = [Client(port, hostile_bodies(queries[0]["db_id"]), stop, 99)] if hostile else []
+    health: list[float] = []
+    poller = threading.Thread(target=health_poller, args=(port, stop, health), daemon=True)
+    rss_before, _ = rss_mb(pid)
+    for thread in [*normal, *bad, poller]:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in [*normal, *bad, poller]:
+        thread.join(timeout=70)
+    rss_after, peak = rss_mb(pid)
+    results = [r for c in normal for r in c.results]
+    latencies = [t for t, s in results if s == 200]
+    return {"phase": name, "clients": clients, "hostile_clients": int(hostile), "seconds": seconds,
+            "normal_requests": len(results), "requests_per_s": len(results) / seconds,
+            "normal_ok": len(latencies), "normal_5xx": sum(500 <= s < 600 for _, s in results),
+            "normal_no_answer": sum(s == 0 for _, s in results),
+            "p50_ms": 1000 * percentile(latencies, 0.5), "p95_ms": 1000 * percentile(latencies, 0.95),
+            "hostile_requests": sum(len(c.results) for c in bad),
+            "hostile_statuses": dict(sorted(_count(s for c in bad for _, s in c.results).items())),
+            "hostile_max_s": max((t for c in bad for t, _ in c.results), default=float("nan")),
+            "health_requests": len(health), "health_p95_ms": 1000 * percentile(health, 0.95),
+            "health_max_ms": 1000 * max(health, default=float("nan")),
+            "rss_before_mb": rss_before, "rss_after_mb": rss_after, "rss_peak_mb": peak}
+
+
+def _count(values) -> dict:
+    out: dict = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data-root", type=Path, default=REPO.parent / "shared" / "data" / "spider")
+    parser.add_argument("--model", default="pretrained")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of each phase (at most 600)")
+    parser.add_argument("--workers", type=int, default=2, help="rat-serve --workers")
+    parser.add_argument("--phases", default="normal,hostile")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    if not (args.data_root / "tables.json").is_file():
+        print(f"serve_load: error: --data-root {args.data_root}: no tables.json", file=sys.stderr)
+        return 2
+    if not 0 < args.seconds <= 600 or args.clients < 2:
+        print("serve_load: error: --seconds in (0, 600], --clients >= 2", file=sys.stderr)
+        return 2
+    queries = normal_queries(args.data_root)
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    server = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--model", args.model,
+                               "--data-root", str(args.data_root), "--host", "127.0.0.1", "--port", str(port),
+                               "--workers", str(args.workers)], env=env, cwd=REPO)
+    try:
+        for _ in range(1200):
+            try:
+                http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/health")
+                break
+            except OSError:
+                if server.poll() is not None:
+                    print("serve_load: error: rat-serve exited", file=sys.stderr)
+                    return 1
+                time.sleep(0.1)
+        warm = Client(port, [json.dumps({"queries": [q]}).encode() for q in queries[:20]], threading.Event(), 0)
+        for body in warm.bodies:  # first requests load lazily imported parts
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            c.request("POST", "/score", body, {"Content-Type": "application/json"})
+            c.getresponse().read()
+            c.close()
+        print(f"cpus: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f}; rat-serve --workers "
+              f"{args.workers}; {len(queries)} Spider dev questions with databases", flush=True)
+        rows = []
+        for name in args.phases.split(","):
+            row = phase(name, port, server.pid, queries, args.clients, args.seconds, hostile=name == "hostile")
+            row["load_average_after"] = os.getloadavg()[0]
+            rows.append(row)
+            print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+        print("\n| phase | req/s | p50 ms | p95 ms | 5xx | no answer | /health p95 ms | RSS MB (before -> after, peak) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['phase']} ({r['clients'] - r['hostile_clients']} normal + {r['hostile_clients']} hostile) "
+                  f"| {r['requests_per_s']:.1f} | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['normal_5xx']} "
+                  f"| {r['normal_no_answer']} | {r['health_p95_ms']:.0f} | {r['rss_before_mb']:.0f} -> "
+                  f"{r['rss_after_mb']:.0f}, {r['rss_peak_mb']:.0f} |")
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
