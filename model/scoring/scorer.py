@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import math
 import pickle
+import threading
 import warnings
 import zipfile
 from bisect import bisect_left
@@ -528,19 +529,31 @@ class _Batch:
     spans: list = field(default_factory=list)
 
 
+_FREEZE_LOCK = threading.Lock()
+_freeze = {"users": 0, "ours": False}  # score_many calls in progress; whether they froze the heap
+
+
 @contextmanager
 def _heap_frozen():
     """Objects alive before scoring (the loaded model, the caller's data) left out of the garbage
-    collector's full passes while scoring allocates many small objects; back as they were after.
-    Left alone when the caller froze objects itself."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
+    collector's full passes while scoring allocates many small objects; back as they were after
+    the last of the calls in progress (several threads, as in rat-serve, share one freeze: one
+    thread's unfreeze under another's scoring made every collection a full pass over the model,
+    halving throughput). Left alone when the caller froze objects itself."""
+    with _FREEZE_LOCK:
+        if _freeze["users"] == 0:
+            _freeze["ours"] = not gc.get_freeze_count()
+            if _freeze["ours"]:
+                gc.freeze()
+        _freeze["users"] += 1
     try:
         yield
     finally:
-        gc.unfreeze()
+        with _FREEZE_LOCK:
+            _freeze["users"] -= 1
+            if _freeze["users"] == 0 and _freeze["ours"]:
+                gc.unfreeze()
+                _freeze["ours"] = False
 
 
 def readable_database(database: Path | None) -> bool:
