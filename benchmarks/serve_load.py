@@ -6,7 +6,7 @@ without one hostile client among them, plus ``/health`` p95 and the server's RSS
 
 Two phases, each ``--seconds`` long: ``normal`` (``--clients`` normal clients) and ``hostile``
 (the same, one of them replaced by a client that sends, in turn, the 1,000-term OR query, a
-300-term one just under the node limit, ``SELECT randomblob(1000000000)``, a 100,000-deep JSON
+160-term one just under the node limit (485 nodes), ``SELECT randomblob(1000000000)``, a 100,000-deep JSON
 body, lone surrogates and an over-long db_id). A poller asks ``/health`` every 50 ms throughout.
 Each normal client keeps one connection open. The server starts here (``rat-serve`` with
 ``--model``, ``--workers``) on a free port of 127.0.0.1 and is stopped at the end.
@@ -58,7 +58,7 @@ def hostile_bodies(db_id: str) -> list[bytes]:
         return json.dumps({"queries": [{"db_id": db_id, **query}]}).encode()
 
     ors = lambda n: "SELECT name FROM singer WHERE " + " OR ".join(f"age = {i}" for i in range(n))
-    return [one(sql=ors(1000)), one(sql=ors(300)), one(sql="SELECT randomblob(1000000000)"),
+    return [one(sql=ors(1000)), one(sql=ors(160)), one(sql="SELECT randomblob(1000000000)"),
             b"[" * 100_000 + b"]" * 100_000, one(sql="SELECT 1", question=chr(0xD800)),
             json.dumps({"queries": [{"db_id": "d" * 300, "sql": "SELECT 1"}]}).encode()]
 
