@@ -8,7 +8,7 @@ import time
 import pytest
 
 from model.data.execution import DeadlineExceeded
-from model.scoring.scorer import REASON_NODES, RowError, Scorer
+from model.scoring.scorer import FREEZE_ROWS, REASON_NODES, RowError, Scorer
 
 SCHEMA = {"singer": ["name", "age"]}
 
@@ -66,3 +66,22 @@ def test_reasons_cover_a_bounded_number_of_nodes_in_one_model_call(scorer, monke
     assert len(calls) == 1 and calls[0] <= (REASON_NODES + 1) * len(scorer.saved.features_)
     look = scored.nodes[scored.look_here_first]
     assert look.reasons  # the node the page points at always has its reasons
+
+
+def test_only_large_calls_freeze_the_heap(scorer, monkeypatch):
+    # a frozen heap parks the garbage alive at each freeze in the oldest generation: rat-serve's
+    # one-query requests, frozen back to back, grew the server without bound
+    import gc
+
+    seen = []
+    original = Scorer._finish
+
+    def spy(self, *args, **kwargs):
+        seen.append(gc.get_freeze_count())
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Scorer, "_finish", spy)
+    row = {"sql": "SELECT name FROM singer WHERE age > 20", "schema": SCHEMA}
+    scorer.score_many([row], progress=False)
+    scorer.score_many([row] * (FREEZE_ROWS + 1), progress=False)
+    assert seen[0] == 0 and seen[-1] > 0 and gc.get_freeze_count() == 0
