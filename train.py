@@ -6,6 +6,8 @@
     python train.py ckpt_path=<run>/checkpoints/last.ckpt    # resume
 """
 
+import os
+import sys
 from contextlib import contextmanager
 
 from model.extras import needs_extra
@@ -18,27 +20,40 @@ with needs_extra("train", "train.py"):  # the core install: one line, exit 2
     from model.train import train
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 @contextmanager
 def cpu_threads(n: int | None):
     """At most ``n`` CPU threads for torch's operations and for the OpenMP and BLAS pools
-    (scikit-learn's gradient-boosted trees), restored afterwards; ``None``: the libraries' default
-    (one per core). More threads than free cores make both many times slower: each parallel step
-    waits for a thread that another process holds off the CPU."""
+    (scikit-learn's gradient-boosted trees, numpy) during the run: the pools already loaded are
+    limited (threadpoolctl) and the libraries loaded later read the environment variables set
+    here; ``None``: the libraries' default (one per core). More threads than free cores make both
+    many times slower: each parallel step waits for a thread another process holds off the CPU."""
     if n is None:
         yield
         return
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UsageError(f"threads must be a whole number of 1 or more, or null; found {n!r}")
-    import torch
     from threadpoolctl import threadpool_limits
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
+    saved = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+    os.environ.update({name: str(n) for name in THREAD_VARIABLES})
+    torch = sys.modules.get("torch")  # imported later, torch reads OMP_NUM_THREADS
+    before = torch.get_num_threads() if torch else None
+    if torch:
+        torch.set_num_threads(n)
     try:
         with threadpool_limits(limits=n):
             yield
     finally:
-        torch.set_num_threads(before)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if torch:
+            torch.set_num_threads(before)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")

@@ -22,17 +22,18 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
-import lightning as L
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from model.data.jsonl import read_json, write_json
 from model.errors import UsageError
 from model.nodes.outputs import prediction_row
 from model.nodes.outputs import write_predictions as write_predictions_file
+
+if TYPE_CHECKING:  # imported where a neural model trains: model=features never loads Lightning
+    import lightning as L
 
 for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
     os.environ.setdefault(_var, _value)  # the LM comes from local files; never reach for the hub
@@ -65,6 +66,9 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
 def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None = None):
     """One model: instantiate, fit (checkpoints under ``run_dir``), restore the best checkpoint,
     validate and (``test``) test it. Returns (metrics, model, trainer, best checkpoint path)."""
+    import lightning as L
+    import torch
+
     L.seed_everything(cfg.seed, workers=True)
     if torch.cuda.is_available():
         # cuDNN's attention backward (the default SDPA backend on H100/H200 since torch 2.11) gives
@@ -79,7 +83,7 @@ def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None =
             c.dirpath = str(run_dir / "checkpoints")
     if not sys.stderr.isatty():  # a log file: one line per epoch instead of tqdm's redraws
         callbacks = [c for c in callbacks if not isinstance(c, L.pytorch.callbacks.TQDMProgressBar)]
-        callbacks.append(EpochLines())
+        callbacks.append(epoch_lines())
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     quiet = {} if sys.stderr.isatty() else {"enable_progress_bar": False}  # EpochLines instead
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
@@ -264,15 +268,19 @@ def quiet_logs() -> None:
         lambda record: "litlogger" not in record.getMessage())
 
 
-class EpochLines(L.Callback):
-    """Progress where no terminal redraws a bar: one line per epoch with its losses."""
+def epoch_lines():
+    """A callback for progress where no terminal redraws a bar: one line per epoch with its losses."""
+    import lightning as L
 
-    def on_train_epoch_end(self, trainer, module) -> None:  # after the epoch's validation
-        if not trainer.is_global_zero:
-            return
-        values = {k: float(v) for k, v in trainer.callback_metrics.items() if k.endswith(("loss", "auc"))}
-        shown = "  ".join(f"{k}={v:.4f}" for k, v in sorted(values.items()))
-        print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}: {shown}", flush=True)
+    class EpochLines(L.Callback):
+        def on_train_epoch_end(self, trainer, module) -> None:  # after the epoch's validation
+            if not trainer.is_global_zero:
+                return
+            values = {k: float(v) for k, v in trainer.callback_metrics.items() if k.endswith(("loss", "auc"))}
+            shown = "  ".join(f"{k}={v:.4f}" for k, v in sorted(values.items()))
+            print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}: {shown}", flush=True)
+
+    return EpochLines()
 
 
 def check_data(cfg: DictConfig) -> None:

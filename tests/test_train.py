@@ -196,11 +196,12 @@ def test_threads_caps_torch_and_the_openmp_and_blas_pools_for_the_run():
 
     from train import cpu_threads
 
-    before = torch.get_num_threads()
+    before, variable = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     with cpu_threads(1):
         assert torch.get_num_threads() == 1
         assert {pool["num_threads"] for pool in threadpool_info()} == {1}
-    assert torch.get_num_threads() == before
+        assert os.environ["OMP_NUM_THREADS"] == "1"  # what a pool loaded during the run reads
+    assert torch.get_num_threads() == before and os.environ.get("OMP_NUM_THREADS") == variable
     with cpu_threads(None):  # threads=null: the libraries' own default
         assert torch.get_num_threads() == before
 

@@ -9,12 +9,14 @@ always measured on databases its model (or calibrator) never saw:
   post-hoc map (BS-P/ECE-P, abstention thresholds, whole-query combiners); a shuffled ``KFold``
   when there are no groups.
 - ``crossfit_roles``: for cross-fitting fold ``i`` of ``k``, which folds train, validate, test.
+- ``split_databases``: one fixed train / val / test division of the databases (``protocol=split``).
 - ``check_run_folds``, ``check_holdout_system``, ``holdout_keeps``: the partial-run and
   leave-one-system-out settings, shared by the neural and the boosted node scorers.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 import numpy as np
@@ -112,3 +114,31 @@ def holdout_keeps(system: str, role: str, holdout: str | None) -> bool:
     [True, False, False, True]
     """
     return not holdout or (system == holdout) == (role == "test")
+
+
+def split_databases(
+    questions_per_db: dict[str, int], val_fraction: float, test_fraction: float, seed: int = 0
+) -> dict[str, str]:
+    """Assign each database to "train", "val" or "test" so that about ``test_fraction`` and
+    ``val_fraction`` of the questions land in test and val; at least one db each when possible.
+
+    >>> split = split_databases({"a": 10, "b": 10, "c": 10, "d": 10, "e": 10}, 0.2, 0.4, seed=0)
+    >>> sorted(split.values())
+    ['test', 'test', 'train', 'train', 'val']
+    >>> split == split_databases({"e": 10, "d": 10, "c": 10, "b": 10, "a": 10}, 0.2, 0.4, seed=0)
+    True
+    """
+    if val_fraction < 0 or test_fraction < 0 or val_fraction + test_fraction >= 1:
+        raise ValueError(f"need val_fraction + test_fraction < 1, found {val_fraction} + {test_fraction}")
+    dbs = sorted(questions_per_db)
+    random.Random(seed).shuffle(dbs)
+    total = sum(questions_per_db.values())
+    out, taken = {}, {"test": 0, "val": 0}
+    targets = {"test": test_fraction * total, "val": val_fraction * total}
+    for db in dbs:
+        split = next((s for s in ("test", "val") if taken[s] < targets[s] and (
+            taken[s] == 0 or taken[s] + questions_per_db[db] / 2 <= targets[s])), "train")
+        out[db] = split
+        if split != "train":
+            taken[split] += questions_per_db[db]
+    return out

@@ -32,6 +32,7 @@ message names the file, so that command-line tools can print it and exit.
 from __future__ import annotations
 
 import csv
+import glob
 import json
 import logging
 from collections import Counter
@@ -40,9 +41,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from model.data.cache import REPO
 from model.data.datasets import Question
 
-__all__ = ["Prediction", "PredictionFileError", "load_predictions", "write_predictions"]
+__all__ = ["Prediction", "PredictionFileError", "glob_files", "load_predictions", "prediction_files",
+           "write_predictions"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,39 @@ _BIRD_SEPARATOR = "\t----- bird -----\t"
 
 
 from model.errors import PredictionFileError
+
+
+def prediction_files(root: Path, spec: str | Path | list | tuple | None, default: bool = True) -> list[Path]:
+    """The files of ``spec`` (globs); ``None``: ``<root>/predictions/*`` (with ``default``) or none.
+
+    A relative glob is read from the current folder and, where it matches nothing there, from
+    the repository's root (the committed answers of ``data/llm_answers/``); a glob that matches
+    nothing is a ``UsageError`` naming it."""
+    if spec is None:
+        return sorted(p for p in (root / "predictions").glob("*") if p.is_file()) if default else []
+    specs = [spec] if isinstance(spec, (str, Path)) else list(spec)
+    found = {s: glob_files(s) for s in specs}
+    missing = [s for s, files in found.items() if not files]
+    if missing:
+        from model.errors import UsageError  # one line for the user, not a traceback
+
+        raise UsageError(f"prediction files not found: {missing} (a relative path is read from "
+                         f"the current folder, {Path.cwd()}, then from the repository's, {REPO})")
+    return [f for files in found.values() for f in files]
+
+
+def glob_files(spec: str | Path) -> list[Path]:
+    """The files a prediction glob names: from the current folder, else (a relative glob that
+    matches nothing there) from the repository's root.
+
+    >>> [p.name for p in glob_files("data/llm_answers/spider_train/*.jsonl")]
+    ['qwen_coder.jsonl']
+    """
+    pattern = Path(spec).expanduser()
+    files = sorted(glob.glob(str(pattern)))
+    if not files and not pattern.is_absolute():
+        files = sorted(glob.glob(str(REPO / pattern)))
+    return [Path(f) for f in files]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ weighted by how many outputs they stand for (``dedupe_train``).
 
 from __future__ import annotations
 
-import glob
 import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -30,8 +29,9 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from model.data.cache import REPO
-from model.data.folds import check_holdout_system, check_run_folds, holdout_keeps
+from model.data.folds import check_holdout_system, check_run_folds, holdout_keeps, split_databases
+from model.data.predictions import prediction_files
+from model.nodes.examples import data_root
 
 SPLITS = ("train", "val", "test")
 
@@ -111,29 +111,12 @@ class NodeDataModule(L.LightningDataModule):
 
     @property
     def root(self) -> Path:
-        if self.hparams.root is None:
-            from model.synth.demo import demo_root
-
-            return demo_root()
-        return Path(self.hparams.root).expanduser()
+        return data_root(self.hparams.root)
 
     def prediction_files(self, spec: str | Sequence[str] | None = ..., default: bool = True) -> list[Path]:
-        """Files of ``spec`` (globs; default: ``predictions``); None = ``<root>/predictions/*``.
-
-        A relative glob is read from the current folder and, where it matches nothing there, from
-        the repository's root (the committed answers of ``data/llm_answers/``)."""
-        spec = self.hparams.predictions if spec is ... else spec
-        if spec is None:
-            return sorted(p for p in (self.root / "predictions").glob("*") if p.is_file()) if default else []
-        specs = [spec] if isinstance(spec, (str, Path)) else list(spec)
-        found = {s: _glob_files(s) for s in specs}
-        missing = [s for s, files in found.items() if not files]
-        if missing:
-            from model.errors import UsageError  # one line for the user, not a traceback
-
-            raise UsageError(f"prediction files not found: {missing} (a relative path is read from "
-                             f"the current folder, {Path.cwd()}, then from the repository's, {REPO})")
-        return [f for files in found.values() for f in files]
+        """Files of ``spec`` (globs; default: ``predictions``); None = ``<root>/predictions/*``
+        (``model.data.predictions.prediction_files``)."""
+        return prediction_files(self.root, self.hparams.predictions if spec is ... else spec, default)
 
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
@@ -403,53 +386,11 @@ def read_sources(path: str | Path, key: dict | None = None) -> tuple[int, dict[s
     return int(header["pad_id"]), sources
 
 
-def _glob_files(spec: str | Path) -> list[Path]:
-    """The files a prediction glob names: from the current folder, else (a relative glob that
-    matches nothing there) from the repository's root.
-
-    >>> [p.name for p in _glob_files("data/llm_answers/spider_train/*.jsonl")]
-    ['qwen_coder.jsonl']
-    """
-    pattern = Path(spec).expanduser()
-    files = sorted(glob.glob(str(pattern)))
-    if not files and not pattern.is_absolute():
-        files = sorted(glob.glob(str(REPO / pattern)))
-    return [Path(f) for f in files]
-
-
 def _spec_names(spec: str | Sequence[str] | None) -> list[str] | None:
     """The file-name part of prediction globs (the folders differ between machines)."""
     if spec is None:
         return None
     return [Path(str(s)).name for s in ([spec] if isinstance(spec, (str, Path)) else spec)]
-
-
-def split_databases(
-    questions_per_db: dict[str, int], val_fraction: float, test_fraction: float, seed: int = 0
-) -> dict[str, str]:
-    """Assign each database to "train", "val" or "test" so that about ``test_fraction`` and
-    ``val_fraction`` of the questions land in test and val; at least one db each when possible.
-
-    >>> split = split_databases({"a": 10, "b": 10, "c": 10, "d": 10, "e": 10}, 0.2, 0.4, seed=0)
-    >>> sorted(split.values())
-    ['test', 'test', 'train', 'train', 'val']
-    >>> split == split_databases({"e": 10, "d": 10, "c": 10, "b": 10, "a": 10}, 0.2, 0.4, seed=0)
-    True
-    """
-    if val_fraction < 0 or test_fraction < 0 or val_fraction + test_fraction >= 1:
-        raise ValueError(f"need val_fraction + test_fraction < 1, found {val_fraction} + {test_fraction}")
-    dbs = sorted(questions_per_db)
-    random.Random(seed).shuffle(dbs)
-    total = sum(questions_per_db.values())
-    out, taken = {}, {"test": 0, "val": 0}
-    targets = {"test": test_fraction * total, "val": val_fraction * total}
-    for db in dbs:
-        split = next((s for s in ("test", "val") if taken[s] < targets[s] and (
-            taken[s] == 0 or taken[s] + questions_per_db[db] / 2 <= targets[s])), "train")
-        out[db] = split
-        if split != "train":
-            taken[split] += questions_per_db[db]
-    return out
 
 
 class IndexedExamples(Dataset):

@@ -122,6 +122,16 @@ class ExampleReport:
 # Text
 
 
+def data_root(root: str | Path | None) -> Path:
+    """A data config's ``root``: that folder, or (``None``) the embedded demo corpus, built under
+    the cache on first use (``model.synth.demo``)."""
+    if root is None:
+        from model.synth.demo import demo_root
+
+        return demo_root()
+    return Path(root).expanduser()
+
+
 def node_type(node: rat.Node, parent: rat.Node | None = None) -> str:
     """'table', 'column' or 'value' for leaves, the operator label otherwise (``rat.node_kind``
     decides, the one place that does).

@@ -59,11 +59,11 @@ def load_table(data_cfg, params: BoostedParams, progress: bool = True) -> NodeTa
     """Examples of the eval split's predictions (labelled as ``data.labels`` says: by execution
     where there is a database, or by tree comparison) and their features."""
     from model.data.datasets import database_path, load_schemas
-    from model.nodes.datamodule import NodeDataModule
-    from model.nodes.examples import build_examples
+    from model.data.predictions import prediction_files
+    from model.nodes.examples import build_examples, data_root
 
-    source = NodeDataModule(root=data_cfg.get("root"), predictions=data_cfg.get("predictions"))
-    root, files = source.root, source.prediction_files()
+    root = data_root(data_cfg.get("root"))
+    files = prediction_files(root, data_cfg.get("predictions"))
     if not files:
         raise FileNotFoundError(f"the boosted scorer learns from real predictions; none found for {root}")
     with_databases = data_cfg.get("require_database", True)
@@ -81,7 +81,7 @@ def load_table(data_cfg, params: BoostedParams, progress: bool = True) -> NodeTa
     perturbations = data_cfg.get("train_perturbations", 0) if data_cfg.get("use_perturbations") else 0
     eval_perturbations = data_cfg.get("eval_perturbations", 0) if data_cfg.get("use_perturbations") else 0
     if params.train_side != "none" and data_cfg.get("train_split") and (params.train_predictions or perturbations):
-        side_files = source.prediction_files(params.train_predictions, default=False) \
+        side_files = prediction_files(root, params.train_predictions, default=False) \
             if params.train_predictions else []
         side, _ = build_examples(root, data_cfg.get("train_split"), prediction_files=side_files,
                                  perturbations_per_query=perturbations, seed=data_cfg.get("seed", 0),
@@ -179,8 +179,7 @@ def stack_neural(examples: list, features: list[np.ndarray], names: tuple[str, .
 def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], dict[str, Any]]:
     """Per fold, the example indices that train, validate and test; and the databases of each
     fold (for data.json)."""
-    from model.data.folds import crossfit_roles, schema_disjoint_folds
-    from model.nodes.datamodule import split_databases
+    from model.data.folds import crossfit_roles, schema_disjoint_folds, split_databases
 
     side = table.side_indices
     db_ids = [e.db_id for e in table.examples[:len(table.examples) - table.train_side]]
