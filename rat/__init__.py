@@ -18,6 +18,7 @@ what each node denotes, where it lies in the SQL text, and a token-alignment bas
 from rat import build  # noqa: F401 - first: RAT_SQLGLOT=pure acts before sqlglot loads
 from rat.align import align_tokens
 from rat.canonicalize import canonicalize
+from rat.dialects import DIALECTS
 from rat.errors import RATError
 from rat.kinds import node_kind
 from rat.labels import label_nodes
@@ -28,6 +29,7 @@ from rat.spans import SqlSpans, sql_spans
 from rat.tree import to_tree
 
 __all__ = [
+    "DIALECTS",
     "Node",
     "RATError",
     "Schema",

@@ -1,4 +1,4 @@
-"""`python -m rat "SQL" [--schema tables.json --db-id ID] [--gold "SQL"]`: print the RAT
+"""`python -m rat "SQL" [--schema tables.json --db-id ID] [--gold "SQL"] [--dialect D]`: print the RAT
 (indented), its post-order string and, with --gold, each node's label. Bad input of any kind
 gives one line on stderr and a non-zero exit status, never a traceback. `python -m rat
 --version` says which sqlglot runs: its version, and "compiled (sqlglotc)" or "pure Python"."""
@@ -8,6 +8,7 @@ import json
 import sys
 
 from rat.build import version_line
+from rat.dialects import DIALECTS
 from rat.errors import RATError
 from rat.labels import label_nodes
 from rat.node import Node
@@ -61,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schema", help="Spider/BIRD tables.json")
     parser.add_argument("--db-id", help="database id within --schema")
     parser.add_argument("--gold", help="gold SQL: print each predicted node's label")
+    parser.add_argument("--dialect", default="sqlite", type=str.lower, choices=sorted(DIALECTS),
+                        help="the SQL dialect both queries are written in (default: sqlite)")
     parser.add_argument("--version", action="version", version=version_line(),
                         help="sqlglot's version and build (compiled or pure Python)")
     args = parser.parse_args(argv)
@@ -72,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        tree = to_tree(args.sql, schema)
-        gold = to_tree(args.gold, schema) if args.gold is not None else None
+        tree = to_tree(args.sql, schema, args.dialect)
+        gold = to_tree(args.gold, schema, args.dialect) if args.gold is not None else None
     except RATError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

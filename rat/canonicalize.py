@@ -24,6 +24,8 @@ from sqlglot import expressions as exp
 from sqlglot.dialects.sqlite import SQLite
 from sqlglot.tokens import TokenType
 
+from rat.dialects import SQLITE, Dialect
+from rat.dialects import dialect as _dialect
 from rat.errors import DepthError, InternalError, RATError, internal_errors, with_deep_stack
 from rat.schema import Schema
 
@@ -49,21 +51,64 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
 _UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "windows", "into")
 _UNSUPPORTED_CLAUSE_SET = frozenset(_UNSUPPORTED_CLAUSES)
+# Functions other dialects parse with a syntax of their own (`EXTRACT(YEAR FROM d)`,
+# `CONVERT(INT, x)`): left to sqlglot, which types them.
+_SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY_CONVERT"})
 
 
-def parse(sql: str) -> exp.Expression:
-    """Parse one SQLite statement (a trailing `;` is allowed); SQL that sqlglot cannot
-    tokenize or parse is a RATError. Functions other than aggregates and CAST stay as written.
+class _Reading:
+    """How `rat` reads one dialect other than SQLite: sqlglot's dialect, the functions whose
+    calls are renamed (see `_RENAMED`), the clauses refused, the lowercasing of canonical text."""
+
+    def __init__(self, rat_dialect: Dialect):
+        self.sqlglot = sqlglot.Dialect.get_or_raise(rat_dialect.name)
+        parser = self.sqlglot.parser_class
+        self.typed_functions = frozenset(
+            name for name in (*parser.FUNCTIONS, *parser.FUNCTION_PARSERS)
+            if name not in _KEPT_FUNCTIONS and name not in parser.NO_PAREN_FUNCTION_PARSERS
+            and name not in _SPECIAL_SYNTAX)
+        self.unsupported = tuple(c for c in _UNSUPPORTED_CLAUSES
+                                 if not (c == "qualify" and rat_dialect.qualify))
+        # Canonical text is lowercased outside its string literals, and outside quoted
+        # identifiers where those keep their case.
+        escapes = self.sqlglot.tokenizer_class.STRING_ESCAPES
+        string = r"'(?:[^'\\]|\\.)*'" if "\\" in escapes else r"'[^']*'"
+        self.kept = re.compile(string + (r'|"[^"]*"' if rat_dialect.case_sensitive else ""),
+                               re.DOTALL)
+
+
+_READINGS: dict[str, _Reading] = {}
+
+
+def _reading(rat_dialect: Dialect) -> _Reading:
+    reading = _READINGS.get(rat_dialect.name)
+    if reading is None:
+        reading = _READINGS[rat_dialect.name] = _Reading(rat_dialect)
+    return reading
+
+
+def sqlglot_dialect(rat_dialect: Dialect):
+    """sqlglot's dialect object for `rat_dialect`."""
+    return DIALECT if rat_dialect is SQLITE else _reading(rat_dialect).sqlglot
+
+
+def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
+    """Parse one statement (a trailing `;` is allowed); SQL that sqlglot cannot tokenize or
+    parse is a RATError. Functions other than aggregates and CAST stay as written.
 
     >>> parse("SELECT 1;").sql()
     'SELECT 1'
     >>> parse("SELECT strftime('%Y', d) FROM t").sql()  # not TimeToStr(TsOrDsToTimestamp(..))
     "SELECT STRFTIME('%Y', d) FROM t"
+    >>> parse("SELECT TOP 3 [a] FROM t", _dialect("tsql")).sql()
+    'SELECT "a" FROM t LIMIT 3'
     """
     try:
-        tokenizer, parser = _reader()
+        tokenizer, parser = _reader(rat_dialect)
         tokens = tokenizer.tokenize(sql)
-        renamed = _rename_typed_functions(tokens, sql)
+        typed = _TYPED_FUNCTIONS if rat_dialect is SQLITE else \
+            _reading(rat_dialect).typed_functions
+        renamed = _rename_typed_functions(tokens, sql, typed)
         statements = [s for s in parser.parse(tokens, sql) if s is not None]
     except sqlglot.errors.ParseError as error:
         detail = error.errors[0] if error.errors else {}
@@ -84,19 +129,28 @@ def parse(sql: str) -> exp.Expression:
     return statement
 
 
-def _reader():
-    """This thread's SQLite tokenizer and parser: made once (each resets itself per query),
-    not per query as `sqlglot.parse_one` does."""
-    reader = getattr(_READERS, "pair", None)
+def _reader(rat_dialect: Dialect = SQLITE):
+    """This thread's tokenizer and parser of `rat_dialect`: made once (each resets itself per
+    query), not per query as `sqlglot.parse_one` does."""
+    if rat_dialect is SQLITE:
+        reader = getattr(_READERS, "pair", None)
+        if reader is None:
+            reader = _READERS.pair = (DIALECT.tokenizer(), DIALECT.parser())
+        return reader
+    readers = getattr(_READERS, "others", None)
+    if readers is None:
+        readers = _READERS.others = {}
+    reader = readers.get(rat_dialect.name)
     if reader is None:
-        reader = _READERS.pair = (DIALECT.tokenizer(), DIALECT.parser())
+        other = _reading(rat_dialect).sqlglot
+        reader = readers[rat_dialect.name] = (other.tokenizer(), other.parser())
     return reader
 
 
 _READERS = threading.local()
 
 
-def _rename_typed_functions(tokens: list, sql: str) -> bool:
+def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset()) -> bool:
     """Prefix the name of each call of a function sqlglot would type (see `_RENAMED`);
     whether any was renamed. Parentheses nested more than MAX_PARENTHESES deep are a
     DepthError here, before parsing: how deep sqlglot's recursive parser gets depends on its
@@ -119,7 +173,7 @@ def _rename_typed_functions(tokens: list, sql: str) -> bool:
         if i == 0:
             continue
         token = tokens[i - 1]  # `name(`, but not `table.name(`
-        if token.text.upper() in _TYPED_FUNCTIONS \
+        if token.text.upper() in typed \
                 and (i == 1 or tokens[i - 2].token_type is not _DOT):
             token.text = _RENAMED + token.text
             renamed = True
@@ -133,11 +187,13 @@ def _restore_names(tree: exp.Expression) -> None:
             node.set("this", node.this[len(_RENAMED):])
 
 
-def canonical_ast(sql: str, schema: Schema | None = None) -> exp.Expression:
-    """Parse `sql` and canonicalise the sqlglot tree in place (see `canonicalize`)."""
-    tree = parse(sql)
+def canonical_ast(sql: str, schema: Schema | None = None,
+                  rat_dialect: Dialect = SQLITE) -> exp.Expression:
+    """Parse `sql` (written in `rat_dialect`) and canonicalise the sqlglot tree in place (see
+    `canonicalize`)."""
+    tree = parse(sql, rat_dialect)
     with internal_errors(sql, "canonicalise"):
-        resolver = _Resolver(sql, schema)
+        resolver = _Resolver(sql, schema, rat_dialect)
         resolver.query(tree, outer=(), ctes={}, keep_aliases=False)
         if resolver.between:
             _spell_between(tree)
@@ -179,8 +235,8 @@ def _is_non_null_constant(node: exp.Expression | None) -> bool:
     return isinstance(node, exp.Literal | exp.Boolean)
 
 
-def canonicalize(sql: str, schema: Schema | None = None) -> str:
-    """Canonical SQLite text of `sql`: lowercase keywords and identifiers, table aliases
+def canonicalize(sql: str, schema: Schema | None = None, dialect: str = "sqlite") -> str:
+    """Canonical text of `sql` in its `dialect` (default SQLite): lowercase keywords and identifiers, table aliases
     resolved to table names, columns qualified where unambiguous, column aliases dropped
     (references to them in ORDER BY replaced by the aliased expression), single-quoted strings.
 
@@ -190,24 +246,36 @@ def canonicalize(sql: str, schema: Schema | None = None) -> str:
     >>> canonicalize("SELECT name, count(*) FROM singer AS s JOIN concert AS c "
     ...              "ON s.singer_id = c.singer_id WHERE year = 2014 GROUP BY name", s)
     'select singer.name, count(*) from singer join concert on singer.singer_id = concert.singer_id where concert.year = 2014 group by singer.name'
+    >>> canonicalize('SELECT TOP 1 [Name] FROM Singer ORDER BY Age DESC', dialect="tsql")
+    'select top 1 singer.name from singer order by singer.age desc'
+    >>> canonicalize('SELECT "Name", name FROM Singer', dialect="postgres")
+    'select singer."Name", singer.name from singer'
     """
-    return with_deep_stack(_canonical_text, sql, schema)
+    return with_deep_stack(_canonical_text, sql, schema, _dialect(dialect))
 
 
-def _canonical_text(sql: str, schema: Schema | None) -> str:
-    tree = canonical_ast(sql, schema)
+def _canonical_text(sql: str, schema: Schema | None, rat_dialect: Dialect = SQLITE) -> str:
+    tree = canonical_ast(sql, schema, rat_dialect)
     try:
-        text = tree.sql(dialect=DIALECT)
+        text = tree.sql(dialect=sqlglot_dialect(rat_dialect))
     except RecursionError:
         raise DepthError(sql) from None
     except sqlglot.errors.SqlglotError as error:  # e.g. UnsupportedError: about the SQL
         raise RATError(f"cannot generate SQL ({type(error).__name__}: {error})", sql) from None
     except Exception as error:
         raise InternalError("generate SQL", error, sql) from error
-    return lowercase_outside_strings(text)
+    return lowercase_outside_strings(text, rat_dialect)
 
 
-def lowercase_outside_strings(text: str) -> str:
+def lowercase_outside_strings(text: str, rat_dialect: Dialect = SQLITE) -> str:
+    if rat_dialect is not SQLITE:
+        kept = _reading(rat_dialect).kept
+        pieces, position = [], 0
+        for match in kept.finditer(text):
+            pieces += (text[position:match.start()].lower(), match.group())
+            position = match.end()
+        pieces.append(text[position:].lower())
+        return "".join(pieces)
     # Identifiers are already lowercase; only string literals keep their case.
     parts = text.split("'")
     # Even-indexed parts lie outside '...' literals ('' escapes split into empty odd parts).
@@ -254,11 +322,53 @@ def _set_name(identifier: exp.Identifier, name: str) -> None:
 _QUOTED: dict[str, bool] = {}  # name -> whether SQL must quote it
 
 
+def _set_label(identifier: exp.Identifier, label: str, upper: bool) -> None:
+    """Write the identifier whose label (`rat.dialects.Dialect.label`) is `label`, in a dialect
+    where quoted names keep their case (folding unquoted ones to upper case when `upper`)."""
+    if label[:1] == '"':
+        name, quoted = label[1:-1].replace('""', '"'), True
+    else:
+        quoted = _quoted(label)
+        name = label.upper() if quoted and upper else label
+    identifier.set("this", name)
+    identifier.set("quoted", quoted)
+
+
+def _suffixed(name: str, k: int) -> str:
+    """`name_k` (the k-th occurrence of a table or subquery in one FROM)."""
+    return f"{name[:-1]}_{k}\"" if name[:1] == '"' else f"{name}_{k}"
+
+
 class _Resolver:
-    def __init__(self, sql: str, schema: Schema | None):
+    def __init__(self, sql: str, schema: Schema | None, rat_dialect: Dialect = SQLITE):
         self.sql = sql
         self.schema = schema
         self.between = False  # whether the query has a BETWEEN to spell out afterwards
+        self.dialect = rat_dialect
+        self.cased = rat_dialect.case_sensitive
+        if self.cased:
+            upper = rat_dialect.unquoted_case == "upper"
+            self.set_name = lambda identifier, label: _set_label(identifier, label, upper)
+        else:
+            self.set_name = _set_name
+        self.unsupported = _UNSUPPORTED_CLAUSE_SET if rat_dialect is SQLITE else \
+            frozenset(_reading(rat_dialect).unsupported)
+
+    def identifier(self, label: str) -> exp.Identifier:
+        """A new identifier naming `label`."""
+        if not self.cased:
+            return exp.to_identifier(label)
+        identifier = exp.Identifier()
+        self.set_name(identifier, label)
+        return identifier
+
+    def fold(self, name: str, identifier) -> str:
+        """The label of a name written `name` (an identifier's or alias's text), `identifier`
+        being the Identifier it was written as (None: unquoted)."""
+        if not self.cased:
+            return name.lower()
+        quoted = isinstance(identifier, exp.Identifier) and bool(identifier.args.get("quoted"))
+        return self.dialect.label(name, quoted)
 
     # ---- queries ----------------------------------------------------------------------
     def query(self, node: exp.Expression, outer: tuple, ctes: dict, keep_aliases: bool) -> list:
@@ -273,9 +383,9 @@ class _Resolver:
             ctes = dict(ctes)
             for cte in with_.expressions:
                 names = self.query(cte.this, outer, ctes, keep_aliases=True)
-                name = cte.alias.lower()
-                _set_name(cte.args["alias"].this, name)
-                column_names = [c.name.lower() for c in cte.args["alias"].columns]
+                name = self.fold(cte.alias, cte.args["alias"].this)
+                self.set_name(cte.args["alias"].this, name)
+                column_names = [self.fold(c.name, c) for c in cte.args["alias"].columns]
                 ctes[name] = frozenset(column_names or names)
         if isinstance(node, exp.SetOperation):
             names = self.query(node.this, outer, ctes, keep_aliases)
@@ -292,9 +402,9 @@ class _Resolver:
         """Resolve a SELECT in place; its output column names when `keep_aliases` (a derived
         table's columns), else [] (nobody reads them)."""
         args = node.args
-        if not _UNSUPPORTED_CLAUSE_SET.isdisjoint(args):  # one test for the usual case
+        if not self.unsupported.isdisjoint(args):  # one test for the usual case
             for key in _UNSUPPORTED_CLAUSES:
-                if args.get(key):
+                if key in self.unsupported and args.get(key):
                     raise RATError(f"unsupported construct {key.upper()!r}", self.sql)
         scope = _Scope()
         from_ = args.get("from_")
@@ -312,24 +422,30 @@ class _Resolver:
         names = []
         for projection in projections:
             if type(projection) is exp.Alias:
-                alias = projection.alias.lower()
+                alias = self.fold(projection.alias, projection.args["alias"])
                 aliases[alias] = projection.this
                 if keep_aliases:
                     names.append(alias)
-                    _set_name(projection.args["alias"], alias)
+                    self.set_name(projection.args["alias"], alias)
                 else:
                     projection.replace(projection.this)
             elif keep_aliases:
-                names.append(projection.alias_or_name.lower())
+                names.append(self.fold(projection.alias_or_name, projection.this)
+                             if self.cased and type(projection) is exp.Column
+                             else projection.alias_or_name.lower())
         for join in joins:
             join_args = join.args
             for key in ("on", "using"):
                 if join_args.get(key) is not None:
                     self.expression([join_args[key]], scope, chain, ctes, {}, "on")
-        for key in ("where", "group", "having", "order", "limit", "offset"):
+        for key in ("where", "group", "having", "qualify", "order", "limit", "offset"):
             clause = args.get(key)
             if clause is not None:
                 self.expression([clause], scope, chain, ctes, aliases, key)
+        distinct = args.get("distinct")
+        if distinct is not None and distinct.args.get("on") is not None:
+            # DISTINCT ON (..) reads its keys as ORDER BY does (output names included).
+            self.expression([distinct.args["on"]], scope, chain, ctes, aliases, "order")
         for qualifier in scope.shadowed:
             self.rename(scope, qualifier, chain)
         return names
@@ -356,34 +472,35 @@ class _Resolver:
     def rename(self, scope: _Scope, qualifier: str, chain) -> None:
         taken = {q for s in chain for q in s.sources}
         node = scope.nodes.pop(qualifier)
-        base, k = "derived" if qualifier in scope.derived else node.name, 2
-        while f"{base}_{k}" in taken:
+        base = "derived" if qualifier in scope.derived else self.fold(node.name, node.this)
+        k = 2
+        while _suffixed(base, k) in taken:
             k += 1
-        new = f"{base}_{k}"
+        new = _suffixed(base, k)
         scope.sources[new] = scope.sources.pop(qualifier)
         scope.nodes[new] = node
         if qualifier in scope.derived:
             scope.derived.discard(qualifier)
             scope.derived.add(new)
-        node.set("alias", exp.TableAlias(this=exp.to_identifier(new)))
+        node.set("alias", exp.TableAlias(this=self.identifier(new)))
         for identifier in scope.references:
             if identifier.this == qualifier:
-                _set_name(identifier, new)
+                self.set_name(identifier, new)
 
     def source(self, node: exp.Expression, scope: _Scope, outer: tuple, ctes: dict) -> None:
         if isinstance(node, exp.Table):
             args = node.args
             if args.get("joins"):
                 raise RATError("unsupported construct 'parenthesised join'", self.sql)
-            name = node.name.lower()
+            name = self.fold(node.name, node.this)
             if "db" in args or "catalog" in args:
                 for key in ("db", "catalog"):
                     node.set(key, None)
-            _set_name(node.this, name)
+            self.set_name(node.this, name)
             columns = ctes.get(name)
             if columns is None and self.schema is not None:
                 columns = self.schema.columns(name)
-            alias = node.alias.lower()
+            alias = self.fold(node.alias, node.args.get("alias") and node.args["alias"].this)
             # A CTE is read as the subquery it names (`derived`), a table by its own name.
             qualifier = self.qualifier("derived" if name in ctes else name, scope)
             if name in ctes:
@@ -395,12 +512,12 @@ class _Resolver:
             if qualifier == name:
                 node.set("alias", None)
             else:
-                node.set("alias", exp.TableAlias(this=exp.to_identifier(qualifier)))
+                node.set("alias", exp.TableAlias(this=self.identifier(qualifier)))
         elif isinstance(node, exp.Subquery):
             names = self.query(node.this, outer, ctes, keep_aliases=True)
             qualifier = self.qualifier("derived", scope)
             scope.derived.add(qualifier)
-            alias = node.alias.lower()
+            alias = self.fold(node.alias, node.args.get("alias") and node.args["alias"].this)
             scope.sources[qualifier] = frozenset(names)
             scope.nodes[qualifier] = node
             if alias:
@@ -415,9 +532,9 @@ class _Resolver:
         if name not in scope.sources:
             return name
         k = 2
-        while f"{name}_{k}" in scope.sources:
+        while _suffixed(name, k) in scope.sources:
             k += 1
-        return f"{name}_{k}"
+        return _suffixed(name, k)
 
     # ---- expressions ------------------------------------------------------------------
     def expression(self, roots: list, scope, chain, ctes, aliases, clause) -> None:
@@ -455,12 +572,13 @@ class _Resolver:
                 self.resolve_table(table, chain)
             return
         written = identifier.this
-        name = written.lower()
+        name = self.fold(written, identifier) if self.cased else written.lower()
         if table is not None:
-            _set_name(identifier, name)
+            self.set_name(identifier, name)
             self.resolve_table(table, chain)
             return
-        double_quoted = identifier.quoted and self._quote_char(identifier) == '"'
+        double_quoted = identifier.quoted and self.dialect.double_quoted_strings \
+            and self._quote_char(identifier) == '"'
         if clause == "order" and name in aliases:
             column.replace(aliases[name].copy())
             return
@@ -469,14 +587,14 @@ class _Resolver:
             self._qualify(column, identifier, name, owners[0], scope)
             return
         if owners:  # ambiguous: keep it unqualified, as written
-            _set_name(identifier, name)
+            self.set_name(identifier, name)
             return
         all_known = bool(scope.sources) and all(c is not None for c in scope.sources.values())
         if double_quoted and (all_known or not scope.sources or self.schema is None):
             # SQLite reads an unknown "..." as a string literal (Spider writes values so).
             column.replace(exp.Literal.string(written))
             return
-        if name in aliases and clause in ("where", "group", "having"):
+        if name in aliases and clause in ("where", "group", "having", "qualify"):
             column.replace(aliases[name].copy())
             return
         for outer_scope in chain[1:]:
@@ -490,29 +608,31 @@ class _Resolver:
         if len(scope.sources) == 1 and unknown:
             self._qualify(column, identifier, name, unknown[0], scope)
             return
-        _set_name(identifier, name)
+        self.set_name(identifier, name)
 
     def _quote_char(self, identifier: exp.Identifier) -> str:
         start = identifier.meta.get("start")
         return self.sql[start] if start is not None and start < len(self.sql) else '"'
 
-    @staticmethod
-    def _qualify(column, identifier, name, qualifier, owner: _Scope) -> None:
-        _set_name(identifier, name)
-        table = exp.Identifier(this=qualifier, quoted=_quoted(qualifier))
+    def _qualify(self, column, identifier, name, qualifier, owner: _Scope) -> None:
+        self.set_name(identifier, name)
+        if self.cased:
+            table = exp.Identifier()
+            self.set_name(table, qualifier)
+        else:
+            table = exp.Identifier(this=qualifier, quoted=_quoted(qualifier))
         column.set("table", table)
         owner.references.append(table)
 
-    @staticmethod
-    def resolve_table(table: exp.Identifier, chain) -> None:
+    def resolve_table(self, table: exp.Identifier, chain) -> None:
         """Point a column's table qualifier (alias or name) at its scope's canonical name."""
-        name = table.name.lower()
+        name = self.fold(table.name, table)
         for depth, scope in enumerate(chain):
             if name in scope.aliases:
                 qualifier = scope.aliases[name]
-                _set_name(table, qualifier)
+                self.set_name(table, qualifier)
                 scope.references.append(table)
                 if depth > 0 and qualifier in chain[0].sources:
                     chain[0].shadowed.add(qualifier)
                 return
-        _set_name(table, name)
+        self.set_name(table, name)

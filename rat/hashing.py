@@ -19,12 +19,12 @@ if TYPE_CHECKING:
 
 COMMUTATIVE = frozenset(
     {"Eq", "Neq", "Add", "Mul", "And", "Or", "Union", "Union_all", "Intersect", "Product",
-     "Val_list", "Groupby"}
+     "Val_list", "Groupby", "Distinct_on"}
 )
 # Mirror image of each ordered comparison: `a < b` is `b > a`.
 MIRRORED = {"Lt": "Gt", "Gt": "Lt", "Lte": "Gte", "Gte": "Lte"}
 CONTEXT_PARENTS = frozenset(
-    {"Val_list", "Orderby_asc", "Orderby_desc", "Project", "Limit", "Groupby"}
+    {"Val_list", "Orderby_asc", "Orderby_desc", "Project", "Limit", "Groupby", "Distinct_on"}
 )
 
 

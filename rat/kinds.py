@@ -21,15 +21,15 @@ KINDS = ("relation", "table", "column", "value", "operator")
 RELATIONAL = frozenset(
     {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Groupby",
      "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct", "Union", "Union_all",
-     "Intersect", "Except"}
+     "Intersect", "Except", "Qualify", "Distinct_on"}
 )
 # Leaves that are values although they are written as words.
 _VALUE_WORDS = frozenset({"null", "true", "false", "current_timestamp", "current_date",
                           "current_time"})
 # A numeric literal as `to_tree` writes it: `20`, `-1.5`, `1.`, `.5`, `1e5`, `2.5E-3`.
 _NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
-# Operators whose last child is a type or collation name, not a table or column.
-_NAMED_ARGUMENT = frozenset({"Cast", "Collate"})
+# Operators whose last child is a type, collation or date part name, not a table or column.
+_NAMED_ARGUMENT = frozenset({"Cast", "Collate", "Extract"})
 # Relational operators every child of which is a relation (join conditions are operators).
 _ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Except"})
 _JOINS = frozenset({"Left_join", "Right_join", "Full_join"})

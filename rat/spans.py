@@ -18,7 +18,9 @@ from functools import cached_property, partial
 
 from sqlglot import expressions as exp
 
-from rat.canonicalize import DIALECT, canonical_ast, lowercase_outside_strings
+from rat.canonicalize import canonical_ast, lowercase_outside_strings, sqlglot_dialect
+from rat.dialects import SQLITE, Dialect
+from rat.dialects import dialect as _dialect
 from rat.errors import DepthError, InternalError, with_deep_stack
 from rat.node import Node
 from rat.schema import Schema
@@ -71,9 +73,10 @@ class SqlSpans:
         return None if span is None else self.sql[span[0]:span[1]]
 
 
-def sql_spans(sql: str, tree: Node | None = None, schema: Schema | None = None) -> SqlSpans:
-    """Spans of the nodes of ``tree`` (default: ``rat.to_tree(sql, schema)``) in the
-    canonical text of ``sql``; the schema must be the one ``tree`` was built with.
+def sql_spans(sql: str, tree: Node | None = None, schema: Schema | None = None,
+              dialect: str = "sqlite") -> SqlSpans:
+    """Spans of the nodes of ``tree`` (default: ``rat.to_tree(sql, schema, dialect)``) in the
+    canonical text of ``sql``; the schema and dialect must be the ones ``tree`` was built with.
 
     >>> from rat.tree import to_tree
     >>> s = sql_spans("SELECT name FROM singer WHERE age > 20")
@@ -90,18 +93,23 @@ def sql_spans(sql: str, tree: Node | None = None, schema: Schema | None = None) 
     True
     >>> sql_spans("SELEC name", Node("t")).unmapped  # not SQL: no span, no exception
     1
+    >>> s = sql_spans("SELECT TOP 1 [Name] FROM singer", dialect="tsql")
+    >>> s.sql, s.tree.postorder()[s.owners[s.sql.index("top")]].label
+    ('select top 1 singer.name from singer', 'Limit')
     """
     nodes = None if tree is None else tree.postorder()
+    rat_dialect = _dialect(dialect)
     try:
-        return with_deep_stack(_spans, sql, nodes, schema)
+        return with_deep_stack(_spans, sql, nodes, schema, rat_dialect)
     except DepthError:
         return _unmapped(sql, nodes)
 
 
-def _spans(sql: str, nodes: list[Node] | None, schema: Schema | None) -> SqlSpans:
+def _spans(sql: str, nodes: list[Node] | None, schema: Schema | None,
+           rat_dialect: Dialect = SQLITE) -> SqlSpans:
     try:
-        ast = canonical_ast(sql, schema)
-        text, expression_spans = _generate(ast)
+        ast = canonical_ast(sql, schema, rat_dialect)
+        text, expression_spans = _generate(ast, rat_dialect)
     except (DepthError, InternalError):  # a bug in rat is raised, not hidden in a report
         raise
     except RecursionError:
@@ -110,7 +118,7 @@ def _spans(sql: str, nodes: list[Node] | None, schema: Schema | None) -> SqlSpan
         return _unmapped(sql, nodes)
     try:
         recorder = _SpanRecorder(text, expression_spans)
-        built = from_ast(ast, sql, recorder)
+        built = from_ast(ast, sql, recorder, rat_dialect)
         built_nodes = built.postorder()
         if nodes is None:
             nodes = built_nodes
@@ -133,15 +141,15 @@ def _unmapped(text: str, nodes) -> SqlSpans:
 # ---------------------------------------------------------------- spans of sqlglot expressions
 
 
-def _marking_generator():
-    """A SQLite generator that wraps the text of every numbered expression in markers.
+def _marking_generator(rat_dialect: Dialect = SQLITE):
+    """A generator of `rat_dialect` (default SQLite) that wraps the text of every numbered expression in markers.
 
     sqlglot's compiled Generator (sqlglotc) refuses subclasses, so the generator is composed:
     its own per-instance table of handlers (expression type -> function) is replaced by one
     whose handlers mark what the original ones write. Functions and properties, which the
     generator writes generically when the table lacks their type, get marking entries too.
     """
-    generator = DIALECT.generator()
+    generator = sqlglot_dialect(rat_dialect).generator()
     generic = type(generator)
     if generic not in _MARKING_HANDLERS:  # one table per generator class, built once
         _MARKING_HANDLERS[generic] = _marking_handlers(generic, generator._dispatch)
@@ -172,7 +180,7 @@ def _mark(handler):
     return marked
 
 
-def _generate(ast: exp.Expression) -> tuple[str, dict[int, Span]]:
+def _generate(ast: exp.Expression, rat_dialect: Dialect = SQLITE) -> tuple[str, dict[int, Span]]:
     """The canonical text of ``ast`` (as `rat.canonicalize` writes it) and id(expression) ->
     its span, leading and trailing spaces trimmed."""
     # The generator works on a copy (it preprocesses in place). sqlglot deep-copies each
@@ -190,7 +198,7 @@ def _generate(ast: exp.Expression) -> tuple[str, dict[int, Span]]:
             expression.meta[_TAG] = number
     if number + 1 != len(expressions):
         raise ValueError("the copy of the tree has another shape")
-    marked = _marking_generator().generate(copied, copy=False)
+    marked = _marking_generator(rat_dialect).generate(copied, copy=False)
     # One pass over the markers (not the characters): the plain text between them, and each
     # expression's [start, end) in it. That the markers leave the text as `ast.sql()` writes
     # it is checked by the tests (every fixture and every Spider dev query), not per query.
@@ -218,7 +226,7 @@ def _generate(ast: exp.Expression) -> tuple[str, dict[int, Span]]:
         while end > start and text[end - 1].isspace():
             end -= 1
         spans[id(expressions[number])] = (start, end)
-    lowered = lowercase_outside_strings(text)
+    lowered = lowercase_outside_strings(text, rat_dialect)
     # Lowercasing may change the length of exotic characters; then keep the generator's case.
     return (lowered if len(lowered) == len(text) else text), spans
 
@@ -317,15 +325,20 @@ class _SpanRecorder:
         if current is None:
             return
         if args.get("distinct") is not None:
-            if current.label != "Distinct":
+            if current.label not in ("Distinct", "Distinct_on"):
                 return
-            self.claim(current, self.span(args["distinct"]))
-            current = current.children[0]
+            own = self.span(args["distinct"])
+            on = self.span(args["distinct"].args.get("on"))
+            if own is not None and on is not None:  # `distinct on`: the keys are its children
+                own = (own[0], on[0])
+            self.claim(current, own)
+            current = current.children[-1]
         if current.label != "Project":
             return
         self.claim(current, self.select_keyword(node))
         clauses = [(label, args.get(key)) for label, key in
-                   (("Having", "having"), ("Groupby", "group"), ("Selection", "where"))]
+                   (("Qualify", "qualify"), ("Having", "having"), ("Groupby", "group"),
+                    ("Selection", "where"))]
         for label, clause in clauses:
             if clause is None:
                 continue

@@ -1,8 +1,8 @@
 """Build the relational algebra tree (RAT) of a query from its canonical sqlglot tree.
 
 A SELECT becomes, from the leaves up:
-Table / Product / Left_join -> Selection -> Groupby -> Having -> Project -> Distinct ->
-Orderby_asc / Orderby_desc -> Limit; relational operators take their expressions first and
+Table / Product / Left_join -> Selection -> Groupby -> Having -> Qualify -> Project ->
+Distinct / Distinct_on -> Orderby_asc / Orderby_desc -> Limit; relational operators take their expressions first and
 their input relation last, as in the paper's `((1)((player.heaviness)((..)(player)Project)
 Orderby_desc)Limit)`. A SELECT without FROM has no input relation: `SELECT 1 WHERE 1 = 1` is
 ``((1)(((1)(1)Eq)Selection)Project)``.
@@ -16,6 +16,8 @@ from collections.abc import Callable
 from sqlglot import expressions as exp
 
 from rat.canonicalize import canonical_ast
+from rat.dialects import SQLITE, Dialect
+from rat.dialects import dialect as _dialect
 from rat.errors import RATError, internal_errors, with_deep_stack
 from rat.node import Node
 from rat.schema import Schema
@@ -47,15 +49,16 @@ _AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min
 # NOT applied to these becomes one node, e.g. `a NOT IN (..)` -> Not_in.
 # (BETWEEN never gets here: `rat.canonicalize` spells it out as two comparisons.)
 _NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Exists": "Not_exists",
-            "Is_null": "Is_not_null", "Regexp": "Not_regexp"}
+            "Is_null": "Is_not_null", "Regexp": "Not_regexp", "Ilike": "Not_ilike"}
 _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
 
 
-def to_tree(sql: str, schema: Schema | None = None) -> Node:
-    """The canonical RAT of `sql` (SQLite dialect); raises only `RATError`.
+def to_tree(sql: str, schema: Schema | None = None, dialect: str = "sqlite") -> Node:
+    """The canonical RAT of `sql`, written in `dialect` (one of `rat.dialects.DIALECTS`:
+    sqlite, postgres, mysql, duckdb, snowflake, bigquery, tsql); raises only `RATError`.
 
     >>> from rat.serialize import serialize
     >>> serialize(to_tree("SELECT player_api_id FROM Player ORDER BY heaviness DESC LIMIT 1"))
@@ -64,17 +67,23 @@ def to_tree(sql: str, schema: Schema | None = None) -> Node:
     True
     >>> to_tree("SELECT 1 WHERE 1 = 1").children[1]
     Node('(((1)(1)Eq)Selection)')
+    >>> to_tree("SELECT TOP 3 [Name] FROM t", dialect="tsql") == to_tree("SELECT name FROM t LIMIT 3")
+    True
+    >>> to_tree("SELECT a FROM t WHERE b ILIKE 'x%'", dialect="postgres").children[1]
+    Node("(((t.b)('x%')Ilike)(t)Selection)")
     """
-    return with_deep_stack(_to_tree, sql, schema)
+    return with_deep_stack(_to_tree, sql, schema, _dialect(dialect))
 
 
-def _to_tree(sql: str, schema: Schema | None) -> Node:
-    return from_ast(canonical_ast(sql, schema), sql)
+def _to_tree(sql: str, schema: Schema | None, rat_dialect: Dialect = SQLITE) -> Node:
+    return from_ast(canonical_ast(sql, schema, rat_dialect), sql, None, rat_dialect)
 
 
-def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None) -> Node:
-    """The RAT of `ast`, a canonical sqlglot tree of `sql` (`rat.canonicalize.canonical_ast`),
-    calling ``on_step`` (see `BuildObserver`) after each build step; raises only `RATError`.
+def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None,
+             rat_dialect: Dialect = SQLITE) -> Node:
+    """The RAT of `ast`, a canonical sqlglot tree of `sql` (`rat.canonicalize.canonical_ast`,
+    in `rat_dialect`), calling ``on_step`` (see `BuildObserver`) after each build step; raises
+    only `RATError`.
 
     >>> from rat.canonicalize import canonical_ast
     >>> sql = "SELECT a FROM t LIMIT 3"
@@ -85,7 +94,8 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     >>> [(step, expression.sql(), node.label) for step, expression, node, core in steps][-1]
     ('query', 'SELECT t.a FROM t LIMIT 3', 'Limit')
     """
-    builder = _Builder(sql) if on_step is None else _ObservedBuilder(sql, on_step)
+    builder = _Builder(sql, rat_dialect) if on_step is None else \
+        _ObservedBuilder(sql, on_step, rat_dialect)
     with internal_errors(sql, "build tree"):
         tree = builder.query(ast, {})
     depth = tree.depth()
@@ -101,8 +111,18 @@ def _value_label(literal: exp.Literal) -> str:
 
 
 class _Builder:
-    def __init__(self, sql: str):
+    def __init__(self, sql: str, rat_dialect: Dialect = SQLITE):
         self.sql = sql
+        self.dialect = rat_dialect
+        self.cased = rat_dialect.case_sensitive
+        # ILIKE is LIKE where LIKE ignores case already; elsewhere a node of its own.
+        self.ilike = "Like" if rat_dialect.like_ignores_case else "Ilike"
+
+    def name(self, identifier: exp.Identifier) -> str:
+        """The label of a resolved identifier (see `rat.dialects.Dialect.label`)."""
+        if not self.cased:
+            return identifier.this
+        return self.dialect.label(identifier.this, bool(identifier.args.get("quoted")))
 
     def unsupported(self, node: exp.Expression) -> RATError:
         return RATError(f"unsupported construct {type(node).__name__!r}", self.sql)
@@ -160,15 +180,25 @@ class _Builder:
         if having is not None:
             condition = expr(having.this, ctes)
             relation = Node("Having", (condition,) if relation is None else (condition, relation))
+        qualify = args.get("qualify")
+        if qualify is not None:  # a filter on window results: after HAVING, before the SELECT list
+            condition = expr(qualify.this, ctes)
+            relation = Node("Qualify", (condition,) if relation is None else (condition, relation))
         columns = [expr(p, ctes) for p in projections]
         if relation is not None:
             columns.append(relation)
         relation = Node("Project", columns)
         distinct = args.get("distinct")
         if distinct is not None:
-            if distinct.args.get("on") is not None:
+            on = distinct.args.get("on")
+            if on is None:
+                relation = Node("Distinct", (relation,))
+            elif not self.dialect.distinct_on:
                 raise RATError("unsupported construct 'DISTINCT ON'", self.sql)
-            relation = Node("Distinct", (relation,))
+            else:
+                # The first row (by ORDER BY) of each group of equal keys, of the projection.
+                keys = on.expressions if isinstance(on, exp.Tuple) else [on]
+                relation = Node("Distinct_on", (*[expr(k, ctes) for k in keys], relation))
         return self.modifiers(node, relation, ctes)
 
     def modifiers(self, node: exp.Expression, relation: Node, ctes) -> Node:
@@ -190,10 +220,17 @@ class _Builder:
         limit = node.args.get("limit")
         offset = node.args.get("offset")
         if limit is not None:
-            if isinstance(limit, exp.Fetch):
-                raise RATError("unsupported construct 'FETCH'", self.sql)
+            options = limit.args.get("limit_options")
+            if options is not None and (options.args.get("percent")
+                                        or options.args.get("with_ties")):
+                raise RATError("unsupported construct 'PERCENT' / 'WITH TIES'", self.sql)
+            if isinstance(limit, exp.Fetch):  # FETCH FIRST n ROWS ONLY is LIMIT n (n: 1)
+                count = limit.args.get("count")
+                count = exp.Literal.number(1) if count is None else count
+            else:
+                count = limit.expression
             offset = offset if offset is not None else limit.args.get("offset")
-            children = [self.expr(limit.expression, ctes)]
+            children = [self.expr(count, ctes)]
             if offset is not None:
                 offset_value = offset.expression if isinstance(offset, exp.Offset) else offset
                 children.append(Node("Offset", (self.expr(offset_value, ctes),)))
@@ -242,7 +279,7 @@ class _Builder:
             name = node.name
             if name in ctes:
                 return ctes[name]
-            return Node(name)
+            return Node(self.name(node.this) if self.cased else name)
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
         raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
@@ -252,6 +289,9 @@ class _Builder:
         kind = type(node)
         if kind is exp.Column:
             table = node.args.get("table")
+            if self.cased:
+                name = "*" if isinstance(node.this, exp.Star) else self.name(node.this)
+                return Node(f"{self.name(table)}.{name}" if table is not None else name)
             name = "*" if isinstance(node.this, exp.Star) else node.this.this
             return Node(f"{table.this}.{name}" if table is not None else name)
         if kind is exp.Literal:
@@ -263,8 +303,10 @@ class _Builder:
             left, right = self.expr(node.this, ctes), self.expr(node.expression, ctes)
             if kind is exp.Is and isinstance(node.expression, exp.Null):
                 return Node("Is_null", (left,))
-            if kind is exp.Like and node.args.get("negate"):
-                return Node("Not_like", (left, right))
+            if kind is exp.ILike:
+                label = self.ilike
+            if (kind is exp.Like or kind is exp.ILike) and node.args.get("negate"):
+                return Node(_NEGATED[label], (left, right))
             if node.args.get("escape") is not None:
                 raise RATError("unsupported construct 'ESCAPE'", self.sql)
             return Node(label, (left, right))
@@ -340,6 +382,8 @@ class _Builder:
             return Node(kind.__name__, (self.expr(node.this, ctes),))
         if kind is exp.Window:
             return self.window(node, ctes)
+        if kind is exp.Extract:  # EXTRACT(YEAR FROM d): the unit is named last, as CAST's type
+            return Node("Extract", (self.expr(node.expression, ctes), Node(node.name.lower())))
         if kind is exp.BitwiseNot:
             return Node("Bitnot", (self.expr(node.this, ctes),))
         raise self.unsupported(node)
@@ -399,8 +443,8 @@ def _reporting(step: str, build):
 class _ObservedBuilder(_Builder):
     """The builder, reporting each step to an observer (see `BuildObserver`)."""
 
-    def __init__(self, sql: str, on_step: BuildObserver):
-        super().__init__(sql)
+    def __init__(self, sql: str, on_step: BuildObserver, rat_dialect: Dialect = SQLITE):
+        super().__init__(sql, rat_dialect)
         self.on_step = on_step
 
     query = _reporting("query", _Builder.query)

@@ -1,0 +1,81 @@
+"""The SQL dialects `rat` reads, and the differences between them that change what a query
+means (docs/rat.md, "Dialects", has the table).
+
+Each dialect names the sqlglot dialect that parses it and three facts about its meaning:
+
+- ``like_ignores_case``: whether ``LIKE`` ignores ASCII case by default (SQLite; MySQL and SQL
+  Server under their default collations). There ``ILIKE`` is ``LIKE`` (one node, ``Like``);
+  elsewhere ``ILIKE`` is a node of its own (``Ilike``), never equal to ``Like``.
+- ``unquoted_case``: None where identifiers ignore case, quoted or not; ``"lower"`` /
+  ``"upper"`` where unquoted names are folded to that case and quoted names keep theirs
+  (PostgreSQL / Snowflake). A name that means something else than its unquoted lowercase
+  spelling keeps its case and its double quotes in the tree's labels: ``singer."Name"``.
+- ``double_quoted_strings``: SQLite reads ``"x"`` that names no column as the string 'x'.
+
+>>> dialect("postgres").like_ignores_case, dialect("SQLite").like_ignores_case
+(False, True)
+>>> dialect("oracle")
+Traceback (most recent call last):
+rat.errors.RATError: unknown dialect 'oracle' (known: bigquery, duckdb, mysql, postgres, snowflake, sqlite, tsql)
+"""
+
+from dataclasses import dataclass
+
+from rat.errors import RATError
+
+__all__ = ["DIALECTS", "Dialect", "dialect"]
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    like_ignores_case: bool
+    unquoted_case: str | None = None
+    double_quoted_strings: bool = False
+    distinct_on: bool = False  # SELECT DISTINCT ON (..)
+    qualify: bool = False  # QUALIFY <condition on window results>
+
+    @property
+    def case_sensitive(self) -> bool:
+        """Whether quoted identifiers keep their case."""
+        return self.unquoted_case is not None
+
+    def label(self, name: str, quoted: bool) -> str:
+        """The label of an identifier written `name` (canonical: lowercase where case does not
+        matter), quoted or not.
+
+        >>> [dialect("postgres").label(n, q) for n, q in [("Name", False), ("Name", True),
+        ...                                               ("name", True)]]
+        ['name', '"Name"', 'name']
+        >>> [dialect("snowflake").label(n, q) for n, q in [("Name", False), ("NAME", True),
+        ...                                                ("name", True)]]
+        ['name', 'name', '"name"']
+        """
+        if not quoted or self.unquoted_case is None:
+            return name.lower()
+        folded = name.lower() if self.unquoted_case == "lower" else name.upper()
+        return name.lower() if folded == name else '"' + name.replace('"', '""') + '"'
+
+
+DIALECTS = {
+    "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True),
+    "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
+                        distinct_on=True),
+    "mysql": Dialect("mysql", like_ignores_case=True),
+    "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True),
+    "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
+                         qualify=True),
+    "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True),
+    "tsql": Dialect("tsql", like_ignores_case=True),
+}
+SQLITE = DIALECTS["sqlite"]
+
+
+def dialect(name: "str | Dialect") -> Dialect:
+    """The dialect called `name` (any case); an unknown name is a RATError naming the known."""
+    if isinstance(name, Dialect):
+        return name
+    found = DIALECTS.get(name.lower()) if isinstance(name, str) else None
+    if found is None:
+        raise RATError(f"unknown dialect {name!r} (known: {', '.join(sorted(DIALECTS))})")
+    return found
