@@ -366,6 +366,8 @@ class _Builder:
                 # IIF(c, a, b) is CASE WHEN c THEN a ELSE b END.
                 when = exp.If(this=arguments[0], true=arguments[1])
                 return self.case(None, [when], arguments[2], ctes)
+            if name == "count_big" and self.dialect.name == "tsql":
+                name = "count"  # SQL Server's COUNT_BIG: COUNT as a bigint
             return Node(name.capitalize(), [self.expr(a, ctes) for a in arguments])
         if kind is exp.Cast or kind is exp.TryCast:
             return Node("Cast", (self.expr(node.this, ctes),

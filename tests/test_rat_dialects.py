@@ -1,0 +1,143 @@
+"""`rat` across SQL dialects: the dialect argument of to_tree / canonicalize / sql_spans and
+`python -m rat --dialect`; the same query written natively in each dialect (or transpiled there
+by sqlglot) gives the SQLite tree; constructs a dialect lacks stay refused in it.
+(The per-dialect label cases are fixtures: tests/fixtures/rat/dialects.txt.)"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import sqlglot
+
+import rat
+
+SCHEMA = rat.Schema({"singer": ["singer_id", "name", "country", "age"],
+                     "concert": ["concert_id", "singer_id", "year"]})
+KNOWN = "bigquery, duckdb, mysql, postgres, snowflake, sqlite, tsql"
+
+
+@pytest.mark.parametrize("call", [
+    lambda: rat.to_tree("SELECT 1", dialect="oracle"),
+    lambda: rat.canonicalize("SELECT 1", dialect="oracle"),
+    lambda: rat.sql_spans("SELECT 1", dialect="oracle"),
+])
+def test_unknown_dialect_is_one_line_naming_the_known(call):
+    with pytest.raises(rat.RATError) as info:
+        call()
+    assert str(info.value) == f"unknown dialect 'oracle' (known: {KNOWN})"
+
+
+def test_dialect_names_ignore_case():
+    assert rat.to_tree("SELECT a FROM t", dialect="TSQL") == rat.to_tree("SELECT a FROM t")
+
+
+@pytest.mark.parametrize("dialect, native, sqlite", [
+    ("tsql", "SELECT TOP 3 [Name] FROM [Singer] ORDER BY [Age] DESC",
+     "SELECT name FROM singer ORDER BY age DESC LIMIT 3"),
+    ("tsql", "SELECT name FROM singer ORDER BY age OFFSET 2 ROWS FETCH NEXT 3 ROWS ONLY",
+     "SELECT name FROM singer ORDER BY age LIMIT 3 OFFSET 2"),
+    ("postgres", "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS ONLY",
+     "SELECT name FROM singer ORDER BY age LIMIT 3"),
+    ("postgres", "SELECT name FROM singer ORDER BY age FETCH FIRST ROW ONLY",
+     "SELECT name FROM singer ORDER BY age LIMIT 1"),
+    ("postgres", "SELECT age::real FROM singer WHERE country = 'France'",
+     "SELECT CAST(age AS REAL) FROM singer WHERE country = 'France'"),
+    ("mysql", "SELECT `T1`.`name` FROM `singer` AS `T1` WHERE `T1`.`country` = \"France\"",
+     "SELECT T1.name FROM singer AS T1 WHERE T1.country = 'France'"),
+    ("mysql", "SELECT name FROM singer LIMIT 2, 3", "SELECT name FROM singer LIMIT 3 OFFSET 2"),
+    ("bigquery", "SELECT s.name FROM `db.singer` AS s WHERE s.country = \"France\"",
+     "SELECT name FROM singer WHERE country = 'France'"),
+    ("snowflake", 'SELECT "NAME" FROM SINGER WHERE "AGE" > 20',
+     "SELECT name FROM singer WHERE age > 20"),
+    ("duckdb", 'SELECT "Name" FROM "Singer" WHERE age::int > 20',
+     "SELECT name FROM singer WHERE CAST(age AS INT) > 20"),
+])
+def test_native_spellings_give_the_sqlite_tree(dialect, native, sqlite):
+    assert rat.to_tree(native, SCHEMA, dialect) == rat.to_tree(sqlite, SCHEMA)
+    assert rat.to_tree(native, SCHEMA, dialect).hash == rat.to_tree(sqlite, SCHEMA).hash
+
+
+SPIDER_LIKE = [
+    ("SELECT T2.name, count(*) FROM concert AS T1 JOIN singer AS T2 ON T1.singer_id = "
+     "T2.singer_id WHERE T1.year BETWEEN 2014 AND 2015 GROUP BY T2.name HAVING count(*) > 1"),
+    "SELECT name FROM singer WHERE age > (SELECT avg(age) FROM singer) ORDER BY age DESC LIMIT 3",
+    ("SELECT country FROM singer WHERE name LIKE '%a%' EXCEPT SELECT country FROM singer "
+     "WHERE age < 30"),
+    "SELECT DISTINCT country FROM singer WHERE singer_id NOT IN (SELECT singer_id FROM concert)",
+    "SELECT max(age), min(age) FROM singer WHERE country = 'France' OR country = 'Spain'",
+]
+
+
+@pytest.mark.parametrize("dialect", sorted(rat.DIALECTS))
+@pytest.mark.parametrize("sql", SPIDER_LIKE)
+def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
+    transpiled = sqlglot.transpile(sql, read="sqlite", write=dialect)[0]
+    assert rat.to_tree(transpiled, SCHEMA, dialect) == rat.to_tree(sql, SCHEMA), transpiled
+
+
+@pytest.mark.parametrize("dialect, sql, construct", [
+    ("sqlite", "SELECT DISTINCT ON (country) name FROM singer", "DISTINCT ON"),
+    ("mysql", "SELECT DISTINCT ON (country) name FROM singer", ""),
+    ("sqlite", "SELECT name FROM singer QUALIFY row_number() OVER (ORDER BY age) = 1", ""),
+    ("postgres", "SELECT name FROM singer QUALIFY row_number() OVER (ORDER BY age) = 1", ""),
+    ("sqlite", "SELECT TOP 3 name FROM singer", "cannot parse"),
+    ("tsql", "SELECT TOP 10 PERCENT name FROM singer", "PERCENT"),
+    ("postgres", "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS WITH TIES", "WITH TIES"),
+])
+def test_constructs_refused_where_they_do_not_belong(dialect, sql, construct):
+    with pytest.raises(rat.RATError) as info:
+        rat.to_tree(sql, dialect=dialect)
+    assert construct in str(info.value) and repr(sql)[:40] in str(info.value)
+
+
+def test_like_and_ilike_by_dialect():
+    """ILIKE equals LIKE only where LIKE ignores case; LIKE is never ILIKE's negation."""
+    sql = "SELECT name FROM singer WHERE name {} 'a%'"
+    for dialect, spec in rat.DIALECTS.items():
+        like, ilike = (rat.to_tree(sql.format(op), dialect=dialect) for op in ("LIKE", "ILIKE"))
+        assert (like == ilike) is spec.like_ignores_case, dialect
+        not_ilike = rat.to_tree(sql.format("NOT ILIKE"), dialect=dialect)
+        assert not_ilike != ilike and not_ilike.hash != like.hash, dialect
+
+
+def test_quoted_identifier_case_by_dialect():
+    # PostgreSQL folds unquoted names to lower case, Snowflake to upper; both keep quoted case.
+    plain = rat.to_tree("SELECT name FROM singer")
+    for dialect, same, different in [("postgres", '"name"', '"Name"'),
+                                     ("snowflake", '"NAME"', '"name"'),
+                                     ("duckdb", '"Name"', None), ("tsql", "[NAME]", None),
+                                     ("mysql", "`Name`", None), ("bigquery", "`NAME`", None)]:
+        assert rat.to_tree(f"SELECT {same} FROM singer", dialect=dialect) == plain, dialect
+        if different is not None:
+            tree = rat.to_tree(f"SELECT {different} FROM singer", dialect=dialect)
+            assert tree != plain and tree.children[0].label == f"singer.{different}", dialect
+
+
+def test_dialect_hashes_identical_across_processes():
+    code = ("import rat, json, sys; t = rat.to_tree(sys.argv[1], dialect='postgres'); "
+            "print(json.dumps([n.hash for n in t.postorder()]))")
+    sql = 'SELECT DISTINCT ON (country) "Name" FROM singer WHERE name ILIKE \'a%\''
+    outputs = []
+    for seed in ("1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        result = subprocess.run([sys.executable, "-c", code, sql], env=env, check=True,
+                                capture_output=True, text=True)
+        outputs.append(json.loads(result.stdout))
+    assert outputs[0] == outputs[1] == [n.hash for n in rat.to_tree(sql, dialect="postgres")
+                                        .postorder()]
+
+
+def test_cli_dialect():
+    run = [sys.executable, "-m", "rat", "SELECT name FROM singer WHERE name ILIKE 'a%'",
+           "--gold", "SELECT name FROM singer WHERE name LIKE 'a%'"]
+    postgres = subprocess.run([*run, "--dialect", "postgres"], capture_output=True, text=True,
+                              check=True).stdout
+    assert "    Ilike  [INCORRECT]" in postgres and "root hash differs from gold" in postgres
+    sqlite = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "root hash equals gold" in sqlite
+    bad = subprocess.run([*run, "--dialect", "oracle"], capture_output=True, text=True,
+                         check=False)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "invalid choice: 'oracle'" in bad.stderr and "Traceback" not in bad.stderr
