@@ -197,6 +197,9 @@ def canonical_ast(sql: str, schema: Schema | None = None,
         resolver.query(tree, outer=(), ctes={}, keep_aliases=False)
         if resolver.between:
             _spell_between(tree)
+        if rat_dialect is not SQLITE and rat_dialect.like_ignores_case:
+            for ilike in list(tree.find_all(exp.ILike)):  # ILIKE is LIKE: written so
+                ilike.replace(exp.Like(**ilike.args))
     return tree
 
 
@@ -493,6 +496,8 @@ class _Resolver:
             if args.get("joins"):
                 raise RATError("unsupported construct 'parenthesised join'", self.sql)
             name = self.fold(node.name, node.this)
+            if self.dialect is not SQLITE and node._meta:  # BigQuery's `proj.ds.t`
+                node._meta.pop("quoted_table", None)
             if "db" in args or "catalog" in args:
                 for key in ("db", "catalog"):
                     node.set(key, None)
