@@ -266,6 +266,9 @@ def quiet_logs() -> None:
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
         lambda record: "litlogger" not in record.getMessage())
+    # Lightning, imported once Hydra has set up logging, would print each message twice (its own
+    # handler's line and Hydra's): they stay with its own handler, as when it is imported first
+    logging.getLogger("lightning").propagate = False
 
 
 def epoch_lines():
