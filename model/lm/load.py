@@ -60,7 +60,7 @@ class LlamaCppLM:
     on one CPU core 2.4x faster than the de-quantized float32 copy transformers runs (BENCHMARKS.md)."""
 
     def __init__(self, path: Path, threads: int | None = None, context: int = 4096):
-        threads = threads or torch.get_num_threads()  # the thread budget torch has (torch_threads)
+        threads = threads or torch.get_num_threads()  # the thread budget torch has (train.py's threads)
         try:
             from llama_cpp import Llama
         except ImportError:
