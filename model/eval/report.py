@@ -290,7 +290,7 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
     Each example is a mapping with ``tree`` (a ``rat.Node``), ``confidences`` and optional
     ``labels`` (post-order), optional ``schema`` (the ``rat.Schema`` the tree was built with),
     and display fields ``question_id``, ``system``, ``sql``, ``question``, ``gold_sql``,
-    ``query_confidence``; with ``site_scores`` and ``look_here`` (the post-order index of the
+    ``query_confidence``, ``dialect`` (of ``sql``; default sqlite); with ``site_scores`` and ``look_here`` (the post-order index of the
     most likely error site) a "look here first" line names that node and outlines its text,
     with ``runner_up`` the second place and with ``reasons`` (node index -> sentences) why the
     first is doubted. The SQL is shown in canonical form with its text coloured by node
@@ -302,7 +302,7 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
         nodes = tree.postorder()
         scores = {id(n): (float(c), None if labels is None else int(labels[i]))
                   for i, (n, c) in enumerate(zip(nodes, confidences))}
-        spans = sql_spans(ex.get("sql") or "", tree, ex.get("schema"))
+        spans = sql_spans(ex.get("sql") or "", tree, ex.get("schema"), ex.get("dialect") or "sqlite")
         located += len(nodes) - spans.unmapped
         total += len(nodes)
         meta = " · ".join(html.escape(str(ex[k])) for k in ("question_id", "system", "db_id")

@@ -216,13 +216,14 @@ def node_labels(tree: rat.Node, gold_tree: rat.Node | None, execution_match: boo
 
 def make_example(question: Question, sql: str, system: str, schema: rat.Schema | None,
                  gold_tree: rat.Node | None = None, execution_match: bool | None = None,
-                 tree: rat.Node | None = None) -> NodeExample:
+                 tree: rat.Node | None = None, dialect: str = "sqlite") -> NodeExample:
     """One example; labels all 1 when execution matches, else from rat.label_nodes against
     `gold_tree` (with the root marked wrong when every node occurs in gold but the trees differ,
     i.e. the prediction only omits something, and execution does not match or, with no
     database, was not tried), else all 0 (raises rat.RATError on SQL it cannot read). Inference calls it
-    with no gold and ignores the labels. ``tree``: ``sql``'s tree when the caller has it already."""
-    tree = tree if tree is not None else rat.to_tree(sql, schema)
+    with no gold and ignores the labels. ``tree``: ``sql``'s tree when the caller has it already;
+    ``dialect``: the SQL dialect ``sql`` is written in (``rat.DIALECTS``)."""
+    tree = tree if tree is not None else rat.to_tree(sql, schema, dialect)
     nodes = tree.postorder()
     labels = node_labels(tree, gold_tree, execution_match) if gold_tree is not None or execution_match \
         else [0] * len(nodes)

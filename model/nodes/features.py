@@ -595,8 +595,10 @@ def _result_features(rows: list | None, error: str | None) -> tuple[list[float],
 def single_system_features(example, schema: rat.Schema | None, db_path: Path | None,
                            timeout_s: float = 5.0, probe: DatabaseProbe | None = None,
                            question: QuestionIndex | None = None,
-                           schema_index: SchemaIndex | None = None) -> NodeFeatures:
+                           schema_index: SchemaIndex | None = None, dialect: str = "sqlite") -> NodeFeatures:
     """The single-system rows of one ``NodeExample`` (pure but for read-only database reads).
+    ``dialect``: the dialect ``example.sql`` is written in; the SQLite database runs it as
+    ``sqlite_sql`` writes it.
 
     ``probe``, ``question`` and ``schema_index`` may be shared across examples of the same
     database / question to reuse their memos; they are built here when not given.
@@ -618,7 +620,8 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | N
     for name in names:
         label_count[name] += 1
     literals = {literal_text(names[i]) for i in range(n) if kinds[i] == "value"}
-    rows, error = probe.run(example.sql, timeout_s)
+    runnable = sqlite_sql(example.sql, dialect)
+    rows, error = probe.run(runnable, timeout_s) if runnable is not None else (None, "no database")
     result, digest = _result_features(rows, error)
     broadcast = {
         "tree_size": n, "tree_tables": sum(k == "table" for k in kinds),
@@ -685,6 +688,29 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | N
         link_count[i] = (0 if np.isnan(share) else 1) + sum(link_count[c] for c in kids)
         x[i, col["subtree_mean_link"]] = link_sum[i] / link_count[i] if link_count[i] else NAN
     return NodeFeatures(SINGLE_FEATURES, x, digest)
+
+
+def sqlite_sql(sql: str, dialect: str = "sqlite") -> str | None:
+    """``sql`` as a SQLite database runs it: itself when written for SQLite, else sqlglot's
+    translation from ``dialect`` (``DISTINCT ON`` becomes a ``ROW_NUMBER()`` window, ``ILIKE``
+    ``lower(..) LIKE lower(..)``, ``TOP n`` ``LIMIT n``); None where sqlglot cannot write it for
+    SQLite (the execution features are then unknown, as without a database).
+
+    >>> sqlite_sql("SELECT TOP 5 name FROM singer", "tsql")
+    'SELECT name FROM singer LIMIT 5'
+    >>> sqlite_sql("SELECT name FROM singer WHERE name ILIKE 'a%'", "postgres")
+    "SELECT name FROM singer WHERE LOWER(name) LIKE LOWER('a%')"
+    """
+    if dialect == "sqlite":
+        return sql
+    import sqlglot
+    from sqlglot.errors import ErrorLevel, SqlglotError
+
+    try:
+        written = sqlglot.transpile(sql, read=dialect, write="sqlite", unsupported_level=ErrorLevel.RAISE)
+    except (SqlglotError, ValueError):  # ValueError: a dialect sqlglot does not know
+        return None
+    return written[0] if len(written) == 1 else None
 
 
 def _descendants(i: int, shape: Shape) -> list[int]:
@@ -892,10 +918,14 @@ def _schema_digest(schema: rat.Schema | None) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
-def cache_key(example, schema_digest: str, db_stamp: str, semantic: bool = True) -> str:
+def cache_key(example, schema_digest: str, db_stamp: str, semantic: bool = True,
+              dialect: str = "sqlite") -> str:
     """Digest of everything a single-system row depends on (and the features' VERSION); a row
-    without the MiniLM columns (``semantic=False``) has its own key."""
+    without the MiniLM columns (``semantic=False``) has its own key, and so has SQL of another
+    dialect than SQLite."""
     parts = [VERSION, example.db_id, example.question, example.sql, schema_digest, db_stamp]
+    if dialect != "sqlite":
+        parts.append(f"dialect:{dialect}")
     text = json.dumps(parts if semantic else [*parts, "no-semantic"])
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -941,7 +971,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
                    consensus: bool = False, use_cache: bool = True, cache_folder: Path | None = None,
                    timeout_s: float = 5.0, progress: bool = False, lm: bool | str = False,
                    semantic: bool = True, consensus_by_result: bool = True, deadline: float | None = None,
-                   max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+                   max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, dialects: Sequence[str] | None = None
                    ) -> tuple[list[np.ndarray], tuple[str, ...], FeatureReport]:
     """Feature matrices (one per example, nodes x features) and their column names.
 
@@ -953,7 +983,8 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
     columns NaN (no embedding: for a model that does not read them, ``reads_semantic``); such rows
     are cached under their own key.
     ``deadline`` / ``max_result_bytes``: each database's ``DatabaseProbe`` (a scoring request's
-    time budget: ``DeadlineExceeded`` once it has passed; its result budget).
+    time budget: ``DeadlineExceeded`` once it has passed; its result budget). ``dialects``: each
+    example's SQL dialect (``rat.DIALECTS``; default: all SQLite).
     """
     start = time.perf_counter()
     folder = cache_folder or cache_dir("features", VERSION)
@@ -964,9 +995,10 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
     schema_indexes: dict[tuple[str, str], SchemaIndex] = {}
     singles: list[NodeFeatures] = []
     question_vectors: dict[str, np.ndarray] | None = None
+    dialects = list(dialects) if dialects is not None else ["sqlite"] * len(examples)
     for k, e in enumerate(examples):
         db_path = db_paths.get(e.db_id)
-        key = cache_key(e, schema_digests.get(e.db_id, "none"), _db_stamp(db_path), semantic)
+        key = cache_key(e, schema_digests.get(e.db_id, "none"), _db_stamp(db_path), semantic, dialects[k])
         path = _cache_path(folder, key)
         table = None
         if use_cache and path.exists():
@@ -990,7 +1022,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
                 schema_indexes[index_key] = SchemaIndex(schemas.get(e.db_id), questions[e.question_id])
             table = single_system_features(e, schemas.get(e.db_id), db_path, timeout_s,
                                            probes[e.db_id], questions[e.question_id],
-                                           schema_indexes[index_key])
+                                           schema_indexes[index_key], dialects[k])
             if use_cache:
                 _write_atomic(path, table)
         singles.append(table)
@@ -1001,7 +1033,8 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
     matrices = [t.values for t in singles]
     names = SINGLE_FEATURES
     if lm:
-        extra = lm_span_features(examples, schemas, progress=progress, lm_model=None if lm is True else lm)
+        extra = lm_span_features(examples, schemas, progress=progress, lm_model=None if lm is True else lm,
+                                 dialects=dialects)
         matrices = [np.hstack([m, c]) for m, c in zip(matrices, extra)]
         names = names + LM_FEATURES
     if consensus:
@@ -1059,13 +1092,14 @@ def _scorer_lm(lm_model: str | None):
 
 def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=None, tokenizer=None,
                      cache_path: Path | None = None, progress: bool = False,
-                     lm_model: str | None = None) -> list[np.ndarray]:
+                     lm_model: str | None = None, dialects: Sequence[str] | None = None) -> list[np.ndarray]:
     """Scorer-LM rows (nodes, len(LM_FEATURES)) of every example: token log-probabilities of the
     written SQL (``model.lm.token_probabilities.token_probabilities`` with the whole-query scorer's prompt
     and disk cache, so SQL the whole-query track scored is not scored again) pooled over the
     written words matched to each node's canonical span. A node without a span, or whose words
     are not matched, gets NaN. ``lm_model``: the scorer LM when ``model`` is not given (``None``:
-    the packaged SmolLM2; ``"qwen_coder"``...); its cache is ``scores_cache_path(lm_model)``."""
+    the packaged SmolLM2; ``"qwen_coder"``...); its cache is ``scores_cache_path(lm_model)``.
+    ``dialects``: each example's SQL dialect (default: all SQLite)."""
     from model.lm.token_probabilities import prompt_text, scores_cache_path, token_probabilities
 
     if model is None or tokenizer is None:
@@ -1077,7 +1111,8 @@ def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=N
     scored = token_probabilities(model, tokenizer, items, progress=progress,
                                  cache_path=cache_path or scores_cache_path(lm_model))
     out = []
-    for e, (_, probabilities) in zip(examples, scored):
+    dialects = list(dialects) if dialects is not None else ["sqlite"] * len(examples)
+    for e, (_, probabilities), dialect in zip(examples, scored, dialects):
         x = np.full((len(e.node_labels), len(LM_FEATURES)), NAN)
         written = " " + e.sql.strip()  # what the scorer read (model.lm.token_probabilities.sql_token_ids)
         offsets = tokenizer(written, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
@@ -1089,7 +1124,7 @@ def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=N
         words = word_spans(written)
         tokens_of_word = [[t for t, (s, end) in enumerate(offsets) if s < we and end > ws] for _, ws, we in words]
         spans = rat.sql_spans(e.sql, tree_of({"node_names": e.node_names, "node_arity": e.node_arity}),
-                              schemas.get(e.db_id))
+                              schemas.get(e.db_id), dialect)
         canonical_words, match = written_word_of(spans.sql, written)
         for i, span in enumerate(spans.spans):
             if span is None:

@@ -19,7 +19,13 @@ True
 True
 
 Without a database the database features are missing (NaN) and the model still scores; with
-one (``database=<path to .sqlite>``) it is opened read-only.
+one (``database=<path to .sqlite>``) it is opened read-only. SQL written for another database
+is read in its dialect (``dialect="postgres"``; ``rat.DIALECTS``):
+
+>>> scored = scorer.score("SELECT DISTINCT ON (country) name FROM singer WHERE name ILIKE 'a%' "
+...                       "ORDER BY country", schema={"singer": ["name", "country"]}, dialect="postgres")
+>>> [n.label for n in scored.nodes][-6:]
+['Ilike', 'singer', 'Selection', 'Project', 'Distinct_on', 'Orderby_asc']
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ import numpy as np
 
 import rat
 from model.data.execution import check_deadline
-from model.errors import ModelFileError
+from model.errors import ModelFileError, UsageError
 from model.nodes.estimator import BoostedNodeModel, kind_group
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
 
@@ -96,6 +102,7 @@ class ScoredQuery:
     question_id: str | None = None
     tree: rat.Node | None = field(default=None, repr=False)
     schema: rat.Schema | None = field(default=None, repr=False)
+    dialect: str = "sqlite"  # the SQL dialect the query was read in (rat.DIALECTS)
     features: np.ndarray | None = field(default=None, repr=False)  # (nodes, model features); boosted only
     # out of fold on the model's training data, the share of wrong queries whose pointer, scored
     # like this one (the same site-score bin), was on an error site; None when the model has none
@@ -126,6 +133,23 @@ class RowError:
     index: int
     message: str
     question_id: str | None = None
+
+
+def dialect_name(name: object) -> str:
+    """The ``rat.DIALECTS`` name of ``name`` (any case); a ``UsageError`` naming the known ones
+    otherwise.
+
+    >>> dialect_name("PostgreS")
+    'postgres'
+    >>> dialect_name("oracle")
+    Traceback (most recent call last):
+    ...
+    model.errors.UsageError: unknown dialect 'oracle' (known: bigquery, duckdb, mysql, postgres, snowflake, sqlite, tsql)
+    """
+    found = name.lower() if isinstance(name, str) else None
+    if found not in rat.DIALECTS:
+        raise UsageError(f"unknown dialect {name!r} (known: {', '.join(sorted(rat.DIALECTS))})")
+    return found
 
 
 def as_schema(schema: rat.Schema | Mapping | None, db_id: str = "") -> rat.Schema | None:
@@ -204,12 +228,13 @@ class Scorer:
 
     def score(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
               database: str | Path | None = None, db_id: str | None = None,
-              reasons: bool = True, evidence: str = "") -> ScoredQuery:
-        """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read.
-        ``evidence``: BIRD-style external knowledge, read as part of the question."""
+              reasons: bool = True, evidence: str = "", dialect: str = "sqlite") -> ScoredQuery:
+        """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read and
+        ``UsageError`` for an unknown ``dialect``. ``evidence``: BIRD-style external knowledge,
+        read as part of the question; ``dialect``: the SQL dialect ``sql`` is written in."""
         (result,) = self.score_many([{"sql": sql, "question": question, "schema": schema,
                                       "database": database, "db_id": db_id, "evidence": evidence}],
-                                    progress=False, reasons=reasons)
+                                    progress=False, reasons=reasons, dialect=dialect)
         if isinstance(result, RowError):
             raise rat.RATError(result.message)
         return result
@@ -217,7 +242,7 @@ class Scorer:
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
                    spans: bool = True, batch_size: int = 256, workers: int | None = None,
                    features: Sequence[str] | None = None, quantiles: str = "model",
-                   deadline: float | None = None, max_nodes: int | None = None
+                   deadline: float | None = None, max_nodes: int | None = None, dialect: str = "sqlite"
                    ) -> list[ScoredQuery | RowError]:
         """Score rows ``{sql, question, evidence, schema, database, db_id, question_id}`` (all but
         ``sql`` optional; BIRD's ``evidence`` is read as part of the question), in order; a row that cannot be scored comes back as a ``RowError``, never
@@ -233,7 +258,12 @@ class Scorer:
         training benchmark's sizes do not hold; no labels are read). ``deadline``
         (``time.monotonic()``): the work checks it as it goes (each row, each database read, before
         the model and the reasons) and raises ``model.data.execution.DeadlineExceeded`` once it has
-        passed; ``max_nodes``: a query whose tree has more nodes is a ``RowError``, not scored."""
+        passed; ``max_nodes``: a query whose tree has more nodes is a ``RowError``, not scored.
+        ``dialect``: the SQL dialect of rows without their own ``dialect`` field (``rat.DIALECTS``;
+        an unknown name is a ``UsageError``, a row's own unknown one a ``RowError``). With a
+        database, SQL of another dialect runs as sqlglot writes it for SQLite
+        (``model.nodes.features.sqlite_sql``)."""
+        dialect = dialect_name(dialect)
         rows = list(rows)
         if features is not None and self.saved is None:
             raise ValueError("features: the neural model has no named features")
@@ -242,18 +272,19 @@ class Scorer:
         with _heap_frozen() if len(rows) > FREEZE_ROWS else nullcontext():
             return self._score_all(rows, progress, reasons, spans, batch_size, workers,
                                    tuple(features) if features is not None else None, quantiles == "rows",
-                                   _Budget(deadline, max_nodes))
+                                   _Budget(deadline, max_nodes), dialect)
 
     def _score_all(self, rows: list[Mapping], progress: bool, reasons: bool, spans: bool, batch_size: int,
                    workers: int | None, features: tuple[str, ...] | None = None, own_quantiles: bool = False,
-                   budget: _Budget | None = None) -> list[ScoredQuery | RowError]:
+                   budget: _Budget | None = None, dialect: str = "sqlite") -> list[ScoredQuery | RowError]:
         from tqdm.auto import tqdm
 
         batches = self._batches(rows, batch_size)
         workers = _worker_count(workers, len(batches)) if self.saved is not None else 1
         bar = tqdm(total=len(rows), desc="scoring", unit="query", disable=not progress, leave=False)
         out: list[ScoredQuery | RowError | None] = [None] * len(rows)
-        jobs = [([rows[i] for i in positions], positions, spans, features, budget) for positions in batches]
+        jobs = [([rows[i] for i in positions], positions, spans, features, budget, dialect)
+                for positions in batches]
         reference = self.saved.quantiles_ if self.saved is not None else None
         with _prepared_batches(self, jobs, workers) as prepared:
             if reference is not None and own_quantiles:  # every row's features first: the rows' own reference
@@ -291,10 +322,12 @@ class Scorer:
         return [b for b in batches if b]
 
     def _prepare(self, rows: Sequence[Mapping], positions: Sequence[int], spans: bool,
-                 features: tuple[str, ...] | None = None, budget: _Budget | None = None) -> _Batch:
+                 features: tuple[str, ...] | None = None, budget: _Budget | None = None,
+                 dialect: str = "sqlite") -> _Batch:
         """Read the rows' SQL into examples and (boosted) their feature matrices (the model's
         columns, then any other of ``features``) and (``spans``) their nodes' spans in the
-        written SQL; pure Python and read-only database reads, so it runs in worker processes."""
+        written SQL; pure Python and read-only database reads, so it runs in worker processes.
+        ``dialect``: that of rows without their own ``dialect``."""
         from model.data.datasets import Question, question_text
         from model.nodes.examples import make_example
         from model.nodes.outputs import tree_of
@@ -310,12 +343,14 @@ class Scorer:
                     raise ValueError("no SQL")
                 key = str(row.get("db_id") or f"schema{j}")
                 schema = as_schema(row.get("schema"), key)
-                located = rat.sql_spans(sql, None, schema) if spans else None  # tree and spans: one parse
+                read_as = dialect_name(row["dialect"]) if row.get("dialect") is not None else dialect
+                # tree and spans: one parse
+                located = rat.sql_spans(sql, None, schema, read_as) if spans else None
                 example = make_example(Question(str(qid or f"q{positions[j]}"), key,
                                                 question_text(str(row.get("question") or ""),
                                                               str(row.get("evidence") or "")), ""),
                                        sql, str(row.get("system") or "user"), schema,
-                                       tree=located.tree if located else None)
+                                       tree=located.tree if located else None, dialect=read_as)
                 if budget.max_nodes is not None and len(example.node_names) > budget.max_nodes:
                     raise ValueError(f"the query has {len(example.node_names)} nodes; at most "
                                      f"{budget.max_nodes} are scored")
@@ -326,6 +361,7 @@ class Scorer:
             database = row.get("database")
             batch.databases[key] = Path(database) if database else None
             batch.examples.append(example)
+            batch.dialects.append(read_as)
             batch.keys.append(j)
             if located is not None:  # a tree sql_spans could not map is rebuilt from the example, not parsed again
                 batch.trees.append(located.tree if located.tree is not None else tree_of(
@@ -333,7 +369,7 @@ class Scorer:
                 batch.spans.append(_written(located, sql))
         if self.saved is not None and batch.examples:
             batch.features = self._features(batch.examples, batch.schemas, batch.databases, features or (),
-                                            budget.deadline)
+                                            budget.deadline, batch.dialects)
             batch.columns = features
         return batch
 
@@ -359,7 +395,7 @@ class Scorer:
                     continue
                 results[j] = _assemble(example, row, batch.schemas[example.db_id], conf, site, query_conf,
                                        why, batch.trees[k] if batch.trees else None,
-                                       batch.spans[k] if batch.spans else None)
+                                       batch.spans[k] if batch.spans else None, batch.dialects[k])
                 if self.saved is not None:
                     results[j].look_here_reliability = self._reliability(
                         results[j].nodes[results[j].look_here_first].site_score, databases[k])
@@ -387,7 +423,7 @@ class Scorer:
         return list(self.saved.features_) + [n for n in extra if n not in self.saved.features_]
 
     def _features(self, examples: list, schemas: dict, databases: dict, extra: Sequence[str] = (),
-                  deadline: float | None = None) -> list[np.ndarray]:
+                  deadline: float | None = None, dialects: Sequence[str] | None = None) -> list[np.ndarray]:
         """Each example's matrix of the saved model's features, in the model's column order,
         then the columns of ``extra`` the model does not read."""
         from model.nodes.features import CONSENSUS_FEATURES, LM_FEATURES, build_features
@@ -396,7 +432,7 @@ class Scorer:
         matrices, names, _ = build_features(
             examples, schemas, databases, consensus=bool(wanted & set(CONSENSUS_FEATURES)),
             use_cache=False, timeout_s=self.feature_timeout_s, progress=False, deadline=deadline,
-            max_result_bytes=self.max_result_bytes,
+            max_result_bytes=self.max_result_bytes, dialects=dialects,
             lm=(self.saved.info_.get("config", {}).get("lm") or True) if wanted & set(LM_FEATURES) else False,
             semantic=any(n.startswith(("name_semantic", "subtree_min_sem")) for n in wanted))
         index = {n: j for j, n in enumerate(names)}
@@ -461,7 +497,8 @@ def _contexts(example) -> list[ReasonContext]:
     return out
 
 
-def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None) -> list[tuple[int, int] | None]:
+def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None,
+                  dialect: str = "sqlite") -> list[tuple[int, int] | None]:
     """Each post-order node's span in ``sql`` as written: ``rat.sql_spans`` locates nodes in the
     canonical SQL, whose words are matched to the written words (aliases, case and spacing differ).
 
@@ -469,7 +506,7 @@ def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None) -> list[t
     >>> [sql[s:e] for s, e in written_spans(sql, rat.to_tree(sql), None)][:4]
     ['T1.name', 'T1.age', '20', 'T1.age > 20']
     """
-    return _written(rat.sql_spans(sql, tree, schema), sql)
+    return _written(rat.sql_spans(sql, tree, schema, dialect), sql)
 
 
 def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
@@ -495,7 +532,7 @@ def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
 
 
 def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, tree: rat.Node | None,
-              located: list[tuple[int, int] | None] | None) -> ScoredQuery:
+              located: list[tuple[int, int] | None] | None, dialect: str = "sqlite") -> ScoredQuery:
     from rat.walks import depths_and_children
 
     located = located or [None] * len(conf)
@@ -507,7 +544,7 @@ def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, tree: 
     order = np.argsort(-np.nan_to_num(np.asarray(site, dtype=float), nan=-1.0), kind="stable")
     return ScoredQuery(example.sql, str(row.get("question") or ""), nodes, float(query_conf), int(order[0]),
                        int(order[1]) if len(order) > 1 else None, row.get("db_id"),
-                       row.get("question_id"), tree, schema)
+                       row.get("question_id"), tree, schema, dialect=dialect)
 
 
 @dataclass(frozen=True)
@@ -532,6 +569,7 @@ class _Batch:
     columns: tuple[str, ...] | None = None  # the features the results hold, when not the model's own
     trees: list = field(default_factory=list)
     spans: list = field(default_factory=list)
+    dialects: list[str] = field(default_factory=list)  # each example's SQL dialect
 
 
 _FREEZE_LOCK = threading.Lock()
@@ -679,7 +717,7 @@ def report_entries(results: Sequence[ScoredQuery]) -> list[dict[str, Any]]:
         tree = r.tree or tree_of({"node_names": [n.label for n in r.nodes],
                                   "node_arity": [len(n.children) for n in r.nodes]})
         entries.append({"tree": tree, "confidences": [n.confidence for n in r.nodes],
-                        "schema": r.schema, "sql": r.sql, "question": r.question,
+                        "schema": r.schema, "sql": r.sql, "dialect": r.dialect, "question": r.question,
                         "question_id": r.question_id, "db_id": r.db_id,
                         "query_confidence": r.query_confidence,
                         "site_scores": [n.site_score for n in r.nodes], "look_here": r.look_here_first,
