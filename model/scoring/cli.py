@@ -17,7 +17,8 @@ one) are scored together: a consensus model (``model.groups=single+consensus``) 
 query against the other systems' answers to the same question.
 
 ``--data-root`` gives schemas, questions and databases (opened read-only); ``--schema`` alone
-scores without a database. ``--model pretrained`` (default) or a saved model / neural run.
+scores without a database. ``--dialect postgres`` (or mysql, duckdb, snowflake, bigquery, tsql)
+reads SQL written for that database; a JSONL row's own ``dialect`` field wins. ``--model pretrained`` (default) or a saved model / neural run.
 A mistake in the command line is one line and exit code 2; a row that cannot be scored is
 counted and reported, and the run goes on.
 """
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from model.errors import UsageError
 from model.scoring.inputs import load_scorer, read_schemas, row_problem
+from rat.dialects import DIALECTS
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -42,6 +44,16 @@ def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     source.add_argument("--split", default="dev", help="with --data-root: the questions the files answer")
     source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format): schemas only, no database")
     source.add_argument("--no-database", action="store_true", help=f"with --data-root: {verb} without databases")
+    source.add_argument("--dialect", default="sqlite", metavar="NAME",
+                        help=f"the SQL dialect of the queries: {', '.join(sorted(DIALECTS))} (default sqlite; "
+                             "a JSONL row's own 'dialect' field wins)")
+
+
+def check_dialect(args) -> None:
+    """``--dialect``: a ``rat.DIALECTS`` name (any case, stored lower case), else one line."""
+    if not isinstance(args.dialect, str) or args.dialect.lower() not in DIALECTS:
+        raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
+    args.dialect = args.dialect.lower()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if bool(args.sql) == bool(args.predictions):
             raise UsageError("give --sql (one query) or --predictions (a file), not both")
+        check_dialect(args)
         if args.data_root and not args.data_root.is_dir():
             raise UsageError(f"--data-root {args.data_root}: no such directory")
         if args.schema and not args.schema.is_file():
@@ -122,7 +135,8 @@ def score_one(scorer, args, schemas: dict) -> int:
         raise UsageError("--db-id is needed with --data-root or --schema")
     try:
         scored = scorer.score(args.sql, question=args.question, schema=schemas.get(args.db_id),
-                              database=args.database or _database(args, args.db_id), db_id=args.db_id)
+                              database=args.database or _database(args, args.db_id), db_id=args.db_id,
+                              dialect=args.dialect)
     except rat.RATError as e:
         raise UsageError(f"--sql: {str(e).splitlines()[0]}") from None
     if args.json:
@@ -154,6 +168,8 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
             row["_error"] = f"unknown db_id {db_id!r}"
         row["schema"] = schemas.get(db_id)
         row["database"] = _database(args, db_id)
+        if row.get("dialect") is None:
+            row["dialect"] = args.dialect
     return rows
 
 
@@ -181,6 +197,8 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
                 continue
             q = questions.get(str(row.get("question_id")))
             if q is not None:
+                if not row.get("gold"):  # the benchmark's gold SQL is SQLite's
+                    row["gold_dialect"] = "sqlite"
                 row = {**row, "question": row.get("question") or q.question, "db_id": row.get("db_id") or q.db_id,
                        "evidence": row.get("evidence") or q.evidence, "gold": row.get("gold") or q.gold_sql}
             if not row.get("system"):
@@ -194,7 +212,8 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
         for p in load_predictions(path, list(questions.values()), skipped=skipped):
             q = questions[p.question_id]
             row = {"question_id": p.question_id, "db_id": p.db_id, "sql": p.sql,
-                   "question": q.question, "evidence": q.evidence, "system": p.system, "gold": q.gold_sql}
+                   "question": q.question, "evidence": q.evidence, "system": p.system, "gold": q.gold_sql,
+                   "gold_dialect": "sqlite"}
             problem = row_problem(row)
             if problem:
                 skipped[f"malformed {problem.split(':')[0]}"] += 1
@@ -308,6 +327,7 @@ def adapt_main(argv: list[str] | None = None) -> int:
     args = build_adapt_parser().parse_args(argv)
     try:
         _check_paths(args)
+        check_dialect(args)
         model, teacher = load_scorer(args.model).saved, load_scorer(args.teacher).saved
         if model is None or teacher is None:
             raise UsageError("--model and --teacher must be boosted models (<run>/model of a model=features run)")
@@ -363,6 +383,7 @@ def calibrate_main(argv: list[str] | None = None) -> int:
     args = build_calibrate_parser().parse_args(argv)
     try:
         _check_paths(args)
+        check_dialect(args)
         model = load_scorer(args.model).saved
         if model is None:
             raise UsageError("--model must be a boosted model (<run>/model of a model=features run)")

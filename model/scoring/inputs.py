@@ -23,6 +23,8 @@ MAX_DB_ID_CHARS = 128  # a folder name under the data root; file systems stop at
 MAX_PATH_CHARS = 1024
 # the text fields a row may carry; each is echoed back in results and reports
 TEXT_FIELDS = ("sql", "question", "evidence", "system", "db_id", "question_id", "database", "gold")
+# the fields a row may carry: the text fields and the SQL's dialect (rat.DIALECTS)
+ROW_FIELDS = (*TEXT_FIELDS, "dialect")
 
 
 def load_scorer(model: str):
@@ -73,9 +75,17 @@ def text_problem(text: str) -> str | None:
 def field_problem(name: str, value: Any) -> str | None:
     """Why a row's field ``name`` is malformed (one line starting with the name), or None.
     ``db_id``: a plain database name of at most ``MAX_DB_ID_CHARS``; ``question_id``: a string
-    or an integer; the other text fields: strings; all: valid Unicode without NUL."""
+    or an integer; ``dialect``: a name in ``rat.DIALECTS`` (any case); the other text fields:
+    strings; all: valid Unicode without NUL."""
     if value is None:
         return None
+    if name == "dialect":
+        from rat import DIALECTS
+
+        if isinstance(value, str) and value.lower() in DIALECTS:
+            return None
+        shown = repr(value) if isinstance(value, str) and len(value) <= 40 else f"a {type(value).__name__}"
+        return f"dialect: unknown dialect {shown} (known: {', '.join(sorted(DIALECTS))})"
     if name == "question_id" and isinstance(value, int) and not isinstance(value, bool):
         return None
     if not isinstance(value, str):
@@ -95,7 +105,7 @@ def field_problem(name: str, value: Any) -> str | None:
 
 def row_problem(row: dict) -> str | None:
     """The first malformed field of a row (``field_problem``), or None."""
-    for name in TEXT_FIELDS:
+    for name in ROW_FIELDS:
         problem = field_problem(name, row.get(name))
         if problem:
             return problem

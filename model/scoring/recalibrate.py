@@ -30,6 +30,7 @@ import numpy as np
 import rat
 from model.calibrators import QueryCalibrator, query_aggregates
 from model.nodes.estimator import BoostedNodeModel
+from model.nodes.features import sqlite_sql
 
 LABELS = ("execution", "tree")
 # execution outcome -> execution match (a failed gold query gives no label)
@@ -101,8 +102,12 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
     databases = [readable_database(row.get("database")) for row, _ in scored]
     run = [k for k, (row, _) in enumerate(scored)
            if labels == "execution" and databases[k] and not isinstance(row.get("correct"), bool)]
-    outcomes = dict(zip(run, execute_pairs([(scored[k][0]["database"], scored[k][0]["sql"], scored[k][0]["gold"])
-                                            for k in run], progress=False))) if run else {}
+    # SQL of another dialect runs as sqlglot writes it for SQLite; where it cannot, labels come from trees
+    runnable = {k: (sqlite_sql(scored[k][0]["sql"], scored[k][1].dialect),
+                    sqlite_sql(scored[k][0]["gold"], _gold_dialect(*scored[k]))) for k in run}
+    run = [k for k in run if None not in runnable[k]]
+    outcomes = dict(zip(run, execute_pairs([(scored[k][0]["database"], *runnable[k]) for k in run],
+                                           progress=False))) if run else {}
     kept, how = [], Counter()
     for k, (row, r) in enumerate(scored):
         if labels == "tree":
@@ -117,7 +122,7 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
         else:
             match, way = None, "tree"
         try:
-            gold_tree = rat.to_tree(row["gold"], r.schema)
+            gold_tree = rat.to_tree(row["gold"], r.schema, _gold_dialect(row, r))
         except rat.RATError:
             errors["unparsable gold SQL"] += 1
             continue
@@ -160,6 +165,12 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
                                    "created": date.today().isoformat(),
                                    "before": {k: round(v, 4) for k, v in before.items()}}
     return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before, refitted)
+
+
+def _gold_dialect(row: Mapping, scored) -> str:
+    """The dialect of a row's gold SQL: its ``gold_dialect`` (a benchmark's gold is SQLite's), else
+    the dialect its prediction was read in."""
+    return str(row.get("gold_dialect") or scored.dialect).lower()
 
 
 def _fit_pair(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndarray, calibration: str):

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from model.extras import needs_extra
+from rat.dialects import DIALECTS
 
 with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
     import h11
@@ -59,13 +60,13 @@ def content_security_policy(page: str) -> str:
 def create_app(scorer, data_root: Path | None = None, schemas: dict | None = None,
                max_queries: int = 64, max_body_bytes: int = 1_000_000, timeout_s: float = 10.0,
                use_databases: bool = True, max_sql_chars: int = 10_000, max_nodes: int = 500,
-               workers: int = 2, api_docs: bool = False):
+               workers: int = 2, api_docs: bool = False, dialect: str = "sqlite"):
     """The FastAPI application around a ``Scorer`` (see the module's bounds)."""
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
     from model.data.execution import DeadlineExceeded
-    from model.scoring.inputs import TEXT_FIELDS, database_under, field_problem
+    from model.scoring.inputs import ROW_FIELDS, database_under, field_problem
     from model.scoring.scorer import RowError
 
     root = data_root.resolve() if data_root else None
@@ -130,7 +131,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         for k, q in enumerate(queries):
             if not isinstance(q, dict) or not isinstance(q.get("sql"), str):
                 raise HTTPException(400, f"queries[{k}]: needs a \"sql\" string")
-            for name in TEXT_FIELDS:
+            for name in ROW_FIELDS:  # text fields and the optional dialect
                 problem = field_problem(name, q.get(name))
                 if problem:
                     raise HTTPException(400, f"queries[{k}].{problem}")
@@ -139,6 +140,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             db_id = q.get("db_id")
             rows.append({"sql": q["sql"], "question": q.get("question") or "", "db_id": db_id,
                          "question_id": q.get("question_id"), "schema": schemas.get(db_id),
+                         "dialect": q.get("dialect"),
                          "database": database_of(k, q),
                          "_unknown": bool(schemas) and db_id is not None and db_id not in schemas})
         return rows
@@ -170,7 +172,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             raise HTTPException(400, "body is not valid JSON") from None
         rows = rows_of(body)
         known = [r for r in rows if not r["_unknown"]]
-        work = partial(scorer.score_many, known, False, True, deadline=deadline, max_nodes=max_nodes)
+        work = partial(scorer.score_many, known, False, True, deadline=deadline, max_nodes=max_nodes,
+                       dialect=dialect)
         try:  # a request still queued at its deadline is dropped; a running one stops at its next check
             results = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(scoring, work),
                                              max(0.0, deadline - time.monotonic()))
@@ -239,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="requests scored at once (default 2)")
     parser.add_argument("--header-timeout-s", type=float, default=HEADER_TIMEOUT_S,
                         help="seconds a connection may take to send a request head (default 10)")
+    parser.add_argument("--dialect", default="sqlite", metavar="NAME",
+                        help="the SQL dialect of queries without their own 'dialect' field: "
+                             f"{', '.join(sorted(DIALECTS))} (default sqlite)")
     parser.add_argument("--api-docs", action="store_true",
                         help="serve /docs, /redoc and /openapi.json (public to anyone who reaches the port)")
     args = parser.parse_args(argv)
@@ -250,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--data-root {args.data_root}: no such directory")
         if args.schema and not args.schema.is_file():
             raise UsageError(f"--schema {args.schema}: no such file")
+        if args.dialect.lower() not in DIALECTS:
+            raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
         for name in ("max_queries", "max_sql_chars", "max_nodes", "workers", "timeout_s", "header_timeout_s"):
             if getattr(args, name) <= 0:
                 raise UsageError(f"--{name.replace('_', '-')} must be positive")
@@ -262,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
 
     app = create_app(scorer, args.data_root, schemas, max_queries=args.max_queries, timeout_s=args.timeout_s,
                      max_sql_chars=args.max_sql_chars, max_nodes=args.max_nodes, workers=args.workers,
-                     api_docs=args.api_docs)
+                     api_docs=args.api_docs, dialect=args.dialect.lower())
     protocol = type("Guarded", (GuardedH11Protocol,), {"header_timeout_s": args.header_timeout_s})
     print(f"rat-serve: {scorer.description}, {len(schemas)} schemas, http://{args.host}:{args.port}/",
           file=sys.stderr, flush=True)

@@ -1,0 +1,144 @@
+"""Scoring SQL written for other databases: the shipped model reads PostgreSQL's ILIKE,
+DISTINCT ON and :: casts and SQL Server's TOP through Scorer.score(dialect=...), rat-score
+--dialect and rat-serve's per-query dialect, with a confidence for every node and a
+look-here-first span in the SQL as written; SQLite's results are unchanged; an unknown dialect
+is one line (exit 2, a 400)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import sqlglot
+
+from model.data.datasets import database_path, load_questions, load_schemas
+from model.errors import UsageError
+from model.nodes.features import sqlite_sql
+from model.scoring import RowError, Scorer
+from model.synth.demo import demo_root
+from tests.test_score_cli import ENV
+
+DB = "supply_chain"
+POSTGRES = ("SELECT DISTINCT ON (country) name, rating::int FROM suppliers WHERE name ILIKE 'a%' "
+            "ORDER BY country, rating DESC")
+TSQL = "SELECT TOP 5 [name] FROM products ORDER BY unit_price DESC"
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return Scorer.pretrained()
+
+
+@pytest.fixture(scope="module")
+def demo():
+    root = demo_root()
+    return root, load_schemas(root)
+
+
+def assert_scored(scored, sql: str, labels: set[str]) -> None:
+    assert labels <= {n.label for n in scored.nodes}
+    assert all(0.0 <= n.confidence <= 1.0 for n in scored.nodes)
+    assert 0.0 < scored.query_confidence < 1.0
+    look = scored.nodes[scored.look_here_first]
+    assert look.span is not None and 0 <= look.span[0] < look.span[1] <= len(sql)
+    assert sql[look.span[0]:look.span[1]] == look.text
+
+
+@pytest.mark.parametrize("dialect, sql, labels", [
+    ("postgres", POSTGRES, {"Distinct_on", "Ilike", "Cast", "integer"}),
+    ("tsql", TSQL, {"Limit", "5", "Orderby_desc"}),
+])
+def test_other_dialects_score_against_the_demo_database(scorer, demo, dialect, sql, labels):
+    root, schemas = demo
+    scored = scorer.score(sql, "Which suppliers?", schema=schemas[DB], database=database_path(root, DB),
+                          db_id=DB, dialect=dialect)
+    assert_scored(scored, sql, labels)
+    names = list(scorer.saved.features_)
+    assert scored.features[0, names.index("exec_error")] == 0.0  # ran, as sqlglot writes it for SQLite
+    with pytest.raises(Exception, match="DISTINCT ON|cannot parse|unsupported"):
+        scorer.score(sql, schema=schemas[DB])  # read as SQLite, neither is SQL
+
+
+def test_sqlite_is_written_unchanged_and_other_dialects_for_sqlite():
+    assert sqlite_sql("SELECT name FROM t WHERE name LIKE 'a%'") == "SELECT name FROM t WHERE name LIKE 'a%'"
+    assert "ROW_NUMBER()" in sqlite_sql(POSTGRES, "postgres")
+    assert sqlite_sql(TSQL, "tsql").endswith("LIMIT 5")
+
+
+def test_the_default_is_sqlite_and_a_rows_own_dialect_wins(scorer, demo):
+    root, schemas = demo
+    sql = "SELECT name FROM suppliers WHERE country = 'Poland'"
+    row = {"sql": sql, "question": "Suppliers in Poland?", "db_id": DB, "schema": schemas[DB],
+           "database": database_path(root, DB)}
+    default, explicit, own = scorer.score_many([row, row, {**row, "dialect": "SQLite"}], progress=False,
+                                               reasons=True)
+    assert default.to_dict() == explicit.to_dict() == own.to_dict()
+    assert default.to_dict() == scorer.score(sql, "Suppliers in Poland?", schema=schemas[DB],
+                                             database=database_path(root, DB), db_id=DB).to_dict()
+    pg = {**row, "sql": POSTGRES}
+    wrong, right = scorer.score_many([pg, {**pg, "dialect": "postgres"}], progress=False)
+    assert isinstance(wrong, RowError) and not isinstance(right, RowError)
+
+
+def test_an_unknown_dialect_is_one_line(scorer):
+    with pytest.raises(UsageError, match=r"^unknown dialect 'oracle' \(known: bigquery, duckdb"):
+        scorer.score("SELECT 1", dialect="oracle")
+    (bad,) = scorer.score_many([{"sql": "SELECT 1", "dialect": "oracle"}], progress=False)
+    assert isinstance(bad, RowError) and bad.message.startswith("unknown dialect 'oracle'")
+
+
+def test_sqlite_queries_transpiled_score_the_same_without_a_database(scorer, demo):
+    root, schemas = demo
+    questions = load_questions(root, "dev")[::20]
+    for dialect in ("postgres", "tsql", "mysql"):
+        rows = [{"sql": q.gold_sql, "question": q.question, "db_id": q.db_id, "schema": schemas[q.db_id]}
+                for q in questions]
+        moved = [{**r, "sql": sqlglot.transpile(r["sql"], read="sqlite", write=dialect)[0], "dialect": dialect}
+                 for r in rows]
+        for a, b in zip(*(scorer.score_many(x, progress=False, workers=1) for x in (rows, moved))):
+            assert [n.label for n in a.nodes] == [n.label for n in b.nodes]
+            assert max(abs(x.confidence - y.confidence) for x, y in zip(a.nodes, b.nodes)) <= 0.01
+
+
+def rat_score(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "model.scoring.cli", *args], check=False,
+                          capture_output=True, text=True, env=ENV, timeout=600)
+
+
+def test_rat_score_dialect(demo):
+    root, _ = demo
+    done = rat_score("--data-root", str(root), "--db-id", DB, "--dialect", "postgres", "--sql", POSTGRES, "--json")
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)
+    assert row["nodes"] and all(0 <= n["confidence"] <= 1 for n in row["nodes"])
+    start, end = row["look_here_span"]
+    assert 0 <= start < end <= len(POSTGRES)
+    done = rat_score("--data-root", str(root), "--db-id", DB, "--dialect", "tsql", "--sql", TSQL)
+    assert done.returncode == 0 and "Limit" in done.stdout and "look here first:" in done.stdout, done.stderr
+    done = rat_score("--dialect", "oracle", "--sql", "SELECT 1")
+    assert done.returncode == 2 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
+    assert "--dialect oracle: unknown dialect (known: bigquery" in done.stderr
+
+
+def test_rat_serve_dialect_per_query_and_by_default(scorer, demo):
+    from fastapi.testclient import TestClient
+
+    from model.scoring.service import create_app
+
+    root, schemas = demo
+    client = TestClient(create_app(scorer, root, schemas, dialect="tsql"))
+    answer = client.post("/score", json={"queries": [
+        {"db_id": DB, "sql": POSTGRES, "dialect": "postgres"}, {"db_id": DB, "sql": TSQL}]})
+    assert answer.status_code == 200, answer.text
+    pg, ts = answer.json()["results"]
+    assert "Distinct_on" in {n["label"] for n in pg["nodes"]} and "Limit" in {n["label"] for n in ts["nodes"]}
+    for result, sql in ((pg, POSTGRES), (ts, TSQL)):
+        assert result["look_here_span"] and result["look_here_span"][1] <= len(sql)
+    bad = client.post("/score", json={"queries": [{"db_id": DB, "sql": TSQL}, {"sql": "SELECT 1", "dialect": "oracle"}]})
+    assert bad.status_code == 400 and bad.json()["detail"].startswith("queries[1].dialect: unknown dialect 'oracle'")
+    bad = client.post("/score", json={"sql": "SELECT 1", "dialect": ["postgres"]})
+    assert bad.status_code == 400 and bad.json()["detail"].startswith("queries[0].dialect: unknown dialect a list")
+    done = subprocess.run([sys.executable, "-m", "model.scoring.service", "--dialect", "oracle"], check=False,
+                          capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "--dialect oracle: unknown dialect" in done.stderr
