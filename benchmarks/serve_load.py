@@ -9,7 +9,8 @@ Two phases, each ``--seconds`` long: ``normal`` (``--clients`` normal clients) a
 160-term one just under the node limit (485 nodes), ``SELECT randomblob(1000000000)``, a 100,000-deep JSON
 body, lone surrogates and an over-long db_id). A poller asks ``/health`` every 50 ms throughout.
 Each normal client keeps one connection open. The server starts here (``rat-serve`` with
-``--model``, ``--workers``) on a free port of 127.0.0.1 and is stopped at the end.
+``--model``, ``--workers``, ``--processes``) on a free port of 127.0.0.1 and is stopped at the
+end. RSS is summed over the server's processes (shared pages counted in each); PSS splits them.
 """
 
 from __future__ import annotations
@@ -36,9 +37,41 @@ def free_port() -> int:
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
-    """(current RSS, peak RSS) of a process in MB, from /proc."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+    """(current RSS, peak RSS) in MB, from /proc, of a process and its child processes (``rat-serve
+    --processes``: each process's own, summed; the pages they share count once per process)."""
+    current = peak = 0.0
+    for p in [pid, *_children(pid)]:
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        current += int(fields["VmRSS"].split()[0]) / 1024
+        peak += int(fields["VmHWM"].split()[0]) / 1024
+    return current, peak
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size in MB of a process and its child processes: shared pages split
+    between them, so the sum is what they take together."""
+    total = 0.0
+    for p in [pid, *_children(pid)]:
+        try:
+            rollup = Path(f"/proc/{p}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")) / 1024
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
 
 
 def normal_queries(data_root: Path, limit: int = 300) -> list[dict]:
@@ -135,6 +168,7 @@ def phase(name: str, port: int, pid: int, queries: list[dict], clients: int, sec
     for thread in [*normal, *bad, poller]:
         thread.join(timeout=70)
     rss_after, peak = rss_mb(pid)
+    pss_after = pss_mb(pid)
     results = [r for c in normal for r in c.results]
     latencies = [t for t, s in results if s == 200]
     return {"phase": name, "clients": clients, "hostile_clients": int(hostile), "seconds": seconds,
@@ -147,7 +181,7 @@ def phase(name: str, port: int, pid: int, queries: list[dict], clients: int, sec
             "hostile_max_s": max((t for c in bad for t, _ in c.results), default=float("nan")),
             "health_requests": len(health), "health_p95_ms": 1000 * percentile(health, 0.95),
             "health_max_ms": 1000 * max(health, default=float("nan")),
-            "rss_before_mb": rss_before, "rss_after_mb": rss_after, "rss_peak_mb": peak}
+            "rss_before_mb": rss_before, "rss_after_mb": rss_after, "rss_peak_mb": peak, "pss_after_mb": pss_after}
 
 
 def _count(values) -> dict:
@@ -157,6 +191,12 @@ def _count(values) -> dict:
     return out
 
 
+def default_processes() -> int:
+    from model.scoring.service import default_processes
+
+    return default_processes()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-root", type=Path, default=REPO.parent / "shared" / "data" / "spider")
@@ -164,9 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each phase (at most 600)")
     parser.add_argument("--workers", type=int, default=2, help="rat-serve --workers")
+    parser.add_argument("--processes", type=int, help="rat-serve --processes (default: rat-serve's, here "
+                        f"{default_processes()})")
     parser.add_argument("--phases", default="normal,hostile")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
+    args.processes = args.processes or default_processes()
     if not (args.data_root / "tables.json").is_file():
         print(f"serve_load: error: --data-root {args.data_root}: no tables.json", file=sys.stderr)
         return 2
@@ -178,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     server = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--model", args.model,
                                "--data-root", str(args.data_root), "--host", "127.0.0.1", "--port", str(port),
-                               "--workers", str(args.workers)], env=env, cwd=REPO)
+                               "--workers", str(args.workers), "--processes", str(args.processes)],
+                              env=env, cwd=REPO)
     try:
         for _ in range(1200):
             try:
@@ -189,27 +233,30 @@ def main(argv: list[str] | None = None) -> int:
                     print("serve_load: error: rat-serve exited", file=sys.stderr)
                     return 1
                 time.sleep(0.1)
-        warm = Client(port, [json.dumps({"queries": [q]}).encode() for q in queries[:20]], threading.Event(), 0)
+        warm = Client(port, [json.dumps({"queries": [q]}).encode() for q in queries[:20 * args.processes]],
+                      threading.Event(), 0)
         for body in warm.bodies:  # first requests load lazily imported parts
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             c.request("POST", "/score", body, {"Content-Type": "application/json"})
             c.getresponse().read()
             c.close()
         print(f"cpus: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f}; rat-serve --workers "
-              f"{args.workers}; {len(queries)} Spider dev questions with databases", flush=True)
+              f"{args.workers} --processes {args.processes}; {len(queries)} Spider dev questions with databases",
+              flush=True)
         rows = []
         for name in args.phases.split(","):
             row = phase(name, port, server.pid, queries, args.clients, args.seconds, hostile=name == "hostile")
             row["load_average_after"] = os.getloadavg()[0]
             rows.append(row)
             print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
-        print("\n| phase | req/s | p50 ms | p95 ms | 5xx | no answer | /health p95 ms | RSS MB (before -> after, peak) |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("\n| phase | req/s | p50 ms | p95 ms | 5xx | no answer | /health p95 ms | RSS MB (before -> after, peak) "
+              "| PSS MB after |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['phase']} ({r['clients'] - r['hostile_clients']} normal + {r['hostile_clients']} hostile) "
                   f"| {r['requests_per_s']:.1f} | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['normal_5xx']} "
                   f"| {r['normal_no_answer']} | {r['health_p95_ms']:.0f} | {r['rss_before_mb']:.0f} -> "
-                  f"{r['rss_after_mb']:.0f}, {r['rss_peak_mb']:.0f} |")
+                  f"{r['rss_after_mb']:.0f}, {r['rss_peak_mb']:.0f} | {r['pss_after_mb']:.0f} |")
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1))
     finally:

@@ -301,3 +301,55 @@ def _markup(dom: str) -> tuple[set[str], set[str]]:
 
     Reader().feed(dom)
     return tags, attributes
+
+
+def _children(pid: int) -> set[int]:
+    from pathlib import Path
+
+    return {int(c) for task in Path(f"/proc/{pid}/task").glob("*")
+            for c in (task / "children").read_text().split()}
+
+
+def test_processes_answer_like_one_keep_the_bounds_and_stop_together(service, boosted_model):  # noqa: F811
+    import signal
+
+    url_one, objects = service
+    folder, _ = boosted_model
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--model", str(folder),
+                             "--data-root", str(objects["table"].root), "--port", str(port),
+                             "--max-queries", "16", "--processes", "2"], env=ENV, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(proc.stderr.read())
+                time.sleep(0.1)
+        first = _children(proc.pid)
+        assert len(first) == 2
+        examples = objects["table"].examples[:24]
+        bodies = [{"queries": [{"db_id": e.db_id, "question": e.question, "sql": e.sql}]} for e in examples]
+        with ThreadPoolExecutor(8) as pool:  # 8 connections at once: both processes take some
+            many = list(pool.map(lambda b: post(url, b), bodies))
+            bounds = list(pool.map(lambda b: post(url, b), [{"queries": [{"sql": "SELECT 1"}] * 17}] * 8))
+        assert many == [post(url_one, b) for b in bodies]  # the same answers as one process gives
+        assert all(s == 413 and "at most 16" in a["detail"] for s, a in bounds)
+        os.kill(min(first), signal.SIGKILL)  # a process that dies is replaced
+        for _ in range(100):
+            if len(_children(proc.pid) - first) == 1:
+                break
+            time.sleep(0.1)
+        assert len(_children(proc.pid)) == 2 and len(_children(proc.pid) - first) == 1
+        assert all(post(url, b)[0] == 200 for b in bodies[:4])
+        children = _children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert not any(os.path.exists(f"/proc/{c}") for c in children)  # none left behind
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -17,11 +17,12 @@ too deeply is 400 naming the field. A query whose tree has more than ``max_nodes
 back as an error row. Every request has ``timeout_s`` from its arrival: the work checks the
 deadline as it goes (each query, each database read, before the model and the reasons) and
 stops there, so no request holds a worker past it, and the request answers 503. At most
-``workers`` requests are scored at once; ``/health`` never waits for them. Databases are opened
-read-only (``model.data.execution``: results and values bounded in rows and bytes) and only under
-``--data-root``, symlinks resolved: a ``database`` path or ``db_id`` folder that leads outside
-it is refused (400) or not read. A connection that has not sent a whole request head within
-``--header-timeout-s`` is closed.
+``workers`` requests are scored at once in each of ``--processes`` processes (forked copies that
+accept on one port and share the loaded model's pages); ``/health`` never waits for them, nor do
+the bounds differ between processes. Databases are opened read-only (``model.data.execution``:
+results and values bounded in rows and bytes) and only under ``--data-root``, symlinks resolved:
+a ``database`` path or ``db_id`` folder that leads outside it is refused (400) or not read. A
+connection that has not sent a whole request head within ``--header-timeout-s`` is closed.
 """
 
 import argparse
@@ -226,6 +227,19 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.close()
 
 
+MAX_DEFAULT_PROCESSES = 4
+RESTARTS, RESTART_WINDOW_S = 5, 10.0  # serve_processes gives up when so many copies die so quickly
+
+
+def default_processes() -> int:
+    """``--processes`` by default: one per CPU core this process may use, at most
+    ``MAX_DEFAULT_PROCESSES`` (each process holds its own copy of what the model allocates)."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(MAX_DEFAULT_PROCESSES, cores))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rat-serve", description=__doc__.split("\n")[0],
                                      epilog="/docs, /redoc and /openapi.json are off unless --api-docs.")
@@ -239,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-nodes", type=int, default=500,
                         help="nodes of one query's tree (default 500; BIRD dev's largest gold query has 295)")
     parser.add_argument("--timeout-s", type=float, default=10.0, help="seconds a request may take (default 10)")
-    parser.add_argument("--workers", type=int, default=2, help="requests scored at once (default 2)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="requests scored at once, in each process (default 2)")
+    parser.add_argument("--processes", type=int, default=default_processes(),
+                        help="processes serving the port, each with its own --workers (default: the "
+                             f"usable CPU cores, at most {MAX_DEFAULT_PROCESSES}; here {default_processes()})")
     parser.add_argument("--header-timeout-s", type=float, default=HEADER_TIMEOUT_S,
                         help="seconds a connection may take to send a request head (default 10)")
     parser.add_argument("--dialect", default="sqlite", metavar="NAME",
@@ -258,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--schema {args.schema}: no such file")
         if args.dialect.lower() not in DIALECTS:
             raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
-        for name in ("max_queries", "max_sql_chars", "max_nodes", "workers", "timeout_s", "header_timeout_s"):
+        for name in ("max_queries", "max_sql_chars", "max_nodes", "workers", "processes", "timeout_s",
+                     "header_timeout_s"):
             if getattr(args, name) <= 0:
                 raise UsageError(f"--{name.replace('_', '-')} must be positive")
         schemas = read_schemas(args.schema, args.data_root)
@@ -272,11 +291,91 @@ def main(argv: list[str] | None = None) -> int:
                      max_sql_chars=args.max_sql_chars, max_nodes=args.max_nodes, workers=args.workers,
                      api_docs=args.api_docs, dialect=args.dialect.lower())
     protocol = type("Guarded", (GuardedH11Protocol,), {"header_timeout_s": args.header_timeout_s})
-    print(f"rat-serve: {scorer.description}, {len(schemas)} schemas, http://{args.host}:{args.port}/",
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", http=protocol,
+                            timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
+    processes = f", {args.processes} processes" if args.processes > 1 else ""
+    print(f"rat-serve: {scorer.description}, {len(schemas)} schemas{processes}, http://{args.host}:{args.port}/",
           file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", http=protocol,
-                timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
-    return 0
+    if args.processes == 1:
+        uvicorn.Server(config).run()
+        return 0
+    return serve_processes(config, args.processes)
+
+
+def serve_processes(config, processes: int) -> int:
+    """Serve ``config``'s app from ``processes`` forked copies of this process, all accepting on
+    one listening socket: each has its own event loop, ``/health`` and scoring threads, so
+    scoring, bound by one interpreter lock per process, runs on as many cores. The loaded model
+    is frozen out of the garbage collector before the fork, so its pages stay shared. This
+    process only watches: a copy that dies is started again (unless ``RESTARTS`` died within
+    ``RESTART_WINDOW_S``: then they all stop, exit 1); SIGTERM or SIGINT stops them all."""
+    import gc
+    import os
+    import signal
+    import time
+
+    import uvicorn
+
+    sock = config.bind_socket()
+    gc.collect()
+    gc.freeze()  # the objects alive now are never written by the collector: shared, not copied
+    children: set[int] = set()
+    ended: list[float] = []  # when copies died unasked
+    stopping = False
+    code = 0
+
+    def start() -> None:
+        signals = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # none lands between the fork and the reset
+        pid = os.fork()
+        if pid == 0:  # the copy: serve until told to stop, never return into the parent's code
+            exit_code = 1
+            try:
+                for s in signals:
+                    signal.signal(s, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+                uvicorn.Server(config).run(sockets=[sock])
+                exit_code = 0
+            finally:
+                os._exit(exit_code)
+        children.add(pid)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+
+    def stop(signum, frame) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    for _ in range(processes):
+        start()
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid not in children:
+            continue
+        children.discard(pid)
+        if stopping:
+            continue
+        now = time.monotonic()
+        ended = [t for t in ended if now - t < RESTART_WINDOW_S] + [now]
+        message = f"rat-serve: process {pid} ended ({os.waitstatus_to_exitcode(status)})"
+        if len(ended) >= RESTARTS:
+            print(f"{message}, {len(ended)} within {RESTART_WINDOW_S:g} s; stopping", file=sys.stderr, flush=True)
+            code = 1
+            stop(signal.SIGTERM, None)
+        else:
+            print(f"{message}; starting another", file=sys.stderr, flush=True)
+            start()
+    sock.close()
+    return code
 
 
 if __name__ == "__main__":
