@@ -83,13 +83,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     health_answer = {"status": "ok", "model": scorer.description,
                      "feature_version": info.get("feature_version"), "databases": len(schemas)}
 
-    @app.middleware("http")
-    async def bound_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body_bytes):
-            return JSONResponse({"detail": f"request body over {max_body_bytes} bytes"}, status_code=413,
-                                headers={"Connection": "close"})  # the unread body is not waited for
-        return await call_next(request)
+    app.add_middleware(BoundBody, max_body_bytes=max_body_bytes)
 
     async def read_body(request: Request) -> bytes:
         """The body, refused (413) as soon as it passes ``max_body_bytes``: a chunked body has no
@@ -159,7 +153,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         return HTMLResponse(page_html, headers=page_headers)
 
     @app.post("/score")
-    async def score(request: Request) -> dict:
+    async def score(request: Request) -> JSONResponse:
         deadline = time.monotonic() + timeout_s
         try:
             raw = await asyncio.wait_for(read_body(request), timeout_s)
@@ -189,9 +183,30 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             result = next(it)
             out.append({"error": result.message, "db_id": r["db_id"]} if isinstance(result, RowError)
                        else result.to_dict())
-        return {"results": out}
+        return JSONResponse({"results": out})  # as FastAPI would write it, without its encoder's pass
 
     return app
+
+
+class BoundBody:
+    """ASGI middleware: a request whose content-length is over ``max_body_bytes`` (or not a
+    number) is answered 413 at once, its body unread (a plain ASGI layer: Starlette's
+    ``@app.middleware`` wraps every request in extra tasks and streams)."""
+
+    def __init__(self, app, max_body_bytes: int):
+        self.app, self.max_body_bytes = app, max_body_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+            if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+                from fastapi.responses import JSONResponse
+
+                response = JSONResponse({"detail": f"request body over {self.max_body_bytes} bytes"},
+                                        status_code=413, headers={"Connection": "close"})
+                await response(scope, receive, send)  # the unread body is not waited for
+                return
+        await self.app(scope, receive, send)
 
 
 class GuardedH11Protocol(H11Protocol):
