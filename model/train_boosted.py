@@ -5,7 +5,6 @@ model (``model.nodes.estimator.BoostedNodeModel``), and write the run directory.
     python train.py model=features                                   # demo corpus, seconds
     python train.py model=features data=spider data.root=../shared/data/spider data.protocol=crossfit
     python train.py model=features model.groups=single+consensus ... # consensus track
-    python train.py model=features model.stack=<neural run>/predictions/test.jsonl ...  # stacked
 
 The run directory receives ``predictions/{val,test}.jsonl`` (``model.nodes.outputs`` rows with
 ``site_scores``, ``fold`` and ``method``), ``metrics.json``, ``config.yaml``/``config.json``,

@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from model.nodes.outputs import prediction_row, read_predictions, tree_of, write_predictions
+from model.nodes.outputs import read_predictions, tree_of
 from model.train import train
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -87,49 +87,6 @@ def test_run_folds_scores_only_the_listed_folds(tmp_path):
     from test_node_model_v2 import assert_run_covers_only_fold
 
     assert_run_covers_only_fold(tmp_path, 2)
-
-
-def test_stacked_variant_reads_another_runs_node_logits(boosted_run, tmp_path):
-    source = boosted_run[0] / "predictions" / "test.jsonl"  # any node-prediction file will do
-    _, objects = train(compose_cfg("train", [*FAST, f"model.stack={source}", "model.site_head=false"], tmp_path))
-    table = objects["table"]
-    assert table.names[-1] == "neural_logit"
-    covered = {(r["question_id"], r["system"]) for r in read_predictions(source)}
-    for e, x in zip(table.examples, table.features):
-        assert np.isnan(x[:, -1]).all() != ((e.question_id, e.system) in covered)
-    rows = read_predictions(tmp_path / "predictions" / "test.jsonl")
-    assert rows[0]["method"] == "boosted node features + neural (single-system)"
-
-
-def test_stack_into_site_leaves_the_node_model_as_it_was(boosted_run, tmp_path):
-    # an oracle "neural" logit (the node labels): read by the node model it changes the node
-    # confidences; with model.stack_into=site only the site head reads it
-    out, _, objects = boosted_run
-    oracle = tmp_path / "oracle.jsonl"
-    write_predictions(oracle, [prediction_row(e, [0.9 if y else 0.1 for y in e.node_labels], "test")
-                               for e in objects["table"].examples])
-    plain = {r["question_id"] + r["system"]: r for r in read_predictions(out / "predictions" / "test.jsonl")}
-    for into in ("site", "both"):
-        run = tmp_path / into
-        metrics, _ = train(compose_cfg("train", [*FAST, f"model.stack={oracle}", f"model.stack_into={into}"], run))
-        rows = read_predictions(run / "predictions" / "test.jsonl")
-        same_conf = all(r["node_confidences"] == plain[r["question_id"] + r["system"]]["node_confidences"]
-                        for r in rows)
-        same_site = all(r["site_scores"] == plain[r["question_id"] + r["system"]]["site_scores"] for r in rows)
-        assert same_conf == (into == "site") and not same_site
-        assert (metrics["test/auc"] > 0.99) == (into == "both")
-
-
-def test_stack_into_must_be_both_or_site(tmp_path):
-    from model.errors import UsageError
-
-    with pytest.raises(UsageError, match="model.stack_into must be both or site; found 'node'"):
-        train(compose_cfg("train", [*FAST, "model.stack_into=node"], tmp_path))
-
-
-def test_stack_file_missing_is_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match="model.stack=/no/such.jsonl"):
-        train(compose_cfg("train", [*FAST, "model.stack=/no/such.jsonl"], tmp_path))
 
 
 def test_drop_leaves_out_named_features_and_groups(tmp_path):
@@ -254,7 +211,7 @@ def test_compare_node_runs_averages_leave_one_system_out_runs(tmp_path):
 
 def test_train_side_examples_only_ever_train(boosted_run):
     """model.train_predictions (a code LLM's answers to Spider train): examples of other databases that join every
-    fold's training, never its validation or test; the site head learns from them."""
+    fold's training, never its validation or test; both models learn from them."""
     from omegaconf import OmegaConf
 
     from model.nodes.boosted import run_fold
@@ -275,13 +232,11 @@ def test_train_side_examples_only_ever_train(boosted_run):
     assert not set(side) & set(roles[0]["train"] + roles[0]["val"] + roles[0]["test"])
     fast = {"learning_rate": 0.1, "max_iter": 30, "max_leaf_nodes": 15, "min_samples_leaf": 20,
             "l2_regularization": 1.0}
-    with_side = run_fold(moved, roles[0], BoostedParams(hgb=fast, train_side="site"))
+    with_side = run_fold(moved, roles[0], BoostedParams(hgb=fast, train_side="all"))
     without_side = run_fold(moved, roles[0], BoostedParams(hgb=fast, train_side="none"))
     assert set(with_side.test) == set(roles[0]["test"])
-    k = roles[0]["test"][0]
-    # the node model is the same (train_side=site), the site head learnt from more wrong queries
-    assert np.array_equal(with_side.test[k][0], without_side.test[k][0])
-    assert not np.array_equal(with_side.test[k][1], without_side.test[k][1])
+    k = roles[0]["test"][0]  # the node model learnt from the train side too
+    assert not np.array_equal(with_side.test[k][0], without_side.test[k][0])
 
 
 def test_tree_labels_train_the_boosted_scorer_and_a_bad_label_kind_is_one_line(tmp_path):
@@ -291,39 +246,8 @@ def test_tree_labels_train_the_boosted_scorer_and_a_bad_label_kind_is_one_line(t
     _, objects = train(compose_cfg("train", [*FAST, "data.labels=tree", "model.site_head=false"], tmp_path))
     examples = objects["table"].examples
     assert examples and all(e.execution_match is None for e in examples)  # correct = the tree is gold's
-    with pytest.raises(UsageError, match="data.labels must be execution, tree or sites; found 'exec'"):
-        NodeDataModule(labels="exec")
-    with pytest.raises(UsageError, match="data.labels=sites trains the neural node model"):
-        train(compose_cfg("train", [*FAST, "data.labels=sites"], tmp_path / "sites"))
-
-
-def test_tree_site_labels_add_the_sites_of_queries_right_by_execution_but_written_unlike_gold(boosted_run):
-    """model.site_labels=tree: the head also learns where a query that runs to gold's result
-    departs from gold's tree; the node labels, and so every metric, stay execution labels."""
-    from dataclasses import replace
-
-    from model.nodes.estimator import BoostedParams
-    from rat.walks import error_sites
-
-    table = boosted_run[2]["table"]
-    assert all(e.tree_labels is not None for e in table.examples if e.execution_match is not None)
-    written_otherwise = [k for k, e in enumerate(table.examples)
-                         if e.execution_match and e.tree_labels is not None and not all(e.tree_labels)]
-    assert written_otherwise, "the demo corpus has a query right by execution and unlike gold's tree"
-    k = written_otherwise[0]
-    example = table.examples[k]
-    _, y, sites = table.stack([k])
-    assert y.all() and not sites.any()  # execution labels: right, no site
-    tree = replace(table, site_labels="tree")
-    _, y_tree, sites_tree = tree.stack([k])
-    assert y_tree.all() and sites_tree.tolist() == error_sites(example.tree_labels, example.node_arity)
-    assert sites_tree.any()
-    wrong = next(i for i, e in enumerate(table.examples) if e.execution_match is False)
-    assert (tree.stack([wrong])[2] >= table.stack([wrong])[2]).all()  # a wrong query keeps its sites
-    from model.errors import UsageError  # entry points print it as one line and exit 2
-
-    with pytest.raises(UsageError, match="model.site_labels must be execution or tree; found 'gold'"):
-        BoostedParams.from_mapping({"site_labels": "gold"})
+    with pytest.raises(UsageError, match="data.labels must be execution or tree; found 'sites'"):
+        NodeDataModule(labels="sites")
 
 
 def test_drop_accepts_the_named_feature_sets():
@@ -350,20 +274,6 @@ def test_site_head_inner_folds_go_by_query_when_one_database_trains(boosted_run)
     assert set(row_groups(table, two_dbs, 2 * rows)) == {first, table.examples[other].db_id}  # by database
 
 
-def test_site_head_takes_its_own_boosting_settings(boosted_run):
-    """model.site_hgb sets the site head's trees without touching the node model's."""
-    from model.nodes.estimator import BoostedParams, fit_site_head, training_rows
-
-    table = boosted_run[2]["table"]
-    indices = list(range(len(table.examples)))
-    x, _, sites = training_rows(table, indices, BoostedParams())
-    config = BoostedParams(site_context=False, hgb={"max_iter": 7}, site_hgb={"max_iter": 3})
-    head = fit_site_head(table, indices, x, sites, table.names, config)
-    assert head.n_iter_ == 3
-    same = fit_site_head(table, indices, x, sites, table.names, BoostedParams(site_context=False, hgb={"max_iter": 7}))
-    assert same.n_iter_ == 7
-
-
 def test_train_side_reads_perturbations_and_never_an_eval_database(capsys):
     """model.train_side with data.use_perturbations builds perturbations of the train split's
     gold queries; on the demo corpus every train database is also an eval database, so all are
@@ -371,7 +281,7 @@ def test_train_side_reads_perturbations_and_never_an_eval_database(capsys):
     from model.nodes.table import load_table
     from model.train_boosted import params_of
 
-    cfg = compose_cfg("train", [*FAST, "model.train_side=site", "data.train_perturbations=1",
+    cfg = compose_cfg("train", [*FAST, "model.train_side=all", "data.train_perturbations=1",
                                 "data.eval_perturbations=0"])
     table = load_table(cfg.data, params_of(cfg.model))
     out = capsys.readouterr().out
@@ -434,36 +344,6 @@ def test_monotone_node_model_follows_each_features_direction(boosted_run):
             swept.append(model.predict_proba(changed)[:, 1])
         steps = np.diff(np.array(swept), axis=0) * direction[name]
         assert (steps >= -1e-12).all(), name
-
-
-def test_a_monotone_site_head_reads_a_doubtful_node_under_confident_children_as_a_likelier_site(boosted_run):
-    """model.site_monotone=all: the site head's chance of a site never rises with the node model's
-    confidence of the node, nor with a feature pointing to a right node; it never falls as the
-    node's children grow more confident."""
-    from model.nodes.estimator import BoostedParams, fit_classifier, fit_site_head, training_rows
-    from model.nodes.sites import context_names, with_context
-
-    table = boosted_run[2]["table"]
-    indices = list(range(len(table.examples)))
-    config = BoostedParams(hgb={"max_iter": 40}, site_monotone="all")
-    x, y, sites = training_rows(table, indices, config)
-    raw = fit_classifier(x, y, table.names, config.hgb).predict_proba(x)[:, 1]
-    head = fit_site_head(table, indices, x, sites, table.names, config, raw=raw)
-    names = (*table.names, *context_names(table.names))
-    cst = config.site_head_hgb(names)["monotonic_cst"]
-    assert list(head.monotonic_cst) == cst and "monotonic_cst" not in BoostedParams().site_head_hgb(names)
-    assert cst[names.index("name_fuzzy")] == -1 and cst[names.index("kind")] == 0
-    context = BoostedParams(site_monotone="context").site_head_hgb(names)["monotonic_cst"]
-    assert context[names.index("name_fuzzy")] == 0 and context[names.index("site_node_logit")] == -1
-    rows = with_context(x, raw, [table.examples[k].node_arity for k in indices], table.names)[:60]
-    for name, sign in (("site_node_logit", -1), ("site_child_min_logit", 1), ("name_fuzzy", -1)):
-        j = names.index(name)
-        swept = []
-        for value in np.linspace(np.nanmin(rows[:, j]), np.nanmax(rows[:, j]), 6):
-            changed = rows.copy()
-            changed[:, j] = value
-            swept.append(head.predict_proba(changed)[:, 1])
-        assert (np.diff(np.array(swept), axis=0) * sign >= -1e-12).all(), name
 
 
 def test_a_database_free_consensus_model_compares_the_other_answers_by_tree_only():

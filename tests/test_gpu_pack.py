@@ -91,24 +91,13 @@ def test_merge_and_export_commands_name_a_bad_input_in_one_line(tmp_path, capsys
     assert capsys.readouterr().err.strip().endswith(f"--sources {tmp_path / 'none.gz'}: no such file")
 
 
-def test_site_labels_mark_the_error_sites_of_the_same_examples(tmp_path):
-    """``data.labels=sites``: the same examples as execution labels, each node 0 where it is an error
-    site (``error_sites``) and 1 elsewhere; a right query stays all 1. Part of the sources' key."""
+def test_the_label_kind_is_part_of_the_sources_key(tmp_path):
+    """A sources file built with one ``data.labels`` is refused for another."""
     import hydra
 
-    from rat.walks import error_sites
-
-    built = {}
-    for labels in ("execution", "sites"):
-        cfg = compose_cfg([*CROSSFIT, f"data.labels={labels}", f"data.sources_file={tmp_path / labels}.jsonl.gz"])
-        module = hydra.utils.instantiate(cfg.data, _convert_="all")
-        module.build_sources()
-        built[labels] = module.sources["eval_predicted"]
-    execution, sites = built["execution"], built["sites"]
-    assert [e.question_id for e in execution] == [e.question_id for e in sites]
-    assert any(not all(e.node_labels) for e in execution)
-    for a, b in zip(execution, sites):
-        assert b.node_labels == [1 - s for s in error_sites(a.node_labels, a.node_arity)]
-        assert all(b.node_labels) == all(a.node_labels)
-    with pytest.raises(UsageError, match="was built with labels=execution, not sites"):
-        read_sources(tmp_path / "execution.jsonl.gz", {**module.sources_key()})
+    cfg = compose_cfg([*CROSSFIT, "data.labels=execution", f"data.sources_file={tmp_path / 'execution'}.jsonl.gz"])
+    module = hydra.utils.instantiate(cfg.data, _convert_="all")
+    module.build_sources()
+    assert any(not all(e.node_labels) for e in module.sources["eval_predicted"])
+    with pytest.raises(UsageError, match="was built with labels=execution, not tree"):
+        read_sources(tmp_path / "execution.jsonl.gz", {**module.sources_key(), "labels": "tree"})

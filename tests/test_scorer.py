@@ -290,36 +290,3 @@ def test_a_consensus_model_reads_every_system_of_a_question_whatever_the_order(c
     for k in grouped:
         assert not np.isnan(apart[k].features[:, agreement]).any()  # the other systems were read
         assert apart[k].to_dict() == together[k].to_dict()
-
-
-def test_a_bagged_site_head_is_saved_as_a_list_and_read_as_the_mean_of_its_members(tmp_path):
-    """model.site_bags > 1: the site head is a list of classifiers; skops saves and loads it
-    (the members' types only), and the saved model's site probability is their mean, compiled
-    or not."""
-    import skops.io as sio
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    from model.nodes.estimator import site_probability
-    from model.nodes.model_file import load_skops
-
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(300, 4))
-    y = (x[:, 0] + rng.normal(size=300) > 0).astype(int)
-    members = [HistGradientBoostingClassifier(max_iter=10, random_state=0).fit(x, y, sample_weight=w)
-               for w in (np.ones(300), rng.integers(0, 3, 300).astype(float))]
-    sio.dump(members, tmp_path / "site_model.skops")
-    loaded = load_skops(tmp_path / "site_model.skops")
-    assert isinstance(loaded, list) and len(loaded) == 2
-    mean = np.mean([m.predict_proba(x)[:, 1] for m in members], axis=0)
-    assert np.allclose(site_probability(loaded, x), mean)
-    assert not np.allclose(mean, members[0].predict_proba(x)[:, 1])  # the members differ
-    class Probability:  # BoostedNodeModel's reading of a site head, without a whole model around it
-        _probability = BoostedNodeModel._probability
-
-        def __init__(self):
-            self._compiled = {}
-
-    for rows in (x[:3], x):  # few rows go through CompiledTrees, many through scikit-learn
-        reader = Probability()
-        assert np.allclose(site_probability(loaded, rows, reader._probability), mean[:len(rows)])
-        assert len(reader._compiled) == 2  # each member read by the saved model's own reader

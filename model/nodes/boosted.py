@@ -25,7 +25,7 @@ from model.nodes.estimator import (
     site_head_scores,
     split_rows,
 )
-from model.nodes.table import STACK_FEATURE, NodeTable
+from model.nodes.table import NodeTable
 
 
 @dataclass
@@ -41,9 +41,9 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], params: BoostedParams
     """Fit on role["train"], calibrate on role["val"], score role["val"] and role["test"]
     (``BoostedNodeModel.fit(table, train, validation=val, side=side)``).
 
-    The site head learns from role["train"] (the node model's probabilities from inner folds),
-    role["val"] and, with ``model.train_side=site``, role["side"] (the node model's own, out of
-    sample there): its val scores are in-sample, its test scores out of fold.
+    The site head learns from role["train"] (the node model's probabilities from inner folds)
+    and role["val"] (the node model's own, out of sample there): its val scores are in-sample,
+    its test scores out of fold.
     ``columns`` (a boolean mask over ``table.names``) keeps only some features (ablations).
     """
     start = time.perf_counter()
@@ -98,15 +98,15 @@ def crossfit(table: NodeTable, roles: list[dict[str, list[int]]], params: Booste
 
 
 def feature_groups(names: Sequence[str]) -> dict[str, list[int]]:
-    """Column indices of each feature group present in ``names`` (``FEATURES[].group``; a stacked
-    neural logit is the group ``neural``), in ``FEATURES`` order.
+    """Column indices of each feature group present in ``names`` (``FEATURES[].group``), in
+    ``FEATURES`` order.
 
     >>> feature_groups(["kind", "depth", "name_fuzzy", "exec_error"])
     {'structure': [0, 1], 'linking': [2], 'execution': [3]}
     """
     from model.nodes.features import FEATURES
 
-    group_of = {f.name: f.group for f in FEATURES} | {STACK_FEATURE: "neural"}
+    group_of = {f.name: f.group for f in FEATURES}
     out: dict[str, list[int]] = {}
     for j, name in enumerate(names):
         out.setdefault(group_of[name], []).append(j)

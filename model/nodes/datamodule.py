@@ -69,8 +69,7 @@ class NodeDataModule(L.LightningDataModule):
         dedupe_train: bool = True,  # identical training inputs once, weighted by their count
         consensus: bool = False,  # attach each node's agreement with the question's other outputs
         holdout_system: str | None = None,  # leave one system out: train/val without it, test only it
-        labels: str = "execution",  # execution | tree: build_examples(labels=...); sites: execution
-        # labels read as "not an error site" (site_labelled): a model of where a wrong query is wrong
+        labels: str = "execution",  # execution | tree: build_examples(labels=...)
         llm_answers: str | Sequence[str] | None = None,  # a code LLM's answers on train_split questions:
         # read by the boosted scorer (model.train_predictions), not here
         sources_file: str | None = None,  # the built, tokenized sources: read when the file exists
@@ -84,8 +83,8 @@ class NodeDataModule(L.LightningDataModule):
             raise UsageError(f"data.protocol must be split or crossfit; found {protocol!r}")
         if fold_calibration not in ("platt", "isotonic", "none"):
             raise UsageError(f"data.fold_calibration must be platt, isotonic or none; found {fold_calibration!r}")
-        if labels not in ("execution", "tree", "sites"):
-            raise UsageError(f"data.labels must be execution, tree or sites; found {labels!r}")
+        if labels not in ("execution", "tree"):
+            raise UsageError(f"data.labels must be execution or tree; found {labels!r}")
         check_run_folds(run_folds, folds)
         self.save_hyperparameters(logger=False)
         self.datasets: dict[str, list] = {}
@@ -236,8 +235,7 @@ class NodeDataModule(L.LightningDataModule):
 
         h = self.hparams
         root = self.root
-        labels = h.get("labels", "execution")
-        options = {"labels": "execution" if labels == "sites" else labels, **(h.example_options or {})}
+        options = {"labels": h.get("labels", "execution"), **(h.example_options or {})}
         files = self.prediction_files()  # val/test are always real predictions when there are any
         have_predictions = bool(files)
 
@@ -247,7 +245,7 @@ class NodeDataModule(L.LightningDataModule):
                 seed=h.seed, max_questions=h.max_questions, include_gold=gold, **options,
             )
             self.reports[f"{split}:{'predictions' if prediction_files else 'perturbations'}"] = report
-            return [site_labelled(e) for e in examples] if labels == "sites" else list(examples)
+            return list(examples)
 
         train_files = self.prediction_files(h.train_predictions, default=False)
         train_perturbations = h.train_perturbations if h.use_perturbations else 0
@@ -535,24 +533,6 @@ def attach_agreements(examples: list) -> None:
 
     for e, agreement in zip(examples, node_agreements(examples)):
         e.node_agreement = None if agreement is None else [round(float(a), 6) for a in agreement]
-
-
-def site_labelled(example):
-    """``example`` with its node labels read as "not an error site" (``data.labels=sites``): 0 on
-    a wrong node whose children are all right, 1 elsewhere, so a model of them learns where a
-    wrong query is wrong (a right query's nodes are all 1, as before).
-
-    >>> from model.nodes.examples import NodeExample
-    >>> wrong = NodeExample("q", "db", "s", "", "", [], node_labels=[1, 0, 0], node_types=[],
-    ...                     execution_match=False, node_arity=[0, 1, 1])
-    >>> site_labelled(wrong).node_labels  # node 1 is wrong over a right child: the site; the root only holds it
-    [1, 0, 1]
-    """
-    from dataclasses import replace
-
-    from rat.walks import error_sites
-
-    return replace(example, node_labels=[1 - s for s in error_sites(example.node_labels, example.node_arity)])
 
 
 def pad_id(tokenizer) -> int:

@@ -46,12 +46,11 @@ from model.calibrators import (
 from model.errors import UsageError
 from model.nodes.compiled import COMPILED_ROWS, CompiledTrees
 from model.nodes.features import categorical_mask
-from model.nodes.table import STACK_FEATURE, NodeTable
+from model.nodes.table import NodeTable
 
 GROUP_CHOICES = ("single", "single+consensus")
 DATABASE_MODES = ("with", "without", "dropout", "both")
-TRAIN_SIDE_CHOICES = ("none", "site", "all", "auto")
-SITE_MONOTONE_CHOICES = ("none", "context", "all")
+TRAIN_SIDE_CHOICES = ("none", "all", "auto")
 
 
 @dataclass
@@ -64,10 +63,8 @@ class BoostedParams:
     site_head: bool = True  # also fit a model of error-site labels -> site_scores
     site_context: bool = True  # it reads the node model's out-of-fold confidences around each node
     site_wrong_only: bool = True  # it learns from the nodes of wrong queries only
-    site_labels: str = "execution"  # execution | tree: the sites it learns are those of the node
-    # labels, or also those of tree labels (where a query right by execution is written unlike gold)
     inner_folds: int = 3  # folds of the training databases that give those confidences
-    train_side: str = "none"  # none | site | all: which models also learn from train_predictions;
+    train_side: str = "none"  # none | all: whether both models also learn from train_predictions;
     # auto: all where train_predictions names files, else none
     train_predictions: str | list[str] | None = None  # outputs on data.train_split's questions (globs,
     # id-keyed JSONL), on databases disjoint from the eval split's: a code LLM's answers, SPLASH's
@@ -75,13 +72,7 @@ class BoostedParams:
     hgb: dict[str, Any] = field(default_factory=lambda: {
         "learning_rate": 0.05, "max_iter": 300, "max_leaf_nodes": 31, "min_samples_leaf": 40,
         "l2_regularization": 1.0})
-    site_hgb: dict[str, Any] | None = None  # the site head's own HGB settings (None: hgb's)
-    site_bags: int = 1  # > 1: the site head is that many models, each fitted on a bootstrap draw
-    # of the wrong queries, their probabilities averaged
     monotone: bool = False  # the node model's confidence follows each feature's known direction
-    site_monotone: str = "none"  # none | context | all: the site head's chance of a site moves with
-    # its context as a site would (model.nodes.sites.CONTEXT_DIRECTION); all: also against each
-    # feature's known direction (a likely wrong node is a likely site)
     quantiles: bool = False  # the shifted count features read as quantiles among the run's nodes
     # (model.nodes.quantiles: what a saved model keeps, and reads new queries against)
     feature_timeout_s: float = 5.0
@@ -89,9 +80,6 @@ class BoostedParams:
     lm: bool | str = False  # scorer-LM log-probabilities over node spans (features group lm):
     # true = the packaged SmolLM2, or a scorer LM's name (qwen_coder) / path
     drop: tuple[str, ...] = ()  # feature names (or group names) left out, for ablations
-    stack: str | None = None  # a neural run's out-of-fold predictions: its node logit becomes a feature
-    stack_into: str = "both"  # both | site: which models read that feature (site: the site head
-    # only; the node model fits as if the column were missing)
     save_model: bool = True  # fit a final model on all labelled predictions -> <run>/model/
     database: str = "with"  # with | without | dropout | both: the database features
     # (DATABASE_FEATURES) as computed, always missing (a database-free model), missing for a
@@ -114,20 +102,9 @@ class BoostedParams:
             raise UsageError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {params.train_side!r}")
         if params.train_side == "auto":
             params.train_side = "all" if params.train_predictions else "none"
-        if params.site_labels not in ("execution", "tree"):
-            raise UsageError(f"model.site_labels must be execution or tree; found {params.site_labels!r}")
-        if params.site_bags < 1:
-            raise UsageError(f"model.site_bags must be 1 or more; found {params.site_bags!r}")
         for name in ("monotone", "quantiles"):
             if not isinstance(getattr(params, name), bool):
                 raise UsageError(f"model.{name} must be true or false; found {getattr(params, name)!r}")
-        if params.site_monotone is True or params.site_monotone is False:  # model.site_monotone=true|false
-            params.site_monotone = "all" if params.site_monotone else "none"
-        if params.site_monotone not in SITE_MONOTONE_CHOICES:
-            raise UsageError(f"model.site_monotone must be one of {SITE_MONOTONE_CHOICES}; "
-                             f"found {params.site_monotone!r}")
-        if params.stack_into not in ("both", "site"):
-            raise UsageError(f"model.stack_into must be both or site; found {params.stack_into!r}")
         if params.calibration not in ("platt", "isotonic", "none"):
             raise UsageError(f"model.calibration must be platt, isotonic or none; found {params.calibration!r}")
         return params
@@ -142,21 +119,6 @@ class BoostedParams:
         direction = {f.name: f.direction for f in FEATURES}
         return {**self.hgb, "monotonic_cst": [direction.get(n, 0) for n in names]}
 
-    def site_head_hgb(self, names: Sequence[str]) -> dict[str, Any]:
-        """The site head's HGB settings for columns ``names`` (features, then context): ``site_hgb``
-        or ``hgb``, and with ``site_monotone`` monotonic constraints: each context column's
-        ``CONTEXT_DIRECTION`` (``context``), and each feature's direction reversed (``all``)."""
-        hgb = self.site_hgb or self.hgb
-        if self.site_monotone in ("none", False, None):
-            return hgb
-        from model.nodes.features import FEATURES
-        from model.nodes.sites import CONTEXT_DIRECTION
-
-        direction = dict(CONTEXT_DIRECTION)
-        if self.site_monotone in ("all", True):
-            direction |= {f.name: -f.direction for f in FEATURES}
-        return {**hgb, "monotonic_cst": [direction.get(n, 0) for n in names]}
-
     @property
     def consensus(self) -> bool:
         return self.groups == "single+consensus"
@@ -164,9 +126,8 @@ class BoostedParams:
     @property
     def method(self) -> str:
         """The method name evaluate.py shows: the consensus track says so."""
-        stacked = " + neural" if self.stack else ""
         track = "consensus" if self.consensus else "single-system"
-        return f"boosted node features{stacked} ({track})"
+        return f"boosted node features ({track})"
 
 
 
@@ -187,12 +148,7 @@ def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict
 
 
 def fit_node_model(x: np.ndarray, y: np.ndarray, names: Sequence[str], params: BoostedParams, seed: int = 0):
-    """The node model on rows ``x`` (columns ``names``), with ``params.node_hgb``. With
-    ``model.stack_into=site`` the stacked neural logit is left out of the fit (set missing, so
-    never split on): only the site head reads it."""
-    if params.stack and params.stack_into == "site" and STACK_FEATURE in names:
-        x = x.copy()
-        x[:, list(names).index(STACK_FEATURE)] = np.nan
+    """The node model on rows ``x`` (columns ``names``), with ``params.node_hgb``."""
     return fit_classifier(x, y, names, params.node_hgb(names), seed)
 
 
@@ -268,36 +224,12 @@ def site_head_rows(table: NodeTable, indices: Sequence[int], x: np.ndarray, site
 
 def fit_site_head(table: NodeTable, indices: Sequence[int], x: np.ndarray, sites: np.ndarray,
                   names: Sequence[str], params: BoostedParams, seed: int = 0, raw: np.ndarray | None = None):
-    """The site head (``model.nodes.sites``), fitted on ``site_head_rows``: one classifier, or
-    with ``params.site_bags`` > 1 a list of them, each fitted on a bootstrap draw of the queries
-    (a query drawn twice weighs twice; seeds ``seed``, ``seed + 1``...), read by ``site_probability``."""
+    """The site head (``model.nodes.sites``): one classifier with ``params.hgb``, fitted on
+    ``site_head_rows``."""
     if not params.site_head or not sites.any():
         return None
-    x, sites, sizes, names = site_head_rows(table, indices, x, sites, names, params, raw)
-    hgb = params.site_head_hgb(names)
-    if params.site_bags == 1:
-        return fit_classifier(x, sites, names, hgb, seed)
-    models = []
-    for b in range(params.site_bags):
-        draws = np.bincount(np.random.default_rng(seed + b).integers(0, len(sizes), len(sizes)), minlength=len(sizes))
-        models.append(fit_classifier(x, sites, names, hgb, seed, sample_weight=np.repeat(draws, sizes).astype(float)))
-    return models
-
-
-def site_probability(site_model, x: np.ndarray, predict=None) -> np.ndarray:
-    """P(site) of rows ``x`` (with context) from a site head: one classifier, or the mean over a
-    list of them (``model.site_bags``); ``predict(model, x)`` reads one classifier (default
-    ``predict_proba(x)[:, 1]``; a saved model passes its compiled trees).
-
-    >>> class Const:
-    ...     def __init__(self, p): self.p = p
-    ...     def predict_proba(self, x): return np.column_stack([1 - self.p * np.ones(len(x)), self.p * np.ones(len(x))])
-    >>> site_probability([Const(0.2), Const(0.6)], np.zeros((2, 1))).round(3).tolist()
-    [0.4, 0.4]
-    """
-    predict = predict or (lambda model, rows: model.predict_proba(rows)[:, 1])
-    models = site_model if isinstance(site_model, list) else [site_model]
-    return np.mean([predict(m, x) for m in models], axis=0)
+    x, sites, _, names = site_head_rows(table, indices, x, sites, names, params, raw)
+    return fit_classifier(x, sites, names, params.hgb, seed)
 
 
 def join_rows(a: np.ndarray, b: np.ndarray, repeat: int = 1) -> np.ndarray:
@@ -327,7 +259,7 @@ def site_head_scores(site_model, x: np.ndarray, raw: np.ndarray, arities: Sequen
     given the node model's probabilities ``raw`` of the same rows."""
     from model.nodes.sites import with_context
 
-    return site_probability(site_model, with_context(x, raw, arities, names) if context else x)
+    return site_model.predict_proba(with_context(x, raw, arities, names) if context else x)[:, 1]
 
 
 def inner_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: Sequence[str],
@@ -441,7 +373,7 @@ class BoostedNodeModel:
     calibrators (node confidences, whole-query confidence), fitted on a ``NodeTable``.
 
     Fitted attributes: ``node_model_`` and ``site_model_`` (HistGradientBoostingClassifier; the
-    site head a list of them when bagged, or None), ``calibrator_`` (raw node probability ->
+    site head None without one), ``calibrator_`` (raw node probability ->
     confidence, or None), ``query_calibrator_``, ``features_`` (the columns the models read),
     ``typical_`` (node kind group -> feature -> the median over right nodes: what the reasons
     compare with), ``info_`` (what it was trained on, its metrics, its parameters; the model
@@ -467,8 +399,8 @@ class BoostedNodeModel:
         cross-fitting run's scores of ``train``: the calibrators are fitted on them (a run's
         final model), and the site head reads its out-of-fold node probabilities. Without either
         there is no node calibrator and the whole-query calibrator is a constant.
-        ``side``: examples of ``params.train_predictions`` (``train_side``: the site head learns
-        from them, and with ``all`` the node model too). ``columns``: a boolean mask over
+        ``side``: examples of ``params.train_predictions`` (with ``train_side=all`` both models
+        learn from them). ``columns``: a boolean mask over
         ``table.names`` that keeps only some features (ablations).
         """
         p, seed = self.params, self.seed
@@ -495,9 +427,6 @@ class BoostedNodeModel:
             # out of sample for the node model: its own probabilities there
             extra = [(validation, xv, table.stack(validation)[2] if validation else np.zeros(0, dtype=int),
                       raw_val)] if n == 1 and validation else []
-            if p.train_side == "site" and side:  # databases the node model never saw
-                xs, _, sites_side = training_rows(table, side, p, seed + 1)
-                extra.append((side, xs[:, keep], sites_side, node_model.predict_proba(xs[:, keep])[:, 1]))
             site_rows = node_rows
             for indices, xe, se, re in extra:
                 site_rows, x, sites = site_rows + list(indices), join_rows(x, xe, n), join_rows(sites, se, n)
@@ -605,7 +534,7 @@ class BoostedNodeModel:
             if raw is None or arities is None:
                 raise ValueError("this site head reads the node model's confidences: pass raw and arities")
             x = with_context(x, raw, arities, self.features_)
-        return site_probability(self.site_model_, x, self._probability)
+        return self._probability(self.site_model_, x)
 
     def _probability(self, model: Any, x: np.ndarray) -> np.ndarray:
         """``model.predict_proba(x)[:, 1]``; the same numbers from ``CompiledTrees`` for the few
@@ -666,13 +595,11 @@ def _model_card(table: NodeTable, indices: Sequence[int], side: Sequence[int], p
         "feature_version": VERSION, "created": date.today().isoformat(),
         "method": params.method,
         "config": {"groups": params.groups, "lm": params.lm, "calibration": params.calibration,
-                   "hgb": params.hgb, "site_hgb": params.site_hgb, "site_bags": params.site_bags,
-                   "monotone": params.monotone, "site_monotone": params.site_monotone,
+                   "hgb": params.hgb, "monotone": params.monotone,
                    "quantiles": params.quantiles,
                    "drop": list(params.drop),
                    "database": params.database,
                    "test_database": params.test_database, "site_context": params.site_context,
-                   "site_labels": params.site_labels,
                    "site_wrong_only": params.site_wrong_only, "train_side": params.train_side,
                    "train_predictions": params.train_predictions if side else None},
         "trained_on": {"data_root": table.root.name, "labels": table.labels, "examples": len(examples),

@@ -36,14 +36,6 @@ SITE_CONTEXT = (
     "site_query_min_logit",  # the query's lowest logit
     "site_minus_child_min",  # node logit minus its lowest child's (NaN for a leaf)
 )
-# How each context column moves the chance that the node is a site (model.site_monotone): a
-# site is a wrong node under right children, so it falls as the node's own confidence (or its
-# parent's: a right parent has no wrong node below) rises, and rises with its children's.
-CONTEXT_DIRECTION = {
-    "site_node_logit": -1, "site_parent_logit": -1, "site_child_min_logit": 1, "site_child_mean_logit": 1,
-    "site_subtree_min_logit": 1, "site_rank": -1, "site_above_query_min": -1, "site_log_reading": 1,
-    "site_reading_rank": -1, "site_minus_child_min": -1,
-}
 # The consensus track (features ``agreement``): node agreement's own site reading, which alone
 # points at a site first for 0.834 of wrong Spider dev queries (docs/node_features.md).
 AGREEMENT_CONTEXT = ("site_agreement_reading", "site_agreement_reading_rank")

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from model.errors import UsageError
 from model.nodes.features import build_features, reads_semantic
 from rat.walks import error_sites
 
@@ -30,7 +29,6 @@ class NodeTable:
     train_side: int = 0  # the last ``train_side`` examples come from model.train_predictions and
     # the perturbations (data.use_perturbations): they only ever train, never validate or test
     # (those on an eval-split database only the folds in which it trains: fold_roles)
-    site_labels: str = "execution"  # model.site_labels: "tree" adds the sites of tree labels
     quantiles: Any = None  # model.quantiles: the reference (Quantiles) the features were read against
     labels: str = "execution"  # the node labels: execution (against a database) or tree (by comparison with gold)
 
@@ -46,13 +44,8 @@ class NodeTable:
         return x, y, sites
 
     def sites(self, example) -> np.ndarray:
-        """An example's error sites (``rat.walks.error_sites``) of its node labels,
-        with ``site_labels="tree"`` also those of its tree labels: a query that runs to gold's
-        result but is written unlike gold has sites too, where an equivalent query departs."""
-        sites = np.asarray(error_sites(example.node_labels, example.node_arity))
-        if self.site_labels == "tree" and example.tree_labels is not None:
-            sites = np.maximum(sites, error_sites(example.tree_labels, example.node_arity))
-        return sites
+        """An example's error sites (``rat.walks.error_sites``) of its node labels."""
+        return np.asarray(error_sites(example.node_labels, example.node_arity))
 
 
 def load_table(data_cfg, params: BoostedParams, progress: bool = True) -> NodeTable:
@@ -68,9 +61,6 @@ def load_table(data_cfg, params: BoostedParams, progress: bool = True) -> NodeTa
         raise FileNotFoundError(f"the boosted scorer learns from real predictions; none found for {root}")
     with_databases = data_cfg.get("require_database", True)
     labels = data_cfg.get("labels", "execution")
-    if labels == "sites":
-        raise UsageError("data.labels=sites trains the neural node model on where wrong queries are wrong; "
-                         "the boosted scorer learns sites in its site head (model.site_head): use execution or tree")
     examples, _ = build_examples(root, data_cfg.get("eval_split", "dev"), prediction_files=files,
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
                                  evidence=data_cfg.get("evidence", False), labels=labels)
@@ -120,8 +110,6 @@ def load_table(data_cfg, params: BoostedParams, progress: bool = True) -> NodeTa
                                              lm=params.lm, semantic=reads_semantic(params.drop))
     if progress:
         print(report, flush=True)
-    if params.stack:
-        features, names = stack_neural(examples, features, names, Path(params.stack), progress)
     if params.drop:
         features, names = drop_columns(features, names, params.drop)
     quantiles = None
@@ -130,7 +118,7 @@ def load_table(data_cfg, params: BoostedParams, progress: bool = True) -> NodeTa
 
         quantiles = Quantiles.fit(np.vstack(features), names)
         features = [quantiles.transform(x, names) for x in features]
-    return NodeTable(examples, features, names, root, train_side=len(side), site_labels=params.site_labels,
+    return NodeTable(examples, features, names, root, train_side=len(side),
                      quantiles=quantiles, labels="execution" if with_databases and labels == "execution" else "tree")
 
 
@@ -148,32 +136,6 @@ def drop_columns(features: list[np.ndarray], names: tuple[str, ...], drop: Seque
     in_sets = {n for d in drop for n in FEATURE_SETS.get(d, ())}
     keep = np.array([n not in drop and group_of.get(n) not in drop and n not in in_sets for n in names])
     return [x[:, keep] for x in features], tuple(n for n, k in zip(names, keep) if k)
-
-
-STACK_FEATURE = "neural_logit"
-
-
-def stack_neural(examples: list, features: list[np.ndarray], names: tuple[str, ...], path: Path,
-                 progress: bool = True) -> tuple[list[np.ndarray], tuple[str, ...]]:
-    """Append the neural node model's out-of-fold node logit (from its ``predictions/test.jsonl``)
-    as a feature; an example the file does not cover, or covers with another tree, gets NaN."""
-    from model.nodes.outputs import read_predictions
-
-    if not path.is_file():
-        raise FileNotFoundError(f"model.stack={path}: no such predictions file")
-    rows = {(r["question_id"], r["system"]): r for r in read_predictions(path)}
-    out, matched = [], 0
-    for e, x in zip(examples, features):
-        row = rows.get((e.question_id, e.system))
-        column = np.full((len(x), 1), np.nan)
-        if row is not None and row.get("node_names") == list(e.node_names):
-            p = np.clip(np.asarray(row["node_confidences"], dtype=float), 1e-6, 1 - 1e-6)
-            column[:, 0] = np.log(p / (1 - p))
-            matched += 1
-        out.append(np.hstack([x, column]))
-    if progress:
-        print(f"stacked {path}: neural logits for {matched} of {len(examples)} examples", flush=True)
-    return out, (*names, STACK_FEATURE)
 
 
 def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], dict[str, Any]]:

@@ -156,15 +156,14 @@ def _site_head(model: BoostedNodeModel, x: np.ndarray, raw: np.ndarray, arities:
     """The site head fitted again on the teacher's site scores (soft labels: where a wrong query
     goes wrong), each node weighted by how likely its query is wrong (the site head answers "if
     wrong, where?"); with ``site_context`` it reads the adapted node model's probabilities."""
-    from model.nodes.estimator import BoostedParams, fit_classifier
+    from model.nodes.estimator import fit_classifier
     from model.nodes.sites import context_names, with_context
 
     names = tuple(model.features_)
     if model.site_context:
         x, names = with_context(x, raw, arities, names), (*names, *context_names(names))
     config = model.info_.get("config", {})
-    settings = BoostedParams(hgb=dict(config.get("hgb") or {}), site_hgb=config.get("site_hgb"),
-                             site_monotone=config.get("site_monotone") or "none").site_head_hgb(names)
+    settings = dict(config.get("hgb") or {})
     sites = np.clip(sites, 0.0, 1.0)
     return fit_classifier(np.vstack([x, x]), np.r_[np.ones(len(x)), np.zeros(len(x))], names, settings, seed,
                           sample_weight=np.r_[sites * wrong, (1 - sites) * wrong])
