@@ -1,5 +1,5 @@
 """scripts/llm_answers.py's bad input is one line and exit 2, before any model is loaded: a --split
-with no questions, a shared-data folder without Spider, a negative --shots."""
+with no questions, a shared-data folder without Spider, a --limit below 1."""
 
 import os
 import subprocess
@@ -20,7 +20,7 @@ def test_bad_input_is_one_line(tmp_path):
     assert done.returncode == 2 and f"Spider not found under {tmp_path / 'shared' / 'spider'}" in done.stderr
     (tmp_path / "shared" / "spider").mkdir(parents=True)
     for args, says in [(["--split", "trian"], "--split trian: no questions for split 'trian'"),
-                       (["--shots", "-1"], "--shots must be 0 or more; found -1")]:
+                       (["--limit", "0"], "--limit must be 1 or more; found 0")]:
         done = run(tmp_path, *args)
         assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out.jsonl").exists()  # nothing written
