@@ -185,7 +185,7 @@ def test_node_confidences_from_a_checkpoint_skip_unreadable_queries(demo, monkey
 
     from model.data.datasets import load_questions, load_schemas
 
-    monkeypatch.setattr(infer, "NodeScorer", FakeScorer)
+    monkeypatch.setattr(infer, "NeuralCheckpoint", FakeScorer)
     some = preds[:20]
     out = node_confidences_from_checkpoint("run_dir", load_questions(root, "dev"), some, load_schemas(root),
                                            progress=False)

@@ -55,8 +55,9 @@ def resolve_checkpoint(path: str | Path) -> Path:
     raise FileNotFoundError(f"no checkpoint at {path} (expected a .ckpt file or a run directory)")
 
 
-class NodeScorer:
-    """A trained node model and its tokenizer, ready to score (schema, question, SQL) triples."""
+class NeuralCheckpoint:
+    """A trained neural node model and its tokenizer, loaded from a checkpoint: what `Scorer.load`
+    uses for a `.ckpt` (users score through `model.Scorer`, the one scorer class)."""
 
     def __init__(self, checkpoint: str | Path, device: str | None = None):
         import torch
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.question and args.sql):
             parser.error("give --question and --sql, or --predictions")
         schema = load_schema(args.schema, args.db_id) if args.schema else None
-        scores = NodeScorer(checkpoint, device=args.device).score(schema, args.question, args.sql, args.db_id)
+        scores = NeuralCheckpoint(checkpoint, device=args.device).score(schema, args.question, args.sql, args.db_id)
     except (rat.RATError, ValueError, KeyError, FileNotFoundError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error  # no repr quotes
         print(f"error: {message}", file=sys.stderr)
@@ -234,7 +235,7 @@ def score_file(checkpoint: Path, data_root: Path, split: str, predictions: Path,
             examples.append(make_example(q, p.sql, p.system, schemas.get(q.db_id)))
         except rat.RATError:
             skipped["unreadable SQL"] += 1
-    scorer = NodeScorer(checkpoint, device=device)
+    scorer = NeuralCheckpoint(checkpoint, device=device)
     rows = []
     for example, confidences in zip(examples, scorer.score_examples(examples)):
         if confidences is None:

@@ -173,7 +173,7 @@ class Scorer:
     def __init__(self, saved: BoostedNodeModel | None = None, neural=None, feature_timeout_s: float = 5.0,
                  max_result_bytes: int = SCORING_RESULT_BYTES):
         if (saved is None) == (neural is None):
-            raise ValueError("give a saved boosted model or a neural NodeScorer")
+            raise ValueError("give a saved boosted model or a neural NeuralCheckpoint")
         self.saved, self.neural = saved, neural
         self.feature_timeout_s = feature_timeout_s
         self.max_result_bytes = max_result_bytes
@@ -202,7 +202,7 @@ class Scorer:
             if (folder / "model.json").is_file():
                 return cls(BoostedNodeModel.load(folder))
         if path.suffix == ".ckpt" or (path / "checkpoints").is_dir() or (path / "metrics.json").is_file():
-            from model.nodes.infer import NodeScorer, resolve_checkpoint
+            from model.nodes.infer import NeuralCheckpoint, resolve_checkpoint
 
             try:
                 checkpoint = resolve_checkpoint(path)
@@ -211,7 +211,7 @@ class Scorer:
             try:
                 with warnings.catch_warnings():  # torch's own notes on a refused file: the one line below says it
                     warnings.simplefilter("ignore")
-                    return cls(neural=NodeScorer(checkpoint, device="cpu"))
+                    return cls(neural=NeuralCheckpoint(checkpoint, device="cpu"))
             except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError,
                     AttributeError, zipfile.BadZipFile) as e:  # torch.load reads tensors only (weights_only)
                 raise ModelFileError(f"{checkpoint}: not a checkpoint this project can read ({type(e).__name__}; "

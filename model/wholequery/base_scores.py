@@ -196,14 +196,14 @@ def read_node_confidences(path: Path) -> dict[tuple[str, str], list[float]]:
 def node_confidences_from_checkpoint(checkpoint: Path | str, questions, predictions, schemas: Mapping,
                                      device: str | None = None, progress: bool = True
                                      ) -> dict[tuple[str, str], list[float]]:
-    """Node confidences of `predictions` scored by a trained node model (`model.nodes.infer.NodeScorer`:
+    """Node confidences of `predictions` scored by a trained node model (`model.nodes.infer.NeuralCheckpoint`:
     a `.ckpt` or a run directory). Queries it cannot read (RAT errors, too long) get no entry."""
     from tqdm.auto import tqdm
 
     import rat
-    from model.nodes.infer import NodeScorer
+    from model.nodes.infer import NeuralCheckpoint
 
-    scorer = NodeScorer(checkpoint, device=device)
+    scorer = NeuralCheckpoint(checkpoint, device=device)
     by_q = {q.question_id: q for q in questions}
     out = {}
     for p in tqdm([p for p in predictions if p.question_id in by_q], desc="node model", unit="sql",
