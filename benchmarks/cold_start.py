@@ -47,22 +47,27 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def build_wheel(work: Path, env: dict) -> Path:
+    """The checkout's wheel, built under ``work`` from a copy of the package's files (a build in
+    the checkout leaves a build/ folder whose stale modules enter every later wheel)."""
+    source = work / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, source / name)
+    for package in ("rat", "model"):
+        shutil.copytree(REPO / package, source / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "wheel", source],
+         work, env)
+    (wheel,) = (work / "wheel").glob("rat_confidence-*.whl")
+    return wheel
+
+
 def core_venv(path: Path, rebuild: bool, env: dict) -> Path:
     """The core virtualenv at ``path`` with the checkout's current wheel (built on first use)."""
     python = path / "bin" / "python"
     with tempfile.TemporaryDirectory() as tmp:
-        # from a copy of the package's files: a build in the checkout leaves a build/ folder whose
-        # stale modules enter every later wheel
-        source = Path(tmp) / "source"
-        source.mkdir()
-        for name in ("pyproject.toml", "README.md"):
-            shutil.copy2(REPO / name, source / name)
-        for package in ("rat", "model"):
-            shutil.copytree(REPO / package, source / package,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp, source],
-             Path(tmp), env)
-        (wheel,) = Path(tmp).glob("rat_confidence-*.whl")
+        wheel = build_wheel(Path(tmp), env)
         if rebuild or not python.is_file():
             _run([sys.executable, "-m", "venv", "--clear", path], Path(tmp), env)
             _run([python, "-m", "pip", "install", "-q", wheel], Path(tmp), env)

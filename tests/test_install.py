@@ -4,7 +4,6 @@ install does; it pulls no torch, imports none, and caches outside the installed 
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +12,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from cold_start import build_wheel
+
 HEAVY = ("torch", "lightning", "transformers", "sentence_transformers", "hydra", "omegaconf",
          "wandb", "matplotlib", "fastapi", "uvicorn")
 SQL = "SELECT name FROM singer WHERE age > 20"
@@ -52,19 +54,7 @@ def core(tmp_path_factory) -> Path:
     """A virtualenv with the package's wheel and its core dependencies only (pip's wheel cache
     makes a rebuild take about half a minute)."""
     work = tmp_path_factory.mktemp("core_install")
-    # Built from a copy of the package's files: a build in the checkout leaves a build/ folder
-    # whose stale modules (deleted or renamed since) enter every later wheel.
-    source = work / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, source / name)
-    for package in ("rat", "model"):
-        shutil.copytree(REPO / package, source / package,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                  "-w", work / "wheel", source], cwd=work)
-    assert built.returncode == 0, built.stderr[-2000:]
-    (wheel,) = (work / "wheel").glob("rat_confidence-*.whl")
+    wheel = build_wheel(work, _env())  # the wheel benchmarks/cold_start.py measures
     venv = work / "venv"
     made = _run([sys.executable, "-m", "venv", venv], cwd=work)
     assert made.returncode == 0, made.stderr[-2000:]

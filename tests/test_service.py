@@ -26,23 +26,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def service(boosted_model):  # noqa: F811
-    folder, objects = boosted_model
+def start_service(folder, data_root, *options: str) -> tuple[subprocess.Popen, str]:
+    """The real rat-serve on a free port, once its /health answers (a start that fails is the test's failure)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--model", str(folder),
-                             "--data-root", str(objects["table"].root), "--port", str(port),
-                             "--max-queries", "16", "--header-timeout-s", "2"], env=ENV, stderr=subprocess.PIPE,
-                            text=True)
+                             "--data-root", str(data_root), "--port", str(port), "--max-queries", "16",
+                             *options], env=ENV, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
             urllib.request.urlopen(url + "/health", timeout=1)
-            break
+            return proc, url
         except OSError:
             if proc.poll() is not None:
                 pytest.fail(proc.stderr.read())
             time.sleep(0.1)
+    proc.kill()
+    pytest.fail("rat-serve did not answer /health within 60 s")
+
+
+@pytest.fixture(scope="module")
+def service(boosted_model):  # noqa: F811
+    folder, objects = boosted_model
+    proc, url = start_service(folder, objects["table"].root, "--header-timeout-s", "2")
     yield url, objects
     proc.terminate()
     proc.wait(timeout=10)
@@ -315,20 +321,8 @@ def test_processes_answer_like_one_keep_the_bounds_and_stop_together(service, bo
 
     url_one, objects = service
     folder, _ = boosted_model
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--model", str(folder),
-                             "--data-root", str(objects["table"].root), "--port", str(port),
-                             "--max-queries", "16", "--processes", "2"], env=ENV, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_service(folder, objects["table"].root, "--processes", "2")
     try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(proc.stderr.read())
-                time.sleep(0.1)
         first = _children(proc.pid)
         assert len(first) == 2
         examples = objects["table"].examples[:24]
