@@ -59,10 +59,6 @@ class NodeExample:
     node_arity: list[int] = field(default_factory=list)
     schema_tables: dict[str, list[str]] = field(default_factory=dict)
     used_tables: dict[str, list[str]] = field(default_factory=dict)  # what the SQL reads
-    # Where node_labels come from execution: the same nodes labelled by tree comparison with gold
-    # (as node_labels are without a database), so that a site head can learn where a query that
-    # runs right is still written unlike gold (model.site_labels=tree); None otherwise
-    tree_labels: list[int] | None = None
 
     @property
     def correct(self) -> bool:
@@ -227,9 +223,6 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
     nodes = tree.postorder()
     labels = node_labels(tree, gold_tree, execution_match) if gold_tree is not None or execution_match \
         else [0] * len(nodes)
-    # tree labels where node_labels come from execution (a wrong query's are the same labels)
-    by_tree = None if gold_tree is None or execution_match is None \
-        else labels if execution_match is False else node_labels(tree, gold_tree)
     tables = {t: list(cols) for t, cols in schema.tables.items()} if schema else {}
     tree_text = rat.serialize(tree)
     text, offset = compose_text(serialize_schema(tables), question.question, tree_text)
@@ -239,7 +232,7 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
         node_types=node_types(tree), execution_match=execution_match,
         question=question.question, tree_text=tree_text, schema_tables=tables,
         node_names=[n.label for n in nodes], node_arity=[len(n.children) for n in nodes],
-        used_tables=used_items(tree, schema), tree_labels=by_tree,
+        used_tables=used_items(tree, schema),
     )
 
 
