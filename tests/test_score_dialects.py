@@ -12,8 +12,8 @@ import pytest
 import sqlglot
 
 from model.data.datasets import database_path, load_questions, load_schemas
+from model.data.execution import sqlite_sql
 from model.errors import UsageError
-from model.nodes.features import sqlite_sql
 from model.scoring import RowError, Scorer
 from model.synth.demo import demo_root
 from tests.test_score_cli import ENV

@@ -728,3 +728,26 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def sqlite_sql(sql: str, dialect: str = "sqlite") -> str | None:
+    """``sql`` as a SQLite database runs it: itself when written for SQLite, else sqlglot's
+    translation from ``dialect`` (``DISTINCT ON`` becomes a ``ROW_NUMBER()`` window, ``ILIKE``
+    ``lower(..) LIKE lower(..)``, ``TOP n`` ``LIMIT n``); None where sqlglot cannot write it for
+    SQLite (the execution features are then unknown, as without a database).
+
+    >>> sqlite_sql("SELECT TOP 5 name FROM singer", "tsql")
+    'SELECT name FROM singer LIMIT 5'
+    >>> sqlite_sql("SELECT name FROM singer WHERE name ILIKE 'a%'", "postgres")
+    "SELECT name FROM singer WHERE LOWER(name) LIKE LOWER('a%')"
+    """
+    if dialect == "sqlite":
+        return sql
+    import sqlglot
+    from sqlglot.errors import ErrorLevel, SqlglotError
+
+    try:
+        written = sqlglot.transpile(sql, read=dialect, write="sqlite", unsupported_level=ErrorLevel.RAISE)
+    except (SqlglotError, ValueError):  # ValueError: a dialect sqlglot does not know
+        return None
+    return written[0] if len(written) == 1 else None

@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - cydifflib is a dependency; pure Python
 
 import rat
 from model.data.cache import cache_dir
-from model.data.execution import DEFAULT_MAX_RESULT_BYTES, execute_sql, time_left
+from model.data.execution import DEFAULT_MAX_RESULT_BYTES, execute_sql, sqlite_sql, time_left
 from model.nodes.outputs import tree_of
 from rat.labels import labels_against_others
 from rat.walks import error_sites, post_order_children
@@ -688,29 +688,6 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | N
         link_count[i] = (0 if np.isnan(share) else 1) + sum(link_count[c] for c in kids)
         x[i, col["subtree_mean_link"]] = link_sum[i] / link_count[i] if link_count[i] else NAN
     return NodeFeatures(SINGLE_FEATURES, x, digest)
-
-
-def sqlite_sql(sql: str, dialect: str = "sqlite") -> str | None:
-    """``sql`` as a SQLite database runs it: itself when written for SQLite, else sqlglot's
-    translation from ``dialect`` (``DISTINCT ON`` becomes a ``ROW_NUMBER()`` window, ``ILIKE``
-    ``lower(..) LIKE lower(..)``, ``TOP n`` ``LIMIT n``); None where sqlglot cannot write it for
-    SQLite (the execution features are then unknown, as without a database).
-
-    >>> sqlite_sql("SELECT TOP 5 name FROM singer", "tsql")
-    'SELECT name FROM singer LIMIT 5'
-    >>> sqlite_sql("SELECT name FROM singer WHERE name ILIKE 'a%'", "postgres")
-    "SELECT name FROM singer WHERE LOWER(name) LIKE LOWER('a%')"
-    """
-    if dialect == "sqlite":
-        return sql
-    import sqlglot
-    from sqlglot.errors import ErrorLevel, SqlglotError
-
-    try:
-        written = sqlglot.transpile(sql, read=dialect, write="sqlite", unsupported_level=ErrorLevel.RAISE)
-    except (SqlglotError, ValueError):  # ValueError: a dialect sqlglot does not know
-        return None
-    return written[0] if len(written) == 1 else None
 
 
 def _descendants(i: int, shape: Shape) -> list[int]:

@@ -29,8 +29,8 @@ import numpy as np
 
 import rat
 from model.calibrators import QueryCalibrator, query_aggregates
+from model.data.execution import sqlite_sql
 from model.nodes.estimator import BoostedNodeModel
-from model.nodes.features import sqlite_sql
 
 LABELS = ("execution", "tree")
 # execution outcome -> execution match (a failed gold query gives no label)

@@ -262,7 +262,7 @@ class Scorer:
         ``dialect``: the SQL dialect of rows without their own ``dialect`` field (``rat.DIALECTS``;
         an unknown name is a ``UsageError``, a row's own unknown one a ``RowError``). With a
         database, SQL of another dialect runs as sqlglot writes it for SQLite
-        (``model.nodes.features.sqlite_sql``)."""
+        (``model.data.execution.sqlite_sql``)."""
         dialect = dialect_name(dialect)
         rows = list(rows)
         if features is not None and self.saved is None:
