@@ -20,3 +20,14 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "spider" / "dev.json").exists():
         pytest.skip(f"real data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+# Real PostgreSQL and MariaDB servers (session scope; they skip when not installed).
+from tests.servers import (  # noqa: F401
+    mysql_admin_url,
+    mysql_server,
+    mysql_url,
+    postgres_admin_url,
+    postgres_server,
+    postgres_url,
+)
