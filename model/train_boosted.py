@@ -24,7 +24,7 @@ from model.data.jsonl import write_json
 from model.eval.localisation import localisation
 from model.nodes.boosted import crossfit
 from model.nodes.estimator import BoostedNodeModel, BoostedParams, OutOfFold, split_rows
-from model.nodes.table import NodeTable, fold_roles, load_table
+from model.nodes.table import NodeTable, fold_roles, held_out, load_table
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -92,7 +92,8 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     test, val, fold_of = crossfit(table, roles, params, seed, fold_ids=fold_ids or None, raw=oof_raw)
     val_fold = {k: (fold_ids[i] if fold_ids else i) for i, role in enumerate(roles) for k in role["val"]}
 
-    summary, pointer = summary_and_pointer(table, test)
+    holdout = folds_info.get("holdout_system")  # reported: its outputs only (the others calibrate)
+    summary, pointer = summary_and_pointer(table, held_out(table, test, holdout))
     metrics = {f"test/{k}": v for k, v in summary.items()}
     # how far to trust "look here first", out of fold: what Scorer says beside each pointer
     reliability = {"with_database": pointer}
@@ -104,11 +105,16 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         raw2: dict[int, np.ndarray] = {}
         test2, _, _ = crossfit(table, roles, replace(params, test_database=False), seed,
                                fold_ids=fold_ids or None, raw=raw2)
-        summary2, reliability["without_database"] = summary_and_pointer(table, test2)
+        summary2, reliability["without_database"] = summary_and_pointer(table, held_out(table, test2, holdout))
         metrics2 = {f"test/{k}": v for k, v in summary2.items()}
         metrics.update({f"test_without_database/{k[5:]}": v for k, v in metrics2.items()})
-        without = OutOfFold(raw2, {k: conf for k, (conf, _) in test2.items()}, fold_of, metrics2)
-    for split, scored, folds in (("test", test, fold_of), ("val", val, val_fold)):
+        without = OutOfFold(raw2, {k: conf for k, (conf, _) in test2.items()}, fold_of, metrics2,
+                            sites={k: site for k, (_, site) in test2.items() if site is not None})
+    splits = [("test", held_out(table, test, holdout), fold_of), ("val", val, val_fold)]
+    if holdout:  # the other systems' out-of-fold scores: what the saved model's calibrators read
+        splits.append(("calibration", {k: v for k, v in test.items() if table.examples[k].system != holdout},
+                       fold_of))
+    for split, scored, folds in splits:
         rows = []
         for k in sorted(scored):
             conf, site = scored[k]
@@ -127,7 +133,8 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     saved = None
     if params.save_model:  # the final model: fitted on every labelled prediction the run has
         out_of_fold = OutOfFold(oof_raw, {k: conf for k, (conf, _) in test.items()}, fold_of,
-                                {k: v for k, v in metrics.items() if k.startswith("test/")}, without)
+                                {k: v for k, v in metrics.items() if k.startswith("test/")}, without,
+                                sites={k: site for k, (_, site) in test.items() if site is not None})
         saved = save_final_model(table, roles, params, out_of_fold, folds_info, seed, output_dir / "model",
                                  {k: v for k, v in reliability.items() if v})
         metrics.update({f"query/{k}": v for k, v in saved.query_metrics_.items()})

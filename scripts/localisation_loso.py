@@ -38,7 +38,7 @@ from model.eval.localisation import localisation
 from model.evaluate import _questions, with_gold_diff
 from model.nodes.boosted import crossfit
 from model.nodes.outputs import tree_of
-from model.nodes.table import fold_roles, load_table
+from model.nodes.table import fold_roles, held_out, load_table
 from model.train_boosted import params_of
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -166,7 +166,7 @@ def main() -> None:
         held_roles, _ = fold_roles(table, OmegaConf.merge(data, {"holdout_system": s}))
         held, _, _ = crossfit(table, held_roles, config, progress=False)
         results[s] = {"in_run": readings(table, everyone, mine, questions, schemas),
-                      "held_out": readings(table, held, sorted(held), questions, schemas)}
+                      "held_out": readings(table, held, sorted(held_out(table, held, s)), questions, schemas)}
         r = results[s]
         print(f"  {s}: top-1 {r['in_run']['top1_site_scores']:.3f} in the run, "
               f"{r['held_out']['top1_site_scores']:.3f} held out ({time.perf_counter() - start:.0f} s)", flush=True)

@@ -179,11 +179,18 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
 
 def hold_out_system(table: NodeTable, roles: list[dict[str, list[int]]], system: str
                     ) -> list[dict[str, list[int]]]:
-    """Leave one system out (``data.holdout_system``): train and validate without its outputs,
-    test on its outputs only. The other systems' agreement features still count its trees, as
+    """Leave one system out (``data.holdout_system``): train and validate without its outputs.
+    Every system's outputs on a fold's test databases are still scored there (out of fold): the
+    others' are what the saved model's calibrators are fitted on, the held-out system's what the
+    run reports (``held_out``). The other systems' agreement features still count its trees, as
     they would count a new system's outputs at deployment."""
-    from model.data.folds import check_holdout_system, holdout_keeps
+    from model.data.folds import check_holdout_system
 
     check_holdout_system(system, [e.system for e in table.examples])
-    return [{name: [j for j in role[name] if holdout_keeps(table.examples[j].system, name, system)]
+    return [{name: [j for j in role[name] if name == "test" or table.examples[j].system != system]
              for name in role} for role in roles]
+
+
+def held_out(table: NodeTable, scored: dict[int, Any], system: str | None) -> dict[int, Any]:
+    """The held-out system's entries of ``scored`` (all of them without ``data.holdout_system``)."""
+    return {k: v for k, v in scored.items() if table.examples[k].system == system} if system else scored
