@@ -53,7 +53,21 @@ _UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "windows", "
 _UNSUPPORTED_CLAUSE_SET = frozenset(_UNSUPPORTED_CLAUSES)
 # Functions other dialects parse with a syntax of their own (`EXTRACT(YEAR FROM d)`,
 # `CONVERT(INT, x)`): left to sqlglot, which types them.
-_SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY_CONVERT"})
+# SUBSTRING (`SUBSTRING(x FROM 1 FOR 3)` in PostgreSQL) is read back as substr(x, 1, 3).
+_SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY_CONVERT",
+                             "SUBSTRING"})
+# Function names that are one function in every dialect rat reads: the canonical name.
+_SAME_FUNCTIONS = {"substring": "substr"}
+
+
+def _always_true(condition: exp.Expression | None) -> bool:
+    """Whether a join condition is a constant truth: TRUE or `1 = 1` (in parentheses or not)."""
+    while isinstance(condition, exp.Paren):
+        condition = condition.this
+    if isinstance(condition, exp.Boolean):
+        return condition.this is True
+    return isinstance(condition, exp.EQ) and isinstance(condition.this, exp.Literal) \
+        and condition.this == condition.expression
 
 
 class _Reading:
@@ -415,6 +429,8 @@ class _Resolver:
             self.source(from_.this, scope, outer, ctes)
         joins = args.get("joins") or ()
         for join in joins:
+            if _always_true(join.args.get("on")) and not join.side:
+                join.set("on", None)  # `JOIN u ON (1 = 1)` (sqlglot's T-SQL for `JOIN u`)
             if join.args.get("using"):
                 self.using_to_on(join, from_, joins)
             self.source(join.this, scope, outer, ctes)
@@ -557,7 +573,13 @@ class _Resolver:
                 self.query(current, chain, ctes, keep_aliases=False)
                 continue
             if kind is exp.Anonymous:
-                current.set("this", current.name.lower())
+                name = current.name.lower()
+                current.set("this", _SAME_FUNCTIONS.get(name, name))
+            elif kind is exp.Substring:  # SUBSTRING(x FROM a FOR b): substr(x, a, b)
+                call = exp.Anonymous(this="substr", expressions=[
+                    current.args[k] for k in ("this", "start", "length") if current.args.get(k)])
+                current.replace(call)
+                current = call
             elif kind is exp.Count:
                 _count_star(current)
             elif kind is exp.Between:
