@@ -34,7 +34,6 @@ __all__ = [
     "fit_calibrator",
     "load_calibrator",
     "logit_from_log_prob",
-    "prior_shift",
     "query_aggregates",
 ]
 
@@ -424,32 +423,6 @@ def fit_calibrator(kind: str, scores, labels) -> Calibrator | None:
         return None
     calibrator = PlattScaler("prob", eps=1e-6) if kind == "platt" else IsotonicCalibrator()
     return calibrator.fit(scores, labels)
-
-
-def prior_shift(p: np.ndarray | Sequence[float], source_rate: float, iters: int = 1000, tol: float = 1e-9
-                ) -> tuple[np.ndarray, float]:
-    """Probabilities calibrated where the positive rate was ``source_rate``, moved to data whose
-    rate is unknown and differs (label shift): the rate and the probabilities re-estimated
-    together by EM (Saerens, Latinne & Decaestecker, Neural Computation 2002), no labels read.
-    Returns (adjusted probabilities, estimated rate).
-
-    >>> p = np.r_[np.full(30, 0.9), np.full(70, 0.3)]  # a model fitted where half were right
-    >>> adjusted, rate = prior_shift(p, 0.5)
-    >>> round(rate, 2), round(float(adjusted[0]), 2), round(float(adjusted[-1]), 2)
-    (0.44, 0.88, 0.25)
-    """
-    p = np.clip(np.asarray(p, dtype=float), 1e-6, 1 - 1e-6)
-    source_rate = float(np.clip(source_rate, 1e-6, 1 - 1e-6))
-    rate, adjusted = source_rate, p
-    for _ in range(iters):
-        right = p * rate / source_rate
-        wrong = (1 - p) * (1 - rate) / (1 - source_rate)
-        adjusted = right / (right + wrong)
-        new_rate = float(adjusted.mean())
-        if abs(new_rate - rate) < tol:
-            break
-        rate = new_rate
-    return adjusted, float(adjusted.mean())
 
 
 # ------------------------------------------------------------------- the boosted model's query

@@ -50,7 +50,7 @@ def main() -> None:
     schemas = load_schemas(root)
     rows = [{"sql": e.sql, "question": e.question, "db_id": e.db_id, "schema": schemas[e.db_id],
              "database": database_path(root, e.db_id)} for e in examples]
-    results = scorer.score_many(rows, progress=True, spans=False)
+    results = scorer.score_many(rows, progress=True, spans=False, label_shift=False)
     kept = [(e, r) for e, r in zip(examples, results) if not isinstance(r, RowError)]
     conf = np.concatenate([[n.confidence for n in r.nodes] for _, r in kept])
     labels = np.concatenate([e.node_labels for e, _ in kept])

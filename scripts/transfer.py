@@ -182,7 +182,7 @@ def adapted_results(saved, teacher_dir: Path, examples: list, rows: list[dict], 
         models.append(adapted.model)
         held = np.flatnonzero(folds == f)
         for k, r in zip(held, Scorer(adapted.model).score_many([rows[k] for k in held], progress=False,
-                                                               spans=False)):
+                                                               spans=False, label_shift=False)):
             out[k] = r
         rates = "" if not adapted.estimated_rates else (
             ", right nodes / queries {:.1%} / {:.1%} -> {:.1%} / {:.1%}".format(*adapted.teacher_rates,
@@ -333,7 +333,7 @@ def main() -> None:
         parser.error("--importance reads the features as computed; this model reads some as quantiles")
     if args.quantiles == "rows" and scorer.saved.quantiles_ is None:
         parser.error(f"--quantiles rows: {args.model} was trained without model.quantiles=true")
-    results = scorer.score_many(rows, progress=True, spans=False, quantiles=args.quantiles)
+    results = scorer.score_many(rows, progress=True, spans=False, quantiles=args.quantiles, label_shift=False)
     kept = [(e, r) for e, r in zip(examples, results) if not isinstance(r, RowError)]
     correct = np.array([int(e.correct) for e, _ in kept])
     sites = [sum(error_sites(e.node_labels, e.node_arity)) for e, _ in kept if not e.correct]

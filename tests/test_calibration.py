@@ -149,11 +149,11 @@ def test_calibration_test_split_is_schema_disjoint():
     assert 0.25 <= mask.mean() <= 0.4
 
 
-def test_prior_shift_recovers_the_rate_of_data_whose_classes_look_the_same_but_come_in_other_shares():
+def test_label_shift_recovers_the_rate_of_data_whose_classes_look_the_same_but_come_in_other_shares():
     """Scores calibrated where 80% are positive, applied where 30% are: EM finds 30% without a
     label, and the adjusted probabilities are calibrated there."""
     from model import metrics as M
-    from model.calibrators import prior_shift
+    from model.label_shift import estimate
 
     rng = np.random.default_rng(0)
 
@@ -167,6 +167,8 @@ def test_prior_shift_recovers_the_rate_of_data_whose_classes_look_the_same_but_c
 
     x, y = sample(20000, 0.3)
     p = calibrated(x, 0.8)  # calibrated for the source's 80%
-    adjusted, rate = prior_shift(p, 0.8)
+    found = estimate(p, 0.8, "execution")
+    adjusted, rate = found.apply(p), found.rate
     assert abs(rate - 0.3) < 0.02 and abs(p.mean() - 0.3) > 0.2
+    assert found.low <= 0.3 <= found.high and found.high - found.low < 0.05
     assert M.ece(adjusted, y) < 0.02 < M.ece(p, y)

@@ -18,8 +18,8 @@ teacher's whole-query confidences). The node model learns the teacher's calibrat
 probabilities, so its own output is the confidence (no node calibrator). Where your outputs are
 right more or less often than the teacher's training data (BIRD's far less often than
 Spider's), those probabilities are first moved to the rates EM estimates on your outputs
-(label shift, ``model.calibrators.prior_shift``): without that, the adapted confidences
-keep the teacher's benchmark's rates.
+(label shift, ``model.label_shift``; for ``MIN_QUERIES`` or more outputs): without that, the
+adapted confidences keep the teacher's benchmark's rates.
 
     rat-adapt --schema tables.json --predictions system_a.jsonl system_b.jsonl system_c.jsonl --out adapted/
     rat-score --model adapted/ --schema tables.json --predictions new.jsonl
@@ -35,7 +35,8 @@ from datetime import date
 
 import numpy as np
 
-from model.calibrators import QueryCalibrator, prior_shift, query_aggregates
+from model import label_shift as L
+from model.calibrators import QueryCalibrator, query_aggregates
 from model.errors import AdaptError
 from model.nodes.estimator import BoostedNodeModel, kind_group, typical_values
 
@@ -53,6 +54,7 @@ class Adaptation:
     errors: Counter = field(default_factory=Counter)  # reason -> rows not used
     teacher_rates: tuple[float, float] | None = None  # right nodes, right queries where the teacher was fitted
     estimated_rates: tuple[float, float] | None = None  # the same, estimated on the outputs (label_shift)
+    query_shift: L.RateShift | None = None  # the right queries' estimate, with its interval
 
 
 def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Mapping], seed: int = 0,
@@ -64,7 +66,8 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
     ``hgb``: the node model's settings (default: ``model``'s own, with its monotonic constraints).
     ``label_shift``: the teacher's node and whole-query confidences are moved from the rates of
     right nodes and queries it was trained on to the rates EM estimates on ``rows``
-    (``model.calibrators.prior_shift``; skipped for a teacher whose model card lacks them).
+    (``model.label_shift``; skipped for fewer than ``model.label_shift.MIN_QUERIES`` scored
+    rows and for a teacher whose model card lacks its rates).
 
     >>> from model.scoring import Scorer
     >>> single = Scorer.pretrained().saved
@@ -95,7 +98,7 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
         raise AdaptError("no question is answered by two or more systems (rows need a question_id and a "
                          "system; give one file per system)")
     results = Scorer(teacher).score_many(rows, progress=progress, spans=False, workers=workers,
-                                         features=model.features_)
+                                         features=model.features_, label_shift=False)
     errors = Counter(r.message.split(":")[0][:60] for r in results if isinstance(r, RowError))
     scored = [(row, r) for row, r in zip(rows, results) if not isinstance(r, RowError)]
     if not scored:
@@ -103,12 +106,14 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
     x = np.vstack([r.features for _, r in scored])
     soft = np.concatenate([[n.confidence for n in r.nodes] for _, r in scored])
     target = np.array([r.query_confidence for _, r in scored])
-    rates = _source_rates(teacher) if label_shift else None
-    estimated = None
+    rates = _source_rates(teacher) if label_shift and len(scored) >= L.MIN_QUERIES else None
+    estimated = query_shift = None
     if rates is not None:
-        soft, node_rate = prior_shift(soft, rates[0])
-        target, query_rate = prior_shift(target, rates[1])
-        estimated = (node_rate, query_rate)
+        node_rate = float(L.em_rate(soft, rates[0]))
+        soft = L.shift(soft, rates[0], node_rate)
+        query_shift = L.estimate(target, rates[1], str(teacher.info_["trained_on"].get("labels") or "execution"))
+        target = query_shift.apply(target)
+        estimated = (node_rate, query_shift.rate)
     config = model.info_.get("config", {})
     database = config.get("database", "with")
     with_db = np.array([readable_database(row.get("database")) for row, _ in scored])
@@ -133,7 +138,8 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
                   "databases": len({str(r.db_id) for _, r in scored}), "systems": systems,
                   # label shift: the teacher's rates of right nodes / queries, and those estimated here
                   "teacher_rates": list(rates) if rates else None,
-                  "estimated_rates": [round(r, 4) for r in estimated] if estimated else None}
+                  "estimated_rates": [round(r, 4) for r in estimated] if estimated else None,
+                  "label_shift": query_shift.to_dict() if query_shift else None}
     adapted = BoostedNodeModel.from_parts(node_model, model.site_model_, None, model.query_calibrator_, model.features_,
                          model.typical_, _adapted_info(model, teacher, adapted_on), None)
     raw = adapted.raw_node_probability(x)
@@ -148,7 +154,8 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
     if model.site_model_ is not None and not np.isnan(sites).any():
         adapted.site_model_ = _site_head(model, x, raw, [[len(n.children) for n in r.nodes] for _, r in scored],
                                         sites, np.repeat(1 - target, sizes), seed)
-    return Adaptation(adapted, len(scored), n, questions, shared, systems, errors, rates, estimated)
+    return Adaptation(adapted, len(scored), n, questions, shared, systems, errors, rates, estimated,
+                      query_shift)
 
 
 def _site_head(model: BoostedNodeModel, x: np.ndarray, raw: np.ndarray, arities: list[list[int]], sites: np.ndarray,

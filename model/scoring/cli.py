@@ -79,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="for a model trained with model.quantiles=true: read the count features against "
                            "the nodes it was trained on (model), or against the file's own (rows: outputs of "
                            "another benchmark or domain; all rows are read before any is scored)")
+    many.add_argument("--no-label-shift", action="store_true",
+                      help="keep the model's own rate of right queries (default: each file of 100 or more "
+                           "scored queries has its rate estimated by EM and its whole-query confidences moved "
+                           "to it; docs/scoring.md, 'Rates without labels')")
     return parser
 
 
@@ -161,7 +165,7 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
             raise UsageError(f"--data-root {args.data_root} --split {args.split}: {e}") from None
     rows = []
     for path in args.predictions:
-        rows.extend(_file_rows(path, questions, skipped))
+        rows.extend({**row, "_file": str(path)} for row in _file_rows(path, questions, skipped))
     for row in rows:
         db_id = row.get("db_id")
         if schemas and db_id not in schemas:
@@ -234,8 +238,17 @@ def score_file(scorer, args, schemas: dict) -> int:
     total = len(rows) + sum(skipped.values())  # rows read, and rows no reader could take
     good = [r for r in rows if "_error" not in r]
     skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
-    results = scorer.score_many(good, progress=True, reasons=not args.no_reasons, quantiles=args.quantiles)
+    results = scorer.score_many(good, progress=True, reasons=not args.no_reasons, quantiles=args.quantiles,
+                                label_shift=False)
     scored = [r for r in results if not isinstance(r, RowError)]
+    shifts = []
+    if not args.no_label_shift:  # each file (one system's outputs) alone
+        from model.label_shift import shift_scored
+
+        for path in args.predictions:
+            mine = [r for row, r in zip(good, results) if row["_file"] == str(path) and not isinstance(r, RowError)]
+            if (found := shift_scored(mine, scorer.saved)) is not None:
+                shifts.append((path, found))
     for r in results:
         if isinstance(r, RowError):
             skipped[r.message.split(":")[0][:60]] += 1
@@ -261,6 +274,9 @@ def score_file(scorer, args, schemas: dict) -> int:
     note = _skipped_note(skipped, "not scored")
     print(f"rat-score: scored {len(out_rows)} of {total} "
           f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
+    for path, found in shifts:
+        print(f"rat-score: {path.name}: {found}; whole-query confidences moved to it (--no-label-shift: "
+              "not moved)", file=sys.stderr)
     return 0
 
 
@@ -287,7 +303,8 @@ def build_adapt_parser() -> argparse.ArgumentParser:
                         help="two or more systems' outputs on the same questions (one file per system)")
     parser.add_argument("--out", type=Path, required=True, help="the adapted model's directory (written)")
     parser.add_argument("--no-label-shift", action="store_true",
-                        help="keep the teacher's rates of right nodes and queries (default: re-estimated by EM)")
+                        help="keep the teacher's rates of right nodes and queries (default: re-estimated by EM "
+                             "on 100 or more outputs)")
     return parser
 
 
@@ -349,6 +366,7 @@ def adapt_main(argv: list[str] | None = None) -> int:
         (node_before, query_before), (node_after, query_after) = result.teacher_rates, result.estimated_rates
         print(f"rat-adapt: right nodes {node_before:.1%} -> {node_after:.1%}, right queries {query_before:.1%} -> "
               f"{query_after:.1%} (the teacher's training data -> estimated on these outputs)", file=sys.stderr)
+        print(f"rat-adapt: {result.query_shift}", file=sys.stderr)
     return 0
 
 

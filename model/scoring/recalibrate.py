@@ -96,7 +96,7 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
     if not usable:
         raise RecalibrationError(f"none of the {len(rows)} rows could be labelled (no gold SQL)")
     results = Scorer(model).score_many(usable, progress=progress, workers=workers,  # spans: keeps the trees
-                                       features=model.features_)
+                                       features=model.features_, label_shift=False)
     errors.update(r.message.split(":")[0][:60] for r in results if isinstance(r, RowError))
     scored = [(row, r) for row, r in zip(usable, results) if not isinstance(r, RowError)]
     databases = [readable_database(row.get("database")) for row, _ in scored]

@@ -48,6 +48,7 @@ import numpy as np
 import rat
 from model.data.execution import check_deadline
 from model.errors import ModelFileError, UsageError
+from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
 
@@ -107,6 +108,10 @@ class ScoredQuery:
     # out of fold on the model's training data, the share of wrong queries whose pointer, scored
     # like this one (the same site-score bin), was on an error site; None when the model has none
     look_here_reliability: float | None = None
+    # label shift (model.label_shift): the file's estimated rate of right queries, and this
+    # query's confidence before it was moved to that rate; None where the file was not shifted
+    label_shift: RateShift | None = field(default=None, repr=False)
+    unshifted_confidence: float | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
         """The JSON row ``rat-score`` writes and ``rat-serve`` answers."""
@@ -120,7 +125,9 @@ class ScoredQuery:
                                           else round(self.look_here_reliability, 3)),
                 "runner_up": self.runner_up,
                 "runner_up_span": list(second.span) if second is not None and second.span else None,
-                "nodes": [n.to_dict() for n in self.nodes]}
+                "nodes": [n.to_dict() for n in self.nodes],
+                **({"query_confidence_unshifted": round(self.unshifted_confidence, 6),
+                    "label_shift": self.label_shift.to_dict()} if self.label_shift is not None else {})}
 
     def __str__(self) -> str:
         return format_scored(self)
@@ -234,7 +241,7 @@ class Scorer:
         read as part of the question; ``dialect``: the SQL dialect ``sql`` is written in."""
         (result,) = self.score_many([{"sql": sql, "question": question, "schema": schema,
                                       "database": database, "db_id": db_id, "evidence": evidence}],
-                                    progress=False, reasons=reasons, dialect=dialect)
+                                    progress=False, reasons=reasons, dialect=dialect, label_shift=False)
         if isinstance(result, RowError):
             raise rat.RATError(result.message)
         return result
@@ -242,8 +249,8 @@ class Scorer:
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
                    spans: bool = True, batch_size: int = 256, workers: int | None = None,
                    features: Sequence[str] | None = None, quantiles: str = "model",
-                   deadline: float | None = None, max_nodes: int | None = None, dialect: str = "sqlite"
-                   ) -> list[ScoredQuery | RowError]:
+                   deadline: float | None = None, max_nodes: int | None = None, dialect: str = "sqlite",
+                   label_shift: bool | None = None) -> list[ScoredQuery | RowError]:
         """Score rows ``{sql, question, evidence, schema, database, db_id, question_id}`` (all but
         ``sql`` optional; BIRD's ``evidence`` is read as part of the question), in order; a row that cannot be scored comes back as a ``RowError``, never
         stops the batch. ``reasons`` adds reasons to low-confidence nodes; ``spans`` locates
@@ -262,7 +269,13 @@ class Scorer:
         ``dialect``: the SQL dialect of rows without their own ``dialect`` field (``rat.DIALECTS``;
         an unknown name is a ``UsageError``, a row's own unknown one a ``RowError``). With a
         database, SQL of another dialect runs as sqlglot writes it for SQLite
-        (``model.data.execution.sqlite_sql``)."""
+        (``model.data.execution.sqlite_sql``). ``label_shift``: the rows are read as one file
+        and every whole-query confidence is moved to the share of right queries EM estimates on
+        them (``model.label_shift``; each result's ``label_shift`` holds the estimate and its
+        interval, ``unshifted_confidence`` the confidence before); None (default) does it for
+        ``model.label_shift.MIN_QUERIES`` or more scored queries, True for any number, False
+        never. Node confidences are not moved; nor is anything for a model whose card lacks the
+        rate it was calibrated at (the neural model, an adapted one)."""
         dialect = dialect_name(dialect)
         rows = list(rows)
         if features is not None and self.saved is None:
@@ -270,9 +283,14 @@ class Scorer:
         if quantiles not in ("model", "rows"):
             raise ValueError(f"quantiles must be 'model' or 'rows'; found {quantiles!r}")
         with _heap_frozen() if len(rows) > FREEZE_ROWS else nullcontext():
-            return self._score_all(rows, progress, reasons, spans, batch_size, workers,
-                                   tuple(features) if features is not None else None, quantiles == "rows",
-                                   _Budget(deadline, max_nodes), dialect)
+            results = self._score_all(rows, progress, reasons, spans, batch_size, workers,
+                                      tuple(features) if features is not None else None, quantiles == "rows",
+                                      _Budget(deadline, max_nodes), dialect)
+        if label_shift is not False:
+            from model.label_shift import shift_scored
+
+            shift_scored([r for r in results if isinstance(r, ScoredQuery)], self.saved, 1 if label_shift else None)
+        return results
 
     def _score_all(self, rows: list[Mapping], progress: bool, reasons: bool, spans: bool, batch_size: int,
                    workers: int | None, features: tuple[str, ...] | None = None, own_quantiles: bool = False,

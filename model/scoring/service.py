@@ -167,8 +167,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             raise HTTPException(400, "body is not valid JSON") from None
         rows = rows_of(body)
         known = [r for r in rows if not r["_unknown"]]
+        # one request is not a file: its confidences never depend on the other queries sent with it
         work = partial(scorer.score_many, known, False, True, deadline=deadline, max_nodes=max_nodes,
-                       dialect=dialect)
+                       dialect=dialect, label_shift=False)
         try:  # a request still queued at its deadline is dropped; a running one stops at its next check
             results = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(scoring, work),
                                              max(0.0, deadline - time.monotonic()))
