@@ -1,0 +1,155 @@
+"""The loader (model/data/copy_database.py) on the embedded demo databases and on a dirty SQLite
+file, into real PostgreSQL and MariaDB servers (tests/servers.py) and DuckDB: every row arrives,
+keys are kept, dirty values are counted, a second copy replaces the first, bad input is one line."""
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from model.data.copy_database import copy_database, main, target
+from model.synth.demo import demo_root
+
+DEMO = sorted((demo_root() / "database").glob("*/*.sqlite"))
+
+
+def _sqlite_rows(path: Path) -> dict[str, list]:
+    with sqlite3.connect(path) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        return {n.lower(): sorted(map(repr, conn.execute(f'SELECT * FROM "{n}"'))) for n in names}
+
+
+def _rows(url: str, tables) -> dict[str, list]:
+    """Each table's rows through the copy's URL, as sorted reprs (floats as SQLite gives them)."""
+    t = target(url)
+    if t.kind == "duckdb":
+        import duckdb
+
+        conn = duckdb.connect(str(t.path), read_only=True)
+        fetch = lambda q: conn.execute(q).fetchall()
+    elif t.kind == "postgres":
+        import psycopg
+
+        conn = psycopg.connect(host=t.host, port=t.port, user=t.user, password=t.password,
+                               dbname=t.database)
+        fetch = lambda q: conn.execute(q).fetchall()
+    else:
+        import pymysql
+
+        conn = pymysql.connect(host=t.host, port=t.port, user=t.user, password=t.password,
+                               database=t.database)
+
+        def fetch(q):
+            with conn.cursor() as cursor:
+                cursor.execute(q.replace('"', "`"))
+                return cursor.fetchall()
+    try:
+        return {n: sorted(repr(tuple(r)) for r in fetch(f'SELECT * FROM "{n}"')) for n in tables}
+    finally:
+        conn.close()
+
+
+def _check_demo(url_of, grant=None):
+    for path in DEMO:
+        report = copy_database(path, url_of(path.stem, True), grant=grant)
+        expected = _sqlite_rows(path)
+        assert report.tables == len(expected) and report.rows == sum(map(len, expected.values()))
+        assert report.primary_keys == len(expected)  # every demo table has one
+        assert report.foreign_keys > 0 and not report.foreign_keys_skipped, report.foreign_keys_skipped
+        assert not report.retyped and report.emptied == 0
+        assert _rows(url_of(path.stem, False), expected) == expected
+    first = _sqlite_rows(DEMO[0])
+    again = copy_database(DEMO[0], url_of(DEMO[0].stem, True), grant=grant)  # replaces the first
+    assert again.rows == sum(map(len, first.values())) and again.primary_keys == len(first)
+    assert _rows(url_of(DEMO[0].stem, False), first) == first  # no row twice
+
+
+def test_demo_databases_into_duckdb(tmp_path):
+    _check_demo(lambda name, admin: f"duckdb:///{tmp_path}/{name}.duckdb")
+
+
+def test_demo_databases_into_postgres(postgres_server):
+    # the copy makes the database; the read-only scorer role reads it through --grant
+    _check_demo(lambda name, admin: postgres_server.url(name, admin=admin), grant="rat_scorer")
+
+
+def test_demo_databases_into_mariadb(mysql_server):
+    _check_demo(lambda name, admin: mysql_server.url(name, admin=admin), grant="rat_scorer")
+
+
+@pytest.fixture
+def dirty(tmp_path) -> Path:
+    """A SQLite file as dirty as Spider's: text in an INTEGER column, blanks in a REAL one, a
+    primary key holding NULL, a foreign key to a missing table and one with an orphan row."""
+    path = tmp_path / "dirty.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.executescript("""
+            CREATE TABLE "Team" (id INTEGER PRIMARY KEY, name TEXT, founded INTEGER, rating REAL);
+            INSERT INTO "Team" VALUES (1, 'Ajax', 1900, 4.5), (2, 'Benfica', 'unknown', ''),
+                                      (3, 'Celtic', 1887, 3);
+            CREATE TABLE player (pid TEXT PRIMARY KEY, team_id INTEGER, coach INTEGER,
+                                 FOREIGN KEY (team_id) REFERENCES "Team"(id),
+                                 FOREIGN KEY (coach) REFERENCES coach(id));
+            INSERT INTO player VALUES ('p1', 1, NULL), ('p2', 9, NULL), (NULL, 3, NULL);
+        """)
+    conn.close()
+    return path
+
+
+def _check_dirty(report):
+    assert report.tables == 2 and report.rows == 6  # no row lost
+    assert report.retyped == ["team.founded INTEGER -> TEXT (text values)"]
+    assert report.emptied == 1  # rating '' -> NULL, the column stays numeric
+    assert report.primary_keys == 1 and report.primary_keys_skipped == ["player: holds NULL"]
+    assert sorted(report.foreign_keys_skipped) == [
+        "player(coach) -> coach: references a missing table",
+        "player(team_id) -> team: values with no parent row"]
+
+
+def test_dirty_values_are_counted_and_no_row_is_lost(dirty, tmp_path):
+    url = f"duckdb:///{tmp_path}/out/"
+    report = copy_database(dirty, url)
+    _check_dirty(report)
+    assert report.url == f"duckdb:///{tmp_path}/out/dirty.duckdb"
+    rows = _rows(report.url, ["team", "player"])
+    assert rows["team"] == sorted(map(repr, [(1, "Ajax", "1900", 4.5), (2, "Benfica", "unknown", None),
+                                             (3, "Celtic", "1887", 3.0)]))
+    assert len(rows["player"]) == 3
+
+
+def test_dirty_values_into_postgres(dirty, postgres_server):
+    report = copy_database(dirty, postgres_server.url(admin=True), name="dirty_pg")
+    _check_dirty(report)
+    import psycopg
+
+    t = target(report.url)
+    with psycopg.connect(host=t.host, port=t.port, user=t.user, password=t.password,
+                         dbname=t.database) as conn:
+        types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns"
+                                  " WHERE table_name = 'team'").fetchall())
+    assert types == {"id": "bigint", "name": "text", "founded": "text",
+                     "rating": "double precision"}
+
+
+def test_command_line_copies_a_folder_with_progress(tmp_path, capsys):
+    assert main([str(demo_root() / "database"), f"duckdb:///{tmp_path}/"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(DEMO) and lines[0].startswith(f"[1/{len(DEMO)}] {DEMO[0].stem}: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{p.stem}.duckdb" for p in DEMO)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["missing.sqlite", "duckdb:///x.duckdb"], "error: no SQLite file or folder at missing.sqlite"),
+    ([str(DEMO[0]), "oracle://h/db"], "error: cannot copy into 'oracle': the URL must start with"),
+])
+def test_bad_input_is_one_line_exit_2(args, message, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_unreachable_server_is_one_line(capsys):
+    assert main([str(DEMO[0]), "postgresql://nobody:pw@127.0.0.1:9/db"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: OperationalError") and err.count("\n") == 1
