@@ -31,6 +31,7 @@ fails at once instead of allocating a gigabyte.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import logging
@@ -60,6 +61,8 @@ __all__ = [
     "main",
     "prepare_sql",
     "results_equal",
+    "runnable_sql",
+    "sqlite_sql",
     "summarize",
     "time_left",
 ]
@@ -730,24 +733,53 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-def sqlite_sql(sql: str, dialect: str = "sqlite") -> str | None:
-    """``sql`` as a SQLite database runs it: itself when written for SQLite, else sqlglot's
-    translation from ``dialect`` (``DISTINCT ON`` becomes a ``ROW_NUMBER()`` window, ``ILIKE``
-    ``lower(..) LIKE lower(..)``, ``TOP n`` ``LIMIT n``); None where sqlglot cannot write it for
-    SQLite (the execution features are then unknown, as without a database).
+def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", schema=None) -> str | None:
+    """``sql``, written in ``dialect``, as a ``backend`` database (a rat dialect name) runs it:
+    itself when the two agree, else sqlglot's translation (``DISTINCT ON`` becomes a
+    ``ROW_NUMBER()`` window in SQLite, ``ILIKE`` ``lower(..) LIKE lower(..)``, ``TOP n``
+    ``LIMIT n``); SQLite's SQL goes through ``model.data.transpile.from_sqlite``, which reads
+    its double-quoted strings as SQLite does (with ``schema``'s column names, when given). None
+    where sqlglot cannot write it for ``backend`` (the execution features are then unknown, as
+    without a database). The execution evaluator, the node features and rat-calibrate all run
+    another dialect's SQL through this one function.
 
-    >>> sqlite_sql("SELECT TOP 5 name FROM singer", "tsql")
+    >>> runnable_sql("SELECT TOP 5 name FROM singer", "tsql")
     'SELECT name FROM singer LIMIT 5'
-    >>> sqlite_sql("SELECT name FROM singer WHERE name ILIKE 'a%'", "postgres")
+    >>> runnable_sql("SELECT name FROM singer WHERE name ILIKE 'a%'", "postgres")
     "SELECT name FROM singer WHERE LOWER(name) LIKE LOWER('a%')"
+    >>> runnable_sql('SELECT name FROM singer WHERE country = "France" LIMIT 2', "sqlite", "postgres",
+    ...              {"singer": ["name", "country"]})
+    "SELECT name FROM singer WHERE country = 'France' LIMIT 2"
     """
-    if dialect == "sqlite":
+    if dialect == backend:
         return sql
+    import rat
+
+    if schema is None or isinstance(schema, rat.Schema):
+        return _transpiled(sql, dialect, backend, schema)
+    return _transpiled.__wrapped__(sql, dialect, backend, schema)
+
+
+@functools.lru_cache(maxsize=4096)
+def _transpiled(sql: str, dialect: str, backend: str, schema) -> str | None:
     import sqlglot
     from sqlglot.errors import ErrorLevel, SqlglotError
 
+    from model.data.transpile import from_sqlite
+
     try:
-        written = sqlglot.transpile(sql, read=dialect, write="sqlite", unsupported_level=ErrorLevel.RAISE)
-    except (SqlglotError, ValueError):  # ValueError: a dialect sqlglot does not know
+        if dialect == "sqlite":
+            return from_sqlite(sql, backend, schema)
+        written = sqlglot.transpile(sql, read=dialect, write=backend, unsupported_level=ErrorLevel.RAISE)
+    except (SqlglotError, ValueError):  # ValueError: a dialect sqlglot does not know, or not one statement
         return None
     return written[0] if len(written) == 1 else None
+
+
+def sqlite_sql(sql: str, dialect: str = "sqlite") -> str | None:
+    """``sql`` as a SQLite database runs it: ``runnable_sql(sql, dialect, "sqlite")``.
+
+    >>> sqlite_sql("SELECT TOP 5 name FROM singer", "tsql")
+    'SELECT name FROM singer LIMIT 5'
+    """
+    return runnable_sql(sql, dialect, "sqlite")

@@ -14,8 +14,9 @@ One row per node (post-order), one column per entry of ``FEATURES``. Two tracks 
   question (``model.eval.baselines.node_agreement`` semantics). Needs every system's output, so it
   is computed per collection of examples and never mixed into the single-system track.
 
-Databases are only read, through ``model.data.execution.execute_sql`` (``mode=ro``). A missing
-database, a failing lookup or a timeout makes the feature NaN, never an error.
+Databases are only read: a SQLite file through ``model.data.execution.execute_sql`` (``mode=ro``),
+any other backend through a read-only ``model.data.databases.Database`` (PostgreSQL, MySQL,
+DuckDB). A missing database, a failing lookup or a timeout makes the feature NaN, never an error.
 
 >>> from model.nodes.examples import make_example
 >>> from model.data.datasets import Question
@@ -57,7 +58,8 @@ except ImportError:  # pragma: no cover - cydifflib is a dependency; pure Python
 
 import rat
 from model.data.cache import cache_dir
-from model.data.execution import DEFAULT_MAX_RESULT_BYTES, execute_sql, sqlite_sql, time_left
+from model.data.databases import Database, SqliteDatabase
+from model.data.execution import DEFAULT_MAX_RESULT_BYTES, MAX_ROWS, runnable_sql, time_left
 from model.nodes.outputs import tree_of
 from rat.labels import labels_against_others
 from rat.walks import error_sites, post_order_children
@@ -463,19 +465,32 @@ SCAN_BUDGET = 2_000_000  # rows one search of every column for a literal reads a
 
 class DatabaseProbe:
     """Read-only lookups in one database, memoised: does a literal occur in a column?
+    ``database``: a SQLite file (a missing one counts as none), an open
+    ``model.data.databases.Database`` of any backend (its lookups written in its SQL), or None.
     ``deadline`` (``time.monotonic()``; None: none): every read gets at most the time left, and
     one past it raises ``DeadlineExceeded``; ``max_result_bytes``: the result budget of each read."""
 
-    def __init__(self, db_path: Path | None, timeout_s: float = 2.0, deadline: float | None = None,
-                 max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES):
-        self.db_path = db_path if db_path is not None and Path(db_path).exists() else None
+    def __init__(self, database: Path | Database | None, timeout_s: float = 2.0,
+                 deadline: float | None = None, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES):
+        if database is not None and not isinstance(database, Database):
+            database = (SqliteDatabase(Path(database), timeout_s=timeout_s, max_rows=MAX_ROWS,
+                                       max_result_bytes=max_result_bytes)
+                        if Path(database).is_file() else None)
+        self.database: Database | None = database
+        # the SQLite file, when the database is one (None otherwise)
+        self.db_path = database.path if isinstance(database, SqliteDatabase) else None
+        self.dialect = database.dialect if database is not None else "sqlite"
         self.timeout_s = timeout_s
         self.deadline, self.max_result_bytes = deadline, max_result_bytes
         self._memo: dict[tuple, tuple[float, float]] = {}
 
     def _execute(self, sql: str, timeout_s: float | None = None) -> tuple[list | None, str | None]:
         seconds = time_left(self.deadline, self.timeout_s if timeout_s is None else timeout_s, "features")
-        return execute_sql(self.db_path, sql, seconds, self.max_result_bytes)
+        return self.database.execute(sql, seconds, self.max_result_bytes)
+
+    def _names(self, table: str, column: str) -> tuple[str, str]:
+        db = self.database
+        return db.table_name(table), db.column_name(table, column)
 
     def value_in_column(self, table: str, column: str, literal: str, like: bool) -> tuple[float, float]:
         """(exact, case-insensitive) occurrence of ``literal`` (a SQL literal) in table.column."""
@@ -483,12 +498,13 @@ class DatabaseProbe:
         if key in self._memo:
             return self._memo[key]
         result = (NAN, NAN)
-        if self.db_path is not None and column != "*":
-            col, tab = f'"{column}"', f'"{table}"'
+        if self.database is not None and column != "*":
+            tab, col = self._names(table, column)
+            literal, text = self.database.literal(literal), self.database.text_type()
             op = "LIKE" if like else "="
             sql = (f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {col} {op} {literal}), "
-                   f"EXISTS(SELECT 1 FROM {tab} WHERE lower(CAST({col} AS TEXT)) {op} "
-                   f"lower(CAST({literal} AS TEXT)))")
+                   f"EXISTS(SELECT 1 FROM {tab} WHERE lower(CAST({col} AS {text})) {op} "
+                   f"lower(CAST({literal} AS {text})))")
             rows, error = self._execute(sql)
             if error is None and rows:
                 result = (float(rows[0][0]), float(rows[0][1]))
@@ -502,12 +518,14 @@ class DatabaseProbe:
         without a database, or when the read fails or times out (unknown, not "none of them")."""
         key = ("holding", literal, tuple(columns))
         if key not in self._memo:
-            found: set[str] | None = None if self.db_path is None else set()
-            if self.db_path is not None and columns:
+            found: set[str] | None = None if self.database is None else set()
+            if self.database is not None and columns:
                 rows_each = max(1_000, min(SCAN_ROWS, SCAN_BUDGET // len(columns)))
-                probes = [f'EXISTS(SELECT 1 FROM (SELECT "{c}" AS v FROM "{t}" LIMIT {rows_each}) '
-                          f'WHERE lower(CAST(v AS TEXT)) = lower({literal}))'
-                          for t, _, c in (name.rpartition(".") for name in columns)]
+                alias = "" if self.dialect == "sqlite" else " AS s"  # SQLite's own SQL as it was
+                text, value = self.database.text_type(), self.database.literal(literal)
+                probes = [f'EXISTS(SELECT 1 FROM (SELECT {c} AS v FROM {t} LIMIT {rows_each}){alias} '
+                          f'WHERE lower(CAST(v AS {text})) = lower({value}))'
+                          for t, c in (self._names(*name.rsplit(".", 1)) for name in columns)]
                 rows, error = self._execute("SELECT " + ", ".join(probes))
                 found = {name for name, hit in zip(columns, rows[0]) if hit} if error is None and rows else None
             self._memo[key] = found
@@ -519,9 +537,12 @@ class DatabaseProbe:
         key = ("values", table, column)
         if key not in self._memo:
             values: list[str] | None = None
-            if self.db_path is not None:
-                rows, error = self._execute(f'SELECT DISTINCT lower(CAST(v AS TEXT)) FROM (SELECT "{column}" '
-                                            f'AS v FROM "{table}" LIMIT {SCAN_ROWS}) LIMIT 5000')
+            if self.database is not None:
+                tab, col = self._names(table, column)
+                alias = "" if self.dialect == "sqlite" else " AS s"
+                rows, error = self._execute(f'SELECT DISTINCT lower(CAST(v AS {self.database.text_type()})) '
+                                            f'FROM (SELECT {col} AS v FROM {tab} LIMIT {SCAN_ROWS}){alias} '
+                                            'LIMIT 5000')
                 values = None if error else [r[0] for r in rows if r[0] is not None]
             self._memo[key] = values
         values = self._memo[key]
@@ -531,7 +552,7 @@ class DatabaseProbe:
         return 1.0 if text in values else best_ratios([text], values, text_first=True)[0]
 
     def run(self, sql: str, timeout_s: float) -> tuple[list | None, str | None]:
-        if self.db_path is None:
+        if self.database is None:
             return None, "no database"
         return self._execute(sql, timeout_s)
 
@@ -592,13 +613,13 @@ def _result_features(rows: list | None, error: str | None) -> tuple[list[float],
     return [0.0, float(not rows), math.log1p(len(rows)), n_cols, null_column, zero], digest
 
 
-def single_system_features(example, schema: rat.Schema | None, db_path: Path | None,
+def single_system_features(example, schema: rat.Schema | None, db_path: Path | Database | None,
                            timeout_s: float = 5.0, probe: DatabaseProbe | None = None,
                            question: QuestionIndex | None = None,
                            schema_index: SchemaIndex | None = None, dialect: str = "sqlite") -> NodeFeatures:
     """The single-system rows of one ``NodeExample`` (pure but for read-only database reads).
-    ``dialect``: the dialect ``example.sql`` is written in; the SQLite database runs it as
-    ``sqlite_sql`` writes it.
+    ``db_path``: a SQLite file or an open ``Database``. ``dialect``: the dialect ``example.sql``
+    is written in; the database runs it as ``runnable_sql`` writes it for the database's own.
 
     ``probe``, ``question`` and ``schema_index`` may be shared across examples of the same
     database / question to reuse their memos; they are built here when not given.
@@ -620,7 +641,7 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | N
     for name in names:
         label_count[name] += 1
     literals = {literal_text(names[i]) for i in range(n) if kinds[i] == "value"}
-    runnable = sqlite_sql(example.sql, dialect)
+    runnable = runnable_sql(example.sql, dialect, probe.dialect, schema)
     rows, error = probe.run(runnable, timeout_s) if runnable is not None else (None, "no database")
     result, digest = _result_features(rows, error)
     broadcast = {
@@ -747,7 +768,7 @@ def _value_features(x: np.ndarray, col: dict, i: int, names: Sequence[str], kind
     like = kinds[p] in ("Like", "Not_like")
     exact, nocase = probe.value_in_column(table, column, label, like=like)
     row[col["value_in_column"]], row[col["value_in_column_nocase"]] = exact, nocase
-    if probe.db_path is None:
+    if probe.database is None:
         return
     # where else the literal is, and how near the column's values come: a literal found in
     # another column points at the column, one close to a stored value at the literal
@@ -874,7 +895,11 @@ def consensus_features(examples: Sequence, result_digests: Sequence[str | None])
 # Building with the disk cache
 
 
-def _db_stamp(db_path: Path | None) -> str:
+def _db_stamp(db_path: Path | Database | None) -> str | None:
+    """What a cached row's database was: ``"none"``, a file's size and time, or None: rows
+    read from this database are not cached (``Database.cache_identity``: a live server)."""
+    if isinstance(db_path, Database):
+        return db_path.cache_identity
     if db_path is None or not Path(db_path).exists():
         return "none"
     stat = Path(db_path).stat()
@@ -944,7 +969,8 @@ class FeatureReport:
                 f"cache, {self.seconds:.1f} s ({rate:.0f} nodes/s)")
 
 
-def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths: dict[str, Path | None],
+def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
+                   db_paths: dict[str, Path | Database | None],
                    consensus: bool = False, use_cache: bool = True, cache_folder: Path | None = None,
                    timeout_s: float = 5.0, progress: bool = False, lm: bool | str = False,
                    semantic: bool = True, consensus_by_result: bool = True, deadline: float | None = None,
@@ -975,10 +1001,12 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
     dialects = list(dialects) if dialects is not None else ["sqlite"] * len(examples)
     for k, e in enumerate(examples):
         db_path = db_paths.get(e.db_id)
-        key = cache_key(e, schema_digests.get(e.db_id, "none"), _db_stamp(db_path), semantic, dialects[k])
+        stamp = _db_stamp(db_path)
+        cached = use_cache and stamp is not None
+        key = cache_key(e, schema_digests.get(e.db_id, "none"), stamp or "live", semantic, dialects[k])
         path = _cache_path(folder, key)
         table = None
-        if use_cache and path.exists():
+        if cached and path.exists():
             try:
                 with open(path, "rb") as f:
                     table = pickle.load(f)
@@ -1000,7 +1028,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema], db_paths:
             table = single_system_features(e, schemas.get(e.db_id), db_path, timeout_s,
                                            probes[e.db_id], questions[e.question_id],
                                            schema_indexes[index_key], dialects[k])
-            if use_cache:
+            if cached:
                 _write_atomic(path, table)
         singles.append(table)
         report.nodes += len(e.node_labels)

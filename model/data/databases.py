@@ -1,0 +1,772 @@
+"""Live databases, read-only: PostgreSQL, MySQL / MariaDB, DuckDB and SQLite behind one interface.
+
+``open_database(target)`` takes a SQLAlchemy-style URL (``postgresql://user:pw@host:5432/db``,
+``postgresql+psycopg://..``, ``mysql+pymysql://..``, ``mariadb+pymysql://..``,
+``duckdb:///path/to.duckdb``, ``sqlite:///path/to.sqlite``), a path (a SQLite file; ``.duckdb``:
+DuckDB) or an open DB-API connection (psycopg, duckdb, sqlite3, pymysql), and gives a
+``Database``: ``execute(sql)`` returns ``(rows, None)`` or ``(None, error)`` as
+``model.data.execution.execute_sql`` does, ``schema()`` reads tables, columns, types and keys from
+the database itself, ``close()`` (or ``with``) ends it.
+
+Every statement runs under the backend's read-only guarantees, and only a single statement that
+reads (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``; DuckDB's ``FROM``) is sent at all:
+
+- PostgreSQL: each statement in its own ``BEGIN READ ONLY`` transaction with a ``statement_timeout``,
+  rolled back after it; the extended query protocol (one statement per message); the session
+  also has ``default_transaction_read_only`` and ``idle_in_transaction_session_timeout``.
+- MySQL / MariaDB: ``START TRANSACTION READ ONLY``, ``max_statement_time`` (MariaDB) or
+  ``max_execution_time`` (MySQL), rolled back; one statement per call (no multi-statements flag);
+  ``INTO OUTFILE`` / ``INTO DUMPFILE`` refused.
+- DuckDB: ``read_only=True`` and ``enable_external_access=false`` (no file reads or writes, no
+  ATTACH, no extension install), interrupted past the timeout.
+- SQLite: as ``model.data.execution`` opens it (``mode=ro``, ``query_only``, an authorizer).
+
+Results are fetched in chunks and refused past ``max_rows`` rows or ``max_result_bytes``
+(estimated), and their values normalised to what SQLite returns (``Decimal`` -> float, dates and
+times -> ISO text, ``bool`` -> int, ``memoryview`` -> bytes), so that results compare across
+backends. SQL written in another dialect than the backend's runs as ``runnable_sql`` writes it.
+
+>>> import sqlite3, tempfile
+>>> path = Path(tempfile.mkdtemp()) / "t.sqlite"
+>>> with sqlite3.connect(path) as conn: _ = conn.execute("CREATE TABLE singer (id INTEGER PRIMARY KEY, name TEXT)")
+>>> with open_database(f"sqlite:///{path}") as db:
+...     db.dialect, db.execute("SELECT count(*) FROM singer"), db.schema("s").tables
+('sqlite', ([(0,)], None), {'singer': ('id', 'name')})
+>>> mask_password("postgresql://scorer:secret@db.example.com:5432/shop")
+'postgresql://scorer:***@db.example.com:5432/shop'
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import functools
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Self
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+import rat
+from model.data.execution import (
+    _FIRST_FETCH_ROWS,
+    _MAX_FETCH_ROWS,
+    DEFAULT_MAX_RESULT_BYTES,
+    DEFAULT_TIMEOUT_S,
+    MAX_ROWS,
+    _rows_bytes,
+    execute_sql,
+    runnable_sql,
+)
+from model.errors import UsageError
+
+__all__ = ["Database", "DatabaseError", "database_label", "is_database_url", "mask_password",
+           "open_database"]
+
+Rows = list[tuple[Any, ...]]
+
+# URL scheme (before any +driver) -> backend
+SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql", "mariadb": "mysql",
+           "duckdb": "duckdb", "sqlite": "sqlite"}
+EXTRAS = {"postgres": ("psycopg", "postgres"), "mysql": ("pymysql", "mysql"),
+          "duckdb": ("duckdb", "duckdb")}
+CONNECT_TIMEOUT_S = 10
+# The statements sent at all: reads. Anything else (SET, COPY, ATTACH, DDL, DML...) is refused
+# before it reaches the database, whatever the role may do.
+_READ_WORDS = {"select", "with", "values", "table"}
+_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.DOTALL)
+_WORD = re.compile(r"[A-Za-z_]+")
+_MYSQL_FILE = re.compile(r"\binto\s+(?:outfile|dumpfile)\b", re.IGNORECASE)
+
+
+class DatabaseError(UsageError):
+    """A database that cannot be opened or read: one line naming it, the password masked."""
+
+
+def mask_password(url: str) -> str:
+    """``url`` with its password (if any) as ``***``."""
+    return re.sub(r"^([a-zA-Z][\w+.-]*://[^:/@]*):[^@]*@", r"\1:***@", str(url))
+
+
+def is_database_url(text: object) -> bool:
+    """Whether ``text`` is a database URL (``scheme://...``) rather than a path."""
+    return isinstance(text, str) and re.match(r"^[a-zA-Z][\w+.-]*://", text) is not None
+
+
+def database_label(target: object) -> str:
+    """How a database target is named in messages (the password masked)."""
+    if isinstance(target, (str, Path)):
+        return mask_password(str(target))
+    return f"<{type(target).__module__.split('.')[0]} connection>"
+
+
+def first_word(sql: str) -> str:
+    """The first keyword of ``sql``, after comments, spaces and opening parentheses, lowercased.
+
+    >>> first_word("/* hi */ (SELECT 1)"), first_word("-- x\\n  drop table t")
+    ('select', 'drop')
+    """
+    match = _WORD.match(sql, _LEADING.match(sql).end())
+    return match.group(0).lower() if match else ""
+
+
+@functools.lru_cache(maxsize=1024)
+def _refusal(sql: str, dialect: str) -> str | None:
+    if not sql.strip().rstrip(";").strip():
+        return "empty SQL"
+    word = first_word(sql)
+    allowed = _READ_WORDS | ({"from"} if dialect == "duckdb" else set())
+    if word not in allowed:
+        return f"refused: only a query that reads is run (found {word.upper() or 'no keyword'})"
+    if dialect == "mysql" and _MYSQL_FILE.search(sql):
+        return "refused: INTO OUTFILE / INTO DUMPFILE writes a file"
+    return None
+
+
+_PLAIN = (int, float, str, type(None))
+
+
+def _normal(value: Any) -> Any:
+    """A value as SQLite would return it (hashable, comparable across backends)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() and value.as_tuple().exponent >= 0 \
+            else float(value)
+    if isinstance(value, datetime.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (memoryview, bytearray)):
+        return bytes(value)
+    if isinstance(value, (uuid.UUID, datetime.timedelta)):
+        return str(value)
+    if isinstance(value, list):
+        return tuple(_normal(v) for v in value)
+    if isinstance(value, dict):
+        return repr(value)
+    return value
+
+
+def _normal_rows(rows: Rows) -> Rows:
+    if not rows:
+        return rows
+    first = rows[0]
+    if all(type(v) in _PLAIN for v in first) and all(type(v) in _PLAIN for row in rows for v in row):
+        return rows if type(first) is tuple else [tuple(r) for r in rows]
+    return [tuple(_normal(v) if type(v) not in _PLAIN else v for v in row) for row in rows]
+
+
+def _fetch(next_chunk, max_rows: int, max_bytes: int) -> tuple[Rows | None, str | None]:
+    """Rows from ``next_chunk(n)`` until it returns none, refused past ``max_rows`` rows or
+    ``max_bytes`` estimated bytes (``model.data.execution``'s chunking)."""
+    rows: Rows = []
+    size = 0
+    chunk = _FIRST_FETCH_ROWS
+    while batch := next_chunk(chunk):
+        batch = _normal_rows(batch)
+        rows.extend(batch)
+        batch_bytes = _rows_bytes(batch)
+        size += batch_bytes
+        if len(rows) > max_rows:
+            return None, f"result has more than {max_rows} rows"
+        if size > max_bytes:
+            return None, (f"result larger than {max_bytes / 2**20:g} MiB "
+                          f"(estimated {size / 2**20:.0f} MiB after {len(rows)} rows)")
+        per_row = max(1, batch_bytes // max(1, len(batch)))
+        chunk = max(1, min(_MAX_FETCH_ROWS, max_bytes // 32 // per_row))
+    return rows, None
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text
+
+
+class Database:
+    """One database opened read-only (see the module's text). Use ``open_database``."""
+
+    dialect = "sqlite"  # the rat dialect its SQL is written in
+    #: a string naming the database's content for the feature cache, or None: not cached (a live
+    #: server's data can change at any moment and has no cheap version stamp)
+    cache_identity: str | None = None
+
+    def __init__(self, name: str, timeout_s: float, max_rows: int, max_result_bytes: int):
+        self.name = name  # for messages: the password masked
+        self.timeout_s, self.max_rows, self.max_result_bytes = timeout_s, max_rows, max_result_bytes
+        self._names: dict[str, tuple[str, dict[str, str]]] | None = None
+        self._lock = threading.Lock()  # one statement at a time on the connection
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        pass
+
+    # -- running SQL
+
+    def execute(self, sql: str, timeout_s: float | None = None,
+                max_result_bytes: int | None = None) -> tuple[Rows | None, str | None]:
+        """Run one read-only statement: ``(rows, None)`` or ``(None, error)``; never raises."""
+        refused = _refusal(sql, self.dialect)
+        if refused:
+            return None, refused
+        seconds = self.timeout_s if timeout_s is None else timeout_s
+        budget = self.max_result_bytes if max_result_bytes is None else max_result_bytes
+        if seconds <= 0:
+            return None, f"timeout after {max(seconds, 0):g} s"
+        with self._lock:
+            try:
+                return self._execute(sql, seconds, budget)
+            except Exception as error:  # noqa: BLE001 - a failed query is a result, never raised
+                return None, f"{type(error).__name__}: {_one_line(error)}"
+
+    def _execute(self, sql: str, timeout_s: float, max_bytes: int) -> tuple[Rows | None, str | None]:
+        raise NotImplementedError
+
+    def run(self, sql: str, dialect: str = "sqlite", schema: rat.Schema | None = None,
+            timeout_s: float | None = None, max_result_bytes: int | None = None
+            ) -> tuple[Rows | None, str | None]:
+        """``execute`` of ``sql`` written in ``dialect``, as ``runnable_sql`` writes it for this
+        backend; ``(None, "cannot write ...")`` where sqlglot cannot."""
+        runnable = runnable_sql(sql, dialect, self.dialect, schema)
+        if runnable is None:
+            return None, f"cannot write this {dialect} SQL for {self.dialect}"
+        return self.execute(runnable, timeout_s, max_result_bytes)
+
+    # -- names, for lookups written here
+
+    def quote(self, name: str) -> str:
+        quote_char = "`" if self.dialect == "mysql" else '"'
+        return quote_char + name.replace(quote_char, quote_char * 2) + quote_char
+
+    def table_name(self, table: str) -> str:
+        """The quoted name of ``table`` (a schema's lowercase name) as the database spells it."""
+        spelled = self._spelling().get(table.lower())
+        return self.quote(spelled[0] if spelled else table)
+
+    def column_name(self, table: str, column: str) -> str:
+        spelled = self._spelling().get(table.lower())
+        name = spelled[1].get(column.lower(), column) if spelled else column
+        return self.quote(name)
+
+    def text_type(self) -> str:
+        return "CHAR" if self.dialect == "mysql" else "TEXT"
+
+    def literal(self, label: str) -> str:
+        """A SQLite literal (a node label: ``'x'``, ``"x"``, a number) in this backend's syntax."""
+        if label[:1] in "'\"" and label[-1:] == label[:1] and len(label) >= 2:
+            text = label[1:-1].replace(label[0] * 2, label[0])
+            if self.dialect == "mysql":
+                text = text.replace("\\", "\\\\")
+            return "'" + text.replace("'", "''") + "'"
+        return label
+
+    def _spelling(self) -> dict[str, tuple[str, dict[str, str]]]:
+        if self._names is None:
+            names: dict[str, tuple[str, dict[str, str]]] = {}
+            try:
+                for table, column, _ in self._columns():
+                    spelled = names.setdefault(table.lower(), (table, {}))
+                    spelled[1].setdefault(column.lower(), column)
+            except Exception:  # noqa: BLE001 - names then stay as written
+                names = {}
+            self._names = names
+        return self._names
+
+    # -- schema
+
+    def schema(self, db_id: str = "") -> rat.Schema:
+        """Tables, columns (with their declared types), primary and foreign keys, read from the
+        database's catalogue (PostgreSQL: the connection's current schema; MySQL: its database)."""
+        try:
+            columns = self._columns()
+            primary = self._primary_keys()
+            foreign = self._foreign_keys()
+        except DatabaseError:
+            raise
+        except Exception as error:  # noqa: BLE001 - any driver's error, told in one line
+            raise DatabaseError(f"{self.name}: cannot read the schema ({_one_line(error)})") from None
+        tables: dict[str, list[str]] = {}
+        types = {}
+        for table, column, declared in columns:
+            tables.setdefault(table, []).append(column)
+            types[f"{table}.{column}"] = str(declared or "")
+        return rat.Schema(tables, primary_keys=tuple(f"{t}.{c}" for t, c in primary),
+                          foreign_keys=tuple((f"{t}.{c}", f"{rt}.{rc}") for t, c, rt, rc in foreign),
+                          column_types=types, db_id=db_id)
+
+    def _catalogue(self, sql: str) -> Rows:
+        with self._lock:
+            rows, error = self._execute(sql, max(self.timeout_s, 30.0), DEFAULT_MAX_RESULT_BYTES)
+        if error:
+            raise DatabaseError(f"{self.name}: cannot read the schema ({error})")
+        return rows
+
+    def _columns(self) -> Rows:  # (table, column, declared type), in table then column order
+        raise NotImplementedError
+
+    def _primary_keys(self) -> Rows:  # (table, column)
+        raise NotImplementedError
+
+    def _foreign_keys(self) -> Rows:  # (table, column, referenced table, referenced column)
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------------- SQLite
+
+
+class SqliteDatabase(Database):
+    """A SQLite file, run by ``model.data.execution.execute_sql`` (its connections kept per thread)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: Path, **limits):
+        super().__init__(str(path), **limits)
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise DatabaseError(f"{self.name}: no such database file")
+        stat = self.path.stat()
+        self.cache_identity = f"{stat.st_size}:{stat.st_mtime_ns}"
+
+    def table_name(self, table: str) -> str:
+        return self.quote(table)
+
+    def column_name(self, table: str, column: str) -> str:
+        return self.quote(column)
+
+    def literal(self, label: str) -> str:
+        return label
+
+    def execute(self, sql, timeout_s=None, max_result_bytes=None):
+        seconds = self.timeout_s if timeout_s is None else timeout_s
+        budget = self.max_result_bytes if max_result_bytes is None else max_result_bytes
+        return execute_sql(self.path, sql, seconds, budget)
+
+    def _query(self, sql: str, args: tuple = ()) -> Rows:
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            return conn.execute(sql, args).fetchall()
+        except sqlite3.Error as error:
+            raise DatabaseError(f"{self.name}: cannot read the schema ({_one_line(error)})") from None
+        finally:
+            conn.close()
+
+    def _tables(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                          "AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+
+    def _columns(self) -> Rows:
+        return [(t, r[1], r[2]) for t in self._tables()
+                for r in self._query("SELECT * FROM pragma_table_info(?)", (t,))]
+
+    def _primary_keys(self) -> Rows:
+        return [(t, r[1]) for t in self._tables()
+                for r in sorted(self._query("SELECT * FROM pragma_table_info(?)", (t,)),
+                                key=lambda r: r[5]) if r[5] > 0]
+
+    def _foreign_keys(self) -> Rows:
+        out = []
+        for t in self._tables():
+            for r in self._query("SELECT * FROM pragma_foreign_key_list(?)", (t,)):
+                target = r[4]
+                if target is None:  # REFERENCES parent: the parent's primary key
+                    keys = [k for k in self._query("SELECT * FROM pragma_table_info(?)", (r[2],))
+                            if k[5] > 0]
+                    target = keys[0][1] if keys else r[3]
+                out.append((t, r[3], r[2], target))
+        return out
+
+
+# ---------------------------------------------------------------------------------- PostgreSQL
+
+
+class PostgresDatabase(Database):
+    dialect = "postgres"
+
+    def __init__(self, conn, name: str, owned: bool, connect=None, **limits):
+        super().__init__(name, **limits)
+        self.conn, self.owned, self._connect = conn, owned, connect
+        self._autocommit = conn.autocommit
+        if not owned:
+            from psycopg.pq import TransactionStatus
+
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                raise DatabaseError(f"{name}: the connection has a transaction open; "
+                                    "commit or roll it back first")
+            conn.autocommit = True  # restored by close()
+
+    def _execute(self, sql, timeout_s, max_bytes):
+        import psycopg
+
+        if self.conn.closed and self._connect is not None:
+            self.conn = self._connect()
+        milliseconds = max(1, int(timeout_s * 1000))
+        cursor = self.conn.cursor()
+        try:
+            cursor.execute(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {milliseconds}")
+            stream = cursor.stream(sql, size=_FIRST_FETCH_ROWS)  # extended protocol: one statement
+
+            def next_chunk(n: int) -> Rows:
+                return [row for _, row in zip(range(n), stream)]
+
+            try:
+                return _fetch(next_chunk, self.max_rows, max_bytes)
+            finally:
+                stream.close()
+        except psycopg.errors.QueryCanceled:
+            return None, f"timeout after {timeout_s:g} s"
+        except psycopg.Error as error:
+            return None, f"{type(error).__name__}: {_one_line(error).split(' LINE ')[0]}"
+        finally:
+            cursor.close()
+            if not self.conn.closed:
+                try:
+                    self.conn.rollback() if not self.conn.autocommit else self.conn.execute("ROLLBACK")
+                except psycopg.Error:
+                    self.conn.close()
+
+    def _columns(self):
+        return self._catalogue(
+            "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
+            "JOIN information_schema.tables t ON t.table_schema = c.table_schema "
+            "AND t.table_name = c.table_name WHERE c.table_schema = current_schema() "
+            "AND t.table_type IN ('BASE TABLE', 'VIEW') ORDER BY c.table_name, c.ordinal_position")
+
+    def _primary_keys(self):
+        return self._catalogue(
+            "SELECT cl.relname, a.attname FROM pg_constraint c JOIN pg_class cl ON cl.oid = c.conrelid "
+            "CROSS JOIN LATERAL unnest(c.conkey) WITH ORDINALITY AS k(col, n) "
+            "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col "
+            "WHERE c.contype = 'p' AND cl.relnamespace = current_schema()::regnamespace "
+            "ORDER BY cl.relname, k.n")
+
+    def _foreign_keys(self):
+        return self._catalogue(
+            "SELECT cl.relname, a.attname, rcl.relname, ra.attname FROM pg_constraint c "
+            "JOIN pg_class cl ON cl.oid = c.conrelid JOIN pg_class rcl ON rcl.oid = c.confrelid "
+            "CROSS JOIN LATERAL unnest(c.conkey, c.confkey) WITH ORDINALITY AS k(col, rcol, n) "
+            "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col "
+            "JOIN pg_attribute ra ON ra.attrelid = c.confrelid AND ra.attnum = k.rcol "
+            "WHERE c.contype = 'f' AND cl.relnamespace = current_schema()::regnamespace "
+            "ORDER BY cl.relname, c.conname, k.n")
+
+    def close(self) -> None:
+        if self.owned:
+            self.conn.close()
+        elif not self.conn.closed:
+            self.conn.autocommit = self._autocommit
+
+
+def _open_postgres(url, name: str, limits: dict) -> PostgresDatabase:
+    import psycopg
+
+    session_ms = int(limits["timeout_s"] * 1000)
+    kwargs = dict(url["query"])
+    kwargs.update({k: v for k, v in (("host", url["host"]), ("port", url["port"]),
+                                     ("user", url["user"]), ("password", url["password"]),
+                                     ("dbname", url["database"])) if v})
+    kwargs.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
+    kwargs["options"] = (f"{kwargs.get('options', '')} -c default_transaction_read_only=on "
+                         f"-c statement_timeout={session_ms} "
+                         f"-c idle_in_transaction_session_timeout={max(session_ms, 60_000)}").strip()
+    kwargs.setdefault("application_name", "rat-confidence")
+
+    def connect():
+        return psycopg.connect(autocommit=True, **kwargs)
+
+    try:
+        conn = connect()
+    except psycopg.Error as error:
+        raise DatabaseError(f"{name}: cannot connect ({_first_line(error)})") from None
+    return PostgresDatabase(conn, name, owned=True, connect=connect, **limits)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    # libpq: 'connection failed: connection to server at "h" (ip), port 5432 failed: FATAL: ...'
+    return (lines[-1] if lines else type(error).__name__).removeprefix("FATAL:").strip()
+
+
+# ------------------------------------------------------------------------------ MySQL / MariaDB
+
+
+class MySQLDatabase(Database):
+    dialect = "mysql"
+
+    def __init__(self, conn, name: str, owned: bool, connect=None, **limits):
+        super().__init__(name, **limits)
+        self.conn, self.owned, self._connect = conn, owned, connect
+        self.mariadb = "mariadb" in str(conn.get_server_info()).lower()
+
+    def _execute(self, sql, timeout_s, max_bytes):
+        import pymysql
+
+        if not self.conn.open and self._connect is not None:
+            self.conn = self._connect()
+        conn = self.conn
+        cursor = conn.cursor(pymysql.cursors.SSCursor)  # unbuffered: rows read as fetched
+        finished = False
+        try:
+            cursor.execute("START TRANSACTION READ ONLY")
+            if self.mariadb:
+                statement = f"SET STATEMENT max_statement_time = {max(timeout_s, 0.001):.3f} FOR {sql}"
+            else:
+                cursor.execute(f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}")
+                statement = sql
+            cursor.execute(statement)
+            if cursor.description is None:
+                return None, "statement returns no result set"
+            rows, error = _fetch(cursor.fetchmany, self.max_rows, max_bytes)
+            finished = error is None
+            return rows, error
+        except pymysql.err.Error as error:
+            code = error.args[0] if error.args else None
+            finished = not isinstance(error, pymysql.err.OperationalError) or code in (1969, 3024)
+            if code in (1969, 3024):  # max_statement_time / max_execution_time exceeded
+                return None, f"timeout after {timeout_s:g} s"
+            message = error.args[1] if len(error.args) > 1 else str(error)
+            return None, f"{type(error).__name__}: {_one_line(Exception(message))}"
+        finally:
+            if finished:
+                try:
+                    cursor.close()
+                    conn.rollback()
+                except pymysql.err.Error:
+                    finished = False
+            if not finished:  # rows left unread, or a broken connection: start afresh
+                if cursor._result is not None:  # nothing left to drain on a closed connection
+                    cursor._result.unbuffered_active = False
+                if conn.open:
+                    conn.close()
+
+    def _columns(self):
+        return self._catalogue(
+            "SELECT table_name, column_name, column_type FROM information_schema.columns "
+            "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position")
+
+    def _primary_keys(self):
+        return self._catalogue(
+            "SELECT table_name, column_name FROM information_schema.key_column_usage "
+            "WHERE table_schema = DATABASE() AND constraint_name = 'PRIMARY' "
+            "ORDER BY table_name, ordinal_position")
+
+    def _foreign_keys(self):
+        return self._catalogue(
+            "SELECT table_name, column_name, referenced_table_name, referenced_column_name "
+            "FROM information_schema.key_column_usage WHERE table_schema = DATABASE() "
+            "AND referenced_table_name IS NOT NULL ORDER BY table_name, constraint_name, ordinal_position")
+
+    def close(self) -> None:
+        if self.owned and self.conn.open:
+            self.conn.close()
+
+
+def _open_mysql(url, name: str, limits: dict) -> MySQLDatabase:
+    import pymysql
+
+    kwargs = {k: v for k, v in (("host", url["host"]), ("port", url["port"]), ("user", url["user"]),
+                                ("password", url["password"]), ("database", url["database"])) if v}
+    query = dict(url["query"])
+    if "unix_socket" in query:
+        kwargs["unix_socket"] = query.pop("unix_socket")
+    kwargs.update(charset=query.pop("charset", "utf8mb4"), connect_timeout=CONNECT_TIMEOUT_S,
+                  autocommit=True, client_flag=0)
+    if query:
+        raise DatabaseError(f"{name}: unknown URL parameters {sorted(query)}")
+
+    def connect():
+        return pymysql.connect(**kwargs)
+
+    try:
+        conn = connect()
+    except pymysql.err.Error as error:
+        message = error.args[1] if len(error.args) > 1 else str(error)
+        raise DatabaseError(f"{name}: cannot connect ({_one_line(Exception(message))})") from None
+    return MySQLDatabase(conn, name, owned=True, connect=connect, **limits)
+
+
+# -------------------------------------------------------------------------------------- DuckDB
+
+
+class DuckDBDatabase(Database):
+    dialect = "duckdb"
+
+    def __init__(self, conn, name: str, owned: bool, path: Path | None = None, **limits):
+        super().__init__(name, **limits)
+        self.conn, self.owned = conn, owned
+        if path is not None:
+            stat = path.stat()
+            self.cache_identity = f"duckdb:{stat.st_size}:{stat.st_mtime_ns}"
+        if not owned:  # harden a caller's connection: disabling external access cannot be undone
+            conn.execute("SET enable_external_access = false")
+
+    def _execute(self, sql, timeout_s, max_bytes):
+        import duckdb
+
+        if ";" in sql.strip().rstrip(";") and len(self.conn.extract_statements(sql)) != 1:
+            return None, "refused: more than one statement"
+        timer = threading.Timer(timeout_s, self.conn.interrupt)
+        timer.start()
+        started = time.monotonic()
+        try:
+            cursor = self.conn.execute(sql)
+            if cursor.description is None:
+                return None, "statement returns no result set"
+            return _fetch(cursor.fetchmany, self.max_rows, max_bytes)
+        except duckdb.InterruptException:
+            return None, f"timeout after {timeout_s:g} s"
+        except duckdb.Error as error:
+            if time.monotonic() - started >= timeout_s and "interrupt" in str(error).lower():
+                return None, f"timeout after {timeout_s:g} s"
+            return None, f"{type(error).__name__}: {_one_line(error)}"
+        finally:
+            timer.cancel()
+
+    def _columns(self):
+        return self._catalogue(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+            "WHERE schema_name = current_schema() AND database_name = current_database() "
+            "AND NOT internal ORDER BY table_oid, column_index")
+
+    def _keys(self, kind: str) -> Rows:
+        return self._catalogue(
+            "SELECT table_name, constraint_column_names, referenced_table, referenced_column_names "
+            f"FROM duckdb_constraints() WHERE constraint_type = '{kind}' "
+            "AND schema_name = current_schema() AND database_name = current_database() "
+            "ORDER BY table_oid, constraint_index")
+
+    def _primary_keys(self):
+        return [(t, c) for t, cols, _, _ in self._keys("PRIMARY KEY") for c in cols]
+
+    def _foreign_keys(self):
+        return [(t, c, rt, rc) for t, cols, rt, rcols in self._keys("FOREIGN KEY")
+                for c, rc in zip(cols, rcols or [])]
+
+    def close(self) -> None:
+        if self.owned:
+            self.conn.close()
+
+
+def _open_duckdb(path: Path, name: str, limits: dict) -> DuckDBDatabase:
+    import duckdb
+
+    if str(path) != ":memory:" and not path.is_file():
+        raise DatabaseError(f"{name}: no such database file")
+    config = {"enable_external_access": False, "autoinstall_known_extensions": False,
+              "autoload_known_extensions": False, "lock_configuration": True}
+    try:
+        conn = duckdb.connect(str(path), read_only=str(path) != ":memory:", config=config)
+    except duckdb.Error as error:
+        raise DatabaseError(f"{name}: cannot open ({_one_line(error)})") from None
+    return DuckDBDatabase(conn, name, owned=True, path=None if str(path) == ":memory:" else path,
+                          **limits)
+
+
+# ------------------------------------------------------------------------------------- opening
+
+
+def parse_url(url: str) -> dict:
+    """The parts of a SQLAlchemy-style URL: backend, driver, user, password, host, port,
+    database (a path for SQLite and DuckDB) and query parameters.
+
+    >>> parse_url("postgresql+psycopg://u:p%40ss@h:5433/shop?sslmode=disable")["password"]
+    'p@ss'
+    >>> parse_url("sqlite:////tmp/a.sqlite")["database"], parse_url("duckdb:///a.duckdb")["database"]
+    ('/tmp/a.sqlite', 'a.duckdb')
+    """
+    label = mask_password(url)
+    parts = urlsplit(url)
+    scheme, _, driver = parts.scheme.lower().partition("+")
+    if scheme not in SCHEMES:
+        raise DatabaseError(f"{label}: unknown database URL scheme {parts.scheme!r} "
+                            f"(known: {', '.join(sorted(SCHEMES))})")
+    backend = SCHEMES[scheme]
+    known_drivers = {"postgres": {"", "psycopg", "psycopg2", "psycopg_binary"},
+                     "mysql": {"", "pymysql"}, "duckdb": {"", "duckdb_engine"}, "sqlite": {"", "pysqlite"}}
+    if driver not in known_drivers[backend]:
+        raise DatabaseError(f"{label}: driver {driver!r} is not supported for {scheme} "
+                            f"(use {' or '.join(sorted(d for d in known_drivers[backend] if d))})")
+    if backend in ("sqlite", "duckdb"):
+        path = unquote(url.split("://", 1)[1].split("?", 1)[0])
+        path = path.removeprefix("/")
+        if not path:
+            raise DatabaseError(f"{label}: no database file (write {scheme}:///path/to/file)")
+        return {"backend": backend, "driver": driver, "database": path, "query": {}}
+    try:
+        port = parts.port
+    except ValueError:
+        raise DatabaseError(f"{label}: the port is not a number") from None
+    return {"backend": backend, "driver": driver, "user": unquote(parts.username or ""),
+            "password": unquote(parts.password or ""), "host": parts.hostname or "",
+            "port": port, "database": unquote(parts.path.lstrip("/")),
+            "query": dict(parse_qsl(parts.query))}
+
+
+def _need(backend: str, name: str) -> None:
+    module, extra = EXTRAS[backend]
+    try:
+        __import__(module)
+    except ImportError:
+        raise DatabaseError(f"{name}: needs the Python package {module!r}: "
+                            f"pip install 'rat-confidence[{extra}]'") from None
+
+
+def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = MAX_ROWS,
+                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> Database:
+    """``target`` (a URL, a path, or an open connection) as a read-only ``Database``: each
+    statement gets at most ``timeout_s`` seconds (unless its call says otherwise), ``max_rows``
+    rows and ``max_result_bytes`` (estimated) of result. ``DatabaseError`` (one line, the
+    password masked) when it cannot be opened: no such file, unreachable host, bad credentials,
+    unknown database, a driver not installed."""
+    limits = {"timeout_s": timeout_s, "max_rows": max_rows, "max_result_bytes": max_result_bytes}
+    if isinstance(target, Database):
+        return target
+    if isinstance(target, (str, Path)):
+        name = database_label(target)
+        if is_database_url(str(target)):
+            url = parse_url(str(target))
+            backend = url["backend"]
+            if backend == "sqlite":
+                return SqliteDatabase(Path(url["database"]), **limits)
+            _need(backend, name)
+            if backend == "duckdb":
+                return _open_duckdb(Path(url["database"]), name, limits)
+            if not url["database"]:
+                raise DatabaseError(f"{name}: no database name (write ...://host:port/database)")
+            return (_open_postgres if backend == "postgres" else _open_mysql)(url, name, limits)
+        path = Path(target)
+        if path.suffix.lower() in (".duckdb", ".ddb"):
+            _need("duckdb", name)
+            return _open_duckdb(path, name, limits)
+        return SqliteDatabase(path, **limits)
+    module = type(target).__module__.split(".")[0]
+    name = database_label(target)
+    if module == "psycopg":
+        info = target.info
+        return PostgresDatabase(target, f"postgresql://{info.user}@{info.host}:{info.port}/{info.dbname}",
+                                owned=False, **limits)
+    if module == "pymysql":
+        return MySQLDatabase(target, f"mysql://{target.user.decode() if isinstance(target.user, bytes) else target.user}"
+                             f"@{target.host}:{target.port}/{(target.db or b'').decode() if isinstance(target.db, bytes) else target.db}",
+                             owned=False, **limits)
+    if module in ("duckdb", "_duckdb"):
+        return DuckDBDatabase(target, name, owned=False, **limits)
+    if isinstance(target, sqlite3.Connection):
+        files = [r[2] for r in target.execute("PRAGMA database_list") if r[1] == "main"]
+        if not files or not files[0]:
+            raise DatabaseError(f"{name}: an in-memory SQLite database cannot be opened read-only; "
+                                "pass its file")
+        return SqliteDatabase(Path(files[0]), **limits)
+    raise DatabaseError(f"{name}: not a database URL, path or connection "
+                        "(psycopg, pymysql, duckdb or sqlite3)")
