@@ -1,0 +1,107 @@
+"""The whole-query head's levers on a finished ``model=features`` crossfit run, without fitting
+the node model again: its out-of-fold node confidences and site scores
+(``<run>/predictions/test.jsonl``) are what every head variant is cross-fitted on, over the
+run's own folds, exactly as the final model's head is (``model.nodes.estimator.fit_query_head``).
+
+    python scripts/query_head_levers.py --run <run>
+
+Prints one Markdown row per variant: whole-query AUC, ECE and Brier out of fold, against the
+label it was fitted on and against execution match, beside the least confident node's AUC and
+its Platt map (the whole-query confidence without a head).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from model import metrics as M
+from model.calibrators import QueryCalibrator, query_aggregates
+from model.nodes.estimator import BoostedParams, OutOfFold, fit_query_head
+from model.nodes.outputs import read_predictions
+
+CAPACITY = {
+    "small": {"max_iter": 100, "max_leaf_nodes": 7, "min_samples_leaf": 80},
+    "default": {},
+    "large": {"max_iter": 400, "max_leaf_nodes": 31, "min_samples_leaf": 20},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, required=True, help="a model=features crossfit run directory")
+    parser.add_argument("--sets", nargs="+", default=["confidences", "confidences+sites", "all"])
+    parser.add_argument("--capacity", nargs="+", choices=sorted(CAPACITY), default=["default"])
+    parser.add_argument("--labels", nargs="+", choices=("auto", "tree"), default=["auto"])
+    args = parser.parse_args()
+
+    from omegaconf import OmegaConf
+
+    from model.nodes.table import load_table
+    from model.train_boosted import params_of
+
+    cfg = OmegaConf.load(args.run / "config.yaml")
+    params = params_of(cfg.model)
+    table = load_table(cfg.data, params, progress=False)
+    index = {(e.question_id, e.system): k for k, e in enumerate(table.examples)}
+    rows = read_predictions(args.run / "predictions" / "test.jsonl")
+    conf, sites, fold = {}, {}, {}
+    for r in rows:
+        k = index[r["question_id"], r["system"]]
+        conf[k] = np.asarray(r["node_confidences"], dtype=float)
+        sites[k] = np.asarray(r.get("site_scores") or [np.nan] * len(conf[k]), dtype=float)
+        fold[k] = int(r["fold"])
+    ks = sorted(conf)
+    execution = np.array([int(bool(table.examples[k].correct)) for k in ks])
+    tree = np.array([int(all(table.examples[k].node_labels)) for k in ks])
+    folds = np.array([fold[k] for k in ks])
+    aggregates = np.array([query_aggregates(conf[k]) for k in ks])
+    least = np.full(len(ks), np.nan)
+    for f in np.unique(folds):
+        least[folds == f] = QueryCalibrator.fit(aggregates[folds != f], execution[folds != f]).confidence(
+            aggregates[folds == f])
+    print(f"{args.run}: {len(ks)} queries out of fold, {execution.mean():.1%} right by "
+          f"{table.labels} labels, {tree.mean():.1%} by tree labels\n")
+    print("| head | capacity | fitted on | AUC | ECE | Brier | mean confidence | rate | AUC vs tree labels |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| none: least confident node, Platt | - | {table.labels} | {M.auc(least, execution):.4f} | "
+          f"{M.ece(least, execution):.4f} | {M.brier(least, execution):.4f} | {least.mean():.3f} | "
+          f"{execution.mean():.3f} | {M.auc(least, tree):.4f} |")
+    keep = np.ones(len(table.names), dtype=bool)
+    oof = OutOfFold({}, conf, fold, sites=sites)
+    for feature_set in args.sets:
+        for capacity in args.capacity:
+            for labels in args.labels:
+                p = BoostedParams(query_head=feature_set, query_head_hgb=CAPACITY[capacity],
+                                  query_head_labels=labels)
+                head = fit_query_head(table, ks, p, oof, keep, table.names, True, 0)
+                m = head.metrics
+                print(f"| {feature_set} | {capacity} | {head.label} | {m['query_auc']:.4f} | {m['query_ece']:.4f} | "
+                      f"{m['query_brier']:.4f} | {m['mean_confidence']:.3f} | {m['rate']:.3f} | "
+                      f"{_tree_auc(table, ks, p, oof, keep, tree, folds):.4f} |", flush=True)
+    print(json.dumps({"queries": len(ks)}))
+
+
+def _tree_auc(table, ks, p, oof, keep, tree, folds) -> float:
+    """The variant's out-of-fold confidences (each fold's head fitted on the others) against tree
+    labels: how it ranks where only tree labels exist."""
+    from model.nodes.estimator import query_head_rows
+
+    q = query_head_rows(table, ks, oof.confidences, oof.sites, keep, table.names, p.query_head)
+    from model.nodes.query_head import QueryHead, head_feature_names
+
+    y = tree if p.query_head_labels == "tree" else np.array([int(bool(table.examples[k].correct)) for k in ks])
+    out = np.full(len(ks), np.nan)
+    names = head_feature_names(table.names, p.query_head)
+    for f in np.unique(folds):
+        rest = folds != f
+        head = QueryHead.fit(q[rest], y[rest], folds[rest], names, "", p.query_head_hgb, p.query_head)
+        out[~rest] = head.confidence(q[~rest])
+    return M.auc(out, tree)
+
+
+if __name__ == "__main__":
+    main()
