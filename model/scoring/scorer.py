@@ -46,7 +46,6 @@ from typing import Any
 import numpy as np
 
 import rat
-from model.data.databases import Database, SqliteDatabase, is_database_url, open_database
 from model.data.execution import check_deadline
 from model.errors import ModelFileError, UsageError
 from model.label_shift import RateShift
@@ -247,30 +246,6 @@ class Scorer:
             raise rat.RATError(result.message)
         return result
 
-    @property
-    def policy(self):
-        """The saved model's run / review / regenerate ``model.scoring.verdict.Policy``, or None."""
-        from model.scoring.verdict import Policy
-
-        saved = self.saved.info_.get("policy") if self.saved is not None else None
-        return Policy.from_dict(saved) if saved is not None else None
-
-    def check(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
-              database: str | Path | None = None, db_id: str | None = None, dialect: str = "sqlite",
-              evidence: str = "", policy=None):
-        """Score one query and decide what to do with it: a ``model.scoring.verdict.Verdict``
-        (run | review | regenerate, with feedback a text-to-SQL model can act on), by ``policy``
-        (default: the one saved with the model; ``UsageError`` when it has none)."""
-        from model.scoring.verdict import verdict_of
-
-        policy = policy if policy is not None else self.policy
-        if policy is None:
-            raise UsageError(f"the model ({self.description}) has no policy saved; choose one with "
-                             "python -m model.scoring.verdict, or pass policy=")
-        scored = self.score(sql, question=question, schema=schema, database=database, db_id=db_id,
-                            evidence=evidence, dialect=dialect)
-        return verdict_of(scored, policy, database)
-
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
                    spans: bool = True, batch_size: int = 256, workers: int | None = None,
                    features: Sequence[str] | None = None, quantiles: str = "model",
@@ -307,67 +282,15 @@ class Scorer:
             raise ValueError("features: the neural model has no named features")
         if quantiles not in ("model", "rows"):
             raise ValueError(f"quantiles must be 'model' or 'rows'; found {quantiles!r}")
-        rows, opened = self._open_databases(rows)
-        try:
-            if any(not isinstance(db, SqliteDatabase) for db in opened):
-                workers = 1  # a connection is not shared with forked workers
-            with _heap_frozen() if len(rows) > FREEZE_ROWS else nullcontext():
-                results = self._score_all(rows, progress, reasons, spans, batch_size, workers,
-                                          tuple(features) if features is not None else None,
-                                          quantiles == "rows", _Budget(deadline, max_nodes), dialect)
-        finally:
-            for db in opened:
-                db.close()
+        with _heap_frozen() if len(rows) > FREEZE_ROWS else nullcontext():
+            results = self._score_all(rows, progress, reasons, spans, batch_size, workers,
+                                      tuple(features) if features is not None else None, quantiles == "rows",
+                                      _Budget(deadline, max_nodes), dialect)
         if label_shift is not False:
             from model.label_shift import shift_scored
 
             shift_scored([r for r in results if isinstance(r, ScoredQuery)], self.saved, 1 if label_shift else None)
         return results
-
-    def _open_databases(self, rows: list[Mapping]) -> tuple[list[Mapping], list[Database]]:
-        """The rows with each ``database`` that is a URL, a DuckDB file or a connection opened
-        (``model.data.databases.open_database``: once per distinct database, read-only), and
-        the schema read from its database where a row gives none; and the databases opened here,
-        for the caller to close. A SQLite path stays a path (a missing file: no database). A
-        database that cannot be opened is a ``DatabaseError``, one line naming it."""
-        opened: list[Database] = []
-        by_target: dict[object, Database | Path | None] = {}
-        schemas: dict[int, rat.Schema] = {}
-        out = []
-        try:
-            for row in rows:
-                target = row.get("database") if isinstance(row, Mapping) else None
-                if target is None or target == "":
-                    out.append(row)
-                    continue
-                key = str(target) if isinstance(target, (str, Path)) else id(target)
-                if key not in by_target:
-                    if isinstance(target, Database):
-                        by_target[key] = target
-                    elif isinstance(target, (str, Path)) and not is_database_url(str(target)) and \
-                            Path(target).suffix.lower() not in (".duckdb", ".ddb"):
-                        by_target[key] = Path(target)  # a SQLite file, as it always was
-                    else:
-                        by_target[key] = open_database(target, timeout_s=self.feature_timeout_s,
-                                                       max_result_bytes=self.max_result_bytes)
-                        opened.append(by_target[key])
-                database = by_target[key]
-                row = {**row, "database": database}
-                if row.get("schema") is None:
-                    reader = (database if isinstance(database, Database) else
-                              SqliteDatabase(database, timeout_s=self.feature_timeout_s, max_rows=1,
-                                             max_result_bytes=self.max_result_bytes)
-                              if database.is_file() else None)
-                    if reader is not None:
-                        if id(database) not in schemas:
-                            schemas[id(database)] = reader.schema(str(row.get("db_id") or ""))
-                        row["schema"] = schemas[id(database)]
-                out.append(row)
-        except BaseException:
-            for db in opened:
-                db.close()
-            raise
-        return out, opened
 
     def _score_all(self, rows: list[Mapping], progress: bool, reasons: bool, spans: bool, batch_size: int,
                    workers: int | None, features: tuple[str, ...] | None = None, own_quantiles: bool = False,
@@ -454,8 +377,7 @@ class Scorer:
                 continue
             batch.schemas[key] = schema
             database = row.get("database")
-            batch.databases[key] = (database if isinstance(database, Database)
-                                    else Path(database) if database else None)
+            batch.databases[key] = Path(database) if database else None
             batch.examples.append(example)
             batch.dialects.append(read_as)
             batch.keys.append(j)
@@ -695,9 +617,9 @@ def _heap_frozen():
                 _freeze["ours"] = False
 
 
-def readable_database(database: Path | Database | None) -> bool:
+def readable_database(database: Path | None) -> bool:
     """Whether the features had a database to read (a missing file counts as none)."""
-    return isinstance(database, Database) or (database is not None and Path(database).is_file())
+    return database is not None and Path(database).is_file()
 
 
 def _worker_count(workers: int | None, batches: int) -> int:
