@@ -315,7 +315,7 @@ def _connect(t: Target, database: str | None):
 def _create_database(t: Target, name: str) -> None:
     if t.kind == "duckdb":
         return
-    conn = _connect(t, t.database or None)
+    conn = _connect(t, None)  # PostgreSQL's maintenance database, MySQL's none
     try:
         if t.kind == "postgres":
             if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() \
