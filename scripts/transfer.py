@@ -150,6 +150,23 @@ def measure(kept: list, calibrated: bool = True) -> dict[str, float]:
             "top1_reading": where["top1_site_reading"]}
 
 
+def per_system(kept: list, labels: str, saved) -> None:
+    """One row per system of scored ``(example, ScoredQuery)`` pairs: its queries, the rate of
+    right ones by ``labels``, the mean whole-query confidence (calibrated to ``saved``'s
+    ``query_label``), whole-query AUC (least confident node; the whole-query confidence) and ECE."""
+    label = getattr(saved, "query_label", "unrecorded")
+    print(f"\nper system (whole-query confidence calibrated to {label} labels; right by {labels} labels):\n")
+    print("| system | queries | right | mean whole-query confidence | whole-query AUC (least node) | "
+          "whole-query AUC / ECE |\n|---|---|---|---|---|---|")
+    for system in sorted({e.system for e, _ in kept}):
+        mine = [(e, r) for e, r in kept if e.system == system]
+        correct = np.array([int(e.correct) for e, _ in mine])
+        query = np.array([r.query_confidence for _, r in mine])
+        least = np.array([min(n.confidence for n in r.nodes) for _, r in mine])
+        print(f"| {system} | {len(mine)} | {correct.mean():.3f} | {query.mean():.3f} | {M.auc(least, correct):.3f} | "
+              f"{M.auc(query, correct):.3f} / {M.ece(query, correct):.3f} |", flush=True)
+
+
 def calibrated_query(run: Path, prefix: str) -> str:
     """A run's cross-fitted calibrated whole-query AUC / ECE (its saved model's card), as scored
     with (``test/``) or without databases."""
@@ -276,6 +293,9 @@ def main() -> None:
                         help="Spider's labels: execution match (default) or tree comparison with gold "
                              "(BIRD: tree labels always, there are no databases)")
     parser.add_argument("--in-domain", type=Path, help="a run on --data whose metrics.json to print beside")
+    parser.add_argument("--per-system", action="store_true",
+                        help="also one row per system (each file's queries alone): mean whole-query "
+                             "confidence beside the rate of right queries, whole-query AUC and ECE")
     parser.add_argument("--adapt", type=Path, metavar="TEACHER",
                         help="a consensus <run>/model: also the model adapted on the tested outputs, out of fold")
     parser.add_argument("--without-label-shift", action="store_true",
@@ -359,6 +379,8 @@ def main() -> None:
                 f"{m['calibrated_query_ece']:.3f} |")
 
     print(line("transfer", measure(kept)), flush=True)
+    if args.per_system:
+        per_system(kept, labels, scorer.saved)
     golds = {q.question_id: q.gold_sql for q in load_questions(root, split)}
     tables = []
     ways = tuple(args.recalibrate_ways)
