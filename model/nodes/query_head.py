@@ -38,6 +38,10 @@ from model import metrics as M
 
 VERSION = "qh-1"  # bump when head_features changes: a saved head of another version is refused
 LABELS = ("execution", "tree", "mixed")
+LABEL_MEANING = {  # what "right" means for a whole-query confidence fitted on each label
+    "execution": "execution match (it returns gold's result)",
+    "tree": "tree agreement (its tree is gold's; stricter than execution match)",
+    "mixed": "execution match where the training data had databases, tree agreement elsewhere"}
 KIND_GROUPS = ("table", "column", "value", "operator")
 THRESHOLDS = (0.5, 0.7, 0.9)
 FEATURE_SETS = ("confidences", "confidences+sites", "all")

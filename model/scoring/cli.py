@@ -272,6 +272,11 @@ def score_file(scorer, args, schemas: dict) -> int:
             _write_whole(args.report, html_report(report_entries(scored), title=title))
         where = "standard output"
     note = _skipped_note(skipped, "not scored")
+    label = getattr(scorer.saved, "query_label", None)
+    if label is not None:
+        from model.nodes.query_head import LABEL_MEANING
+
+        print(f"rat-score: whole-query confidence = P(right by {LABEL_MEANING.get(label, label)})", file=sys.stderr)
     print(f"rat-score: scored {len(out_rows)} of {total} "
           f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
     for path, found in shifts:
