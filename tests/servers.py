@@ -205,7 +205,10 @@ class MariaDBServer:
              f"--bind-address={self.host}", f"--socket={self.socket}",
              f"--pid-file={self.folder / 'mysqld.pid'}", "--skip-name-resolve", "--skip-log-bin",
              "--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=0",
-             "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"],
+             "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci",
+             # table names as SQL writes them in any case (Spider's `FROM Singer` on `singer`),
+             # as on MySQL's Windows and macOS defaults
+             "--lower-case-table-names=1"],
             stdout=self.log, stderr=subprocess.STDOUT)
         import pymysql
 
