@@ -114,6 +114,8 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     if holdout:  # the other systems' out-of-fold scores: what the saved model's calibrators read
         splits.append(("calibration", {k: v for k, v in test.items() if table.examples[k].system != holdout},
                        fold_of))
+    if without is not None:  # the same folds scored without databases (scripts/query_head_levers.py)
+        splits.append(("test_without_database", held_out(table, test2, holdout), fold_of))
     for split, scored, folds in splits:
         rows = []
         for k in sorted(scored):
