@@ -64,7 +64,7 @@ from model.data.execution import (
 from model.errors import UsageError
 
 __all__ = ["Database", "DatabaseError", "database_label", "is_database_url", "mask_password",
-           "open_database"]
+           "open_database", "schema_from_ddl"]
 
 Rows = list[tuple[Any, ...]]
 
@@ -770,3 +770,95 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
         return SqliteDatabase(Path(files[0]), **limits)
     raise DatabaseError(f"{name}: not a database URL, path or connection "
                         "(psycopg, pymysql, duckdb or sqlite3)")
+
+
+# ------------------------------------------------------------------------------ DDL schema files
+
+
+def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source: str = "DDL") -> rat.Schema:
+    """The schema ``CREATE TABLE`` statements (written in ``dialect``) declare: tables, columns
+    and their types, primary keys (column or table constraints) and foreign keys (``REFERENCES``
+    in a column or a ``FOREIGN KEY`` clause; one without columns points at the parent's primary
+    key). Other statements (indexes, views, inserts) are skipped. ``UsageError`` naming
+    ``source`` when the text does not parse or declares no table.
+
+    >>> s = schema_from_ddl('''CREATE TABLE singer (singer_id INT PRIMARY KEY, name VARCHAR(20));
+    ... CREATE TABLE concert (id SERIAL, singer_id INT REFERENCES singer, PRIMARY KEY (id));''',
+    ...                     "postgres")
+    >>> s.tables, s.primary_keys, s.foreign_keys, s.column_types["singer.name"]
+    ({'singer': ('singer_id', 'name'), 'concert': ('id', 'singer_id')}, ('singer.singer_id', 'concert.id'), (('concert.singer_id', 'singer.singer_id'),), 'VARCHAR(20)')
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        statements = sqlglot.parse(text, read=dialect)
+    except (SqlglotError, ValueError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UsageError(f"{source}: cannot read it as {dialect} DDL ({first})") from None
+
+    def name(node) -> str:
+        while isinstance(node, exp.Ordered):
+            node = node.this
+        return node.name
+
+    tables: dict[str, list[str]] = {}
+    types: dict[str, str] = {}
+    primary: list[str] = []
+    pending: list[tuple[str, str, str, str | None]] = []  # (table, column, parent, parent column)
+    for statement in statements:
+        if not isinstance(statement, exp.Create) or str(statement.args.get("kind", "")).upper() != "TABLE":
+            continue
+        target = statement.this
+        if not isinstance(target, exp.Schema):  # CREATE TABLE .. AS SELECT: no declared columns
+            continue
+        table = target.this.name
+        columns = tables.setdefault(table, [])
+
+        def references(ref, table=table) -> tuple[str, list[str]]:
+            parent = ref.this
+            if isinstance(parent, exp.Schema):
+                return parent.this.name, [name(e) for e in parent.expressions]
+            return parent.name, []
+
+        for item in target.expressions:
+            if isinstance(item, exp.ColumnDef):
+                column = item.name
+                columns.append(column)
+                kind = item.args.get("kind")
+                types[f"{table}.{column}"] = kind.sql(dialect=dialect) if kind is not None else ""
+                for constraint in item.args.get("constraints") or []:
+                    inner = constraint.args.get("kind")
+                    if isinstance(inner, exp.PrimaryKeyColumnConstraint):
+                        primary.append(f"{table}.{column}")
+                    elif isinstance(inner, exp.Reference):
+                        parent, parent_columns = references(inner)
+                        pending.append((table, column, parent, parent_columns[0] if parent_columns else None))
+            elif isinstance(item, exp.PrimaryKey):
+                primary.extend(f"{table}.{name(e)}" for e in item.expressions)
+            elif isinstance(item, exp.ForeignKey):
+                ref = item.args.get("reference")
+                if ref is None:
+                    continue
+                parent, parent_columns = references(ref)
+                own = [name(e) for e in item.expressions]
+                for k, column in enumerate(own):
+                    pending.append((table, column, parent,
+                                    parent_columns[k] if k < len(parent_columns) else None))
+    if not tables:
+        raise UsageError(f"{source}: no CREATE TABLE statement with columns")
+    keys_of: dict[str, list[str]] = {}
+    for key in primary:
+        table, _, column = key.rpartition(".")
+        keys_of.setdefault(table.lower(), []).append(column)
+    foreign = []
+    for table, column, parent, parent_column in pending:
+        if parent_column is None:
+            keys = keys_of.get(parent.lower())
+            if not keys:
+                continue
+            parent_column = keys[0]
+        foreign.append((f"{table}.{column}", f"{parent}.{parent_column}"))
+    return rat.Schema(tables, primary_keys=tuple(primary), foreign_keys=tuple(foreign),
+                      column_types=types, db_id=db_id)

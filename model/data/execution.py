@@ -738,7 +738,8 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     itself when the two agree, else sqlglot's translation (``DISTINCT ON`` becomes a
     ``ROW_NUMBER()`` window in SQLite, ``ILIKE`` ``lower(..) LIKE lower(..)``, ``TOP n``
     ``LIMIT n``); SQLite's SQL goes through ``model.data.transpile.from_sqlite``, which reads
-    its double-quoted strings as SQLite does (with ``schema``'s column names, when given). None
+    its double-quoted strings as SQLite does (with ``schema``'s column names, when given), and
+    where the backend's LIKE tells case apart, SQLite's LIKE runs as ILIKE. None
     where sqlglot cannot write it for ``backend`` (the execution features are then unknown, as
     without a database). The execution evaluator, the node features and rat-calibrate all run
     another dialect's SQL through this one function.
@@ -768,12 +769,38 @@ def _transpiled(sql: str, dialect: str, backend: str, schema) -> str | None:
     from model.data.transpile import from_sqlite
 
     try:
+        if dialect == "sqlite" and backend in _CASE_SENSITIVE_LIKE:
+            return _sqlite_likes(sql, backend, schema)
         if dialect == "sqlite":
             return from_sqlite(sql, backend, schema)
         written = sqlglot.transpile(sql, read=dialect, write=backend, unsupported_level=ErrorLevel.RAISE)
     except (SqlglotError, ValueError):  # ValueError: a dialect sqlglot does not know, or not one statement
         return None
     return written[0] if len(written) == 1 else None
+
+
+# Where LIKE tells case apart, SQLite's LIKE (which ignores ASCII case) runs as ILIKE.
+_CASE_SENSITIVE_LIKE = frozenset({"postgres", "duckdb", "snowflake"})
+
+
+def _sqlite_likes(sql: str, backend: str, schema) -> str:
+    """``from_sqlite``'s translation, with every LIKE made ILIKE: the same rows as in SQLite.
+
+    >>> _sqlite_likes("SELECT name FROM venues WHERE city NOT LIKE '%lon%'", "postgres", None)
+    "SELECT name FROM venues WHERE city NOT ILIKE '%lon%'"
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ErrorLevel
+
+    from model.data.transpile import column_names, sqlite_strings
+
+    trees = [t for t in sqlglot.parse(sql, read="sqlite") if t is not None]
+    if len(trees) != 1:
+        raise ValueError(f"{len(trees)} statements, not one")
+    tree = sqlite_strings(trees[0], sql, column_names(schema))
+    tree = tree.transform(lambda node: exp.ILike(**node.args) if isinstance(node, exp.Like) else node)
+    return tree.sql(dialect=backend, unsupported_level=ErrorLevel.RAISE)
 
 
 def sqlite_sql(sql: str, dialect: str = "sqlite") -> str | None:
