@@ -46,6 +46,13 @@ from typing import Any
 import numpy as np
 
 import rat
+from model.data.databases import (
+    Database,
+    DatabaseError,
+    SqliteDatabase,
+    is_database_url,
+    open_database,
+)
 from model.data.execution import check_deadline
 from model.errors import ModelFileError, UsageError
 from model.label_shift import RateShift
@@ -236,8 +243,13 @@ class Scorer:
     def score(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
               database: str | Path | None = None, db_id: str | None = None,
               reasons: bool = True, evidence: str = "", dialect: str = "sqlite") -> ScoredQuery:
-        """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read and
-        ``UsageError`` for an unknown ``dialect``. ``evidence``: BIRD-style external knowledge,
+        """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read,
+        ``UsageError`` for an unknown ``dialect`` and ``model.data.databases.DatabaseError`` for a
+        database that cannot be opened. ``database``: a SQLite file, a URL
+        (``postgresql://user:pw@host/db``, ``mysql+pymysql://..``, ``duckdb:///file.duckdb``,
+        ``sqlite:///file.sqlite``), an open connection (psycopg, pymysql, duckdb, sqlite3) or a
+        ``model.data.databases.Database``; opened read-only for this call only. Without a
+        ``schema``, the schema is read from the database. ``evidence``: BIRD-style external knowledge,
         read as part of the question; ``dialect``: the SQL dialect ``sql`` is written in."""
         (result,) = self.score_many([{"sql": sql, "question": question, "schema": schema,
                                       "database": database, "db_id": db_id, "evidence": evidence}],
@@ -268,8 +280,11 @@ class Scorer:
         passed; ``max_nodes``: a query whose tree has more nodes is a ``RowError``, not scored.
         ``dialect``: the SQL dialect of rows without their own ``dialect`` field (``rat.DIALECTS``;
         an unknown name is a ``UsageError``, a row's own unknown one a ``RowError``). With a
-        database, SQL of another dialect runs as sqlglot writes it for SQLite
-        (``model.data.execution.sqlite_sql``). ``label_shift``: the rows are read as one file
+        database, SQL of another dialect runs as sqlglot writes it for the database's own
+        (``model.data.execution.runnable_sql``). A row's ``database`` is anything ``score``
+        takes; each distinct one is opened once per call, read-only, and closed before this
+        returns (a connection or ``Database`` passed in stays open); a row without a schema gets
+        its database's. ``label_shift``: the rows are read as one file
         and every whole-query confidence is moved to the share of right queries EM estimates on
         them (``model.label_shift``; each result's ``label_shift`` holds the estimate and its
         interval, ``unshifted_confidence`` the confidence before); None (default) does it for
@@ -282,15 +297,73 @@ class Scorer:
             raise ValueError("features: the neural model has no named features")
         if quantiles not in ("model", "rows"):
             raise ValueError(f"quantiles must be 'model' or 'rows'; found {quantiles!r}")
-        with _heap_frozen() if len(rows) > FREEZE_ROWS else nullcontext():
-            results = self._score_all(rows, progress, reasons, spans, batch_size, workers,
-                                      tuple(features) if features is not None else None, quantiles == "rows",
-                                      _Budget(deadline, max_nodes), dialect)
+        rows, opened = self._open_databases(rows)
+        try:
+            if any(isinstance(r.get("database"), Database) and not isinstance(r["database"], SqliteDatabase)
+                   for r in rows if isinstance(r, Mapping)):
+                workers = 1  # a connection is not shared with forked workers
+            with _heap_frozen() if len(rows) > FREEZE_ROWS else nullcontext():
+                results = self._score_all(rows, progress, reasons, spans, batch_size, workers,
+                                          tuple(features) if features is not None else None,
+                                          quantiles == "rows", _Budget(deadline, max_nodes), dialect)
+        finally:
+            for db in opened:
+                db.close()
         if label_shift is not False:
             from model.label_shift import shift_scored
 
             shift_scored([r for r in results if isinstance(r, ScoredQuery)], self.saved, 1 if label_shift else None)
         return results
+
+    def _open_databases(self, rows: list[Mapping]) -> tuple[list[Mapping], list[Database]]:
+        """The rows with each ``database`` that is a URL, a DuckDB file or a connection opened
+        (``model.data.databases.open_database``: once per distinct database, read-only), and
+        the schema read from its database where a row gives none; and the databases opened here,
+        for the caller to close. A SQLite path stays a path (a missing file: no database). A
+        database that cannot be opened is a ``DatabaseError``, one line naming it."""
+        opened: list[Database] = []
+        by_target: dict[object, Database | Path | None] = {}
+        schemas: dict[int, rat.Schema | None] = {}
+        out = []
+        try:
+            for row in rows:
+                target = row.get("database") if isinstance(row, Mapping) else None
+                if target is None or target == "":
+                    out.append(row)
+                    continue
+                key = str(target) if isinstance(target, (str, Path)) else id(target)
+                if key not in by_target:
+                    if isinstance(target, Database):
+                        by_target[key] = target
+                    elif isinstance(target, (str, Path)) and not is_database_url(str(target)) and \
+                            Path(target).suffix.lower() not in (".duckdb", ".ddb"):
+                        by_target[key] = Path(target)  # a SQLite file, as it always was
+                    else:
+                        by_target[key] = open_database(target, timeout_s=self.feature_timeout_s,
+                                                       max_result_bytes=self.max_result_bytes)
+                        opened.append(by_target[key])
+                database = by_target[key]
+                row = {**row, "database": database}
+                if row.get("schema") is None:
+                    reader = (database if isinstance(database, Database) else
+                              SqliteDatabase(database, timeout_s=self.feature_timeout_s, max_rows=1,
+                                             max_result_bytes=self.max_result_bytes)
+                              if database.is_file() else None)
+                    if reader is not None and id(database) not in schemas:
+                        try:
+                            schemas[id(database)] = reader.schema(str(row.get("db_id") or ""))
+                        except DatabaseError:
+                            if reader is database:  # a live database that cannot be read: told
+                                raise
+                            schemas[id(database)] = None  # a SQLite file: scored as it always was
+                    if reader is not None:
+                        row["schema"] = schemas[id(database)]
+                out.append(row)
+        except BaseException:
+            for db in opened:
+                db.close()
+            raise
+        return out, opened
 
     def _score_all(self, rows: list[Mapping], progress: bool, reasons: bool, spans: bool, batch_size: int,
                    workers: int | None, features: tuple[str, ...] | None = None, own_quantiles: bool = False,
@@ -377,7 +450,8 @@ class Scorer:
                 continue
             batch.schemas[key] = schema
             database = row.get("database")
-            batch.databases[key] = Path(database) if database else None
+            batch.databases[key] = (database if isinstance(database, Database)
+                                    else Path(database) if database else None)
             batch.examples.append(example)
             batch.dialects.append(read_as)
             batch.keys.append(j)
@@ -617,9 +691,9 @@ def _heap_frozen():
                 _freeze["ours"] = False
 
 
-def readable_database(database: Path | None) -> bool:
+def readable_database(database: Path | Database | None) -> bool:
     """Whether the features had a database to read (a missing file counts as none)."""
-    return database is not None and Path(database).is_file()
+    return isinstance(database, Database) or (database is not None and Path(database).is_file())
 
 
 def _worker_count(workers: int | None, batches: int) -> int:
