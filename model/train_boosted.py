@@ -25,6 +25,7 @@ from model.eval.localisation import localisation
 from model.nodes.boosted import crossfit
 from model.nodes.estimator import BoostedNodeModel, BoostedParams, OutOfFold, split_rows
 from model.nodes.table import NodeTable, fold_roles, held_out, load_table
+from model.scoring.verdict import training_policy
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -166,6 +167,10 @@ def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], params
     model.info_["trained_on"]["protocol"] = folds_info["protocol"]
     if reliability:
         model.info_["pointer_reliability"] = reliability
+    oof = [k for k in indices if k in out_of_fold.confidences]
+    policy = training_policy(model, [table.examples[k] for k in oof], [out_of_fold.confidences[k] for k in oof])
+    if policy is not None:  # run / review / regenerate thresholds on the out-of-fold curve
+        model.info_["policy"] = policy.to_dict()
     model.save(folder)
     print(f"final model ({len(indices)} examples) saved to {folder}; in-sample node AUC "
           f"{in_sample.get('auc', float('nan')):.3f}", flush=True)

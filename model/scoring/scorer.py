@@ -258,6 +258,30 @@ class Scorer:
             raise rat.RATError(result.message)
         return result
 
+    @property
+    def policy(self):
+        """The saved model's run / review / regenerate ``model.scoring.verdict.Policy``, or None."""
+        from model.scoring.verdict import Policy
+
+        saved = self.saved.info_.get("policy") if self.saved is not None else None
+        return Policy.from_dict(saved) if saved is not None else None
+
+    def check(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
+              database: str | Path | None = None, db_id: str | None = None, dialect: str = "sqlite",
+              evidence: str = "", policy=None):
+        """Score one query and decide what to do with it: a ``model.scoring.verdict.Verdict``
+        (run | review | regenerate, with feedback a text-to-SQL model can act on), by ``policy``
+        (default: the one saved with the model; ``UsageError`` when it has none)."""
+        from model.scoring.verdict import verdict_of
+
+        policy = policy if policy is not None else self.policy
+        if policy is None:
+            raise UsageError(f"the model ({self.description}) has no policy saved; choose one with "
+                             "python -m model.scoring.verdict, or pass policy=")
+        scored = self.score(sql, question=question, schema=schema, database=database, db_id=db_id,
+                            evidence=evidence, dialect=dialect)
+        return verdict_of(scored, policy, database)
+
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
                    spans: bool = True, batch_size: int = 256, workers: int | None = None,
                    features: Sequence[str] | None = None, quantiles: str = "model",

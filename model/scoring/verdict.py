@@ -1,0 +1,477 @@
+"""What to do with a generated query: run it, ask a person, or send it back to be generated again.
+
+A ``Policy`` turns the whole-query confidence into that action. It is stated as targets (at most
+5% wrong among the queries run; at most 25% right among those sent back) and its thresholds are
+chosen on the model's out-of-fold risk-coverage curve: the whole-query confidence of every
+out-of-fold prediction against its execution match (``execution_match``; a prediction without a
+database to run on counts by its tree, and the policy says how many did). A threshold is the
+lowest one whose 95% upper bound (Wilson) on the wrong share among the queries it lets run is
+within the target, so the target holds on new queries like those, not only on the curve. The
+policy is saved with the model (``model.json``'s ``policy``).
+
+>>> policy = choose_policy([0.9] * 80 + [0.5] * 10 + [0.1] * 10, [1] * 85 + [0] * 15)
+>>> policy.run_at, policy.regenerate_below, policy.action(0.95), policy.action(0.5), policy.action(0.05)
+(0.9, 0.5, 'run', 'review', 'regenerate')
+>>> from model import Scorer
+>>> verdict = Scorer.pretrained().check("SELECT name FROM singer WHERE country = 'Frence'",
+...     question="Singers from France?", schema={"singer": ["singer_id", "name", "country"]})
+>>> verdict.action in ("run", "review", "regenerate"), type(verdict).__name__
+(True, 'Verdict')
+>>> verdict.look_here_first["text"] in verdict.sql
+True
+
+``Scorer.check`` gives a ``Verdict``; ``guard`` wraps a ``run_sql(sql)`` function so that only
+queries whose verdict is "run" reach it.
+
+    python -m model.scoring.verdict --model DIR --predictions RUN/predictions/test.jsonl \\
+        --max-wrong 0.05 [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import json
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from model.errors import UsageError
+
+if TYPE_CHECKING:
+    from model.scoring.scorer import ScoredQuery, Scorer
+
+ACTIONS = ("run", "review", "regenerate")
+MAX_WRONG = 0.05  # the default target: at most this share wrong among the queries run
+MAX_RIGHT_REGENERATED = 0.25  # ... and at most this share right among the queries sent back
+Z_95 = 1.6449  # one-sided 95% normal quantile: the Wilson bound the thresholds are chosen with
+FEEDBACK_REASONS = 4  # sentences of feedback at most
+# reasons about a literal and its column: the feedback looks up the column's closest values
+VALUE_FEATURES = ("value_in_column", "value_in_column_nocase", "literal_near_match",
+                  "compared_literal_found", "subtree_min_value_in_column")
+
+
+def wilson_upper(failures: int, n: int, z: float = Z_95) -> float:
+    """One-sided upper bound on a rate from ``failures`` of ``n`` (Wilson score interval).
+
+    >>> round(wilson_upper(5, 100), 3), wilson_upper(0, 0)
+    (0.099, 1.0)
+    """
+    if n == 0:
+        return 1.0
+    p = failures / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z * z / n))
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Confidence thresholds and the targets they were chosen for: a query at or above
+    ``run_at`` runs, below ``regenerate_below`` is sent back, in between goes to a person.
+    ``run_at`` None: no threshold met the target, nothing runs unseen."""
+
+    run_at: float | None
+    regenerate_below: float
+    max_wrong: float = MAX_WRONG
+    max_right_regenerated: float = MAX_RIGHT_REGENERATED
+    label: str = "execution_match"  # what "wrong" means on the curve the thresholds were chosen on
+    measured: dict = field(default_factory=dict)  # the out-of-fold shares at these thresholds
+
+    def action(self, query_confidence: float) -> str:
+        if self.run_at is not None and query_confidence >= self.run_at:
+            return "run"
+        return "regenerate" if query_confidence < self.regenerate_below else "review"
+
+    @property
+    def target(self) -> str:
+        return (f"at most {self.max_wrong:.0%} wrong among the queries run, at most "
+                f"{self.max_right_regenerated:.0%} right among those sent back ({self.label}, out of fold)")
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, saved: Any) -> Policy:
+        """The policy of a ``model.json``; ``ValueError`` or ``TypeError`` (one line) naming what
+        is malformed."""
+        if not isinstance(saved, Mapping):
+            raise TypeError(f"expected an object, found {type(saved).__name__}")
+
+        def share(name: str, value: Any, optional: bool = False) -> float | None:
+            if value is None and optional:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ValueError(f"{name}: expected a number in [0, 1], found {value!r}"[:160])
+            return float(value)
+
+        run_at = share("run_at", saved.get("run_at"), optional=True)
+        regenerate = share("regenerate_below", saved.get("regenerate_below"))
+        if run_at is not None and regenerate > run_at:
+            raise ValueError(f"regenerate_below {regenerate} is above run_at {run_at}")
+        label, measured = saved.get("label", "execution_match"), saved.get("measured", {})
+        if not isinstance(label, str) or not isinstance(measured, Mapping):
+            raise TypeError("label: expected a string; measured: an object")
+        return cls(run_at, regenerate, share("max_wrong", saved.get("max_wrong", MAX_WRONG)),
+                   share("max_right_regenerated", saved.get("max_right_regenerated", MAX_RIGHT_REGENERATED)),
+                   label, dict(measured))
+
+
+def choose_policy(confidence: Sequence[float], correct: Sequence[int], max_wrong: float = MAX_WRONG,
+                  max_right_regenerated: float = MAX_RIGHT_REGENERATED, label: str = "execution_match",
+                  z: float = Z_95) -> Policy:
+    """The thresholds that meet the targets on out-of-fold ``(confidence, correct)`` pairs: the
+    lowest ``run_at`` whose run set's wrong share has its upper bound within ``max_wrong`` (the
+    most queries run), the highest ``regenerate_below`` (up to ``run_at``) whose set sent back
+    has its right share's upper bound within ``max_right_regenerated``. Thresholds fall only on
+    the pairs' own confidences, so tied queries get one action."""
+    conf = np.asarray(confidence, dtype=float)
+    right = np.asarray(correct, dtype=int)
+    if conf.shape != right.shape or conf.ndim != 1 or not len(conf) or np.isnan(conf).any():
+        raise UsageError(f"a policy needs as many confidences as labels, none NaN; found {conf.shape} "
+                         f"and {right.shape}")
+    if not (0 < max_wrong < 1 and 0 < max_right_regenerated < 1):
+        raise UsageError("the targets must be shares strictly between 0 and 1")
+    ascending = np.sort(conf)
+    wrong_below = np.concatenate([[0], np.cumsum(1 - right[np.argsort(conf, kind="stable")])])
+    levels = np.unique(conf)  # each distinct confidence; a threshold t splits them at conf >= t
+    below = np.searchsorted(ascending, levels, side="left")  # queries under each threshold
+    n, wrong = len(conf), int(np.sum(right == 0))
+    run_at = None
+    for t, k in zip(levels, below):  # lowest first: the first that holds runs the most queries
+        if wilson_upper(wrong - int(wrong_below[k]), n - int(k), z) <= max_wrong:
+            run_at = float(t)
+            break
+    regenerate_below = 0.0
+    for t, k in zip(levels, below):  # the set sent back (conf < t) grows with t
+        if run_at is not None and t > run_at:
+            break
+        if k and wilson_upper(int(k) - int(wrong_below[k]), int(k), z) <= max_right_regenerated:
+            regenerate_below = float(t)
+    policy = Policy(run_at, regenerate_below, max_wrong, max_right_regenerated, label)
+    return Policy(run_at, regenerate_below, max_wrong, max_right_regenerated, label,
+                  measure(policy, conf, right))
+
+
+def measure(policy: Policy, confidence: Sequence[float], correct: Sequence[int]) -> dict:
+    """The shares of queries each action gets under ``policy``, and how many of them are wrong
+    (run) or right (sent back)."""
+    conf, right = np.asarray(confidence, dtype=float), np.asarray(correct, dtype=int)
+    actions = np.array([policy.action(c) for c in conf])
+    out: dict[str, float] = {"queries": len(conf), "wrong": round(float(np.mean(right == 0)), 4)}
+    for action in ACTIONS:
+        chosen = actions == action
+        out[f"{action}_share"] = round(float(chosen.mean()), 4)
+    run, back = actions == "run", actions == "regenerate"
+    out["run_wrong"] = round(float(np.mean(right[run] == 0)), 4) if run.any() else None
+    out["regenerate_right"] = round(float(np.mean(right[back] == 1)), 4) if back.any() else None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Out-of-fold pairs: from a training run (train.py) or its predictions file
+
+
+def query_confidences(model, node_confidences: Sequence[Sequence[float]]) -> np.ndarray:
+    """Whole-query confidences (as ``Scorer`` gives them, scored with a database) of queries'
+    out-of-fold node confidences."""
+    from model.calibrators import query_aggregates
+
+    aggregates = np.array([query_aggregates(c) for c in node_confidences]).reshape(len(node_confidences), -1)
+    return model.query_calibrator_for(True).confidence(aggregates)
+
+
+def labels_of(execution_match: Sequence[bool | None], node_labels: Sequence[Sequence[int]]
+              ) -> tuple[np.ndarray, str]:
+    """0/1 whole-query labels by execution match, by the tree (every node right) only where a
+    query has no execution label; and the name of what was used."""
+    by_tree = [i for i, e in enumerate(execution_match) if e is None]
+    labels = np.array([int(bool(e)) if e is not None else int(all(n)) for e, n in zip(execution_match, node_labels)])
+    if not by_tree:
+        return labels, "execution_match"
+    if len(by_tree) == len(labels):
+        return labels, "tree (no execution labels)"
+    return labels, f"execution_match ({len(by_tree)} of {len(labels)} without a database: by tree)"
+
+
+def training_policy(model, examples: Sequence, node_confidences: Sequence[Sequence[float]],
+                    max_wrong: float = MAX_WRONG,
+                    max_right_regenerated: float = MAX_RIGHT_REGENERATED) -> Policy | None:
+    """The policy of a freshly fitted model from its run's out-of-fold node confidences of
+    ``examples`` (``model.nodes.examples.NodeExample``). None without any, or for a model with
+    a whole-query head (its whole-query confidence is not its node confidences' alone)."""
+    if getattr(model, "query_head_", None) is not None or not len(examples):
+        return None
+    labels, name = labels_of([e.execution_match for e in examples], [e.node_labels for e in examples])
+    return choose_policy(query_confidences(model, node_confidences), labels, max_wrong,
+                         max_right_regenerated, name)
+
+
+def prediction_pairs(model, rows: Sequence[Mapping]) -> tuple[np.ndarray, np.ndarray, str, np.ndarray]:
+    """(whole-query confidence, label, label name, fold) of a run's prediction rows
+    (``<run>/predictions/test.jsonl``)."""
+    if not rows:
+        raise UsageError("no prediction rows")
+    missing = [k for k, r in enumerate(rows) if not r.get("node_confidences")]
+    if missing:
+        raise UsageError(f"row {missing[0]}: no node_confidences (a train.py predictions file?)")
+    labels, name = labels_of([r.get("execution_match") for r in rows], [r.get("node_labels") or [0] for r in rows])
+    folds = np.array([int(r.get("fold", 0) or 0) for r in rows])
+    return query_confidences(model, [r["node_confidences"] for r in rows]), labels, name, folds
+
+
+def held_out(confidence: np.ndarray, labels: np.ndarray, folds: np.ndarray, **targets) -> dict:
+    """Each fold's queries under the policy chosen on the other folds, pooled: whether the
+    targets hold on queries the thresholds were not chosen on."""
+    actions = np.empty(len(confidence), dtype=object)
+    for fold in np.unique(folds):
+        rest = folds != fold
+        policy = choose_policy(confidence[rest], labels[rest], **targets)
+        actions[~rest] = [policy.action(c) for c in confidence[~rest]]
+    run, back = actions == "run", actions == "regenerate"
+    return {"folds": len(np.unique(folds)), "run_share": round(float(run.mean()), 4),
+            "run_wrong": round(float(np.mean(labels[run] == 0)), 4) if run.any() else None,
+            "regenerate_share": round(float(back.mean()), 4),
+            "regenerate_right": round(float(np.mean(labels[back] == 1)), 4) if back.any() else None}
+
+
+# ---------------------------------------------------------------------------------------------
+# The verdict of one scored query
+
+
+@dataclass
+class Verdict:
+    """What to do with one query (``action``: run | review | regenerate), why, and ``feedback``:
+    a short text a text-to-SQL model can act on when the query is sent back."""
+
+    action: str
+    query_confidence: float
+    look_here_first: dict  # {"text", "span", "label", "node", "site_score"}
+    reasons: list[str]
+    feedback: str
+    sql: str
+    policy: str  # the policy's stated target
+    scored: ScoredQuery | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        return {"action": self.action, "query_confidence": round(self.query_confidence, 6),
+                "look_here_first": self.look_here_first, "reasons": list(self.reasons),
+                "feedback": self.feedback, "sql": self.sql, "policy": self.policy}
+
+    def __str__(self) -> str:
+        return f"{self.action} (query confidence {self.query_confidence:.2f}): {self.feedback}"
+
+
+def verdict_of(scored: ScoredQuery, policy: Policy, database: str | Path | None = None) -> Verdict:
+    """The verdict of a query ``Scorer.score`` scored (with reasons). Scored without its
+    database, a query the thresholds would run goes to review instead: the policy's target was
+    measured on queries scored with theirs."""
+    action = policy.action(scored.query_confidence)
+    notes = []
+    if action == "run" and database is None:
+        action = "review"
+        notes.append("scored without its database (the policy's target holds for queries scored with one)")
+    look = scored.nodes[scored.look_here_first]
+    where = {"text": look.text or look.label, "span": list(look.span) if look.span else None,
+             "label": look.label, "node": look.index, "site_score": None if math.isnan(look.site_score)
+             else round(look.site_score, 4)}
+    sentences = _reason_sentences(scored, database)
+    return Verdict(action, scored.query_confidence, where, sentences + notes,
+                   _feedback(scored, action, where, sentences), scored.sql, policy.target, scored)
+
+
+def _reason_sentences(scored: ScoredQuery, database: str | Path | None) -> list[str]:
+    """The reasons worth acting on, the look-here-first node's first, then the runner-up's, then
+    the least confident nodes'; a literal not found in its column names the closest stored values."""
+    order = [scored.look_here_first] + ([scored.runner_up] if scored.runner_up is not None else [])
+    order += sorted((n.index for n in scored.nodes if n.index not in order), key=lambda i: scored.nodes[i].confidence)
+    out: list[str] = []
+    for i in order:
+        node = scored.nodes[i]
+        literal = _literal_sentence(scored, i, database) if node.kind == "value" and node.reasons else None
+        for text in [literal] + [r.text for r in node.reasons if not (literal and r.feature in VALUE_FEATURES)]:
+            if text and text not in out:
+                out.append(text)
+        if len(out) >= FEEDBACK_REASONS:
+            break
+    return out[:FEEDBACK_REASONS]
+
+
+def _compared_column(scored: ScoredQuery, index: int) -> str | None:
+    parent = next((n for n in scored.nodes if index in n.children), None)
+    if parent is None:
+        return None
+    columns = [scored.nodes[c].label for c in parent.children if scored.nodes[c].kind == "column"]
+    return columns[0] if len(columns) == 1 and "." in columns[0] else None
+
+
+def _literal_sentence(scored: ScoredQuery, index: int, database: str | Path | None) -> str | None:
+    """"the literal 'Frence' is not a value of singer.country; closest: 'France'" (None when the
+    literal is stored there, or there is no database to look in)."""
+    from model.scoring.reasons import literal_of
+
+    column = _compared_column(scored, index)
+    if column is None or database is None:
+        return None
+    literal = literal_of(scored.nodes[index].label)
+    text = literal.strip("'\"")
+    values = column_values(database, *column.rsplit(".", 1))
+    if values is None or text in values:
+        return None
+    lowered = {v.lower(): v for v in values}
+    closest = [lowered[v] for v in difflib.get_close_matches(text.lower(), list(lowered), n=3, cutoff=0.6)]
+    sentence = f"the literal {literal} is not a value of {column}"
+    return sentence + (f"; closest: {', '.join(repr(v) for v in closest)}" if closest else "")
+
+
+def column_values(database, table: str, column: str) -> tuple[str, ...] | None:
+    """Distinct stored values of ``table.column`` (at most 5,000, read-only; None on an error) in
+    ``database``: a SQLite file (read once per column), a URL or an open connection
+    (``model.data.databases.open_database``)."""
+    from model.data.databases import is_database_url
+
+    if isinstance(database, (str, Path)) and not is_database_url(str(database)):
+        return _file_values(str(Path(database).resolve()), table, column)
+    return _read_values(database, table, column)
+
+
+@functools.lru_cache(maxsize=256)
+def _file_values(path: str, table: str, column: str) -> tuple[str, ...] | None:
+    return _read_values(path, table, column)
+
+
+def _read_values(target, table: str, column: str) -> tuple[str, ...] | None:
+    from model.data.databases import DatabaseError, open_database
+
+    try:
+        db = open_database(target, timeout_s=2.0)
+    except DatabaseError:
+        return None
+    try:
+        tab, col = db.table_name(table), db.column_name(table, column)
+        alias = "" if db.dialect == "sqlite" else " AS s"
+        rows, error = db.execute(f"SELECT DISTINCT CAST(v AS {db.text_type()}) FROM (SELECT {col} AS v "
+                                 f"FROM {tab} LIMIT 100000){alias} LIMIT 5000")
+    except DatabaseError:
+        return None
+    finally:
+        if db is not target:
+            db.close()
+    return None if error or rows is None else tuple(str(r[0]) for r in rows if r[0] is not None)
+
+
+def _feedback(scored: ScoredQuery, action: str, where: dict, reasons: list[str]) -> str:
+    if action == "run":
+        return f"The query is likely right (confidence {scored.query_confidence:.2f})."
+    likely = "is likely wrong" if action == "regenerate" else "may be wrong"
+    lines = [(f"The query {likely} (confidence {scored.query_confidence:.2f}). "
+              f"Check this part first: `{where['text']}`.")]
+    lines += [f"- {r}" for r in reasons]
+    if action == "regenerate":
+        lines.append("Write the query again, fixing these.")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Guarding run_sql
+
+
+class QueryHeld(Exception):
+    """A guarded ``run_sql`` was not called: the query's verdict was not "run" (``.verdict``)."""
+
+    def __init__(self, verdict: Verdict):
+        super().__init__(f"query not run ({verdict.action}, confidence {verdict.query_confidence:.2f}): "
+                         f"{verdict.feedback.splitlines()[0]}")
+        self.verdict = verdict
+
+
+def guard(run_sql: Callable | None = None, *, scorer: Scorer | None = None, database: str | Path | None = None,
+          schema=None, db_id: str | None = None, dialect: str = "sqlite",
+          on_hold: Callable[[Verdict], Any] | None = None, policy: Policy | None = None):
+    """Wrap ``run_sql(sql, ...)`` so that it is called only for a query whose verdict is "run";
+    the wrapped function takes ``question=`` besides. Otherwise ``on_hold(verdict)`` is called and
+    its value returned, or, without ``on_hold``, ``QueryHeld`` is raised (``.verdict``). As a
+    decorator: ``@guard(scorer=scorer, database="shop.sqlite")``; ``scorer`` defaults to the
+    shipped model, ``policy`` to the scorer's."""
+    if run_sql is None:
+        return lambda f: guard(f, scorer=scorer, database=database, schema=schema, db_id=db_id,
+                               dialect=dialect, on_hold=on_hold, policy=policy)
+    state: dict[str, Scorer] = {}
+
+    @functools.wraps(run_sql)
+    def guarded(sql: str, *args, question: str = "", **kwargs):
+        if "scorer" not in state:
+            from model.scoring.scorer import Scorer
+
+            state["scorer"] = scorer if scorer is not None else Scorer.pretrained()
+        verdict = state["scorer"].check(sql, question=question, schema=schema, database=database,
+                                        db_id=db_id, dialect=dialect, policy=policy)
+        if verdict.action == "run":
+            return run_sql(sql, *args, **kwargs)
+        if on_hold is not None:
+            return on_hold(verdict)
+        raise QueryHeld(verdict)
+
+    return guarded
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line: the policy of a saved model from its run's out-of-fold predictions
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m model.scoring.verdict",
+                                     description="choose a saved model's run / review / regenerate policy "
+                                                 "on its run's out-of-fold predictions")
+    parser.add_argument("--model", required=True, help="a saved model directory (model.json) or pretrained[:NAME]")
+    parser.add_argument("--predictions", type=Path, required=True, help="<run>/predictions/test.jsonl")
+    parser.add_argument("--max-wrong", type=float, default=MAX_WRONG)
+    parser.add_argument("--max-right-regenerated", type=float, default=MAX_RIGHT_REGENERATED)
+    parser.add_argument("--write", action="store_true", help="save the policy into the model's model.json")
+    args = parser.parse_args(argv)
+    from model.data.jsonl import iter_jsonl, write_json
+    from model.errors import ModelFileError
+    from model.scoring.scorer import PRETRAINED, Scorer
+
+    try:
+        scorer = Scorer.load(args.model)
+        if scorer.saved is None:
+            raise UsageError(f"--model {args.model}: a neural model has no whole-query calibrator to choose on")
+        if not args.predictions.is_file():
+            raise UsageError(f"--predictions {args.predictions}: no such file")
+        try:
+            rows = list(iter_jsonl(args.predictions))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise UsageError(f"--predictions {args.predictions}: not JSON lines ({type(e).__name__})") from None
+        confidence, labels, name, folds = prediction_pairs(scorer.saved, rows)
+        targets = {"max_wrong": args.max_wrong, "max_right_regenerated": args.max_right_regenerated}
+        policy = choose_policy(confidence, labels, label=name, **targets)
+        check = held_out(confidence, labels, folds, **targets) if len(np.unique(folds)) > 1 else None
+    except (UsageError, ModelFileError) as e:
+        print(f"verdict: error: {e}", file=sys.stderr)
+        return 2
+    print(f"policy: {policy.target}")
+    print(f"  run at query confidence >= {policy.run_at}; regenerate below {policy.regenerate_below}")
+    print("  out of fold: " + ", ".join(f"{k} {v}" for k, v in policy.measured.items()))
+    if check is not None:
+        print("  thresholds chosen on the other folds: " + ", ".join(f"{k} {v}" for k, v in check.items()))
+    if args.write:
+        pretrained = args.model.partition(":")[2] or "spider" if args.model.startswith("pretrained") else None
+        folder = PRETRAINED[pretrained] if pretrained else Path(args.model)
+        folder = folder if (folder / "model.json").is_file() else folder / "model"
+        path = folder / "model.json"
+        meta = json.loads(path.read_text())
+        meta["policy"] = policy.to_dict()
+        write_json(path, meta)  # as the model was written: only the policy differs
+        print(f"policy saved to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

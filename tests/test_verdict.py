@@ -1,0 +1,210 @@
+"""The verdict: thresholds chosen on a risk-coverage curve to meet stated targets, saved with the
+model by a training run and validated on load; Scorer.check's actions and feedback on the demo
+databases; the guard around run_sql; the policy command."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from model import Scorer
+from model.errors import ModelFileError, UsageError
+from model.scoring.scorer import PRETRAINED
+from model.scoring.verdict import (
+    Policy,
+    QueryHeld,
+    choose_policy,
+    guard,
+    held_out,
+    measure,
+    wilson_upper,
+)
+from model.synth.demo import demo_root
+from tests.test_scorer import boosted_model  # noqa: F401  (the fixture)
+
+DB = "supply_chain"
+TYPO = "SELECT name FROM suppliers WHERE country = 'Germani'"
+QUESTION = "Which suppliers are based in Germany?"
+
+
+@pytest.fixture(scope="module")
+def demo():
+    root = demo_root()
+    return root / "database" / DB / f"{DB}.sqlite", json.loads((root / "tables.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return Scorer.pretrained()
+
+
+def curve(n=4000, seed=0):
+    """Confidences and labels where higher confidence is more often right (as a model's)."""
+    rng = np.random.default_rng(seed)
+    conf = rng.uniform(size=n)
+    return conf, (rng.uniform(size=n) < 0.05 + 0.94 * conf).astype(int)
+
+
+def test_thresholds_meet_the_targets_with_their_upper_bound():
+    conf, right = curve()
+    policy = choose_policy(conf, right, max_wrong=0.05, max_right_regenerated=0.25)
+    run, back = conf >= policy.run_at, conf < policy.regenerate_below
+    assert wilson_upper(int(np.sum(right[run] == 0)), int(run.sum())) <= 0.05
+    assert wilson_upper(int(np.sum(right[back])), int(back.sum())) <= 0.25
+    assert 0 < policy.regenerate_below < policy.run_at < 1
+    # the lowest threshold that holds: one level lower no longer does
+    lower = np.max(conf[conf < policy.run_at])
+    more = conf >= lower
+    assert wilson_upper(int(np.sum(right[more] == 0)), int(more.sum())) > 0.05
+    assert policy.measured["run_share"] == pytest.approx(run.mean(), abs=1e-4)
+    assert policy.measured["run_wrong"] <= 0.05 and policy.measured["queries"] == len(conf)
+    # a looser target runs more queries
+    assert choose_policy(conf, right, max_wrong=0.10).measured["run_share"] > policy.measured["run_share"]
+
+
+def test_a_target_no_threshold_meets_runs_nothing():
+    conf = np.linspace(0, 1, 200)
+    policy = choose_policy(conf, np.tile([0, 1], 100), max_wrong=0.05)
+    assert policy.run_at is None and {policy.action(c) for c in conf} <= {"review", "regenerate"}
+    assert measure(policy, conf, np.tile([0, 1], 100))["run_share"] == 0.0
+
+
+def test_tied_confidences_get_one_action():
+    policy = choose_policy([0.9] * 100 + [0.7] * 50, [1] * 100 + [1] * 40 + [0] * 10)
+    assert policy.run_at == 0.9 and policy.action(0.7) != "run"
+
+
+def test_held_out_folds_choose_on_the_other_folds():
+    conf, right = curve(6000, seed=1)
+    folds = np.arange(len(conf)) % 5
+    check = held_out(conf, right, folds)
+    assert check["folds"] == 5 and check["run_wrong"] <= 0.07  # near the 5% target on unseen folds
+
+
+@pytest.mark.parametrize("bad", [([0.5, 0.6], [1]), ([], []), ([float("nan")], [1])])
+def test_bad_pairs_are_one_usage_line(bad):
+    with pytest.raises(UsageError):
+        choose_policy(*bad)
+
+
+def test_a_policy_round_trips_and_a_malformed_one_is_one_line(tmp_path):
+    policy = choose_policy(*curve())
+    assert Policy.from_dict(json.loads(json.dumps(policy.to_dict()))) == policy
+    folder = tmp_path / "model"
+    shutil.copytree(PRETRAINED["spider"], folder)
+    meta = json.loads((folder / "model.json").read_text())
+    for broken, says in (({"run_at": 2.0, "regenerate_below": 0.1}, "run_at"),
+                         ({"run_at": 0.5, "regenerate_below": 0.8}, "above run_at"),
+                         ("strict", "expected an object"), ({"run_at": 0.9}, "regenerate_below")):
+        (folder / "model.json").write_text(json.dumps({**meta, "policy": broken}))
+        with pytest.raises(ModelFileError, match=f"policy: .*{says}") as caught:
+            Scorer.load(folder)
+        assert "\n" not in str(caught.value)
+
+
+def test_the_shipped_model_has_a_policy_on_execution_labels(scorer):
+    policy = scorer.policy
+    assert policy.label == "execution_match" and policy.max_wrong == 0.05
+    assert policy.measured["run_wrong"] <= 0.05 and policy.measured["queries"] > 10_000
+
+
+def test_a_training_run_saves_its_policy(boosted_model):  # noqa: F811
+    folder, objects = boosted_model
+    saved = json.loads((folder / "model.json").read_text())["policy"]
+    policy = Policy.from_dict(saved)
+    assert policy.label == "execution_match"  # the demo has its databases
+    scored_out_of_fold = (folder.parent / "predictions" / "test.jsonl").read_text().count("\n")
+    assert saved["measured"]["queries"] == scored_out_of_fold < len(objects["table"].examples)
+    if policy.run_at is not None:
+        assert saved["measured"]["run_wrong"] <= policy.max_wrong
+    assert Scorer.load(folder).policy == policy
+
+
+def test_check_names_the_closest_stored_value(scorer, demo):
+    database, _ = demo
+    verdict = scorer.check(TYPO, question=QUESTION, database=database)
+    assert verdict.action in ("review", "regenerate")
+    assert verdict.look_here_first["text"] == "'Germani'"
+    start, end = verdict.look_here_first["span"]
+    assert TYPO[start:end] == "'Germani'"
+    assert "the literal 'Germani' is not a value of suppliers.country; closest: 'Germany'" in verdict.feedback
+    assert verdict.feedback.splitlines()[0].startswith("The query ")
+    right = scorer.check("SELECT name FROM suppliers WHERE country = 'Germany'", question=QUESTION,
+                         database=database)
+    assert right.query_confidence > verdict.query_confidence
+    assert not any("not a value of" in r for r in right.reasons)
+
+
+def test_actions_follow_the_policy_and_need_a_database_to_run(scorer, demo):
+    database, tables = demo
+    schema = next(t for t in tables if t["db_id"] == DB)
+    everything = Policy(run_at=0.0, regenerate_below=0.0)
+    assert scorer.check(TYPO, question=QUESTION, database=database, policy=everything).action == "run"
+    without = scorer.check(TYPO, question=QUESTION, schema=schema, policy=everything)
+    assert without.action == "review" and any("without its database" in r for r in without.reasons)
+    back = scorer.check(TYPO, question=QUESTION, database=database, policy=Policy(None, 1.0))
+    assert back.action == "regenerate" and back.feedback.endswith("Write the query again, fixing these.")
+    assert back.to_dict()["action"] == "regenerate" and "regenerate" in str(back)
+
+
+def test_the_guard_runs_only_what_the_verdict_lets_run(scorer, demo):
+    import sqlite3
+
+    database, _ = demo
+    ran = []
+
+    def run_sql(sql):
+        ran.append(sql)
+        with sqlite3.connect(database) as conn:
+            return conn.execute(sql).fetchall()
+
+    allowed = guard(run_sql, scorer=scorer, database=database)
+    sure = scorer.check("SELECT count(*) FROM suppliers", question="How many suppliers are there?",
+                        database=database)
+    held = scorer.check(TYPO, question=QUESTION, database=database)
+    assert sure.action == "run" and held.action != "run"
+    assert allowed("SELECT count(*) FROM suppliers", question="How many suppliers are there?")[0][0] > 0
+    with pytest.raises(QueryHeld, match="query not run") as caught:
+        allowed(TYPO, question=QUESTION)
+    assert caught.value.verdict.action == held.action and ran == ["SELECT count(*) FROM suppliers"]
+
+    @guard(scorer=scorer, database=database, on_hold=lambda v: ("held", v.action))
+    def run_quietly(sql):
+        return run_sql(sql)
+
+    assert run_quietly(TYPO, question=QUESTION) == ("held", held.action)
+    assert run_quietly.__name__ == "run_quietly" and len(ran) == 1
+
+
+def test_a_model_without_a_policy_says_so(boosted_model, tmp_path):  # noqa: F811
+    folder, _ = boosted_model
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    meta = json.loads((copy / "model.json").read_text())
+    meta.pop("policy")
+    (copy / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(UsageError, match="no policy saved"):
+        Scorer.load(copy).check("SELECT 1")
+
+
+def test_the_policy_command_chooses_and_writes(boosted_model, tmp_path):  # noqa: F811
+    folder, _ = boosted_model
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    before = json.loads((copy / "model.json").read_text())
+    predictions = folder.parent / "predictions" / "test.jsonl"
+    done = subprocess.run([sys.executable, "-m", "model.scoring.verdict", "--model", str(copy), "--predictions",
+                           str(predictions), "--max-wrong", "0.1", "--write"], check=False, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "at most 10% wrong among the queries run" in done.stdout and "out of fold: queries" in done.stdout
+    after = json.loads((copy / "model.json").read_text())
+    assert after["policy"]["max_wrong"] == 0.1
+    assert {k: v for k, v in after.items() if k != "policy"} == {k: v for k, v in before.items() if k != "policy"}
+    bad = subprocess.run([sys.executable, "-m", "model.scoring.verdict", "--model", str(copy), "--predictions",
+                          str(tmp_path / "none.jsonl")], check=False, capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
