@@ -124,12 +124,21 @@ def estimate(p: np.ndarray | Sequence[float], source_rate: float, label: str, n_
 
 def source_rate(model: BoostedNodeModel) -> tuple[float, str] | None:
     """(share of right queries, label) where ``model``'s whole-query confidence was calibrated,
-    from its model card; None where the card lacks them (an adapted model: its rates are the
-    teacher's, moved already)."""
-    trained = (model.info_ or {}).get("trained_on", {})
+    from its model card (``query_rate`` where the card has it, else the share of its training
+    outputs that were right by the labels it was trained on); None where the card lacks them (an
+    adapted model: its rates are the teacher's, moved already) or where the confidence is
+    calibrated to another label than the one counted."""
+    info = model.info_ or {}
+    trained = info.get("trained_on", {})
+    label = str(getattr(model, "query_label", None) or trained.get("labels") or "execution")
+    if info.get("query_rate") is not None:
+        return float(info["query_rate"]), label
     if not (trained.get("examples") and trained.get("correct_queries") is not None):
         return None
-    return trained["correct_queries"] / trained["examples"], str(trained.get("labels") or "execution")
+    counted = str(trained.get("labels") or "execution")  # execution: execution match where a database was read
+    if label != counted and not (label == "mixed" and counted == "execution"):
+        return None
+    return trained["correct_queries"] / trained["examples"], label
 
 
 def shift_scored(results: Sequence, model: BoostedNodeModel | None, at_least: int | None = None

@@ -1,0 +1,237 @@
+"""A model applied to a system or benchmark it was not fitted on: for each system's file of
+scored queries (``rat-score``'s output), how far its confidence can be trusted there.
+
+Per system, each with its 95% bootstrap interval (queries resampled; node AUC resamples whole
+queries with their nodes): the rate of right queries by the label named (``execution``: the
+query executes to gold's result, where the benchmark has databases; ``tree``: its tree is gold's,
+every node right — stricter: an equivalent query written differently counts as wrong), the tree
+rate beside it, the mean whole-query confidence and its gap to the rate, whole-query ECE (10
+uniform bins), whole-query AUC, and node AUC against tree node labels. Where the rows were moved
+by label shift (``model.label_shift``), the same numbers before the shift and the estimated
+rate with its interval. A reliability diagram of the whole-query confidence, one panel per
+system, is drawn to ``plots/reliability_new_system.png``.
+
+    rat-score --model <run>/model --data-root ../shared/data/spider --predictions graphix_t5.txt \\
+        --out scored.jsonl
+    python evaluate.py new_system.scored=scored.jsonl data_root=../shared/data/spider out_dir=eval/
+
+Labels are computed here from the benchmark's gold SQL (``model.nodes.examples.build_examples``),
+never read by the model.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model import metrics as M
+from model.errors import UsageError
+
+LABELS = {"execution": "executes to gold's result", "tree": "tree equal to gold's"}
+
+
+@dataclass
+class SystemScores:
+    """One system's scored queries beside their labels (aligned, query order)."""
+
+    system: str
+    confidence: np.ndarray  # whole-query confidence as scored (shifted where the rows were)
+    unshifted: np.ndarray | None  # before label shift; None where the rows were not shifted
+    execution: np.ndarray | None  # 1 = executes to gold's result; None without databases
+    tree: np.ndarray  # 1 = every node right (the tree is gold's)
+    node_confidence: list[np.ndarray]
+    node_labels: list[np.ndarray]
+    label_shift: dict | None = None  # the rows' estimate (model.label_shift.RateShift.to_dict)
+
+    @property
+    def label(self) -> str:
+        return "execution" if self.execution is not None else "tree"
+
+    @property
+    def right(self) -> np.ndarray:
+        return self.execution if self.execution is not None else self.tree
+
+
+def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", labels: str = "execution",
+             skipped: Counter | None = None) -> dict[str, SystemScores]:
+    """``rat-score`` rows grouped by system and labelled against ``data_root``'s gold SQL:
+    execution labels where the benchmark has the database (``labels="execution"``), tree
+    labels otherwise. A row whose question or tree cannot be labelled is left out and counted in
+    ``skipped``; so is a row whose node count differs from its labelled tree's."""
+    from model.nodes.examples import build_examples
+
+    skipped = skipped if skipped is not None else Counter()
+    by_system: dict[str, list[Mapping]] = defaultdict(list)
+    for row in rows:
+        if not isinstance(row, Mapping) or row.get("question_id") is None or "query_confidence" not in row:
+            skipped["not a rat-score row (question_id, query_confidence)"] += 1
+            continue
+        by_system[str(row.get("system") or "system")].append(row)
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for system, mine in sorted(by_system.items()):
+            path = Path(tmp) / f"{system}.jsonl"
+            path.write_text("".join(json.dumps({"question_id": r["question_id"], "sql": r["sql"]}) + "\n"
+                                    for r in mine))
+            examples, report = build_examples(data_root, split, prediction_files=[path], require_database=False,
+                                              labels=labels, verbose=False)
+            skipped.update(report.skipped)
+            example_of = {e.question_id: e for e in examples}
+            kept = []
+            for r in mine:
+                e = example_of.get(str(r["question_id"]))
+                if e is None:
+                    skipped["not labelled (unknown question or unreadable SQL)"] += 1
+                elif len(e.node_labels) != len(r.get("nodes") or ()):
+                    skipped["node count differs from the labelled tree"] += 1
+                else:
+                    kept.append((r, e))
+            if not kept:
+                continue
+            has_execution = labels == "execution" and all(e.execution_match is not None for _, e in kept)
+            shifted = all("query_confidence_unshifted" in r for r, _ in kept)
+            out[system] = SystemScores(
+                system, np.array([r["query_confidence"] for r, _ in kept], dtype=float),
+                np.array([r["query_confidence_unshifted"] for r, _ in kept], dtype=float) if shifted else None,
+                np.array([int(bool(e.execution_match)) for _, e in kept]) if has_execution else None,
+                np.array([int(all(e.node_labels)) for _, e in kept]),
+                [np.array([n["confidence"] for n in r["nodes"]], dtype=float) for r, _ in kept],
+                [np.asarray(e.node_labels, dtype=int) for _, e in kept],
+                kept[0][0].get("label_shift") if shifted else None)
+    return out
+
+
+def _node_draws(sizes: np.ndarray, draws: Sequence[np.ndarray]):
+    """For each bootstrap draw of queries, the indices of their nodes (whole queries resampled)."""
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    for idx in draws:
+        lens = sizes[idx]
+        offsets = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+        yield np.repeat(starts[idx], lens) + offsets
+
+
+def _interval(values: list[float]) -> list[float]:
+    return [round(v, 4) for v in M.percentile_interval(values)]
+
+
+def report(s: SystemScores, n_bootstrap: int = 1000, seed: int = 0, n_bins: int = 10) -> dict[str, Any]:
+    """The new-system numbers of one system, each ``[value, [low, high]]`` (95% bootstrap).
+
+    >>> s = SystemScores("a", np.array([0.9, 0.8, 0.3, 0.6]), None, np.array([1, 1, 0, 1]),
+    ...                  np.array([1, 0, 0, 1]), [np.array([0.9, 0.8])] * 4, [np.array([1, 1]), np.array([1, 0]),
+    ...                  np.array([0, 0]), np.array([1, 1])])
+    >>> r = report(s, n_bootstrap=20)
+    >>> r["label"], r["rate"][0], r["tree_rate"][0], r["mean_confidence"][0], r["gap"][0]
+    ('execution', 0.75, 0.5, 0.65, -0.1)
+    """
+    y, tree = s.right, s.tree
+    nodes_c, nodes_y = np.concatenate(s.node_confidence), np.concatenate(s.node_labels)
+    sizes = np.array([len(c) for c in s.node_confidence])
+    variants = {"": s.confidence, **({"unshifted_": s.unshifted} if s.unshifted is not None else {})}
+
+    def query_stats(c, yy, tt):
+        return {"rate": float(yy.mean()), "tree_rate": float(tt.mean()),
+                **{f"{k}{name}": v for k, conf in c.items() for name, v in (
+                    ("mean_confidence", float(conf.mean())), ("gap", float(conf.mean() - yy.mean())),
+                    ("ece", M.ece(conf, yy, n_bins)), ("query_auc", M.auc(conf, yy)))}}
+
+    point = {**query_stats(variants, y, tree), "node_auc": M.auc(nodes_c, nodes_y)}
+    draws = list(M.bootstrap_indices(len(y), n_bootstrap, seed)) if n_bootstrap else []
+    samples: dict[str, list[float]] = defaultdict(list)
+    for idx, node_idx in zip(draws, _node_draws(sizes, draws)):
+        for k, v in query_stats({k: c[idx] for k, c in variants.items()}, y[idx], tree[idx]).items():
+            samples[k].append(v)
+        samples["node_auc"].append(M.auc(nodes_c[node_idx], nodes_y[node_idx]))
+    out: dict[str, Any] = {"system": s.system, "queries": len(y), "nodes": len(nodes_c),
+                           "label": s.label}
+    for k, v in point.items():
+        out[k] = [round(float(v), 4), _interval(samples[k]) if draws else None]
+    if s.label_shift:
+        out["label_shift"] = s.label_shift
+    return out
+
+
+def markdown(reports: Sequence[Mapping]) -> list[str]:
+    """The per-system table."""
+    def cell(v) -> str:
+        value, ci = v
+        return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+    shifted = any("unshifted_mean_confidence" in r for r in reports)
+    head = ["system", "queries", "label", "rate", "tree rate", "mean confidence", "confidence − rate",
+            "whole-query ECE", "whole-query AUC", "node AUC"]
+    if shifted:
+        head += ["estimated rate (label shift)", "before shift: mean confidence", "before shift: ECE"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in reports:
+        cells = [r["system"], str(r["queries"]), r["label"], cell(r["rate"]), cell(r["tree_rate"]),
+                 cell(r["mean_confidence"]), cell(r["gap"]), cell(r["ece"]), cell(r["query_auc"]),
+                 cell(r["node_auc"])]
+        if shifted:
+            ls = r.get("label_shift")
+            cells += [f"{ls['rate']:.3f} [{ls['low']:.3f}, {ls['high']:.3f}]" if ls else "–",
+                      cell(r["unshifted_mean_confidence"]) if ls else "–", cell(r["unshifted_ece"]) if ls else "–"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def reliability(scores: Mapping[str, SystemScores], path_stem: Path | str, title: str,
+                n_bins: int = 10) -> list[Path]:
+    """One reliability diagram per system (whole-query confidence against its label)."""
+    from model.eval import plots
+
+    methods = {f"{s.system} ({s.label})": (s.confidence, s.right) for s in scores.values()}
+    return plots.plot_reliability(methods, path_stem, n_bins=n_bins, suptitle=title, formats=("png",))
+
+
+def read_scored(paths: Sequence[str | Path]) -> list[dict]:
+    """``rat-score`` output rows of one or more JSONL files; a missing file is one line."""
+    rows = []
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise UsageError(f"new_system.scored={path}: no such file")
+        for line in path.read_text(errors="replace").splitlines():
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    raise UsageError(f"{path}: not JSONL (rat-score --out writes it)") from None
+    return rows
+
+
+def evaluate_new_system(cfg) -> dict:
+    """``python evaluate.py new_system.scored=<rat-score JSONL>[,...] data_root=<benchmark>``:
+    metrics.json, report.md and plots/reliability_new_system.png in ``out_dir``."""
+    ns = cfg.new_system
+    files = [ns.scored] if isinstance(ns.scored, str) else list(ns.scored)
+    if not cfg.data_root or not Path(cfg.data_root).is_dir():
+        raise UsageError(f"new_system needs data_root=<the benchmark folder with its gold SQL>; got {cfg.data_root}")
+    skipped: Counter = Counter()
+    scores = labelled(read_scored(files), Path(cfg.data_root), ns.split, ns.labels, skipped)
+    if not scores:
+        raise UsageError(f"{', '.join(map(str, files))}: no row could be labelled ({dict(skipped)})")
+    out_dir = Path(cfg.out_dir) if cfg.out_dir else Path(files[0]).with_name(f"{Path(files[0]).stem}_eval")
+    reports = [report(s, cfg.n_bootstrap, cfg.seed, cfg.n_bins) for s in scores.values()]
+    title = ns.title or f"{', '.join(Path(f).name for f in files)} on {Path(cfg.data_root).name}"
+    pictures = reliability(scores, out_dir / "plots" / "reliability_new_system", title, cfg.n_bins)
+    md = [f"# A model on systems it was not fitted on: {title}", "",
+          "Per system, 95% bootstrap intervals over its queries. Labels: "
+          + "; ".join(f"{k}: {v}" for k, v in LABELS.items()) + ". Node AUC against tree node labels."
+          + (f" Left out: {dict(skipped)}." if skipped else ""), "", *markdown(reports), "",
+          f"![reliability](plots/{pictures[0].name})", ""]
+    results = {"source": [str(f) for f in files], "data_root": str(cfg.data_root), "systems": reports,
+               "rows_skipped": dict(skipped)}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "metrics.json").write_text(json.dumps(results, indent=1))
+    (out_dir / "report.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md[:-2]))
+    print(f"wrote {out_dir / 'metrics.json'}, {out_dir / 'report.md'}, {pictures[0]}")
+    return {"new_system": results}

@@ -1,0 +1,72 @@
+"""A model on a system it was not fitted on (model.eval.new_system, evaluate.py new_system.*):
+the demo model trained without one pseudo-system scores that system's file alone through
+rat-score; evaluate.py reports its rates by the named label, confidence, ECE, whole-query and
+node AUC with intervals, and draws the reliability diagram."""
+
+import json
+
+import numpy as np
+import pytest
+
+from model.errors import UsageError
+from model.train import train
+from tests.test_boosted import FAST, compose_cfg
+from tests.test_score_cli import rat_score
+
+HELD_OUT = "demo_weak"
+
+
+@pytest.fixture(scope="module")
+def held_out_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("held_out")
+    _, objects = train(compose_cfg("train", [*FAST, "data.protocol=crossfit", "data.folds=3",
+                                             f"data.holdout_system={HELD_OUT}"], out))
+    return out, objects
+
+
+def _evaluate(**overrides):
+    from model.evaluate import evaluate
+
+    return evaluate(compose_cfg("evaluate", [f"{k}={v}" for k, v in overrides.items()]))
+
+
+def test_a_held_out_systems_file_is_reported_with_intervals_and_a_diagram(held_out_run, tmp_path):
+    run, objects = held_out_run
+    root = objects["table"].root
+    scored = tmp_path / "scored.jsonl"
+    done = rat_score("--model", str(run / "model"), "--data-root", str(root), "--split", "dev", "--no-reasons",
+                     "--predictions", str(root / "predictions" / f"{HELD_OUT}.jsonl"), "--out", str(scored))
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "eval"
+    result = _evaluate(**{"new_system.scored": scored, "data_root": root, "out_dir": out, "n_bootstrap": 50})
+    (r,) = result["new_system"]["systems"]
+    examples = [e for e in objects["table"].examples if e.system == HELD_OUT]
+    rows = [json.loads(line) for line in scored.read_text().splitlines()]
+    assert r["system"] == HELD_OUT and r["label"] == "execution" and r["queries"] == len(rows)
+    # the rates are the labels' (computed from gold, not read from the model)
+    by_id = {e.question_id: e for e in examples}
+    expected = np.mean([bool(by_id[str(row["question_id"])].execution_match) for row in rows])
+    assert r["rate"][0] == pytest.approx(expected, abs=1e-4)
+    assert r["tree_rate"][0] <= r["rate"][0] + 1e-9  # tree agreement is stricter than execution
+    assert r["mean_confidence"][0] == pytest.approx(np.mean([row["query_confidence"] for row in rows]), abs=1e-4)
+    assert r["gap"][0] == pytest.approx(r["mean_confidence"][0] - r["rate"][0], abs=2e-4)
+    for key in ("rate", "mean_confidence", "ece", "query_auc", "node_auc"):
+        value, (low, high) = r[key]
+        assert low <= value <= high, key
+    # 216 queries: shifted by default; the estimate and the numbers before the shift are reported
+    assert r["label_shift"]["queries"] == len(rows)
+    assert r["unshifted_mean_confidence"][0] == pytest.approx(
+        np.mean([row["query_confidence_unshifted"] for row in rows]), abs=1e-4)
+    report = (out / "report.md").read_text()
+    assert "| demo_weak | " in report and "estimated rate (label shift)" in report
+    png = out / "plots" / "reliability_new_system.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((out / "metrics.json").read_text())["systems"][0]["system"] == HELD_OUT
+
+
+def test_mistakes_are_one_line(tmp_path):
+    with pytest.raises(UsageError, match="no such file"):
+        _evaluate(**{"new_system.scored": tmp_path / "missing.jsonl", "data_root": tmp_path})
+    (tmp_path / "x.jsonl").write_text("{}\n")
+    with pytest.raises(UsageError, match="data_root"):
+        _evaluate(**{"new_system.scored": tmp_path / "x.jsonl"})
