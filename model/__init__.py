@@ -11,10 +11,19 @@ read; ``ModelFileError`` is a model directory it cannot use).
 >>> type(bad).__name__
 'RowError'
 
+``Scorer.check`` decides what to do with a query (``Verdict``: run, review or regenerate, with
+feedback); ``guard`` wraps a ``run_sql(sql)`` function so that only queries to run reach it:
+
+>>> from model import Verdict
+>>> verdict = Scorer.pretrained().check("SELECT count(*) FROM singer", question="How many singers?",
+...                                     schema={"singer": ["singer_id", "name"]})
+>>> isinstance(verdict, Verdict), verdict.action  # no database: never "run" unseen
+(True, 'review')
+
 The names are imported on first use, so ``import model.<module>`` stays cheap.
 """
 
-__all__ = ["ModelFileError", "RowError", "ScoredNode", "ScoredQuery", "Scorer"]
+__all__ = ["ModelFileError", "QueryHeld", "RowError", "ScoredNode", "ScoredQuery", "Scorer", "Verdict", "guard"]
 
 
 def __getattr__(name: str):

@@ -4,5 +4,6 @@ saved model fitted again on a consensus teacher's reading of your unlabelled out
 
 from model.errors import ModelFileError
 from model.scoring.scorer import RowError, ScoredNode, ScoredQuery, Scorer
+from model.scoring.verdict import QueryHeld, Verdict, guard
 
-__all__ = ["ModelFileError", "RowError", "ScoredNode", "ScoredQuery", "Scorer"]
+__all__ = ["ModelFileError", "QueryHeld", "RowError", "ScoredNode", "ScoredQuery", "Scorer", "Verdict", "guard"]
