@@ -39,7 +39,8 @@ class ServerUnavailable(RuntimeError):
     """The server cannot be started here (binaries or driver missing): the reason in one line."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on localhost now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -94,7 +95,7 @@ class PostgresServer:
             raise ServerUnavailable("psycopg is not installed: pip install '.[postgres]'") from None
         if _is_root() and shutil.which("runuser") is None:
             raise ServerUnavailable("running as root without runuser: PostgreSQL refuses root")
-        self.host, self.port = "127.0.0.1", _free_port()
+        self.host, self.port = "127.0.0.1", free_port()
         self.folder: Path | None = None
 
     def start(self) -> PostgresServer:
@@ -184,7 +185,7 @@ class MariaDBServer:
             import pymysql  # noqa: F401
         except ImportError:
             raise ServerUnavailable("pymysql is not installed: pip install '.[mysql]'") from None
-        self.host, self.port = "127.0.0.1", _free_port()
+        self.host, self.port = "127.0.0.1", free_port()
         self.folder: Path | None = None
         self.process: subprocess.Popen | None = None
 

@@ -350,7 +350,7 @@ class SqliteDatabase(Database):
     def execute(self, sql, timeout_s=None, max_result_bytes=None):
         seconds = self.timeout_s if timeout_s is None else timeout_s
         budget = self.max_result_bytes if max_result_bytes is None else max_result_bytes
-        return execute_sql(self.path, sql, seconds, budget)
+        return execute_sql(self.path, sql, seconds, budget, self.max_rows)
 
     def _query(self, sql: str, args: tuple = ()) -> Rows:
         uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"

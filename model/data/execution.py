@@ -182,7 +182,8 @@ def _rows_bytes(rows: Rows) -> int:
 
 
 def _run(
-    db_path: Path, sql: str, timeout_s: float, max_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    db_path: Path, sql: str, timeout_s: float, max_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    max_rows: int = MAX_ROWS,
 ) -> tuple[str, Any]:
     """("ok", rows) | ("error", message) | ("timeout", message) | ("too_large", message);
     never raises."""
@@ -212,8 +213,8 @@ def _run(
             rows.extend(batch)
             batch_bytes = _rows_bytes(batch)
             size += batch_bytes
-            if len(rows) > MAX_ROWS:
-                return "too_large", f"result has more than {MAX_ROWS} rows"
+            if len(rows) > max_rows:
+                return "too_large", f"result has more than {max_rows} rows"
             if size > max_bytes:
                 return "too_large", (
                     f"result larger than {max_bytes / 2**20:g} MiB "
@@ -240,9 +241,11 @@ def execute_sql(
     sql: str,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    max_rows: int = MAX_ROWS,
 ) -> tuple[Rows | None, str | None]:
     """Run one query read-only: ``(rows, None)``, or ``(None, error)`` (``"timeout ..."`` on timeout,
-    ``"result larger than ..."`` / ``"result has more than ..."`` past the memory guards).
+    ``"result larger than ..."`` / ``"result has more than ..."`` past the memory guards: an
+    estimated ``max_result_bytes``, ``max_rows`` rows).
 
     >>> import tempfile
     >>> db = Path(tempfile.mkdtemp()) / "t.sqlite"
@@ -252,7 +255,7 @@ def execute_sql(
     >>> execute_sql(db, "DROP TABLE t")[1]
     'DatabaseError: not authorized'
     """
-    status, payload = _run(Path(db_path), sql, timeout_s, max_result_bytes)
+    status, payload = _run(Path(db_path), sql, timeout_s, max_result_bytes, max_rows)
     return (payload, None) if status == "ok" else (None, payload)
 
 

@@ -501,8 +501,11 @@ class DatabaseProbe:
         if self.database is not None and column != "*":
             tab, col = self._names(table, column)
             literal, text = self.database.literal(literal), self.database.text_type()
-            op = "LIKE" if like else "="
-            sql = (f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {col} {op} {literal}), "
+            # SQLite's meaning on every backend: LIKE ignores case, = does not
+            op = ("ILIKE" if self.dialect in ("postgres", "duckdb") else "LIKE") if like else "="
+            exact = f"BINARY {literal}" if self.dialect == "mysql" and not like and literal[:1] == "'" \
+                else literal
+            sql = (f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {col} {op} {exact}), "
                    f"EXISTS(SELECT 1 FROM {tab} WHERE lower(CAST({col} AS {text})) {op} "
                    f"lower(CAST({literal} AS {text})))")
             rows, error = self._execute(sql)

@@ -1,0 +1,479 @@
+"""Live databases (model.data.databases) against real servers: PostgreSQL and MariaDB started by
+tests/servers.py, DuckDB and SQLite files. A demo database (music_events, the embedded demo
+corpus) is copied into each; writes attempted through the scorer's connection fail and change
+nothing, the schema read from each database is the one declared, scores against each backend
+match the SQLite file's, and rat-score / rat-serve take URLs."""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from model.data.databases import DatabaseError, open_database, schema_from_ddl
+from model.synth.demo.databases import (
+    generate_rows,
+    load_database_specs,
+    spider_table_entry,
+    write_database,
+)
+from tests.servers import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled",
+       "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
+DB_ID = "music_events"
+TYPES = {"postgres": {"INTEGER": "INTEGER", "REAL": "DOUBLE PRECISION", "TEXT": "TEXT"},
+         "duckdb": {"INTEGER": "INTEGER", "REAL": "DOUBLE", "TEXT": "TEXT"},
+         "mysql": {"INTEGER": "INTEGER", "REAL": "DOUBLE", "TEXT": "VARCHAR(255)"}}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The demo database: its declaration, its rows and its SQLite file."""
+    spec = load_database_specs()[DB_ID]
+    rows = generate_rows(spec)
+    path = tmp_path_factory.mktemp("demo") / f"{DB_ID}.sqlite"
+    write_database(spec, rows, path)
+    return spec, rows, path
+
+
+def ddl(spec, kind: str) -> list[str]:
+    quote = (lambda n: f"`{n}`") if kind == "mysql" else (lambda n: f'"{n}"')
+    statements = []
+    for table in spec.tables.values():
+        columns = [f"{quote(c.name)} {TYPES[kind][c.sql_type]}" for c in table.columns]
+        columns.append(f"PRIMARY KEY ({', '.join(map(quote, table.primary_key))})")
+        columns += [f"FOREIGN KEY ({quote(c)}) REFERENCES {quote(p)} ({quote(pc)})" for c, p, pc in table.fks]
+        statements.append(f"CREATE TABLE {quote(table.name)} ({', '.join(columns)})")
+    return statements
+
+
+def copy_into(kind: str, conn, spec, rows) -> None:
+    """The demo tables (keys included) and all their rows, through a loading connection."""
+    cursor = conn.cursor()
+    for statement in ddl(spec, kind):
+        cursor.execute(statement)
+    mark = "?" if kind == "duckdb" else "%s"
+    for table in spec.tables.values():
+        cursor.executemany(f"INSERT INTO {table.name} VALUES ({', '.join([mark] * len(table.columns))})",
+                           rows[table.name])
+    conn.commit()
+
+
+@pytest.fixture(scope="module")
+def pg_demo(postgres_server, demo):
+    """(scorer URL, superuser URL) of the demo copy in PostgreSQL."""
+    import psycopg
+
+    spec, rows, _ = demo
+    url = postgres_server.create_database(DB_ID)
+    admin = postgres_server.url(DB_ID, admin=True)
+    with psycopg.connect(admin) as conn:
+        if conn.execute("SELECT to_regclass('artists')").fetchone()[0] is None:
+            copy_into("postgres", conn, spec, rows)
+    return url, admin
+
+
+@pytest.fixture(scope="module")
+def mysql_demo(mysql_server, demo):
+    import pymysql
+
+    spec, rows, _ = demo
+    url = mysql_server.create_database(DB_ID)
+    conn = pymysql.connect(host=mysql_server.host, port=mysql_server.port, user="rat_admin",
+                           password="admin-pw", database=DB_ID)
+    with conn:
+        with conn.cursor() as cursor:
+            cursor.execute("SHOW TABLES")
+            present = cursor.fetchall()
+        if not present:
+            copy_into("mysql", conn, spec, rows)
+    return url, mysql_server.url(DB_ID, admin=True)
+
+
+@pytest.fixture(scope="module")
+def duck_demo(demo, tmp_path_factory):
+    duckdb = pytest.importorskip("duckdb")
+    spec, rows, _ = demo
+    path = tmp_path_factory.mktemp("duck") / f"{DB_ID}.duckdb"
+    conn = duckdb.connect(str(path))
+    copy_into("duckdb", conn, spec, rows)
+    conn.close()
+    return path
+
+
+def checksum(kind: str, target) -> str:
+    """sha256 over every table's name and all its rows, read through a loading connection."""
+    digest = hashlib.sha256()
+    if kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(target) as conn:
+            tables = [r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")]
+            for t in tables:
+                digest.update(repr((t, conn.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall())).encode())
+    elif kind == "mysql":
+        import pymysql
+
+        from model.data.databases import parse_url
+
+        u = parse_url(target)
+        conn = pymysql.connect(host=u["host"], port=u["port"], user=u["user"], password=u["password"],
+                               database=u["database"])
+        with conn, conn.cursor() as cursor:
+            cursor.execute("SHOW TABLES")
+            for (t,) in sorted(cursor.fetchall()):
+                cursor.execute(f"SELECT * FROM `{t}` ORDER BY 1")
+                digest.update(repr((t, cursor.fetchall())).encode())
+    else:  # a file: its bytes
+        digest.update(Path(target).read_bytes())
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------- write attempts
+
+COMMON_WRITES = [
+    "INSERT INTO venues VALUES (99, 'x', 'y', 1)",
+    "UPDATE venues SET capacity = 0",
+    "DELETE FROM concerts",
+    "DROP TABLE concerts",
+    "CREATE TABLE intruder (x INTEGER)",
+    "ALTER TABLE venues ADD COLUMN x INTEGER",
+    "SELECT 1; DROP TABLE concerts",
+    "SELECT 1; DELETE FROM venues",
+    "/* hidden */ DROP TABLE venues",
+    "(DELETE FROM venues)",
+]
+
+
+def assert_writes_fail(db, statements, before: str, after) -> None:
+    for sql in statements:
+        rows, error = db.execute(sql, timeout_s=2.0)
+        assert rows is None and error, (sql, rows)
+    assert after() == before
+
+
+def test_postgres_refuses_every_write_and_changes_nothing(pg_demo, tmp_path):
+    url, admin = pg_demo
+    marker = tmp_path / "copied"
+    before = checksum("postgres", admin)
+    writes = COMMON_WRITES + [
+        f"COPY venues TO PROGRAM 'touch {marker}'",
+        "COPY venues FROM '/etc/passwd'",
+        "SET default_transaction_read_only = off",
+        "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
+        "WITH gone AS (DELETE FROM venues RETURNING *) SELECT * FROM gone",
+        "SELECT * FROM venues FOR UPDATE; COMMIT; DROP TABLE venues",
+        "SELECT lo_import('/etc/passwd')",
+        "DO $$ BEGIN DELETE FROM venues; END $$",
+    ]
+    with open_database(url) as db:
+        assert_writes_fail(db, writes, before, lambda: checksum("postgres", admin))
+        # a setting changed by a query (set_config in a SELECT) lasts only for its transaction
+        db.execute("SELECT set_config('default_transaction_read_only', 'off', false)")
+        assert db.execute("SHOW default_transaction_read_only")[1]  # SHOW is not a query: refused
+        rows, error = db.execute("SELECT current_setting('default_transaction_read_only'), "
+                                 "current_setting('transaction_read_only')")
+        assert rows == [("on", "on")], error
+        assert_writes_fail(db, ["DELETE FROM venues"], before, lambda: checksum("postgres", admin))
+        start = time.monotonic()
+        rows, error = db.execute("SELECT pg_sleep(5)", timeout_s=1.0)
+        assert rows is None and error.startswith("timeout") and time.monotonic() - start < 3
+        assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None)  # still usable
+    # even the superuser's connection sends no COPY (only reads are sent at all)
+    with open_database(admin) as db:
+        assert_writes_fail(db, [f"COPY venues TO PROGRAM 'touch {marker}'", "DROP TABLE venues"],
+                           before, lambda: checksum("postgres", admin))
+    assert not marker.exists()
+
+
+def test_duckdb_refuses_every_write_and_reads_no_file(duck_demo, tmp_path):
+    before = checksum("duckdb", duck_demo)
+    out = tmp_path / "out.csv"
+    writes = COMMON_WRITES + [
+        f"COPY venues TO '{out}'",
+        f"ATTACH '{tmp_path / 'new.duckdb'}' AS other",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "FROM read_text('/etc/passwd')",
+        "SELECT * FROM '/etc/passwd'",
+        "SET enable_external_access = true",
+        "SELECT 1; COPY venues TO '/tmp/x.csv'",
+    ]
+    with open_database(duck_demo) as db:
+        assert db.dialect == "duckdb"
+        assert_writes_fail(db, writes, before, lambda: checksum("duckdb", duck_demo))
+        start = time.monotonic()
+        rows, error = db.execute("SELECT count(*) FROM range(100000000000) a", timeout_s=1.0)
+        assert rows is None and error.startswith("timeout") and time.monotonic() - start < 5
+        assert db.execute("FROM venues SELECT count(*)") == ([(10,)], None)
+    assert not out.exists() and not (tmp_path / "new.duckdb").exists()
+
+
+def test_mysql_refuses_every_write_and_changes_nothing(mysql_demo, tmp_path):
+    url, admin = mysql_demo
+    before = checksum("mysql", admin)
+    writes = COMMON_WRITES + [
+        "SELECT * FROM venues INTO OUTFILE '/tmp/rat-venues.txt'",
+        "SELECT 1 INTO DUMPFILE '/tmp/rat-dump.txt'",
+        "SET SESSION TRANSACTION READ WRITE",
+        "LOAD DATA INFILE '/etc/passwd' INTO TABLE venues",
+        "REPLACE INTO venues VALUES (1, 'x', 'y', 1)",
+        "LOCK TABLES venues WRITE",
+    ]
+    for path in ("/tmp/rat-venues.txt", "/tmp/rat-dump.txt"):
+        Path(path).unlink(missing_ok=True)
+    with open_database(url) as db:
+        assert db.dialect == "mysql"
+        assert_writes_fail(db, writes, before, lambda: checksum("mysql", admin))
+        start = time.monotonic()
+        rows, error = db.execute("SELECT SLEEP(5)", timeout_s=1.0)
+        assert rows is None and error.startswith("timeout") and time.monotonic() - start < 3
+        assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None)
+    # the superuser's connection too: a read-only transaction, and no file written
+    with open_database(admin) as db:
+        assert_writes_fail(db, ["SELECT * FROM venues INTO OUTFILE '/tmp/rat-venues.txt'",
+                                "DELETE FROM venues"], before, lambda: checksum("mysql", admin))
+    assert not Path("/tmp/rat-venues.txt").exists() and not Path("/tmp/rat-dump.txt").exists()
+
+
+def test_sqlite_refuses_every_write_and_changes_nothing(demo):
+    path = demo[2]
+    before = checksum("sqlite", path)
+    with open_database(f"sqlite:///{path}") as db:
+        assert_writes_fail(db, COMMON_WRITES + [f"ATTACH '{path}.2' AS x", "PRAGMA query_only = OFF"],
+                           before, lambda: checksum("sqlite", path))
+    assert not Path(f"{path}.2").exists()
+
+
+def test_rows_and_bytes_are_capped_on_every_backend(pg_demo, mysql_demo, duck_demo, demo):
+    cross = "SELECT a.name, b.name, c.name FROM venues a, venues b, venues c"  # 1,000 rows
+    pairs = "SELECT a.name, b.name FROM venues a, venues b"  # 100 rows
+    for target in (pg_demo[0], mysql_demo[0], duck_demo, demo[2]):
+        with open_database(target, max_rows=500) as db:
+            rows, error = db.execute(cross)
+            assert rows is None and "more than 500 rows" in error, (target, error)
+            rows, error = db.execute(pairs, max_result_bytes=4096)
+            assert rows is None and "larger than" in error, (target, error)
+            assert len(db.execute(pairs)[0]) == 100
+            assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None)  # usable after
+
+
+# ---------------------------------------------------------------------------- schema, values
+
+
+def known_schema(spec):
+    tables = {t.name: [c.name for c in t.columns] for t in spec.tables.values()}
+    primary = {f"{t.name}.{k}" for t in spec.tables.values() for k in t.primary_key}
+    foreign = {(f"{t.name}.{c}", f"{p}.{pc}") for t in spec.tables.values() for c, p, pc in t.fks}
+    return tables, primary, foreign
+
+
+def test_the_schema_read_from_each_database_is_the_declared_one(pg_demo, mysql_demo, duck_demo, demo):
+    spec, _, path = demo
+    tables, primary, foreign = known_schema(spec)
+    for target in (pg_demo[0], mysql_demo[0], duck_demo, path):
+        with open_database(target) as db:
+            schema = db.schema(DB_ID)
+        assert {t: list(c) for t, c in schema.tables.items()} == tables, target
+        assert set(schema.primary_keys) == primary and set(schema.foreign_keys) == foreign, target
+        assert schema.column_types["concerts.ticket_price"].lower() in ("double precision", "double", "real")
+    # the same tables written as DDL in PostgreSQL's dialect
+    ddl_schema = schema_from_ddl(";\n".join(ddl(spec, "postgres")), "postgres", DB_ID)
+    assert {t: list(c) for t, c in ddl_schema.tables.items()} == tables
+    assert set(ddl_schema.primary_keys) == primary and set(ddl_schema.foreign_keys) == foreign
+
+
+def test_results_are_the_same_on_every_backend(pg_demo, mysql_demo, duck_demo, demo):
+    queries = [
+        "SELECT count(*), avg(ticket_price), sum(attendance), min(concert_date) FROM concerts",
+        "SELECT name FROM venues WHERE city LIKE '%lon%' ORDER BY name",  # SQLite's LIKE ignores case
+        "SELECT country, count(*) FROM artists GROUP BY country ORDER BY country",
+        'SELECT title FROM albums WHERE release_year > 2000 AND title != "x" ORDER BY title LIMIT 3',
+    ]
+    spec, _, path = demo
+    schema = spider_table_entry(spec)
+    from model.scoring.scorer import as_schema
+
+    schema = as_schema(schema)
+    with open_database(path) as sqlite:
+        expected = [sqlite.execute(q) for q in queries]
+    assert all(error is None and rows for rows, error in expected)
+    for target in (pg_demo[0], mysql_demo[0], duck_demo):
+        with open_database(target) as db:
+            got = [db.run(q, "sqlite", schema) for q in queries]
+        assert got == expected, target
+
+
+# ---------------------------------------------------------------------------- scoring
+
+
+QUESTIONS = [
+    ("Which venues are in London?", "SELECT name FROM venues WHERE city = 'London'"),
+    ("How many concerts cost more than 100?", "SELECT count(*) FROM concerts WHERE ticket_price > 100"),
+    ("Average attendance per artist", ("SELECT T1.name, avg(T2.attendance) FROM artists AS T1 JOIN "
+                                       "concerts AS T2 ON T1.artist_id = T2.artist_id GROUP BY T1.name")),
+    ("Venues with lon in the city", "SELECT name FROM venues WHERE city LIKE '%lon%'"),
+    ("Albums before 1990 by sales", ("SELECT title FROM albums WHERE release_year < 1990 "
+                                     "ORDER BY copies_sold DESC LIMIT 3")),
+    ("Artists named Nobody", "SELECT name FROM artists WHERE name = 'Nobody Here'"),
+]
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    from model.scoring import Scorer
+
+    return Scorer.pretrained()
+
+
+def test_scores_against_postgres_and_duckdb_match_the_sqlite_file(scorer, pg_demo, duck_demo, demo):
+    from model.nodes.features import FEATURES
+
+    spec, _, path = demo
+    schema = spider_table_entry(spec)
+    rows = [{"sql": sql, "question": q, "schema": schema, "db_id": DB_ID} for q, sql in QUESTIONS]
+    names = list(scorer.saved.features_)
+    database_columns = [j for j, n in enumerate(names)
+                        if any(f.name == n and f.group in ("execution", "values") for f in FEATURES)]
+    assert database_columns
+    reference = scorer.score_many([{**r, "database": path} for r in rows], progress=False, workers=1)
+    for target in (pg_demo[0], duck_demo):
+        scored = scorer.score_many([{**r, "database": target} for r in rows], progress=False)
+        for ref, got in zip(reference, scored, strict=True):
+            np.testing.assert_array_equal(got.features[:, database_columns], ref.features[:, database_columns])
+            assert abs(got.query_confidence - ref.query_confidence) <= 0.01
+            assert max(abs(a.confidence - b.confidence) for a, b in zip(got.nodes, ref.nodes)) <= 0.01
+    # the execution features are there (not NaN as without a database)
+    exec_error = names.index("exec_error")
+    assert not np.isnan(reference[0].features[:, exec_error]).any()
+
+
+def test_score_many_leaves_no_connection_open(scorer, pg_demo):
+    import psycopg
+
+    url, admin = pg_demo
+
+    def scorer_connections() -> int:
+        with psycopg.connect(admin) as conn:
+            return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = 'rat_scorer'").fetchone()[0]
+
+    assert scorer_connections() == 0
+    rows = [{"sql": sql, "question": q, "database": url, "db_id": DB_ID} for q, sql in QUESTIONS]
+    scored = scorer.score_many(rows + [{**rows[0], "database": url.replace(DB_ID, "rat")}], progress=False)
+    assert len(scored) == len(rows) + 1
+    assert scorer_connections() == 0
+    # the schema was read from the database: its keys are there
+    assert "venues.venue_id" in scored[0].schema.primary_keys
+    # a database that cannot be opened is one line naming it, password masked
+    with pytest.raises(DatabaseError, match=r"^postgresql://rat_scorer:\*\*\*@.*cannot connect") as caught:
+        scorer.score("SELECT 1", database=url.replace("scorer-pw", "wrong"))
+    assert "wrong" not in str(caught.value) and "\n" not in str(caught.value)
+    assert scorer_connections() == 0
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+def rat_score(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "model.scoring.cli", *args], check=False,
+                          capture_output=True, text=True, env=ENV, timeout=300, cwd=REPO)
+
+
+def test_rat_score_reads_a_postgres_url(pg_demo, tmp_path):
+    url, _ = pg_demo
+    done = rat_score("--database", url, "--question", "Which venues are in London?",
+                     "--sql", "SELECT name FROM venues WHERE city = 'London'", "--json")
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)
+    assert 0 < row["query_confidence"] < 1 and [n["label"] for n in row["nodes"]][-1] == "Project"
+    # a DDL file as the schema, SQL in PostgreSQL's dialect
+    schema_file = tmp_path / "music.sql"
+    schema_file.write_text(";\n".join(ddl(load_database_specs()[DB_ID], "postgres")) + ";\n")
+    predictions = tmp_path / "rows.jsonl"
+    predictions.write_text(json.dumps({"db_id": "music", "question": "Venues in London",
+                                       "sql": "SELECT name FROM venues WHERE city ILIKE 'london'"}) + "\n")
+    out = tmp_path / "scored.jsonl"
+    done = rat_score("--database", url, "--schema", str(schema_file), "--dialect", "postgres",
+                     "--predictions", str(predictions), "--out", str(out), "--no-label-shift")
+    assert done.returncode == 0, done.stderr
+    (scored,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "Ilike" in [n["label"] for n in scored["nodes"]]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda u: u.replace("scorer-pw", "wrong-pw"), "password authentication failed"),
+    (lambda u: u.rsplit("/", 1)[0] + "/no_such_db", 'database "no_such_db" does not exist'),
+    (lambda u: re.sub(r":\d+/", f":{free_port()}/", u), "cannot connect"),  # nothing listens there
+    (lambda u: u.replace("postgresql://", "oracle://"), "unknown database URL scheme 'oracle'"),
+    (lambda u: u, "no table 'nosuch'"),
+])
+def test_rat_score_database_mistakes_are_one_line_and_exit_2(pg_demo, tmp_path, change, message):
+    url = change(pg_demo[0])
+    out = tmp_path / "out.jsonl"
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text(json.dumps({"db_id": DB_ID, "sql": "SELECT 1"}) + "\n")
+    sql = "SELECT name FROM nosuch" if "nosuch" in message else "SELECT name FROM venues"
+    done = rat_score("--database", url, "--sql", sql)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert "scorer-pw" not in done.stderr and "wrong-pw" not in done.stderr
+    if "nosuch" not in message:
+        done = rat_score("--database", url, "--predictions", str(predictions), "--out", str(out))
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert not out.exists() and not (tmp_path / "report.html").exists()
+
+
+def test_rat_serve_answers_with_a_named_postgres_connection(pg_demo):
+    url, _ = pg_demo
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--port", str(port),
+                             "--processes", "1", "--database", f"music={url}"],
+                            env=ENV, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(base + "/health", timeout=1)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(proc.stderr.read())
+                time.sleep(0.1)
+        assert json.loads(urllib.request.urlopen(base + "/databases").read()) == {"databases": ["music"]}
+        body = {"queries": [{"db_id": "music", "question": "Which venues are in London?",
+                             "sql": "SELECT name FROM venues WHERE city = 'London'"},
+                            {"db_id": "music", "database": url, "sql": "SELECT 1"}]}
+        request = urllib.request.Request(base + "/score", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:  # a URL of its own: refused
+            urllib.request.urlopen(request, timeout=60)
+        assert refused.value.code == 400
+        body["queries"].pop()
+        request = urllib.request.Request(base + "/score", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            (row,) = json.loads(answer.read())["results"]
+        assert 0 < row["query_confidence"] < 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_rat_serve_with_a_bad_named_connection_is_one_line_and_exit_2(pg_demo):
+    url = pg_demo[0].replace("scorer-pw", "wrong-pw")
+    done = subprocess.run([sys.executable, "-m", "model.scoring.service", "--database", f"music={url}"],
+                          check=False, capture_output=True, text=True, env=ENV, timeout=300, cwd=REPO)
+    assert done.returncode == 2 and "password authentication failed" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "wrong-pw" not in done.stderr
