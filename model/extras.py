@@ -1,10 +1,11 @@
 """The optional parts of the install. The core install scores SQL with a saved model
 (``Scorer``, ``rat-score``, ``rat-adapt``, ``rat-calibrate``, ``rat-exec``); the extras add the
-rest: ``[train]`` (``train.py``, ``evaluate.py``, the neural node models, the language models)
-and ``[serve]`` (``rat-serve``). A command whose extra is missing says so in one line (exit 2).
+rest: ``[train]`` (``train.py``, ``evaluate.py``, the neural node models, the language models),
+``[serve]`` (``rat-serve``), ``[mcp]`` (``rat-mcp``) and ``[langchain]`` (the LangChain tool).
+A command whose extra is missing says so in one line (exit 2).
 
 >>> sorted(EXTRAS)
-['serve', 'train']
+['langchain', 'mcp', 'serve', 'train']
 >>> with needs_extra("serve", "rat-serve"):
 ...     import json  # present: nothing happens
 >>> with needs_extra("serve", "rat-serve"):  # uvicorn missing: one line on stderr, exit 2
@@ -28,6 +29,9 @@ EXTRAS = {
     "train": ("torch", "lightning", "transformers", "sentence_transformers", "hydra", "omegaconf",
               "wandb", "matplotlib", "safetensors", "gguf", "accelerate"),
     "serve": ("fastapi", "uvicorn", "starlette", "h11"),
+    "mcp": ("mcp", "mcp_types", "pydantic", "pydantic_core", "anyio", "httpx", "httpx_sse", "sse_starlette",
+            "starlette", "jsonschema", "pydantic_settings"),
+    "langchain": ("langchain_core", "langsmith", "pydantic", "pydantic_core", "jsonpatch", "tenacity", "yaml"),
 }
 
 

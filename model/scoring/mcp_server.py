@@ -1,0 +1,177 @@
+"""``rat-mcp``: the scorer as an MCP server (the official MCP Python SDK, stdio transport), for
+agents that check the SQL they write before running it.
+
+    rat-mcp --data-root ../shared/data/spider            # Spider's schemas and databases, read-only
+
+Tools: ``score_sql(sql, question, database)`` answers the whole-query confidence, the part to look
+at first (its text and ``[start, end)`` span in the SQL), the reasons and the verdict (run |
+review | regenerate, with feedback the agent can act on: ``model.scoring.verdict``);
+``list_databases()`` the database names ``score_sql`` accepts. Databases are configured as for
+``rat-serve``: ``--data-root`` (schemas and SQLite files under one folder, opened read-only,
+symlinks resolved and kept under it) or ``--schema`` (tables.json: schemas only). A bad argument
+is a tool error of one line (``isError``), never a crash of the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from model.extras import needs_extra
+from rat.dialects import DIALECTS
+
+MAX_SQL_CHARS = 10_000
+MAX_NODES = 500
+TIMEOUT_S = 10.0
+LISTED = 20  # database names an "unknown database" error shows
+
+
+class ScoringTools:
+    """What the two tools do, without the protocol: ``score_sql`` and ``list_databases`` raise
+    ``UsageError`` (one line) for a bad argument."""
+
+    def __init__(self, scorer, data_root: Path | None = None, schemas: dict | None = None,
+                 dialect: str = "sqlite", max_sql_chars: int = MAX_SQL_CHARS, max_nodes: int = MAX_NODES,
+                 timeout_s: float = TIMEOUT_S):
+        self.scorer, self.schemas, self.dialect = scorer, schemas or {}, dialect
+        self.root = data_root.resolve() if data_root else None
+        self.max_sql_chars, self.max_nodes, self.timeout_s = max_sql_chars, max_nodes, timeout_s
+        self.policy = scorer.policy
+
+    def list_databases(self) -> list[str]:
+        return sorted(self.schemas)
+
+    def score_sql(self, sql: str, question: str = "", database: str = "") -> dict[str, Any]:
+        from model.data.execution import DeadlineExceeded
+        from model.errors import UsageError
+        from model.scoring.inputs import database_under, field_problem
+        from model.scoring.scorer import RowError
+        from model.scoring.verdict import verdict_of
+
+        if not isinstance(sql, str) or not sql.strip():
+            raise UsageError("sql: expected the SQL text of one query")
+        if len(sql) > self.max_sql_chars:
+            raise UsageError(f"sql: {len(sql)} characters; at most {self.max_sql_chars}")
+        for name, value in (("sql", sql), ("question", question), ("db_id", database or None)):
+            problem = field_problem(name, value)
+            if problem:
+                raise UsageError(problem.replace("db_id", "database", 1))
+        if database and database not in self.schemas:
+            known = self.list_databases()
+            shown = ", ".join(known[:LISTED]) + (f" and {len(known) - LISTED} more" if len(known) > LISTED else "")
+            raise UsageError(f"database {database!r}: unknown" + (f" (known: {shown})" if known else
+                                                                   " (the server has no databases configured)"))
+        path = database_under(self.root, database) if database and self.root is not None else None
+        row = {"sql": sql, "question": question or "", "db_id": database or None,
+               "schema": self.schemas.get(database), "database": path}
+        try:
+            (result,) = self.scorer.score_many([row], progress=False, reasons=True, max_nodes=self.max_nodes,
+                                               deadline=time.monotonic() + self.timeout_s, dialect=self.dialect)
+        except DeadlineExceeded:
+            raise UsageError(f"scoring took longer than {self.timeout_s:g} s") from None
+        if isinstance(result, RowError):
+            raise UsageError(" ".join(result.message.split())[:300])
+        out: dict[str, Any] = {"query_confidence": round(result.query_confidence, 6)}
+        if self.policy is not None:
+            verdict = verdict_of(result, self.policy, path)
+            out.update(verdict.to_dict())
+            out["verdict"] = out.pop("action")
+        else:
+            look = result.nodes[result.look_here_first]
+            out["look_here_first"] = {"text": look.text or look.label,
+                                      "span": list(look.span) if look.span else None, "label": look.label}
+            out["reasons"] = [r.text for n in result.nodes for r in n.reasons]
+        out["database"] = database or None
+        out["scored_with_database"] = path is not None
+        return out
+
+
+def build_server(tools: ScoringTools):
+    """The ``MCPServer`` with the tools ``score_sql`` and ``list_databases``."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    from model.errors import UsageError
+
+    class OneLineErrors(MCPServer):
+        """Arguments that fail a tool's input schema answer one line naming each field (the
+        SDK's own message is pydantic's, over several lines)."""
+
+        async def call_tool(self, name, arguments, context=None):
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as e:
+                if not isinstance(e.__cause__, ValidationError):
+                    raise
+                problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                                     for err in e.__cause__.errors())
+                raise ToolError(f"{name}: {problems}") from e.__cause__
+
+    server = OneLineErrors("rat-confidence", log_level="WARNING", instructions=(
+        "Check SQL before running it: score_sql gives a calibrated confidence that the query is right, "
+        "the part to look at first, reasons, and a verdict (run, review or regenerate) with feedback to "
+        "rewrite the query. list_databases names the databases score_sql accepts."))
+
+    @server.tool(description="Score one SQL query for a question on a database: the probability it is right, "
+                             "the part most likely wrong, reasons, and a verdict (run | review | regenerate) "
+                             "with feedback for rewriting it.")
+    def score_sql(sql: str, question: str = "", database: str = "") -> dict[str, Any]:
+        try:
+            return tools.score_sql(sql, question, database)
+        except UsageError as e:
+            raise ToolError(str(e)) from None
+
+    @server.tool(description="The names of the databases score_sql accepts.")
+    def list_databases() -> dict[str, Any]:
+        return {"databases": tools.list_databases()}
+
+    return server
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rat-mcp", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="pretrained")
+    parser.add_argument("--data-root", type=Path, help="schemas and databases (read-only) under this folder")
+    parser.add_argument("--schema", type=Path, help="tables.json only: scoring without databases")
+    parser.add_argument("--dialect", default="sqlite", metavar="NAME",
+                        help=f"the SQL dialect of the queries: {', '.join(sorted(DIALECTS))} (default sqlite)")
+    parser.add_argument("--max-sql-chars", type=int, default=MAX_SQL_CHARS)
+    parser.add_argument("--max-nodes", type=int, default=MAX_NODES)
+    parser.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help="seconds one score_sql call may take")
+    args = parser.parse_args(argv)
+    with needs_extra("mcp", "rat-mcp"):  # the core install: one line, exit 2
+        import mcp.server.mcpserver  # noqa: F401
+    from model.errors import UsageError
+    from model.scoring.inputs import load_scorer, read_schemas
+
+    try:
+        if args.data_root and not args.data_root.is_dir():
+            raise UsageError(f"--data-root {args.data_root}: no such directory")
+        if args.schema and not args.schema.is_file():
+            raise UsageError(f"--schema {args.schema}: no such file")
+        if args.dialect.lower() not in DIALECTS:
+            raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
+        for name in ("max_sql_chars", "max_nodes", "timeout_s"):
+            if getattr(args, name) <= 0:
+                raise UsageError(f"--{name.replace('_', '-')} must be positive")
+        schemas = read_schemas(args.schema, args.data_root)
+        scorer = load_scorer(args.model)
+        if scorer.saved is None:
+            raise UsageError(f"--model {args.model}: rat-mcp serves a saved boosted model (model.json)")
+    except UsageError as e:
+        print(f"rat-mcp: error: {e}", file=sys.stderr)
+        return 2
+    tools = ScoringTools(scorer, args.data_root, schemas, args.dialect.lower(), args.max_sql_chars,
+                         args.max_nodes, args.timeout_s)
+    print(f"rat-mcp: {scorer.description}, {len(schemas)} databases, stdio", file=sys.stderr, flush=True)
+    build_server(tools).run("stdio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""rat-mcp started for real (the console script) and called with the MCP SDK's own client over
+stdio: the tools it lists, a score_sql answer with its verdict and span, the databases, and bad
+arguments answered as one-line tool errors by a server that keeps answering."""
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from model.synth.demo import demo_root
+
+TYPO = "SELECT name FROM suppliers WHERE country = 'Germani'"
+ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+       **{k: os.environ[k] for k in ("RAT_CACHE", "PATH", "HOME") if k in os.environ}}
+
+
+def rat_mcp() -> str:
+    return shutil.which("rat-mcp", path=str(Path(sys.executable).parent)) or "rat-mcp"
+
+
+def session(calls, *options: str):
+    """Start rat-mcp with ``options``, run ``calls(client)`` in a client session, return its value."""
+    params = StdioServerParameters(command=rat_mcp(), args=list(options), env=ENV)
+
+    async def main():
+        async with Client(params, read_timeout_seconds=120) as client:
+            return await calls(client)
+
+    return asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def answers():
+    root = demo_root()
+
+    async def calls(client):
+        tools = await client.list_tools()
+        out = {"tools": {t.name: t for t in tools.tools}}
+        out["typo"] = await client.call_tool("score_sql", {"sql": TYPO, "question": "Suppliers in Germany?",
+                                                           "database": "supply_chain"})
+        out["no_database"] = await client.call_tool("score_sql", {"sql": "SELECT count(*) FROM suppliers"})
+        out["databases"] = await client.call_tool("list_databases", {})
+        out["bad"] = [await client.call_tool("score_sql", args) for args in (
+            {"sql": "SELEC name FROM"}, {"sql": "SELECT 1", "database": "nowhere"}, {"sql": 5}, {},
+            {"sql": "SELECT 1", "database": "../supply_chain"}, {"sql": "SELECT 1 " + " " * 20_000},
+            {"sql": "SELECT 1", "question": "bad\x00text"})]
+        out["after"] = await client.call_tool("score_sql", {"sql": "SELECT name FROM suppliers",
+                                                            "database": "supply_chain"})
+        return out
+
+    return session(calls, "--data-root", str(root))
+
+
+def test_lists_its_two_tools_with_their_arguments(answers):
+    tools = answers["tools"]
+    assert set(tools) == {"score_sql", "list_databases"}
+    assert set(tools["score_sql"].input_schema["properties"]) == {"sql", "question", "database"}
+    assert tools["score_sql"].input_schema["required"] == ["sql"]
+
+
+def test_score_sql_gives_confidence_span_reasons_and_verdict(answers):
+    result = answers["typo"]
+    assert not result.is_error
+    body = result.structured_content
+    assert json.loads(result.content[0].text) == body
+    assert 0 < body["query_confidence"] < 1 and body["verdict"] in ("review", "regenerate")
+    start, end = body["look_here_first"]["span"]
+    assert TYPO[start:end] == body["look_here_first"]["text"] == "'Germani'"
+    assert "the literal 'Germani' is not a value of suppliers.country; closest: 'Germany'" in body["reasons"]
+    assert body["feedback"].startswith("The query ") and body["scored_with_database"] is True
+    assert "5% wrong among the queries run" in body["policy"]
+    unseen = answers["no_database"].structured_content
+    assert unseen["verdict"] != "run" and unseen["scored_with_database"] is False
+
+
+def test_list_databases_names_the_data_root(answers):
+    assert answers["databases"].structured_content["databases"] == sorted(
+        e["db_id"] for e in json.loads((demo_root() / "tables.json").read_text()))
+
+
+def test_bad_arguments_are_one_line_tool_errors_and_the_server_goes_on(answers):
+    says = ["cannot parse", "database 'nowhere': unknown (known: clinic,", "sql: Input should be a valid string",
+            "sql: Field required", "database: not a database name", "characters; at most 10000",
+            "question: a NUL character"]
+    for result, expected in zip(answers["bad"], says, strict=True):
+        text = result.content[0].text
+        assert result.is_error and expected in text and "\n" not in text, text
+    assert not answers["after"].is_error and answers["after"].structured_content["verdict"] in ("run", "review",
+                                                                                               "regenerate")
+
+
+def test_bad_options_are_one_line_and_exit_2(tmp_path):
+    for options, says in ((["--data-root", str(tmp_path / "none")], "no such directory"),
+                          (["--model", str(tmp_path)], "--model"), (["--dialect", "oracle"], "unknown dialect")):
+        done = subprocess.run([rat_mcp(), *options], capture_output=True, text=True, timeout=120, check=False,
+                              env=ENV, stdin=subprocess.DEVNULL)
+        assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1, done.stderr
