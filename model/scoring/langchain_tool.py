@@ -1,0 +1,65 @@
+"""The verdict as a LangChain tool (``pip install 'rat-confidence[langchain]'``: langchain-core
+only): an agent calls it with (question, sql) and reads what to do with the query.
+
+    from model.scoring.langchain_tool import sql_check_tool
+    tool = sql_check_tool(database="shop.sqlite")      # bind it to an agent, or call it yourself
+    tool.invoke({"question": "Suppliers in Germany?", "sql": "SELECT ..."})
+
+The tool answers the verdict as text (``content``: the action, the confidence and the feedback)
+and as structured output (``artifact``: ``Verdict.to_dict()``), LangChain's
+``content_and_artifact``; invoked with a tool call, the ``ToolMessage`` carries both. SQL the
+scorer cannot read comes back as one line of text (a tool error the agent can read), not an
+exception.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from model.extras import needs_extra
+
+with needs_extra("langchain", "model.scoring.langchain_tool"):
+    from langchain_core.tools import StructuredTool, ToolException
+    from pydantic import BaseModel, Field
+
+DESCRIPTION = ("Check a SQL query before running it. Give the user's question and the SQL you wrote; "
+               "the answer is a verdict: run (likely right), review (ask a person) or regenerate (likely "
+               "wrong), with the query's confidence and feedback naming the part to fix.")
+
+
+class CheckSQL(BaseModel):
+    """The tool's arguments."""
+
+    question: str = Field(description="the question the SQL answers, in the user's words")
+    sql: str = Field(description="the SQL query to check")
+
+
+def verdict_text(verdict) -> str:
+    """The tool's text answer: the action and the confidence, then the feedback."""
+    return f"verdict: {verdict.action} (query confidence {verdict.query_confidence:.2f})\n{verdict.feedback}"
+
+
+def sql_check_tool(scorer=None, *, database: str | Path | None = None, schema=None, db_id: str | None = None,
+                   dialect: str = "sqlite", policy=None, name: str = "check_sql") -> StructuredTool:
+    """A LangChain tool that checks (question, sql) on one database with ``scorer`` (default: the
+    shipped model) and ``policy`` (default: the scorer's): ``Scorer.check``."""
+    import rat
+    from model.errors import UsageError
+
+    state: dict[str, Any] = {"scorer": scorer}
+
+    def check_sql(question: str, sql: str) -> tuple[str, dict]:
+        if state["scorer"] is None:
+            from model.scoring.scorer import Scorer
+
+            state["scorer"] = Scorer.pretrained()
+        try:
+            verdict = state["scorer"].check(sql, question=question, schema=schema, database=database,
+                                            db_id=db_id, dialect=dialect, policy=policy)
+        except (rat.RATError, UsageError) as e:
+            raise ToolException(" ".join(str(e).split())[:300]) from None
+        return verdict_text(verdict), verdict.to_dict()
+
+    return StructuredTool.from_function(check_sql, name=name, description=DESCRIPTION, args_schema=CheckSQL,
+                                        response_format="content_and_artifact", handle_tool_error=True)

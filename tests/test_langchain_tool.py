@@ -1,0 +1,52 @@
+"""The LangChain tool invoked directly (no language model): its arguments, the verdict as text
+and as structured output, and unreadable SQL answered as a tool error."""
+
+import pytest
+
+pytest.importorskip("langchain_core")
+
+from langchain_core.messages import ToolMessage
+
+from model import Scorer
+from model.scoring.langchain_tool import sql_check_tool
+from model.scoring.verdict import Policy
+from model.synth.demo import demo_root
+
+TYPO = "SELECT name FROM suppliers WHERE country = 'Germani'"
+QUESTION = "Which suppliers are based in Germany?"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    database = demo_root() / "database" / "supply_chain" / "supply_chain.sqlite"
+    return sql_check_tool(Scorer.pretrained(), database=database)
+
+
+def test_the_tool_asks_for_question_and_sql(tool):
+    assert tool.name == "check_sql" and "run" in tool.description
+    assert set(tool.args) == {"question", "sql"}
+
+
+def test_invoked_it_answers_the_verdict_as_text(tool):
+    text = tool.invoke({"question": QUESTION, "sql": TYPO})
+    first = text.splitlines()[0]
+    assert first.startswith(("verdict: review", "verdict: regenerate")) and "query confidence 0." in first
+    assert "the literal 'Germani' is not a value of suppliers.country; closest: 'Germany'" in text
+
+
+def test_a_tool_call_carries_the_structured_verdict(tool):
+    message = tool.invoke({"type": "tool_call", "id": "call-1", "name": "check_sql",
+                           "args": {"question": QUESTION, "sql": TYPO}})
+    assert isinstance(message, ToolMessage) and message.tool_call_id == "call-1"
+    verdict = message.artifact
+    assert verdict["action"] in ("review", "regenerate") and verdict["sql"] == TYPO
+    start, end = verdict["look_here_first"]["span"]
+    assert TYPO[start:end] == "'Germani'" and message.content.startswith(f"verdict: {verdict['action']}")
+
+
+def test_the_policy_decides_and_unreadable_sql_is_a_tool_error():
+    database = demo_root() / "database" / "supply_chain" / "supply_chain.sqlite"
+    lenient = sql_check_tool(Scorer.pretrained(), database=database, policy=Policy(run_at=0.0, regenerate_below=0.0))
+    assert lenient.invoke({"question": QUESTION, "sql": TYPO}).startswith("verdict: run")
+    answer = lenient.invoke({"question": QUESTION, "sql": "SELEC name FROM"})
+    assert answer.startswith("cannot parse") and "\n" not in answer
