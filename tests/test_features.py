@@ -317,6 +317,48 @@ def test_a_literal_found_in_another_column_or_near_a_stored_value(demo):
     assert np.isnan(probe.near_match("no_such_table", "country", "Poland"))
 
 
+def test_database_lookups_are_shared_between_probes_until_the_file_changes(demo, tmp_path, monkeypatch):
+    """rat-serve builds a probe per request: a later probe of the same unchanged file answers a
+    lookup without reading it; a read that failed is not kept; a changed file is read again;
+    the answers held stay under their bound."""
+    import shutil
+    import sqlite3
+
+    from model.nodes import features
+    from model.nodes.features import DatabaseProbe, SharedLookups
+
+    monkeypatch.setattr(features, "SHARED_LOOKUPS", SharedLookups(max_values=50))
+    db = tmp_path / "supply_chain.sqlite"
+    shutil.copy(demo[2]["supply_chain"], db)
+    reads = []
+
+    def probe():
+        p = DatabaseProbe(db)
+        execute = p.database.execute
+        p.database.execute = lambda sql, *a: reads.append(sql) or execute(sql, *a)
+        return p
+
+    first = probe()
+    answers = (first.value_in_column("suppliers", "country", "'Poland'", like=False),
+               first.columns_holding("'Poland'", ["suppliers.country", "suppliers.city"]),
+               first.near_match("suppliers", "country", "Polnd"))
+    assert answers[0] == (1.0, 1.0) and answers[1] == {"suppliers.country"} and 0.8 < answers[2] < 1
+    assert np.isnan(first.near_match("no_such_table", "country", "Poland"))  # a failed read
+    read_by_first = len(reads)
+    second = probe()
+    assert (second.value_in_column("suppliers", "country", "'Poland'", like=False),
+            second.columns_holding("'Poland'", ["suppliers.country", "suppliers.city"]),
+            second.near_match("suppliers", "country", "Polnd")) == answers
+    assert len(reads) == read_by_first  # nothing read again
+    assert np.isnan(second.near_match("no_such_table", "country", "Poland"))
+    assert len(reads) == read_by_first + 1  # the failed read is tried again
+    with sqlite3.connect(db) as conn:  # the file changes: Poland is gone
+        conn.execute("UPDATE suppliers SET country = 'Norway' WHERE country = 'Poland'")
+    conn.close()
+    assert probe().value_in_column("suppliers", "country", "'Poland'", like=False) == (0.0, 0.0)
+    assert features.SHARED_LOOKUPS._held <= 50
+
+
 def test_a_scorer_lm_that_is_not_installed_is_one_usage_error(demo, tmp_path):
     from model.errors import UsageError
 

@@ -41,11 +41,13 @@ import os
 import pickle
 import re
 import tempfile
+import threading
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rapidfuzz.distance import Indel
@@ -463,8 +465,46 @@ SCAN_ROWS = 100_000  # rows of a column a literal lookup reads at most: a large 
 SCAN_BUDGET = 2_000_000  # rows one search of every column for a literal reads at most, all columns together
 
 
+class SharedLookups:
+    """Answers of database lookups kept for every ``DatabaseProbe`` of this process (rat-serve's
+    requests read the same columns again and again), the least recently used dropped once they
+    hold more than ``max_values`` values (a column's distinct values count one each, any other
+    answer one). Thread-safe."""
+
+    def __init__(self, max_values: int = 200_000):
+        self.max_values = max_values
+        self._answers: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple):
+        with self._lock:
+            found = self._answers.get(key)
+            if found is None:
+                return _UNKNOWN
+            self._answers.move_to_end(key)
+            return found[0]
+
+    def put(self, key: tuple, answer) -> None:
+        size = 1 + (len(answer) if isinstance(answer, (list, set)) else 0)
+        if size > self.max_values:
+            return
+        with self._lock:
+            old = self._answers.pop(key, None)
+            self._held += size - (old[1] if old else 0)
+            self._answers[key] = (answer, size)
+            while self._held > self.max_values:
+                _, (_, dropped) = self._answers.popitem(last=False)
+                self._held -= dropped
+
+
+_UNKNOWN = object()  # a lookup not answered yet
+SHARED_LOOKUPS = SharedLookups()
+
+
 class DatabaseProbe:
-    """Read-only lookups in one database, memoised: does a literal occur in a column?
+    """Read-only lookups in one database, memoised (and, answered without error, shared with the
+    next probes of the same database content: ``SHARED_LOOKUPS``): does a literal occur in a column?
     ``database``: a SQLite file (a missing one counts as none), an open
     ``model.data.databases.Database`` of any backend (its lookups written in its SQL), or None.
     ``deadline`` (``time.monotonic()``; None: none): every read gets at most the time left, and
@@ -488,6 +528,31 @@ class DatabaseProbe:
         seconds = time_left(self.deadline, self.timeout_s if timeout_s is None else timeout_s, "features")
         return self.database.execute(sql, seconds, self.max_result_bytes)
 
+    def _recall(self, key: tuple):
+        """The lookup ``key``'s answer from this probe's memo, else from the answers shared by every
+        probe of this database's content (``SHARED_LOOKUPS``, copied into the memo), else
+        ``_UNKNOWN``."""
+        if key in self._memo:
+            return self._memo[key]
+        shared = self._shared_key(key)
+        known = SHARED_LOOKUPS.get(shared) if shared is not None else _UNKNOWN
+        if known is not _UNKNOWN:
+            self._memo[key] = known
+        return known
+
+    def _share(self, key: tuple, answer) -> None:
+        """Keep a lookup's answer (one read without error) for the next probes of this database."""
+        shared = self._shared_key(key)
+        if shared is not None:
+            SHARED_LOOKUPS.put(shared, answer)
+
+    def _shared_key(self, key: tuple) -> tuple | None:
+        """``key`` for this database's content: its name and ``cache_identity`` (a SQLite or
+        DuckDB file's size and modification time, so a changed file is read again); None for no
+        database or a live server, whose data can change at any moment: not shared."""
+        identity = getattr(self.database, "cache_identity", None)
+        return None if identity is None else (self.database.name, identity, self.max_result_bytes, key)
+
     def _names(self, table: str, column: str) -> tuple[str, str]:
         db = self.database
         return db.table_name(table), db.column_name(table, column)
@@ -495,8 +560,9 @@ class DatabaseProbe:
     def value_in_column(self, table: str, column: str, literal: str, like: bool) -> tuple[float, float]:
         """(exact, case-insensitive) occurrence of ``literal`` (a SQL literal) in table.column."""
         key = (table, column, literal, like)
-        if key in self._memo:
-            return self._memo[key]
+        known = self._recall(key)
+        if known is not _UNKNOWN:
+            return known
         result = (NAN, NAN)
         if self.database is not None and column != "*":
             tab, col = self._names(table, column)
@@ -511,6 +577,7 @@ class DatabaseProbe:
             rows, error = self._execute(sql)
             if error is None and rows:
                 result = (float(rows[0][0]), float(rows[0][1]))
+                self._share(key, result)
         self._memo[key] = result
         return result
 
@@ -520,7 +587,7 @@ class DatabaseProbe:
         would read more than ``SCAN_BUDGET`` rows together): one read for all of them. None
         without a database, or when the read fails or times out (unknown, not "none of them")."""
         key = ("holding", literal, tuple(columns))
-        if key not in self._memo:
+        if self._recall(key) is _UNKNOWN:
             found: set[str] | None = None if self.database is None else set()
             if self.database is not None and columns:
                 rows_each = max(1_000, min(SCAN_ROWS, SCAN_BUDGET // len(columns)))
@@ -532,13 +599,15 @@ class DatabaseProbe:
                 rows, error = self._execute("SELECT " + ", ".join(probes))
                 found = {name for name, hit in zip(columns, rows[0]) if hit} if error is None and rows else None
             self._memo[key] = found
+            if found is not None:
+                self._share(key, found)
         return self._memo[key]
 
     def near_match(self, table: str, column: str, text: str) -> float:
         """Best difflib ratio of ``text`` against the column's distinct values (lower case, among
         its first ``SCAN_ROWS`` rows, at most 5,000 values; NaN without a database or on an error)."""
         key = ("values", table, column)
-        if key not in self._memo:
+        if self._recall(key) is _UNKNOWN:
             values: list[str] | None = None
             if self.database is not None:
                 tab, col = self._names(table, column)
@@ -548,6 +617,8 @@ class DatabaseProbe:
                                             'LIMIT 5000')
                 values = None if error else [r[0] for r in rows if r[0] is not None]
             self._memo[key] = values
+            if values is not None:
+                self._share(key, values)
         values = self._memo[key]
         if values is None:
             return NAN
