@@ -371,7 +371,7 @@ def test_score_many_leaves_no_connection_open(scorer, pg_demo):
 
     assert scorer_connections() == 0
     rows = [{"sql": sql, "question": q, "database": url, "db_id": DB_ID} for q, sql in QUESTIONS]
-    scored = scorer.score_many(rows + [{**rows[0], "database": url.replace(DB_ID, "rat")}], progress=False)
+    scored = scorer.score_many(rows + [{**rows[0], "database": url.replace(DB_ID, "rat"), "db_id": "rat"}], progress=False)
     assert len(scored) == len(rows) + 1
     assert scorer_connections() == 0
     # the schema was read from the database: its keys are there

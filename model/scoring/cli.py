@@ -17,7 +17,14 @@ one) are scored together: a consensus model (``model.groups=single+consensus``) 
 query against the other systems' answers to the same question.
 
 ``--data-root`` gives schemas, questions and databases (opened read-only); ``--schema`` alone
-scores without a database. ``--dialect postgres`` (or mysql, duckdb, snowflake, bigquery, tsql)
+(a ``tables.json``, or a ``.sql`` file of ``CREATE TABLE`` statements in ``--dialect``) scores
+without a database. ``--database`` names one database every query is read against: a SQLite or
+DuckDB file, or a URL (``postgresql://user:pw@host:5432/db``, ``mysql+pymysql://..``,
+``duckdb:///file.duckdb``), opened read-only; without ``--schema`` its schema is read from it:
+
+    rat-score --database postgresql://scorer:pw@localhost/shop --dialect postgres \
+        --question "Customers in Lyon?" --sql "SELECT name FROM customers WHERE city ILIKE 'lyon'"
+ ``--dialect postgres`` (or mysql, duckdb, snowflake, bigquery, tsql)
 reads SQL written for that database; a JSONL row's own ``dialect`` field wins. ``--model pretrained`` (default) or a saved model / neural run.
 A mistake in the command line is one line and exit code 2; a row that cannot be scored is
 counted and reported, and the run goes on.
@@ -29,8 +36,10 @@ import argparse
 import json
 import sys
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
+from model.data.databases import is_database_url
 from model.errors import UsageError
 from model.scoring.inputs import load_scorer, read_schemas, row_problem
 from rat.dialects import DIALECTS
@@ -42,7 +51,8 @@ def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     source = parser.add_argument_group("schemas and databases")
     source.add_argument("--data-root", type=Path, help="a Spider/BIRD folder: schemas, questions, databases")
     source.add_argument("--split", default="dev", help="with --data-root: the questions the files answer")
-    source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format): schemas only, no database")
+    source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format), or a .sql file of "
+                        "CREATE TABLE statements in --dialect: schemas only, no database")
     source.add_argument("--no-database", action="store_true", help=f"with --data-root: {verb} without databases")
     source.add_argument("--dialect", default="sqlite", metavar="NAME",
                         help=f"the SQL dialect of the queries: {', '.join(sorted(DIALECTS))} (default sqlite; "
@@ -66,7 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     one.add_argument("--sql")
     one.add_argument("--question", default="")
     one.add_argument("--db-id", default=None)
-    one.add_argument("--database", type=Path, help="a SQLite file to read (read-only)")
+    parser.add_argument("--database", metavar="URL_OR_FILE",
+                        help="the database every query is read against (read-only): a SQLite or DuckDB "
+                             "file, or a URL: postgresql://user:pw@host:5432/db, mysql+pymysql://..., "
+                             "duckdb:///file.duckdb, sqlite:///file.sqlite")
     one.add_argument("--json", action="store_true", help="print the JSON row instead of the tree")
     one.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     many = parser.add_argument_group("a prediction file")
@@ -97,27 +110,52 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--data-root {args.data_root}: no such directory")
         if args.schema and not args.schema.is_file():
             raise UsageError(f"--schema {args.schema}: no such file")
-        if args.database and not args.database.is_file():
+        if args.database and not is_database_url(args.database) and not Path(args.database).is_file():
             raise UsageError(f"--database {args.database}: no such file")
         for path in args.predictions or ():
             if not path.is_file():
                 raise UsageError(f"--predictions {path}: no such file")
-        schemas = read_schemas(args.schema, args.data_root)
+        schemas = read_schemas(args.schema, args.data_root, args.dialect, args.db_id)
+        if args.schema and args.schema.suffix.lower() in (".sql", ".ddl") and not args.db_id:
+            args.db_id = next(iter(schemas))
         scorer = load_scorer(args.model)
         if args.quantiles == "rows" and args.sql:
             raise UsageError("--quantiles rows reads a prediction file's own queries: give --predictions")
         if args.quantiles == "rows" and getattr(scorer.saved, "quantiles_", None) is None:
             raise UsageError(f"--quantiles rows: the model {args.model} does not read quantiles "
                              "(trained without model.quantiles=true)")
-        if args.sql:
-            return score_one(scorer, args, schemas)
-        return score_file(scorer, args, schemas)
+        with _opened(args, scorer):
+            if args.sql:
+                return score_one(scorer, args, schemas)
+            return score_file(scorer, args, schemas)
     except UsageError as e:
         print(f"rat-score: error: {e}", file=sys.stderr)
         return 2
 
 
+@contextmanager
+def _opened(args, scorer):
+    """``args.database`` opened read-only (``model.data.databases``) while the command runs: a
+    host that cannot be reached, bad credentials, an unknown database or a missing driver is a
+    ``DatabaseError`` (one line, the password masked) before anything is scored or written."""
+    if not args.database:
+        yield
+        return
+    from model.data.databases import open_database
+
+    target = args.database
+    args.database = open_database(target, timeout_s=scorer.feature_timeout_s,
+                                  max_result_bytes=scorer.max_result_bytes)
+    try:
+        yield
+    finally:
+        args.database.close()
+        args.database = target
+
+
 def _database(args, db_id: str | None):
+    if getattr(args, "database", None):
+        return args.database
     if args.no_database or not args.data_root or not db_id:
         return None
     from model.data.datasets import database_path
@@ -137,9 +175,15 @@ def score_one(scorer, args, schemas: dict) -> int:
         raise UsageError(f"--db-id {args.db_id}: not among the {len(schemas)} schemas given")
     if schemas and not args.db_id:
         raise UsageError("--db-id is needed with --data-root or --schema")
+    schema = schemas.get(args.db_id)
+    if args.database and schema is None:  # read from the database: the query's tables must be in it
+        schema = args.database.schema(args.db_id or "")
+        missing = _unknown_tables(args.sql, args.dialect, schema)
+        if missing:
+            raise UsageError(f"--sql: no table {missing[0]!r} in {args.database.name}")
     try:
-        scored = scorer.score(args.sql, question=args.question, schema=schemas.get(args.db_id),
-                              database=args.database or _database(args, args.db_id), db_id=args.db_id,
+        scored = scorer.score(args.sql, question=args.question, schema=schema,
+                              database=_database(args, args.db_id), db_id=args.db_id,
                               dialect=args.dialect)
     except rat.RATError as e:
         raise UsageError(f"--sql: {str(e).splitlines()[0]}") from None
@@ -149,6 +193,21 @@ def score_one(scorer, args, schemas: dict) -> int:
         color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
         print(format_scored(scored, color=color))
     return 0
+
+
+def _unknown_tables(sql: str, dialect: str, schema) -> list[str]:
+    """The tables ``sql`` reads that ``schema`` lacks (its own CTEs aside); [] when it cannot tell."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except (SqlglotError, ValueError):
+        return []
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    names = [t.name for t in tree.find_all(exp.Table) if t.name]
+    return [n for n in dict.fromkeys(names) if n.lower() not in ctes and n.lower() not in schema.tables]
 
 
 def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:

@@ -37,15 +37,23 @@ def load_scorer(model: str):
         raise UsageError(f"--model {model}: {e}") from None
 
 
-def read_schemas(schema: Path | None = None, data_root: Path | None = None) -> dict:
-    """db_id -> ``rat.Schema`` from a ``tables.json`` (``schema``) or a dataset folder
-    (``data_root``); ``{}`` with neither. A file that cannot be read as schemas is one
-    ``UsageError`` line naming it."""
+def read_schemas(schema: Path | None = None, data_root: Path | None = None, dialect: str = "sqlite",
+                 db_id: str | None = None) -> dict:
+    """db_id -> ``rat.Schema`` from a ``tables.json`` (``schema``), a ``.sql`` file of ``CREATE
+    TABLE`` statements written in ``dialect`` (one schema, named ``db_id`` or the file's name) or
+    a dataset folder (``data_root``); ``{}`` with neither. A file that cannot be read as schemas
+    is one ``UsageError`` line naming it."""
     import rat
     from model.data.datasets import load_schemas
 
     where = schema or data_root
     try:
+        if schema and Path(schema).suffix.lower() in (".sql", ".ddl"):
+            from model.data.databases import schema_from_ddl
+
+            name = db_id or Path(schema).stem
+            text = Path(schema).read_text(encoding="utf-8")
+            return {name: schema_from_ddl(text, dialect, name, f"--schema {schema}")}
         if schema:
             entries = json.loads(Path(schema).read_text(encoding="utf-8"))
             if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):

@@ -23,6 +23,12 @@ the bounds differ between processes. Databases are opened read-only (``model.dat
 results and values bounded in rows and bytes) and only under ``--data-root``, symlinks resolved:
 a ``database`` path or ``db_id`` folder that leads outside it is refused (400) or not read. A
 connection that has not sent a whole request head within ``--header-timeout-s`` is closed.
+
+Named connections: ``--database shop=postgresql://scorer:pw@db:5432/shop`` (repeatable; any URL
+``model.data.databases.open_database`` takes) makes ``db_id: "shop"`` read that database,
+read-only, its schema read from it at start unless ``--schema`` / ``--data-root`` has one. Each
+is opened once at start (a bad URL, host or password: one line, exit 2), then once per scoring
+thread of each process, kept open; a request can name only these, never a URL of its own.
 """
 
 import argparse
@@ -30,8 +36,10 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
 import re
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -61,17 +69,38 @@ def content_security_policy(page: str) -> str:
 def create_app(scorer, data_root: Path | None = None, schemas: dict | None = None,
                max_queries: int = 64, max_body_bytes: int = 1_000_000, timeout_s: float = 10.0,
                use_databases: bool = True, max_sql_chars: int = 10_000, max_nodes: int = 500,
-               workers: int = 2, api_docs: bool = False, dialect: str = "sqlite"):
-    """The FastAPI application around a ``Scorer`` (see the module's bounds)."""
+               workers: int = 2, api_docs: bool = False, dialect: str = "sqlite",
+               databases: dict[str, str] | None = None):
+    """The FastAPI application around a ``Scorer`` (see the module's bounds). ``databases``:
+    named connections, name -> URL (or anything ``open_database`` takes), read by ``db_id``."""
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
+    from model.data.databases import DatabaseError
     from model.data.execution import DeadlineExceeded
     from model.scoring.inputs import ROW_FIELDS, database_under, field_problem
     from model.scoring.scorer import RowError
 
     root = data_root.resolve() if data_root else None
     schemas = schemas or {}
+    named = dict(databases or {})
+    opened = threading.local()  # each scoring thread's (pid, {name: Database})
+
+    def named_database(name: str):
+        """This thread's open connection to the named database (opened on first use)."""
+        from model.data.databases import open_database
+
+        if getattr(opened, "pid", None) != os.getpid():  # a new thread, or a forked process
+            opened.pid, opened.open = os.getpid(), {}
+        if name not in opened.open:
+            opened.open[name] = open_database(named[name], timeout_s=scorer.feature_timeout_s,
+                                              max_result_bytes=scorer.max_result_bytes)
+        return opened.open[name]
+
+    def score_rows(rows: list[dict], **options):
+        rows = [{**r, "database": named_database(r["database"].name)}
+                if isinstance(r.get("database"), _Named) else r for r in rows]
+        return scorer.score_many(rows, False, True, **options)
     app = FastAPI(title="rat-confidence scorer", description="Per-node confidence for SQL queries",
                   docs_url="/docs" if api_docs else None, redoc_url="/redoc" if api_docs else None,
                   openapi_url="/openapi.json" if api_docs else None)
@@ -110,6 +139,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                 raise HTTPException(400, f"queries[{k}].database {given!r}: not a file under the configured root")
             return path
         db_id = query.get("db_id")
+        if use_databases and db_id in named:
+            return _Named(db_id)
         if not use_databases or root is None or not db_id:
             return None
         return database_under(root, db_id)
@@ -168,13 +199,15 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         rows = rows_of(body)
         known = [r for r in rows if not r["_unknown"]]
         # one request is not a file: its confidences never depend on the other queries sent with it
-        work = partial(scorer.score_many, known, False, True, deadline=deadline, max_nodes=max_nodes,
+        work = partial(score_rows, known, deadline=deadline, max_nodes=max_nodes,
                        dialect=dialect, label_shift=False)
         try:  # a request still queued at its deadline is dropped; a running one stops at its next check
             results = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(scoring, work),
                                              max(0.0, deadline - time.monotonic()))
         except (TimeoutError, DeadlineExceeded):
             raise HTTPException(503, f"scoring took longer than {timeout_s:g} s") from None
+        except DatabaseError as e:  # a named database that went away since the start
+            raise HTTPException(503, str(e)) from None
         it = iter(results)
         out = []
         for r in rows:
@@ -187,6 +220,13 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         return JSONResponse({"results": out})  # as FastAPI would write it, without its encoder's pass
 
     return app
+
+
+class _Named:
+    """A request's named connection, opened in the thread that scores it."""
+
+    def __init__(self, name: str):
+        self.name = name
 
 
 class BoundBody:
@@ -261,7 +301,11 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog="/docs, /redoc and /openapi.json are off unless --api-docs.")
     parser.add_argument("--model", default="pretrained")
     parser.add_argument("--data-root", type=Path, help="schemas and databases (read-only) under this folder")
-    parser.add_argument("--schema", type=Path, help="tables.json only: scoring without databases")
+    parser.add_argument("--schema", type=Path, help="tables.json, or a .sql file of CREATE TABLE statements "
+                        "(in --dialect, named after the file): scoring without databases")
+    parser.add_argument("--database", action="append", default=[], metavar="NAME=URL",
+                        help="a named connection, read-only: requests with db_id NAME read it "
+                             "(postgresql://user:pw@host/db, mysql+pymysql://..., duckdb:///file); repeatable")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-queries", type=int, default=64, help="queries per request (default 64)")
@@ -296,8 +340,9 @@ def main(argv: list[str] | None = None) -> int:
                      "header_timeout_s"):
             if getattr(args, name) <= 0:
                 raise UsageError(f"--{name.replace('_', '-')} must be positive")
-        schemas = read_schemas(args.schema, args.data_root)
+        schemas = read_schemas(args.schema, args.data_root, args.dialect.lower())
         scorer = load_scorer(args.model)
+        databases = named_databases(args.database, schemas, scorer)
     except UsageError as e:
         print(f"rat-serve: error: {e}", file=sys.stderr)
         return 2
@@ -305,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
 
     app = create_app(scorer, args.data_root, schemas, max_queries=args.max_queries, timeout_s=args.timeout_s,
                      max_sql_chars=args.max_sql_chars, max_nodes=args.max_nodes, workers=args.workers,
-                     api_docs=args.api_docs, dialect=args.dialect.lower())
+                     api_docs=args.api_docs, dialect=args.dialect.lower(), databases=databases)
     protocol = type("Guarded", (GuardedH11Protocol,), {"header_timeout_s": args.header_timeout_s})
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", http=protocol,
                             timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
@@ -316,6 +361,30 @@ def main(argv: list[str] | None = None) -> int:
         uvicorn.Server(config).run()
         return 0
     return serve_processes(config, args.processes)
+
+
+def named_databases(specs: list[str], schemas: dict, scorer) -> dict[str, str]:
+    """``--database NAME=URL`` options as name -> URL, each opened once now (read-only) to be
+    sure it answers, and its schema read into ``schemas`` unless they have it; a malformed
+    option or a database that cannot be opened is a ``UsageError`` (one line, password masked)."""
+    from model.data.databases import mask_password, open_database
+    from model.errors import UsageError
+    from model.scoring.inputs import field_problem
+
+    named: dict[str, str] = {}
+    for spec in specs:
+        name, sep, url = spec.partition("=")
+        name = name.strip()
+        if not sep or not name or not url:
+            raise UsageError(f"--database {mask_password(spec)}: expected NAME=URL")
+        if field_problem("db_id", name) or name in named:
+            raise UsageError(f"--database {name}: not a plain name, or given twice")
+        with open_database(url, timeout_s=scorer.feature_timeout_s,
+                           max_result_bytes=scorer.max_result_bytes) as db:
+            if name not in schemas:
+                schemas[name] = db.schema(name)
+        named[name] = url
+    return named
 
 
 def serve_processes(config, processes: int) -> int:
