@@ -9,6 +9,14 @@ with the label-shift estimate and its interval.
     python scripts/leave_one_system_out.py --train --runs runs/loso_shipped      # trains what is missing
     python scripts/leave_one_system_out.py --runs runs/loso_shipped --out loso.json
 
+``--calibrator-only RUN`` is the quick approximation: from one cross-fitted run of the shipped
+command on all 11 systems (``RUN/predictions/test.jsonl``: every output scored out of fold by
+database), each system's whole-query calibrator is fitted on the other 10 systems' out-of-fold
+scores and applied to its own; the node model did see the system's outputs on other databases.
+It prints the same table (with databases) and the rate estimators side by side: EM, and BBSE
+(Lipton et al. 2018) hard (the confusion matrix of confidence >= 0.5 on the other systems) and
+soft (their mean confidence among right and among wrong queries).
+
 ``--train`` runs, for each system without a saved model under ``--runs``::
 
     python train.py model=features data=spider data.root=../shared/data/spider logger=none \\
@@ -138,6 +146,39 @@ def table(results: dict[str, dict], where: str) -> list[str]:
     return lines
 
 
+def calibrator_only(run: Path, n_bootstrap: int) -> dict[str, dict]:
+    """Each system's whole-query calibrator fitted on the other systems' out-of-fold scores of
+    ``run`` (see the module's docstring); the report of ``model.eval.new_system`` per system."""
+    from model import label_shift as L
+    from model.calibrators import QueryCalibrator, query_aggregates
+    from model.eval.new_system import SystemScores
+
+    path = run / "predictions" / "test.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"leave_one_system_out.py: error: --calibrator-only {run}: no predictions/test.jsonl")
+    rows = [r for r in map(json.loads, path.read_text().splitlines()) if r.get("execution_match") is not None]
+    system = np.array([r["system"] for r in rows])
+    aggregates = np.array([query_aggregates(r["node_confidences"]) for r in rows])
+    y = np.array([int(bool(r["execution_match"])) for r in rows])
+    out = {}
+    for s in sorted(set(system)):
+        mine, rest = system == s, system != s
+        calibrator = QueryCalibrator.fit(aggregates[rest], y[rest])
+        q_rest, p = calibrator.confidence(aggregates[rest]), calibrator.confidence(aggregates[mine])
+        source = float(y[rest].mean())
+        shift = L.estimate(p, source, "execution")
+        tpr, fpr = (q_rest[y[rest] == 1] >= 0.5).mean(), (q_rest[y[rest] == 0] >= 0.5).mean()
+        m1, m0 = q_rest[y[rest] == 1].mean(), q_rest[y[rest] == 0].mean()
+        picked = [r for r, k in zip(rows, mine) if k]
+        scores = SystemScores(s, shift.apply(p), p, y[mine], np.array([int(all(r["node_labels"])) for r in picked]),
+                              [np.array(r["node_confidences"]) for r in picked],
+                              [np.array(r["node_labels"]) for r in picked], shift.to_dict())
+        out[s] = {"with": {**report(scores, n_bootstrap), "estimators": {
+            "em": shift.rate, "bbse_hard": float(np.clip(((p >= 0.5).mean() - fpr) / (tpr - fpr), 0, 1)),
+            "bbse_soft": float(np.clip((p.mean() - m0) / (m1 - m0), 0, 1)), "source_oof": source}}}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=Path, default=Path("runs/loso_shipped"), help="one run folder per system")
@@ -147,13 +188,15 @@ def main() -> None:
     parser.add_argument("--train", action="store_true", help="train the runs that are missing first")
     parser.add_argument("--n-bootstrap", type=int, default=200)
     parser.add_argument("--out", type=Path, help="write every number as JSON here")
+    parser.add_argument("--calibrator-only", type=Path, metavar="RUN",
+                        help="the quick approximation from one cross-fitted run on all systems (see above)")
     parser.add_argument("--compare-estimators", action="store_true",
                         help="also EM against BBSE (hard and soft) on the file's unshifted confidences")
     args = parser.parse_args()
     if not (args.data_root / "dev.json").is_file():
         parser.error(f"--data-root {args.data_root}: no dev.json there (the shared data: set RAT_SHARED_DATA)")
-    results = {}
-    for system in args.systems:
+    results = calibrator_only(args.calibrator_only, args.n_bootstrap) if args.calibrator_only else {}
+    for system in () if args.calibrator_only else args.systems:
         run = args.runs / system
         if not (run / "model" / "model.json").is_file():
             if not args.train:
@@ -167,10 +210,11 @@ def main() -> None:
                                   args.compare_estimators)
     if not results:
         raise SystemExit("leave_one_system_out.py: error: no run to measure")
-    for where in ("with", "without"):
+    places = ("with",) if args.calibrator_only else ("with", "without")
+    for where in places:
         print("\n".join(table(results, where)))
-    if args.compare_estimators:
-        for where in ("with", "without"):
+    if args.compare_estimators or args.calibrator_only:
+        for where in places:
             errors = {}
             print(f"\nrate estimators, {where} databases: |estimate - execution accuracy|")
             for system, both in results.items():

@@ -70,3 +70,33 @@ def test_mistakes_are_one_line(tmp_path):
     (tmp_path / "x.jsonl").write_text("{}\n")
     with pytest.raises(UsageError, match="data_root"):
         _evaluate(**{"new_system.scored": tmp_path / "x.jsonl"})
+
+
+def test_leave_one_system_out_calibrator_only_on_a_cross_fitted_run(held_out_run, tmp_path):
+    """scripts/leave_one_system_out.py --calibrator-only: each system's whole-query calibrator
+    fitted on the other systems' out-of-fold scores; the table and the rate estimators printed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run, _ = held_out_run
+    both = tmp_path / "run" / "predictions"
+    both.mkdir(parents=True)
+    rows = [line for name in ("test", "calibration")
+            for line in (run / "predictions" / f"{name}.jsonl").read_text().splitlines()]
+    (both / "test.jsonl").write_text("\n".join(rows) + "\n")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "leave_one_system_out.py"
+    out = tmp_path / "loso.json"
+    done = subprocess.run([sys.executable, str(script), "--calibrator-only", str(tmp_path / "run"),
+                           "--n-bootstrap", "20", "--out", str(out)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())
+    parsed = [json.loads(line) for line in rows]
+    assert sorted(results) == sorted({r["system"] for r in parsed})
+    for system, both_ in results.items():
+        r = both_["with"]
+        mine = [bool(x["execution_match"]) for x in parsed if x["system"] == system]
+        assert r["rate"][0] == pytest.approx(np.mean(mine), abs=1e-4) and r["queries"] == len(mine)
+        assert set(r["estimators"]) == {"em", "bbse_hard", "bbse_soft", "source_oof"}
+        assert f"| {system} | {len(mine)} |" in done.stdout
+    assert "mean error: em" in done.stdout
