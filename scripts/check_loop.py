@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             if verdict.action == "run":
                 runs.append((database, sql, q["query"]))
             outcome[verdict.action if verdict.action != "regenerate" else "regenerate (no tries left)"] += 1
-            outcome["retried" if attempt else "first try"] += 1
+            if attempt and verdict.action != "regenerate":
+                outcome["settled on a retry"] += 1
             break
         if len(lines) > 2 and shown < args.show:  # sent back at least once
             print("\n".join(lines) + "\n")
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                      ("run", "review", "regenerate")))
     print(f"after the loop: {outcome['run']} run ({right} of them right by execution), {outcome['review']} "
           f"for review, {outcome['regenerate (no tries left)']} still sent back after {args.tries} tries; "
-          f"{outcome['retried']} settled on a retry")
+          f"{outcome['settled on a retry']} run or left for review on a retry")
     return 0
 
 

@@ -143,3 +143,30 @@ def test_core_install_rat_score_reads_a_database(core, database, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     row = json.loads(done.stdout)
     assert 0.0 < row["query_confidence"] < 1.0 and row["sql"] == SQL
+
+
+# Per extra: what its fresh virtualenv runs, and the modules of the other extras it must not pull.
+EXTRA_CHECKS = {
+    "mcp": ["-c", ("import subprocess, sys; from model.scoring.mcp_server import build_server, ScoringTools; "
+            "done = subprocess.run([sys.prefix + '/bin/rat-mcp', '--dialect', 'oracle'], capture_output=True, "
+            "text=True); assert done.returncode == 2 and 'unknown dialect' in done.stderr, done.stderr")],
+    "langchain": ["-c", ("from model.scoring.langchain_tool import sql_check_tool; t = sql_check_tool(); "
+                  "print(t.invoke({'question': 'How many singers?', 'sql': 'SELECT count(*) FROM singer'}))")],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", sorted(EXTRA_CHECKS))
+def test_each_integration_extra_installs_into_a_fresh_virtualenv(extra, tmp_path):
+    wheel = build_wheel(tmp_path, _env())
+    venv = tmp_path / "venv"
+    assert _run([sys.executable, "-m", "venv", venv], cwd=tmp_path).returncode == 0
+    installed = _run([venv / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[{extra}]"], cwd=tmp_path,
+                     timeout=600)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    checked = _run([venv / "bin" / "python", *EXTRA_CHECKS[extra]], cwd=tmp_path, timeout=300,
+                   XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    listed = _run([venv / "bin" / "python", "-m", "pip", "list", "--format=json"], cwd=tmp_path)
+    names = {p["name"].lower() for p in json.loads(listed.stdout)}
+    assert not names & {"torch", "lightning", "transformers", "hydra-core", "fastapi", "uvicorn", "langchain"}

@@ -4,6 +4,15 @@ saved model fitted again on a consensus teacher's reading of your unlabelled out
 
 from model.errors import ModelFileError
 from model.scoring.scorer import RowError, ScoredNode, ScoredQuery, Scorer
-from model.scoring.verdict import QueryHeld, Verdict, guard
 
 __all__ = ["ModelFileError", "QueryHeld", "RowError", "ScoredNode", "ScoredQuery", "Scorer", "Verdict", "guard"]
+VERDICT_NAMES = ("QueryHeld", "Verdict", "guard")  # from model.scoring.verdict, on first use (it runs as
+# python -m model.scoring.verdict: imported here first, runpy would warn)
+
+
+def __getattr__(name: str):
+    if name in VERDICT_NAMES:
+        from model.scoring import verdict
+
+        return getattr(verdict, name)
+    raise AttributeError(f"module 'model.scoring' has no attribute {name!r}")
