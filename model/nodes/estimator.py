@@ -609,14 +609,13 @@ class BoostedNodeModel:
     @property
     def query_label(self) -> str:
         """What the whole-query confidence is calibrated to: ``execution`` (execution match),
-        ``tree`` (the tree equals gold's) or ``mixed``: the head's label, else the training data's."""
+        ``tree`` (the tree equals gold's) or ``mixed``: the head's label, else the one its card
+        records (``query_label``, else the training run's labels), else ``unrecorded``."""
         head = getattr(self, "query_head_", None)
         if head is not None:
             return head.label
-        saved = self.info_.get("query_label")
-        if saved:
-            return saved
-        return "execution" if self.info_.get("trained_on", {}).get("labels") == "execution" else "tree"
+        saved = self.info_.get("query_label") or self.info_.get("trained_on", {}).get("labels")
+        return saved if saved in ("execution", "tree", "mixed") else "unrecorded"  # an older card
 
     def query_calibrator_for(self, database: bool) -> QueryCalibrator:
         return self.query_calibrator_ if database or self.without_database_ is None else self.without_database_[1]

@@ -41,7 +41,8 @@ LABELS = ("execution", "tree", "mixed")
 LABEL_MEANING = {  # what "right" means for a whole-query confidence fitted on each label
     "execution": "execution match (it returns gold's result)",
     "tree": "tree agreement (its tree is gold's; stricter than execution match)",
-    "mixed": "execution match where the training data had databases, tree agreement elsewhere"}
+    "mixed": "execution match where the training data had databases, tree agreement elsewhere",
+    "unrecorded": "a label its model file does not record"}
 KIND_GROUPS = ("table", "column", "value", "operator")
 THRESHOLDS = (0.5, 0.7, 0.9)
 FEATURE_SETS = ("confidences", "confidences+sites", "all")
