@@ -85,9 +85,11 @@ def dirty(tmp_path) -> Path:
     path = tmp_path / "dirty.sqlite"
     with sqlite3.connect(path) as conn:
         conn.executescript("""
-            CREATE TABLE "Team" (id INTEGER PRIMARY KEY, name TEXT, founded INTEGER, rating REAL);
-            INSERT INTO "Team" VALUES (1, 'Ajax', 1900, 4.5), (2, 'Benfica', 'unknown', ''),
-                                      (3, 'Celtic', 1887, 3);
+            CREATE TABLE "Team" (id INTEGER PRIMARY KEY, name TEXT, founded INTEGER, rating REAL,
+                                 season TEXT, zip TEXT);
+            INSERT INTO "Team" VALUES (1, 'Ajax', 1900, 4.5, '2014', '0123'),
+                                      (2, 'Benfica', 'unknown', '', '2015', '45'),
+                                      (3, 'Celtic', 1887, 3, NULL, '6');
             CREATE TABLE player (pid TEXT PRIMARY KEY, team_id INTEGER, coach INTEGER,
                                  FOREIGN KEY (team_id) REFERENCES "Team"(id),
                                  FOREIGN KEY (coach) REFERENCES coach(id));
@@ -101,6 +103,7 @@ def _check_dirty(report):
     assert report.tables == 2 and report.rows == 6  # no row lost
     assert report.retyped == ["team.founded INTEGER -> TEXT (text values)"]
     assert report.emptied == 1  # rating '' -> NULL, the column stays numeric
+    assert report.integer_text == ["team.season TEXT -> BIGINT"]  # not zip: '0123' stays text
     assert report.primary_keys == 1 and report.primary_keys_skipped == ["player: holds NULL"]
     assert sorted(report.foreign_keys_skipped) == [
         "player(coach) -> coach: references a missing table",
@@ -113,8 +116,11 @@ def test_dirty_values_are_counted_and_no_row_is_lost(dirty, tmp_path):
     _check_dirty(report)
     assert report.url == f"duckdb:///{tmp_path}/out/dirty.duckdb"
     rows = _rows(report.url, ["team", "player"])
-    assert rows["team"] == sorted(map(repr, [(1, "Ajax", "1900", 4.5), (2, "Benfica", "unknown", None),
-                                             (3, "Celtic", "1887", 3.0)]))
+    assert rows["team"] == sorted(map(repr, [(1, "Ajax", "1900", 4.5, 2014, "0123"),
+                                             (2, "Benfica", "unknown", None, 2015, "45"),
+                                             (3, "Celtic", "1887", 3.0, None, "6")]))
+    kept = copy_database(dirty, url, name="declared", value_types=False)
+    assert kept.integer_text == [] and _rows(kept.url, ["team"])["team"][0].endswith("'2014', '0123')")
     assert len(rows["player"]) == 3
 
 
@@ -129,7 +135,7 @@ def test_dirty_values_into_postgres(dirty, postgres_server):
         types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns"
                                   " WHERE table_name = 'team'").fetchall())
     assert types == {"id": "bigint", "name": "text", "founded": "text",
-                     "rating": "double precision"}
+                     "rating": "double precision", "season": "bigint", "zip": "text"}
 
 
 def test_command_line_copies_a_folder_with_progress(tmp_path, capsys):

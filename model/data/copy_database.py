@@ -17,7 +17,10 @@ and reported, and no row is lost:
 
 - a column whose values do not fit its declared type becomes TEXT (a REAL value in an INTEGER
   column makes it DOUBLE), except that empty strings in a numeric column become NULL;
-- dates, which SQLite keeps as text, stay text; BLOBs stay binary;
+- a TEXT column whose every value is an integer's text (Spider's years and ids: ``year =
+  2014`` finds '2014' in SQLite, which makes the number text first) becomes BIGINT, so that the
+  copy answers such SQL as SQLite does (``--declared-types``: it stays TEXT); other dates, which
+  SQLite keeps as text, stay text; BLOBs stay binary;
 - a primary key whose values repeat or hold NULL is left out, and so is a foreign key that
   names a missing table or column, references no primary key, or has values with no parent row
   (whatever the target refuses; DuckDB takes foreign keys only to primary keys, in CREATE TABLE).
@@ -106,6 +109,7 @@ class CopyReport:
     tables: int = 0
     rows: int = 0
     retyped: list[str] = field(default_factory=list)  # "table.column INTEGER -> TEXT (why)"
+    integer_text: list[str] = field(default_factory=list)  # text columns of integers -> BIGINT
     emptied: int = 0  # empty strings in numeric columns made NULL
     cleaned: int = 0  # NUL characters taken out of text (PostgreSQL refuses them)
     primary_keys: int = 0
@@ -116,6 +120,8 @@ class CopyReport:
 
     def line(self) -> str:
         changed = [f"{len(self.retyped)} columns retyped" if self.retyped else "",
+                   f"{len(self.integer_text)} text columns of integers -> BIGINT"
+                   if self.integer_text else "",
                    f"{self.emptied} empty strings -> NULL" if self.emptied else "",
                    f"{self.cleaned} NUL characters removed" if self.cleaned else "",
                    f"{len(self.primary_keys_skipped)} primary keys skipped"
@@ -163,7 +169,11 @@ class _Table:
     foreign_keys: list[tuple[list[str], str, list[str] | None]]  # (columns, table, columns)
 
 
-def _kind(column: _Column, values: list, table: str, report: CopyReport) -> None:
+_INTEGER_TEXT = re.compile(r"-?[1-9][0-9]{0,17}|0")
+
+
+def _kind(column: _Column, values: list, table: str, report: CopyReport,
+          value_types: bool = True) -> None:
     """Decide the column's target kind from its declared type and its values."""
     seen = {type(v) for v in values if v is not None}
     has_text = str in seen
@@ -172,7 +182,11 @@ def _kind(column: _Column, values: list, table: str, report: CopyReport) -> None
     dated = any(k in column.declared.upper() for k in ("DATE", "TIME"))
     big = int in seen and any(isinstance(v, int) and not _INT64[0] <= v <= _INT64[1]
                               for v in values)
-    if affinity == "text" or (dated and has_text):
+    if affinity == "text" and value_types and seen == {str} and all(
+            _INTEGER_TEXT.fullmatch(v) for v in values if v is not None):
+        column.kind = "int"  # `year = 2014` finds '2014' in SQLite (the number made text)
+        report.integer_text.append(f"{table}.{column.name} {column.declared} -> BIGINT")
+    elif affinity == "text" or (dated and has_text):
         column.kind = "text"
     elif affinity == "blob" and not seen - {bytes}:
         column.kind = "blob" if seen else "text"
@@ -191,7 +205,7 @@ def _kind(column: _Column, values: list, table: str, report: CopyReport) -> None
                                   " (non-integer numbers)")
 
 
-def _read(sqlite_file: Path, report: CopyReport) -> list[_Table]:
+def _read(sqlite_file: Path, report: CopyReport, value_types: bool = True) -> list[_Table]:
     conn = sqlite3.connect(f"file:{sqlite_file}?mode=ro", uri=True)
     conn.text_factory = lambda b: b.decode("utf-8", "replace")
     try:
@@ -205,7 +219,7 @@ def _read(sqlite_file: Path, report: CopyReport) -> list[_Table]:
             columns = [_Column(c[1].lower(), c[2] or "") for c in info]
             rows = [list(r) for r in conn.execute(f"SELECT * FROM {quoted}")]
             for i, column in enumerate(columns):
-                _kind(column, [r[i] for r in rows], written.lower(), report)
+                _kind(column, [r[i] for r in rows], written.lower(), report, value_types)
             keys = [c[1].lower() for c in sorted((c for c in info if c[5]), key=lambda c: c[5])]
             fks: dict[int, tuple[list[str], str, list]] = {}
             for fk in conn.execute(f"PRAGMA foreign_key_list({quoted})"):
@@ -235,8 +249,8 @@ def _convert(table: _Table, report: CopyReport, strip_nul: bool) -> None:
                 if strip_nul and "\x00" in value:
                     report.cleaned += value.count("\x00")
                     value = value.replace("\x00", "")
-            elif isinstance(value, str):  # blank text in a numeric column
-                value = None
+            elif isinstance(value, str):  # blank text in a numeric column, or an integer's text
+                value = int(value) if value.strip() and column.kind == "int" else None
             elif column.kind == "real":
                 value = float(value)
             row[i] = value
@@ -377,10 +391,12 @@ def _ordered(tables: list[_Table], fks: dict[str, list]) -> list[_Table]:
 
 
 def copy_database(sqlite_file: str | Path, url: str, name: str | None = None,
-                  grant: str | None = None) -> CopyReport:
+                  grant: str | None = None, value_types: bool = True) -> CopyReport:
     """Copy ``sqlite_file`` into the database ``name`` (default: the file's stem) on the server
     ``url`` names; the copy's URL and what was changed are in the returned `CopyReport`.
-    ``grant``: a role (user) given SELECT on the copied tables (PostgreSQL, MySQL)."""
+    ``grant``: a role (user) given SELECT on the copied tables (PostgreSQL, MySQL).
+    ``value_types``: a TEXT column whose every value is an integer's text becomes BIGINT (False:
+    it stays TEXT, as declared)."""
     start = time.perf_counter()
     sqlite_file = Path(sqlite_file)
     if not sqlite_file.is_file():
@@ -389,7 +405,7 @@ def copy_database(sqlite_file: str | Path, url: str, name: str | None = None,
     name = name or sqlite_file.stem
     report = CopyReport(name, t.url_of(name))
     try:
-        tables = _read(sqlite_file, report)
+        tables = _read(sqlite_file, report, value_types)
     except sqlite3.DatabaseError as error:
         raise UsageError(f"{sqlite_file}: not a readable SQLite database ({error})") from None
     for table in tables:
@@ -530,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="the copy's database name (one source only; default: "
                                        "the file's name)")
     parser.add_argument("--grant", help="a role (user) given SELECT on the copied tables")
+    parser.add_argument("--declared-types", action="store_true",
+                        help="keep TEXT columns of integers TEXT (default: BIGINT)")
     parser.add_argument("--details", action="store_true",
                         help="list each retyped column and skipped key")
     args = parser.parse_args(argv)
@@ -539,10 +557,11 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--name needs exactly one SQLite file")
         target(args.url)
         for k, file in enumerate(files, 1):
-            report = copy_database(file, args.url, args.name, args.grant)
+            report = copy_database(file, args.url, args.name, args.grant,
+                                   value_types=not args.declared_types)
             print(f"[{k}/{len(files)}] {report.line()} -> {report.url}", flush=True)
             if args.details:
-                for line in (*report.retyped, *report.primary_keys_skipped,
+                for line in (*report.retyped, *report.integer_text, *report.primary_keys_skipped,
                              *report.foreign_keys_skipped):
                     print(f"    {line}")
     except UsageError as error:
