@@ -36,7 +36,7 @@ CAPACITY = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, required=True, help="a model=features crossfit run directory")
-    parser.add_argument("--sets", nargs="+", default=["confidences", "confidences+sites", "all"])
+    parser.add_argument("--sets", nargs="+", default=["confidences", "confidences+sites", "all", "all_but_size"])
     parser.add_argument("--capacity", nargs="+", choices=sorted(CAPACITY), default=["default"])
     parser.add_argument("--labels", nargs="+", choices=("auto", "tree"), default=["auto"])
     parser.add_argument("--without-database", action="store_true",

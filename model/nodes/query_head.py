@@ -45,7 +45,7 @@ LABEL_MEANING = {  # what "right" means for a whole-query confidence fitted on e
     "unrecorded": "a label its model file does not record"}
 KIND_GROUPS = ("table", "column", "value", "operator")
 THRESHOLDS = (0.5, 0.7, 0.9)
-FEATURE_SETS = ("confidences", "confidences+sites", "all")
+FEATURE_SETS = ("confidences", "confidences+sites", "all", "all_but_size")
 DEFAULT_HGB = {"learning_rate": 0.05, "max_iter": 200, "max_leaf_nodes": 15, "min_samples_leaf": 40,
                "l2_regularization": 1.0}
 # node features that say nothing about the query as a whole at the root (or are categorical)
@@ -63,10 +63,14 @@ def _group(node_type: str) -> str:
     return node_type if node_type in ("table", "column", "value") else "operator"
 
 
-def query_level_columns(feature_names: Sequence[str]) -> tuple[str, ...]:
+def query_level_columns(feature_names: Sequence[str], feature_set: str = "all") -> tuple[str, ...]:
     """The node features whose root row the head reads (``all``): every numeric one that is not
-    only about the root node itself."""
-    return tuple(n for n in feature_names if n not in _NOT_QUERY_LEVEL)
+    only about the root node itself; ``all_but_size`` leaves out those that measure the
+    benchmark (question length, schema size: ``BENCHMARK_SIZE_FEATURES``)."""
+    from model.nodes.features import BENCHMARK_SIZE_FEATURES
+
+    left_out = _NOT_QUERY_LEVEL + (BENCHMARK_SIZE_FEATURES if feature_set == "all_but_size" else ())
+    return tuple(n for n in feature_names if n not in left_out)
 
 
 def head_feature_names(feature_names: Sequence[str], feature_set: str = "all") -> tuple[str, ...]:
@@ -80,8 +84,8 @@ def head_feature_names(feature_names: Sequence[str], feature_set: str = "all") -
     names = CONFIDENCE_NAMES
     if feature_set != "confidences":
         names += SITE_NAMES
-    if feature_set == "all":
-        names += tuple(f"root:{n}" for n in query_level_columns(feature_names))
+    if feature_set.startswith("all"):
+        names += tuple(f"root:{n}" for n in query_level_columns(feature_names, feature_set))
     return names
 
 
@@ -106,8 +110,8 @@ def head_features(conf: Sequence[float], site: Sequence[float] | None, node_type
             top = np.sort(np.nan_to_num(s, nan=-np.inf))[::-1]
             row += [float(top[0]), float(np.nansum(s)), float(s[int(np.argmin(logit))]),
                     float(top[1]) if len(top) > 1 and np.isfinite(top[1]) else math.nan]
-    if feature_set == "all":
-        columns = [list(feature_names).index(n) for n in query_level_columns(feature_names)]
+    if feature_set.startswith("all"):
+        columns = [list(feature_names).index(n) for n in query_level_columns(feature_names, feature_set)]
         row += (np.asarray(x, dtype=float)[-1, columns].tolist() if x is not None and len(x)
                 else [math.nan] * len(columns))
     return np.asarray(row, dtype=float)
