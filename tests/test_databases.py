@@ -477,3 +477,14 @@ def test_rat_serve_with_a_bad_named_connection_is_one_line_and_exit_2(pg_demo):
                           check=False, capture_output=True, text=True, env=ENV, timeout=300, cwd=REPO)
     assert done.returncode == 2 and "password authentication failed" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "wrong-pw" not in done.stderr
+
+
+def test_a_missing_driver_is_one_line_naming_the_extra():
+    script = ("import sys; sys.modules['psycopg'] = None; from model.scoring.cli import main; "
+              "raise SystemExit(main(['--database', 'postgresql://u:secret@localhost/shop', "
+              "'--sql', 'SELECT 1']))")
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True,
+                          env=ENV, timeout=300, cwd=REPO)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "needs the [postgres] extra (psycopg is not installed)" in done.stderr
+    assert "postgresql://u:***@localhost/shop" in done.stderr and "secret" not in done.stderr

@@ -74,6 +74,7 @@ SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql", "
 EXTRAS = {"postgres": ("psycopg", "postgres"), "mysql": ("pymysql", "mysql"),
           "duckdb": ("duckdb", "duckdb")}
 CONNECT_TIMEOUT_S = 10
+_PIPELINE_ROWS = 1024  # PostgreSQL: results below this many rows take one round trip
 # The statements sent at all: reads. Anything else (SET, COPY, ATTACH, DDL, DML...) is refused
 # before it reaches the database, whatever the role may do.
 _READ_WORDS = {"select", "with", "values", "table"}
@@ -407,11 +408,36 @@ class PostgresDatabase(Database):
             conn.autocommit = True  # restored by close()
 
     def _execute(self, sql, timeout_s, max_bytes):
+        """One round trip for a result of fewer than ``_PIPELINE_ROWS`` rows: BEGIN READ ONLY,
+        the time limit, the query as a cursor (DECLARE takes one SELECT or VALUES), its first
+        rows and ROLLBACK, pipelined; a larger result is read again, streamed in chunks."""
         import psycopg
 
         if self.conn.closed and self._connect is not None:
             self.conn = self._connect()
+        conn = self.conn
         milliseconds = max(1, int(timeout_s * 1000))
+        first = min(self.max_rows + 1, _PIPELINE_ROWS)
+        try:
+            head, fetch = conn.cursor(), conn.cursor()
+            with conn.pipeline():
+                head.execute("BEGIN READ ONLY")
+                head.execute(f"SET LOCAL statement_timeout = {milliseconds}")
+                head.execute("DECLARE rat_query NO SCROLL CURSOR FOR " + sql)
+                fetch.execute(f"FETCH FORWARD {first} FROM rat_query")
+                head.execute("ROLLBACK")
+            rows = fetch.fetchall()
+            if len(rows) < first:
+                return _fetch(_chunks(rows), self.max_rows, max_bytes)
+            return self._stream(sql, milliseconds, max_bytes)
+        except psycopg.errors.QueryCanceled:
+            return None, f"timeout after {timeout_s:g} s"
+        except psycopg.Error as error:
+            return None, f"{type(error).__name__}: {_one_line(error).split(' LINE ')[0]}"
+        finally:
+            self._end()
+
+    def _stream(self, sql: str, milliseconds: int, max_bytes: int) -> tuple[Rows | None, str | None]:
         cursor = self.conn.cursor()
         try:
             cursor.execute(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {milliseconds}")
@@ -424,17 +450,23 @@ class PostgresDatabase(Database):
                 return _fetch(next_chunk, self.max_rows, max_bytes)
             finally:
                 stream.close()
-        except psycopg.errors.QueryCanceled:
-            return None, f"timeout after {timeout_s:g} s"
-        except psycopg.Error as error:
-            return None, f"{type(error).__name__}: {_one_line(error).split(' LINE ')[0]}"
         finally:
             cursor.close()
-            if not self.conn.closed:
-                try:
-                    self.conn.rollback() if not self.conn.autocommit else self.conn.execute("ROLLBACK")
-                except psycopg.Error:
-                    self.conn.close()
+
+    def _end(self) -> None:
+        """No transaction left open (an error skips the pipelined ROLLBACK); a connection that
+        cannot say so is closed, and opened again by the next statement."""
+        import psycopg
+        from psycopg.pq import TransactionStatus
+
+        conn = self.conn
+        if conn.closed:
+            return
+        try:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
+        except psycopg.Error:
+            conn.close()
 
     def _columns(self):
         return self._catalogue(
@@ -490,6 +522,19 @@ def _open_postgres(url, name: str, limits: dict) -> PostgresDatabase:
     except psycopg.Error as error:
         raise DatabaseError(f"{name}: cannot connect ({_first_line(error)})") from None
     return PostgresDatabase(conn, name, owned=True, connect=connect, **limits)
+
+
+def _chunks(rows: Rows):
+    """``_fetch``'s reader over rows already here."""
+    position = 0
+
+    def next_chunk(n: int) -> Rows:
+        nonlocal position
+        chunk = rows[position:position + n]
+        position += n
+        return chunk
+
+    return next_chunk
 
 
 def _first_line(error: BaseException) -> str:
@@ -718,8 +763,10 @@ def _need(backend: str, name: str) -> None:
     try:
         __import__(module)
     except ImportError:
-        raise DatabaseError(f"{name}: needs the Python package {module!r}: "
-                            f"pip install 'rat-confidence[{extra}]'") from None
+        from model.extras import install_hint
+
+        raise DatabaseError(f"{name}: needs the [{extra}] extra ({module} is not installed): "
+                            f"{install_hint(extra)}") from None
 
 
 def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = MAX_ROWS,
