@@ -105,3 +105,20 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path):
         done = subprocess.run([rat_mcp(), *options], capture_output=True, text=True, timeout=120, check=False,
                               env=ENV, stdin=subprocess.DEVNULL)
         assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_named_connection_is_a_database_name(tmp_path):
+    database = demo_root() / "database" / "supply_chain" / "supply_chain.sqlite"
+
+    async def calls(client):
+        listed = await client.call_tool("list_databases", {})
+        scored = await client.call_tool("score_sql", {"sql": TYPO, "question": "Suppliers in Germany?",
+                                                      "database": "shop"})
+        return listed.structured_content, scored.structured_content
+
+    listed, scored = session(calls, "--database", f"shop=sqlite:///{database}")
+    assert listed == {"databases": ["shop"]} and scored["scored_with_database"] is True
+    assert "the literal 'Germani' is not a value of suppliers.country; closest: 'Germany'" in scored["reasons"]
+    done = subprocess.run([rat_mcp(), "--database", f"shop=sqlite:///{tmp_path / 'none.sqlite'}"], capture_output=True,
+                          text=True, timeout=120, check=False, env=ENV, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no such database file" in done.stderr

@@ -2,13 +2,16 @@
 agents that check the SQL they write before running it.
 
     rat-mcp --data-root ../shared/data/spider            # Spider's schemas and databases, read-only
+    rat-mcp --database shop=postgresql://reader@db/shop   # a named connection (repeatable)
 
 Tools: ``score_sql(sql, question, database)`` answers the whole-query confidence, the part to look
 at first (its text and ``[start, end)`` span in the SQL), the reasons and the verdict (run |
 review | regenerate, with feedback the agent can act on: ``model.scoring.verdict``);
 ``list_databases()`` the database names ``score_sql`` accepts. Databases are configured as for
 ``rat-serve``: ``--data-root`` (schemas and SQLite files under one folder, opened read-only,
-symlinks resolved and kept under it) or ``--schema`` (tables.json: schemas only). A bad argument
+symlinks resolved and kept under it), ``--schema`` (tables.json: schemas only) and named
+connections ``--database NAME=URL`` (``model.scoring.service.named_databases``: PostgreSQL,
+MySQL, DuckDB or SQLite, opened read-only, the schema read from the database). A bad argument
 is a tool error of one line (``isError``), never a crash of the server.
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,14 +40,26 @@ class ScoringTools:
 
     def __init__(self, scorer, data_root: Path | None = None, schemas: dict | None = None,
                  dialect: str = "sqlite", max_sql_chars: int = MAX_SQL_CHARS, max_nodes: int = MAX_NODES,
-                 timeout_s: float = TIMEOUT_S):
+                 timeout_s: float = TIMEOUT_S, named: dict[str, str] | None = None):
         self.scorer, self.schemas, self.dialect = scorer, schemas or {}, dialect
+        self.named = dict(named or {})  # name -> URL of the named connections
+        self._opened = threading.local()  # each thread's open named connections
         self.root = data_root.resolve() if data_root else None
         self.max_sql_chars, self.max_nodes, self.timeout_s = max_sql_chars, max_nodes, timeout_s
         self.policy = scorer.policy
 
     def list_databases(self) -> list[str]:
         return sorted(self.schemas)
+
+    def _named(self, name: str):
+        """This thread's open connection to the named database (opened on first use, read-only)."""
+        from model.data.databases import open_database
+
+        opened = self._opened.__dict__.setdefault("open", {})
+        if name not in opened:
+            opened[name] = open_database(self.named[name], timeout_s=self.scorer.feature_timeout_s,
+                                         max_result_bytes=self.scorer.max_result_bytes)
+        return opened[name]
 
     def score_sql(self, sql: str, question: str = "", database: str = "") -> dict[str, Any]:
         from model.data.execution import DeadlineExceeded
@@ -65,7 +81,10 @@ class ScoringTools:
             shown = ", ".join(known[:LISTED]) + (f" and {len(known) - LISTED} more" if len(known) > LISTED else "")
             raise UsageError(f"database {database!r}: unknown" + (f" (known: {shown})" if known else
                                                                    " (the server has no databases configured)"))
-        path = database_under(self.root, database) if database and self.root is not None else None
+        if database in self.named:
+            path = self._named(database)
+        else:
+            path = database_under(self.root, database) if database and self.root is not None else None
         row = {"sql": sql, "question": question or "", "db_id": database or None,
                "schema": self.schemas.get(database), "database": path}
         try:
@@ -138,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default="pretrained")
     parser.add_argument("--data-root", type=Path, help="schemas and databases (read-only) under this folder")
     parser.add_argument("--schema", type=Path, help="tables.json only: scoring without databases")
+    parser.add_argument("--database", action="append", default=[], metavar="NAME=URL",
+                        help="a named connection, read-only (repeatable): postgresql://, mysql://, duckdb:///, "
+                             "sqlite:///")
     parser.add_argument("--dialect", default="sqlite", metavar="NAME",
                         help=f"the SQL dialect of the queries: {', '.join(sorted(DIALECTS))} (default sqlite)")
     parser.add_argument("--max-sql-chars", type=int, default=MAX_SQL_CHARS)
@@ -163,11 +185,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         scorer = load_scorer(args.model)
         if scorer.saved is None:
             raise UsageError(f"--model {args.model}: rat-mcp serves a saved boosted model (model.json)")
+        named = {}
+        if args.database:  # a database that cannot be opened is a DatabaseError, a UsageError
+            from model.scoring.service import named_databases
+
+            named = named_databases(args.database, schemas, scorer)
     except UsageError as e:
         print(f"rat-mcp: error: {e}", file=sys.stderr)
         return 2
     tools = ScoringTools(scorer, args.data_root, schemas, args.dialect.lower(), args.max_sql_chars,
-                         args.max_nodes, args.timeout_s)
+                         args.max_nodes, args.timeout_s, named)
     print(f"rat-mcp: {scorer.description}, {len(schemas)} databases, stdio", file=sys.stderr, flush=True)
     build_server(tools).run("stdio")
     return 0
