@@ -86,9 +86,13 @@ def main() -> None:
     with ExitStack() as stack:
         admin = args.postgres
         if admin is None:
-            from tests.servers import PostgresServer
+            from tests.servers import PostgresServer, ServerUnavailable
 
-            server = stack.enter_context(PostgresServer())
+            try:
+                server = stack.enter_context(PostgresServer())
+            except ServerUnavailable as reason:
+                print(f"skipped: {reason}")
+                return
             admin = server.url(admin=True)
         folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="rat-duckdb-"))
         where = {"sqlite": {}, "postgres": {}, "duckdb": {}}
