@@ -42,7 +42,7 @@ lint: setup
 
 # The speed and scale benchmarks of BENCHMARKS.md, each with its defaults (../shared/data): all of
 # benchmarks/. scripts/ holds the tools whose commands the docs give (the model card's numbers).
-SPEED_BENCHMARKS := rat_coverage rat_speed rat_builds rat_dialects exec_cache exec_accuracy feature_speed score_speed scorer_speed train_speed cold_start serve_load mcp_speed
+SPEED_BENCHMARKS := rat_coverage rat_speed rat_builds rat_dialects exec_cache exec_accuracy feature_speed score_speed scorer_speed backend_speed train_speed cold_start serve_load mcp_speed
 
 bench: setup
 	for f in $(SPEED_BENCHMARKS); do echo "== benchmarks/$$f.py"; $(BIN)/python benchmarks/$$f.py || exit 1; done
