@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     from model.nodes.estimator import BoostedNodeModel
 
 MIN_QUERIES = 100  # files with fewer scored queries keep the model's own rates
+# An estimate whose interval reaches this close to 0 or 1 means the confidences do not fit a label
+# shift from the model's rate (EM runs to the boundary: on BIRD with the Spider model, where the
+# confidences are off by more than the rate): nothing is moved.
+EDGE = 0.01
 BOOTSTRAP = 200  # resamples of the file's queries for the interval
 _CLIP = 1e-6
 
@@ -89,6 +93,11 @@ class RateShift:
     queries: int
     method: str = "em"
 
+    @property
+    def fits(self) -> bool:
+        """The interval stays clear of 0 and 1 (``EDGE``): a rate the confidences can be moved to."""
+        return EDGE < self.low and self.high < 1 - EDGE
+
     def apply(self, p: np.ndarray | Sequence[float]) -> np.ndarray:
         """Whole-query confidences moved from ``source_rate`` to ``rate``."""
         return shift(p, self.source_rate, self.rate)
@@ -102,7 +111,9 @@ class RateShift:
     def __str__(self) -> str:
         return (f"label shift: {self.queries} queries, estimated {self.rate:.3f} right "
                 f"[95% {self.low:.3f}, {self.high:.3f}] ({self.label} labels) where the model was "
-                f"calibrated at {self.source_rate:.3f}")
+                f"calibrated at {self.source_rate:.3f}" + ("" if self.fits else
+                "; the interval reaches 0 or 1: these confidences do not fit a label shift from the "
+                "model's rate, not moved"))
 
 
 def estimate(p: np.ndarray | Sequence[float], source_rate: float, label: str, n_bootstrap: int = BOOTSTRAP,
@@ -146,12 +157,15 @@ def shift_scored(results: Sequence, model: BoostedNodeModel | None, at_least: in
     """Move ``results``' (``ScoredQuery``: one file's) whole-query confidences to the rate EM
     estimates on them, in place: each keeps its ``unshifted_confidence`` and the shared
     ``label_shift`` estimate. Nothing moves (None) for fewer than ``at_least`` (default
-    ``MIN_QUERIES``) results, or for a model whose card lacks the rate it was calibrated at."""
+    ``MIN_QUERIES``) results, or for a model whose card lacks the rate it was calibrated at;
+    nothing moves either, but the estimate is returned, where it does not ``fit``."""
     source = source_rate(model) if model is not None else None
     if source is None or not results or len(results) < (at_least or MIN_QUERIES):
         return None
     p = np.array([r.query_confidence for r in results])
     found = estimate(p, *source)
+    if not found.fits:
+        return found
     for r, moved in zip(results, found.apply(p)):
         r.unshifted_confidence, r.query_confidence, r.label_shift = r.query_confidence, float(moved), found
     return found

@@ -101,8 +101,11 @@ def test_rat_adapt_writes_a_model_rat_score_reads_and_leaves_the_databases_alone
     summary, rates = done.stderr.strip().splitlines()[-2:]
     n = sum(len(p.read_text().splitlines()) for p in files)
     assert f"adapted on {n} outputs" in summary and "not used: 2" in summary, summary
-    assert rates.startswith("rat-adapt: right nodes") and json.loads((out / "model.json").read_text())[
-        "trained_on"]["adapted_on"]["estimated_rates"]
+    adapted_on = json.loads((out / "model.json").read_text())["trained_on"]["adapted_on"]
+    assert rates.startswith("rat-adapt: right nodes") and adapted_on["estimated_rates"]
+    shift = adapted_on["label_shift"]  # the right queries' estimate, printed with its interval
+    assert shift["low"] <= shift["rate"] == adapted_on["estimated_rates"][1] <= shift["high"]
+    assert f"[95% {shift['low']:.1%}, {shift['high']:.1%}]" in rates
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in databases} == before
     scored = subprocess.run([sys.executable, "-m", "model.scoring.cli", "--model", str(out), "--data-root", str(root),
                              "--no-reasons", "--predictions", str(files[0]), "--out", str(tmp_path / "s.jsonl")],

@@ -107,3 +107,21 @@ def test_rat_score_prints_and_stores_each_files_estimate(boosted_model, tmp_path
     assert "label_shift" not in unshifted[0]
     weak = [r for r in rows if r["system"] == "demo_weak"]
     assert [r["query_confidence_unshifted"] for r in weak] == [r["query_confidence"] for r in unshifted]
+
+
+def test_confidences_that_do_not_fit_a_label_shift_are_not_moved():
+    """Confidences far below every rate the model knows (the Spider model on BIRD: mean 0.62
+    where it was calibrated at 0.795) drive EM to 0: reported, nothing moved."""
+    from model.scoring import Scorer
+    from model.scoring.scorer import ScoredQuery
+
+    shipped = Scorer.pretrained().saved
+    source, _ = L.source_rate(shipped)
+    p = np.random.default_rng(0).beta(5, 3, 400)  # mean 0.62
+    found = L.estimate(p, source, "execution")
+    assert found.low <= L.EDGE and not found.fits and "not moved" in str(found)
+    results = [ScoredQuery("SELECT 1", "", [], float(v), 0, None) for v in p]
+    assert L.shift_scored(results, shipped) == found
+    assert [r.query_confidence for r in results] == list(p) and all(r.label_shift is None for r in results)
+    fitting = L.estimate(np.random.default_rng(1).beta(6, 2, 400), 0.795, "execution")
+    assert fitting.fits and L.EDGE < fitting.low

@@ -112,8 +112,9 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
         node_rate = float(L.em_rate(soft, rates[0]))
         soft = L.shift(soft, rates[0], node_rate)
         query_shift = L.estimate(target, rates[1], str(teacher.info_["trained_on"].get("labels") or "execution"))
-        target = query_shift.apply(target)
-        estimated = (node_rate, query_shift.rate)
+        if query_shift.fits:
+            target = query_shift.apply(target)
+        estimated = (node_rate, query_shift.rate if query_shift.fits else rates[1])
     config = model.info_.get("config", {})
     database = config.get("database", "with")
     with_db = np.array([readable_database(row.get("database")) for row, _ in scored])

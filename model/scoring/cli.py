@@ -339,8 +339,8 @@ def score_file(scorer, args, schemas: dict) -> int:
     print(f"rat-score: scored {len(out_rows)} of {total} "
           f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
     for path, found in shifts:
-        print(f"rat-score: {path.name}: {found}; whole-query confidences moved to it (--no-label-shift: "
-              "not moved)", file=sys.stderr)
+        moved = "; whole-query confidences moved to it (--no-label-shift: not moved)" if found.fits else ""
+        print(f"rat-score: {path.name}: {found}{moved}", file=sys.stderr)
     return 0
 
 
@@ -429,8 +429,8 @@ def adapt_main(argv: list[str] | None = None) -> int:
     if result.estimated_rates:
         (node_before, query_before), (node_after, query_after) = result.teacher_rates, result.estimated_rates
         print(f"rat-adapt: right nodes {node_before:.1%} -> {node_after:.1%}, right queries {query_before:.1%} -> "
-              f"{query_after:.1%} (the teacher's training data -> estimated on these outputs)", file=sys.stderr)
-        print(f"rat-adapt: {result.query_shift}", file=sys.stderr)
+              f"{query_after:.1%} [95% {result.query_shift.low:.1%}, {result.query_shift.high:.1%}] (the teacher's "
+              "training data -> estimated on these outputs)", file=sys.stderr)
     return 0
 
 
