@@ -348,3 +348,51 @@ def test_processes_answer_like_one_keep_the_bounds_and_stop_together(service, bo
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_heavy_requests_are_scored_in_their_own_paced_lane_with_the_same_answer():
+    """A request whose SQL has more than ``heavy_words`` words and signs (one long query, or many
+    short ones) is scored in the heavy lane: its own thread, paced; the answer is the one the
+    normal lane gives. Every scoring thread runs scikit-learn's OpenMP loops on itself alone."""
+    import threading
+
+    from fastapi.testclient import TestClient
+    from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+
+    from model.data import execution
+    from model.data.datasets import load_schemas
+    from model.scoring import Scorer
+    from model.scoring.service import SQL_WORDS, create_app
+    from model.synth.demo import demo_root
+
+    class Noting:  # the real scorer, noting where each request is scored
+        def __init__(self, scorer):
+            self.scorer, self.seen = scorer, []
+
+        def __getattr__(self, name):
+            return getattr(self.scorer, name)
+
+        def score_many(self, *args, **options):
+            self.seen.append((threading.current_thread().name.rsplit("_", 1)[0],
+                              getattr(execution._PACE, "share", None), _openmp_effective_n_threads()))
+            return self.scorer.score_many(*args, **options)
+
+    root = demo_root()
+    schemas = load_schemas(root)
+    db_id = min(schemas)
+    table = next(iter(schemas[db_id].tables))
+    column = schemas[db_id].tables[table][0]
+    small = {"db_id": db_id, "sql": f"SELECT {column} FROM {table} WHERE {column} = 1"}
+    big = {"db_id": db_id, "sql": f"SELECT {column} FROM {table} WHERE "
+                                  + " OR ".join(f"{column} = {i}" for i in range(80))}
+    words = lambda queries: sum(len(SQL_WORDS.findall(q["sql"])) for q in queries)
+    assert words([small]) < 300 < words([big]) and words([small] * 40) > 300
+    scorer = Noting(Scorer.pretrained())
+    client = TestClient(create_app(scorer, root, schemas, heavy_words=300))
+    answers = [client.post("/score", json={"queries": q}) for q in ([small], [big], [small] * 40)]
+    assert [a.status_code for a in answers] == [200] * 3
+    assert [s[:2] for s in scorer.seen] == [("rat-score", None), ("rat-score-heavy", 0.25), ("rat-score-heavy", 0.25)]
+    assert {s[2] for s in scorer.seen} == {1}
+    normal_lane = TestClient(create_app(scorer, root, schemas, heavy_words=10_000))
+    assert normal_lane.post("/score", json={"queries": [big]}).json() == answers[1].json()
+    assert scorer.seen[-1][:2] == ("rat-score", None)

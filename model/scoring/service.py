@@ -19,8 +19,13 @@ deadline as it goes (each query, each database read, before the model and the re
 stops there, so no request holds a worker past it, and the request answers 503. At most
 ``workers`` requests are scored at once in each of ``--processes`` processes (forked copies that
 accept on one port and share the loaded model's pages); ``/health`` never waits for them, nor do
-the bounds differ between processes. Databases are opened read-only (``model.data.execution``:
-results and values bounded in rows and bytes) and only under ``--data-root``, symlinks resolved:
+the bounds differ between processes. A heavy request (its queries' SQL more than
+``--heavy-words`` words and signs together: a query near the node limit, or many queries) is
+scored in the heavy lane instead: one at a time in each process and, while other requests are
+being scored there, paused at each deadline check so that it takes at most a quarter of the
+CPU; a client sending such requests leaves the workers, and most of the CPU, to the others.
+Databases are opened read-only (``model.data.execution``: results and values bounded in rows
+and bytes) and only under ``--data-root``, symlinks resolved:
 a ``database`` path or ``db_id`` folder that leads outside it is refused (400) or not read. A
 connection that has not sent a whole request head within ``--header-timeout-s`` is closed.
 
@@ -55,6 +60,19 @@ with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
 
 PAGE = Path(__file__).resolve().parent / "page.html"
 HEADER_TIMEOUT_S = 10.0
+# the heavy lane: a request whose SQL has more words and signs than this (Spider dev's longest gold
+# query has 92, BIRD dev's 389) is scored one at a time per process, paced to this share of the CPU
+HEAVY_WORDS, HEAVY_SHARE = 400, 0.25
+SQL_WORDS = re.compile(r"\w+|[^\w\s]")
+
+
+def _one_thread() -> None:
+    """A scoring thread runs scikit-learn's OpenMP loops (a request of over ``COMPILED_ROWS``
+    nodes) on itself alone: the processes already use the cores, and OpenMP's idle threads spin
+    on them, taking them from the other requests (and the other processes)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="openmp")  # this thread's setting: the other threads keep theirs
 
 
 def content_security_policy(page: str) -> str:
@@ -70,14 +88,16 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                max_queries: int = 64, max_body_bytes: int = 1_000_000, timeout_s: float = 10.0,
                use_databases: bool = True, max_sql_chars: int = 10_000, max_nodes: int = 500,
                workers: int = 2, api_docs: bool = False, dialect: str = "sqlite",
-               databases: dict[str, str] | None = None):
+               databases: dict[str, str] | None = None, heavy_words: int = HEAVY_WORDS,
+               heavy_share: float = HEAVY_SHARE):
     """The FastAPI application around a ``Scorer`` (see the module's bounds). ``databases``:
-    named connections, name -> URL (or anything ``open_database`` takes), read by ``db_id``."""
+    named connections, name -> URL (or anything ``open_database`` takes), read by ``db_id``.
+    ``heavy_words`` / ``heavy_share``: the heavy lane (see the module's docstring)."""
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
     from model.data.databases import DatabaseError
-    from model.data.execution import DeadlineExceeded
+    from model.data.execution import DeadlineExceeded, paced
     from model.scoring.inputs import ROW_FIELDS, database_under, field_problem
     from model.scoring.scorer import RowError
 
@@ -101,10 +121,18 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         rows = [{**r, "database": named_database(r["database"].name)}
                 if isinstance(r.get("database"), _Named) else r for r in rows]
         return scorer.score_many(rows, False, True, **options)
+
+    busy = [0]  # requests of the normal lane queued or being scored in this process
+
+    def score_heavy(rows: list[dict], **options):
+        with paced(heavy_share, only_while=lambda: busy[0] > 0):
+            return score_rows(rows, **options)
+
     app = FastAPI(title="rat-confidence scorer", description="Per-node confidence for SQL queries",
                   docs_url="/docs" if api_docs else None, redoc_url="/redoc" if api_docs else None,
                   openapi_url="/openapi.json" if api_docs else None)
-    scoring = ThreadPoolExecutor(max(1, workers), thread_name_prefix="rat-score")
+    scoring = ThreadPoolExecutor(max(1, workers), thread_name_prefix="rat-score", initializer=_one_thread)
+    heavy_lane = ThreadPoolExecutor(1, thread_name_prefix="rat-score-heavy", initializer=_one_thread)
     page_html = PAGE.read_text(encoding="utf-8")
     page_headers = {"Content-Security-Policy": content_security_policy(page_html),
                     "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
@@ -199,15 +227,20 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         rows = rows_of(body)
         known = [r for r in rows if not r["_unknown"]]
         # one request is not a file: its confidences never depend on the other queries sent with it
-        work = partial(score_rows, known, deadline=deadline, max_nodes=max_nodes,
+        heavy = sum(len(SQL_WORDS.findall(r["sql"])) for r in known) > heavy_words
+        work = partial(score_heavy if heavy else score_rows, known, deadline=deadline, max_nodes=max_nodes,
                        dialect=dialect, label_shift=False)
+        lane = heavy_lane if heavy else scoring
+        busy[0] += not heavy
         try:  # a request still queued at its deadline is dropped; a running one stops at its next check
-            results = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(scoring, work),
+            results = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(lane, work),
                                              max(0.0, deadline - time.monotonic()))
         except (TimeoutError, DeadlineExceeded):
             raise HTTPException(503, f"scoring took longer than {timeout_s:g} s") from None
         except DatabaseError as e:  # a named database that went away since the start
             raise HTTPException(503, str(e)) from None
+        finally:
+            busy[0] -= not heavy
         it = iter(results)
         out = []
         for r in rows:
@@ -318,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=default_processes(),
                         help="processes serving the port, each with its own --workers (default: the "
                              f"usable CPU cores, at most {MAX_DEFAULT_PROCESSES}; here {default_processes()})")
+    parser.add_argument("--heavy-words", type=int, default=HEAVY_WORDS,
+                        help="a request whose SQL has more words and signs is scored in the heavy lane: one at a "
+                             f"time per process, paced to {HEAVY_SHARE:.0%} of the CPU (default {HEAVY_WORDS})")
     parser.add_argument("--header-timeout-s", type=float, default=HEADER_TIMEOUT_S,
                         help="seconds a connection may take to send a request head (default 10)")
     parser.add_argument("--dialect", default="sqlite", metavar="NAME",
@@ -336,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--schema {args.schema}: no such file")
         if args.dialect.lower() not in DIALECTS:
             raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
-        for name in ("max_queries", "max_sql_chars", "max_nodes", "workers", "processes", "timeout_s",
+        for name in ("max_queries", "max_sql_chars", "max_nodes", "workers", "processes", "timeout_s", "heavy_words",
                      "header_timeout_s"):
             if getattr(args, name) <= 0:
                 raise UsageError(f"--{name.replace('_', '-')} must be positive")
@@ -350,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
 
     app = create_app(scorer, args.data_root, schemas, max_queries=args.max_queries, timeout_s=args.timeout_s,
                      max_sql_chars=args.max_sql_chars, max_nodes=args.max_nodes, workers=args.workers,
-                     api_docs=args.api_docs, dialect=args.dialect.lower(), databases=databases)
+                     api_docs=args.api_docs, dialect=args.dialect.lower(), databases=databases,
+                     heavy_words=args.heavy_words)
     protocol = type("Guarded", (GuardedH11Protocol,), {"header_timeout_s": args.header_timeout_s})
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", http=protocol,
                             timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
