@@ -1066,7 +1066,8 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
     start = time.perf_counter()
     folder = cache_folder or cache_dir("features", VERSION)
     report = FeatureReport(examples=len(examples))
-    schema_digests = {db: _schema_digest(s) for db, s in schemas.items()}
+    # without the cache no key is needed (a scoring request: the schema digests and file stats go)
+    schema_digests = {db: _schema_digest(s) for db, s in schemas.items()} if use_cache else {}
     probes: dict[str, DatabaseProbe] = {}
     questions: dict[str, QuestionIndex] = {}
     schema_indexes: dict[tuple[str, str], SchemaIndex] = {}
@@ -1075,10 +1076,10 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
     dialects = list(dialects) if dialects is not None else ["sqlite"] * len(examples)
     for k, e in enumerate(examples):
         db_path = db_paths.get(e.db_id)
-        stamp = _db_stamp(db_path)
+        stamp = _db_stamp(db_path) if use_cache else None
         cached = use_cache and stamp is not None
-        key = cache_key(e, schema_digests.get(e.db_id, "none"), stamp or "live", semantic, dialects[k])
-        path = _cache_path(folder, key)
+        path = _cache_path(folder, cache_key(e, schema_digests.get(e.db_id, "none"), stamp, semantic,
+                                             dialects[k])) if cached else None
         table = None
         if cached and path.exists():
             try:
