@@ -66,6 +66,8 @@ def _urls(backend, files, server, tmp_path):
 def test_node_confidences_on_the_copy_equal_sqlites(backend, demo, request, tmp_path):
     from model.scoring.scorer import RowError, Scorer
 
+    if backend == "duckdb":
+        pytest.importorskip("duckdb")
     schemas, queries, files = demo
     server = None if backend == "duckdb" else request.getfixturevalue(
         {"postgres": "postgres_server", "mysql": "mysql_server"}[backend])

@@ -66,6 +66,7 @@ def _check_demo(url_of, grant=None):
 
 
 def test_demo_databases_into_duckdb(tmp_path):
+    pytest.importorskip("duckdb")
     _check_demo(lambda name, admin: f"duckdb:///{tmp_path}/{name}.duckdb")
 
 
@@ -111,6 +112,7 @@ def _check_dirty(report):
 
 
 def test_dirty_values_are_counted_and_no_row_is_lost(dirty, tmp_path):
+    pytest.importorskip("duckdb")
     url = f"duckdb:///{tmp_path}/out/"
     report = copy_database(dirty, url)
     _check_dirty(report)
@@ -139,6 +141,7 @@ def test_dirty_values_into_postgres(dirty, postgres_server):
 
 
 def test_command_line_copies_a_folder_with_progress(tmp_path, capsys):
+    pytest.importorskip("duckdb")
     assert main([str(demo_root() / "database"), f"duckdb:///{tmp_path}/"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(DEMO) and lines[0].startswith(f"[1/{len(DEMO)}] {DEMO[0].stem}: ")
