@@ -418,6 +418,9 @@ def fit_query_head(table: NodeTable, indices: Sequence[int], params: BoostedPara
     q = query_head_rows(table, oof, out_of_fold.confidences, out_of_fold.sites, keep, names,
                         params.query_head, database)
     tree = params.query_head_labels == "tree"
+    if tree and table.labels != "tree":  # execution node labels: every node is right where the query matches
+        raise UsageError("model.query_head_labels=tree reads tree agreement from the node labels: it needs "
+                         "tree node labels (data.labels=tree, or data without databases)")
     y = np.array([int(all(table.examples[k].node_labels)) if tree else int(table.examples[k].correct) for k in oof])
     label = label_of([table.examples[k].execution_match for k in oof], tree)
     folds = np.array([out_of_fold.fold.get(k, 0) for k in oof])
