@@ -215,7 +215,8 @@ def training_policy(model, examples: Sequence, node_confidences: Sequence[Sequen
 
 def prediction_pairs(model, rows: Sequence[Mapping]) -> tuple[np.ndarray, np.ndarray, str, np.ndarray]:
     """(whole-query confidence, label, label name, fold) of a run's prediction rows
-    (``<run>/predictions/test.jsonl``)."""
+    (``<run>/predictions/test.jsonl``): their ``query_confidence`` where every row has one, else
+    the model's whole-query calibrator on their out-of-fold node confidences."""
     if not rows:
         raise UsageError("no prediction rows")
     missing = [k for k, r in enumerate(rows) if not r.get("node_confidences")]
@@ -223,6 +224,11 @@ def prediction_pairs(model, rows: Sequence[Mapping]) -> tuple[np.ndarray, np.nda
         raise UsageError(f"row {missing[0]}: no node_confidences (a train.py predictions file?)")
     labels, name = labels_of([r.get("execution_match") for r in rows], [r.get("node_labels") or [0] for r in rows])
     folds = np.array([int(r.get("fold", 0) or 0) for r in rows])
+    if all(isinstance(r.get("query_confidence"), (int, float)) for r in rows):  # written by the run
+        return np.array([float(r["query_confidence"]) for r in rows]), labels, name, folds
+    if getattr(model, "query_head_", None) is not None:
+        raise UsageError("the model has a whole-query head: its policy needs the rows' out-of-fold "
+                         "query_confidence, which this file does not have")
     return query_confidences(model, [r["node_confidences"] for r in rows]), labels, name, folds
 
 
