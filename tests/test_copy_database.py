@@ -144,7 +144,9 @@ def test_command_line_copies_a_folder_with_progress(tmp_path, capsys):
     pytest.importorskip("duckdb")
     assert main([str(demo_root() / "database"), f"duckdb:///{tmp_path}/"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(DEMO) and lines[0].startswith(f"[1/{len(DEMO)}] {DEMO[0].stem}: ")
+    assert len(lines) == len(DEMO) + 1 and lines[0].startswith(f"[1/{len(DEMO)}] {DEMO[0].stem}: ")
+    tables = sum(len(_sqlite_rows(p)) for p in DEMO)
+    assert lines[-1].startswith(f"together: {len(DEMO)} databases: {tables} tables, ")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{p.stem}.duckdb" for p in DEMO)
 
 

@@ -118,6 +118,14 @@ class CopyReport:
     foreign_keys_skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
+    def add(self, other: CopyReport) -> None:
+        """Count ``other``'s copy in this one (totals over several databases)."""
+        for name in ("tables", "rows", "emptied", "cleaned", "primary_keys", "foreign_keys",
+                     "seconds"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("retyped", "integer_text", "primary_keys_skipped", "foreign_keys_skipped"):
+            getattr(self, name).extend(getattr(other, name))
+
     def line(self) -> str:
         changed = [f"{len(self.retyped)} columns retyped" if self.retyped else "",
                    f"{len(self.integer_text)} text columns of integers -> BIGINT"
@@ -556,14 +564,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.name and len(files) != 1:
             raise UsageError("--name needs exactly one SQLite file")
         target(args.url)
+        total = CopyReport(f"{len(files)} databases", args.url)
         for k, file in enumerate(files, 1):
             report = copy_database(file, args.url, args.name, args.grant,
                                    value_types=not args.declared_types)
             print(f"[{k}/{len(files)}] {report.line()} -> {report.url}", flush=True)
+            total.add(report)
             if args.details:
                 for line in (*report.retyped, *report.integer_text, *report.primary_keys_skipped,
                              *report.foreign_keys_skipped):
                     print(f"    {line}")
+        if len(files) > 1:
+            print(f"together: {total.line()}")
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
