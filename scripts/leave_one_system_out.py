@@ -13,9 +13,8 @@ with the label-shift estimate and its interval.
 command on all 11 systems (``RUN/predictions/test.jsonl``: every output scored out of fold by
 database), each system's whole-query calibrator is fitted on the other 10 systems' out-of-fold
 scores and applied to its own; the node model did see the system's outputs on other databases.
-It prints the same table (with databases) and the rate estimators side by side: EM, and BBSE
-(Lipton et al. 2018) hard (the confusion matrix of confidence >= 0.5 on the other systems) and
-soft (their mean confidence among right and among wrong queries).
+It prints the same table (with databases) and how far EM's rate is from each system's
+execution accuracy.
 
 ``--train`` runs, for each system without a saved model under ``--runs``::
 
@@ -77,38 +76,14 @@ def scored(run: Path, system: str, root: Path, folder: Path, database: bool) -> 
     return out
 
 
-def estimators(run: Path, p: np.ndarray) -> dict[str, float]:
-    """The file's rate by EM and by BBSE (Lipton et al. 2018), hard (the confusion matrix of
-    confidence >= 0.5) and soft (mean confidence among right / wrong queries), both read from the
-    run's out-of-fold scores of the other systems (predictions/calibration.jsonl)."""
-    from model import label_shift as L
-    from model.calibrators import query_aggregates
-    from model.nodes.estimator import BoostedNodeModel
-
-    model = BoostedNodeModel.load(run / "model")
-    rows = [json.loads(line) for line in (run / "predictions" / "calibration.jsonl").read_text().splitlines()]
-    q = model.query_calibrator_.confidence(np.array([query_aggregates(r["node_confidences"]) for r in rows]))
-    y = np.array([int(bool(r["execution_match"])) for r in rows])
-    source = y.mean()
-    tpr, fpr = (q[y == 1] >= 0.5).mean(), (q[y == 0] >= 0.5).mean()
-    m1, m0 = q[y == 1].mean(), q[y == 0].mean()
-    return {"em": float(L.em_rate(p, L.source_rate(model)[0])),
-            "bbse_hard": float(np.clip(((p >= 0.5).mean() - fpr) / (tpr - fpr), 0, 1)),
-            "bbse_soft": float(np.clip((p.mean() - m0) / (m1 - m0), 0, 1)),
-            "source_oof": float(source)}
-
-
-def measure(run: Path, system: str, root: Path, folder: Path, n_bootstrap: int, compare: bool = False) -> dict:
+def measure(run: Path, system: str, root: Path, folder: Path, n_bootstrap: int) -> dict:
     out = {}
     for database in (True, False):
         rows = [json.loads(line) for line in scored(run, system, root, folder, database).read_text().splitlines()]
         s = labelled(rows, root, "dev", "execution")[system]
         if s.execution is None:  # the questions of a missing database (wta_1): no execution label
             raise SystemExit(f"leave_one_system_out.py: {system}: rows without execution labels")
-        r = report(s, n_bootstrap)
-        if compare and s.unshifted is not None:
-            r["estimators"] = estimators(run, s.unshifted)
-        out["with" if database else "without"] = r
+        out["with" if database else "without"] = report(s, n_bootstrap)
     return out
 
 
@@ -146,12 +121,13 @@ def table(results: dict[str, dict], where: str) -> list[str]:
     return lines
 
 
-def calibrator_only(run: Path, n_bootstrap: int) -> dict[str, dict]:
+def calibrator_only(run: Path, n_bootstrap: int, plot: Path | None = None) -> dict[str, dict]:
     """Each system's whole-query calibrator fitted on the other systems' out-of-fold scores of
-    ``run`` (see the module's docstring); the report of ``model.eval.new_system`` per system."""
+    ``run`` (see the module's docstring); the report of ``model.eval.new_system`` per system,
+    and with ``plot`` their reliability diagrams (unshifted) drawn to that PNG."""
     from model import label_shift as L
     from model.calibrators import QueryCalibrator, query_aggregates
-    from model.eval.new_system import SystemScores
+    from model.eval.new_system import SystemScores, reliability
 
     path = run / "predictions" / "test.jsonl"
     if not path.is_file():
@@ -160,22 +136,22 @@ def calibrator_only(run: Path, n_bootstrap: int) -> dict[str, dict]:
     system = np.array([r["system"] for r in rows])
     aggregates = np.array([query_aggregates(r["node_confidences"]) for r in rows])
     y = np.array([int(bool(r["execution_match"])) for r in rows])
-    out = {}
+    out, diagrams = {}, {}
     for s in sorted(set(system)):
         mine, rest = system == s, system != s
         calibrator = QueryCalibrator.fit(aggregates[rest], y[rest])
-        q_rest, p = calibrator.confidence(aggregates[rest]), calibrator.confidence(aggregates[mine])
+        p = calibrator.confidence(aggregates[mine])
         source = float(y[rest].mean())
         shift = L.estimate(p, source, "execution")
-        tpr, fpr = (q_rest[y[rest] == 1] >= 0.5).mean(), (q_rest[y[rest] == 0] >= 0.5).mean()
-        m1, m0 = q_rest[y[rest] == 1].mean(), q_rest[y[rest] == 0].mean()
         picked = [r for r, k in zip(rows, mine) if k]
-        scores = SystemScores(s, shift.apply(p), p, y[mine], np.array([int(all(r["node_labels"])) for r in picked]),
+        scores = SystemScores(s, shift.apply(p), p, y[mine], None,  # the run's node labels are execution's
                               [np.array(r["node_confidences"]) for r in picked],
                               [np.array(r["node_labels"]) for r in picked], shift.to_dict())
-        out[s] = {"with": {**report(scores, n_bootstrap), "estimators": {
-            "em": shift.rate, "bbse_hard": float(np.clip(((p >= 0.5).mean() - fpr) / (tpr - fpr), 0, 1)),
-            "bbse_soft": float(np.clip((p.mean() - m0) / (m1 - m0), 0, 1)), "source_oof": source}}}
+        out[s] = {"with": {**report(scores, n_bootstrap), "estimators": {"em": shift.rate, "source_oof": source}}}
+        diagrams[s] = SystemScores(s, p, None, y[mine], None, [], [])
+    if plot:
+        reliability(diagrams, plot.with_suffix(""), "Spider dev, each system held out of the whole-query "
+                    "calibrator (execution labels, with databases)")
     return out
 
 
@@ -190,12 +166,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write every number as JSON here")
     parser.add_argument("--calibrator-only", type=Path, metavar="RUN",
                         help="the quick approximation from one cross-fitted run on all systems (see above)")
-    parser.add_argument("--compare-estimators", action="store_true",
-                        help="also EM against BBSE (hard and soft) on the file's unshifted confidences")
+    parser.add_argument("--plot", type=Path, help="with --calibrator-only: the reliability diagrams (PNG) here")
     args = parser.parse_args()
     if not (args.data_root / "dev.json").is_file():
         parser.error(f"--data-root {args.data_root}: no dev.json there (the shared data: set RAT_SHARED_DATA)")
-    results = calibrator_only(args.calibrator_only, args.n_bootstrap) if args.calibrator_only else {}
+    results = calibrator_only(args.calibrator_only, args.n_bootstrap, args.plot) if args.calibrator_only else {}
     for system in () if args.calibrator_only else args.systems:
         run = args.runs / system
         if not (run / "model" / "model.json").is_file():
@@ -206,14 +181,13 @@ def main() -> None:
             subprocess.run(train_command(system, run, args.data_root), env=ENV, cwd=REPO, check=True,
                            stdout=subprocess.DEVNULL)
         print(f"{system}: scoring its file alone with {run / 'model'}", flush=True)
-        results[system] = measure(run, system, args.data_root, args.predictions, args.n_bootstrap,
-                                  args.compare_estimators)
+        results[system] = measure(run, system, args.data_root, args.predictions, args.n_bootstrap)
     if not results:
         raise SystemExit("leave_one_system_out.py: error: no run to measure")
     places = ("with",) if args.calibrator_only else ("with", "without")
     for where in places:
         print("\n".join(table(results, where)))
-    if args.compare_estimators or args.calibrator_only:
+    if args.calibrator_only:
         for where in places:
             errors = {}
             print(f"\nrate estimators, {where} databases: |estimate - execution accuracy|")

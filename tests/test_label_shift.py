@@ -1,6 +1,7 @@
 """Rates without labels (model.label_shift): EM finds a file's rate of right queries from the
-model's confidences alone, within its bootstrap interval; Scorer.score_many and rat-score move
-the whole-query confidences of a file of 100 or more queries to it, never a single query's."""
+model's confidences alone, within its bootstrap interval; Scorer.score_many(label_shift=None)
+and rat-score --label-shift move the whole-query confidences of a file of 100 or more queries
+to it, never a single query's (off by default)."""
 
 import json
 
@@ -50,7 +51,7 @@ def test_a_bad_input_is_one_error():
         L.estimate([], 0.8, "execution")
 
 
-def test_score_many_shifts_a_file_of_100_queries_and_never_a_single_query(boosted_model):  # noqa: F811
+def test_score_many_shifts_a_file_of_100_queries_when_asked_and_never_a_single_query(boosted_model):  # noqa: F811
     folder, objects = boosted_model
     from model.scoring import Scorer
 
@@ -61,8 +62,8 @@ def test_score_many_shifts_a_file_of_100_queries_and_never_a_single_query(booste
     assert source == trained["correct_queries"] / trained["examples"] and label == trained["labels"]
     weak = [k for k, e in enumerate(table.examples) if e.system == "demo_weak"][:120]
     rows = _rows(table, weak)
-    plain = scorer.score_many(rows, progress=False, label_shift=False)
-    moved = scorer.score_many(rows, progress=False)
+    plain = scorer.score_many(rows, progress=False)  # off by default
+    moved = scorer.score_many(rows, progress=False, label_shift=None)
     found = moved[0].label_shift
     assert found is not None and found.queries == len(rows) and all(r.label_shift is found for r in moved)
     assert found.low <= found.rate <= found.high and found.source_rate == pytest.approx(source)
@@ -76,9 +77,9 @@ def test_score_many_shifts_a_file_of_100_queries_and_never_a_single_query(booste
     assert [n.confidence for n in moved[0].nodes] == [n.confidence for n in plain[0].nodes]
     assert moved[0].to_dict()["label_shift"]["rate"] == round(found.rate, 4)
     assert "label_shift" not in plain[0].to_dict()
-    few = scorer.score_many(rows[:99], progress=False)
+    few = scorer.score_many(rows[:99], progress=False, label_shift=None)
     assert all(r.label_shift is None for r in few)
-    assert scorer.score_many(rows[:5], progress=False, label_shift=True)[0].label_shift is not None
+    assert scorer.score_many(rows[:99], progress=False, label_shift=True)[0].label_shift is not None  # any number
     one = scorer.score(**{k: rows[0][k] for k in ("sql", "question", "schema", "database", "db_id")})
     assert one.label_shift is None and one.query_confidence == pytest.approx(plain[0].query_confidence)
 
@@ -89,7 +90,7 @@ def test_rat_score_prints_and_stores_each_files_estimate(boosted_model, tmp_path
     files = [root / "predictions" / f"demo_{s}.jsonl" for s in ("weak", "strong")]
     out, plain = tmp_path / "scored.jsonl", tmp_path / "plain.jsonl"
     common = ["--model", str(folder), "--data-root", str(root), "--split", "dev", "--no-reasons"]
-    done = rat_score(*common, "--predictions", *map(str, files), "--out", str(out))
+    done = rat_score(*common, "--predictions", *map(str, files), "--out", str(out), "--label-shift")
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     estimates = {}
@@ -101,7 +102,7 @@ def test_rat_score_prints_and_stores_each_files_estimate(boosted_model, tmp_path
         shift = row["label_shift"]
         assert shift["rate"] == pytest.approx(estimates[row["system"]], abs=1e-3)
         assert shift["low"] <= shift["rate"] <= shift["high"] and shift["label"] == "execution"
-    done = rat_score(*common, "--predictions", str(files[0]), "--out", str(plain), "--no-label-shift")
+    done = rat_score(*common, "--predictions", str(files[0]), "--out", str(plain))  # off by default
     assert done.returncode == 0 and "label shift" not in done.stderr
     unshifted = [json.loads(line) for line in plain.read_text().splitlines()]
     assert "label_shift" not in unshifted[0]

@@ -35,7 +35,8 @@ def test_a_held_out_systems_file_is_reported_with_intervals_and_a_diagram(held_o
     root = objects["table"].root
     scored = tmp_path / "scored.jsonl"
     done = rat_score("--model", str(run / "model"), "--data-root", str(root), "--split", "dev", "--no-reasons",
-                     "--predictions", str(root / "predictions" / f"{HELD_OUT}.jsonl"), "--out", str(scored))
+                     "--predictions", str(root / "predictions" / f"{HELD_OUT}.jsonl"), "--out", str(scored),
+                     "--label-shift")
     assert done.returncode == 0, done.stderr
     out = tmp_path / "eval"
     result = _evaluate(**{"new_system.scored": scored, "data_root": root, "out_dir": out, "n_bootstrap": 50})
@@ -53,7 +54,7 @@ def test_a_held_out_systems_file_is_reported_with_intervals_and_a_diagram(held_o
     for key in ("rate", "mean_confidence", "ece", "query_auc", "node_auc"):
         value, (low, high) = r[key]
         assert low <= value <= high, key
-    # 216 queries: shifted by default; the estimate and the numbers before the shift are reported
+    # 216 queries, --label-shift: the estimate and the numbers before the shift are reported
     assert r["label_shift"]["queries"] == len(rows)
     assert r["unshifted_mean_confidence"][0] == pytest.approx(
         np.mean([row["query_confidence_unshifted"] for row in rows]), abs=1e-4)
@@ -97,6 +98,6 @@ def test_leave_one_system_out_calibrator_only_on_a_cross_fitted_run(held_out_run
         r = both_["with"]
         mine = [bool(x["execution_match"]) for x in parsed if x["system"] == system]
         assert r["rate"][0] == pytest.approx(np.mean(mine), abs=1e-4) and r["queries"] == len(mine)
-        assert set(r["estimators"]) == {"em", "bbse_hard", "bbse_soft", "source_oof"}
+        assert set(r["estimators"]) == {"em", "source_oof"} and r["label_shift"]["rate"] == round(r["estimators"]["em"], 4)
         assert f"| {system} | {len(mine)} |" in done.stdout
     assert "mean error: em" in done.stdout

@@ -45,7 +45,7 @@ class SystemScores:
     confidence: np.ndarray  # whole-query confidence as scored (shifted where the rows were)
     unshifted: np.ndarray | None  # before label shift; None where the rows were not shifted
     execution: np.ndarray | None  # 1 = executes to gold's result; None without databases
-    tree: np.ndarray  # 1 = every node right (the tree is gold's)
+    tree: np.ndarray | None  # 1 = the tree is gold's (tree comparison alone); None where not computed
     node_confidence: list[np.ndarray]
     node_labels: list[np.ndarray]
     label_shift: dict | None = None  # the rows' estimate (model.label_shift.RateShift.to_dict)
@@ -84,6 +84,11 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
                                               labels=labels, verbose=False)
             skipped.update(report.skipped)
             example_of = {e.question_id: e for e in examples}
+            tree_of = example_of  # tree comparison alone: execution labels call an equivalent query right
+            if labels == "execution":
+                tree_of = {e.question_id: e for e in build_examples(
+                    data_root, split, prediction_files=[path], require_database=False, labels="tree",
+                    verbose=False)[0]}
             kept = []
             for r in mine:
                 e = example_of.get(str(r["question_id"]))
@@ -101,7 +106,7 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
                 system, np.array([r["query_confidence"] for r, _ in kept], dtype=float),
                 np.array([r["query_confidence_unshifted"] for r, _ in kept], dtype=float) if shifted else None,
                 np.array([int(bool(e.execution_match)) for _, e in kept]) if has_execution else None,
-                np.array([int(all(e.node_labels)) for _, e in kept]),
+                np.array([int(all(tree_of[e.question_id].node_labels)) for _, e in kept]),
                 [np.array([n["confidence"] for n in r["nodes"]], dtype=float) for r, _ in kept],
                 [np.asarray(e.node_labels, dtype=int) for _, e in kept],
                 kept[0][0].get("label_shift") if shifted else None)
@@ -131,13 +136,13 @@ def report(s: SystemScores, n_bootstrap: int = 1000, seed: int = 0, n_bins: int 
     >>> r["label"], r["rate"][0], r["tree_rate"][0], r["mean_confidence"][0], r["gap"][0]
     ('execution', 0.75, 0.5, 0.65, -0.1)
     """
-    y, tree = s.right, s.tree
+    y, tree = s.right, s.tree if s.tree is not None else np.full(len(s.right), np.nan)
     nodes_c, nodes_y = np.concatenate(s.node_confidence), np.concatenate(s.node_labels)
     sizes = np.array([len(c) for c in s.node_confidence])
     variants = {"": s.confidence, **({"unshifted_": s.unshifted} if s.unshifted is not None else {})}
 
     def query_stats(c, yy, tt):
-        return {"rate": float(yy.mean()), "tree_rate": float(tt.mean()),
+        return {"rate": float(yy.mean()), "tree_rate": float(np.mean(tt)),
                 **{f"{k}{name}": v for k, conf in c.items() for name, v in (
                     ("mean_confidence", float(conf.mean())), ("gap", float(conf.mean() - yy.mean())),
                     ("ece", M.ece(conf, yy, n_bins)), ("query_auc", M.auc(conf, yy)))}}
@@ -162,6 +167,8 @@ def markdown(reports: Sequence[Mapping]) -> list[str]:
     """The per-system table."""
     def cell(v) -> str:
         value, ci = v
+        if value is None or not np.isfinite(value):
+            return "–"
         return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
     shifted = any("unshifted_mean_confidence" in r for r in reports)

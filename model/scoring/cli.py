@@ -92,10 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="for a model trained with model.quantiles=true: read the count features against "
                            "the nodes it was trained on (model), or against the file's own (rows: outputs of "
                            "another benchmark or domain; all rows are read before any is scored)")
-    many.add_argument("--no-label-shift", action="store_true",
-                      help="keep the model's own rate of right queries (default: each file of 100 or more "
-                           "scored queries has its rate estimated by EM and its whole-query confidences moved "
-                           "to it; docs/scoring.md, 'Rates without labels')")
+    many.add_argument("--label-shift", action="store_true",
+                      help="estimate each file's rate of right queries by EM (files of 100 or more scored "
+                           "queries) and move its whole-query confidences to it (default: off; measured, it "
+                           "made Spider systems' confidences worse: docs/scoring.md, 'Rates without labels')")
     return parser
 
 
@@ -301,7 +301,7 @@ def score_file(scorer, args, schemas: dict) -> int:
                                 label_shift=False)
     scored = [r for r in results if not isinstance(r, RowError)]
     shifts = []
-    if not args.no_label_shift:  # each file (one system's outputs) alone
+    if args.label_shift:  # each file (one system's outputs) alone
         from model.label_shift import shift_scored
 
         for path in args.predictions:
@@ -339,7 +339,7 @@ def score_file(scorer, args, schemas: dict) -> int:
     print(f"rat-score: scored {len(out_rows)} of {total} "
           f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
     for path, found in shifts:
-        moved = "; whole-query confidences moved to it (--no-label-shift: not moved)" if found.fits else ""
+        moved = "; whole-query confidences moved to it" if found.fits else ""
         print(f"rat-score: {path.name}: {found}{moved}", file=sys.stderr)
     return 0
 
