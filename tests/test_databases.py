@@ -338,7 +338,8 @@ def scorer():
     return Scorer.pretrained()
 
 
-def test_scores_against_postgres_and_duckdb_match_the_sqlite_file(scorer, pg_demo, duck_demo, demo):
+def test_scores_against_postgres_mysql_and_duckdb_match_the_sqlite_file(scorer, pg_demo, mysql_demo, duck_demo,
+                                                                        demo):
     from model.nodes.features import FEATURES
 
     spec, _, path = demo
@@ -349,7 +350,7 @@ def test_scores_against_postgres_and_duckdb_match_the_sqlite_file(scorer, pg_dem
                         if any(f.name == n and f.group in ("execution", "values") for f in FEATURES)]
     assert database_columns
     reference = scorer.score_many([{**r, "database": path} for r in rows], progress=False, workers=1)
-    for target in (pg_demo[0], duck_demo):
+    for target in (pg_demo[0], mysql_demo[0], duck_demo):
         scored = scorer.score_many([{**r, "database": target} for r in rows], progress=False)
         for ref, got in zip(reference, scored, strict=True):
             np.testing.assert_array_equal(got.features[:, database_columns], ref.features[:, database_columns])
