@@ -12,6 +12,7 @@ answers (evenly over the systems' files, wrong ones included) are scored once fo
     python benchmarks/request_cpu.py [--data-root ../shared/data/spider --turns 3]
     git archive <commit> | tar -x -C /tmp/base   # (the shipped model files come with it)
     python benchmarks/request_cpu.py --baseline /tmp/base
+    python benchmarks/request_cpu.py --beside-heavy 6   # the heavy lane's pacing, 6 s windows
 
 Each copy runs in its own process (its own ``model`` package), loaded once; the turns
 alternate between them, so both see the same load. The check compares every row as
@@ -87,6 +88,75 @@ def worker(repo: Path, data_root: Path, rows_file: Path) -> int:
     return 0
 
 
+def beside_heavy(data_root: Path, mix: list[dict], seconds: float, turns: int) -> None:
+    """rat-serve's heavy lane in one process: a thread scoring the mix back to back, alone or
+    beside a thread scoring serve_load's 160-term OR query in a loop, unpaced or paced as the
+    heavy lane paces it; per window the normal thread's requests/s and its share of the two
+    threads' CPU time (which the machine's other load does not move)."""
+    import threading
+
+    from threadpoolctl import threadpool_limits
+
+    from model.data.execution import paced
+    from model.scoring.inputs import database_under, load_scorer, read_schemas
+    from model.scoring.service import HEAVY_SHARE
+
+    root = data_root.resolve()
+    schemas = read_schemas(None, root)
+    scorer = load_scorer("pretrained")
+    db_id = "concert_singer" if "concert_singer" in schemas else mix[0]["db_id"]
+    table = "singer" if db_id == "concert_singer" else next(iter(schemas[db_id].tables))
+    column = "age" if db_id == "concert_singer" else schemas[db_id].tables[table][0]
+    heavy = {"db_id": db_id, "question": "",
+             "sql": f"SELECT name FROM {table} WHERE " + " OR ".join(f"{column} = {i}" for i in range(160))}
+
+    def score(q: dict) -> None:
+        row = {"sql": q["sql"], "question": q["question"], "db_id": q["db_id"], "schema": schemas.get(q["db_id"]),
+               "database": database_under(root, q["db_id"])}
+        scorer.score_many([row], False, True, deadline=time.monotonic() + 60, max_nodes=500, label_shift=False)
+
+    for q in mix[:30] + [heavy]:
+        score(q)
+
+    def window(mode: str) -> dict:
+        stop, out = threading.Event(), {}
+
+        def normal() -> None:
+            threadpool_limits(1, user_api="openmp")
+            start, cpu, k = time.monotonic(), time.thread_time(), 0
+            while not stop.is_set():
+                score(mix[k % len(mix)])
+                k += 1
+            out["normal"] = (k / (time.monotonic() - start), time.thread_time() - cpu)
+
+        def hostile() -> None:
+            threadpool_limits(1, user_api="openmp")
+            cpu = time.thread_time()
+            while not stop.is_set():
+                if mode == "paced":
+                    with paced(HEAVY_SHARE, only_while=lambda: True):
+                        score(heavy)
+                else:
+                    score(heavy)
+            out["heavy"] = time.thread_time() - cpu
+
+        threads = [threading.Thread(target=normal)] + ([threading.Thread(target=hostile)] if mode != "alone" else [])
+        for t in threads:
+            t.start()
+        time.sleep(seconds)
+        stop.set()
+        for t in threads:
+            t.join()
+        per_s, cpu = out["normal"]
+        return {"requests_per_s": per_s, "cpu_share": cpu / (cpu + out.get("heavy", 0.0))}
+
+    print("\n| window | normal requests/s | normal thread's share of the CPU |\n|---|---|---|")
+    for _ in range(turns):
+        for mode in ("alone", "unpaced", "paced"):
+            r = window(mode)
+            print(f"| {mode} | {r['requests_per_s']:.1f} | {r['cpu_share']:.2f} |", flush=True)
+
+
 class Copy:
     """A worker process scoring with one copy of the repository."""
 
@@ -119,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--predictions", type=int, default=300, help="system answers scored for the check")
     parser.add_argument("--turns", type=int, default=3, help="timed passes over the mix, per copy")
     parser.add_argument("--baseline", type=Path, help="another copy of the repository to compare with")
+    parser.add_argument("--beside-heavy", type=float, metavar="SECONDS",
+                        help="instead: the heavy lane's pacing, --turns windows of each kind this long")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -134,7 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         print("request_cpu: error: --queries and --turns >= 1, --predictions >= 0", file=sys.stderr)
         return 2
     sys.path.insert(0, str(REPO))
+    args.data_root = args.data_root.resolve()  # the workers run in their own copy's folder
     mix, sample = request_rows(args.data_root, args.queries, args.predictions)
+    if args.beside_heavy:
+        print(f"cpus: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f}", flush=True)
+        beside_heavy(args.data_root, mix, args.beside_heavy, args.turns)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         rows_file = Path(tmp) / "rows.json"
         rows_file.write_text(json.dumps([mix, sample]))

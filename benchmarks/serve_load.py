@@ -11,6 +11,8 @@ body, lone surrogates and an over-long db_id). A poller asks ``/health`` every 5
 Each normal client keeps one connection open. The server starts here (``rat-serve`` with
 ``--model``, ``--workers``, ``--processes``) on a free port of 127.0.0.1 and is stopped at the
 end. RSS is summed over the server's processes (shared pages counted in each); PSS splits them.
+Server CPU per request: the server processes' CPU time over the phase, over every request sent
+(normal and hostile).
 """
 
 from __future__ import annotations
@@ -49,6 +51,18 @@ def rss_mb(pid: int) -> tuple[float, float]:
         current += int(fields["VmRSS"].split()[0]) / 1024
         peak += int(fields["VmHWM"].split()[0]) / 1024
     return current, peak
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by a process and its child processes."""
+    total = 0.0
+    for p in [pid, *_children(pid)]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def pss_mb(pid: int) -> float:
@@ -161,6 +175,7 @@ def phase(name: str, port: int, pid: int, queries: list[dict], clients: int, sec
     health: list[float] = []
     poller = threading.Thread(target=health_poller, args=(port, stop, health), daemon=True)
     rss_before, _ = rss_mb(pid)
+    cpu_before = cpu_s(pid)
     for thread in [*normal, *bad, poller]:
         thread.start()
     time.sleep(seconds)
@@ -169,6 +184,7 @@ def phase(name: str, port: int, pid: int, queries: list[dict], clients: int, sec
         thread.join(timeout=70)
     rss_after, peak = rss_mb(pid)
     pss_after = pss_mb(pid)
+    server_cpu = cpu_s(pid) - cpu_before
     results = [r for c in normal for r in c.results]
     latencies = [t for t, s in results if s == 200]
     return {"phase": name, "clients": clients, "hostile_clients": int(hostile), "seconds": seconds,
@@ -181,6 +197,7 @@ def phase(name: str, port: int, pid: int, queries: list[dict], clients: int, sec
             "hostile_max_s": max((t for c in bad for t, _ in c.results), default=float("nan")),
             "health_requests": len(health), "health_p95_ms": 1000 * percentile(health, 0.95),
             "health_max_ms": 1000 * max(health, default=float("nan")),
+            "server_cpu_ms_per_request": 1000 * server_cpu / max(1, len(results) + sum(len(c.results) for c in bad)),
             "rss_before_mb": rss_before, "rss_after_mb": rss_after, "rss_peak_mb": peak, "pss_after_mb": pss_after}
 
 
@@ -250,13 +267,14 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
         print("\n| phase | req/s | p50 ms | p95 ms | 5xx | no answer | /health p95 ms | RSS MB (before -> after, peak) "
-              "| PSS MB after |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "| PSS MB after | server CPU ms / request |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['phase']} ({r['clients'] - r['hostile_clients']} normal + {r['hostile_clients']} hostile) "
                   f"| {r['requests_per_s']:.1f} | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['normal_5xx']} "
                   f"| {r['normal_no_answer']} | {r['health_p95_ms']:.0f} | {r['rss_before_mb']:.0f} -> "
-                  f"{r['rss_after_mb']:.0f}, {r['rss_peak_mb']:.0f} | {r['pss_after_mb']:.0f} |")
+                  f"{r['rss_after_mb']:.0f}, {r['rss_peak_mb']:.0f} | {r['pss_after_mb']:.0f} "
+                  f"| {r['server_cpu_ms_per_request']:.1f} |")
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1))
     finally:
