@@ -19,7 +19,9 @@ True
 True
 
 Without a database the database features are missing (NaN) and the model still scores; with
-one (``database=<path to .sqlite>``) it is opened read-only. SQL written for another database
+one (``database=`` a SQLite or DuckDB file, a URL such as ``postgresql://user:pw@host/db``, or an
+open connection; ``model.data.databases``) it is opened read-only, and read for the schema too
+when none is given. SQL written for another database
 is read in its dialect (``dialect="postgres"``; ``rat.DIALECTS``):
 
 >>> scored = scorer.score("SELECT DISTINCT ON (country) name FROM singer WHERE name ILIKE 'a%' "
