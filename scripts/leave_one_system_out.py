@@ -67,7 +67,7 @@ def scored(run: Path, system: str, root: Path, folder: Path, database: bool) -> 
     if not out.is_file():
         command = [sys.executable, "-m", "model.scoring.cli", "--model", str(run / "model"), "--data-root",
                    str(root), "--split", "dev", "--predictions", str(prediction_file(folder, system)),
-                   "--no-reasons", "--out", str(out), *([] if database else ["--no-database"])]
+                   "--no-reasons", "--label-shift", "--out", str(out), *([] if database else ["--no-database"])]
         done = subprocess.run(command, capture_output=True, text=True, env=ENV, cwd=REPO, check=False)
         if done.returncode:
             raise SystemExit(f"leave_one_system_out.py: rat-score failed for {system}: {done.stderr[-400:]}")
@@ -158,7 +158,7 @@ def calibrator_only(run: Path, n_bootstrap: int, plot: Path | None = None) -> di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=Path, default=Path("runs/loso_shipped"), help="one run folder per system")
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), help="default: Spider's 11")
     parser.add_argument("--data-root", type=Path, default=SHARED / "spider")
     parser.add_argument("--predictions", type=Path, default=SHARED / "predictions" / "spider_dev")
     parser.add_argument("--train", action="store_true", help="train the runs that are missing first")

@@ -101,3 +101,32 @@ def test_leave_one_system_out_calibrator_only_on_a_cross_fitted_run(held_out_run
         assert set(r["estimators"]) == {"em", "source_oof"} and r["label_shift"]["rate"] == round(r["estimators"]["em"], 4)
         assert f"| {system} | {len(mine)} |" in done.stdout
     assert "mean error: em" in done.stdout
+
+
+def test_leave_one_system_out_scores_the_held_out_file_alone_with_and_without_databases(held_out_run, tmp_path):
+    """scripts/leave_one_system_out.py on a demo run trained without one system: rat-score with
+    the run's saved model on that system's file, with and without databases, before and after
+    label shift, against its execution labels."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run, objects = held_out_run
+    root = objects["table"].root
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / HELD_OUT).symlink_to(run)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "leave_one_system_out.py"
+    out = tmp_path / "loso.json"
+    done = subprocess.run([sys.executable, str(script), "--runs", str(tmp_path / "runs"), "--systems", HELD_OUT,
+                           "--data-root", str(root), "--predictions", str(root / "predictions"),
+                           "--n-bootstrap", "20", "--out", str(out)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())[HELD_OUT]
+    examples = [e for e in objects["table"].examples if e.system == HELD_OUT]
+    for where in ("with", "without"):
+        r = result[where]
+        assert r["queries"] == len(examples) and r["label"] == "execution"
+        assert r["rate"][0] == pytest.approx(np.mean([bool(e.execution_match) for e in examples]), abs=1e-4)
+        assert "unshifted_mean_confidence" in r or "label_shift" not in r
+    assert result["with"]["mean_confidence"] != result["without"]["mean_confidence"]  # databases read or not
+    assert f"| {HELD_OUT} | {len(examples)} |" in done.stdout
