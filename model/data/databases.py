@@ -631,7 +631,10 @@ def _open_mysql(url, name: str, limits: dict) -> MySQLDatabase:
         raise DatabaseError(f"{name}: unknown URL parameters {sorted(query)}")
 
     def connect():
-        return pymysql.connect(**kwargs)
+        conn = pymysql.connect(**kwargs)
+        with conn.cursor() as cursor:  # AVG of integers to a double's precision, as elsewhere
+            cursor.execute("SET SESSION div_precision_increment = 30")
+        return conn
 
     try:
         conn = connect()
