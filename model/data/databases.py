@@ -101,7 +101,7 @@ def database_label(target: object) -> str:
     """How a database target is named in messages (the password masked)."""
     if isinstance(target, (str, Path)):
         return mask_password(str(target))
-    return f"<{type(target).__module__.split('.')[0]} connection>"
+    return f"<{type(target).__module__.split('.')[0]} {type(target).__name__}>"
 
 
 def first_word(sql: str) -> str:
