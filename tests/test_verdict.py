@@ -196,7 +196,7 @@ def test_the_policy_command_chooses_and_writes(boosted_model, tmp_path):  # noqa
     shutil.copytree(folder, copy)
     before = json.loads((copy / "model.json").read_text())
     predictions = folder.parent / "predictions" / "test.jsonl"
-    done = subprocess.run([sys.executable, "-m", "model.scoring.verdict", "--model", str(copy), "--predictions",
+    done = subprocess.run([sys.executable, "-m", "model.scoring.policy", "--model", str(copy), "--predictions",
                            str(predictions), "--max-wrong", "0.1", "--write"], check=False, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -204,7 +204,7 @@ def test_the_policy_command_chooses_and_writes(boosted_model, tmp_path):  # noqa
     after = json.loads((copy / "model.json").read_text())
     assert after["policy"]["max_wrong"] == 0.1
     assert {k: v for k, v in after.items() if k != "policy"} == {k: v for k, v in before.items() if k != "policy"}
-    bad = subprocess.run([sys.executable, "-m", "model.scoring.verdict", "--model", str(copy), "--predictions",
+    bad = subprocess.run([sys.executable, "-m", "model.scoring.policy", "--model", str(copy), "--predictions",
                           str(tmp_path / "none.jsonl")], check=False, capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr

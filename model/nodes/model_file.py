@@ -105,7 +105,7 @@ def read_model(folder: str | Path) -> dict[str, Any]:
             f"computes {VERSION!r}; retrain it (python train.py model=features ...)")
     parts = _checked_parts(meta, meta_path)  # every part of model.json, before any skops file
     if "policy" in meta:  # the run / review / regenerate thresholds (model.scoring.verdict)
-        from model.scoring.verdict import Policy
+        from model.nodes.policy import Policy
 
         try:
             Policy.from_dict(meta["policy"])

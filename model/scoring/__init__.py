@@ -6,8 +6,7 @@ from model.errors import ModelFileError
 from model.scoring.scorer import RowError, ScoredNode, ScoredQuery, Scorer
 
 __all__ = ["ModelFileError", "QueryHeld", "RowError", "ScoredNode", "ScoredQuery", "Scorer", "Verdict", "guard"]
-VERDICT_NAMES = ("QueryHeld", "Verdict", "guard")  # from model.scoring.verdict, on first use (it runs as
-# python -m model.scoring.verdict: imported here first, runpy would warn)
+VERDICT_NAMES = ("QueryHeld", "Verdict", "guard")  # from model.scoring.verdict, on first use
 
 
 def __getattr__(name: str):

@@ -1,7 +1,8 @@
-"""What ``rat-score``, ``rat-adapt``, ``rat-calibrate`` and ``rat-serve`` read from a user, and
-the checks every such input passes before any work is done: the model, the schemas, and each
-row's fields (a db_id that names a database folder, text that can be written back as UTF-8, a
-database path that stays under the data root once symlinks are resolved).
+"""What ``rat-score``, ``rat-adapt``, ``rat-calibrate``, ``rat-serve`` and ``rat-mcp`` read from
+a user, and the checks every such input passes before any work is done: the model, the schemas,
+the named connections (``--database NAME=URL``) and each row's fields (a db_id that names a
+database folder, text that can be written back as UTF-8, a database path that stays under the
+data root once symlinks are resolved).
 
 >>> field_problem("db_id", "concert_singer"), field_problem("db_id", "a" * 300)
 (None, 'db_id: longer than 128 characters')
@@ -132,3 +133,26 @@ def database_under(root: Path, db_id: str) -> Path | None:
         return None
     real = path.resolve()
     return real if real.is_relative_to(root) and real.is_file() else None
+
+
+def named_databases(specs: list[str], schemas: dict, scorer) -> dict[str, str]:
+    """``--database NAME=URL`` options as name -> URL, each opened once now (read-only) to be
+    sure it answers, and its schema read into ``schemas`` unless they have it; a malformed
+    option or a database that cannot be opened is a ``UsageError`` (one line, password masked)."""
+    from model.data.databases import mask_password, open_database
+    from model.errors import UsageError
+
+    named: dict[str, str] = {}
+    for spec in specs:
+        name, sep, url = spec.partition("=")
+        name = name.strip()
+        if not sep or not name or not url:
+            raise UsageError(f"--database {mask_password(spec)}: expected NAME=URL")
+        if field_problem("db_id", name) or name in named:
+            raise UsageError(f"--database {name}: not a plain name, or given twice")
+        with open_database(url, timeout_s=scorer.feature_timeout_s,
+                           max_result_bytes=scorer.max_result_bytes) as db:
+            if name not in schemas:
+                schemas[name] = db.schema(name)
+        named[name] = url
+    return named

@@ -10,7 +10,7 @@ review | regenerate, with feedback the agent can act on: ``model.scoring.verdict
 ``list_databases()`` the database names ``score_sql`` accepts. Databases are configured as for
 ``rat-serve``: ``--data-root`` (schemas and SQLite files under one folder, opened read-only,
 symlinks resolved and kept under it), ``--schema`` (tables.json: schemas only) and named
-connections ``--database NAME=URL`` (``model.scoring.service.named_databases``: PostgreSQL,
+connections ``--database NAME=URL`` (``model.scoring.inputs.named_databases``: PostgreSQL,
 MySQL, DuckDB or SQLite, opened read-only, the schema read from the database). A bad argument
 is a tool error of one line (``isError``), never a crash of the server.
 """
@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"--model {args.model}: rat-mcp serves a saved boosted model (model.json)")
         named = {}
         if args.database:  # a database that cannot be opened is a DatabaseError, a UsageError
-            from model.scoring.service import named_databases
+            from model.scoring.inputs import named_databases
 
             named = named_databases(args.database, schemas, scorer)
     except UsageError as e:

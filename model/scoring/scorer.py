@@ -279,7 +279,7 @@ class Scorer:
         policy = policy if policy is not None else self.policy
         if policy is None:
             raise UsageError(f"the model ({self.description}) has no policy saved; choose one with "
-                             "python -m model.scoring.verdict, or pass policy=")
+                             "python -m model.scoring.policy, or pass policy=")
         scored = self.score(sql, question=question, schema=schema, database=database, db_id=db_id,
                             evidence=evidence, dialect=dialect)
         return verdict_of(scored, policy, database)

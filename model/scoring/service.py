@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="serve /docs, /redoc and /openapi.json (public to anyone who reaches the port)")
     args = parser.parse_args(argv)
     from model.errors import UsageError
-    from model.scoring.inputs import load_scorer, read_schemas
+    from model.scoring.inputs import load_scorer, named_databases, read_schemas
 
     try:
         if args.data_root and not args.data_root.is_dir():
@@ -398,30 +398,6 @@ def main(argv: list[str] | None = None) -> int:
         uvicorn.Server(config).run()
         return 0
     return serve_processes(config, args.processes)
-
-
-def named_databases(specs: list[str], schemas: dict, scorer) -> dict[str, str]:
-    """``--database NAME=URL`` options as name -> URL, each opened once now (read-only) to be
-    sure it answers, and its schema read into ``schemas`` unless they have it; a malformed
-    option or a database that cannot be opened is a ``UsageError`` (one line, password masked)."""
-    from model.data.databases import mask_password, open_database
-    from model.errors import UsageError
-    from model.scoring.inputs import field_problem
-
-    named: dict[str, str] = {}
-    for spec in specs:
-        name, sep, url = spec.partition("=")
-        name = name.strip()
-        if not sep or not name or not url:
-            raise UsageError(f"--database {mask_password(spec)}: expected NAME=URL")
-        if field_problem("db_id", name) or name in named:
-            raise UsageError(f"--database {name}: not a plain name, or given twice")
-        with open_database(url, timeout_s=scorer.feature_timeout_s,
-                           max_result_bytes=scorer.max_result_bytes) as db:
-            if name not in schemas:
-                schemas[name] = db.schema(name)
-        named[name] = url
-    return named
 
 
 def serve_processes(config, processes: int) -> int:

@@ -23,33 +23,28 @@ True
 ``Scorer.check`` gives a ``Verdict``; ``guard`` wraps a ``run_sql(sql)`` function so that only
 queries whose verdict is "run" reach it.
 
-    python -m model.scoring.verdict --model DIR --predictions RUN/predictions/test.jsonl \\
+    python -m model.scoring.policy --model DIR --predictions RUN/predictions/test.jsonl \\
         --max-wrong 0.05 [--write]
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import functools
-import json
 import math
-import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from model.errors import UsageError
+from model.nodes.policy import ACTIONS, MAX_RIGHT_REGENERATED, MAX_WRONG, Policy
 
 if TYPE_CHECKING:
     from model.scoring.scorer import ScoredQuery, Scorer
 
-ACTIONS = ("run", "review", "regenerate")
-MAX_WRONG = 0.05  # the default target: at most this share wrong among the queries run
-MAX_RIGHT_REGENERATED = 0.25  # ... and at most this share right among the queries sent back
 Z_95 = 1.6449  # one-sided 95% normal quantile: the Wilson bound the thresholds are chosen with
 FEEDBACK_REASONS = 4  # sentences of feedback at most
 # reasons about a literal and its column: the feedback looks up the column's closest values
@@ -69,58 +64,6 @@ def wilson_upper(failures: int, n: int, z: float = Z_95) -> float:
     centre = p + z * z / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return min(1.0, (centre + spread) / (1 + z * z / n))
-
-
-@dataclass(frozen=True)
-class Policy:
-    """Confidence thresholds and the targets they were chosen for: a query at or above
-    ``run_at`` runs, below ``regenerate_below`` is sent back, in between goes to a person.
-    ``run_at`` None: no threshold met the target, nothing runs unseen."""
-
-    run_at: float | None
-    regenerate_below: float
-    max_wrong: float = MAX_WRONG
-    max_right_regenerated: float = MAX_RIGHT_REGENERATED
-    label: str = "execution_match"  # what "wrong" means on the curve the thresholds were chosen on
-    measured: dict = field(default_factory=dict)  # the out-of-fold shares at these thresholds
-
-    def action(self, query_confidence: float) -> str:
-        if self.run_at is not None and query_confidence >= self.run_at:
-            return "run"
-        return "regenerate" if query_confidence < self.regenerate_below else "review"
-
-    @property
-    def target(self) -> str:
-        return (f"at most {self.max_wrong:.0%} wrong among the queries run, at most "
-                f"{self.max_right_regenerated:.0%} right among those sent back ({self.label}, out of fold)")
-
-    def to_dict(self) -> dict:
-        return {"target": self.target, **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, saved: Any) -> Policy:
-        """The policy of a ``model.json``; ``ValueError`` or ``TypeError`` (one line) naming what
-        is malformed."""
-        if not isinstance(saved, Mapping):
-            raise TypeError(f"expected an object, found {type(saved).__name__}")
-
-        def share(name: str, value: Any, optional: bool = False) -> float | None:
-            if value is None and optional:
-                return None
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"{name}: expected a number in [0, 1], found {value!r}"[:160])
-            return float(value)
-
-        run_at = share("run_at", saved.get("run_at"), optional=True)
-        regenerate = share("regenerate_below", saved.get("regenerate_below"))
-        if run_at is not None and regenerate > run_at:
-            raise ValueError(f"regenerate_below {regenerate} is above run_at {run_at}")
-        label, measured = saved.get("label", "execution_match"), saved.get("measured", {})
-        if not isinstance(label, str) or not isinstance(measured, Mapping):
-            raise TypeError("label: expected a string; measured: an object")
-        return cls(run_at, regenerate, share("max_wrong", saved.get("max_wrong", MAX_WRONG)),
-                   share("max_right_regenerated", saved.get("max_right_regenerated", MAX_RIGHT_REGENERATED)),
-                   label, dict(measured))
 
 
 def choose_policy(confidence: Sequence[float], correct: Sequence[int], max_wrong: float = MAX_WRONG,
@@ -403,21 +346,18 @@ def guard(run_sql: Callable | None = None, *, scorer: Scorer | None = None, data
     """Wrap ``run_sql(sql, ...)`` so that it is called only for a query whose verdict is "run";
     the wrapped function takes ``question=`` besides. Otherwise ``on_hold(verdict)`` is called and
     its value returned, or, without ``on_hold``, ``QueryHeld`` is raised (``.verdict``). As a
-    decorator: ``@guard(scorer=scorer, database="shop.sqlite")``; ``scorer`` defaults to the
-    shipped model, ``policy`` to the scorer's."""
+    decorator: ``@guard(scorer=scorer, database="shop.sqlite")``; ``policy`` defaults to the
+    scorer's."""
     if run_sql is None:
         return lambda f: guard(f, scorer=scorer, database=database, schema=schema, db_id=db_id,
                                dialect=dialect, on_hold=on_hold, policy=policy)
-    state: dict[str, Scorer] = {}
+    if scorer is None:
+        raise UsageError("guard needs scorer= (a Scorer: Scorer.pretrained() for the shipped model)")
 
     @functools.wraps(run_sql)
     def guarded(sql: str, *args, question: str = "", **kwargs):
-        if "scorer" not in state:
-            from model.scoring.scorer import Scorer
-
-            state["scorer"] = scorer if scorer is not None else Scorer.pretrained()
-        verdict = state["scorer"].check(sql, question=question, schema=schema, database=database,
-                                        db_id=db_id, dialect=dialect, policy=policy)
+        verdict = scorer.check(sql, question=question, schema=schema, database=database, db_id=db_id,
+                               dialect=dialect, policy=policy)
         if verdict.action == "run":
             return run_sql(sql, *args, **kwargs)
         if on_hold is not None:
@@ -425,59 +365,3 @@ def guard(run_sql: Callable | None = None, *, scorer: Scorer | None = None, data
         raise QueryHeld(verdict)
 
     return guarded
-
-
-# ---------------------------------------------------------------------------------------------
-# Command line: the policy of a saved model from its run's out-of-fold predictions
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model.scoring.verdict",
-                                     description="choose a saved model's run / review / regenerate policy "
-                                                 "on its run's out-of-fold predictions")
-    parser.add_argument("--model", required=True, help="a saved model directory (model.json) or pretrained[:NAME]")
-    parser.add_argument("--predictions", type=Path, required=True, help="<run>/predictions/test.jsonl")
-    parser.add_argument("--max-wrong", type=float, default=MAX_WRONG)
-    parser.add_argument("--max-right-regenerated", type=float, default=MAX_RIGHT_REGENERATED)
-    parser.add_argument("--write", action="store_true", help="save the policy into the model's model.json")
-    args = parser.parse_args(argv)
-    from model.data.jsonl import iter_jsonl, write_json
-    from model.errors import ModelFileError
-    from model.scoring.scorer import PRETRAINED, Scorer
-
-    try:
-        scorer = Scorer.load(args.model)
-        if scorer.saved is None:
-            raise UsageError(f"--model {args.model}: a neural model has no whole-query calibrator to choose on")
-        if not args.predictions.is_file():
-            raise UsageError(f"--predictions {args.predictions}: no such file")
-        try:
-            rows = list(iter_jsonl(args.predictions))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise UsageError(f"--predictions {args.predictions}: not JSON lines ({type(e).__name__})") from None
-        confidence, labels, name, folds = prediction_pairs(scorer.saved, rows)
-        targets = {"max_wrong": args.max_wrong, "max_right_regenerated": args.max_right_regenerated}
-        policy = choose_policy(confidence, labels, label=name, **targets)
-        check = held_out(confidence, labels, folds, **targets) if len(np.unique(folds)) > 1 else None
-    except (UsageError, ModelFileError) as e:
-        print(f"verdict: error: {e}", file=sys.stderr)
-        return 2
-    print(f"policy: {policy.target}")
-    print(f"  run at query confidence >= {policy.run_at}; regenerate below {policy.regenerate_below}")
-    print("  out of fold: " + ", ".join(f"{k} {v}" for k, v in policy.measured.items()))
-    if check is not None:
-        print("  thresholds chosen on the other folds: " + ", ".join(f"{k} {v}" for k, v in check.items()))
-    if args.write:
-        pretrained = args.model.partition(":")[2] or "spider" if args.model.startswith("pretrained") else None
-        folder = PRETRAINED[pretrained] if pretrained else Path(args.model)
-        folder = folder if (folder / "model.json").is_file() else folder / "model"
-        path = folder / "model.json"
-        meta = json.loads(path.read_text())
-        meta["policy"] = policy.to_dict()
-        write_json(path, meta)  # as the model was written: only the policy differs
-        print(f"policy saved to {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,75 @@
+"""A saved model's run / review / regenerate policy (``model.json``'s ``policy``): thresholds on
+the whole-query confidence and the targets they were chosen for. Chosen by
+``model.scoring.verdict.choose_policy``; read and checked here, with the rest of the file
+format (``model.nodes.model_file``).
+
+>>> policy = Policy(run_at=0.9, regenerate_below=0.4)
+>>> policy.action(0.95), policy.action(0.6), policy.action(0.1)
+('run', 'review', 'regenerate')
+>>> Policy.from_dict({"run_at": 0.3, "regenerate_below": 0.5})
+Traceback (most recent call last):
+...
+ValueError: regenerate_below 0.5 is above run_at 0.3
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ACTIONS = ("run", "review", "regenerate")
+MAX_WRONG = 0.05  # the default target: at most this share wrong among the queries run
+MAX_RIGHT_REGENERATED = 0.25  # ... and at most this share right among the queries sent back
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Confidence thresholds and the targets they were chosen for: a query at or above
+    ``run_at`` runs, below ``regenerate_below`` is sent back, in between goes to a person.
+    ``run_at`` None: no threshold met the target, nothing runs unseen."""
+
+    run_at: float | None
+    regenerate_below: float
+    max_wrong: float = MAX_WRONG
+    max_right_regenerated: float = MAX_RIGHT_REGENERATED
+    label: str = "execution_match"  # what "wrong" means on the curve the thresholds were chosen on
+    measured: dict = field(default_factory=dict)  # the out-of-fold shares at these thresholds
+
+    def action(self, query_confidence: float) -> str:
+        if self.run_at is not None and query_confidence >= self.run_at:
+            return "run"
+        return "regenerate" if query_confidence < self.regenerate_below else "review"
+
+    @property
+    def target(self) -> str:
+        return (f"at most {self.max_wrong:.0%} wrong among the queries run, at most "
+                f"{self.max_right_regenerated:.0%} right among those sent back ({self.label}, out of fold)")
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, saved: Any) -> Policy:
+        """The policy of a ``model.json``; ``ValueError`` or ``TypeError`` (one line) naming what
+        is malformed."""
+        if not isinstance(saved, Mapping):
+            raise TypeError(f"expected an object, found {type(saved).__name__}")
+
+        def share(name: str, value: Any, optional: bool = False) -> float | None:
+            if value is None and optional:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ValueError(f"{name}: expected a number in [0, 1], found {value!r}"[:160])
+            return float(value)
+
+        run_at = share("run_at", saved.get("run_at"), optional=True)
+        regenerate = share("regenerate_below", saved.get("regenerate_below"))
+        if run_at is not None and regenerate > run_at:
+            raise ValueError(f"regenerate_below {regenerate} is above run_at {run_at}")
+        label, measured = saved.get("label", "execution_match"), saved.get("measured", {})
+        if not isinstance(label, str) or not isinstance(measured, Mapping):
+            raise TypeError("label: expected a string; measured: an object")
+        return cls(run_at, regenerate, share("max_wrong", saved.get("max_wrong", MAX_WRONG)),
+                   share("max_right_regenerated", saved.get("max_right_regenerated", MAX_RIGHT_REGENERATED)),
+                   label, dict(measured))
