@@ -102,6 +102,7 @@ def test_rat_adapt_writes_a_model_rat_score_reads_and_leaves_the_databases_alone
     n = sum(len(p.read_text().splitlines()) for p in files)
     assert f"adapted on {n} outputs" in summary and "not used: 2" in summary, summary
     adapted_on = json.loads((out / "model.json").read_text())["trained_on"]["adapted_on"]
+    assert "policy" not in json.loads((out / "model.json").read_text())  # chosen for the base model's confidences
     assert rates.startswith("rat-adapt: right nodes") and adapted_on["estimated_rates"]
     shift = adapted_on["label_shift"]  # the right queries' estimate, printed with its interval
     assert shift["low"] <= shift["rate"] == adapted_on["estimated_rates"][1] <= shift["high"]

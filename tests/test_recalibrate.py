@@ -57,6 +57,8 @@ def test_recalibration_moves_an_overconfident_model_to_its_labels_and_keeps_its_
     result = recalibrate(overconfident, _labelled(table, fit_on), progress=False)
     assert result.queries == 80 and result.labels == {"execution": 80}
     assert result.right_queries == sum(table.examples[k].correct for k in fit_on)
+    # the policy's thresholds were chosen on the old confidences: a refitted model has none
+    assert "policy" in model.info_ and result.refitted and "policy" not in result.model.info_
     test = _labelled(table, held_out)
     before, after = _scores(overconfident, test), _scores(result.model, test)
     correct = np.array([table.examples[k].correct for k in held_out])

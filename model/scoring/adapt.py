@@ -189,9 +189,10 @@ def _adapted_info(model: BoostedNodeModel, teacher: BoostedNodeModel, adapted_on
     """The model card of the adapted model: the base model's description under ``base_model``
     (its metrics are the base model's, measured before adaptation)."""
     base = {k: model.info_.get(k) for k in ("method", "trained_on", "metrics", "created", "pointer_reliability")}
-    # the site head is fitted again: the base model's pointer reliability does not describe it
+    # the site head is fitted again: the base model's pointer reliability does not describe it, nor
+    # its policy (thresholds chosen on the base model's out-of-fold confidences) the new confidences
     return {**{k: v for k, v in model.info_.items()
-               if k not in ("metrics", "trained_on", "created", "pointer_reliability")},
+               if k not in ("metrics", "trained_on", "created", "pointer_reliability", "policy")},
             "created": date.today().isoformat(),
             "method": f"{model.info_.get('method', 'boosted node features')}, adapted",
             "metrics": {}, "trained_on": {"adapted_on": adapted_on}, "base_model": base,

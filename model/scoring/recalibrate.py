@@ -159,6 +159,8 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
             new.without_database_ = (calibrator, query_calibrator)
         else:
             new.calibrator_, new.query_calibrator_ = calibrator, query_calibrator
+    if refitted:  # the policy's thresholds were chosen on the confidences the old calibrators gave
+        new.info_.pop("policy", None)
     new.info_["recalibrated_on"] = {"queries": len(kept), "nodes": len(y_all), "right_queries": int(correct.sum()),
                                    "labels": dict(how), "calibration": calibration,
                                    "with_database": int(sum(d for _, d, _, _ in kept)), "refitted": refitted,
