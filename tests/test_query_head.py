@@ -139,3 +139,14 @@ def test_the_head_reads_more_than_the_least_confident_node():
     low = list(head_feature_names((), "confidences")).index("below_0.7")
     one, four = head.confidence(q[[np.argmin(q[:, low]), np.argmax(q[:, low])]])
     assert one > 0.8 and four < 0.3
+
+
+def test_tree_labels_for_the_head_need_tree_node_labels(head_run):
+    from model.nodes.estimator import OutOfFold, fit_query_head
+
+    table = head_run[2]["table"]  # execution node labels: every node of a matching query is right
+    conf = {k: np.full(len(table.examples[k].node_labels), 0.9) for k in range(20)}
+    oof = OutOfFold({}, conf, {k: k % 2 for k in conf})
+    params = BoostedParams(query_head="confidences", query_head_labels="tree")
+    with pytest.raises(UsageError, match="needs tree node labels"):
+        fit_query_head(table, list(conf), params, oof, np.ones(len(table.names), dtype=bool), table.names)
