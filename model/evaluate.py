@@ -3,7 +3,7 @@
     python evaluate.py run_dir=<training run>        # node model: <run>/predictions/{val,test}.jsonl
     python evaluate.py predictions=<file>            # node JSONL, or confidence,label[,group] JSONL/CSV
     python evaluate.py new_system.scored=<rat-score JSONL> data_root=<benchmark>   # per system
-                                                     # (model.eval.new_system)
+                                                     # (model.wholequery.new_system)
 
 Writes metrics.json, report.md, report.html (node-level input) and plots/ into ``out_dir``
 (default ``<run_dir>/eval``) and prints the main table. ``evaluate(cfg)`` is the function tests
@@ -424,7 +424,7 @@ def _abstention(test: dict, calibration: dict | None, cfg: DictConfig) -> dict:
 def evaluate(cfg: DictConfig) -> dict:
     """Compute every table and picture for one run or file; returns what metrics.json holds."""
     if (cfg.get("new_system") or {}).get("scored"):  # a model on systems it was not fitted on
-        from model.eval.new_system import evaluate_new_system
+        from model.wholequery.new_system import evaluate_new_system
 
         return evaluate_new_system(cfg)
     if not (cfg.run_dir or cfg.predictions) and _wants_whole_query(cfg):

@@ -40,7 +40,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from model.eval.new_system import labelled, report
+from model.wholequery.new_system import labelled, report
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", REPO.parent / "shared" / "data"))
 SYSTEMS = ("codes_1b", "codes_3b", "codes_7b", "codex_few_shot", "dail_sql_gpt4", "dail_sql_gpt4_sc",
@@ -123,11 +123,11 @@ def table(results: dict[str, dict], where: str) -> list[str]:
 
 def calibrator_only(run: Path, n_bootstrap: int, plot: Path | None = None) -> dict[str, dict]:
     """Each system's whole-query calibrator fitted on the other systems' out-of-fold scores of
-    ``run`` (see the module's docstring); the report of ``model.eval.new_system`` per system,
+    ``run`` (see the module's docstring); the report of ``model.wholequery.new_system`` per system,
     and with ``plot`` their reliability diagrams (unshifted) drawn to that PNG."""
     from model import label_shift as L
     from model.calibrators import QueryCalibrator, query_aggregates
-    from model.eval.new_system import SystemScores, reliability
+    from model.wholequery.new_system import SystemScores, reliability
 
     path = run / "predictions" / "test.jsonl"
     if not path.is_file():

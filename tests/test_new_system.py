@@ -1,4 +1,4 @@
-"""A model on a system it was not fitted on (model.eval.new_system, evaluate.py new_system.*):
+"""A model on a system it was not fitted on (model.wholequery.new_system, evaluate.py new_system.*):
 the demo model trained without one pseudo-system scores that system's file alone through
 rat-score; evaluate.py reports its rates by the named label, confidence, ECE, whole-query and
 node AUC with intervals, and draws the reliability diagram."""

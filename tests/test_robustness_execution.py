@@ -36,13 +36,13 @@ def test_result_past_the_byte_budget_is_refused(shop_db):
 
 def test_the_byte_budget_bounds_the_rows_held(shop_db, monkeypatch):
     held = []
-    real = execution._rows_bytes
+    real = execution.rows_bytes
 
     def spy(rows):
         held.append(len(rows))
         return real(rows)
 
-    monkeypatch.setattr(execution, "_rows_bytes", spy)
+    monkeypatch.setattr(execution, "rows_bytes", spy)
     execute_sql(shop_db, WIDE, max_result_bytes=1 << 20)
     # about 1 MiB of rows (a few hundred bytes each) were fetched, not 64,000
     assert sum(held) < 10_000 and max(held) <= 1_000
@@ -51,12 +51,11 @@ def test_the_byte_budget_bounds_the_rows_held(shop_db, monkeypatch):
 def test_the_estimate_is_close_to_the_real_size(shop_db):
     rows, _ = execute_sql(shop_db, "SELECT * FROM item a, item b")
     exact = sum(8 + sys.getsizeof(r) + sum(map(sys.getsizeof, r)) for r in rows)
-    assert 0.8 * exact <= execution._rows_bytes(rows) <= 1.2 * exact
+    assert 0.8 * exact <= execution.rows_bytes(rows) <= 1.2 * exact
 
 
-def test_row_cap_still_applies(shop_db, monkeypatch):
-    monkeypatch.setattr(execution, "MAX_ROWS", 1_000)
-    rows, error = execute_sql(shop_db, WIDE)
+def test_row_cap_still_applies(shop_db):
+    rows, error = execute_sql(shop_db, WIDE, max_rows=1_000)
     assert rows is None and error == "result has more than 1000 rows"
 
 

@@ -52,13 +52,13 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import rat
 from model.data.execution import (
-    _FIRST_FETCH_ROWS,
-    _MAX_FETCH_ROWS,
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_TIMEOUT_S,
+    FIRST_FETCH_ROWS,
+    MAX_FETCH_ROWS,
     MAX_ROWS,
-    _rows_bytes,
     execute_sql,
+    rows_bytes,
     runnable_sql,
 )
 from model.errors import UsageError
@@ -166,11 +166,11 @@ def _fetch(next_chunk, max_rows: int, max_bytes: int) -> tuple[Rows | None, str 
     ``max_bytes`` estimated bytes (``model.data.execution``'s chunking)."""
     rows: Rows = []
     size = 0
-    chunk = _FIRST_FETCH_ROWS
+    chunk = FIRST_FETCH_ROWS
     while batch := next_chunk(chunk):
         batch = _normal_rows(batch)
         rows.extend(batch)
-        batch_bytes = _rows_bytes(batch)
+        batch_bytes = rows_bytes(batch)
         size += batch_bytes
         if len(rows) > max_rows:
             return None, f"result has more than {max_rows} rows"
@@ -178,7 +178,7 @@ def _fetch(next_chunk, max_rows: int, max_bytes: int) -> tuple[Rows | None, str 
             return None, (f"result larger than {max_bytes / 2**20:g} MiB "
                           f"(estimated {size / 2**20:.0f} MiB after {len(rows)} rows)")
         per_row = max(1, batch_bytes // max(1, len(batch)))
-        chunk = max(1, min(_MAX_FETCH_ROWS, max_bytes // 32 // per_row))
+        chunk = max(1, min(MAX_FETCH_ROWS, max_bytes // 32 // per_row))
     return rows, None
 
 
@@ -441,7 +441,7 @@ class PostgresDatabase(Database):
         cursor = self.conn.cursor()
         try:
             cursor.execute(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {milliseconds}")
-            stream = cursor.stream(sql, size=_FIRST_FETCH_ROWS)  # extended protocol: one statement
+            stream = cursor.stream(sql, size=FIRST_FETCH_ROWS)  # extended protocol: one statement
 
             def next_chunk(n: int) -> Rows:
                 return [row for _, row in zip(range(n), stream)]

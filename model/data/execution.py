@@ -76,8 +76,8 @@ MAX_ROWS = 1_000_000  # far above any gold result on Spider/BIRD; guards memory 
 # Estimated size of a result's Python objects; the largest Spider/BIRD gold result is far below.
 # Comparing two results takes a few times their size again (sorted copies of every row).
 DEFAULT_MAX_RESULT_BYTES = 256 << 20
-_FIRST_FETCH_ROWS = 256  # rows of the first chunk; later chunks aim at 1/32 of the budget
-_MAX_FETCH_ROWS = 10_000
+FIRST_FETCH_ROWS = 256  # rows of the first chunk; later chunks aim at 1/32 of the budget
+MAX_FETCH_ROWS = 10_000
 _SIZE_SAMPLE_ROWS = 16  # rows of each chunk whose size is measured
 _CACHEABLE_BYTES = 8 << 20  # results larger than this are recomputed rather than cached
 _PROGRESS_OPS = 1_000  # SQLite VM instructions between two deadline checks
@@ -167,11 +167,11 @@ _CONNECTIONS = threading.local()
 _OPEN_CONNECTIONS = 8  # per thread
 
 
-def _rows_bytes(rows: Rows) -> int:
+def rows_bytes(rows: Rows) -> int:
     """Estimated bytes of Python objects held by ``rows`` (a list slot, the tuple, its values),
     from a sample of evenly spaced rows.
 
-    >>> _rows_bytes([("a" * 1000, 1)] * 100) > 100 * 1000
+    >>> rows_bytes([("a" * 1000, 1)] * 100) > 100 * 1000
     True
     """
     if not rows:
@@ -209,10 +209,10 @@ def _run(
             return "error", "statement returns no result set"
         rows: Rows = []
         size = 0
-        chunk = _FIRST_FETCH_ROWS
+        chunk = FIRST_FETCH_ROWS
         while batch := cursor.fetchmany(chunk):
             rows.extend(batch)
-            batch_bytes = _rows_bytes(batch)
+            batch_bytes = rows_bytes(batch)
             size += batch_bytes
             if len(rows) > max_rows:
                 return "too_large", f"result has more than {max_rows} rows"
@@ -223,7 +223,7 @@ def _run(
                 )
             # Chunks of about 1/32 of the budget: a chunk of huge rows cannot overshoot far.
             row_bytes = max(1, batch_bytes // len(batch))
-            chunk = max(1, min(_MAX_FETCH_ROWS, max_bytes // 32 // row_bytes))
+            chunk = max(1, min(MAX_FETCH_ROWS, max_bytes // 32 // row_bytes))
         if not conn.in_transaction:
             _keep(db_path, conn)
             kept = True
