@@ -61,11 +61,10 @@ _SAME_FUNCTIONS = {"substring": "substr"}
 
 
 def _always_true(condition: exp.Expression | None) -> bool:
-    """Whether a join condition is a constant truth: TRUE or `1 = 1` (in parentheses or not)."""
+    """Whether a join condition is `1 = 1` (in parentheses or not). (sqlglot reads SQLite's join
+    without ON as ON TRUE, and rat keeps that as it always has.)"""
     while isinstance(condition, exp.Paren):
         condition = condition.this
-    if isinstance(condition, exp.Boolean):
-        return condition.this is True
     return isinstance(condition, exp.EQ) and isinstance(condition.this, exp.Literal) \
         and condition.this == condition.expression
 

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+import rat  # noqa: F401 - before any test module imports sqlglot: RAT_SQLGLOT=pure acts in rat.build
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
