@@ -6,6 +6,7 @@ match the SQLite file's, and rat-score / rat-serve take URLs."""
 
 import hashlib
 import json
+import logging
 import os
 import re
 import subprocess
@@ -195,6 +196,18 @@ def test_postgres_refuses_every_write_and_changes_nothing(pg_demo, tmp_path):
         assert_writes_fail(db, [f"COPY venues TO PROGRAM 'touch {marker}'", "DROP TABLE venues"],
                            before, lambda: checksum("postgres", admin))
     assert not marker.exists()
+
+
+def test_a_failed_postgres_query_is_its_error_alone(pg_demo, caplog):
+    """The error comes back as the result; psycopg's "error ignored terminating <Pipeline>"
+    warning for the aborted pipeline is not logged (it went to stderr once per failed query)."""
+    url, _ = pg_demo
+    with caplog.at_level(logging.WARNING), open_database(url) as db:
+        for sql in ("SELECT no_such_column FROM venues", "SELECT 1 / (count(*) - 10) FROM venues",
+                    "SELECT CAST(name AS INTEGER) FROM venues"):
+            rows, error = db.execute(sql)
+            assert rows is None and error, sql
+    assert not [r for r in caplog.records if "terminating" in r.getMessage()]
 
 
 def test_duckdb_refuses_every_write_and_reads_no_file(duck_demo, tmp_path):

@@ -41,6 +41,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import functools
+import logging
 import re
 import sqlite3
 import threading
@@ -75,6 +76,15 @@ EXTRAS = {"postgres": ("psycopg", "postgres"), "mysql": ("pymysql", "mysql"),
           "duckdb": ("duckdb", "duckdb")}
 CONNECT_TIMEOUT_S = 10
 _PIPELINE_ROWS = 1024  # PostgreSQL: results below this many rows take one round trip
+
+
+def _not_pipeline_end(record: logging.LogRecord) -> bool:
+    """psycopg logs "error ignored terminating <Pipeline>" for every failed pipelined query,
+    whose error the caller already has; that line alone is dropped."""
+    return not str(record.msg).startswith("error ignored terminating")
+
+
+logging.getLogger("psycopg").addFilter(_not_pipeline_end)
 # The statements sent at all: reads. Anything else (SET, COPY, ATTACH, DDL, DML...) is refused
 # before it reaches the database, whatever the role may do.
 _READ_WORDS = {"select", "with", "values", "table"}
