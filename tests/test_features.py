@@ -313,6 +313,8 @@ def test_a_literal_found_in_another_column_or_near_a_stored_value(demo):
     probe = DatabaseProbe(db)
     assert probe.columns_holding("'Poland'", ["suppliers.country"]) == {"suppliers.country"}
     assert probe.columns_holding("'Poland'", ["no_such_table.country"]) is None
+    # a table the schema names and the database lacks leaves the other columns' answer known
+    assert probe.columns_holding("'Poland'", ["no_such_table.country", "suppliers.country"]) == {"suppliers.country"}
     assert probe.columns_holding("'Poland'", []) == set()
     assert np.isnan(probe.near_match("no_such_table", "country", "Poland"))
 

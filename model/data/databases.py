@@ -270,6 +270,11 @@ class Database:
         name = spelled[1].get(column.lower(), column) if spelled else column
         return self.quote(name)
 
+    def has_table(self, table: str) -> bool:
+        """Whether the database holds ``table`` (any case); True when its catalogue cannot be read."""
+        names = self._spelling()
+        return not names or table.lower() in names
+
     def text_type(self) -> str:
         return "CHAR" if self.dialect == "mysql" else "TEXT"
 

@@ -598,6 +598,9 @@ class DatabaseProbe:
                           for t, c in (self._names(*name.rsplit(".", 1)) for name in columns)]
                 rows, error = self._execute("SELECT " + ", ".join(probes))
                 found = {name for name, hit in zip(columns, rows[0]) if hit} if error is None and rows else None
+                present = [n for n in columns if self.database.has_table(n.rsplit(".", 1)[0])] if error else []
+                if 0 < len(present) < len(columns):  # a table the schema names and the database lacks
+                    found = self.columns_holding(literal, present)
             self._memo[key] = found
             if found is not None:
                 self._share(key, found)
