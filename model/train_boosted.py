@@ -109,13 +109,12 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         summary2, reliability["without_database"] = summary_and_pointer(table, held_out(table, test2, holdout))
         metrics2 = {f"test/{k}": v for k, v in summary2.items()}
         metrics.update({f"test_without_database/{k[5:]}": v for k, v in metrics2.items()})
-        without = OutOfFold(raw2, {k: conf for k, (conf, _) in test2.items()}, fold_of, metrics2,
-                            sites={k: site for k, (_, site) in test2.items() if site is not None})
+        without = OutOfFold(raw2, {k: conf for k, (conf, _) in test2.items()}, fold_of, metrics2)
     splits = [("test", held_out(table, test, holdout), fold_of), ("val", val, val_fold)]
     if holdout:  # the other systems' out-of-fold scores: what the saved model's calibrators read
         splits.append(("calibration", {k: v for k, v in test.items() if table.examples[k].system != holdout},
                        fold_of))
-    if without is not None:  # the same folds scored without databases (scripts/query_head_levers.py)
+    if without is not None:  # the same folds scored without databases (a policy without databases reads them)
         splits.append(("test_without_database", held_out(table, test2, holdout), fold_of))
     for split, scored, folds in splits:
         rows = []
@@ -136,8 +135,7 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     saved = None
     if params.save_model:  # the final model: fitted on every labelled prediction the run has
         out_of_fold = OutOfFold(oof_raw, {k: conf for k, (conf, _) in test.items()}, fold_of,
-                                {k: v for k, v in metrics.items() if k.startswith("test/")}, without,
-                                sites={k: site for k, (_, site) in test.items() if site is not None})
+                                {k: v for k, v in metrics.items() if k.startswith("test/")}, without)
         saved = save_final_model(table, roles, params, out_of_fold, folds_info, seed, output_dir / "model",
                                  {k: v for k, v in reliability.items() if v})
         metrics.update({f"query/{k}": v for k, v in saved.query_metrics_.items()})

@@ -46,14 +46,16 @@ from model.calibrators import (
 from model.errors import UsageError
 from model.nodes.compiled import COMPILED_ROWS, CompiledTrees
 from model.nodes.features import categorical_mask
-from model.nodes.query_head import FEATURE_SETS as HEAD_FEATURE_SETS
-from model.nodes.query_head import QueryHead, head_feature_names, head_features, label_of
 from model.nodes.table import NodeTable
 
 GROUP_CHOICES = ("single", "single+consensus")
 DATABASE_MODES = ("with", "without", "dropout", "both")
 TRAIN_SIDE_CHOICES = ("none", "all", "auto")
-QUERY_HEAD_CHOICES = ("none", *HEAD_FEATURE_SETS)
+LABEL_MEANING = {  # what "right" means for a whole-query confidence fitted on each label
+    "execution": "execution match (it returns gold's result)",
+    "tree": "tree agreement (its tree is gold's; stricter than execution match)",
+    "mixed": "execution match where the training data had databases, tree agreement elsewhere",
+    "unrecorded": "a label its model file does not record"}
 
 
 @dataclass
@@ -89,12 +91,6 @@ class BoostedParams:
     # random half of the training queries, or every training query twice, with and without them
     # (dropout and both: one model for scoring with and without a database)
     test_database: bool = True  # false: validate and test with the database features missing
-    query_head: str = "none"  # none | confidences | confidences+sites | all: the whole-query head
-    # (model.nodes.query_head) and what it reads; none: the least confident node's Platt map only
-    query_head_hgb: dict[str, Any] = field(default_factory=dict)  # its classifier's settings
-    # (over model.nodes.query_head.DEFAULT_HGB)
-    query_head_labels: str = "auto"  # auto: execution match where the data has it, else tree
-    # agreement (NodeExample.correct) | tree: tree agreement always
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> BoostedParams:
@@ -114,13 +110,6 @@ class BoostedParams:
         for name in ("monotone", "quantiles"):
             if not isinstance(getattr(params, name), bool):
                 raise UsageError(f"model.{name} must be true or false; found {getattr(params, name)!r}")
-        if params.query_head not in QUERY_HEAD_CHOICES:
-            raise UsageError(f"model.query_head must be one of {QUERY_HEAD_CHOICES}; found {params.query_head!r}")
-        if params.query_head_labels not in ("auto", "tree"):
-            raise UsageError(f"model.query_head_labels must be auto or tree; found {params.query_head_labels!r}")
-        if not isinstance(params.query_head_hgb, Mapping):
-            raise UsageError(f"model.query_head_hgb must be a mapping; found {params.query_head_hgb!r}")
-        params.query_head_hgb = dict(params.query_head_hgb)
         if params.calibration not in ("platt", "isotonic", "none"):
             raise UsageError(f"model.calibration must be platt, isotonic or none; found {params.calibration!r}")
         return params
@@ -382,56 +371,6 @@ class OutOfFold:
     metrics: dict[str, float] = field(default_factory=dict)  # the run's out-of-fold metrics (the model card)
     without_database: OutOfFold | None = None  # the same folds scored without databases
     # (model.database=dropout|both: the model's second pair of calibrators)
-    sites: dict[int, np.ndarray] = field(default_factory=dict)  # example -> out-of-fold site scores
-    # (the whole-query head reads them; NaN where missing)
-
-
-def query_head_rows(table: NodeTable, indices: Sequence[int], confidences: Mapping[int, np.ndarray],
-                    sites: Mapping[int, np.ndarray], keep: np.ndarray, names: Sequence[str], feature_set: str,
-                    database: bool = True) -> np.ndarray:
-    """The whole-query head's rows (``model.nodes.query_head.head_features``) of the examples
-    ``indices``, from their (out-of-fold) node ``confidences`` and ``sites`` and their node
-    feature rows (columns ``keep`` of the table: ``names``), without the database features
-    where ``database`` is false."""
-    x, _, _ = table.stack(list(indices)) if len(indices) else (np.zeros((0, len(table.names))), None, None)
-    x = x[:, keep]
-    if not database:
-        x = without_database(x, names)
-    rows = []
-    for k, xk in zip(indices, split_rows(x, table, indices)):
-        e = table.examples[k]
-        site = sites.get(k)
-        rows.append(head_features(confidences[k], site, e.node_types, xk, names, feature_set))
-    return np.array(rows).reshape(len(rows), len(head_feature_names(names, feature_set)))
-
-
-def fit_query_head(table: NodeTable, indices: Sequence[int], params: BoostedParams, out_of_fold: OutOfFold,
-                   keep: np.ndarray, names: Sequence[str], database: bool = True, seed: int = 0) -> QueryHead | None:
-    """The whole-query head fitted on the run's out-of-fold node confidences and site scores of
-    ``indices`` (those it scored), cross-fitted over the run's folds; None for
-    ``model.query_head=none`` or without out-of-fold scores."""
-    if params.query_head == "none":
-        return None
-    oof = [k for k in indices if k in out_of_fold.confidences]
-    if not oof:
-        return None
-    q = query_head_rows(table, oof, out_of_fold.confidences, out_of_fold.sites, keep, names,
-                        params.query_head, database)
-    tree = params.query_head_labels == "tree"
-    if tree and table.labels != "tree":  # execution node labels: every node is right where the query matches
-        raise UsageError("model.query_head_labels=tree reads tree agreement from the node labels: it needs "
-                         "tree node labels (data.labels=tree, or data without databases)")
-    y = np.array([int(all(table.examples[k].node_labels)) if tree else int(table.examples[k].correct) for k in oof])
-    label = label_of([table.examples[k].execution_match for k in oof], tree)
-    folds = np.array([out_of_fold.fold.get(k, 0) for k in oof])
-    if np.unique(folds).size < 2:  # one fold (a train/val/test split): its own folds by database
-        from model.data.folds import schema_disjoint_folds
-
-        databases = [table.examples[k].db_id for k in oof]
-        groups = databases if len(set(databases)) >= 2 else [str(k) for k in oof]
-        folds = schema_disjoint_folds(groups, min(3, len(set(groups))), seed) if len(set(groups)) >= 2 else folds
-    return QueryHead.fit(q, y, folds, head_feature_names(names, params.query_head), label,
-                         params.query_head_hgb, params.query_head, seed)
 
 
 class BoostedNodeModel:
@@ -501,17 +440,11 @@ class BoostedNodeModel:
         self.node_model_, self.site_model_, self.features_ = node_model, site_model, names
         self._compiled = {}
         self.without_database_ = None
-        self.query_head_: QueryHead | None = None
-        self.query_head_without_database_: QueryHead | None = None
         self.query_metrics_: dict[str, float] = {}
         all_metrics: dict[str, dict] = {}
         if out_of_fold is not None:
             self.calibrator_, self.query_calibrator_, self.query_metrics_ = _calibrators(
                 table, train, p, out_of_fold.raw, out_of_fold.confidences, out_of_fold.fold)
-            self.query_head_ = fit_query_head(table, train, p, out_of_fold, keep, names,
-                                              p.database != "without" and p.test_database, seed)
-            head_metrics = self.query_head_.metrics if self.query_head_ is not None else {}
-            self.query_metrics_.update({f"head_{k}": v for k, v in head_metrics.items()})
             all_metrics["out_of_fold"] = {**out_of_fold.metrics, **{
                 f"test/calibrated_{k}": v for k, v in self.query_metrics_.items()}}
             without = out_of_fold.without_database
@@ -519,10 +452,6 @@ class BoostedNodeModel:
                 cal2, qcal2, qmetrics2 = _calibrators(table, train, p, without.raw, without.confidences,
                                                       out_of_fold.fold)
                 self.without_database_ = (cal2, qcal2)
-                self.query_head_without_database_ = fit_query_head(
-                    table, train, p, without, keep, names, False, seed)
-                if self.query_head_without_database_ is not None:
-                    qmetrics2.update({f"head_{k}": v for k, v in self.query_head_without_database_.metrics.items()})
                 all_metrics["out_of_fold_without_database"] = {
                     **without.metrics, **{f"test/calibrated_{k}": v for k, v in qmetrics2.items()}}
         else:
@@ -589,34 +518,17 @@ class BoostedNodeModel:
         calibrator = self.calibrator_ if database or self.without_database_ is None else self.without_database_[0]
         return calibrator.confidence(raw) if calibrator is not None and len(raw) else raw
 
-    def confidences(self, raw: np.ndarray, database: bool = True, x: np.ndarray | None = None,
-                    site: np.ndarray | None = None, node_types: Sequence[str] | None = None
-                    ) -> tuple[np.ndarray, float]:
+    def confidences(self, raw: np.ndarray, database: bool = True) -> tuple[np.ndarray, float]:
         """One query's calibrated node confidences (post-order) and whole-query confidence from
-        its nodes' raw probabilities: the whole-query head's (``query_head_for``) where the model
-        has one and the query's feature rows ``x``, site scores ``site`` and ``node_types`` are
-        given, else the least confident node's Platt map."""
+        its nodes' raw probabilities (the least confident node's Platt map)."""
         conf = self.calibrate(raw, database)
-        head = self.query_head_for(database)
-        if head is not None and x is not None and node_types is not None:
-            row = head_features(conf, site, node_types, x, self.features_, head.feature_set)
-            return conf, float(head.confidence(row[None, :])[0])
         return conf, float(self.query_calibrator_for(database).confidence(np.array([query_aggregates(conf)]))[0])
-
-    def query_head_for(self, database: bool) -> QueryHead | None:
-        """The whole-query head for queries scored with or without a database (None: none)."""
-        if database or self.without_database_ is None:
-            return getattr(self, "query_head_", None)
-        return getattr(self, "query_head_without_database_", None)
 
     @property
     def query_label(self) -> str:
         """What the whole-query confidence is calibrated to: ``execution`` (execution match),
         ``tree`` (the tree equals gold's) or ``mixed``: the head's label, else the one its card
         records (``query_label``, else the training run's labels), else ``unrecorded``."""
-        head = getattr(self, "query_head_", None)
-        if head is not None:
-            return head.label
         saved = self.info_.get("query_label") or self.info_.get("trained_on", {}).get("labels")
         return saved if saved in ("execution", "tree", "mixed") else "unrecorded"  # an older card
 
@@ -660,9 +572,7 @@ class BoostedNodeModel:
                            calibrator=self.calibrator_, query_calibrator=self.query_calibrator_,
                            features=self.features_, typical=self.typical_,
                            info={**self.info_, "query_label": self.query_label},
-                           without_database=self.without_database_,
-                           query_head=getattr(self, "query_head_", None),
-                           query_head_without_database=getattr(self, "query_head_without_database_", None))
+                           without_database=self.without_database_)
 
     @classmethod
     def load(cls, folder: str | Path) -> BoostedNodeModel:
@@ -674,13 +584,10 @@ class BoostedNodeModel:
     @classmethod
     def from_parts(cls, node_model: Any, site_model: Any | None, calibrator: Calibrator | None,
                    query_calibrator: QueryCalibrator, features: Sequence[str], typical: dict, info: dict,
-                   without_database: tuple[Calibrator | None, QueryCalibrator] | None = None,
-                   query_head: QueryHead | None = None, query_head_without_database: QueryHead | None = None
+                   without_database: tuple[Calibrator | None, QueryCalibrator] | None = None
                    ) -> BoostedNodeModel:
         """A fitted model from its parts (what ``model.nodes.model_file.read_model`` returns);
-        its parameters are those its card records. Without ``query_head`` (a model file saved
-        without one, or a model whose calibrators were refitted) the whole-query confidence is
-        the least confident node's Platt map."""
+        its parameters are those its card records."""
         saved = {"site_context": False, **info.get("config", {})}
         params = BoostedParams(**{k: v for k, v in saved.items() if k in BoostedParams.__dataclass_fields__
                                   and k != "drop"}, drop=tuple(saved.get("drop") or ()))
@@ -688,7 +595,6 @@ class BoostedNodeModel:
         model.node_model_, model.site_model_, model.calibrator_ = node_model, site_model, calibrator
         model.query_calibrator_, model.features_, model.typical_ = query_calibrator, tuple(features), typical
         model.info_, model.without_database_, model.query_metrics_ = info, without_database, {}
-        model.query_head_, model.query_head_without_database_ = query_head, query_head_without_database
         return model
 
 
@@ -709,8 +615,6 @@ def _model_card(table: NodeTable, indices: Sequence[int], side: Sequence[int], p
                    "drop": list(params.drop),
                    "database": params.database,
                    "test_database": params.test_database, "site_context": params.site_context,
-                   "query_head": params.query_head, "query_head_hgb": params.query_head_hgb,
-                   "query_head_labels": params.query_head_labels,
                    "site_wrong_only": params.site_wrong_only, "train_side": params.train_side,
                    "train_predictions": params.train_predictions if side else None},
         "trained_on": {"data_root": table.root.name, "labels": table.labels, "examples": len(examples),

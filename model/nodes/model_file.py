@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from model.calibrators import QUERY_FEATURES, Calibrator, QueryCalibrator, load_calibrator
 from model.data.jsonl import write_json
 from model.errors import ModelFileError
-
-if TYPE_CHECKING:
-    from model.nodes.query_head import QueryHead
 
 FORMAT = "rat-confidence boosted node scorer"
 FORMAT_VERSION = 1
@@ -36,17 +33,12 @@ TRUSTED_TYPES = (
 )
 # The parts of a saved model, as write_model takes them and read_model returns them.
 PARTS = ("node_model", "site_model", "calibrator", "query_calibrator", "features", "typical", "info",
-         "without_database", "query_head", "query_head_without_database")
-# The whole-query head (model.nodes.query_head): its classifier in this skops file, its Platt map,
-# label and column names in model.json's query_head (and without_database.query_head). Optional:
-# a model file without it scores the whole query by its least confident node.
-HEAD_FILES = {"": "query_head.skops", "without_database.": "query_head_without_database.skops"}
+         "without_database")
 
 
 def write_model(folder: str | Path, *, node_model: Any, site_model: Any | None, calibrator: Calibrator | None,
                 query_calibrator: QueryCalibrator, features: tuple[str, ...], typical: dict, info: dict,
-                without_database: tuple[Calibrator | None, QueryCalibrator] | None = None,
-                query_head: QueryHead | None = None, query_head_without_database: QueryHead | None = None) -> Path:
+                without_database: tuple[Calibrator | None, QueryCalibrator] | None = None) -> Path:
     """Write a model directory: the skops files and ``model.json``."""
     import skops.io as sio
 
@@ -55,23 +47,15 @@ def write_model(folder: str | Path, *, node_model: Any, site_model: Any | None, 
     sio.dump(node_model, folder / "node_model.skops")
     if site_model is not None:
         sio.dump(site_model, folder / "site_model.skops")
-    for head, name in ((query_head, HEAD_FILES[""]), (query_head_without_database, HEAD_FILES["without_database."])):
-        if head is not None and head.model_ is not None:
-            sio.dump(head.model_, folder / name)
-        elif (folder / name).is_file():  # a stale head of an earlier model in the same folder
-            (folder / name).unlink()
     write_json(folder / "model.json", {
         "format": FORMAT, "format_version": FORMAT_VERSION, **info,
         "features": list(features),
         "calibrator": calibrator.to_dict() if calibrator is not None else None,
         "query_calibrator": query_calibrator.to_dict(),
-        **({"query_head": query_head.to_dict()} if query_head is not None else {}),
         "typical": typical,
         **({"without_database": {
             "calibrator": without_database[0].to_dict() if without_database[0] is not None else None,
-            "query_calibrator": without_database[1].to_dict(),
-            **({"query_head": query_head_without_database.to_dict()}
-               if query_head_without_database is not None else {})}}
+            "query_calibrator": without_database[1].to_dict()}}
            if without_database is not None else {}),
     })
     return folder
@@ -114,61 +98,9 @@ def read_model(folder: str | Path) -> dict[str, Any]:
     node_model = load_skops(folder / "node_model.skops")
     site_path = folder / "site_model.skops"
     site_model = load_skops(site_path) if site_path.is_file() else None
-    heads = {}
-    for prefix, name in HEAD_FILES.items():
-        where = meta if not prefix else (meta.get("without_database") or {})
-        key = "query_head" if not prefix else "query_head_without_database"
-        heads[key] = _query_head(where.get("query_head"), folder / name, parts["features"], meta_path, prefix)
-    return {"node_model": node_model, "site_model": site_model, **parts, **heads,
+    return {"node_model": node_model, "site_model": site_model, **parts,
             "info": {k: v for k, v in meta.items()
-                     if k not in ("features", "calibrator", "typical", "query_calibrator", "without_database",
-                                  "query_head")}}
-
-
-def _query_head(saved: Any, path: Path, features: tuple[str, ...], meta_path: Path, prefix: str) -> QueryHead | None:
-    """The whole-query head ``saved`` in model.json (None when the file has none) with its
-    classifier from ``path``; ``ModelFileError`` (one line) when it is malformed."""
-    from model.nodes.query_head import LABELS, VERSION, QueryHead, head_feature_names
-
-    if saved is None:
-        return None
-    part = f"{prefix}query_head"
-
-    def bad(problem: str) -> ModelFileError:
-        return ModelFileError(f"{meta_path}: {part}: {problem}")
-
-    if not isinstance(saved, dict):
-        raise bad("expected an object")
-    if saved.get("version") != VERSION:
-        raise bad(f"saved as {saved.get('version')!r}, this version reads {VERSION!r}; retrain it")
-    if saved.get("label") not in LABELS:
-        raise bad(f"label must be one of {LABELS}; found {saved.get('label')!r}")
-    feature_set = saved.get("feature_set")
-    try:
-        names = head_feature_names(features, feature_set)
-    except ValueError:
-        raise bad(f"unknown feature_set {feature_set!r}") from None
-    if saved.get("features") != list(names):
-        raise bad("its features are not those this version computes from the model's node features; retrain it")
-    numbers = [saved.get("coef"), saved.get("intercept")]
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in numbers):
-        raise bad("expected coef and intercept numbers")
-    metrics = saved.get("metrics", {})
-    if not isinstance(metrics, dict):
-        raise bad("metrics: expected an object")
-    model = None
-    if saved.get("fitted", True):
-        model = load_skops(path)
-        if getattr(model, "n_features_in_", None) != len(names) or not hasattr(model, "predict_proba"):
-            raise ModelFileError(f"{path}: not a classifier of the {len(names)} query head features")
-    head = QueryHead(model, numbers[0], numbers[1], names, saved["label"], feature_set, metrics)
-    try:
-        fine = np.isfinite(head.confidence(np.zeros((1, len(names))))).all()
-    except Exception:  # noqa: BLE001  (a foreign estimator's failure)
-        fine = False
-    if not fine:
-        raise ModelFileError(f"{path}: gives no probabilities")
-    return head
+                     if k not in ("features", "calibrator", "typical", "query_calibrator", "without_database")}}
 
 
 def _checked_parts(meta: dict, meta_path: Path) -> dict[str, Any]:

@@ -333,7 +333,7 @@ def score_file(scorer, args, schemas: dict) -> int:
     note = _skipped_note(skipped, "not scored")
     label = getattr(scorer.saved, "query_label", None)
     if label is not None:
-        from model.nodes.query_head import LABEL_MEANING
+        from model.nodes.estimator import LABEL_MEANING
 
         print(f"rat-score: whole-query confidence = P(right by {LABEL_MEANING.get(label, label)})", file=sys.stderr)
     print(f"rat-score: scored {len(out_rows)} of {total} "

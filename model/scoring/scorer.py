@@ -573,7 +573,7 @@ class Scorer:
         out = []
         for e, x, raw, site, database in zip(examples, matrices, np.split(raw_all, sizes),
                                              np.split(site_all, sizes), with_database):
-            conf, query_conf = saved.confidences(raw, database, x, site, e.node_types)
+            conf, query_conf = saved.confidences(raw, database)
             why: dict[int, list[Reason]] = {}
             if reasons:
                 check_deadline(deadline, "reasons")

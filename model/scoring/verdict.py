@@ -147,9 +147,8 @@ def training_policy(model, examples: Sequence, node_confidences: Sequence[Sequen
                     max_wrong: float = MAX_WRONG,
                     max_right_regenerated: float = MAX_RIGHT_REGENERATED) -> Policy | None:
     """The policy of a freshly fitted model from its run's out-of-fold node confidences of
-    ``examples`` (``model.nodes.examples.NodeExample``). None without any, or for a model with
-    a whole-query head (its whole-query confidence is not its node confidences' alone)."""
-    if getattr(model, "query_head_", None) is not None or not len(examples):
+    ``examples`` (``model.nodes.examples.NodeExample``). None without any."""
+    if not len(examples):
         return None
     labels, name = labels_of([e.execution_match for e in examples], [e.node_labels for e in examples])
     return choose_policy(query_confidences(model, node_confidences), labels, max_wrong,
@@ -169,9 +168,6 @@ def prediction_pairs(model, rows: Sequence[Mapping]) -> tuple[np.ndarray, np.nda
     folds = np.array([int(r.get("fold", 0) or 0) for r in rows])
     if all(isinstance(r.get("query_confidence"), (int, float)) for r in rows):  # written by the run
         return np.array([float(r["query_confidence"]) for r in rows]), labels, name, folds
-    if getattr(model, "query_head_", None) is not None:
-        raise UsageError("the model has a whole-query head: its policy needs the rows' out-of-fold "
-                         "query_confidence, which this file does not have")
     return query_confidences(model, [r["node_confidences"] for r in rows]), labels, name, folds
 
 
