@@ -421,7 +421,7 @@ def test_rat_score_reads_a_postgres_url(pg_demo, tmp_path):
                                        "sql": "SELECT name FROM venues WHERE city ILIKE 'london'"}) + "\n")
     out = tmp_path / "scored.jsonl"
     done = rat_score("--database", url, "--schema", str(schema_file), "--dialect", "postgres",
-                     "--predictions", str(predictions), "--out", str(out), "--no-label-shift")
+                     "--predictions", str(predictions), "--out", str(out))
     assert done.returncode == 0, done.stderr
     (scored,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert "Ilike" in [n["label"] for n in scored["nodes"]]
