@@ -112,9 +112,10 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
         node_rate = float(L.em_rate(soft, rates[0]))
         soft = L.shift(soft, rates[0], node_rate)
         query_shift = L.estimate(target, rates[1], str(teacher.info_["trained_on"].get("labels") or "execution"))
-        if query_shift.fits:
-            target = query_shift.apply(target)
-        estimated = (node_rate, query_shift.rate if query_shift.fits else rates[1])
+        # moved to EM's rate even where its interval reaches 0 or 1 (unlike rat-score --label-shift):
+        # the teacher's soft labels need the outputs' rates, and rat-adapt was measured so
+        target = L.shift(target, rates[1], query_shift.rate)
+        estimated = (node_rate, query_shift.rate)
     config = model.info_.get("config", {})
     database = config.get("database", "with")
     with_db = np.array([readable_database(row.get("database")) for row, _ in scored])
