@@ -38,6 +38,23 @@ def load_scorer(model: str):
         raise UsageError(f"--model {model}: {e}") from None
 
 
+def check_service_options(args: Any, positive: tuple[str, ...]) -> None:
+    """The options ``rat-serve`` and ``rat-mcp`` share (``data_root``, ``schema``, ``dialect``)
+    and the ``positive`` numbers among them, checked: ``UsageError`` (one line) names the first
+    bad one."""
+    from rat.dialects import DIALECTS
+
+    if args.data_root and not args.data_root.is_dir():
+        raise UsageError(f"--data-root {args.data_root}: no such directory")
+    if args.schema and not args.schema.is_file():
+        raise UsageError(f"--schema {args.schema}: no such file")
+    if args.dialect.lower() not in DIALECTS:
+        raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
+    for name in positive:
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+
+
 def read_schemas(schema: Path | None = None, data_root: Path | None = None, dialect: str = "sqlite",
                  db_id: str | None = None) -> dict:
     """db_id -> ``rat.Schema`` from a ``tables.json`` (``schema``), a ``.sql`` file of ``CREATE

@@ -169,19 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with needs_extra("mcp", "rat-mcp"):  # the core install: one line, exit 2
         import mcp.server.mcpserver  # noqa: F401
     from model.errors import UsageError
-    from model.scoring.inputs import load_scorer, read_schemas
+    from model.scoring.inputs import check_service_options, load_scorer, read_schemas
 
     try:
-        if args.data_root and not args.data_root.is_dir():
-            raise UsageError(f"--data-root {args.data_root}: no such directory")
-        if args.schema and not args.schema.is_file():
-            raise UsageError(f"--schema {args.schema}: no such file")
-        if args.dialect.lower() not in DIALECTS:
-            raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
-        for name in ("max_sql_chars", "max_nodes", "timeout_s"):
-            if getattr(args, name) <= 0:
-                raise UsageError(f"--{name.replace('_', '-')} must be positive")
-        schemas = read_schemas(args.schema, args.data_root)
+        check_service_options(args, ("max_sql_chars", "max_nodes", "timeout_s"))
+        schemas = read_schemas(args.schema, args.data_root, args.dialect.lower())
         scorer = load_scorer(args.model)
         if scorer.saved is None:
             raise UsageError(f"--model {args.model}: rat-mcp serves a saved boosted model (model.json)")

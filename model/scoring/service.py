@@ -363,19 +363,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="serve /docs, /redoc and /openapi.json (public to anyone who reaches the port)")
     args = parser.parse_args(argv)
     from model.errors import UsageError
-    from model.scoring.inputs import load_scorer, named_databases, read_schemas
+    from model.scoring.inputs import (
+        check_service_options,
+        load_scorer,
+        named_databases,
+        read_schemas,
+    )
 
     try:
-        if args.data_root and not args.data_root.is_dir():
-            raise UsageError(f"--data-root {args.data_root}: no such directory")
-        if args.schema and not args.schema.is_file():
-            raise UsageError(f"--schema {args.schema}: no such file")
-        if args.dialect.lower() not in DIALECTS:
-            raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
-        for name in ("max_queries", "max_sql_chars", "max_nodes", "workers", "processes", "timeout_s", "heavy_words",
-                     "header_timeout_s"):
-            if getattr(args, name) <= 0:
-                raise UsageError(f"--{name.replace('_', '-')} must be positive")
+        check_service_options(args, ("max_queries", "max_sql_chars", "max_nodes", "workers", "processes",
+                                     "timeout_s", "heavy_words", "header_timeout_s"))
         schemas = read_schemas(args.schema, args.data_root, args.dialect.lower())
         scorer = load_scorer(args.model)
         databases = named_databases(args.database, schemas, scorer)
