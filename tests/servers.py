@@ -46,6 +46,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_service(*options: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """The real rat-serve (``python -m model.scoring.service *options``) on a free port, once its
+    /health answers, and its URL; a start that fails is the test's failure."""
+    import sys
+    import urllib.request
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--port", str(port), *options],
+                            env=env, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1)
+            return proc, url
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail(proc.stderr.read())
+            time.sleep(0.1)
+    proc.kill()
+    pytest.fail("rat-serve did not answer /health within 60 s")
+
+
 def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 

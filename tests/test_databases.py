@@ -26,7 +26,7 @@ from model.synth.demo.databases import (
     spider_table_entry,
     write_database,
 )
-from tests.servers import free_port
+from tests.servers import free_port, start_service
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled",
@@ -452,20 +452,8 @@ def test_rat_score_database_mistakes_are_one_line_and_exit_2(pg_demo, tmp_path, 
 
 def test_rat_serve_answers_with_a_named_postgres_connection(pg_demo):
     url, _ = pg_demo
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--port", str(port),
-                             "--processes", "1", "--database", f"music={url}"],
-                            env=ENV, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    base = f"http://127.0.0.1:{port}"
+    proc, base = start_service("--processes", "1", "--database", f"music={url}", env=ENV)
     try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(base + "/health", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(proc.stderr.read())
-                time.sleep(0.1)
         assert json.loads(urllib.request.urlopen(base + "/databases").read()) == {"databases": ["music"]}
         body = {"queries": [{"db_id": "music", "question": "Which venues are in London?",
                              "sql": "SELECT name FROM venues WHERE city = 'London'"},

@@ -6,7 +6,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -15,34 +14,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests import servers
 from tests.test_scorer import boosted_model  # noqa: F401  (the fixture)
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_service(folder, data_root, *options: str) -> tuple[subprocess.Popen, str]:
-    """The real rat-serve on a free port, once its /health answers (a start that fails is the test's failure)."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--model", str(folder),
-                             "--data-root", str(data_root), "--port", str(port), "--max-queries", "16",
-                             *options], env=ENV, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=1)
-            return proc, url
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail(proc.stderr.read())
-            time.sleep(0.1)
-    proc.kill()
-    pytest.fail("rat-serve did not answer /health within 60 s")
+    """rat-serve with the model ``folder`` on ``data_root`` (``tests.servers.start_service``)."""
+    return servers.start_service("--model", str(folder), "--data-root", str(data_root), "--max-queries", "16",
+                                 *options, env=ENV)
 
 
 @pytest.fixture(scope="module")
