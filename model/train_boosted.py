@@ -166,7 +166,11 @@ def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], params
     if reliability:
         model.info_["pointer_reliability"] = reliability
     oof = [k for k in indices if k in out_of_fold.confidences]
-    policy = training_policy(model, [table.examples[k] for k in oof], [out_of_fold.confidences[k] for k in oof])
+    blind = out_of_fold.without_database
+    blind = ([blind.confidences[k] for k in oof] if blind is not None and all(k in blind.confidences for k in oof)
+             else None)
+    policy = training_policy(model, [table.examples[k] for k in oof], [out_of_fold.confidences[k] for k in oof],
+                             without_database=blind)
     if policy is not None:  # run / review / regenerate thresholds on the out-of-fold curve
         model.info_["policy"] = policy.to_dict()
     model.save(folder)

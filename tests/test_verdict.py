@@ -98,7 +98,9 @@ def test_a_policy_round_trips_and_a_malformed_one_is_one_line(tmp_path):
     meta = json.loads((folder / "model.json").read_text())
     for broken, says in (({"run_at": 2.0, "regenerate_below": 0.1}, "run_at"),
                          ({"run_at": 0.5, "regenerate_below": 0.8}, "above run_at"),
-                         ("strict", "expected an object"), ({"run_at": 0.9}, "regenerate_below")):
+                         ("strict", "expected an object"), ({"run_at": 0.9}, "regenerate_below"),
+                         ({"run_at": 0.9, "regenerate_below": 0.1, "without_database": {"run_at": 2.0}},
+                          "without_database: run_at")):
         (folder / "model.json").write_text(json.dumps({**meta, "policy": broken}))
         with pytest.raises(ModelFileError, match=f"policy: .*{says}") as caught:
             Scorer.load(folder)
@@ -123,6 +125,46 @@ def test_a_training_run_saves_its_policy(boosted_model):  # noqa: F811
     assert Scorer.load(folder).policy == policy
 
 
+@pytest.fixture(scope="module")
+def dropout_model(tmp_path_factory):
+    """A demo run whose folds are scored with and without their databases."""
+    from tests.test_boosted import FAST, compose_cfg
+    from train import train
+
+    out = tmp_path_factory.mktemp("dropout_run")
+    train(compose_cfg("train", [*FAST, "model.database=dropout"], out))
+    return out
+
+
+def test_a_run_with_and_without_databases_saves_a_policy_for_each(dropout_model):
+    saved = json.loads((dropout_model / "model" / "model.json").read_text())["policy"]
+    blind = saved["without_database"]
+    assert blind is not None and blind["label"] == "execution_match"
+    scored = (dropout_model / "predictions" / "test_without_database.jsonl").read_text().count("\n")
+    assert blind["measured"]["queries"] == scored == saved["measured"]["queries"]
+    # chosen on the confidences without databases: another curve, other shares
+    assert blind["measured"] != saved["measured"]
+    if blind["run_at"] is not None:
+        assert blind["measured"]["run_wrong"] <= blind["max_wrong"]
+    policy = Scorer.load(dropout_model / "model").policy
+    assert policy.without_database == Policy.from_dict(blind) and policy.for_database(False) is policy.without_database
+
+
+def test_the_policy_command_reads_the_predictions_without_databases(dropout_model, tmp_path):
+    copy = tmp_path / "model"
+    shutil.copytree(dropout_model / "model", copy)
+    before = json.loads((copy / "model.json").read_text())["policy"]
+    done = subprocess.run([sys.executable, "-m", "model.scoring.policy", "--model", str(copy), "--predictions",
+                           str(dropout_model / "predictions" / "test.jsonl"), "--write"], check=False,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "scored without their databases: run at" in done.stdout
+    after = json.loads((copy / "model.json").read_text())["policy"]
+    # the command reprints what the run chose, from its files alone
+    assert after["without_database"]["measured"] == before["without_database"]["measured"]
+    assert after["without_database"]["run_at"] == before["without_database"]["run_at"]
+
+
 def test_check_names_the_closest_stored_value(scorer, demo):
     database, _ = demo
     verdict = scorer.check(TYPO, question=QUESTION, database=database)
@@ -145,6 +187,14 @@ def test_actions_follow_the_policy_and_need_a_database_to_run(scorer, demo):
     assert scorer.check(TYPO, question=QUESTION, database=database, policy=everything).action == "run"
     without = scorer.check(TYPO, question=QUESTION, schema=schema, policy=everything)
     assert without.action == "review" and any("without its database" in r for r in without.reasons)
+    # a policy with thresholds for queries scored without their database applies those
+    blind = Policy(0.0, 0.0, without_database=Policy(None, 0.0))
+    assert scorer.check(TYPO, question=QUESTION, database=database, policy=blind).action == "run"
+    held = scorer.check(TYPO, question=QUESTION, schema=schema, policy=blind)
+    assert held.action == "review" and not any("without its database" in r for r in held.reasons)
+    assert "scored without their database" in held.policy
+    runs = scorer.check(TYPO, question=QUESTION, schema=schema, policy=Policy(None, 0.0, without_database=everything))
+    assert runs.action == "run"
     back = scorer.check(TYPO, question=QUESTION, database=database, policy=Policy(None, 1.0))
     assert back.action == "regenerate" and back.feedback.endswith("Write the query again, fixing these.")
     assert back.to_dict()["action"] == "regenerate" and "regenerate" in str(back)

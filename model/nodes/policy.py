@@ -6,6 +6,10 @@ format (``model.nodes.model_file``).
 >>> policy = Policy(run_at=0.9, regenerate_below=0.4)
 >>> policy.action(0.95), policy.action(0.6), policy.action(0.1)
 ('run', 'review', 'regenerate')
+>>> blind = Policy(run_at=0.97, regenerate_below=0.3)  # for queries scored without their database
+>>> both = Policy(0.9, 0.4, without_database=blind)
+>>> both.for_database(False).action(0.95), Policy.from_dict(both.to_dict()) == both
+('review', True)
 >>> Policy.from_dict({"run_at": 0.3, "regenerate_below": 0.5})
 Traceback (most recent call last):
 ...
@@ -27,7 +31,9 @@ MAX_RIGHT_REGENERATED = 0.25  # ... and at most this share right among the queri
 class Policy:
     """Confidence thresholds and the targets they were chosen for: a query at or above
     ``run_at`` runs, below ``regenerate_below`` is sent back, in between goes to a person.
-    ``run_at`` None: no threshold met the target, nothing runs unseen."""
+    ``run_at`` None: no threshold met the target, nothing runs unseen. ``without_database``: the
+    thresholds for queries scored without their database, chosen the same way on those
+    queries' own out-of-fold curve (None: such a query never runs unseen)."""
 
     run_at: float | None
     regenerate_below: float
@@ -35,6 +41,12 @@ class Policy:
     max_right_regenerated: float = MAX_RIGHT_REGENERATED
     label: str = "execution_match"  # what "wrong" means on the curve the thresholds were chosen on
     measured: dict = field(default_factory=dict)  # the out-of-fold shares at these thresholds
+    without_database: Policy | None = None
+
+    def for_database(self, with_database: bool) -> Policy | None:
+        """The thresholds for a query scored with (or without) its database; None without a
+        database when the model has no policy for that."""
+        return self if with_database else self.without_database
 
     def action(self, query_confidence: float) -> str:
         if self.run_at is not None and query_confidence >= self.run_at:
@@ -47,7 +59,9 @@ class Policy:
                 f"{self.max_right_regenerated:.0%} right among those sent back ({self.label}, out of fold)")
 
     def to_dict(self) -> dict:
-        return {"target": self.target, **asdict(self)}
+        out = {"target": self.target, **asdict(self)}
+        out["without_database"] = self.without_database.to_dict() if self.without_database else None
+        return out
 
     @classmethod
     def from_dict(cls, saved: Any) -> Policy:
@@ -70,6 +84,14 @@ class Policy:
         label, measured = saved.get("label", "execution_match"), saved.get("measured", {})
         if not isinstance(label, str) or not isinstance(measured, Mapping):
             raise TypeError("label: expected a string; measured: an object")
+        blind = saved.get("without_database")
+        if blind is not None:
+            if isinstance(blind, Mapping) and blind.get("without_database") is not None:
+                raise ValueError("without_database: holds a without_database of its own")
+            try:
+                blind = cls.from_dict(blind)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"without_database: {e}") from None
         return cls(run_at, regenerate, share("max_wrong", saved.get("max_wrong", MAX_WRONG)),
                    share("max_right_regenerated", saved.get("max_right_regenerated", MAX_RIGHT_REGENERATED)),
-                   label, dict(measured))
+                   label, dict(measured), blind)

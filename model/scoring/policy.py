@@ -1,7 +1,10 @@
 """``python -m model.scoring.policy``: choose a saved model's run / review / regenerate policy
 (``model.scoring.verdict.choose_policy``) on its run's out-of-fold predictions, print it with the
 shares it gives (and with each fold's thresholds chosen on the other folds), and with
-``--write`` save it into the model's ``model.json`` (only its ``policy`` changes).
+``--write`` save it into the model's ``model.json`` (only its ``policy`` changes). Where the run
+also scored its folds without databases (``model.database=dropout``: the file
+``test_without_database.jsonl`` beside ``--predictions``), the policy for queries scored without
+their database is chosen on those, the same way.
 
     python -m model.scoring.policy --model <run>/model --predictions <run>/predictions/test.jsonl \\
         --max-wrong 0.05 [--max-right-regenerated 0.25] [--write]
@@ -13,11 +16,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from model.errors import UsageError
+from model.nodes.policy import Policy
 from model.scoring.verdict import (
     MAX_RIGHT_REGENERATED,
     MAX_WRONG,
@@ -33,11 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "on its run's out-of-fold predictions")
     parser.add_argument("--model", required=True, help="a saved model directory (model.json) or pretrained[:NAME]")
     parser.add_argument("--predictions", type=Path, required=True, help="<run>/predictions/test.jsonl")
+    parser.add_argument("--without-database", type=Path,
+                        help="the same predictions scored without databases (default: "
+                             "test_without_database.jsonl beside --predictions, where it exists)")
     parser.add_argument("--max-wrong", type=float, default=MAX_WRONG)
     parser.add_argument("--max-right-regenerated", type=float, default=MAX_RIGHT_REGENERATED)
     parser.add_argument("--write", action="store_true", help="save the policy into the model's model.json")
     args = parser.parse_args(argv)
-    from model.data.jsonl import iter_jsonl, write_json
+    from model.data.jsonl import write_json
     from model.errors import ModelFileError
     from model.scoring.scorer import PRETRAINED, Scorer
 
@@ -45,24 +53,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         scorer = Scorer.load(args.model)
         if scorer.saved is None:
             raise UsageError(f"--model {args.model}: a neural model has no whole-query calibrator to choose on")
-        if not args.predictions.is_file():
-            raise UsageError(f"--predictions {args.predictions}: no such file")
-        try:
-            rows = list(iter_jsonl(args.predictions))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise UsageError(f"--predictions {args.predictions}: not JSON lines ({type(e).__name__})") from None
-        confidence, labels, name, folds = prediction_pairs(scorer.saved, rows)
         targets = {"max_wrong": args.max_wrong, "max_right_regenerated": args.max_right_regenerated}
-        policy = choose_policy(confidence, labels, label=name, **targets)
-        check = held_out(confidence, labels, folds, **targets) if len(np.unique(folds)) > 1 else None
+        policy, check = chosen(scorer.saved, "--predictions", args.predictions, True, targets)
+        blind = args.without_database
+        if blind is None and (args.predictions.parent / "test_without_database.jsonl").is_file():
+            blind = args.predictions.parent / "test_without_database.jsonl"
+        blind_check = None
+        if blind is not None:
+            if scorer.saved.without_database_ is None:
+                raise UsageError(f"--model {args.model}: has no calibrators for queries scored without a "
+                                 "database (trained with model.database=with)")
+            blind_policy, blind_check = chosen(scorer.saved, "--without-database", blind, False, targets)
+            policy = replace(policy, without_database=blind_policy)
     except (UsageError, ModelFileError) as e:
         print(f"policy: error: {e}", file=sys.stderr)
         return 2
     print(f"policy: {policy.target}")
-    print(f"  run at query confidence >= {policy.run_at}; regenerate below {policy.regenerate_below}")
-    print("  out of fold: " + ", ".join(f"{k} {v}" for k, v in policy.measured.items()))
-    if check is not None:
-        print("  thresholds chosen on the other folds: " + ", ".join(f"{k} {v}" for k, v in check.items()))
+    for heading, p, held in (("scored with their databases", policy, check),
+                             ("scored without their databases", policy.without_database, blind_check)):
+        if p is None:
+            continue
+        print(f"  {heading}: run at query confidence >= {p.run_at}; regenerate below {p.regenerate_below}")
+        print("    out of fold: " + ", ".join(f"{k} {v}" for k, v in p.measured.items()))
+        if held is not None:
+            print("    thresholds chosen on the other folds: " + ", ".join(f"{k} {v}" for k, v in held.items()))
     if args.write:
         pretrained = args.model.partition(":")[2] or "spider" if args.model.startswith("pretrained") else None
         folder = PRETRAINED[pretrained] if pretrained else Path(args.model)
@@ -73,6 +87,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_json(path, meta)  # as the model was written: only the policy differs
         print(f"policy saved to {path}")
     return 0
+
+
+def chosen(model, option: str, path: Path, database: bool, targets: dict) -> tuple[Policy, dict | None]:
+    """The policy chosen on a predictions file's out-of-fold pairs, and each fold's shares under
+    thresholds chosen on the other folds (None with one fold)."""
+    from model.data.jsonl import iter_jsonl
+
+    if not path.is_file():
+        raise UsageError(f"{option} {path}: no such file")
+    try:
+        rows = list(iter_jsonl(path))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UsageError(f"{option} {path}: not JSON lines ({type(e).__name__})") from None
+    confidence, labels, name, folds = prediction_pairs(model, rows, database)
+    policy = choose_policy(confidence, labels, label=name, **targets)
+    return policy, held_out(confidence, labels, folds, **targets) if len(np.unique(folds)) > 1 else None
 
 
 if __name__ == "__main__":

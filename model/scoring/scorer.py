@@ -117,6 +117,7 @@ class ScoredQuery:
     # out of fold on the model's training data, the share of wrong queries whose pointer, scored
     # like this one (the same site-score bin), was on an error site; None when the model has none
     look_here_reliability: float | None = None
+    with_database: bool = True  # scored with its database (execution features, values) or without
     # label shift (model.label_shift): the file's estimated rate of right queries, and this
     # query's confidence before it was moved to that rate; None where the file was not shifted
     label_shift: RateShift | None = field(default=None, repr=False)
@@ -516,6 +517,7 @@ class Scorer:
                 results[j] = _assemble(example, row, batch.schemas[example.db_id], conf, site, query_conf,
                                        why, batch.trees[k] if batch.trees else None,
                                        batch.spans[k] if batch.spans else None, batch.dialects[k])
+                results[j].with_database = bool(databases[k])
                 if self.saved is not None:
                     results[j].look_here_reliability = self._reliability(
                         results[j].nodes[results[j].look_here_first].site_score, databases[k])

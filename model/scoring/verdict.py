@@ -33,7 +33,7 @@ import difflib
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,13 +121,13 @@ def measure(policy: Policy, confidence: Sequence[float], correct: Sequence[int])
 # Out-of-fold pairs: from a training run (train.py) or its predictions file
 
 
-def query_confidences(model, node_confidences: Sequence[Sequence[float]]) -> np.ndarray:
-    """Whole-query confidences (as ``Scorer`` gives them, scored with a database) of queries'
-    out-of-fold node confidences."""
+def query_confidences(model, node_confidences: Sequence[Sequence[float]], database: bool = True) -> np.ndarray:
+    """Whole-query confidences (as ``Scorer`` gives them, scored with or without a database) of
+    queries' out-of-fold node confidences."""
     from model.calibrators import query_aggregates
 
     aggregates = np.array([query_aggregates(c) for c in node_confidences]).reshape(len(node_confidences), -1)
-    return model.query_calibrator_for(True).confidence(aggregates)
+    return model.query_calibrator_for(database).confidence(aggregates)
 
 
 def labels_of(execution_match: Sequence[bool | None], node_labels: Sequence[Sequence[int]]
@@ -144,21 +144,30 @@ def labels_of(execution_match: Sequence[bool | None], node_labels: Sequence[Sequ
 
 
 def training_policy(model, examples: Sequence, node_confidences: Sequence[Sequence[float]],
-                    max_wrong: float = MAX_WRONG,
-                    max_right_regenerated: float = MAX_RIGHT_REGENERATED) -> Policy | None:
+                    max_wrong: float = MAX_WRONG, max_right_regenerated: float = MAX_RIGHT_REGENERATED,
+                    without_database: Sequence[Sequence[float]] | None = None) -> Policy | None:
     """The policy of a freshly fitted model from its run's out-of-fold node confidences of
-    ``examples`` (``model.nodes.examples.NodeExample``). None without any."""
+    ``examples`` (``model.nodes.examples.NodeExample``), and with ``without_database`` (the same
+    examples' node confidences scored without databases) its policy for such queries. None
+    without any examples."""
     if not len(examples):
         return None
     labels, name = labels_of([e.execution_match for e in examples], [e.node_labels for e in examples])
-    return choose_policy(query_confidences(model, node_confidences), labels, max_wrong,
-                         max_right_regenerated, name)
+    blind = None
+    if without_database is not None and model.without_database_ is not None:
+        blind = choose_policy(query_confidences(model, without_database, database=False), labels,
+                              max_wrong, max_right_regenerated, name)
+    policy = choose_policy(query_confidences(model, node_confidences), labels, max_wrong,
+                           max_right_regenerated, name)
+    return replace(policy, without_database=blind)
 
 
-def prediction_pairs(model, rows: Sequence[Mapping]) -> tuple[np.ndarray, np.ndarray, str, np.ndarray]:
+def prediction_pairs(model, rows: Sequence[Mapping], database: bool = True
+                     ) -> tuple[np.ndarray, np.ndarray, str, np.ndarray]:
     """(whole-query confidence, label, label name, fold) of a run's prediction rows
-    (``<run>/predictions/test.jsonl``): their ``query_confidence`` where every row has one, else
-    the model's whole-query calibrator on their out-of-fold node confidences."""
+    (``<run>/predictions/test.jsonl``, or ``test_without_database.jsonl`` with ``database``
+    False): their ``query_confidence`` where every row has one, else the model's whole-query
+    calibrator (with or without databases) on their out-of-fold node confidences."""
     if not rows:
         raise UsageError("no prediction rows")
     missing = [k for k, r in enumerate(rows) if not r.get("node_confidences")]
@@ -168,7 +177,7 @@ def prediction_pairs(model, rows: Sequence[Mapping]) -> tuple[np.ndarray, np.nda
     folds = np.array([int(r.get("fold", 0) or 0) for r in rows])
     if all(isinstance(r.get("query_confidence"), (int, float)) for r in rows):  # written by the run
         return np.array([float(r["query_confidence"]) for r in rows]), labels, name, folds
-    return query_confidences(model, [r["node_confidences"] for r in rows]), labels, name, folds
+    return query_confidences(model, [r["node_confidences"] for r in rows], database), labels, name, folds
 
 
 def held_out(confidence: np.ndarray, labels: np.ndarray, folds: np.ndarray, **targets) -> dict:
@@ -215,20 +224,25 @@ class Verdict:
 
 def verdict_of(scored: ScoredQuery, policy: Policy, database: str | Path | None = None) -> Verdict:
     """The verdict of a query ``Scorer.score`` scored (with reasons). Scored without its
-    database, a query the thresholds would run goes to review instead: the policy's target was
-    measured on queries scored with theirs."""
-    action = policy.action(scored.query_confidence)
+    database, the policy's thresholds for such queries apply (``Policy.without_database``); a
+    policy without them sends a query its thresholds would run to review instead, since its
+    target was measured on queries scored with their databases."""
+    chosen = policy.for_database(scored.with_database)
+    action = (chosen or policy).action(scored.query_confidence)
     notes = []
-    if action == "run" and database is None:
+    if action == "run" and chosen is None:
         action = "review"
         notes.append("scored without its database (the policy's target holds for queries scored with one)")
+    target = (chosen or policy).target
+    if not scored.with_database and chosen is not None:
+        target += "; thresholds for queries scored without their database"
     look = scored.nodes[scored.look_here_first]
     where = {"text": look.text or look.label, "span": list(look.span) if look.span else None,
              "label": look.label, "node": look.index, "site_score": None if math.isnan(look.site_score)
              else round(look.site_score, 4)}
     sentences = _reason_sentences(scored, database)
     return Verdict(action, scored.query_confidence, where, sentences + notes,
-                   _feedback(scored, action, where, sentences), scored.sql, policy.target, scored)
+                   _feedback(scored, action, where, sentences), scored.sql, target, scored)
 
 
 def _reason_sentences(scored: ScoredQuery, database: str | Path | None) -> list[str]:
