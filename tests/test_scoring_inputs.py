@@ -5,7 +5,13 @@ import sqlite3
 import pytest
 
 from model.errors import UsageError
-from model.scoring.inputs import database_under, field_problem, read_schemas, row_problem
+from model.scoring.inputs import (
+    DatabaseFiles,
+    database_under,
+    field_problem,
+    read_schemas,
+    row_problem,
+)
 
 
 def _database(folder, db_id):
@@ -25,6 +31,24 @@ def test_a_database_folder_linked_outside_the_root_is_not_read(tmp_path):
     assert database_under(root, "fine") == inside.resolve()
     assert database_under(root, "alias") == inside.resolve()
     assert database_under(root, "linked") is None and database_under(root, "absent") is None
+
+
+def test_a_remembered_database_is_checked_again_on_each_use(tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    first = _database(root, "first")
+    elsewhere = _database(outside, "first")
+    files = DatabaseFiles(root)
+    assert files("first") == first.resolve() == files("first")
+    first.parent.rename(root / "database" / "moved")  # its folder replaced by a link out of the root
+    (root / "database" / "first").symlink_to(elsewhere.parent)
+    assert files("first") is None
+    (root / "database" / "first").unlink()
+    (root / "database" / "moved").rename(first.parent)
+    assert files("first") == first.resolve()
+    first.unlink()  # the file gone
+    assert files("first") is None
+    _database(root, "later")  # a database that appears while the service runs
+    assert files("later") == database_under(root, "later") is not None
 
 
 @pytest.mark.parametrize("name, value, problem", [

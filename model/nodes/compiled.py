@@ -53,6 +53,7 @@ class CompiledTrees:
         self.test = np.zeros((self.slots, len(trees)), dtype=np.intp)
         self.masks = np.full((self.slots, len(trees)), self.all_leaves, dtype=self.word)
         self.leaf_values = np.zeros((len(trees), leaves))
+        self.leaf_start = (np.arange(len(trees)) * leaves)[:, None]  # tree k's leaves in leaf_values.ravel()
         for k, (tree, predictor) in enumerate(zip(trees, model._predictors)):
             bitsets = predictor[0].raw_left_cat_bitsets
             order, below = _leaves_left_to_right(tree)
@@ -121,7 +122,7 @@ class CompiledTrees:
         standing = words[0]  # (trees, rows)
         lowest = standing & (~standing + self.word(1))
         leaf = np.frexp(lowest.astype(np.float64))[1] - 1  # the lowest set bit's position
-        values = np.take_along_axis(self.leaf_values, leaf, axis=1)  # (trees, rows)
+        values = self.leaf_values.take(leaf + self.leaf_start)  # (trees, rows); take_along_axis, cheaper
         # the baseline, then tree by tree in order, as scikit-learn adds them (cumsum is sequential)
         terms = np.hstack([np.full((n, 1), self.baseline), values.T])
         raw = np.cumsum(terms, axis=1)[:, -1:]

@@ -1067,7 +1067,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
     example's SQL dialect (``rat.DIALECTS``; default: all SQLite).
     """
     start = time.perf_counter()
-    folder = cache_folder or cache_dir("features", VERSION)
+    folder = (cache_folder or cache_dir("features", VERSION)) if use_cache else None
     report = FeatureReport(examples=len(examples))
     # without the cache no key is needed (a scoring request: the schema digests and file stats go)
     schema_digests = {db: _schema_digest(s) for db, s in schemas.items()} if use_cache else {}

@@ -15,6 +15,8 @@ data root once symlinks are resolved).
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +152,43 @@ def database_under(root: Path, db_id: str) -> Path | None:
         return None
     real = path.resolve()
     return real if real.is_relative_to(root) and real.is_file() else None
+
+
+class DatabaseFiles:
+    """``database_under(root, db_id)`` for the many requests of a service, with less work each:
+    a database reached without any link is remembered with the parts of its path below the
+    root; a later request gets it when ``database_path`` names the same file again and none of
+    those parts has become a link (``lstat`` of each, instead of resolving every part of the
+    path and the root again). Anything else asks ``database_under`` again, so the answer is
+    always the one it gives: a folder linked out of the root is refused, a file gone is None.
+    Only files found are remembered (at most one per database on disk)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
+        self.plain: dict[str, tuple[Path, list[str]]] = {}  # db_id -> (its file, the parts of its path)
+
+    def __call__(self, db_id: str) -> Path | None:
+        from model.data.datasets import database_path
+
+        path = database_path(self.root, db_id)
+        known = self.plain.get(db_id)
+        if known is not None and path == known[0] and _no_links(known[1]):
+            return path
+        found = database_under(self.root, db_id)
+        if found is not None and found == path:  # no link on the way
+            below = found.relative_to(self.root).parts
+            self.plain[db_id] = (found, [str(self.root.joinpath(*below[:k])) for k in range(1, len(below) + 1)])
+        else:
+            self.plain.pop(db_id, None)
+        return found
+
+
+def _no_links(paths: list[str]) -> bool:
+    """Whether every one of ``paths`` is there and none is a symbolic link."""
+    try:
+        return not any(stat.S_ISLNK(os.lstat(p).st_mode) for p in paths)
+    except OSError:
+        return False
 
 
 def named_databases(specs: list[str], schemas: dict, scorer) -> dict[str, str]:

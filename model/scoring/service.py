@@ -98,10 +98,11 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
 
     from model.data.databases import DatabaseError
     from model.data.execution import DeadlineExceeded, paced
-    from model.scoring.inputs import ROW_FIELDS, database_under, field_problem
+    from model.scoring.inputs import ROW_FIELDS, DatabaseFiles, field_problem
     from model.scoring.scorer import RowError
 
     root = data_root.resolve() if data_root else None
+    database_files = DatabaseFiles(root) if root else None  # each db_id's file, checked again per request
     schemas = schemas or {}
     named = dict(databases or {})
     opened = threading.local()  # each scoring thread's (pid, {name: Database})
@@ -171,7 +172,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             return _Named(db_id)
         if not use_databases or root is None or not db_id:
             return None
-        return database_under(root, db_id)
+        return database_files(db_id)
 
     def rows_of(body: Any) -> list[dict]:
         if not isinstance(body, dict):
