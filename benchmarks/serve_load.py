@@ -111,38 +111,65 @@ def hostile_bodies(db_id: str) -> list[bytes]:
 
 
 class Client(threading.Thread):
-    """Sends requests on one kept-alive connection until ``stop``; records (latency, status)."""
+    """Sends requests on one kept-alive connection until ``stop``; records (latency, status).
+    It writes each request as prepared bytes and reads the status line, the headers and a
+    content-length body itself: ``http.client`` took about 0.4 ms of CPU per request, on the
+    cores the server shares."""
 
     def __init__(self, port: int, bodies: list[bytes], stop: threading.Event, seed: int):
         super().__init__(daemon=True)
-        self.port, self.bodies, self.stop, self.rng = port, bodies, stop, random.Random(seed)
+        self.port, self.stop, self.rng = port, stop, random.Random(seed)
+        self.bodies = bodies
+        self.requests = [b"POST /score HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (port, len(body), body) for body in bodies]
         self.results: list[tuple[float, int]] = []
 
     def run(self) -> None:
         connection = None
-        k = self.rng.randrange(len(self.bodies))
+        k = self.rng.randrange(len(self.requests))
         while not self.stop.is_set():
-            body = self.bodies[k % len(self.bodies)]
+            request = self.requests[k % len(self.requests)]
             k += 1
             start = time.perf_counter()
             try:
                 if connection is None:
-                    connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-                connection.request("POST", "/score", body, {"Content-Type": "application/json"})
-                response = connection.getresponse()
-                response.read()
-                status = response.status
-                if response.getheader("connection", "").lower() == "close":
-                    connection.close()
-                    connection = None
-            except (OSError, http.client.HTTPException):
-                status = 0  # no answer: the connection failed
-                if connection is not None:
-                    connection.close()
+                    connection = socket.create_connection(("127.0.0.1", self.port), timeout=60)
+                    reader = connection.makefile("rb")
+                connection.sendall(request)
+                status, keep = read_response(reader)
+            except (OSError, ValueError):
+                status, keep = 0, False  # no answer: the connection failed
+            if not keep and connection is not None:
+                reader.close()
+                connection.close()
                 connection = None
             self.results.append((time.perf_counter() - start, status))
         if connection is not None:
+            reader.close()
             connection.close()
+
+
+def read_response(reader) -> tuple[int, bool]:
+    """(status, whether the connection stays open) of one HTTP/1.1 response, its body read:
+    by its content-length, else to the end of the connection."""
+    head = reader.readline().split(b" ", 2)  # HTTP/1.1 200 OK
+    if len(head) < 2:
+        raise ValueError("the connection ended before a response")
+    status = int(head[1])
+    length, keep = None, True
+    while (line := reader.readline()) not in (b"\r\n", b"\n", b""):
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"connection" and value.strip().lower() == b"close":
+            keep = False
+    if length is None:
+        reader.read()
+        return status, False
+    if len(reader.read(length)) != length:
+        raise ValueError("the connection ended inside a response")
+    return status, keep
 
 
 def health_poller(port: int, stop: threading.Event, out: list[float]) -> None:

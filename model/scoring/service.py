@@ -216,7 +216,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     async def score(request: Request) -> JSONResponse:
         deadline = time.monotonic() + timeout_s
         try:
-            raw = await asyncio.wait_for(read_body(request), timeout_s)
+            async with asyncio.timeout(timeout_s):  # unlike wait_for, no task of its own
+                raw = await read_body(request)
         except TimeoutError:
             raise HTTPException(408, f"request body not received within {timeout_s:g} s", {"Connection": "close"}) from None
         try:
@@ -234,8 +235,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         lane = heavy_lane if heavy else scoring
         busy[0] += not heavy
         try:  # a request still queued at its deadline is dropped; a running one stops at its next check
-            results = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(lane, work),
-                                             max(0.0, deadline - time.monotonic()))
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                results = await asyncio.get_running_loop().run_in_executor(lane, work)
         except (TimeoutError, DeadlineExceeded):
             raise HTTPException(503, f"scoring took longer than {timeout_s:g} s") from None
         except DatabaseError as e:  # a named database that went away since the start
