@@ -111,6 +111,9 @@ def test_the_shipped_model_has_a_policy_on_execution_labels(scorer):
     policy = scorer.policy
     assert policy.label == "execution_match" and policy.max_wrong == 0.05
     assert policy.measured["run_wrong"] <= 0.05 and policy.measured["queries"] > 10_000
+    blind = policy.without_database  # chosen on the same queries scored without their databases
+    assert blind.label == "execution_match" and blind.measured["queries"] == policy.measured["queries"]
+    assert blind.measured["run_wrong"] <= 0.05 and blind.measured != policy.measured
 
 
 def test_a_training_run_saves_its_policy(boosted_model):  # noqa: F811
