@@ -732,6 +732,8 @@ def readable_database(database: Path | Database | None) -> bool:
 def _worker_count(workers: int | None, batches: int) -> int:
     import os
 
+    if batches <= 1:
+        return 1
     if workers is None:
         workers = min(4, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
     return max(1, min(workers, batches))
