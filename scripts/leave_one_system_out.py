@@ -9,6 +9,10 @@ with the label-shift estimate and its interval.
     python scripts/leave_one_system_out.py --train --runs runs/loso_shipped      # trains what is missing
     python scripts/leave_one_system_out.py --runs runs/loso_shipped --out loso.json
 
+Each file is scored whole; the questions of a database the benchmark copy lacks (Spider dev's
+wta_1: 62 of 1,034) have no execution label and are left out of the numbers (label shift, off by
+default in rat-score and turned on here, estimates its rate on the whole file).
+
 ``--calibrator-only RUN`` is the quick approximation: from one cross-fitted run of the shipped
 command on all 11 systems (``RUN/predictions/test.jsonl``: every output scored out of fold by
 database), each system's whole-query calibrator is fitted on the other 10 systems' out-of-fold
@@ -40,6 +44,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from model.data.datasets import database_path
 from model.wholequery.new_system import labelled, report
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -80,6 +85,8 @@ def measure(run: Path, system: str, root: Path, folder: Path, n_bootstrap: int) 
     out = {}
     for database in (True, False):
         rows = [json.loads(line) for line in scored(run, system, root, folder, database).read_text().splitlines()]
+        # the questions of a database missing from the benchmark (wta_1) have no execution label
+        rows = [r for r in rows if database_path(root, r["db_id"]) is not None]
         s = labelled(rows, root, "dev", "execution")[system]
         if s.execution is None:  # the questions of a missing database (wta_1): no execution label
             raise SystemExit(f"leave_one_system_out.py: {system}: rows without execution labels")
