@@ -294,6 +294,13 @@ def words(text: str) -> list[str]:
     return [_stem(w) for w in _WORD.findall(_CAMEL.sub(" ", text).lower())]
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def name_phrase(name: str) -> str:
+    """A table or column name as questions are matched against it: its ``words``, joined
+    (remembered: a service matches the same schemas' names request after request)."""
+    return " ".join(words(name))
+
+
 def _stem(word: str) -> str:
     if len(word) > 3 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -649,7 +656,7 @@ class SchemaIndex:
             return
         tables = list(schema.tables)
         columns = list(dict.fromkeys(c for cols in schema.tables.values() for c in cols))
-        scores = question.fuzzy_many([" ".join(words(name)) for name in tables + columns])
+        scores = question.fuzzy_many([name_phrase(name) for name in tables + columns])
         self.tables = dict(zip(tables, scores[:len(tables)]))
         self.columns = dict(zip(columns, scores[len(tables):]))
         if question.vector is not None:
