@@ -122,7 +122,7 @@ def _spans(sql: str, nodes: list[Node] | None, schema: Schema | None,
         built_nodes = built.postorder()
         if nodes is None:
             nodes = built_nodes
-        if [n.label for n in built_nodes] != [n.label for n in nodes]:
+        elif [n.label for n in built_nodes] != [n.label for n in nodes]:
             return _unmapped(text, nodes)
         spans = recorder.spans(built, built_nodes)
     except DepthError:

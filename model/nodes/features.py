@@ -1151,13 +1151,15 @@ def word_spans(text: str) -> list[tuple[str, int, int]]:
     return [(m.group().lower(), m.start(), m.end()) for m in _SQL_WORD.finditer(text)]
 
 
-def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]], list[int | None]]:
+def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]], list[int | None],
+                                                            list[tuple[str, int, int]]]:
     """Match the canonical SQL's words to the written SQL's: the canonical words' character spans,
-    and for each the index of its written word (None where the texts differ unevenly).
+    for each the index of its written word (None where the texts differ unevenly), and the
+    written words (``word_spans(written)``).
 
-    >>> spans, match = written_word_of("select singer.name from singer", "SELECT T1.name FROM singer AS T1")
-    >>> match
-    [0, 1, 2, 3, 4, 5]
+    >>> spans, match, written = written_word_of("select singer.name from singer", "SELECT T1.name FROM singer AS T1")
+    >>> match, written[match[3]]
+    ([0, 1, 2, 3, 4, 5], ('name', 10, 14))
     """
     a, b = word_spans(canonical), word_spans(written)
     matcher = SequenceMatcher(None, [w for w, _, _ in a], [w for w, _, _ in b], autojunk=False)
@@ -1166,7 +1168,7 @@ def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]]
         if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
             for k in range(i2 - i1):
                 match[i1 + k] = j1 + k
-    return [(s, e) for _, s, e in a], match
+    return [(s, e) for _, s, e in a], match, b
 
 
 @functools.lru_cache(maxsize=1)
@@ -1214,11 +1216,10 @@ def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=N
             out.append(x)
             continue
         x[:, 2] = log_p.mean()
-        words = word_spans(written)
-        tokens_of_word = [[t for t, (s, end) in enumerate(offsets) if s < we and end > ws] for _, ws, we in words]
         spans = rat.sql_spans(e.sql, tree_of({"node_names": e.node_names, "node_arity": e.node_arity}),
                               schemas.get(e.db_id), dialect)
-        canonical_words, match = written_word_of(spans.sql, written)
+        canonical_words, match, words = written_word_of(spans.sql, written)
+        tokens_of_word = [[t for t, (s, end) in enumerate(offsets) if s < we and end > ws] for _, ws, we in words]
         for i, span in enumerate(spans.spans):
             if span is None:
                 continue

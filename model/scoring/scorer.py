@@ -635,10 +635,9 @@ def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None,
 
 
 def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
-    from model.nodes.features import word_spans, written_word_of
+    from model.nodes.features import written_word_of
 
-    canonical_words, match = written_word_of(located.sql, sql)
-    written_words = word_spans(sql)
+    canonical_words, match, written_words = written_word_of(located.sql, sql)
     starts = [ws for ws, _ in canonical_words]  # in text order: a span's words are a run of them
     out: list[tuple[int, int] | None] = []
     for span in located.spans:
