@@ -202,23 +202,18 @@ def _generate(ast: exp.Expression, rat_dialect: Dialect = SQLITE) -> tuple[str, 
     # One pass over the markers (not the characters): the plain text between them, and each
     # expression's [start, end) in it. That the markers leave the text as `ast.sql()` writes
     # it is checked by the tests (every fixture and every Spider dev query), not per query.
-    pieces: list[str] = []
-    length = 0
+    pieces = _MARKER.split(marked)  # text, then per marker: its number (None: a close), text
+    length = len(pieces[0])
     open_: list[tuple[int, int]] = []  # (expression number, start)
     ends: list[tuple[int, int, int]] = []  # (expression number, start, end)
-    position = 0
-    for marker in _MARKER.finditer(marked):
-        piece = marked[position:marker.start()]
-        pieces.append(piece)
-        length += len(piece)
-        position = marker.end()
-        number = marker.group(1)
+    for k in range(1, len(pieces), 2):
+        number = pieces[k]
         if number is not None:
             open_.append((int(number), length))
         else:
             ends.append((*open_.pop(), length))
-    pieces.append(marked[position:])
-    text = "".join(pieces)
+        length += len(pieces[k + 1])
+    text = "".join(pieces[0::2])
     spans: dict[int, Span] = {}
     for number, start, end in ends:
         while start < end and text[start].isspace():
