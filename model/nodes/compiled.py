@@ -122,11 +122,12 @@ class CompiledTrees:
         standing = words[0]  # (trees, rows)
         lowest = standing & (~standing + self.word(1))
         leaf = np.frexp(lowest.astype(np.float64))[1] - 1  # the lowest set bit's position
-        values = self.leaf_values.take(leaf + self.leaf_start)  # (trees, rows); take_along_axis, cheaper
         # the baseline, then tree by tree in order, as scikit-learn adds them (cumsum is sequential)
-        terms = np.hstack([np.full((n, 1), self.baseline), values.T])
-        raw = np.cumsum(terms, axis=1)[:, -1:]
-        return self.model._loss.predict_proba(np.asfortranarray(raw))[:, 1]
+        terms = np.empty((len(self.leaf_values) + 1, n))  # (1 + trees, rows)
+        terms[0] = self.baseline
+        self.leaf_values.take(leaf + self.leaf_start, out=terms[1:])  # take_along_axis, cheaper
+        raw = np.cumsum(terms, axis=0)[-1]
+        return self.model._loss.predict_proba(np.asfortranarray(raw[:, None]))[:, 1]
 
     def encode(self, x: np.ndarray) -> np.ndarray:
         """``x`` as the trees read it: what the model's own preprocessing gives (categorical
