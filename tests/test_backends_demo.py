@@ -62,6 +62,15 @@ def _urls(backend, files, server, tmp_path):
     return urls
 
 
+def _tree_hash(sql: str, schema, dialect: str) -> str | None:
+    """The tree's hash; None where rat cannot read the translation (PostgreSQL's
+    ``(ARRAY_AGG(x))[1]``, SQLite's column neither grouped nor aggregated)."""
+    try:
+        return rat.to_tree(sql, schema, dialect).hash
+    except rat.RATError:
+        return None
+
+
 @pytest.mark.parametrize("backend", ["postgres", "duckdb", "mysql"])
 def test_node_confidences_on_the_copy_equal_sqlites(backend, demo, request, tmp_path):
     from model.scoring.scorer import RowError, Scorer
@@ -77,7 +86,7 @@ def test_node_confidences_on_the_copy_equal_sqlites(backend, demo, request, tmp_
         written = runnable_sql(sql, "sqlite", backend, schemas[db])
         with open_database(files[db]) as lite, open_database(urls[db]) as copy:
             same = _same(lite.execute(sql), copy.execute(written), "order by" in sql.lower())
-        if not same or rat.to_tree(written, schemas[db], backend).hash != \
+        if not same or _tree_hash(written, schemas[db], backend) != \
                 rat.to_tree(sql, schemas[db]).hash:
             continue
         rows_lite.append({"sql": sql, "schema": schemas[db], "database": str(files[db])})

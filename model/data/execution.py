@@ -794,8 +794,10 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     itself when the two agree, else sqlglot's translation (``DISTINCT ON`` becomes a
     ``ROW_NUMBER()`` window in SQLite, ``ILIKE`` ``lower(..) LIKE lower(..)``, ``TOP n``
     ``LIMIT n``); SQLite's SQL goes through ``model.data.transpile.from_sqlite``, which reads
-    its double-quoted strings as SQLite does (with ``schema``'s column names, when given), and
-    where the backend's LIKE tells case apart, SQLite's LIKE runs as ILIKE. None
+    its double-quoted strings as SQLite does (with ``schema``'s column names, when given) and
+    writes the SQLite habits PostgreSQL and DuckDB refuse as SQLite means them (a column neither
+    grouped nor aggregated: ``any_value``, or ``arg_max`` beside one ``max()``; a quoted name in
+    another case), and where the backend's LIKE tells case apart, SQLite's LIKE runs as ILIKE. None
     where sqlglot cannot write it for ``backend`` (the execution features are then unknown, as
     without a database). The execution evaluator, the node features and rat-calibrate all run
     another dialect's SQL through this one function.
@@ -849,14 +851,14 @@ def _sqlite_likes(sql: str, backend: str, schema) -> str:
     from sqlglot import exp
     from sqlglot.errors import ErrorLevel
 
-    from model.data.transpile import column_names, sqlite_strings
+    from model.data.transpile import column_names, sqlite_habits, sqlite_strings
 
     trees = [t for t in sqlglot.parse(sql, read="sqlite") if t is not None]
     if len(trees) != 1:
         raise ValueError(f"{len(trees)} statements, not one")
     tree = sqlite_strings(trees[0], sql, column_names(schema))
     tree = tree.transform(lambda node: exp.ILike(**node.args) if isinstance(node, exp.Like) else node)
-    return tree.sql(dialect=backend, unsupported_level=ErrorLevel.RAISE)
+    return sqlite_habits(tree, backend).sql(dialect=backend, unsupported_level=ErrorLevel.RAISE)
 
 
 def sqlite_sql(sql: str, dialect: str = "sqlite") -> str | None:
