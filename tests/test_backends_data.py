@@ -195,9 +195,14 @@ def test_node_confidences_match_sqlites(backend, executions, copies, schemas, ca
             if r["sqlite"][1] is None and cause(sql, backend, r["sqlite"], r[backend]) is None]
     rows_lite, rows_copy, other_tree = [], [], 0
     for db, sql in same:
-        # the SQL (a) ran: SQLite's LIKE as ILIKE where LIKE tells case apart, a tree of its own
+        # the SQL (a) ran: SQLite's LIKE as ILIKE where LIKE tells case apart, a tree of its own;
+        # PostgreSQL's (ARRAY_AGG(x))[1] for SQLite's ungrouped column, one rat cannot read
         written = runnable_sql(sql, "sqlite", backend, schemas[db])
-        if rat.to_tree(written, schemas[db], dialect).hash != rat.to_tree(sql, schemas[db]).hash:
+        try:
+            tree = rat.to_tree(written, schemas[db], dialect).hash
+        except rat.RATError:
+            tree = None
+        if tree != rat.to_tree(sql, schemas[db]).hash:
             other_tree += 1
             continue
         rows_lite.append({"sql": sql, "schema": schemas[db], "database": copies[db]["sqlite"]})
@@ -215,7 +220,7 @@ def test_node_confidences_match_sqlites(backend, executions, copies, schemas, ca
             differing.append((round(gap, 3), row["sql"]))
     with capsys.disabled():
         print(f"\n{backend}: {len(rows_copy)} queries that execute the same ({other_tree} more"
-              f" with another tree there, ILIKE), largest node confidence gap {worst:.4f};"
+              f" with another tree there or none: ILIKE, ARRAY_AGG), largest node confidence gap {worst:.4f};"
               f" {len(differing)} over {TOLERANCE}")
     assert len(rows_copy) >= 300
     assert not differing, differing[:5]
