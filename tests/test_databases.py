@@ -210,6 +210,19 @@ def test_a_failed_postgres_query_is_its_error_alone(pg_demo, caplog):
     assert not [r for r in caplog.records if "terminating" in r.getMessage()]
 
 
+def test_failed_postgres_queries_leave_the_next_ones_alone(pg_demo):
+    """Failing and good queries in turn on one connection: every good one answers (psycopg once
+    took the statements a failed query's pipeline skipped for prepared, and from the fifth query
+    on every good one failed with 'prepared statement "_pg3_3" does not exist')."""
+    url, _ = pg_demo
+    with open_database(url) as db:
+        for i in range(12):
+            rows, error = db.execute("SELECT count(*) FROM venues")
+            assert error is None and rows and rows[0][0] > 0, (i, error)
+            rows, error = db.execute("SELECT CAST(name AS INTEGER) FROM venues")
+            assert rows is None and "InvalidTextRepresentation" in error, (i, error)
+
+
 def test_duckdb_refuses_every_write_and_reads_no_file(duck_demo, tmp_path):
     before = checksum("duckdb", duck_demo)
     out = tmp_path / "out.csv"

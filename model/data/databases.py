@@ -435,12 +435,14 @@ class PostgresDatabase(Database):
         first = min(self.max_rows + 1, _PIPELINE_ROWS)
         try:
             head, fetch = conn.cursor(), conn.cursor()
+            # never prepared: psycopg takes a statement whose PREPARE a failed query in the same
+            # pipeline skipped for prepared, and every later query then fails on it
             with conn.pipeline():
-                head.execute("BEGIN READ ONLY")
-                head.execute(f"SET LOCAL statement_timeout = {milliseconds}")
-                head.execute("DECLARE rat_query NO SCROLL CURSOR FOR " + sql)
-                fetch.execute(f"FETCH FORWARD {first} FROM rat_query")
-                head.execute("ROLLBACK")
+                head.execute("BEGIN READ ONLY", prepare=False)
+                head.execute(f"SET LOCAL statement_timeout = {milliseconds}", prepare=False)
+                head.execute("DECLARE rat_query NO SCROLL CURSOR FOR " + sql, prepare=False)
+                fetch.execute(f"FETCH FORWARD {first} FROM rat_query", prepare=False)
+                head.execute("ROLLBACK", prepare=False)
             rows = fetch.fetchall()
             if len(rows) < first:
                 return _fetch(_chunks(rows), self.max_rows, max_bytes)
@@ -479,7 +481,7 @@ class PostgresDatabase(Database):
             return
         try:
             if conn.info.transaction_status != TransactionStatus.IDLE:
-                conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK", prepare=False)
         except psycopg.Error:
             conn.close()
 
