@@ -106,3 +106,62 @@ def test_node_confidences_on_the_copy_equal_sqlites(backend, demo, request, tmp_
                                 label_shift=False)
     assert any(abs(x.confidence - y.confidence) > TOLERANCE
                for a, b in zip(copy, without, strict=True) for x, y in zip(a.nodes, b.nodes))
+
+
+# SQLite's type affinity, which PostgreSQL and DuckDB refuse or read otherwise: a TEXT column
+# holding numbers and the text 'null', an INTEGER one, a TEXT one of integers (an integer column
+# in the copy), dates as text
+AFFINITY_ROWS = [("150", 1, "1", "2010-03-01"), ("95", 2, "2", "1999-12-31"),
+                 ("null", 1, "2", None), ("12abc", None, "1", " 7 days"), (None, 2, None, "x")]
+AFFINITY_QUERIES = [
+    "SELECT count(*) FROM cars WHERE hp > 150",  # compared as text: 'null' and '95'
+    "SELECT count(*) FROM cars WHERE 100 <= hp",
+    "SELECT hp FROM cars WHERE hp BETWEEN 1 AND 9 ORDER BY hp",
+    "SELECT avg(hp), sum(hp) FROM cars",  # 'null' is 0, '12abc' 12
+    "SELECT avg(made), sum(made) FROM cars",
+    "SELECT count(*) FROM cars WHERE continent = 'europe'",  # never equal
+    "SELECT count(*) FROM cars WHERE continent != 'europe' OR continent IS NULL",
+    "SELECT continent = \"europe\" FROM cars ORDER BY hp",
+    "SELECT count(*) FROM cars WHERE code = 'Y'",
+    "SELECT count(*) FROM cars WHERE code NOT IN ('Y', 'N')",
+    "SELECT count(*) FROM cars WHERE code = 2",  # as before: the copy's integers
+    # a subquery of more rows than one compared with a value: its first row
+    ("SELECT count(*) FROM cars WHERE continent = (SELECT continent FROM cars"
+     " WHERE continent IS NOT NULL ORDER BY code DESC, continent)"),
+]
+
+
+@pytest.mark.parametrize("backend", ["postgres", "duckdb"])
+def test_sqlite_type_affinity_runs_as_sqlite_means_it(backend, request, tmp_path):
+    """Comparisons and sums that SQLite's type affinity makes work (and a subquery compared with
+    a value, which SQLite reads as its first row) run on the copy as ``runnable_sql`` writes them
+    with the schema's column types, and give SQLite's rows; without the types, the copy refuses
+    the affinity ones."""
+    import sqlite3
+
+    if backend == "duckdb":
+        pytest.importorskip("duckdb")
+    path = tmp_path / "cars.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE cars (hp TEXT, continent INTEGER, code TEXT, made DATETIME)")
+        conn.executemany("INSERT INTO cars VALUES (?, ?, ?, ?)", AFFINITY_ROWS)
+    conn.close()
+    schema = rat.Schema({"cars": ["hp", "continent", "code", "made"]},
+                        column_types={"cars.hp": "text", "cars.continent": "number",
+                                      "cars.code": "text", "cars.made": "time"})
+    if backend == "duckdb":
+        url = copy_database(path, f"duckdb:///{tmp_path}/").url
+    else:
+        server = request.getfixturevalue("postgres_server")
+        copy_database(path, server.url("affinity_cars", admin=True), name="affinity_cars",
+                      grant="rat_scorer")
+        url = server.url("affinity_cars")
+    refused = 0
+    with open_database(path) as lite, open_database(url) as copy:
+        for sql in AFFINITY_QUERIES:
+            written = runnable_sql(sql, "sqlite", backend, schema)
+            assert _same(lite.execute(sql), copy.execute(written), "order by" in sql.lower()), \
+                (sql, written, lite.execute(sql), copy.execute(written))
+            untyped = runnable_sql(sql, "sqlite", backend, {"cars": list(schema.tables["cars"])})
+            refused += copy.execute(untyped)[1] is not None
+    assert refused >= 9, refused

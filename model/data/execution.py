@@ -858,7 +858,7 @@ def _sqlite_likes(sql: str, backend: str, schema) -> str:
         raise ValueError(f"{len(trees)} statements, not one")
     tree = sqlite_strings(trees[0], sql, column_names(schema))
     tree = tree.transform(lambda node: exp.ILike(**node.args) if isinstance(node, exp.Like) else node)
-    return sqlite_habits(tree, backend).sql(dialect=backend, unsupported_level=ErrorLevel.RAISE)
+    return sqlite_habits(tree, backend, schema).sql(dialect=backend, unsupported_level=ErrorLevel.RAISE)
 
 
 def sqlite_sql(sql: str, dialect: str = "sqlite") -> str | None:

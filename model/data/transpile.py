@@ -19,6 +19,7 @@ another case (SQLite ignores the case) and a subquery in FROM without an alias.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 import sqlglot
@@ -27,7 +28,7 @@ from sqlglot.errors import ErrorLevel
 
 import rat
 
-__all__ = ["column_names", "from_sqlite", "sqlite_habits", "sqlite_strings"]
+__all__ = ["column_names", "from_sqlite", "sqlite_habits", "sqlite_strings", "sqlite_types"]
 
 
 def column_names(schema: rat.Schema | Mapping[str, Iterable[str]] | None) -> set[str] | None:
@@ -72,26 +73,33 @@ def from_sqlite(sql: str, dialect: str,
     if len(trees) != 1:
         raise ValueError(f"{len(trees)} statements, not one")
     tree = sqlite_strings(trees[0], sql, column_names(schema))
-    return sqlite_habits(tree, dialect).sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
+    return sqlite_habits(tree, dialect, schema).sql(dialect=dialect,
+                                                    unsupported_level=ErrorLevel.RAISE)
 
 
-def sqlite_habits(tree: exp.Expression, dialect: str) -> exp.Expression:
+def sqlite_habits(tree: exp.Expression, dialect: str,
+                  schema: rat.Schema | Mapping[str, Iterable[str]] | None = None) -> exp.Expression:
     """``tree`` (SQLite's) with the SQLite habits ``dialect`` refuses written as it must write
     them to mean what SQLite reads: in PostgreSQL, where a quoted name keeps its case, every name lowercased (SQLite
     ignores case in ``"TV_Channel"`` and `` `Name` `` as in ``TV_Channel``, which PostgreSQL
     reads as ``tv_channel``), and a subquery in FROM or JOIN given the alias PostgreSQL 15 and
     older require. In both, which refuse a column neither grouped nor aggregated where SQLite
-    takes it from one row of the group, that column as SQLite reads it (`_bare_columns`).
-    Other dialects: ``tree`` as it is.
+    takes it from one row of the group, that column as SQLite reads it (`_bare_columns`), a
+    subquery compared with a value as SQLite reads it, its first row (`_first_rows`), and,
+    where ``schema`` (a `rat.Schema`) gives the columns' types, comparisons and sums as SQLite's
+    type affinity makes them (`sqlite_types`). Other dialects: ``tree`` as it is.
 
     >>> sqlite_habits(sqlglot.parse_one('SELECT "Name" FROM (SELECT * FROM `TV_Channel`)',
     ...                               read="sqlite"), "postgres").sql("postgres")
     'SELECT "name" FROM (SELECT * FROM "tv_channel") AS _from_1'
     """
+    if dialect not in ("postgres", "duckdb"):
+        return tree
+    if isinstance(schema, rat.Schema):
+        sqlite_types(tree, dialect, schema)
+    _first_rows(tree)
     if dialect == "duckdb":
         return _bare_columns(tree, dialect)
-    if dialect != "postgres":
-        return tree
     for identifier in tree.find_all(exp.Identifier):
         identifier.set("this", identifier.this.lower())
     _bare_columns(tree, dialect)
@@ -103,6 +111,145 @@ def sqlite_habits(tree: exp.Expression, dialect: str) -> exp.Expression:
             while f"_from_{count}" in taken:
                 count += 1
             subquery.set("alias", exp.TableAlias(this=exp.to_identifier(f"_from_{count}")))
+    return tree
+
+
+def sqlite_types(tree: exp.Expression, dialect: str, schema: rat.Schema) -> exp.Expression:
+    """``tree`` (SQLite's, written next for ``dialect``: postgres or duckdb) with what SQLite's
+    type affinity makes of a comparison or a sum written as PostgreSQL and DuckDB must write it,
+    the columns' types read from ``schema`` (Spider's words or declared types; a column whose
+    type is not known is left as it is):
+
+    - a TEXT column compared with an integer is compared as text (``horsepower > 150`` is
+      ``horsepower > '150'``; PostgreSQL refuses text > integer);
+    - a number or text column compared (``=``, ``<>``, ``IN``) with strings that are no
+      number is compared as text: a number never equals such a string in SQLite
+      (``continent = 'europe'`` is false, where PostgreSQL refuses 'europe' as a bigint);
+    - ``avg()`` and ``sum()`` of a text or time column read each value as SQLite does: its
+      leading number, else 0 (``'null'`` is 0, ``'2010-03-01'`` 2010).
+
+    >>> schema = rat.Schema({"cars": ["hp", "country"]},
+    ...                     column_types={"cars.hp": "text", "cars.country": "number"})
+    >>> tree = sqlglot.parse_one("SELECT avg(hp) FROM cars WHERE hp > 150 AND country <> 'usa'",
+    ...                          read="sqlite")
+    >>> sqlite_types(tree, "duckdb", schema).sql("duckdb")  # doctest: +NORMALIZE_WHITESPACE
+    "SELECT AVG(CASE WHEN hp IS NULL THEN NULL ELSE COALESCE(TRY_CAST(REGEXP_EXTRACT(CAST(hp AS
+    TEXT), '^\\\\s*[-+]?(?:[0-9]+(?:\\\\.[0-9]*)?|\\\\.[0-9]+)(?:[eE][-+]?[0-9]+)?') AS DOUBLE), 0) END)
+    FROM cars WHERE hp > '150' AND CAST(country AS TEXT) <> 'usa'"
+    """
+    tables: dict[str, set[str]] = {}
+    for table in tree.find_all(exp.Table):
+        name = table.name.lower()
+        tables.setdefault(name, set()).add(name)
+        if table.alias:
+            tables.setdefault(table.alias.lower(), set()).add(name)
+
+    def kind(node: exp.Expression) -> str | None:
+        while isinstance(node, exp.Paren):
+            node = node.this
+        return _column_kind(node, tables, schema) if isinstance(node, exp.Column) else None
+
+    for node in list(tree.find_all(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE,
+                                   exp.Between, exp.In)):
+        column = node.this
+        others = ([node.expression] if not isinstance(node, (exp.Between, exp.In)) else
+                  [node.args["low"], node.args["high"]] if isinstance(node, exp.Between) else
+                  list(node.expressions))
+        if (not isinstance(node, (exp.Between, exp.In)) and kind(column) is None
+                and kind(node.expression) is not None):
+            column, others = node.expression, [node.this]
+        found = kind(column)
+        if found is None or not others:
+            continue
+        if found == "text" and all(_integer(o) is not None for o in others):
+            for other in others:
+                other.replace(exp.Literal.string(_integer(other)))
+        elif (found in ("number", "text") and isinstance(node, (exp.EQ, exp.NEQ, exp.In))
+              and all(isinstance(o, exp.Literal) and o.is_string and not _numeric(o.this)
+                      for o in others)):
+            column.replace(exp.cast(column.copy(), "TEXT"))
+    for total in list(tree.find_all(exp.Avg, exp.Sum)):
+        if kind(total.this) in ("text", "time"):
+            total.this.replace(_leading_number(total.this.copy(), dialect))
+    return tree
+
+
+def _column_kind(column: exp.Column, tables: dict[str, set[str]], schema: rat.Schema) -> str | None:
+    """number, text or time: the type ``schema`` gives ``column`` (read in a query whose table
+    names and aliases ``tables`` resolves), where all the tables it may be from agree; else None."""
+    name = column.name.lower()
+    if column.table:
+        candidates = tables.get(column.table.lower(), set())
+    else:
+        candidates = {t for found in tables.values() for t in found
+                      if name in (schema.columns(t) or ())}
+    kinds = {_kind(schema.column_types.get(f"{t}.{name}", "")) for t in candidates}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _kind(declared: str) -> str | None:
+    """number, text or time for a type as Spider's tables.json or a database declares it;
+    None for any other (boolean, uuid, json, interval, unknown)."""
+    t = declared.lower()
+    if t in ("number", "text"):
+        return t
+    if any(w in t for w in ("date", "time", "year")):
+        return "time"
+    if any(w in t for w in ("interval", "point", "bool")):
+        return None
+    if any(w in t for w in ("int", "real", "floa", "doub", "decimal", "numeric")):
+        return "number"
+    if any(w in t for w in ("char", "text", "clob", "string")):
+        return "text"
+    return None
+
+
+# a number's text as SQLite reads it: LEADING, a text's leading number (sum(), avg()); NUMBER, a
+# text that numeric affinity makes a number
+_LEADING = r"^\s*[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+_NUMBER = re.compile(_LEADING[1:] + r"\s*")
+
+
+def _numeric(text: str) -> bool:
+    """Whether SQLite's numeric affinity makes ``text`` a number (or PostgreSQL's text of a
+    float could spell it: NaN, Infinity)."""
+    return bool(_NUMBER.fullmatch(text)) or text.strip().lstrip("+-").lower() in (
+        "nan", "inf", "infinity")
+
+
+def _integer(node: exp.Expression) -> str | None:
+    """The text of an integer literal (``150``, ``-5``) as SQLite makes it text; else None."""
+    sign = ""
+    if isinstance(node, exp.Neg):
+        sign, node = "-", node.this
+    if isinstance(node, exp.Literal) and not node.is_string and str(node.this).isdigit():
+        return sign + str(int(node.this))
+    return None
+
+
+def _leading_number(column: exp.Column, dialect: str) -> exp.Expression:
+    """``column`` as SQLite's sum() and avg() read a text: its leading number, else 0."""
+    text = exp.cast(column.copy(), "TEXT").sql(dialect)
+    pattern = f"'{_LEADING}'"
+    found = (f"TRY_CAST(REGEXP_EXTRACT({text}, {pattern}) AS DOUBLE)" if dialect == "duckdb" else
+             f"CAST(SUBSTRING({text} FROM {pattern}) AS DOUBLE PRECISION)")
+    return sqlglot.parse_one(f"CASE WHEN {column.sql(dialect)} IS NULL THEN NULL "
+                             f"ELSE COALESCE({found}, 0) END", read=dialect)
+
+
+def _first_rows(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with ``LIMIT 1`` on each subquery compared with a value that has no LIMIT: SQLite
+    compares the value with the subquery's first row, where PostgreSQL and DuckDB refuse a
+    subquery of more than one row.
+
+    >>> _first_rows(sqlglot.parse_one("SELECT a FROM t WHERE b = (SELECT b FROM u ORDER BY c) "
+    ...                               "AND b IN (SELECT b FROM u)", read="sqlite")).sql()
+    'SELECT a FROM t WHERE b = (SELECT b FROM u ORDER BY c LIMIT 1) AND b IN (SELECT b FROM u)'
+    """
+    for subquery in list(tree.find_all(exp.Subquery)):
+        if (isinstance(subquery.parent, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE))
+                and isinstance(subquery.this, exp.Select) and not subquery.this.args.get("limit")):
+            subquery.this.limit(1, copy=False)
     return tree
 
 
