@@ -94,6 +94,20 @@ def measure(run: Path, system: str, root: Path, folder: Path, n_bootstrap: int) 
     return out
 
 
+def trees_seen(run: Path) -> tuple[int, int]:
+    """How many of the held-out system's queries (the run's ``test`` predictions) have the
+    canonical tree of another system's query for the same question (its ``calibration``
+    predictions: the other systems' outputs, which the final model was fitted on)."""
+    def rows(split):
+        return [json.loads(line) for line in (run / "predictions" / f"{split}.jsonl").read_text().splitlines()]
+
+    others: dict[str, set[str]] = {}
+    for r in rows("calibration"):
+        others.setdefault(r["question_id"], set()).add(r["tree"])
+    mine = rows("test")
+    return sum(r["tree"] in others.get(r["question_id"], ()) for r in mine), len(mine)
+
+
 def table(results: dict[str, dict], where: str) -> list[str]:
     def v(r, k):
         return r[k][0]
@@ -189,6 +203,10 @@ def main() -> None:
                            stdout=subprocess.DEVNULL)
         print(f"{system}: scoring its file alone with {run / 'model'}", flush=True)
         results[system] = measure(run, system, args.data_root, args.predictions, args.n_bootstrap)
+        seen, n = trees_seen(run)
+        results[system]["trees_seen"] = [seen, n]
+        print(f"  {seen} of {n} of its queries ({seen / max(n, 1):.1%}) have the tree of another system's "
+              "query for the same question, which the run's model was fitted on", flush=True)
     if not results:
         raise SystemExit("leave_one_system_out.py: error: no run to measure")
     places = ("with",) if args.calibrator_only else ("with", "without")
