@@ -125,6 +125,9 @@ def sqlite_types(tree: exp.Expression, dialect: str, schema: rat.Schema) -> exp.
     - a number or text column compared (``=``, ``<>``, ``IN``) with strings that are no
       number is compared as text: a number never equals such a string in SQLite
       (``continent = 'europe'`` is false, where PostgreSQL refuses 'europe' as a bigint);
+    - two text columns compared (``=``, ``<>``) are compared as text (the copy may hold one's
+      integers as integers); a number column equal to a text one as numbers, the text read as
+      a number where it is one, else never equal (``T1.id = T2.code``);
     - ``avg()`` and ``sum()`` of a text or time column read each value as SQLite does: its
       leading number, else 0 (``'null'`` is 0, ``'2010-03-01'`` 2010).
 
@@ -151,6 +154,9 @@ def sqlite_types(tree: exp.Expression, dialect: str, schema: rat.Schema) -> exp.
 
     for node in list(tree.find_all(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE,
                                    exp.Between, exp.In)):
+        if isinstance(node, (exp.EQ, exp.NEQ)) and kind(node.this) and kind(node.expression):
+            _columns_compared(node, kind(node.this), kind(node.expression), dialect)
+            continue
         column = node.this
         others = ([node.expression] if not isinstance(node, (exp.Between, exp.In)) else
                   [node.args["low"], node.args["high"]] if isinstance(node, exp.Between) else
@@ -225,6 +231,31 @@ def _integer(node: exp.Expression) -> str | None:
     if isinstance(node, exp.Literal) and not node.is_string and str(node.this).isdigit():
         return sign + str(int(node.this))
     return None
+
+
+def _columns_compared(node: exp.Expression, left: str, right: str, dialect: str) -> None:
+    """``node`` (``a = b``, ``a <> b``: two columns of kinds ``left`` and ``right``) compared as
+    SQLite compares them: two text columns as text; a number column equal to a text one as
+    numbers (a text that is no number gives NULL, where SQLite gives false: the same rows in
+    WHERE and ON, and still an equality a hash join can run)."""
+    sides = [node.this, node.expression]
+    if (left, right) == ("text", "text"):
+        for side in sides:
+            side.replace(exp.cast(side.copy(), "TEXT"))
+    elif {left, right} == {"number", "text"} and isinstance(node, exp.EQ):
+        side = sides[[left, right].index("text")]
+        side.replace(_as_number(side.copy(), dialect))
+
+
+def _as_number(column: exp.Expression, dialect: str) -> exp.Expression:
+    """``column`` (text) as SQLite's numeric affinity reads it beside a number: the number its
+    text is, else NULL (SQLite keeps it text, never equal to a number)."""
+    text = exp.cast(column.copy(), "TEXT").sql(dialect)
+    whole = f"'^{_NUMBER.pattern}$'"
+    number = (f"CASE WHEN REGEXP_FULL_MATCH({text}, {whole}) THEN CAST(TRIM({text}) AS DOUBLE) END"
+              if dialect == "duckdb" else
+              f"CASE WHEN {text} ~ {whole} THEN CAST({text} AS DOUBLE PRECISION) END")
+    return sqlglot.parse_one(number, read=dialect)
 
 
 def _leading_number(column: exp.Column, dialect: str) -> exp.Expression:
