@@ -797,7 +797,9 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     its double-quoted strings as SQLite does (with ``schema``'s column names, when given) and
     writes the SQLite habits PostgreSQL and DuckDB refuse as SQLite means them (a column neither
     grouped nor aggregated: ``any_value``, or ``arg_max`` beside one ``max()``; a quoted name in
-    another case), and where the backend's LIKE tells case apart, SQLite's LIKE runs as ILIKE. None
+    another case; a compared subquery's first row; with ``schema``'s column types, comparisons
+    and sums as SQLite's type affinity makes them: ``horsepower > '150'`` for a TEXT column),
+    and where the backend's LIKE tells case apart, SQLite's LIKE runs as ILIKE. None
     where sqlglot cannot write it for ``backend`` (the execution features are then unknown, as
     without a database). The execution evaluator, the node features and rat-calibrate all run
     another dialect's SQL through this one function.

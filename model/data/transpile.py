@@ -7,8 +7,11 @@ a column reference everywhere else. `from_sqlite` turns such names into string l
 with the schema's column names (and the query's own aliases) deciding what is a name, as SQLite
 does, then lets sqlglot write the query in the target dialect. For PostgreSQL and DuckDB,
 `sqlite_habits` also writes what they refuse as SQLite means it: a column neither grouped nor
-aggregated (SQLite takes it from one row of the group) and, in PostgreSQL, a quoted name in
-another case (SQLite ignores the case) and a subquery in FROM without an alias.
+aggregated (SQLite takes it from one row of the group), a subquery of several rows compared with
+a value (SQLite takes its first row), with the schema's column types what SQLite's type affinity
+makes of comparisons and sums (`sqlite_types`: ``horsepower > 150`` on a TEXT column compares
+text) and, in PostgreSQL, a quoted name in another case (SQLite ignores the case) and a subquery
+in FROM without an alias.
 
 >>> from_sqlite('SELECT name FROM singer WHERE country = "France"', "postgres",
 ...             {"singer": ["name", "country"]})
