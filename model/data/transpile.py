@@ -66,8 +66,11 @@ def sqlite_strings(tree: exp.Expression, sql: str, names: set[str] | None) -> ex
 
 
 def from_sqlite(sql: str, dialect: str,
-                schema: rat.Schema | Mapping[str, Iterable[str]] | None = None) -> str:
-    """``sql`` written for SQLite, as sqlglot writes it for ``dialect`` after `sqlite_strings`.
+                schema: rat.Schema | Mapping[str, Iterable[str]] | None = None,
+                habits: bool = True) -> str:
+    """``sql`` written for SQLite, as sqlglot writes it for ``dialect`` after `sqlite_strings`,
+    then (``habits``) `sqlite_habits` to run there as SQLite runs it; ``habits=False``: sqlglot's
+    translation alone, the query a user of ``dialect`` would write.
 
     Raises sqlglot's ParseError / UnsupportedError where it cannot read or write it, and
     ValueError where ``sql`` holds other than one statement."""
@@ -76,8 +79,9 @@ def from_sqlite(sql: str, dialect: str,
     if len(trees) != 1:
         raise ValueError(f"{len(trees)} statements, not one")
     tree = sqlite_strings(trees[0], sql, column_names(schema))
-    return sqlite_habits(tree, dialect, schema).sql(dialect=dialect,
-                                                    unsupported_level=ErrorLevel.RAISE)
+    if habits:
+        tree = sqlite_habits(tree, dialect, schema)
+    return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
 
 
 def sqlite_habits(tree: exp.Expression, dialect: str,
