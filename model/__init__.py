@@ -17,8 +17,11 @@ feedback); ``guard`` wraps a ``run_sql(sql)`` function so that only queries to r
 >>> from model import Verdict
 >>> verdict = Scorer.pretrained().check("SELECT count(*) FROM singer", question="How many singers?",
 ...                                     schema={"singer": ["singer_id", "name"]})
->>> isinstance(verdict, Verdict), verdict.action  # no database: never "run" unseen
-(True, 'review')
+>>> isinstance(verdict, Verdict), verdict.action  # no database: the policy's own thresholds
+(True, 'run')
+>>> Scorer.pretrained().check("SELECT count(*) FROM singer WHERE name = 1", question="How many singers?",
+...                           schema={"singer": ["singer_id", "name"]}).action
+'review'
 
 The names are imported on first use, so ``import model.<module>`` stays cheap.
 """
