@@ -4,7 +4,10 @@ each of the 11 systems, the shipped model's command trained without it
 run's saved model, with and without databases, and compared with its labels (execution and
 tree). Printed per system: execution accuracy, tree rate, mean whole-query confidence and its
 gap, whole-query ECE and AUC, node AUC, before and after label shift (``model.label_shift``),
-with the label-shift estimate and its interval.
+with the label-shift estimate and its interval. The same system's queries as the run scored
+them out of fold (fold models fitted on neither the system nor those databases), through the saved
+model's whole-query calibrators, are a second pair of tables: there no question of the system
+was seen, where the saved model was fitted on the other systems' answers to the same questions.
 
     python scripts/leave_one_system_out.py --train --runs runs/loso_shipped      # trains what is missing
     python scripts/leave_one_system_out.py --runs runs/loso_shipped --out loso.json
@@ -94,6 +97,28 @@ def measure(run: Path, system: str, root: Path, folder: Path, n_bootstrap: int) 
     return out
 
 
+def out_of_fold(run: Path, system: str, n_bootstrap: int) -> dict:
+    """The held-out system's queries as the run scored them out of fold (``predictions/test.jsonl``,
+    ``test_without_database.jsonl``: fold models fitted on neither the system nor those databases
+    nor their questions), through the saved model's whole-query calibrators (fitted on the other
+    systems' out-of-fold scores): a new system on new databases."""
+    from model.calibrators import query_aggregates
+    from model.nodes.estimator import BoostedNodeModel
+    from model.wholequery.new_system import SystemScores
+
+    model, out = BoostedNodeModel.load(run / "model"), {}
+    for database, split in ((True, "test"), (False, "test_without_database")):
+        rows = [r for r in map(json.loads, (run / "predictions" / f"{split}.jsonl").read_text().splitlines())
+                if r["system"] == system and r.get("execution_match") is not None]
+        aggregates = np.array([query_aggregates(r["node_confidences"]) for r in rows])
+        scores = SystemScores(system, model.query_calibrator_for(database).confidence(aggregates), None,
+                              np.array([int(bool(r["execution_match"])) for r in rows]), None,
+                              [np.array(r["node_confidences"]) for r in rows],
+                              [np.array(r["node_labels"]) for r in rows])
+        out["out of fold, with" if database else "out of fold, without"] = report(scores, n_bootstrap)
+    return out
+
+
 def trees_seen(run: Path) -> tuple[int, int]:
     """How many of the held-out system's queries (the run's ``test`` predictions) have the
     canonical tree of another system's query for the same question (its ``calibration``
@@ -119,7 +144,7 @@ def table(results: dict[str, dict], where: str) -> list[str]:
     worst = {"gap": [], "ece": [], "gap_shift": [], "ece_shift": []}
     for system, both in results.items():
         r = both[where]
-        ls = r.get("label_shift")
+        ls = r.get("label_shift")  # (none out of fold: the run's rows are not shifted)
         before_mean = v(r, "unshifted_mean_confidence") if ls else v(r, "mean_confidence")
         before_gap = abs(v(r, "unshifted_gap") if ls else v(r, "gap"))
         before_ece = v(r, "unshifted_ece") if ls else v(r, "ece")
@@ -131,7 +156,8 @@ def table(results: dict[str, dict], where: str) -> list[str]:
             worst["ece_shift"].append(v(r, "ece"))
             shifted = (f"{ls['rate']:.3f} [{ls['low']:.3f}, {ls['high']:.3f}] | {v(r, 'mean_confidence'):.3f} | "
                        f"{abs(v(r, 'gap')):.3f} | {v(r, 'ece'):.3f}")
-        lines.append(f"| {system} | {r['queries']} | {v(r, 'rate'):.3f} | {v(r, 'tree_rate'):.3f} | "
+        tree_rate = "–" if np.isnan(v(r, "tree_rate")) else f"{v(r, 'tree_rate'):.3f}"  # none out of fold
+        lines.append(f"| {system} | {r['queries']} | {v(r, 'rate'):.3f} | {tree_rate} | "
                      f"{before_mean:.3f} | {before_gap:.3f} | {before_ece:.3f} | {v(r, 'query_auc'):.3f} | "
                      f"{v(r, 'node_auc'):.3f} | {shifted} |")
     for k, values in worst.items():
@@ -202,14 +228,15 @@ def main() -> None:
             subprocess.run(train_command(system, run, args.data_root), env=ENV, cwd=REPO, check=True,
                            stdout=subprocess.DEVNULL)
         print(f"{system}: scoring its file alone with {run / 'model'}", flush=True)
-        results[system] = measure(run, system, args.data_root, args.predictions, args.n_bootstrap)
+        results[system] = {**measure(run, system, args.data_root, args.predictions, args.n_bootstrap),
+                           **out_of_fold(run, system, args.n_bootstrap)}
         seen, n = trees_seen(run)
         results[system]["trees_seen"] = [seen, n]
         print(f"  {seen} of {n} of its queries ({seen / max(n, 1):.1%}) have the tree of another system's "
               "query for the same question, which the run's model was fitted on", flush=True)
     if not results:
         raise SystemExit("leave_one_system_out.py: error: no run to measure")
-    places = ("with",) if args.calibrator_only else ("with", "without")
+    places = ("with",) if args.calibrator_only else ("with", "without", "out of fold, with", "out of fold, without")
     for where in places:
         print("\n".join(table(results, where)))
     if args.calibrator_only:
