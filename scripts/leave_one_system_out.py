@@ -101,14 +101,18 @@ def out_of_fold(run: Path, system: str, n_bootstrap: int) -> dict:
     """The held-out system's queries as the run scored them out of fold (``predictions/test.jsonl``,
     ``test_without_database.jsonl``: fold models fitted on neither the system nor those databases
     nor their questions), through the saved model's whole-query calibrators (fitted on the other
-    systems' out-of-fold scores): a new system on new databases."""
+    systems' out-of-fold scores): a new system on new databases. A run trained without database
+    dropout wrote no ``test_without_database`` split and gets the first table only."""
     from model.calibrators import query_aggregates
     from model.nodes.estimator import BoostedNodeModel
     from model.wholequery.new_system import SystemScores
 
     model, out = BoostedNodeModel.load(run / "model"), {}
     for database, split in ((True, "test"), (False, "test_without_database")):
-        rows = [r for r in map(json.loads, (run / "predictions" / f"{split}.jsonl").read_text().splitlines())
+        path = run / "predictions" / f"{split}.jsonl"
+        if not path.is_file():
+            continue
+        rows = [r for r in map(json.loads, path.read_text().splitlines())
                 if r["system"] == system and r.get("execution_match") is not None]
         aggregates = np.array([query_aggregates(r["node_confidences"]) for r in rows])
         scores = SystemScores(system, model.query_calibrator_for(database).confidence(aggregates), None,
@@ -238,7 +242,8 @@ def main() -> None:
         raise SystemExit("leave_one_system_out.py: error: no run to measure")
     places = ("with",) if args.calibrator_only else ("with", "without", "out of fold, with", "out of fold, without")
     for where in places:
-        print("\n".join(table(results, where)))
+        if all(where in r for r in results.values()):
+            print("\n".join(table(results, where)))
     if args.calibrator_only:
         for where in places:
             errors = {}

@@ -130,3 +130,8 @@ def test_leave_one_system_out_scores_the_held_out_file_alone_with_and_without_da
         assert "unshifted_mean_confidence" in r or "label_shift" not in r
     assert result["with"]["mean_confidence"] != result["without"]["mean_confidence"]  # databases read or not
     assert f"| {HELD_OUT} | {len(examples)} |" in done.stdout
+    # the run's own out-of-fold rows: the held-out system's file as the run scored it, no label shift
+    oof = result["out of fold, with"]
+    assert oof["queries"] == len(examples) and "label_shift" not in oof
+    assert oof["rate"][0] == pytest.approx(result["with"]["rate"][0], abs=1e-4)
+    assert "out of fold, with databases" in done.stdout
