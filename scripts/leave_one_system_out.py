@@ -142,27 +142,27 @@ def table(results: dict[str, dict], where: str) -> list[str]:
         return r[k][0]
 
     lines = [f"\n{where} databases (execution labels; whole-query confidence as scored before / after label shift)",
-             ("| system | queries | execution accuracy | tree rate | mean confidence | abs(gap) | ECE | "
-             "whole-query AUC | node AUC | estimated rate [95%] | shifted mean confidence | abs(gap) | ECE |"),
+             ("| system | queries | execution accuracy | tree rate | mean confidence | gap | ECE | "
+             "whole-query AUC | node AUC | estimated rate [95%] | shifted mean confidence | gap | ECE |"),
              "|" + "---|" * 13]
-    worst = {"gap": [], "ece": [], "gap_shift": [], "ece_shift": []}
+    worst = {"|gap|": [], "ECE": [], "|gap| shifted": [], "ECE shifted": []}
     for system, both in results.items():
         r = both[where]
         ls = r.get("label_shift")  # (none out of fold: the run's rows are not shifted)
         before_mean = v(r, "unshifted_mean_confidence") if ls else v(r, "mean_confidence")
-        before_gap = abs(v(r, "unshifted_gap") if ls else v(r, "gap"))
+        before_gap = v(r, "unshifted_gap") if ls else v(r, "gap")  # mean confidence - accuracy
         before_ece = v(r, "unshifted_ece") if ls else v(r, "ece")
-        worst["gap"].append(before_gap)
-        worst["ece"].append(before_ece)
+        worst["|gap|"].append(abs(before_gap))
+        worst["ECE"].append(before_ece)
         shifted = "– | – | – | –"
         if ls:
-            worst["gap_shift"].append(abs(v(r, "gap")))
-            worst["ece_shift"].append(v(r, "ece"))
+            worst["|gap| shifted"].append(abs(v(r, "gap")))
+            worst["ECE shifted"].append(v(r, "ece"))
             shifted = (f"{ls['rate']:.3f} [{ls['low']:.3f}, {ls['high']:.3f}] | {v(r, 'mean_confidence'):.3f} | "
-                       f"{abs(v(r, 'gap')):.3f} | {v(r, 'ece'):.3f}")
+                       f"{v(r, 'gap'):+.3f} | {v(r, 'ece'):.3f}")
         tree_rate = "–" if np.isnan(v(r, "tree_rate")) else f"{v(r, 'tree_rate'):.3f}"  # none out of fold
         lines.append(f"| {system} | {r['queries']} | {v(r, 'rate'):.3f} | {tree_rate} | "
-                     f"{before_mean:.3f} | {before_gap:.3f} | {before_ece:.3f} | {v(r, 'query_auc'):.3f} | "
+                     f"{before_mean:.3f} | {before_gap:+.3f} | {before_ece:.3f} | {v(r, 'query_auc'):.3f} | "
                      f"{v(r, 'node_auc'):.3f} | {shifted} |")
     for k, values in worst.items():
         if values:
