@@ -110,6 +110,57 @@ def test_invalid_json_and_oversized_bodies(service):
     connection.close()
 
 
+def _exchange(url: str, body: bytes, headers: dict) -> tuple[int, dict]:
+    """POST ``body`` to /score with exactly ``headers`` (urllib would add a Content-Type)."""
+    import http.client
+
+    where = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
+    connection.putrequest("POST", "/score", skip_host="Host" in headers)
+    for name, value in {"Content-Length": str(len(body)), **headers}.items():
+        connection.putheader(name, value)
+    connection.endheaders(body)
+    response = connection.getresponse()
+    answer = response.status, json.loads(response.read())
+    connection.close()
+    return answer
+
+
+def test_only_json_from_loopback_names_is_answered(service):
+    url, objects = service
+    e = objects["table"].examples[0]
+    body = json.dumps({"db_id": e.db_id, "question": e.question, "sql": e.sql}).encode()
+    port = urllib.parse.urlsplit(url).port
+    json_type = {"Content-Type": "application/json; charset=utf-8"}
+    assert _exchange(url, body, json_type)[0] == 200
+    assert _exchange(url, body, {**json_type, "Host": f"localhost:{port}"})[0] == 200
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+        status, answer = _exchange(url, body, {"Content-Type": content_type})
+        assert status == 415 and "application/json" in answer["detail"]
+    status, answer = _exchange(url, body, {})
+    assert status == 415 and "(none)" in answer["detail"]
+    # a page of another site whose name resolves to 127.0.0.1 (DNS rebinding)
+    status, answer = _exchange(url, body, {**json_type, "Host": f"evil.example:{port}"})
+    assert status == 400 and "evil.example" in answer["detail"]
+
+
+def test_a_long_question_is_refused_and_evidence_is_read(service):
+    url, objects = service
+    e = objects["table"].examples[0]
+    query = {"db_id": e.db_id, "question": e.question, "sql": e.sql}
+    status, answer = post(url, {"queries": [{**query, "question": "name " * 1000}]})
+    assert status == 400 and answer["detail"] == "queries[0].question: 5000 characters; at most 4000"
+    status, answer = post(url, {"queries": [{**query, "evidence": "e" * 4001}]})
+    assert status == 400 and "queries[0].evidence: 4001 characters" in answer["detail"]
+    from model.data.datasets import load_schemas
+
+    tables = load_schemas(objects["table"].root)[e.db_id].tables
+    evidence = " ".join(f"{t} {' '.join(c)}" for t, c in tables.items())
+    plain, read = (post(url, {"queries": [q]})[1]["results"][0]
+                   for q in (query, {**query, "evidence": evidence}))
+    assert [n["confidence"] for n in plain["nodes"]] != [n["confidence"] for n in read["nodes"]]
+
+
 def test_concurrent_clients_all_succeed(service):
     url, objects = service
     examples = objects["table"].examples[:40]
@@ -226,7 +277,7 @@ def _raw_exchange(url: str, head: bytes, body_chunks=(), wait_s: float = 20) -> 
 def test_a_chunked_body_is_refused_while_it_is_read(service):
     # 1.5 MB sent in chunks, and then the body never ends: the 413 has to come from counting
     # the chunks as they arrive, since the server cannot wait for the end of the body
-    head = b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    head = b"POST /score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     chunk = b"%x\r\n%s\r\n" % (65536, b" " * 65536)
     start = time.monotonic()
     answer = _raw_exchange(service[0], head, [chunk] * 24, wait_s=15)

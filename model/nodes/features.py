@@ -361,10 +361,16 @@ class QuestionIndex:
         return [self._fuzzy[p] for p in phrases]
 
     def _grams(self, n: int) -> list[str]:
-        """The question's n-grams of n-1, n and n+1 words."""
+        """The question's distinct n-grams of n-1, n and n+1 words (a question that repeats a
+        word costs no more than one that says it once).
+
+        >>> QuestionIndex("name name name name")._grams(1)
+        ['name', 'name name']
+        """
         if n not in self._gram_memo:
-            self._gram_memo[n] = [" ".join(self.words[i:i + size]) for size in {max(1, n - 1), n, n + 1}
-                                  for i in range(max(1, len(self.words) - size + 1))]
+            self._gram_memo[n] = list(dict.fromkeys(
+                " ".join(self.words[i:i + size]) for size in sorted({max(1, n - 1), n, n + 1})
+                for i in range(max(1, len(self.words) - size + 1))))
         return self._gram_memo[n]
 
 

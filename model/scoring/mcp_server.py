@@ -166,6 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-nodes", type=int, default=MAX_NODES)
     parser.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help="seconds one score_sql call may take")
     args = parser.parse_args(argv)
+    import logging
+
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its warnings quote the SQL, newlines and all
     with needs_extra("mcp", "rat-mcp"):  # the core install: one line, exit 2
         import mcp.server.mcpserver  # noqa: F401
     from model.errors import UsageError

@@ -454,6 +454,7 @@ class Scorer:
         from model.data.datasets import Question, question_text
         from model.nodes.examples import make_example
         from model.nodes.outputs import tree_of
+        from model.scoring.inputs import field_problem
 
         budget = budget or _Budget()
         batch = _Batch([None] * len(rows), [], [], {}, {}, list(positions))
@@ -464,6 +465,10 @@ class Scorer:
                 sql = row.get("sql")
                 if not isinstance(sql, str) or not sql.strip():
                     raise ValueError("no SQL")
+                for name in ("question", "evidence"):  # read against every name and value: bounded
+                    problem = field_problem(name, str(row.get(name) or ""))
+                    if problem:
+                        raise ValueError(problem)
                 key = str(row.get("db_id") or f"schema{j}")
                 schema = as_schema(row.get("schema"), key)
                 read_as = dialect_name(row["dialect"]) if row.get("dialect") is not None else dialect

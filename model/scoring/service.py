@@ -2,7 +2,8 @@
 
     rat-serve --model pretrained --data-root ../shared/data/spider --port 8000
 
-``POST /score`` with ``{"queries": [{"db_id", "question", "sql"}, ...]}`` (or one query object)
+``POST /score`` with ``{"queries": [{"db_id", "question", "sql"}, ...]}`` (or one query object;
+optional fields ``evidence``, BIRD's, read as part of the question, ``question_id``, ``dialect``)
 answers ``{"results": [row, ...]}``, each row as ``rat-score`` writes it, or ``{"error": ...}``
 for a query that cannot be scored. ``GET /health``; ``GET /databases``; ``GET /`` is a page where
 a person pastes a question and SQL, picks a database and sees the coloured SQL, the tree and
@@ -11,9 +12,12 @@ unless ``--api-docs`` turns them on (then anyone who reaches the port can read t
 
 Bounds, each answered with a 4xx or 503 that names it: a request body over ``max_body_bytes`` is
 refused (413) while it is read (chunked bodies too), more than ``max_queries`` queries too
-(413), and a query's SQL over ``max_sql_chars`` (413); a field of the wrong type, a db_id that
-is not a plain name (or over 128 characters), text with NUL or a lone surrogate, a body nested
-too deeply is 400 naming the field. A query whose tree has more than ``max_nodes`` nodes comes
+(413), and a query's SQL over ``max_sql_chars`` (413); a body that is not ``application/json``
+is 415 (a form or plain text is what a page of another site can send without asking); a field
+of the wrong type, a db_id that is not a plain name (or over 128 characters), a question or
+evidence over 4,000 characters, text with NUL or a lone surrogate, a body nested too deeply is
+400 naming the field. On a loopback ``--host`` the service answers only requests whose Host is
+a loopback name (400 otherwise: DNS rebinding); ``--allowed-host`` names others. A query whose tree has more than ``max_nodes`` nodes comes
 back as an error row. Every request has ``timeout_s`` from its arrival: the work checks the
 deadline as it goes (each query, each database read, before the model and the reasons) and
 stops there, so no request holds a worker past it, and the request answers 503. At most
@@ -46,6 +50,7 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -89,10 +94,11 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                use_databases: bool = True, max_sql_chars: int = 10_000, max_nodes: int = 500,
                workers: int = 2, api_docs: bool = False, dialect: str = "sqlite",
                databases: dict[str, str] | None = None, heavy_words: int = HEAVY_WORDS,
-               heavy_share: float = HEAVY_SHARE):
+               heavy_share: float = HEAVY_SHARE, allowed_hosts: Sequence[str] | None = None):
     """The FastAPI application around a ``Scorer`` (see the module's bounds). ``databases``:
     named connections, name -> URL (or anything ``open_database`` takes), read by ``db_id``.
-    ``heavy_words`` / ``heavy_share``: the heavy lane (see the module's docstring)."""
+    ``heavy_words`` / ``heavy_share``: the heavy lane (see the module's docstring).
+    ``allowed_hosts``: the names a request's Host header may carry (None: any)."""
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
@@ -142,6 +148,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                      "feature_version": info.get("feature_version"), "databases": len(schemas)}
 
     app.add_middleware(BoundBody, max_body_bytes=max_body_bytes)
+    if allowed_hosts is not None:
+        app.add_middleware(AllowedHosts, hosts=allowed_hosts)
 
     async def read_body(request: Request) -> bytes:
         """The body, refused (413) as soon as it passes ``max_body_bytes``: a chunked body has no
@@ -193,7 +201,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             if len(q["sql"]) > max_sql_chars:
                 raise HTTPException(413, f"queries[{k}].sql: {len(q['sql'])} characters; at most {max_sql_chars}")
             db_id = q.get("db_id")
-            rows.append({"sql": q["sql"], "question": q.get("question") or "", "db_id": db_id,
+            rows.append({"sql": q["sql"], "question": q.get("question") or "", "evidence": q.get("evidence") or "",
+                         "db_id": db_id,
                          "question_id": q.get("question_id"), "schema": schemas.get(db_id),
                          "dialect": q.get("dialect"),
                          "database": database_of(k, q),
@@ -215,6 +224,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     @app.post("/score")
     async def score(request: Request) -> JSONResponse:
         deadline = time.monotonic() + timeout_s
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != "application/json":  # a form or text/plain is what another site's page can send
+            raise HTTPException(415, f"Content-Type {media_type or '(none)'!r}: the body must be application/json")
         try:
             async with asyncio.timeout(timeout_s):  # unlike wait_for, no task of its own
                 raw = await read_body(request)
@@ -285,6 +297,43 @@ class BoundBody:
         await self.app(scope, receive, send)
 
 
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def host_name(header: str) -> str:
+    """The host of a Host header, without its port, lower case.
+
+    >>> host_name("LocalHost:8000"), host_name("[::1]:8000"), host_name("127.0.0.1")
+    ('localhost', '::1', '127.0.0.1')
+    """
+    header = header.strip().lower()
+    if header.startswith("["):  # an IPv6 address
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class AllowedHosts:
+    """ASGI middleware: a request whose Host header names none of ``hosts`` is answered 400. A
+    service on the loopback interface answers only to loopback names, so that a page of another
+    site, its name pointed at 127.0.0.1 (DNS rebinding), cannot read the answers."""
+
+    def __init__(self, app, hosts: Sequence[str]):
+        self.app, self.hosts = app, {host_name(h) for h in hosts}
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            header = next((v for k, v in scope["headers"] if k == b"host"), b"").decode("latin-1")
+            if host_name(header) not in self.hosts:
+                from fastapi.responses import JSONResponse
+
+                shown = header if len(header) <= 80 and header.isprintable() else header[:80].encode("unicode_escape").decode()
+                response = JSONResponse({"detail": f"Host {shown!r}: not a name this service answers to "
+                                                   "(rat-serve --allowed-host)"}, status_code=400)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a deadline on each request head: a connection that has not
     sent a whole request line and headers within ``header_timeout_s`` of connecting, or of its
@@ -318,6 +367,24 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.close()
 
 
+def allowed_hosts(host: str, given: Sequence[str]) -> list[str] | None:
+    """The Host names ``rat-serve`` answers to: those ``given``, else the loopback names when it
+    listens on a loopback address, else any (None).
+
+    >>> allowed_hosts("127.0.0.1", []), allowed_hosts("0.0.0.0", []), allowed_hosts("0.0.0.0", ["scorer.lan"])
+    (['localhost', '127.0.0.1', '::1'], None, ['scorer.lan'])
+    """
+    import ipaddress
+
+    if given:
+        return list(given)
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    return list(LOOPBACK_HOSTS) if loopback else None
+
+
 MAX_DEFAULT_PROCESSES = 4
 RESTARTS, RESTART_WINDOW_S = 5, 10.0  # serve_processes gives up when so many copies die so quickly
 
@@ -342,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a named connection, read-only: requests with db_id NAME read it "
                              "(postgresql://user:pw@host/db, mysql+pymysql://..., duckdb:///file); repeatable")
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="a name requests may carry in their Host header (repeatable; default: "
+                             "localhost, 127.0.0.1 and ::1 on a loopback --host, any name otherwise)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-queries", type=int, default=64, help="queries per request (default 64)")
     parser.add_argument("--max-sql-chars", type=int, default=10_000, help="characters of one query's SQL")
@@ -364,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-docs", action="store_true",
                         help="serve /docs, /redoc and /openapi.json (public to anyone who reaches the port)")
     args = parser.parse_args(argv)
+    import logging
+
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its warnings quote request SQL, newlines and all
     from model.errors import UsageError
     from model.scoring.inputs import (
         check_service_options,
@@ -386,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     app = create_app(scorer, args.data_root, schemas, max_queries=args.max_queries, timeout_s=args.timeout_s,
                      max_sql_chars=args.max_sql_chars, max_nodes=args.max_nodes, workers=args.workers,
                      api_docs=args.api_docs, dialect=args.dialect.lower(), databases=databases,
-                     heavy_words=args.heavy_words)
+                     heavy_words=args.heavy_words, allowed_hosts=allowed_hosts(args.host, args.allowed_host))
     protocol = type("Guarded", (GuardedH11Protocol,), {"header_timeout_s": args.header_timeout_s})
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", http=protocol,
                             timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
