@@ -48,7 +48,8 @@ class RecalibrationError(UsageError):
 
 @contextmanager
 def user_errors(prog: str, run_dir: str | Path | None = None) -> Iterator[None]:
-    """Turn ``UsageError`` (and a missing mandatory Hydra value) into ``prog: error: ...`` on
+    """Turn ``UsageError``, a missing file (a ``data.root`` that is no dataset, a ``run_dir``
+    without its predictions) and a missing mandatory Hydra value into ``prog: error: ...`` on
     stderr and exit code 2; ``run_dir``, when it holds nothing but Hydra's own records, is
     removed so that a mistake leaves no junk run directory behind."""
     from hydra.errors import InstantiationException
@@ -56,7 +57,7 @@ def user_errors(prog: str, run_dir: str | Path | None = None) -> Iterator[None]:
 
     try:
         yield
-    except (UsageError, MissingMandatoryValue, InstantiationException) as e:
+    except (UsageError, FileNotFoundError, MissingMandatoryValue, InstantiationException) as e:
         if isinstance(e, InstantiationException):  # a config object's own check, e.g. data.protocol
             if not isinstance(e.__cause__, UsageError):
                 raise

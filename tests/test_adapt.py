@@ -118,9 +118,13 @@ def test_rat_adapt_writes_a_model_rat_score_reads_and_leaves_the_databases_alone
 
 @pytest.mark.parametrize("which, message", [
     ("single teacher", "--predictions: the teacher reads one system's answer alone"),
-    ("one file", "--predictions: no question is answered by two or more systems"),
+    ("one file", "--predictions: 0 questions are answered by two or more systems; at least 20"),
+    ("one file twice", "--predictions: 0 questions are answered by two or more systems; at least 20"),
     ("missing file", "--predictions /no/such.jsonl: no such file"),
     ("no model", "--model /no/such/model"),
+    ("no teacher", "--teacher pretrained:nope"),
+    ("out is the model", "a model this command reads (not overwritten"),
+    ("out unwritable", "cannot be written"),
 ])
 def test_rat_adapt_mistakes_are_one_line_and_exit_2(which, message, boosted_model, consensus_model, tmp_path):  # noqa: F811
     (single_dir, objects), (teacher_dir, _) = boosted_model, consensus_model
@@ -128,11 +132,17 @@ def test_rat_adapt_mistakes_are_one_line_and_exit_2(which, message, boosted_mode
     files = [str(p) for p in sorted((root / "predictions").glob("*.jsonl"))]
     args = {"single teacher": ["--teacher", str(single_dir), "--predictions", *files],
             "one file": ["--teacher", str(teacher_dir), "--predictions", files[0]],
+            "one file twice": ["--teacher", str(teacher_dir), "--predictions", files[0], files[0]],
+            "no teacher": ["--teacher", "pretrained:nope", "--predictions", *files],
+            "out is the model": ["--teacher", str(teacher_dir), "--predictions", *files, "--out", str(single_dir)],
+            "out unwritable": ["--teacher", str(teacher_dir), "--predictions", *files,
+                               "--out", str(tmp_path / "file" / "m")],
             "missing file": ["--teacher", str(teacher_dir), "--predictions", "/no/such.jsonl"],
             "no model": ["--model", "/no/such/model", "--teacher", str(teacher_dir), "--predictions", *files]}[which]
     if which != "no model":
         args = ["--model", str(single_dir), *args]
-    done = rat_adapt(*args, "--data-root", str(root), "--out", str(tmp_path / "m"))
+    (tmp_path / "file").write_text("a file where --out wants a folder")
+    done = rat_adapt(*args, "--data-root", str(root), *(() if "--out" in args else ("--out", str(tmp_path / "m"))))
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
     assert not (tmp_path / "m").exists()

@@ -176,6 +176,22 @@ def test_holdout_system_unknown_is_one_line(tmp_path):
         train(compose_cfg("train", [*FAST, "data.holdout_system=nobody"], tmp_path))
 
 
+@pytest.mark.parametrize("model, message", [("features", "the boosted scorer learns from real predictions"),
+                                            ("default", "no questions for split 'train'")])
+def test_a_data_root_that_is_no_dataset_is_one_line(tmp_path, model, message):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "not_a_dataset").mkdir()
+    command = [sys.executable, "train.py", f"data.root={tmp_path / 'not_a_dataset'}", "logger=none",
+               f"paths.output_dir={tmp_path / 'run'}", *([f"model={model}"] if model != "default" else [])]
+    done = subprocess.run(command, check=False, cwd=Path(__file__).parents[1], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("train.py: error: ") and message in done.stderr
+
+
 def test_compare_node_runs_names_a_file_without_node_confidences(tmp_path):
     import subprocess
     import sys

@@ -453,3 +453,15 @@ def test_deadline_helpers() -> None:
     assert time_left(None, 2.0) == 2.0 and 0 < time_left(time.monotonic() + 1, 5.0) <= 1
     with pytest.raises(DeadlineExceeded, match="features ran past its time limit"):
         time_left(time.monotonic() - 0.01, 5.0, "features")
+
+
+@pytest.mark.parametrize("option, value", [("--timeout", "nan"), ("--timeout", "0"), ("--timeout", "-1"),
+                                           ("--max-result-mb", "-5"), ("--workers", "0")])
+def test_cli_numbers_that_are_not_positive_are_one_line(spider_root: Path, tmp_path: Path, capsys,
+                                                        option: str, value: str) -> None:
+    predictions = tmp_path / "p.txt"
+    predictions.write_text("SELECT 1\n" * 4)
+    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions), "--no-cache",
+                           option, value])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip() == f"rat-exec: {option} {float(value):g}: must be a positive number"

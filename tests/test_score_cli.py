@@ -73,14 +73,19 @@ def test_bad_rows_are_counted_and_the_run_goes_on(boosted_model, tmp_path):  # n
                                json.dumps({"db_id": 5, "sql": "SELECT 1"}),
                                json.dumps({"db_id": "d" * 300, "sql": "SELECT 1"}),
                                json.dumps({"db_id": db, "question": "\ud800", "sql": "SELECT 1"}),
-                               json.dumps({"db_id": db, "question_id": [1], "sql": "SELECT 1"})]))
+                               json.dumps({"db_id": db, "question_id": [1], "sql": "SELECT 1"}),
+                               # each row's cost is bounded: a long question, long SQL, a large tree
+                               json.dumps({"db_id": db, "question": "q " * 2001, "sql": "SELECT 1"}),
+                               json.dumps({"db_id": db, "sql": "SELECT 1 WHERE " + "1 = 1 AND " * 1000 + "1"}),
+                               json.dumps({"db_id": db, "sql": "SELECT 1 WHERE " + " OR ".join(["a = 1"] * 200)})]))
     done = rat_score("--model", str(folder), "--data-root", str(root), "--predictions", str(rows),
                      "--out", str(tmp_path / "o.jsonl"))
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 1
     summary = done.stderr.strip().splitlines()[-1]
-    assert "scored 1 of 10 rows" in summary and "not scored: 9" in summary
-    assert "malformed db_id 3" in summary and "malformed question 1" in summary
+    assert "scored 1 of 13 rows" in summary and "not scored: 12" in summary
+    assert "malformed db_id 3" in summary and "malformed question 2" in summary
+    assert "sql 1" in summary and "the query has 604 nodes; at most 500 are scored 1" in summary
     assert "malformed question_id 1" in summary
     assert "class='example'" in (tmp_path / "report.html").read_text()
 
@@ -115,11 +120,18 @@ def test_one_query_prints_the_tree_and_where_to_look(boosted_model):  # noqa: F8
     (["--sql", "SELEC x FRM"], "--sql: cannot parse"),
     (["--sql", "SELECT 1", "--data-root", "/no/such/root"], "--data-root /no/such/root: no such directory"),
     ([], "give --sql (one query) or --predictions (a file)"),
+    (["--sql", " "], "--sql: empty"),
+    (["--sql", "SELECT 1", "--predictions", "p.jsonl"], "not both"),
+    (["--sql", "SELEC " + "x, " * 3000 + "x FRM t"], "--sql: cannot parse"),
+    (["--sql", "SELECT " + "x, " * 5000 + "x FROM t"], "--sql: 15015 characters; at most 10000 are scored"),
+    (["--predictions", __file__, "--out", str(Path(__file__).parent)], "a folder, not a file"),
+    (["--predictions", __file__, "--out", "o.jsonl", "--report", f"{__file__}/report.html"], "cannot be written"),
 ])
 def test_mistakes_are_one_line_and_exit_2(args, message):
     done = rat_score(*args)
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
+    assert len(done.stderr) < 500  # the SQL of an error is cut, not echoed whole
 
 
 def test_a_positional_file_without_questions_is_one_line(tmp_path):

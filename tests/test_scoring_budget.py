@@ -41,13 +41,20 @@ def test_the_deadline_is_checked_inside_the_work(scorer, tmp_path):
     start = time.monotonic()
     with pytest.raises(DeadlineExceeded):
         scorer.score_many([{"sql": sql, "schema": SCHEMA, "database": db}], progress=False,
-                          reasons=True, deadline=time.monotonic() + 1.0)
+                          reasons=True, deadline=time.monotonic() + 1.0, max_nodes=None)
     assert time.monotonic() - start < 4.0
 
 
 def test_a_query_over_the_node_limit_is_a_row_error(scorer):
     (result,) = scorer.score_many([{"sql": _ors(100), "schema": SCHEMA}], progress=False, max_nodes=200)
     assert isinstance(result, RowError) and result.message == "the query has 305 nodes; at most 200 are scored"
+    # by default every row's cost is bounded: at most 500 nodes and 10,000 characters of SQL
+    big, long = scorer.score_many([{"sql": _ors(200), "schema": SCHEMA},
+                                   {"sql": "SELECT name FROM singer -- " + "x" * 10_000}], progress=False)
+    assert big.message == "the query has 605 nodes; at most 500 are scored"
+    assert long.message == "sql: 10027 characters; at most 10000 are scored"
+    (unbounded,) = scorer.score_many([{"sql": _ors(200), "schema": SCHEMA}], progress=False, max_nodes=None)
+    assert len(unbounded.nodes) == 605
 
 
 def test_reasons_cover_a_bounded_number_of_nodes_in_one_model_call(scorer, monkeypatch):
@@ -59,7 +66,8 @@ def test_reasons_cover_a_bounded_number_of_nodes_in_one_model_call(scorer, monke
         return original(self, x, database)
 
     monkeypatch.setattr(type(scorer.saved), "node_confidence", counted)
-    (scored,) = scorer.score_many([{"sql": _ors(300), "schema": SCHEMA}], progress=False, reasons=True)
+    (scored,) = scorer.score_many([{"sql": _ors(300), "schema": SCHEMA}], progress=False, reasons=True,
+                                  max_nodes=None)
     low = sum(n.confidence < 0.5 for n in scored.nodes)
     explained = sum(bool(n.reasons) for n in scored.nodes)
     assert low == 300 and 0 < explained <= REASON_NODES + 1  # the least confident ones, and look-here-first

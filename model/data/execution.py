@@ -36,6 +36,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import multiprocessing
 import os
 import pickle
@@ -738,6 +739,11 @@ def main(argv: list[str] | None = None) -> int:
         help="refuse a query result past this estimated size in MiB (memory guard)",
     )
     args = parser.parse_args(argv)
+    for option, value in (("--timeout", args.timeout), ("--max-result-mb", args.max_result_mb),
+                          ("--workers", args.workers)):
+        if not (math.isfinite(value) and value > 0):  # nan would switch the timeout off
+            print(f"rat-exec: {option} {value:g}: must be a positive number", file=sys.stderr)
+            return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())

@@ -5,8 +5,7 @@ probabilities, over the same questions' feature rows. The adapted model then sco
 system's query alone, as before, on the questions and databases it was adapted to.
 
 Why: a model fitted on one benchmark loses on another (Spider -> BIRD), and the consensus track,
-which reads the other systems' answers, loses much less (``docs/beyond_spider.md``, section
-3.3); what it reads about your outputs is what the single-system model learns from here. No
+which reads the other systems' answers, loses much less (``docs/research.md``, section 5); what it reads about your outputs is what the single-system model learns from here. No
 gold SQL and no training data are needed: two saved models (by default the shipped ones:
 ``pretrained``, and ``pretrained:spider_consensus`` as the teacher) and your outputs.
 
@@ -28,7 +27,7 @@ adapted confidences keep the teacher's benchmark's rates.
 from __future__ import annotations
 
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -39,6 +38,9 @@ from model import label_shift as L
 from model.calibrators import QueryCalibrator, query_aggregates
 from model.errors import AdaptError
 from model.nodes.estimator import BoostedNodeModel, kind_group, typical_values
+
+# questions that two or more systems answer: the teacher reads nothing else about the outputs
+MIN_SHARED_QUESTIONS = 20
 
 
 @dataclass
@@ -93,10 +95,15 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
                          "model.groups=single+consensus reads the others)")
     if set(model.features_) & set(CONSENSUS_FEATURES):
         raise AdaptError("the model to adapt reads other systems' answers: adapt a single-system model")
-    answers = Counter(str(r.get("question_id")) for r in rows if r.get("question_id") is not None)
-    if not any(n > 1 for n in answers.values()):
-        raise AdaptError("no question is answered by two or more systems (rows need a question_id and a "
-                         "system; give one file per system)")
+    systems: dict[str, set] = defaultdict(set)  # question -> the systems answering it
+    for r in rows:
+        if r.get("question_id") is not None:
+            systems[str(r["question_id"])].add(str(r.get("system")))
+    shared = sum(len(s) > 1 for s in systems.values())
+    if shared < MIN_SHARED_QUESTIONS:
+        raise AdaptError(f"{shared} questions are answered by two or more systems; at least "
+                         f"{MIN_SHARED_QUESTIONS} are needed (rows need a question_id and a system; give one "
+                         "file per system)")
     results = Scorer(teacher).score_many(rows, progress=progress, spans=False, workers=workers,
                                          features=model.features_, label_shift=False)
     errors = Counter(r.message.split(":")[0][:60] for r in results if isinstance(r, RowError))
@@ -135,7 +142,6 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
                                 sample_weight=np.r_[soft, 1 - soft])
     systems = dict(sorted(Counter(str(row.get("system")) for row, _ in scored).items()))
     questions = len({str(r.question_id) for _, r in scored})
-    shared = sum(1 for k in answers.values() if k > 1)
     adapted_on = {"outputs": len(scored), "questions": questions, "shared_questions": shared,
                   "databases": len({str(r.db_id) for _, r in scored}), "systems": systems,
                   # label shift: the teacher's rates of right nodes / queries, and those estimated here

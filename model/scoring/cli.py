@@ -41,7 +41,7 @@ from pathlib import Path
 
 from model.data.databases import is_database_url
 from model.errors import UsageError
-from model.scoring.inputs import load_scorer, read_schemas, row_problem
+from model.scoring.inputs import check_writable, load_scorer, read_schemas, row_problem
 from rat.dialects import DIALECTS
 
 
@@ -103,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if bool(args.sql) == bool(args.predictions):
+        if args.sql is not None and args.predictions:
             raise UsageError("give --sql (one query) or --predictions (a file), not both")
+        if args.sql is None and not args.predictions:
+            raise UsageError("give --sql (one query) or --predictions (a file)")
+        if args.sql is not None and not args.sql.strip():
+            raise UsageError("--sql: empty")
         check_dialect(args)
         if args.data_root and not args.data_root.is_dir():
             raise UsageError(f"--data-root {args.data_root}: no such directory")
@@ -115,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.predictions or ():
             if not path.is_file():
                 raise UsageError(f"--predictions {path}: no such file")
+        for option in ("out", "report"):
+            if getattr(args, option) is not None:
+                check_writable(getattr(args, option), f"--{option}")
         schemas = read_schemas(args.schema, args.data_root, args.dialect, args.db_id)
         if args.schema and args.schema.suffix.lower() in (".sql", ".ddl") and not args.db_id:
             args.db_id = next(iter(schemas))
@@ -186,7 +193,8 @@ def score_one(scorer, args, schemas: dict) -> int:
                               database=_database(args, args.db_id), db_id=args.db_id,
                               dialect=args.dialect)
     except rat.RATError as e:
-        raise UsageError(f"--sql: {str(e).splitlines()[0]}") from None
+        message = str(e).splitlines()[0].removeprefix("sql: ")
+        raise UsageError(f"--sql: {message[:300]}{'...' if len(message) > 300 else ''}") from None
     if args.json:
         print(json.dumps(scored.to_dict()))
     else:
@@ -399,6 +407,12 @@ def _check_paths(args) -> None:
     if args.out.exists() and (not args.out.is_dir() or (any(args.out.iterdir())
                                                         and not (args.out / "model.json").is_file())):
         raise UsageError(f"--out {args.out}: exists and is not a model directory (not overwritten)")
+    shipped = (Path(__file__).parent / "pretrained").resolve()
+    models = [Path(m) for m in (args.model, getattr(args, "teacher", None)) if m and Path(m).is_dir()]
+    if args.out.resolve().is_relative_to(shipped) or any(args.out.resolve() == m.resolve() for m in models):
+        raise UsageError(f"--out {args.out}: a model this command reads (not overwritten; write the new model "
+                         "elsewhere)")
+    check_writable(args.out, "--out", directory=True)
 
 
 def adapt_main(argv: list[str] | None = None) -> int:
@@ -409,7 +423,7 @@ def adapt_main(argv: list[str] | None = None) -> int:
     try:
         _check_paths(args)
         check_dialect(args)
-        model, teacher = load_scorer(args.model).saved, load_scorer(args.teacher).saved
+        model, teacher = load_scorer(args.model).saved, load_scorer(args.teacher, "--teacher").saved
         if model is None or teacher is None:
             raise UsageError("--model and --teacher must be boosted models (<run>/model of a model=features run)")
         rows, skipped = _usable_rows(args)

@@ -27,20 +27,25 @@ MAX_PATH_CHARS = 1024
 # a question, or its evidence: BIRD dev's longest question with its evidence has 650 characters;
 # the question is matched against every name and value the query reads, so its length is its cost
 MAX_QUESTION_CHARS = 4_000
+# one query's SQL and its tree: every command scores at most these by default (BIRD dev's longest
+# gold SQL has 1,446 characters, its largest tree 295 nodes); reading the written SQL's words
+# back onto a tree costs more than linear time in its size
+MAX_SQL_CHARS = 10_000
+MAX_NODES = 500
 # the text fields a row may carry; each is echoed back in results and reports
 TEXT_FIELDS = ("sql", "question", "evidence", "system", "db_id", "question_id", "database", "gold")
 # the fields a row may carry: the text fields and the SQL's dialect (rat.DIALECTS)
 ROW_FIELDS = (*TEXT_FIELDS, "dialect")
 
 
-def load_scorer(model: str):
-    """``Scorer.load(model)``; a model that cannot be used is a ``UsageError`` naming ``--model``."""
+def load_scorer(model: str, option: str = "--model"):
+    """``Scorer.load(model)``; a model that cannot be used is a ``UsageError`` naming ``option``."""
     from model.scoring.scorer import Scorer
 
     try:
         return Scorer.load(model)
     except ModelFileError as e:
-        raise UsageError(f"--model {model}: {e}") from None
+        raise UsageError(f"{option} {model}: {e}") from None
 
 
 def check_service_options(args: Any, positive: tuple[str, ...]) -> None:
@@ -58,6 +63,35 @@ def check_service_options(args: Any, positive: tuple[str, ...]) -> None:
     for name in positive:
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
+
+
+def check_writable(path: Path, option: str, directory: bool = False) -> None:
+    """A ``UsageError`` naming ``option`` unless ``path`` (a file, or with ``directory`` a folder)
+    can be written: checked before any work, so that hours of scoring are not lost to a typo.
+    Nothing is created: the nearest folder that exists is tried with a temporary file.
+
+    >>> import tempfile; folder = Path(tempfile.mkdtemp())
+    >>> (folder / "old.jsonl").write_text("{}"); check_writable(folder / "old.jsonl", "--out")
+    2
+    >>> check_writable(folder / "new" / "scored.jsonl", "--out")
+    >>> check_writable(folder, "--out")
+    Traceback (most recent call last):
+    model.errors.UsageError: --out ...: a folder, not a file
+    """
+    import tempfile
+
+    if path.exists() and path.is_dir() != directory:
+        raise UsageError(f"{option} {path}: " + ("not a folder" if directory else "a folder, not a file"))
+    where = (path if directory else path.parent).absolute()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        raise UsageError(f"{option} {path}: cannot be written ({where} is not a folder)")
+    try:
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as e:
+        raise UsageError(f"{option} {path}: cannot be written ({e.strerror or type(e).__name__})") from None
 
 
 def read_schemas(schema: Path | None = None, data_root: Path | None = None, dialect: str = "sqlite",

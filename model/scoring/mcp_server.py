@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from model.extras import needs_extra
+from model.scoring.inputs import MAX_NODES, MAX_SQL_CHARS
 from rat.dialects import DIALECTS
 
-MAX_SQL_CHARS = 10_000
-MAX_NODES = 500
 TIMEOUT_S = 10.0
 LISTED = 20  # database names an "unknown database" error shows
 
@@ -89,6 +88,7 @@ class ScoringTools:
                "schema": self.schemas.get(database), "database": path}
         try:
             (result,) = self.scorer.score_many([row], progress=False, reasons=True, max_nodes=self.max_nodes,
+                                               max_sql_chars=self.max_sql_chars,
                                                deadline=time.monotonic() + self.timeout_s, dialect=self.dialect)
         except DeadlineExceeded:
             raise UsageError(f"scoring took longer than {self.timeout_s:g} s") from None

@@ -8,7 +8,7 @@ a model adapted with ``rat-adapt`` whose teacher learnt labels that mean somethi
 nodes well but its probabilities keep its training data's rates of right queries. Both
 calibrators have two parameters (Platt scaling of the node probability; a logistic regression
 on the least confident node's logit), so a few dozen labelled queries fit them
-(``docs/beyond_spider.md``, section 3.5, measures how many).
+(``docs/research.md``, section 5, measures how many).
 
 Labels: each row's ``gold`` SQL (or, with ``--data-root``, the question's gold), compared as in
 training: by execution match where the row's database can be read (or the row says

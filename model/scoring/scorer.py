@@ -59,6 +59,7 @@ from model.data.execution import check_deadline
 from model.errors import ModelFileError, UsageError
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
+from model.scoring.inputs import MAX_NODES, MAX_SQL_CHARS, field_problem
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
 
 # spider_consensus: rat-adapt's teacher; spider_transfer: fitted on Spider to score another
@@ -288,7 +289,8 @@ class Scorer:
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
                    spans: bool = True, batch_size: int = 256, workers: int | None = None,
                    features: Sequence[str] | None = None, quantiles: str = "model",
-                   deadline: float | None = None, max_nodes: int | None = None, dialect: str = "sqlite",
+                   deadline: float | None = None, max_nodes: int | None = MAX_NODES,
+                   max_sql_chars: int | None = MAX_SQL_CHARS, dialect: str = "sqlite",
                    label_shift: bool | None = False) -> list[ScoredQuery | RowError]:
         """Score rows ``{sql, question, evidence, schema, database, db_id, question_id}`` (all but
         ``sql`` optional; BIRD's ``evidence`` is read as part of the question), in order; a row that cannot be scored comes back as a ``RowError``, never
@@ -304,7 +306,9 @@ class Scorer:
         training benchmark's sizes do not hold; no labels are read). ``deadline``
         (``time.monotonic()``): the work checks it as it goes (each row, each database read, before
         the model and the reasons) and raises ``model.data.execution.DeadlineExceeded`` once it has
-        passed; ``max_nodes``: a query whose tree has more nodes is a ``RowError``, not scored.
+        passed; ``max_nodes`` / ``max_sql_chars`` (``model.scoring.inputs``' ``MAX_NODES``, 500, and
+        ``MAX_SQL_CHARS``, 10,000, by default; None: no bound): a query whose tree has more nodes,
+        or whose SQL more characters, is a ``RowError``, not scored: each row's cost is bounded.
         ``dialect``: the SQL dialect of rows without their own ``dialect`` field (``rat.DIALECTS``;
         an unknown name is a ``UsageError``, a row's own unknown one a ``RowError``). With a
         database, SQL of another dialect runs as sqlglot writes it for the database's own
@@ -334,7 +338,7 @@ class Scorer:
             with _heap_frozen() if len(rows) > FREEZE_ROWS else nullcontext():
                 results = self._score_all(rows, progress, reasons, spans, batch_size, workers,
                                           tuple(features) if features is not None else None,
-                                          quantiles == "rows", _Budget(deadline, max_nodes), dialect)
+                                          quantiles == "rows", _Budget(deadline, max_nodes, max_sql_chars), dialect)
         finally:
             for db in opened:
                 db.close()
@@ -454,7 +458,6 @@ class Scorer:
         from model.data.datasets import Question, question_text
         from model.nodes.examples import make_example
         from model.nodes.outputs import tree_of
-        from model.scoring.inputs import field_problem
 
         budget = budget or _Budget()
         batch = _Batch([None] * len(rows), [], [], {}, {}, list(positions))
@@ -465,6 +468,8 @@ class Scorer:
                 sql = row.get("sql")
                 if not isinstance(sql, str) or not sql.strip():
                     raise ValueError("no SQL")
+                if budget.max_sql_chars is not None and len(sql) > budget.max_sql_chars:
+                    raise ValueError(f"sql: {len(sql)} characters; at most {budget.max_sql_chars} are scored")
                 for name in ("question", "evidence"):  # read against every name and value: bounded
                     problem = field_problem(name, str(row.get(name) or ""))
                     if problem:
@@ -678,10 +683,12 @@ def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, tree: 
 
 @dataclass(frozen=True)
 class _Budget:
-    """One ``score_many`` call's limits: its deadline (``time.monotonic()``) and node count."""
+    """One ``score_many`` call's limits: its deadline (``time.monotonic()``), node count and SQL
+    length."""
 
     deadline: float | None = None
     max_nodes: int | None = None
+    max_sql_chars: int | None = None
 
 
 @dataclass

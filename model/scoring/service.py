@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from model.extras import needs_extra
+from model.scoring.inputs import MAX_NODES, MAX_SQL_CHARS
 from rat.dialects import DIALECTS
 
 with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
@@ -91,7 +92,7 @@ def content_security_policy(page: str) -> str:
 
 def create_app(scorer, data_root: Path | None = None, schemas: dict | None = None,
                max_queries: int = 64, max_body_bytes: int = 1_000_000, timeout_s: float = 10.0,
-               use_databases: bool = True, max_sql_chars: int = 10_000, max_nodes: int = 500,
+               use_databases: bool = True, max_sql_chars: int = MAX_SQL_CHARS, max_nodes: int = MAX_NODES,
                workers: int = 2, api_docs: bool = False, dialect: str = "sqlite",
                databases: dict[str, str] | None = None, heavy_words: int = HEAVY_WORDS,
                heavy_share: float = HEAVY_SHARE, allowed_hosts: Sequence[str] | None = None):
@@ -243,7 +244,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         # one request is not a file: its confidences never depend on the other queries sent with it
         heavy = sum(len(SQL_WORDS.findall(r["sql"])) for r in known) > heavy_words
         work = partial(score_heavy if heavy else score_rows, known, deadline=deadline, max_nodes=max_nodes,
-                       dialect=dialect, label_shift=False)
+                       max_sql_chars=max_sql_chars, dialect=dialect, label_shift=False)
         lane = heavy_lane if heavy else scoring
         busy[0] += not heavy
         try:  # a request still queued at its deadline is dropped; a running one stops at its next check
@@ -414,8 +415,8 @@ def main(argv: list[str] | None = None) -> int:
                              "localhost, 127.0.0.1 and ::1 on a loopback --host, any name otherwise)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-queries", type=int, default=64, help="queries per request (default 64)")
-    parser.add_argument("--max-sql-chars", type=int, default=10_000, help="characters of one query's SQL")
-    parser.add_argument("--max-nodes", type=int, default=500,
+    parser.add_argument("--max-sql-chars", type=int, default=MAX_SQL_CHARS, help="characters of one query's SQL")
+    parser.add_argument("--max-nodes", type=int, default=MAX_NODES,
                         help="nodes of one query's tree (default 500; BIRD dev's largest gold query has 295)")
     parser.add_argument("--timeout-s", type=float, default=10.0, help="seconds a request may take (default 10)")
     parser.add_argument("--workers", type=int, default=2,
