@@ -150,6 +150,7 @@ def test_rat_calibrate_reads_gold_from_the_questions_and_leaves_the_databases_al
     ("no gold", "--predictions: none of the 2 rows could be labelled (no gold SQL)"),
     ("missing file", "--predictions /no/such.jsonl: no such file"),
     ("out is a file", "exists and is not a model directory"),
+    ("out is the shipped model", "a model this command reads (not overwritten"),
 ])
 def test_rat_calibrate_mistakes_are_one_line_and_exit_2(which, message, tmp_path):
     rows = tmp_path / "rows.jsonl"
@@ -158,8 +159,16 @@ def test_rat_calibrate_mistakes_are_one_line_and_exit_2(which, message, tmp_path
     out = tmp_path / "m"
     if which == "out is a file":
         out.write_text("keep me")
+    if which == "out is the shipped model":  # rat-calibrate's default --model
+        from model.scoring.scorer import PRETRAINED
+
+        out = PRETRAINED["spider"]
+        before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     done = rat_calibrate("--predictions", "/no/such.jsonl" if which == "missing file" else str(rows),
                          "--out", str(out))
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
-    assert (out.read_text() == "keep me") if which == "out is a file" else not out.exists()
+    if which == "out is the shipped model":
+        assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    else:
+        assert (out.read_text() == "keep me") if which == "out is a file" else not out.exists()

@@ -121,6 +121,7 @@ def test_one_query_prints_the_tree_and_where_to_look(boosted_model):  # noqa: F8
     (["--sql", "SELECT 1", "--data-root", "/no/such/root"], "--data-root /no/such/root: no such directory"),
     ([], "give --sql (one query) or --predictions (a file)"),
     (["--sql", " "], "--sql: empty"),
+    (["--sql", "SELECT 1", "--no-database", "--database", "shop.sqlite"], "--no-database and --database: give one"),
     (["--sql", "SELECT 1", "--predictions", "p.jsonl"], "not both"),
     (["--sql", "SELEC " + "x, " * 3000 + "x FRM t"], "--sql: cannot parse"),
     (["--sql", "SELECT " + "x, " * 5000 + "x FROM t"], "--sql: 15015 characters; at most 10000 are scored"),

@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("give --sql (one query) or --predictions (a file)")
         if args.sql is not None and not args.sql.strip():
             raise UsageError("--sql: empty")
+        if args.no_database and args.database is not None:
+            raise UsageError("--no-database and --database: give one")
         check_dialect(args)
         if args.data_root and not args.data_root.is_dir():
             raise UsageError(f"--data-root {args.data_root}: no such directory")
@@ -407,9 +409,10 @@ def _check_paths(args) -> None:
     if args.out.exists() and (not args.out.is_dir() or (any(args.out.iterdir())
                                                         and not (args.out / "model.json").is_file())):
         raise UsageError(f"--out {args.out}: exists and is not a model directory (not overwritten)")
-    shipped = (Path(__file__).parent / "pretrained").resolve()
+    from model.scoring.scorer import PRETRAINED
+
     models = [Path(m) for m in (args.model, getattr(args, "teacher", None)) if m and Path(m).is_dir()]
-    if args.out.resolve().is_relative_to(shipped) or any(args.out.resolve() == m.resolve() for m in models):
+    if any(args.out.resolve().is_relative_to(m.resolve()) for m in [*PRETRAINED.values(), *models]):
         raise UsageError(f"--out {args.out}: a model this command reads (not overwritten; write the new model "
                          "elsewhere)")
     check_writable(args.out, "--out", directory=True)
