@@ -53,7 +53,7 @@ def answers():
         out["bad"] = [await client.call_tool("score_sql", args) for args in (
             {"sql": "SELEC name FROM"}, {"sql": "SELECT 1", "database": "nowhere"}, {"sql": 5}, {},
             {"sql": "SELECT 1", "database": "../supply_chain"}, {"sql": "SELECT 1 " + " " * 20_000},
-            {"sql": "SELECT 1", "question": "bad\x00text"})]
+            {"sql": "SELECT 1", "question": "bad\x00text"}, {"sql": "SELECT 1", "question": "q " * 2001})]
         out["after"] = await client.call_tool("score_sql", {"sql": "SELECT name FROM suppliers",
                                                             "database": "supply_chain"})
         return out
@@ -91,7 +91,7 @@ def test_list_databases_names_the_data_root(answers):
 def test_bad_arguments_are_one_line_tool_errors_and_the_server_goes_on(answers):
     says = ["cannot parse", "database 'nowhere': unknown (known: clinic,", "sql: Input should be a valid string",
             "sql: Field required", "database: not a database name", "characters; at most 10000",
-            "question: a NUL character"]
+            "question: a NUL character", "question: 4002 characters; at most 4000"]
     for result, expected in zip(answers["bad"], says, strict=True):
         text = result.content[0].text
         assert result.is_error and expected in text and "\n" not in text, text

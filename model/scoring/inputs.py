@@ -24,14 +24,6 @@ from model.errors import ModelFileError, UsageError
 
 MAX_DB_ID_CHARS = 128  # a folder name under the data root; file systems stop at 255 bytes
 MAX_PATH_CHARS = 1024
-# a question, or its evidence: BIRD dev's longest question with its evidence has 650 characters;
-# the question is matched against every name and value the query reads, so its length is its cost
-MAX_QUESTION_CHARS = 4_000
-# one query's SQL and its tree: every command scores at most these by default (BIRD dev's longest
-# gold SQL has 1,446 characters, its largest tree 295 nodes); reading the written SQL's words
-# back onto a tree costs more than linear time in its size
-MAX_SQL_CHARS = 10_000
-MAX_NODES = 500
 # the text fields a row may carry; each is echoed back in results and reports
 TEXT_FIELDS = ("sql", "question", "evidence", "system", "db_id", "question_id", "database", "gold")
 # the fields a row may carry: the text fields and the SQL's dialect (rat.DIALECTS)
@@ -140,7 +132,7 @@ def text_problem(text: str) -> str | None:
 def field_problem(name: str, value: Any) -> str | None:
     """Why a row's field ``name`` is malformed (one line starting with the name), or None.
     ``db_id``: a plain database name of at most ``MAX_DB_ID_CHARS``; ``question_id``: a string
-    or an integer; ``question``, ``evidence``: at most ``MAX_QUESTION_CHARS``; ``dialect``: a
+    or an integer; ``question``, ``evidence``: at most ``model.scoring.scorer.MAX_QUESTION_CHARS``; ``dialect``: a
     name in ``rat.DIALECTS`` (any case); the other text fields: strings; all: valid Unicode
     without NUL."""
     if value is None:
@@ -160,8 +152,11 @@ def field_problem(name: str, value: Any) -> str | None:
         return f"{name}: longer than {MAX_DB_ID_CHARS} characters"
     if name in ("database", "question_id") and len(value) > MAX_PATH_CHARS:
         return f"{name}: longer than {MAX_PATH_CHARS} characters"
-    if name in ("question", "evidence") and len(value) > MAX_QUESTION_CHARS:
-        return f"{name}: {len(value)} characters; at most {MAX_QUESTION_CHARS}"
+    if name in ("question", "evidence"):
+        from model.scoring.scorer import question_problem
+
+        if problem := question_problem(name, value):
+            return problem
     problem = text_problem(value)
     if problem:
         return f"{name}: {problem}"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from model.extras import needs_extra
-from model.scoring.inputs import MAX_NODES, MAX_SQL_CHARS
+from model.scoring.scorer import MAX_NODES, MAX_SQL_CHARS
 from rat.dialects import DIALECTS
 
 TIMEOUT_S = 10.0

@@ -59,13 +59,20 @@ from model.data.execution import check_deadline
 from model.errors import ModelFileError, UsageError
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
-from model.scoring.inputs import MAX_NODES, MAX_SQL_CHARS, field_problem
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
 
 # spider_consensus: rat-adapt's teacher; spider_transfer: fitted on Spider to score another
 # benchmark (docs/model_card.md)
 PRETRAINED = {name: Path(__file__).resolve().parent / "pretrained" / name
               for name in ("spider", "spider_consensus", "spider_transfer")}
+# The bounds of one row, so that every row's cost is bounded (rat-score, rat-serve, rat-mcp):
+# BIRD dev's longest gold SQL has 1,446 characters, its largest tree 295 nodes, its longest
+# question with its evidence 650 characters. Reading the written SQL's words back onto a tree
+# costs more than linear time in its size; the question is matched against every name and value
+# the query reads.
+MAX_SQL_CHARS = 10_000
+MAX_NODES = 500
+MAX_QUESTION_CHARS = 4_000
 # Nodes below this confidence get reasons (and "look here first" always does), the least
 # confident REASON_NODES of them at most: reasons for every node of a huge query would cost
 # (nodes x features) model rows for text no one reads.
@@ -306,8 +313,8 @@ class Scorer:
         training benchmark's sizes do not hold; no labels are read). ``deadline``
         (``time.monotonic()``): the work checks it as it goes (each row, each database read, before
         the model and the reasons) and raises ``model.data.execution.DeadlineExceeded`` once it has
-        passed; ``max_nodes`` / ``max_sql_chars`` (``model.scoring.inputs``' ``MAX_NODES``, 500, and
-        ``MAX_SQL_CHARS``, 10,000, by default; None: no bound): a query whose tree has more nodes,
+        passed; ``max_nodes`` / ``max_sql_chars`` (``MAX_NODES``, 500, and ``MAX_SQL_CHARS``, 10,000,
+        by default; None: no bound): a query whose tree has more nodes,
         or whose SQL more characters, is a ``RowError``, not scored: each row's cost is bounded.
         ``dialect``: the SQL dialect of rows without their own ``dialect`` field (``rat.DIALECTS``;
         an unknown name is a ``UsageError``, a row's own unknown one a ``RowError``). With a
@@ -470,9 +477,8 @@ class Scorer:
                     raise ValueError("no SQL")
                 if budget.max_sql_chars is not None and len(sql) > budget.max_sql_chars:
                     raise ValueError(f"sql: {len(sql)} characters; at most {budget.max_sql_chars} are scored")
-                for name in ("question", "evidence"):  # read against every name and value: bounded
-                    problem = field_problem(name, str(row.get(name) or ""))
-                    if problem:
+                for name in ("question", "evidence"):
+                    if problem := question_problem(name, str(row.get(name) or "")):
                         raise ValueError(problem)
                 key = str(row.get("db_id") or f"schema{j}")
                 schema = as_schema(row.get("schema"), key)
@@ -630,6 +636,15 @@ def _contexts(example) -> list[ReasonContext]:
             name = literal_of(name)
         out.append(ReasonContext(label=name, kind=kind, compared_column=column))
     return out
+
+
+def question_problem(name: str, text: str) -> str | None:
+    """Why a row's ``question`` or ``evidence`` is not scored (over ``MAX_QUESTION_CHARS``), or None.
+
+    >>> question_problem("question", "How many singers?"), question_problem("evidence", "x" * 4001)
+    (None, 'evidence: 4001 characters; at most 4000')
+    """
+    return f"{name}: {len(text)} characters; at most {MAX_QUESTION_CHARS}" if len(text) > MAX_QUESTION_CHARS else None
 
 
 def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None,

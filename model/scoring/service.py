@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from model.extras import needs_extra
-from model.scoring.inputs import MAX_NODES, MAX_SQL_CHARS
+from model.scoring.scorer import MAX_NODES, MAX_SQL_CHARS
 from rat.dialects import DIALECTS
 
 with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
