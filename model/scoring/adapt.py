@@ -5,9 +5,10 @@ probabilities, over the same questions' feature rows. The adapted model then sco
 system's query alone, as before, on the questions and databases it was adapted to.
 
 Why: a model fitted on one benchmark loses on another (Spider -> BIRD), and the consensus track,
-which reads the other systems' answers, loses much less (``docs/research.md``, section 5); what it reads about your outputs is what the single-system model learns from here. No
-gold SQL and no training data are needed: two saved models (by default the shipped ones:
-``pretrained``, and ``pretrained:spider_consensus`` as the teacher) and your outputs.
+which reads the other systems' answers, loses much less (``docs/research.md``, section 5);
+what it reads about your outputs is what the single-system model learns from here. No gold SQL
+and no training data are needed: two saved models (by default the shipped ones: ``pretrained``,
+and ``pretrained:spider_consensus`` as the teacher) and your outputs.
 
 What is kept from the single-system model: its feature columns, settings (``hgb``,
 ``monotone``, ``database``, ``site_context``) and reasons' feature names. What is new: the node
