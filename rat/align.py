@@ -3,11 +3,13 @@
 from collections.abc import Sequence
 
 _MATCH, _MISMATCH, _GAP = 1, -1, -1
+MAX_ALIGN_TOKENS = 2_000  # tokens on each side (Spider and BIRD queries have a few hundred at most)
 
 
 def align_tokens(pred_tokens: Sequence, gold_tokens: Sequence) -> list[int]:
     """1 for each predicted token aligned to an identical gold token, else 0
-    (match +1, mismatch -1, gap -1; ties prefer the diagonal).
+    (match +1, mismatch -1, gap -1; ties prefer the diagonal). Time and memory grow with the
+    product of the two lengths: more than ``MAX_ALIGN_TOKENS`` on a side is a ``ValueError``.
 
     >>> align_tokens("select a from t".split(), "select b from t".split())
     [1, 0, 1, 1]
@@ -17,6 +19,8 @@ def align_tokens(pred_tokens: Sequence, gold_tokens: Sequence) -> list[int]:
     ([], [0])
     """
     n, m = len(pred_tokens), len(gold_tokens)
+    if max(n, m) > MAX_ALIGN_TOKENS:  # the table has n x m cells: 2,000 x 2,000 take about 150 MB
+        raise ValueError(f"{max(n, m)} tokens to align; at most {MAX_ALIGN_TOKENS} on each side")
     # score[i][j]: best score aligning pred[:i] with gold[:j].
     score = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(1, n + 1):

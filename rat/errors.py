@@ -5,6 +5,8 @@ turned into a retry or an error."""
 import sys
 import threading
 
+QUOTED = 200  # characters of the SQL an error message quotes
+
 
 class RATError(ValueError):
     """Raised when SQL cannot be parsed or uses a construct `rat` does not model.
@@ -13,12 +15,15 @@ class RATError(ValueError):
 
     >>> str(RATError("unsupported construct 'Pivot'", "SELECT 1"))
     "unsupported construct 'Pivot' in SQL: 'SELECT 1'"
+    >>> len(str(RATError("cannot parse", "x" * 10_000)))  # long SQL is cut in the message
+    226
     """
 
     def __init__(self, problem: str, sql: str | None = None):
         self.problem = problem
-        self.sql = sql
-        super().__init__(problem if sql is None else f"{problem} in SQL: {sql!r}")
+        self.sql = sql  # whole
+        shown = None if sql is None else repr(sql[:QUOTED]) + ("..." if len(sql) > QUOTED else "")
+        super().__init__(problem if sql is None else f"{problem} in SQL: {shown}")
 
 
 class DepthError(RATError):

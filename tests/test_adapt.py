@@ -119,7 +119,7 @@ def test_rat_adapt_writes_a_model_rat_score_reads_and_leaves_the_databases_alone
 @pytest.mark.parametrize("which, message", [
     ("single teacher", "--predictions: the teacher reads one system's answer alone"),
     ("one file", "--predictions: 0 questions are answered by two or more systems; at least 20"),
-    ("one file twice", "--predictions: 0 questions are answered by two or more systems; at least 20"),
+    ("one file twice", "the same outputs twice"),
     ("missing file", "--predictions /no/such.jsonl: no such file"),
     ("no model", "--model /no/such/model"),
     ("no teacher", "--teacher pretrained:nope"),

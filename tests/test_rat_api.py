@@ -160,3 +160,21 @@ def test_cli_reports_bad_sql_without_traceback():
 ])
 def test_align_tokens(pred, gold, expected):
     assert rat.align_tokens(pred, gold) == expected
+
+
+@pytest.mark.parametrize("sql, problem", [
+    ("SELECT * FROM t PIVOT (sum(a) FOR b IN (1, 2))", "unsupported construct 'PIVOT'"),
+    ("SELECT * FROM t UNPIVOT (v FOR k IN (a, b))", "unsupported construct 'UNPIVOT'"),
+    ("SELECT name FROM singer WHERE name = '\ud800'", "not valid Unicode text (a lone surrogate at character 38)"),
+    ("SELECT 1 WHERE " + " OR ".join(["a = 1"] * 12_000), "characters of SQL; at most 100000 are read"),
+])
+def test_sql_rat_cannot_read_faithfully_is_a_rat_error_with_a_short_message(sql, problem):
+    for dialect in sorted(rat.DIALECTS):
+        with pytest.raises(rat.RATError) as error:
+            rat.to_tree(sql, dialect=dialect)
+        assert problem in str(error.value) and len(str(error.value)) < 300 and error.value.sql == sql
+
+
+def test_token_alignment_is_bounded():
+    with pytest.raises(ValueError, match="at most 2000 on each side"):
+        rat.align_tokens(["a"] * 2001, ["a"])

@@ -142,6 +142,9 @@ def test_a_positional_file_without_questions_is_one_line(tmp_path):
     assert done.returncode == 2 and "needs --data-root" in done.stderr
 
 
-def test_console_scripts_are_installed():
+def test_console_scripts_are_installed_and_print_their_help():
     bin_dir = Path(sys.executable).parent
-    assert (bin_dir / "rat-score").exists() and (bin_dir / "rat-serve").exists()
+    for name in ("rat-score", "rat-serve", "rat-adapt", "rat-calibrate", "rat-exec", "rat-mcp"):
+        done = subprocess.run([str(bin_dir / name), "--help"], check=False, capture_output=True, text=True,
+                              env=ENV, timeout=120)
+        assert done.returncode == 0 and done.stdout.startswith("usage: ") and not done.stderr, (name, done.stderr)

@@ -33,6 +33,7 @@ counted and reported, and the run goes on.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from collections import Counter
@@ -403,9 +404,14 @@ def _check_paths(args) -> None:
         raise UsageError(f"--data-root {args.data_root}: no such directory")
     if args.schema and not args.schema.is_file():
         raise UsageError(f"--schema {args.schema}: no such file")
+    seen: dict[str, Path] = {}
     for path in args.predictions:
         if not path.is_file():
             raise UsageError(f"--predictions {path}: no such file")
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()  # the same outputs under two names
+        if digest in seen:
+            raise UsageError(f"--predictions {seen[digest]} and {path}: the same outputs twice")
+        seen[digest] = path
     if args.out.exists() and (not args.out.is_dir() or (any(args.out.iterdir())
                                                         and not (args.out / "model.json").is_file())):
         raise UsageError(f"--out {args.out}: exists and is not a model directory (not overwritten)")

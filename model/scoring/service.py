@@ -426,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"usable CPU cores, at most {MAX_DEFAULT_PROCESSES}; here {default_processes()})")
     parser.add_argument("--heavy-words", type=int, default=HEAVY_WORDS,
                         help="a request whose SQL has more words and signs is scored in the heavy lane: one at a "
-                             f"time per process, paced to {HEAVY_SHARE:.0%} of the CPU (default {HEAVY_WORDS})")
+                             f"time per process, paced to {HEAVY_SHARE * 100:.0f}%% of the CPU (default {HEAVY_WORDS})")
     parser.add_argument("--header-timeout-s", type=float, default=HEADER_TIMEOUT_S,
                         help="seconds a connection may take to send a request head (default 10)")
     parser.add_argument("--dialect", default="sqlite", metavar="NAME",
