@@ -122,10 +122,6 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
     if len(sql) > MAX_SQL_CHARS:
         raise RATError(f"{len(sql)} characters of SQL; at most {MAX_SQL_CHARS} are read", sql)
     try:
-        sql.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise RATError(f"not valid Unicode text (a lone surrogate at character {error.start})", sql) from None
-    try:
         tokenizer, parser = _reader(rat_dialect)
         tokens = tokenizer.tokenize(sql)
         typed = _TYPED_FUNCTIONS if rat_dialect is SQLITE else \

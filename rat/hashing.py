@@ -40,7 +40,9 @@ def is_relation(node: "Node", parent: "Node | None" = None) -> bool:
 
 
 def _digest(text: str) -> str:
-    return blake2b(text.encode(), digest_size=16).hexdigest()
+    # surrogatepass: a label may hold a lone surrogate (a command-line argument's undecodable
+    # byte, as Python passes it on); valid text encodes as before
+    return blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def combine(label: str, child_hashes: list[str]) -> str:
