@@ -18,6 +18,7 @@ Spellings that always mean the same are written one way, so that they get one tr
 
 import re
 import threading
+from collections.abc import Mapping
 
 import sqlglot.errors
 from sqlglot import expressions as exp
@@ -119,6 +120,8 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
     >>> parse("SELECT TOP 3 [a] FROM t", _dialect("tsql")).sql()
     'SELECT "a" FROM t LIMIT 3'
     """
+    if not isinstance(sql, str):
+        raise TypeError(f"sql: expected a str, found {type(sql).__name__}")
     if len(sql) > MAX_SQL_CHARS:
         raise RATError(f"{len(sql)} characters of SQL; at most {MAX_SQL_CHARS} are read", sql)
     try:
@@ -205,10 +208,11 @@ def _restore_names(tree: exp.Expression) -> None:
             node.set("this", node.this[len(_RENAMED):])
 
 
-def canonical_ast(sql: str, schema: Schema | None = None,
+def canonical_ast(sql: str, schema: Schema | Mapping | None = None,
                   rat_dialect: Dialect = SQLITE) -> exp.Expression:
     """Parse `sql` (written in `rat_dialect`) and canonicalise the sqlglot tree in place (see
-    `canonicalize`)."""
+    `canonicalize`); `schema`: anything `Schema.of` reads (a mapping ``{table: [columns]}``)."""
+    schema = Schema.of(schema)
     tree = parse(sql, rat_dialect)
     with internal_errors(sql, "canonicalise"):
         resolver = _Resolver(sql, schema, rat_dialect)

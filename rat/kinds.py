@@ -54,9 +54,12 @@ def node_kind(node: "Node", parent: "Node | None" = None) -> str:
     >>> node_kind(where), node_kind(Node("age"), where.children[0]), node_kind(Node("singer"), where)
     ('relation', 'column', 'table')
     """
-    if node.children:
-        return "relation" if node.label in RELATIONAL else "operator"
-    label = node.label
+    try:
+        children, label = node.children, node.label
+    except AttributeError:
+        raise TypeError(f"node: expected a rat.Node, found {type(node).__name__}") from None
+    if children:
+        return "relation" if label in RELATIONAL else "operator"
     if label[:1] == "'" or label in _VALUE_WORDS or _NUMBER.match(label):
         return "value"
     if "." in label or label == "*":

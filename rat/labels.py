@@ -1,7 +1,7 @@
 """Per-node correctness labels of a predicted RAT against the gold RAT."""
 
 from rat.hashing import contextual_hashes
-from rat.node import Node
+from rat.node import Node, check_node
 
 
 def label_nodes(pred: Node, gold: Node, execution_match: bool = False) -> list[int]:
@@ -20,6 +20,8 @@ def label_nodes(pred: Node, gold: Node, execution_match: bool = False) -> list[i
     >>> label_nodes(pred, gold, execution_match=True)
     [1, 1, 1, 1, 1, 1, 1]
     """
+    check_node(pred, "pred")
+    check_node(gold, "gold")
     pred_hashes = contextual_hashes(pred)
     if execution_match:
         return [1] * len(pred_hashes)

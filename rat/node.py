@@ -130,3 +130,9 @@ def _from_postorder(entries: list[tuple[str, int]]) -> Node:
     if len(stack) != 1:
         raise ValueError(f"a flat post-order of {len(stack)} trees, expected one")
     return stack[0]
+
+
+def check_node(value: object, name: str = "tree") -> None:
+    """`TypeError` naming `name` unless `value` is a `Node` (the public functions' argument check)."""
+    if not isinstance(value, Node):
+        raise TypeError(f"{name}: expected a rat.Node (rat.to_tree), found {type(value).__name__}")

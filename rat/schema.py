@@ -1,5 +1,6 @@
 """Database schemas: tables, columns and keys, built from Spider/BIRD `tables.json` entries."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -26,6 +27,7 @@ class Schema:
     _column_sets: dict[str, frozenset[str]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        _check_fields(self)
         tables = {t.lower(): tuple(c.lower() for c in cols) for t, cols in self.tables.items()}
         object.__setattr__(self, "tables", tables)
         object.__setattr__(self, "primary_keys", tuple(k.lower() for k in self.primary_keys))
@@ -52,7 +54,28 @@ class Schema:
         return self._column_index.get(column, ())
 
     @classmethod
-    def from_spider(cls, entry: dict) -> "Schema":
+    def of(cls, schema: "Schema | Mapping | None", db_id: str = "") -> "Schema | None":
+        """A `Schema` from a Schema (itself), a `tables.json` entry (`from_spider`), a mapping
+        ``{table: [columns]}`` (named `db_id`) or None (None); `TypeError` for anything else.
+
+        >>> Schema.of({"Singer": ["Name"]}).tables
+        {'singer': ('name',)}
+        >>> Schema.of({"singer": "name"})
+        Traceback (most recent call last):
+        ...
+        TypeError: schema: table 'singer': expected a list of column names, found str
+        """
+        if schema is None or isinstance(schema, Schema):
+            return schema
+        if isinstance(schema, Mapping) and "table_names_original" in schema:
+            return cls.from_spider(schema)
+        if isinstance(schema, Mapping):
+            return cls(dict(schema), db_id=db_id)
+        raise TypeError(f"schema: expected a rat.Schema, a tables.json entry or a mapping of table -> "
+                        f"columns, found {type(schema).__name__}")
+
+    @classmethod
+    def from_spider(cls, entry: Mapping) -> "Schema":
         """Build from one entry of Spider's `tables.json` or BIRD's `dev_tables.json`.
 
         Uses the ``*_original`` names (the ones SQL refers to), lowercased.
@@ -65,10 +88,25 @@ class Schema:
         >>> s.tables, s.primary_keys, s.column_types["people.name"]
         ({'people': ('people_id', 'name')}, ('people.people_id',), 'text')
         """
+        if not isinstance(entry, Mapping):
+            raise TypeError(f"schema: expected a tables.json entry (an object), found {type(entry).__name__}")
+        missing = [k for k in ("table_names_original", "column_names_original") if k not in entry]
+        if missing:
+            raise ValueError(f"schema: the tables.json entry has no {missing[0]!r}")
+        try:
+            return cls._from_spider(entry)
+        except (IndexError, KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ValueError(f"schema: a malformed tables.json entry ({type(error).__name__}: "
+                             f"{str(error)[:100]})") from None
+
+    @classmethod
+    def _from_spider(cls, entry: Mapping) -> "Schema":
         table_names = [t.lower() for t in entry["table_names_original"]]
         tables: dict[str, list[str]] = {t: [] for t in table_names}
         qualified: list[str | None] = []
         for table_index, column in entry["column_names_original"]:
+            if isinstance(table_index, bool) or not isinstance(table_index, int):
+                raise TypeError(f"column table index {table_index!r}")
             if table_index < 0:
                 qualified.append(None)
                 continue
@@ -95,3 +133,32 @@ class Schema:
             column_types,
             db_id=entry.get("db_id", ""),
         )
+
+
+def _check_fields(schema: Schema) -> None:
+    """`TypeError` naming the first field of `schema` that is not of its documented type."""
+    def names(value, what: str) -> None:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"schema: {what}: expected a list of column names, found {type(value).__name__}")
+        odd = next((v for v in value if not isinstance(v, str)), None)
+        if odd is not None:
+            raise TypeError(f"schema: {what}: column names must be strings, found {type(odd).__name__}")
+
+    if not isinstance(schema.tables, Mapping):
+        raise TypeError(f"schema: expected a mapping of table -> columns, found {type(schema.tables).__name__}")
+    for table, columns in schema.tables.items():
+        if not isinstance(table, str):
+            raise TypeError(f"schema: table names must be strings, found {type(table).__name__}")
+        names(columns, f"table {table!r}")
+    if not isinstance(schema.primary_keys, (list, tuple)) or \
+            not all(isinstance(k, str) for k in schema.primary_keys):
+        raise TypeError("schema: primary_keys: expected a list of 'table.column' names")
+    if not isinstance(schema.foreign_keys, (list, tuple)) or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(c, str) for c in p)
+               for p in schema.foreign_keys):
+        raise TypeError("schema: foreign_keys: expected ('table.column', 'table.column') pairs")
+    if not isinstance(schema.column_types, Mapping) or \
+            not all(isinstance(k, str) and isinstance(v, str) for k, v in schema.column_types.items()):
+        raise TypeError("schema: column_types: expected a mapping of 'table.column' -> type name")
+    if not isinstance(schema.db_id, str):
+        raise TypeError(f"schema: db_id: expected a string, found {type(schema.db_id).__name__}")

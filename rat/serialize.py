@@ -1,7 +1,7 @@
 """Post-order serialisation of a RAT, the string the node model reads, and where each node
 ends in it (the model scores a node at the token holding that node's last character)."""
 
-from rat.node import Node
+from rat.node import Node, check_node
 
 
 def _pieces(tree: Node) -> tuple[list[str], list[int]]:
@@ -34,6 +34,7 @@ def serialize(tree: Node) -> str:
     >>> serialize(tree)
     '((1)((player.heaviness)((player.player_api_id)(player)Project)Orderby_desc)Limit)'
     """
+    check_node(tree)
     return "".join(_pieces(tree)[0])
 
 
@@ -46,4 +47,5 @@ def node_ends(tree: Node) -> list[int]:
     >>> text, ends, [text[: e + 1] for e in ends][-1] == text
     ('((t.c)(1)Eq)', [5, 8, 11], True)
     """
+    check_node(tree)
     return _pieces(tree)[1]

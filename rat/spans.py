@@ -12,7 +12,7 @@ nodes without a span, never an exception.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 
@@ -22,7 +22,7 @@ from rat.canonicalize import canonical_ast, lowercase_outside_strings, sqlglot_d
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import DepthError, InternalError, with_deep_stack
-from rat.node import Node
+from rat.node import Node, check_node
 from rat.schema import Schema
 from rat.tree import from_ast
 
@@ -73,7 +73,7 @@ class SqlSpans:
         return None if span is None else self.sql[span[0]:span[1]]
 
 
-def sql_spans(sql: str, tree: Node | None = None, schema: Schema | None = None,
+def sql_spans(sql: str, tree: Node | None = None, schema: Schema | Mapping | None = None,
               dialect: str = "sqlite") -> SqlSpans:
     """Spans of the nodes of ``tree`` (default: ``rat.to_tree(sql, schema, dialect)``) in the
     canonical text of ``sql``; the schema and dialect must be the ones ``tree`` was built with.
@@ -97,6 +97,11 @@ def sql_spans(sql: str, tree: Node | None = None, schema: Schema | None = None,
     >>> s.sql, s.tree.postorder()[s.owners[s.sql.index("top")]].label
     ('select top 1 singer.name from singer', 'Limit')
     """
+    if not isinstance(sql, str):
+        raise TypeError(f"sql: expected a str, found {type(sql).__name__}")
+    if tree is not None:
+        check_node(tree)
+    schema = Schema.of(schema)
     nodes = None if tree is None else tree.postorder()
     rat_dialect = _dialect(dialect)
     try:

@@ -11,7 +11,7 @@ Orderby_desc)Limit)`. A SELECT without FROM has no input relation: `SELECT 1 WHE
 to an observer (`rat.spans` uses it to find the SQL text of each node).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sqlglot import expressions as exp
 
@@ -56,9 +56,11 @@ _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
 
 
-def to_tree(sql: str, schema: Schema | None = None, dialect: str = "sqlite") -> Node:
+def to_tree(sql: str, schema: Schema | Mapping | None = None, dialect: str = "sqlite") -> Node:
     """The canonical RAT of `sql`, written in `dialect` (one of `rat.dialects.DIALECTS`:
-    sqlite, postgres, mysql, duckdb, snowflake, bigquery, tsql); raises only `RATError`.
+    sqlite, postgres, mysql, duckdb, snowflake, bigquery, tsql); `schema`: a `Schema`, a
+    mapping ``{table: [columns]}`` or a `tables.json` entry (`Schema.of`). Raises `RATError` for
+    SQL it cannot read, `TypeError` for arguments of the wrong type.
 
     >>> from rat.serialize import serialize
     >>> serialize(to_tree("SELECT player_api_id FROM Player ORDER BY heaviness DESC LIMIT 1"))
@@ -71,6 +73,8 @@ def to_tree(sql: str, schema: Schema | None = None, dialect: str = "sqlite") -> 
     True
     >>> to_tree("SELECT a FROM t WHERE b ILIKE 'x%'", dialect="postgres").children[1]
     Node("(((t.b)('x%')Ilike)(t)Selection)")
+    >>> to_tree("SELECT name FROM singer AS s", {"singer": ["name"]}).children[0]
+    Node('(singer.name)')
     """
     return with_deep_stack(_to_tree, sql, schema, _dialect(dialect))
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import rat
+
 from model.data.databases import DatabaseError, open_database, schema_from_ddl
 from model.synth.demo.databases import (
     generate_rows,
@@ -330,10 +332,7 @@ def test_results_are_the_same_on_every_backend(pg_demo, mysql_demo, duck_demo, d
         'SELECT title FROM albums WHERE release_year > 2000 AND title != "x" ORDER BY title LIMIT 3',
     ]
     spec, _, path = demo
-    schema = spider_table_entry(spec)
-    from model.scoring.scorer import as_schema
-
-    schema = as_schema(schema)
+    schema = rat.Schema.from_spider(spider_table_entry(spec))
     with open_database(path) as sqlite:
         expected = [sqlite.execute(q) for q in queries]
     assert all(error is None and rows for rows, error in expected)

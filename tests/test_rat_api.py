@@ -184,3 +184,32 @@ def test_a_lone_surrogate_is_hashed_and_labelled():
 def test_token_alignment_is_bounded():
     with pytest.raises(ValueError, match="at most 2000 on each side"):
         rat.align_tokens(["a"] * 2001, ["a"])
+
+
+def test_arguments_of_the_wrong_type_are_one_type_error_naming_them():
+    tree = rat.to_tree("SELECT a FROM t")
+    for call, says in ((lambda: rat.to_tree(None), "sql: expected a str, found NoneType"),
+                       (lambda: rat.to_tree("SELECT a FROM t", 5), "schema: expected a rat.Schema"),
+                       (lambda: rat.to_tree("SELECT a FROM t", {"t": "a"}), "table 't': expected a list"),
+                       (lambda: rat.canonicalize(b"SELECT 1"), "sql: expected a str, found bytes"),
+                       (lambda: rat.sql_spans(None), "sql: expected a str"),
+                       (lambda: rat.sql_spans("SELECT a FROM t", "t"), "tree: expected a rat.Node"),
+                       (lambda: rat.label_nodes(tree, None), "gold: expected a rat.Node"),
+                       (lambda: rat.serialize("t"), "tree: expected a rat.Node"),
+                       (lambda: rat.node_ends(None), "tree: expected a rat.Node"),
+                       (lambda: rat.node_kind("t"), "node: expected a rat.Node"),
+                       (lambda: rat.Schema({"t": [1]}), "table 't': column names must be strings"),
+                       (lambda: rat.Schema({"t": ["a"]}, foreign_keys=[("t.a",)]), "foreign_keys")):
+        with pytest.raises(TypeError, match=says):
+            call()
+
+
+def test_a_schema_is_a_mapping_or_a_tables_json_entry_and_a_broken_entry_is_one_value_error():
+    mapping = rat.to_tree("SELECT name FROM singer AS s", {"Singer": ["Name"]})
+    schema = rat.to_tree("SELECT name FROM singer AS s", rat.Schema({"singer": ["name"]}))
+    assert mapping == schema and rat.serialize(mapping) == "((singer.name)(singer)Project)"
+    for entry, says in (({"table_names_original": ["t"]}, "has no 'column_names_original'"),
+                        ({"table_names_original": ["t"], "column_names_original": [[3, "a"]]}, "IndexError"),
+                        ({"table_names_original": ["t"], "column_names_original": [["0", "a"]]}, "TypeError")):
+        with pytest.raises(ValueError, match=says):
+            rat.Schema.from_spider(entry)

@@ -244,6 +244,91 @@ def test_a_model_file_with_untrusted_types_is_refused(boosted_model, tmp_path):
         Scorer.load(copy)
 
 
+SINGER = {"singer": ["singer_id", "name", "country"]}
+FRANCE = "SELECT name FROM singer WHERE country = 'France'"
+
+
+@pytest.fixture(scope="module")
+def singers(tmp_path_factory) -> Path:
+    import sqlite3
+
+    path = tmp_path_factory.mktemp("singers") / "singers.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT)")
+        conn.executemany("INSERT INTO singer VALUES (?, ?, ?)", [(1, "Ann", "France"), (2, "Bo", "Spain")])
+    return path
+
+
+def test_each_bad_row_is_one_error_of_its_kind_and_score_raises_it(singers, tmp_path):
+    from model.data.databases import DatabaseError
+
+    scorer = Scorer.pretrained()
+    text = tmp_path / "notes.sqlite"
+    text.write_text("not a database")
+    rows = [{"sql": FRANCE, "schema": SINGER}, FRANCE, None, {"sql": FRANCE, "question": 5},
+            {"sql": 5}, {"sql": FRANCE, "schema": {"singer": "name"}},
+            {"sql": FRANCE, "schema": {"table_names_original": ["singer"]}},
+            {"sql": FRANCE, "database": tmp_path / "typo.sqlite"}, {"sql": FRANCE, "database": text},
+            {"sql": FRANCE, "database": tmp_path}, {"sql": FRANCE, "database": 5}, {"sql": "SELEC x"},
+            {"sql": FRANCE, "schema": SINGER, "database": singers}]
+    results = scorer.score_many(rows, progress=False)
+    assert [type(r).__name__ for r in results] == ["ScoredQuery"] + ["RowError"] * 11 + ["ScoredQuery"]
+    said = [(r.kind, r.message) for r in results[1:-1]]
+    assert said[:5] == [("type", "expected a row (a mapping with 'sql'), found str"),
+                        ("type", "expected a row (a mapping with 'sql'), found NoneType"),
+                        ("type", "question: expected a str, found int"), ("type", "sql: expected a str, found int"),
+                        ("type", "schema: table 'singer': expected a list of column names, found str")]
+    assert said[5] == ("value", "schema: the tables.json entry has no 'column_names_original'")
+    assert said[6] == ("database", f"{tmp_path / 'typo.sqlite'}: no such database file")
+    assert said[7][0] == "database" and "cannot be read as a SQLite database" in said[7][1]
+    assert said[8] == ("database", f"{tmp_path}: not a file") and said[9][0] == "database"
+    assert said[10][0] == "sql" and not (tmp_path / "typo.sqlite").exists()
+    assert results[-1].with_database
+    for row, error in ((rows[7], DatabaseError), (rows[5], TypeError), (rows[11], rat.RATError)):
+        with pytest.raises(error):
+            scorer.score(**row)
+    for bad in ({"batch_size": 0}, {"batch_size": -1}, {"max_nodes": "5"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            scorer.score_many(rows[:1], progress=False, **bad)
+    with pytest.raises(TypeError, match="score\\(\\) scores one query"):
+        scorer.score_many({"sql": FRANCE})
+
+
+def test_rows_sharing_a_db_id_keep_their_own_schema_and_database(singers, tmp_path):
+    import sqlite3
+
+    pets = tmp_path / "pets.sqlite"
+    with sqlite3.connect(pets) as conn:
+        conn.execute("CREATE TABLE pets (petid INTEGER PRIMARY KEY, kind TEXT)")
+    scorer = Scorer.pretrained()
+    alone = [scorer.score(FRANCE, schema=SINGER, database=singers).query_confidence,
+             scorer.score(FRANCE, schema=SINGER).query_confidence]
+    for other in ({"sql": "SELECT petid FROM pets", "db_id": "x", "schema": {"pets": ["petid"]}},
+                  {"sql": "SELECT petid FROM pets", "db_id": "x", "database": pets}):
+        for database, expected in zip((singers, None), alone):
+            first, _ = scorer.score_many([{"sql": FRANCE, "db_id": "x", "schema": SINGER, "database": database},
+                                          other], progress=False)
+            assert first.query_confidence == pytest.approx(expected)
+    unnamed, named = scorer.score_many([{"sql": FRANCE, "schema": SINGER},
+                                        {"sql": "SELECT petid FROM pets", "db_id": "schema0",
+                                         "schema": {"pets": ["petid"]}}], progress=False)
+    assert unnamed.query_confidence == pytest.approx(alone[1])
+
+
+def test_a_wal_database_is_read_without_files_left_beside_it(singers, tmp_path):
+    import sqlite3
+
+    wal = tmp_path / "wal.sqlite"
+    shutil.copy(singers, wal)
+    with sqlite3.connect(wal) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+    before = hashlib.sha256(wal.read_bytes()).hexdigest()
+    scored = Scorer.pretrained().score(FRANCE, database=wal)
+    assert scored.with_database and [n.label for n in scored.nodes][:1] == ["singer.name"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wal.sqlite"]
+    assert hashlib.sha256(wal.read_bytes()).hexdigest() == before
+
+
 def test_pretrained_model_loads_and_scores():
     scorer = Scorer.pretrained()
     assert scorer.saved.info_["trained_on"]["examples"] > 10000

@@ -232,6 +232,25 @@ def test_the_guard_runs_only_what_the_verdict_lets_run(scorer, demo):
     assert run_quietly.__name__ == "run_quietly" and len(ran) == 1
 
 
+def test_a_policy_or_a_guard_built_wrong_is_one_line_at_once(scorer, demo):
+    import rat
+
+    database, _ = demo
+    for values, says in (((2.0, 0.1), "run_at"), ((0.1, 0.9), "above run_at"), (("0.5", 0.1), "run_at")):
+        with pytest.raises(ValueError, match=says):
+            Policy(*values)
+    with pytest.raises(TypeError, match="policy: expected a model.scoring.verdict.Policy, found str"):
+        scorer.check("SELECT count(*) FROM suppliers", database=database, policy="strict")
+    for kwargs, error, says in ((dict(scorer="pretrained"), UsageError, "guard needs scorer=.*found str"),
+                                (dict(scorer=scorer, on_hold="print"), TypeError, "on_hold must be callable"),
+                                (dict(scorer=scorer, policy={"run_at": 0.9}), TypeError, "policy must be a Policy"),
+                                (dict(scorer=scorer, dialect="oracle"), rat.RATError, "unknown dialect 'oracle'")):
+        with pytest.raises(error, match=says):
+            guard(print, **kwargs)
+    with pytest.raises(TypeError, match="run_sql must be callable"):
+        guard("SELECT 1", scorer=scorer)
+
+
 def test_a_model_without_a_policy_says_so(boosted_model, tmp_path):  # noqa: F811
     folder, _ = boosted_model
     copy = tmp_path / "model"

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from model.data.execution import sqlite_uri
 from model.errors import UsageError
 
 __all__ = ["CopyReport", "Target", "copy_database", "main", "target"]
@@ -214,7 +215,7 @@ def _kind(column: _Column, values: list, table: str, report: CopyReport,
 
 
 def _read(sqlite_file: Path, report: CopyReport, value_types: bool = True) -> list[_Table]:
-    conn = sqlite3.connect(f"file:{sqlite_file}?mode=ro", uri=True)
+    conn = sqlite3.connect(sqlite_uri(sqlite_file), uri=True)
     conn.text_factory = lambda b: b.decode("utf-8", "replace")
     try:
         names = [r[0] for r in conn.execute(

@@ -49,7 +49,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any, Self
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import rat
 from model.data.execution import (
@@ -61,6 +61,7 @@ from model.data.execution import (
     execute_sql,
     rows_bytes,
     runnable_sql,
+    sqlite_uri,
 )
 from model.errors import UsageError
 
@@ -369,8 +370,7 @@ class SqliteDatabase(Database):
         return execute_sql(self.path, sql, seconds, budget, self.max_rows)
 
     def _query(self, sql: str, args: tuple = ()) -> Rows:
-        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True)
+        conn = sqlite3.connect(sqlite_uri(self.path), uri=True)
         try:
             return conn.execute(sql, args).fetchall()
         except sqlite3.Error as error:

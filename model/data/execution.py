@@ -121,9 +121,32 @@ def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
     return sqlite3.SQLITE_OK
 
 
+def sqlite_uri(db_path: Path) -> str:
+    """The read-only URI of a SQLite file: ``mode=ro``; and ``immutable=1`` for a database in WAL
+    mode that no one has open (no ``-wal`` file beside it), where ``mode=ro`` alone would leave
+    ``-wal`` and ``-shm`` files next to it.
+
+    >>> import tempfile
+    >>> db = Path(tempfile.mkdtemp()) / "w.sqlite"
+    >>> with sqlite3.connect(db) as conn: _ = conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    >>> sqlite_uri(db).endswith("?mode=ro&immutable=1"), execute_sql(db, "SELECT 1")[0]
+    (True, [(1,)])
+    >>> sorted(p.name for p in db.parent.iterdir())
+    ['w.sqlite']
+    """
+    path = Path(db_path).resolve()
+    uri = f"file:{quote(str(path))}?mode=ro"
+    try:
+        with path.open("rb") as f:
+            header = f.read(20)
+    except OSError:
+        return uri  # let SQLite say why it cannot open it
+    wal = header[:16] == b"SQLite format 3\x00" and header[18:19] == b"\x02"
+    return uri + "&immutable=1" if wal and not path.with_name(path.name + "-wal").exists() else uri
+
+
 def _connect(db_path: Path) -> sqlite3.Connection:
-    uri = f"file:{quote(str(Path(db_path).resolve()))}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    conn = sqlite3.connect(sqlite_uri(db_path), uri=True, isolation_level=None)
     conn.execute("PRAGMA query_only=ON")
     conn.set_authorizer(_authorize)
     # Some Spider databases hold invalid UTF-8; test-suite decodes it the same forgiving way.
@@ -137,28 +160,34 @@ def _open(db_path: Path) -> sqlite3.Connection:
     size, mtime) and never shared across a fork. `_run` keeps a connection only after a query that
     succeeded and left no transaction open."""
     try:
-        stat = Path(db_path).stat()
+        key = _identity(db_path)
     except OSError:
         return _connect(db_path)  # let SQLite say why it cannot open it
-    key = (str(db_path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
     conn = _kept().pop(key, None)  # out while in use; put back (most recent last) by _keep
     return conn if conn is not None else _connect(db_path)
 
 
+def _identity(db_path: Path) -> tuple:
+    """What a kept connection is kept under: the file (inode, mtime, size) and whether a
+    ``-wal`` file lies beside it (a connection opened ``immutable`` must not outlive one)."""
+    stat = Path(db_path).stat()
+    return (str(db_path), stat.st_ino, stat.st_mtime_ns, stat.st_size, os.path.exists(f"{db_path}-wal"))
+
+
 def _keep(db_path: Path, conn: sqlite3.Connection) -> None:
     try:
-        stat = Path(db_path).stat()
+        key = _identity(db_path)
     except OSError:
         conn.close()
         return
     cached = _kept()
-    cached[(str(db_path), stat.st_ino, stat.st_mtime_ns, stat.st_size)] = conn
+    cached[key] = conn
     while len(cached) > _OPEN_CONNECTIONS:
         cached.pop(next(iter(cached))).close()
 
 
 def _kept() -> dict:
-    """This thread's kept connections: (path, inode, mtime, size) -> connection."""
+    """This thread's kept connections: ``_identity(path)`` -> connection."""
     if getattr(_CONNECTIONS, "pid", None) != os.getpid():  # a new thread, or a forked child:
         _CONNECTIONS.pid, _CONNECTIONS.open = os.getpid(), {}  # never the parent's connections
     return _CONNECTIONS.open

@@ -43,6 +43,18 @@ class Policy:
     measured: dict = field(default_factory=dict)  # the out-of-fold shares at these thresholds
     without_database: Policy | None = None
 
+    def __post_init__(self) -> None:
+        _share("run_at", self.run_at, optional=True)
+        _share("regenerate_below", self.regenerate_below)
+        _share("max_wrong", self.max_wrong)
+        _share("max_right_regenerated", self.max_right_regenerated)
+        if self.run_at is not None and self.regenerate_below > self.run_at:
+            raise ValueError(f"regenerate_below {self.regenerate_below} is above run_at {self.run_at}")
+        if not isinstance(self.label, str) or not isinstance(self.measured, Mapping):
+            raise TypeError("label: expected a string; measured: an object")
+        if self.without_database is not None and not isinstance(self.without_database, Policy):
+            raise TypeError(f"without_database: expected a Policy, found {type(self.without_database).__name__}")
+
     def for_database(self, with_database: bool) -> Policy | None:
         """The thresholds for a query scored with (or without) its database; None without a
         database when the model has no policy for that."""
@@ -69,21 +81,9 @@ class Policy:
         is malformed."""
         if not isinstance(saved, Mapping):
             raise TypeError(f"expected an object, found {type(saved).__name__}")
-
-        def share(name: str, value: Any, optional: bool = False) -> float | None:
-            if value is None and optional:
-                return None
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"{name}: expected a number in [0, 1], found {value!r}"[:160])
-            return float(value)
-
-        run_at = share("run_at", saved.get("run_at"), optional=True)
-        regenerate = share("regenerate_below", saved.get("regenerate_below"))
-        if run_at is not None and regenerate > run_at:
-            raise ValueError(f"regenerate_below {regenerate} is above run_at {run_at}")
+        run_at = _share("run_at", saved.get("run_at"), optional=True)
+        regenerate = _share("regenerate_below", saved.get("regenerate_below"))
         label, measured = saved.get("label", "execution_match"), saved.get("measured", {})
-        if not isinstance(label, str) or not isinstance(measured, Mapping):
-            raise TypeError("label: expected a string; measured: an object")
         blind = saved.get("without_database")
         if blind is not None:
             if isinstance(blind, Mapping) and blind.get("without_database") is not None:
@@ -92,6 +92,17 @@ class Policy:
                 blind = cls.from_dict(blind)
             except (TypeError, ValueError) as e:
                 raise type(e)(f"without_database: {e}") from None
-        return cls(run_at, regenerate, share("max_wrong", saved.get("max_wrong", MAX_WRONG)),
-                   share("max_right_regenerated", saved.get("max_right_regenerated", MAX_RIGHT_REGENERATED)),
+        if not isinstance(measured, Mapping):
+            raise TypeError("label: expected a string; measured: an object")
+        return cls(run_at, regenerate, _share("max_wrong", saved.get("max_wrong", MAX_WRONG)),
+                   _share("max_right_regenerated", saved.get("max_right_regenerated", MAX_RIGHT_REGENERATED)),
                    label, dict(measured), blind)
+
+
+def _share(name: str, value: Any, optional: bool = False) -> float | None:
+    """``value`` as a float in [0, 1] (None where ``optional``); ``ValueError`` naming ``name``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"{name}: expected a number in [0, 1], found {value!r}"[:160])
+    return float(value)

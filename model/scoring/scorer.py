@@ -55,7 +55,7 @@ from model.data.databases import (
     is_database_url,
     open_database,
 )
-from model.data.execution import check_deadline
+from model.data.execution import check_deadline, execute_sql
 from model.errors import ModelFileError, UsageError
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
@@ -86,6 +86,7 @@ SCORING_RESULT_BYTES = 32 << 20
 # requests in flight at each freeze in the oldest generation: the server grew by about 0.4 MB/s
 # under load (flat without the freeze).
 FREEZE_ROWS = 64
+_DATABASE_PROBLEM = "_database_problem"  # a row's field: why its database could not be read
 
 
 @dataclass
@@ -153,11 +154,20 @@ class ScoredQuery:
 
 @dataclass(frozen=True)
 class RowError:
-    """A row ``score_many`` could not score, and why (one line)."""
+    """A row ``score_many`` could not score, and why (one line); ``kind``: what was wrong with
+    it: ``sql`` (SQL the RAT library cannot read), ``database`` (a database that cannot be read),
+    ``type`` (a field of the wrong type) or ``value`` (any other field out of bounds)."""
 
     index: int
     message: str
     question_id: str | None = None
+    kind: str = "value"
+
+    def exception(self) -> Exception:
+        """What ``Scorer.score`` raises for this row: ``rat.RATError``, ``DatabaseError``,
+        ``TypeError`` or ``ValueError``."""
+        error = {"sql": rat.RATError, "database": DatabaseError, "type": TypeError}.get(self.kind, ValueError)
+        return error(self.message)
 
 
 def dialect_name(name: object) -> str:
@@ -175,18 +185,6 @@ def dialect_name(name: object) -> str:
     if found not in rat.DIALECTS:
         raise UsageError(f"unknown dialect {name!r} (known: {', '.join(sorted(rat.DIALECTS))})")
     return found
-
-
-def as_schema(schema: rat.Schema | Mapping | None, db_id: str = "") -> rat.Schema | None:
-    """A ``rat.Schema`` from a Schema, a Spider ``tables.json`` entry, or ``{table: [columns]}``."""
-    if schema is None or isinstance(schema, rat.Schema):
-        return schema
-    if isinstance(schema, Mapping) and "table_names_original" in schema:
-        return rat.Schema.from_spider(dict(schema))
-    if isinstance(schema, Mapping):
-        return rat.Schema({str(t): [str(c) for c in cols] for t, cols in schema.items()}, db_id=db_id)
-    raise TypeError(f"schema must be a rat.Schema, a tables.json entry or a dict of table -> columns; "
-                    f"found {type(schema).__name__}")
 
 
 class Scorer:
@@ -255,8 +253,10 @@ class Scorer:
               database: str | Path | None = None, db_id: str | None = None,
               reasons: bool = True, evidence: str = "", dialect: str = "sqlite") -> ScoredQuery:
         """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read,
-        ``UsageError`` for an unknown ``dialect`` and ``model.data.databases.DatabaseError`` for a
-        database that cannot be opened. ``database``: a SQLite file, a URL
+        ``UsageError`` for an unknown ``dialect``, ``model.data.databases.DatabaseError`` for a
+        database that cannot be opened or read (a missing file, a file that is not SQLite, one
+        locked by a writer) and ``TypeError`` / ``ValueError`` for an argument of the wrong type
+        or size. ``database``: a SQLite file, a URL
         (``postgresql://user:pw@host/db``, ``mysql+pymysql://..``, ``duckdb:///file.duckdb``,
         ``sqlite:///file.sqlite``), an open connection (psycopg, pymysql, duckdb, sqlite3) or a
         ``model.data.databases.Database``; opened read-only for this call only. Without a
@@ -266,7 +266,7 @@ class Scorer:
                                       "database": database, "db_id": db_id, "evidence": evidence}],
                                     progress=False, reasons=reasons, dialect=dialect, label_shift=False)
         if isinstance(result, RowError):
-            raise rat.RATError(result.message)
+            raise result.exception()
         return result
 
     @property
@@ -285,7 +285,11 @@ class Scorer:
         (default: the one saved with the model; ``UsageError`` when it has none)."""
         from model.scoring.verdict import verdict_of
 
+        from model.nodes.policy import Policy
+
         policy = policy if policy is not None else self.policy
+        if policy is not None and not isinstance(policy, Policy):
+            raise TypeError(f"policy: expected a model.scoring.verdict.Policy, found {type(policy).__name__}")
         if policy is None:
             raise UsageError(f"the model ({self.description}) has no policy saved; choose one with "
                              "python -m model.scoring.policy, or pass policy=")
@@ -332,6 +336,15 @@ class Scorer:
         confidences are not moved; nor is anything for a model whose card lacks the rate it was
         calibrated at (the neural model, an adapted one), nor where the estimate reaches 0 or 1."""
         dialect = dialect_name(dialect)
+        if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+            raise TypeError(f"rows: expected an iterable of rows (mappings), found {type(rows).__name__}; "
+                            "score() scores one query")
+        for name, value, optional in (("batch_size", batch_size, False), ("max_nodes", max_nodes, True),
+                                      ("max_sql_chars", max_sql_chars, True)):
+            if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, int)
+                                                     or value < 1):
+                raise ValueError(f"{name}: expected a positive whole number{' or None' if optional else ''}, "
+                                 f"found {value!r}"[:200])
         rows = list(rows)
         if features is not None and self.saved is None:
             raise ValueError("features: the neural model has no named features")
@@ -359,11 +372,12 @@ class Scorer:
         """The rows with each ``database`` that is a URL, a DuckDB file or a connection opened
         (``model.data.databases.open_database``: once per distinct database, read-only), and
         the schema read from its database where a row gives none; and the databases opened here,
-        for the caller to close. A SQLite path stays a path (a missing file: no database). A
-        database that cannot be opened is a ``DatabaseError``, one line naming it."""
+        for the caller to close. A SQLite path stays a path, once it has been read. A database
+        that cannot be opened or read (a missing file, a file that is not SQLite, one locked by a
+        writer, a URL that does not connect) makes its rows ``RowError``\ s naming it."""
         opened: list[Database] = []
-        by_target: dict[object, Database | Path | None] = {}
-        schemas: dict[int, rat.Schema | None] = {}
+        by_target: dict[object, Database | Path | DatabaseError] = {}
+        schemas: dict[int, rat.Schema | DatabaseError] = {}
         out = []
         try:
             for row in rows:
@@ -373,37 +387,47 @@ class Scorer:
                     continue
                 key = str(target) if isinstance(target, (str, Path)) else id(target)
                 if key not in by_target:
-                    if isinstance(target, Database):
-                        by_target[key] = target
-                    elif isinstance(target, (str, Path)) and not is_database_url(str(target)) and \
-                            Path(target).suffix.lower() not in (".duckdb", ".ddb"):
-                        by_target[key] = Path(target)  # a SQLite file, as it always was
-                    else:
-                        by_target[key] = open_database(target, timeout_s=self.feature_timeout_s,
-                                                       max_result_bytes=self.max_result_bytes)
-                        opened.append(by_target[key])
+                    try:
+                        by_target[key] = self._open_database(target, opened)
+                    except DatabaseError as error:
+                        by_target[key] = error
                 database = by_target[key]
-                row = {**row, "database": database}
-                if row.get("schema") is None:
-                    reader = (database if isinstance(database, Database) else
-                              SqliteDatabase(database, timeout_s=self.feature_timeout_s, max_rows=1,
-                                             max_result_bytes=self.max_result_bytes)
-                              if database.is_file() else None)
-                    if reader is not None and id(database) not in schemas:
+                if not isinstance(database, DatabaseError) and row.get("schema") is None:
+                    if id(database) not in schemas:
+                        reader = database if isinstance(database, Database) else SqliteDatabase(
+                            database, timeout_s=self.feature_timeout_s, max_rows=1,
+                            max_result_bytes=self.max_result_bytes)
                         try:
                             schemas[id(database)] = reader.schema(str(row.get("db_id") or ""))
-                        except DatabaseError:
-                            if reader is database:  # a live database that cannot be read: told
-                                raise
-                            schemas[id(database)] = None  # a SQLite file: scored as it always was
-                    if reader is not None:
-                        row["schema"] = schemas[id(database)]
-                out.append(row)
+                        except DatabaseError as error:
+                            schemas[id(database)] = error
+                    row = {**row, "schema": schemas[id(database)]}
+                    database = row["schema"] if isinstance(row["schema"], DatabaseError) else database
+                out.append({**row, "database": None, _DATABASE_PROBLEM: str(database)}
+                           if isinstance(database, DatabaseError) else {**row, "database": database})
         except BaseException:
             for db in opened:
                 db.close()
             raise
         return out, opened
+
+    def _open_database(self, target: object, opened: list[Database]) -> Database | Path:
+        """``target`` ready to read: a ``Database`` as it is, a SQLite path once a read of it
+        has succeeded, anything else opened (and added to ``opened``); ``DatabaseError`` otherwise."""
+        if isinstance(target, Database):
+            return target
+        if isinstance(target, (str, Path)) and not is_database_url(str(target)) and \
+                Path(target).suffix.lower() not in (".duckdb", ".ddb"):
+            path = Path(target)
+            if not path.is_file():
+                raise DatabaseError(f"{path}: {'not a file' if path.exists() else 'no such database file'}")
+            _, error = execute_sql(path, "SELECT count(*) FROM sqlite_master", self.feature_timeout_s, max_rows=1)
+            if error is not None:
+                raise DatabaseError(f"{path}: cannot be read as a SQLite database ({error})")
+            return path
+        database = open_database(target, timeout_s=self.feature_timeout_s, max_result_bytes=self.max_result_bytes)
+        opened.append(database)
+        return database
 
     def _score_all(self, rows: list[Mapping], progress: bool, reasons: bool, spans: bool, batch_size: int,
                    workers: int | None, features: tuple[str, ...] | None = None, own_quantiles: bool = False,
@@ -446,7 +470,7 @@ class Scorer:
             return [list(range(start, min(start + batch_size, len(rows)))) for start in range(0, len(rows), batch_size)]
         groups: dict[object, list[int]] = {}
         for i, row in enumerate(rows):
-            qid = row.get("question_id")
+            qid = row.get("question_id") if isinstance(row, Mapping) else None
             groups.setdefault(i if qid is None else ("q", str(qid)), []).append(i)
         batches: list[list[int]] = [[]]
         for group in groups.values():
@@ -470,18 +494,30 @@ class Scorer:
         batch = _Batch([None] * len(rows), [], [], {}, {}, list(positions))
         for j, row in enumerate(rows):
             check_deadline(budget.deadline)
-            qid = row.get("question_id")
+            qid = row.get("question_id") if isinstance(row, Mapping) else None
             try:
+                if not isinstance(row, Mapping):
+                    raise TypeError(f"expected a row (a mapping with 'sql'), found {type(row).__name__}")
+                if row.get(_DATABASE_PROBLEM):
+                    raise DatabaseError(row[_DATABASE_PROBLEM])
                 sql = row.get("sql")
-                if not isinstance(sql, str) or not sql.strip():
+                if sql is not None and not isinstance(sql, str):
+                    raise TypeError(f"sql: expected a str, found {type(sql).__name__}")
+                if not sql or not sql.strip():
                     raise ValueError("no SQL")
                 if budget.max_sql_chars is not None and len(sql) > budget.max_sql_chars:
                     raise ValueError(f"sql: {len(sql)} characters; at most {budget.max_sql_chars} are scored")
                 for name in ("question", "evidence"):
-                    if problem := question_problem(name, str(row.get(name) or "")):
+                    value = row.get(name)
+                    if value is not None and not isinstance(value, str):
+                        raise TypeError(f"{name}: expected a str, found {type(value).__name__}")
+                    if problem := question_problem(name, value or ""):
                         raise ValueError(problem)
-                key = str(row.get("db_id") or f"schema{j}")
-                schema = as_schema(row.get("schema"), key)
+                name = str(row.get("db_id") or f"schema{j}")
+                schema = rat.Schema.of(row.get("schema"), name)
+                database = row.get("database")
+                database = database if isinstance(database, Database) else Path(database) if database else None
+                key = _schema_key(name, j, schema, database, batch)
                 read_as = dialect_name(row["dialect"]) if row.get("dialect") is not None else dialect
                 # tree and spans: one parse
                 located = rat.sql_spans(sql, None, schema, read_as) if spans else None
@@ -494,12 +530,13 @@ class Scorer:
                     raise ValueError(f"the query has {len(example.node_names)} nodes; at most "
                                      f"{budget.max_nodes} are scored")
             except (rat.RATError, ValueError, TypeError) as e:
-                batch.errors[j] = RowError(positions[j], str(e).splitlines()[0] if str(e) else type(e).__name__, qid)
+                kind = ("database" if isinstance(e, DatabaseError) else "sql" if isinstance(e, rat.RATError)
+                        else "type" if isinstance(e, TypeError) else "value")
+                batch.errors[j] = RowError(positions[j], str(e).splitlines()[0] if str(e) else type(e).__name__,
+                                           qid, kind)
                 continue
             batch.schemas[key] = schema
-            database = row.get("database")
-            batch.databases[key] = (database if isinstance(database, Database)
-                                    else Path(database) if database else None)
+            batch.databases[key] = database
             batch.examples.append(example)
             batch.dialects.append(read_as)
             batch.keys.append(j)
@@ -748,6 +785,27 @@ def _heap_frozen():
             if _freeze["users"] == 0 and _freeze["ours"]:
                 gc.unfreeze()
                 _freeze["ours"] = False
+
+
+def _schema_key(name: str, j: int, schema: rat.Schema | None, database: Path | Database | None,
+                batch: _Batch) -> str:
+    """The key row ``j`` of a batch is read under: its ``db_id`` (``name``), unless an earlier
+    row of the batch gave that name another schema or database; then a key of its own."""
+    key, n = name, 0
+    while key in batch.schemas and not (_same_schema(batch.schemas[key], schema)
+                                        and _same_database(batch.databases.get(key), database)):
+        n += 1
+        key = f"{name}#{j}.{n}"
+    return key
+
+
+def _same_schema(a: rat.Schema | None, b: rat.Schema | None) -> bool:
+    return a is b or (a is not None and b is not None and (a.tables, a.primary_keys, a.foreign_keys) ==
+                      (b.tables, b.primary_keys, b.foreign_keys))
+
+
+def _same_database(a: Path | Database | None, b: Path | Database | None) -> bool:
+    return a is b or (isinstance(a, Path) and isinstance(b, Path) and a == b)
 
 
 def readable_database(database: Path | Database | None) -> bool:

@@ -361,8 +361,17 @@ def guard(run_sql: Callable | None = None, *, scorer: Scorer | None = None, data
     if run_sql is None:
         return lambda f: guard(f, scorer=scorer, database=database, schema=schema, db_id=db_id,
                                dialect=dialect, on_hold=on_hold, policy=policy)
-    if scorer is None:
-        raise UsageError("guard needs scorer= (a Scorer: Scorer.pretrained() for the shipped model)")
+    from rat.dialects import dialect as known_dialect
+
+    if not callable(getattr(scorer, "check", None)):
+        raise UsageError("guard needs scorer= (a Scorer: Scorer.pretrained() for the shipped model)"
+                         + ("" if scorer is None else f"; found {type(scorer).__name__}"))
+    for name, value in (("run_sql", run_sql), ("on_hold", on_hold)):
+        if value is not None and not callable(value):
+            raise TypeError(f"guard: {name} must be callable, found {type(value).__name__}")
+    if policy is not None and not isinstance(policy, Policy):
+        raise TypeError(f"guard: policy must be a Policy, found {type(policy).__name__}")
+    known_dialect(dialect)  # an unknown name: a RATError now, not at the first call
 
     @functools.wraps(run_sql)
     def guarded(sql: str, *args, question: str = "", **kwargs):

@@ -29,6 +29,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 import rat
+from model.data.execution import sqlite_uri
 from model.lm.sentence import embed_items
 
 # Weights of each kind when a perturbation is drawn; kinds that do not apply to a query are
@@ -210,7 +211,7 @@ class Perturber:
             values = []
             if self.db_path is not None and self.db_path.exists():
                 try:
-                    conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+                    conn = sqlite3.connect(sqlite_uri(self.db_path), uri=True)
                     try:
                         rows = conn.execute(f'SELECT DISTINCT "{column}" FROM "{table}" '
                                             f'WHERE "{column}" IS NOT NULL LIMIT 200').fetchall()
