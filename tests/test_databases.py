@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 import rat
-
 from model.data.databases import DatabaseError, open_database, schema_from_ddl
 from model.synth.demo.databases import (
     generate_rows,

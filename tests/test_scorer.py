@@ -309,7 +309,7 @@ def test_rows_sharing_a_db_id_keep_their_own_schema_and_database(singers, tmp_pa
             first, _ = scorer.score_many([{"sql": FRANCE, "db_id": "x", "schema": SINGER, "database": database},
                                           other], progress=False)
             assert first.query_confidence == pytest.approx(expected)
-    unnamed, named = scorer.score_many([{"sql": FRANCE, "schema": SINGER},
+    unnamed, _ = scorer.score_many([{"sql": FRANCE, "schema": SINGER},
                                         {"sql": "SELECT petid FROM pets", "db_id": "schema0",
                                          "schema": {"pets": ["petid"]}}], progress=False)
     assert unnamed.query_confidence == pytest.approx(alone[1])

@@ -241,10 +241,10 @@ def test_a_policy_or_a_guard_built_wrong_is_one_line_at_once(scorer, demo):
             Policy(*values)
     with pytest.raises(TypeError, match="policy: expected a model.scoring.verdict.Policy, found str"):
         scorer.check("SELECT count(*) FROM suppliers", database=database, policy="strict")
-    for kwargs, error, says in ((dict(scorer="pretrained"), UsageError, "guard needs scorer=.*found str"),
-                                (dict(scorer=scorer, on_hold="print"), TypeError, "on_hold must be callable"),
-                                (dict(scorer=scorer, policy={"run_at": 0.9}), TypeError, "policy must be a Policy"),
-                                (dict(scorer=scorer, dialect="oracle"), rat.RATError, "unknown dialect 'oracle'")):
+    for kwargs, error, says in (({"scorer": "pretrained"}, UsageError, "guard needs scorer=.*found str"),
+                                ({"scorer": scorer, "on_hold": "print"}, TypeError, "on_hold must be callable"),
+                                ({"scorer": scorer, "policy": {"run_at": 0.9}}, TypeError, "policy must be a Policy"),
+                                ({"scorer": scorer, "dialect": "oracle"}, rat.RATError, "unknown dialect 'oracle'")):
         with pytest.raises(error, match=says):
             guard(print, **kwargs)
     with pytest.raises(TypeError, match="run_sql must be callable"):

@@ -283,9 +283,8 @@ class Scorer:
         """Score one query and decide what to do with it: a ``model.scoring.verdict.Verdict``
         (run | review | regenerate, with feedback a text-to-SQL model can act on), by ``policy``
         (default: the one saved with the model; ``UsageError`` when it has none)."""
-        from model.scoring.verdict import verdict_of
-
         from model.nodes.policy import Policy
+        from model.scoring.verdict import verdict_of
 
         policy = policy if policy is not None else self.policy
         if policy is not None and not isinstance(policy, Policy):
@@ -369,7 +368,7 @@ class Scorer:
         return results
 
     def _open_databases(self, rows: list[Mapping]) -> tuple[list[Mapping], list[Database]]:
-        """The rows with each ``database`` that is a URL, a DuckDB file or a connection opened
+        r"""The rows with each ``database`` that is a URL, a DuckDB file or a connection opened
         (``model.data.databases.open_database``: once per distinct database, read-only), and
         the schema read from its database where a row gives none; and the databases opened here,
         for the caller to close. A SQLite path stays a path, once it has been read. A database
