@@ -102,3 +102,37 @@ def test_params_come_from_a_plain_mapping_and_name_a_bad_value():
     assert params.calibration == "isotonic" and params.drop == ("semantic",)
     with pytest.raises(UsageError, match="model.calibration must be platt, isotonic or none; found 'beta'"):
         BoostedParams.from_mapping({"calibration": "beta"})
+
+
+def test_it_is_a_scikit_learn_estimator_clone_params_and_not_fitted():
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+
+    params = BoostedParams(hgb={"max_iter": 20})
+    model = BoostedNodeModel(params, seed=2)
+    assert model.get_params() == {"params": params, "seed": 2}
+    twin = clone(model)
+    assert twin is not model and twin.params == params and twin.params is not params and twin.seed == 2
+    assert model.set_params(seed=5) is model and model.seed == 5
+    assert BoostedNodeModel().params is None and BoostedNodeModel().params_ == BoostedParams()
+    table = _table()
+    for call in (lambda: model.predict_proba(table), lambda: model.site_scores(table), lambda: model.save("x")):
+        with pytest.raises(NotFittedError):
+            call()
+    twin.fit(table, range(160), validation=range(160, 200))
+    assert twin.predict_proba(table, []).shape == (0,) and twin.site_scores(table, []).shape == (0,)
+    for bad in ([-1], [240], ["3"]):
+        with pytest.raises(IndexError, match="is not an example of the table"):
+            twin.predict_proba(table, bad)
+    with pytest.raises(ValueError, match="train: no examples"):
+        clone(model).fit(table, [])
+
+
+@pytest.mark.parametrize(("values", "says"), [
+    ({"database": "sometimes"}, "model.database must be one of"),
+    ({"hgb": {"max_iters": 10}}, "has no setting 'max_iters'"),
+    ({"inner_folds": 1}, "model.inner_folds must be a whole number of at least 2"),
+    ({"site_head": "yes"}, "model.site_head must be true or false")])
+def test_params_are_checked_wherever_they_are_built(values, says):
+    with pytest.raises(UsageError, match=says):
+        BoostedParams(**values)

@@ -15,6 +15,7 @@ from model import metrics as M
 from model.nodes.estimator import BoostedNodeModel, kind_group
 from model.scoring import ModelFileError, RowError, Scorer
 from model.scoring.reasons import EXPLAINABLE, ReasonContext, explain_nodes, render
+from model.scoring.scorer import PRETRAINED
 from model.train import train
 from tests.test_boosted import FAST, compose_cfg
 
@@ -241,6 +242,22 @@ def test_a_model_file_with_untrusted_types_is_refused(boosted_model, tmp_path):
         Scorer.load(copy)
     (copy / "node_model.skops").write_bytes(b"not a zip")
     with pytest.raises(ModelFileError, match="not a readable skops file"):
+        Scorer.load(copy)
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    (lambda m: {"features": m["features"][:-1]}, "features: 63 names, but the node model reads 64"),
+    (lambda m: {"pointer_reliability": "x"}, "pointer_reliability: expected"),
+    (lambda m: {"pointer_reliability": {"with_database": [{"lo": 0}]}}, "pointer_reliability: expected"),
+    (lambda m: {"quantiles": {"count": 5}}, "quantiles: cannot be read"),
+    (lambda m: {"config": "strict"}, "config: expected an object"),
+    (lambda m: {"config": {**m["config"], "database": "sometimes"}}, "config: model.database must be one of")])
+def test_a_tampered_model_json_is_refused_when_loaded_not_when_scoring(change, says, tmp_path):
+    copy = tmp_path / "m"
+    shutil.copytree(PRETRAINED["spider"], copy)
+    meta = json.loads((copy / "model.json").read_text())
+    (copy / "model.json").write_text(json.dumps({**meta, **change(meta)}))
+    with pytest.raises(ModelFileError, match=says):
         Scorer.load(copy)
 
 

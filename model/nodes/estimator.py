@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
 from model import metrics as M
 from model.calibrators import (
@@ -92,27 +94,39 @@ class BoostedParams:
     # (dropout and both: one model for scoring with and without a database)
     test_database: bool = True  # false: validate and test with the database features missing
 
+    def __post_init__(self) -> None:
+        """Checked where it is built: ``UsageError`` (one line) names a value out of range."""
+        if self.groups not in GROUP_CHOICES:
+            raise UsageError(f"model.groups must be one of {GROUP_CHOICES}; found {self.groups!r}")
+        if self.database not in DATABASE_MODES:
+            raise UsageError(f"model.database must be one of {DATABASE_MODES}; found {self.database!r}")
+        if self.train_side not in TRAIN_SIDE_CHOICES:
+            raise UsageError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {self.train_side!r}")
+        if self.train_side == "auto":
+            self.train_side = "all" if self.train_predictions else "none"
+        for name in ("monotone", "quantiles", "site_head", "site_wrong_only", "test_database"):
+            if not isinstance(getattr(self, name), bool):
+                raise UsageError(f"model.{name} must be true or false; found {getattr(self, name)!r}")
+        if self.calibration not in ("platt", "isotonic", "none"):
+            raise UsageError(f"model.calibration must be platt, isotonic or none; found {self.calibration!r}")
+        if not isinstance(self.hgb, Mapping):
+            raise UsageError(f"model.hgb must be a mapping of HistGradientBoostingClassifier settings; "
+                             f"found {type(self.hgb).__name__}")
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        unknown = sorted(set(self.hgb) - set(HistGradientBoostingClassifier().get_params()))
+        if unknown:
+            raise UsageError(f"model.hgb: HistGradientBoostingClassifier has no setting {unknown[0]!r}")
+        if isinstance(self.inner_folds, bool) or not isinstance(self.inner_folds, int) or self.inner_folds < 2:
+            raise UsageError(f"model.inner_folds must be a whole number of at least 2; found {self.inner_folds!r}")
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> BoostedParams:
         """The parameters a config sets (``conf/model/features.yaml`` as a plain mapping; other
         keys are ignored), checked: ``UsageError`` (one line) names a value out of range."""
         known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
         known["drop"] = tuple(known.get("drop") or ())
-        params = cls(**known)
-        if params.groups not in GROUP_CHOICES:
-            raise UsageError(f"model.groups must be one of {GROUP_CHOICES}; found {params.groups!r}")
-        if params.database not in DATABASE_MODES:
-            raise UsageError(f"model.database must be one of {DATABASE_MODES}; found {params.database!r}")
-        if params.train_side not in TRAIN_SIDE_CHOICES:
-            raise UsageError(f"model.train_side must be one of {TRAIN_SIDE_CHOICES}; found {params.train_side!r}")
-        if params.train_side == "auto":
-            params.train_side = "all" if params.train_predictions else "none"
-        for name in ("monotone", "quantiles"):
-            if not isinstance(getattr(params, name), bool):
-                raise UsageError(f"model.{name} must be true or false; found {getattr(params, name)!r}")
-        if params.calibration not in ("platt", "isotonic", "none"):
-            raise UsageError(f"model.calibration must be platt, isotonic or none; found {params.calibration!r}")
-        return params
+        return cls(**known)
 
     def node_hgb(self, names: Sequence[str]) -> dict[str, Any]:
         """The node model's HGB settings for feature columns ``names``: ``hgb``, and with
@@ -373,9 +387,15 @@ class OutOfFold:
     # (model.database=dropout|both: the model's second pair of calibrators)
 
 
-class BoostedNodeModel:
+class BoostedNodeModel(BaseEstimator):
     """Node model (P(node right)) + site head (P(node is where a wrong query goes wrong)) +
     calibrators (node confidences, whole-query confidence), fitted on a ``NodeTable``.
+
+    A scikit-learn estimator: ``get_params`` / ``set_params`` (``params``, a ``BoostedParams``,
+    and ``seed``), ``sklearn.base.clone``, ``NotFittedError`` before ``fit``. It learns from a
+    ``NodeTable`` and example indices rather than an ``(X, y)`` pair, and ``predict_proba``
+    returns one confidence per node (shape ``(nodes,)``), so the checks of tabular estimators
+    (``check_estimator``) do not apply.
 
     Fitted attributes: ``node_model_`` and ``site_model_`` (HistGradientBoostingClassifier; the
     site head None without one), ``calibrator_`` (raw node probability ->
@@ -388,9 +408,13 @@ class BoostedNodeModel:
     """
 
     def __init__(self, params: BoostedParams | None = None, seed: int = 0):
-        self.params = params if params is not None else BoostedParams()  # what fit reads
+        self.params = params  # None: BoostedParams()'s defaults
         self.seed = seed
-        self._compiled: dict[int, CompiledTrees | None] = {}
+
+    @property
+    def params_(self) -> BoostedParams:
+        """The parameters in use: ``params``, or the defaults where it is None."""
+        return self.params if self.params is not None else BoostedParams()
 
     # ------------------------------------------------------------------------- fitting
 
@@ -408,12 +432,17 @@ class BoostedNodeModel:
         learn from them). ``columns``: a boolean mask over
         ``table.names`` that keeps only some features (ablations).
         """
-        p, seed = self.params, self.seed
-        train = list(range(len(table.examples) - table.train_side)) if train is None else list(train)
+        if not isinstance(self.params_, BoostedParams):
+            raise TypeError(f"params: expected a BoostedParams, found {type(self.params).__name__}")
+        p, seed = self.params_, self.seed
+        train = (list(range(len(table.examples) - table.train_side)) if train is None
+                 else _checked_indices(table, train, "train"))
+        if not train:
+            raise ValueError("train: no examples to fit on")
+        validation = _checked_indices(table, validation, "validation")
         keep = np.ones(len(table.names), dtype=bool) if columns is None else np.asarray(columns, dtype=bool)
         names = tuple(n for n, k in zip(table.names, keep) if k)
         side = list(side) if p.train_side != "none" else []
-        validation = list(validation)
         node_rows = train + (side if p.train_side == "all" else [])
         x, y, sites = training_rows(table, node_rows, p, seed)
         x = x[:, keep]
@@ -470,22 +499,28 @@ class BoostedNodeModel:
         """Calibrated node confidences (P(node right)) of the examples ``indices`` of ``table``
         (default all), their nodes stacked in order: the rows as a fold tests them
         (``scored_rows``: without database features for a database-free model)."""
+        check_is_fitted(self, "node_model_")
         x = self._rows(table, indices)
-        return self.calibrate(self.raw_node_probability(x), self._database)
+        return self.calibrate(self.raw_node_probability(x), self._database) if len(x) else np.zeros(0)
 
     def site_scores(self, table: NodeTable, indices: Sequence[int] | None = None) -> np.ndarray:
         """The site head's scores of the same nodes (NaN without a site head)."""
-        indices = range(len(table.examples)) if indices is None else indices
+        check_is_fitted(self, "node_model_")
+        indices = _checked_indices(table, indices, "indices")
         x = self._rows(table, indices)
+        if not len(x):
+            return np.zeros(0)
         return self.site_score(x, self.raw_node_probability(x), [table.examples[k].node_arity for k in indices])
 
     @property
     def _database(self) -> bool:
-        return self.params.database != "without" and self.params.test_database
+        return self.params_.database != "without" and self.params_.test_database
 
     def _rows(self, table: NodeTable, indices: Sequence[int] | None) -> np.ndarray:
-        indices = range(len(table.examples)) if indices is None else indices
-        x, _ = scored_rows(table, list(indices), self.params)
+        indices = _checked_indices(table, indices, "indices")
+        if not len(indices):
+            return np.zeros((0, len(self.features_)))
+        x, _ = scored_rows(table, list(indices), self.params_)
         return x[:, [table.names.index(n) for n in self.features_]] if tuple(table.names) != self.features_ else x
 
     # ------------------------------------------------------------------------- scoring feature rows
@@ -504,7 +539,7 @@ class BoostedNodeModel:
     def site_context(self) -> bool:
         """Whether the site head reads the node model's confidences around each node
         (``model.nodes.sites``) beside the node's features."""
-        return bool(self.params.site_context)
+        return bool(self.params_.site_context)
 
     def node_confidence(self, x: np.ndarray, database: bool = True) -> np.ndarray:
         """Calibrated confidences of feature rows ``x`` (nodes, features_); ``database``: whether
@@ -552,6 +587,8 @@ class BoostedNodeModel:
     def _probability(self, model: Any, x: np.ndarray) -> np.ndarray:
         """``model.predict_proba(x)[:, 1]``; the same numbers from ``CompiledTrees`` for the few
         rows of a query or two, where scikit-learn's per-tree calls are the cost."""
+        if "_compiled" not in self.__dict__:
+            self._compiled: dict[int, CompiledTrees | None] = {}
         if id(model) not in self._compiled:
             try:  # it reads scikit-learn's private tree arrays: another version may lay them out otherwise
                 self._compiled[id(model)] = CompiledTrees(model)
@@ -568,6 +605,7 @@ class BoostedNodeModel:
         """Write the model directory (``model.nodes.model_file``)."""
         from model.nodes.model_file import write_model
 
+        check_is_fitted(self, "node_model_")
         return write_model(folder, node_model=self.node_model_, site_model=self.site_model_,
                            calibrator=self.calibrator_, query_calibrator=self.query_calibrator_,
                            features=self.features_, typical=self.typical_,
@@ -577,9 +615,14 @@ class BoostedNodeModel:
     @classmethod
     def load(cls, folder: str | Path) -> BoostedNodeModel:
         """Read a model directory; ``ModelFileError`` (one line) when it cannot be used."""
+        from model.errors import ModelFileError
         from model.nodes.model_file import read_model
 
-        return cls.from_parts(**read_model(folder))
+        parts = read_model(folder)
+        try:
+            return cls.from_parts(**parts)
+        except (UsageError, TypeError) as e:  # a config its parameters refuse
+            raise ModelFileError(f"{Path(folder) / 'model.json'}: config: {e}") from None
 
     @classmethod
     def from_parts(cls, node_model: Any, site_model: Any | None, calibrator: Calibrator | None,
@@ -596,6 +639,20 @@ class BoostedNodeModel:
         model.query_calibrator_, model.features_, model.typical_ = query_calibrator, tuple(features), typical
         model.info_, model.without_database_, model.query_metrics_ = info, without_database, {}
         return model
+
+
+def _checked_indices(table: NodeTable, indices: Sequence[int] | None, name: str) -> list[int]:
+    """``indices`` as a list (None: every example of ``table``); ``IndexError`` naming ``name``
+    for one that is not a whole number in range (a negative index is not read from the end)."""
+    n = len(table.examples)
+    if indices is None:
+        return list(range(n))
+    out = list(indices)
+    bad = next((k for k in out if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < n),
+               None)
+    if bad is not None:
+        raise IndexError(f"{name}: {bad!r} is not an example of the table (0 to {n - 1})")
+    return out
 
 
 def _model_card(table: NodeTable, indices: Sequence[int], side: Sequence[int], params: BoostedParams,

@@ -95,12 +95,40 @@ def read_model(folder: str | Path) -> dict[str, Any]:
             Policy.from_dict(meta["policy"])
         except (ValueError, TypeError) as e:
             raise ModelFileError(f"{meta_path}: policy: {e}") from None
+    _check_card(meta, meta_path)
     node_model = load_skops(folder / "node_model.skops")
     site_path = folder / "site_model.skops"
     site_model = load_skops(site_path) if site_path.is_file() else None
+    reads = getattr(node_model, "n_features_in_", len(parts["features"]))
+    if reads != len(parts["features"]):
+        raise ModelFileError(f"{meta_path}: features: {len(parts['features'])} names, but the node model "
+                             f"reads {reads} features")
     return {"node_model": node_model, "site_model": site_model, **parts,
             "info": {k: v for k, v in meta.items()
                      if k not in ("features", "calibrator", "typical", "query_calibrator", "without_database")}}
+
+
+def _check_card(meta: dict, meta_path: Path) -> None:
+    """The parts of ``model.json`` scoring reads besides the calibrators: ``config`` (an object),
+    ``pointer_reliability`` (bins of ``lo``, ``hi``, ``top1`` numbers), ``quantiles``; the first
+    malformed one is one ``ModelFileError`` line naming it."""
+    from model.nodes.quantiles import Quantiles
+
+    if not isinstance(meta.get("config", {}), dict):
+        raise ModelFileError(f"{meta_path}: config: expected an object")
+    reliability = meta.get("pointer_reliability", {})
+    number = (int, float)
+    if not isinstance(reliability, dict) or not all(
+            isinstance(bins, list) and all(isinstance(b, dict) and all(
+                isinstance(b.get(k), number) and not isinstance(b.get(k), bool) for k in ("lo", "hi", "top1"))
+                for b in bins) for bins in reliability.values()):
+        raise ModelFileError(f"{meta_path}: pointer_reliability: expected {{with_database: [{{lo, hi, top1}}, ...]}}")
+    if "quantiles" in meta:
+        try:
+            quantiles = Quantiles.from_dict(meta["quantiles"])
+            quantiles.transform(np.zeros((1, len(quantiles.features))), list(quantiles.features))
+        except Exception as e:  # noqa: BLE001  (junk in any field)
+            raise ModelFileError(f"{meta_path}: quantiles: cannot be read ({type(e).__name__})") from None
 
 
 def _checked_parts(meta: dict, meta_path: Path) -> dict[str, Any]:
