@@ -69,6 +69,7 @@ def test_the_adapted_model_learns_the_teachers_reading_and_scores_one_query_alon
     info = result.model.info_
     assert info["method"].endswith("adapted") and info["trained_on"]["adapted_on"]["outputs"] == len(rows)
     assert info["base_model"]["trained_on"] == base.info_["trained_on"] and info["metrics"] == {}
+    assert result.model.query_label == teacher.query_label == "execution"  # it learnt the teacher's confidence
     assert len(result.model.node_model_._predictors) == 200  # the settings given
     assert result.model.site_model_ is not base.site_model_  # fitted again, on the teacher's site scores
 

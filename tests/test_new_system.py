@@ -135,3 +135,16 @@ def test_leave_one_system_out_scores_the_held_out_file_alone_with_and_without_da
     assert oof["queries"] == len(examples) and "label_shift" not in oof
     assert oof["rate"][0] == pytest.approx(result["with"]["rate"][0], abs=1e-4)
     assert "out of fold, with databases" in done.stdout
+
+
+def test_queries_without_their_database_are_labelled_by_tree_and_the_label_says_mixed():
+    from model.wholequery.new_system import SystemScores, report
+
+    nodes = [np.array([0.9, 0.8])] * 4
+    mixed = SystemScores("a", np.array([0.9, 0.8, 0.3, 0.6]), None, np.array([1.0, np.nan, 0.0, np.nan]),
+                         np.array([0, 1, 0, 0]), nodes, [np.array([1, 1])] * 4)
+    assert mixed.label == "mixed" and mixed.right.tolist() == [1, 1, 0, 0]
+    assert report(mixed, n_bootstrap=20)["label"] == "mixed"
+    full = SystemScores("b", mixed.confidence, None, np.array([1.0, 0.0, 0.0, 1.0]), mixed.tree, nodes, nodes)
+    assert full.label == "execution" and full.right.tolist() == [1, 0, 0, 1]
+    assert SystemScores("c", mixed.confidence, None, None, mixed.tree, nodes, nodes).label == "tree"

@@ -79,6 +79,7 @@ def test_recalibration_moves_an_overconfident_model_to_its_labels_and_keeps_its_
     card = result.model.info_["recalibrated_on"]
     assert card["queries"] == 80 and card["before"]["query_ece"] > 0.1 and "recalibrated_on" not in model.info_
     assert result.refitted == ["all"]  # chosen: the refit predicts the outputs far better
+    assert result.model.query_label == "execution"  # what its confidences are now fitted to
     # a model calibrated on these outputs already keeps its calibrators (the default), or is refitted on asking
     again = recalibrate(result.model, _labelled(table, fit_on[:40]), progress=False)
     assert again.refitted == [] and again.model.query_calibrator_ is result.model.query_calibrator_
@@ -97,6 +98,7 @@ def test_rows_without_a_database_refit_the_calibrators_used_without_one():
     new = result.model
     assert new.calibrator_ is model.calibrator_ and new.query_calibrator_ is model.query_calibrator_
     assert new.without_database_[1] != model.without_database_[1]
+    assert model.query_label == "execution" and new.query_label == "tree"  # fitted on tree labels now
 
 
 def test_given_labels_and_rows_that_cannot_be_labelled(boosted_model):  # noqa: F811

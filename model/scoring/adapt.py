@@ -107,7 +107,7 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
                          "file per system)")
     results = Scorer(teacher).score_many(rows, progress=progress, spans=False, workers=workers,
                                          features=model.features_, label_shift=False)
-    errors = Counter(r.message.split(":")[0][:60] for r in results if isinstance(r, RowError))
+    errors = Counter(r.reason for r in results if isinstance(r, RowError))
     scored = [(row, r) for row, r in zip(rows, results) if not isinstance(r, RowError)]
     if not scored:
         raise AdaptError(f"none of the {len(rows)} rows could be scored ({', '.join(errors)})")
@@ -204,4 +204,6 @@ def _adapted_info(model: BoostedNodeModel, teacher: BoostedNodeModel, adapted_on
             "created": date.today().isoformat(),
             "method": f"{model.info_.get('method', 'boosted node features')}, adapted",
             "metrics": {}, "trained_on": {"adapted_on": adapted_on}, "base_model": base,
+            # its whole-query confidence learns the teacher's: it means what the teacher's means
+            "query_label": teacher.query_label,
             "teacher": {k: teacher.info_.get(k) for k in ("method", "trained_on", "created")}}

@@ -320,7 +320,7 @@ def score_file(scorer, args, schemas: dict) -> int:
                 shifts.append((path, found))
     for r in results:
         if isinstance(r, RowError):
-            skipped[r.message.split(":")[0][:60]] += 1
+            skipped[r.reason] += 1
     out_rows = []
     for row, result in zip(good, results):
         if isinstance(result, RowError):

@@ -153,7 +153,7 @@ def build_server(tools: ScoringTools):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rat-mcp", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="rat-mcp", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("--model", default="pretrained")
     parser.add_argument("--data-root", type=Path, help="schemas and databases (read-only) under this folder")
     parser.add_argument("--schema", type=Path, help="tables.json only: scoring without databases")

@@ -97,7 +97,7 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
         raise RecalibrationError(f"none of the {len(rows)} rows could be labelled (no gold SQL)")
     results = Scorer(model).score_many(usable, progress=progress, workers=workers,  # spans: keeps the trees
                                        features=model.features_, label_shift=False)
-    errors.update(r.message.split(":")[0][:60] for r in results if isinstance(r, RowError))
+    errors.update(r.reason for r in results if isinstance(r, RowError))
     scored = [(row, r) for row, r in zip(usable, results) if not isinstance(r, RowError)]
     databases = [readable_database(row.get("database")) for row, _ in scored]
     run = [k for k, (row, _) in enumerate(scored)
@@ -161,6 +161,9 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
             new.calibrator_, new.query_calibrator_ = calibrator, query_calibrator
     if refitted:  # the policy's thresholds were chosen on the confidences the old calibrators gave
         new.info_.pop("policy", None)
+        # what its confidences now mean: the labels they were fitted on (``correct`` given: execution)
+        meant = {"tree" if way == "tree" else "execution" for way in how}
+        new.info_["query_label"] = meant.pop() if len(meant) == 1 else "mixed"
     new.info_["recalibrated_on"] = {"queries": len(kept), "nodes": len(y_all), "right_queries": int(correct.sum()),
                                    "labels": dict(how), "calibration": calibration,
                                    "with_database": int(sum(d for _, d, _, _ in kept)), "refitted": refitted,

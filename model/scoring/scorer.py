@@ -35,6 +35,7 @@ from __future__ import annotations
 import gc
 import math
 import pickle
+import re
 import threading
 import warnings
 import zipfile
@@ -162,6 +163,16 @@ class RowError:
     message: str
     question_id: str | None = None
     kind: str = "value"
+
+    @property
+    def reason(self) -> str:
+        """The message without the detail in parentheses and the SQL it quotes, to count rows by:
+        ``'cannot parse'``, ``"unsupported construct 'PIVOT'"``, ``'no SQL'``.
+
+        >>> RowError(0, "cannot parse (Invalid expression / Unexpected token at line 1, col 9): 'SELEC x'").reason
+        'cannot parse'
+        """
+        return re.split(r" \(|: ['\"]", self.message, maxsplit=1)[0][:80]
 
     def exception(self) -> Exception:
         """What ``Scorer.score`` raises for this row: ``rat.RATError``, ``DatabaseError``,

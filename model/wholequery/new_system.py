@@ -34,7 +34,8 @@ import numpy as np
 from model import metrics as M
 from model.errors import UsageError
 
-LABELS = {"execution": "executes to gold's result", "tree": "tree equal to gold's"}
+LABELS = {"execution": "executes to gold's result", "tree": "tree equal to gold's",
+          "mixed": "execution where the benchmark has the query's database, tree elsewhere"}
 
 
 @dataclass
@@ -44,7 +45,7 @@ class SystemScores:
     system: str
     confidence: np.ndarray  # whole-query confidence as scored (shifted where the rows were)
     unshifted: np.ndarray | None  # before label shift; None where the rows were not shifted
-    execution: np.ndarray | None  # 1 = executes to gold's result; None without databases
+    execution: np.ndarray | None  # 1 = executes to gold's result, NaN without its database; None: no database
     tree: np.ndarray | None  # 1 = the tree is gold's (tree comparison alone); None where not computed
     node_confidence: list[np.ndarray]
     node_labels: list[np.ndarray]
@@ -52,18 +53,24 @@ class SystemScores:
 
     @property
     def label(self) -> str:
-        return "execution" if self.execution is not None else "tree"
+        """``execution`` (every query has its database), ``tree`` (none has) or ``mixed``."""
+        if self.execution is None:
+            return "tree"
+        return "mixed" if np.isnan(self.execution).any() else "execution"
 
     @property
     def right(self) -> np.ndarray:
-        return self.execution if self.execution is not None else self.tree
+        """1 = right by the label: execution where there is one, else tree."""
+        if self.execution is None:
+            return self.tree
+        return np.where(np.isnan(self.execution), self.tree, self.execution).astype(int)
 
 
 def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", labels: str = "execution",
              skipped: Counter | None = None) -> dict[str, SystemScores]:
     """``rat-score`` rows grouped by system and labelled against ``data_root``'s gold SQL:
-    execution labels where the benchmark has the database (``labels="execution"``), tree
-    labels otherwise. A row whose question or tree cannot be labelled is left out and counted in
+    execution labels where the benchmark has a query's database (``labels="execution"``), tree
+    labels for the others (the label ``mixed`` where a system has both). A row whose question or tree cannot be labelled is left out and counted in
     ``skipped``; so is a row whose node count differs from its labelled tree's."""
     from model.nodes.examples import build_examples
 
@@ -100,12 +107,13 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
                     kept.append((r, e))
             if not kept:
                 continue
-            has_execution = labels == "execution" and all(e.execution_match is not None for _, e in kept)
+            has_execution = labels == "execution" and any(e.execution_match is not None for _, e in kept)
             shifted = all("query_confidence_unshifted" in r for r, _ in kept)
             out[system] = SystemScores(
                 system, np.array([r["query_confidence"] for r, _ in kept], dtype=float),
                 np.array([r["query_confidence_unshifted"] for r, _ in kept], dtype=float) if shifted else None,
-                np.array([int(bool(e.execution_match)) for _, e in kept]) if has_execution else None,
+                np.array([np.nan if e.execution_match is None else float(bool(e.execution_match)) for _, e in kept])
+                if has_execution else None,
                 np.array([int(all(tree_of[e.question_id].node_labels)) for _, e in kept]),
                 [np.array([n["confidence"] for n in r["nodes"]], dtype=float) for r, _ in kept],
                 [np.asarray(e.node_labels, dtype=int) for _, e in kept],
