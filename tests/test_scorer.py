@@ -309,6 +309,26 @@ def test_each_bad_row_is_one_error_of_its_kind_and_score_raises_it(singers, tmp_
             scorer.score_many(rows[:1], progress=False, **bad)
     with pytest.raises(TypeError, match="score\\(\\) scores one query"):
         scorer.score_many({"sql": FRANCE})
+    for call, error in ((lambda: Scorer.load(None), TypeError), (lambda: Scorer.pretrained(["spider"]), ModelFileError),
+                        (lambda: scorer.score(FRANCE, timeout_s=0), ValueError)):
+        with pytest.raises(error):
+            call()
+
+
+def test_a_call_past_its_timeout_raises_and_a_closed_connection_is_a_database_error(singers):
+    import sqlite3
+
+    from model.data.databases import DatabaseError
+    from model.data.execution import DeadlineExceeded
+
+    scorer = Scorer.pretrained()
+    with pytest.raises(DeadlineExceeded):
+        scorer.score(FRANCE, schema=SINGER, database=singers, timeout_s=1e-9)
+    assert scorer.score(FRANCE, schema=SINGER, database=singers, timeout_s=60).with_database
+    conn = sqlite3.connect(singers)
+    conn.close()
+    with pytest.raises(DatabaseError, match="cannot be read"):
+        scorer.score(FRANCE, schema=SINGER, database=conn)
 
 
 def test_rows_sharing_a_db_id_keep_their_own_schema_and_database(singers, tmp_path):

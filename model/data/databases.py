@@ -830,7 +830,10 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
     if module in ("duckdb", "_duckdb"):
         return DuckDBDatabase(target, name, owned=False, **limits)
     if isinstance(target, sqlite3.Connection):
-        files = [r[2] for r in target.execute("PRAGMA database_list") if r[1] == "main"]
+        try:
+            files = [r[2] for r in target.execute("PRAGMA database_list") if r[1] == "main"]
+        except sqlite3.Error as error:  # a closed connection
+            raise DatabaseError(f"{name}: cannot be read ({_one_line(error)})") from None
         if not files or not files[0]:
             raise DatabaseError(f"{name}: an in-memory SQLite database cannot be opened read-only; "
                                 "pass its file")

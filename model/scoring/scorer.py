@@ -215,7 +215,7 @@ class Scorer:
     @classmethod
     def pretrained(cls, name: str = "spider") -> Scorer:
         """The model shipped in the package (``docs/model_card.md``)."""
-        if name not in PRETRAINED:
+        if not isinstance(name, str) or name not in PRETRAINED:
             raise ModelFileError(f"no pretrained model {name!r}; there is: {', '.join(PRETRAINED)}")
         return cls(BoostedNodeModel.load(PRETRAINED[name]))
 
@@ -224,6 +224,8 @@ class Scorer:
         """A saved boosted model directory (``<run>/model`` or the run itself), or a neural
         checkpoint (a ``.ckpt`` or a neural run directory); ``pretrained`` for the shipped one,
         ``pretrained:<name>`` for another shipped one (``pretrained:spider_consensus``)."""
+        if not isinstance(path, (str, Path)):
+            raise TypeError(f"path: expected a str or Path, found {type(path).__name__}")
         if str(path) == "pretrained":
             return cls.pretrained()
         if str(path).startswith("pretrained:"):
@@ -262,7 +264,8 @@ class Scorer:
 
     def score(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
               database: str | Path | None = None, db_id: str | None = None,
-              reasons: bool = True, evidence: str = "", dialect: str = "sqlite") -> ScoredQuery:
+              reasons: bool = True, evidence: str = "", dialect: str = "sqlite",
+              timeout_s: float | None = None) -> ScoredQuery:
         """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read,
         ``UsageError`` for an unknown ``dialect``, ``model.data.databases.DatabaseError`` for a
         database that cannot be opened or read (a missing file, a file that is not SQLite, one
@@ -272,10 +275,19 @@ class Scorer:
         ``sqlite:///file.sqlite``), an open connection (psycopg, pymysql, duckdb, sqlite3) or a
         ``model.data.databases.Database``; opened read-only for this call only. Without a
         ``schema``, the schema is read from the database. ``evidence``: BIRD-style external knowledge,
-        read as part of the question; ``dialect``: the SQL dialect ``sql`` is written in."""
+        read as part of the question; ``dialect``: the SQL dialect ``sql`` is written in;
+        ``timeout_s``: the most seconds the call may take (each database read is bounded by
+        ``feature_timeout_s`` anyway), past which it raises ``model.data.execution.DeadlineExceeded``
+        (a ``TimeoutError``)."""
+        import time
+
+        if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
+                                      or not timeout_s > 0):
+            raise ValueError(f"timeout_s: expected a positive number of seconds, found {timeout_s!r}"[:200])
         (result,) = self.score_many([{"sql": sql, "question": question, "schema": schema,
                                       "database": database, "db_id": db_id, "evidence": evidence}],
-                                    progress=False, reasons=reasons, dialect=dialect, label_shift=False)
+                                    progress=False, reasons=reasons, dialect=dialect, label_shift=False,
+                                    deadline=None if timeout_s is None else time.monotonic() + timeout_s)
         if isinstance(result, RowError):
             raise result.exception()
         return result
@@ -290,10 +302,11 @@ class Scorer:
 
     def check(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
               database: str | Path | None = None, db_id: str | None = None, dialect: str = "sqlite",
-              evidence: str = "", policy=None):
+              evidence: str = "", policy=None, timeout_s: float | None = None):
         """Score one query and decide what to do with it: a ``model.scoring.verdict.Verdict``
         (run | review | regenerate, with feedback a text-to-SQL model can act on), by ``policy``
-        (default: the one saved with the model; ``UsageError`` when it has none)."""
+        (default: the one saved with the model; ``UsageError`` when it has none); ``timeout_s``
+        bounds the scoring as in ``score``."""
         from model.nodes.policy import Policy
         from model.scoring.verdict import verdict_of
 
@@ -304,7 +317,7 @@ class Scorer:
             raise UsageError(f"the model ({self.description}) has no policy saved; choose one with "
                              "python -m model.scoring.policy, or pass policy=")
         scored = self.score(sql, question=question, schema=schema, database=database, db_id=db_id,
-                            evidence=evidence, dialect=dialect)
+                            evidence=evidence, dialect=dialect, timeout_s=timeout_s)
         return verdict_of(scored, policy, database)
 
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
