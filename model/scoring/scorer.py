@@ -392,12 +392,12 @@ class Scorer:
         return results
 
     def _open_databases(self, rows: list[Mapping]) -> tuple[list[Mapping], list[Database]]:
-        r"""The rows with each ``database`` that is a URL, a DuckDB file or a connection opened
+        """The rows with each ``database`` that is a URL, a DuckDB file or a connection opened
         (``model.data.databases.open_database``: once per distinct database, read-only), and
         the schema read from its database where a row gives none; and the databases opened here,
         for the caller to close. A SQLite path stays a path, once it has been read. A database
         that cannot be opened or read (a missing file, a file that is not SQLite, one locked by a
-        writer, a URL that does not connect) makes its rows ``RowError``\ s naming it."""
+        writer, a URL that does not connect) makes each of its rows a ``RowError`` naming it."""
         opened: list[Database] = []
         by_target: dict[object, Database | Path | DatabaseError] = {}
         schemas: dict[int, rat.Schema | DatabaseError] = {}
