@@ -13,6 +13,7 @@ from model.data.datasets import (
     load_schemas,
     spider_hardness,
 )
+from model.errors import UsageError
 
 
 def parsed(**clauses):
@@ -157,8 +158,21 @@ def test_unknown_split_and_malformed_rows(spider_root: Path) -> None:
     with pytest.raises(FileNotFoundError, match="test"):
         load_questions(spider_root, "test")
     (spider_root / "bad.json").write_text(json.dumps([{"db_id": "shop", "question": "no query"}]))
-    with pytest.raises(ValueError, match="bad_0 has no field 'query'"):
+    with pytest.raises(UsageError, match="bad_0 has no field 'query'"):
         load_questions(spider_root, "bad")
+    for rows, says in (([{"db_id": "shop", "question": "q", "query": 5}], "row bad_0: query is not text"),
+                       (["SELECT 1"], "row bad_0 is not an object"), ({}, "expected a JSON list of questions")):
+        (spider_root / "bad.json").write_text(json.dumps(rows))
+        with pytest.raises(UsageError, match=says):
+            load_questions(spider_root, "bad")
+    for text, says in ("", "not valid JSON"), ("[" * 100_000, "not valid JSON|nested too deeply"):
+        (spider_root / "bad.json").write_text(text)
+        with pytest.raises(UsageError, match=says):
+            load_questions(spider_root, "bad")
+    (spider_root / "tables.json").write_text(json.dumps([{"db_id": "shop", "table_names_original": ["t"],
+                                                           "column_names_original": [[4, "a"]]}]))
+    with pytest.raises(UsageError, match="tables.json: shop: schema: a malformed tables.json entry"):
+        load_schemas(spider_root)
 
 
 def test_database_path(spider_root: Path) -> None:

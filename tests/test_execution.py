@@ -351,7 +351,23 @@ def test_cli_json(spider_root: Path, tmp_path: Path, capsys) -> None:
     assert report["execution_accuracy"] == pytest.approx(2 / 3)
     assert report["outcomes"]["match"] == 2 and report["outcomes"]["mismatch"] == 1
     assert report["outcomes"]["no_database"] == 1
-    assert report["missing_databases"] == ["lost"]
+    assert report["missing_databases"] == ["lost"] and report["unreadable_databases"] == {}
+
+
+def test_cli_names_a_database_it_cannot_read_and_leaves_its_questions_out(spider_root: Path, tmp_path: Path,
+                                                                          capsys) -> None:
+    corrupt = spider_root / "database" / "lost" / "lost.sqlite"
+    corrupt.parent.mkdir(parents=True)
+    corrupt.write_bytes(b"not a database" * 100)
+    predictions = tmp_path / "system.txt"
+    predictions.write_text("SELECT count(*) FROM singer\nSELECT 1\nSELECT 1\nSELECT 1\n")
+    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions),
+                           "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0 and "execution accuracy: 33.3% (1/3)" in out, out
+    assert "unreadable database: lost (cannot be read as a SQLite database (DatabaseError: file is not a " \
+           "database)); its questions are counted as without a database" in out
+    assert corrupt.read_bytes() == b"not a database" * 100
 
 
 def test_cli_text_and_skipped_rows(spider_root: Path, tmp_path: Path, capsys) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from model.data.datasets import Question
 from model.data.predictions import Prediction, load_predictions, write_predictions
+from model.errors import PredictionFileError
 
 QUESTIONS = [
     Question("dev_0", "concert", "How many singers?", "SELECT count(*) FROM singer"),
@@ -105,6 +106,28 @@ def test_codes_bird_json(tmp_path: Path) -> None:
     many = [Question(f"dev_{i}", "db", "q", "SELECT 1") for i in range(12)]
     path.write_text(json.dumps({str(i): f"SELECT {i}\t----- bird -----\tdb" for i in range(12)}))
     assert sqls(load_predictions(path, many))[10] == "SELECT 10"
+
+
+@pytest.mark.parametrize(("keys", "says"), [(["0", "1", "300"], "2 is missing"), (["-1", "0", "1"], "2 is missing"),
+                                           (["0", "01", "1"], "2 is missing")])
+def test_positional_json_keys_must_number_every_question_once(tmp_path: Path, keys, says) -> None:
+    path = tmp_path / "gaps.json"
+    path.write_text(json.dumps({k: "SELECT 1" for k in keys}))  # as many rows as questions, one shifted
+    with pytest.raises(PredictionFileError, match=f"keys must run from 0 to 2; {says}"):
+        load_predictions(path, QUESTIONS)
+
+
+def test_json_nested_too_deeply_is_one_line_or_one_counted_row(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000)
+    with pytest.raises(PredictionFileError, match="not JSON|nested too deeply"):
+        load_predictions(path, QUESTIONS)
+    lines = tmp_path / "deep.jsonl"
+    lines.write_text("[" * 100_000 + "\n" + "".join(
+        json.dumps({"question_id": q.question_id, "sql": "SELECT 1"}) + "\n" for q in QUESTIONS[:2]))
+    skipped = Counter()
+    found = load_predictions(lines, QUESTIONS, skipped=skipped)
+    assert len(found) == 2 and skipped["malformed_json"] == 1
 
 
 def test_jsonl_any_order_with_samples(tmp_path: Path) -> None:

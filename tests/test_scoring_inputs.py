@@ -79,7 +79,7 @@ def test_a_binary_or_malformed_schema_file_is_one_usage_error(tmp_path):
     with pytest.raises(UsageError, match="not UTF-8 text"):
         read_schemas(binary)
     binary.write_text('[{"db_id": "x"}]')
-    with pytest.raises(UsageError, match=r"cannot read schemas \(KeyError"):
+    with pytest.raises(UsageError, match=r"tables.json: x: schema: the tables.json entry has no 'table_names_original'"):
         read_schemas(binary)
     binary.write_text('{"a": 1}')
     with pytest.raises(UsageError, match="expected a JSON list of tables.json entries"):

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from model.errors import UsageError
+
 if TYPE_CHECKING:  # rat is only needed by load_schemas; keep importing this module cheap
     import rat
 
@@ -85,13 +87,35 @@ def load_questions(root: Path, split: str) -> list[Question]:
     root = Path(root)
     questions: list[Question] = []
     for path in _split_files(root, split):
-        rows = json.loads(path.read_text(encoding="utf-8"))
+        rows = read_json(path)
+        if not isinstance(rows, list):
+            raise UsageError(f"{path}: expected a JSON list of questions, found {type(rows).__name__}")
         for index, row in enumerate(rows):
             questions.append(_question(row, f"{path.stem}_{index}", path))
     return questions
 
 
+def read_json(path: Path) -> Any:
+    """The JSON value of a dataset file; ``UsageError`` (one line naming it) when it is not UTF-8
+    JSON. A benchmark file is read whole or not at all: prediction files are aligned to its
+    questions by position, so a question left out would shift them."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: JSON nested too deeply") from None
+
+
 def _question(row: dict[str, Any], question_id: str, path: Path) -> Question:
+    if not isinstance(row, dict):
+        raise UsageError(f"{path}: row {question_id} is not an object")
+    odd = next((k for k in ("db_id", "question", "query", "SQL", "evidence") if k in row
+                and not isinstance(row[k], str) and not (k == "evidence" and row[k] is None)), None)
+    if odd is not None:
+        raise UsageError(f"{path}: row {question_id}: {odd} is not text")
     try:
         if "SQL" in row:  # BIRD
             return Question(
@@ -111,12 +135,11 @@ def _question(row: dict[str, Any], question_id: str, path: Path) -> Question:
             difficulty=spider_hardness(sql) if isinstance(sql, dict) else None,
         )
     except KeyError as missing:
-        raise ValueError(f"{path}: row {question_id} has no field {missing}") from None
+        raise UsageError(f"{path}: row {question_id} has no field {missing}") from None
 
 
 def load_schemas(root: Path) -> dict[str, rat.Schema]:
     """``{db_id: rat.Schema}`` from ``tables.json`` (Spider) or ``*_tables.json`` (BIRD)."""
-    import rat  # deferred: rat pulls in sqlglot
 
     root = Path(root)
     files = (
@@ -128,9 +151,28 @@ def load_schemas(root: Path) -> dict[str, rat.Schema]:
         raise FileNotFoundError(f"no tables.json or dev_tables.json under {root}")
     schemas: dict[str, rat.Schema] = {}
     for path in files:
-        for entry in json.loads(path.read_text(encoding="utf-8")):
-            schemas.setdefault(entry["db_id"], rat.Schema.from_spider(entry))
+        for db_id, schema in schemas_of(read_json(path), path).items():
+            schemas.setdefault(db_id, schema)
     return schemas
+
+
+def schemas_of(entries: Any, path: Path | str) -> dict[str, rat.Schema]:
+    """``{db_id: rat.Schema}`` of the ``tables.json`` entries read from ``path``; ``UsageError``
+    (one line naming the file and the entry) for one that is not a schema."""
+    import rat
+
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise UsageError(f"{path}: expected a JSON list of tables.json entries")
+    out: dict[str, rat.Schema] = {}
+    for k, entry in enumerate(entries):
+        db_id = entry.get("db_id")
+        if not isinstance(db_id, str) or not db_id:
+            raise UsageError(f"{path}: entry {k} has no db_id")
+        try:
+            out.setdefault(db_id, rat.Schema.from_spider(entry))
+        except (ValueError, TypeError) as e:
+            raise UsageError(f"{path}: {db_id}: {e}") from None
+    return out
 
 
 def database_path(root: Path, db_id: str) -> Path | None:

@@ -290,6 +290,25 @@ def execute_sql(
     return (payload, None) if status == "ok" else (None, payload)
 
 
+def sqlite_problem(db_path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
+    """Why ``db_path`` cannot be read as a SQLite database (missing, a folder, not SQLite, locked
+    by a writer past ``timeout_s``), or None: one read of its catalogue.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp()); (folder / "notes.txt").write_text("hello")
+    5
+    >>> sqlite_problem(folder / "notes.txt")
+    'cannot be read as a SQLite database (DatabaseError: file is not a database)'
+    >>> sqlite_problem(folder / "none.sqlite"), sqlite_problem(folder)
+    ('no such database file', 'not a file')
+    """
+    path = Path(db_path)
+    if not path.is_file():
+        return "not a file" if path.exists() else "no such database file"
+    _, error = execute_sql(path, "SELECT count(*) FROM sqlite_master", timeout_s, max_rows=1)
+    return None if error is None else f"cannot be read as a SQLite database ({error})"
+
+
 class DeadlineExceeded(TimeoutError):
     """A request's time budget ran out while its work was being done (``check_deadline``)."""
 
@@ -703,7 +722,9 @@ def evaluate_file(
     """Execution accuracy of a prediction file over the questions that have a database.
 
     A question whose prediction row was skipped (see ``load_predictions``) counts as
-    ``pred_error``: the system gave no usable SQL for it. Unreadable inputs (a missing root or
+    ``pred_error``: the system gave no usable SQL for it. A database that cannot be read (corrupt,
+    locked) is named in ``unreadable_databases`` and its questions count as without a database,
+    as a missing one's do. Unreadable inputs (a missing root or
     split, a malformed questions or prediction file) raise ``OSError`` or ``ValueError`` with a
     one-line message naming the file.
     """
@@ -721,6 +742,9 @@ def evaluate_file(
     loaded = load_predictions(predictions, questions, skipped=skipped)
     by_id = {p.question_id: p.sql for p in loaded}
     db_paths = {q.db_id: database_path(root, q.db_id) for q in questions}
+    unreadable = {db: problem for db, path in db_paths.items()
+                  if path is not None and (problem := sqlite_problem(path, timeout_s)) is not None}
+    db_paths.update(dict.fromkeys(unreadable))  # their questions count as without a database
     pairs = [(db_paths[q.db_id], by_id.get(q.question_id, ""), q.gold_sql) for q in questions]
     outcomes = execute_pairs(
         pairs, timeout_s, cache_dir, workers, distinct, progress, max_result_bytes
@@ -734,7 +758,8 @@ def evaluate_file(
         "execution_accuracy": counts["match"] / with_database if with_database else None,
         "outcomes": counts,
         "skipped_rows": dict(skipped),
-        "missing_databases": sorted(db for db, path in db_paths.items() if path is None),
+        "missing_databases": sorted(db for db, path in db_paths.items() if path is None and db not in unreadable),
+        "unreadable_databases": dict(sorted(unreadable.items())),
     }
 
 
@@ -817,6 +842,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if report["missing_databases"]:
         print("missing databases: " + ", ".join(report["missing_databases"]))
+    for db, problem in report["unreadable_databases"].items():
+        print(f"unreadable database: {db} ({problem}); its questions are counted as without a database")
     return 0
 
 

@@ -220,6 +220,8 @@ def _rows_json(path: Path) -> list[tuple[str, str | None]]:
         data = json.loads(_read_text(path))
     except json.JSONDecodeError as error:
         raise PredictionFileError(path, f"not JSON ({error})") from None
+    except RecursionError:
+        raise PredictionFileError(path, "JSON nested too deeply") from None
     if isinstance(data, list):
         items = [(str(i), value) for i, value in enumerate(data)]
     elif isinstance(data, dict):
@@ -231,6 +233,13 @@ def _rows_json(path: Path) -> list[tuple[str, str | None]]:
                 raise PredictionFileError(
                     path, f"expected question numbers as keys (\"0\", \"1\", ...), found {key!r}"
                 ) from None
+        # positional: the keys must number the questions 0..n-1, each once (a gap shifts the rest)
+        given = set(numbers.values())
+        gap = next((k for k in range(len(data)) if k not in given), None)
+        if gap is not None:
+            raise PredictionFileError(
+                path, f"question numbers as keys must run from 0 to {len(data) - 1}; {gap} is missing"
+            )
         items = sorted(data.items(), key=lambda item: numbers[item[0]])
     else:
         raise PredictionFileError(
@@ -262,7 +271,7 @@ def _from_jsonl(
         n_rows += 1
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             reasons["malformed_json"] += 1
             continue
         if (

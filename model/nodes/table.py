@@ -64,6 +64,11 @@ def load_table(data_cfg, params: BoostedParams, progress: bool = True) -> NodeTa
     examples, _ = build_examples(root, data_cfg.get("eval_split", "dev"), prediction_files=files,
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
                                  evidence=data_cfg.get("evidence", False), labels=labels)
+    if not examples:
+        from model.errors import UsageError
+
+        raise UsageError(f"no labelled predictions to learn from in {', '.join(str(f) for f in files)[:300]} "
+                         "(each file or row was refused: see the lines above)")
     side = []
     # The train side: real outputs on the train split (model.train_predictions) and, with
     # data.use_perturbations, data.train_perturbations perturbations of each train gold query

@@ -195,7 +195,9 @@ def score_one(scorer, args, schemas: dict) -> int:
         scored = scorer.score(args.sql, question=args.question, schema=schema,
                               database=_database(args, args.db_id), db_id=args.db_id,
                               dialect=args.dialect)
-    except rat.RATError as e:
+    except UsageError:  # a database that cannot be read, an unknown dialect: named as they are
+        raise
+    except (rat.RATError, ValueError, TypeError) as e:
         raise UsageError(f"--sql: {str(e).splitlines()[0].removeprefix('sql: ')}") from None  # quotes 200 characters
     if args.json:
         print(json.dumps(scored.to_dict()))

@@ -14,7 +14,6 @@ data root once symlinks are resolved).
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -92,8 +91,7 @@ def read_schemas(schema: Path | None = None, data_root: Path | None = None, dial
     TABLE`` statements written in ``dialect`` (one schema, named ``db_id`` or the file's name) or
     a dataset folder (``data_root``); ``{}`` with neither. A file that cannot be read as schemas
     is one ``UsageError`` line naming it."""
-    import rat
-    from model.data.datasets import load_schemas
+    from model.data.datasets import load_schemas, read_json, schemas_of
 
     where = schema or data_root
     try:
@@ -104,12 +102,11 @@ def read_schemas(schema: Path | None = None, data_root: Path | None = None, dial
             text = Path(schema).read_text(encoding="utf-8")
             return {name: schema_from_ddl(text, dialect, name, f"--schema {schema}")}
         if schema:
-            entries = json.loads(Path(schema).read_text(encoding="utf-8"))
-            if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-                raise UsageError(f"--schema {schema}: expected a JSON list of tables.json entries")
-            return {e["db_id"]: rat.Schema.from_spider(e) for e in entries}
+            return schemas_of(read_json(schema), f"--schema {schema}")
         if data_root:
             return load_schemas(data_root)
+    except UsageError:  # told in one line naming the file
+        raise
     except UnicodeDecodeError:
         raise UsageError(f"{where}: cannot read schemas (not UTF-8 text: a binary file?)") from None
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as e:

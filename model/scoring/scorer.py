@@ -56,7 +56,7 @@ from model.data.databases import (
     is_database_url,
     open_database,
 )
-from model.data.execution import check_deadline, execute_sql
+from model.data.execution import check_deadline, sqlite_problem
 from model.errors import ModelFileError, UsageError
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
@@ -442,11 +442,8 @@ class Scorer:
         if isinstance(target, (str, Path)) and not is_database_url(str(target)) and \
                 Path(target).suffix.lower() not in (".duckdb", ".ddb"):
             path = Path(target)
-            if not path.is_file():
-                raise DatabaseError(f"{path}: {'not a file' if path.exists() else 'no such database file'}")
-            _, error = execute_sql(path, "SELECT count(*) FROM sqlite_master", self.feature_timeout_s, max_rows=1)
-            if error is not None:
-                raise DatabaseError(f"{path}: cannot be read as a SQLite database ({error})")
+            if (problem := sqlite_problem(path, self.feature_timeout_s)) is not None:
+                raise DatabaseError(f"{path}: {problem}")
             return path
         database = open_database(target, timeout_s=self.feature_timeout_s, max_result_bytes=self.max_result_bytes)
         opened.append(database)
