@@ -12,9 +12,9 @@ call; the Hydra wrapper only calls it.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from model import metrics
 from model.data.cache import cache_dir
-from model.errors import UsageError
+from model.data.jsonl import read_rows, report_left_out
+from model.errors import UsageError, check_writable
 from model.eval import abstention, plots, report
 from model.eval.localisation import localisation_markdown, localisation_of_scores
 from model.nodes.outputs import check_rows, tree_of
@@ -38,38 +39,10 @@ GROUP_COLUMNS = ("group", "db_id", "database")
 # --------------------------------------------------------------------------- loading
 
 
-def read_rows(path: Path, skipped: Counter | None = None) -> list[dict]:
-    """Rows of a JSONL, JSON (a list) or CSV file; a file that is none of these is a ValueError
-    naming it. A JSONL line that is not JSON, or a row that is not an object, is left out and
-    counted in ``skipped``."""
-    path = Path(path)
-    skipped = skipped if skipped is not None else Counter()
-    if path.suffix == ".csv":
-        return list(csv.DictReader(path.read_text().splitlines()))
-    if path.suffix == ".json":
-        try:
-            rows = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not JSON ({e.msg})") from None
-        if not isinstance(rows, list):
-            raise ValueError(f"{path}: expected a JSON list of objects")
-    else:
-        rows = []
-        for line in path.read_text(errors="replace").splitlines():
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except (ValueError, RecursionError):
-                skipped["not a JSON line"] += 1
-    kept = [r for r in rows if isinstance(r, dict)]
-    if len(kept) < len(rows):
-        skipped["not an object"] += len(rows) - len(kept)
-    return kept
-
-
 def is_node_level(rows: list[dict]) -> bool:
-    return bool(rows) and isinstance(rows[0], dict) and all(f in rows[0] for f in NODE_FIELDS)
+    """Whether the rows are node predictions (some row has node confidences and labels), not
+    generic (confidence, label) rows."""
+    return any(isinstance(r, dict) and all(f in r for f in NODE_FIELDS) for r in rows)
 
 
 def _pick(row: dict, names: tuple[str, ...], what: str, required: bool = True):
@@ -185,7 +158,7 @@ def run_data_root(run_dir: Path | None) -> Path | None:
         return None
     for candidate in (run_dir / "config.yaml", run_dir / ".hydra" / "config.yaml"):
         if candidate.exists():
-            cfg = OmegaConf.load(candidate)
+            cfg = _load_config(candidate)
             if OmegaConf.select(cfg, "data", default=None) is None:
                 continue
             root = OmegaConf.select(cfg, "data.root", default=None)
@@ -195,6 +168,21 @@ def run_data_root(run_dir: Path | None) -> Path | None:
 
             return demo_root()
     return None
+
+
+def _load_config(path: Path) -> DictConfig:
+    """A run's saved config; one that is not a YAML mapping is a ``UsageError`` naming it."""
+    import yaml
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        cfg = OmegaConf.load(path)
+    except (yaml.YAMLError, UnicodeDecodeError, OmegaConfBaseException, ValueError) as e:
+        problem = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UsageError(f"{path}: not a readable config ({problem})") from None
+    if not isinstance(cfg, DictConfig):
+        raise UsageError(f"{path}: not a readable config (expected a mapping)")
+    return cfg
 
 
 def is_real_system(system: str | None) -> bool:
@@ -309,7 +297,7 @@ def with_gold_diff(rows: list[dict], trees: dict[int, Any], questions: dict, sch
     for i, r in enumerate(rows):
         q = questions.get(r.get("question_id"))
         gold = q.gold_sql if q is not None else r.get("gold_sql")
-        if all(r["node_labels"]) or not gold or i not in trees:
+        if all(r["node_labels"]) or not gold or i not in trees or not r.get("sql"):
             out.append(r)
             continue
         schema = schemas.get(r.get("db_id"))
@@ -323,18 +311,41 @@ def with_gold_diff(rows: list[dict], trees: dict[int, Any], questions: dict, sch
     return out
 
 
-def _questions(data_root: Path, rows: list[dict]) -> dict:
-    """question_id -> Question for the splits the rows' ids name (``dev_12`` -> dev)."""
+def _questions(data_root: Path, rows: list[dict], problems: list[str] | None = None) -> dict:
+    """question_id -> Question for the splits the rows' ids name (``dev_12`` -> dev); a split
+    that cannot be read is left out, the one-line reason appended to ``problems``."""
     from model.data.datasets import load_questions
 
     stems = {r["question_id"].rsplit("_", 1)[0] for r in rows if "_" in r["question_id"]}
     out = {}
-    for stem in stems:
+    for stem in sorted(stems):
         try:
             out.update({q.question_id: q for q in load_questions(data_root, stem)})
-        except (FileNotFoundError, ValueError, KeyError):
-            continue
+        except (OSError, ValueError, KeyError) as e:  # UsageError is a ValueError
+            if problems is not None:
+                problems.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
     return out
+
+
+def gold_sources(data_root: Path | None, rows: list[dict]) -> tuple[dict, dict, str | None]:
+    """(schemas, question_id -> Question, why what is missing is missing) of ``data_root``, for
+    the gold SQL and difficulty the node-level report compares with. No ``data_root``: nothing,
+    and no reason; a ``data_root`` that is no folder or whose schemas or questions cannot be
+    read: what could be read, and the reasons in one line naming it."""
+    if data_root is None:
+        return {}, {}, None
+    if not data_root.is_dir():
+        return {}, {}, f"data_root={data_root}: no such folder"
+    from model.data.datasets import load_schemas
+
+    problems: list[str] = []
+    try:
+        schemas = load_schemas(data_root)
+    except (OSError, ValueError, KeyError) as e:
+        schemas = {}
+        problems.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    questions = _questions(data_root, rows, problems)
+    return schemas, questions, f"data_root={data_root}: {'; '.join(problems)}" if problems else None
 
 
 def _difficulties(rows: list[dict], questions: dict) -> list[str | None]:
@@ -362,17 +373,11 @@ def _json_safe(value):
     return value
 
 
-def _read(path: Path, skipped: Counter | None = None) -> list[dict]:
-    try:
-        return read_rows(path, skipped)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise UsageError(str(e) if str(path) in str(e) else f"{path}: {e}") from None
-
-
-def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None
+def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped: Counter | None = None
                     ) -> tuple[Path, list[dict], list[dict] | None, Path | None]:
     """(out_dir, evaluated rows, calibration rows or None, data root or None); rows of the
-    evaluated file that are not objects are counted in ``skipped``."""
+    evaluated file that are not objects are counted in ``skipped``, those of the calibration
+    split in ``cal_skipped``."""
     if cfg.run_dir:
         run_dir = Path(cfg.run_dir)
         if not run_dir.is_dir():
@@ -382,16 +387,16 @@ def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None
             raise UsageError(f"run_dir={run_dir}: no predictions/{cfg.split}.jsonl in it "
                              "(is it a train.py run directory?)")
         cal_path = run_dir / "predictions" / f"{cfg.calibration_split}.jsonl"
-        cal_rows = _read(cal_path) if cal_path.exists() else None
+        cal_rows = read_rows(cal_path, cal_skipped) if cal_path.exists() else None
         out_dir = Path(cfg.out_dir) if cfg.out_dir else run_dir / "eval"
         data_root = Path(cfg.data_root) if cfg.data_root else run_data_root(run_dir)
-        return out_dir, _read(test_path, skipped), cal_rows, data_root
+        return out_dir, read_rows(test_path, skipped), cal_rows, data_root
     if cfg.predictions:
         path = Path(cfg.predictions)
         if not path.is_file():
             raise UsageError(f"predictions={path}: no such file")
         out_dir = Path(cfg.out_dir) if cfg.out_dir else path.with_name(f"{path.stem}_eval")
-        return out_dir, _read(path, skipped), None, Path(cfg.data_root) if cfg.data_root else None
+        return out_dir, read_rows(path, skipped), None, Path(cfg.data_root) if cfg.data_root else None
     raise UsageError("give run_dir=<training run> or predictions=<file>")
 
 
@@ -407,7 +412,14 @@ def select_systems(rows: list[dict] | None, which: str) -> list[dict] | None:
 
 
 def _abstention(test: dict, calibration: dict | None, cfg: DictConfig) -> dict:
+    """RS(c) rows with the threshold chosen on ``calibration``, or without it on the other
+    schema-disjoint folds; no rows (the protocol says why) when there is neither a calibration
+    split nor a second database to fold by. AURC in every case."""
     penalties = list(cfg.penalties)
+    aurc = abstention.aurc(test["confidence"], test["label"])
+    if calibration is None and len(np.unique(test["group"])) < 2:
+        return {"protocol": "not computed: no calibration split, and the threshold cannot be chosen "
+                            "on other folds of a single database", "rows": [], "aurc": aurc}
     if calibration is not None:
         rows = abstention.abstention_table((calibration["confidence"], calibration["label"]),
                                            (test["confidence"], test["label"]), penalties)
@@ -417,8 +429,7 @@ def _abstention(test: dict, calibration: dict | None, cfg: DictConfig) -> dict:
             test["confidence"], test["label"], test["group"], penalties, cfg.n_folds, cfg.seed)
         protocol = f"threshold chosen on the other {cfg.n_folds - 1} of {cfg.n_folds} " \
                    "schema-disjoint folds"
-    return {"protocol": protocol, "rows": rows,
-            "aurc": abstention.aurc(test["confidence"], test["label"])}
+    return {"protocol": protocol, "rows": rows, "aurc": aurc}
 
 
 def evaluate(cfg: DictConfig) -> dict:
@@ -430,21 +441,26 @@ def evaluate(cfg: DictConfig) -> dict:
     if not (cfg.run_dir or cfg.predictions) and _wants_whole_query(cfg):
         return evaluate_whole_query(cfg)
     skipped: Counter = Counter()
-    out_dir, rows, cal_rows, data_root = _resolve_inputs(cfg, skipped)
+    cal_skipped: Counter = Counter()
+    out_dir, rows, cal_rows, data_root = _resolve_inputs(cfg, skipped, cal_skipped)
     n_rows = len(rows) + sum(skipped.values())
-    if is_node_level(rows):  # a malformed row is counted and left out, never a crash
-        rows = check_rows(rows, skipped)
-        cal_rows = check_rows(cal_rows, Counter()) if cal_rows else cal_rows
-    else:
-        rows = check_score_rows(rows, skipped)
-        cal_rows = check_score_rows(cal_rows, Counter()) if cal_rows else cal_rows
+    n_cal_rows = len(cal_rows or ()) + sum(cal_skipped.values())
+    check = check_rows if is_node_level(rows) else check_score_rows
+    rows = check(rows, skipped)  # a malformed row is counted and left out, never a crash
+    cal_rows = check(cal_rows, cal_skipped) if cal_rows is not None else None
     if not rows:
         note = f" ({', '.join(f'{n} {why}' for why, n in skipped.items())})" if skipped else ""
         raise UsageError(f"{cfg.run_dir or cfg.predictions}: no predictions to evaluate{note}")
+    check_writable(out_dir, "out_dir", directory=True)  # before the work, not after it
+    source = Path(cfg.run_dir) / "predictions" / f"{cfg.split}.jsonl" if cfg.run_dir else Path(cfg.predictions)
+    report_left_out(str(source), n_rows, skipped)
+    report_left_out(str(source.with_name(f"{cfg.calibration_split}.jsonl")), n_cal_rows, cal_skipped)
     rows, cal_rows = select_systems(rows, cfg.systems), select_systems(cal_rows, cfg.systems)
     results: dict[str, Any] = {"source": str(cfg.run_dir or cfg.predictions),
                                "data_root": str(data_root) if data_root else None,
                                "rows": len(rows), "rows_read": n_rows, "rows_skipped": dict(skipped)}
+    if cal_skipped:
+        results["calibration_rows_skipped"] = dict(cal_skipped)
     md = [f"# Evaluation of `{results['source']}`", "",
           f"{len(rows)} of {n_rows} predictions evaluated (systems={cfg.systems})"
           + (f"; left out: {', '.join(f'{n} {why}' for why, n in skipped.items())}." if skipped else "."), ""]
@@ -491,6 +507,7 @@ def _wants_whole_query(cfg: DictConfig) -> bool:
 def evaluate_whole_query(cfg: DictConfig) -> dict:
     """Only the whole-query section (no node-level input): metrics.json and report.md."""
     out_dir = Path(cfg.out_dir) if cfg.out_dir else Path(cfg.wholequery.base_scores or ".").parent / "eval"
+    check_writable(out_dir, "out_dir", directory=True)
     results, md = whole_query(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "metrics.json").write_text(json.dumps(_json_safe({"wholequery": results}), indent=1))
@@ -577,17 +594,15 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
     nodes = node_scores(rows)
     # A scorer may name itself (the boosted scorer says whether it is single-system or consensus).
     methods = {rows[0].get("method") or "RAT node model": nodes}
-    schemas, questions = {}, {}
-    if data_root is not None and data_root.exists():
-        from model.data.datasets import load_schemas
-
-        schemas, questions = load_schemas(data_root), _questions(data_root, rows)
+    schemas, questions, gold_problem = gold_sources(data_root, rows)
+    if gold_problem:
+        print(f"evaluation without gold SQL and difficulty: {gold_problem}", file=sys.stderr)
     trees = _trees(rows)
     if cfg.baselines.agreement:
         agreement = agreement_scores(rows, trees)
         if agreement is not None:
             methods["node agreement (consensus)"] = agreement
-    if cfg.baselines.token and data_root is not None:
+    if cfg.baselines.token and data_root is not None and not gold_problem:
         methods["token level"] = token_scores(rows, data_root, cfg)
     summaries = {name: summarise(s, cfg) for name, s in methods.items()}
     located_rows = with_gold_diff(rows, trees, questions, schemas)
@@ -613,6 +628,10 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
            f"bins; [{cfg.level:.0%} bootstrap interval, {cfg.n_bootstrap} resamples]."), "",
           report.metrics_table(summaries), ""]
     md += _missing_platt_note(summaries, nodes["group"], cfg)
+    if gold_problem:
+        md += [(f"Left out, for want of the benchmark's gold SQL and difficulty: the comparison with "
+                f"gold (spans, error kinds, gold in report.html), the table by Spider difficulty"
+                f"{' and the token-level baseline' if cfg.baselines.token else ''} ({gold_problem})."), ""]
     md += ["More metrics:", "", report.metrics_table(summaries, report.EXTRA_COLUMNS), ""]
     located = {n: s["localisation"] for n, s in summaries.items()
                if s.get("localisation", {}).get("n_wrong_queries")}
@@ -665,9 +684,10 @@ def query_level(test: dict, calibration: dict | None, title: str, out_dir: Path,
     md += _missing_platt_note({"confidence": q["summary"]}, test["group"], cfg)
     md += [report.metrics_table({"confidence": q["summary"]}, report.EXTRA_COLUMNS), "",
            (f"### Abstention (TrustSQL RS(c); {q['abstention']['protocol']}; "
-            f"N = {len(test['label'])})"), "",
-           report.abstention_markdown(q["abstention"]["rows"]), "",
-           f"AURC (area under the risk-coverage curve): {q['abstention']['aurc']:.4f}", ""]
+            f"N = {len(test['label'])})"), ""]
+    if q["abstention"]["rows"]:
+        md += [report.abstention_markdown(q["abstention"]["rows"]), ""]
+    md += [f"AURC (area under the risk-coverage curve): {q['abstention']['aurc']:.4f}", ""]
     pair = {"confidence": (test["confidence"], test["label"])}
     pictures = []
     stem = plot_dir / "query_reliability"

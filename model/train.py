@@ -289,7 +289,7 @@ def epoch_lines():
 def check_data(cfg: DictConfig) -> None:
     """A data root that is missing or not a dataset folder, or a run folder that cannot be
     written, is the user's mistake: one line, before any work."""
-    from model.scoring.inputs import check_writable
+    from model.errors import check_writable
 
     if cfg.get("paths", {}).get("output_dir"):
         check_writable(Path(cfg.paths.output_dir), "paths.output_dir", directory=True)

@@ -261,3 +261,90 @@ def test_bad_score_rows_are_counted_and_the_run_goes_on(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "no predictions to evaluate (1 not a JSON line, 2 not an object" in done.stderr, done.stderr
+
+
+def test_rows_of_wrong_types_are_counted_by_reason_and_left_out(tmp_path, capsys):
+    """Each of these rows, beside good ones, is left out and counted by its reason (one line on
+    stderr per file), in the evaluated split and in the calibration split, never a crash."""
+    write_demo_run(tmp_path)
+    test_path, val_path = (tmp_path / "predictions" / f"{s}.jsonl" for s in ("test", "val"))
+    good = test_path.read_text().splitlines()
+    row = json.loads(good[0])
+    n = len(row["node_confidences"])
+    bad = [{"question_id": "dev_1"},  # first, so that the file is still read as node predictions
+           {**row, "node_confidences": 0.5}, {**row, "node_confidences": ["abc"] * n},
+           {**row, "node_confidences": [None] * n}, {**row, "node_confidences": [float("nan")] * n},
+           {**row, "node_confidences": [7.5] * n},
+           {**row, "node_confidences": [], "node_labels": [], "node_names": [], "node_arity": [], "node_types": []},
+           {**row, "node_labels": ["x"] * n}, {**row, "node_arity": ["x"] * n}, {**row, "node_arity": [-3] * n},
+           {**row, "query_confidence": "abc"}, {**row, "site_scores": "abc"}, {**row, "site_scores": [0.5] * (n + 1)},
+           {**row, "question_id": ["dev_1"]}, {**row, "db_id": ["x"]}, {**row, "system": 7}, {**row, "sql": 5},
+           {**row, "node_names": list(range(n))}]
+    test_path.write_text("\n".join([*map(json.dumps, bad), *good]) + "\n")
+    val = val_path.read_text().splitlines()
+    val_path.write_text("\n".join([json.dumps({**json.loads(val[0]), "node_confidences": "abc"}), *val[1:]]) + "\n")
+    results = evaluate(make_cfg(run_dir=tmp_path, n_bootstrap=0, breakdown_bootstrap=0, **{"html.max_examples": 5}))
+    assert results["rows_read"] == len(good) + len(bad) and results["rows"] == len(good)
+    assert results["rows_skipped"] == {
+        "missing node_labels": 1, "node_confidences not a list of numbers in [0, 1]": 5, "no nodes": 1,
+        "node_labels not a list of 0/1": 1, "node_arity not a list of non-negative integers": 2,
+        "query_confidence not a number in [0, 1]": 1, "site_scores not a list of numbers": 1,
+        "site_scores length differs": 1, "question_id not a string": 1, "db_id not a string": 1,
+        "system not a string": 1, "sql not a string": 1, "node_names not a list of strings": 1}
+    assert results["calibration_rows_skipped"] == {"node_confidences not a list of numbers in [0, 1]": 1}
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{test_path}: left out {len(bad)} of {len(good) + len(bad)} rows: ")
+    assert "5 node_confidences not a list of numbers in [0, 1]" in err[0] and "1 missing node_labels" in err[0]
+    assert err[1] == f"{val_path}: left out 1 of {len(val)} rows: 1 node_confidences not a list of numbers in [0, 1]"
+
+
+def test_a_predictions_file_of_one_database_leaves_out_only_the_thresholded_abstention(demo_run, tmp_path):
+    """No calibration split and one database: no other fold to choose an RS(c) threshold on; the
+    table is left out with a line saying so, everything else is evaluated."""
+    rows = [json.loads(line) for line in (demo_run / "predictions" / "test.jsonl").read_text().splitlines()]
+    db = max({r["db_id"] for r in rows}, key=[r["db_id"] for r in rows].count)
+    path = tmp_path / "one_db.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows if r["db_id"] == db))
+    results = evaluate(make_cfg(predictions=path, n_bootstrap=0, breakdown_bootstrap=0, **{"html.max_examples": 5}))
+    abstention = results["query"]["abstention"]
+    assert abstention["rows"] == [] and abstention["protocol"].startswith("not computed")
+    assert 0 <= abstention["aurc"] <= 1 and results["node"]["methods"]["RAT node model"]["n"] > 0
+    md = (tmp_path / "one_db_eval" / "report.md").read_text()
+    assert "cannot be chosen on other folds of a single database" in md and "AURC" in md
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("deep.json", "[" * 100000, "deep.json: JSON nested too deeply"),
+    ("big.csv", 'confidence,label\n0.5,1\n"' + "x" * 200_000 + '",1\n',
+     "big.csv: not a readable CSV file (field larger than field limit"),
+])
+def test_unreadable_files_are_one_line_naming_them(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+        evaluate(make_cfg(predictions=path))
+
+
+def test_an_out_dir_that_cannot_be_made_is_one_line_before_the_work(tmp_path, monkeypatch):
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps({"confidence": c, "label": int(c > 0.5), "group": i % 3}) + "\n"
+                            for i, c in enumerate(np.linspace(0, 1, 30))))
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setattr(evaluate_module, "query_level", lambda *a: pytest.fail("worked before checking out_dir"))
+    with pytest.raises(UsageError, match=f"out_dir {tmp_path / 'a_file' / 'eval'}: cannot be written"):
+        evaluate(make_cfg(predictions=path, out_dir=tmp_path / "a_file" / "eval"))
+
+
+def test_an_unusable_data_root_says_what_is_left_out(demo_run, tmp_path, capsys):
+    results = evaluate(make_cfg(run_dir=demo_run, data_root=tmp_path / "missing", out_dir=tmp_path / "eval",
+                                n_bootstrap=0, breakdown_bootstrap=0, **{"html.max_examples": 5}))
+    reason = f"data_root={tmp_path / 'missing'}: no such folder"
+    assert capsys.readouterr().err.splitlines() == [f"evaluation without gold SQL and difficulty: {reason}"]
+    assert "by_difficulty" not in results["node"]
+    assert f"the table by Spider difficulty ({reason})" in (tmp_path / "eval" / "report.md").read_text()
+
+
+def test_a_broken_run_config_is_one_line_naming_it(tmp_path):
+    (tmp_path / "config.yaml").write_text("data: [unclosed\n  - x: :")
+    with pytest.raises(UsageError, match=f"{tmp_path / 'config.yaml'}: not a readable config"):
+        evaluate_module.run_data_root(tmp_path)

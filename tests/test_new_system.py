@@ -148,3 +148,59 @@ def test_queries_without_their_database_are_labelled_by_tree_and_the_label_says_
     full = SystemScores("b", mixed.confidence, None, np.array([1.0, 0.0, 0.0, 1.0]), mixed.tree, nodes, nodes)
     assert full.label == "execution" and full.right.tolist() == [1, 0, 0, 1]
     assert SystemScores("c", mixed.confidence, None, None, mixed.tree, nodes, nodes).label == "tree"
+
+
+def _scored_rows(system: str, n: int, offset: int = 0) -> list[dict]:
+    """rat-score-shaped rows for the demo corpus's first ``n`` dev answers of demo_strong: one
+    node per node of the predicted tree, so that each row can be labelled."""
+    import rat
+    from model.data.datasets import load_questions, load_schemas
+    from model.data.predictions import load_predictions
+    from model.synth.demo import demo_root
+
+    root = demo_root()
+    schemas = load_schemas(root)
+    preds = load_predictions(root / "predictions" / "demo_strong.jsonl", load_questions(root, "dev"))
+    rows = []
+    for k, p in enumerate(preds[offset:offset + n]):
+        size = len(rat.to_tree(p.sql, schemas[p.db_id]).postorder())
+        rows.append({"question_id": p.question_id, "db_id": p.db_id, "sql": p.sql, "system": system,
+                     "query_confidence": 0.3 + 0.05 * (k % 10), "nodes": [{"confidence": 0.8}] * size})
+    return rows
+
+
+def test_bad_rows_are_counted_and_hostile_system_names_are_only_labels(tmp_path, capsys, monkeypatch):
+    """One bad row leaves out that row, counted by reason, never the file or its system; a system
+    named like a path writes nothing outside the temporary folder and is reported by its name."""
+    import tempfile
+
+    from model.synth.demo import demo_root
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    hostile = "../" * 12 + str(tmp_path).lstrip("/") + "/PWNED"
+    good = _scored_rows("ok", 12)
+    bad = [{**good[0], "sql": None}, {k: v for k, v in good[1].items() if k != "sql"},
+           {**good[2], "nodes": [{"label": "x"}] * len(good[2]["nodes"])},
+           {**good[3], "query_confidence": "abc"}, {**good[4], "query_confidence": None},
+           {**good[5], "question_id": "dev_99999"}]
+    lines = [json.dumps(r) for r in good[:6]] + ["{not json", "[" * 100000] + [json.dumps(r) for r in bad]
+    lines += [json.dumps(good[0])]  # a second row for dev_0: the first is kept
+    lines += [json.dumps(r) for r in good[6:]]
+    lines += [json.dumps(r) for r in _scored_rows(hostile, 3, 20) + _scored_rows("a/b", 2, 30)]
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text("\n".join(lines) + "\n")
+    result = _evaluate(**{"new_system.scored": scored, "data_root": demo_root(), "out_dir": tmp_path / "eval",
+                          "n_bootstrap": 0})["new_system"]
+    by_system = {r["system"]: r["queries"] for r in result["systems"]}
+    assert by_system == {"ok": 12, hostile: 3, "a/b": 2}
+    assert result["rows_skipped"] == {
+        "not a JSON line": 2, "no sql (a string)": 2, "nodes not a list of objects with a confidence in [0, 1]": 1,
+        "query_confidence not a number in [0, 1]": 2, "unknown question_id": 1,
+        "duplicate question_id (the first kept)": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval", "scored.jsonl", "temp"]
+    assert not any(temp.iterdir())
+    err = capsys.readouterr().err
+    assert f"{scored}: left out 9 of 26 rows: 2 not a JSON line, 2 no sql (a string)" in err
+    assert ".jsonl" not in json.dumps(result["rows_skipped"])  # no temporary file is named

@@ -96,7 +96,7 @@ def test_a_binary_schema_and_a_long_db_id_are_one_line(tmp_path):
     binary.write_bytes(bytes(range(256)) * 4)
     done = rat_score("--schema", str(binary), "--sql", "SELECT 1", "--db-id", "x")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert f"{binary}: cannot read schemas (not UTF-8 text" in done.stderr
+    assert f"{binary}: not UTF-8 text" in done.stderr
     empty = tmp_path / "empty.json"
     empty.write_text("[]")
     done = rat_score("--sql", "SELECT 1", "--db-id", "d" * 300, "--schema", str(empty))

@@ -11,6 +11,7 @@ the SQL again. Writers may add fields (``query_confidence``, ``site_scores``...)
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,9 +45,70 @@ def write_predictions(path: str | Path, rows: Sequence[dict]) -> int:
     return write_jsonl(path, rows)
 
 
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def is_confidence(x) -> bool:
+    """A finite number in [0, 1] (not a bool)."""
+    return _is_number(x) and 0.0 <= x <= 1.0
+
+
+# per-node lists a node row may carry: what each entry must be, and how a reason names it
+_NODE_VALUES = {
+    "node_confidences": (is_confidence, "numbers in [0, 1]"),
+    "node_labels": (lambda x: isinstance(x, (bool, int, float)) and x in (0, 1), "0/1"),
+    "node_arity": (lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0,
+                   "non-negative integers"),
+    "node_names": (lambda x: isinstance(x, str), "strings"),
+    "node_types": (lambda x: isinstance(x, str), "strings"),
+    "site_scores": (_is_number, "numbers"),
+}
+
+
+def node_row_problem(row: dict) -> str | None:
+    """Why a node-level row cannot be evaluated (None when it can), as far as its values go:
+    ``question_id`` (and ``db_id``, ``system``, ``sql`` where given) not a string, a per-node
+    list that is not a list of what it holds (confidences finite numbers in [0, 1], labels 0/1,
+    arities non-negative integers, names and types strings, site scores finite numbers), no
+    node at all, ``site_scores`` or an empty ``node_labels`` not one per node, a
+    ``query_confidence`` not in [0, 1]. Missing fields and the other lists' lengths are
+    ``check_rows``' own.
+
+    >>> ok = {"question_id": "dev_1", "node_confidences": [0.5, 1], "node_labels": [1, 0]}
+    >>> node_row_problem(ok) is None
+    True
+    >>> [node_row_problem({**ok, **bad}) for bad in ({"node_confidences": [0.5, float("nan")]},
+    ...     {"node_labels": [1, "x"]}, {"node_arity": [0, -1]}, {"question_id": ["dev_1"]},
+    ...     {"site_scores": [0.5]}, {"query_confidence": "abc"})]  # doctest: +NORMALIZE_WHITESPACE
+    ['node_confidences not a list of numbers in [0, 1]', 'node_labels not a list of 0/1',
+     'node_arity not a list of non-negative integers', 'question_id not a string',
+     'site_scores length differs', 'query_confidence not a number in [0, 1]']
+    """
+    if "question_id" in row and not isinstance(row["question_id"], str):
+        return "question_id not a string"
+    for field in ("db_id", "system", "sql"):
+        if row.get(field) is not None and not isinstance(row[field], str):
+            return f"{field} not a string"
+    for field, (ok, what) in _NODE_VALUES.items():
+        values = row.get(field)
+        if values is not None and (not isinstance(values, list) or not all(ok(x) for x in values)):
+            return f"{field} not a list of {what}"
+    confidences = row.get("node_confidences")
+    if confidences is not None and not confidences:
+        return "no nodes"
+    for field in ("node_labels", "site_scores"):  # check_rows reads an empty list as absent
+        if confidences and row.get(field) is not None and len(row[field]) != len(confidences):
+            return f"{field} length differs"
+    if row.get("query_confidence") is not None and not is_confidence(row["query_confidence"]):
+        return "query_confidence not a number in [0, 1]"
+    return None
+
+
 def check_rows(rows: Sequence[dict], skipped: Counter | None = None) -> list[dict]:
     """The rows usable as node predictions; a row without ``question_id`` or node confidences,
-    or whose per-node lists disagree in length, is left out and counted in ``skipped``.
+    whose values are not what they should be (``node_row_problem``) or whose per-node lists
+    disagree in length, is left out and counted in ``skipped`` by reason.
 
     >>> skipped = Counter()
     >>> ok = {"question_id": "q", "node_confidences": [0.5], "node_labels": [1]}
@@ -58,6 +120,8 @@ def check_rows(rows: Sequence[dict], skipped: Counter | None = None) -> list[dic
         missing = next((f for f in REQUIRED if f not in row), None)
         if missing:
             reason = f"missing {missing}"
+        elif (problem := node_row_problem(row)) is not None:
+            reason = problem
         else:
             n = len(row["node_confidences"])
             reason = next((f"{f} length differs" for f in ("node_labels", "node_types", "node_names", "node_arity")

@@ -41,8 +41,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from model.data.databases import is_database_url
-from model.errors import UsageError
-from model.scoring.inputs import check_writable, load_scorer, read_schemas, row_problem
+from model.errors import UsageError, check_writable
+from model.scoring.inputs import load_scorer, read_schemas, row_problem
 from rat.dialects import DIALECTS
 
 

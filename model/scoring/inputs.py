@@ -56,35 +56,6 @@ def check_service_options(args: Any, positive: tuple[str, ...]) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
 
 
-def check_writable(path: Path, option: str, directory: bool = False) -> None:
-    """A ``UsageError`` naming ``option`` unless ``path`` (a file, or with ``directory`` a folder)
-    can be written: checked before any work, so that hours of scoring are not lost to a typo.
-    Nothing is created: the nearest folder that exists is tried with a temporary file.
-
-    >>> import tempfile; folder = Path(tempfile.mkdtemp())
-    >>> (folder / "old.jsonl").write_text("{}"); check_writable(folder / "old.jsonl", "--out")
-    2
-    >>> check_writable(folder / "new" / "scored.jsonl", "--out")
-    >>> check_writable(folder, "--out")
-    Traceback (most recent call last):
-    model.errors.UsageError: --out ...: a folder, not a file
-    """
-    import tempfile
-
-    if path.exists() and path.is_dir() != directory:
-        raise UsageError(f"{option} {path}: " + ("not a folder" if directory else "a folder, not a file"))
-    where = (path if directory else path.parent).absolute()
-    while not where.exists() and where != where.parent:
-        where = where.parent
-    if not where.is_dir():
-        raise UsageError(f"{option} {path}: cannot be written ({where} is not a folder)")
-    try:
-        with tempfile.TemporaryFile(dir=where):
-            pass
-    except OSError as e:
-        raise UsageError(f"{option} {path}: cannot be written ({e.strerror or type(e).__name__})") from None
-
-
 def read_schemas(schema: Path | None = None, data_root: Path | None = None, dialect: str = "sqlite",
                  db_id: str | None = None) -> dict:
     """db_id -> ``rat.Schema`` from a ``tables.json`` (``schema``), a ``.sql`` file of ``CREATE

@@ -33,6 +33,7 @@ import numpy as np
 
 from model import metrics as M
 from model.errors import UsageError
+from model.nodes.outputs import is_confidence
 
 LABELS = {"execution": "executes to gold's result", "tree": "tree equal to gold's",
           "mixed": "execution where the benchmark has the query's database, tree elsewhere"}
@@ -66,42 +67,93 @@ class SystemScores:
         return np.where(np.isnan(self.execution), self.tree, self.execution).astype(int)
 
 
+def row_problem(row) -> str | None:
+    """Why a ``rat-score`` row cannot be evaluated (None when it can): not an object; no
+    ``question_id`` (a string or an integer); no ``sql`` string; no ``query_confidence`` in
+    [0, 1] (nor ``query_confidence_unshifted``, where given); ``nodes`` not a list of objects
+    each with a ``confidence`` in [0, 1]; a ``label_shift`` without its rate and interval.
+
+    >>> ok = {"question_id": "dev_0", "sql": "SELECT 1", "query_confidence": 0.9, "nodes": [{"confidence": 1}]}
+    >>> row_problem(ok) is None
+    True
+    >>> [row_problem({**ok, **bad}) for bad in ({"sql": None}, {"query_confidence": "abc"},
+    ...                                          {"nodes": [{"label": "x"}]})]  # doctest: +NORMALIZE_WHITESPACE
+    ['no sql (a string)', 'query_confidence not a number in [0, 1]',
+     'nodes not a list of objects with a confidence in [0, 1]']
+    """
+    if not isinstance(row, Mapping):
+        return "not an object"
+    qid = row.get("question_id")
+    if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+        return "no question_id (a string)"
+    if not isinstance(row.get("sql"), str):
+        return "no sql (a string)"
+    for field in ("query_confidence", "query_confidence_unshifted"):
+        if (field in row or field == "query_confidence") and not is_confidence(row.get(field)):
+            return f"{field} not a number in [0, 1]"
+    nodes = row.get("nodes")
+    if not isinstance(nodes, list) or not all(isinstance(n, Mapping) and is_confidence(n.get("confidence"))
+                                              for n in nodes):
+        return "nodes not a list of objects with a confidence in [0, 1]"
+    shift = row.get("label_shift")
+    if shift is not None and not (isinstance(shift, Mapping) and all(is_confidence(shift.get(k))
+                                                                     for k in ("rate", "low", "high"))):
+        return "label_shift not an estimate (rate, low, high in [0, 1])"
+    return None
+
+
 def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", labels: str = "execution",
              skipped: Counter | None = None) -> dict[str, SystemScores]:
     """``rat-score`` rows grouped by system and labelled against ``data_root``'s gold SQL:
     execution labels where the benchmark has a query's database (``labels="execution"``), tree
-    labels for the others (the label ``mixed`` where a system has both). A row whose question or tree cannot be labelled is left out and counted in
-    ``skipped``; so is a row whose node count differs from its labelled tree's."""
+    labels for the others (the label ``mixed`` where a system has both). Left out and counted
+    in ``skipped`` by reason: a row ``row_problem`` refuses, a question_id the split does not
+    have, a system's second row for a question (the first is kept), a row whose question or
+    tree cannot be labelled, a row whose node count differs from its labelled tree's. A
+    system's name is only a label: nothing is named after it."""
+    from model.data.datasets import load_questions
     from model.nodes.examples import build_examples
 
     skipped = skipped if skipped is not None else Counter()
-    by_system: dict[str, list[Mapping]] = defaultdict(list)
+    known = {q.question_id for q in load_questions(data_root, split)}
+    by_system: dict[str, dict[str, Mapping]] = defaultdict(dict)
     for row in rows:
-        if not isinstance(row, Mapping) or row.get("question_id") is None or "query_confidence" not in row:
-            skipped["not a rat-score row (question_id, query_confidence)"] += 1
+        problem = row_problem(row)
+        if problem is None:
+            system, qid = str(row.get("system") or "system"), str(row["question_id"])
+            if qid not in known:
+                problem = "unknown question_id"
+            elif qid in by_system[system]:
+                problem = "duplicate question_id (the first kept)"
+        if problem:
+            skipped[problem] += 1
             continue
-        by_system[str(row.get("system") or "system")].append(row)
+        by_system[system][qid] = row
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for system, mine in sorted(by_system.items()):
-            path = Path(tmp) / f"{system}.jsonl"
-            path.write_text("".join(json.dumps({"question_id": r["question_id"], "sql": r["sql"]}) + "\n"
-                                    for r in mine))
+        for index, (system, by_id) in enumerate(sorted(by_system.items())):
+            path = Path(tmp) / f"{index}.jsonl"  # named by its index: a system name is data
+            path.write_text("".join(json.dumps({"question_id": qid, "sql": r["sql"]}) + "\n"
+                                    for qid, r in by_id.items()))
             examples, report = build_examples(data_root, split, prediction_files=[path], require_database=False,
                                               labels=labels, verbose=False)
-            skipped.update(report.skipped)
+            # each row build_examples leaves out, it counts by reason; the temporary file goes unnamed
+            skipped.update({why.replace(path.name, f"system {system}"): n for why, n in report.skipped.items()})
             example_of = {e.question_id: e for e in examples}
+            unlabelled = sum(qid not in example_of for qid in by_id) - sum(report.skipped.values())
+            if unlabelled > 0:
+                skipped["not labelled"] += unlabelled
             tree_of = example_of  # tree comparison alone: execution labels call an equivalent query right
             if labels == "execution":
                 tree_of = {e.question_id: e for e in build_examples(
                     data_root, split, prediction_files=[path], require_database=False, labels="tree",
                     verbose=False)[0]}
             kept = []
-            for r in mine:
-                e = example_of.get(str(r["question_id"]))
+            for qid, r in by_id.items():
+                e = example_of.get(qid)
                 if e is None:
-                    skipped["not labelled (unknown question or unreadable SQL)"] += 1
-                elif len(e.node_labels) != len(r.get("nodes") or ()):
+                    continue  # counted above
+                if len(e.node_labels) != len(r["nodes"]):
                     skipped["node count differs from the labelled tree"] += 1
                 else:
                     kept.append((r, e))
@@ -206,19 +258,18 @@ def reliability(scores: Mapping[str, SystemScores], path_stem: Path | str, title
     return plots.plot_reliability(methods, path_stem, n_bins=n_bins, suptitle=title, formats=("png",))
 
 
-def read_scored(paths: Sequence[str | Path]) -> list[dict]:
-    """``rat-score`` output rows of one or more JSONL files; a missing file is one line."""
+def read_scored(paths: Sequence[str | Path], skipped: Counter | None = None) -> list[dict]:
+    """``rat-score`` output rows of one or more JSONL files, read as ``evaluate.py`` reads any
+    file of rows (``model.data.jsonl.read_rows``): a line that is not JSON, or not an object, is
+    left out and counted in ``skipped``; a missing file is one line."""
+    from model.data.jsonl import read_rows
+
     rows = []
     for path in paths:
         path = Path(path)
         if not path.is_file():
             raise UsageError(f"new_system.scored={path}: no such file")
-        for line in path.read_text(errors="replace").splitlines():
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    raise UsageError(f"{path}: not JSONL (rat-score --out writes it)") from None
+        rows += read_rows(path, skipped)
     return rows
 
 
@@ -229,11 +280,18 @@ def evaluate_new_system(cfg) -> dict:
     files = [ns.scored] if isinstance(ns.scored, str) else list(ns.scored)
     if not cfg.data_root or not Path(cfg.data_root).is_dir():
         raise UsageError(f"new_system needs data_root=<the benchmark folder with its gold SQL>; got {cfg.data_root}")
+    from model.data.jsonl import report_left_out
+    from model.errors import check_writable
+
+    out_dir = Path(cfg.out_dir) if cfg.out_dir else Path(files[0]).with_name(f"{Path(files[0]).stem}_eval")
+    check_writable(out_dir, "out_dir", directory=True)  # before the work, not after it
     skipped: Counter = Counter()
-    scores = labelled(read_scored(files), Path(cfg.data_root), ns.split, ns.labels, skipped)
+    rows = read_scored(files, skipped)
+    n_read = len(rows) + sum(skipped.values())
+    scores = labelled(rows, Path(cfg.data_root), ns.split, ns.labels, skipped)
     if not scores:
         raise UsageError(f"{', '.join(map(str, files))}: no row could be labelled ({dict(skipped)})")
-    out_dir = Path(cfg.out_dir) if cfg.out_dir else Path(files[0]).with_name(f"{Path(files[0]).stem}_eval")
+    report_left_out(", ".join(map(str, files)), n_read, skipped)
     reports = [report(s, cfg.n_bootstrap, cfg.seed, cfg.n_bins) for s in scores.values()]
     title = ns.title or f"{', '.join(Path(f).name for f in files)} on {Path(cfg.data_root).name}"
     pictures = reliability(scores, out_dir / "plots" / "reliability_new_system", title, cfg.n_bins)
