@@ -62,7 +62,8 @@ _NODE_VALUES = {
                    "non-negative integers"),
     "node_names": (lambda x: isinstance(x, str), "strings"),
     "node_types": (lambda x: isinstance(x, str), "strings"),
-    "site_scores": (_is_number, "numbers"),
+    # a model without a site head writes NaN site scores
+    "site_scores": (lambda x: _is_number(x) or (isinstance(x, float) and math.isnan(x)), "numbers"),
 }
 
 
@@ -76,8 +77,8 @@ def node_row_problem(row: dict) -> str | None:
     ``check_rows``' own.
 
     >>> ok = {"question_id": "dev_1", "node_confidences": [0.5, 1], "node_labels": [1, 0]}
-    >>> node_row_problem(ok) is None
-    True
+    >>> node_row_problem(ok) is None, node_row_problem({**ok, "site_scores": [float("nan")] * 2}) is None
+    (True, True)
     >>> [node_row_problem({**ok, **bad}) for bad in ({"node_confidences": [0.5, float("nan")]},
     ...     {"node_labels": [1, "x"]}, {"node_arity": [0, -1]}, {"question_id": ["dev_1"]},
     ...     {"site_scores": [0.5]}, {"query_confidence": "abc"})]  # doctest: +NORMALIZE_WHITESPACE
