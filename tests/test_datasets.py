@@ -165,7 +165,7 @@ def test_unknown_split_and_malformed_rows(spider_root: Path) -> None:
         (spider_root / "bad.json").write_text(json.dumps(rows))
         with pytest.raises(UsageError, match=says):
             load_questions(spider_root, "bad")
-    for text, says in ("", "not valid JSON"), ("[" * 100_000, "not valid JSON|nested too deeply"):
+    for text, says in ("", "not JSON"), ("[" * 100_000, "not JSON|nested too deeply"):
         (spider_root / "bad.json").write_text(text)
         with pytest.raises(UsageError, match=says):
             load_questions(spider_root, "bad")

@@ -8,11 +8,11 @@ Official releases: Spider https://yale-lily.github.io/spider, BIRD https://bird-
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from model.data.jsonl import read_json
 from model.errors import UsageError
 
 if TYPE_CHECKING:  # rat is only needed by load_schemas; keep importing this module cheap
@@ -95,21 +95,10 @@ def load_questions(root: Path, split: str) -> list[Question]:
     return questions
 
 
-def read_json(path: Path) -> Any:
-    """The JSON value of a dataset file; ``UsageError`` (one line naming it) when it is not UTF-8
-    JSON. A benchmark file is read whole or not at all: prediction files are aligned to its
-    questions by position, so a question left out would shift them."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
-    except RecursionError:
-        raise UsageError(f"{path}: JSON nested too deeply") from None
-
-
 def _question(row: dict[str, Any], question_id: str, path: Path) -> Question:
+    """One question of a benchmark file; a row of the wrong shape is a ``UsageError`` naming it.
+    A benchmark file is read whole or not at all: prediction files are aligned to its questions
+    by position, so a question left out would shift them."""
     if not isinstance(row, dict):
         raise UsageError(f"{path}: row {question_id} is not an object")
     odd = next((k for k in ("db_id", "question", "query", "SQL", "evidence") if k in row

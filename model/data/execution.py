@@ -730,9 +730,12 @@ def evaluate_file(
     """
     from model.data.datasets import database_path, load_questions
     from model.data.predictions import load_predictions
+    from model.errors import UsageError
 
     try:
         questions = load_questions(root, split)
+    except UsageError:  # a malformed questions file: one line naming the file and the row
+        raise
     except (KeyError, TypeError, AttributeError, ValueError) as error:
         # e.g. a questions file that is not a JSON list of objects
         raise ValueError(

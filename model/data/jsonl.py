@@ -52,12 +52,17 @@ def write_jsonl(path: str | Path, rows: Iterable[dict], append: bool = False) ->
 
 
 def read_json(path: str | Path):
-    """One JSON document (a run's metrics or config); not JSON is an error naming the file."""
+    """One JSON document (a run's metrics or config, a benchmark's questions or schemas); one
+    that is not UTF-8 JSON is a ``UsageError`` naming the file."""
     path = Path(path)
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON ({e.msg})") from None
+        raise UsageError(f"{path}: not JSON ({e.msg})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: JSON nested too deeply") from None
 
 
 def write_json(path: str | Path, value) -> None:
@@ -86,12 +91,7 @@ def _read_rows(path: Path, skipped: Counter) -> list[dict]:
         except csv.Error as e:  # as model.data.predictions reads a CSV: the file, one line
             raise UsageError(f"{path}: not a readable CSV file ({e})") from None
     if path.suffix == ".json":
-        try:
-            rows = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise UsageError(f"{path}: not JSON ({e.msg})") from None
-        except RecursionError:
-            raise UsageError(f"{path}: JSON nested too deeply") from None
+        rows = read_json(path)
         if not isinstance(rows, list):
             raise UsageError(f"{path}: expected a JSON list of objects")
     else:

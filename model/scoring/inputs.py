@@ -62,7 +62,8 @@ def read_schemas(schema: Path | None = None, data_root: Path | None = None, dial
     TABLE`` statements written in ``dialect`` (one schema, named ``db_id`` or the file's name) or
     a dataset folder (``data_root``); ``{}`` with neither. A file that cannot be read as schemas
     is one ``UsageError`` line naming it."""
-    from model.data.datasets import load_schemas, read_json, schemas_of
+    from model.data.datasets import load_schemas, schemas_of
+    from model.data.jsonl import read_json
 
     where = schema or data_root
     try:
