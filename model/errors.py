@@ -106,3 +106,15 @@ def check_writable(path: Path, option: str, directory: bool = False) -> None:
             pass
     except OSError as e:
         raise UsageError(f"{option} {path}: cannot be written ({e.strerror or type(e).__name__})") from None
+
+
+def check_seconds(value, name: str = "timeout_s") -> None:
+    """A ``ValueError`` naming ``name`` unless ``value`` is None or a positive number of seconds.
+
+    >>> check_seconds(2.5)
+    >>> check_seconds(0, "guard: timeout_s")
+    Traceback (most recent call last):
+    ValueError: guard: timeout_s: expected a positive number of seconds, found 0
+    """
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+        raise ValueError(f"{name}: expected a positive number of seconds, found {value!r}"[:200])

@@ -16,6 +16,7 @@ Spellings that always mean the same are written one way, so that they get one tr
   as those of a subquery are. The tree builder already puts the CTE's query where it is read.
 """
 
+import logging
 import re
 import threading
 from collections.abc import Mapping
@@ -130,7 +131,11 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         typed = _TYPED_FUNCTIONS if rat_dialect is SQLITE else \
             _reading(rat_dialect).typed_functions
         renamed = _rename_typed_functions(tokens, sql, typed)
-        statements = [s for s in parser.parse(tokens, sql) if s is not None]
+        _READERS.parsing = True
+        try:
+            statements = [s for s in parser.parse(tokens, sql) if s is not None]
+        finally:
+            _READERS.parsing = False
     except sqlglot.errors.ParseError as error:
         detail = error.errors[0] if error.errors else {}
         where = f" at line {detail.get('line')}, col {detail.get('col')}" if detail else ""
@@ -169,6 +174,19 @@ def _reader(rat_dialect: Dialect = SQLITE):
 
 
 _READERS = threading.local()
+
+
+class _QuietWhileParsing(logging.Filter):
+    """Drops what sqlglot logs while `parse` runs in this thread: its warning that a statement
+    "contains unsupported syntax. Falling back to parsing as a 'Command'" quotes the SQL on a
+    library user's stderr, and rat refuses that statement with a RATError of its own. Records
+    sqlglot logs for anyone else's calls pass as before."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_READERS, "parsing", False)
+
+
+logging.getLogger("sqlglot").addFilter(_QuietWhileParsing())
 
 
 def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset()) -> bool:

@@ -213,3 +213,14 @@ def test_a_schema_is_a_mapping_or_a_tables_json_entry_and_a_broken_entry_is_one_
                         ({"table_names_original": ["t"], "column_names_original": [["0", "a"]]}, "TypeError")):
         with pytest.raises(ValueError, match=says):
             rat.Schema.from_spider(entry)
+
+
+def test_sql_rat_refuses_leaves_nothing_in_sqlglots_log_and_other_calls_are_untouched(caplog):
+    import sqlglot
+
+    with caplog.at_level("WARNING", logger="sqlglot"):
+        with pytest.raises(rat.RATError, match="not a query"):
+            rat.to_tree("SHOW TABLES")  # sqlglot falls back to a Command, and would say so
+        assert not caplog.records
+        sqlglot.parse_one("SHOW TABLES", read="sqlite")  # not rat's call: sqlglot's warning stays
+        assert any("Falling back" in r.getMessage() for r in caplog.records)

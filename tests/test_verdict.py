@@ -229,6 +229,10 @@ def test_the_guard_runs_only_what_the_verdict_lets_run(scorer, demo):
         return run_sql(sql)
 
     assert run_quietly(TYPO, question=QUESTION) == ("held", held.action)
+
+    hurried = guard(run_sql, scorer=scorer, database=database, timeout_s=1e-9)  # each check's bound
+    with pytest.raises(TimeoutError):
+        hurried("SELECT count(*) FROM suppliers", question="How many suppliers are there?")  # not run
     assert run_quietly.__name__ == "run_quietly" and len(ran) == 1
 
 
@@ -244,7 +248,8 @@ def test_a_policy_or_a_guard_built_wrong_is_one_line_at_once(scorer, demo):
     for kwargs, error, says in (({"scorer": "pretrained"}, UsageError, "guard needs scorer=.*found str"),
                                 ({"scorer": scorer, "on_hold": "print"}, TypeError, "on_hold must be callable"),
                                 ({"scorer": scorer, "policy": {"run_at": 0.9}}, TypeError, "policy must be a Policy"),
-                                ({"scorer": scorer, "dialect": "oracle"}, rat.RATError, "unknown dialect 'oracle'")):
+                                ({"scorer": scorer, "dialect": "oracle"}, rat.RATError, "unknown dialect 'oracle'"),
+                                ({"scorer": scorer, "timeout_s": 0}, ValueError, "guard: timeout_s: expected a positive")):
         with pytest.raises(error, match=says):
             guard(print, **kwargs)
     with pytest.raises(TypeError, match="run_sql must be callable"):

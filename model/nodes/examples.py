@@ -59,6 +59,9 @@ class NodeExample:
     node_arity: list[int] = field(default_factory=list)
     schema_tables: dict[str, list[str]] = field(default_factory=dict)
     used_tables: dict[str, list[str]] = field(default_factory=dict)  # what the SQL reads
+    # the predicted tree is gold's (the tree label of the whole query, whatever `node_labels`
+    # were labelled by); None where there was no gold tree to compare with
+    tree_match: bool | None = None
 
     @property
     def correct(self) -> bool:
@@ -233,6 +236,7 @@ def make_example(question: Question, sql: str, system: str, schema: rat.Schema |
         question=question.question, tree_text=tree_text, schema_tables=tables,
         node_names=[n.label for n in nodes], node_arity=[len(n.children) for n in nodes],
         used_tables=used_items(tree, schema),
+        tree_match=None if gold_tree is None else tree.hash == gold_tree.hash,
     )
 
 

@@ -44,14 +44,13 @@ class Policy:
     without_database: Policy | None = None
 
     def __post_init__(self) -> None:
-        _share("run_at", self.run_at, optional=True)
-        _share("regenerate_below", self.regenerate_below)
-        _share("max_wrong", self.max_wrong)
-        _share("max_right_regenerated", self.max_right_regenerated)
+        for name in ("run_at", "regenerate_below", "max_wrong", "max_right_regenerated"):
+            object.__setattr__(self, name, _share(name, getattr(self, name), optional=name == "run_at"))
         if self.run_at is not None and self.regenerate_below > self.run_at:
             raise ValueError(f"regenerate_below {self.regenerate_below} is above run_at {self.run_at}")
         if not isinstance(self.label, str) or not isinstance(self.measured, Mapping):
             raise TypeError("label: expected a string; measured: an object")
+        object.__setattr__(self, "measured", dict(self.measured))
         if self.without_database is not None and not isinstance(self.without_database, Policy):
             raise TypeError(f"without_database: expected a Policy, found {type(self.without_database).__name__}")
 
@@ -81,9 +80,6 @@ class Policy:
         is malformed."""
         if not isinstance(saved, Mapping):
             raise TypeError(f"expected an object, found {type(saved).__name__}")
-        run_at = _share("run_at", saved.get("run_at"), optional=True)
-        regenerate = _share("regenerate_below", saved.get("regenerate_below"))
-        label, measured = saved.get("label", "execution_match"), saved.get("measured", {})
         blind = saved.get("without_database")
         if blind is not None:
             if isinstance(blind, Mapping) and blind.get("without_database") is not None:
@@ -92,11 +88,9 @@ class Policy:
                 blind = cls.from_dict(blind)
             except (TypeError, ValueError) as e:
                 raise type(e)(f"without_database: {e}") from None
-        if not isinstance(measured, Mapping):
-            raise TypeError("label: expected a string; measured: an object")
-        return cls(run_at, regenerate, _share("max_wrong", saved.get("max_wrong", MAX_WRONG)),
-                   _share("max_right_regenerated", saved.get("max_right_regenerated", MAX_RIGHT_REGENERATED)),
-                   label, dict(measured), blind)
+        return cls(saved.get("run_at"), saved.get("regenerate_below"), saved.get("max_wrong", MAX_WRONG),
+                   saved.get("max_right_regenerated", MAX_RIGHT_REGENERATED),
+                   saved.get("label", "execution_match"), saved.get("measured", {}), blind)
 
 
 def _share(name: str, value: Any, optional: bool = False) -> float | None:

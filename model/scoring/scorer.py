@@ -57,7 +57,7 @@ from model.data.databases import (
     open_database,
 )
 from model.data.execution import check_deadline, sqlite_problem
-from model.errors import ModelFileError, UsageError
+from model.errors import ModelFileError, UsageError, check_seconds
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
@@ -281,9 +281,7 @@ class Scorer:
         (a ``TimeoutError``)."""
         import time
 
-        if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
-                                      or not timeout_s > 0):
-            raise ValueError(f"timeout_s: expected a positive number of seconds, found {timeout_s!r}"[:200])
+        check_seconds(timeout_s)
         (result,) = self.score_many([{"sql": sql, "question": question, "schema": schema,
                                       "database": database, "db_id": db_id, "evidence": evidence}],
                                     progress=False, reasons=reasons, dialect=dialect, label_shift=False,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from model.errors import UsageError
+from model.errors import UsageError, check_seconds
 from model.nodes.policy import ACTIONS, MAX_RIGHT_REGENERATED, MAX_WRONG, Policy
 
 if TYPE_CHECKING:
@@ -352,15 +352,16 @@ class QueryHeld(Exception):
 
 def guard(run_sql: Callable | None = None, *, scorer: Scorer | None = None, database: str | Path | None = None,
           schema=None, db_id: str | None = None, dialect: str = "sqlite",
-          on_hold: Callable[[Verdict], Any] | None = None, policy: Policy | None = None):
+          on_hold: Callable[[Verdict], Any] | None = None, policy: Policy | None = None,
+          timeout_s: float | None = None):
     """Wrap ``run_sql(sql, ...)`` so that it is called only for a query whose verdict is "run";
     the wrapped function takes ``question=`` besides. Otherwise ``on_hold(verdict)`` is called and
     its value returned, or, without ``on_hold``, ``QueryHeld`` is raised (``.verdict``). As a
     decorator: ``@guard(scorer=scorer, database="shop.sqlite")``; ``policy`` defaults to the
-    scorer's."""
+    scorer's; ``timeout_s`` bounds each check as ``Scorer.check``'s does."""
     if run_sql is None:
         return lambda f: guard(f, scorer=scorer, database=database, schema=schema, db_id=db_id,
-                               dialect=dialect, on_hold=on_hold, policy=policy)
+                               dialect=dialect, on_hold=on_hold, policy=policy, timeout_s=timeout_s)
     from rat.dialects import dialect as known_dialect
 
     if not callable(getattr(scorer, "check", None)):
@@ -372,11 +373,12 @@ def guard(run_sql: Callable | None = None, *, scorer: Scorer | None = None, data
     if policy is not None and not isinstance(policy, Policy):
         raise TypeError(f"guard: policy must be a Policy, found {type(policy).__name__}")
     known_dialect(dialect)  # an unknown name: a RATError now, not at the first call
+    check_seconds(timeout_s, "guard: timeout_s")
 
     @functools.wraps(run_sql)
     def guarded(sql: str, *args, question: str = "", **kwargs):
         verdict = scorer.check(sql, question=question, schema=schema, database=database, db_id=db_id,
-                               dialect=dialect, policy=policy)
+                               dialect=dialect, policy=policy, timeout_s=timeout_s)
         if verdict.action == "run":
             return run_sql(sql, *args, **kwargs)
         if on_hold is not None:

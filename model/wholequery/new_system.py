@@ -143,11 +143,6 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
             unlabelled = sum(qid not in example_of for qid in by_id) - sum(report.skipped.values())
             if unlabelled > 0:
                 skipped["not labelled"] += unlabelled
-            tree_of = example_of  # tree comparison alone: execution labels call an equivalent query right
-            if labels == "execution":
-                tree_of = {e.question_id: e for e in build_examples(
-                    data_root, split, prediction_files=[path], require_database=False, labels="tree",
-                    verbose=False)[0]}
             kept = []
             for qid, r in by_id.items():
                 e = example_of.get(qid)
@@ -166,7 +161,7 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
                 np.array([r["query_confidence_unshifted"] for r, _ in kept], dtype=float) if shifted else None,
                 np.array([np.nan if e.execution_match is None else float(bool(e.execution_match)) for _, e in kept])
                 if has_execution else None,
-                np.array([int(all(tree_of[e.question_id].node_labels)) for _, e in kept]),
+                np.array([int(e.tree_match) for _, e in kept]),
                 [np.array([n["confidence"] for n in r["nodes"]], dtype=float) for r, _ in kept],
                 [np.asarray(e.node_labels, dtype=int) for _, e in kept],
                 kept[0][0].get("label_shift") if shifted else None)
