@@ -487,7 +487,7 @@ def test_rat_serve_answers_with_a_named_postgres_connection(pg_demo):
 
 def test_rat_serve_with_a_bad_named_connection_is_one_line_and_exit_2(pg_demo):
     url = pg_demo[0].replace("scorer-pw", "wrong-pw")
-    done = subprocess.run([sys.executable, "-m", "model.scoring.service", "--database", f"music={url}"],
+    done = subprocess.run([sys.executable, "-m", "model.scoring.service", "--database", f"music={url}", "--port", "0"],
                           check=False, capture_output=True, text=True, env=ENV, timeout=300, cwd=REPO)
     assert done.returncode == 2 and "password authentication failed" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "wrong-pw" not in done.stderr

@@ -101,7 +101,8 @@ def test_bad_arguments_are_one_line_tool_errors_and_the_server_goes_on(answers):
 
 def test_bad_options_are_one_line_and_exit_2(tmp_path):
     for options, says in ((["--data-root", str(tmp_path / "none")], "no such directory"),
-                          (["--model", str(tmp_path)], "--model"), (["--dialect", "oracle"], "unknown dialect")):
+                          (["--model", str(tmp_path)], "--model"), (["--dialect", "oracle"], "unknown dialect"),
+                          (["--timeout-s", "nan"], "--timeout-s must be a positive number, found nan")):
         done = subprocess.run([rat_mcp(), *options], capture_output=True, text=True, timeout=120, check=False,
                               env=ENV, stdin=subprocess.DEVNULL)
         assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1, done.stderr
@@ -122,3 +123,40 @@ def test_a_named_connection_is_a_database_name(tmp_path):
     done = subprocess.run([rat_mcp(), "--database", f"shop=sqlite:///{tmp_path / 'none.sqlite'}"], capture_output=True,
                           text=True, timeout=120, check=False, env=ENV, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no such database file" in done.stderr
+
+
+def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on():
+    # The SDK drops such a line unanswered (its client then waits for ever); each is answered
+    # with a JSON-RPC error carrying the line's id where it has one.
+    import queue
+    import threading
+
+    proc = subprocess.Popen([rat_mcp(), "--data-root", str(demo_root())], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(json.loads(x)) for x in proc.stdout], daemon=True).start()
+
+    def exchange(raw: bytes) -> dict:
+        proc.stdin.write(raw + b"\n")
+        proc.stdin.flush()
+        return lines.get(timeout=120)
+
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+        assert exchange(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode())["id"] == 1
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n\n')  # and a blank line
+        call = '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "score_sql", ' \
+               '"arguments": {"sql": "SELECT \\ud800"}}}'
+        for raw, ident, code, says in ((call.encode(), 7, -32600, "lone surrogate"),
+                                       (b"\xff\xfe{", None, -32700, "Parse error: not JSON"),
+                                       (b"[" * 100_000, None, -32700, "nested too deeply"),
+                                       (b'{"jsonrpc": "2.0", "id": "x", "params": 3}', "x", -32600, "Invalid Request"),
+                                       (b"[1, 2]", None, -32600, "Invalid Request")):
+            answer = exchange(raw)
+            assert answer["id"] == ident and answer["error"]["code"] == code and says in answer["error"]["message"]
+        listed = exchange(b'{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}')
+        assert listed["id"] == 8 and {t["name"] for t in listed["result"]["tools"]} == {"score_sql", "list_databases"}
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert proc.returncode == 0

@@ -99,7 +99,7 @@ def test_a_checkpoint_holding_a_pickled_call_is_one_line_and_runs_nothing(tmp_pa
 
 def test_rat_serve_refuses_a_broken_model_at_start_in_one_line(model_copy):
     _edit(model_copy, _without("query_calibrator"))
-    done = subprocess.run([sys.executable, "-m", "model.scoring.service", "--model", str(model_copy), "--port", "1"],
+    done = subprocess.run([sys.executable, "-m", "model.scoring.service", "--model", str(model_copy), "--port", "0"],
                           env=ENV, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "rat-serve: error: --model" in done.stderr and "query_calibrator: missing" in done.stderr

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -289,6 +290,42 @@ def test_a_connection_that_never_finishes_its_head_is_closed(service):
     start = time.monotonic()
     answer = _raw_exchange(service[0], b"POST /score HTTP/1.1\r\nHost: x\r\nX-Slow: ", wait_s=20)
     assert answer == b"" and time.monotonic() - start < 6  # the fixture's --header-timeout-s 2
+
+
+def test_a_body_trickling_in_after_its_response_does_not_hold_the_connection(service):
+    # /health reads no body: uvicorn would go on reading one announced as 900 KB for as long as
+    # it trickles in; the connection is closed a head timeout (the fixture's 2 s) after the answer
+    where = urllib.parse.urlsplit(service[0])
+    with socket.create_connection((where.hostname, where.port), timeout=0.5) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 900000\r\n\r\n")
+        start, answer, closed = time.monotonic(), b"", False
+        while not closed and time.monotonic() - start < 20:
+            try:
+                s.sendall(b" ")
+                data = s.recv(65536)
+                closed, answer = not data, answer + data
+            except TimeoutError:
+                pass
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+    assert answer.startswith(b"HTTP/1.1 200") and closed and time.monotonic() - start < 8
+
+
+def test_bad_options_and_a_port_it_cannot_listen_on_are_one_line_and_exit_2():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for options, says in ((["--port", "99999"], "--port 99999: expected a port number from 0 to 65535"),
+                              (["--port", port], f"--host 127.0.0.1 --port {port}: cannot listen there"),
+                              (["--host", "999.1.1.1", "--port", "0"], "--host 999.1.1.1 --port 0: cannot listen"),
+                              (["--timeout-s", "nan"], "--timeout-s must be a positive number, found nan"),
+                              (["--header-timeout-s", "inf"], "--header-timeout-s must be a positive number"),
+                              (["--allowed-host", ""], "--allowed-host: an empty name")):
+            done = subprocess.run([sys.executable, "-m", "model.scoring.service", *options], env=ENV,
+                                  capture_output=True, text=True, timeout=120, check=False)
+            assert done.returncode == 2 and done.stderr.startswith(f"rat-serve: error: {says}"), done.stderr
+            assert done.stderr.count("\n") == 1, done.stderr
 
 
 def test_api_docs_are_off_and_the_page_has_a_content_security_policy(service):

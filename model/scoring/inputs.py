@@ -14,6 +14,7 @@ data root once symlinks are resolved).
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 from pathlib import Path
@@ -52,8 +53,9 @@ def check_service_options(args: Any, positive: tuple[str, ...]) -> None:
     if args.dialect.lower() not in DIALECTS:
         raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
     for name in positive:
-        if getattr(args, name) <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+        value = getattr(args, name)
+        if not (math.isfinite(value) and value > 0):  # nan compares false and inf bounds nothing
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number, found {value}")
 
 
 def read_schemas(schema: Path | None = None, data_root: Path | None = None, dialect: str = "sqlite",

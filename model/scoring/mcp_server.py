@@ -131,6 +131,9 @@ def build_server(tools: ScoringTools):
                                      for err in e.__cause__.errors())
                 raise ToolError(f"{name}: {problems}") from e.__cause__
 
+        async def run_stdio_async(self) -> None:
+            await serve_stdio(self._lowlevel_server)
+
     server = OneLineErrors("rat-confidence", log_level="WARNING", instructions=(
         "Check SQL before running it: score_sql gives a calibrated confidence that the query is right, "
         "the part to look at first, reasons, and a verdict (run, review or regenerate) with feedback to "
@@ -150,6 +153,91 @@ def build_server(tools: ScoringTools):
         return {"databases": tools.list_databases()}
 
     return server
+
+
+def line_error(line: str) -> dict | None:
+    """The JSON-RPC error that answers a stdin line the SDK cannot read as a message (it drops such
+    a line unanswered, and the client waits for ever), or None for a line it reads: not JSON is a
+    parse error (-32700, id null); JSON that is no JSON-RPC message MCP reads, a lone surrogate in
+    a string among them, an invalid request (-32600) carrying the line's id where it has one.
+
+    >>> line_error('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}') is None
+    True
+    >>> line_error('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"sql": "SELECT \\\\ud800"}}')
+    {'jsonrpc': '2.0', 'id': 7, 'error': {'code': -32600, 'message': 'Invalid Request: a string holds a lone surrogate (not Unicode text)'}}
+    >>> line_error("SELECT 1")["error"]["code"], line_error("[1, 2]")["id"]
+    (-32700, None)
+    """
+    import json
+
+    import mcp_types
+
+    try:
+        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return None
+    except ValueError:  # pydantic's ValidationError, as the SDK's reader meets it
+        pass
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError) as e:
+        why = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
+        return {"jsonrpc": "2.0", "id": None,
+                "error": {"code": mcp_types.PARSE_ERROR, "message": f"Parse error: not JSON ({why})"}}
+    ident = message.get("id") if isinstance(message, dict) else None
+    if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+        ident = None
+    try:
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+        why = "not a JSON-RPC 2.0 request, notification or response that MCP reads"
+    except UnicodeEncodeError:
+        why = "a string holds a lone surrogate (not Unicode text)"
+    except RecursionError:
+        why = "nested too deeply"
+    return {"jsonrpc": "2.0", "id": ident, "error": {"code": mcp_types.INVALID_REQUEST, "message": f"Invalid Request: {why}"}}
+
+
+async def serve_stdio(lowlevel_server) -> None:
+    """The SDK's stdio transport (``mcp.server.stdio.stdio_server``) over this process's stdin and
+    stdout, with each line it cannot read answered (``line_error``) instead of dropped. As the
+    SDK does, fd 1 is pointed at stderr and fd 0 at the null device while serving, so stray output
+    of a library misses the wire."""
+    import json
+    import os
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    os.dup2(2, 1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    lock = anyio.Lock()
+    async with await anyio.open_file(wire_in, encoding="utf-8", errors="replace") as stdin, \
+            await anyio.open_file(wire_out, "w", encoding="utf-8", newline="\n") as out:
+
+        class Wire:  # whole lines, one writer at a time: the SDK's answers and line_error's
+            async def write(self, text: str) -> None:
+                async with lock:
+                    await out.write(text)
+
+            async def flush(self) -> None:
+                async with lock:
+                    await out.flush()
+
+        async def lines():
+            async for line in stdin:
+                if not line.strip():
+                    continue
+                if (error := line_error(line)) is None:
+                    yield line
+                else:
+                    async with lock:
+                        await out.write(json.dumps(error) + "\n")
+                        await out.flush()
+
+        async with stdio_server(lines(), Wire()) as (read_stream, write_stream):
+            await lowlevel_server.run(read_stream, write_stream, lowlevel_server.create_initialization_options())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -61,7 +61,6 @@ from model.scoring.scorer import MAX_NODES, MAX_SQL_CHARS
 from rat.dialects import DIALECTS
 
 with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
-    import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
 PAGE = Path(__file__).resolve().parent / "page.html"
@@ -336,7 +335,10 @@ class AllowedHosts:
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a deadline on each request head: a connection that has not
     sent a whole request line and headers within ``header_timeout_s`` of connecting, or of its
-    previous response, is closed (uvicorn alone keeps a half-sent head open for ever)."""
+    previous response, is closed (uvicorn alone keeps a half-sent head open for ever). A body
+    still arriving after its response was sent (a handler that reads none, e.g. ``/health``
+    given a Content-Length) counts as waiting too: uvicorn would read it for as long as it
+    trickles in."""
 
     header_timeout_s = HEADER_TIMEOUT_S
 
@@ -361,7 +363,7 @@ class GuardedH11Protocol(H11Protocol):
         self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_timeout)
 
     def _head_timeout(self) -> None:
-        waiting = self.conn.their_state in (h11.IDLE, h11.DONE) and (self.cycle is None or self.cycle.response_complete)
+        waiting = self.cycle is None or self.cycle.response_complete  # no request being answered
         if waiting and not self.transport.is_closing():
             self.transport.close()
 
@@ -444,13 +446,19 @@ def main(argv: list[str] | None = None) -> int:
         read_schemas,
     )
 
+    sock = None
     try:
         check_service_options(args, ("max_queries", "max_sql_chars", "max_nodes", "workers", "processes",
                                      "timeout_s", "heavy_words", "header_timeout_s"))
+        if "" in args.allowed_host:
+            raise UsageError("--allowed-host: an empty name (no request carries it)")
+        sock = listen_socket(args.host, args.port)  # before the model loads: a taken port is told at once
         schemas = read_schemas(args.schema, args.data_root, args.dialect.lower())
         scorer = load_scorer(args.model)
         databases = named_databases(args.database, schemas, scorer)
     except UsageError as e:
+        if sock is not None:
+            sock.close()
         print(f"rat-serve: error: {e}", file=sys.stderr)
         return 2
     import uvicorn
@@ -466,14 +474,37 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rat-serve: {scorer.description}, {len(schemas)} schemas{processes}, http://{args.host}:{args.port}/",
           file=sys.stderr, flush=True)
     if args.processes == 1:
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=[sock])
+        sock.close()
         return 0
-    return serve_processes(config, args.processes)
+    return serve_processes(config, args.processes, sock)
 
 
-def serve_processes(config, processes: int) -> int:
+def listen_socket(host: str, port: int):
+    """The socket ``rat-serve`` listens on, bound to ``host``:``port`` (IPv6 where ``host`` has a
+    colon); a port out of range, a taken port or a host this machine cannot bind is one
+    ``UsageError`` line naming them."""
+    import socket
+
+    from model.errors import UsageError
+
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port}: expected a port number from 0 to 65535")
+    sock = socket.socket(family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except (OSError, UnicodeError) as e:
+        sock.close()
+        why = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise UsageError(f"--host {host} --port {port}: cannot listen there ({why})"[:300]) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve_processes(config, processes: int, sock) -> int:
     """Serve ``config``'s app from ``processes`` forked copies of this process, all accepting on
-    one listening socket: each has its own event loop, ``/health`` and scoring threads, so
+    the one socket ``sock``: each has its own event loop, ``/health`` and scoring threads, so
     scoring, bound by one interpreter lock per process, runs on as many cores. The loaded model
     is frozen out of the garbage collector before the fork, so its pages stay shared. This
     process only watches: a copy that dies is started again (unless ``RESTARTS`` died within
@@ -485,7 +516,6 @@ def serve_processes(config, processes: int) -> int:
 
     import uvicorn
 
-    sock = config.bind_socket()
     gc.collect()
     gc.freeze()  # the objects alive now are never written by the collector: shared, not copied
     children: set[int] = set()
