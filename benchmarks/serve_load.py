@@ -7,7 +7,10 @@ without one hostile client among them, plus ``/health`` p95 and the server's RSS
 Two phases, each ``--seconds`` long: ``normal`` (``--clients`` normal clients) and ``hostile``
 (the same, one of them replaced by a client that sends, in turn, the 1,000-term OR query, a
 160-term one just under the node limit (485 nodes), ``SELECT randomblob(1000000000)``, a 100,000-deep JSON
-body, lone surrogates and an over-long db_id). A poller asks ``/health`` every 50 ms throughout.
+body, lone surrogates and an over-long db_id). A third phase, ``flood`` (``--phases
+normal,hostile,flood``), has every client send the largest body the service reads (64 queries,
+each 10,000 characters of SQL and a 3,000-character question: about 0.8 MB) as fast as it is
+answered. A poller asks ``/health`` every 50 ms throughout.
 Each normal client keeps one connection open. The server starts here (``rat-serve`` with
 ``--model``, ``--workers``, ``--processes``) on a free port of 127.0.0.1 and is stopped at the
 end. RSS is summed over the server's processes (shared pages counted in each); PSS splits them.
@@ -193,12 +196,21 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
 
 
+def flood_body(db_id: str) -> bytes:
+    """The largest body ``rat-serve`` reads by default: 64 queries of 10,000 characters of SQL,
+    each with a 3,000-character question."""
+    sql = ("SELECT " + "a + " * 2495 + "1 FROM t")[:10_000]
+    return json.dumps({"queries": [{"db_id": db_id, "question": "q" * 3000, "sql": sql}] * 64}).encode()
+
+
 def phase(name: str, port: int, pid: int, queries: list[dict], clients: int, seconds: float,
           hostile: bool) -> dict:
     bodies = [json.dumps({"queries": [q]}).encode() for q in queries]
     stop = threading.Event()
-    normal = [Client(port, bodies, stop, seed) for seed in range(clients - int(hostile))]
-    bad = [Client(port, hostile_bodies(queries[0]["db_id"]), stop, 99)] if hostile else []
+    flood = name == "flood"  # every client sends the largest body, counted as hostile
+    normal = [] if flood else [Client(port, bodies, stop, seed) for seed in range(clients - int(hostile))]
+    bad = [Client(port, [flood_body(queries[0]["db_id"])], stop, seed) for seed in range(clients)] if flood \
+        else [Client(port, hostile_bodies(queries[0]["db_id"]), stop, 99)] if hostile else []
     health: list[float] = []
     poller = threading.Thread(target=health_poller, args=(port, stop, health), daemon=True)
     rss_before, _ = rss_mb(pid)
@@ -214,7 +226,7 @@ def phase(name: str, port: int, pid: int, queries: list[dict], clients: int, sec
     server_cpu = cpu_s(pid) - cpu_before
     results = [r for c in normal for r in c.results]
     latencies = [t for t, s in results if s == 200]
-    return {"phase": name, "clients": clients, "hostile_clients": int(hostile), "seconds": seconds,
+    return {"phase": name, "clients": clients, "hostile_clients": len(bad), "seconds": seconds,
             "normal_requests": len(results), "requests_per_s": len(results) / seconds,
             "normal_ok": len(latencies), "normal_5xx": sum(500 <= s < 600 for _, s in results),
             "normal_no_answer": sum(s == 0 for _, s in results),
@@ -256,6 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     args.processes = args.processes or default_processes()
     if not (args.data_root / "tables.json").is_file():
         print(f"serve_load: error: --data-root {args.data_root}: no tables.json", file=sys.stderr)
+        return 2
+    if not set(args.phases.split(",")) <= {"normal", "hostile", "flood"}:
+        print(f"serve_load: error: --phases {args.phases}: expected names among normal, hostile, flood",
+              file=sys.stderr)
         return 2
     if not 0 < args.seconds <= 600 or args.clients < 2:
         print("serve_load: error: --seconds in (0, 600], --clients >= 2", file=sys.stderr)
@@ -302,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"| {r['normal_no_answer']} | {r['health_p95_ms']:.0f} | {r['rss_before_mb']:.0f} -> "
                   f"{r['rss_after_mb']:.0f}, {r['rss_peak_mb']:.0f} | {r['pss_after_mb']:.0f} "
                   f"| {r['server_cpu_ms_per_request']:.1f} |")
+        for r in rows:
+            if r["hostile_requests"]:
+                print(f"{r['phase']}: {r['hostile_requests']} hostile requests answered {r['hostile_statuses']}, "
+                      f"the slowest in {r['hostile_max_s']:.1f} s; /health max {r['health_max_ms']:.0f} ms")
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1))
     finally:

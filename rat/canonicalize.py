@@ -539,6 +539,9 @@ class _Resolver:
                            self.sql)
         if isinstance(node, exp.Table):
             args = node.args
+            if not isinstance(node.this, exp.Identifier):  # `FROM json_each(..)`, DuckDB's `read_csv(..)`
+                function = node.this.this if isinstance(node.this, exp.Anonymous) else type(node.this).__name__
+                raise RATError(f"unsupported construct 'table function {function}' in FROM", self.sql)
             if args.get("joins"):
                 raise RATError("unsupported construct 'parenthesised join'", self.sql)
             name = self.fold(node.name, node.this)

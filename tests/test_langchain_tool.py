@@ -50,3 +50,18 @@ def test_the_policy_decides_and_unreadable_sql_is_a_tool_error():
     assert lenient.invoke({"question": QUESTION, "sql": TYPO}).startswith("verdict: run")
     answer = lenient.invoke({"question": QUESTION, "sql": "SELEC name FROM"})
     assert answer.startswith("cannot parse") and "\n" not in answer
+
+
+def test_arguments_the_scorer_refuses_and_a_check_past_its_bound_are_tool_errors(tool):
+    for args, says in (({"question": QUESTION, "sql": ""}, "no SQL"),
+                       ({"question": QUESTION, "sql": "SELECT 1" + " " * 20_000}, "characters"),
+                       ({"question": "q" * 5000, "sql": "SELECT 1"}, "question"),
+                       ({"question": QUESTION, "sql": "SELECT " + ", ".join(f"c{i}" for i in range(600))
+                         + " FROM suppliers"}, "nodes")):
+        answer = tool.invoke(args)
+        assert says in answer and "\n" not in answer and not answer.startswith("verdict"), answer
+    database = demo_root() / "database" / "supply_chain" / "supply_chain.sqlite"
+    hurried = sql_check_tool(Scorer.pretrained(), database=database, timeout_s=1e-9)
+    assert hurried.invoke({"question": QUESTION, "sql": TYPO}).startswith("the check took longer than")
+    with pytest.raises(ValueError, match="timeout_s"):
+        sql_check_tool(Scorer.pretrained(), database=database, timeout_s=-1)

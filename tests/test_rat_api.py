@@ -166,6 +166,9 @@ def test_align_tokens(pred, gold, expected):
     ("SELECT * FROM t PIVOT (sum(a) FOR b IN (1, 2))", "unsupported construct 'PIVOT'"),
     ("SELECT * FROM t UNPIVOT (v FOR k IN (a, b))", "unsupported construct 'UNPIVOT'"),
     ("SELECT 1 WHERE " + " OR ".join(["a = 1"] * 12_000), "characters of SQL; at most 100000 are read"),
+    # a table function is no table: it was read as a table of no name, `()`
+    ("SELECT value FROM json_each('[1, 2]')", "unsupported construct 'table function json_each' in FROM"),
+    ("SELECT * FROM t JOIN read_csv('x.csv') AS r ON t.a = r.a", "'table function read_csv' in FROM"),
 ])
 def test_sql_rat_cannot_read_faithfully_is_a_rat_error_with_a_short_message(sql, problem):
     for dialect in sorted(rat.DIALECTS):

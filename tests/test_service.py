@@ -52,6 +52,18 @@ def test_health_and_databases(service):
     assert health["status"] == "ok" and health["feature_version"].startswith("nf-")
     dbs = json.loads(urllib.request.urlopen(url + "/databases").read())["databases"]
     assert {e.db_id for e in objects["table"].examples} <= set(dbs)
+    for path in ("/health", "/databases", "/"):  # HEAD wherever GET is answered: the head, no body
+        with urllib.request.urlopen(urllib.request.Request(url + path, method="HEAD")) as r:
+            assert r.status == 200 and r.read() == b""
+
+
+def test_an_error_row_names_a_file_as_the_client_did_not_the_servers_folder(service):
+    url, objects = service
+    status, body = post(url, {"sql": "SELECT 1", "database": "tables.json"})
+    error = body["results"][0]["error"]
+    root = objects["table"].root
+    assert status == 200 and error.startswith("tables.json: "), error
+    assert str(root) not in error and str(root.resolve()) not in error
 
 
 def test_score_answers_rows_like_the_cli(service):
@@ -87,6 +99,7 @@ def test_score_answers_rows_like_the_cli(service):
     ({"queries": []}, 400, "non-empty list"),
     ({"queries": [{"question": "no sql"}]}, 400, "queries[0]: needs a \"sql\" string"),
     ([1, 2], 400, "body must be a JSON object"),
+    ({"queries": [{"sql": "SELECT 1"}], "sql": "SELECT 2"}, 400, "both \"queries\" and \"sql\""),
 ])
 def test_bad_requests_are_4xx_with_a_message(service, body, status, message):
     got, answer = post(service[0], body)
@@ -204,6 +217,12 @@ def test_page_shows_the_coloured_sql_in_headless_chromium(service, tmp_path):
     assert dom.count('<li><span class="c" style="background:hsl(') == len(e.node_names)  # one tree item a node
     bad = _page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": "SELECT * FROM ("}, tmp_path / "b")
     assert '<p class="err">' in bad and "cannot parse" in bad, bad[-2000:]
+    # spans count code points; JavaScript strings count UTF-16 units, two for an emoji
+    table, columns = next(iter(e.schema_tables.items()))
+    sql = f"SELECT {columns[0]} FROM {table} WHERE {columns[0]} = '\U0001F600\U0001F600' OR {columns[0]} = 'zq'"
+    emoji = _page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": sql}, tmp_path / "c")
+    assert ">'\U0001F600\U0001F600'</span>" in emoji and "\ufffd" not in emoji, emoji[-2000:]
+    assert ">'zq'</span>" in emoji, emoji[-2000:]  # a span after the emoji is where it was
 
 
 def test_a_deeply_nested_body_is_a_400(service):

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+import rat
 from model import Scorer
 from model.errors import ModelFileError, UsageError
 from model.scoring.scorer import PRETRAINED
@@ -233,6 +234,8 @@ def test_the_guard_runs_only_what_the_verdict_lets_run(scorer, demo):
     hurried = guard(run_sql, scorer=scorer, database=database, timeout_s=1e-9)  # each check's bound
     with pytest.raises(TimeoutError):
         hurried("SELECT count(*) FROM suppliers", question="How many suppliers are there?")  # not run
+    with pytest.raises(rat.RATError, match="not a query"):  # no verdict: raised, not handed to on_hold
+        run_quietly("DROP TABLE suppliers", question=QUESTION)
     assert run_quietly.__name__ == "run_quietly" and len(ran) == 1
 
 

@@ -111,9 +111,11 @@ def field_problem(name: str, value: Any) -> str | None:
     if name == "dialect":
         from rat import DIALECTS
 
-        if isinstance(value, str) and value.lower() in DIALECTS:
+        if not isinstance(value, str):
+            return f"dialect: expected a string, found {type(value).__name__}"
+        if value.lower() in DIALECTS:
             return None
-        shown = repr(value) if isinstance(value, str) and len(value) <= 40 else f"a {type(value).__name__}"
+        shown = repr(value) if len(value) <= 40 else f"of {len(value)} characters"
         return f"dialect: unknown dialect {shown} (known: {', '.join(sorted(DIALECTS))})"
     if name == "question_id" and isinstance(value, int) and not isinstance(value, bool):
         return None

@@ -8,8 +8,9 @@ only): an agent calls it with (question, sql) and reads what to do with the quer
 The tool answers the verdict as text (``content``: the action, the confidence and the feedback)
 and as structured output (``artifact``: ``Verdict.to_dict()``), LangChain's
 ``content_and_artifact``; invoked with a tool call, the ``ToolMessage`` carries both. SQL the
-scorer cannot read comes back as one line of text (a tool error the agent can read), not an
-exception.
+scorer cannot read, an argument the scorer refuses (empty SQL, SQL or a question over its
+limits) and a check past ``timeout_s`` (default 10 s) come back as one line of text (a tool error
+the agent can read), not an exception.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ with needs_extra("langchain", "model.scoring.langchain_tool"):
     from langchain_core.tools import StructuredTool, ToolException
     from pydantic import BaseModel, Field
 
+TIMEOUT_S = 10.0  # seconds one check may take, as rat-mcp's score_sql
 DESCRIPTION = ("Check a SQL query before running it. Give the user's question and the SQL you wrote; "
                "the answer is a verdict: run (likely right), review (ask a person) or regenerate (likely "
                "wrong), with the query's confidence and feedback naming the part to fix.")
@@ -41,12 +43,15 @@ def verdict_text(verdict) -> str:
 
 
 def sql_check_tool(scorer=None, *, database: str | Path | None = None, schema=None, db_id: str | None = None,
-                   dialect: str = "sqlite", policy=None, name: str = "check_sql") -> StructuredTool:
+                   dialect: str = "sqlite", policy=None, name: str = "check_sql",
+                   timeout_s: float | None = TIMEOUT_S) -> StructuredTool:
     """A LangChain tool that checks (question, sql) on one database with ``scorer`` (default: the
-    shipped model) and ``policy`` (default: the scorer's): ``Scorer.check``."""
+    shipped model) and ``policy`` (default: the scorer's): ``Scorer.check``, each call bounded by
+    ``timeout_s`` (None: unbounded)."""
     import rat
-    from model.errors import UsageError
+    from model.errors import check_seconds
 
+    check_seconds(timeout_s)
     state: dict[str, Any] = {"scorer": scorer}
 
     def check_sql(question: str, sql: str) -> tuple[str, dict]:
@@ -56,9 +61,11 @@ def sql_check_tool(scorer=None, *, database: str | Path | None = None, schema=No
             state["scorer"] = Scorer.pretrained()
         try:
             verdict = state["scorer"].check(sql, question=question, schema=schema, database=database,
-                                            db_id=db_id, dialect=dialect, policy=policy)
-        except (rat.RATError, UsageError) as e:
+                                            db_id=db_id, dialect=dialect, policy=policy, timeout_s=timeout_s)
+        except (rat.RATError, ValueError, TypeError) as e:  # UsageError and DatabaseError are ValueErrors
             raise ToolException(" ".join(str(e).split())[:300]) from None
+        except TimeoutError:  # DeadlineExceeded
+            raise ToolException(f"the check took longer than {timeout_s:g} s; the query was not checked") from None
         return verdict_text(verdict), verdict.to_dict()
 
     return StructuredTool.from_function(check_sql, name=name, description=DESCRIPTION, args_schema=CheckSQL,

@@ -20,7 +20,10 @@ evidence over 4,000 characters, text with NUL or a lone surrogate, a body nested
 a loopback name (400 otherwise: DNS rebinding); ``--allowed-host`` names others. A query whose
 tree has more than ``max_nodes`` nodes comes back as an error row. Every request has ``timeout_s`` from its arrival: the work checks the
 deadline as it goes (each query, each database read, before the model and the reasons) and
-stops there, so no request holds a worker past it, and the request answers 503. At most
+stops there, so no request holds a worker past it, and the request answers 503. Bodies are
+read, parsed and checked ``READING`` requests at a time in each process, off the event loop
+(one waiting past its deadline answers 503): a flood of maximum-size bodies neither holds their
+memory at once nor keeps ``/health`` waiting. At most
 ``workers`` requests are scored at once in each of ``--processes`` processes (forked copies that
 accept on one port and share the loaded model's pages); ``/health`` never waits for them, nor do
 the bounds differ between processes. A heavy request (its queries' SQL more than
@@ -47,6 +50,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -68,6 +72,7 @@ HEADER_TIMEOUT_S = 10.0
 # the heavy lane: a request whose SQL has more words and signs than this (Spider dev's longest gold
 # query has 92, BIRD dev's 389) is scored one at a time per process, paced to this share of the CPU
 HEAVY_WORDS, HEAVY_SHARE = 400, 0.25
+READING = 4  # request bodies read and parsed at once in each process
 SQL_WORDS = re.compile(r"\w+|[^\w\s]")
 
 
@@ -139,6 +144,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                   docs_url="/docs" if api_docs else None, redoc_url="/redoc" if api_docs else None,
                   openapi_url="/openapi.json" if api_docs else None)
     scoring = ThreadPoolExecutor(max(1, workers), thread_name_prefix="rat-score", initializer=_one_thread)
+    # a body is read, parsed and checked by READING requests at a time, off the event loop: a
+    # flood of maximum-size bodies neither holds their memory at once nor stalls /health
+    reading, parsing = asyncio.Semaphore(READING), ThreadPoolExecutor(1, thread_name_prefix="rat-read")
     heavy_lane = ThreadPoolExecutor(1, thread_name_prefix="rat-score-heavy", initializer=_one_thread)
     page_html = PAGE.read_text(encoding="utf-8")
     page_headers = {"Content-Security-Policy": content_security_policy(page_html),
@@ -185,6 +193,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     def rows_of(body: Any) -> list[dict]:
         if not isinstance(body, dict):
             raise HTTPException(400, "body must be a JSON object: {\"queries\": [...]} or one query")
+        if "queries" in body and "sql" in body:
+            raise HTTPException(400, "body has both \"queries\" and \"sql\": give a list of queries or one query")
         queries = body.get("queries", [body] if "sql" in body else None)
         if not isinstance(queries, list) or not queries:
             raise HTTPException(400, "body needs \"queries\": a non-empty list of {db_id, question, sql}")
@@ -208,15 +218,31 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                          "_unknown": bool(schemas) and db_id is not None and db_id not in schemas})
         return rows
 
-    @app.get("/health")
+    def unrooted(message: str) -> str:
+        """A row's error without the folder the service reads from: a client names files under it."""
+        return message.replace(f"{root}{os.sep}", "") if root is not None else message
+
+    def rows_and_weight(raw: bytes) -> tuple[list[dict], bool]:
+        """The rows of a request body and whether it goes to the heavy lane."""
+        try:
+            body = json.loads(raw)
+        except RecursionError:
+            raise HTTPException(400, "body is nested too deeply") from None
+        except ValueError:  # also bytes that are not UTF-8
+            raise HTTPException(400, "body is not valid JSON") from None
+        rows = rows_of(body)
+        # one request is not a file: its confidences never depend on the other queries sent with it
+        return rows, sum(len(SQL_WORDS.findall(r["sql"])) for r in rows if not r["_unknown"]) > heavy_words
+
+    @app.api_route("/health", methods=["GET", "HEAD"])
     async def health() -> dict:  # on the event loop: never queued behind scoring
         return health_answer
 
-    @app.get("/databases")
+    @app.api_route("/databases", methods=["GET", "HEAD"])
     async def databases() -> dict:
         return {"databases": sorted(schemas)}
 
-    @app.get("/", response_class=HTMLResponse)
+    @app.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse)
     async def page() -> HTMLResponse:
         return HTMLResponse(page_html, headers=page_headers)
 
@@ -228,19 +254,21 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             raise HTTPException(415, f"Content-Type {media_type or '(none)'!r}: the body must be application/json")
         try:
             async with asyncio.timeout(timeout_s):  # unlike wait_for, no task of its own
-                raw = await read_body(request)
+                await reading.acquire()
         except TimeoutError:
-            raise HTTPException(408, f"request body not received within {timeout_s:g} s", {"Connection": "close"}) from None
+            raise HTTPException(503, f"busy: the request was not read within {timeout_s:g} s",
+                                {"Connection": "close"}) from None
         try:
-            body = json.loads(raw)
-        except RecursionError:
-            raise HTTPException(400, "body is nested too deeply") from None
-        except ValueError:  # also bytes that are not UTF-8
-            raise HTTPException(400, "body is not valid JSON") from None
-        rows = rows_of(body)
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    raw = await read_body(request)
+            except TimeoutError:
+                raise HTTPException(408, f"request body not received within {timeout_s:g} s",
+                                    {"Connection": "close"}) from None
+            rows, heavy = await asyncio.get_running_loop().run_in_executor(parsing, rows_and_weight, raw)
+        finally:
+            reading.release()
         known = [r for r in rows if not r["_unknown"]]
-        # one request is not a file: its confidences never depend on the other queries sent with it
-        heavy = sum(len(SQL_WORDS.findall(r["sql"])) for r in known) > heavy_words
         work = partial(score_heavy if heavy else score_rows, known, deadline=deadline, max_nodes=max_nodes,
                        max_sql_chars=max_sql_chars, dialect=dialect, label_shift=False)
         lane = heavy_lane if heavy else scoring
@@ -261,7 +289,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                 out.append({"error": f"unknown db_id {r['db_id']!r}", "db_id": r["db_id"]})
                 continue
             result = next(it)
-            out.append({"error": result.message, "db_id": r["db_id"]} if isinstance(result, RowError)
+            out.append({"error": unrooted(result.message), "db_id": r["db_id"]} if isinstance(result, RowError)
                        else result.to_dict())
         return JSONResponse({"results": out})  # as FastAPI would write it, without its encoder's pass
 
@@ -344,6 +372,13 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # asyncio sets TCP_NODELAY only on sockets made with proto IPPROTO_TCP, not on those
+        # accepted from a listening socket made with proto 0 (uvicorn's, ours): without it the
+        # body of an answer waits for the client's delayed ACK of its head, 40 ms on Linux, on
+        # every request of a kept-alive connection after its first
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._arm_head_timer()
 
     def on_response_complete(self) -> None:
@@ -484,8 +519,6 @@ def listen_socket(host: str, port: int):
     """The socket ``rat-serve`` listens on, bound to ``host``:``port`` (IPv6 where ``host`` has a
     colon); a port out of range, a taken port or a host this machine cannot bind is one
     ``UsageError`` line naming them."""
-    import socket
-
     from model.errors import UsageError
 
     if not 0 <= port <= 65535:

@@ -358,7 +358,10 @@ def guard(run_sql: Callable | None = None, *, scorer: Scorer | None = None, data
     the wrapped function takes ``question=`` besides. Otherwise ``on_hold(verdict)`` is called and
     its value returned, or, without ``on_hold``, ``QueryHeld`` is raised (``.verdict``). As a
     decorator: ``@guard(scorer=scorer, database="shop.sqlite")``; ``policy`` defaults to the
-    scorer's; ``timeout_s`` bounds each check as ``Scorer.check``'s does."""
+    scorer's; ``timeout_s`` bounds each check as ``Scorer.check``'s does. A query that cannot be
+    checked is not run either, and ``on_hold`` is not called: the check's error is raised (SQL
+    the scorer cannot read, ``DROP TABLE`` among it: ``rat.RATError``; a check past ``timeout_s``:
+    ``DeadlineExceeded``), since there is no verdict to hand it."""
     if run_sql is None:
         return lambda f: guard(f, scorer=scorer, database=database, schema=schema, db_id=db_id,
                                dialect=dialect, on_hold=on_hold, policy=policy, timeout_s=timeout_s)
