@@ -1,6 +1,6 @@
 """Boosted node features on Spider dev (11 systems), out of fold over 5 schema-disjoint folds:
 single-system and consensus tracks apart; per node kind; ablation and permutation importance per
-feature group; leave-one-system-out. Prints the tables of docs/node_features.md.
+feature group; leave-one-system-out. Prints the tables of docs/results.md.
 
     .venv/bin/python scripts/node_features_results.py                       # everything
     .venv/bin/python scripts/node_features_results.py --stages main,kinds   # some stages
@@ -21,6 +21,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from model import metrics as M
+from model.cli_types import existing_dir
 from model.eval.localisation import localisation
 from model.eval.report import format_number, markdown_table
 from model.nodes.boosted import crossfit
@@ -30,6 +31,7 @@ from model.nodes.table import fold_roles, load_table
 
 REPO = Path(__file__).resolve().parents[1]
 SINGLE_GROUPS = ("structure", "linking", "semantic", "values", "execution", "question", "lm")
+STAGES = ("main", "kinds", "ablation", "importance", "loso")
 
 
 def track_columns(names, groups) -> np.ndarray:
@@ -67,16 +69,30 @@ def agreement_scores(table) -> dict[int, tuple]:
     return {k: (x[:, j], None) for k, x in enumerate(table.features) if not np.isnan(x[:, j]).any()}
 
 
+def stage_names(text: str) -> set[str]:
+    """``--stages``: comma-separated names of STAGES."""
+    unknown = [s for s in text.split(",") if s not in STAGES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown stage {unknown[0]!r} (known: {', '.join(STAGES)})")
+    return set(text.split(","))
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=str(REPO.parent / "shared" / "data" / "spider"))
-    parser.add_argument("--stages", default="main,kinds,ablation,importance,loso")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=existing_dir, default=str(REPO.parent / "shared" / "data" / "spider"))
+    parser.add_argument("--stages", type=stage_names, default=",".join(STAGES))
     parser.add_argument("--loso-systems", default="all", help="comma-separated systems, or all")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--no-lm", action="store_true", help="leave out the scorer-LM span group")
     args = parser.parse_args()
-    stages = set(args.stages.split(","))
-    data_cfg = OmegaConf.create({"root": args.root, "predictions": f"{args.root}/../predictions/spider_dev/*",
+    if args.folds < 3:  # each fold is tested, the next validates, the rest train
+        parser.error(f"--folds {args.folds}: at least 3")
+    known = sorted(p.stem for p in (args.root.parent / "predictions" / "spider_dev").glob("*"))
+    unknown = [s for s in args.loso_systems.split(",") if s not in known] if args.loso_systems != "all" else []
+    if unknown:
+        parser.error(f"--loso-systems: unknown system {unknown[0]!r} (known: {', '.join(known)})")
+    stages = args.stages
+    data_cfg = OmegaConf.create({"root": str(args.root), "predictions": f"{args.root}/../predictions/spider_dev/*",
                                  "eval_split": "dev", "protocol": "crossfit", "folds": args.folds})
     config = BoostedParams(groups="single+consensus", lm=not args.no_lm)
     table = load_table(data_cfg, config, progress=False)
