@@ -41,7 +41,9 @@ lint: setup
 	$(BIN)/ruff check .
 
 # The speed and scale benchmarks of BENCHMARKS.md, each with its defaults (../shared/data): all of
-# benchmarks/. scripts/ holds the tools whose commands the docs give (the model card's numbers).
+# benchmarks/ but request_cpu.py, whose numbers compare this tree with another copy of the repository
+# (--baseline DIR, an earlier commit: make cannot choose one). scripts/ holds the tools whose commands
+# the docs give (the model card's numbers).
 SPEED_BENCHMARKS := rat_coverage rat_speed rat_builds rat_dialects exec_cache exec_accuracy feature_speed score_speed scorer_speed backend_speed train_speed cold_start serve_load mcp_speed
 
 bench: setup

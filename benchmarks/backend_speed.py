@@ -27,6 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from model.cli_types import positive_int
 from model.data.copy_database import copy_database, target
 from model.data.datasets import database_path, load_questions, load_schemas
 from model.data.predictions import load_predictions
@@ -73,14 +74,14 @@ def postgres_sessions(admin_url: str) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument("--turns", type=int, default=2)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=positive_int, default=1000)
+    parser.add_argument("--turns", type=positive_int, default=2)
     parser.add_argument("--postgres", help="an admin URL of a PostgreSQL server (default: start "
                                            "a throwaway one); the role rat_scorer must exist")
     args = parser.parse_args()
     if not (SHARED / "spider" / "dev.json").exists():
-        sys.exit(f"needs Spider under {SHARED} (RAT_SHARED_DATA)")
+        parser.error(f"needs Spider under {SHARED} (RAT_SHARED_DATA)")
     root, rows = dataset(args.queries)
     db_ids = sorted({r["db_id"] for r in rows})
     with ExitStack() as stack:

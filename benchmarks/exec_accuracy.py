@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from model.cli_types import existing_dir, positive_float, positive_int
 from model.data.execution import OUTCOMES, evaluate_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,9 +22,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--data", type=existing_dir, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--workers", type=positive_int, default=2)
+    parser.add_argument("--timeout", type=positive_float, default=30.0)
     parser.add_argument(
         "--cache-dir", type=Path, default=None, help="default: a fresh temporary folder"
     )
@@ -33,7 +34,12 @@ def main() -> None:
     args = parser.parse_args()
 
     manifest = json.loads((args.data / "predictions" / "MANIFEST.json").read_text())
-    cache_dir = args.cache_dir or Path(tempfile.mkdtemp(prefix="exec_accuracy_"))
+    with tempfile.TemporaryDirectory(prefix="exec_accuracy_") as fresh:
+        compare_systems(args, manifest, args.cache_dir or Path(fresh))
+
+
+def compare_systems(args, manifest: dict, cache_dir: Path) -> None:
+    """One row per system of the manifest, then the largest difference from the reference."""
     header = f"{'system':<18} {'reference':>9} {'ours':>6} {'diff':>6}  " + " ".join(
         f"{o:>11}" for o in OUTCOMES
     )

@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from model.cli_types import existing_dir, positive_int
 from model.data.datasets import database_path, load_questions
 from model.data.execution import execute_pairs
 from model.data.predictions import load_predictions
@@ -23,8 +24,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--data", type=existing_dir, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--workers", type=positive_int, default=2)
     args = parser.parse_args()
 
     root = args.data / "spider"

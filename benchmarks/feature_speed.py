@@ -3,7 +3,10 @@ cold (empty cache) and warm (cached), single process, in nodes per second; then 
 span group (``lm=True``) with the whole-query scorer's token cache (warm when the whole-query
 track has scored these predictions: the LM only loads, the spans are matched to the written SQL).
 
-    .venv/bin/python benchmarks/feature_speed.py [--root ../shared/data/spider] [--limit N]
+    .venv/bin/python benchmarks/feature_speed.py [--root ../shared/data/spider] [--limit N] [--no-lm]
+
+With an empty token cache the ``lm=True`` pass runs the LM on every prediction (about an hour for
+all 10,681 on 2 CPU cores; later runs read the cache); ``--no-lm`` leaves that pass out.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from model.cli_types import existing_dir, positive_int
 from model.data.datasets import database_path, load_schemas
+from model.lm.token_probabilities import scores_cache_path
 from model.nodes.examples import build_examples
 from model.nodes.features import build_features
 
@@ -22,13 +27,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=str(REPO.parent / "shared" / "data" / "spider"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=existing_dir, default=str(REPO.parent / "shared" / "data" / "spider"))
     parser.add_argument("--predictions", default=None, help="glob (default: <root>/../predictions/spider_dev/*)")
-    parser.add_argument("--limit", type=int, default=None, help="first N examples only")
+    parser.add_argument("--limit", type=positive_int, default=None, help="first N examples only")
+    parser.add_argument("--no-lm", action="store_true", help="leave out the scorer-LM (lm=True) pass")
     args = parser.parse_args()
-    root = Path(args.root)
-    files = sorted(Path(p) for p in glob.glob(args.predictions or str(root.parent / "predictions" / "spider_dev" / "*")))
+    root = args.root
+    pattern = args.predictions or str(root.parent / "predictions" / "spider_dev" / "*")
+    files = sorted(Path(p) for p in glob.glob(pattern))
+    if not files:
+        parser.error(f"--predictions {pattern}: no file matches")
     start = time.perf_counter()
     examples, _ = build_examples(root, "dev", files, verbose=False)
     examples = examples[: args.limit]
@@ -45,6 +54,13 @@ def main() -> None:
                                                   cache_folder=Path(folder))
                 track = "single+consensus" if consensus else "single"
                 print(f"{run:5s} {track:17s} {len(names)} features: {report}")
+        if args.no_lm:
+            return
+        cache = scores_cache_path()
+        held = f"{cache.stat().st_size / 2**20:.0f} MB" if cache.is_file() else "absent"
+        print(f"single+lm: loading the scorer LM; the token log-probs of the {len(examples)} predictions are "
+              f"read from {cache} ({held}), those missing there computed now (about an hour for all 10,681 "
+              "from an empty cache on 2 CPU cores; --no-lm leaves this pass out)", flush=True)
         start = time.perf_counter()
         _, names, report = build_features(examples, schemas, db_paths, cache_folder=Path(folder), lm=True)
         print(f"warm  single+lm         {len(names)} features: {report} "

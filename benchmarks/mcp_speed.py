@@ -21,6 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from model.cli_types import non_negative_int, positive_int
+
 DB = "concert_singer"
 SQL = "SELECT name, country FROM singer WHERE age > 20 ORDER BY age DESC"
 QUESTION = "Names and countries of singers older than 20, oldest first?"
@@ -71,15 +73,14 @@ def in_process(data_root: Path, calls: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-root", type=Path, default=REPO.parent / "shared" / "data" / "spider")
-    parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--in-process-calls", type=int, default=200)
+    parser.add_argument("--calls", type=positive_int, default=1000)
+    parser.add_argument("--warmup", type=non_negative_int, default=20)
+    parser.add_argument("--in-process-calls", type=positive_int, default=200)
     args = parser.parse_args(argv)
     if not (args.data_root / "database" / DB).is_dir():
-        print(f"mcp_speed: error: no {DB} database under --data-root {args.data_root}", file=sys.stderr)
-        return 2
+        parser.error(f"no {DB} database under --data-root {args.data_root}")
     times, failures = asyncio.run(over_stdio(args.data_root, args.calls, args.warmup))
     local = in_process(args.data_root, args.in_process_calls)
     p50, local_p50 = statistics.median(times), statistics.median(local)

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere: `rat` is the checkout's
 
 import rat  # after the path: the checkout's rat
+from model.cli_types import existing_dir, existing_file, non_negative_int
 from rat.build import sqlglot_build
 from rat.hashing import contextual_hashes
 
@@ -98,11 +99,11 @@ def compare(args) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-root", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--queries", type=Path, help="one SQL a line instead of the data")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-root", type=existing_dir, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--queries", type=existing_file, help="one SQL a line instead of the data")
     parser.add_argument("--dump", type=Path, help="write this build's digests and stop")
-    parser.add_argument("--show", type=int, default=10, help="differing queries listed")
+    parser.add_argument("--show", type=non_negative_int, default=10, help="differing queries listed")
     args = parser.parse_args()
     if args.dump:
         dump(load_queries(args.data_root, args.queries), args.dump)

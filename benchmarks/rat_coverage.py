@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import rat
+from model.cli_types import existing_dir, non_negative_int
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -79,9 +80,9 @@ def convert(queries, schema_by_db):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-root", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--show", type=int, default=10, help="failures listed per dataset")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-root", type=existing_dir, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--show", type=non_negative_int, default=10, help="failures listed per dataset")
     args = parser.parse_args()
     root = args.data_root
     spider_schemas = schemas(root / "spider" / "tables.json")

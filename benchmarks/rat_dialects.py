@@ -21,6 +21,7 @@ from pathlib import Path
 from sqlglot.errors import SqlglotError
 
 import rat
+from model.cli_types import existing_dir, non_negative_int
 from model.data.transpile import from_sqlite
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,12 +65,21 @@ def compare(sql: str, schema: rat.Schema | None, dialect: str, original: rat.Nod
     return None if tree.hash == original.hash else (transpiled, None)
 
 
+def dialect_names(text: str) -> list[str]:
+    """``--dialects``: comma-separated names of ``rat.DIALECTS``."""
+    names = text.split(",")
+    unknown = [d for d in names if d not in rat.DIALECTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown dialect {unknown[0]!r} (known: {', '.join(sorted(rat.DIALECTS))})")
+    return names
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-root", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--show", type=int, default=2, help="examples listed per cause")
-    parser.add_argument("--dialects", default=",".join(d for d in sorted(rat.DIALECTS)
-                                                        if d != "sqlite"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-root", type=existing_dir, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--show", type=non_negative_int, default=2, help="examples listed per cause")
+    parser.add_argument("--dialects", type=dialect_names,
+                        default=",".join(d for d in sorted(rat.DIALECTS) if d != "sqlite"))
     args = parser.parse_args()
     root = args.data_root
     by_db = schemas(root / "spider" / "tables.json")
@@ -94,7 +104,7 @@ def main() -> None:
     print(f"\n{'dialect':10s} {'set':12s} {'queries':>8s} {'same tree':>10s} {'share':>8s}"
           f" {'meaning':>8s} {'defect':>7s} {'LIKE*':>6s} {'s':>6s}")
     groups: dict[tuple[str, str, str], list] = defaultdict(list)
-    for dialect in args.dialects.split(","):
+    for dialect in args.dialects:
         for name, kept in originals.items():
             start = time.perf_counter()
             same, kinds, like = 0, Counter(), 0

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from model.cli_types import existing_dir, positive_int
+
 REPO = Path(__file__).resolve().parents[1]
 METRICS = ("parse", "own_parse", "tree", "label", "label_tree")
 
@@ -107,11 +109,19 @@ def run_child(args, build: str, rat_from: Path | None) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def checkout(text: str) -> Path:
+    """``--baseline``: a folder with a ``rat`` package of its own (another checkout); without one,
+    the child would import this checkout's rat and the column would compare it with itself."""
+    if not (Path(text) / "rat" / "__init__.py").is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no rat package there (give another checkout of this repository)")
+    return Path(text)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-root", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--baseline", type=Path, help="another checkout's rat, pure Python")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-root", type=existing_dir, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--repeat", type=positive_int, default=3)
+    parser.add_argument("--baseline", type=checkout, help="another checkout's rat, pure Python")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rat-from", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()

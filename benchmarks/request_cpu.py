@@ -183,7 +183,7 @@ class Copy:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-root", type=Path, default=SHARED / "spider")
     parser.add_argument("--queries", type=int, default=300, help="requests in the timed mix (serve_load's 300)")
     parser.add_argument("--predictions", type=int, default=300, help="system answers scored for the check")

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 
+from model.cli_types import positive_int
 from model.data.datasets import load_questions, load_schemas
 from model.data.predictions import load_predictions
 from model.lm import load_causal_lm
@@ -54,15 +55,32 @@ def items(n_questions: int, n_systems: int) -> tuple[list[tuple[str, str]], str]
     return out, f"{source}: {len(by_id)} questions x {len(files)} systems"
 
 
+def device(name: str) -> str:
+    """``--device``: cpu, or cuda (cuda:N) or mps where torch sees one."""
+    try:
+        kind = torch.device(name).type
+    except RuntimeError:
+        kind = None
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if kind not in available:
+        raise argparse.ArgumentTypeError(f"{name!r}: expected cpu, cuda, cuda:N or mps")
+    if not available[kind]:
+        raise argparse.ArgumentTypeError(f"{name!r}: torch sees no {kind} device here")
+    return name
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--questions", type=int, default=16)
-    ap.add_argument("--systems", type=int, default=4)
-    ap.add_argument("--device", default="cpu")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--questions", type=positive_int, default=16)
+    ap.add_argument("--systems", type=positive_int, default=4)
+    ap.add_argument("--device", type=device, default="cpu")
     ap.add_argument("--model", default=None, help="default: packaged SmolLM2-135M")
     args = ap.parse_args()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)) if args.device == "cpu" else torch.get_num_threads())
-    model, tokenizer = load_causal_lm(args.model)
+    try:
+        model, tokenizer = load_causal_lm(args.model)
+    except (ImportError, OSError) as e:  # a folder or hub id that is no LM (as model.nodes.features says it)
+        ap.error(f"--model {args.model}: {str(e).splitlines()[0]}")
     model.to(args.device)
     pairs, source = items(args.questions, args.systems)
     print(f"{len(pairs)} SQL ({len(set(pairs))} distinct) from {source}; model "

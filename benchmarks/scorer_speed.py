@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
+from model.cli_types import existing_path, positive_float, positive_int
 from model.data.datasets import database_path, load_questions, load_schemas
 from model.data.predictions import load_predictions
 from model.scoring import RowError, Scorer
@@ -166,14 +167,15 @@ def service(root: Path, rows: list[dict], n_latency: int, load_seconds: float) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument("--neural", type=Path, default=None, help="a neural run (default: newest outputs/train run)")
-    parser.add_argument("--neural-queries", type=int, default=100)
-    parser.add_argument("--latency-queries", type=int, default=300)
-    parser.add_argument("--load-seconds", type=float, default=60)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=positive_int, default=1000)
+    parser.add_argument("--neural", type=existing_path, default=None,
+                        help="a neural run (default: newest outputs/train run)")
+    parser.add_argument("--neural-queries", type=positive_int, default=100)
+    parser.add_argument("--latency-queries", type=positive_int, default=300)
+    parser.add_argument("--load-seconds", type=positive_float, default=60)
     parser.add_argument("--against", type=Path, default=None, help="another saved model, taking turns with the shipped one")
-    parser.add_argument("--turns", type=int, default=3, help="turns each with --against (default 3)")
+    parser.add_argument("--turns", type=positive_int, default=3, help="turns each with --against (default 3)")
     args = parser.parse_args()
     if args.against is not None:
         try:
@@ -213,7 +215,10 @@ def main() -> None:
           + frozen_heap_effect(scorer, no_db), flush=True)
     neural = args.neural or newest_neural_run()
     if neural is not None:
-        neural_scorer = Scorer.load(neural)
+        try:
+            neural_scorer = Scorer.load(neural)
+        except (OSError, ValueError) as error:  # loaded here, not up front: it would weigh on the timings above
+            parser.error(f"--neural {neural}: {error}")
         sample = rows[:args.neural_queries]
         neural_scorer.score_many(sample[:4], progress=False)
         rate, bad = throughput(neural_scorer, sample)

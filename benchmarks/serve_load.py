@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+from model.cli_types import positive_int
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -254,28 +256,28 @@ def default_processes() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-root", type=Path, default=REPO.parent / "shared" / "data" / "spider")
     parser.add_argument("--model", default="pretrained")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each phase (at most 600)")
-    parser.add_argument("--workers", type=int, default=2, help="rat-serve --workers")
-    parser.add_argument("--processes", type=int, help="rat-serve --processes (default: rat-serve's, here "
+    parser.add_argument("--workers", type=positive_int, default=2, help="rat-serve --workers")
+    parser.add_argument("--processes", type=positive_int, help="rat-serve --processes (default: rat-serve's, here "
                         f"{default_processes()})")
     parser.add_argument("--phases", default="normal,hostile")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     args.processes = args.processes or default_processes()
     if not (args.data_root / "tables.json").is_file():
-        print(f"serve_load: error: --data-root {args.data_root}: no tables.json", file=sys.stderr)
-        return 2
+        parser.error(f"--data-root {args.data_root}: no tables.json")
+    # a model rat-serve would refuse: told here, not as "rat-serve exited" (Scorer.load's names and paths)
+    if not (args.model == "pretrained" or args.model.startswith("pretrained:") or Path(args.model).exists()):
+        parser.error(f"--model {args.model}: no such model (a <run>/model folder, a neural run or .ckpt, "
+                     "or pretrained)")
     if not set(args.phases.split(",")) <= {"normal", "hostile", "flood"}:
-        print(f"serve_load: error: --phases {args.phases}: expected names among normal, hostile, flood",
-              file=sys.stderr)
-        return 2
+        parser.error(f"--phases {args.phases}: expected names among normal, hostile, flood")
     if not 0 < args.seconds <= 600 or args.clients < 2:
-        print("serve_load: error: --seconds in (0, 600], --clients >= 2", file=sys.stderr)
-        return 2
+        parser.error("--seconds in (0, 600], --clients >= 2")
     queries = normal_queries(args.data_root)
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}

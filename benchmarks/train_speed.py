@@ -31,6 +31,8 @@ sys.path.insert(0, str(REPO))
 for var, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
     os.environ.setdefault(var, value)
 
+from model.cli_types import existing_dir, positive_int
+from model.errors import user_errors
 
 DATA: list[str] = []  # data overrides shared by every configuration (--spider)
 
@@ -86,19 +88,25 @@ def throughput(model, batches, steps: int, every_step_lm: bool = False) -> dict[
             "mean_tokens": tokens / examples}
 
 
+def lengths(text: str) -> list[int]:
+    """``--minilm-lengths``: comma-separated numbers of tokens."""
+    return [positive_int(x) for x in text.split(",") if x]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=12, help="timed steps with embedder.layer=0")
-    parser.add_argument("--lm-steps", type=int, default=3, help="timed steps running the LM each step")
-    parser.add_argument("--minilm-steps", type=int, default=6, help="timed steps of model=minilm")
-    parser.add_argument("--minilm-lengths", default="256,384,512", help="model.encoder.max_positions")
-    parser.add_argument("--spider", default=None, help="a Spider root: time Spider dev inputs")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=positive_int, default=12, help="timed steps with embedder.layer=0")
+    parser.add_argument("--lm-steps", type=positive_int, default=3, help="timed steps running the LM each step")
+    parser.add_argument("--minilm-steps", type=positive_int, default=6, help="timed steps of model=minilm")
+    parser.add_argument("--minilm-lengths", type=lengths, default="256,384,512", help="model.encoder.max_positions")
+    parser.add_argument("--spider", type=existing_dir, default=None, help="a Spider root: time Spider dev inputs")
     args = parser.parse_args()
     if args.spider:
         DATA.extend(["data=spider", f"data.root={args.spider}", "data.protocol=split",
                      "data.train_predictions=null", "++data.max_questions=300"])
 
-    cfg, datamodule, table_model = default_objects(["model=smollm2"])
+    with user_errors(parser.prog):  # a --spider folder that is no Spider root: one line
+        cfg, datamodule, table_model = default_objects(["model=smollm2"])
     batches = list(datamodule.train_dataloader())
     n_layers = None
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; default config: "
@@ -113,7 +121,7 @@ def main() -> None:
     _, _, lm_model = default_objects(["model=smollm2", f"model.embedder.layer={n_layers}"])
     rows[f"embedder.layer={n_layers} (whole LM every step)"] = throughput(lm_model, batches, args.lm_steps, True)
     del lm_model
-    for length in (int(x) for x in args.minilm_lengths.split(",") if x):
+    for length in args.minilm_lengths:
         _, minilm_data, minilm = default_objects(["model=minilm", f"model.encoder.max_positions={length}"])
         rows[f"model=minilm, fine-tuned, {length} tokens"] = throughput(
             minilm, list(minilm_data.train_dataloader()), args.minilm_steps)

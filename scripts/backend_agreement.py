@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np
 
 from model import metrics as M
+from model.cli_types import positive_int
 from model.data.copy_database import copy_database
 from model.data.databases import open_database
 from model.data.datasets import database_path, load_questions, load_schemas
@@ -42,17 +43,20 @@ SHARED = Path(os.environ.get("RAT_SHARED_DATA", REPO.parent / "shared" / "data")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--postgres", help="an admin URL of a PostgreSQL server to copy into "
                                            "(default: start a throwaway one)")
     parser.add_argument("--systems", help="comma-separated prediction file stems (default: all 11)")
-    parser.add_argument("--limit", type=int, help="score only the first N labelled predictions")
+    parser.add_argument("--limit", type=positive_int, help="score only the first N labelled predictions")
     args = parser.parse_args()
     root = SHARED / "spider"
     if not (root / "dev.json").exists():
-        sys.exit(f"needs Spider under {SHARED} (RAT_SHARED_DATA)")
+        parser.error(f"needs Spider under {SHARED} (RAT_SHARED_DATA)")
     files = sorted((SHARED / "predictions" / "spider_dev").iterdir())
     if args.systems:
+        unknown = [s for s in args.systems.split(",") if s not in {f.stem for f in files}]
+        if unknown:
+            parser.error(f"--systems: unknown system {unknown[0]!r} (known: {', '.join(f.stem for f in files)})")
         files = [f for f in files if f.stem in args.systems.split(",")]
     examples, _ = build_examples(root, "dev", prediction_files=files, require_database=True)
     examples = [e for e in examples if e.execution_match is not None][:args.limit]

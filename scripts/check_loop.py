@@ -20,6 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from model.cli_types import non_negative_int, positive_int
+
 GENERATORS = ("demo_weak", "demo_medium", "demo_strong")
 
 
@@ -36,11 +38,11 @@ def demo_generator(root: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--questions", type=int, default=None, help="the first N dev questions (default all)")
-    parser.add_argument("--show", type=int, default=2,
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--questions", type=positive_int, default=None, help="the first N dev questions (default all)")
+    parser.add_argument("--show", type=non_negative_int, default=2,
                         help="print the loop in full for the first N questions whose first query is sent back")
-    parser.add_argument("--tries", type=int, default=len(GENERATORS), help="generations per question at most")
+    parser.add_argument("--tries", type=positive_int, default=len(GENERATORS), help="generations per question at most")
     args = parser.parse_args(argv)
     from model import Scorer
     from model.data.execution import execute_pairs

@@ -65,7 +65,7 @@ def paired_auc_difference(a: np.ndarray, b: np.ndarray, labels: np.ndarray, grou
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--baseline", type=Path, required=True, help="a run covering every output of the others")
     parser.add_argument("--n-bootstrap", type=int, default=1000)

@@ -63,10 +63,7 @@ def train_command(system: str, run: Path, root: Path) -> list[str]:
 
 
 def prediction_file(folder: Path, system: str) -> Path:
-    found = sorted(folder.glob(f"{system}.*"))
-    if not found:
-        raise SystemExit(f"leave_one_system_out.py: error: no predictions of {system} in {folder}")
-    return found[0]
+    return min(folder.glob(f"{system}.*"))  # there is one: main checked --systems
 
 
 def scored(run: Path, system: str, root: Path, folder: Path, database: bool) -> Path:
@@ -181,8 +178,6 @@ def calibrator_only(run: Path, n_bootstrap: int, plot: Path | None = None) -> di
     from model.wholequery.new_system import SystemScores, reliability
 
     path = run / "predictions" / "test.jsonl"
-    if not path.is_file():
-        raise SystemExit(f"leave_one_system_out.py: error: --calibrator-only {run}: no predictions/test.jsonl")
     rows = [r for r in map(json.loads, path.read_text().splitlines()) if r.get("execution_match") is not None]
     system = np.array([r["system"] for r in rows])
     aggregates = np.array([query_aggregates(r["node_confidences"]) for r in rows])
@@ -207,7 +202,7 @@ def calibrator_only(run: Path, n_bootstrap: int, plot: Path | None = None) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, default=Path("runs/loso_shipped"), help="one run folder per system")
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), help="default: Spider's 11")
     parser.add_argument("--data-root", type=Path, default=SHARED / "spider")
@@ -221,6 +216,12 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.data_root / "dev.json").is_file():
         parser.error(f"--data-root {args.data_root}: no dev.json there (the shared data: set RAT_SHARED_DATA)")
+    if args.calibrator_only and not (args.calibrator_only / "predictions" / "test.jsonl").is_file():
+        parser.error(f"--calibrator-only {args.calibrator_only}: no predictions/test.jsonl")
+    unknown = [s for s in args.systems if not any(args.predictions.glob(f"{s}.*"))]
+    if unknown and not args.calibrator_only:
+        parser.error(f"--systems: unknown system {unknown[0]!r} (no {unknown[0]}.* in --predictions "
+                     f"{args.predictions})")
     results = calibrator_only(args.calibrator_only, args.n_bootstrap, args.plot) if args.calibrator_only else {}
     for system in () if args.calibrator_only else args.systems:
         run = args.runs / system
@@ -239,7 +240,7 @@ def main() -> None:
         print(f"  {seen} of {n} of its queries ({seen / max(n, 1):.1%}) have the tree of another system's "
               "query for the same question, which the run's model was fitted on", flush=True)
     if not results:
-        raise SystemExit("leave_one_system_out.py: error: no run to measure")
+        parser.error(f"no run to measure under --runs {args.runs} (--train trains them)")
     places = ("with",) if args.calibrator_only else ("with", "without", "out of fold, with", "out of fold, without")
     for where in places:
         if all(where in r for r in results.values()):

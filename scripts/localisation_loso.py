@@ -121,7 +121,7 @@ def report(results: dict, method: str, seconds: float | None = None) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--groups", default="single", choices=["single", "single+consensus"])
     parser.add_argument("--systems", nargs="*", help="systems to hold out (default: all)")
     parser.add_argument("--out", type=Path, help="write the numbers as JSON here")
@@ -138,10 +138,14 @@ def main() -> None:
             parser.error(f"--from-json: no file {missing[0]}")
         saved = [json.loads(f.read_text()) for f in args.from_json]
         if len({d["method"] for d in saved}) > 1:
-            sys.exit("localisation_loso.py: error: the --from-json files are of different methods")
+            parser.error("--from-json: the files are of different methods")
         report({s: r for d in saved for s, r in d["systems"].items()}, saved[0]["method"])
         return
     root = SHARED / "spider"
+    known = sorted(p.stem for p in (SHARED / "predictions" / "spider_dev").glob("*"))
+    unknown = [s for s in args.systems or () if s not in known]
+    if unknown:  # told before the features of every example are built
+        parser.error(f"--systems: unknown system {unknown[0]!r} (known: {', '.join(known)})")
     data = OmegaConf.create({"root": str(root), "predictions": str(SHARED / "predictions" / "spider_dev" / "*"),
                              "train_split": "train",
                              "llm_answers": OmegaConf.load(CONF / "data/spider.yaml").llm_answers,

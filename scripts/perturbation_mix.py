@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import rat
+from model.cli_types import existing_dir, positive_int
 from model.data.datasets import database_path, load_questions, load_schemas
 from model.data.execution import default_cache_dir, execute_pairs
 from model.data.predictions import load_predictions
@@ -32,15 +33,15 @@ WRONG = ("mismatch", "pred_error", "timeout")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--limit", type=int, default=None, help="first N dev questions only")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=existing_dir, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--workers", type=positive_int, default=2)
+    parser.add_argument("--limit", type=positive_int, default=None, help="first N dev questions only")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     spider = args.data / "spider"
     if not (spider / "dev.json").exists():
-        sys.exit(f"Spider not found under {args.data} (pass --data)")
+        parser.error(f"--data {args.data}: no spider/dev.json there")
     cache = default_cache_dir()
     start = time.time()
     questions = load_questions(spider, "dev")[: args.limit]

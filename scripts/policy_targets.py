@@ -24,6 +24,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from model.cli_types import existing_dir, existing_file, positive_int
+from model.errors import UsageError
 from model.scoring.verdict import MAX_WRONG, choose_policy, held_out, prediction_pairs
 
 
@@ -56,18 +58,22 @@ def execution_agreement(rows: list[dict], data_root: Path, workers: int) -> np.n
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="pretrained")
-    parser.add_argument("--predictions", type=Path, required=True)
-    parser.add_argument("--data-root", type=Path, required=True)
+    parser.add_argument("--predictions", type=existing_file, required=True)
+    parser.add_argument("--data-root", type=existing_dir, required=True)
     parser.add_argument("--max-wrong", type=float, default=MAX_WRONG)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=positive_int, default=2)
     args = parser.parse_args(argv)
     from model.data.jsonl import iter_jsonl
-    from model.scoring.scorer import Scorer
+    from model.scoring.inputs import load_scorer
 
-    rows = list(iter_jsonl(args.predictions))
-    confidence, labels, label, folds = prediction_pairs(Scorer.load(args.model).saved, rows)
+    try:
+        saved = load_scorer(args.model).saved
+        rows = list(iter_jsonl(args.predictions))
+        confidence, labels, label, folds = prediction_pairs(saved, rows)
+    except UsageError as e:
+        parser.error(str(e))
     agreement = execution_agreement(rows, args.data_root, args.workers)
     known = ~np.isnan(agreement)
     print(f"{len(rows)} out-of-fold predictions ({label}), {int(known.sum())} with a database to compare "
@@ -78,14 +84,19 @@ def main(argv: list[str] | None = None) -> int:
     risk = policy.measured["run_wrong"] or 0.0
     print(f"{'score':<28} {'runs (in sample)':>17} {'wrong':>6} {'runs (held out)':>16} {'wrong':>6} "
           f"{'runs at ' + format(risk, '.1%') + ' wrong':>18}")
+    n_folds = len(np.unique(folds))
     for name, score in (("whole-query confidence", confidence), ("execution agreement", agreement)):
         chosen = choose_policy(score, labels, max_wrong=args.max_wrong)
-        check = held_out(score, labels, folds, max_wrong=args.max_wrong)
         wrong = chosen.measured["run_wrong"]
+        held = f"{'-':>16} {'-':>6}"  # one fold: no other folds to choose its thresholds on
+        if n_folds > 1:
+            check = held_out(score, labels, folds, max_wrong=args.max_wrong)
+            held = (f"{check['run_share']:>16.1%} "
+                    f"{'-' if check['run_wrong'] is None else format(check['run_wrong'], '.1%'):>6}")
         print(f"{name:<28} {chosen.measured['run_share']:>17.1%} {'-' if wrong is None else format(wrong, '.1%'):>6} "
-              f"{check['run_share']:>16.1%} "
-              f"{'-' if check['run_wrong'] is None else format(check['run_wrong'], '.1%'):>6} "
-              f"{coverage_at_risk(score, labels, risk):>18.1%}")
+              f"{held} {coverage_at_risk(score, labels, risk):>18.1%}")
+    if n_folds < 2:
+        print(f"held out: needs a run of at least 2 folds (data.protocol=crossfit); {args.predictions} holds one")
     return 0
 
 

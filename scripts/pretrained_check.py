@@ -23,11 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from model import metrics as M
+from model.cli_types import positive_int
 from model.data.datasets import database_path, load_schemas
+from model.errors import UsageError
 from model.eval.localisation import localisation
 from model.nodes.estimator import kind_group
 from model.nodes.examples import build_examples
 from model.scoring import RowError, Scorer
+from model.scoring.inputs import load_scorer
 from model.scoring.reasons import EXPLAINABLE
 from rat.walks import error_sites
 
@@ -35,14 +38,17 @@ SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="pretrained")
-    parser.add_argument("--faithfulness-queries", type=int, default=2000)
+    parser.add_argument("--faithfulness-queries", type=positive_int, default=2000)
     args = parser.parse_args()
     root = SHARED / "spider"
     if not (root / "dev.json").exists():
-        sys.exit(f"needs Spider under {SHARED} (RAT_SHARED_DATA)")
-    scorer = Scorer.load(args.model)
+        parser.error(f"needs Spider under {SHARED} (RAT_SHARED_DATA)")
+    try:
+        scorer = load_scorer(args.model)
+    except UsageError as e:
+        parser.error(str(e))
     info = scorer.saved.info_
     files = sorted((SHARED / "predictions" / "spider_dev").iterdir())
     examples, _ = build_examples(root, "dev", prediction_files=files, require_database=True)

@@ -128,7 +128,7 @@ def paired(run: dict, baseline: dict, draws: int = 2000, seed: int = 0) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("predictions", type=Path, help="<run>/predictions/test.jsonl with site_scores")
     parser.add_argument("--top", type=int, default=12, help="rows of the per-kind tables")
     parser.add_argument("--sample", type=int, default=0, help="one-site misses to print for reading by hand")

@@ -282,7 +282,7 @@ def recalibration_table(name: str, measured: dict[tuple[str, int], list[dict]], 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="a <run>/model directory")
     parser.add_argument("--data", choices=sorted(PREDICTIONS), required=True)
     parser.add_argument("--predictions", type=Path, metavar="DIR",
