@@ -506,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", http=protocol,
                             timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
     processes = f", {args.processes} processes" if args.processes > 1 else ""
-    print(f"rat-serve: {scorer.description}, {len(schemas)} schemas{processes}, http://{args.host}:{args.port}/",
+    port = sock.getsockname()[1]  # --port 0: the one the system chose
+    print(f"rat-serve: {scorer.description}, {len(schemas)} schemas{processes}, http://{args.host}:{port}/",
           file=sys.stderr, flush=True)
     if args.processes == 1:
         uvicorn.Server(config).run(sockets=[sock])
