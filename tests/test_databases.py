@@ -275,6 +275,93 @@ def test_mysql_refuses_every_write_and_changes_nothing(mysql_demo, tmp_path):
     assert not Path("/tmp/rat-venues.txt").exists() and not Path("/tmp/rat-dump.txt").exists()
 
 
+def test_mysql_runs_no_executable_comment_and_no_file_write_hidden_by_comments(mysql_demo):
+    admin = mysql_demo[1]
+    before = checksum("mysql", admin)
+    with open_database(admin) as db:  # even the superuser's connection: never sent
+        for sql, says in (("/*!40101 CREATE TABLE rat_made */ SELECT 1", "a /*! ... */ comment"),
+                          ("SELECT 1 /*M!100000 , sleep(1) */", "a /*! ... */ comment"),
+                          ("SELECT * FROM venues INTO/**/OUTFILE '/tmp/rat-c.txt'", "INTO OUTFILE"),
+                          ("SELECT * FROM venues INTO -- c\nDUMPFILE '/tmp/rat-c.txt'", "INTO OUTFILE")):
+            rows, error = db.execute(sql)
+            assert rows is None and says in error, (sql, error)
+    assert checksum("mysql", admin) == before and not Path("/tmp/rat-c.txt").exists()
+
+
+def test_effects_that_outlive_the_transaction_are_refused(pg_demo, mysql_demo, duck_demo):
+    """A session lock survives ROLLBACK and a sequence's next value is never rolled back: such
+    functions are refused by name before the statement is sent (a caller's writable DuckDB
+    connection ran nextval)."""
+    import duckdb
+    import psycopg
+
+    with open_database(pg_demo[0]) as db:
+        for sql in ("SELECT pg_advisory_lock(42)", "SELECT pg_try_advisory_lock_shared(1, 2)",
+                    "SELECT \"pg_advisory_lock\"(7)", "SELECT nextval('s')"):
+            rows, error = db.execute(sql)
+            assert rows is None and "outlives the query" in error, (sql, error)
+    with psycopg.connect(pg_demo[1], autocommit=True) as other:  # lock 42 is free
+        assert other.execute("SELECT pg_try_advisory_lock(42)").fetchone()[0] is True
+        other.execute("SELECT pg_advisory_unlock_all()")
+    with open_database(mysql_demo[0]) as db:
+        rows, error = db.execute("SELECT GET_LOCK('rat', 0)")
+        assert rows is None and "get_lock() has an effect that outlives the query" in error
+    conn = duckdb.connect()  # a caller's own, writable connection
+    conn.execute("CREATE SEQUENCE s")
+    with open_database(conn) as db:
+        assert db.execute("SELECT nextval('s')")[0] is None
+    assert conn.execute("SELECT nextval('s')").fetchone()[0] == 1  # untouched before
+    conn.close()
+
+
+def test_a_lost_connection_is_tried_again_once_and_never_read_as_a_failed_query(pg_demo):
+    import psycopg
+
+    url, admin = pg_demo
+
+    def terminate(application: str) -> None:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                         (application,))
+
+    with open_database(url) as db:  # opened here: connected again
+        assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None)
+        terminate("rat-confidence")
+        assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None)
+    caller = psycopg.connect(url, application_name="rat-caller")  # the caller's: cannot be
+    with open_database(caller) as db:
+        assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None)
+        terminate("rat-caller")
+        with pytest.raises(DatabaseError, match="connection lost"):
+            db.execute("SELECT count(*) FROM venues")
+    caller.close()
+
+
+def test_another_postgres_schema_is_read_through_the_urls_search_path(pg_demo):
+    import psycopg
+
+    url, admin = pg_demo
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS sales")
+        conn.execute("CREATE TABLE IF NOT EXISTS sales.invoices (invoice_id INTEGER PRIMARY KEY, total REAL)")
+        conn.execute("GRANT USAGE ON SCHEMA sales TO rat_scorer")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA sales TO rat_scorer")
+    with open_database(url) as db:
+        assert "invoices" not in db.schema().tables and "venues" in db.schema().tables
+    joiner = "&" if "?" in url else "?"
+    with open_database(url + joiner + "options=-csearch_path%3Dsales") as db:
+        schema = db.schema()
+        assert schema.tables["invoices"] == ("invoice_id", "total") and "invoices.invoice_id" in schema.primary_keys
+        assert db.execute("SELECT count(*) FROM sales.invoices") == ([(0,)], None)
+
+
+def test_a_password_with_an_at_sign_is_masked_whole():
+    from model.data.databases import mask_password
+
+    assert mask_password("postgresql://scorer:p@ss/w@db:5432/shop?sslmode=require") == \
+        "postgresql://scorer:***@db:5432/shop?sslmode=require"
+
+
 def test_sqlite_refuses_every_write_and_changes_nothing(demo):
     path = demo[2]
     before = checksum("sqlite", path)

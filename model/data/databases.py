@@ -92,15 +92,31 @@ _READ_WORDS = {"select", "with", "values", "table"}
 _LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.DOTALL)
 _WORD = re.compile(r"[A-Za-z_]+")
 _MYSQL_FILE = re.compile(r"\binto\s+(?:outfile|dumpfile)\b", re.IGNORECASE)
+# MySQL / MariaDB run what is inside /*! ... */ and /*M! ... */ as SQL: never sent
+_MYSQL_EXECUTABLE = re.compile(r"/\*M?!")
+_COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
+# functions whose effect outlives the read-only transaction a query runs in: a session lock
+# (released by no ROLLBACK) or a sequence's next value (never rolled back)
+_LASTING = re.compile(r"\b(pg_(?:try_)?advisory_lock(?:_shared)?|get_lock|nextval|setval)\b\"?\s*\(",
+                      re.IGNORECASE)
 
 
 class DatabaseError(UsageError):
     """A database that cannot be opened or read: one line naming it, the password masked."""
 
 
+class ConnectionLost(Exception):
+    """A backend's connection broke, or could not be made again, while running a statement."""
+
+
 def mask_password(url: str) -> str:
-    """``url`` with its password (if any) as ``***``."""
-    return re.sub(r"^([a-zA-Z][\w+.-]*://[^:/@]*):[^@]*@", r"\1:***@", str(url))
+    """``url`` with its password (if any) as ``***``: up to the last ``@`` before any ``?`` (a
+    password may hold an unencoded ``@`` or ``/``).
+
+    >>> mask_password("postgresql://scorer:p@ss@db:5432/shop?sslmode=require")
+    'postgresql://scorer:***@db:5432/shop?sslmode=require'
+    """
+    return re.sub(r"^([a-zA-Z][\w+.-]*://[^:/@]*):[^?#]*@", r"\1:***@", str(url))
 
 
 def is_database_url(text: object) -> bool:
@@ -133,8 +149,13 @@ def _refusal(sql: str, dialect: str) -> str | None:
     allowed = _READ_WORDS | ({"from"} if dialect == "duckdb" else set())
     if word not in allowed:
         return f"refused: only a query that reads is run (found {word.upper() or 'no keyword'})"
-    if dialect == "mysql" and _MYSQL_FILE.search(sql):
-        return "refused: INTO OUTFILE / INTO DUMPFILE writes a file"
+    if dialect == "mysql":
+        if _MYSQL_EXECUTABLE.search(sql):
+            return "refused: a /*! ... */ comment, which MySQL runs as SQL"
+        if _MYSQL_FILE.search(_COMMENT.sub(" ", sql)):
+            return "refused: INTO OUTFILE / INTO DUMPFILE writes a file"
+    if lasting := _LASTING.search(sql):
+        return f"refused: {lasting.group(1).lower()}() has an effect that outlives the query"
     return None
 
 
@@ -210,6 +231,7 @@ class Database:
         self.name = name  # for messages: the password masked
         self.timeout_s, self.max_rows, self.max_result_bytes = timeout_s, max_rows, max_result_bytes
         self._names: dict[str, tuple[str, dict[str, str]]] | None = None
+        self._schemas: dict[str, rat.Schema] = {}  # db_id -> the schema read, once per object
         self._lock = threading.Lock()  # one statement at a time on the connection
 
     def __repr__(self) -> str:
@@ -228,7 +250,9 @@ class Database:
 
     def execute(self, sql: str, timeout_s: float | None = None,
                 max_result_bytes: int | None = None) -> tuple[Rows | None, str | None]:
-        """Run one read-only statement: ``(rows, None)`` or ``(None, error)``; never raises."""
+        """Run one read-only statement: ``(rows, None)`` or ``(None, error)``. A server that went
+        away is no failed query: the statement is tried once more on a new connection, and a
+        second loss is a ``DatabaseError`` (so that it is never scored as a query that fails)."""
         refused = _refusal(sql, self.dialect)
         if refused:
             return None, refused
@@ -237,10 +261,15 @@ class Database:
         if seconds <= 0:
             return None, f"timeout after {max(seconds, 0):g} s"
         with self._lock:
-            try:
-                return self._execute(sql, seconds, budget)
-            except Exception as error:  # noqa: BLE001 - a failed query is a result, never raised
-                return None, f"{type(error).__name__}: {_one_line(error)}"
+            for attempt in (1, 2):
+                try:
+                    return self._execute(sql, seconds, budget)
+                except ConnectionLost as lost:  # the server, not the query: connected again once
+                    if attempt == 2:
+                        raise DatabaseError(f"{self.name}: {lost}") from None
+                except Exception as error:  # noqa: BLE001 - a failed query is a result, never raised
+                    return None, f"{type(error).__name__}: {_one_line(error)}"
+        raise AssertionError("unreachable")
 
     def _execute(self, sql: str, timeout_s: float, max_bytes: int) -> tuple[Rows | None, str | None]:
         raise NotImplementedError
@@ -304,7 +333,14 @@ class Database:
 
     def schema(self, db_id: str = "") -> rat.Schema:
         """Tables, columns (with their declared types), primary and foreign keys, read from the
-        database's catalogue (PostgreSQL: the connection's current schema; MySQL: its database)."""
+        database's catalogue (PostgreSQL: the connection's current schema, the first of its
+        ``search_path``; MySQL: its database; DuckDB: its current schema), once per ``Database``:
+        open a new one to read a schema changed since."""
+        if db_id not in self._schemas:
+            self._schemas[db_id] = self._read_schema(db_id)
+        return self._schemas[db_id]
+
+    def _read_schema(self, db_id: str) -> rat.Schema:
         try:
             columns = self._columns()
             primary = self._primary_keys()
@@ -429,7 +465,10 @@ class PostgresDatabase(Database):
         import psycopg
 
         if self.conn.closed and self._connect is not None:
-            self.conn = self._connect()
+            try:
+                self.conn = self._connect()
+            except psycopg.Error as error:
+                raise ConnectionLost(f"cannot connect ({_first_line(error)})") from None
         conn = self.conn
         milliseconds = max(1, int(timeout_s * 1000))
         first = min(self.max_rows + 1, _PIPELINE_ROWS)
@@ -450,6 +489,8 @@ class PostgresDatabase(Database):
         except psycopg.errors.QueryCanceled:
             return None, f"timeout after {timeout_s:g} s"
         except psycopg.Error as error:
+            if conn.broken or conn.closed:
+                raise ConnectionLost(f"connection lost ({_first_line(error)})") from None
             return None, f"{type(error).__name__}: {_one_line(error).split(' LINE ')[0]}"
         finally:
             self._end()
@@ -563,6 +604,9 @@ def _first_line(error: BaseException) -> str:
 # ------------------------------------------------------------------------------ MySQL / MariaDB
 
 
+_MYSQL_LOST = (2003, 2006, 2013, 2055)  # can't connect, server gone away, lost during a query
+
+
 class MySQLDatabase(Database):
     dialect = "mysql"
 
@@ -575,8 +619,14 @@ class MySQLDatabase(Database):
         import pymysql
 
         if not self.conn.open and self._connect is not None:
-            self.conn = self._connect()
+            try:
+                self.conn = self._connect()
+            except pymysql.err.Error as error:
+                message = error.args[1] if len(error.args) > 1 else str(error)
+                raise ConnectionLost(f"cannot connect ({_one_line(Exception(message))})") from None
         conn = self.conn
+        if not conn.open:
+            raise ConnectionLost("connection closed")
         cursor = conn.cursor(pymysql.cursors.SSCursor)  # unbuffered: rows read as fetched
         finished = False
         try:
@@ -598,6 +648,8 @@ class MySQLDatabase(Database):
             if code in (1969, 3024):  # max_statement_time / max_execution_time exceeded
                 return None, f"timeout after {timeout_s:g} s"
             message = error.args[1] if len(error.args) > 1 else str(error)
+            if code in _MYSQL_LOST:
+                raise ConnectionLost(f"connection lost ({_one_line(Exception(message))})") from None
             return None, f"{type(error).__name__}: {_one_line(Exception(message))}"
         finally:
             if finished:
