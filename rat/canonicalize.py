@@ -29,6 +29,7 @@ from sqlglot.tokens import TokenType
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import DepthError, InternalError, RATError, internal_errors, with_deep_stack
+from rat.kinds import DATE_PART_FIRST, DATE_PART_LAST
 from rat.schema import Schema
 
 _KEPT_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "CAST", "GROUP_CONCAT"}
@@ -63,6 +64,28 @@ _SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY
                              "SUBSTRING"})
 # Function names that are one function in every dialect rat reads: the canonical name.
 _SAME_FUNCTIONS = {"substring": "substr"}
+
+
+# Date part names a date function takes unquoted (rat.kinds.DATE_PART_FIRST / _LAST say where).
+_DATE_PARTS = frozenset({
+    "year", "yy", "yyyy", "quarter", "qq", "month", "mm", "week", "wk", "ww", "isoweek", "isowk",
+    "day", "dd", "dayofyear", "dy", "dayofweek", "dw", "weekday", "hour", "hh", "minute", "mi",
+    "second", "ss", "millisecond", "ms", "microsecond", "mcs", "nanosecond", "ns"})
+
+
+def _date_part(call: exp.Anonymous, name: str) -> None:
+    """A date function's unquoted date part (`DATEADD(day, 1, d)`) as a name, not a column: an
+    `exp.Var` that `rat.tree` writes as a value, where the column pass would look it up in the
+    schema and report it missing."""
+    arguments = call.expressions
+    positions = ([0] if name in DATE_PART_FIRST else []) + \
+        ([len(arguments) - 1] if name in DATE_PART_LAST and len(arguments) > 1 else [])
+    for k in positions:
+        argument = arguments[k] if arguments else None
+        if type(argument) is exp.Column and argument.args.get("table") is None \
+                and isinstance(argument.this, exp.Identifier) and not argument.this.quoted \
+                and argument.name.lower() in _DATE_PARTS:
+            argument.replace(exp.Var(this=argument.name.lower()))
 
 
 def _always_true(condition: exp.Expression | None) -> bool:
@@ -608,6 +631,7 @@ class _Resolver:
             if kind is exp.Anonymous:
                 name = current.name.lower()
                 current.set("this", _SAME_FUNCTIONS.get(name, name))
+                _date_part(current, name)
             elif kind is exp.Substring:  # SUBSTRING(x FROM a FOR b): substr(x, a, b)
                 call = exp.Anonymous(this="substr", expressions=[
                     current.args[k] for k in ("this", "start", "length") if current.args.get(k)])

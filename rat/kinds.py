@@ -30,6 +30,13 @@ _VALUE_WORDS = frozenset({"null", "true", "false", "current_timestamp", "current
 _NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
 # Operators whose last child is a type, collation or date part name, not a table or column.
 _NAMED_ARGUMENT = frozenset({"Cast", "Collate", "Extract"})
+# Date functions that name their date part first (Snowflake's and SQL Server's DATEADD(day, ..),
+# MySQL's TIMESTAMPDIFF(day, ..)) or last (BigQuery's DATE_DIFF(a, b, DAY)); date_trunc both
+# ways: Snowflake writes the part first, BigQuery last. Kept in step with rat.canonicalize.
+DATE_PART_FIRST = frozenset({"dateadd", "datediff", "datediff_big", "datepart", "datename", "datetrunc",
+                             "timestampadd", "timestampdiff", "date_trunc"})
+DATE_PART_LAST = frozenset({"date_diff", "datetime_diff", "timestamp_diff", "time_diff", "date_trunc",
+                            "datetime_trunc", "timestamp_trunc", "time_trunc", "last_day"})
 # Relational operators every child of which is a relation (join conditions are operators).
 _ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Except"})
 _JOINS = frozenset({"Left_join", "Right_join", "Full_join"})
@@ -70,6 +77,10 @@ def node_kind(node: "Node", parent: "Node | None" = None) -> str:
         return "table"
     position = _position(node, parent)
     if parent.label in _NAMED_ARGUMENT and position == len(parent.children) - 1:
+        return "value"
+    function = parent.label.lower()  # a date part: a bare word (a column is qualified or unknown)
+    if (function in DATE_PART_FIRST and position == 0) or \
+            (function in DATE_PART_LAST and position == len(parent.children) - 1 and position > 0):
         return "value"
     if _in_relation_position(parent, position):
         return "table"

@@ -372,7 +372,9 @@ class _Builder:
                 return self.case(None, [when], arguments[2], ctes)
             if name == "count_big" and self.dialect.name == "tsql":
                 name = "count"  # SQL Server's COUNT_BIG: COUNT as a bigint
-            return Node(name.capitalize(), [self.expr(a, ctes) for a in arguments])
+            # a date part (rat.canonicalize made it an exp.Var) is a name, as Extract's unit is
+            return Node(name.capitalize(), [Node(a.name) if type(a) is exp.Var else self.expr(a, ctes)
+                                            for a in arguments])
         if kind is exp.Cast or kind is exp.TryCast:
             return Node("Cast", (self.expr(node.this, ctes),
                                  Node(node.args["to"].sql(dialect="sqlite").lower())))

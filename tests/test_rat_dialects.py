@@ -141,3 +141,17 @@ def test_cli_dialect():
                          check=False)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "invalid choice: 'oracle'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("sql, dialect, part", [
+    ("SELECT DATEADD(day, -1, d) FROM t", "snowflake", 0),
+    ("SELECT DATEDIFF(DAY, a, d) FROM t", "tsql", 0),
+    ("SELECT TIMESTAMPDIFF(MONTH, a, d) FROM t", "mysql", 0),
+    ("SELECT DATE_DIFF(a, d, DAY) FROM t", "bigquery", 2),
+])
+def test_a_date_part_is_a_name_not_a_column(sql, dialect, part):
+    # read as a column, it was qualified (t.day) or reported "not in the schema"
+    for schema in (None, {"t": ["a", "d"]}):
+        function = rat.to_tree(sql, schema, dialect=dialect).children[0]
+        unit = function.children[part]
+        assert unit.label in ("day", "month") and rat.node_kind(unit, function) == "value"
