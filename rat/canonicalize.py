@@ -388,13 +388,16 @@ def _set_name(identifier: exp.Identifier, name: str) -> None:
 _QUOTED: dict[str, bool] = {}  # name -> whether SQL must quote it
 
 
-def _set_label(identifier: exp.Identifier, label: str, upper: bool) -> None:
+def _set_label(identifier: exp.Identifier, label: str, upper: bool, keep_quotes: frozenset | set = frozenset()
+               ) -> None:
     """Write the identifier whose label (`rat.dialects.Dialect.label`) is `label`, in a dialect
-    where quoted names keep their case (folding unquoted ones to upper case when `upper`)."""
+    where quoted names keep their case (folding unquoted ones to upper case when `upper`).
+    ``keep_quotes``: lowercase labels of quoted names read as the schema's (`_Resolver.fold`),
+    written quoted still, so that canonical text lines up with the written SQL word for word."""
     if label[:1] == '"':
         name, quoted = label[1:-1].replace('""', '"'), True
     else:
-        quoted = _quoted(label)
+        quoted = _quoted(label) or label in keep_quotes
         name = label.upper() if quoted and upper else label
     identifier.set("this", name)
     identifier.set("quoted", quoted)
@@ -412,9 +415,10 @@ class _Resolver:
         self.between = False  # whether the query has a BETWEEN to spell out afterwards
         self.dialect = rat_dialect
         self.cased = rat_dialect.case_sensitive
+        self.keep_quotes: set[str] = set()  # see `fold`
         if self.cased:
             upper = rat_dialect.unquoted_case == "upper"
-            self.set_name = lambda identifier, label: _set_label(identifier, label, upper)
+            self.set_name = lambda identifier, label: _set_label(identifier, label, upper, self.keep_quotes)
         else:
             self.set_name = _set_name
         self.unsupported = _UNSUPPORTED_CLAUSE_SET if rat_dialect is SQLITE else \
@@ -434,7 +438,16 @@ class _Resolver:
         if not self.cased:
             return name.lower()
         quoted = isinstance(identifier, exp.Identifier) and bool(identifier.args.get("quoted"))
-        return self.dialect.label(name, quoted)
+        label = self.dialect.label(name, quoted)
+        if label[:1] == '"' and self.schema is not None:
+            # a quoted name that keeps its case ("Full Name", "User"): a Schema holds names in
+            # lower case, so one it holds is read as the schema's name (a database's own schema
+            # has "Full Name" as `full name`); any other keeps its case and quotes
+            lower = name.lower()
+            if lower in self.schema.tables or self.schema.tables_with_column(lower):
+                self.keep_quotes.add(lower)
+                return lower
+        return label
 
     # ---- queries ----------------------------------------------------------------------
     def query(self, node: exp.Expression, outer: tuple, ctes: dict, keep_aliases: bool) -> list:

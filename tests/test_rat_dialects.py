@@ -155,3 +155,13 @@ def test_a_date_part_is_a_name_not_a_column(sql, dialect, part):
         function = rat.to_tree(sql, schema, dialect=dialect).children[0]
         unit = function.children[part]
         assert unit.label in ("day", "month") and rat.node_kind(unit, function) == "value"
+
+
+def test_quoted_mixed_case_names_the_schema_holds_are_the_schemas_names():
+    # an ORM's quoted names ("User", "Full Name"): a Schema holds them in lower case
+    schema = {"User": ["id", "Full Name"], "orders": ["id", "userId"]}
+    sql = 'SELECT u."Full Name" FROM "User" AS u JOIN orders AS o ON o."userId" = u.id WHERE "Other" = 1'
+    labels = {n.label for n in rat.to_tree(sql, schema, dialect="postgres").postorder()}
+    assert {"user.full name", "orders.userid", "user"} <= labels and '"Other"' in labels
+    without = {n.label for n in rat.to_tree(sql, None, dialect="postgres").postorder()}
+    assert '"User"."Full Name"' in without  # no schema: names keep their case and quotes

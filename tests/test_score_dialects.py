@@ -142,3 +142,15 @@ def test_rat_serve_dialect_per_query_and_by_default(scorer, demo):
                           capture_output=True, text=True, env=ENV, timeout=120)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "--dialect oracle: unknown dialect" in done.stderr
+
+
+def test_quoted_mixed_case_names_are_found_and_pointed_at_where_written():
+    from model import Scorer
+
+    sql = 'SELECT "Full Name", "CamelCase" FROM "User" WHERE id = 3'
+    scored = Scorer.pretrained().score(sql, question="the full name of user 3",
+                                       schema={"User": ["id", "Full Name", "CamelCase"]}, dialect="postgres")
+    written = {n.label: sql[n.span[0]:n.span[1]] for n in scored.nodes if n.span}
+    assert written["user.full name"] == '"Full Name"' and written["user.camelcase"] == '"CamelCase"'
+    assert written["user"] == '"User"'
+    assert not [r for n in scored.nodes for r in n.reasons if "not in the schema" in r.text]
