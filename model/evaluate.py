@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from model import metrics
 from model.data.cache import cache_dir
@@ -152,16 +152,16 @@ def node_scores(rows: list[dict]) -> dict[str, np.ndarray]:
 
 
 def run_data_root(run_dir: Path | None) -> Path | None:
-    """data.root from a run's saved config (train.py writes <run>/config.yaml); a run on the
-    demo corpus (data.root null) gets the demo corpus."""
+    """data.root from a run's saved config (train.py writes <run>/config.yaml, resolved); a run
+    on the demo corpus (data.root null) gets the demo corpus."""
     if run_dir is None:
         return None
     for candidate in (run_dir / "config.yaml", run_dir / ".hydra" / "config.yaml"):
         if candidate.exists():
-            cfg = _load_config(candidate)
-            if OmegaConf.select(cfg, "data", default=None) is None:
+            data = _load_config(candidate).get("data")
+            if not isinstance(data, dict):
                 continue
-            root = OmegaConf.select(cfg, "data.root", default=None)
+            root = data.get("root")
             if root:
                 return Path(str(root))
             from model.synth.demo import demo_root
@@ -170,17 +170,18 @@ def run_data_root(run_dir: Path | None) -> Path | None:
     return None
 
 
-def _load_config(path: Path) -> DictConfig:
-    """A run's saved config; one that is not a YAML mapping is a ``UsageError`` naming it."""
+def _load_config(path: Path) -> dict:
+    """A run's saved config as plain YAML: a run directory may come from someone else, and an
+    OmegaConf interpolation in it (``${oc.env:TOKEN}``) would read this machine's environment
+    into the report, so none is resolved. One that is not a YAML mapping is a ``UsageError``."""
     import yaml
-    from omegaconf.errors import OmegaConfBaseException
 
     try:
-        cfg = OmegaConf.load(path)
-    except (yaml.YAMLError, UnicodeDecodeError, OmegaConfBaseException, ValueError) as e:
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError, RecursionError) as e:
         problem = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise UsageError(f"{path}: not a readable config ({problem})") from None
-    if not isinstance(cfg, DictConfig):
+    if not isinstance(cfg, dict):
         raise UsageError(f"{path}: not a readable config (expected a mapping)")
     return cfg
 
@@ -471,7 +472,7 @@ def evaluate(cfg: DictConfig) -> dict:
         md += node_md
         pictures += node_pictures
         (out_dir / "report.html").parent.mkdir(parents=True, exist_ok=True)
-        (out_dir / "report.html").write_text(html)
+        report.write_report(out_dir / "report.html", html)
         written.append(out_dir / "report.html")
         test_queries = query_scores(rows)
         cal_queries = query_scores(cal_rows) if cal_rows and is_node_level(cal_rows) else None
@@ -493,7 +494,7 @@ def evaluate(cfg: DictConfig) -> dict:
     results = _json_safe(results)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "metrics.json").write_text(json.dumps(results, indent=1))
-    (out_dir / "report.md").write_text("\n".join(md) + "\n")
+    report.write_report(out_dir / "report.md", "\n".join(md) + "\n")
     print("\n".join(md[: md.index("## Figures")]))
     print("wrote " + ", ".join(str(p) for p in written) + f" and {out_dir / 'plots'}/")
     return results
@@ -511,7 +512,7 @@ def evaluate_whole_query(cfg: DictConfig) -> dict:
     results, md = whole_query(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "metrics.json").write_text(json.dumps(_json_safe({"wholequery": results}), indent=1))
-    (out_dir / "report.md").write_text("\n".join(md) + "\n")
+    report.write_report(out_dir / "report.md", "\n".join(md) + "\n")
     print("\n".join(md))
     print(f"wrote {out_dir / 'metrics.json'}, {out_dir / 'report.md'}")
     return {"wholequery": results}

@@ -348,3 +348,11 @@ def test_a_broken_run_config_is_one_line_naming_it(tmp_path):
     (tmp_path / "config.yaml").write_text("data: [unclosed\n  - x: :")
     with pytest.raises(UsageError, match=f"{tmp_path / 'config.yaml'}: not a readable config"):
         evaluate_module.run_data_root(tmp_path)
+
+
+def test_a_run_config_is_read_without_resolving_interpolations(tmp_path, monkeypatch):
+    # a run directory from someone else: ${oc.env:..} would put this machine's secret in the report
+    monkeypatch.setenv("RAT_TEST_SECRET", "s3cr3t-value")
+    (tmp_path / "config.yaml").write_text("data:\n  root: /nonexistent/${oc.env:RAT_TEST_SECRET}\n")
+    root = evaluate_module.run_data_root(tmp_path)
+    assert str(root) == "/nonexistent/${oc.env:RAT_TEST_SECRET}" and "s3cr3t" not in str(root)

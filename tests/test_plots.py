@@ -71,3 +71,10 @@ def test_risk_coverage_plot(tmp_path):
     curves = {name: risk_coverage(c, y) for name, (c, y) in _methods().items()}
     png, svg = plots.plot_risk_coverage(curves, tmp_path / "rc")
     assert png.exists() and "AURC" in svg.read_text()
+
+
+def test_a_name_with_dollar_signs_is_drawn_as_text(tmp_path):
+    # system names come from files: `$\frac{a}$` raised in matplotlib's mathtext
+    name = r"cost $\frac{a}$ x"
+    paths = plots.plot_reliability({name: _methods()["calibrated"]}, tmp_path / "dollar", suptitle=name)
+    assert [p.suffix for p in paths] == [".png", ".svg"] and paths[0].stat().st_size > 10_000

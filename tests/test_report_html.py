@@ -59,3 +59,17 @@ def test_docstring_examples():
     module = report
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_hostile_text_is_data_in_html_and_markdown(tmp_path):
+    tree = rat.to_tree("SELECT name FROM singer WHERE country = 'a\u202eb'")
+    n = len(tree.postorder())
+    page = report.html_report([{"tree": tree, "confidences": [0.5] * n, "sql": "SELECT name FROM singer "
+                                "WHERE country = 'a\u202eb'", "question": "<script>alert(1)</script>",
+                                "query_confidence": 0.5}])
+    assert "<script>alert" not in page and "&lt;script&gt;" in page
+    assert "\u202e" not in page and "&lt;U+202E&gt;" in page  # shown, not obeyed: the text reads as it runs
+    table = report.markdown_table(["system"], [["<img src=x onerror=alert(1)>|x\ny"]])
+    assert table.splitlines()[2] == r"| &lt;img src=x onerror=alert(1)&gt;\|x y |"
+    report.write_report(tmp_path / "r.md", "a\ud800b")  # a lone surrogate: written escaped, not a crash
+    assert (tmp_path / "r.md").read_text() == "a\\ud800b"

@@ -25,7 +25,9 @@ STYLES = ("bars", "markers")
 FORMATS = ("png", "svg")
 CMAP = "viridis"
 
-plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11})
+# titles and legends name systems read from files: a `$` there is text, not mathtext (which
+# raised on `$\frac{a}$`)
+plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "text.parse_math": False})
 
 Scores = tuple[Sequence[float], Sequence[int]]  # (confidences, labels)
 

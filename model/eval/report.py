@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import itertools
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 from model.metrics import DISPLAY_NAMES
@@ -36,16 +37,53 @@ def _with_ci(summary: Mapping, name: str) -> str:
     return f"{format_number(value)} [{format_number(ci[0])}, {format_number(ci[1])}]"
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub-flavoured Markdown table.
+# Characters that reorder the text around them (right-to-left overrides and isolates, marks): a
+# query holding one would be shown other than it runs, so each is shown as its code point
+_BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
-    >>> print(markdown_table(["a", "b"], [["1", "2"]]))
+
+def visible(text: str) -> str:
+    r"""``text`` with each bidirectional control character shown as ``<U+202E>``.
+
+    >>> visible("SELECT 'a\u202eb'")
+    "SELECT 'a<U+202E>b'"
+    """
+    return _BIDI.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+
+
+def _esc(text: str) -> str:
+    """HTML text or attribute value: escaped, quotes included, bidi controls shown."""
+    return html.escape(visible(text))
+
+
+def write_report(path, text: str) -> None:
+    """Write a report (Markdown or HTML) as UTF-8; a lone surrogate from a hostile row is written
+    as ``\\ud800`` rather than failing the whole report."""
+    from pathlib import Path
+
+    Path(path).write_text(text, encoding="utf-8", errors="backslashreplace")
+
+
+def markdown_cell(text: object) -> str:
+    r"""One cell of a Markdown table: HTML and ``|`` escaped, on one line, bidi controls shown
+    (a name read from a file is data, never markup).
+
+    >>> markdown_cell("sys<script>|x\ny")
+    'sys&lt;script&gt;\\|x y'
+    """
+    return " ".join(html.escape(visible(str(text)), quote=False).replace("|", "\\|").split())
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    r"""A GitHub-flavoured Markdown table, each cell a ``markdown_cell``.
+
+    >>> print(markdown_table(["a", "b"], [["1", "x|y"]]))
     | a | b |
     |---|---|
-    | 1 | 2 |
+    | 1 | x\|y |
     """
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    lines = ["| " + " | ".join(map(markdown_cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -118,9 +156,9 @@ def _nested_spans(node, scores: dict[int, tuple[float, int | None]]) -> str:
     conf, label = scores[id(node)]
     colour = confidence_colour(conf)
     mark = " wrong" if label == 0 else ""
-    title = html.escape(f"{node.label}: confidence {conf:.2f}"
+    title = _esc(f"{node.label}: confidence {conf:.2f}"
                         + ("" if label is None else f", label {label}"))
-    name = f'<span class="lbl{mark}" style="background:{colour}">{html.escape(node.label)}</span>'
+    name = f'<span class="lbl{mark}" style="background:{colour}">{_esc(node.label)}</span>'
     if not node.children:
         return f'<span class="node" style="border-color:{colour}" title="{title}">{name}</span>'
     inner = ", ".join(_nested_spans(child, scores) for child in node.children)
@@ -145,7 +183,7 @@ def coloured_sql(spans: SqlSpans, tree, confidences: Sequence[float],
     lineage = _lineage(tree)
     out = []
     for owner, run in itertools.groupby(zip(spans.sql, spans.owners), key=lambda p: p[1]):
-        text = html.escape("".join(char for char, _ in run))
+        text = _esc("".join(char for char, _ in run))
         if owner is None:
             out.append(text)
             continue
@@ -161,7 +199,7 @@ def coloured_sql(spans: SqlSpans, tree, confidences: Sequence[float],
         elif runner_up is not None and runner_up in lineage[owner]:
             wrong += " second"
         out.append(f'<span class="s {_classes(lineage[owner])}{wrong}" data-n="{owner}" '
-                   f'style="background:{confidence_colour(conf)}" title="{html.escape(title)}">'
+                   f'style="background:{confidence_colour(conf)}" title="{_esc(title)}">'
                    f"{text}</span>")
     return "".join(out)
 
@@ -216,11 +254,11 @@ def tree_svg(tree, confidences: Sequence[float], labels: Sequence[int] | None = 
         text = node.label if len(node.label) <= 16 else node.label[:15] + "…"
         parts.append(
             f'<g class="{_classes(lineage[i])}" data-n="{i}">'
-            f'<title>{html.escape(_node_title(node.label, conf, node_label))}</title>'
+            f'<title>{_esc(_node_title(node.label, conf, node_label))}</title>'
             f'<rect x="{cx - box_w / 2:.0f}" y="{top}" width="{box_w}" height="{box_h}" rx="5" '
             f'fill="{confidence_colour(conf)}" stroke="{"#000" if wrong else "#666"}" '
             f'stroke-width="{2 if wrong else 1}"/>'
-            f'<text x="{cx:.0f}" y="{top + 14}" text-anchor="middle">{html.escape(text)}</text>'
+            f'<text x="{cx:.0f}" y="{top + 14}" text-anchor="middle">{_esc(text)}</text>'
             f'<text x="{cx:.0f}" y="{top + 28}" text-anchor="middle">'
             f'{conf:.2f}{" ✗" if wrong else ""}</text></g>')
     parts.append("</svg>")
@@ -305,7 +343,7 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
         spans = sql_spans(ex.get("sql") or "", tree, ex.get("schema"), ex.get("dialect") or "sqlite")
         located += len(nodes) - spans.unmapped
         total += len(nodes)
-        meta = " · ".join(html.escape(str(ex[k])) for k in ("question_id", "system", "db_id")
+        meta = " · ".join(_esc(str(ex[k])) for k in ("question_id", "system", "db_id")
                           if ex.get(k) is not None)
         qc = ex.get("query_confidence")
         out = ["<div class='example'>",
@@ -316,25 +354,25 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
                + (f" · {spans.unmapped} of {len(nodes)} nodes not located in the SQL"
                   if spans.unmapped else "") + "</div>"]
         if ex.get("question"):
-            out.append(f"<p><b>Q:</b> {html.escape(ex['question'])}</p>")
+            out.append(f"<p><b>Q:</b> {_esc(ex['question'])}</p>")
         look = ex.get("look_here")
         if look is not None:
             text = spans.text(look) or nodes[look].label
             runner = ex.get("runner_up")
             then = "" if runner is None else (
-                f"; then <code>{html.escape(spans.text(runner) or nodes[runner].label)}</code>"
-                f" ({html.escape(nodes[runner].label)}, {float(ex['site_scores'][runner]):.2f})")
-            out.append(f"<p class='lookhere'><b>Look here first:</b> <code>{html.escape(text)}</code> "
-                       f"({html.escape(nodes[look].label)}, site score {float(ex['site_scores'][look]):.2f}){then}</p>")
+                f"; then <code>{_esc(spans.text(runner) or nodes[runner].label)}</code>"
+                f" ({_esc(nodes[runner].label)}, {float(ex['site_scores'][runner]):.2f})")
+            out.append(f"<p class='lookhere'><b>Look here first:</b> <code>{_esc(text)}</code> "
+                       f"({_esc(nodes[look].label)}, site score {float(ex['site_scores'][look]):.2f}){then}</p>")
             why = (ex.get("reasons") or {}).get(look) or []
             if why:
-                out.append("<ul class='reasons'>" + "".join(f"<li>{html.escape(r)}</li>" for r in why) + "</ul>")
+                out.append("<ul class='reasons'>" + "".join(f"<li>{_esc(r)}</li>" for r in why) + "</ul>")
         out.append(f"<div class='sqlc'>{coloured_sql(spans, tree, confidences, labels, look, ex.get('runner_up'))}</div>")
         written = ex.get("sql") or ""
         if " ".join(written.lower().rstrip("; \n").split()) != spans.sql.lower():
-            out.append(f"<div class='sql meta'>as written: {html.escape(written)}</div>")
+            out.append(f"<div class='sql meta'>as written: {_esc(written)}</div>")
         if ex.get("gold_sql"):
-            out.append(f"<div class='sql meta'>gold: {html.escape(ex['gold_sql'])}</div>")
+            out.append(f"<div class='sql meta'>gold: {_esc(ex['gold_sql'])}</div>")
         out.append(f"<div class='tree'>{tree_svg(tree, confidences, labels)}</div>")
         out.append("<details><summary class='meta'>RAT as nested text</summary>"
                    f"<p class='rat'>{_nested_spans(tree, scores)}</p></details>")
@@ -342,7 +380,7 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
         sections.append("\n".join(out))
     summary = (f"<p class='meta'>{len(examples)} predictions; {located} of {total} RAT nodes "
                "located in their SQL text.</p>")
-    head = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-            f"</title><style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>")
+    head = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(title)}"
+            f"</title><style>{_CSS}</style></head><body><h1>{_esc(title)}</h1>")
     return "\n".join([head, _legend(), summary, *sections,
                       f"<script>{_SCRIPT}</script></body></html>"])
