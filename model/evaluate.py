@@ -726,4 +726,5 @@ def _html(rows: list[dict], trees: dict, queries: dict, questions: dict, schemas
                          "labels": r["node_labels"], "schema": schemas.get(r.get("db_id")),
                          "query_confidence": float(queries["confidence"][i]),
                          **look_here_first(r)})
-    return report.html_report(examples, title="RAT node confidences, least confident queries first")
+    return report.html_report(examples, title=f"RAT node confidences: the {len(examples)} least confident "
+                                              f"of {len(order)} queries, least confident first")

@@ -10,7 +10,7 @@ from model.eval import report
 
 def _runs(page: str) -> list[tuple[str, str, str]]:
     """(post-order index, background colour, text) of every coloured run of SQL."""
-    pattern = r'<span class="s [^"]*" data-n="(\d+)" style="background:(#[0-9a-f]{6})"[^>]*>([^<]*)</span>'
+    pattern = r'<span class="s[^"]*" data-n="(\d+)" data-lo="\d+" style="background:(#[0-9a-f]{6})"[^>]*>([^<]*)</span>'
     return [(n, colour, html.unescape(text)) for n, colour, text in re.findall(pattern, page)]
 
 
@@ -50,9 +50,10 @@ def test_report_colours_a_demo_prediction():
     for index, _, text in runs:
         if not nodes[int(index)].children:
             assert text in spans.text(int(index))
-    # The node labelled wrong is marked, and hovering can reach every ancestor's subtree.
-    assert re.search(r'class="s n0 [^"]* bad" data-n="0"', page)
-    assert f"n{len(nodes) - 1}" in page and page.count("<svg") == 1
+    # The node labelled wrong is marked, and each run and box names its subtree's first node, so
+    # hovering lights the whole subtree (the root's starts at 0).
+    assert re.search(r'class="s bad" data-n="0" data-lo="0"', page)
+    assert f'data-n="{len(nodes) - 1}" data-lo="0"' in page and page.count("<svg") == 1
 
 
 def test_docstring_examples():
@@ -73,3 +74,24 @@ def test_hostile_text_is_data_in_html_and_markdown(tmp_path):
     assert table.splitlines()[2] == r"| &lt;img src=x onerror=alert(1)&gt;\|x y |"
     report.write_report(tmp_path / "r.md", "a\ud800b")  # a lone surrogate: written escaped, not a crash
     assert (tmp_path / "r.md").read_text() == "a\\ud800b"
+
+
+def test_a_deep_query_makes_a_page_linear_in_its_size():
+    # each run's title named every enclosing node and its classes every ancestor: a 481-node
+    # chain gave a 1.5 MB section
+    sizes = []
+    for depth in (60, 240):
+        sql = "SELECT " + "(" * depth + "a" + " + 1)" * depth + " FROM t"
+        tree = rat.to_tree(sql)
+        n = len(tree.postorder())
+        page = report.html_report([{"tree": tree, "confidences": [0.5] * n, "sql": sql, "query_confidence": 0.5}])
+        sizes.append(len(page))
+    assert sizes[1] < 5 * sizes[0]  # 4x the nodes: about 4x the page, not 16x
+
+
+def test_an_example_over_the_drawing_bounds_is_named_not_drawn():
+    sql = "SELECT " + " + ".join(["a"] * 400) + " FROM t"  # 801 nodes
+    tree = rat.to_tree(sql)
+    n = len(tree.postorder())
+    page = report.html_report([{"tree": tree, "confidences": [0.5] * n, "sql": sql, "question_id": "q1"}])
+    assert f"q1 · too large to show: {n} nodes" in page and "<svg" not in page and len(page) < 20_000

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from model.scoring.cli import REPORT_QUERIES
 from tests.test_scorer import boosted_model, consensus_model  # noqa: F401  (the fixtures)
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -35,7 +36,12 @@ def test_a_prediction_file_gives_one_row_per_prediction_and_a_report(boosted_mod
         assert 0 <= row["look_here_first"] < len(row["nodes"])
         assert all({"label", "confidence", "site_score"} <= set(n) for n in row["nodes"])
     report = (tmp_path / "report.html").read_text()
-    assert report.count("class='example'") == n_input and "Look here first" in report
+    shown = min(n_input, REPORT_QUERIES)  # the least confident first, at most REPORT_QUERIES
+    assert report.count("class='example'") == shown and "Look here first" in report
+    assert f"the {shown} least confident of {n_input} queries" in report
+    least = min(rows, key=lambda r: r["query_confidence"])
+    first = report.index("class='example'")
+    assert str(least["question_id"]) in report[first:report.find("class='example'", first + 1)]
 
 
 def test_several_files_are_scored_together_for_a_consensus_model(consensus_model, tmp_path):  # noqa: F811

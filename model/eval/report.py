@@ -146,8 +146,19 @@ def _lineage(tree) -> list[list[int]]:
     return lineage
 
 
-def _classes(chain: Sequence[int]) -> str:
-    return " ".join(f"n{i}" for i in chain)
+TITLE_ANCESTORS = 3  # enclosing nodes a coloured run's title names
+# an example over these is named, not drawn (rat-score's own bounds on what it scores)
+MAX_DRAWN_NODES, MAX_SHOWN_CHARS = 500, 10_000
+
+
+def _subtree_starts(lineage: Sequence[Sequence[int]]) -> list[int]:
+    """For each node in post-order, the first post-order index of its subtree: the subtree of
+    node ``i`` is the indices ``starts[i]..i`` (the page's script lights those on hover)."""
+    starts = list(range(len(lineage)))
+    for i, chain in enumerate(lineage):
+        for ancestor in chain[1:]:
+            starts[ancestor] = min(starts[ancestor], i)
+    return starts
 
 
 def _nested_spans(node, scores: dict[int, tuple[float, int | None]]) -> str:
@@ -175,12 +186,14 @@ def coloured_sql(spans: SqlSpans, tree, confidences: Sequence[float],
                  labels: Sequence[int] | None = None, look_here: int | None = None,
                  runner_up: int | None = None) -> str:
     """The SQL text as HTML, each character on the background of the innermost RAT node whose
-    subtree covers it (the fine-grained paper's Table 13). Runs carry the classes ``n<i>`` of
-    their node and its ancestors (post-order indices), so hovering one can light up a whole
-    subtree; the title names the node, its confidence, its label and its enclosing nodes. The
-    text of ``look_here`` is outlined, that of ``runner_up`` (the second place) dashed."""
+    subtree covers it (the fine-grained paper's Table 13). Runs carry their node's post-order
+    index and its subtree's first (``data-n``, ``data-lo``), so hovering one can light up a whole
+    subtree; the title names the node, its confidence, its label and its nearest enclosing nodes
+    (at most ``TITLE_ANCESTORS``: a page's size stays linear in the query's). The text of
+    ``look_here`` is outlined, that of ``runner_up`` (the second place) dashed."""
     nodes = tree.postorder()
     lineage = _lineage(tree)
+    starts = _subtree_starts(lineage)
     out = []
     for owner, run in itertools.groupby(zip(spans.sql, spans.owners), key=lambda p: p[1]):
         text = _esc("".join(char for char, _ in run))
@@ -190,15 +203,16 @@ def coloured_sql(spans: SqlSpans, tree, confidences: Sequence[float],
         conf = float(confidences[owner])
         node_label = None if labels is None else int(labels[owner])
         title = _node_title(nodes[owner].label, conf, node_label)
-        outer = [f"{nodes[a].label} {float(confidences[a]):.2f}" for a in lineage[owner][1:]]
+        outer = [f"{nodes[a].label} {float(confidences[a]):.2f}" for a in lineage[owner][1:1 + TITLE_ANCESTORS]]
         if outer:
-            title += "\nwithin: " + " ‹ ".join(outer)
+            more = len(lineage[owner]) - 1 - len(outer)
+            title += "\nwithin: " + " ‹ ".join(outer) + (f" ‹ … ({more} more)" if more else "")
         wrong = " bad" if node_label == 0 else ""
-        if look_here is not None and look_here in lineage[owner]:
+        if look_here is not None and starts[look_here] <= owner <= look_here:
             wrong += " look"
-        elif runner_up is not None and runner_up in lineage[owner]:
+        elif runner_up is not None and starts[runner_up] <= owner <= runner_up:
             wrong += " second"
-        out.append(f'<span class="s {_classes(lineage[owner])}{wrong}" data-n="{owner}" '
+        out.append(f'<span class="s{wrong}" data-n="{owner}" data-lo="{starts[owner]}" '
                    f'style="background:{confidence_colour(conf)}" title="{_esc(title)}">'
                    f"{text}</span>")
     return "".join(out)
@@ -210,7 +224,7 @@ def tree_svg(tree, confidences: Sequence[float], labels: Sequence[int] | None = 
     nodes = tree.postorder()
     if len(nodes) != len(confidences):
         raise ValueError(f"{len(nodes)} nodes but {len(confidences)} confidences")
-    lineage = _lineage(tree)
+    starts = _subtree_starts(_lineage(tree))
     box_w, box_h, gap_x, gap_y = 118, 34, 10, 30
     x: dict[int, float] = {}
     depth: dict[int, int] = {}
@@ -253,7 +267,7 @@ def tree_svg(tree, confidences: Sequence[float], labels: Sequence[int] | None = 
         wrong = node_label == 0
         text = node.label if len(node.label) <= 16 else node.label[:15] + "…"
         parts.append(
-            f'<g class="{_classes(lineage[i])}" data-n="{i}">'
+            f'<g data-n="{i}" data-lo="{starts[i]}">'
             f'<title>{_esc(_node_title(node.label, conf, node_label))}</title>'
             f'<rect x="{cx - box_w / 2:.0f}" y="{top}" width="{box_w}" height="{box_h}" rx="5" '
             f'fill="{confidence_colour(conf)}" stroke="{"#000" if wrong else "#666"}" '
@@ -302,8 +316,12 @@ document.querySelectorAll('.example').forEach(function (ex) {
   ex.addEventListener('mouseover', function (event) {
     ex.querySelectorAll('.hl').forEach(function (el) { el.classList.remove('hl'); });
     var node = event.target.closest('[data-n]');
-    if (node) ex.querySelectorAll('.n' + node.dataset.n).forEach(function (el) {
-      el.classList.add('hl'); });
+    if (!node) return;
+    var n = +node.dataset.n, lo = +node.dataset.lo;
+    ex.querySelectorAll('[data-n]').forEach(function (el) {
+      var k = +el.dataset.n;
+      if (k >= lo && k <= n) el.classList.add('hl');
+    });
   });
 });
 """
@@ -338,6 +356,13 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
     for ex in examples:
         tree, confidences, labels = ex["tree"], ex["confidences"], ex.get("labels")
         nodes = tree.postorder()
+        written = ex.get("sql") or ""
+        if len(nodes) > MAX_DRAWN_NODES or len(written) > MAX_SHOWN_CHARS:  # the page stays bounded
+            meta = " · ".join(_esc(str(ex[k])) for k in ("question_id", "system", "db_id") if ex.get(k) is not None)
+            sections.append(f"<div class='example'><div class='meta'>{meta} · too large to show: "
+                            f"{len(nodes)} nodes, {len(written)} characters of SQL (at most {MAX_DRAWN_NODES} "
+                            f"and {MAX_SHOWN_CHARS} are drawn)</div></div>")
+            continue
         scores = {id(n): (float(c), None if labels is None else int(labels[i]))
                   for i, (n, c) in enumerate(zip(nodes, confidences))}
         spans = sql_spans(ex.get("sql") or "", tree, ex.get("schema"), ex.get("dialect") or "sqlite")
@@ -368,7 +393,6 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
             if why:
                 out.append("<ul class='reasons'>" + "".join(f"<li>{_esc(r)}</li>" for r in why) + "</ul>")
         out.append(f"<div class='sqlc'>{coloured_sql(spans, tree, confidences, labels, look, ex.get('runner_up'))}</div>")
-        written = ex.get("sql") or ""
         if " ".join(written.lower().rstrip("; \n").split()) != spans.sql.lower():
             out.append(f"<div class='sql meta'>as written: {_esc(written)}</div>")
         if ex.get("gold_sql"):

@@ -45,6 +45,8 @@ from model.errors import UsageError, check_writable
 from model.scoring.inputs import load_scorer, read_schemas, row_problem
 from rat.dialects import DIALECTS
 
+REPORT_QUERIES = 200  # queries report.html shows, the least confident first (evaluate.py's html.max_examples)
+
 
 def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     """``--data-root``, ``--split``, ``--schema``, ``--no-database``: where schemas, questions
@@ -330,17 +332,25 @@ def score_file(scorer, args, schemas: dict) -> int:
         d = result.to_dict()
         d["system"] = row.get("system")
         out_rows.append(d)
-    title = f"rat-score: {', '.join(p.name for p in args.predictions)}"
+    # the report: the least confident queries first, at most REPORT_QUERIES (a page of every row of
+    # a large file would be hundreds of MB), each with its system
+    pairs = sorted(((row, r) for row, r in zip(good, results) if not isinstance(r, RowError)),
+                   key=lambda pair: pair[1].query_confidence)[:REPORT_QUERIES]
+    entries = report_entries([r for _, r in pairs])
+    for entry, (row, _) in zip(entries, pairs):
+        entry["system"] = row.get("system")
+    title = (f"rat-score: {', '.join(p.name for p in args.predictions)}: the {len(pairs)} least confident "
+             f"of {len(scored)} queries")
     if args.out:
         write_jsonl(args.out, out_rows)
         report = args.report or args.out.with_name("report.html")
-        _write_whole(report, html_report(report_entries(scored), title=title))
+        _write_whole(report, html_report(entries, title=title))
         where = f"{args.out} and {report}"
     else:
         for d in out_rows:
             sys.stdout.write(json.dumps(d) + "\n")
         if args.report:
-            _write_whole(args.report, html_report(report_entries(scored), title=title))
+            _write_whole(args.report, html_report(entries, title=title))
         where = "standard output"
     note = _skipped_note(skipped, "not scored")
     label = getattr(scorer.saved, "query_label", None)
