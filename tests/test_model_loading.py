@@ -48,6 +48,9 @@ def _without(key):
      "query_calibrator: expected 1 coef numbers and an intercept"),
     (lambda meta: {**meta, "query_calibrator": {"features": meta["query_calibrator"]["features"]}},
      "query_calibrator: expected 1 coef numbers"),
+    # printed as they are: a terminal escape in a model folder from someone else
+    (lambda meta: {**meta, "method": "\x1b]0;PWNED\x07\x1b[31mred"}, "method: expected a short line of printable"),
+    (lambda meta: {**meta, "query_label": ["x"]}, "query_label: expected a short line of printable text"),
 ])
 def test_a_malformed_model_json_is_one_line_naming_the_part(model_copy, change, message):
     _edit(model_copy, change)

@@ -224,3 +224,19 @@ def test_cli_lm_samples_flag_wires_the_lm_source(demo, tmp_path, monkeypatch):
     assert "MPS(SCF lm_beam + exec)" in (out / "tables.md").read_text()
     rows = [json.loads(line) for line in (out / "lm_samples.jsonl").read_text().splitlines()]
     assert {r["source"] for r in rows} == {"lm_beam"} and all(len(r["samples"]) == 2 for r in rows)
+
+
+def test_base_scores_csv_runs_no_formula_and_reads_back_the_same(tmp_path):
+    import csv
+
+    from model.wholequery.base_scores import BaseScores
+
+    names = np.array(['=HYPERLINK("http://evil","x")', "@SUM(1+1)", "-2+3", "'quoted", "plain"])
+    scores = BaseScores(names, np.array(["q1", "q2", "+q3", "q4", "q5"]), np.array(["d"] * 5),
+                        np.array([1, 0, 1, 0, 1]), {"geo": np.array([0.1, 0.2, 0.3, 0.4, 0.5])})
+    scores.write_csv(tmp_path / "b.csv")
+    with (tmp_path / "b.csv").open() as f:
+        cells = [row[:3] for row in list(csv.reader(f))[1:]]
+    assert all(cell[:1] not in "=+-@" for row in cells for cell in row)  # no cell a spreadsheet would run
+    back = BaseScores.read_csv(tmp_path / "b.csv")
+    assert list(back.system) == list(names) and list(back.question_id) == ["q1", "q2", "+q3", "q4", "q5"]

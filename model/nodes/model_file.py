@@ -13,6 +13,7 @@ This module knows the format and nothing about training or evaluation.
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,11 @@ def _check_card(meta: dict, meta_path: Path) -> None:
 
     if not isinstance(meta.get("config", {}), dict):
         raise ModelFileError(f"{meta_path}: config: expected an object")
+    for field in ("method", "query_label", "feature_version"):  # printed on a terminal as they are
+        value = meta.get(field)
+        if value is not None and (not isinstance(value, str) or len(value) > 200
+                                  or any(unicodedata.category(c) in ("Cc", "Cf") for c in value)):
+            raise ModelFileError(f"{meta_path}: {field}: expected a short line of printable text")
     reliability = meta.get("pointer_reliability", {})
     number = (int, float)
     if not isinstance(reliability, dict) or not all(

@@ -48,7 +48,7 @@ class BaseScores:
             w = csv.writer(f)
             w.writerow(["system", "question_id", "db_id", "label", *names])
             for i in range(len(self)):
-                w.writerow([self.system[i], self.question_id[i], self.db_id[i], int(self.label[i]),
+                w.writerow([*map(_cell, (self.system[i], self.question_id[i], self.db_id[i])), int(self.label[i]),
                             *(f"{self.columns[n][i]:.6g}" for n in names)])
 
     @classmethod
@@ -57,9 +57,25 @@ class BaseScores:
             rows = list(csv.reader(f))
         head, body = rows[0], rows[1:]
         col = {h: [r[i] for r in body] for i, h in enumerate(head)}
-        return cls(np.array(col.pop("system")), np.array(col.pop("question_id")), np.array(col.pop("db_id")),
+        text = {h: [_uncell(v) for v in col.pop(h)] for h in ("system", "question_id", "db_id")}
+        return cls(np.array(text["system"]), np.array(text["question_id"]), np.array(text["db_id"]),
                    np.array(col.pop("label"), dtype=int),
                    {k: np.array(v, dtype=np.float64) for k, v in col.items()})
+
+
+def _cell(text) -> str:
+    r"""A text cell a spreadsheet will not run: one starting ``= + - @``, a tab or a carriage
+    return (a formula, in Excel or LibreOffice) gets a leading ``'``, taken off by ``_uncell``.
+
+    >>> _cell('=HYPERLINK("http://x")'), _uncell(_cell("=1+1")), _cell("'quoted"), _uncell("'quoted")
+    ('\'=HYPERLINK("http://x")', '=1+1', "''quoted", 'quoted')
+    """
+    text = str(text)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r", "'") else text
+
+
+def _uncell(text: str) -> str:
+    return text[1:] if text[:1] == "'" else text
 
 
 def build_base_scores(questions, predictions, schemas: Mapping, db_paths: Mapping[str, Path | None],
