@@ -26,23 +26,21 @@ __all__ = ["existing_dir", "existing_file", "existing_path", "non_negative_int",
 
 def positive_int(text: str) -> int:
     """An integer >= 1: a count of queries, steps, repeats, workers."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ArgumentTypeError(f"expected a positive integer, found {text!r}")
-    return value
+    return _integer(text, 1, "a positive integer")
 
 
 def non_negative_int(text: str) -> int:
     """An integer >= 0: a number of examples to list, where 0 lists none."""
+    return _integer(text, 0, "an integer >= 0")
+
+
+def _integer(text: str, least: int, expected: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = -1
-    if value < 0:
-        raise ArgumentTypeError(f"expected an integer >= 0, found {text!r}")
+        value = least - 1
+    if value < least:
+        raise ArgumentTypeError(f"expected {expected}, found {text!r}")
     return value
 
 
