@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from model.metrics import DISPLAY_NAMES
 from rat import SqlSpans, sql_spans
+from rat.walks import post_order_children
 
 # The fine-grained paper's Table 4 columns, then the extras this project reports.
 TABLE4_COLUMNS = ("brier_platt", "auc", "ece", "ece_platt")
@@ -57,11 +58,15 @@ def _esc(text: str) -> str:
 
 
 def write_report(path, text: str) -> None:
-    """Write a report (Markdown or HTML) as UTF-8; a lone surrogate from a hostile row is written
-    as ``\\ud800`` rather than failing the whole report."""
+    """Write a report (Markdown or HTML) whole or not at all (a temporary file renamed over it:
+    never left empty), as UTF-8; a lone surrogate from a hostile row is written as ``\\ud800``
+    rather than failing the whole report."""
     from pathlib import Path
 
-    Path(path).write_text(text, encoding="utf-8", errors="backslashreplace")
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+    tmp.replace(path)
 
 
 def markdown_cell(text: object) -> str:
@@ -151,13 +156,13 @@ TITLE_ANCESTORS = 3  # enclosing nodes a coloured run's title names
 MAX_DRAWN_NODES, MAX_SHOWN_CHARS = 500, 10_000
 
 
-def _subtree_starts(lineage: Sequence[Sequence[int]]) -> list[int]:
-    """For each node in post-order, the first post-order index of its subtree: the subtree of
-    node ``i`` is the indices ``starts[i]..i`` (the page's script lights those on hover)."""
-    starts = list(range(len(lineage)))
-    for i, chain in enumerate(lineage):
-        for ancestor in chain[1:]:
-            starts[ancestor] = min(starts[ancestor], i)
+def _subtree_starts(nodes) -> list[int]:
+    """For each node of ``nodes`` (a tree in post-order), the first post-order index of its
+    subtree, its first child's (``rat.walks``): the subtree of node ``i`` is ``starts[i]..i``
+    (the page's script lights those on hover)."""
+    starts: list[int] = []
+    for i, children in enumerate(post_order_children([len(n.children) for n in nodes])):
+        starts.append(starts[children[0]] if children else i)
     return starts
 
 
@@ -193,7 +198,7 @@ def coloured_sql(spans: SqlSpans, tree, confidences: Sequence[float],
     ``look_here`` is outlined, that of ``runner_up`` (the second place) dashed."""
     nodes = tree.postorder()
     lineage = _lineage(tree)
-    starts = _subtree_starts(lineage)
+    starts = _subtree_starts(nodes)
     out = []
     for owner, run in itertools.groupby(zip(spans.sql, spans.owners), key=lambda p: p[1]):
         text = _esc("".join(char for char, _ in run))
@@ -224,7 +229,7 @@ def tree_svg(tree, confidences: Sequence[float], labels: Sequence[int] | None = 
     nodes = tree.postorder()
     if len(nodes) != len(confidences):
         raise ValueError(f"{len(nodes)} nodes but {len(confidences)} confidences")
-    starts = _subtree_starts(_lineage(tree))
+    starts = _subtree_starts(nodes)
     box_w, box_h, gap_x, gap_y = 118, 34, 10, 30
     x: dict[int, float] = {}
     depth: dict[int, int] = {}

@@ -303,7 +303,7 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
 
 def score_file(scorer, args, schemas: dict) -> int:
     from model.data.jsonl import write_jsonl
-    from model.eval.report import html_report
+    from model.eval.report import html_report, write_report
     from model.scoring.scorer import RowError, report_entries
 
     skipped: Counter = Counter()
@@ -344,13 +344,13 @@ def score_file(scorer, args, schemas: dict) -> int:
     if args.out:
         write_jsonl(args.out, out_rows)
         report = args.report or args.out.with_name("report.html")
-        _write_whole(report, html_report(entries, title=title))
+        write_report(report, html_report(entries, title=title))
         where = f"{args.out} and {report}"
     else:
         for d in out_rows:
             sys.stdout.write(json.dumps(d) + "\n")
         if args.report:
-            _write_whole(args.report, html_report(entries, title=title))
+            write_report(args.report, html_report(entries, title=title))
         where = "standard output"
     note = _skipped_note(skipped, "not scored")
     label = getattr(scorer.saved, "query_label", None)
@@ -364,13 +364,6 @@ def score_file(scorer, args, schemas: dict) -> int:
         moved = "; whole-query confidences moved to it" if found.fits else ""
         print(f"rat-score: {path.name}: {found}{moved}", file=sys.stderr)
     return 0
-
-
-def _write_whole(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (a temporary file renamed over it): never left empty."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
-    tmp.replace(path)
 
 
 def build_adapt_parser() -> argparse.ArgumentParser:
