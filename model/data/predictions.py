@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 _BIRD_SEPARATOR = "\t----- bird -----\t"
 
 
-from model.errors import PredictionFileError
+from model.errors import PredictionFileError, UsageError
 
 
 def prediction_files(root: Path, spec: str | Path | list | tuple | None, default: bool = True) -> list[Path]:
@@ -216,12 +216,12 @@ def _rows_csv(path: Path) -> list[tuple[str, str | None]]:
 
 
 def _rows_json(path: Path) -> list[tuple[str, str | None]]:
+    from model.data.jsonl import read_json
+
     try:
-        data = json.loads(_read_text(path))
-    except json.JSONDecodeError as error:
-        raise PredictionFileError(path, f"not JSON ({error})") from None
-    except RecursionError:
-        raise PredictionFileError(path, "JSON nested too deeply") from None
+        data = read_json(path)  # the one JSON reader; its one-line errors, as this file's
+    except UsageError as error:
+        raise PredictionFileError(path, str(error).removeprefix(f"{path}: ")) from None
     if isinstance(data, list):
         items = [(str(i), value) for i, value in enumerate(data)]
     elif isinstance(data, dict):
