@@ -1,5 +1,6 @@
 """Database schemas: tables, columns and keys, built from Spider/BIRD `tables.json` entries."""
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -52,6 +53,23 @@ class Schema:
     def tables_with_column(self, column: str) -> tuple[str, ...]:
         """Every table that has a column named `column` (lowercased)."""
         return self._column_index.get(column, ())
+
+    def source(self, column: str) -> str | None:
+        """The schema's ``table.column`` that a column label of a canonical tree reads, or None.
+
+        `rat.to_tree` qualifies a self-join's later occurrences of ``t`` as ``t_2``, ``t_3``, ...
+        (`qualifiers`), so ``t_2.a`` reads ``t.a``. None for a column the schema lacks, an
+        unqualified or ``*`` column, and a subquery's or CTE's (``derived.a``, `is_derived`).
+
+        >>> s = Schema({"t": ["a", "b"], "t_2": ["z"]})
+        >>> [s.source(c) for c in ("t.a", "t_2.b", "t_2.z", "t_2_2.z", "t.zzz", "derived.a", "a")]
+        ['t.a', 't.b', 't_2.z', 't_2.z', None, None, None]
+        """
+        table, _, name = column.rpartition(".")
+        for candidate in qualifiers(table) if table else ():
+            if name in self._column_sets.get(candidate, ()):
+                return f"{candidate}.{name}"
+        return None
 
     @classmethod
     def of(cls, schema: "Schema | Mapping | None", db_id: str = "") -> "Schema | None":
@@ -133,6 +151,34 @@ class Schema:
             column_types,
             db_id=entry.get("db_id", ""),
         )
+
+
+_DERIVED = re.compile(r"derived(?:_[0-9]+)*")
+
+
+def qualifiers(qualifier: str) -> list[str]:
+    """The names a column qualifier of a canonical tree may stand for, nearest first: itself,
+    then for a self-join's k-th occurrence of ``t`` (written ``t_k``), ``t``.
+
+    >>> qualifiers("t_2_2"), qualifiers("orders")
+    (['t_2_2', 't_2', 't'], ['orders'])
+    """
+    names = [qualifier]
+    while True:
+        base, _, k = names[-1].rpartition("_")
+        if not (base and k.isdigit()):
+            return names
+        names.append(base)
+
+
+def is_derived(qualifier: str) -> bool:
+    """Whether a column qualifier of a canonical tree names a subquery or CTE read in FROM
+    (``derived``, ``derived_2``, ...: `rat.canonicalize`) rather than a table.
+
+    >>> is_derived("derived_2"), is_derived("orders")
+    (True, False)
+    """
+    return _DERIVED.fullmatch(qualifier) is not None
 
 
 def _check_fields(schema: Schema) -> None:

@@ -367,3 +367,47 @@ def test_a_scorer_lm_that_is_not_installed_is_one_usage_error(demo, tmp_path):
     examples, schemas, _ = demo
     with pytest.raises(UsageError, match="no GGUF file at"):
         lm_span_features(examples[:1], schemas, lm_model=f"{tmp_path / 'none.gguf'}@llama.cpp")
+
+
+def test_self_join_and_subquery_columns_read_as_the_schema_holds_them(tmp_path):
+    """A self-join's second `employee` is `employee_2` in the tree and a CTE's columns are
+    `derived.c`: neither is "not in the schema", and the second table's keys, types and stored
+    values are its table's."""
+    import sqlite3
+
+    from model.data.datasets import Question
+    from model.nodes.examples import make_example
+
+    db = tmp_path / "hr.sqlite"
+    with sqlite3.connect(db) as connection:
+        connection.executescript(
+            "CREATE TABLE employee (id INTEGER PRIMARY KEY, name TEXT, boss INTEGER REFERENCES employee(id));"
+            "INSERT INTO employee VALUES (1, 'Ada', NULL), (2, 'Bob', 1);")
+    connection.close()
+    schema = rat.Schema({"employee": ["id", "name", "boss"]}, ("employee.id",), (("employee.boss", "employee.id"),),
+                        {"employee.id": "number", "employee.name": "text", "employee.boss": "number"})
+    question = Question("q_0", "hr", "Who works for Ada?", "")
+
+    def columns(sql):
+        example = make_example(question, sql, "sys", schema)
+        x = single_system_features(example, schema, db).values
+        return {name: dict(zip(SINGLE_FEATURES, row)) for name, row in zip(example.node_names, x)}
+
+    joined = columns("SELECT e.name FROM employee e JOIN employee b ON e.boss = b.id WHERE b.name = 'Ada'")
+    plain = columns("SELECT name FROM employee WHERE name = 'Ada'")
+    second = joined["employee_2.name"]
+    assert second["in_schema"] == 1 and second["table_in_tree"] == 1
+    assert second["table_word_share"] == joined["employee.name"]["table_word_share"]
+    assert joined["employee_2.id"]["is_primary_key"] == 1
+    assert second["column_type"] == plain["employee.name"]["column_type"]
+    assert joined["employee.boss"]["is_foreign_key"] == 1
+    literal = joined["'Ada'"]
+    assert literal["value_in_column"] == 1 and literal["compared_literal_found"] == 1
+    assert columns("SELECT e.name FROM employee e JOIN employee b ON e.boss = b.id")["Eq"]["join_on_fk"] == 1
+    missing = columns("SELECT b.salary FROM employee e JOIN employee b ON e.boss = b.id")
+    assert missing["employee_2.salary"]["in_schema"] == 0  # a column the table lacks still is
+
+    cte = columns("WITH ada AS (SELECT id, name FROM employee WHERE name = 'Ada') SELECT a.name FROM ada a")
+    outer = cte["derived.name"]
+    assert np.isnan(outer["in_schema"]) and outer["table_in_tree"] == 1  # no row of the schema
+    assert cte["employee.name"]["in_schema"] == 1

@@ -168,8 +168,9 @@ def used_items(tree: rat.Node, schema: rat.Schema | None) -> dict[str, list[str]
         if kind == "table" and (schema is None or node.label in schema.tables):
             used.setdefault(node.label, [])
         elif kind == "column" and "." in node.label:
-            table, column = node.label.split(".", 1)
-            if schema is None or column in (schema.tables.get(table) or ()):
+            source = node.label if schema is None else schema.source(node.label)  # t_2.c: t.c
+            if source is not None:
+                table, column = source.split(".", 1)
                 columns = used.setdefault(table, [])
                 if column not in columns:
                     columns.append(column)

@@ -66,7 +66,7 @@ def read_model(folder: str | Path) -> dict[str, Any]:
     """Read a model directory into its ``PARTS``; ``ModelFileError`` (one line) when it cannot be
     used: not a model directory, another format or feature version, an unreadable skops file or
     one that asks for a type outside ``TRUSTED_TYPES``."""
-    from model.nodes.features import VERSION
+    from model.nodes.features import READ_BY, VERSION
 
     folder = Path(folder)
     meta_path = folder / "model.json"
@@ -84,10 +84,11 @@ def read_model(folder: str | Path) -> dict[str, Any]:
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
         raise ModelFileError(f"{meta_path}: not a {FORMAT} of format version {FORMAT_VERSION} "
                              f"(found {meta.get('format')!r} version {meta.get('format_version')!r})")
-    if meta.get("feature_version") != VERSION:
+    if meta.get("feature_version") not in READ_BY:
         raise ModelFileError(
             f"{folder}: saved with node features {meta.get('feature_version')!r}, this version "
-            f"computes {VERSION!r}; retrain it (python train.py model=features ...)")
+            f"computes {VERSION!r} (read by models of {', '.join(READ_BY)}); retrain it "
+            f"(python train.py model=features ...)")
     parts = _checked_parts(meta, meta_path)  # every part of model.json, before any skops file
     if "policy" in meta:  # the run / review / regenerate thresholds (model.scoring.verdict)
         from model.nodes.policy import Policy
