@@ -11,6 +11,10 @@ Spellings that always mean the same are written one way, so that they get one tr
 - ``x BETWEEN a AND b`` is ``x >= a AND x <= b``, and ``x NOT BETWEEN a AND b`` is
   ``x < a OR x > b``: SQLite defines BETWEEN so, NULLs included. The conjuncts join the
   surrounding AND, and a wrong bound marks only its own comparison incorrect.
+- ``GROUP BY 1`` and ``ORDER BY 2`` name the first and second output columns of their SELECT
+  (SQLite, PostgreSQL, MySQL, DuckDB, Snowflake and BigQuery read them so), and are written as
+  those columns: ``GROUP BY 1`` and ``GROUP BY name`` get one tree. An ordinal past the last
+  output or after a ``*``, and T-SQL's ``GROUP BY 1`` (a constant there), stay numbers.
 - A table defined by ``WITH t AS (..)`` is read like the same subquery written in FROM: its
   columns are qualified ``derived.c`` (``derived_2.c``, ... for the next ones in the same FROM),
   as those of a subquery are. The tree builder already puts the CTE's query where it is read.
@@ -527,9 +531,31 @@ class _Resolver:
         if distinct is not None and distinct.args.get("on") is not None:
             # DISTINCT ON (..) reads its keys as ORDER BY does (output names included).
             self.expression([distinct.args["on"]], scope, chain, ctes, aliases, "order")
+        if args.get("group") is not None or args.get("order") is not None:
+            self.ordinals(node)
         for qualifier in scope.shadowed:
             self.rename(scope, qualifier, chain)
         return names
+
+    def ordinals(self, node: exp.Select) -> None:
+        """`GROUP BY 1` / `ORDER BY 2 DESC`: an integer names the k-th output column, which
+        replaces it (resolved already), so that `GROUP BY 1` and `GROUP BY name` get one tree.
+        Kept as written where a `*` comes first (its columns are not counted here), past the
+        last output, and for T-SQL's GROUP BY (which has no ordinals)."""
+        outputs = [p.this if type(p) is exp.Alias else p for p in node.expressions]
+        stars = [k for k, p in enumerate(outputs) if isinstance(p, exp.Star) or
+                 (type(p) is exp.Column and isinstance(p.this, exp.Star))]
+        first_star = stars[0] if stars else len(outputs)
+        items = []
+        if node.args.get("group") is not None and self.dialect.name != "tsql":
+            items += node.args["group"].expressions
+        if node.args.get("order") is not None:
+            items += [o.this for o in node.args["order"].expressions if type(o) is exp.Ordered]
+        for item in items:
+            if type(item) is exp.Literal and not item.is_string and item.this.isdigit():
+                k = int(item.this)
+                if 1 <= k <= first_star:
+                    item.replace(outputs[k - 1].copy())
 
     def using_to_on(self, join: exp.Join, from_, joins) -> None:
         """`JOIN u USING (c)` is `JOIN u ON <left>.c = u.c`, the left table being the nearest

@@ -130,6 +130,10 @@ def test_second_build_reads_the_cache(demo, tmp_path):
     second, _, warm = build_features(examples, schemas, db_paths, cache_folder=tmp_path)
     assert warm.cache_hits == len(examples) > cold.cache_hits
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, second))
+    # the same SQL read into another tree (a newer rat) is not served the old tree's rows
+    regrown = [dataclasses.replace(e, tree_text=e.tree_text + " ") for e in examples[:3]]
+    _, _, other = build_features(regrown, schemas, db_paths, cache_folder=tmp_path)
+    assert other.cache_hits == 0
 
 
 def test_rows_without_minilm_have_their_own_cache_entries(demo, tmp_path):

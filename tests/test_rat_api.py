@@ -94,6 +94,27 @@ def test_canonicalize_keeps_string_case_and_self_join_apart():
                     "where emp_2.name = 'Kim O''Neil'")
 
 
+@pytest.mark.parametrize("ordinal, named", [
+    ("SELECT status, count(*) FROM orders GROUP BY 1", "SELECT status, count(*) FROM orders GROUP BY status"),
+    ("SELECT status, count(*) AS n FROM orders GROUP BY 1 ORDER BY 2 DESC",
+     "SELECT status, count(*) AS n FROM orders GROUP BY status ORDER BY n DESC"),
+    ("SELECT o.status FROM orders AS o ORDER BY 1", "SELECT status FROM orders ORDER BY status"),
+])
+def test_group_by_and_order_by_ordinals_name_output_columns(ordinal, named):
+    schema = {"orders": ["id", "status"]}
+    assert rat.to_tree(ordinal, schema).hash == rat.to_tree(named, schema).hash
+    assert rat.to_tree(ordinal, schema, "postgres").hash == rat.to_tree(named, schema, "postgres").hash
+
+
+def test_an_ordinal_that_names_no_counted_output_stays_a_number():
+    schema = {"orders": ["id", "status"]}
+    for sql in ("SELECT * FROM orders ORDER BY 1", "SELECT status FROM orders ORDER BY 2"):
+        assert rat.to_tree(sql, schema).children[0].label in ("1", "2")
+    # T-SQL has no GROUP BY ordinals (a constant there); its ORDER BY has them
+    tsql = rat.to_tree("SELECT status, count(*) FROM orders GROUP BY 1 ORDER BY 1", schema, "tsql")
+    assert "(1)(orders)Groupby" in rat.serialize(tsql) and tsql.children[0].label == "orders.status"
+
+
 @pytest.mark.parametrize("sql, construct", [
     ("SELECT FROM WHERE", "cannot parse"),
     ("SELECT a FROM t; SELECT b FROM u", "expected one statement"),

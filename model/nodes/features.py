@@ -1040,8 +1040,10 @@ def cache_key(example, schema_digest: str, db_stamp: str, semantic: bool = True,
               dialect: str = "sqlite") -> str:
     """Digest of everything a single-system row depends on (and the features' VERSION); a row
     without the MiniLM columns (``semantic=False``) has its own key, and so has SQL of another
-    dialect than SQLite."""
-    parts = [VERSION, example.db_id, example.question, example.sql, schema_digest, db_stamp]
+    dialect than SQLite. The tree is part of it: a `rat` that reads the same SQL otherwise
+    (`GROUP BY 1` as a column) never meets rows cached for the old tree."""
+    parts = [VERSION, example.db_id, example.question, example.sql, example.tree_text, schema_digest,
+             db_stamp]
     if dialect != "sqlite":
         parts.append(f"dialect:{dialect}")
     text = json.dumps(parts if semantic else [*parts, "no-semantic"])
