@@ -121,4 +121,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from model.errors import user_errors
+
+    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+        main()

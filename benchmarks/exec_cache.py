@@ -8,6 +8,7 @@ results and compares them. Prints both wall times, their ratio, and checks the o
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -54,4 +55,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from model.errors import user_errors
+
+    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+        main()

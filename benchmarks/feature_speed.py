@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -68,4 +69,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from model.errors import user_errors
+
+    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+        main()

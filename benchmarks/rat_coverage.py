@@ -7,6 +7,7 @@ systems' Spider dev predictions), per SQL construct, and which queries fail.
 import argparse
 import csv
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -127,4 +128,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from model.errors import user_errors
+
+    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+        main()

@@ -12,6 +12,7 @@ dialect, so its tree must differ) or a defect (sqlglot's or rat's).
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -133,4 +134,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from model.errors import user_errors
+
+    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+        main()

@@ -104,6 +104,9 @@ def run_child(args, build: str, rat_from: Path | None) -> dict:
     if rat_from is not None:
         command += ["--rat-from", str(rat_from)]
     result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if result.returncode == 2:  # the child's one-line error (a data root of another layout)
+        sys.stderr.write(result.stderr)
+        sys.exit(2)
     if result.returncode != 0:
         sys.exit(f"{' '.join(command)} (RAT_SQLGLOT={build}) failed:\n{result.stderr}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -171,4 +174,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from model.errors import user_errors
+
+    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+        main()

@@ -14,6 +14,7 @@ docs/), loso (train without system s, test on s, inside the same folds).
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -207,4 +208,7 @@ def importance(table, roles, single: np.ndarray, repeats: int = 3, seed: int = 0
 
 
 if __name__ == "__main__":
-    main()
+    from model.errors import user_errors
+
+    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+        main()

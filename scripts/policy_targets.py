@@ -16,6 +16,7 @@ chosen on the rows themselves, which favours it).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -101,4 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from model.errors import user_errors
+
+    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+        sys.exit(main())

@@ -21,6 +21,7 @@ gives the run's own top-1 with such an interval.
 """
 
 import argparse
+import os
 import random
 import sys
 from collections import Counter, defaultdict
@@ -222,4 +223,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from model.errors import user_errors
+
+    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+        main()

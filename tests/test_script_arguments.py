@@ -68,3 +68,12 @@ def test_help_starts_and_shows_the_whole_first_paragraph(script):
     assert done.returncode == 0, done.stderr[-2000:]
     first = ast.get_docstring(ast.parse((REPO / script).read_text()), clean=False).split("\n\n")[0]
     assert " ".join(first.split()) in " ".join(done.stdout.split())
+
+
+@pytest.mark.parametrize(("script", "option"), [("benchmarks/rat_coverage.py", "--data-root"),
+                                                ("benchmarks/rat_speed.py", "--data-root"),
+                                                ("benchmarks/exec_accuracy.py", "--data")])
+def test_a_data_root_of_another_layout_is_one_line(script, option, tmp_path):
+    done = run(script, option, str(tmp_path))  # a folder that exists, holding no dataset
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith(f"{Path(script).name}: error: ") and str(tmp_path) in done.stderr
