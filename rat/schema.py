@@ -58,15 +58,20 @@ class Schema:
         """The schema's ``table.column`` that a column label of a canonical tree reads, or None.
 
         `rat.to_tree` qualifies a self-join's later occurrences of ``t`` as ``t_2``, ``t_3``, ...
-        (`qualifiers`), so ``t_2.a`` reads ``t.a``. None for a column the schema lacks, an
-        unqualified or ``*`` column, and a subquery's or CTE's (``derived.a``, `is_derived`).
+        (`qualifiers`), so ``t_2.a`` reads ``t.a``; a qualifier that is a table of the schema
+        (``sales_2023``) is that table. None for a column the schema lacks, an unqualified or
+        ``*`` column, and a subquery's or CTE's (``derived.a``, `is_derived`).
 
-        >>> s = Schema({"t": ["a", "b"], "t_2": ["z"]})
-        >>> [s.source(c) for c in ("t.a", "t_2.b", "t_2.z", "t_2_2.z", "t.zzz", "derived.a", "a")]
-        ['t.a', 't.b', 't_2.z', 't_2.z', None, None, None]
+        >>> s = Schema({"t": ["a", "b"], "sales_2023": ["z"], "sales": ["region"]})
+        >>> [s.source(c) for c in ("t.a", "t_2.b", "t_3.a", "sales_2023.z", "sales_2023_2.z")]
+        ['t.a', 't.b', 't.a', 'sales_2023.z', 'sales_2023.z']
+        >>> [s.source(c) for c in ("sales_2023.region", "t.zzz", "derived.a", "a")]
+        [None, None, None, None]
         """
         table, _, name = column.rpartition(".")
-        for candidate in qualifiers(table) if table else ():
+        if not table:
+            return None
+        for candidate in [table] if table in self._column_sets else qualifiers(table):
             if name in self._column_sets.get(candidate, ()):
                 return f"{candidate}.{name}"
         return None
