@@ -589,3 +589,25 @@ def test_a_missing_driver_is_one_line_naming_the_extra():
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "needs the [postgres] extra (psycopg is not installed)" in done.stderr
     assert "postgresql://u:***@localhost/shop" in done.stderr and "secret" not in done.stderr
+
+
+def test_a_session_lock_a_users_function_takes_is_let_go_after_the_statement(pg_demo):
+    """Refusing lock functions by name cannot catch a function of the user's own that takes
+    one: on a connection of our own, every statement ends by letting all advisory locks go."""
+    import psycopg
+
+    url, admin = pg_demo
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("CREATE OR REPLACE FUNCTION rat_grab(k int) RETURNS int LANGUAGE sql "
+                     "AS $$ SELECT pg_advisory_lock(k); SELECT k $$")
+    try:
+        with open_database(url) as db, psycopg.connect(admin, autocommit=True) as other:
+            assert db.execute("SELECT rat_grab(43)") == ([(43,)], None)
+            rows, error = db.execute("SELECT rat_grab(44), 1 / 0")  # taken, then the query fails
+            assert rows is None and "DivisionByZero" in error
+            for key in (43, 44):  # free while the scorer's connection is still open
+                assert other.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0] is True
+            other.execute("SELECT pg_advisory_unlock_all()")
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("DROP FUNCTION rat_grab(int)")

@@ -443,6 +443,12 @@ class SqliteDatabase(Database):
 # ---------------------------------------------------------------------------------- PostgreSQL
 
 
+# After each statement on a connection of our own: advisory locks are held by the session, not
+# the transaction, so a function that takes one (ours to refuse by name, or a user's own) would
+# hold it for as long as the connection lives. A caller's connection keeps its locks.
+_UNLOCK = "SELECT pg_advisory_unlock_all()"
+
+
 class PostgresDatabase(Database):
     dialect = "postgres"
 
@@ -482,6 +488,8 @@ class PostgresDatabase(Database):
                 head.execute("DECLARE rat_query NO SCROLL CURSOR FOR " + sql, prepare=False)
                 fetch.execute(f"FETCH FORWARD {first} FROM rat_query", prepare=False)
                 head.execute("ROLLBACK", prepare=False)
+                if self.owned:  # a session lock that survives ROLLBACK, whichever function took it
+                    head.execute(_UNLOCK, prepare=False)
             rows = fetch.fetchall()
             if len(rows) < first:
                 return _fetch(_chunks(rows), self.max_rows, max_bytes)
@@ -523,6 +531,8 @@ class PostgresDatabase(Database):
         try:
             if conn.info.transaction_status != TransactionStatus.IDLE:
                 conn.execute("ROLLBACK", prepare=False)
+                if self.owned:
+                    conn.execute(_UNLOCK, prepare=False)
         except psycopg.Error:
             conn.close()
 
