@@ -11,8 +11,9 @@ cached between runs: the scorer computes every feature and runs every query on i
 (SQLite's open connections are kept, as always). A live database makes ``score_many`` score in one
 process, so SQLite is timed both ways: its default (worker processes) and ``workers=1``. The
 settings take turns; queries/s is the mean over the turns (each turn in brackets). Connections
-left open: PostgreSQL sessions of the scorer's role in ``pg_stat_activity``, and this process's
-open files on the SQLite / DuckDB database files, after each ``score_many``.
+left open: PostgreSQL sessions of the scorer's role in ``pg_stat_activity`` (given a second to
+end), and this process's open files on the SQLite / DuckDB database files, after each
+``score_many``.
 """
 
 import argparse
@@ -63,14 +64,21 @@ def open_files(suffixes: tuple[str, ...]) -> int:
     return count
 
 
-def postgres_sessions(admin_url: str) -> int:
+def postgres_sessions(admin_url: str, settle_s: float = 1.0) -> int:
+    """Sessions of the scorer's role, once those closed have had ``settle_s`` to end (a closed
+    connection's server process leaves ``pg_stat_activity`` a moment after the client let go)."""
     import psycopg
 
     t = target(admin_url)
     with psycopg.connect(host=t.host, port=t.port, user=t.user, password=t.password,
-                         dbname="postgres") as conn:
-        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s",
-                            (SCORER_ROLE,)).fetchone()[0]
+                         dbname="postgres", autocommit=True) as conn:
+        deadline = time.perf_counter() + settle_s
+        while True:
+            count = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s",
+                                 (SCORER_ROLE,)).fetchone()[0]
+            if count == 0 or time.perf_counter() > deadline:
+                return count
+            time.sleep(0.05)
 
 
 def main() -> None:
