@@ -67,10 +67,11 @@ from rat.labels import labels_against_others
 from rat.walks import error_sites, post_order_children
 
 VERSION = "nf-5"  # bump when a feature's definition changes: the cache key includes it
-# The versions whose saved models read this version's rows as they were fitted to: nf-5 changed
-# only which schema entry a self-join's later table (`t_2.c`: `t.c`'s) and a subquery's or
-# CTE's column (`derived.c`: none, so NaN as without a schema) are looked up in; nf-4 read
-# those as columns missing from the schema (82 of the 11 systems' 11,362 Spider dev predictions).
+# The versions whose saved models may score this version's rows: the features and what they
+# mean are the same. nf-5 changed only which schema entry a self-join's later table (`t_2.c`:
+# `t.c`'s) and a subquery's or CTE's column (`derived.c`: none, so NaN as without a schema) are
+# looked up in; nf-4 read those as columns missing from the schema (82 of the 11 systems' 11,362
+# Spider dev predictions), and an nf-4 model now gets them right where it was fitted on them wrong.
 READ_BY = ("nf-4", VERSION)
 NAN = float("nan")
 
