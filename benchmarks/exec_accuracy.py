@@ -8,7 +8,6 @@ have a database), the difference, and our count of each outcome.
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -74,5 +73,5 @@ def compare_systems(args, manifest: dict, cache_dir: Path) -> None:
 if __name__ == "__main__":
     from model.errors import user_errors
 
-    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+    with user_errors():  # a data root of another layout: one line
         main()

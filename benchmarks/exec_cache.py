@@ -8,7 +8,6 @@ results and compares them. Prints both wall times, their ratio, and checks the o
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -57,5 +56,5 @@ def main() -> None:
 if __name__ == "__main__":
     from model.errors import user_errors
 
-    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+    with user_errors():  # a data root of another layout: one line
         main()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -71,5 +70,5 @@ def main() -> None:
 if __name__ == "__main__":
     from model.errors import user_errors
 
-    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+    with user_errors():  # a data root of another layout: one line
         main()

@@ -7,7 +7,6 @@ systems' Spider dev predictions), per SQL construct, and which queries fail.
 import argparse
 import csv
 import json
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -130,5 +129,5 @@ def main() -> None:
 if __name__ == "__main__":
     from model.errors import user_errors
 
-    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+    with user_errors():  # a data root of another layout: one line
         main()

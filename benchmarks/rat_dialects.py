@@ -12,7 +12,6 @@ dialect, so its tree must differ) or a defect (sqlglot's or rat's).
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
@@ -136,5 +135,5 @@ def main() -> None:
 if __name__ == "__main__":
     from model.errors import user_errors
 
-    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+    with user_errors():  # a data root of another layout: one line
         main()

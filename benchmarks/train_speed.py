@@ -32,7 +32,6 @@ for var, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOK
     os.environ.setdefault(var, value)
 
 from model.cli_types import existing_dir, positive_int
-from model.errors import user_errors
 
 DATA: list[str] = []  # data overrides shared by every configuration (--spider)
 
@@ -105,8 +104,7 @@ def main() -> None:
         DATA.extend(["data=spider", f"data.root={args.spider}", "data.protocol=split",
                      "data.train_predictions=null", "++data.max_questions=300"])
 
-    with user_errors(parser.prog):  # a --spider folder that is no Spider root: one line
-        cfg, datamodule, table_model = default_objects(["model=smollm2"])
+    cfg, datamodule, table_model = default_objects(["model=smollm2"])  # a --spider of another layout: one line (__main__)
     batches = list(datamodule.train_dataloader())
     n_layers = None
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; default config: "
@@ -138,5 +136,5 @@ def main() -> None:
 if __name__ == "__main__":
     from model.errors import user_errors
 
-    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+    with user_errors():  # a data root of another layout: one line
         main()

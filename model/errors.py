@@ -11,6 +11,7 @@ True
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -47,11 +48,12 @@ class RecalibrationError(UsageError):
 
 
 @contextmanager
-def user_errors(prog: str, run_dir: str | Path | None = None) -> Iterator[None]:
+def user_errors(prog: str | None = None, run_dir: str | Path | None = None) -> Iterator[None]:
     """Turn ``UsageError``, a missing file (a ``data.root`` that is no dataset, a ``run_dir``
     without its predictions) and a missing mandatory Hydra value into ``prog: error: ...`` on
     stderr and exit code 2; ``run_dir``, when it holds nothing but Hydra's own records, is
-    removed so that a mistake leaves no junk run directory behind."""
+    removed so that a mistake leaves no junk run directory behind. ``prog``: the command's name
+    (default: the script's, as argparse names it)."""
     from hydra.errors import InstantiationException
     from omegaconf.errors import MissingMandatoryValue
 
@@ -66,7 +68,7 @@ def user_errors(prog: str, run_dir: str | Path | None = None) -> Iterator[None]:
         if isinstance(e, MissingMandatoryValue):
             key = getattr(e, "full_key", None) or "a value"
             message = f"{key} is required (set it on the command line: {key}=...)"
-        print(f"{prog}: error: {message}", file=sys.stderr)
+        print(f"{prog or os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
         _remove_if_only_records(run_dir)
         raise SystemExit(2) from None
 

@@ -14,7 +14,6 @@ docs/), loso (train without system s, test on s, inside the same folds).
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -210,5 +209,5 @@ def importance(table, roles, single: np.ndarray, repeats: int = 3, seed: int = 0
 if __name__ == "__main__":
     from model.errors import user_errors
 
-    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+    with user_errors():  # a data root of another layout: one line
         main()

@@ -21,7 +21,6 @@ gives the run's own top-1 with such an interval.
 """
 
 import argparse
-import os
 import random
 import sys
 from collections import Counter, defaultdict
@@ -225,5 +224,5 @@ def main() -> None:
 if __name__ == "__main__":
     from model.errors import user_errors
 
-    with user_errors(os.path.basename(__file__)):  # a data root of another layout: one line
+    with user_errors():  # a data root of another layout: one line
         main()
