@@ -59,7 +59,7 @@ _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
 # far above any query of Spider or BIRD (BIRD dev's longest gold SQL has 1,446 characters);
 # parsing 1 MB of SQL takes seconds and hundreds of MB
 MAX_SQL_CHARS = 100_000
-_UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "windows", "into")
+_UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "into")
 _UNSUPPORTED_CLAUSE_SET = frozenset(_UNSUPPORTED_CLAUSES)
 # Functions other dialects parse with a syntax of their own (`EXTRACT(YEAR FROM d)`,
 # `CONVERT(INT, x)`): left to sqlglot, which types them.
@@ -485,6 +485,8 @@ class _Resolver:
         """Resolve a SELECT in place; its output column names when `keep_aliases` (a derived
         table's columns), else [] (nobody reads them)."""
         args = node.args
+        if args.get("windows"):
+            self.inline_windows(node)
         if not self.unsupported.isdisjoint(args):  # one test for the usual case
             for key in _UNSUPPORTED_CLAUSES:
                 if key in self.unsupported and args.get(key):
@@ -536,6 +538,35 @@ class _Resolver:
         for qualifier in scope.shadowed:
             self.rename(scope, qualifier, chain)
         return names
+
+    def inline_windows(self, node: exp.Select) -> None:
+        """`OVER w` with `WINDOW w AS (PARTITION BY c ORDER BY b)` becomes `OVER (PARTITION BY c
+        ORDER BY b)`, so a named window and the same window written out get one tree. A window
+        naming another (`OVER (w ROWS 2 PRECEDING)`, `WINDOW w2 AS (w ORDER BY b)`) takes the
+        clauses it does not write from it."""
+        definitions = node.args["windows"]
+        defined: dict[str, exp.Window] = {}
+        for definition in definitions:
+            self.named_window(definition, defined)
+            defined[definition.name.lower()] = definition
+        for window in list(node.find_all(exp.Window)):
+            if window.args.get("alias") is not None and window.find_ancestor(exp.Select) is node \
+                    and not any(window is d for d in definitions):
+                self.named_window(window, defined)
+        node.set("windows", None)
+
+    def named_window(self, window: exp.Window, defined: dict[str, exp.Window]) -> None:
+        base = window.args.get("alias")
+        if base is None:
+            return
+        definition = defined.get(base.name.lower())
+        if definition is None:
+            raise RATError(f"window {base.name!r} is not defined", self.sql)
+        for key in ("partition_by", "order", "spec"):
+            if definition.args.get(key) and not window.args.get(key):
+                value = definition.args[key]
+                window.set(key, [v.copy() for v in value] if isinstance(value, list) else value.copy())
+        window.set("alias", None)
 
     def ordinals(self, node: exp.Select) -> None:
         """`GROUP BY 1` / `ORDER BY 2 DESC`: an integer names the k-th output column, which

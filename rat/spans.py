@@ -37,6 +37,9 @@ _TAG = "rat_span_number"
 # introduces their text in the SQL.
 _LEADING_KEYWORDS = {"When": "when", "Else": "else", "Partitionby": "partition by",
                      "Using": "using"}
+_FRAME_WORDS = {"Current_row": "current row", "Unbounded_preceding": "unbounded preceding",
+                "Unbounded_following": "unbounded following"}
+_JSON_OPERATOR = re.compile(r"\s*(->>|->|#>>|#>)\s*")
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,15 @@ def _mark(handler):
     def marked(generator, expression):
         text = handler(generator, expression)
         number = expression.meta.get(_TAG) if text else None
-        return text if number is None else f"{_OPEN}{number}{_MID}{text}{_CLOSE}"
+        if number is None:
+            return text
+        # Spaces around the text stay outside the markers, where a caller's strip() finds
+        # them (FILTER writes its WHERE stripped).
+        inner = text.strip()
+        if not inner:
+            return text
+        start = text.index(inner[0])
+        return f"{text[:start]}{_OPEN}{number}{_MID}{inner}{_CLOSE}{text[start + len(inner):]}"
 
     return marked
 
@@ -284,15 +295,57 @@ class _SpanRecorder:
             self.claimed.append(node)
 
     def typed_leaf(self, expression: exp.Expression, node: Node) -> None:
-        """Leaves `rat` names from an expression's arguments: `real` of CAST(.. AS REAL)."""
+        """Nodes `rat` names from an expression's arguments: `real` of CAST(.. AS REAL), an
+        interval's amount and unit, a JSON path, a window's frame."""
         if isinstance(expression, exp.Cast):
             typed = expression.args.get("to")
-        elif isinstance(expression, exp.Collate):
+        elif isinstance(expression, exp.Collate | exp.JSONExtract | exp.JSONExtractScalar
+                        | exp.JSONBExtract | exp.JSONBExtractScalar):
             typed = expression.expression
+        elif isinstance(expression, exp.Interval):
+            # `interval '7 days'` is written as one string: the amount is found in it
+            amount = node.children[0]
+            self.claim(amount, self.span(expression.this) or self.find(expression, amount.label))
+            typed = expression.args.get("unit")
+        elif isinstance(expression, exp.Window):
+            self.frame(expression, node.children[-1])
+            return
         else:
             return
         if typed is not None and len(node.children) == 2:
-            self.claim(node.children[1], self.span(typed))
+            # a JSON path is written without markers: the text after the operator
+            self.claim(node.children[1], self.span(typed) or self.after_operator(expression))
+
+    def find(self, expression: exp.Expression, word: str, start: int = 0) -> Span | None:
+        """The first `word` in the text of `expression` from `start` on."""
+        span = self.span(expression)
+        if span is None:
+            return None
+        at = self.text.find(word, max(start, span[0]), span[1])
+        return None if at < 0 else (at, at + len(word))
+
+    def after_operator(self, expression: exp.Expression) -> Span | None:
+        """The text after `a ->` / `a ->>` / `a #>` in the text of `expression`."""
+        span, left = self.span(expression), self.span(expression.this)
+        if span is None or left is None:
+            return None
+        operator = _JSON_OPERATOR.match(self.text, left[1], span[1])
+        return None if operator is None or operator.end() >= span[1] else (operator.end(), span[1])
+
+    def frame(self, window: exp.Window, frame: Node) -> None:
+        """A window frame is the text of its spec; its bounds `current row` and `unbounded
+        preceding` / `following` are found in it (`n preceding` has its number's text)."""
+        spec = window.args.get("spec")
+        if spec is None or frame.label not in ("Rows", "Range", "Groups"):
+            return
+        self.claim(frame, self.span(spec))
+        at = 0
+        for bound in frame.children:
+            word = _FRAME_WORDS.get(bound.label)
+            found = None if word is None else self.find(spec, word, at)
+            if found is not None:
+                self.claim(bound, found)
+                at = found[1]
 
     # Clause operators map to their clause: Limit -> `limit 3`, Selection -> `where ...`.
     def modifiers(self, query: exp.Expression, top: Node, relation: Node) -> None:

@@ -54,6 +54,14 @@ _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
+# `->` gives JSON, `->>` (and SQLite's json_extract) the SQL value; jsonb's operators the same.
+_JSON = {exp.JSONExtract: "Json_extract", exp.JSONBExtract: "Json_extract",
+         exp.JSONExtractScalar: "Json_extract_text", exp.JSONBExtractScalar: "Json_extract_text"}
+# An interval's unit in the singular: `INTERVAL '7 days'` is `INTERVAL 7 DAY`.
+_INTERVAL_UNITS = frozenset({"microsecond", "millisecond", "second", "minute", "hour", "day", "week",
+                             "month", "quarter", "year", "decade"})
+# A window frame's bounds: `UNBOUNDED PRECEDING`, `CURRENT ROW`, `n PRECEDING` / `n FOLLOWING`.
+_FRAME_KINDS = {"ROWS": "Rows", "RANGE": "Range", "GROUPS": "Groups"}
 
 
 def to_tree(sql: str, schema: Schema | Mapping | None = None, dialect: str = "sqlite") -> Node:
@@ -106,6 +114,10 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     if depth > MAX_DEPTH:
         raise RATError(f"query nested too deeply (tree depth {depth} > {MAX_DEPTH})", sql)
     return tree
+
+
+def _is_all(value) -> bool:
+    return isinstance(value, exp.Var) and value.name.upper() == "ALL"
 
 
 def _value_label(literal: exp.Literal) -> str:
@@ -223,6 +235,10 @@ class _Builder:
                 relation = Node(label, (*keys, relation))
         limit = node.args.get("limit")
         offset = node.args.get("offset")
+        if isinstance(limit, exp.Limit) and _is_all(limit.expression):
+            # LIMIT ALL (PostgreSQL) is no limit
+            offset = offset if offset is not None else limit.args.get("offset")
+            limit = None
         if limit is not None:
             options = limit.args.get("limit_options")
             if options is not None and (options.args.get("percent")
@@ -240,7 +256,8 @@ class _Builder:
                 children.append(Node("Offset", (self.expr(offset_value, ctes),)))
             relation = Node("Limit", (*children, relation))
         elif offset is not None:
-            relation = Node("Offset", (self.expr(offset.expression, ctes), relation))
+            offset_value = offset.expression if isinstance(offset, exp.Offset) else offset
+            relation = Node("Offset", (self.expr(offset_value, ctes), relation))
         return relation
 
     def from_clause(self, node: exp.Select, ctes) -> Node | None:
@@ -394,11 +411,40 @@ class _Builder:
             return Node("Extract", (self.expr(node.expression, ctes), Node(node.name.lower())))
         if kind is exp.BitwiseNot:
             return Node("Bitnot", (self.expr(node.this, ctes),))
+        if kind is exp.Interval:
+            return self.interval(node, ctes)
+        if kind is exp.Filter:  # count(*) FILTER (WHERE c): the aggregate, then its condition
+            return Node("Filter", (self.expr(node.this, ctes), self.expr(node.expression.this, ctes)))
+        label = _JSON.get(kind)
+        if label is not None:  # the path as a value: `a->'k'` (PostgreSQL) is `a->'$.k'` (SQLite)
+            path = node.expression
+            path = Node(path.sql(dialect="sqlite")) if isinstance(path, exp.JSONPath) \
+                else self.expr(path, ctes)
+            return Node(label, (self.expr(node.this, ctes), path))
         raise self.unsupported(node)
 
+    def interval(self, node: exp.Interval, ctes) -> Node:
+        """`Interval(amount, unit)`, the unit in the singular and lower case; `INTERVAL '7 days'`,
+        `INTERVAL '7' DAY` and `INTERVAL 7 DAY` are one node; an interval of several parts
+        (`'1 day 2 hours'`) is `Interval('1 day 2 hours')`."""
+        amount, unit = node.this, node.args.get("unit")
+        if isinstance(amount, exp.Literal) and amount.is_string and unit is not None:
+            try:
+                float(amount.this)
+            except ValueError:
+                pass
+            else:
+                amount = exp.Literal.number(amount.this.strip())
+        if unit is None:
+            return Node("Interval", (self.expr(amount, ctes),))
+        name = unit.name.lower()
+        if name.endswith("s") and name[:-1] in _INTERVAL_UNITS:
+            name = name[:-1]
+        return Node("Interval", (self.expr(amount, ctes), Node(name)))
+
     def window(self, node: exp.Window, ctes) -> Node:
-        if node.args.get("spec") is not None or node.args.get("alias") is not None:
-            raise RATError("unsupported construct 'window frame'", self.sql)
+        if node.args.get("alias") is not None:  # (rat.canonicalize inlines the WINDOW clause)
+            raise RATError(f"window {node.alias!r} is not defined", self.sql)
         children = [self.expr(node.this, ctes)]
         partition = node.args.get("partition_by")
         if partition:
@@ -410,7 +456,40 @@ class _Builder:
                 key = ordered.this if isinstance(ordered, exp.Ordered) else ordered
                 children.append(Node("Orderby_desc" if desc else "Orderby_asc",
                                      (self.expr(key, ctes),)))
+        spec = node.args.get("spec")
+        if spec is not None:
+            frame = self.frame(spec, ctes)
+            if frame is not None:
+                children.append(frame)
         return Node("Over", children)
+
+    def frame(self, spec: exp.WindowSpec, ctes) -> Node | None:
+        """`Rows` / `Range` / `Groups` (start, end); `ROWS 2 PRECEDING` ends at the current row;
+        None for the default frame (`RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`), which is
+        the frame of a window that names none."""
+        if spec.args.get("exclude") is not None:
+            raise RATError("unsupported construct 'EXCLUDE' in a window frame", self.sql)
+        kind = _FRAME_KINDS.get(str(spec.args.get("kind") or "").upper())
+        if kind is None:
+            raise RATError("unsupported construct 'window frame'", self.sql)
+        start = self.bound(spec.args.get("start"), spec.args.get("start_side"), ctes)
+        end = self.bound(spec.args.get("end") or "CURRENT ROW", spec.args.get("end_side"), ctes)
+        if kind == "Range" and start.label == "Unbounded_preceding" and end.label == "Current_row":
+            return None
+        return Node(kind, (start, end))
+
+    def bound(self, value, side, ctes) -> Node:
+        side = str(side or "").capitalize()
+        if isinstance(value, str):
+            word = value.upper()
+            if word == "CURRENT ROW":
+                return Node("Current_row")
+            if word == "UNBOUNDED" and side in ("Preceding", "Following"):
+                return Node(f"Unbounded_{side.lower()}")
+            raise RATError(f"unsupported construct 'window frame bound {value}'", self.sql)
+        if side not in ("Preceding", "Following"):
+            raise RATError("unsupported construct 'window frame'", self.sql)
+        return Node(side, (self.expr(value, ctes),))
 
     def flatten(self, node: exp.Expression, kind: type, ctes) -> list[Node]:
         # a AND (b AND c) is one And over a, b, c.

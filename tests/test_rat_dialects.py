@@ -85,11 +85,45 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("sqlite", "SELECT TOP 3 name FROM singer", "cannot parse"),
     ("tsql", "SELECT TOP 10 PERCENT name FROM singer", "PERCENT"),
     ("postgres", "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS WITH TIES", "WITH TIES"),
+    ("postgres", "SELECT sum(age) OVER (ORDER BY age ROWS 2 PRECEDING EXCLUDE TIES) FROM singer",
+     "EXCLUDE"),
+    ("sqlite", "SELECT sum(age) OVER w FROM singer", "window 'w' is not defined"),
+    ("sqlite", "SELECT sum(age) OVER v FROM singer WINDOW w AS (ORDER BY age)",
+     "window 'v' is not defined"),
 ])
 def test_constructs_refused_where_they_do_not_belong(dialect, sql, construct):
     with pytest.raises(rat.RATError) as info:
         rat.to_tree(sql, dialect=dialect)
     assert construct in str(info.value) and repr(sql)[:40] in str(info.value)
+
+
+@pytest.mark.parametrize("dialect, native, sqlite", [
+    ("postgres", "SELECT name FROM singer WHERE name->>'k' = 'x' AND name->0 IS NULL",
+     "SELECT name FROM singer WHERE name->>'$.k' = 'x' AND name->'$[0]' IS NULL"),
+    ("mysql", "SELECT name FROM singer WHERE name->>'$.k' = 'x'",
+     "SELECT name FROM singer WHERE name->>'$.k' = 'x'"),
+    ("duckdb", "SELECT count(*) FILTER (WHERE age > 20) FROM singer",
+     "SELECT count(*) FILTER (WHERE age > 20) FROM singer"),
+])
+def test_json_paths_filters_and_limit_all_read_alike(dialect, native, sqlite):
+    assert rat.to_tree(native, SCHEMA, dialect) == rat.to_tree(sqlite, SCHEMA)
+
+
+def test_limit_all_is_no_limit():
+    assert rat.to_tree("SELECT name FROM singer LIMIT ALL OFFSET 2", SCHEMA, "postgres") == \
+        rat.to_tree("SELECT name FROM singer OFFSET 2", SCHEMA, "postgres")
+
+
+def test_interval_units_and_frames_are_canonical():
+    tree = rat.serialize(rat.to_tree(
+        "SELECT sum(age) OVER (ORDER BY age ROWS BETWEEN 1 PRECEDING AND UNBOUNDED FOLLOWING) "
+        "FROM singer WHERE age > 2 + INTERVAL '3 Hours'", SCHEMA, "postgres"))
+    assert "((1)Preceding)(Unbounded_following)Rows" in tree
+    assert "((3)(hour)Interval)" in tree
+    node = rat.to_tree("SELECT INTERVAL '1 day 2 hours'", dialect="postgres").children[0]
+    assert rat.serialize(node) == "(('1 day 2 hours')Interval)"
+    leaves = {n.label: rat.node_kind(n, p) for p in node.postorder() for n in p.children}
+    assert leaves == {"'1 day 2 hours'": "value"}
 
 
 def test_like_and_ilike_by_dialect():
