@@ -236,7 +236,7 @@ class _Builder:
         limit = node.args.get("limit")
         offset = node.args.get("offset")
         if isinstance(limit, exp.Limit) and _is_all(limit.expression):
-            # LIMIT ALL (PostgreSQL) is no limit
+            # LIMIT ALL (PostgreSQL, DuckDB) is no limit; other dialects read `all` as a name
             offset = offset if offset is not None else limit.args.get("offset")
             limit = None
         if limit is not None:

@@ -22,6 +22,10 @@ DB = "supply_chain"
 POSTGRES = ("SELECT DISTINCT ON (country) name, rating::int FROM suppliers WHERE name ILIKE 'a%' "
             "ORDER BY country, rating DESC")
 TSQL = "SELECT TOP 5 [name] FROM products ORDER BY unit_price DESC"
+WINDOWS = ("SELECT country, count(*) FILTER (WHERE rating > 3), avg(rating) OVER (ORDER BY country "
+           "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM suppliers GROUP BY country LIMIT ALL")
+NAMED = ("SELECT country, avg(rating) OVER w FROM suppliers GROUP BY country "
+         "WINDOW w AS (ORDER BY country ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)")
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +61,19 @@ def test_other_dialects_score_against_the_demo_database(scorer, demo, dialect, s
     assert scored.features[0, names.index("exec_error")] == 0.0  # ran, as sqlglot writes it for SQLite
     with pytest.raises(Exception, match="DISTINCT ON|cannot parse|unsupported"):
         scorer.score(sql, schema=schemas[DB])  # read as SQLite, neither is SQL
+
+
+def test_filters_frames_and_named_windows_score_and_run(scorer, demo):
+    root, schemas = demo
+    names = list(scorer.saved.features_)
+    for sql in (WINDOWS, NAMED):
+        scored = scorer.score(sql, "Suppliers per country?", schema=schemas[DB], db_id=DB,
+                              database=database_path(root, DB), dialect="postgres")
+        assert_scored(scored, sql, {"Rows", "Preceding", "Current_row"})
+        assert scored.features[0, names.index("exec_error")] == 0.0  # ran, written for SQLite
+        if sql is WINDOWS:  # (a named window is read where it is used: its text is elsewhere)
+            assert "Filter" in {n.label for n in scored.nodes}
+            assert all(n.span is not None for n in scored.nodes)
 
 
 def test_sqlite_is_written_unchanged_and_other_dialects_for_sqlite():
