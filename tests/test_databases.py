@@ -21,6 +21,7 @@ import pytest
 
 import rat
 from model.data.databases import DatabaseError, open_database, schema_from_ddl
+from model.nodes.features import DatabaseProbe
 from model.synth.demo.databases import (
     generate_rows,
     load_database_specs,
@@ -337,22 +338,64 @@ def test_a_lost_connection_is_tried_again_once_and_never_read_as_a_failed_query(
     caller.close()
 
 
-def test_another_postgres_schema_is_read_through_the_urls_search_path(pg_demo):
+SCHEMAS = [
+    "CREATE SCHEMA IF NOT EXISTS sales", "CREATE SCHEMA IF NOT EXISTS archive",
+    "CREATE TABLE IF NOT EXISTS venues (venue_id INTEGER PRIMARY KEY, name TEXT)",
+    ("CREATE TABLE IF NOT EXISTS sales.invoices (invoice_id INTEGER PRIMARY KEY, "
+     "venue_id INTEGER REFERENCES venues (venue_id), region TEXT)"),
+    "CREATE TABLE IF NOT EXISTS sales.venues (other INTEGER)",  # public's venues comes first
+    "CREATE TABLE IF NOT EXISTS sales.notes (a INTEGER)",  # a name in two schemas off the path
+    "CREATE TABLE IF NOT EXISTS archive.notes (b INTEGER)",
+]
+MULTI_SCHEMA = {"venues": ("venue_id", "name"), "invoices": ("invoice_id", "venue_id", "region")}
+
+
+def assert_other_schemas_read(db) -> None:
+    """The tables ``db`` reads from a database holding SCHEMAS, the default search path."""
+    schema = db.schema()
+    assert {t: c for t, c in schema.tables.items()} == MULTI_SCHEMA
+    assert "invoices.invoice_id" in schema.primary_keys
+    # (DuckDB has no foreign keys across schemas)
+    assert db.dialect == "duckdb" or ("invoices.venue_id", "venues.venue_id") in schema.foreign_keys
+    assert db.table_name("invoices") == '"sales"."invoices"' and db.table_name("venues") == '"venues"'
+    probe = DatabaseProbe(db)
+    assert probe.value_in_column("invoices", "region", "'North'", like=False) == (1.0, 1.0)
+    assert db.execute("SELECT count(*) FROM sales.invoices") == ([(1,)], None)
+
+
+def test_tables_of_other_postgres_schemas_are_read_by_their_names(postgres_server):
+    """The search path's tables first (as PostgreSQL resolves a name), then those of other
+    schemas whose names are theirs alone; their lookups name their schema."""
     import psycopg
 
-    url, admin = pg_demo
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute("CREATE SCHEMA IF NOT EXISTS sales")
-        conn.execute("CREATE TABLE IF NOT EXISTS sales.invoices (invoice_id INTEGER PRIMARY KEY, total REAL)")
-        conn.execute("GRANT USAGE ON SCHEMA sales TO rat_scorer")
-        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA sales TO rat_scorer")
+    url = postgres_server.create_database("schemas")
+    with psycopg.connect(postgres_server.url("schemas", admin=True), autocommit=True) as conn:
+        for statement in SCHEMAS:
+            conn.execute(statement)
+        if conn.execute("SELECT count(*) FROM sales.invoices").fetchone()[0] == 0:
+            conn.execute("INSERT INTO venues VALUES (1, 'Hall')")
+            conn.execute("INSERT INTO sales.invoices VALUES (1, 1, 'North')")
+        conn.execute("GRANT USAGE ON SCHEMA sales, archive TO rat_scorer")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public, sales, archive TO rat_scorer")
     with open_database(url) as db:
-        assert "invoices" not in db.schema().tables and "venues" in db.schema().tables
-    joiner = "&" if "?" in url else "?"
-    with open_database(url + joiner + "options=-csearch_path%3Dsales") as db:
+        assert_other_schemas_read(db)
+    with open_database(url + "?options=-csearch_path%3Dsales,public") as db:  # sales first
         schema = db.schema()
-        assert schema.tables["invoices"] == ("invoice_id", "total") and "invoices.invoice_id" in schema.primary_keys
-        assert db.execute("SELECT count(*) FROM sales.invoices") == ([(0,)], None)
+        assert schema.tables["venues"] == ("other",) and schema.tables["invoices"][0] == "invoice_id"
+        assert db.table_name("invoices") == '"invoices"' and "notes" in schema.tables
+
+
+def test_tables_of_other_duckdb_schemas_are_read_by_their_names(tmp_path):
+    import duckdb
+
+    path = tmp_path / "schemas.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        for statement in SCHEMAS:
+            conn.execute(statement.replace(" REFERENCES venues (venue_id)", ""))
+        conn.execute("INSERT INTO venues VALUES (1, 'Hall')")
+        conn.execute("INSERT INTO sales.invoices VALUES (1, 1, 'North')")
+    with open_database(path) as db:
+        assert_other_schemas_read(db)
 
 
 def test_a_password_with_an_at_sign_is_masked_whole():

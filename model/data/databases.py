@@ -47,6 +47,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -219,6 +220,47 @@ def _one_line(error: BaseException) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class _Tables:
+    """The tables a database with schemas (PostgreSQL, DuckDB) is read as: ``columns`` (table,
+    column, type), ``elsewhere`` (lowercase table -> its schema, for a table read from a schema
+    off the search path) and ``picked`` ((schema, table) pairs, to pick their keys)."""
+
+    columns: Rows
+    elsewhere: dict[str, str]
+    picked: set[tuple[str, str]]
+
+
+def _pick_tables(rows: Rows, search_path: list[str]) -> _Tables:
+    """One table for each name, as the database resolves a name written without a schema: the
+    first schema of the search path that has it; a name no schema on the path has is read from
+    the one other schema that has it (a name in two such schemas is left out: it needs its
+    schema written, and `rat` reads `sales.t` as `t`).
+
+    >>> rows = [("public", "t", "a", "int"), ("sales", "t", "b", "int"),
+    ...         ("sales", "inv", "id", "int"), ("x", "u", "c", "int"), ("y", "u", "d", "int")]
+    >>> picked = _pick_tables(rows, ["public"])
+    >>> picked.columns, picked.elsewhere
+    ([('t', 'a', 'int'), ('inv', 'id', 'int')], {'inv': 'sales'})
+    """
+    rank = {schema: k for k, schema in enumerate(search_path)}
+    schemas: dict[str, list[str]] = {}
+    for schema, table, _, _ in rows:
+        found = schemas.setdefault(table.lower(), [])
+        if schema not in found:
+            found.append(schema)
+    chosen: dict[str, str] = {}
+    elsewhere: dict[str, str] = {}
+    for table, found in schemas.items():
+        on_path = sorted((s for s in found if s in rank), key=rank.__getitem__)
+        if on_path:
+            chosen[table] = on_path[0]
+        elif len(found) == 1:
+            chosen[table] = elsewhere[table] = found[0]
+    columns = [(t, c, d) for schema, t, c, d in rows if chosen.get(t.lower()) == schema]
+    return _Tables(columns, elsewhere, {(s, t) for s, t, _, _ in rows if chosen.get(t.lower()) == s})
+
+
 class Database:
     """One database opened read-only (see the module's text). Use ``open_database``."""
 
@@ -231,6 +273,7 @@ class Database:
         self.name = name  # for messages: the password masked
         self.timeout_s, self.max_rows, self.max_result_bytes = timeout_s, max_rows, max_result_bytes
         self._names: dict[str, tuple[str, dict[str, str]]] | None = None
+        self._picked: _Tables | None = None  # the tables read, where the database has schemas
         self._schemas: dict[str, rat.Schema] = {}  # db_id -> the schema read, once per object
         self._lock = threading.Lock()  # one statement at a time on the connection
 
@@ -291,9 +334,12 @@ class Database:
         return quote_char + name.replace(quote_char, quote_char * 2) + quote_char
 
     def table_name(self, table: str) -> str:
-        """The quoted name of ``table`` (a schema's lowercase name) as the database spells it."""
+        """The quoted name of ``table`` (a schema's lowercase name) as the database spells it,
+        with its schema where that is not on the search path (PostgreSQL, DuckDB)."""
         spelled = self._spelling().get(table.lower())
-        return self.quote(spelled[0] if spelled else table)
+        name = self.quote(spelled[0] if spelled else table)
+        elsewhere = self._picked.elsewhere.get(table.lower()) if self._picked else None
+        return name if elsewhere is None else f"{self.quote(elsewhere)}.{name}"
 
     def column_name(self, table: str, column: str) -> str:
         spelled = self._spelling().get(table.lower())
@@ -333,9 +379,9 @@ class Database:
 
     def schema(self, db_id: str = "") -> rat.Schema:
         """Tables, columns (with their declared types), primary and foreign keys, read from the
-        database's catalogue (PostgreSQL: the connection's current schema, the first of its
-        ``search_path``; MySQL: its database; DuckDB: its current schema), once per ``Database``:
-        open a new one to read a schema changed since."""
+        database's catalogue (MySQL: its database; PostgreSQL and DuckDB: every schema, one table
+        per name as `_pick_tables` picks it), once per ``Database``: open a new one to read a
+        schema changed since."""
         if db_id not in self._schemas:
             self._schemas[db_id] = self._read_schema(db_id)
         return self._schemas[db_id]
@@ -366,10 +412,25 @@ class Database:
         return rows
 
     def _columns(self) -> Rows:  # (table, column, declared type), in table then column order
+        if self._picked is None:
+            self._picked = _pick_tables(self._all_columns(), self._search_path())
+        return self._picked.columns
+
+    def _all_columns(self) -> Rows:  # (schema, table, column, declared type), where schemas exist
+        raise NotImplementedError
+
+    def _search_path(self) -> list[str]:
         raise NotImplementedError
 
     def _primary_keys(self) -> Rows:  # (table, column)
         raise NotImplementedError
+
+    def _picked_keys(self, rows: Rows) -> Rows:
+        """Rows (schema, table, ...) of the tables read, without their schema."""
+        if self._picked is None:
+            self._columns()
+        picked = self._picked.picked if self._picked else set()
+        return [tuple(row[1:]) for row in rows if (row[0], row[1]) in picked]
 
     def _foreign_keys(self) -> Rows:  # (table, column, referenced table, referenced column)
         raise NotImplementedError
@@ -447,6 +508,9 @@ class SqliteDatabase(Database):
 # the transaction, so a function that takes one (ours to refuse by name, or a user's own) would
 # hold it for as long as the connection lives. A caller's connection keeps its locks.
 _UNLOCK = "SELECT pg_advisory_unlock_all()"
+
+
+_PG_SYSTEM_SCHEMAS = "('pg_catalog', 'information_schema')"
 
 
 class PostgresDatabase(Database):
@@ -536,30 +600,35 @@ class PostgresDatabase(Database):
         except psycopg.Error:
             conn.close()
 
-    def _columns(self):
+    def _search_path(self):
+        return [schema for schema, in self._catalogue("SELECT unnest(current_schemas(false))")]
+
+    def _all_columns(self):
         return self._catalogue(
-            "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
-            "JOIN information_schema.tables t ON t.table_schema = c.table_schema "
-            "AND t.table_name = c.table_name WHERE c.table_schema = current_schema() "
-            "AND t.table_type IN ('BASE TABLE', 'VIEW') ORDER BY c.table_name, c.ordinal_position")
+            "SELECT c.table_schema, c.table_name, c.column_name, c.data_type "
+            "FROM information_schema.columns c JOIN information_schema.tables t "
+            "ON t.table_schema = c.table_schema AND t.table_name = c.table_name "
+            f"WHERE c.table_schema NOT IN {_PG_SYSTEM_SCHEMAS} AND c.table_schema NOT LIKE 'pg\\_%' "
+            "AND t.table_type IN ('BASE TABLE', 'VIEW') ORDER BY c.table_name, c.table_schema, "
+            "c.ordinal_position")
 
     def _primary_keys(self):
-        return self._catalogue(
-            "SELECT cl.relname, a.attname FROM pg_constraint c JOIN pg_class cl ON cl.oid = c.conrelid "
+        return self._picked_keys(self._catalogue(
+            "SELECT n.nspname, cl.relname, a.attname FROM pg_constraint c "
+            "JOIN pg_class cl ON cl.oid = c.conrelid JOIN pg_namespace n ON n.oid = cl.relnamespace "
             "CROSS JOIN LATERAL unnest(c.conkey) WITH ORDINALITY AS k(col, n) "
             "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col "
-            "WHERE c.contype = 'p' AND cl.relnamespace = current_schema()::regnamespace "
-            "ORDER BY cl.relname, k.n")
+            "WHERE c.contype = 'p' ORDER BY cl.relname, k.n"))
 
     def _foreign_keys(self):
-        return self._catalogue(
-            "SELECT cl.relname, a.attname, rcl.relname, ra.attname FROM pg_constraint c "
+        return self._picked_keys(self._catalogue(
+            "SELECT n.nspname, cl.relname, a.attname, rcl.relname, ra.attname FROM pg_constraint c "
             "JOIN pg_class cl ON cl.oid = c.conrelid JOIN pg_class rcl ON rcl.oid = c.confrelid "
+            "JOIN pg_namespace n ON n.oid = cl.relnamespace "
             "CROSS JOIN LATERAL unnest(c.conkey, c.confkey) WITH ORDINALITY AS k(col, rcol, n) "
             "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col "
             "JOIN pg_attribute ra ON ra.attrelid = c.confrelid AND ra.attnum = k.rcol "
-            "WHERE c.contype = 'f' AND cl.relnamespace = current_schema()::regnamespace "
-            "ORDER BY cl.relname, c.conname, k.n")
+            "WHERE c.contype = 'f' ORDER BY cl.relname, c.conname, k.n"))
 
     def close(self) -> None:
         if self.owned:
@@ -760,25 +829,28 @@ class DuckDBDatabase(Database):
         finally:
             timer.cancel()
 
-    def _columns(self):
+    def _search_path(self):
+        return [schema for schema, in self._catalogue("SELECT current_schema()")]
+
+    def _all_columns(self):
         return self._catalogue(
-            "SELECT table_name, column_name, data_type FROM duckdb_columns() "
-            "WHERE schema_name = current_schema() AND database_name = current_database() "
-            "AND NOT internal ORDER BY table_oid, column_index")
+            "SELECT schema_name, table_name, column_name, data_type FROM duckdb_columns() "
+            "WHERE database_name = current_database() AND NOT internal "
+            "ORDER BY table_oid, column_index")
 
     def _keys(self, kind: str) -> Rows:
         return self._catalogue(
-            "SELECT table_name, constraint_column_names, referenced_table, referenced_column_names "
-            f"FROM duckdb_constraints() WHERE constraint_type = '{kind}' "
-            "AND schema_name = current_schema() AND database_name = current_database() "
-            "ORDER BY table_oid, constraint_index")
+            "SELECT schema_name, table_name, constraint_column_names, referenced_table, "
+            f"referenced_column_names FROM duckdb_constraints() WHERE constraint_type = '{kind}' "
+            "AND database_name = current_database() ORDER BY table_oid, constraint_index")
 
     def _primary_keys(self):
-        return [(t, c) for t, cols, _, _ in self._keys("PRIMARY KEY") for c in cols]
+        return self._picked_keys([(s, t, c) for s, t, cols, _, _ in self._keys("PRIMARY KEY")
+                                  for c in cols])
 
     def _foreign_keys(self):
-        return [(t, c, rt, rc) for t, cols, rt, rcols in self._keys("FOREIGN KEY")
-                for c, rc in zip(cols, rcols or [])]
+        return self._picked_keys([(s, t, c, rt, rc) for s, t, cols, rt, rcols in self._keys("FOREIGN KEY")
+                                  for c, rc in zip(cols, rcols or [])])
 
     def close(self) -> None:
         if self.owned:
