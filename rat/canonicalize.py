@@ -548,7 +548,10 @@ class _Resolver:
         defined: dict[str, exp.Window] = {}
         for definition in definitions:
             self.named_window(definition, defined)
-            defined[definition.name.lower()] = definition
+            name = definition.name.lower()
+            if name in defined:
+                raise RATError(f"window {definition.name!r} is defined twice", self.sql)
+            defined[name] = definition
         for window in list(node.find_all(exp.Window)):
             if window.args.get("alias") is not None and window.find_ancestor(exp.Select) is node \
                     and not any(window is d for d in definitions):

@@ -90,6 +90,8 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("sqlite", "SELECT sum(age) OVER w FROM singer", "window 'w' is not defined"),
     ("sqlite", "SELECT sum(age) OVER v FROM singer WINDOW w AS (ORDER BY age)",
      "window 'v' is not defined"),
+    ("postgres", "SELECT sum(age) OVER w FROM singer WINDOW w AS (ORDER BY age), w AS (ORDER BY name)",
+     "window 'w' is defined twice"),
 ])
 def test_constructs_refused_where_they_do_not_belong(dialect, sql, construct):
     with pytest.raises(rat.RATError) as info:
