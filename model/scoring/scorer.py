@@ -580,7 +580,8 @@ class Scorer:
             matrices = [m[:, :model_columns] for m in batch.features]
             deadline = budget.deadline if budget is not None else None
             check_deadline(deadline)
-            scored = (self._boosted(batch.examples, matrices, reasons, databases, deadline)
+            schemas = [batch.schemas.get(e.db_id) for e in batch.examples]
+            scored = (self._boosted(batch.examples, matrices, reasons, databases, schemas, deadline)
                       if self.saved is not None else self._neural(batch.examples))
             for k, (j, example, (conf, site, query_conf, why, x)) in enumerate(zip(batch.keys, batch.examples, scored)):
                 row = rows[j]
@@ -640,15 +641,15 @@ class Scorer:
         return [m[:, columns] for m in matrices]
 
     def _boosted(self, examples: list, matrices: list[np.ndarray], reasons: bool,
-                 with_database: list[bool], deadline: float | None = None) -> list[tuple]:
+                 with_database: list[bool], schemas: list, deadline: float | None = None) -> list[tuple]:
         saved = self.saved
         x_all = np.vstack(matrices)
         raw_all = saved.raw_node_probability(x_all)
         site_all = saved.site_score(x_all, raw_all, [e.node_arity for e in examples])
         sizes = np.cumsum([len(m) for m in matrices])[:-1]
         out = []
-        for e, x, raw, site, database in zip(examples, matrices, np.split(raw_all, sizes),
-                                             np.split(site_all, sizes), with_database):
+        for e, x, raw, site, database, schema in zip(examples, matrices, np.split(raw_all, sizes),
+                                                     np.split(site_all, sizes), with_database, schemas):
             conf, query_conf = saved.confidences(raw, database)
             why: dict[int, list[Reason]] = {}
             if reasons:
@@ -656,8 +657,8 @@ class Scorer:
                 look = int(np.nanargmax(site)) if not np.isnan(site).all() else int(np.argmin(conf))
                 least = np.argsort(conf, kind="stable")[:REASON_NODES]
                 low = sorted({int(i) for i in least if conf[i] < REASONS_BELOW} | {look})
-                why = explain_nodes(saved, x, low, _contexts(e), [kind_group(t) for t in e.node_types], conf,
-                                    database)
+                why = explain_nodes(saved, x, low, _contexts(e, schema), [kind_group(t) for t in e.node_types],
+                                    conf, database)
             out.append((conf, site, float(query_conf), why, x))
         return out
 
@@ -674,12 +675,29 @@ class Scorer:
         return out
 
 
-def _contexts(example) -> list[ReasonContext]:
-    """What each node's reasons may name: its label, and for a literal the compared column."""
+def _contexts(example, schema: rat.Schema | None = None) -> list[ReasonContext]:
+    """What each node's reasons may name: its label, and for a literal the compared column; a
+    column as the schema names it (a self-join's `suppliers_2.name` is `suppliers.name`).
+
+    >>> from model.nodes.examples import NodeExample
+    >>> nodes = list(rat.to_tree("SELECT b.name FROM suppliers a JOIN suppliers b ON a.id = b.boss "
+    ...                          "WHERE b.name = 'x'").postorder())
+    >>> kinds = [k if k in ("table", "column", "value") else n.label
+    ...          for k, n in ((rat.node_kind(n), n) for n in nodes)]
+    >>> e = NodeExample("q", "db", "s", "", "", [], [], kinds, None,
+    ...                 node_names=[n.label for n in nodes], node_arity=[len(n.children) for n in nodes])
+    >>> contexts = _contexts(e, rat.Schema({"suppliers": ["id", "boss", "name"]}))
+    >>> [c.label for c in contexts if c.kind == "column"], contexts[2].compared_column
+    (['suppliers.name', 'suppliers.name', 'suppliers.id', 'suppliers.boss'], 'suppliers.name')
+    """
     from model.nodes.features import COMPARISONS, tree_shape
 
     shape = tree_shape(example.node_arity)
     names, kinds = example.node_names, example.node_types
+
+    def named(label: str) -> str:
+        return (schema.source(label) or label) if schema is not None else label
+
     out = []
     for i, (name, kind) in enumerate(zip(names, kinds)):
         column = None
@@ -687,8 +705,10 @@ def _contexts(example) -> list[ReasonContext]:
             p = shape.parent[i]
             if p >= 0 and kinds[p] in COMPARISONS:
                 columns = [names[c] for c in shape.children[p] if kinds[c] == "column"]
-                column = columns[0] if len(columns) == 1 else None
+                column = named(columns[0]) if len(columns) == 1 else None
             name = literal_of(name)
+        elif kind == "column":
+            name = named(name)
         out.append(ReasonContext(label=name, kind=kind, compared_column=column))
     return out
 
