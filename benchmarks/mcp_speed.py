@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,15 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from model.cli_types import non_negative_int, positive_int
+from model.metrics import percentile
 
 DB = "concert_singer"
 SQL = "SELECT name, country FROM singer WHERE age > 20 ORDER BY age DESC"
 QUESTION = "Names and countries of singers older than 20, oldest first?"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def over_stdio(data_root: Path, calls: int, warmup: int) -> tuple[list[float], int]:
@@ -83,11 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no {DB} database under --data-root {args.data_root}")
     times, failures = asyncio.run(over_stdio(args.data_root, args.calls, args.warmup))
     local = in_process(args.data_root, args.in_process_calls)
-    p50, local_p50 = statistics.median(times), statistics.median(local)
+    p50, local_p50 = percentile(times, 50), percentile(local, 50)
     print(f"rat-mcp score_sql over stdio, {args.calls} sequential calls ({DB}, with its database): "
-          f"p50 {p50 * 1000:.1f} ms, p95 {percentile(times, 0.95) * 1000:.1f} ms, failures {failures}")
+          f"p50 {p50 * 1000:.1f} ms, p95 {percentile(times, 95) * 1000:.1f} ms, failures {failures}")
     print(f"Scorer.check in process, {args.in_process_calls} calls: p50 {local_p50 * 1000:.1f} ms, "
-          f"p95 {percentile(local, 0.95) * 1000:.1f} ms; MCP / in process {p50 / local_p50:.2f}x")
+          f"p95 {percentile(local, 95) * 1000:.1f} ms; MCP / in process {p50 / local_p50:.2f}x")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 

@@ -16,7 +16,6 @@ shipped one ``--turns`` times (the ratio of their means is what to read on a noi
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -34,7 +33,9 @@ import numpy as np
 from model.cli_types import existing_path, positive_float, positive_int
 from model.data.datasets import database_path, load_questions, load_schemas
 from model.data.predictions import load_predictions
+from model.metrics import percentile
 from model.scoring import RowError, Scorer
+from tests.servers import free_port
 
 SHARED = Path(os.environ.get("RAT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 REPO = Path(__file__).resolve().parents[1]
@@ -108,12 +109,6 @@ def newest_neural_run() -> Path | None:
     return runs[-1].parent if runs else None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def post(url: str, query: dict) -> tuple[int, float]:
     body = json.dumps({"queries": [query]}).encode()
     start = time.perf_counter()
@@ -161,7 +156,7 @@ def service(root: Path, rows: list[dict], n_latency: int, load_seconds: float) -
         proc.terminate()
         proc.wait(timeout=10)
     ms = np.array(latencies) * 1000
-    return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
+    return {"p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95),
             "requests": sum(c[0] + c[1] for c in counts), "failed": sum(c[1] for c in counts),
             "load_rps": sum(c[0] for c in counts) / load_seconds}
 

@@ -32,15 +32,12 @@ import threading
 import time
 from pathlib import Path
 
-from model.cli_types import positive_int
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from model.cli_types import positive_int
+from model.metrics import percentile
+from tests.servers import free_port
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
@@ -191,13 +188,6 @@ def health_poller(port: int, stop: threading.Event, out: list[float]) -> None:
         time.sleep(0.05)
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
-
-
 def flood_body(db_id: str) -> bytes:
     """The largest body ``rat-serve`` reads by default: 64 queries of 10,000 characters of SQL,
     each with a 3,000-character question."""
@@ -232,11 +222,11 @@ def phase(name: str, port: int, pid: int, queries: list[dict], clients: int, sec
             "normal_requests": len(results), "requests_per_s": len(results) / seconds,
             "normal_ok": len(latencies), "normal_5xx": sum(500 <= s < 600 for _, s in results),
             "normal_no_answer": sum(s == 0 for _, s in results),
-            "p50_ms": 1000 * percentile(latencies, 0.5), "p95_ms": 1000 * percentile(latencies, 0.95),
+            "p50_ms": 1000 * percentile(latencies, 50), "p95_ms": 1000 * percentile(latencies, 95),
             "hostile_requests": sum(len(c.results) for c in bad),
             "hostile_statuses": dict(sorted(_count(s for c in bad for _, s in c.results).items())),
             "hostile_max_s": max((t for c in bad for t, _ in c.results), default=float("nan")),
-            "health_requests": len(health), "health_p95_ms": 1000 * percentile(health, 0.95),
+            "health_requests": len(health), "health_p95_ms": 1000 * percentile(health, 95),
             "health_max_ms": 1000 * max(health, default=float("nan")),
             "server_cpu_ms_per_request": 1000 * server_cpu / max(1, len(results) + sum(len(c.results) for c in bad)),
             "rss_before_mb": rss_before, "rss_after_mb": rss_after, "rss_peak_mb": peak, "pss_after_mb": pss_after}

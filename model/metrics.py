@@ -361,6 +361,19 @@ def bootstrap_indices(size: int, n: int = 1000, seed: int = 0, groups: ArrayLike
         yield np.concatenate([members[starts[g]:starts[g + 1]] for g in picked])
 
 
+def percentile(values: ArrayLike, q: float) -> float:
+    """The ``q``-th percentile (0 to 100) of measured ``values`` (latencies), as one of them: the
+    value at the nearest rank (a half rank up); nan when there are none.
+
+    >>> percentile([30, 10, 20, 40], 50), percentile([1, 2, 3, 4, 5], 95), percentile([], 95)
+    (30.0, 5.0, nan)
+    """
+    ordered = np.sort(np.asarray(values, dtype=float))
+    if ordered.size == 0:
+        return float("nan")
+    return float(ordered[min(ordered.size - 1, int(q / 100 * (ordered.size - 1) + 0.5))])
+
+
 def percentile_interval(values: ArrayLike, level: float = 0.95) -> tuple[float, float]:
     """The central ``level`` percentile interval of bootstrap ``values``, ignoring non-finite
     ones; ``(nan, nan)`` when none is finite."""

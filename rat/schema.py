@@ -71,10 +71,20 @@ class Schema:
         table, _, name = column.rpartition(".")
         if not table:
             return None
-        for candidate in [table] if table in self._column_sets else qualifiers(table):
+        for candidate in self.tables_of(table):
             if name in self._column_sets.get(candidate, ()):
                 return f"{candidate}.{name}"
         return None
+
+    def tables_of(self, qualifier: str) -> list[str]:
+        """The tables a column qualifier of a canonical tree may stand for, nearest first: a
+        table of the schema is itself; any other name as `qualifiers` reads it (``t_2``: ``t``).
+
+        >>> s = Schema({"t": ["a"], "sales_2023": ["z"], "sales": ["region"]})
+        >>> s.tables_of("sales_2023"), s.tables_of("t_2")
+        (['sales_2023'], ['t_2', 't'])
+        """
+        return [qualifier] if qualifier in self._column_sets else qualifiers(qualifier)
 
     @classmethod
     def of(cls, schema: "Schema | Mapping | None", db_id: str = "") -> "Schema | None":

@@ -841,7 +841,7 @@ def _column_features(row: np.ndarray, col: dict, name: str, schema: rat.Schema |
         row[col["table_in_tree"]] = 1.0
         return
     if table:  # a self-join's `t_2` is the table `t` of the FROM clause (`rat.Schema.source`)
-        names = [table] if schema is not None and table in schema.tables else rat.schema.qualifiers(table)
+        names = schema.tables_of(table) if schema is not None else rat.schema.qualifiers(table)
         own = next((t for t in names if t in tree_tables), None)
         row[col["table_word_share"]] = question.word_share(words(own or table))
         row[col["table_in_tree"]] = float(own is not None)
