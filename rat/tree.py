@@ -370,7 +370,7 @@ class _Builder:
         if kind in _SET_OPERATIONS or kind is exp.Select or kind is exp.Subquery:
             return self.query(node, ctes)
         if kind is exp.Exists:
-            return Node("Exists", (self.query(node.this, ctes),))
+            return Node("Exists", (self.exists(node.this, ctes),))
         if kind is exp.Distinct:
             return Node("Distinct", [self.expr(e, ctes) for e in node.expressions])
         if kind is exp.Greatest or kind is exp.Least:
@@ -422,6 +422,22 @@ class _Builder:
                 else self.expr(path, ctes)
             return Node(label, (self.expr(node.this, ctes), path))
         raise self.unsupported(node)
+
+    def exists(self, query: exp.Expression, ctes) -> Node:
+        """What EXISTS reads: whether its query has rows. The SELECT list of a plain SELECT does
+        not change that, so `EXISTS (SELECT 1 FROM t WHERE c)`, `.. (SELECT * ..)` and
+        `.. (SELECT t.id ..)` are one `Exists(Selection(c, t))`; a list with an aggregate and no
+        GROUP BY (one row, always) is kept."""
+        tree = self.query(query, ctes)
+        select = query.this if isinstance(query, exp.Subquery) else query
+        if tree.label != "Project" or type(select) is not exp.Select or "with_" in select.args:
+            return tree
+        args = select.args
+        if not any(args.get(k) is not None for k in ("from_", "where", "group", "having", "qualify")):
+            return tree  # no relation: `SELECT 1` is its one row
+        if args.get("group") is None and any(p.find(exp.AggFunc) for p in select.expressions):
+            return tree
+        return tree.children[-1]
 
     def interval(self, node: exp.Interval, ctes) -> Node:
         """`Interval(amount, unit)`, the unit in the singular and lower case; `INTERVAL '7 days'`,
