@@ -429,3 +429,27 @@ def test_a_consensus_model_reads_every_system_of_a_question_whatever_the_order(c
     for k in grouped:
         assert not np.isnan(apart[k].features[:, agreement]).any()  # the other systems were read
         assert apart[k].to_dict() == together[k].to_dict()
+
+
+def test_a_query_that_did_not_run_says_why_in_its_result_and_reasons(singers):
+    """A query that fails, or does not finish in the time limit, counts as failing to run
+    (`exec_error`); the result, its JSON row, its printout and the reason say which."""
+    schema = {"singer": ["singer_id", "name", "country"]}
+    scorer = Scorer.pretrained()
+    ran = scorer.score("SELECT name FROM singer WHERE country = 'France'", "Singers from France?",
+                       schema=schema, database=singers)
+    assert ran.execution_error is None and "execution_error" not in ran.to_dict()
+    failed = scorer.score("SELECT nme FROM singer WHERE country = 'France'", "Singers from France?",
+                          schema=schema, database=singers)
+    assert failed.execution_error == "OperationalError: no such column: nme"
+    assert failed.to_dict()["execution_error"] == failed.execution_error
+    assert "did not run on the database: OperationalError: no such column: nme" in str(failed)
+    texts = {r.text for n in failed.nodes for r in n.reasons if r.feature == "exec_error"}
+    assert texts == {"the query fails to run on the database (OperationalError: no such column: nme)"}
+    slow = Scorer(scorer.saved, feature_timeout_s=1e-6)
+    cross = ", ".join(f"singer s{k}" for k in range(20))  # 2**20 rows to count
+    timed_out = slow.score(f"SELECT count(*) FROM {cross}", "How many?", schema=schema, database=singers)
+    assert timed_out.execution_error.startswith("timeout after")
+    assert timed_out.features[0, list(scorer.saved.features_).index("exec_error")] == 1.0
+    assert render("exec_error", 1.0, ReasonContext("Count", "Count", execution_error="timeout after 5 s")) == \
+        "the query did not finish (timeout after 5 s): read as failing to run"

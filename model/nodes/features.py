@@ -45,7 +45,7 @@ import threading
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -478,6 +478,9 @@ class NodeFeatures:
     names: tuple[str, ...]
     values: np.ndarray  # (nodes, features), float64 with NaN for "not applicable / unknown"
     result_digest: str | None = None  # the predicted query's result (multiset), for consensus
+    # why the predicted query did not run (a timeout, a result over the budget, the database's
+    # error), which `exec_error` counts as a failure to run; None where it ran or had no database
+    execution_error: str | None = None
 
 
 SCAN_ROWS = 100_000  # rows of a column a literal lookup reads at most: a large database costs no more
@@ -809,7 +812,7 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
         link_sum[i] = (0.0 if math.isnan(share) else share) + sum(link_sum[c] for c in kids)
         link_count[i] = (0 if math.isnan(share) else 1) + sum(link_count[c] for c in kids)
         x[i, col["subtree_mean_link"]] = link_sum[i] / link_count[i] if link_count[i] else NAN
-    return NodeFeatures(SINGLE_FEATURES, x, digest)
+    return NodeFeatures(SINGLE_FEATURES, x, digest, None if error == "no database" else error)
 
 
 def _descendants(i: int, shape: Shape) -> list[int]:
@@ -1082,6 +1085,8 @@ class FeatureReport:
     nodes: int = 0
     cache_hits: int = 0
     seconds: float = 0.0
+    # each example's `NodeFeatures.execution_error` (None for rows read from the cache)
+    execution_errors: list[str | None] = field(default_factory=list)
 
     def __str__(self) -> str:
         rate = self.nodes / self.seconds if self.seconds else float("inf")
@@ -1157,6 +1162,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
             print(f"  features: {k + 1}/{len(examples)} examples, {time.perf_counter() - start:.0f} s",
                   flush=True)
     matrices = [t.values for t in singles]
+    report.execution_errors = [t.execution_error for t in singles]
     names = SINGLE_FEATURES
     if lm:
         extra = lm_span_features(examples, schemas, progress=progress, lm_model=None if lm is True else lm,

@@ -39,6 +39,7 @@ class ReasonContext:
     label: str  # the node's label: "singer.name", "'Alameda'", "Count"
     kind: str  # table | column | value | the operator label
     compared_column: str | None = None  # for a literal: the column it is compared with
+    execution_error: str | None = None  # why the query did not run on its database
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,22 @@ def _table(ctx: ReasonContext) -> str:
 
 def _cue_words(cue: str) -> str:
     return " / ".join(f"'{c}'" for c in CUES[cue][:3])
+
+
+def _failed_run(error: str | None) -> str:
+    """Why the query counts as failing to run, as far as it is known.
+
+    >>> _failed_run("timeout after 5 s"), _failed_run("OperationalError: no such column: x")
+    ('the query did not finish (timeout after 5 s): read as failing to run', 'the query fails to run on the database (OperationalError: no such column: x)')
+    """
+    if not error:
+        return "the query fails to run on the database"
+    error = error if len(error) <= 120 else error[:119] + "…"
+    if error.startswith("timeout"):
+        return f"the query did not finish ({error}): read as failing to run"
+    if error.startswith(("result has more than", "result larger than")):
+        return f"the query's result is over the limit ({error}): read as failing to run"
+    return f"the query fails to run on the database ({error})"
 
 
 def _yes(v: float) -> bool:
@@ -140,8 +157,7 @@ _TEMPLATES: dict[str, Callable[[float, ReasonContext], str]] = {
                                                  if not _yes(v) else "its literals are found in their columns"),
     "question_numbers_unused": lambda v, c: f"{v:.0f} number(s) in the question are not used by the query",
     # execution
-    "exec_error": lambda v, c: ("the query fails to run on the database" if _yes(v)
-                                else "the query runs on the database"),
+    "exec_error": lambda v, c: _failed_run(c.execution_error) if _yes(v) else "the query runs on the database",
     "exec_empty": lambda v, c: "the query returns no rows" if _yes(v) else "the query returns rows",
     "exec_log_rows": lambda v, c: f"the query returns {round(math.expm1(v)):,} row(s)",
     "exec_columns": lambda v, c: f"the query returns {v:.0f} column(s)",

@@ -128,6 +128,9 @@ class ScoredQuery:
     # like this one (the same site-score bin), was on an error site; None when the model has none
     look_here_reliability: float | None = None
     with_database: bool = True  # scored with its database (execution features, values) or without
+    # why the query did not run on its database (`timeout after 5 s`, `more than 1000000 rows`,
+    # the database's error); None where it ran or was scored without one
+    execution_error: str | None = None
     # label shift (model.label_shift): the file's estimated rate of right queries, and this
     # query's confidence before it was moved to that rate; None where the file was not shifted
     label_shift: RateShift | None = field(default=None, repr=False)
@@ -146,6 +149,7 @@ class ScoredQuery:
                 "runner_up": self.runner_up,
                 "runner_up_span": list(second.span) if second is not None and second.span else None,
                 "nodes": [n.to_dict() for n in self.nodes],
+                **({"execution_error": self.execution_error} if self.execution_error else {}),
                 **({"query_confidence_unshifted": round(self.unshifted_confidence, 6),
                     "label_shift": self.label_shift.to_dict()} if self.label_shift is not None else {})}
 
@@ -563,8 +567,8 @@ class Scorer:
                     {"node_names": example.node_names, "node_arity": example.node_arity}))
                 batch.spans.append(_written(located, sql))
         if self.saved is not None and batch.examples:
-            batch.features = self._features(batch.examples, batch.schemas, batch.databases, features or (),
-                                            budget.deadline, batch.dialects)
+            batch.features, batch.execution_errors = self._features(
+                batch.examples, batch.schemas, batch.databases, features or (), budget.deadline, batch.dialects)
             batch.columns = features
         return batch
 
@@ -581,7 +585,8 @@ class Scorer:
             deadline = budget.deadline if budget is not None else None
             check_deadline(deadline)
             schemas = [batch.schemas.get(e.db_id) for e in batch.examples]
-            scored = (self._boosted(batch.examples, matrices, reasons, databases, schemas, deadline)
+            errors = batch.execution_errors or [None] * len(batch.examples)
+            scored = (self._boosted(batch.examples, matrices, reasons, databases, schemas, errors, deadline)
                       if self.saved is not None else self._neural(batch.examples))
             for k, (j, example, (conf, site, query_conf, why, x)) in enumerate(zip(batch.keys, batch.examples, scored)):
                 row = rows[j]
@@ -593,6 +598,7 @@ class Scorer:
                                        why, batch.trees[k] if batch.trees else None,
                                        batch.spans[k] if batch.spans else None, batch.dialects[k])
                 results[j].with_database = bool(databases[k])
+                results[j].execution_error = errors[k]
                 if self.saved is not None:
                     results[j].look_here_reliability = self._reliability(
                         results[j].nodes[results[j].look_here_first].site_score, databases[k])
@@ -620,13 +626,15 @@ class Scorer:
         return list(self.saved.features_) + [n for n in extra if n not in self.saved.features_]
 
     def _features(self, examples: list, schemas: dict, databases: dict, extra: Sequence[str] = (),
-                  deadline: float | None = None, dialects: Sequence[str] | None = None) -> list[np.ndarray]:
+                  deadline: float | None = None, dialects: Sequence[str] | None = None
+                  ) -> tuple[list[np.ndarray], list[str | None]]:
         """Each example's matrix of the saved model's features, in the model's column order,
-        then the columns of ``extra`` the model does not read."""
+        then the columns of ``extra`` the model does not read; and why each query did not run
+        on its database (None where it ran or had none)."""
         from model.nodes.features import CONSENSUS_FEATURES, LM_FEATURES, build_features
 
         wanted = set(self.saved.features_) | set(extra)
-        matrices, names, _ = build_features(
+        matrices, names, report = build_features(
             examples, schemas, databases, consensus=bool(wanted & set(CONSENSUS_FEATURES)),
             use_cache=False, timeout_s=self.feature_timeout_s, progress=False, deadline=deadline,
             max_result_bytes=self.max_result_bytes, dialects=dialects,
@@ -638,18 +646,19 @@ class Scorer:
         if missing:
             raise ModelFileError(f"the model reads features this version does not compute: {missing}")
         columns = [index[n] for n in order]
-        return [m[:, columns] for m in matrices]
+        return [m[:, columns] for m in matrices], report.execution_errors
 
-    def _boosted(self, examples: list, matrices: list[np.ndarray], reasons: bool,
-                 with_database: list[bool], schemas: list, deadline: float | None = None) -> list[tuple]:
+    def _boosted(self, examples: list, matrices: list[np.ndarray], reasons: bool, with_database: list[bool],
+                 schemas: list, errors: list, deadline: float | None = None) -> list[tuple]:
         saved = self.saved
         x_all = np.vstack(matrices)
         raw_all = saved.raw_node_probability(x_all)
         site_all = saved.site_score(x_all, raw_all, [e.node_arity for e in examples])
         sizes = np.cumsum([len(m) for m in matrices])[:-1]
         out = []
-        for e, x, raw, site, database, schema in zip(examples, matrices, np.split(raw_all, sizes),
-                                                     np.split(site_all, sizes), with_database, schemas):
+        for e, x, raw, site, database, schema, error in zip(
+                examples, matrices, np.split(raw_all, sizes), np.split(site_all, sizes), with_database,
+                schemas, errors):
             conf, query_conf = saved.confidences(raw, database)
             why: dict[int, list[Reason]] = {}
             if reasons:
@@ -657,8 +666,8 @@ class Scorer:
                 look = int(np.nanargmax(site)) if not np.isnan(site).all() else int(np.argmin(conf))
                 least = np.argsort(conf, kind="stable")[:REASON_NODES]
                 low = sorted({int(i) for i in least if conf[i] < REASONS_BELOW} | {look})
-                why = explain_nodes(saved, x, low, _contexts(e, schema), [kind_group(t) for t in e.node_types],
-                                    conf, database)
+                why = explain_nodes(saved, x, low, _contexts(e, schema, error),
+                                    [kind_group(t) for t in e.node_types], conf, database)
             out.append((conf, site, float(query_conf), why, x))
         return out
 
@@ -675,9 +684,11 @@ class Scorer:
         return out
 
 
-def _contexts(example, schema: rat.Schema | None = None) -> list[ReasonContext]:
+def _contexts(example, schema: rat.Schema | None = None, execution_error: str | None = None
+              ) -> list[ReasonContext]:
     """What each node's reasons may name: its label, and for a literal the compared column; a
-    column as the schema names it (a self-join's `suppliers_2.name` is `suppliers.name`).
+    column as the schema names it (a self-join's `suppliers_2.name` is `suppliers.name`); why
+    the query did not run.
 
     >>> from model.nodes.examples import NodeExample
     >>> nodes = list(rat.to_tree("SELECT b.name FROM suppliers a JOIN suppliers b ON a.id = b.boss "
@@ -709,7 +720,8 @@ def _contexts(example, schema: rat.Schema | None = None) -> list[ReasonContext]:
             name = literal_of(name)
         elif kind == "column":
             name = named(name)
-        out.append(ReasonContext(label=name, kind=kind, compared_column=column))
+        out.append(ReasonContext(label=name, kind=kind, compared_column=column,
+                                 execution_error=execution_error))
     return out
 
 
@@ -792,6 +804,7 @@ class _Batch:
     databases: dict
     positions: list[int]  # each row's position in the whole input
     features: list[np.ndarray] = field(default_factory=list)
+    execution_errors: list = field(default_factory=list)  # each example's (Scorer._features)
     columns: tuple[str, ...] | None = None  # the features the results hold, when not the model's own
     trees: list = field(default_factory=list)
     spans: list = field(default_factory=list)
@@ -925,6 +938,8 @@ def format_scored(scored: ScoredQuery, color: bool = False) -> str:
     emit(len(scored.nodes) - 1)
     look = scored.nodes[scored.look_here_first]
     lines.append(f"query confidence: {_paint(f'{scored.query_confidence:.2f}', scored.query_confidence, color)}")
+    if scored.execution_error:
+        lines.append(f"did not run on the database: {scored.execution_error}")
     then = ""
     if scored.runner_up is not None:
         second = scored.nodes[scored.runner_up]
