@@ -16,6 +16,7 @@ matplotlib.use("Agg")  # headless: tests, CI and servers have no display
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from model import metrics
 from model.eval.abstention import curve_area
@@ -140,7 +141,10 @@ def reliability_figure(methods: Mapping[str, Scores], binning: str = "uniform",
     for ax in axes[0][1:]:
         ax.set_ylabel("")
     if mappable is not None:
-        fig.colorbar(mappable, ax=list(axes[0]), shrink=0.85, label="samples in bin")
+        bar = fig.colorbar(mappable, ax=list(axes[0]), shrink=0.85, label="samples in bin")
+        # counts as plain numbers: with mathtext off (above) a log axis's `10^2` would print as TeX
+        bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        bar.ax.yaxis.set_minor_formatter(NullFormatter())
     axes[0][0].legend(loc="lower right", fontsize=8, framealpha=0.9)
     if suptitle:
         fig.suptitle(suptitle)
