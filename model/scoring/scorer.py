@@ -128,8 +128,8 @@ class ScoredQuery:
     # like this one (the same site-score bin), was on an error site; None when the model has none
     look_here_reliability: float | None = None
     with_database: bool = True  # scored with its database (execution features, values) or without
-    # why the query did not run on its database (`timeout after 5 s`, `more than 1000000 rows`,
-    # the database's error); None where it ran or was scored without one
+    # why the query did not run on its database (`timeout after 5 s`, `result has more than
+    # 1000000 rows`, the database's error); None where it ran or was scored without one
     execution_error: str | None = None
     # label shift (model.label_shift): the file's estimated rate of right queries, and this
     # query's confidence before it was moved to that rate; None where the file was not shifted
