@@ -54,9 +54,10 @@ _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
-# `->` gives JSON, `->>` (and SQLite's json_extract) the SQL value; jsonb's operators the same.
-_JSON = {exp.JSONExtract: "Json_extract", exp.JSONBExtract: "Json_extract",
-         exp.JSONExtractScalar: "Json_extract_text", exp.JSONBExtractScalar: "Json_extract_text"}
+# `->` gives JSON, `->>` its text (SQL value); jsonb's operators the same. Named apart from any
+# function: SQLite's json_extract(a, p) (`Json_extract`) gives a string's text, `a -> p` its JSON.
+_JSON = {exp.JSONExtract: "Json_get", exp.JSONBExtract: "Json_get",
+         exp.JSONExtractScalar: "Json_get_text", exp.JSONBExtractScalar: "Json_get_text"}
 # An interval's unit in the singular: `INTERVAL '7 days'` is `INTERVAL 7 DAY`.
 _INTERVAL_UNITS = frozenset({"microsecond", "millisecond", "second", "minute", "hour", "day", "week",
                              "month", "quarter", "year", "decade"})

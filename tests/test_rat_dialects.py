@@ -111,6 +111,13 @@ def test_json_paths_filters_and_limit_all_read_alike(dialect, native, sqlite):
     assert rat.to_tree(native, SCHEMA, dialect) == rat.to_tree(sqlite, SCHEMA)
 
 
+def test_a_json_operator_is_not_sqlites_json_extract():
+    """`a -> '$.k'` gives a string's JSON (`'"x"'`), json_extract(a, '$.k') its text (`'x'`)."""
+    arrow, function = (rat.to_tree(f"SELECT {e} FROM singer", SCHEMA)
+                       for e in ("name -> '$.k'", "json_extract(name, '$.k')"))
+    assert arrow != function and arrow.children[0].label == "Json_get"
+
+
 def test_limit_all_is_no_limit_where_the_dialect_has_it():
     assert rat.to_tree("SELECT name FROM singer LIMIT ALL OFFSET 2", SCHEMA, "postgres") == \
         rat.to_tree("SELECT name FROM singer OFFSET 2", SCHEMA, "postgres")
