@@ -53,6 +53,8 @@ _NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Exists": "N
 _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
+# Dialects whose now() is CURRENT_TIMESTAMP (SQLite has no now()).
+_NOW_IS_CURRENT_TIMESTAMP = frozenset({"postgres", "duckdb", "mysql"})
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
 # `->` gives JSON, `->>` its text (SQL value); jsonb's operators the same. Named apart from any
 # function: SQLite's json_extract(a, p) (`Json_extract`) gives a string's text, `a -> p` its JSON.
@@ -390,6 +392,8 @@ class _Builder:
                 return self.case(None, [when], arguments[2], ctes)
             if name == "count_big" and self.dialect.name == "tsql":
                 name = "count"  # SQL Server's COUNT_BIG: COUNT as a bigint
+            if name == "now" and not arguments and self.dialect.name in _NOW_IS_CURRENT_TIMESTAMP:
+                return Node("current_timestamp")
             # a date part (rat.canonicalize made it an exp.Var) is a name, as Extract's unit is
             return Node(name.capitalize(), [Node(a.name) if type(a) is exp.Var else self.expr(a, ctes)
                                             for a in arguments])

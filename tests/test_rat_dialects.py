@@ -118,6 +118,14 @@ def test_a_json_operator_is_not_sqlites_json_extract():
     assert arrow != function and arrow.children[0].label == "Json_get"
 
 
+@pytest.mark.parametrize("dialect", ["postgres", "duckdb", "mysql"])
+def test_now_is_current_timestamp_where_the_dialect_says_so(dialect):
+    now, stamp = (rat.to_tree(f"SELECT name FROM singer WHERE age > {e}", SCHEMA, dialect)
+                  for e in ("now()", "CURRENT_TIMESTAMP"))
+    assert now == stamp
+    assert rat.to_tree("SELECT now()") != rat.to_tree("SELECT CURRENT_TIMESTAMP")  # SQLite has none
+
+
 def test_limit_all_is_no_limit_where_the_dialect_has_it():
     assert rat.to_tree("SELECT name FROM singer LIMIT ALL OFFSET 2", SCHEMA, "postgres") == \
         rat.to_tree("SELECT name FROM singer OFFSET 2", SCHEMA, "postgres")
