@@ -27,7 +27,7 @@ RELATIONAL = frozenset(
 _VALUE_WORDS = frozenset({"null", "true", "false", "current_timestamp", "current_date",
                           "current_time"})
 # A numeric literal as `to_tree` writes it: `20`, `-1.5`, `1.`, `.5`, `1e5`, `2.5E-3`.
-_NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
+NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
 # Operators whose last child is a type, collation, date part or interval unit name, not a table
 # or column.
 _NAMED_ARGUMENT = frozenset({"Cast", "Collate", "Extract", "Interval"})
@@ -68,7 +68,7 @@ def node_kind(node: "Node", parent: "Node | None" = None) -> str:
         raise TypeError(f"node: expected a rat.Node, found {type(node).__name__}") from None
     if children:
         return "relation" if label in RELATIONAL else "operator"
-    if label[:1] == "'" or label in _VALUE_WORDS or _NUMBER.match(label):
+    if label[:1] == "'" or label in _VALUE_WORDS or NUMBER.match(label):
         return "value"
     if "." in label or label == "*":
         return "column"

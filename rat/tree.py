@@ -19,6 +19,7 @@ from rat.canonicalize import canonical_ast
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import RATError, internal_errors, with_deep_stack
+from rat.kinds import NUMBER
 from rat.node import Node
 from rat.schema import Schema
 
@@ -449,13 +450,9 @@ class _Builder:
         `INTERVAL '7' DAY` and `INTERVAL 7 DAY` are one node; an interval of several parts
         (`'1 day 2 hours'`) is `Interval('1 day 2 hours')`."""
         amount, unit = node.this, node.args.get("unit")
-        if isinstance(amount, exp.Literal) and amount.is_string and unit is not None:
-            try:
-                float(amount.this)
-            except ValueError:
-                pass
-            else:
-                amount = exp.Literal.number(amount.this.strip())
+        if isinstance(amount, exp.Literal) and amount.is_string and unit is not None \
+                and NUMBER.match(amount.this.strip()):  # not 'nan' / 'inf', which float() reads
+            amount = exp.Literal.number(amount.this.strip())
         if unit is None:
             return Node("Interval", (self.expr(amount, ctes),))
         name = unit.name.lower()

@@ -145,6 +145,8 @@ def test_interval_units_and_frames_are_canonical():
     assert rat.serialize(node) == "(('1 day 2 hours')Interval)"
     leaves = {n.label: rat.node_kind(n, p) for p in node.postorder() for n in p.children}
     assert leaves == {"'1 day 2 hours'": "value"}
+    odd = rat.to_tree("SELECT INTERVAL 'nan' DAY", dialect="postgres").children[0]
+    assert rat.serialize(odd) == "(('nan')(day)Interval)"  # a string, not a number (nor a column)
 
 
 def test_like_and_ilike_by_dialect():
