@@ -18,6 +18,7 @@ Spellings that always mean the same are written one way, so that they get one tr
 - A table defined by ``WITH t AS (..)`` is read like the same subquery written in FROM: its
   columns are qualified ``derived.c`` (``derived_2.c``, ... for the next ones in the same FROM),
   as those of a subquery are. The tree builder already puts the CTE's query where it is read.
+  ``WITH RECURSIVE t AS (base UNION [ALL] step)`` reads ``t`` in its step the same way.
 """
 
 import logging
@@ -464,11 +465,15 @@ class _Resolver:
         with_ = node.args.get("with_")
         if with_ is not None:
             ctes = dict(ctes)
+            recursive = bool(with_.args.get("recursive"))
             for cte in with_.expressions:
-                names = self.query(cte.this, outer, ctes, keep_aliases=True)
                 name = self.fold(cte.alias, cte.args["alias"].this)
-                self.set_name(cte.args["alias"].this, name)
                 column_names = [self.fold(c.name, c) for c in cte.args["alias"].columns]
+                if recursive and self.reads(cte.this, name):
+                    names = self.recursive(cte.this, name, column_names, outer, ctes)
+                else:
+                    names = self.query(cte.this, outer, ctes, keep_aliases=True)
+                self.set_name(cte.args["alias"].this, name)
                 ctes[name] = frozenset(column_names or names)
         if isinstance(node, exp.SetOperation):
             names = self.query(node.this, outer, ctes, keep_aliases)
@@ -480,6 +485,25 @@ class _Resolver:
         if isinstance(node, exp.Select):
             return self.select(node, outer, ctes, keep_aliases)
         raise RATError(f"unsupported construct {type(node).__name__!r}", self.sql)
+
+    def reads(self, query: exp.Expression, name: str) -> bool:
+        """Whether `query` reads a table named `name` (a CTE reading itself is recursive)."""
+        return any(isinstance(t.this, exp.Identifier) and self.fold(t.name, t.this) == name
+                   for t in query.find_all(exp.Table))
+
+    def recursive(self, body: exp.Expression, name: str, column_names: list, outer: tuple,
+                  ctes: dict) -> list:
+        """Resolve the query of ``WITH RECURSIVE name AS (body)``: a base query, UNION [ALL], a
+        step that reads `name` (the rows made so far) as it reads any CTE; the base's output
+        column names."""
+        if not isinstance(body, exp.Union) or self.reads(body.this, name) or any(
+                body.args.get(k) is not None for k in ("order", "limit", "offset")):
+            raise RATError(f"unsupported construct 'WITH RECURSIVE {name}': expected a query, "
+                           f"UNION [ALL], then a query reading {name}", self.sql)
+        names = self.query(body.this, outer, ctes, keep_aliases=True)
+        ctes = {**ctes, name: frozenset(column_names or names)}
+        self.query(body.expression, outer, ctes, keep_aliases=True)
+        return names
 
     def select(self, node: exp.Select, outer: tuple, ctes: dict, keep_aliases: bool) -> list:
         """Resolve a SELECT in place; its output column names when `keep_aliases` (a derived

@@ -21,7 +21,7 @@ KINDS = ("relation", "table", "column", "value", "operator")
 RELATIONAL = frozenset(
     {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Groupby",
      "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct", "Union", "Union_all",
-     "Intersect", "Except", "Qualify", "Distinct_on"}
+     "Intersect", "Except", "Qualify", "Distinct_on", "Recursive"}
 )
 # Leaves that are values although they are written as words.
 _VALUE_WORDS = frozenset({"null", "true", "false", "current_timestamp", "current_date",
@@ -44,7 +44,8 @@ _JOINS = frozenset({"Left_join", "Right_join", "Full_join"})
 
 
 def node_kind(node: "Node", parent: "Node | None" = None) -> str:
-    """One of `KINDS`: ``relation`` (a relational operator), ``table``, ``column``, ``value``
+    """One of `KINDS`: ``relation`` (a relational operator, or ``Recursion``: the rows a
+    recursive CTE has made so far, read by its step), ``table``, ``column``, ``value``
     (a constant: literal, NULL, TRUE, ``current_timestamp``, the type of a CAST) or
     ``operator`` (any other inner node, or a function called without arguments).
 
@@ -53,8 +54,8 @@ def node_kind(node: "Node", parent: "Node | None" = None) -> str:
 
     >>> from rat.node import Node
     >>> [node_kind(Node(x)) for x in ("singer", "singer.name", "*", "'x'", "-10", "1e5",
-    ...                               "current_timestamp", "Random")]
-    ['table', 'column', 'column', 'value', 'value', 'value', 'value', 'operator']
+    ...                               "current_timestamp", "Random", "Recursion")]
+    ['table', 'column', 'column', 'value', 'value', 'value', 'value', 'operator', 'relation']
     >>> cast = Node("Cast", (Node("t.a"), Node("real")))
     >>> node_kind(cast), node_kind(cast.children[1], cast)
     ('operator', 'value')
@@ -68,6 +69,8 @@ def node_kind(node: "Node", parent: "Node | None" = None) -> str:
         raise TypeError(f"node: expected a rat.Node, found {type(node).__name__}") from None
     if children:
         return "relation" if label in RELATIONAL else "operator"
+    if label == "Recursion":  # a recursive CTE's step reading the rows made so far
+        return "relation"
     if label[:1] == "'" or label in _VALUE_WORDS or NUMBER.match(label):
         return "value"
     if "." in label or label == "*":

@@ -2,7 +2,9 @@
 
 A SELECT becomes, from the leaves up:
 Table / Product / Left_join -> Selection -> Groupby -> Having -> Qualify -> Project ->
-Distinct / Distinct_on -> Orderby_asc / Orderby_desc -> Limit; relational operators take their expressions first and
+Distinct / Distinct_on -> Orderby_asc / Orderby_desc -> Limit; a CTE is its query, put where it
+is read, and a recursive one `Recursive(Union(base, step))` with its own rows read by the step
+as a `Recursion` leaf; relational operators take their expressions first and
 their input relation last, as in the paper's `((1)((player.heaviness)((..)(player)Project)
 Orderby_desc)Limit)`. A SELECT without FROM has no input relation: `SELECT 1 WHERE 1 = 1` is
 ``((1)(((1)(1)Eq)Selection)Project)``.
@@ -29,7 +31,7 @@ MAX_DEPTH = 1000
 
 # on_step(step, expression, node, core): after the builder made `node` from the sqlglot
 # `expression`. Steps: "expr" (an expression), "relation" (a FROM item), "query" (a SELECT,
-# set operation or subquery), "from" (a SELECT's FROM clause with its joins), "select" (a
+# set operation, subquery or recursive CTE), "from" (a SELECT's FROM clause with its joins), "select" (a
 # whole SELECT, modifiers included), "modifiers" (ORDER BY / LIMIT / OFFSET of a query; `core`
 # is the relation they were applied to). Children are reported before their parents.
 BuildObserver = Callable[[str, exp.Expression, Node, "Node | None"], None]
@@ -155,11 +157,16 @@ class _Builder:
             return self.query(node.this, ctes)
         with_ = node.args.get("with_")
         if with_ is not None:
-            if with_.args.get("recursive"):
-                raise RATError("unsupported construct 'WITH RECURSIVE'", self.sql)
             ctes = dict(ctes)
+            recursive = with_.args.get("recursive")
             for cte in with_.expressions:
-                ctes[cte.alias] = self.query(cte.this, ctes)
+                name = cte.alias
+                if recursive and any(t.name == name for t in cte.this.find_all(exp.Table)):
+                    # its step reads the rows made so far: a `Recursion` leaf
+                    body = self.query(cte.this, {**ctes, name: Node("Recursion")})
+                    ctes[name] = self.recursive(cte, Node("Recursive", (body,)))
+                else:
+                    ctes[name] = self.query(cte.this, ctes)
         if isinstance(node, exp.Select):
             return self.select(node, ctes)
         label = _SET_OPERATIONS.get(type(node))
@@ -298,6 +305,10 @@ class _Builder:
         if using:
             return [Node("Using", [self.expr(c, ctes) for c in using])]
         return []
+
+    def recursive(self, cte: exp.CTE, node: Node) -> Node:
+        """The `Recursive` node of a recursive CTE (the observed builder reports it)."""
+        return node
 
     def relation(self, node: exp.Expression, ctes) -> Node:
         if isinstance(node, exp.Table):
@@ -561,6 +572,10 @@ class _ObservedBuilder(_Builder):
         result = super().modifiers(node, relation, ctes)
         self.on_step("modifiers", node, result, relation)
         return result
+
+    def recursive(self, cte, node):
+        self.on_step("query", cte, node, None)
+        return node
 
     def from_clause(self, node, ctes):
         result = super().from_clause(node, ctes)

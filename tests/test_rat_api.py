@@ -190,6 +190,9 @@ def test_align_tokens(pred, gold, expected):
     # a table function is no table: it was read as a table of no name, `()`
     ("SELECT value FROM json_each('[1, 2]')", "unsupported construct 'table function json_each' in FROM"),
     ("SELECT * FROM t JOIN read_csv('x.csv') AS r ON t.a = r.a", "'table function read_csv' in FROM"),
+    # a recursive CTE is a query, UNION [ALL], then a step reading it
+    ("WITH RECURSIVE c(x) AS (SELECT x + 1 FROM c) SELECT x FROM c", "'WITH RECURSIVE c': expected"),
+    ("WITH RECURSIVE c(x) AS (SELECT x FROM c UNION ALL SELECT 1) SELECT x FROM c", "'WITH RECURSIVE c'"),
 ])
 def test_sql_rat_cannot_read_faithfully_is_a_rat_error_with_a_short_message(sql, problem):
     for dialect in sorted(rat.DIALECTS):

@@ -76,6 +76,19 @@ def test_filters_frames_and_named_windows_score_and_run(scorer, demo):
             assert all(n.span is not None for n in scored.nodes)
 
 
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_a_recursive_cte_scores_and_runs(scorer, demo, dialect):
+    root, schemas = demo
+    sql = ("WITH RECURSIVE r(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM r WHERE k < 5) "
+           "SELECT r.k, count(s.supplier_id) FROM r LEFT JOIN suppliers AS s ON s.rating = r.k GROUP BY r.k")
+    scored = scorer.score(sql, "How many suppliers have each rating from 1 to 5?", schema=schemas[DB],
+                          database=database_path(root, DB), db_id=DB, dialect=dialect)
+    assert_scored(scored, sql, {"Recursive", "Recursion", "Union_all", "Left_join"})
+    assert all(n.span is not None for n in scored.nodes)
+    assert scored.execution_error is None
+    assert scored.features[0, list(scorer.saved.features_).index("exec_error")] == 0.0
+
+
 def test_sqlite_is_written_unchanged_and_other_dialects_for_sqlite():
     assert sqlite_sql("SELECT name FROM t WHERE name LIKE 'a%'") == "SELECT name FROM t WHERE name LIKE 'a%'"
     assert "ROW_NUMBER()" in sqlite_sql(POSTGRES, "postgres")
