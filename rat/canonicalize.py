@@ -667,13 +667,17 @@ class _Resolver:
             name = self.fold(node.name, node.this)
             if self.dialect is not SQLITE and node._meta:  # BigQuery's `proj.ds.t`
                 node._meta.pop("quoted_table", None)
+            other = self.other_schema(node, name)
             if "db" in args or "catalog" in args:
-                for key in ("db", "catalog"):
-                    node.set(key, None)
+                node.set("catalog", None)
+                if other is None:
+                    node.set("db", None)
+                else:
+                    self.set_name(args["db"], other)
             self.set_name(node.this, name)
             columns = ctes.get(name)
-            if columns is None and self.schema is not None:
-                columns = self.schema.columns(name)
+            if columns is None and self.schema is not None and other is None:
+                columns = self.schema.columns(name)  # (another schema's `t`: its columns unknown)
             alias = self.fold(node.alias, node.args.get("alias") and node.args["alias"].this)
             # A CTE is read as the subquery it names (`derived`), a table by its own name.
             qualifier = self.qualifier("derived" if name in ctes else name, scope)
@@ -699,6 +703,17 @@ class _Resolver:
             node.set("alias", exp.TableAlias(this=exp.to_identifier(qualifier)))
         else:
             raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
+
+    def other_schema(self, table: exp.Table, name: str) -> str | None:
+        """The schema written before table `name` (lowercased) where the schema reads `name`
+        from another one (`Schema.table_schemas`): that ``s.t`` is another table. Else None:
+        the schema is dropped, as it is where the schema does not say."""
+        db = table.args.get("db")
+        if db is None or self.schema is None or not self.schema.table_schemas:
+            return None
+        read_from = self.schema.table_schemas.get(name)
+        written = db.name.lower()
+        return written if read_from is not None and written != read_from else None
 
     @staticmethod
     def qualifier(name: str, scope: _Scope) -> str:

@@ -21,16 +21,16 @@ KINDS = ("relation", "table", "column", "value", "operator")
 RELATIONAL = frozenset(
     {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Groupby",
      "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct", "Union", "Union_all",
-     "Intersect", "Except", "Qualify", "Distinct_on", "Recursive"}
+     "Intersect", "Except", "Qualify", "Distinct_on", "Recursive", "In_schema"}
 )
 # Leaves that are values although they are written as words.
 _VALUE_WORDS = frozenset({"null", "true", "false", "current_timestamp", "current_date",
                           "current_time"})
 # A numeric literal as `to_tree` writes it: `20`, `-1.5`, `1.`, `.5`, `1e5`, `2.5E-3`.
 NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
-# Operators whose last child is a type, collation, date part or interval unit name, not a table
-# or column.
-_NAMED_ARGUMENT = frozenset({"Cast", "Collate", "Extract", "Interval"})
+# Operators whose last child is a type, collation, date part, interval unit or schema name, not
+# a table or column.
+_NAMED_ARGUMENT = frozenset({"Cast", "Collate", "Extract", "Interval", "In_schema"})
 # Date functions that name their date part first (Snowflake's and SQL Server's DATEADD(day, ..),
 # MySQL's TIMESTAMPDIFF(day, ..)) or last (BigQuery's DATE_DIFF(a, b, DAY)); date_trunc both
 # ways: Snowflake writes the part first, BigQuery last. Kept in step with rat.canonicalize.
@@ -39,7 +39,7 @@ DATE_PART_FIRST = frozenset({"dateadd", "datediff", "datediff_big", "datepart", 
 DATE_PART_LAST = frozenset({"date_diff", "datetime_diff", "timestamp_diff", "time_diff", "date_trunc",
                             "datetime_trunc", "timestamp_trunc", "time_trunc", "last_day"})
 # Relational operators every child of which is a relation (join conditions are operators).
-_ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Except"})
+_ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Except", "In_schema"})
 _JOINS = frozenset({"Left_join", "Right_join", "Full_join"})
 
 

@@ -10,7 +10,10 @@ class Schema:
     """Tables and their columns (all names lowercased), keys and column types.
 
     `primary_keys` and `column_types` use ``"table.column"`` names; `foreign_keys` are
-    ``("table.column", "other_table.column")`` pairs.
+    ``("table.column", "other_table.column")`` pairs. `table_schemas`, for a database with
+    schemas (PostgreSQL, DuckDB), names the schema each table is read from: a query's ``s.t``
+    with another schema ``s`` reads another table, and `rat.to_tree` keeps it apart
+    (``In_schema(t, s)``); without it (tables.json, a mapping) a table's schema is dropped.
 
     >>> s = Schema({"Singer": ["Singer_ID", "Name"], "concert": ["concert_ID", "singer_id"]})
     >>> s.tables["singer"]
@@ -24,6 +27,7 @@ class Schema:
     foreign_keys: tuple[tuple[str, str], ...] = ()
     column_types: dict[str, str] = field(default_factory=dict)
     db_id: str = ""
+    table_schemas: dict[str, str] = field(default_factory=dict)
     _column_index: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _column_sets: dict[str, frozenset[str]] = field(init=False, repr=False, compare=False)
 
@@ -37,6 +41,9 @@ class Schema:
         )
         object.__setattr__(
             self, "column_types", {k.lower(): v for k, v in self.column_types.items()}
+        )
+        object.__setattr__(
+            self, "table_schemas", {k.lower(): v.lower() for k, v in self.table_schemas.items()}
         )
         index: dict[str, list[str]] = {}
         for table, columns in tables.items():
@@ -221,5 +228,8 @@ def _check_fields(schema: Schema) -> None:
     if not isinstance(schema.column_types, Mapping) or \
             not all(isinstance(k, str) and isinstance(v, str) for k, v in schema.column_types.items()):
         raise TypeError("schema: column_types: expected a mapping of 'table.column' -> type name")
+    if not isinstance(schema.table_schemas, Mapping) or \
+            not all(isinstance(k, str) and isinstance(v, str) for k, v in schema.table_schemas.items()):
+        raise TypeError("schema: table_schemas: expected a mapping of table -> schema name")
     if not isinstance(schema.db_id, str):
         raise TypeError(f"schema: db_id: expected a string, found {type(schema.db_id).__name__}")

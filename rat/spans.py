@@ -268,6 +268,11 @@ class _SpanRecorder:
                 self.claim(node, self.span(expression))
             if step == "expr":
                 self.typed_leaf(expression, node)
+            elif node.label == "In_schema" and isinstance(expression, exp.Table):
+                table, schema = node.children  # `sales.orders`: the schema's name, then the table's
+                found = self.find(expression, schema.label)
+                self.claim(schema, found)
+                self.claim(table, found and self.find(expression, table.label, found[1]))
         elif step == "modifiers":
             self.modifiers(expression, node, core)
         elif step == "select":

@@ -315,7 +315,9 @@ class _Builder:
             name = node.name
             if name in ctes:
                 return ctes[name]
-            return Node(self.name(node.this) if self.cased else name)
+            table = Node(self.name(node.this) if self.cased else name)
+            schema = node.args.get("db")  # kept only where it names another table (rat.Schema)
+            return table if schema is None else Node("In_schema", (table, Node(schema.name)))
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
         raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)

@@ -361,6 +361,18 @@ def assert_other_schemas_read(db) -> None:
     probe = DatabaseProbe(db)
     assert probe.value_in_column("invoices", "region", "'North'", like=False) == (1.0, 1.0)
     assert db.execute("SELECT count(*) FROM sales.invoices") == ([(1,)], None)
+    # a schema written where the table is read from is dropped; another is another table
+    home = "main" if db.dialect == "duckdb" else "public"
+    assert schema.table_schemas == {"venues": home, "invoices": "sales"}
+
+    def tree(sql):
+        return rat.to_tree(sql, schema, dialect=db.dialect)
+
+    assert tree(f"SELECT name FROM {home}.venues") == tree("SELECT name FROM venues")
+    assert tree("SELECT region FROM sales.invoices") == tree("SELECT region FROM invoices")
+    shadowed = tree("SELECT count(*) FROM sales.venues")  # not public's venues
+    assert shadowed != tree("SELECT count(*) FROM venues")
+    assert shadowed.children[1] == rat.Node("In_schema", (rat.Node("venues"), rat.Node("sales")))
 
 
 def test_tables_of_other_postgres_schemas_are_read_by_their_names(postgres_server):
@@ -450,6 +462,18 @@ def test_the_schema_read_from_each_database_is_the_declared_one(pg_demo, mysql_d
     ddl_schema = schema_from_ddl(";\n".join(ddl(spec, "postgres")), "postgres", DB_ID)
     assert {t: list(c) for t, c in ddl_schema.tables.items()} == tables
     assert set(ddl_schema.primary_keys) == primary and set(ddl_schema.foreign_keys) == foreign
+
+
+def test_ddl_tables_of_schemas_keep_their_schema_and_the_first_of_a_name_is_read():
+    schema = schema_from_ddl("CREATE TABLE sales.invoices (id INT, region TEXT); "
+                             "CREATE TABLE archive.invoices (id INT, closed DATE); "
+                             "CREATE TABLE venues (id INT)", "postgres")
+    assert schema.tables == {"invoices": ("id", "region"), "venues": ("id",)}
+    assert schema.table_schemas == {"invoices": "sales"}
+    tree = lambda sql: rat.to_tree(sql, schema, dialect="postgres")
+    assert tree("SELECT region FROM sales.invoices") == tree("SELECT region FROM invoices")
+    assert "In_schema" in rat.serialize(tree("SELECT id FROM archive.invoices"))
+    assert tree("SELECT id FROM public.venues") == tree("SELECT id FROM venues")  # its schema unknown
 
 
 def test_results_are_the_same_on_every_backend(pg_demo, mysql_demo, duck_demo, demo):

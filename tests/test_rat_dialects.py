@@ -222,3 +222,26 @@ def test_quoted_mixed_case_names_the_schema_holds_are_the_schemas_names():
     assert {"user.full name", "orders.userid", "user"} <= labels and '"Other"' in labels
     without = {n.label for n in rat.to_tree(sql, None, dialect="postgres").postorder()}
     assert '"User"."Full Name"' in without  # no schema: names keep their case and quotes
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "duckdb", "snowflake"])
+def test_a_table_of_another_schema_is_another_table_where_the_schema_says_so(dialect):
+    schema = rat.Schema({"orders": ["id", "status"], "customers": ["id"]},
+                        table_schemas={"orders": "public", "customers": "public"})
+    tree = lambda sql, s=schema: rat.to_tree(sql, s, dialect=dialect)
+    gold = tree("SELECT status FROM orders WHERE id = 3")
+    assert tree("SELECT status FROM public.orders WHERE id = 3") == gold
+    pred = "SELECT a.status FROM archive.orders AS a JOIN customers ON customers.id = a.id"
+    wrong = tree(pred)
+    in_schema = next(n for n in wrong.postorder() if n.label == "In_schema")
+    assert [(c.label, rat.node_kind(c, in_schema)) for c in in_schema.children] == [
+        ("orders", "table"), ("archive", "value")]
+    # the table's name is in gold; its schema, and what holds it, are not
+    labels = dict(zip((n.label for n in wrong.postorder()), rat.label_nodes(wrong, gold)))
+    assert labels["orders"] == 1 and labels["archive"] == labels["In_schema"] == 0
+    spans = rat.sql_spans(pred, wrong, schema, dialect=dialect)
+    assert spans.unmapped == 0
+    texts = {n.label: spans.text(i) for i, n in enumerate(wrong.postorder())}
+    assert texts["archive"] == "archive" and texts["In_schema"].startswith("archive.orders")
+    # a schema that does not say where its tables are read from: every schema is dropped
+    assert tree("SELECT status FROM archive.orders WHERE id = 3", {"orders": ["id", "status"]}) == gold

@@ -224,7 +224,8 @@ def _one_line(error: BaseException) -> str:
 class _Tables:
     """The tables a database with schemas (PostgreSQL, DuckDB) is read as: ``columns`` (table,
     column, type), ``elsewhere`` (lowercase table -> its schema, for a table read from a schema
-    off the search path) and ``picked`` ((schema, table) pairs, to pick their keys)."""
+    off the search path) and ``picked`` ((schema, table) pairs: their keys are read, and
+    `rat.Schema.table_schemas` says which schema each table is read from)."""
 
     columns: Rows
     elsewhere: dict[str, str]
@@ -235,7 +236,7 @@ def _pick_tables(rows: Rows, search_path: list[str]) -> _Tables:
     """One table for each name, as the database resolves a name written without a schema: the
     first schema of the search path that has it; a name no schema on the path has is read from
     the one other schema that has it (a name in two such schemas is left out: it needs its
-    schema written, and `rat` reads `sales.t` as `t`).
+    schema written, and `rat` reads such a `sales.t` as a table it does not know).
 
     >>> rows = [("public", "t", "a", "int"), ("sales", "t", "b", "int"),
     ...         ("sales", "inv", "id", "int"), ("x", "u", "c", "int"), ("y", "u", "d", "int")]
@@ -400,9 +401,12 @@ class Database:
         for table, column, declared in columns:
             tables.setdefault(table, []).append(column)
             types[f"{table}.{column}"] = str(declared or "")
+        # where the database has schemas, the one each table is read from: `rat` keeps a
+        # query's `archive.orders` apart from the `orders` of the search path
+        read_from = {t: s for s, t in self._picked.picked} if self._picked else {}
         return rat.Schema(tables, primary_keys=tuple(f"{t}.{c}" for t, c in primary),
                           foreign_keys=tuple((f"{t}.{c}", f"{rt}.{rc}") for t, c, rt, rc in foreign),
-                          column_types=types, db_id=db_id)
+                          column_types=types, db_id=db_id, table_schemas=read_from)
 
     def _catalogue(self, sql: str) -> Rows:
         with self._lock:
@@ -983,8 +987,10 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     """The schema ``CREATE TABLE`` statements (written in ``dialect``) declare: tables, columns
     and their types, primary keys (column or table constraints) and foreign keys (``REFERENCES``
     in a column or a ``FOREIGN KEY`` clause; one without columns points at the parent's primary
-    key). Other statements (indexes, views, inserts) are skipped. ``UsageError`` naming
-    ``source`` when the text does not parse or declares no table.
+    key). Other statements (indexes, views, inserts) are skipped. A table's schema
+    (``sales.invoices``) goes to `rat.Schema.table_schemas`; a name declared in two schemas is
+    read from the first. ``UsageError`` naming ``source`` when the text does not parse or
+    declares no table.
 
     >>> s = schema_from_ddl('''CREATE TABLE singer (singer_id INT PRIMARY KEY, name VARCHAR(20));
     ... CREATE TABLE concert (id SERIAL, singer_id INT REFERENCES singer, PRIMARY KEY (id));''',
@@ -1011,6 +1017,7 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     types: dict[str, str] = {}
     primary: list[str] = []
     pending: list[tuple[str, str, str, str | None]] = []  # (table, column, parent, parent column)
+    declared_in: dict[str, str] = {}  # table -> the schema written before it ('' for none)
     for statement in statements:
         if not isinstance(statement, exp.Create) or str(statement.args.get("kind", "")).upper() != "TABLE":
             continue
@@ -1018,6 +1025,9 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
         if not isinstance(target, exp.Schema):  # CREATE TABLE .. AS SELECT: no declared columns
             continue
         table = target.this.name
+        if table.lower() in declared_in:
+            continue  # the name again (in another schema): the first one declared is read
+        declared_in[table.lower()] = target.this.text("db").lower()
         columns = tables.setdefault(table, [])
 
         def references(ref, table=table) -> tuple[str, list[str]]:
@@ -1065,4 +1075,5 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
             parent_column = keys[0]
         foreign.append((f"{table}.{column}", f"{parent}.{parent_column}"))
     return rat.Schema(tables, primary_keys=tuple(primary), foreign_keys=tuple(foreign),
-                      column_types=types, db_id=db_id)
+                      column_types=types, db_id=db_id,
+                      table_schemas={t: s for t, s in declared_in.items() if s})
