@@ -69,6 +69,15 @@ _SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY
                              "SUBSTRING"})
 # Function names that are one function in every dialect rat reads: the canonical name.
 _SAME_FUNCTIONS = {"substring": "substr"}
+# Functions read in FROM, and the columns of their rows where the query does not name them:
+# () for one column, named by the function (or, in PostgreSQL, by the alias).
+_TABLE_FUNCTION_COLUMNS = {
+    **dict.fromkeys(("generate_series", "unnest", "range", "generate_subscripts", "regexp_split_to_table",
+                     "string_to_table", "json_array_elements", "json_array_elements_text",
+                     "jsonb_array_elements", "jsonb_array_elements_text"), ()),
+    **dict.fromkeys(("json_each", "json_tree", "jsonb_each", "json_each_text", "jsonb_each_text"),
+                    ("key", "value", "type", "atom", "id", "parent", "fullkey", "path")),
+}
 
 
 # Date part names a date function takes unquoted (rat.kinds.DATE_PART_FIRST / _LAST say where).
@@ -657,11 +666,26 @@ class _Resolver:
         if pivots:  # `t PIVOT (...)`: sqlglot keeps it on the table, and writing it drops it
             raise RATError(f"unsupported construct {'UNPIVOT' if pivots[0].args.get('unpivot') else 'PIVOT'!r}",
                            self.sql)
+        if isinstance(node, exp.Lateral):  # reads the FROM items before it
+            if node.args.get("view") or not self.dialect.lateral:  # (Hive's LATERAL VIEW)
+                raise RATError("unsupported construct 'LATERAL'", self.sql)
+            if node.args.get("cross_apply") is False:  # a left join without its keyword
+                raise RATError("unsupported construct 'OUTER APPLY'", self.sql)
+            if isinstance(node.this, exp.Subquery):
+                names = self.query(node.this.this, (scope, *outer), ctes, keep_aliases=True)
+                alias = node.args.get("alias") or node.this.args.get("alias")
+                self.derived_source(node, alias, frozenset(names), scope)
+            else:
+                self.table_function(node, [node.this], scope, outer, ctes)
+            return
+        if isinstance(node, exp.Unnest):
+            self.table_function(node, node.expressions, scope, outer, ctes)
+            return
         if isinstance(node, exp.Table):
             args = node.args
-            if not isinstance(node.this, exp.Identifier):  # `FROM json_each(..)`, DuckDB's `read_csv(..)`
-                function = node.this.this if isinstance(node.this, exp.Anonymous) else type(node.this).__name__
-                raise RATError(f"unsupported construct 'table function {function}' in FROM", self.sql)
+            if not isinstance(node.this, exp.Identifier):  # `FROM generate_series(..)`, `json_each(..)`
+                self.table_function(node, [node.this], scope, outer, ctes)
+                return
             if args.get("joins"):
                 raise RATError("unsupported construct 'parenthesised join'", self.sql)
             name = self.fold(node.name, node.this)
@@ -693,16 +717,46 @@ class _Resolver:
                 node.set("alias", exp.TableAlias(this=self.identifier(qualifier)))
         elif isinstance(node, exp.Subquery):
             names = self.query(node.this, outer, ctes, keep_aliases=True)
-            qualifier = self.qualifier("derived", scope)
-            scope.derived.add(qualifier)
-            alias = self.fold(node.alias, node.args.get("alias") and node.args["alias"].this)
-            scope.sources[qualifier] = frozenset(names)
-            scope.nodes[qualifier] = node
-            if alias:
-                scope.aliases[alias] = qualifier
-            node.set("alias", exp.TableAlias(this=exp.to_identifier(qualifier)))
+            self.derived_source(node, node.args.get("alias"), frozenset(names), scope)
         else:
             raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
+
+    def derived_source(self, node: exp.Expression, alias: exp.TableAlias | None,
+                       columns: frozenset | None, scope: _Scope) -> None:
+        """A FROM item read as a derived table (a subquery, a table function): ``derived``,
+        ``derived_2``, ... with the columns its alias names (``AS s(x, y)``), else `columns`
+        (None: unknown)."""
+        if alias is not None and alias.columns:
+            columns = frozenset(self.fold(c.name, c) for c in alias.columns)
+        qualifier = self.qualifier("derived", scope)
+        scope.derived.add(qualifier)
+        scope.sources[qualifier] = columns
+        scope.nodes[qualifier] = node
+        name = self.fold(alias.name, alias.this) if alias is not None and alias.name else ""
+        if name:
+            scope.aliases[name] = qualifier
+        node.set("alias", exp.TableAlias(this=exp.to_identifier(qualifier),
+                                         columns=alias.columns if alias is not None else None))
+
+    def table_function(self, node: exp.Expression, calls: list, scope: _Scope, outer: tuple,
+                       ctes: dict) -> None:
+        """A function in FROM (`generate_series(1, 5) AS g(k)`, `unnest(t.tags) AS tag`, SQLite's
+        `json_each(t.j)`): its arguments read the FROM items before it, its rows are a derived
+        table whose columns are the alias's, else those `_TABLE_FUNCTION_COLUMNS` knows."""
+        if node.args.get("ordinality") or node.args.get("offset"):
+            raise RATError("unsupported construct 'WITH ORDINALITY' in FROM", self.sql)
+        call = calls[0] if len(calls) == 1 else None
+        if isinstance(call, exp.Table | exp.Subquery | exp.Select) or not calls:
+            raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
+        self.expression(calls, scope, (scope, *outer), ctes, {}, "from")
+        alias = node.args.get("alias")
+        function = call.name.lower() if isinstance(call, exp.Anonymous) else \
+            ("unnest" if isinstance(node, exp.Unnest) else "")
+        columns = _TABLE_FUNCTION_COLUMNS.get(function)
+        if columns == ():  # one column, named by the alias (PostgreSQL) or the function
+            name = self.fold(alias.name, alias.this) if alias is not None and alias.name else ""
+            columns = (function, name) if name else (function,)
+        self.derived_source(node, alias, frozenset(columns) if columns else None, scope)
 
     def other_schema(self, table: exp.Table, name: str) -> str | None:
         """The schema written before table `name` (lowercased) where the schema reads `name`

@@ -34,6 +34,7 @@ class Dialect:
     double_quoted_strings: bool = False
     distinct_on: bool = False  # SELECT DISTINCT ON (..)
     qualify: bool = False  # QUALIFY <condition on window results>
+    lateral: bool = False  # JOIN LATERAL (..) (SQL Server: CROSS APPLY)
 
     @property
     def case_sensitive(self) -> bool:
@@ -60,13 +61,14 @@ class Dialect:
 DIALECTS = {
     "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
-                        distinct_on=True),
-    "mysql": Dialect("mysql", like_ignores_case=True),
-    "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True),
+                        distinct_on=True, lateral=True),
+    "mysql": Dialect("mysql", like_ignores_case=True, lateral=True),
+    "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
+                      lateral=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
-                         qualify=True),
+                         qualify=True, lateral=True),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True),
-    "tsql": Dialect("tsql", like_ignores_case=True),
+    "tsql": Dialect("tsql", like_ignores_case=True, lateral=True),
 }
 SQLITE = DIALECTS["sqlite"]
 

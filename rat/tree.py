@@ -311,6 +311,13 @@ class _Builder:
         return node
 
     def relation(self, node: exp.Expression, ctes) -> Node:
+        if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
+            return self.expr(node.this, ctes)  # a function's rows: `Generate_series(1, 5)`
+        if isinstance(node, exp.Lateral):  # the subquery or function, reading what is before it
+            return self.query(node.this.this, ctes) if isinstance(node.this, exp.Subquery) \
+                else self.expr(node.this, ctes)
+        if isinstance(node, exp.Unnest):
+            return Node("Unnest", [self.expr(e, ctes) for e in node.expressions])
         if isinstance(node, exp.Table):
             name = node.name
             if name in ctes:
@@ -418,6 +425,8 @@ class _Builder:
             return self.expr(node.this, ctes)
         if kind is exp.Tuple:
             return Node("Tuple", [self.expr(e, ctes) for e in node.expressions])
+        if kind is exp.Array:  # ARRAY[1, 2] (PostgreSQL), [1, 2] (DuckDB, BigQuery)
+            return Node("Array", [self.expr(e, ctes) for e in node.expressions])
         if kind is exp.Collate:
             return Node("Collate", (self.expr(node.this, ctes), Node(node.expression.name.lower())))
         if kind in _NILADIC:

@@ -540,6 +540,23 @@ def test_scores_against_postgres_mysql_and_duckdb_match_the_sqlite_file(scorer, 
     assert not np.isnan(reference[0].features[:, exec_error]).any()
 
 
+@pytest.mark.parametrize("sql, labels", [
+    (("WITH RECURSIVE y(year) AS (SELECT 1990 UNION ALL SELECT year + 1 FROM y WHERE year < 2000) "
+      "SELECT y.year, count(a.album_id) FROM y LEFT JOIN albums AS a ON a.release_year = y.year GROUP BY y.year"),
+     {"Recursive", "Recursion"}),
+    (("SELECT v.name, c.top FROM venues AS v CROSS JOIN LATERAL "
+      "(SELECT max(attendance) AS top FROM concerts WHERE concerts.venue_id = v.venue_id) AS c"), {"Max", "Product"}),
+    ("SELECT k FROM generate_series(1, 3) AS g(k) WHERE k <= (SELECT count(*) FROM venues)", {"Generate_series"}),
+    ("SELECT name FROM public.venues WHERE name <> ALL (ARRAY['Hall'])", {"Array", "All"}),
+], ids=["recursive", "lateral", "generate_series", "array"])
+def test_postgres_constructs_score_and_run_on_postgres(scorer, pg_demo, sql, labels):
+    scored = scorer.score(sql, "Which?", database=pg_demo[0], db_id=DB_ID, dialect="postgres")
+    assert scored.execution_error is None
+    assert scored.features[0, list(scorer.saved.features_).index("exec_error")] == 0.0
+    assert labels <= {n.label for n in scored.nodes} and all(n.span is not None for n in scored.nodes)
+    assert 0 < scored.query_confidence < 1
+
+
 def test_score_many_leaves_no_connection_open(scorer, pg_demo):
     import psycopg
 

@@ -92,6 +92,10 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
      "window 'v' is not defined"),
     ("postgres", "SELECT sum(age) OVER w FROM singer WINDOW w AS (ORDER BY age), w AS (ORDER BY name)",
      "window 'w' is defined twice"),
+    ("sqlite", "SELECT name FROM singer, LATERAL (SELECT 1)", "LATERAL"),
+    ("bigquery", "SELECT name FROM singer, LATERAL (SELECT 1)", "LATERAL"),
+    ("tsql", "SELECT name, c.year FROM singer OUTER APPLY (SELECT TOP 1 year FROM concert) AS c", "OUTER APPLY"),
+    ("postgres", "SELECT k FROM generate_series(1, 3) WITH ORDINALITY AS g(k, n)", "WITH ORDINALITY"),
 ])
 def test_constructs_refused_where_they_do_not_belong(dialect, sql, construct):
     with pytest.raises(rat.RATError) as info:
@@ -245,3 +249,29 @@ def test_a_table_of_another_schema_is_another_table_where_the_schema_says_so(dia
     assert texts["archive"] == "archive" and texts["In_schema"].startswith("archive.orders")
     # a schema that does not say where its tables are read from: every schema is dropped
     assert tree("SELECT status FROM archive.orders WHERE id = 3", {"orders": ["id", "status"]}) == gold
+
+
+def test_functions_in_from_and_lateral_subqueries_are_derived_tables():
+    schema = {"posts": ["id", "tags", "n"], "u": ["a", "b"]}
+
+    def tree(sql, dialect="postgres"):
+        return rat.serialize(rat.to_tree(sql, schema, dialect=dialect))
+
+    # the alias's column, the alias as PostgreSQL's one column, CROSS JOIN or a comma: one tree
+    tagged = tree("SELECT tag, count(*) FROM posts, unnest(posts.tags) AS tag GROUP BY tag")
+    assert tagged == tree("SELECT t.tag, count(*) FROM posts CROSS JOIN unnest(tags) AS t(tag) GROUP BY 1")
+    assert "((posts.tags)Unnest)" in tagged and "(derived.tag)" in tagged
+    days = tree("SELECT d FROM generate_series(1, 7) AS d")
+    assert days == tree("SELECT g.d FROM generate_series(1, 7) AS g(d)") == \
+        "((derived.d)((1)(7)Generate_series)Project)"
+    assert days != tree("SELECT d FROM generate_series(1, 8) AS d")
+    # an argument reads the FROM items before it (PostgreSQL's functions in FROM are lateral)
+    assert "((1)(posts.n)Generate_series)" in tree("SELECT k FROM posts, generate_series(1, n) AS g(k)")
+    # SQLite's json_each has its columns
+    assert tree("SELECT value FROM posts, json_each(posts.tags)", "sqlite") == \
+        "((derived.value)((posts)((posts.tags)Json_each)Product)Project)"
+    # a LATERAL subquery, SQL Server's CROSS APPLY: the subquery, its columns reading the row
+    lateral = tree("SELECT s.b FROM posts CROSS JOIN LATERAL (SELECT b FROM u WHERE u.a = posts.id LIMIT 1) AS s")
+    assert lateral == tree("SELECT s.b FROM posts CROSS APPLY (SELECT TOP 1 b FROM u WHERE u.a = posts.id) s", "tsql")
+    assert "((u.a)(posts.id)Eq)" in lateral
+    assert "((1)(2)Array)" in tree("SELECT x FROM unnest(ARRAY[1, 2]) AS x")
