@@ -77,6 +77,7 @@ _TABLE_FUNCTION_COLUMNS = {
                      "jsonb_array_elements", "jsonb_array_elements_text"), ()),
     **dict.fromkeys(("json_each", "json_tree", "jsonb_each", "json_each_text", "jsonb_each_text"),
                     ("key", "value", "type", "atom", "id", "parent", "fullkey", "path")),
+    "flatten": ("seq", "key", "path", "index", "value", "this"),  # Snowflake
 }
 
 

@@ -300,10 +300,22 @@ class _SpanRecorder:
             self.claimed.append(node)
 
     def typed_leaf(self, expression: exp.Expression, node: Node) -> None:
-        """Nodes `rat` names from an expression's arguments: `real` of CAST(.. AS REAL), an
-        interval's amount and unit, a JSON path, a window's frame."""
+        """Nodes `rat` names from an expression's arguments: `real` of CAST(.. AS REAL) or
+        CONVERT, EXTRACT's unit, a date part, a named argument's name, an interval's amount and
+        unit, a JSON path, a window's frame."""
         if isinstance(expression, exp.Cast):
             typed = expression.args.get("to")
+        elif isinstance(expression, exp.Convert):  # CONVERT(type, x[, style])
+            self.claim(node.children[-1], self.span(expression.this))
+            return
+        elif isinstance(expression, exp.Extract | exp.Kwarg):  # EXTRACT(epoch FROM ..), `input => x`
+            typed = expression.this
+        elif isinstance(expression, exp.Anonymous):  # a date part: DATEADD(day, ..)
+            if len(expression.expressions) == len(node.children):
+                for argument, child in zip(expression.expressions, node.children, strict=True):
+                    if type(argument) is exp.Var:
+                        self.claim(child, self.span(argument))
+            return
         elif isinstance(expression, exp.Collate | exp.JSONExtract | exp.JSONExtractScalar
                         | exp.JSONBExtract | exp.JSONBExtractScalar):
             typed = expression.expression

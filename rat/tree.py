@@ -45,14 +45,19 @@ _BINARY = {
     exp.DPipe: "Concat", exp.Like: "Like", exp.ILike: "Like", exp.Glob: "Glob",
     exp.RegexpLike: "Regexp", exp.Is: "Is", exp.BitwiseAnd: "Bitand", exp.BitwiseOr: "Bitor",
     exp.BitwiseLeftShift: "Shift_left", exp.BitwiseRightShift: "Shift_right",
-    exp.NullSafeEQ: "Is", exp.NullSafeNEQ: "Is_not",
+    exp.NullSafeEQ: "Is", exp.NullSafeNEQ: "Is_not", exp.RegexpILike: "Iregexp",
+    exp.SimilarTo: "Similar_to", exp.ArrayContainsAll: "Array_contains",
+    exp.ArrayContainedBy: "Array_contained_by", exp.ArrayOverlaps: "Array_overlaps",
 }
 _AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min",
                exp.Max: "Max", exp.GroupConcat: "Group_concat"}
 # NOT applied to these becomes one node, e.g. `a NOT IN (..)` -> Not_in.
 # (BETWEEN never gets here: `rat.canonicalize` spells it out as two comparisons.)
 _NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Exists": "Not_exists",
-            "Is_null": "Is_not_null", "Regexp": "Not_regexp", "Ilike": "Not_ilike"}
+            "Is_null": "Is_not_null", "Regexp": "Not_regexp", "Ilike": "Not_ilike",
+            "Iregexp": "Not_iregexp", "Similar_to": "Not_similar_to"}
+# GROUP BY ROLLUP (a, b) / CUBE (a, b) / GROUPING SETS ((a), ()): a Groupby key each.
+_GROUPINGS = {exp.Rollup: "Rollup", exp.Cube: "Cube", exp.GroupingSets: "Grouping_sets"}
 _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
@@ -359,8 +364,7 @@ class _Builder:
             return Node("*")
         label = _AGGREGATES.get(kind)
         if label is not None:
-            children = [self.expr(node.this, ctes)]
-            children += [self.expr(e, ctes) for e in node.expressions]
+            children = self.arguments([node.this, *node.expressions], ctes)
             separator = node.args.get("separator")
             if separator is not None:
                 children.append(self.expr(separator, ctes))
@@ -416,8 +420,8 @@ class _Builder:
             if name == "now" and not arguments and self.dialect.name in _NOW_IS_CURRENT_TIMESTAMP:
                 return Node("current_timestamp")
             # a date part (rat.canonicalize made it an exp.Var) is a name, as Extract's unit is
-            return Node(name.capitalize(), [Node(a.name) if type(a) is exp.Var else self.expr(a, ctes)
-                                            for a in arguments])
+            return Node(name.capitalize(), [child for a in arguments for child in (
+                [Node(a.name)] if type(a) is exp.Var else self.arguments([a], ctes))])
         if kind is exp.Cast or kind is exp.TryCast:
             return Node("Cast", (self.expr(node.this, ctes),
                                  Node(node.args["to"].sql(dialect="sqlite").lower())))
@@ -425,6 +429,19 @@ class _Builder:
             return self.expr(node.this, ctes)
         if kind is exp.Tuple:
             return Node("Tuple", [self.expr(e, ctes) for e in node.expressions])
+        if kind is exp.WithinGroup:  # percentile_cont(0.5) WITHIN GROUP (ORDER BY a): its ordering
+            aggregate = self.expr(node.this, ctes)  # is the aggregate's last arguments, as in
+            return Node(aggregate.label, (*aggregate.children, *self.ordering(node.expression, ctes)))
+        if kind is exp.Kwarg:  # Snowflake's `input => x`: the value, then the argument's name
+            return Node("Named", (self.expr(node.expression, ctes), Node(node.this.name.lower())))
+        if kind is exp.Convert:  # SQL Server's CONVERT(type, x[, style]): CAST, and its style
+            style = node.args.get("style")
+            to = Node(node.this.sql(dialect="sqlite").lower())
+            return Node("Cast", (self.expr(node.expression, ctes), to)) if style is None else \
+                Node("Convert", (self.expr(node.expression, ctes), self.expr(style, ctes), to))
+        label = _GROUPINGS.get(kind)
+        if label is not None:
+            return Node(label, [self.expr(e, ctes) for e in node.expressions])
         if kind is exp.Array:  # ARRAY[1, 2] (PostgreSQL), [1, 2] (DuckDB, BigQuery)
             return Node("Array", [self.expr(e, ctes) for e in node.expressions])
         if kind is exp.Collate:
@@ -482,6 +499,27 @@ class _Builder:
             name = name[:-1]
         return Node("Interval", (self.expr(amount, ctes), Node(name)))
 
+    def arguments(self, arguments: list, ctes) -> list[Node]:
+        """A call's arguments; `x ORDER BY k` (string_agg's, array_agg's) is x, then its ordering."""
+        nodes = []
+        for argument in arguments:
+            if type(argument) is exp.Order:
+                nodes.append(self.expr(argument.this, ctes))
+                nodes.extend(self.ordering(argument, ctes))
+            elif argument is not None:
+                nodes.append(self.expr(argument, ctes))
+        return nodes
+
+    def ordering(self, order: exp.Order, ctes) -> list[Node]:
+        """`Orderby_asc` / `Orderby_desc` (key) for each key of an ORDER BY inside an expression
+        (a window, an aggregate)."""
+        nodes = []
+        for ordered in order.expressions:
+            desc = isinstance(ordered, exp.Ordered) and bool(ordered.args.get("desc"))
+            key = ordered.this if isinstance(ordered, exp.Ordered) else ordered
+            nodes.append(Node("Orderby_desc" if desc else "Orderby_asc", (self.expr(key, ctes),)))
+        return nodes
+
     def window(self, node: exp.Window, ctes) -> Node:
         if node.args.get("alias") is not None:  # (rat.canonicalize inlines the WINDOW clause)
             raise RATError(f"window {node.alias!r} is not defined", self.sql)
@@ -491,11 +529,7 @@ class _Builder:
             children.append(Node("Partitionby", [self.expr(k, ctes) for k in partition]))
         order = node.args.get("order")
         if order is not None:
-            for ordered in order.expressions:
-                desc = isinstance(ordered, exp.Ordered) and bool(ordered.args.get("desc"))
-                key = ordered.this if isinstance(ordered, exp.Ordered) else ordered
-                children.append(Node("Orderby_desc" if desc else "Orderby_asc",
-                                     (self.expr(key, ctes),)))
+            children.extend(self.ordering(order, ctes))
         spec = node.args.get("spec")
         if spec is not None:
             frame = self.frame(spec, ctes)

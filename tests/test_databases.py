@@ -347,7 +347,8 @@ SCHEMAS = [
     "CREATE TABLE IF NOT EXISTS sales.notes (a INTEGER)",  # a name in two schemas off the path
     "CREATE TABLE IF NOT EXISTS archive.notes (b INTEGER)",
 ]
-MULTI_SCHEMA = {"venues": ("venue_id", "name"), "invoices": ("invoice_id", "venue_id", "region")}
+MULTI_SCHEMA = {"venues": ("venue_id", "name"), "invoices": ("invoice_id", "venue_id", "region"),
+                "notes": ("b",)}
 
 
 def assert_other_schemas_read(db) -> None:
@@ -363,7 +364,7 @@ def assert_other_schemas_read(db) -> None:
     assert db.execute("SELECT count(*) FROM sales.invoices") == ([(1,)], None)
     # a schema written where the table is read from is dropped; another is another table
     home = "main" if db.dialect == "duckdb" else "public"
-    assert schema.table_schemas == {"venues": home, "invoices": "sales"}
+    assert schema.table_schemas == {"venues": home, "invoices": "sales", "notes": "archive"}
 
     def tree(sql):
         return rat.to_tree(sql, schema, dialect=db.dialect)
@@ -373,6 +374,9 @@ def assert_other_schemas_read(db) -> None:
     shadowed = tree("SELECT count(*) FROM sales.venues")  # not public's venues
     assert shadowed != tree("SELECT count(*) FROM venues")
     assert shadowed.children[1] == rat.Node("In_schema", (rat.Node("venues"), rat.Node("sales")))
+    # a name two schemas off the path share: the first by name is read, the other is another table
+    assert tree("SELECT b FROM archive.notes") == tree("SELECT b FROM notes")
+    assert tree("SELECT a FROM sales.notes") != tree("SELECT a FROM archive.notes")
 
 
 def test_tables_of_other_postgres_schemas_are_read_by_their_names(postgres_server):
@@ -458,6 +462,11 @@ def test_the_schema_read_from_each_database_is_the_declared_one(pg_demo, mysql_d
         assert {t: list(c) for t, c in schema.tables.items()} == tables, target
         assert set(schema.primary_keys) == primary and set(schema.foreign_keys) == foreign, target
         assert schema.column_types["concerts.ticket_price"].lower() in ("double precision", "double", "real")
+        if target == mysql_demo[0]:  # MySQL's `db.t` names a database: another one's is another table
+            assert set(schema.table_schemas.values()) == {DB_ID}
+            assert rat.to_tree(f"SELECT name FROM {DB_ID}.venues", schema, "mysql") == \
+                rat.to_tree("SELECT name FROM venues", schema, "mysql") != \
+                rat.to_tree("SELECT name FROM other.venues", schema, "mysql")
     # the same tables written as DDL in PostgreSQL's dialect
     ddl_schema = schema_from_ddl(";\n".join(ddl(spec, "postgres")), "postgres", DB_ID)
     assert {t: list(c) for t, c in ddl_schema.tables.items()} == tables

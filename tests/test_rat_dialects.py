@@ -275,3 +275,42 @@ def test_functions_in_from_and_lateral_subqueries_are_derived_tables():
     assert lateral == tree("SELECT s.b FROM posts CROSS APPLY (SELECT TOP 1 b FROM u WHERE u.a = posts.id) s", "tsql")
     assert "((u.a)(posts.id)Eq)" in lateral
     assert "((1)(2)Array)" in tree("SELECT x FROM unnest(ARRAY[1, 2]) AS x")
+
+
+def test_ordered_aggregates_regexes_conversions_and_groupings():
+    schema = {"orders": ["id", "status", "amount", "tags"], "posts": ["id", "tags"]}
+
+    def tree(sql, dialect="postgres"):
+        return rat.to_tree(sql, schema, dialect=dialect)
+
+    # an aggregate's ordering is its last arguments, however the dialect writes it
+    ordered = tree("SELECT array_agg(status ORDER BY amount DESC) FROM orders")
+    assert ordered == tree("SELECT ARRAY_AGG(status) WITHIN GROUP (ORDER BY amount DESC) FROM orders", "snowflake")
+    assert rat.serialize(ordered).startswith("(((orders.status)((orders.amount)Orderby_desc)Array_agg)")
+    assert ordered != tree("SELECT array_agg(status ORDER BY amount) FROM orders")
+    median = tree("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FROM orders")
+    assert "((0.5)((orders.amount)Orderby_asc)Percentile_cont)" in rat.serialize(median)
+    concat = tree("SELECT GROUP_CONCAT(status ORDER BY id SEPARATOR '; ') FROM orders", "mysql")
+    assert "((orders.status)((orders.id)Orderby_asc)('; ')Group_concat)" in rat.serialize(concat)
+    # case-insensitive regular expressions and SIMILAR TO are nodes of their own
+    assert tree("SELECT id FROM orders WHERE status ~* '^a'") != tree("SELECT id FROM orders WHERE status ~ '^a'")
+    assert tree("SELECT id FROM orders WHERE status !~* 'x'") == tree("SELECT id FROM orders WHERE NOT status ~* 'x'")
+    assert "Not_similar_to" in rat.serialize(tree("SELECT id FROM orders WHERE status NOT SIMILAR TO 'a%'"))
+    assert tree("SELECT id FROM posts WHERE tags @> ARRAY[1]") != tree("SELECT id FROM posts WHERE tags <@ ARRAY[1]")
+    # SQL Server's CONVERT is CAST; with a style, it keeps it
+    assert tree("SELECT CONVERT(int, amount) FROM orders", "tsql") == tree("SELECT CAST(amount AS INT) FROM orders")
+    assert "((orders.amount)(23)(text)Convert)" in rat.serialize(tree("SELECT CONVERT(varchar, amount, 23) FROM orders", "tsql"))
+    # ROLLUP keeps its order; it is not the plain GROUP BY
+    rollup = tree("SELECT status, count(*) FROM orders GROUP BY ROLLUP (status, id)")
+    assert rollup != tree("SELECT status, count(*) FROM orders GROUP BY ROLLUP (id, status)")
+    assert rollup != tree("SELECT status, count(*) FROM orders GROUP BY status, id")
+    assert "Grouping_sets" in rat.serialize(tree("SELECT status, count(*) FROM orders GROUP BY GROUPING SETS ((status), ())"))
+    # Snowflake's FLATTEN with a named argument: its rows' columns are known
+    flatten = tree("SELECT f.value FROM posts, LATERAL FLATTEN(input => posts.tags) f", "snowflake")
+    named = next(n for n in flatten.postorder() if n.label == "Named")
+    assert [rat.node_kind(c, named) for c in named.children] == ["column", "value"]
+    assert flatten.children[0].label == "derived.value"
+    for sql, dialect in [("SELECT EXTRACT(EPOCH FROM (amount - id)) FROM orders", "postgres"),
+                         ("SELECT DATEDIFF(day, id, amount), CONVERT(varchar, amount, 23) FROM orders", "tsql"),
+                         ("SELECT f.value FROM posts, LATERAL FLATTEN(input => posts.tags) f", "snowflake")]:
+        assert rat.sql_spans(sql, tree(sql, dialect), schema, dialect).unmapped == 0, sql

@@ -235,14 +235,14 @@ class _Tables:
 def _pick_tables(rows: Rows, search_path: list[str]) -> _Tables:
     """One table for each name, as the database resolves a name written without a schema: the
     first schema of the search path that has it; a name no schema on the path has is read from
-    the one other schema that has it (a name in two such schemas is left out: it needs its
-    schema written, and `rat` reads such a `sales.t` as a table it does not know).
+    the other schema that has it, the first by name where several do (a query names its schema
+    there, and `rat` reads another schema's ``y.u`` as another table: `rat.Schema.table_schemas`).
 
     >>> rows = [("public", "t", "a", "int"), ("sales", "t", "b", "int"),
-    ...         ("sales", "inv", "id", "int"), ("x", "u", "c", "int"), ("y", "u", "d", "int")]
+    ...         ("sales", "inv", "id", "int"), ("y", "u", "d", "int"), ("x", "u", "c", "int")]
     >>> picked = _pick_tables(rows, ["public"])
     >>> picked.columns, picked.elsewhere
-    ([('t', 'a', 'int'), ('inv', 'id', 'int')], {'inv': 'sales'})
+    ([('t', 'a', 'int'), ('inv', 'id', 'int'), ('u', 'c', 'int')], {'inv': 'sales', 'u': 'x'})
     """
     rank = {schema: k for k, schema in enumerate(search_path)}
     schemas: dict[str, list[str]] = {}
@@ -254,10 +254,9 @@ def _pick_tables(rows: Rows, search_path: list[str]) -> _Tables:
     elsewhere: dict[str, str] = {}
     for table, found in schemas.items():
         on_path = sorted((s for s in found if s in rank), key=rank.__getitem__)
-        if on_path:
-            chosen[table] = on_path[0]
-        elif len(found) == 1:
-            chosen[table] = elsewhere[table] = found[0]
+        chosen[table] = on_path[0] if on_path else min(found)
+        if not on_path:
+            elsewhere[table] = chosen[table]
     columns = [(t, c, d) for schema, t, c, d in rows if chosen.get(t.lower()) == schema]
     return _Tables(columns, elsewhere, {(s, t) for s, t, _, _ in rows if chosen.get(t.lower()) == s})
 
@@ -401,12 +400,15 @@ class Database:
         for table, column, declared in columns:
             tables.setdefault(table, []).append(column)
             types[f"{table}.{column}"] = str(declared or "")
-        # where the database has schemas, the one each table is read from: `rat` keeps a
-        # query's `archive.orders` apart from the `orders` of the search path
-        read_from = {t: s for s, t in self._picked.picked} if self._picked else {}
         return rat.Schema(tables, primary_keys=tuple(f"{t}.{c}" for t, c in primary),
                           foreign_keys=tuple((f"{t}.{c}", f"{rt}.{rc}") for t, c, rt, rc in foreign),
-                          column_types=types, db_id=db_id, table_schemas=read_from)
+                          column_types=types, db_id=db_id, table_schemas=self._table_schemas(tables))
+
+    def _table_schemas(self, tables) -> dict[str, str]:
+        """Where each table is read from (`rat.Schema.table_schemas`: `rat` keeps a query's
+        `archive.orders` apart from the `orders` read): its schema where the database has
+        schemas, else nothing (SQLite)."""
+        return {t: s for s, t in self._picked.picked} if self._picked else {}
 
     def _catalogue(self, sql: str) -> Rows:
         with self._lock:
@@ -751,6 +753,10 @@ class MySQLDatabase(Database):
         return self._catalogue(
             "SELECT table_name, column_name, column_type FROM information_schema.columns "
             "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position")
+
+    def _table_schemas(self, tables):  # MySQL's `shop.orders` names a database
+        (database,), = self._catalogue("SELECT DATABASE()")
+        return dict.fromkeys(tables, database) if database else {}
 
     def _primary_keys(self):
         return self._catalogue(
