@@ -60,7 +60,7 @@ _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
 # far above any query of Spider or BIRD (BIRD dev's longest gold SQL has 1,446 characters);
 # parsing 1 MB of SQL takes seconds and hundreds of MB
 MAX_SQL_CHARS = 100_000
-_UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "into")
+_UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "into", "sample")
 _UNSUPPORTED_CLAUSE_SET = frozenset(_UNSUPPORTED_CLAUSES)
 # Functions other dialects parse with a syntax of their own (`EXTRACT(YEAR FROM d)`,
 # `CONVERT(INT, x)`): left to sqlglot, which types them.
@@ -525,6 +525,13 @@ class _Resolver:
             for key in _UNSUPPORTED_CLAUSES:
                 if key in self.unsupported and args.get(key):
                     raise RATError(f"unsupported construct {key.upper()!r}", self.sql)
+        group = args.get("group")
+        if group is not None and group.args.get("all"):  # DuckDB's: the SELECT's other columns
+            raise RATError("unsupported construct 'GROUP BY ALL' (name its columns)", self.sql)
+        for projection in node.expressions:  # BigQuery's `* EXCEPT (a)`, DuckDB's `* EXCLUDE (a)`
+            star = projection.this if type(projection) is exp.Column else projection
+            if type(star) is exp.Star and any(star.args.get(k) for k in ("except_", "replace", "rename")):
+                raise RATError("unsupported construct '* EXCEPT' / '* EXCLUDE' / '* REPLACE'", self.sql)
         scope = _Scope()
         from_ = args.get("from_")
         if from_ is not None:
@@ -689,6 +696,8 @@ class _Resolver:
                 return
             if args.get("joins"):
                 raise RATError("unsupported construct 'parenthesised join'", self.sql)
+            if args.get("sample"):  # a sample of the rows is not the table
+                raise RATError("unsupported construct 'TABLESAMPLE'", self.sql)
             name = self.fold(node.name, node.this)
             if self.dialect is not SQLITE and node._meta:  # BigQuery's `proj.ds.t`
                 node._meta.pop("quoted_table", None)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import expressions as exp
 
-from rat.canonicalize import canonical_ast
+from rat.canonicalize import canonical_ast, sqlglot_dialect
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import RATError, internal_errors, with_deep_stack
@@ -108,7 +108,7 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     in `rat_dialect`), calling ``on_step`` (see `BuildObserver`) after each build step; raises
     only `RATError`.
 
-    >>> from rat.canonicalize import canonical_ast
+    >>> from rat.canonicalize import canonical_ast, sqlglot_dialect
     >>> sql = "SELECT a FROM t LIMIT 3"
     >>> steps = []
     >>> tree = from_ast(canonical_ast(sql), sql, lambda *step: steps.append(step))
@@ -144,6 +144,10 @@ class _Builder:
         self.cased = rat_dialect.case_sensitive
         # ILIKE is LIKE where LIKE ignores case already; elsewhere a node of its own.
         self.ilike = "Like" if rat_dialect.like_ignores_case else "Ilike"
+        # where NULLs sort unasked: first when ascending (small), else first when descending
+        # (large), else last either way (DuckDB)
+        ordering = sqlglot_dialect(rat_dialect).NULL_ORDERING
+        self.nulls_small, self.nulls_large = ordering == "nulls_are_small", ordering == "nulls_are_large"
 
     def name(self, identifier: exp.Identifier) -> str:
         """The label of a resolved identifier (see `rat.dialects.Dialect.label`)."""
@@ -240,13 +244,12 @@ class _Builder:
             # ORDER BY a, b DESC == Orderby_asc(a, Orderby_desc(b, ..)): the outer key is primary.
             runs: list[tuple[str, list[Node]]] = []
             for ordered in order.expressions:
-                desc = isinstance(ordered, exp.Ordered) and bool(ordered.args.get("desc"))
-                key = ordered.this if isinstance(ordered, exp.Ordered) else ordered
+                desc, key = self.sort_key(ordered, ctes)
                 label = "Orderby_desc" if desc else "Orderby_asc"
                 if runs and runs[-1][0] == label:
-                    runs[-1][1].append(self.expr(key, ctes))
+                    runs[-1][1].append(key)
                 else:
-                    runs.append((label, [self.expr(key, ctes)]))
+                    runs.append((label, [key]))
             for label, keys in reversed(runs):
                 relation = Node(label, (*keys, relation))
         limit = node.args.get("limit")
@@ -515,10 +518,21 @@ class _Builder:
         (a window, an aggregate)."""
         nodes = []
         for ordered in order.expressions:
-            desc = isinstance(ordered, exp.Ordered) and bool(ordered.args.get("desc"))
-            key = ordered.this if isinstance(ordered, exp.Ordered) else ordered
-            nodes.append(Node("Orderby_desc" if desc else "Orderby_asc", (self.expr(key, ctes),)))
+            desc, key = self.sort_key(ordered, ctes)
+            nodes.append(Node("Orderby_desc" if desc else "Orderby_asc", (key,)))
         return nodes
+
+    def sort_key(self, ordered: exp.Expression, ctes) -> tuple[bool, Node]:
+        """Whether an ORDER BY key sorts descending, and its node: `Nulls_first` / `Nulls_last`
+        (key) where NULLS FIRST / LAST puts NULLs elsewhere than the dialect does unasked."""
+        if not isinstance(ordered, exp.Ordered):
+            return False, self.expr(ordered, ctes)
+        desc = bool(ordered.args.get("desc"))
+        key = self.expr(ordered.this, ctes)
+        nulls_first = ordered.args.get("nulls_first")
+        if nulls_first is None or bool(nulls_first) == (self.nulls_large if desc else self.nulls_small):
+            return desc, key
+        return desc, Node("Nulls_first" if nulls_first else "Nulls_last", (key,))
 
     def window(self, node: exp.Window, ctes) -> Node:
         if node.args.get("alias") is not None:  # (rat.canonicalize inlines the WINDOW clause)
