@@ -310,6 +310,12 @@ class _SpanRecorder:
             return
         elif isinstance(expression, exp.Extract | exp.Kwarg):  # EXTRACT(epoch FROM ..), `input => x`
             typed = expression.this
+        elif isinstance(expression, exp.Bracket) and node.label == "Subscript":
+            # PostgreSQL's `tags[1]` is index 0 to sqlglot, which writes its own 1: the text in []
+            span, inner = self.span(expression), self.span(expression.this)
+            if span is not None and inner is not None and self.text[inner[1]:inner[1] + 1] == "[":
+                self.claim(node.children[1], (inner[1] + 1, span[1] - 1))
+            return
         elif isinstance(expression, exp.Anonymous):  # a date part: DATEADD(day, ..)
             if len(expression.expressions) == len(node.children):
                 for argument, child in zip(expression.expressions, node.children, strict=True):

@@ -61,6 +61,8 @@ _GROUPINGS = {exp.Rollup: "Rollup", exp.Cube: "Cube", exp.GroupingSets: "Groupin
 _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
+# Dialects whose window functions take IGNORE NULLS as sqlglot writes it.
+_IGNORE_NULLS = frozenset({"snowflake", "bigquery", "tsql"})
 # Dialects whose now() is CURRENT_TIMESTAMP (SQLite has no now()).
 _NOW_IS_CURRENT_TIMESTAMP = frozenset({"postgres", "duckdb", "mysql"})
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
@@ -435,6 +437,17 @@ class _Builder:
         if kind is exp.WithinGroup:  # percentile_cont(0.5) WITHIN GROUP (ORDER BY a): its ordering
             aggregate = self.expr(node.this, ctes)  # is the aggregate's last arguments, as in
             return Node(aggregate.label, (*aggregate.children, *self.ordering(node.expression, ctes)))
+        if kind is exp.IgnoreNulls:  # lag(a) IGNORE NULLS OVER (..)
+            if self.dialect.name not in _IGNORE_NULLS:
+                raise RATError("unsupported construct 'IGNORE NULLS'", self.sql)
+            return Node("Ignore_nulls", (self.expr(node.this, ctes),))
+        if kind is exp.RespectNulls:  # what a window function does unasked
+            return self.expr(node.this, ctes)
+        if kind is exp.AtTimeZone:  # ts AT TIME ZONE 'UTC'
+            return Node("At_time_zone", (self.expr(node.this, ctes), self.expr(node.args["zone"], ctes)))
+        if kind is exp.Bracket and len(node.expressions) == 1 and not node.args.get("safe"):
+            # tags[1]: sqlglot counts from 0 in every dialect (PostgreSQL's [1] is its [0])
+            return Node("Subscript", (self.expr(node.this, ctes), self.expr(node.expressions[0], ctes)))
         if kind is exp.Kwarg:  # Snowflake's `input => x`: the value, then the argument's name
             return Node("Named", (self.expr(node.expression, ctes), Node(node.this.name.lower())))
         if kind is exp.Convert:  # SQL Server's CONVERT(type, x[, style]): CAST, and its style

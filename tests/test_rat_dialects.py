@@ -108,6 +108,7 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("postgres", "SELECT name FROM singer TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
     ("snowflake", "SELECT name FROM singer SAMPLE (10)", "TABLESAMPLE"),
     ("duckdb", "SELECT name FROM singer USING SAMPLE 10%", "SAMPLE"),
+    ("postgres", "SELECT lag(age) IGNORE NULLS OVER (ORDER BY age) FROM singer", "IGNORE NULLS"),
 ])
 def test_constructs_refused_where_they_do_not_belong(dialect, sql, construct):
     with pytest.raises(rat.RATError) as info:
@@ -346,3 +347,20 @@ def test_nulls_first_or_last_against_the_dialects_own_order():
         assert expected in rat.serialize(placed)
     window = tree("SELECT sum(age) OVER (ORDER BY age DESC NULLS LAST) FROM singer", "postgres")
     assert "(((singer.age)Nulls_last)Orderby_desc)" in rat.serialize(window)
+
+
+def test_ignore_nulls_time_zones_and_subscripts():
+    def tree(sql, dialect):
+        return rat.to_tree(sql, {"t": ["a", "b", "tags", "ts"]}, dialect=dialect)
+
+    ignoring = tree("SELECT lag(a) IGNORE NULLS OVER (ORDER BY b) FROM t", "snowflake")
+    assert ignoring != tree("SELECT lag(a) OVER (ORDER BY b) FROM t", "snowflake")
+    assert "(((t.a)Lag)Ignore_nulls)" in rat.serialize(ignoring)
+    assert tree("SELECT lag(a) RESPECT NULLS OVER (ORDER BY b) FROM t", "bigquery") == \
+        tree("SELECT lag(a) OVER (ORDER BY b) FROM t", "bigquery")
+    assert "((t.ts)('UTC')At_time_zone)" in rat.serialize(tree("SELECT ts AT TIME ZONE 'UTC' FROM t", "postgres"))
+    # PostgreSQL counts from 1, BigQuery's OFFSET from 0: one element
+    first = tree("SELECT tags[1] FROM t", "postgres")
+    assert first == tree("SELECT tags[OFFSET(0)] FROM t", "bigquery") != tree("SELECT tags[2] FROM t", "postgres")
+    spans = rat.sql_spans("SELECT tags[1] FROM t", first, {"t": ["a", "b", "tags", "ts"]}, "postgres")
+    assert spans.unmapped == 0 and spans.text(1) == "1"
