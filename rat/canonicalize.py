@@ -754,7 +754,7 @@ class _Resolver:
         `json_each(t.j)`): its arguments read the FROM items before it, its rows are a derived
         table whose columns are the alias's, else those `_TABLE_FUNCTION_COLUMNS` knows."""
         if node.args.get("ordinality") or node.args.get("offset"):
-            raise RATError("unsupported construct 'WITH ORDINALITY' in FROM", self.sql)
+            raise RATError("unsupported construct 'WITH ORDINALITY' / 'WITH OFFSET' in FROM", self.sql)
         call = calls[0] if len(calls) == 1 else None
         if isinstance(call, exp.Table | exp.Subquery | exp.Select) or not calls:
             raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)

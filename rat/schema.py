@@ -10,10 +10,10 @@ class Schema:
     """Tables and their columns (all names lowercased), keys and column types.
 
     `primary_keys` and `column_types` use ``"table.column"`` names; `foreign_keys` are
-    ``("table.column", "other_table.column")`` pairs. `table_schemas`, for a database with
-    schemas (PostgreSQL, DuckDB), names the schema each table is read from: a query's ``s.t``
-    with another schema ``s`` reads another table, and `rat.to_tree` keeps it apart
-    (``In_schema(t, s)``); without it (tables.json, a mapping) a table's schema is dropped.
+    ``("table.column", "other_table.column")`` pairs. `table_schemas` names the schema each
+    table is read from (a PostgreSQL or DuckDB schema, MySQL's database, DDL's ``sales.t``): a
+    query's ``s.t`` with another schema ``s`` reads another table, and `rat.to_tree` keeps it
+    apart (``In_schema(t, s)``); without it (tables.json, a mapping) a table's schema is dropped.
 
     >>> s = Schema({"Singer": ["Singer_ID", "Name"], "concert": ["concert_ID", "singer_id"]})
     >>> s.tables["singer"]

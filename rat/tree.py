@@ -31,9 +31,9 @@ MAX_DEPTH = 1000
 
 # on_step(step, expression, node, core): after the builder made `node` from the sqlglot
 # `expression`. Steps: "expr" (an expression), "relation" (a FROM item), "query" (a SELECT,
-# set operation, subquery or recursive CTE), "from" (a SELECT's FROM clause with its joins), "select" (a
-# whole SELECT, modifiers included), "modifiers" (ORDER BY / LIMIT / OFFSET of a query; `core`
-# is the relation they were applied to). Children are reported before their parents.
+# set operation, subquery or recursive CTE), "from" (a SELECT's FROM clause with its joins),
+# "select" (a whole SELECT, modifiers included), "modifiers" (ORDER BY / LIMIT / OFFSET of a
+# query; `core` is the relation they were applied to). Children are reported before parents.
 BuildObserver = Callable[[str, exp.Expression, Node, "Node | None"], None]
 
 _COMPARISONS = {
@@ -110,7 +110,7 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     in `rat_dialect`), calling ``on_step`` (see `BuildObserver`) after each build step; raises
     only `RATError`.
 
-    >>> from rat.canonicalize import canonical_ast, sqlglot_dialect
+    >>> from rat.canonicalize import canonical_ast
     >>> sql = "SELECT a FROM t LIMIT 3"
     >>> steps = []
     >>> tree = from_ast(canonical_ast(sql), sql, lambda *step: steps.append(step))
@@ -434,8 +434,8 @@ class _Builder:
             return self.expr(node.this, ctes)
         if kind is exp.Tuple:
             return Node("Tuple", [self.expr(e, ctes) for e in node.expressions])
-        if kind is exp.WithinGroup:  # percentile_cont(0.5) WITHIN GROUP (ORDER BY a): its ordering
-            aggregate = self.expr(node.this, ctes)  # is the aggregate's last arguments, as in
+        if kind is exp.WithinGroup:  # percentile_cont(0.5) WITHIN GROUP (ORDER BY a): the ordering
+            aggregate = self.expr(node.this, ctes)  # is the aggregate's last arguments (`arguments`)
             return Node(aggregate.label, (*aggregate.children, *self.ordering(node.expression, ctes)))
         if kind is exp.IgnoreNulls:  # lag(a) IGNORE NULLS OVER (..)
             if self.dialect.name not in _IGNORE_NULLS:
