@@ -689,6 +689,14 @@ class _Resolver:
         if isinstance(node, exp.Unnest):
             self.table_function(node, node.expressions, scope, outer, ctes)
             return
+        if isinstance(node, exp.Values):  # (VALUES (1, 'a'), (2, 'b')) AS v(id, name)
+            self.expression(node.expressions, scope, (scope, *outer), ctes, {}, "from")
+            first = node.expressions[0] if node.expressions else None
+            width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
+            # unnamed, its columns are column1, column2, ... (SQLite, PostgreSQL, DuckDB)
+            self.derived_source(node, node.args.get("alias"),
+                                frozenset(f"column{k}" for k in range(1, width + 1)), scope)
+            return
         if isinstance(node, exp.Table):
             args = node.args
             if not isinstance(node.this, exp.Identifier):  # `FROM generate_series(..)`, `json_each(..)`

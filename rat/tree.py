@@ -328,6 +328,8 @@ class _Builder:
                 else self.expr(node.this, ctes)
         if isinstance(node, exp.Unnest):
             return Node("Unnest", [self.expr(e, ctes) for e in node.expressions])
+        if isinstance(node, exp.Values):
+            return self.expr(node, ctes)
         if isinstance(node, exp.Table):
             name = node.name
             if name in ctes:
@@ -389,7 +391,13 @@ class _Builder:
             elif node.args.get("unnest") is not None or node.args.get("field") is not None:
                 raise self.unsupported(node)
             else:
-                target = Node("Val_list", [self.expr(v, ctes) for v in node.expressions])
+                values = node.expressions
+                if len(values) == 1 and type(values[0]) is exp.Values and all(
+                        type(row) is not exp.Tuple or len(row.expressions) == 1 for row in values[0].expressions):
+                    # x IN (VALUES (1), (2)) is x IN (1, 2)
+                    values = [row.expressions[0] if type(row) is exp.Tuple else row
+                              for row in values[0].expressions]
+                target = Node("Val_list", [self.expr(v, ctes) for v in values])
             return Node("In", (self.expr(node.this, ctes), target))
         if kind is exp.Null:
             return Node("null")
@@ -458,6 +466,9 @@ class _Builder:
         label = _GROUPINGS.get(kind)
         if label is not None:
             return Node(label, [self.expr(e, ctes) for e in node.expressions])
+        if kind is exp.Values:  # rows: a Tuple each
+            return Node("Values", [self.expr(row, ctes) if type(row) is exp.Tuple
+                                   else Node("Tuple", (self.expr(row, ctes),)) for row in node.expressions])
         if kind is exp.Array:  # ARRAY[1, 2] (PostgreSQL), [1, 2] (DuckDB, BigQuery)
             return Node("Array", [self.expr(e, ctes) for e in node.expressions])
         if kind is exp.Collate:

@@ -364,3 +364,22 @@ def test_ignore_nulls_time_zones_and_subscripts():
     assert first == tree("SELECT tags[OFFSET(0)] FROM t", "bigquery") != tree("SELECT tags[2] FROM t", "postgres")
     spans = rat.sql_spans("SELECT tags[1] FROM t", first, {"t": ["a", "b", "tags", "ts"]}, "postgres")
     assert spans.unmapped == 0 and spans.text(1) == "1"
+
+
+def test_values_lists_are_rows():
+    schema = {"t": ["a", "b"]}
+
+    def tree(sql, dialect="postgres"):
+        return rat.to_tree(sql, schema, dialect=dialect)
+
+    inline = tree("SELECT t.b, m.label FROM t JOIN (VALUES (1, 'x'), (2, 'y')) AS m(id, label) ON m.id = t.a")
+    assert "(((1)('x')Tuple)((2)('y')Tuple)Values)" in rat.serialize(inline)
+    assert "(derived.label)" in rat.serialize(inline)
+    assert inline != tree("SELECT t.b, m.label FROM t JOIN (VALUES (1, 'x'), (2, 'z')) AS m(id, label) ON m.id = t.a")
+    # unnamed, SQLite's and PostgreSQL's columns are column1, column2, ...
+    assert tree("SELECT column2 FROM (VALUES (1, 'a'))", "sqlite").children[0].label == "derived.column2"
+    # x IN (VALUES (1), (2)) is x IN (1, 2)
+    assert tree("SELECT a FROM t WHERE a IN (VALUES (1), (2))") == tree("SELECT a FROM t WHERE a IN (1, 2)")
+    spans = rat.sql_spans("SELECT column2 FROM (VALUES (1, 'a'))", tree("SELECT column2 FROM (VALUES (1, 'a'))", "sqlite"),
+                          schema, "sqlite")
+    assert spans.unmapped == 0
