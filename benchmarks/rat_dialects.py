@@ -1,8 +1,7 @@
 """rat across dialects on real SQL: every Spider dev gold query and the 11 systems' Spider dev
 predictions, transpiled from SQLite by sqlglot to each of rat's dialects, read back with
 `rat.to_tree(transpiled, schema, dialect=d)`: the share giving the same canonical tree (hash) as
-the SQLite original, those that do but for the NULL placement written out, and the differing
-cases grouped by cause.
+the SQLite original, and the differing cases grouped by cause.
 
     python benchmarks/rat_dialects.py [--data-root ../shared/data] [--show 2]
 
@@ -52,19 +51,8 @@ def cause_of(sql: str, transpiled: str, dialect: str, error: str | None) -> tupl
     return "unexplained tree difference", "defect"
 
 
-def without_null_order(tree: rat.Node) -> rat.Node:
-    """`tree` without its `Nulls_first` / `Nulls_last` nodes (each replaced by its key)."""
-    built: dict[int, rat.Node] = {}
-    for node in tree.postorder():
-        children = [built[id(c)] for c in node.children]
-        built[id(node)] = children[0] if node.label in ("Nulls_first", "Nulls_last") \
-            else rat.Node(node.label, children)
-    return built[id(tree)]
-
-
 def compare(sql: str, schema: rat.Schema | None, dialect: str, original: rat.Node):
-    """None when the transpiled query gives the original's tree, "nulls" when it does but for
-    the NULL placement sqlglot wrote out (`NULLS LAST`), else (transpiled, error)."""
+    """None when the transpiled query gives the original's tree, else (transpiled, error)."""
     try:
         transpiled = from_sqlite(sql, dialect, schema, habits=False)  # sqlglot's alone
     except (SqlglotError, ValueError) as error:
@@ -74,9 +62,7 @@ def compare(sql: str, schema: rat.Schema | None, dialect: str, original: rat.Nod
     except rat.RATError as error:
         message = re.sub(r"'[^']*'", "'..'", str(error))[:80]
         return transpiled, f"rat: {message}"
-    if tree.hash == original.hash:
-        return None
-    return "nulls" if without_null_order(tree).hash == original.hash else (transpiled, None)
+    return None if tree.hash == original.hash else (transpiled, None)
 
 
 def dialect_names(text: str) -> list[str]:
@@ -116,17 +102,14 @@ def main() -> None:
         print(f"{name}: {len(queries)} queries, {len(kept)} read by rat as SQLite")
 
     print(f"\n{'dialect':10s} {'set':12s} {'queries':>8s} {'same tree':>10s} {'share':>8s}"
-          f" {'meaning':>8s} {'defect':>7s} {'LIKE*':>6s} {'NULLS*':>6s} {'s':>6s}")
+          f" {'meaning':>8s} {'defect':>7s} {'LIKE*':>6s} {'s':>6s}")
     groups: dict[tuple[str, str, str], list] = defaultdict(list)
     for dialect in args.dialects:
         for name, kept in originals.items():
             start = time.perf_counter()
-            same, kinds, like, nulls = 0, Counter(), 0, 0
+            same, kinds, like = 0, Counter(), 0
             for sql, db_id, original in kept:
                 differs = compare(sql, by_db.get(db_id), dialect, original)
-                if differs == "nulls":
-                    nulls += 1
-                    continue
                 if differs is None:
                     same += 1
                     like += _LIKE.search(sql) is not None \
@@ -137,14 +120,11 @@ def main() -> None:
                 groups[(dialect, kind, cause)].append((name, sql, differs[0]))
             print(f"{dialect:10s} {name:12s} {len(kept):8d} {same:10d}"
                   f" {100 * same / len(kept):7.2f}% {kinds['meaning']:8d} {kinds['defect']:7d}"
-                  f" {like:6d} {nulls:6d} {time.perf_counter() - start:6.1f}")
+                  f" {like:6d} {time.perf_counter() - start:6.1f}")
 
     print("\nLIKE*: same-tree queries with LIKE, which ignores ASCII case in SQLite but not in"
           " the target;\nsqlglot writes LIKE as LIKE, and a tree names the operator, not the"
           " dialect's LIKE (a query\nis compared with others of its own dialect).")
-    print("NULLS*: the SQLite tree but for NULLS FIRST / LAST, which sqlglot writes out where the"
-          " target puts NULLs\nelsewhere unasked; a tree marks NULL placement against its own"
-          " dialect's (Nulls_first / Nulls_last).")
     print("\ndiffering cases by cause (kind: meaning = a real meaning difference, defect)")
     for (dialect, kind, cause), cases in sorted(groups.items(), key=lambda g: (g[0][0], -len(g[1]))):
         print(f"\n[{dialect}] {kind}: {cause} ({len(cases)})")

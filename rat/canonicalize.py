@@ -25,6 +25,7 @@ import logging
 import re
 import threading
 from collections.abc import Mapping
+from contextlib import contextmanager
 
 import sqlglot.errors
 from sqlglot import expressions as exp
@@ -50,9 +51,18 @@ _TYPED_FUNCTIONS = frozenset(
     name for name in (*DIALECT.parser_class.FUNCTIONS, *DIALECT.parser_class.FUNCTION_PARSERS)
     if name not in _KEPT_FUNCTIONS and name not in DIALECT.parser_class.NO_PAREN_FUNCTION_PARSERS
 )
+_TYPE_TOKENS = frozenset(DIALECT.parser_class.TYPE_TOKENS)
 _L_PAREN, _R_PAREN, _DOT = TokenType.L_PAREN, TokenType.R_PAREN, TokenType.DOT
+_L_BRACKET, _R_BRACKET = TokenType.L_BRACKET, TokenType.R_BRACKET
+_OPENING = frozenset({_L_PAREN, _L_BRACKET})
+_JSON_ARROWS = frozenset({TokenType.ARROW, TokenType.DARROW, TokenType.HASH_ARROW, TokenType.DHASH_ARROW})
 # Pure-Python sqlglot parses about 950 nested parentheses within rat's deep-stack retry.
 MAX_PARENTHESES = 800
+# sqlglot's parser tries a call of a type's name (`date(`, `struct(`, PostgreSQL's `ARRAY[`) as a
+# type first: its time doubles with each such call nested in another (22 deep: minutes), and
+# each subscript `a[1][1]..` costs more than the last. Far above any real query's.
+MAX_TYPE_CALLS = 6
+MAX_BRACKETS = 100
 _SIMPLE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _RESERVED = {k.lower() for k in DIALECT.tokenizer_class.KEYWORDS if k.replace("_", "").isalpha()}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -123,6 +133,7 @@ class _Reading:
             name for name in (*parser.FUNCTIONS, *parser.FUNCTION_PARSERS)
             if name not in _KEPT_FUNCTIONS and name not in parser.NO_PAREN_FUNCTION_PARSERS
             and name not in _SPECIAL_SYNTAX)
+        self.type_tokens = frozenset(parser.TYPE_TOKENS)
         self.unsupported = tuple(c for c in _UNSUPPORTED_CLAUSES
                                  if not (c == "qualify" and rat_dialect.qualify))
         # Canonical text is lowercased outside its string literals, and outside quoted
@@ -166,14 +177,15 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
     try:
         tokenizer, parser = _reader(rat_dialect)
         tokens = tokenizer.tokenize(sql)
-        typed = _TYPED_FUNCTIONS if rat_dialect is SQLITE else \
-            _reading(rat_dialect).typed_functions
-        renamed = _rename_typed_functions(tokens, sql, typed)
-        _READERS.parsing = True
-        try:
+        reading = None if rat_dialect is SQLITE else _reading(rat_dialect)
+        if rat_dialect.name == "tsql" and any(t.token_type in _JSON_ARROWS for t in tokens):
+            # SQL Server has no JSON operators; sqlglot writes each as two calls of its left side
+            raise RATError("unsupported construct '->' (SQL Server has no JSON operators)", sql)
+        renamed = _rename_typed_functions(
+            tokens, sql, _TYPED_FUNCTIONS if reading is None else reading.typed_functions,
+            _TYPE_TOKENS if reading is None else reading.type_tokens)
+        with quiet_sqlglot():
             statements = [s for s in parser.parse(tokens, sql) if s is not None]
-        finally:
-            _READERS.parsing = False
     except sqlglot.errors.ParseError as error:
         detail = error.errors[0] if error.errors else {}
         where = f" at line {detail.get('line')}, col {detail.get('col')}" if detail else ""
@@ -214,27 +226,48 @@ def _reader(rat_dialect: Dialect = SQLITE):
 _READERS = threading.local()
 
 
-class _QuietWhileParsing(logging.Filter):
-    """Drops what sqlglot logs while `parse` runs in this thread: its warning that a statement
-    "contains unsupported syntax. Falling back to parsing as a 'Command'" quotes the SQL on a
-    library user's stderr, and rat refuses that statement with a RATError of its own. Records
+class _QuietWhileReading(logging.Filter):
+    """Drops what sqlglot logs in this thread while rat parses or writes SQL (`quiet_sqlglot`):
+    its warning that a statement "contains unsupported syntax. Falling back to parsing as a
+    'Command'" quotes the SQL on a library user's stderr, and rat refuses that statement with a
+    RATError of its own; its warning that the dialect does not support what it writes (MySQL's
+    AT TIME ZONE, which its parser read) is about sqlglot's text, not the user's. Records
     sqlglot logs for anyone else's calls pass as before."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(_READERS, "parsing", False)
+        return not getattr(_READERS, "quiet", False)
 
 
-logging.getLogger("sqlglot").addFilter(_QuietWhileParsing())
+logging.getLogger("sqlglot").addFilter(_QuietWhileReading())
 
 
-def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset()) -> bool:
+@contextmanager
+def quiet_sqlglot():
+    """sqlglot logs nothing from this thread meanwhile (`_QuietWhileReading`)."""
+    before = getattr(_READERS, "quiet", False)
+    _READERS.quiet = True
+    try:
+        yield
+    finally:
+        _READERS.quiet = before
+
+
+def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset(),
+                            type_tokens: frozenset = frozenset()) -> bool:
     """Prefix the name of each call of a function sqlglot would type (see `_RENAMED`);
     whether any was renamed. Parentheses nested more than MAX_PARENTHESES deep are a
     DepthError here, before parsing: how deep sqlglot's recursive parser gets depends on its
-    build (compiled, it reads thousands of levels), and the tree must not."""
+    build (compiled, it reads thousands of levels), and the tree must not. So is what sqlglot
+    parses in exponential or quadratic time: more than MAX_TYPE_CALLS calls of a type's name
+    (`type_tokens`) inside one another, more than MAX_BRACKETS subscripts or array brackets."""
     # Only the tokens before an opening parenthesis can be function names: find those first
     # (one pass in a comprehension), rather than looking at every token in a Python loop.
-    opening = [i for i, token in enumerate(tokens) if token.token_type is _L_PAREN]
+    opens = [i for i, token in enumerate(tokens) if token.token_type in _OPENING]
+    opening = [i for i in opens if tokens[i].token_type is _L_PAREN]
+    if len(opens) - len(opening) > MAX_BRACKETS:
+        raise RATError(f"more than {MAX_BRACKETS} subscripts or array brackets", sql)
+    if sum(i > 0 and tokens[i - 1].token_type in type_tokens for i in opens) > MAX_TYPE_CALLS:
+        _check_type_calls(tokens, sql, type_tokens)
     if len(opening) > MAX_PARENTHESES:  # fewer cannot nest that deep
         depth = 0
         for token in tokens[:-1]:  # a last "(" opens nothing: sqlglot reports it
@@ -255,6 +288,23 @@ def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset
             token.text = _RENAMED + token.text
             renamed = True
     return renamed
+
+
+def _check_type_calls(tokens: list, sql: str, type_tokens: frozenset) -> None:
+    """RATError when calls of a type's name (`date(`, `ARRAY[`) nest more than MAX_TYPE_CALLS deep."""
+    typed_open: list[bool] = []  # per open parenthesis or bracket: whether a type's name opened it
+    depth = 0
+    for i, token in enumerate(tokens):
+        kind = token.token_type
+        if kind in _OPENING:
+            typed_call = i > 0 and tokens[i - 1].token_type in type_tokens
+            typed_open.append(typed_call)
+            depth += typed_call
+            if depth > MAX_TYPE_CALLS:
+                raise RATError(f"more than {MAX_TYPE_CALLS} calls of type names (such as date(..)) "
+                               "inside one another", sql)
+        elif (kind is _R_PAREN or kind is _R_BRACKET) and typed_open:
+            depth -= typed_open.pop()
 
 
 def _restore_names(tree: exp.Expression) -> None:
@@ -338,7 +388,8 @@ def canonicalize(sql: str, schema: Schema | None = None, dialect: str = "sqlite"
 def _canonical_text(sql: str, schema: Schema | None, rat_dialect: Dialect = SQLITE) -> str:
     tree = canonical_ast(sql, schema, rat_dialect)
     try:
-        text = tree.sql(dialect=sqlglot_dialect(rat_dialect))
+        with quiet_sqlglot():
+            text = tree.sql(dialect=sqlglot_dialect(rat_dialect))
     except RecursionError:
         raise DepthError(sql) from None
     except sqlglot.errors.SqlglotError as error:  # e.g. UnsupportedError: about the SQL
@@ -675,7 +726,8 @@ class _Resolver:
             raise RATError(f"unsupported construct {'UNPIVOT' if pivots[0].args.get('unpivot') else 'PIVOT'!r}",
                            self.sql)
         if isinstance(node, exp.Lateral):  # reads the FROM items before it
-            if node.args.get("view") or not self.dialect.lateral:  # (Hive's LATERAL VIEW)
+            if node.args.get("view") or not self.dialect.lateral or (  # (Hive's LATERAL VIEW)
+                    self.dialect.name == "tsql" and node.args.get("cross_apply") is None):
                 raise RATError("unsupported construct 'LATERAL'", self.sql)
             if node.args.get("cross_apply") is False:  # a left join without its keyword
                 raise RATError("unsupported construct 'OUTER APPLY'", self.sql)

@@ -34,7 +34,7 @@ class Dialect:
     double_quoted_strings: bool = False
     distinct_on: bool = False  # SELECT DISTINCT ON (..)
     qualify: bool = False  # QUALIFY <condition on window results>
-    lateral: bool = False  # JOIN LATERAL (..) (SQL Server: CROSS APPLY)
+    lateral: bool = False  # JOIN LATERAL (..) (SQL Server: CROSS APPLY only)
 
     @property
     def case_sensitive(self) -> bool:

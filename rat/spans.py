@@ -18,7 +18,12 @@ from functools import cached_property, partial
 
 from sqlglot import expressions as exp
 
-from rat.canonicalize import canonical_ast, lowercase_outside_strings, sqlglot_dialect
+from rat.canonicalize import (
+    canonical_ast,
+    lowercase_outside_strings,
+    quiet_sqlglot,
+    sqlglot_dialect,
+)
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import DepthError, InternalError, with_deep_stack
@@ -214,7 +219,8 @@ def _generate(ast: exp.Expression, rat_dialect: Dialect = SQLITE) -> tuple[str, 
             expression.meta[_TAG] = number
     if number + 1 != len(expressions):
         raise ValueError("the copy of the tree has another shape")
-    marked = _marking_generator(rat_dialect).generate(copied, copy=False)
+    with quiet_sqlglot():
+        marked = _marking_generator(rat_dialect).generate(copied, copy=False)
     # One pass over the markers (not the characters): the plain text between them, and each
     # expression's [start, end) in it. That the markers leave the text as `ast.sql()` writes
     # it is checked by the tests (every fixture and every Spider dev query), not per query.

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import expressions as exp
 
-from rat.canonicalize import canonical_ast, sqlglot_dialect
+from rat.canonicalize import canonical_ast
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import RATError, internal_errors, with_deep_stack
@@ -146,10 +146,6 @@ class _Builder:
         self.cased = rat_dialect.case_sensitive
         # ILIKE is LIKE where LIKE ignores case already; elsewhere a node of its own.
         self.ilike = "Like" if rat_dialect.like_ignores_case else "Ilike"
-        # where NULLs sort unasked: first when ascending (small), else first when descending
-        # (large), else last either way (DuckDB)
-        ordering = sqlglot_dialect(rat_dialect).NULL_ORDERING
-        self.nulls_small, self.nulls_large = ordering == "nulls_are_small", ordering == "nulls_are_large"
 
     def name(self, identifier: exp.Identifier) -> str:
         """The label of a resolved identifier (see `rat.dialects.Dialect.label`)."""
@@ -452,6 +448,8 @@ class _Builder:
         if kind is exp.RespectNulls:  # what a window function does unasked
             return self.expr(node.this, ctes)
         if kind is exp.AtTimeZone:  # ts AT TIME ZONE 'UTC'
+            if self.dialect.name in ("sqlite", "mysql"):
+                raise RATError("unsupported construct 'AT TIME ZONE'", self.sql)
             return Node("At_time_zone", (self.expr(node.this, ctes), self.expr(node.args["zone"], ctes)))
         if kind is exp.Bracket and len(node.expressions) == 1 and not node.args.get("safe"):
             # tags[1]: sqlglot counts from 0 in every dialect (PostgreSQL's [1] is its [0])
@@ -547,16 +545,11 @@ class _Builder:
         return nodes
 
     def sort_key(self, ordered: exp.Expression, ctes) -> tuple[bool, Node]:
-        """Whether an ORDER BY key sorts descending, and its node: `Nulls_first` / `Nulls_last`
-        (key) where NULLS FIRST / LAST puts NULLs elsewhere than the dialect does unasked."""
+        """Whether an ORDER BY key sorts descending, and its node (NULLS FIRST / LAST is not
+        read: docs/rat.md)."""
         if not isinstance(ordered, exp.Ordered):
             return False, self.expr(ordered, ctes)
-        desc = bool(ordered.args.get("desc"))
-        key = self.expr(ordered.this, ctes)
-        nulls_first = ordered.args.get("nulls_first")
-        if nulls_first is None or bool(nulls_first) == (self.nulls_large if desc else self.nulls_small):
-            return desc, key
-        return desc, Node("Nulls_first" if nulls_first else "Nulls_last", (key,))
+        return bool(ordered.args.get("desc")), self.expr(ordered.this, ctes)
 
     def window(self, node: exp.Window, ctes) -> Node:
         if node.args.get("alias") is not None:  # (rat.canonicalize inlines the WINDOW clause)

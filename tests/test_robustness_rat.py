@@ -111,6 +111,29 @@ def test_nesting_limits_are_far_above_the_old_ones(shape, n):
     assert rat.canonicalize(sql)
 
 
+# What sqlglot parses in exponential time (a call of a type's name inside another: 22 deep took
+# minutes) or quadratic time (chained subscripts), and writes in exponential time (SQL Server's
+# JSON arrows): refused before parsing, in one line.
+SLOW_TO_PARSE = [
+    ("sqlite", "SELECT " + "date(" * 30 + "d" + ")" * 30 + " FROM t", "calls of type names"),
+    ("mysql", "SELECT " + "binary(" * 30 + "a" + ")" * 30 + " FROM t", "calls of type names"),
+    ("postgres", "SELECT " + "ARRAY[" * 30 + "1" + "]" * 30, "calls of type names"),
+    ("postgres", "SELECT a" + "[1]" * 5000 + " FROM t", "more than 100 subscripts"),
+    ("tsql", "SELECT a" + " -> 'k'" * 30 + " FROM t", "no JSON operators"),
+]
+
+
+@pytest.mark.parametrize("dialect, sql, message", SLOW_TO_PARSE, ids=lambda v: str(v)[:20])
+def test_sql_sqlglot_reads_in_exponential_time_is_refused(dialect, sql, message):
+    for call in (rat.to_tree, rat.canonicalize):
+        with pytest.raises(rat.RATError, match=message):
+            call(sql, dialect=dialect)
+    assert rat.sql_spans(sql, dialect=dialect).tree is None  # no tree, no spans, no exception
+    # at the bound, the tree is built
+    assert rat.to_tree("SELECT " + "date(" * 6 + "d" + ")" * 6 + " FROM t").depth() == 8
+    assert rat.to_tree("SELECT a" + "[1]" * 100 + " FROM t", dialect="postgres")
+
+
 def test_the_recursion_limit_is_restored_after_a_deep_query():
     limit = sys.getrecursionlimit()
     rat.to_tree(NESTINGS["parentheses"](500))
