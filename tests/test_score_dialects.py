@@ -184,3 +184,20 @@ def test_quoted_mixed_case_names_are_found_and_pointed_at_where_written():
     assert written["user.full name"] == '"Full Name"' and written["user.camelcase"] == '"CamelCase"'
     assert written["user"] == '"User"'
     assert not [r for n in scored.nodes for r in n.reasons if "not in the schema" in r.text]
+
+
+def test_sql_of_the_databases_own_dialect_read_as_sqlite_says_which_to_give(scorer, tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    path = tmp_path / "shop.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE orders (id INTEGER, status TEXT)")
+    sql = "SELECT DISTINCT ON (status) id FROM orders ORDER BY status"
+    wrong, right = scorer.score_many([{"sql": sql, "database": path}, {"sql": sql, "database": path,
+                                                                      "dialect": "duckdb"}], progress=False)
+    assert isinstance(wrong, RowError) and wrong.message.endswith(
+        "(read as sqlite SQL; the database is duckdb: dialect 'duckdb' reads its own)")
+    assert not isinstance(right, RowError)
+    # the same SQL on a SQLite file has nothing to add
+    (plain,) = scorer.score_many([{"sql": sql, "database": demo_root() / "database" / DB / f"{DB}.sqlite"}],
+                                 progress=False)
+    assert isinstance(plain, RowError) and "read as" not in plain.message

@@ -517,6 +517,7 @@ class Scorer:
         for j, row in enumerate(rows):
             check_deadline(budget.deadline)
             qid = row.get("question_id") if isinstance(row, Mapping) else None
+            database, read_as = None, dialect
             try:
                 if not isinstance(row, Mapping):
                     raise TypeError(f"expected a row (a mapping with 'sql'), found {type(row).__name__}")
@@ -554,8 +555,11 @@ class Scorer:
             except (rat.RATError, ValueError, TypeError) as e:
                 kind = ("database" if isinstance(e, DatabaseError) else "sql" if isinstance(e, rat.RATError)
                         else "type" if isinstance(e, TypeError) else "value")
-                batch.errors[j] = RowError(positions[j], str(e).splitlines()[0] if str(e) else type(e).__name__,
-                                           qid, kind)
+                message = str(e).splitlines()[0] if str(e) else type(e).__name__
+                own = database.dialect if isinstance(database, Database) else "sqlite" if database else None
+                if kind == "sql" and own not in (None, read_as):  # SQL of the database's own dialect?
+                    message += f" (read as {read_as} SQL; the database is {own}: dialect {own!r} reads its own)"
+                batch.errors[j] = RowError(positions[j], message, qid, kind)
                 continue
             batch.schemas[key] = schema
             batch.databases[key] = database
