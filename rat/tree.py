@@ -384,7 +384,12 @@ class _Builder:
             query = node.args.get("query")
             if query is not None:
                 target = self.query(query, ctes)
-            elif node.args.get("unnest") is not None or node.args.get("field") is not None:
+            elif node.args.get("unnest") is not None:  # BigQuery's x IN UNNEST(array)
+                arrays = node.args["unnest"].expressions
+                target = Node("Val_list", [self.expr(v, ctes) for v in arrays[0].expressions]) \
+                    if len(arrays) == 1 and type(arrays[0]) is exp.Array \
+                    else Node("Unnest", [self.expr(e, ctes) for e in arrays])  # IN UNNEST([1, 2]): IN (1, 2)
+            elif node.args.get("field") is not None:
                 raise self.unsupported(node)
             else:
                 values = node.expressions

@@ -355,8 +355,11 @@ def test_values_lists_are_rows():
     assert inline != tree("SELECT t.b, m.label FROM t JOIN (VALUES (1, 'x'), (2, 'z')) AS m(id, label) ON m.id = t.a")
     # unnamed, SQLite's and PostgreSQL's columns are column1, column2, ...
     assert tree("SELECT column2 FROM (VALUES (1, 'a'))", "sqlite").children[0].label == "derived.column2"
-    # x IN (VALUES (1), (2)) is x IN (1, 2)
-    assert tree("SELECT a FROM t WHERE a IN (VALUES (1), (2))") == tree("SELECT a FROM t WHERE a IN (1, 2)")
+    # x IN (VALUES (1), (2)) and BigQuery's x IN UNNEST([1, 2]) are x IN (1, 2)
+    listed = tree("SELECT a FROM t WHERE a IN (1, 2)")
+    assert tree("SELECT a FROM t WHERE a IN (VALUES (1), (2))") == listed
+    assert tree("SELECT a FROM t WHERE a IN UNNEST([1, 2])", "bigquery") == listed
+    assert "((t.b)Unnest)Not_in" in rat.serialize(tree("SELECT a FROM t WHERE a NOT IN UNNEST(t.b)", "bigquery"))
     spans = rat.sql_spans("SELECT column2 FROM (VALUES (1, 'a'))", tree("SELECT column2 FROM (VALUES (1, 'a'))", "sqlite"),
                           schema, "sqlite")
     assert spans.unmapped == 0
