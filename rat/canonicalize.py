@@ -25,7 +25,6 @@ import logging
 import re
 import threading
 from collections.abc import Mapping
-from contextlib import contextmanager
 
 import sqlglot.errors
 from sqlglot import expressions as exp
@@ -242,15 +241,18 @@ class _QuietWhileReading(logging.Filter):
 logging.getLogger("sqlglot").addFilter(_QuietWhileReading())
 
 
-@contextmanager
-def quiet_sqlglot():
-    """sqlglot logs nothing from this thread meanwhile (`_QuietWhileReading`)."""
-    before = getattr(_READERS, "quiet", False)
-    _READERS.quiet = True
-    try:
-        yield
-    finally:
-        _READERS.quiet = before
+class quiet_sqlglot:
+    """sqlglot logs nothing from this thread meanwhile (`_QuietWhileReading`); a class, not a
+    generator, for its cost: one is entered for every query parsed."""
+
+    __slots__ = ("before",)
+
+    def __enter__(self) -> None:
+        self.before = getattr(_READERS, "quiet", False)
+        _READERS.quiet = True
+
+    def __exit__(self, *_) -> None:
+        _READERS.quiet = self.before
 
 
 def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset(),
@@ -263,11 +265,14 @@ def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset
     (`type_tokens`) inside one another, more than MAX_BRACKETS subscripts or array brackets."""
     # Only the tokens before an opening parenthesis can be function names: find those first
     # (one pass in a comprehension), rather than looking at every token in a Python loop.
-    opens = [i for i, token in enumerate(tokens) if token.token_type in _OPENING]
-    opening = [i for i in opens if tokens[i].token_type is _L_PAREN]
-    if len(opens) - len(opening) > MAX_BRACKETS:
-        raise RATError(f"more than {MAX_BRACKETS} subscripts or array brackets", sql)
-    if sum(i > 0 and tokens[i - 1].token_type in type_tokens for i in opens) > MAX_TYPE_CALLS:
+    opening = [i for i, token in enumerate(tokens) if token.token_type is _L_PAREN]
+    opens = opening
+    if "[" in sql:  # (rare: one more pass only then)
+        opens = [i for i, token in enumerate(tokens) if token.token_type in _OPENING]
+        if len(opens) - len(opening) > MAX_BRACKETS:
+            raise RATError(f"more than {MAX_BRACKETS} subscripts or array brackets", sql)
+    if len(opens) > MAX_TYPE_CALLS and len(
+            [i for i in opens if i and tokens[i - 1].token_type in type_tokens]) > MAX_TYPE_CALLS:
         _check_type_calls(tokens, sql, type_tokens)
     if len(opening) > MAX_PARENTHESES:  # fewer cannot nest that deep
         depth = 0
@@ -306,6 +311,13 @@ def _check_type_calls(tokens: list, sql: str, type_tokens: frozenset) -> None:
                                "inside one another", sql)
         elif (kind is _R_PAREN or kind is _R_BRACKET) and typed_open:
             depth -= typed_open.pop()
+
+
+def _plain_star(star: exp.Star, sql: str) -> None:
+    """RATError for BigQuery's `* EXCEPT (a)`, DuckDB's `* EXCLUDE (a)`, `* REPLACE (..)`: read
+    as `*`, they would be another query's tree."""
+    if any(star.args.get(k) for k in ("except_", "replace", "rename")):
+        raise RATError("unsupported construct '* EXCEPT' / '* EXCLUDE' / '* REPLACE'", sql)
 
 
 def _restore_names(tree: exp.Expression) -> None:
@@ -580,10 +592,6 @@ class _Resolver:
         group = args.get("group")
         if group is not None and group.args.get("all"):  # DuckDB's: the SELECT's other columns
             raise RATError("unsupported construct 'GROUP BY ALL' (name its columns)", self.sql)
-        for projection in node.expressions:  # BigQuery's `* EXCEPT (a)`, DuckDB's `* EXCLUDE (a)`
-            star = projection.this if type(projection) is exp.Column else projection
-            if type(star) is exp.Star and any(star.args.get(k) for k in ("except_", "replace", "rename")):
-                raise RATError("unsupported construct '* EXCEPT' / '* EXCLUDE' / '* REPLACE'", self.sql)
         scope = _Scope()
         from_ = args.get("from_")
         if from_ is not None:
@@ -726,30 +734,6 @@ class _Resolver:
         if pivots:  # `t PIVOT (...)`: sqlglot keeps it on the table, and writing it drops it
             raise RATError(f"unsupported construct {'UNPIVOT' if pivots[0].args.get('unpivot') else 'PIVOT'!r}",
                            self.sql)
-        if isinstance(node, exp.Lateral):  # reads the FROM items before it
-            if node.args.get("view") or not self.dialect.lateral or (  # (Hive's LATERAL VIEW)
-                    self.dialect.name == "tsql" and node.args.get("cross_apply") is None):
-                raise RATError("unsupported construct 'LATERAL'", self.sql)
-            if node.args.get("cross_apply") is False:  # a left join without its keyword
-                raise RATError("unsupported construct 'OUTER APPLY'", self.sql)
-            if isinstance(node.this, exp.Subquery):
-                names = self.query(node.this.this, (scope, *outer), ctes, keep_aliases=True)
-                alias = node.args.get("alias") or node.this.args.get("alias")
-                self.derived_source(node, alias, frozenset(names), scope)
-            else:
-                self.table_function(node, [node.this], scope, outer, ctes)
-            return
-        if isinstance(node, exp.Unnest):
-            self.table_function(node, node.expressions, scope, outer, ctes)
-            return
-        if isinstance(node, exp.Values):  # (VALUES (1, 'a'), (2, 'b')) AS v(id, name)
-            self.expression(node.expressions, scope, (scope, *outer), ctes, {}, "from")
-            first = node.expressions[0] if node.expressions else None
-            width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
-            # unnamed, its columns are column1, column2, ... (SQLite, PostgreSQL, DuckDB)
-            self.derived_source(node, node.args.get("alias"),
-                                frozenset(f"column{k}" for k in range(1, width + 1)), scope)
-            return
         if isinstance(node, exp.Table):
             args = node.args
             if not isinstance(node.this, exp.Identifier):  # `FROM generate_series(..)`, `json_each(..)`
@@ -762,7 +746,7 @@ class _Resolver:
             name = self.fold(node.name, node.this)
             if self.dialect is not SQLITE and node._meta:  # BigQuery's `proj.ds.t`
                 node._meta.pop("quoted_table", None)
-            other = self.other_schema(node, name)
+            other = None if args.get("db") is None else self.other_schema(node, name)
             if "db" in args or "catalog" in args:
                 node.set("catalog", None)
                 if other is None:
@@ -789,6 +773,27 @@ class _Resolver:
         elif isinstance(node, exp.Subquery):
             names = self.query(node.this, outer, ctes, keep_aliases=True)
             self.derived_source(node, node.args.get("alias"), frozenset(names), scope)
+        elif isinstance(node, exp.Lateral):  # reads the FROM items before it
+            if node.args.get("view") or not self.dialect.lateral or (  # (Hive's LATERAL VIEW)
+                    self.dialect.name == "tsql" and node.args.get("cross_apply") is None):
+                raise RATError("unsupported construct 'LATERAL'", self.sql)
+            if node.args.get("cross_apply") is False:  # a left join without its keyword
+                raise RATError("unsupported construct 'OUTER APPLY'", self.sql)
+            if isinstance(node.this, exp.Subquery):
+                names = self.query(node.this.this, (scope, *outer), ctes, keep_aliases=True)
+                alias = node.args.get("alias") or node.this.args.get("alias")
+                self.derived_source(node, alias, frozenset(names), scope)
+            else:
+                self.table_function(node, [node.this], scope, outer, ctes)
+        elif isinstance(node, exp.Unnest):
+            self.table_function(node, node.expressions, scope, outer, ctes)
+        elif isinstance(node, exp.Values):  # (VALUES (1, 'a'), (2, 'b')) AS v(id, name)
+            self.expression(node.expressions, scope, (scope, *outer), ctes, {}, "from")
+            first = node.expressions[0] if node.expressions else None
+            width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
+            # unnamed, its columns are column1, column2, ... (SQLite, PostgreSQL, DuckDB)
+            self.derived_source(node, node.args.get("alias"),
+                                frozenset(f"column{k}" for k in range(1, width + 1)), scope)
         else:
             raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
 
@@ -878,6 +883,8 @@ class _Resolver:
                 _count_star(current)
             elif kind is exp.Between:
                 self.between = True
+            elif kind is exp.Star and current.args:
+                _plain_star(current, self.sql)
             stack.extend(current.iter_expressions())
 
     def column(self, column: exp.Column, scope: _Scope, chain, aliases, clause) -> None:
@@ -889,6 +896,8 @@ class _Resolver:
         identifier = args.get("this")
         table = args.get("table")
         if isinstance(identifier, exp.Star):
+            if identifier.args:
+                _plain_star(identifier, self.sql)
             if table is not None:
                 self.resolve_table(table, chain)
             return

@@ -317,16 +317,9 @@ class _Builder:
         return node
 
     def relation(self, node: exp.Expression, ctes) -> Node:
-        if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
-            return self.expr(node.this, ctes)  # a function's rows: `Generate_series(1, 5)`
-        if isinstance(node, exp.Lateral):  # the subquery or function, reading what is before it
-            return self.query(node.this.this, ctes) if isinstance(node.this, exp.Subquery) \
-                else self.expr(node.this, ctes)
-        if isinstance(node, exp.Unnest):
-            return Node("Unnest", [self.expr(e, ctes) for e in node.expressions])
-        if isinstance(node, exp.Values):
-            return self.expr(node, ctes)
         if isinstance(node, exp.Table):
+            if not isinstance(node.this, exp.Identifier):
+                return self.expr(node.this, ctes)  # a function's rows: `Generate_series(1, 5)`
             name = node.name
             if name in ctes:
                 return ctes[name]
@@ -335,6 +328,13 @@ class _Builder:
             return table if schema is None else Node("In_schema", (table, Node(schema.name)))
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
+        if isinstance(node, exp.Lateral):  # the subquery or function, reading what is before it
+            return self.query(node.this.this, ctes) if isinstance(node.this, exp.Subquery) \
+                else self.expr(node.this, ctes)
+        if isinstance(node, exp.Unnest):
+            return Node("Unnest", [self.expr(e, ctes) for e in node.expressions])
+        if isinstance(node, exp.Values):
+            return self.expr(node, ctes)
         raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
 
     # ---- expressions ------------------------------------------------------------------
