@@ -79,6 +79,14 @@ _SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY
                              "SUBSTRING"})
 # Function names that are one function in every dialect rat reads: the canonical name.
 _SAME_FUNCTIONS = {"substring": "substr"}
+# sqlglot's names of constructs rat refuses, as the SQL writes them (others keep sqlglot's name).
+_CONSTRUCTS = {"Between": "BETWEEN SYMMETRIC", "SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
+               "Var": "a bare word", "Pivot": "PIVOT", "Unpivot": "UNPIVOT"}
+
+
+def construct_name(node: exp.Expression) -> str:
+    """How a message names the construct `node` (an expression rat does not read)."""
+    return _CONSTRUCTS.get(type(node).__name__, type(node).__name__)
 # Functions read in FROM, and the columns of their rows where the query does not name them:
 # () for one column, named by the function (or, in PostgreSQL, by the alias).
 _TABLE_FUNCTION_COLUMNS = {
@@ -558,7 +566,7 @@ class _Resolver:
             return names
         if isinstance(node, exp.Select):
             return self.select(node, outer, ctes, keep_aliases)
-        raise RATError(f"unsupported construct {type(node).__name__!r}", self.sql)
+        raise RATError(f"unsupported construct {construct_name(node)!r}", self.sql)
 
     def reads(self, query: exp.Expression, name: str) -> bool:
         """Whether `query` reads a table named `name` (a CTE reading itself is recursive)."""
@@ -795,7 +803,7 @@ class _Resolver:
             self.derived_source(node, node.args.get("alias"),
                                 frozenset(f"column{k}" for k in range(1, width + 1)), scope)
         else:
-            raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
+            raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
 
     def derived_source(self, node: exp.Expression, alias: exp.TableAlias | None,
                        columns: frozenset | None, scope: _Scope) -> None:
@@ -823,7 +831,7 @@ class _Resolver:
             raise RATError("unsupported construct 'WITH ORDINALITY' / 'WITH OFFSET' in FROM", self.sql)
         call = calls[0] if len(calls) == 1 else None
         if isinstance(call, exp.Table | exp.Subquery | exp.Select) or not calls:
-            raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
+            raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
         self.expression(calls, scope, (scope, *outer), ctes, {}, "from")
         alias = node.args.get("alias")
         function = call.name.lower() if isinstance(call, exp.Anonymous) else \

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import expressions as exp
 
-from rat.canonicalize import canonical_ast
+from rat.canonicalize import canonical_ast, construct_name
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import RATError, internal_errors, with_deep_stack
@@ -110,7 +110,7 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     in `rat_dialect`), calling ``on_step`` (see `BuildObserver`) after each build step; raises
     only `RATError`.
 
-    >>> from rat.canonicalize import canonical_ast
+    >>> from rat.canonicalize import canonical_ast, construct_name
     >>> sql = "SELECT a FROM t LIMIT 3"
     >>> steps = []
     >>> tree = from_ast(canonical_ast(sql), sql, lambda *step: steps.append(step))
@@ -154,7 +154,7 @@ class _Builder:
         return self.dialect.label(identifier.this, bool(identifier.args.get("quoted")))
 
     def unsupported(self, node: exp.Expression) -> RATError:
-        return RATError(f"unsupported construct {type(node).__name__!r}", self.sql)
+        return RATError(f"unsupported construct {construct_name(node)!r}", self.sql)
 
     # ---- relations --------------------------------------------------------------------
     def query(self, node: exp.Expression, ctes: dict[str, Node]) -> Node:
@@ -335,7 +335,7 @@ class _Builder:
             return Node("Unnest", [self.expr(e, ctes) for e in node.expressions])
         if isinstance(node, exp.Values):
             return self.expr(node, ctes)
-        raise RATError(f"unsupported construct {type(node).__name__!r} in FROM", self.sql)
+        raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
 
     # ---- expressions ------------------------------------------------------------------
     def expr(self, node: exp.Expression, ctes) -> Node:
@@ -554,6 +554,8 @@ class _Builder:
         read: docs/rat.md)."""
         if not isinstance(ordered, exp.Ordered):
             return False, self.expr(ordered, ctes)
+        if type(ordered.this) is exp.Var and ordered.this.name.upper() == "ALL":  # DuckDB's
+            raise RATError("unsupported construct 'ORDER BY ALL' (name its columns)", self.sql)
         return bool(ordered.args.get("desc")), self.expr(ordered.this, ctes)
 
     def window(self, node: exp.Window, ctes) -> Node:

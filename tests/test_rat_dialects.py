@@ -105,6 +105,10 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("duckdb", "SELECT name FROM singer USING SAMPLE 10%", "SAMPLE"),
     ("postgres", "SELECT lag(age) IGNORE NULLS OVER (ORDER BY age) FROM singer", "IGNORE NULLS"),
     ("mysql", "SELECT age AT TIME ZONE 'UTC' FROM singer", "AT TIME ZONE"),
+    # named as the SQL writes them, not by sqlglot's class names (Var, Between, SafeFunc)
+    ("duckdb", "SELECT name FROM singer ORDER BY ALL", "'ORDER BY ALL' (name its columns)"),
+    ("postgres", "SELECT name FROM singer WHERE age BETWEEN SYMMETRIC 30 AND 20", "'BETWEEN SYMMETRIC'"),
+    ("bigquery", "SELECT SAFE.PARSE_DATE('%Y', name) FROM singer", "'SAFE.'"),
     ("tsql", "SELECT name FROM singer CROSS JOIN LATERAL (SELECT 1 AS x) AS s", "LATERAL"),
 ])
 def test_constructs_refused_where_they_do_not_belong(dialect, sql, construct):
