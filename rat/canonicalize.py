@@ -81,12 +81,7 @@ _SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY
 _SAME_FUNCTIONS = {"substring": "substr"}
 # sqlglot's names of constructs rat refuses, as the SQL writes them (others keep sqlglot's name).
 _CONSTRUCTS = {"Between": "BETWEEN SYMMETRIC", "SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
-               "Var": "a bare word", "Pivot": "PIVOT", "Unpivot": "UNPIVOT"}
-
-
-def construct_name(node: exp.Expression) -> str:
-    """How a message names the construct `node` (an expression rat does not read)."""
-    return _CONSTRUCTS.get(type(node).__name__, type(node).__name__)
+               "Var": "a bare word"}
 # Functions read in FROM, and the columns of their rows where the query does not name them:
 # () for one column, named by the function (or, in PostgreSQL, by the alias).
 _TABLE_FUNCTION_COLUMNS = {
@@ -97,6 +92,11 @@ _TABLE_FUNCTION_COLUMNS = {
                     ("key", "value", "type", "atom", "id", "parent", "fullkey", "path")),
     "flatten": ("seq", "key", "path", "index", "value", "this"),  # Snowflake
 }
+
+
+def construct_name(node: exp.Expression) -> str:
+    """How a message names the construct `node` (an expression rat does not read)."""
+    return _CONSTRUCTS.get(type(node).__name__, type(node).__name__)
 
 
 # Date part names a date function takes unquoted (rat.kinds.DATE_PART_FIRST / _LAST say where).
@@ -186,9 +186,9 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         tokenizer, parser = _reader(rat_dialect)
         tokens = tokenizer.tokenize(sql)
         reading = None if rat_dialect is SQLITE else _reading(rat_dialect)
-        if rat_dialect.name == "tsql" and any(t.token_type in _JSON_ARROWS for t in tokens):
-            # SQL Server has no JSON operators; sqlglot writes each as two calls of its left side
-            raise RATError("unsupported construct '->' (SQL Server has no JSON operators)", sql)
+        if not rat_dialect.json_operators and any(t.token_type in _JSON_ARROWS for t in tokens):
+            # (SQL Server's: sqlglot writes each as two calls of its left side, exponential in a chain)
+            raise RATError(f"unsupported construct '->' ({rat_dialect.name} has no JSON operators)", sql)
         renamed = _rename_typed_functions(
             tokens, sql, _TYPED_FUNCTIONS if reading is None else reading.typed_functions,
             _TYPE_TOKENS if reading is None else reading.type_tokens)
@@ -597,9 +597,12 @@ class _Resolver:
             for key in _UNSUPPORTED_CLAUSES:
                 if key in self.unsupported and args.get(key):
                     raise RATError(f"unsupported construct {key.upper()!r}", self.sql)
-        group = args.get("group")
+        group, order = args.get("group"), args.get("order")
         if group is not None and group.args.get("all"):  # DuckDB's: the SELECT's other columns
             raise RATError("unsupported construct 'GROUP BY ALL' (name its columns)", self.sql)
+        if order is not None and any(type(o.this) is exp.Var and o.this.name.upper() == "ALL"
+                                     for o in order.expressions if isinstance(o, exp.Ordered)):
+            raise RATError("unsupported construct 'ORDER BY ALL' (name its columns)", self.sql)
         scope = _Scope()
         from_ = args.get("from_")
         if from_ is not None:
@@ -782,9 +785,9 @@ class _Resolver:
             names = self.query(node.this, outer, ctes, keep_aliases=True)
             self.derived_source(node, node.args.get("alias"), frozenset(names), scope)
         elif isinstance(node, exp.Lateral):  # reads the FROM items before it
-            if node.args.get("view") or not self.dialect.lateral or (  # (Hive's LATERAL VIEW)
-                    self.dialect.name == "tsql" and node.args.get("cross_apply") is None):
-                raise RATError("unsupported construct 'LATERAL'", self.sql)
+            apply = node.args.get("cross_apply") is not None  # SQL Server's CROSS / OUTER APPLY
+            if node.args.get("view") or self.dialect.lateral != ("CROSS APPLY" if apply else "LATERAL"):
+                raise RATError("unsupported construct 'LATERAL'", self.sql)  # (Hive's LATERAL VIEW)
             if node.args.get("cross_apply") is False:  # a left join without its keyword
                 raise RATError("unsupported construct 'OUTER APPLY'", self.sql)
             if isinstance(node.this, exp.Subquery):

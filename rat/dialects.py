@@ -34,7 +34,10 @@ class Dialect:
     double_quoted_strings: bool = False
     distinct_on: bool = False  # SELECT DISTINCT ON (..)
     qualify: bool = False  # QUALIFY <condition on window results>
-    lateral: bool = False  # JOIN LATERAL (..) (SQL Server: CROSS APPLY only)
+    lateral: str = ""  # how it reads a FROM item reading the ones before it: "LATERAL", "CROSS APPLY"
+    ignore_nulls: bool = False  # a window function's IGNORE NULLS
+    at_time_zone: bool = True  # ts AT TIME ZONE 'UTC'
+    json_operators: bool = True  # a -> 'k', a ->> 'k'
 
     @property
     def case_sensitive(self) -> bool:
@@ -59,16 +62,17 @@ class Dialect:
 
 
 DIALECTS = {
-    "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True),
+    "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True, at_time_zone=False),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
-                        distinct_on=True, lateral=True),
-    "mysql": Dialect("mysql", like_ignores_case=True, lateral=True),
+                        distinct_on=True, lateral="LATERAL"),
+    "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
-                      lateral=True),
+                      lateral="LATERAL"),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
-                         qualify=True, lateral=True),
-    "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True),
-    "tsql": Dialect("tsql", like_ignores_case=True, lateral=True),
+                         qualify=True, lateral="LATERAL", ignore_nulls=True),
+    "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True),
+    "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
+                    json_operators=False),
 }
 SQLITE = DIALECTS["sqlite"]
 

@@ -61,8 +61,6 @@ _GROUPINGS = {exp.Rollup: "Rollup", exp.Cube: "Cube", exp.GroupingSets: "Groupin
 _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
-# Dialects whose window functions take IGNORE NULLS as sqlglot writes it.
-_IGNORE_NULLS = frozenset({"snowflake", "bigquery", "tsql"})
 # Dialects whose now() is CURRENT_TIMESTAMP (SQLite has no now()).
 _NOW_IS_CURRENT_TIMESTAMP = frozenset({"postgres", "duckdb", "mysql"})
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
@@ -110,7 +108,7 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     in `rat_dialect`), calling ``on_step`` (see `BuildObserver`) after each build step; raises
     only `RATError`.
 
-    >>> from rat.canonicalize import canonical_ast, construct_name
+    >>> from rat.canonicalize import canonical_ast
     >>> sql = "SELECT a FROM t LIMIT 3"
     >>> steps = []
     >>> tree = from_ast(canonical_ast(sql), sql, lambda *step: steps.append(step))
@@ -447,13 +445,13 @@ class _Builder:
             aggregate = self.expr(node.this, ctes)  # is the aggregate's last arguments (`arguments`)
             return Node(aggregate.label, (*aggregate.children, *self.ordering(node.expression, ctes)))
         if kind is exp.IgnoreNulls:  # lag(a) IGNORE NULLS OVER (..)
-            if self.dialect.name not in _IGNORE_NULLS:
+            if not self.dialect.ignore_nulls:
                 raise RATError("unsupported construct 'IGNORE NULLS'", self.sql)
             return Node("Ignore_nulls", (self.expr(node.this, ctes),))
         if kind is exp.RespectNulls:  # what a window function does unasked
             return self.expr(node.this, ctes)
         if kind is exp.AtTimeZone:  # ts AT TIME ZONE 'UTC'
-            if self.dialect.name in ("sqlite", "mysql"):
+            if not self.dialect.at_time_zone:
                 raise RATError("unsupported construct 'AT TIME ZONE'", self.sql)
             return Node("At_time_zone", (self.expr(node.this, ctes), self.expr(node.args["zone"], ctes)))
         if kind is exp.Bracket and len(node.expressions) == 1 and not node.args.get("safe"):
@@ -554,8 +552,6 @@ class _Builder:
         read: docs/rat.md)."""
         if not isinstance(ordered, exp.Ordered):
             return False, self.expr(ordered, ctes)
-        if type(ordered.this) is exp.Var and ordered.this.name.upper() == "ALL":  # DuckDB's
-            raise RATError("unsupported construct 'ORDER BY ALL' (name its columns)", self.sql)
         return bool(ordered.args.get("desc")), self.expr(ordered.this, ctes)
 
     def window(self, node: exp.Window, ctes) -> Node:
