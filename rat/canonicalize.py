@@ -766,11 +766,13 @@ class _Resolver:
                     self.set_name(args["db"], other)
             self.set_name(node.this, name)
             columns = ctes.get(name)
-            if columns is None and self.schema is not None and other is None:
-                columns = self.schema.columns(name)  # (another schema's `t`: its columns unknown)
+            # another schema's `s.t` is the schema's table `s.t` (its columns unknown if it lacks it)
+            table = name if other is None else f"{other}.{name}"
+            if columns is None and self.schema is not None:
+                columns = self.schema.columns(table)
             alias = self.fold(node.alias, node.args.get("alias") and node.args["alias"].this)
             # A CTE is read as the subquery it names (`derived`), a table by its own name.
-            qualifier = self.qualifier("derived" if name in ctes else name, scope)
+            qualifier = self.qualifier("derived" if name in ctes else table, scope)
             if name in ctes:
                 scope.derived.add(qualifier)
             scope.sources[qualifier] = columns
@@ -788,8 +790,6 @@ class _Resolver:
             apply = node.args.get("cross_apply") is not None  # SQL Server's CROSS / OUTER APPLY
             if node.args.get("view") or self.dialect.lateral != ("CROSS APPLY" if apply else "LATERAL"):
                 raise RATError("unsupported construct 'LATERAL'", self.sql)  # (Hive's LATERAL VIEW)
-            if node.args.get("cross_apply") is False:  # a left join without its keyword
-                raise RATError("unsupported construct 'OUTER APPLY'", self.sql)
             if isinstance(node.this, exp.Subquery):
                 names = self.query(node.this.this, (scope, *outer), ctes, keep_aliases=True)
                 alias = node.args.get("alias") or node.this.args.get("alias")
@@ -837,8 +837,8 @@ class _Resolver:
             raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
         self.expression(calls, scope, (scope, *outer), ctes, {}, "from")
         alias = node.args.get("alias")
-        function = call.name.lower() if isinstance(call, exp.Anonymous) else \
-            ("unnest" if isinstance(node, exp.Unnest) else "")
+        function = "unnest" if isinstance(node, exp.Unnest) else \
+            (call.name.lower() if isinstance(call, exp.Anonymous) else "")
         columns = _TABLE_FUNCTION_COLUMNS.get(function)
         if columns == ():  # one column, named by the alias (PostgreSQL) or the function
             name = self.fold(alias.name, alias.this) if alias is not None and alias.name else ""

@@ -13,13 +13,18 @@ class Schema:
     ``("table.column", "other_table.column")`` pairs. `table_schemas` names the schema each
     table is read from (a PostgreSQL or DuckDB schema, MySQL's database, DDL's ``sales.t``): a
     query's ``s.t`` with another schema ``s`` reads another table, and `rat.to_tree` keeps it
-    apart (``In_schema(t, s)``); without it (tables.json, a mapping) a table's schema is dropped.
+    apart (``In_schema(t, s)``, its columns ``s.t.c``), with the columns of the table named
+    ``"s.t"`` where `tables` has it; without `table_schemas` (tables.json, a mapping) a table's
+    schema is dropped.
 
     >>> s = Schema({"Singer": ["Singer_ID", "Name"], "concert": ["concert_ID", "singer_id"]})
     >>> s.tables["singer"]
     ('singer_id', 'name')
     >>> s.tables_with_column("singer_id")
     ('singer', 'concert')
+    >>> s = Schema({"orders": ["id"], "archive.orders": ["id", "closed"]}, table_schemas={"orders": "public"})
+    >>> s.source("archive.orders.closed"), s.source("orders.closed")
+    ('archive.orders.closed', None)
     """
 
     tables: dict[str, tuple[str, ...]]

@@ -288,6 +288,8 @@ class _Builder:
                 raise RATError(f"unsupported construct '{join.args['method']} JOIN'", self.sql)
             conditions = self.join_conditions(join, ctes)
             side = join.args.get("side")
+            if isinstance(join.this, exp.Lateral) and join.this.args.get("cross_apply") is False:
+                side = "LEFT"  # SQL Server's OUTER APPLY is LEFT JOIN LATERAL .. ON TRUE
             if side:
                 label = _JOIN_SIDES.get(side.upper())
                 if label is None:

@@ -348,7 +348,7 @@ SCHEMAS = [
     "CREATE TABLE IF NOT EXISTS archive.notes (b INTEGER)",
 ]
 MULTI_SCHEMA = {"venues": ("venue_id", "name"), "invoices": ("invoice_id", "venue_id", "region"),
-                "notes": ("b",)}
+                "notes": ("b",), "sales.venues": ("other",), "sales.notes": ("a",)}
 
 
 def assert_other_schemas_read(db) -> None:
@@ -377,6 +377,13 @@ def assert_other_schemas_read(db) -> None:
     # a name two schemas off the path share: the first by name is read, the other is another table
     assert tree("SELECT b FROM archive.notes") == tree("SELECT b FROM notes")
     assert tree("SELECT a FROM sales.notes") != tree("SELECT a FROM archive.notes")
+    # another schema's table has its own columns, and its values are looked up in it
+    assert rat.serialize(tree("SELECT other FROM venues v JOIN sales.venues s ON v.venue_id = s.other")) \
+        .startswith("((sales.venues.other)")
+    assert schema.source("sales.venues.other") == "sales.venues" + ".other"
+    assert db.table_name("sales.venues") == '"sales"."venues"'
+    assert probe.value_in_column("sales.venues", "other", "7", like=False) == (1.0, 1.0)
+    assert probe.value_in_column("sales.venues", "other", "1", like=False) == (0.0, 0.0)
 
 
 def test_tables_of_other_postgres_schemas_are_read_by_their_names(postgres_server):
@@ -391,6 +398,7 @@ def test_tables_of_other_postgres_schemas_are_read_by_their_names(postgres_serve
         if conn.execute("SELECT count(*) FROM sales.invoices").fetchone()[0] == 0:
             conn.execute("INSERT INTO venues VALUES (1, 'Hall')")
             conn.execute("INSERT INTO sales.invoices VALUES (1, 1, 'North')")
+            conn.execute("INSERT INTO sales.venues VALUES (7)")
         conn.execute("GRANT USAGE ON SCHEMA sales, archive TO rat_scorer")
         conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public, sales, archive TO rat_scorer")
     with open_database(url) as db:
@@ -398,6 +406,7 @@ def test_tables_of_other_postgres_schemas_are_read_by_their_names(postgres_serve
     with open_database(url + "?options=-csearch_path%3Dsales,public") as db:  # sales first
         schema = db.schema()
         assert schema.tables["venues"] == ("other",) and schema.tables["invoices"][0] == "invoice_id"
+        assert schema.tables["public.venues"] == ("venue_id", "name")
         assert db.table_name("invoices") == '"invoices"' and "notes" in schema.tables
 
 
@@ -410,8 +419,21 @@ def test_tables_of_other_duckdb_schemas_are_read_by_their_names(tmp_path):
             conn.execute(statement.replace(" REFERENCES venues (venue_id)", ""))
         conn.execute("INSERT INTO venues VALUES (1, 'Hall')")
         conn.execute("INSERT INTO sales.invoices VALUES (1, 1, 'North')")
+        conn.execute("INSERT INTO sales.venues VALUES (7)")
     with open_database(path) as db:
         assert_other_schemas_read(db)
+
+
+def test_a_column_of_another_schemas_table_is_scored_as_that_tables(tmp_path, scorer):
+    """`sales.venues` shares its name with the `venues` read: its column `other` is its own
+    (not a column missing from `venues`), its values looked up in it."""
+    test_tables_of_other_duckdb_schemas_are_read_by_their_names(tmp_path)
+    scored = scorer.score("SELECT count(*) FROM sales.venues WHERE other = 7", question="How many others are 7?",
+                          database=tmp_path / "schemas.duckdb", dialect="duckdb")
+    column = next(n for n in scored.nodes if n.label == "sales.venues.other")
+    literal = next(n for n in scored.nodes if n.label == "7")
+    assert not {"in_schema", "value_in_column"} & {r.feature for r in column.reasons + literal.reasons}
+    assert column.confidence > 0.5 and scored.query_confidence > 0.5
 
 
 def test_a_password_with_an_at_sign_is_masked_whole():
@@ -477,11 +499,13 @@ def test_ddl_tables_of_schemas_keep_their_schema_and_the_first_of_a_name_is_read
     schema = schema_from_ddl("CREATE TABLE sales.invoices (id INT, region TEXT); "
                              "CREATE TABLE archive.invoices (id INT, closed DATE); "
                              "CREATE TABLE venues (id INT)", "postgres")
-    assert schema.tables == {"invoices": ("id", "region"), "venues": ("id",)}
+    assert schema.tables == {"invoices": ("id", "region"), "archive.invoices": ("id", "closed"),
+                             "venues": ("id",)}
     assert schema.table_schemas == {"invoices": "sales"}
     tree = lambda sql: rat.to_tree(sql, schema, dialect="postgres")
     assert tree("SELECT region FROM sales.invoices") == tree("SELECT region FROM invoices")
-    assert "In_schema" in rat.serialize(tree("SELECT id FROM archive.invoices"))
+    assert rat.serialize(tree("SELECT closed FROM archive.invoices JOIN venues ON venues.id = invoices.id")) \
+        .startswith("((archive.invoices.closed)(((invoices)(archive)In_schema)")
     assert tree("SELECT id FROM public.venues") == tree("SELECT id FROM venues")  # its schema unknown
 
 

@@ -223,26 +223,32 @@ def _one_line(error: BaseException) -> str:
 @dataclass(frozen=True)
 class _Tables:
     """The tables a database with schemas (PostgreSQL, DuckDB) is read as: ``columns`` (table,
-    column, type), ``elsewhere`` (lowercase table -> its schema, for a table read from a schema
-    off the search path) and ``picked`` ((schema, table) pairs: their keys are read, and
-    `rat.Schema.table_schemas` says which schema each table is read from)."""
+    column, type; a table of another schema than the one its name is read from is named
+    ``schema.table``), ``elsewhere`` (lowercase table -> its schema, for a table read from a
+    schema off the search path), ``picked`` ((schema, table) pairs: their keys are read, and
+    `rat.Schema.table_schemas` says which schema each table is read from) and ``qualified``
+    (lowercase ``schema.table`` -> (schema, table), those of other schemas)."""
 
     columns: Rows
     elsewhere: dict[str, str]
     picked: set[tuple[str, str]]
+    qualified: dict[str, tuple[str, str]]
 
 
 def _pick_tables(rows: Rows, search_path: list[str]) -> _Tables:
     """One table for each name, as the database resolves a name written without a schema: the
     first schema of the search path that has it; a name no schema on the path has is read from
     the other schema that has it, the first by name where several do (a query names its schema
-    there, and `rat` reads another schema's ``y.u`` as another table: `rat.Schema.table_schemas`).
+    there, and `rat` reads another schema's ``y.u`` as another table, ``y.u``, with its own
+    columns: `rat.Schema.table_schemas`).
 
     >>> rows = [("public", "t", "a", "int"), ("sales", "t", "b", "int"),
     ...         ("sales", "inv", "id", "int"), ("y", "u", "d", "int"), ("x", "u", "c", "int")]
     >>> picked = _pick_tables(rows, ["public"])
-    >>> picked.columns, picked.elsewhere
-    ([('t', 'a', 'int'), ('inv', 'id', 'int'), ('u', 'c', 'int')], {'inv': 'sales', 'u': 'x'})
+    >>> picked.columns
+    [('t', 'a', 'int'), ('sales.t', 'b', 'int'), ('inv', 'id', 'int'), ('y.u', 'd', 'int'), ('u', 'c', 'int')]
+    >>> picked.elsewhere, picked.qualified
+    ({'inv': 'sales', 'u': 'x'}, {'sales.t': ('sales', 't'), 'y.u': ('y', 'u')})
     """
     rank = {schema: k for k, schema in enumerate(search_path)}
     schemas: dict[str, list[str]] = {}
@@ -257,8 +263,9 @@ def _pick_tables(rows: Rows, search_path: list[str]) -> _Tables:
         chosen[table] = on_path[0] if on_path else min(found)
         if not on_path:
             elsewhere[table] = chosen[table]
-    columns = [(t, c, d) for schema, t, c, d in rows if chosen.get(t.lower()) == schema]
-    return _Tables(columns, elsewhere, {(s, t) for s, t, _, _ in rows if chosen.get(t.lower()) == s})
+    columns = [(t if chosen[t.lower()] == s else f"{s}.{t}", c, d) for s, t, c, d in rows]
+    qualified = {f"{s}.{t}".lower(): (s, t) for s, t, _, _ in rows if chosen[t.lower()] != s}
+    return _Tables(columns, elsewhere, {(s, t) for s, t, _, _ in rows if chosen[t.lower()] == s}, qualified)
 
 
 class Database:
@@ -335,7 +342,10 @@ class Database:
 
     def table_name(self, table: str) -> str:
         """The quoted name of ``table`` (a schema's lowercase name) as the database spells it,
-        with its schema where that is not on the search path (PostgreSQL, DuckDB)."""
+        with its schema where that is not on the search path, or where it is ``schema.table``,
+        a table of another schema (PostgreSQL, DuckDB)."""
+        if self._picked and table.lower() in self._picked.qualified:
+            return ".".join(map(self.quote, self._picked.qualified[table.lower()]))
         spelled = self._spelling().get(table.lower())
         name = self.quote(spelled[0] if spelled else table)
         elsewhere = self._picked.elsewhere.get(table.lower()) if self._picked else None
@@ -995,8 +1005,8 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     in a column or a ``FOREIGN KEY`` clause; one without columns points at the parent's primary
     key). Other statements (indexes, views, inserts) are skipped. A table's schema
     (``sales.invoices``) goes to `rat.Schema.table_schemas`; a name declared in two schemas is
-    read from the first. ``UsageError`` naming ``source`` when the text does not parse or
-    declares no table.
+    read from the first, the other is the table ``archive.invoices``. ``UsageError`` naming
+    ``source`` when the text does not parse or declares no table.
 
     >>> s = schema_from_ddl('''CREATE TABLE singer (singer_id INT PRIMARY KEY, name VARCHAR(20));
     ... CREATE TABLE concert (id SERIAL, singer_id INT REFERENCES singer, PRIMARY KEY (id));''',
@@ -1030,10 +1040,14 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
         target = statement.this
         if not isinstance(target, exp.Schema):  # CREATE TABLE .. AS SELECT: no declared columns
             continue
-        table = target.this.name
-        if table.lower() in declared_in:
-            continue  # the name again (in another schema): the first one declared is read
-        declared_in[table.lower()] = target.this.text("db").lower()
+        table, written = target.this.name, target.this.text("db")
+        if table.lower() in declared_in:  # the name again: read from the first schema declaring it
+            if not written or written.lower() == declared_in[table.lower()]:
+                continue
+            table = f"{written}.{table}"  # another schema's, the table `rat` reads as `sales.t`
+            if table.lower() in declared_in:
+                continue
+        declared_in[table.lower()] = written.lower()
         columns = tables.setdefault(table, [])
 
         def references(ref, table=table) -> tuple[str, list[str]]:
@@ -1082,4 +1096,4 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
         foreign.append((f"{table}.{column}", f"{parent}.{parent_column}"))
     return rat.Schema(tables, primary_keys=tuple(primary), foreign_keys=tuple(foreign),
                       column_types=types, db_id=db_id,
-                      table_schemas={t: s for t, s in declared_in.items() if s})
+                      table_schemas={t: s for t, s in declared_in.items() if s and "." not in t})

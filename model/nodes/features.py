@@ -738,6 +738,9 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
 
     # whole-tree and question values, the same for every node
     tree_tables = {names[i] for i in range(n) if kinds[i] == "table"}
+    # another schema's table `In_schema(t, s)` is the schema's `s.t`, as its columns name it
+    tree_tables |= {f"{names[c[1]]}.{names[c[0]]}" for i, c in enumerate(shape.children)
+                    if names[i] == "In_schema" and len(c) == 2}
     label_count: dict[str, int] = defaultdict(int)
     for name in names:
         label_count[name] += 1
