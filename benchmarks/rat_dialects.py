@@ -1,5 +1,6 @@
-"""rat across dialects on real SQL: every Spider dev gold query and the 11 systems' Spider dev
-predictions, transpiled from SQLite by sqlglot to each of rat's dialects, read back with
+"""rat across dialects on real SQL: every Spider dev gold query, the 11 systems' Spider dev
+predictions and every BIRD dev gold query, transpiled from SQLite by sqlglot to each of rat's
+dialects, read back with
 `rat.to_tree(transpiled, schema, dialect=d)`: the share giving the same canonical tree (hash) as
 the SQLite original, and the differing cases grouped by cause.
 
@@ -82,20 +83,23 @@ def main() -> None:
                         default=",".join(d for d in sorted(rat.DIALECTS) if d != "sqlite"))
     args = parser.parse_args()
     root = args.data_root
-    by_db = schemas(root / "spider" / "tables.json")
+    spider = schemas(root / "spider" / "tables.json")
     dev = json.loads((root / "spider" / "dev.json").read_text())
-    sets = {"gold": [(r["query"], r["db_id"]) for r in dev]}
+    sets = {"gold": [(r["query"], spider.get(r["db_id"])) for r in dev]}
     preds = []
     for path in sorted((root / "predictions" / "spider_dev").iterdir()):
-        preds += [(s, r["db_id"]) for s, r in zip(read_prediction_file(path), dev, strict=True)]
+        preds += [(s, spider.get(r["db_id"])) for s, r in zip(read_prediction_file(path), dev, strict=True)]
     sets["predictions"] = preds
+    bird = schemas(root / "bird" / "dev_tables.json")
+    sets["bird gold"] = [(r["SQL"], bird.get(r["db_id"]))
+                         for r in json.loads((root / "bird" / "dev.json").read_text())]
 
     originals = {}
     for name, queries in sets.items():
         kept = []
-        for sql, db_id in queries:
+        for sql, schema in queries:
             try:
-                kept.append((sql, db_id, rat.to_tree(sql, by_db.get(db_id))))
+                kept.append((sql, schema, rat.to_tree(sql, schema)))
             except rat.RATError:
                 continue
         originals[name] = kept
@@ -108,8 +112,8 @@ def main() -> None:
         for name, kept in originals.items():
             start = time.perf_counter()
             same, kinds, like = 0, Counter(), 0
-            for sql, db_id, original in kept:
-                differs = compare(sql, by_db.get(db_id), dialect, original)
+            for sql, schema, original in kept:
+                differs = compare(sql, schema, dialect, original)
                 if differs is None:
                     same += 1
                     like += _LIKE.search(sql) is not None \

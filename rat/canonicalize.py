@@ -29,6 +29,7 @@ from collections.abc import Mapping
 import sqlglot.errors
 from sqlglot import expressions as exp
 from sqlglot.dialects.sqlite import SQLite
+from sqlglot.time import format_time
 from sqlglot.tokens import TokenType
 
 from rat.dialects import SQLITE, Dialect
@@ -74,11 +75,29 @@ _UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "into", "sam
 _UNSUPPORTED_CLAUSE_SET = frozenset(_UNSUPPORTED_CLAUSES)
 # Functions other dialects parse with a syntax of their own (`EXTRACT(YEAR FROM d)`,
 # `CONVERT(INT, x)`): left to sqlglot, which types them.
-# SUBSTRING (`SUBSTRING(x FROM 1 FOR 3)` in PostgreSQL) is read back as substr(x, 1, 3).
+# SUBSTRING (`SUBSTRING(x FROM 1 FOR 3)` in PostgreSQL) is read back as substr(x, 1, 3),
+# POSITION(a IN b) as instr(b, a).
 _SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY_CONVERT",
-                             "SUBSTRING"})
+                             "SUBSTRING", "POSITION"})
 # Function names that are one function in every dialect rat reads: the canonical name.
 _SAME_FUNCTIONS = {"substring": "substr"}
+# SQLite's functions under other dialects' names (where the dialect has the function): SQLite's
+# name and the order of its arguments; strftime(format, date), with SQLite's format codes, below.
+_CHARACTERS = {"char_length": ("length", (0,)), "character_length": ("length", (0,))}
+_SQLITE_CALLS = {
+    "postgres": {"strpos": ("instr", (0, 1)), **_CHARACTERS},
+    "duckdb": {"strpos": ("instr", (0, 1)), **_CHARACTERS},
+    "bigquery": {"strpos": ("instr", (0, 1)), **_CHARACTERS},
+    "mysql": {"locate": ("instr", (1, 0)), **_CHARACTERS},  # (MySQL's length counts bytes)
+    "snowflake": {"charindex": ("instr", (1, 0))},
+    "tsql": {"charindex": ("instr", (1, 0)), "len": ("length", (0,))},
+}
+_STRFTIME = {"postgres": {"to_char": (1, 0)}, "snowflake": {"to_char": (1, 0), "to_varchar": (1, 0)},
+             "mysql": {"date_format": (1, 0)}, "duckdb": {"strftime": (1, 0)},
+             "bigquery": {"format_date": (0, 1), "format_timestamp": (0, 1), "format_datetime": (0, 1)},
+             "tsql": {"format": (1, 0)}}
+# (SQLite's codes that mean the same in the others; its %f and %s do not)
+_SQLITE_FORMAT_CODES = re.compile(r"%[dHjmMSwWY%]")
 # sqlglot's names of constructs rat refuses, as the SQL writes them (others keep sqlglot's name).
 _CONSTRUCTS = {"Between": "BETWEEN SYMMETRIC", "SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
                "Var": "a bare word"}
@@ -119,6 +138,37 @@ def _date_part(call: exp.Anonymous, name: str) -> None:
                 and isinstance(argument.this, exp.Identifier) and not argument.this.quoted \
                 and argument.name.lower() in _DATE_PARTS:
             argument.replace(exp.Var(this=argument.name.lower()))
+
+
+def _as_sqlite_function(call: exp.Anonymous, name: str, rat_dialect: Dialect) -> None:
+    """Another dialect's name for SQLite's instr, length or strftime (PostgreSQL's strpos(b, a)
+    and to_char(d, 'YYYY'), MySQL's locate(a, b), char_length(a) and date_format(d, '%Y'), ...)
+    as SQLite's call, in place: ``instr(b, a)``, ``length(a)``, ``strftime('%Y', d)`` (a format
+    that SQLite's codes do not write, such as PostgreSQL's 'Mon', stays the dialect's call; a
+    cast of the date to a date type, which sqlglot writes around SQLite's date strings, is
+    dropped: in those dialects a date is what strftime formats)."""
+    arguments = call.expressions
+    sqlite_name, order = _SQLITE_CALLS.get(rat_dialect.name, {}).get(name, (None, ()))
+    if sqlite_name is not None and len(arguments) == len(order):
+        call.set("this", sqlite_name)
+        call.set("expressions", [arguments[k] for k in order])
+        return
+    order = _STRFTIME.get(rat_dialect.name, {}).get(name)
+    if order is None or len(arguments) != 2:
+        return
+    written, date = (arguments[k] for k in order)
+    if not (isinstance(written, exp.Literal) and written.is_string) \
+            or (name == "to_char" or name == "to_varchar") and "%" in written.this:
+        return  # (in to_char's format, % is itself)
+    dialect = sqlglot_dialect(rat_dialect)
+    text = format_time(written.this, dialect.TIME_MAPPING, dialect.TIME_TRIE) or ""
+    rest = _SQLITE_FORMAT_CODES.sub("", text)
+    if rest == text or re.search(r"[A-Za-z%]", rest):
+        return  # no date (a number's format), or a code or a word SQLite's strftime does not write
+    if isinstance(date, exp.Cast) and date.to.this in exp.DataType.TEMPORAL_TYPES:
+        date = date.this
+    call.set("this", "strftime")
+    call.set("expressions", [exp.Literal.string(text), date])
 
 
 def _always_true(condition: exp.Expression | None) -> bool:
@@ -748,6 +798,10 @@ class _Resolver:
         if isinstance(node, exp.Table):
             args = node.args
             if not isinstance(node.this, exp.Identifier):  # `FROM generate_series(..)`, `json_each(..)`
+                call = node.this
+                if isinstance(call, exp.Anonymous) and call.name.upper() == "TABLE" \
+                        and len(call.expressions) == 1 and isinstance(call.expressions[0], exp.Func):
+                    node.set("this", call.expressions[0])  # Snowflake's TABLE(FLATTEN(..)): its rows
                 self.table_function(node, [node.this], scope, outer, ctes)
                 return
             if args.get("joins"):
@@ -885,6 +939,12 @@ class _Resolver:
                 name = current.name.lower()
                 current.set("this", _SAME_FUNCTIONS.get(name, name))
                 _date_part(current, name)
+                if self.dialect is not SQLITE:
+                    _as_sqlite_function(current, name, self.dialect)
+            elif kind is exp.StrPosition and not current.args.get("position"):  # POSITION(a IN b)
+                call = exp.Anonymous(this="instr", expressions=[current.this, current.args["substr"]])
+                current.replace(call)
+                current = call
             elif kind is exp.Substring:  # SUBSTRING(x FROM a FOR b): substr(x, a, b)
                 call = exp.Anonymous(this="substr", expressions=[
                     current.args[k] for k in ("this", "start", "length") if current.args.get(k)])

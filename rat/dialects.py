@@ -38,6 +38,7 @@ class Dialect:
     ignore_nulls: bool = False  # a window function's IGNORE NULLS
     at_time_zone: bool = True  # ts AT TIME ZONE 'UTC'
     json_operators: bool = True  # a -> 'k', a ->> 'k'
+    now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
 
     @property
     def case_sensitive(self) -> bool:
@@ -64,15 +65,15 @@ class Dialect:
 DIALECTS = {
     "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True, at_time_zone=False),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
-                        distinct_on=True, lateral="LATERAL"),
-    "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False),
+                        distinct_on=True, lateral="LATERAL", now="now"),
+    "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
-                      lateral="LATERAL"),
+                      lateral="LATERAL", now="now"),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
-                    json_operators=False),
+                    json_operators=False, now="getdate"),
 }
 SQLITE = DIALECTS["sqlite"]
 

@@ -61,8 +61,7 @@ _GROUPINGS = {exp.Rollup: "Rollup", exp.Cube: "Cube", exp.GroupingSets: "Groupin
 _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
-# Dialects whose now() is CURRENT_TIMESTAMP (SQLite has no now()).
-_NOW_IS_CURRENT_TIMESTAMP = frozenset({"postgres", "duckdb", "mysql"})
+_CURRENT = frozenset({"current_timestamp", "current_date", "current_time"})
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
 # `->` gives JSON, `->>` its text (SQL value); jsonb's operators the same. Named apart from any
 # function: SQLite's json_extract(a, p) (`Json_extract`) gives a string's text, `a -> p` its JSON.
@@ -129,6 +128,14 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
 
 def _is_all(value) -> bool:
     return isinstance(value, exp.Var) and value.name.upper() == "ALL"
+
+
+def _zero_guard(node: exp.Expression) -> bool:
+    """Whether `node` is NULLIF(y, 0): a divisor that gives NULL where y is 0, as SQLite's
+    division by 0 does (sqlglot writes SQLite's x / y so in other dialects)."""
+    return isinstance(node, exp.Anonymous) and node.name.lower() == "nullif" and len(node.expressions) == 2 \
+        and isinstance(node.expressions[1], exp.Literal) and not node.expressions[1].is_string \
+        and node.expressions[1].this in ("0", "0.0")
 
 
 def _value_label(literal: exp.Literal) -> str:
@@ -349,11 +356,16 @@ class _Builder:
             return Node(f"{table.this}.{name}" if table is not None else name)
         if kind is exp.Literal:
             return Node(_value_label(node))
+        if kind is exp.RawString:  # BigQuery's r'^a\d': the string as written
+            return Node("'" + node.this.replace("'", "''") + "'")
         if kind is exp.Paren:
             return self.expr(node.this, ctes)
         label = _BINARY.get(kind)
         if label is not None:
-            left, right = self.expr(node.this, ctes), self.expr(node.expression, ctes)
+            divisor = node.expression
+            if kind is exp.Div and _zero_guard(divisor.unnest()):  # x / NULLIF(y, 0) is SQLite's x / y
+                divisor = divisor.unnest().expressions[0]
+            left, right = self.expr(node.this, ctes), self.expr(divisor, ctes)
             if kind is exp.Is and isinstance(node.expression, exp.Null):
                 return Node("Is_null", (left,))
             if kind is exp.ILike:
@@ -422,17 +434,22 @@ class _Builder:
         if kind is exp.Case:
             return self.case(node.args.get("this"), node.args.get("ifs") or (),
                              node.args.get("default"), ctes)
+        if kind is exp.If:  # MySQL's, BigQuery's, DuckDB's IF(c, a, b): CASE WHEN c THEN a ELSE b END
+            return self.case(None, [exp.If(this=node.this, true=node.args.get("true"))],
+                             node.args.get("false"), ctes)
         if kind is exp.Anonymous:
             name = node.name.lower()
             arguments = node.expressions
-            if name == "iif" and len(arguments) == 3:
-                # IIF(c, a, b) is CASE WHEN c THEN a ELSE b END.
+            if name in ("iif", "iff") and len(arguments) == 3:
+                # IIF(c, a, b) (Snowflake's IFF) is CASE WHEN c THEN a ELSE b END.
                 when = exp.If(this=arguments[0], true=arguments[1])
                 return self.case(None, [when], arguments[2], ctes)
             if name == "count_big" and self.dialect.name == "tsql":
                 name = "count"  # SQL Server's COUNT_BIG: COUNT as a bigint
-            if name == "now" and not arguments and self.dialect.name in _NOW_IS_CURRENT_TIMESTAMP:
+            if name == self.dialect.now and not arguments:
                 return Node("current_timestamp")
+            if name in _CURRENT and not arguments and self.dialect is not SQLITE:
+                return Node(name)  # MySQL's, Snowflake's CURRENT_DATE(): the keyword's value
             # a date part (rat.canonicalize made it an exp.Var) is a name, as Extract's unit is
             return Node(name.capitalize(), [child for a in arguments for child in (
                 [Node(a.name)] if type(a) is exp.Var else self.arguments([a], ctes))])

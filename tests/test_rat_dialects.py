@@ -53,6 +53,29 @@ def test_dialect_names_ignore_case():
      "SELECT name FROM singer WHERE age > 20"),
     ("duckdb", 'SELECT "Name" FROM "Singer" WHERE age::int > 20',
      "SELECT name FROM singer WHERE CAST(age AS INT) > 20"),
+    # IF(c, a, b), Snowflake's IFF, SQLite's and SQL Server's IIF are CASE WHEN c THEN a ELSE b END
+    *((dialect, f"SELECT {call}(age > 20, 'old', name) FROM singer",
+       "SELECT CASE WHEN age > 20 THEN 'old' ELSE name END FROM singer")
+      for dialect, call in (("mysql", "IF"), ("bigquery", "IF"), ("duckdb", "IF"), ("snowflake", "IFF"),
+                            ("tsql", "IIF"), ("sqlite", "iif"))),
+    ("bigquery", r"SELECT name FROM singer WHERE REGEXP_CONTAINS(name, r'^A\d')",  # a raw string
+     r"SELECT name FROM singer WHERE regexp_contains(name, '^A\d')"),
+    # SQLite's instr(text, part) under other names
+    *((dialect, f"SELECT {call} FROM singer", "SELECT instr(name, 'a') FROM singer")
+      for dialect, call in (("postgres", "POSITION('a' IN name)"), ("postgres", "strpos(name, 'a')"),
+                            ("mysql", "LOCATE('a', name)"), ("tsql", "CHARINDEX('a', name)"),
+                            ("snowflake", "POSITION('a' IN name)"), ("duckdb", "position('a' IN name)"))),
+    ("mysql", "SELECT CHAR_LENGTH(name) FROM singer", "SELECT length(name) FROM singer"),
+    ("tsql", "SELECT LEN(name) FROM singer", "SELECT length(name) FROM singer"),
+    # SQLite's strftime(format, date) under other names, formats and argument orders
+    *((dialect, f"SELECT name FROM singer WHERE {call} = '2012-05'",
+       "SELECT name FROM singer WHERE strftime('%Y-%m', age) = '2012-05'")
+      for dialect, call in (("postgres", "to_char(age, 'YYYY-MM')"), ("postgres", "to_char(age::timestamp, 'YYYY-MM')"),
+                            ("snowflake", "TO_VARCHAR(age, 'YYYY-MM')"), ("mysql", "DATE_FORMAT(age, '%Y-%m')"),
+                            ("duckdb", "strftime(age, '%Y-%m')"), ("bigquery", "FORMAT_DATE('%Y-%m', age)"),
+                            ("tsql", "FORMAT(age, 'yyyy-MM')"))),
+    # x / NULLIF(y, 0): SQLite's x / y (NULL where y is 0), as sqlglot writes it elsewhere
+    ("postgres", "SELECT age / NULLIF(singer_id, 0) FROM singer", "SELECT age / singer_id FROM singer"),
 ])
 def test_native_spellings_give_the_sqlite_tree(dialect, native, sqlite):
     assert rat.to_tree(native, SCHEMA, dialect) == rat.to_tree(sqlite, SCHEMA)
@@ -135,12 +158,26 @@ def test_a_json_operator_is_not_sqlites_json_extract():
     assert arrow != function and arrow.children[0].label == "Json_get"
 
 
-@pytest.mark.parametrize("dialect", ["postgres", "duckdb", "mysql"])
-def test_now_is_current_timestamp_where_the_dialect_says_so(dialect):
+@pytest.mark.parametrize("dialect, now", [("postgres", "now()"), ("duckdb", "now()"), ("mysql", "NOW()"),
+                                         ("mysql", "CURRENT_TIMESTAMP()"), ("tsql", "GETDATE()")])
+def test_now_is_current_timestamp_where_the_dialect_says_so(dialect, now):
     now, stamp = (rat.to_tree(f"SELECT name FROM singer WHERE age > {e}", SCHEMA, dialect)
-                  for e in ("now()", "CURRENT_TIMESTAMP"))
+                  for e in (now, "CURRENT_TIMESTAMP"))
     assert now == stamp
     assert rat.to_tree("SELECT now()") != rat.to_tree("SELECT CURRENT_TIMESTAMP")  # SQLite has none
+
+
+def test_formats_sqlite_does_not_write_stay_the_dialects_call():
+    def tree(sql, dialect="postgres"):
+        return rat.serialize(rat.to_tree(sql, SCHEMA, dialect))
+
+    assert "To_char" in tree("SELECT to_char(age, 'Mon YYYY') FROM singer")  # a month's name
+    assert "To_char" in tree("SELECT to_char(age, '9999') FROM singer")  # a number's format
+    assert "To_char" in tree("SELECT to_char(age, '%s') FROM singer")  # % is itself in to_char
+    assert "Date_format" in tree("SELECT DATE_FORMAT(age, '%W') FROM singer", "mysql")  # a weekday's name
+    assert "('%S')" in tree("SELECT DATE_FORMAT(age, '%s') FROM singer", "mysql")  # MySQL's seconds
+    # in SQLite the others' names are other (unknown) functions
+    assert "Strpos" in tree("SELECT strpos(name, 'a') FROM singer", "sqlite")
 
 
 def test_limit_all_is_no_limit_where_the_dialect_has_it():
@@ -289,6 +326,10 @@ def test_functions_in_from_and_lateral_subqueries_are_derived_tables():
     lateral = tree("SELECT s.b FROM posts CROSS JOIN LATERAL (SELECT b FROM u WHERE u.a = posts.id LIMIT 1) AS s")
     assert lateral == tree("SELECT s.b FROM posts CROSS APPLY (SELECT TOP 1 b FROM u WHERE u.a = posts.id) s", "tsql")
     assert "((u.a)(posts.id)Eq)" in lateral
+    # Snowflake's TABLE(FLATTEN(..)) is FLATTEN(..), with FLATTEN's columns
+    flattened = tree("SELECT f.value FROM posts, LATERAL FLATTEN(input => posts.tags) f", "snowflake")
+    assert flattened.startswith("((derived.value)")
+    assert flattened == tree("SELECT f.value FROM posts, TABLE(FLATTEN(input => posts.tags)) AS f", "snowflake")
     # OUTER APPLY keeps the rows the subquery has none for: LEFT JOIN LATERAL .. ON TRUE
     outer = tree("SELECT s.b FROM posts LEFT JOIN LATERAL (SELECT b FROM u WHERE u.a = posts.id LIMIT 1) AS s ON TRUE")
     assert outer == tree("SELECT s.b FROM posts OUTER APPLY (SELECT TOP 1 b FROM u WHERE u.a = posts.id) s", "tsql")
