@@ -495,6 +495,43 @@ def test_the_schema_read_from_each_database_is_the_declared_one(pg_demo, mysql_d
     assert set(ddl_schema.primary_keys) == primary and set(ddl_schema.foreign_keys) == foreign
 
 
+def keys_of(schema: rat.Schema) -> tuple:
+    return schema.tables, set(schema.primary_keys), set(schema.foreign_keys)
+
+
+def test_a_pg_dump_is_the_schema_the_database_has(pg_demo, postgres_server, caplog):
+    """pg_dump --schema-only (keys in ALTER TABLE .. ADD CONSTRAINT, SETs, sequences) read as
+    DDL is the schema read from the server's catalogue, with no note from sqlglot."""
+    url, admin = pg_demo
+    dump = subprocess.run([str(postgres_server.bin / "pg_dump"), "--schema-only", admin],
+                          capture_output=True, text=True, check=True).stdout
+    assert "ADD CONSTRAINT" in dump and "FOREIGN KEY" in dump
+    with caplog.at_level(logging.WARNING):
+        from_dump = schema_from_ddl(dump, "postgres", DB_ID)
+    assert not caplog.records
+    with open_database(url) as db:
+        assert keys_of(from_dump) == keys_of(db.schema())
+    assert from_dump.foreign_keys
+
+
+def test_a_mysqldump_is_the_schema_the_database_has(mysql_demo, mysql_server):
+    """mysqldump --no-data (CONSTRAINT .. FOREIGN KEY in CREATE TABLE, comments, engines)."""
+    import shutil
+
+    dump_bin = shutil.which("mariadb-dump") or shutil.which("mysqldump")
+    if dump_bin is None:
+        pytest.skip("no mariadb-dump / mysqldump")
+    url, _ = mysql_demo
+    dump = subprocess.run([dump_bin, "--no-data", "-h", mysql_server.host, "-P", str(mysql_server.port),
+                           "-u", "rat_admin", "-padmin-pw", "--protocol=TCP", DB_ID],
+                          capture_output=True, text=True, check=True).stdout
+    assert "CONSTRAINT" in dump
+    from_dump = schema_from_ddl(dump, "mysql", DB_ID)
+    with open_database(url) as db:
+        assert keys_of(from_dump) == keys_of(db.schema())
+    assert from_dump.foreign_keys
+
+
 def test_ddl_tables_of_schemas_keep_their_schema_and_the_first_of_a_name_is_read():
     schema = schema_from_ddl("CREATE TABLE sales.invoices (id INT, region TEXT); "
                              "CREATE TABLE archive.invoices (id INT, closed DATE); "

@@ -1003,7 +1003,9 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     """The schema ``CREATE TABLE`` statements (written in ``dialect``) declare: tables, columns
     and their types, primary keys (column or table constraints) and foreign keys (``REFERENCES``
     in a column or a ``FOREIGN KEY`` clause; one without columns points at the parent's primary
-    key). Other statements (indexes, views, inserts) are skipped. A table's schema
+    key; keys added by ``ALTER TABLE .. ADD [CONSTRAINT ..]``, as pg_dump writes them, and
+    MySQL's ``CONSTRAINT .. FOREIGN KEY``, as mysqldump writes them). Other statements (indexes,
+    views, inserts, functions) and psql's meta-commands (``\\restrict``) are skipped. A table's schema
     (``sales.invoices``) goes to `rat.Schema.table_schemas`; a name declared in two schemas is
     read from the first, the other is the table ``archive.invoices``. ``UsageError`` naming
     ``source`` when the text does not parse or declares no table.
@@ -1018,8 +1020,13 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
+    from rat.canonicalize import quiet_sqlglot
+
+    # psql's meta-commands (pg_dump writes `\restrict <key>`, pg_dumpall `\connect db`) are no SQL
+    text = re.sub(r"(?m)^[ \t]*\\.*$", "", text)
     try:
-        statements = sqlglot.parse(text, read=dialect)
+        with quiet_sqlglot():  # (its notes on statements it keeps as commands: functions, grants)
+            statements = sqlglot.parse(text, read=dialect)
     except (SqlglotError, ValueError) as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UsageError(f"{source}: cannot read it as {dialect} DDL ({first})") from None
@@ -1034,7 +1041,41 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     primary: list[str] = []
     pending: list[tuple[str, str, str, str | None]] = []  # (table, column, parent, parent column)
     declared_in: dict[str, str] = {}  # table -> the schema written before it ('' for none)
+    keys: dict[str, str] = {}  # lowercase table (or schema.table) -> its key in `tables`
+
+    def references(ref) -> tuple[str, list[str]]:
+        parent = ref.this
+        if isinstance(parent, exp.Schema):
+            return parent.this.name, [name(e) for e in parent.expressions]
+        return parent.name, []
+
+    def table_constraint(table: str, item) -> None:
+        """A key declared apart from the columns: in CREATE TABLE, or ALTER TABLE .. ADD."""
+        if isinstance(item, exp.Constraint):  # CONSTRAINT name PRIMARY KEY (..) / FOREIGN KEY (..)
+            for inner in item.expressions:
+                table_constraint(table, inner)
+        elif isinstance(item, exp.PrimaryKey):
+            primary.extend(f"{table}.{name(e)}" for e in item.expressions)
+        elif isinstance(item, exp.ForeignKey) and item.args.get("reference") is not None:
+            parent, parent_columns = references(item.args["reference"])
+            for k, column in enumerate(name(e) for e in item.expressions):
+                pending.append((table, column, parent, parent_columns[k] if k < len(parent_columns) else None))
+
+    def declared(target: exp.Table) -> str | None:
+        """The key of the declared table an ALTER TABLE names (None: not declared)."""
+        table, written = target.name.lower(), target.text("db").lower()
+        if table in declared_in and (not written or written == declared_in[table]):
+            return keys[table]
+        return keys.get(f"{written}.{table}")
+
     for statement in statements:
+        if isinstance(statement, exp.Alter) and isinstance(statement.this, exp.Table):  # pg_dump's keys
+            table = declared(statement.this)
+            for action in statement.args.get("actions") or [] if table is not None else []:
+                if isinstance(action, exp.AddConstraint):
+                    for item in action.expressions:
+                        table_constraint(table, item)
+            continue
         if not isinstance(statement, exp.Create) or str(statement.args.get("kind", "")).upper() != "TABLE":
             continue
         target = statement.this
@@ -1048,14 +1089,8 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
             if table.lower() in declared_in:
                 continue
         declared_in[table.lower()] = written.lower()
+        keys[table.lower()] = table
         columns = tables.setdefault(table, [])
-
-        def references(ref, table=table) -> tuple[str, list[str]]:
-            parent = ref.this
-            if isinstance(parent, exp.Schema):
-                return parent.this.name, [name(e) for e in parent.expressions]
-            return parent.name, []
-
         for item in target.expressions:
             if isinstance(item, exp.ColumnDef):
                 column = item.name
@@ -1069,17 +1104,8 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
                     elif isinstance(inner, exp.Reference):
                         parent, parent_columns = references(inner)
                         pending.append((table, column, parent, parent_columns[0] if parent_columns else None))
-            elif isinstance(item, exp.PrimaryKey):
-                primary.extend(f"{table}.{name(e)}" for e in item.expressions)
-            elif isinstance(item, exp.ForeignKey):
-                ref = item.args.get("reference")
-                if ref is None:
-                    continue
-                parent, parent_columns = references(ref)
-                own = [name(e) for e in item.expressions]
-                for k, column in enumerate(own):
-                    pending.append((table, column, parent,
-                                    parent_columns[k] if k < len(parent_columns) else None))
+            else:
+                table_constraint(table, item)
     if not tables:
         raise UsageError(f"{source}: no CREATE TABLE statement with columns")
     keys_of: dict[str, list[str]] = {}
