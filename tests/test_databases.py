@@ -532,6 +532,17 @@ def test_a_mysqldump_is_the_schema_the_database_has(mysql_demo, mysql_server):
     assert from_dump.foreign_keys
 
 
+@pytest.mark.parametrize("script, dialect", [("ssms_script.sql", "tsql"), ("snowflake_get_ddl.sql", "snowflake")])
+def test_scripts_of_sql_server_and_snowflake_are_read_with_their_keys(script, dialect):
+    """SSMS's "Script Table as" (GO between statements, PRIMARY KEY CLUSTERED, keys added by ALTER
+    TABLE) and Snowflake's GET_DDL, as those tools write them."""
+    text = (Path(__file__).parent / "fixtures" / "ddl" / script).read_text()
+    schema = schema_from_ddl(text, dialect)
+    assert set(schema.tables) == {"customers", "orders"}
+    assert set(schema.primary_keys) == {"customers.id", "orders.id"}
+    assert len(schema.foreign_keys) == 1 and schema.foreign_keys[0][1] == "customers.id"
+
+
 def test_ddl_tables_of_schemas_keep_their_schema_and_the_first_of_a_name_is_read():
     schema = schema_from_ddl("CREATE TABLE sales.invoices (id INT, region TEXT); "
                              "CREATE TABLE archive.invoices (id INT, closed DATE); "

@@ -1004,7 +1004,8 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     and their types, primary keys (column or table constraints) and foreign keys (``REFERENCES``
     in a column or a ``FOREIGN KEY`` clause; one without columns points at the parent's primary
     key; keys added by ``ALTER TABLE .. ADD [CONSTRAINT ..]``, as pg_dump writes them, and
-    MySQL's ``CONSTRAINT .. FOREIGN KEY``, as mysqldump writes them). Other statements (indexes,
+    MySQL's ``CONSTRAINT .. FOREIGN KEY``, as mysqldump writes them; SQL Server's ``PRIMARY KEY
+    CLUSTERED``, and ``GO`` between statements, as SSMS writes them). Other statements (indexes,
     views, inserts, functions) and psql's meta-commands (``\\restrict``) are skipped. A table's schema
     (``sales.invoices``) goes to `rat.Schema.table_schemas`; a name declared in two schemas is
     read from the first, the other is the table ``archive.invoices``. ``UsageError`` naming
@@ -1023,7 +1024,10 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     from rat.canonicalize import quiet_sqlglot
 
     # psql's meta-commands (pg_dump writes `\restrict <key>`, pg_dumpall `\connect db`) are no SQL
-    text = re.sub(r"(?m)^[ \t]*\\.*$", "", text)
+    if dialect == "postgres":
+        text = re.sub(r"(?m)^[ \t]*\\.*$", "", text)
+    elif dialect == "tsql":  # SQL Server's batch separator (SSMS's scripts): a statement's end
+        text = re.sub(r"(?im)^[ \t]*GO[ \t]*$", ";", text)
     try:
         with quiet_sqlglot():  # (its notes on statements it keeps as commands: functions, grants)
             statements = sqlglot.parse(text, read=dialect)
@@ -1052,6 +1056,10 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     def table_constraint(table: str, item) -> None:
         """A key declared apart from the columns: in CREATE TABLE, or ALTER TABLE .. ADD."""
         if isinstance(item, exp.Constraint):  # CONSTRAINT name PRIMARY KEY (..) / FOREIGN KEY (..)
+            if any(isinstance(e, exp.PrimaryKeyColumnConstraint) for e in item.expressions):
+                for e in item.expressions:  # SQL Server's PRIMARY KEY CLUSTERED (..)
+                    if isinstance(e, exp.ClusteredColumnConstraint | exp.NonClusteredColumnConstraint):
+                        primary.extend(f"{table}.{name(c)}" for c in e.this)
             for inner in item.expressions:
                 table_constraint(table, inner)
         elif isinstance(item, exp.PrimaryKey):
