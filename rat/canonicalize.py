@@ -863,12 +863,14 @@ class _Resolver:
             raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
 
     def derived_source(self, node: exp.Expression, alias: exp.TableAlias | None,
-                       columns: frozenset | None, scope: _Scope) -> None:
+                       columns: frozenset | None, scope: _Scope, numbered: frozenset = frozenset()) -> None:
         """A FROM item read as a derived table (a subquery, a table function): ``derived``,
         ``derived_2``, ... with the columns its alias names (``AS s(x, y)``), else `columns`
-        (None: unknown)."""
+        (None: unknown), and the `numbered` ones (a row number's)."""
         if alias is not None and alias.columns:
             columns = frozenset(self.fold(c.name, c) for c in alias.columns)
+        if columns is not None:
+            columns |= numbered
         qualifier = self.qualifier("derived", scope)
         scope.derived.add(qualifier)
         scope.sources[qualifier] = columns
@@ -883,9 +885,16 @@ class _Resolver:
                        ctes: dict) -> None:
         """A function in FROM (`generate_series(1, 5) AS g(k)`, `unnest(t.tags) AS tag`, SQLite's
         `json_each(t.j)`): its arguments read the FROM items before it, its rows are a derived
-        table whose columns are the alias's, else those `_TABLE_FUNCTION_COLUMNS` knows."""
-        if node.args.get("ordinality") or node.args.get("offset"):
-            raise RATError("unsupported construct 'WITH ORDINALITY' / 'WITH OFFSET' in FROM", self.sql)
+        table whose columns are the alias's, else those `_TABLE_FUNCTION_COLUMNS` knows, and
+        the row numbers' of `WITH ORDINALITY` / BigQuery's `WITH OFFSET` (sqlglot keeps an
+        unnest's as its `offset`, its name apart from the alias's: named `ordinality` / `offset`
+        where the query does not name it)."""
+        offset = node.args.get("offset")
+        numbered = frozenset()
+        if isinstance(offset, exp.Identifier):
+            numbered = frozenset({self.fold(offset.name, offset)})
+        elif offset:
+            numbered = frozenset({"offset" if self.dialect.name == "bigquery" else "ordinality"})
         call = calls[0] if len(calls) == 1 else None
         if isinstance(call, exp.Table | exp.Subquery | exp.Select) or not calls:
             raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
@@ -897,7 +906,7 @@ class _Resolver:
         if columns == ():  # one column, named by the alias (PostgreSQL) or the function
             name = self.fold(alias.name, alias.this) if alias is not None and alias.name else ""
             columns = (function, name) if name else (function,)
-        self.derived_source(node, alias, frozenset(columns) if columns else None, scope)
+        self.derived_source(node, alias, frozenset(columns) if columns else None, scope, numbered)
 
     def other_schema(self, table: exp.Table, name: str) -> str | None:
         """The schema written before table `name` (lowercased) where the schema reads `name`

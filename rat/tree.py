@@ -325,8 +325,8 @@ class _Builder:
 
     def relation(self, node: exp.Expression, ctes) -> Node:
         if isinstance(node, exp.Table):
-            if not isinstance(node.this, exp.Identifier):
-                return self.expr(node.this, ctes)  # a function's rows: `Generate_series(1, 5)`
+            if not isinstance(node.this, exp.Identifier):  # a function's rows: `Generate_series(1, 5)`
+                return self.numbered(node, self.expr(node.this, ctes), node.args.get("ordinality"))
             name = node.name
             if name in ctes:
                 return ctes[name]
@@ -339,10 +339,18 @@ class _Builder:
             return self.query(node.this.this, ctes) if isinstance(node.this, exp.Subquery) \
                 else self.expr(node.this, ctes)
         if isinstance(node, exp.Unnest):
-            return Node("Unnest", [self.expr(e, ctes) for e in node.expressions])
+            return self.numbered(node, Node("Unnest", [self.expr(e, ctes) for e in node.expressions]),
+                                 node.args.get("offset"))
         if isinstance(node, exp.Values):
             return self.expr(node, ctes)
         raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
+
+    def numbered(self, node: exp.Expression, rows: Node, numbered) -> Node:
+        """A function's rows `WITH ORDINALITY` (numbered from 1: `Ordinality(rows)`) or BigQuery's
+        `WITH OFFSET` (from 0: `With_offset(rows)`); else the rows."""
+        if not numbered:
+            return rows
+        return Node("With_offset" if self.dialect.name == "bigquery" else "Ordinality", (rows,))
 
     # ---- expressions ------------------------------------------------------------------
     def expr(self, node: exp.Expression, ctes) -> Node:

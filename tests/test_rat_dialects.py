@@ -117,7 +117,6 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
      "window 'w' is defined twice"),
     ("sqlite", "SELECT name FROM singer, LATERAL (SELECT 1)", "LATERAL"),
     ("bigquery", "SELECT name FROM singer, LATERAL (SELECT 1)", "LATERAL"),
-    ("postgres", "SELECT k FROM generate_series(1, 3) WITH ORDINALITY AS g(k, n)", "WITH ORDINALITY"),
     # read as if the clause were not there, they were silently the query without it
     ("duckdb", "SELECT country, count(*) FROM singer GROUP BY ALL", "GROUP BY ALL"),
     ("duckdb", "SELECT * EXCLUDE (age) FROM singer", "EXCLUDE"),
@@ -326,6 +325,14 @@ def test_functions_in_from_and_lateral_subqueries_are_derived_tables():
     lateral = tree("SELECT s.b FROM posts CROSS JOIN LATERAL (SELECT b FROM u WHERE u.a = posts.id LIMIT 1) AS s")
     assert lateral == tree("SELECT s.b FROM posts CROSS APPLY (SELECT TOP 1 b FROM u WHERE u.a = posts.id) s", "tsql")
     assert "((u.a)(posts.id)Eq)" in lateral
+    # rows numbered WITH ORDINALITY (from 1), BigQuery's WITH OFFSET (from 0): a column of their own
+    numbered = tree("SELECT tag, k FROM posts, unnest(posts.tags) WITH ORDINALITY AS u(tag, k)")
+    assert numbered == "((derived.tag)(derived.k)((posts)(((posts.tags)Unnest)Ordinality)Product)Project)"
+    assert numbered == tree("SELECT u.tag, u.k FROM posts, unnest(tags) WITH ORDINALITY AS u(tag, k)", "duckdb")
+    assert tree("SELECT k, n FROM generate_series(1, 3) WITH ORDINALITY AS g(k, n)") == \
+        "((derived.k)(derived.n)(((1)(3)Generate_series)Ordinality)Project)"
+    offset = tree("SELECT tag, pos FROM posts, UNNEST(posts.tags) AS tag WITH OFFSET AS pos", "bigquery")
+    assert offset == "((derived.tag)(derived.pos)((posts)(((posts.tags)Unnest)With_offset)Product)Project)"
     # Snowflake's TABLE(FLATTEN(..)) is FLATTEN(..), with FLATTEN's columns
     flattened = tree("SELECT f.value FROM posts, LATERAL FLATTEN(input => posts.tags) f", "snowflake")
     assert flattened.startswith("((derived.value)")
