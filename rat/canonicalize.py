@@ -792,9 +792,9 @@ class _Resolver:
 
     def source(self, node: exp.Expression, scope: _Scope, outer: tuple, ctes: dict) -> None:
         pivots = node.args.get("pivots")
-        if pivots:  # `t PIVOT (...)`: sqlglot keeps it on the table, and writing it drops it
-            raise RATError(f"unsupported construct {'UNPIVOT' if pivots[0].args.get('unpivot') else 'PIVOT'!r}",
-                           self.sql)
+        if pivots:  # `t PIVOT (...)`: sqlglot keeps it on the table
+            self.pivot(node, scope, outer, ctes)
+            return
         if isinstance(node, exp.Table):
             args = node.args
             if not isinstance(node.this, exp.Identifier):  # `FROM generate_series(..)`, `json_each(..)`
@@ -880,6 +880,39 @@ class _Resolver:
             scope.aliases[name] = qualifier
         node.set("alias", exp.TableAlias(this=exp.to_identifier(qualifier),
                                          columns=alias.columns if alias is not None else None))
+
+    def pivot(self, node: exp.Expression, scope: _Scope, outer: tuple, ctes: dict) -> None:
+        """`t PIVOT (agg(v) FOR k IN (a, b)) AS p`: the aggregates and `k` read `t` alone; its rows
+        are a derived table whose columns are t's others (by which it groups) and one per value
+        (as the dialect names them: sqlglot's). `t` is a table or a subquery (SQL Server's
+        habit); UNPIVOT, a pivot of anything else, and PIVOT where the dialect lacks it, are
+        refused."""
+        pivot = node.args["pivots"][0]
+        if not self.dialect.pivot or pivot.args.get("unpivot") or len(node.args["pivots"]) > 1 or not (
+                isinstance(node, exp.Subquery) or isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier)):
+            raise RATError(f"unsupported construct {'UNPIVOT' if pivot.args.get('unpivot') else 'PIVOT'!r}",
+                           self.sql)
+        for field in pivot.args.get("fields") or []:  # SQL Server's IN ([open], [closed]): the values
+            for value in field.expressions if isinstance(field, exp.In) else ():
+                if type(value) is exp.Column and value.args.get("table") is None:
+                    value.replace(exp.Literal.string(value.name))
+        read = _Scope()
+        node.set("pivots", None)
+        self.source(node, read, outer, ctes)
+        node.set("pivots", [pivot])
+        chain = (read, *outer)
+        fields = pivot.args.get("fields") or []
+        self.expression([*pivot.expressions, *fields], read, chain, ctes, {}, "pivot")
+        for qualifier in read.shadowed:
+            self.rename(read, qualifier, chain)
+        (table_columns,) = read.sources.values()
+        columns = None
+        if table_columns is not None and all(isinstance(f, exp.In) for f in fields):
+            used = {c.name for e in [*pivot.expressions, *fields] for c in e.find_all(exp.Column)}
+            named = pivot.args.get("columns") or [e for f in fields for e in f.expressions]
+            columns = (table_columns - used) | {self.fold(c.name, c) if isinstance(c, exp.Identifier)
+                                                else c.alias_or_name.lower() for c in named}
+        self.derived_source(pivot, pivot.args.get("alias"), columns, scope)
 
     def table_function(self, node: exp.Expression, calls: list, scope: _Scope, outer: tuple,
                        ctes: dict) -> None:

@@ -38,6 +38,7 @@ class Dialect:
     ignore_nulls: bool = False  # a window function's IGNORE NULLS
     at_time_zone: bool = True  # ts AT TIME ZONE 'UTC'
     json_operators: bool = True  # a -> 'k', a ->> 'k'
+    pivot: bool = False  # t PIVOT (agg(v) FOR k IN (..))
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
 
     @property
@@ -68,12 +69,12 @@ DIALECTS = {
                         distinct_on=True, lateral="LATERAL", now="now"),
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
-                      lateral="LATERAL", now="now"),
+                      lateral="LATERAL", now="now", pivot=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
-                         qualify=True, lateral="LATERAL", ignore_nulls=True),
-    "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True),
+                         qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True),
+    "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
-                    json_operators=False, now="getdate"),
+                    json_operators=False, now="getdate", pivot=True),
 }
 SQLITE = DIALECTS["sqlite"]
 

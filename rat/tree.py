@@ -332,9 +332,10 @@ class _Builder:
                 return ctes[name]
             table = Node(self.name(node.this) if self.cased else name)
             schema = node.args.get("db")  # kept only where it names another table (rat.Schema)
-            return table if schema is None else Node("In_schema", (table, Node(schema.name)))
+            rows = table if schema is None else Node("In_schema", (table, Node(schema.name)))
+            return self.pivot(node, rows, ctes)
         if isinstance(node, exp.Subquery):
-            return self.query(node.this, ctes)
+            return self.pivot(node, self.query(node.this, ctes), ctes)
         if isinstance(node, exp.Lateral):  # the subquery or function, reading what is before it
             return self.query(node.this.this, ctes) if isinstance(node.this, exp.Subquery) \
                 else self.expr(node.this, ctes)
@@ -344,6 +345,14 @@ class _Builder:
         if isinstance(node, exp.Values):
             return self.expr(node, ctes)
         raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
+
+    def pivot(self, node: exp.Expression, rows: Node, ctes) -> Node:
+        """`t PIVOT (agg(v) FOR k IN (a, b))`: Pivot(t, agg(v), In(k, (a, b))); else the rows."""
+        pivots = node.args.get("pivots")
+        if not pivots:
+            return rows
+        return Node("Pivot", (rows, *(self.expr(e, ctes) for e in pivots[0].expressions),
+                              *(self.expr(f, ctes) for f in pivots[0].args.get("fields") or ())))
 
     def numbered(self, node: exp.Expression, rows: Node, numbered) -> Node:
         """A function's rows `WITH ORDINALITY` (numbered from 1: `Ordinality(rows)`) or BigQuery's

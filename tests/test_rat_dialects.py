@@ -400,6 +400,33 @@ def test_ignore_nulls_time_zones_and_subscripts():
     assert spans.unmapped == 0 and spans.text(1) == "1"
 
 
+def test_pivots_are_an_aggregate_by_the_values_of_a_column():
+    schema = {"orders": ["id", "region", "status", "amount"]}
+
+    def tree(sql, dialect):
+        return rat.serialize(rat.to_tree(sql, schema, dialect=dialect))
+
+    pivot = "SELECT {} FROM orders PIVOT (SUM(amount) FOR status IN ('open', 'closed')) AS p"
+    star = tree(pivot.format("*"), "snowflake")
+    assert star == "((*)((orders)((orders.amount)Sum)((orders.status)(('open')('closed')Val_list)In)Pivot)Project)"
+    assert star == tree(pivot.format("*"), "duckdb") == tree(pivot.format("*"), "bigquery")
+    # its columns: the table's others (grouped by) and the values'; the pivoted ones are gone
+    assert tree(pivot.format("p.region"), "snowflake").startswith("((derived.region)")
+    assert tree(pivot.format("amount"), "duckdb").startswith("((amount)")
+    # SQL Server's pivot of a subquery, its values named in brackets, is the same pivot
+    subquery = "SELECT region FROM (SELECT region, status, amount FROM orders) AS s PIVOT (SUM(amount) FOR status IN ({})) AS p"
+    assert tree(subquery.format("[open], [closed]"), "tsql") == tree(subquery.format("'open', 'closed'"), "duckdb")
+    assert "((derived.status)(('open')('closed')Val_list)In)Pivot" in tree(subquery.format("[open], [closed]"), "tsql")
+    spans = rat.sql_spans(pivot.format("p.region"), rat.to_tree(pivot.format("p.region"), schema, "snowflake"),
+                          schema, dialect="snowflake")
+    assert spans.unmapped == 0
+    for dialect in ("sqlite", "postgres", "mysql"):  # which have no PIVOT
+        with pytest.raises(rat.RATError, match="'PIVOT'"):
+            rat.to_tree(pivot.format("*"), schema, dialect=dialect)
+    with pytest.raises(rat.RATError, match="'UNPIVOT'"):
+        rat.to_tree("SELECT * FROM orders UNPIVOT (v FOR k IN (id, amount))", schema, dialect="snowflake")
+
+
 def test_values_lists_are_rows():
     schema = {"t": ["a", "b"]}
 
