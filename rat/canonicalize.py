@@ -171,6 +171,12 @@ def _as_sqlite_function(call: exp.Anonymous, name: str, rat_dialect: Dialect) ->
     call.set("expressions", [exp.Literal.string(text), date])
 
 
+def _is_all(node: exp.Expression) -> bool:
+    """Whether an ORDER BY key is the keyword ALL (a column so named is quoted: ALL is reserved)."""
+    return (type(node) is exp.Var or type(node) is exp.Column and not node.table and isinstance(node.this, exp.Identifier)
+            and not node.this.quoted) and node.name.upper() == "ALL"
+
+
 def _always_true(condition: exp.Expression | None) -> bool:
     """Whether a join condition is `1 = 1` (in parentheses or not). (sqlglot reads SQLite's join
     without ON as ON TRUE, and rat keeps that as it always has.)"""
@@ -648,11 +654,10 @@ class _Resolver:
                 if key in self.unsupported and args.get(key):
                     raise RATError(f"unsupported construct {key.upper()!r}", self.sql)
         group, order = args.get("group"), args.get("order")
-        if group is not None and group.args.get("all"):  # DuckDB's: the SELECT's other columns
-            raise RATError("unsupported construct 'GROUP BY ALL' (name its columns)", self.sql)
-        if order is not None and any(type(o.this) is exp.Var and o.this.name.upper() == "ALL"
-                                     for o in order.expressions if isinstance(o, exp.Ordered)):
-            raise RATError("unsupported construct 'ORDER BY ALL' (name its columns)", self.sql)
+        if group is not None and group.args.get("all"):
+            self.group_by_all(node, group)
+        if order is not None and any(_is_all(o.this) for o in order.expressions if isinstance(o, exp.Ordered)):
+            self.order_by_all(node, order)
         scope = _Scope()
         from_ = args.get("from_")
         if from_ is not None:
@@ -700,6 +705,36 @@ class _Resolver:
         for qualifier in scope.shadowed:
             self.rename(scope, qualifier, chain)
         return names
+
+    def outputs(self, node: exp.Select, clause: str) -> list[exp.Expression]:
+        """The SELECT's output expressions, for `GROUP BY ALL` / `ORDER BY ALL` (`clause`)."""
+        outputs = [p.this if type(p) is exp.Alias else p for p in node.expressions]
+        if any(isinstance(o, exp.Star) or type(o) is exp.Column and isinstance(o.this, exp.Star) for o in outputs):
+            raise RATError(f"unsupported construct {clause!r} after a '*' (name its columns)", self.sql)
+        return outputs
+
+    def group_by_all(self, node: exp.Select, group: exp.Group) -> None:
+        """DuckDB's, Snowflake's, BigQuery's `GROUP BY ALL`: by the SELECT's expressions without
+        an aggregate (or a window), as if written out. (PostgreSQL's `GROUP BY ALL a` is `GROUP BY
+        a`: ALL is the default there.)"""
+        group.set("all", None)
+        if group.expressions:
+            return
+        if not self.dialect.group_by_all:
+            raise RATError("unsupported construct 'GROUP BY ALL'", self.sql)
+        keys = [o.copy() for o in self.outputs(node, "GROUP BY ALL")
+                if not o.find(exp.AggFunc, exp.Window)]
+        if not keys:
+            raise RATError("unsupported construct 'GROUP BY ALL' of aggregates alone", self.sql)
+        group.set("expressions", keys)
+
+    def order_by_all(self, node: exp.Select, order: exp.Order) -> None:
+        """DuckDB's `ORDER BY ALL [DESC]`: by the SELECT's expressions, left to right."""
+        if not self.dialect.order_by_all or len(order.expressions) != 1:
+            raise RATError("unsupported construct 'ORDER BY ALL'", self.sql)
+        (written,) = order.expressions
+        order.set("expressions", [exp.Ordered(this=o.copy(), desc=written.args.get("desc"))
+                                  for o in self.outputs(node, "ORDER BY ALL")])
 
     def inline_windows(self, node: exp.Select) -> None:
         """`OVER w` with `WINDOW w AS (PARTITION BY c ORDER BY b)` becomes `OVER (PARTITION BY c

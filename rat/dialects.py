@@ -39,6 +39,8 @@ class Dialect:
     at_time_zone: bool = True  # ts AT TIME ZONE 'UTC'
     json_operators: bool = True  # a -> 'k', a ->> 'k'
     pivot: bool = False  # t PIVOT (agg(v) FOR k IN (..))
+    group_by_all: bool = False  # GROUP BY ALL: by the SELECT's expressions without an aggregate
+    order_by_all: bool = False  # ORDER BY ALL: by the SELECT's expressions, left to right
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
 
     @property
@@ -69,10 +71,12 @@ DIALECTS = {
                         distinct_on=True, lateral="LATERAL", now="now"),
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
-                      lateral="LATERAL", now="now", pivot=True),
+                      lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
-                         qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True),
-    "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True),
+                         qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
+                         group_by_all=True),
+    "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True,
+                        group_by_all=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
                     json_operators=False, now="getdate", pivot=True),
 }

@@ -60,6 +60,14 @@ def test_dialect_names_ignore_case():
                             ("tsql", "IIF"), ("sqlite", "iif"))),
     ("bigquery", r"SELECT name FROM singer WHERE REGEXP_CONTAINS(name, r'^A\d')",  # a raw string
      r"SELECT name FROM singer WHERE regexp_contains(name, '^A\d')"),
+    # GROUP BY ALL: by the SELECT's expressions without an aggregate; DuckDB's ORDER BY ALL
+    *((dialect, "SELECT country AS c, upper(name), count(*) AS n FROM singer GROUP BY ALL",
+       "SELECT country, upper(name), count(*) FROM singer GROUP BY country, upper(name)")
+      for dialect in ("duckdb", "snowflake", "bigquery")),
+    ("postgres", "SELECT country, count(*) FROM singer GROUP BY ALL country",  # ALL: the default
+     "SELECT country, count(*) FROM singer GROUP BY country"),
+    ("duckdb", "SELECT country, name FROM singer ORDER BY ALL DESC",
+     "SELECT country, name FROM singer ORDER BY country DESC, name DESC"),
     # SQLite's instr(text, part) under other names
     *((dialect, f"SELECT {call} FROM singer", "SELECT instr(name, 'a') FROM singer")
       for dialect, call in (("postgres", "POSITION('a' IN name)"), ("postgres", "strpos(name, 'a')"),
@@ -118,7 +126,10 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("sqlite", "SELECT name FROM singer, LATERAL (SELECT 1)", "LATERAL"),
     ("bigquery", "SELECT name FROM singer, LATERAL (SELECT 1)", "LATERAL"),
     # read as if the clause were not there, they were silently the query without it
-    ("duckdb", "SELECT country, count(*) FROM singer GROUP BY ALL", "GROUP BY ALL"),
+    ("postgres", "SELECT country, count(*) FROM singer GROUP BY ALL", "GROUP BY ALL"),
+    ("duckdb", "SELECT *, count(*) FROM singer GROUP BY ALL", "'GROUP BY ALL' after a '*'"),
+    ("snowflake", "SELECT name FROM singer ORDER BY ALL", "'ORDER BY ALL'"),
+    ("sqlite", "SELECT name FROM singer ORDER BY all", "'ORDER BY ALL'"),
     ("duckdb", "SELECT * EXCLUDE (age) FROM singer", "EXCLUDE"),
     ("bigquery", "SELECT singer.* EXCEPT (age) FROM singer", "EXCEPT"),
     ("postgres", "SELECT name FROM singer TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
@@ -127,7 +138,6 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("postgres", "SELECT lag(age) IGNORE NULLS OVER (ORDER BY age) FROM singer", "IGNORE NULLS"),
     ("mysql", "SELECT age AT TIME ZONE 'UTC' FROM singer", "AT TIME ZONE"),
     # named as the SQL writes them, not by sqlglot's class names (Var, Between, SafeFunc)
-    ("duckdb", "SELECT name FROM singer ORDER BY ALL", "'ORDER BY ALL' (name its columns)"),
     ("postgres", "SELECT name FROM singer WHERE age BETWEEN SYMMETRIC 30 AND 20", "'BETWEEN SYMMETRIC'"),
     ("bigquery", "SELECT SAFE.PARSE_DATE('%Y', name) FROM singer", "'SAFE.'"),
     ("tsql", "SELECT name FROM singer CROSS JOIN LATERAL (SELECT 1 AS x) AS s", "LATERAL"),
