@@ -21,7 +21,8 @@ KINDS = ("relation", "table", "column", "value", "operator")
 RELATIONAL = frozenset(
     {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Groupby",
      "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct", "Union", "Union_all",
-     "Intersect", "Except", "Qualify", "Distinct_on", "Recursive", "In_schema"}
+     "Intersect", "Except", "Qualify", "Distinct_on", "Recursive", "In_schema", "Pivot",
+     "Ordinality", "With_offset"}
 )
 # Leaves that are values although they are written as words.
 _VALUE_WORDS = frozenset({"null", "true", "false", "current_timestamp", "current_date",

@@ -275,7 +275,7 @@ class _SpanRecorder:
             if step == "expr":
                 self.typed_leaf(expression, node)
             elif node.label == "Pivot" and isinstance(expression, exp.Table | exp.Subquery):
-                rows = node.children[0]  # the table's name, or the subquery's text
+                rows = node.children[-1]  # the table's name, or the subquery's text
                 self.claim(rows, self.find(expression, rows.label) if isinstance(expression, exp.Table)
                            else self.span(expression.this))
             elif node.label == "In_schema" and isinstance(expression, exp.Table):

@@ -347,12 +347,13 @@ class _Builder:
         raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
 
     def pivot(self, node: exp.Expression, rows: Node, ctes) -> Node:
-        """`t PIVOT (agg(v) FOR k IN (a, b))`: Pivot(t, agg(v), In(k, (a, b))); else the rows."""
+        """`t PIVOT (agg(v) FOR k IN (a, b))`: Pivot(agg(v), In(k, (a, b)), t), its input relation
+        last as other relational operators take theirs; else the rows."""
         pivots = node.args.get("pivots")
         if not pivots:
             return rows
-        return Node("Pivot", (rows, *(self.expr(e, ctes) for e in pivots[0].expressions),
-                              *(self.expr(f, ctes) for f in pivots[0].args.get("fields") or ())))
+        return Node("Pivot", (*(self.expr(e, ctes) for e in pivots[0].expressions),
+                              *(self.expr(f, ctes) for f in pivots[0].args.get("fields") or ()), rows))
 
     def numbered(self, node: exp.Expression, rows: Node, numbered) -> Node:
         """A function's rows `WITH ORDINALITY` (numbered from 1: `Ordinality(rows)`) or BigQuery's
@@ -564,10 +565,14 @@ class _Builder:
         return Node("Interval", (self.expr(amount, ctes), Node(name)))
 
     def arguments(self, arguments: list, ctes) -> list[Node]:
-        """A call's arguments; `x ORDER BY k` (string_agg's, array_agg's) is x, then its ordering."""
+        """A call's arguments; `x ORDER BY k` (string_agg's, array_agg's) is x, then its ordering;
+        BigQuery's `x ORDER BY k LIMIT n` is those, then `Limit(n)`."""
         nodes = []
         for argument in arguments:
-            if type(argument) is exp.Order:
+            if type(argument) is exp.Limit and argument.this is not None:
+                nodes.extend(self.arguments([argument.this], ctes))
+                nodes.append(Node("Limit", (self.expr(argument.expression, ctes),)))
+            elif type(argument) is exp.Order:
                 nodes.append(self.expr(argument.this, ctes))
                 nodes.extend(self.ordering(argument, ctes))
             elif argument is not None:
