@@ -171,7 +171,7 @@ def _as_sqlite_function(call: exp.Anonymous, name: str, rat_dialect: Dialect) ->
     call.set("expressions", [exp.Literal.string(text), date])
 
 
-def _is_all(node: exp.Expression) -> bool:
+def _orders_by_all(node: exp.Expression) -> bool:
     """Whether an ORDER BY key is the keyword ALL (a column so named is quoted: ALL is reserved)."""
     return (type(node) is exp.Var or type(node) is exp.Column and not node.table and isinstance(node.this, exp.Identifier)
             and not node.this.quoted) and node.name.upper() == "ALL"
@@ -656,7 +656,7 @@ class _Resolver:
         group, order = args.get("group"), args.get("order")
         if group is not None and group.args.get("all"):
             self.group_by_all(node, group)
-        if order is not None and any(_is_all(o.this) for o in order.expressions if isinstance(o, exp.Ordered)):
+        if order is not None and any(_orders_by_all(o.this) for o in order.expressions if isinstance(o, exp.Ordered)):
             self.order_by_all(node, order)
         scope = _Scope()
         from_ = args.get("from_")
@@ -940,7 +940,7 @@ class _Resolver:
         self.expression([*pivot.expressions, *fields], read, chain, ctes, {}, "pivot")
         for qualifier in read.shadowed:
             self.rename(read, qualifier, chain)
-        (table_columns,) = read.sources.values()
+        table_columns = next(iter(read.sources.values()), None)  # (the one source read)
         columns = None
         if table_columns is not None and all(isinstance(f, exp.In) for f in fields):
             used = {c.name for e in [*pivot.expressions, *fields] for c in e.find_all(exp.Column)}

@@ -61,7 +61,7 @@ _GROUPINGS = {exp.Rollup: "Rollup", exp.Cube: "Cube", exp.GroupingSets: "Groupin
 _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
-_CURRENT = frozenset({"current_timestamp", "current_date", "current_time"})
+_CURRENT = frozenset(_NILADIC.values())
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
 # `->` gives JSON, `->>` its text (SQL value); jsonb's operators the same. Named apart from any
 # function: SQLite's json_extract(a, p) (`Json_extract`) gives a string's text, `a -> p` its JSON.
@@ -458,7 +458,7 @@ class _Builder:
         if kind is exp.Anonymous:
             name = node.name.lower()
             arguments = node.expressions
-            if name in ("iif", "iff") and len(arguments) == 3:
+            if (name == "iif" or name == "iff" and self.dialect.name == "snowflake") and len(arguments) == 3:
                 # IIF(c, a, b) (Snowflake's IFF) is CASE WHEN c THEN a ELSE b END.
                 when = exp.If(this=arguments[0], true=arguments[1])
                 return self.case(None, [when], arguments[2], ctes)

@@ -1079,9 +1079,9 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     for statement in statements:
         if isinstance(statement, exp.Alter) and isinstance(statement.this, exp.Table):  # pg_dump's keys
             table = declared(statement.this)
-            for action in statement.args.get("actions") or [] if table is not None else []:
-                if isinstance(action, exp.AddConstraint):
-                    for item in action.expressions:
+            if table is not None:
+                for action in statement.args.get("actions") or []:
+                    for item in action.expressions if isinstance(action, exp.AddConstraint) else ():
                         table_constraint(table, item)
             continue
         if not isinstance(statement, exp.Create) or str(statement.args.get("kind", "")).upper() != "TABLE":
