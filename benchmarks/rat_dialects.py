@@ -2,9 +2,12 @@
 predictions and every BIRD dev gold query, transpiled from SQLite by sqlglot to each of rat's
 dialects, read back with
 `rat.to_tree(transpiled, schema, dialect=d)`: the share giving the same canonical tree (hash) as
-the SQLite original, and the differing cases grouped by cause.
+the SQLite original, and the differing cases grouped by cause. With `--scores`, what a user
+sees: the BIRD dev gold queries scored by the shipped scorer (`Scorer.pretrained()`, with the
+question and the schema, no database) as SQLite and as written in each dialect: the share whose
+query confidence is the SQLite original's, the mean and largest difference, the rows not scored.
 
-    python benchmarks/rat_dialects.py [--data-root ../shared/data] [--show 2]
+    python benchmarks/rat_dialects.py [--data-root ../shared/data] [--show 2] [--scores]
 
 Only queries rat reads as SQLite count (the others have no tree to compare). A group's cause is
 classified as a real meaning difference (the transpiled query means something else in that
@@ -66,6 +69,35 @@ def compare(sql: str, schema: rat.Schema | None, dialect: str, original: rat.Nod
     return None if tree.hash == original.hash else (transpiled, None)
 
 
+def compare_scores(root: Path, dialects: list[str]) -> None:
+    """The shipped scorer's query confidence of each BIRD dev gold query (question, schema, no
+    database) as SQLite and transpiled to each dialect."""
+    from model import Scorer
+
+    entries = {e["db_id"]: e for e in json.loads((root / "bird" / "dev_tables.json").read_text())}
+    rows = [{"sql": r["SQL"], "question": r["question"], "evidence": r.get("evidence", ""),
+             "schema": entries[r["db_id"]], "db_id": r["db_id"]}
+            for r in json.loads((root / "bird" / "dev.json").read_text())]
+    scorer = Scorer.pretrained()
+    sqlite = [getattr(s, "query_confidence", None) for s in scorer.score_many(rows, progress=False)]
+    print(f"BIRD dev gold scored as SQLite: {sum(c is not None for c in sqlite)} of {len(rows)}\n")
+    print(f"{'dialect':10s} {'scored':>7s} {'same confidence':>16s} {'mean |diff|':>12s} {'max |diff|':>11s}")
+    for dialect in dialects:
+        written = []
+        for row in rows:
+            try:
+                sql = from_sqlite(row["sql"], dialect, rat.Schema.from_spider(row["schema"]), habits=False)
+            except (SqlglotError, ValueError):
+                sql = ""  # (sqlglot cannot write it: not scored, counted below)
+            written.append(dict(row, sql=sql, dialect=dialect))
+        scored = [getattr(s, "query_confidence", None) for s in scorer.score_many(written, progress=False)]
+        pairs = [(a, b) for a, b in zip(sqlite, scored, strict=True) if a is not None and b is not None]
+        diffs = [abs(a - b) for a, b in pairs]
+        print(f"{dialect:10s} {len(pairs):7d} {100 * sum(d < 1e-9 for d in diffs) / len(diffs):15.2f}% "
+              f"{sum(diffs) / len(diffs):12.4f} {max(diffs):11.3f}")
+    print()
+
+
 def dialect_names(text: str) -> list[str]:
     """``--dialects``: comma-separated names of ``rat.DIALECTS``."""
     names = text.split(",")
@@ -81,8 +113,12 @@ def main() -> None:
     parser.add_argument("--show", type=non_negative_int, default=2, help="examples listed per cause")
     parser.add_argument("--dialects", type=dialect_names,
                         default=",".join(d for d in sorted(rat.DIALECTS) if d != "sqlite"))
+    parser.add_argument("--scores", action="store_true",
+                        help="also score BIRD dev gold in each dialect with the shipped scorer")
     args = parser.parse_args()
     root = args.data_root
+    if args.scores:
+        compare_scores(root, args.dialects)
     spider = schemas(root / "spider" / "tables.json")
     dev = json.loads((root / "spider" / "dev.json").read_text())
     sets = {"gold": [(r["query"], spider.get(r["db_id"])) for r in dev]}
