@@ -499,13 +499,16 @@ def keys_of(schema: rat.Schema) -> tuple:
     return schema.tables, set(schema.primary_keys), set(schema.foreign_keys)
 
 
-def test_a_pg_dump_is_the_schema_the_database_has(pg_demo, postgres_server, caplog):
-    """pg_dump --schema-only (keys in ALTER TABLE .. ADD CONSTRAINT, SETs, sequences) read as
-    DDL is the schema read from the server's catalogue, with no note from sqlglot."""
+@pytest.mark.parametrize("options", [["--schema-only"], []])
+def test_a_pg_dump_is_the_schema_the_database_has(pg_demo, postgres_server, caplog, options):
+    """pg_dump --schema-only (keys in ALTER TABLE .. ADD CONSTRAINT, SETs, sequences), or a whole
+    dump with its rows (COPY .. FROM stdin), read as DDL is the schema read from the server's
+    catalogue, with no note from sqlglot."""
     url, admin = pg_demo
-    dump = subprocess.run([str(postgres_server.bin / "pg_dump"), "--schema-only", admin],
+    dump = subprocess.run([str(postgres_server.bin / "pg_dump"), *options, admin],
                           capture_output=True, text=True, check=True).stdout
     assert "ADD CONSTRAINT" in dump and "FOREIGN KEY" in dump
+    assert ("FROM stdin" in dump) == (not options)
     with caplog.at_level(logging.WARNING):
         from_dump = schema_from_ddl(dump, "postgres", DB_ID)
     assert not caplog.records

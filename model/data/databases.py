@@ -1006,7 +1006,8 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     key; keys added by ``ALTER TABLE .. ADD [CONSTRAINT ..]``, as pg_dump writes them, and
     MySQL's ``CONSTRAINT .. FOREIGN KEY``, as mysqldump writes them; SQL Server's ``PRIMARY KEY
     CLUSTERED``, and ``GO`` between statements, as SSMS writes them). Other statements (indexes,
-    views, inserts, functions) and psql's meta-commands (``\\restrict``) are skipped. A table's schema
+    views, inserts, functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY ..
+    FROM stdin``) are skipped. A table's schema
     (``sales.invoices``) goes to `rat.Schema.table_schemas`; a name declared in two schemas is
     read from the first, the other is the table ``archive.invoices``. ``UsageError`` naming
     ``source`` when the text does not parse or declares no table.
@@ -1024,7 +1025,8 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     from rat.canonicalize import quiet_sqlglot
 
     # psql's meta-commands (pg_dump writes `\restrict <key>`, pg_dumpall `\connect db`) are no SQL
-    if dialect == "postgres":
+    if dialect == "postgres":  # (and a dump with its data: the rows of each COPY .. FROM stdin)
+        text = re.sub(r"(?ms)^COPY [^;]*? FROM stdin;$.*?^\\\.$", "", text)
         text = re.sub(r"(?m)^[ \t]*\\.*$", "", text)
     elif dialect == "tsql":  # SQL Server's batch separator (SSMS's scripts): a statement's end
         text = re.sub(r"(?im)^[ \t]*GO[ \t]*$", ";", text)
