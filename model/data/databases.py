@@ -1007,10 +1007,10 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     MySQL's ``CONSTRAINT .. FOREIGN KEY``, as mysqldump writes them; SQL Server's ``PRIMARY KEY
     CLUSTERED``, and ``GO`` between statements, as SSMS writes them). Other statements (indexes,
     views, inserts, functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY ..
-    FROM stdin``) are skipped. A table's schema
-    (``sales.invoices``) goes to `rat.Schema.table_schemas`; a name declared in two schemas is
-    read from the first, the other is the table ``archive.invoices``. ``UsageError`` naming
-    ``source`` when the text does not parse or declares no table.
+    FROM stdin``) are skipped. A table's schema (``sales.invoices``) goes to
+    `rat.Schema.table_schemas`; a name declared in two schemas is read from the first, the other
+    is the table ``archive.invoices``. ``UsageError`` naming ``source`` when the text does not
+    parse or declares no table.
 
     >>> s = schema_from_ddl('''CREATE TABLE singer (singer_id INT PRIMARY KEY, name VARCHAR(20));
     ... CREATE TABLE concert (id SERIAL, singer_id INT REFERENCES singer, PRIMARY KEY (id));''',
