@@ -999,6 +999,23 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
 # ------------------------------------------------------------------------------ DDL schema files
 
 
+def _without_psql_lines(text: str) -> str:
+    r"""A pg_dump without what is no SQL: psql's meta-commands (``\restrict <key>``, pg_dumpall's
+    ``\connect db``) and the rows of each ``COPY .. FROM stdin;`` (up to its ``\.``), in one pass.
+
+    >>> _without_psql_lines("\\restrict k\nCREATE TABLE t (a int);\nCOPY t (a) FROM stdin;\n1\n\\.\nSELECT 1;")
+    '\nCREATE TABLE t (a int);\n\n\n\nSELECT 1;'
+    """
+    lines, rows = text.split("\n"), False
+    for k, line in enumerate(lines):
+        if rows or line.lstrip().startswith("\\"):
+            rows = rows and line.rstrip() != "\\."
+            lines[k] = ""
+        elif line.startswith("COPY ") and line.rstrip().endswith("FROM stdin;"):
+            rows, lines[k] = True, ""
+    return "\n".join(lines)
+
+
 def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source: str = "DDL") -> rat.Schema:
     """The schema ``CREATE TABLE`` statements (written in ``dialect``) declare: tables, columns
     and their types, primary keys (column or table constraints) and foreign keys (``REFERENCES``
@@ -1025,9 +1042,8 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     from rat.canonicalize import quiet_sqlglot
 
     # psql's meta-commands (pg_dump writes `\restrict <key>`, pg_dumpall `\connect db`) are no SQL
-    if dialect == "postgres":  # (and a dump with its data: the rows of each COPY .. FROM stdin)
-        text = re.sub(r"(?ms)^COPY [^;]*? FROM stdin;$.*?^\\\.$", "", text)
-        text = re.sub(r"(?m)^[ \t]*\\.*$", "", text)
+    if dialect == "postgres":
+        text = _without_psql_lines(text)
     elif dialect == "tsql":  # SQL Server's batch separator (SSMS's scripts): a statement's end
         text = re.sub(r"(?im)^[ \t]*GO[ \t]*$", ";", text)
     try:
