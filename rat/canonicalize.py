@@ -99,7 +99,7 @@ _STRFTIME = {"postgres": {"to_char": (1, 0)}, "snowflake": {"to_char": (1, 0), "
 # (SQLite's codes that mean the same in the others; its %f and %s do not)
 _SQLITE_FORMAT_CODES = re.compile(r"%[dHjmMSwWY%]")
 # sqlglot's names of constructs rat refuses, as the SQL writes them (others keep sqlglot's name).
-_CONSTRUCTS = {"Between": "BETWEEN SYMMETRIC", "SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
+_CONSTRUCTS = {"SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
                "Var": "a bare word"}
 # Functions read in FROM, and the columns of their rows where the query does not name them:
 # () for one column, named by the function (or, in PostgreSQL, by the alias).
@@ -418,23 +418,29 @@ def _spell_between(tree: exp.Expression) -> None:
     """Rewrite BETWEEN in place (see the module docstring); runs after column resolution, so
     that the copies BETWEEN makes of its operand are resolved already."""
     for node in list(tree.find_all(exp.Between)):
-        if node.args.get("symmetric"):
-            continue
         operand, low, high = node.this, node.args["low"], node.args["high"]
         parent = node.parent
         while isinstance(parent, exp.Paren):  # NOT (x BETWEEN a AND b)
             parent = parent.parent
-        if isinstance(parent, exp.Not):
-            replaced = parent
-            spelled = exp.Or(this=exp.LT(this=operand.copy(), expression=low),
-                             expression=exp.GT(this=operand.copy(), expression=high))
-        else:
-            replaced = node
-            spelled = exp.And(this=exp.GTE(this=operand.copy(), expression=low),
-                              expression=exp.LTE(this=operand.copy(), expression=high))
+        negated = isinstance(parent, exp.Not)
+        replaced = parent if negated else node
+        spelled = _between(operand, low, high, negated)
+        if node.args.get("symmetric"):  # BETWEEN SYMMETRIC a AND b: between them in either order
+            swapped = _between(operand, high.copy(), low.copy(), negated)
+            spelled = exp.And(this=exp.Paren(this=spelled), expression=exp.Paren(this=swapped)) if negated \
+                else exp.Or(this=exp.Paren(this=spelled), expression=exp.Paren(this=swapped))
         if not isinstance(replaced.parent, exp.Where | exp.Having | exp.And | exp.Paren):
             spelled = exp.Paren(this=spelled)  # keeps `NOT (..)`, `(..) OR c` right in SQL text
         replaced.replace(spelled)
+
+
+def _between(operand: exp.Expression, low: exp.Expression, high: exp.Expression, negated: bool):
+    """`low <= x AND x <= high` (negated: `x < low OR x > high`), `x` copied."""
+    if negated:
+        return exp.Or(this=exp.LT(this=operand.copy(), expression=low),
+                      expression=exp.GT(this=operand.copy(), expression=high))
+    return exp.And(this=exp.GTE(this=operand.copy(), expression=low),
+                   expression=exp.LTE(this=operand.copy(), expression=high))
 
 
 def _is_non_null_constant(node: exp.Expression | None) -> bool:
@@ -1031,6 +1037,8 @@ class _Resolver:
                 _count_star(current)
             elif kind is exp.Between:
                 self.between = True
+                if current.args.get("symmetric") and not self.dialect.between_symmetric:
+                    raise RATError("unsupported construct 'BETWEEN SYMMETRIC'", self.sql)
             elif kind is exp.Star and current.args:
                 _plain_star(current, self.sql)
             stack.extend(current.iter_expressions())

@@ -39,6 +39,7 @@ class Dialect:
     at_time_zone: bool = True  # ts AT TIME ZONE 'UTC'
     json_operators: bool = True  # a -> 'k', a ->> 'k'
     pivot: bool = False  # t PIVOT (agg(v) FOR k IN (..))
+    between_symmetric: bool = False  # x BETWEEN SYMMETRIC a AND b
     group_by_all: bool = False  # GROUP BY ALL: by the SELECT's expressions without an aggregate
     order_by_all: bool = False  # ORDER BY ALL: by the SELECT's expressions, left to right
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
@@ -68,7 +69,7 @@ class Dialect:
 DIALECTS = {
     "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True, at_time_zone=False),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
-                        distinct_on=True, lateral="LATERAL", now="now"),
+                        distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True),
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True),
