@@ -171,6 +171,30 @@ def _as_sqlite_function(call: exp.Anonymous, name: str, rat_dialect: Dialect) ->
     call.set("expressions", [exp.Literal.string(text), date])
 
 
+def _distinct_then_separator(call: exp.Anonymous, name: str) -> None:
+    """`string_agg(DISTINCT x, ', ')` (also Snowflake's LISTAGG): DISTINCT x, then the separator,
+    in place (sqlglot reads one DISTINCT of both, which it cannot write back)."""
+    if name in ("string_agg", "listagg") and len(call.expressions) == 1:
+        (argument,) = call.expressions
+        ordered = argument if type(argument) is exp.Order else None  # (.. ORDER BY k): the separator's
+        distinct = argument.this if ordered is not None else argument
+        if type(distinct) is exp.Distinct and len(distinct.expressions) == 2:
+            value, separator = distinct.expressions
+            if ordered is not None:
+                ordered.set("this", separator)
+            call.set("expressions", [exp.Distinct(expressions=[value]), ordered or separator])
+
+
+def _with_rollup(group: exp.Group) -> None:
+    """MySQL's `GROUP BY a, b WITH ROLLUP` (SQL Server's `WITH CUBE` too) is `GROUP BY ROLLUP (a,
+    b)`, in place (sqlglot keeps the WITH as an empty `Rollup` beside the keys)."""
+    for key, kind in (("rollup", exp.Rollup), ("cube", exp.Cube)):
+        written = group.args.get(key)
+        if written and not any(w.expressions for w in written) and group.expressions:
+            group.set("expressions", [kind(expressions=list(group.expressions))])
+            group.set(key, None)
+
+
 def _orders_by_all(node: exp.Expression) -> bool:
     """Whether an ORDER BY key is the keyword ALL (a column so named is quoted: ALL is reserved)."""
     return (type(node) is exp.Var or type(node) is exp.Column and not node.table and isinstance(node.this, exp.Identifier)
@@ -662,6 +686,8 @@ class _Resolver:
         group, order = args.get("group"), args.get("order")
         if group is not None and group.args.get("all"):
             self.group_by_all(node, group)
+        if group is not None:
+            _with_rollup(group)
         if order is not None and any(_orders_by_all(o.this) for o in order.expressions if isinstance(o, exp.Ordered)):
             self.order_by_all(node, order)
         scope = _Scope()
@@ -1024,6 +1050,7 @@ class _Resolver:
                 _date_part(current, name)
                 if self.dialect is not SQLITE:
                     _as_sqlite_function(current, name, self.dialect)
+                _distinct_then_separator(current, name)
             elif kind is exp.StrPosition and not current.args.get("position"):  # POSITION(a IN b)
                 call = exp.Anonymous(this="instr", expressions=[current.this, current.args["substr"]])
                 current.replace(call)

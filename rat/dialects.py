@@ -40,6 +40,7 @@ class Dialect:
     json_operators: bool = True  # a -> 'k', a ->> 'k'
     pivot: bool = False  # t PIVOT (agg(v) FOR k IN (..))
     between_symmetric: bool = False  # x BETWEEN SYMMETRIC a AND b
+    semi_join: bool = False  # a SEMI JOIN b / a ANTI JOIN b: a's rows with / without a match in b
     group_by_all: bool = False  # GROUP BY ALL: by the SELECT's expressions without an aggregate
     order_by_all: bool = False  # ORDER BY ALL: by the SELECT's expressions, left to right
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
@@ -72,7 +73,8 @@ DIALECTS = {
                         distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True),
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
-                      lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True),
+                      lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
+                      semi_join=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
                          group_by_all=True),

@@ -19,7 +19,7 @@ KINDS = ("relation", "table", "column", "value", "operator")
 
 # Labels of relational operators: their results are relations, not values.
 RELATIONAL = frozenset(
-    {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Groupby",
+    {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join", "Groupby",
      "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct", "Union", "Union_all",
      "Intersect", "Except", "Qualify", "Distinct_on", "Recursive", "In_schema", "Pivot",
      "Ordinality", "With_offset"}
@@ -41,7 +41,7 @@ DATE_PART_LAST = frozenset({"date_diff", "datetime_diff", "timestamp_diff", "tim
                             "datetime_trunc", "timestamp_trunc", "time_trunc", "last_day"})
 # Relational operators every child of which is a relation (join conditions are operators).
 _ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Except", "In_schema"})
-_JOINS = frozenset({"Left_join", "Right_join", "Full_join"})
+_JOINS = frozenset({"Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join"})
 
 
 def node_kind(node: "Node", parent: "Node | None" = None) -> str:

@@ -62,7 +62,8 @@ _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current
             exp.CurrentTime: "current_time"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
 _CURRENT = frozenset(_NILADIC.values())
-_JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join"}
+_JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join", "SEMI": "Semi_join",
+               "ANTI": "Anti_join"}
 # `->` gives JSON, `->>` its text (SQL value); jsonb's operators the same. Named apart from any
 # function: SQLite's json_extract(a, p) (`Json_extract`) gives a string's text, `a -> p` its JSON.
 _JSON = {exp.JSONExtract: "Json_get", exp.JSONBExtract: "Json_get",
@@ -297,6 +298,11 @@ class _Builder:
             side = join.args.get("side")
             if isinstance(join.this, exp.Lateral) and join.this.args.get("cross_apply") is False:
                 side = "LEFT"  # SQL Server's OUTER APPLY is LEFT JOIN LATERAL .. ON TRUE
+            kind = (join.args.get("kind") or "").upper()
+            if kind in ("SEMI", "ANTI"):  # DuckDB's: the left rows with (without) a match
+                if not self.dialect.semi_join or side and side.upper() != "LEFT":
+                    raise RATError(f"unsupported construct '{kind} JOIN'", self.sql)
+                side = kind
             if side:
                 label = _JOIN_SIDES.get(side.upper())
                 if label is None:
@@ -374,7 +380,7 @@ class _Builder:
             return Node(f"{table.this}.{name}" if table is not None else name)
         if kind is exp.Literal:
             return Node(_value_label(node))
-        if kind is exp.RawString:  # BigQuery's r'^a\d': the string as written
+        if kind is exp.RawString or kind is exp.National:  # BigQuery's r'^a\d', SQL Server's N'a'
             return Node("'" + node.this.replace("'", "''") + "'")
         if kind is exp.Paren:
             return self.expr(node.this, ctes)

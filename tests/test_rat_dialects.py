@@ -446,6 +446,37 @@ def test_pivots_are_an_aggregate_by_the_values_of_a_column():
         rat.to_tree("SELECT * FROM orders UNPIVOT (v FOR k IN (id, amount))", schema, dialect="snowflake")
 
 
+def test_rollups_semi_joins_national_strings_and_distinct_string_aggregates():
+    schema = {"orders": ["id", "status", "region", "customer_id"], "customers": ["id"]}
+
+    def tree(sql, dialect):
+        return rat.to_tree(sql, schema, dialect=dialect)
+
+    # MySQL's WITH ROLLUP, SQL Server's WITH CUBE: the ROLLUP / CUBE of the keys (not a plain GROUP BY)
+    rollup = tree("SELECT status, region, count(*) FROM orders GROUP BY ROLLUP (status, region)", "postgres")
+    assert tree("SELECT status, region, count(*) FROM orders GROUP BY status, region WITH ROLLUP", "mysql") == rollup
+    assert tree("SELECT status, region, count(*) FROM orders GROUP BY status, region", "mysql") != rollup
+    assert tree("SELECT status, count(*) FROM orders GROUP BY status WITH CUBE", "tsql") == \
+        tree("SELECT status, count(*) FROM orders GROUP BY CUBE (status)", "tsql")
+    # DuckDB's SEMI / ANTI JOIN keep the left rows with / without a match: not an inner join
+    on = "orders o {} customers c ON c.id = o.customer_id"
+    inner, semi, anti = (rat.serialize(tree(f"SELECT o.id FROM {on.format(j)}", "duckdb"))
+                         for j in ("JOIN", "SEMI JOIN", "ANTI JOIN"))
+    assert "Semi_join" in semi and "Anti_join" in anti and "Product" in inner
+    assert anti == rat.serialize(tree(f"SELECT o.id FROM {on.format('LEFT ANTI JOIN')}", "duckdb"))
+    with pytest.raises(rat.RATError, match="'SEMI JOIN'"):
+        tree(f"SELECT o.id FROM {on.format('SEMI JOIN')}", "snowflake")
+    # SQL Server's N'..' is the string
+    assert tree("SELECT id FROM orders WHERE status = N'paid'", "tsql") == \
+        tree("SELECT id FROM orders WHERE status = 'paid'", "tsql")
+    # string_agg(DISTINCT x, sep): DISTINCT x, then the separator (was one DISTINCT of both, unmapped)
+    for sql in ("SELECT string_agg(DISTINCT status, ', ') FROM orders",
+                "SELECT string_agg(DISTINCT status, ', ' ORDER BY status) FROM orders"):
+        distinct = tree(sql, "postgres")
+        assert "(((orders.status)Distinct)(', ')" in rat.serialize(distinct)
+        assert rat.sql_spans(sql, distinct, schema, dialect="postgres").unmapped == 0
+
+
 def test_values_lists_are_rows():
     schema = {"t": ["a", "b"]}
 

@@ -280,7 +280,7 @@ OPERATOR_CUES = {
     "Or": CUES["cue_or"], "Like": ("contain", "include", "start", "begin", "end", "with", "like",
                                    "substring", "word", "letter"),
 }
-JOINS = {"Product", "Left_join", "Right_join", "Full_join"}
+JOINS = {"Product", "Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join"}
 COMPARISONS = {"Eq", "Neq", "Gt", "Gte", "Lt", "Lte", "Like", "Not_like", "In", "Not_in", "Glob"}
 
 _WORD = re.compile(r"[a-z0-9]+")
