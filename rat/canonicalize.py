@@ -644,6 +644,9 @@ class _Resolver:
                 self.set_name(cte.args["alias"].this, name)
                 ctes[name] = frozenset(column_names or names)
         if isinstance(node, exp.SetOperation):
+            if node.args.get("by_name") or node.args.get("side") or node.args.get("kind"):
+                # (DuckDB's UNION BY NAME, BigQuery's CORRESPONDING: columns paired by name)
+                raise RATError(f"unsupported construct '{construct_name(node).upper()} BY NAME'", self.sql)
             names = self.query(node.this, outer, ctes, keep_aliases)
             self.query(node.expression, outer, ctes, keep_aliases)
             for key in ("order", "limit", "offset"):
@@ -683,6 +686,8 @@ class _Resolver:
             for key in _UNSUPPORTED_CLAUSES:
                 if key in self.unsupported and args.get(key):
                     raise RATError(f"unsupported construct {key.upper()!r}", self.sql)
+        if args.get("kind"):  # BigQuery's SELECT AS STRUCT / AS VALUE: one column of another shape
+            raise RATError(f"unsupported construct 'SELECT AS {args['kind'].upper()}'", self.sql)
         group, order = args.get("group"), args.get("order")
         if group is not None and group.args.get("all"):
             self.group_by_all(node, group)
@@ -875,6 +880,10 @@ class _Resolver:
                 raise RATError("unsupported construct 'parenthesised join'", self.sql)
             if args.get("sample"):  # a sample of the rows is not the table
                 raise RATError("unsupported construct 'TABLESAMPLE'", self.sql)
+            if args.get("when") or args.get("version") or args.get("changes"):  # its rows at another time
+                raise RATError("unsupported construct 'AT (..)' / 'FOR SYSTEM_TIME AS OF' / 'CHANGES'", self.sql)
+            if args.get("partition"):  # MySQL's t PARTITION (p0): some of its rows
+                raise RATError("unsupported construct 'PARTITION (..)'", self.sql)
             name = self.fold(node.name, node.this)
             if self.dialect is not SQLITE and node._meta:  # BigQuery's `proj.ds.t`
                 node._meta.pop("quoted_table", None)

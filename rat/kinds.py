@@ -21,7 +21,7 @@ KINDS = ("relation", "table", "column", "value", "operator")
 RELATIONAL = frozenset(
     {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join", "Groupby",
      "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct", "Union", "Union_all",
-     "Intersect", "Except", "Qualify", "Distinct_on", "Recursive", "In_schema", "Pivot",
+     "Intersect", "Intersect_all", "Except", "Except_all", "Qualify", "Distinct_on", "Recursive", "In_schema", "Pivot",
      "Ordinality", "With_offset"}
 )
 # Leaves that are values although they are written as words.
@@ -40,7 +40,8 @@ DATE_PART_FIRST = frozenset({"dateadd", "datediff", "datediff_big", "datepart", 
 DATE_PART_LAST = frozenset({"date_diff", "datetime_diff", "timestamp_diff", "time_diff", "date_trunc",
                             "datetime_trunc", "timestamp_trunc", "time_trunc", "last_day"})
 # Relational operators every child of which is a relation (join conditions are operators).
-_ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Except", "In_schema"})
+_ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Intersect_all", "Except",
+                            "Except_all", "In_schema"})
 _JOINS = frozenset({"Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join"})
 
 

@@ -185,14 +185,14 @@ class _Builder:
         label = _SET_OPERATIONS.get(type(node))
         if label is None:
             raise self.unsupported(node)
-        if label == "Union" and not node.args.get("distinct"):
-            label = "Union_all"
+        if not node.args.get("distinct"):  # UNION ALL; INTERSECT ALL / EXCEPT ALL keep duplicates too
+            label += "_all"
         operands = []
         for side in (node.this, node.expression):
             operand = self.query(side, ctes)
             # (a UNION b) UNION c is one Union over a, b, c, as (a AND b) AND c is one And.
             plain = not any(side.args.get(k) for k in ("order", "limit", "offset"))
-            if operand.label == label and label != "Except" and plain:
+            if operand.label == label and not label.startswith("Except") and plain:
                 operands.extend(operand.children)
             else:
                 operands.append(operand)

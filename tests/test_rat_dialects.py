@@ -138,6 +138,12 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("duckdb", "SELECT * EXCLUDE (age) FROM singer", "EXCLUDE"),
     ("bigquery", "SELECT singer.* EXCEPT (age) FROM singer", "EXCEPT"),
     ("postgres", "SELECT name FROM singer TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
+    ("duckdb", "SELECT name, age FROM singer UNION BY NAME SELECT age, name FROM singer", "'UNION BY NAME'"),
+    ("bigquery", "SELECT name FROM singer UNION ALL CORRESPONDING SELECT name FROM singer", "BY NAME"),
+    ("bigquery", "SELECT AS STRUCT name, age FROM singer", "'SELECT AS STRUCT'"),
+    ("snowflake", "SELECT name FROM singer AT(OFFSET => -60)", "AT (..)"),
+    ("bigquery", "SELECT name FROM singer FOR SYSTEM_TIME AS OF CURRENT_TIMESTAMP()", "FOR SYSTEM_TIME AS OF"),
+    ("mysql", "SELECT name FROM singer PARTITION (p0)", "'PARTITION (..)'"),
     ("snowflake", "SELECT name FROM singer SAMPLE (10)", "TABLESAMPLE"),
     ("duckdb", "SELECT name FROM singer USING SAMPLE 10%", "SAMPLE"),
     ("postgres", "SELECT lag(age) IGNORE NULLS OVER (ORDER BY age) FROM singer", "IGNORE NULLS"),
@@ -475,6 +481,18 @@ def test_rollups_semi_joins_national_strings_and_distinct_string_aggregates():
         distinct = tree(sql, "postgres")
         assert "(((orders.status)Distinct)(', ')" in rat.serialize(distinct)
         assert rat.sql_spans(sql, distinct, schema, dialect="postgres").unmapped == 0
+
+
+def test_intersect_all_and_except_all_keep_duplicates():
+    def tree(sql):
+        return rat.to_tree(sql, SCHEMA, dialect="postgres")
+
+    for operation in ("INTERSECT", "EXCEPT"):
+        every, distinct = (tree(f"SELECT name FROM singer {operation}{k} SELECT name FROM singer WHERE age > 20")
+                           for k in (" ALL", ""))
+        assert every != distinct and every.label == operation.capitalize() + "_all"
+    assert tree("SELECT country FROM singer INTERSECT ALL SELECT name FROM singer") == \
+        tree("SELECT name FROM singer INTERSECT ALL SELECT country FROM singer")  # commutative, as INTERSECT
 
 
 def test_values_lists_are_rows():
