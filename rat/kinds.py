@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rat.node import Node
 
-__all__ = ["KINDS", "RELATIONAL", "node_kind"]
+__all__ = ["KINDS", "RELATIONAL", "is_parameter", "node_kind"]
 
 KINDS = ("relation", "table", "column", "value", "operator")
 
@@ -45,6 +45,19 @@ _ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Inter
 _JOINS = frozenset({"Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join"})
 
 
+def is_parameter(label: str) -> bool:
+    """Whether a leaf's label is a query parameter, a value the query is given when it runs
+    (`$1`, `?`, `:id`, `@id`, `%(id)s`, `%s`).
+
+    >>> [is_parameter(x) for x in ("$1", "?", ":id", "@id", "%s", "'$1'", "t.a", "1")]
+    [True, True, True, True, True, False, False, False]
+    """
+    return label[:1] in _PARAMETER_MARKS and label != "*"
+
+
+_PARAMETER_MARKS = frozenset("$?:@%")
+
+
 def node_kind(node: "Node", parent: "Node | None" = None) -> str:
     """One of `KINDS`: ``relation`` (a relational operator, or ``Recursion``: the rows a
     recursive CTE has made so far, read by its step), ``table``, ``column``, ``value``
@@ -73,7 +86,7 @@ def node_kind(node: "Node", parent: "Node | None" = None) -> str:
         return "relation" if label in RELATIONAL else "operator"
     if label == "Recursion":  # a recursive CTE's step reading the rows made so far
         return "relation"
-    if label[:1] == "'" or label in _VALUE_WORDS or NUMBER.match(label):
+    if label[:1] == "'" or label in _VALUE_WORDS or NUMBER.match(label) or is_parameter(label):
         return "value"
     if "." in label or label == "*":
         return "column"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import expressions as exp
 
-from rat.canonicalize import canonical_ast, construct_name
+from rat.canonicalize import canonical_ast, construct_name, sqlglot_dialect
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import RATError, internal_errors, with_deep_stack
@@ -380,6 +380,8 @@ class _Builder:
             return Node(f"{table.this}.{name}" if table is not None else name)
         if kind is exp.Literal:
             return Node(_value_label(node))
+        if kind is exp.Parameter or kind is exp.Placeholder:  # `$1`, `?`, `:id`, `@id`: a value given later
+            return Node(node.sql(dialect=sqlglot_dialect(self.dialect)))
         if kind is exp.RawString or kind is exp.National:  # BigQuery's r'^a\d', SQL Server's N'a'
             return Node("'" + node.this.replace("'", "''") + "'")
         if kind is exp.Paren:

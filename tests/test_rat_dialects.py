@@ -495,6 +495,15 @@ def test_intersect_all_and_except_all_keep_duplicates():
         tree("SELECT name FROM singer INTERSECT ALL SELECT country FROM singer")  # commutative, as INTERSECT
 
 
+@pytest.mark.parametrize("dialect, parameter", [("postgres", "$1"), ("sqlite", "?"), ("sqlite", ":country"),
+                                                ("tsql", "@country"), ("snowflake", ":country"), ("postgres", "%(country)s")])
+def test_query_parameters_are_values(dialect, parameter):
+    tree = rat.to_tree(f"SELECT name FROM singer WHERE country = {parameter}", SCHEMA, dialect=dialect)
+    eq = tree.children[1].children[0]
+    assert eq.label == "Eq" and eq.children[1].label == parameter
+    assert rat.node_kind(eq.children[1], eq) == "value" and rat.kinds.is_parameter(parameter)
+
+
 def test_values_lists_are_rows():
     schema = {"t": ["a", "b"]}
 

@@ -279,6 +279,21 @@ def singers(tmp_path_factory) -> Path:
     return path
 
 
+def test_a_query_with_parameters_is_scored_without_running_it(singers):
+    """`$1`, `?`, `:id`: values given only when the query runs. Scored, not run (its results
+    unknown, as without a database), and said so; a query without them runs."""
+    scorer = Scorer.pretrained()
+    for sql, dialect in (("SELECT name FROM singer WHERE country = ?", "sqlite"),
+                         ("SELECT name FROM singer WHERE country = :country", "sqlite"),
+                         ("SELECT name FROM singer WHERE country = $1", "postgres")):
+        scored = scorer.score(sql, question="Singers from France?", database=singers, dialect=dialect)
+        parameter = next(n for n in scored.nodes if n.label in ("?", ":country", "$1"))
+        assert parameter.kind == "value"
+        assert scored.execution_error.startswith("it has parameters") and parameter.label in scored.execution_error
+        assert not any(r.feature.startswith("exec_") for n in scored.nodes for r in n.reasons)
+    assert scorer.score(FRANCE, question="Singers from France?", database=singers).execution_error is None
+
+
 def test_each_bad_row_is_one_error_of_its_kind_and_score_raises_it(singers, tmp_path):
     from model.data.databases import DatabaseError
 

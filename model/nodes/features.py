@@ -702,8 +702,12 @@ def _rank_gap(scores: dict[str, float], score: float) -> tuple[float, float]:
     return float(sum(s > score for s in scores.values())), max(scores.values()) - score
 
 
+# why a query with parameters (`$1`, `?`) is not run: unknown results, as without a database
+NOT_RUN_PARAMETERS = "it has parameters, given their values only when it runs"
+
+
 def _result_features(rows: list | None, error: str | None) -> tuple[list[float], str | None]:
-    if error == "no database":
+    if error == "no database" or error is not None and error.startswith(NOT_RUN_PARAMETERS):
         return [NAN] * 6, None
     if error is not None:
         return [1.0, NAN, NAN, NAN, NAN, NAN], None
@@ -745,8 +749,11 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
     for name in names:
         label_count[name] += 1
     literals = {literal_text(names[i]) for i in range(n) if kinds[i] == "value"}
-    runnable = runnable_sql(example.sql, dialect, probe.dialect, schema)
+    parameters = sorted({names[i] for i in range(n) if kinds[i] == "value" and rat.kinds.is_parameter(names[i])})
+    runnable = runnable_sql(example.sql, dialect, probe.dialect, schema) if not parameters else None
     rows, error = probe.run(runnable, timeout_s) if runnable is not None else (None, "no database")
+    if parameters and probe.database is not None:  # not run: its values are given when it runs
+        error = f"{NOT_RUN_PARAMETERS} ({', '.join(parameters[:3])})"
     result, digest = _result_features(rows, error)
     broadcast = {
         "tree_size": n, "tree_tables": sum(k == "table" for k in kinds),
