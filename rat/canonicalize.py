@@ -83,14 +83,16 @@ _SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY
 _SAME_FUNCTIONS = {"substring": "substr"}
 # SQLite's functions under other dialects' names (where the dialect has the function): SQLite's
 # name and the order of its arguments; strftime(format, date), with SQLite's format codes, below.
-_CHARACTERS = {"char_length": ("length", (0,)), "character_length": ("length", (0,))}
+# (None: every argument, in order: greatest(a, b, c) is SQLite's max(a, b, c))
+_EXTREMES = {"greatest": ("max", None), "least": ("min", None)}
+_STANDARD_CALLS = {"char_length": ("length", (0,)), "character_length": ("length", (0,)), **_EXTREMES}
 _SQLITE_CALLS = {
-    "postgres": {"strpos": ("instr", (0, 1)), **_CHARACTERS},
-    "duckdb": {"strpos": ("instr", (0, 1)), **_CHARACTERS},
-    "bigquery": {"strpos": ("instr", (0, 1)), **_CHARACTERS},
-    "mysql": {"locate": ("instr", (1, 0)), **_CHARACTERS},  # (MySQL's length counts bytes)
-    "snowflake": {"charindex": ("instr", (1, 0))},
-    "tsql": {"charindex": ("instr", (1, 0)), "len": ("length", (0,))},
+    "postgres": {"strpos": ("instr", (0, 1)), **_STANDARD_CALLS},
+    "duckdb": {"strpos": ("instr", (0, 1)), **_STANDARD_CALLS},
+    "bigquery": {"strpos": ("instr", (0, 1)), **_STANDARD_CALLS},
+    "mysql": {"locate": ("instr", (1, 0)), **_STANDARD_CALLS},  # (MySQL's length counts bytes)
+    "snowflake": {"charindex": ("instr", (1, 0)), **_EXTREMES},
+    "tsql": {"charindex": ("instr", (1, 0)), "len": ("length", (0,)), **_EXTREMES},
 }
 _STRFTIME = {"postgres": {"to_char": (1, 0)}, "snowflake": {"to_char": (1, 0), "to_varchar": (1, 0)},
              "mysql": {"date_format": (1, 0)}, "duckdb": {"strftime": (1, 0)},
@@ -149,9 +151,10 @@ def _as_sqlite_function(call: exp.Anonymous, name: str, rat_dialect: Dialect) ->
     dropped: in those dialects a date is what strftime formats)."""
     arguments = call.expressions
     sqlite_name, order = _SQLITE_CALLS.get(rat_dialect.name, {}).get(name, (None, ()))
-    if sqlite_name is not None and len(arguments) == len(order):
+    if sqlite_name is not None and (order is None and len(arguments) > 1 or len(arguments) == len(order or ())):
         call.set("this", sqlite_name)
-        call.set("expressions", [arguments[k] for k in order])
+        if order is not None:
+            call.set("expressions", [arguments[k] for k in order])
         return
     order = _STRFTIME.get(rat_dialect.name, {}).get(name)
     if order is None or len(arguments) != 2:

@@ -75,6 +75,8 @@ def test_dialect_names_ignore_case():
                             ("snowflake", "POSITION('a' IN name)"), ("duckdb", "position('a' IN name)"))),
     ("mysql", "SELECT CHAR_LENGTH(name) FROM singer", "SELECT length(name) FROM singer"),
     ("tsql", "SELECT LEN(name) FROM singer", "SELECT length(name) FROM singer"),
+    *((dialect, "SELECT GREATEST(age, singer_id, 3), LEAST(age, 1) FROM singer",
+       "SELECT max(age, singer_id, 3), min(age, 1) FROM singer") for dialect in ("postgres", "snowflake", "tsql")),
     # SQLite's strftime(format, date) under other names, formats and argument orders
     *((dialect, f"SELECT name FROM singer WHERE {call} = '2012-05'",
        "SELECT name FROM singer WHERE strftime('%Y-%m', age) = '2012-05'")
