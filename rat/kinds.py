@@ -19,11 +19,13 @@ KINDS = ("relation", "table", "column", "value", "operator")
 
 # Labels of relational operators: their results are relations, not values.
 RELATIONAL = frozenset(
-    {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join", "Groupby",
-     "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct", "Union", "Union_all",
-     "Intersect", "Intersect_all", "Except", "Except_all", "Qualify", "Distinct_on", "Recursive", "In_schema", "Pivot",
-     "Ordinality", "With_offset"}
+    {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Semi_join",
+     "Anti_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct",
+     "Union", "Union_all", "Intersect", "Intersect_all", "Except", "Except_all", "Qualify",
+     "Distinct_on", "Recursive", "In_schema", "Pivot", "Ordinality", "With_offset"}
 )
+# The first character of a query parameter's label: `$1`, `?`, `:id`, `@id`, `%(id)s`.
+_PARAMETER_MARKS = frozenset("$?:@%")
 # Leaves that are values although they are written as words.
 _VALUE_WORDS = frozenset({"null", "true", "false", "current_timestamp", "current_date",
                           "current_time"})
@@ -52,10 +54,7 @@ def is_parameter(label: str) -> bool:
     >>> [is_parameter(x) for x in ("$1", "?", ":id", "@id", "%s", "'$1'", "t.a", "1")]
     [True, True, True, True, True, False, False, False]
     """
-    return label[:1] in _PARAMETER_MARKS and label != "*"
-
-
-_PARAMETER_MARKS = frozenset("$?:@%")
+    return label[:1] in _PARAMETER_MARKS
 
 
 def node_kind(node: "Node", parent: "Node | None" = None) -> str:
