@@ -1005,7 +1005,7 @@ class _Resolver:
         numbered = frozenset()
         if isinstance(offset, exp.Identifier):
             numbered = frozenset({self.fold(offset.name, offset)})
-        elif offset:
+        elif offset or node.args.get("ordinality"):  # (a function's `WITH ORDINALITY`: `ordinality`)
             numbered = frozenset({"offset" if self.dialect.name == "bigquery" else "ordinality"})
         call = calls[0] if len(calls) == 1 else None
         if isinstance(call, exp.Table | exp.Subquery | exp.Select) or not calls:

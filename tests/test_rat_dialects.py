@@ -354,6 +354,8 @@ def test_functions_in_from_and_lateral_subqueries_are_derived_tables():
     assert numbered == tree("SELECT u.tag, u.k FROM posts, unnest(tags) WITH ORDINALITY AS u(tag, k)", "duckdb")
     assert tree("SELECT k, n FROM generate_series(1, 3) WITH ORDINALITY AS g(k, n)") == \
         "((derived.k)(derived.n)(((1)(3)Generate_series)Ordinality)Project)"
+    assert tree("SELECT g, ordinality FROM generate_series(1, 3) WITH ORDINALITY AS g") == \
+        "((derived.g)(derived.ordinality)(((1)(3)Generate_series)Ordinality)Project)"  # unnamed: `ordinality`
     offset = tree("SELECT tag, pos FROM posts, UNNEST(posts.tags) AS tag WITH OFFSET AS pos", "bigquery")
     assert offset == "((derived.tag)(derived.pos)((posts)(((posts.tags)Unnest)With_offset)Product)Project)"
     # Snowflake's TABLE(FLATTEN(..)) is FLATTEN(..), with FLATTEN's columns
