@@ -641,6 +641,7 @@ class _Resolver:
                 name = self.fold(cte.alias, cte.args["alias"].this)
                 column_names = [self.fold(c.name, c) for c in cte.args["alias"].columns]
                 if recursive and self.reads(cte.this, name):
+                    cte.set("recursive", True)  # the one test of it: rat.tree builds from this mark
                     names = self.recursive(cte.this, name, column_names, outer, ctes)
                 else:
                     names = self.query(cte.this, outer, ctes, keep_aliases=True)

@@ -171,10 +171,9 @@ class _Builder:
         with_ = node.args.get("with_")
         if with_ is not None:
             ctes = dict(ctes)
-            recursive = with_.args.get("recursive")
             for cte in with_.expressions:
                 name = cte.alias
-                if recursive and any(t.name == name for t in cte.this.find_all(exp.Table)):
+                if cte.args.get("recursive"):  # rat.canonicalize marks a CTE that reads itself
                     # its step reads the rows made so far: a `Recursion` leaf
                     body = self.query(cte.this, {**ctes, name: Node("Recursion")})
                     ctes[name] = self.recursive(cte, Node("Recursive", (body,)))

@@ -155,17 +155,18 @@ def build_server(tools: ScoringTools):
     return server
 
 
-def line_error(line: str) -> dict | None:
-    """The JSON-RPC error that answers a stdin line the SDK cannot read as a message (it drops such
-    a line unanswered, and the client waits for ever), or None for a line it reads: not JSON is a
-    parse error (-32700, id null); JSON that is no JSON-RPC message MCP reads, a lone surrogate in
-    a string among them, an invalid request (-32600) carrying the line's id where it has one.
+def read_line(line: str) -> tuple[Any, dict | None]:
+    """A stdin line read once: ``(message, None)`` for a JSON-RPC message MCP reads, else
+    ``(None, error)``, the JSON-RPC error that answers it (the SDK's reader drops such a line
+    unanswered, and the client waits for ever): not JSON is a parse error (-32700, id null); JSON
+    that is no JSON-RPC message MCP reads, a lone surrogate in a string among them, an invalid
+    request (-32600) carrying the line's id where it has one.
 
-    >>> line_error('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}') is None
-    True
-    >>> line_error('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"sql": "SELECT \\\\ud800"}}')
+    >>> type(read_line('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')[0]).__name__
+    'JSONRPCRequest'
+    >>> read_line('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"sql": "SELECT \\\\ud800"}}')[1]
     {'jsonrpc': '2.0', 'id': 7, 'error': {'code': -32600, 'message': 'Invalid Request: a string holds a lone surrogate (not Unicode text)'}}
-    >>> line_error("SELECT 1")["error"]["code"], line_error("[1, 2]")["id"]
+    >>> read_line("SELECT 1")[1]["error"]["code"], read_line("[1, 2]")[1]["id"]
     (-32700, None)
     """
     import json
@@ -173,16 +174,15 @@ def line_error(line: str) -> dict | None:
     import mcp_types
 
     try:
-        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        return None
+        return mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False), None
     except ValueError:  # pydantic's ValidationError, as the SDK's reader meets it
         pass
     try:
         message = json.loads(line)
     except (ValueError, RecursionError) as e:
         why = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
-        return {"jsonrpc": "2.0", "id": None,
-                "error": {"code": mcp_types.PARSE_ERROR, "message": f"Parse error: not JSON ({why})"}}
+        return None, {"jsonrpc": "2.0", "id": None,
+                      "error": {"code": mcp_types.PARSE_ERROR, "message": f"Parse error: not JSON ({why})"}}
     ident = message.get("id") if isinstance(message, dict) else None
     if isinstance(ident, bool) or not isinstance(ident, (str, int)):
         ident = None
@@ -193,50 +193,56 @@ def line_error(line: str) -> dict | None:
         why = "a string holds a lone surrogate (not Unicode text)"
     except RecursionError:
         why = "nested too deeply"
-    return {"jsonrpc": "2.0", "id": ident, "error": {"code": mcp_types.INVALID_REQUEST, "message": f"Invalid Request: {why}"}}
+    return None, {"jsonrpc": "2.0", "id": ident,
+                  "error": {"code": mcp_types.INVALID_REQUEST, "message": f"Invalid Request: {why}"}}
 
 
 async def serve_stdio(lowlevel_server) -> None:
-    """The SDK's stdio transport (``mcp.server.stdio.stdio_server``) over this process's stdin and
-    stdout, with each line it cannot read answered (``line_error``) instead of dropped. As the
-    SDK does, fd 1 is pointed at stderr and fd 0 at the null device while serving, so stray output
-    of a library misses the wire."""
+    """MCP over this process's stdin and stdout, as the SDK's stdio transport
+    (``mcp.server.stdio.stdio_server``) serves it, each line read once (``read_line``) and the
+    lines the SDK cannot read answered instead of dropped. As the SDK does, fd 1 is pointed at
+    stderr and fd 0 at the null device while serving, so stray output of a library misses the wire."""
     import json
     import os
 
     import anyio
-    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
 
     wire_in, wire_out = os.dup(0), os.dup(1)
     os.dup2(2, 1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    to_server, read_stream = anyio.create_memory_object_stream(0)
+    write_stream, from_server = anyio.create_memory_object_stream(0)
     lock = anyio.Lock()
     async with await anyio.open_file(wire_in, encoding="utf-8", errors="replace") as stdin, \
             await anyio.open_file(wire_out, "w", encoding="utf-8", newline="\n") as out:
 
-        class Wire:  # whole lines, one writer at a time: the SDK's answers and line_error's
-            async def write(self, text: str) -> None:
-                async with lock:
-                    await out.write(text)
+        async def send(text: str) -> None:  # whole lines, one writer at a time
+            async with lock:
+                await out.write(text + "\n")
+                await out.flush()
 
-            async def flush(self) -> None:
-                async with lock:
-                    await out.flush()
+        async def reader() -> None:
+            async with to_server:
+                async for line in stdin:
+                    if not line.strip():
+                        continue
+                    message, error = read_line(line)
+                    if error is None:
+                        await to_server.send(SessionMessage(message))
+                    else:
+                        await send(json.dumps(error))
 
-        async def lines():
-            async for line in stdin:
-                if not line.strip():
-                    continue
-                if (error := line_error(line)) is None:
-                    yield line
-                else:
-                    async with lock:
-                        await out.write(json.dumps(error) + "\n")
-                        await out.flush()
+        async def writer() -> None:
+            async with from_server:
+                async for answer in from_server:
+                    await send(answer.message.model_dump_json(by_alias=True, exclude_unset=True))
 
-        async with stdio_server(lines(), Wire()) as (read_stream, write_stream):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(reader)
+            tasks.start_soon(writer)
             await lowlevel_server.run(read_stream, write_stream, lowlevel_server.create_initialization_options())
 
 
