@@ -447,8 +447,10 @@ def test_a_consensus_model_reads_every_system_of_a_question_whatever_the_order(c
 
 
 def test_a_query_that_did_not_run_says_why_in_its_result_and_reasons(singers):
-    """A query that fails, or does not finish in the time limit, counts as failing to run
-    (`exec_error`); the result, its JSON row, its printout and the reason say which."""
+    """A query that fails counts as failing to run (`exec_error`); one stopped by the time limit
+    or the result budget has unknown results, as without a database (a slow or large query on a
+    big database is not a wrong one). The result, its JSON row, its printout and the reason say
+    which."""
     schema = {"singer": ["singer_id", "name", "country"]}
     scorer = Scorer.pretrained()
     ran = scorer.score("SELECT name FROM singer WHERE country = 'France'", "Singers from France?",
@@ -461,10 +463,14 @@ def test_a_query_that_did_not_run_says_why_in_its_result_and_reasons(singers):
     assert "did not run on the database: OperationalError: no such column: nme" in str(failed)
     texts = {r.text for n in failed.nodes for r in n.reasons if r.feature == "exec_error"}
     assert texts == {"the query fails to run on the database (OperationalError: no such column: nme)"}
-    slow = Scorer(scorer.saved, feature_timeout_s=1e-6)
+    names = list(scorer.saved.features_)
+    result_features = [names.index(f) for f in ("exec_error", "exec_empty", "exec_log_rows", "exec_columns")]
     cross = ", ".join(f"singer s{k}" for k in range(20))  # 2**20 rows to count
-    timed_out = slow.score(f"SELECT count(*) FROM {cross}", "How many?", schema=schema, database=singers)
-    assert timed_out.execution_error.startswith("timeout after")
-    assert timed_out.features[0, list(scorer.saved.features_).index("exec_error")] == 1.0
-    assert render("exec_error", 1.0, ReasonContext("Count", "Count", execution_error="timeout after 5 s")) == \
-        "the query did not finish (timeout after 5 s): read as failing to run"
+    for stopped, says in ((Scorer(scorer.saved, feature_timeout_s=1e-6), "timeout after"),
+                          (Scorer(scorer.saved, max_result_bytes=64), "result larger than")):
+        sql = f"SELECT count(*) FROM {cross}" if says == "timeout after" else "SELECT name, country FROM singer"
+        got = stopped.score(sql, "How many?", schema=schema, database=singers)
+        assert got.execution_error.startswith(says), got.execution_error
+        assert np.isnan(got.features[:, result_features]).all()
+        assert f"stopped on the database ({got.execution_error}): scored without its result" in str(got)
+        assert not any(r.feature == "exec_error" for n in got.nodes for r in n.reasons)

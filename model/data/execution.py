@@ -290,6 +290,21 @@ def execute_sql(
     return (payload, None) if status == "ok" else (None, payload)
 
 
+# The errors of a query that the database did not fail but that was not read to the end, as
+# every backend (model.data.databases) writes them: past the time limit, past a memory guard.
+UNFINISHED = ("timeout after ", "result has more than ", "result larger than ")
+
+
+def unfinished(error: str | None) -> bool:
+    """Whether ``error`` says the query was stopped (a timeout, a result past the memory guards)
+    rather than failed by the database: its result is unknown, not wrong.
+
+    >>> unfinished("timeout after 5 s"), unfinished("OperationalError: no such column: x")
+    (True, False)
+    """
+    return error is not None and error.startswith(UNFINISHED)
+
+
 def sqlite_problem(db_path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
     """Why ``db_path`` cannot be read as a SQLite database (missing, a folder, not SQLite, locked
     by a writer past ``timeout_s``), or None: one read of its catalogue.

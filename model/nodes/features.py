@@ -61,18 +61,27 @@ except ImportError:  # pragma: no cover - cydifflib is a dependency; pure Python
 import rat
 from model.data.cache import cache_dir
 from model.data.databases import Database, DatabaseError, SqliteDatabase
-from model.data.execution import DEFAULT_MAX_RESULT_BYTES, MAX_ROWS, runnable_sql, time_left
+from model.data.execution import (
+    DEFAULT_MAX_RESULT_BYTES,
+    MAX_ROWS,
+    runnable_sql,
+    time_left,
+    unfinished,
+)
 from model.nodes.outputs import tree_of
 from rat.labels import labels_against_others
 from rat.walks import error_sites, post_order_children
 
-VERSION = "nf-5"  # bump when a feature's definition changes: the cache key includes it
+VERSION = "nf-6"  # bump when a feature's definition changes: the cache key includes it
 # The versions whose saved models may score this version's rows: the features and what they
-# mean are the same. nf-5 changed only which schema entry a self-join's later table (`t_2.c`:
+# mean are the same. nf-6 reads a query stopped before its end (a timeout, a result past the
+# memory guards) as one whose result is unknown (NaN, as without a database) where nf-5 read it
+# as failing to run; no query the shipped models were fitted on was stopped (the 11 systems'
+# Spider dev predictions and the code LLM's Spider train answers, at 5 s). nf-5 changed only which schema entry a self-join's later table (`t_2.c`:
 # `t.c`'s) and a subquery's or CTE's column (`derived.c`: none, so NaN as without a schema) are
 # looked up in; nf-4 read those as columns missing from the schema (82 of the 11 systems' 11,362
 # Spider dev predictions), and an nf-4 model now gets them right where it was fitted on them wrong.
-READ_BY = ("nf-4", VERSION)
+READ_BY = ("nf-4", "nf-5", VERSION)
 NAN = float("nan")
 
 
@@ -478,8 +487,9 @@ class NodeFeatures:
     names: tuple[str, ...]
     values: np.ndarray  # (nodes, features), float64 with NaN for "not applicable / unknown"
     result_digest: str | None = None  # the predicted query's result (multiset), for consensus
-    # why the predicted query did not run (a timeout, a result over the budget, the database's
-    # error), which `exec_error` counts as a failure to run; None where it ran or had no database
+    # why the predicted query did not run: the database's error (`exec_error`), or why it was not
+    # run or read to the end (parameters, a timeout, a result over the budget: its result features
+    # unknown); None where it ran or had no database
     execution_error: str | None = None
 
 
@@ -707,8 +717,8 @@ NOT_RUN_PARAMETERS = "it has parameters, given their values only when it runs"
 
 
 def _result_features(rows: list | None, error: str | None) -> tuple[list[float], str | None]:
-    if error == "no database" or error is not None and error.startswith(NOT_RUN_PARAMETERS):
-        return [NAN] * 6, None
+    if error == "no database" or unfinished(error) or error is not None and error.startswith(NOT_RUN_PARAMETERS):
+        return [NAN] * 6, None  # its result unknown, as without a database
     if error is not None:
         return [1.0, NAN, NAN, NAN, NAN, NAN], None
     n_cols = len(rows[0]) if rows else NAN

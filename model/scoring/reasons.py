@@ -76,18 +76,15 @@ def _cue_words(cue: str) -> str:
 
 
 def _failed_run(error: str | None) -> str:
-    """Why the query counts as failing to run, as far as it is known.
+    """Why the query fails to run, as far as it is known (a query stopped by a timeout or the
+    result budget is not one: its result features are unknown, ``model.nodes.features``).
 
-    >>> _failed_run("timeout after 5 s"), _failed_run("OperationalError: no such column: x")
-    ('the query did not finish (timeout after 5 s): read as failing to run', 'the query fails to run on the database (OperationalError: no such column: x)')
+    >>> _failed_run("OperationalError: no such column: x")
+    'the query fails to run on the database (OperationalError: no such column: x)'
     """
     if not error:
         return "the query fails to run on the database"
     error = error if len(error) <= 120 else error[:119] + "…"
-    if error.startswith("timeout"):
-        return f"the query did not finish ({error}): read as failing to run"
-    if error.startswith(("result has more than", "result larger than")):
-        return f"the query's result is over the limit ({error}): read as failing to run"
     return f"the query fails to run on the database ({error})"
 
 

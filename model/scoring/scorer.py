@@ -56,7 +56,7 @@ from model.data.databases import (
     is_database_url,
     open_database,
 )
-from model.data.execution import check_deadline, sqlite_problem
+from model.data.execution import check_deadline, sqlite_problem, unfinished
 from model.errors import ModelFileError, UsageError, check_seconds
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
@@ -80,7 +80,7 @@ MAX_QUESTION_CHARS = 4_000
 REASONS_BELOW = 0.5
 REASON_NODES = 64
 # The result budget of each database read while scoring (model.data.execution): a query whose
-# result would take more is read as a failed one (exec_error), as past the training runs' budget.
+# result would take more is stopped, and scored without its result (model.data.execution.unfinished).
 SCORING_RESULT_BYTES = 32 << 20
 # Calls scoring more rows than this freeze the heap while they run (``_heap_frozen``); a few rows
 # gain nothing from it, and rat-serve's requests, frozen back to back, parked the garbage of the
@@ -128,8 +128,9 @@ class ScoredQuery:
     # like this one (the same site-score bin), was on an error site; None when the model has none
     look_here_reliability: float | None = None
     with_database: bool = True  # scored with its database (execution features, values) or without
-    # why the query did not run on its database (`timeout after 5 s`, `result has more than
-    # 1000000 rows`, the database's error); None where it ran or was scored without one
+    # why the query did not run on its database: the database's error, or why it was not run or
+    # read to the end (`timeout after 5 s`, `result has more than 1000000 rows`, parameters: then
+    # scored without its result); None where it ran or was scored without one
     execution_error: str | None = None
     # label shift (model.label_shift): the file's estimated rate of right queries, and this
     # query's confidence before it was moved to that rate; None where the file was not shifted
@@ -942,7 +943,9 @@ def format_scored(scored: ScoredQuery, color: bool = False) -> str:
     emit(len(scored.nodes) - 1)
     look = scored.nodes[scored.look_here_first]
     lines.append(f"query confidence: {_paint(f'{scored.query_confidence:.2f}', scored.query_confidence, color)}")
-    if scored.execution_error:
+    if unfinished(scored.execution_error):
+        lines.append(f"stopped on the database ({scored.execution_error}): scored without its result")
+    elif scored.execution_error:
         lines.append(f"did not run on the database: {scored.execution_error}")
     then = ""
     if scored.runner_up is not None:
