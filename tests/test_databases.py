@@ -343,8 +343,9 @@ SCHEMAS = [
     "CREATE TABLE IF NOT EXISTS venues (venue_id INTEGER PRIMARY KEY, name TEXT)",
     ("CREATE TABLE IF NOT EXISTS sales.invoices (invoice_id INTEGER PRIMARY KEY, "
      "venue_id INTEGER REFERENCES venues (venue_id), region TEXT)"),
-    "CREATE TABLE IF NOT EXISTS sales.venues (other INTEGER)",  # public's venues comes first
-    "CREATE TABLE IF NOT EXISTS sales.notes (a INTEGER)",  # a name in two schemas off the path
+    "CREATE TABLE IF NOT EXISTS sales.venues (other INTEGER PRIMARY KEY)",  # public's venues comes first
+    # a name in two schemas off the path
+    "CREATE TABLE IF NOT EXISTS sales.notes (a INTEGER REFERENCES sales.venues (other))",
     "CREATE TABLE IF NOT EXISTS archive.notes (b INTEGER)",
 ]
 MULTI_SCHEMA = {"venues": ("venue_id", "name"), "invoices": ("invoice_id", "venue_id", "region"),
@@ -358,6 +359,9 @@ def assert_other_schemas_read(db) -> None:
     assert "invoices.invoice_id" in schema.primary_keys
     # (DuckDB has no foreign keys across schemas)
     assert db.dialect == "duckdb" or ("invoices.venue_id", "venues.venue_id") in schema.foreign_keys
+    # the keys of another schema's table (`sales.venues` beside the `venues` read) are its own
+    assert "sales.venues.other" in schema.primary_keys and "venues.venue_id" in schema.primary_keys
+    assert ("sales.notes.a", "sales.venues.other") in schema.foreign_keys
     assert db.table_name("invoices") == '"sales"."invoices"' and db.table_name("venues") == '"venues"'
     probe = DatabaseProbe(db)
     assert probe.value_in_column("invoices", "region", "'North'", like=False) == (1.0, 1.0)
@@ -407,6 +411,9 @@ def test_tables_of_other_postgres_schemas_are_read_by_their_names(postgres_serve
         schema = db.schema()
         assert schema.tables["venues"] == ("other",) and schema.tables["invoices"][0] == "invoice_id"
         assert schema.tables["public.venues"] == ("venue_id", "name")
+        # sales.invoices refers to public's venues, now `public.venues`, not the `venues` read
+        assert ("invoices.venue_id", "public.venues.venue_id") in schema.foreign_keys
+        assert {"venues.other", "public.venues.venue_id"} <= set(schema.primary_keys)
         assert db.table_name("invoices") == '"invoices"' and "notes" in schema.tables
 
 
@@ -517,6 +524,27 @@ def test_a_pg_dump_is_the_schema_the_database_has(pg_demo, postgres_server, capl
     assert from_dump.foreign_keys
 
 
+def test_a_pg_dump_of_several_schemas_is_the_schema_the_database_has(postgres_server):
+    """Tables of several schemas, a name in two of them, keys across them: the dump read as DDL
+    picks the same table for each name as the catalogue, with the same keys."""
+    import psycopg
+
+    url = postgres_server.create_database("schemas_dump")
+    with psycopg.connect(postgres_server.url("schemas_dump", admin=True), autocommit=True) as conn:
+        for statement in SCHEMAS:
+            conn.execute(statement)
+        conn.execute("GRANT USAGE ON SCHEMA sales, archive TO rat_scorer")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public, sales, archive TO rat_scorer")
+    dump = subprocess.run([str(postgres_server.bin / "pg_dump"), "--schema-only",
+                           postgres_server.url("schemas_dump", admin=True)],
+                          capture_output=True, text=True, check=True).stdout
+    from_dump = schema_from_ddl(dump, "postgres")
+    with open_database(url) as db:
+        read = db.schema()
+    assert keys_of(from_dump) == keys_of(read) and from_dump.table_schemas == read.table_schemas
+    assert ("sales.notes.a", "sales.venues.other") in from_dump.foreign_keys
+
+
 def test_a_mysqldump_is_the_schema_the_database_has(mysql_demo, mysql_server):
     """mysqldump --no-data (CONSTRAINT .. FOREIGN KEY in CREATE TABLE, comments, engines)."""
     import shutil
@@ -546,18 +574,27 @@ def test_scripts_of_sql_server_and_snowflake_are_read_with_their_keys(script, di
     assert len(schema.foreign_keys) == 1 and schema.foreign_keys[0][1] == "customers.id"
 
 
-def test_ddl_tables_of_schemas_keep_their_schema_and_the_first_of_a_name_is_read():
-    schema = schema_from_ddl("CREATE TABLE sales.invoices (id INT, region TEXT); "
-                             "CREATE TABLE archive.invoices (id INT, closed DATE); "
-                             "CREATE TABLE venues (id INT)", "postgres")
-    assert schema.tables == {"invoices": ("id", "region"), "archive.invoices": ("id", "closed"),
-                             "venues": ("id",)}
-    assert schema.table_schemas == {"invoices": "sales"}
+def test_ddl_tables_of_schemas_are_read_as_the_database_resolves_their_names():
+    """A table declared without a schema is in the dialect's default one (PostgreSQL's public);
+    a name off it is read from the first schema by name, another schema's table of that name is
+    the table `archive.invoices`, with its own keys, as `_pick_tables` reads a catalogue."""
+    schema = schema_from_ddl("CREATE TABLE sales.invoices (id INT PRIMARY KEY, region TEXT); "
+                             "CREATE TABLE archive.invoices (id INT PRIMARY KEY, closed DATE, "
+                             "  venue INT REFERENCES venues); "
+                             "CREATE TABLE venues (id INT PRIMARY KEY, invoice INT REFERENCES sales.invoices (id))",
+                             "postgres")
+    assert schema.tables == {"sales.invoices": ("id", "region"), "invoices": ("id", "closed", "venue"),
+                             "venues": ("id", "invoice")}
+    assert schema.table_schemas == {"invoices": "archive", "venues": "public"}
+    assert set(schema.primary_keys) == {"sales.invoices.id", "invoices.id", "venues.id"}
+    assert set(schema.foreign_keys) == {("invoices.venue", "venues.id"), ("venues.invoice", "sales.invoices.id")}
     tree = lambda sql: rat.to_tree(sql, schema, dialect="postgres")
-    assert tree("SELECT region FROM sales.invoices") == tree("SELECT region FROM invoices")
-    assert rat.serialize(tree("SELECT closed FROM archive.invoices JOIN venues ON venues.id = invoices.id")) \
-        .startswith("((archive.invoices.closed)(((invoices)(archive)In_schema)")
-    assert tree("SELECT id FROM public.venues") == tree("SELECT id FROM venues")  # its schema unknown
+    assert tree("SELECT closed FROM archive.invoices") == tree("SELECT closed FROM invoices")
+    assert rat.serialize(tree("SELECT region FROM sales.invoices JOIN venues ON venues.invoice = invoices.id")) \
+        .startswith("((sales.invoices.region)(((invoices)(sales)In_schema)")
+    assert tree("SELECT id FROM public.venues") == tree("SELECT id FROM venues")
+
+
 
 
 def test_results_are_the_same_on_every_backend(pg_demo, mysql_demo, duck_demo, demo):

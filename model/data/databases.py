@@ -234,6 +234,32 @@ class _Tables:
     picked: set[tuple[str, str]]
     qualified: dict[str, tuple[str, str]]
 
+    def name(self, schema: str, table: str) -> str | None:
+        """The name the table ``schema.table`` is read as (``table``, or ``schema.table`` for
+        another schema's), None for a table not read."""
+        if (schema, table) in self.picked:
+            return table
+        return f"{schema}.{table}" if f"{schema}.{table}".lower() in self.qualified else None
+
+    def keys(self, rows: Rows) -> Rows:
+        """Key rows of the catalogue, ``(schema, table, column)`` (primary) or ``(schema, table,
+        column, referenced schema, referenced table, referenced column)`` (foreign), as rows of
+        the tables read: ``(table, column[, referenced table, referenced column])``, each table
+        named as it is read; a key of a table not read is dropped.
+
+        >>> tables = _pick_tables([("public", "t", "a", "int"), ("sales", "t", "b", "int")], ["public"])
+        >>> tables.keys([("public", "t", "a"), ("sales", "t", "b", "public", "t", "a"), ("x", "t", "c")])
+        [('t', 'a'), ('sales.t', 'b', 't', 'a')]
+        """
+        named = []
+        for row in rows:
+            table = self.name(row[0], row[1])
+            if len(row) == 3 and table is not None:
+                named.append((table, row[2]))
+            elif len(row) == 6 and table is not None and (parent := self.name(row[3], row[4])) is not None:
+                named.append((table, row[2], parent, row[5]))
+        return named
+
 
 def _pick_tables(rows: Rows, search_path: list[str]) -> _Tables:
     """One table for each name, as the database resolves a name written without a schema: the
@@ -442,11 +468,10 @@ class Database:
         raise NotImplementedError
 
     def _picked_keys(self, rows: Rows) -> Rows:
-        """Rows (schema, table, ...) of the tables read, without their schema."""
+        """The catalogue's key rows (with schemas) as keys of the tables read (`_Tables.keys`)."""
         if self._picked is None:
             self._columns()
-        picked = self._picked.picked if self._picked else set()
-        return [tuple(row[1:]) for row in rows if (row[0], row[1]) in picked]
+        return self._picked.keys(rows)
 
     def _foreign_keys(self) -> Rows:  # (table, column, referenced table, referenced column)
         raise NotImplementedError
@@ -638,9 +663,10 @@ class PostgresDatabase(Database):
 
     def _foreign_keys(self):
         return self._picked_keys(self._catalogue(
-            "SELECT n.nspname, cl.relname, a.attname, rcl.relname, ra.attname FROM pg_constraint c "
-            "JOIN pg_class cl ON cl.oid = c.conrelid JOIN pg_class rcl ON rcl.oid = c.confrelid "
-            "JOIN pg_namespace n ON n.oid = cl.relnamespace "
+            "SELECT n.nspname, cl.relname, a.attname, rn.nspname, rcl.relname, ra.attname "
+            "FROM pg_constraint c JOIN pg_class cl ON cl.oid = c.conrelid "
+            "JOIN pg_class rcl ON rcl.oid = c.confrelid JOIN pg_namespace n ON n.oid = cl.relnamespace "
+            "JOIN pg_namespace rn ON rn.oid = rcl.relnamespace "
             "CROSS JOIN LATERAL unnest(c.conkey, c.confkey) WITH ORDINALITY AS k(col, rcol, n) "
             "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col "
             "JOIN pg_attribute ra ON ra.attrelid = c.confrelid AND ra.attnum = k.rcol "
@@ -869,7 +895,8 @@ class DuckDBDatabase(Database):
                                   for c in cols])
 
     def _foreign_keys(self):
-        return self._picked_keys([(s, t, c, rt, rc) for s, t, cols, rt, rcols in self._keys("FOREIGN KEY")
+        # (DuckDB's foreign keys stay in their schema)
+        return self._picked_keys([(s, t, c, s, rt, rc) for s, t, cols, rt, rcols in self._keys("FOREIGN KEY")
                                   for c, rc in zip(cols, rcols or [])])
 
     def close(self) -> None:
@@ -1016,6 +1043,11 @@ def _without_psql_lines(text: str) -> str:
     return "\n".join(lines)
 
 
+# The schema a table declared without one is in, per dialect (SQLite: none, as its catalogue is
+# read; MySQL's and BigQuery's: the database or dataset, unknown from DDL alone)
+_HOME_SCHEMA = {"postgres": "public", "duckdb": "main", "tsql": "dbo", "snowflake": "PUBLIC"}
+
+
 def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source: str = "DDL") -> rat.Schema:
     """The schema ``CREATE TABLE`` statements (written in ``dialect``) declare: tables, columns
     and their types, primary keys (column or table constraints) and foreign keys (``REFERENCES``
@@ -1024,10 +1056,13 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
     MySQL's ``CONSTRAINT .. FOREIGN KEY``, as mysqldump writes them; SQL Server's ``PRIMARY KEY
     CLUSTERED``, and ``GO`` between statements, as SSMS writes them). Other statements (indexes,
     views, inserts, functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY ..
-    FROM stdin``) are skipped. A table's schema (``sales.invoices``) goes to
-    `rat.Schema.table_schemas`; a name declared in two schemas is read from the first, the other
-    is the table ``archive.invoices``. ``UsageError`` naming ``source`` when the text does not
-    parse or declares no table.
+    FROM stdin``) are skipped. A table declared without a schema is in the dialect's default one
+    (PostgreSQL's public, DuckDB's main, SQL Server's dbo, Snowflake's PUBLIC); each name is read
+    as the database resolves it and as its catalogue is read (`_pick_tables`): from the default
+    schema, else the first schema by name that has it, the other schemas' tables of that name
+    being tables of their own (``archive.invoices``, with their keys); where each table is read
+    from goes to `rat.Schema.table_schemas`. ``UsageError`` naming ``source`` when the text does
+    not parse or declares no table.
 
     >>> s = schema_from_ddl('''CREATE TABLE singer (singer_id INT PRIMARY KEY, name VARCHAR(20));
     ... CREATE TABLE concert (id SERIAL, singer_id INT REFERENCES singer, PRIMARY KEY (id));''',
@@ -1058,94 +1093,95 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
             node = node.this
         return node.name
 
-    tables: dict[str, list[str]] = {}
-    types: dict[str, str] = {}
-    primary: list[str] = []
-    pending: list[tuple[str, str, str, str | None]] = []  # (table, column, parent, parent column)
-    declared_in: dict[str, str] = {}  # table -> the schema written before it ('' for none)
-    keys: dict[str, str] = {}  # lowercase table (or schema.table) -> its key in `tables`
+    home = _HOME_SCHEMA.get(dialect, "")
 
-    def references(ref) -> tuple[str, list[str]]:
+    def schema_of(node: exp.Table) -> str:
+        """The schema a table written ``node`` is declared in: the one written, else the
+        dialect's default (PostgreSQL's public, DuckDB's main, SQL Server's dbo, ...)."""
+        written = node.text("db")
+        return home if not written or written.lower() == home.lower() else written
+
+    rows: list[tuple[str, str, str, str]] = []  # (schema, table, column, declared type)
+    declared: set[tuple[str, str]] = set()  # lowercase (schema, table)
+    primary: list[tuple[str, str, str]] = []  # (schema, table, column)
+    # (schema, table, column, parent table's node, its column or None: its primary key)
+    pending: list[tuple[str, str, str, exp.Table, str | None]] = []
+
+    def references(ref) -> tuple[exp.Table, list[str]]:
         parent = ref.this
         if isinstance(parent, exp.Schema):
-            return parent.this.name, [name(e) for e in parent.expressions]
-        return parent.name, []
+            return parent.this, [name(e) for e in parent.expressions]
+        return parent, []
 
-    def table_constraint(table: str, item) -> None:
+    def table_constraint(owner: tuple[str, str], item) -> None:
         """A key declared apart from the columns: in CREATE TABLE, or ALTER TABLE .. ADD."""
         if isinstance(item, exp.Constraint):  # CONSTRAINT name PRIMARY KEY (..) / FOREIGN KEY (..)
             if any(isinstance(e, exp.PrimaryKeyColumnConstraint) for e in item.expressions):
                 for e in item.expressions:  # SQL Server's PRIMARY KEY CLUSTERED (..)
                     if isinstance(e, exp.ClusteredColumnConstraint | exp.NonClusteredColumnConstraint):
-                        primary.extend(f"{table}.{name(c)}" for c in e.this)
+                        primary.extend((*owner, name(c)) for c in e.this)
             for inner in item.expressions:
-                table_constraint(table, inner)
+                table_constraint(owner, inner)
         elif isinstance(item, exp.PrimaryKey):
-            primary.extend(f"{table}.{name(e)}" for e in item.expressions)
+            primary.extend((*owner, name(e)) for e in item.expressions)
         elif isinstance(item, exp.ForeignKey) and item.args.get("reference") is not None:
             parent, parent_columns = references(item.args["reference"])
             for k, column in enumerate(name(e) for e in item.expressions):
-                pending.append((table, column, parent, parent_columns[k] if k < len(parent_columns) else None))
-
-    def declared(target: exp.Table) -> str | None:
-        """The key of the declared table an ALTER TABLE names (None: not declared)."""
-        table, written = target.name.lower(), target.text("db").lower()
-        if table in declared_in and (not written or written == declared_in[table]):
-            return keys[table]
-        return keys.get(f"{written}.{table}")
+                pending.append((*owner, column, parent, parent_columns[k] if k < len(parent_columns) else None))
 
     for statement in statements:
         if isinstance(statement, exp.Alter) and isinstance(statement.this, exp.Table):  # pg_dump's keys
-            table = declared(statement.this)
-            if table is not None:
+            owner = (schema_of(statement.this), statement.this.name)
+            if tuple(map(str.lower, owner)) in declared:
                 for action in statement.args.get("actions") or []:
                     for item in action.expressions if isinstance(action, exp.AddConstraint) else ():
-                        table_constraint(table, item)
+                        table_constraint(owner, item)
             continue
         if not isinstance(statement, exp.Create) or str(statement.args.get("kind", "")).upper() != "TABLE":
             continue
         target = statement.this
         if not isinstance(target, exp.Schema):  # CREATE TABLE .. AS SELECT: no declared columns
             continue
-        table, written = target.this.name, target.this.text("db")
-        if table.lower() in declared_in:  # the name again: read from the first schema declaring it
-            if not written or written.lower() == declared_in[table.lower()]:
-                continue
-            table = f"{written}.{table}"  # another schema's, the table `rat` reads as `sales.t`
-            if table.lower() in declared_in:
-                continue
-        declared_in[table.lower()] = written.lower()
-        keys[table.lower()] = table
-        columns = tables.setdefault(table, [])
+        owner = (schema_of(target.this), target.this.name)
+        if tuple(map(str.lower, owner)) in declared:  # declared again: the first is read
+            continue
+        declared.add(tuple(map(str.lower, owner)))
         for item in target.expressions:
             if isinstance(item, exp.ColumnDef):
                 column = item.name
-                columns.append(column)
                 kind = item.args.get("kind")
-                types[f"{table}.{column}"] = kind.sql(dialect=dialect) if kind is not None else ""
+                rows.append((*owner, column, kind.sql(dialect=dialect) if kind is not None else ""))
                 for constraint in item.args.get("constraints") or []:
                     inner = constraint.args.get("kind")
                     if isinstance(inner, exp.PrimaryKeyColumnConstraint):
-                        primary.append(f"{table}.{column}")
+                        primary.append((*owner, column))
                     elif isinstance(inner, exp.Reference):
                         parent, parent_columns = references(inner)
-                        pending.append((table, column, parent, parent_columns[0] if parent_columns else None))
+                        pending.append((*owner, column, parent, parent_columns[0] if parent_columns else None))
             else:
-                table_constraint(table, item)
-    if not tables:
+                table_constraint(owner, item)
+    if not rows:
         raise UsageError(f"{source}: no CREATE TABLE statement with columns")
-    keys_of: dict[str, list[str]] = {}
-    for key in primary:
-        table, _, column = key.rpartition(".")
-        keys_of.setdefault(table.lower(), []).append(column)
+    # one table for each name, as the database would resolve it, as a catalogue is read
+    read = _pick_tables(rows, [home])
+    tables: dict[str, list[str]] = {}
+    types: dict[str, str] = {}
+    for table, column, declared_type in read.columns:
+        tables.setdefault(table, []).append(column)
+        types[f"{table}.{column}"] = declared_type
+    keys_of: dict[tuple[str, str], list[str]] = {}
+    for schema, table, column in primary:
+        keys_of.setdefault((schema.lower(), table.lower()), []).append(column)
     foreign = []
-    for table, column, parent, parent_column in pending:
-        if parent_column is None:
-            keys = keys_of.get(parent.lower())
-            if not keys:
+    for schema, table, column, parent, parent_column in pending:
+        # a parent written without its schema: the table its name is read as
+        parent_schema = schema_of(parent) if parent.text("db") else read.elsewhere.get(parent.name.lower(), home)
+        if parent_column is None:  # its primary key
+            parent_column = next(iter(keys_of.get((parent_schema.lower(), parent.name.lower()), [])), None)
+            if parent_column is None:
                 continue
-            parent_column = keys[0]
-        foreign.append((f"{table}.{column}", f"{parent}.{parent_column}"))
-    return rat.Schema(tables, primary_keys=tuple(primary), foreign_keys=tuple(foreign),
+        foreign.append((schema, table, column, parent_schema, parent.name, parent_column))
+    return rat.Schema(tables, primary_keys=tuple(f"{t}.{c}" for t, c in read.keys(primary)),
+                      foreign_keys=tuple((f"{t}.{c}", f"{pt}.{pc}") for t, c, pt, pc in read.keys(foreign)),
                       column_types=types, db_id=db_id,
-                      table_schemas={t: s for t, s in declared_in.items() if s and "." not in t})
+                      table_schemas={t: s for s, t in read.picked if s})
