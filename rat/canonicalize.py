@@ -379,9 +379,9 @@ def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset
     for i in opening:
         if i == 0:
             continue
-        token = tokens[i - 1]  # `name(`, but not `table.name(`
+        token = tokens[i - 1]  # `name(`, but not `table.name(`; BigQuery's `SAFE.name(` too
         if token.text.upper() in typed \
-                and (i == 1 or tokens[i - 2].token_type is not _DOT):
+                and (i == 1 or tokens[i - 2].token_type is not _DOT or i > 2 and tokens[i - 3].text.upper() == "SAFE"):
             token.text = _RENAMED + token.text
             renamed = True
     return renamed
@@ -404,11 +404,14 @@ def _check_type_calls(tokens: list, sql: str, type_tokens: frozenset) -> None:
             depth -= typed_open.pop()
 
 
-def _plain_star(star: exp.Star, sql: str) -> None:
-    """RATError for BigQuery's `* EXCEPT (a)`, DuckDB's `* EXCLUDE (a)`, `* REPLACE (..)`: read
-    as `*`, they would be another query's tree."""
-    if any(star.args.get(k) for k in ("except_", "replace", "rename")):
-        raise RATError("unsupported construct '* EXCEPT' / '* EXCLUDE' / '* REPLACE'", sql)
+def _plain_star(star: exp.Star, sql: str, rat_dialect: Dialect) -> None:
+    """RATError for `* REPLACE (..)`, Snowflake's `* RENAME (..)`: read as `*`, they would be
+    another query's tree; and for `* EXCLUDE (a)` / `* EXCEPT (a)` where the dialect lacks it
+    (where it has it, it is read: `Exclude(*, t.a)`)."""
+    if any(star.args.get(k) for k in ("replace", "rename")):
+        raise RATError("unsupported construct '* REPLACE' / '* RENAME'", sql)
+    if star.args.get("except_") and not rat_dialect.star_exclude:
+        raise RATError("unsupported construct '* EXCLUDE' / '* EXCEPT'", sql)
 
 
 def _restore_names(tree: exp.Expression) -> None:
@@ -1080,7 +1083,12 @@ class _Resolver:
                 if current.args.get("symmetric") and not self.dialect.between_symmetric:
                     raise RATError("unsupported construct 'BETWEEN SYMMETRIC'", self.sql)
             elif kind is exp.Star and current.args:
-                _plain_star(current, self.sql)
+                _plain_star(current, self.sql, self.dialect)
+            elif kind is exp.SafeFunc:  # BigQuery's SAFE.f(x) is f(x) (NULL for an error), as SAFE_CAST is CAST
+                call = current.this
+                current.replace(call)
+                stack.append(call)
+                continue
             stack.extend(current.iter_expressions())
 
     def column(self, column: exp.Column, scope: _Scope, chain, aliases, clause) -> None:
@@ -1093,7 +1101,8 @@ class _Resolver:
         table = args.get("table")
         if isinstance(identifier, exp.Star):
             if identifier.args:
-                _plain_star(identifier, self.sql)
+                _plain_star(identifier, self.sql, self.dialect)
+                self.expression(identifier.args.get("except_") or [], scope, chain, {}, {}, clause)
             if table is not None:
                 self.resolve_table(table, chain)
             return

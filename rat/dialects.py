@@ -43,6 +43,9 @@ class Dialect:
     semi_join: bool = False  # a SEMI JOIN b / a ANTI JOIN b: a's rows with / without a match in b
     group_by_all: bool = False  # GROUP BY ALL: by the SELECT's expressions without an aggregate
     order_by_all: bool = False  # ORDER BY ALL: by the SELECT's expressions, left to right
+    star_exclude: bool = False  # SELECT * EXCLUDE (a) (BigQuery: * EXCEPT (a))
+    with_ties: bool = False  # FETCH FIRST n ROWS WITH TIES / TOP n WITH TIES
+    limit_percent: bool = False  # TOP n PERCENT
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
 
     @property
@@ -70,18 +73,18 @@ class Dialect:
 DIALECTS = {
     "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True, at_time_zone=False),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
-                        distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True),
+                        distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True, with_ties=True),
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
-                      semi_join=True),
+                      semi_join=True, star_exclude=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
-                         group_by_all=True),
+                         group_by_all=True, star_exclude=True),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True,
-                        group_by_all=True),
+                        group_by_all=True, star_exclude=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
-                    json_operators=False, now="getdate", pivot=True),
+                    json_operators=False, now="getdate", pivot=True, with_ties=True, limit_percent=True),
 }
 SQLITE = DIALECTS["sqlite"]
 

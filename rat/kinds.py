@@ -20,7 +20,8 @@ KINDS = ("relation", "table", "column", "value", "operator")
 # Labels of relational operators: their results are relations, not values.
 RELATIONAL = frozenset(
     {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Semi_join",
-     "Anti_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc", "Limit", "Distinct",
+     "Anti_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc", "Limit", "Limit_percent",
+     "Limit_with_ties", "Limit_percent_with_ties", "Distinct",
      "Union", "Union_all", "Intersect", "Intersect_all", "Except", "Except_all", "Qualify",
      "Distinct_on", "Recursive", "In_schema", "Pivot", "Ordinality", "With_offset"}
 )

@@ -343,6 +343,10 @@ class _SpanRecorder:
         elif isinstance(expression, exp.Window):
             self.frame(expression, node.children[-1])
             return
+        elif node.label == "Exclude":  # `t.* EXCLUDE (a)`: the star is the text up to its `*`
+            star = self.find(expression, "*")
+            self.claim(node.children[0], star and (self.span(expression)[0], star[1]))
+            return
         else:
             return
         if typed is not None and len(node.children) == 2:

@@ -47,6 +47,7 @@ _BINARY = {
     exp.BitwiseLeftShift: "Shift_left", exp.BitwiseRightShift: "Shift_right",
     exp.NullSafeEQ: "Is", exp.NullSafeNEQ: "Is_not", exp.RegexpILike: "Iregexp",
     exp.SimilarTo: "Similar_to", exp.ArrayContainsAll: "Array_contains",
+    exp.Escape: "Escape",  # `x LIKE p ESCAPE '!'`: Escape(Like(x, p), '!')
     exp.ArrayContainedBy: "Array_contained_by", exp.ArrayOverlaps: "Array_overlaps",
 }
 _AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min",
@@ -263,9 +264,11 @@ class _Builder:
             limit = None
         if limit is not None:
             options = limit.args.get("limit_options")
-            if options is not None and (options.args.get("percent")
-                                        or options.args.get("with_ties")):
-                raise RATError("unsupported construct 'PERCENT' / 'WITH TIES'", self.sql)
+            percent, ties = (bool(options.args.get(k)) for k in ("percent", "with_ties")) if options else (False, False)
+            if percent and not self.dialect.limit_percent or ties and not self.dialect.with_ties:
+                raise RATError(f"unsupported construct {'PERCENT' if percent else 'WITH TIES'!r}", self.sql)
+            # TOP 10 PERCENT / FETCH FIRST 3 ROWS WITH TIES: `Limit_percent`, `Limit_with_ties`
+            label = "Limit" + "_percent" * percent + "_with_ties" * ties
             if isinstance(limit, exp.Fetch):  # FETCH FIRST n ROWS ONLY is LIMIT n (n: 1)
                 count = limit.args.get("count")
                 count = exp.Literal.number(1) if count is None else count
@@ -276,7 +279,7 @@ class _Builder:
             if offset is not None:
                 offset_value = offset.expression if isinstance(offset, exp.Offset) else offset
                 children.append(Node("Offset", (self.expr(offset_value, ctes),)))
-            relation = Node("Limit", (*children, relation))
+            relation = Node(label, (*children, relation))
         elif offset is not None:
             offset_value = offset.expression if isinstance(offset, exp.Offset) else offset
             relation = Node("Offset", (self.expr(offset_value, ctes), relation))
@@ -367,16 +370,27 @@ class _Builder:
             return rows
         return Node("With_offset" if self.dialect.name == "bigquery" else "Ordinality", (rows,))
 
+    def star(self, star: exp.Star, node: Node, ctes) -> Node:
+        """`*` or `t.*` (``node``), or DuckDB's / Snowflake's `* EXCLUDE (a)`, BigQuery's
+        `* EXCEPT (a)`: `Exclude(*, t.a)` (`rat.canonicalize` refuses REPLACE and RENAME)."""
+        excluded = star.args.get("except_")
+        if not excluded:
+            return node
+        return Node("Exclude", (node, *(self.expr(c, ctes) for c in excluded)))
+
     # ---- expressions ------------------------------------------------------------------
     def expr(self, node: exp.Expression, ctes) -> Node:
         kind = type(node)
         if kind is exp.Column:
             table = node.args.get("table")
+            star = isinstance(node.this, exp.Star)
             if self.cased:
-                name = "*" if isinstance(node.this, exp.Star) else self.name(node.this)
-                return Node(f"{self.name(table)}.{name}" if table is not None else name)
-            name = "*" if isinstance(node.this, exp.Star) else node.this.this
-            return Node(f"{table.this}.{name}" if table is not None else name)
+                name = "*" if star else self.name(node.this)
+                column = Node(f"{self.name(table)}.{name}" if table is not None else name)
+            else:
+                name = "*" if star else node.this.this
+                column = Node(f"{table.this}.{name}" if table is not None else name)
+            return self.star(node.this, column, ctes) if star else column
         if kind is exp.Literal:
             return Node(_value_label(node))
         if kind is exp.Parameter or kind is exp.Placeholder:  # `$1`, `?`, `:id`, `@id`: a value given later
@@ -401,7 +415,7 @@ class _Builder:
                 raise RATError("unsupported construct 'ESCAPE'", self.sql)
             return Node(label, (left, right))
         if kind is exp.Star:
-            return Node("*")
+            return self.star(node, Node("*"), ctes)
         label = _AGGREGATES.get(kind)
         if label is not None:
             children = self.arguments([node.this, *node.expressions], ctes)

@@ -121,8 +121,8 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("sqlite", "SELECT name FROM singer QUALIFY row_number() OVER (ORDER BY age) = 1", ""),
     ("postgres", "SELECT name FROM singer QUALIFY row_number() OVER (ORDER BY age) = 1", ""),
     ("sqlite", "SELECT TOP 3 name FROM singer", "cannot parse"),
-    ("tsql", "SELECT TOP 10 PERCENT name FROM singer", "PERCENT"),
-    ("postgres", "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS WITH TIES", "WITH TIES"),
+    ("postgres", "SELECT name FROM singer ORDER BY age FETCH FIRST 10 PERCENT ROWS ONLY", "PERCENT"),
+    ("sqlite", "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS WITH TIES", "WITH TIES"),
     ("postgres", "SELECT sum(age) OVER (ORDER BY age ROWS 2 PRECEDING EXCLUDE TIES) FROM singer",
      "EXCLUDE"),
     ("sqlite", "SELECT sum(age) OVER w FROM singer", "window 'w' is not defined"),
@@ -137,8 +137,9 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("duckdb", "SELECT *, count(*) FROM singer GROUP BY ALL", "'GROUP BY ALL' after a '*'"),
     ("snowflake", "SELECT name FROM singer ORDER BY ALL", "'ORDER BY ALL'"),
     ("sqlite", "SELECT name FROM singer ORDER BY all", "'ORDER BY ALL'"),
-    ("duckdb", "SELECT * EXCLUDE (age) FROM singer", "EXCLUDE"),
-    ("bigquery", "SELECT singer.* EXCEPT (age) FROM singer", "EXCEPT"),
+    ("postgres", "SELECT * EXCLUDE (age) FROM singer", "EXCLUDE"),
+    ("mysql", "SELECT singer.* EXCEPT (age) FROM singer", "EXCEPT"),
+    ("snowflake", "SELECT * RENAME (age AS a) FROM singer", "RENAME"),
     ("postgres", "SELECT name FROM singer TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
     ("duckdb", "SELECT name, age FROM singer UNION BY NAME SELECT age, name FROM singer", "'UNION BY NAME'"),
     ("bigquery", "SELECT name FROM singer UNION ALL CORRESPONDING SELECT name FROM singer", "BY NAME"),
@@ -152,7 +153,6 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("mysql", "SELECT age AT TIME ZONE 'UTC' FROM singer", "AT TIME ZONE"),
     # named as the SQL writes them, not by sqlglot's class names (Var, Between, SafeFunc)
     ("duckdb", "SELECT name FROM singer WHERE age BETWEEN SYMMETRIC 30 AND 20", "'BETWEEN SYMMETRIC'"),
-    ("bigquery", "SELECT SAFE.PARSE_DATE('%Y', name) FROM singer", "'SAFE.'"),
     ("tsql", "SELECT name FROM singer CROSS JOIN LATERAL (SELECT 1 AS x) AS s", "LATERAL"),
 ])
 def test_constructs_refused_where_they_do_not_belong(dialect, sql, construct):
@@ -408,6 +408,38 @@ def test_ordered_aggregates_regexes_conversions_and_groupings():
                          ("SELECT DATEDIFF(day, id, amount), CONVERT(varchar, amount, 23) FROM orders", "tsql"),
                          ("SELECT f.value FROM posts, LATERAL FLATTEN(input => posts.tags) f", "snowflake")]:
         assert rat.sql_spans(sql, tree(sql, dialect), schema, dialect).unmapped == 0, sql
+
+
+def test_escape_star_exclude_with_ties_and_safe_calls_are_read():
+    """`LIKE p ESCAPE '!'` (every dialect), `* EXCLUDE (a)` / BigQuery's `* EXCEPT (a)`, `WITH TIES`
+    and `PERCENT` limits, BigQuery's `SAFE.f(x)`: read where the dialect has them, each node
+    with its span (refused before)."""
+    def tree(sql, dialect):
+        return rat.to_tree(sql, SCHEMA, dialect=dialect)
+
+    escaped = "SELECT name FROM singer WHERE name LIKE '50!%%' ESCAPE '!'"
+    for dialect in sorted(rat.DIALECTS):
+        assert "((((singer.name)('50!%%')Like)('!')Escape)(singer)Selection)" in rat.serialize(tree(escaped, dialect))
+    assert tree(escaped, "sqlite") != tree("SELECT name FROM singer WHERE name LIKE '50!%%'", "sqlite")
+    excluded = tree("SELECT * EXCLUDE (age) FROM singer", "duckdb")
+    assert rat.serialize(excluded) == "(((*)(singer.age)Exclude)(singer)Project)"
+    assert excluded == tree("SELECT * EXCEPT (age) FROM singer", "bigquery") == \
+        tree("SELECT * EXCLUDE (age) FROM singer", "snowflake") != tree("SELECT * FROM singer", "duckdb")
+    assert "((singer.*)(singer.age)Exclude)" in rat.serialize(tree(
+        "SELECT singer.*  EXCEPT (age), concert.year FROM singer JOIN concert USING (singer_id)", "bigquery"))
+    ties = tree("SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS WITH TIES", "postgres")
+    assert ties.label == "Limit_with_ties" and rat.node_kind(ties) == "relation"
+    assert ties == tree("SELECT TOP 3 WITH TIES name FROM singer ORDER BY age", "tsql") != \
+        tree("SELECT name FROM singer ORDER BY age LIMIT 3", "postgres")
+    assert tree("SELECT TOP 10 PERCENT name FROM singer ORDER BY age", "tsql").label == "Limit_percent"
+    assert tree("SELECT SAFE.SUBSTR(name, 1, 2), SAFE.LOG(age) FROM singer", "bigquery") == \
+        tree("SELECT SUBSTR(name, 1, 2), LOG(age) FROM singer", "bigquery")
+    for sql, dialect in [(escaped, "postgres"), ("SELECT * EXCLUDE (age) FROM singer", "duckdb"),
+                         ("SELECT singer.* EXCEPT (age) FROM singer", "bigquery"),
+                         ("SELECT TOP 10 PERCENT WITH TIES name FROM singer ORDER BY age", "tsql"),
+                         ("SELECT SAFE.SUBSTR(name, 1, 2) FROM singer", "bigquery")]:
+        spans = rat.sql_spans(sql, tree(sql, dialect), SCHEMA, dialect)
+        assert spans.unmapped == 0 and None not in spans.spans, sql
 
 
 def test_ignore_nulls_time_zones_and_subscripts():
