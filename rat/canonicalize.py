@@ -710,6 +710,8 @@ class _Resolver:
         for join in joins:
             if _always_true(join.args.get("on")) and not join.side:
                 join.set("on", None)  # `JOIN u ON (1 = 1)` (sqlglot's T-SQL for `JOIN u`)
+            if join.args.get("method") == "NATURAL":
+                self.natural_to_using(join, from_, joins)
             if join.args.get("using"):
                 self.using_to_on(join, from_, joins)
             self.source(join.this, scope, outer, ctes)
@@ -831,6 +833,20 @@ class _Resolver:
                 k = int(item.this)
                 if 1 <= k <= first_star:
                     item.replace(outputs[k - 1].copy())
+
+    def natural_to_using(self, join: exp.Join, from_, joins) -> None:
+        """`a NATURAL JOIN b` is `a JOIN b USING (the columns of b that an earlier table has)`,
+        by the schema (a CROSS JOIN where they share none); refused where a table's columns are
+        unknown."""
+        tables = ([from_.this] if from_ is not None else []) + [j.this for j in joins[: joins.index(join) + 1]]
+        columns = [self.schema.tables.get(t.name.lower()) if self.schema is not None and isinstance(t, exp.Table)
+                   else None for t in tables]
+        if None in columns:
+            raise RATError("unsupported construct 'NATURAL JOIN' (of a table not in the schema, or a subquery)",
+                           self.sql)
+        earlier = set().union(*columns[:-1])
+        join.set("method", None)
+        join.set("using", [exp.to_identifier(c) for c in columns[-1] if c in earlier] or None)
 
     def using_to_on(self, join: exp.Join, from_, joins) -> None:
         """`JOIN u USING (c)` is `JOIN u ON <left>.c = u.c`, the left table being the nearest

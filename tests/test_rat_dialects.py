@@ -442,6 +442,26 @@ def test_escape_star_exclude_with_ties_and_safe_calls_are_read():
         assert spans.unmapped == 0 and None not in spans.spans, sql
 
 
+def test_a_natural_join_is_the_join_using_the_columns_both_tables_have():
+    schema = {"t": ["a", "b", "x"], "s": ["a", "c", "x"], "u": ["d"]}
+
+    def tree(sql, dialect="sqlite"):
+        return rat.to_tree(sql, schema, dialect=dialect)
+
+    for dialect in ("sqlite", "postgres", "mysql"):
+        assert tree("SELECT b FROM t NATURAL JOIN s", dialect) == tree("SELECT b FROM t JOIN s ON t.a = s.a AND s.x = t.x")
+        assert tree("SELECT b FROM t NATURAL LEFT JOIN s", dialect) == tree("SELECT b FROM t LEFT JOIN s USING (a, x)")
+    assert tree("SELECT b FROM t NATURAL JOIN u") == tree("SELECT b FROM t CROSS JOIN u")  # no column shared
+    assert tree("SELECT d FROM t JOIN s USING (a) NATURAL JOIN u") == tree("SELECT d FROM t JOIN s USING (a), u")
+    for sql, read_with in [("SELECT b FROM t NATURAL JOIN s", None),
+                           ("SELECT b FROM t NATURAL JOIN (SELECT a FROM s) AS q", schema),
+                           ("SELECT b FROM t NATURAL JOIN nowhere", schema)]:
+        with pytest.raises(rat.RATError, match="'NATURAL JOIN'"):
+            rat.to_tree(sql, read_with)
+    sql = "SELECT b FROM t NATURAL JOIN s"
+    assert rat.sql_spans(sql, tree(sql), schema).unmapped == 0
+
+
 def test_ignore_nulls_time_zones_and_subscripts():
     def tree(sql, dialect):
         return rat.to_tree(sql, {"t": ["a", "b", "tags", "ts"]}, dialect=dialect)
