@@ -688,7 +688,7 @@ class _Resolver:
         table's columns), else [] (nobody reads them)."""
         args = node.args
         if args.get("windows"):
-            self.inline_windows(node)
+            self.check_windows(node)
         if not self.unsupported.isdisjoint(args):  # one test for the usual case
             for key in _UNSUPPORTED_CLAUSES:
                 if key in self.unsupported and args.get(key):
@@ -742,6 +742,8 @@ class _Resolver:
             clause = args.get(key)
             if clause is not None:
                 self.expression([clause], scope, chain, ctes, aliases, key)
+        if args.get("windows"):  # WINDOW w AS (PARTITION BY a ..): read where `OVER w` is (rat.tree)
+            self.expression(list(args["windows"]), scope, chain, ctes, {}, "window")
         distinct = args.get("distinct")
         if distinct is not None and distinct.args.get("on") is not None:
             # DISTINCT ON (..) reads its keys as ORDER BY does (output names included).
@@ -782,37 +784,17 @@ class _Resolver:
         order.set("expressions", [exp.Ordered(this=o.copy(), desc=written.args.get("desc"))
                                   for o in self.outputs(node, "ORDER BY ALL")])
 
-    def inline_windows(self, node: exp.Select) -> None:
-        """`OVER w` with `WINDOW w AS (PARTITION BY c ORDER BY b)` becomes `OVER (PARTITION BY c
-        ORDER BY b)`, so a named window and the same window written out get one tree. A window
-        naming another (`OVER (w ROWS 2 PRECEDING)`, `WINDOW w2 AS (w ORDER BY b)`) takes the
-        clauses it does not write from it."""
-        definitions = node.args["windows"]
-        defined: dict[str, exp.Window] = {}
-        for definition in definitions:
-            self.named_window(definition, defined)
+    def check_windows(self, node: exp.Select) -> None:
+        """A SELECT's named windows (`WINDOW w AS (..)`) are each defined once. (The tree's
+        builder takes the clauses a window does not write from the one it names, `rat.tree`, so
+        that a named window and the same window written out get one tree, each node with its
+        own text.)"""
+        defined: set[str] = set()
+        for definition in node.args["windows"]:
             name = definition.name.lower()
             if name in defined:
                 raise RATError(f"window {definition.name!r} is defined twice", self.sql)
-            defined[name] = definition
-        for window in list(node.find_all(exp.Window)):
-            if window.args.get("alias") is not None and window.find_ancestor(exp.Select) is node \
-                    and not any(window is d for d in definitions):
-                self.named_window(window, defined)
-        node.set("windows", None)
-
-    def named_window(self, window: exp.Window, defined: dict[str, exp.Window]) -> None:
-        base = window.args.get("alias")
-        if base is None:
-            return
-        definition = defined.get(base.name.lower())
-        if definition is None:
-            raise RATError(f"window {base.name!r} is not defined", self.sql)
-        for key in ("partition_by", "order", "spec"):
-            if definition.args.get(key) and not window.args.get(key):
-                value = definition.args[key]
-                window.set(key, [v.copy() for v in value] if isinstance(value, list) else value.copy())
-        window.set("alias", None)
+            defined.add(name)
 
     def ordinals(self, node: exp.Select) -> None:
         """`GROUP BY 1` / `ORDER BY 2 DESC`: an integer names the k-th output column, which

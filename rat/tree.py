@@ -128,6 +128,30 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     return tree
 
 
+def _window_clauses(window: exp.Window) -> list | None:
+    """The PARTITION BY, ORDER BY and frame of ``window``, each it does not write taken from the
+    named window it names (`OVER w`, `OVER (w ROWS 2 PRECEDING)`, `WINDOW w2 AS (w ORDER BY b)`),
+    as the database reads it; None where a name is not defined. The expressions are those of
+    the WINDOW clause, not copies: their text is theirs."""
+    keys = ("partition_by", "order", "spec")
+    clauses = [window.args.get(k) for k in keys]
+    base = window.args.get("alias")
+    if base is None:
+        return clauses
+    select = window.find_ancestor(exp.Select)
+    definitions = (select.args.get("windows") if select is not None else None) or ()
+    defined = {d.name.lower(): d for d in definitions}
+    for _ in definitions:  # (a name defined in a loop is not defined)
+        definition = defined.get(base.name.lower())
+        if definition is None:
+            return None
+        clauses = [c or definition.args.get(k) for c, k in zip(clauses, keys)]
+        base = definition.args.get("alias")
+        if base is None:
+            return clauses
+    return None
+
+
 def _is_all(value) -> bool:
     return isinstance(value, exp.Var) and value.name.upper() == "ALL"
 
@@ -617,16 +641,15 @@ class _Builder:
         return bool(ordered.args.get("desc")), self.expr(ordered.this, ctes)
 
     def window(self, node: exp.Window, ctes) -> Node:
-        if node.args.get("alias") is not None:  # (rat.canonicalize inlines the WINDOW clause)
+        clauses = _window_clauses(node)
+        if clauses is None:
             raise RATError(f"window {node.alias!r} is not defined", self.sql)
+        partition, order, spec = clauses
         children = [self.expr(node.this, ctes)]
-        partition = node.args.get("partition_by")
         if partition:
             children.append(Node("Partitionby", [self.expr(k, ctes) for k in partition]))
-        order = node.args.get("order")
         if order is not None:
             children.extend(self.ordering(order, ctes))
-        spec = node.args.get("spec")
         if spec is not None:
             frame = self.frame(spec, ctes)
             if frame is not None:

@@ -462,6 +462,26 @@ def test_a_natural_join_is_the_join_using_the_columns_both_tables_have():
     assert rat.sql_spans(sql, tree(sql), schema).unmapped == 0
 
 
+def test_a_named_window_is_the_window_written_out_and_each_node_has_its_text():
+    """`OVER w` with `WINDOW w AS (..)` is the same tree as the window written out, its clauses'
+    nodes the text of the WINDOW clause (the canonical text keeps it)."""
+    schema = {"t": ["a", "b", "c"]}
+    named = "SELECT a, sum(c) OVER w, avg(c) OVER w FROM t WINDOW w AS (PARTITION BY a ORDER BY b)"
+    tree = rat.to_tree(named, schema, dialect="postgres")
+    assert tree == rat.to_tree("SELECT a, sum(c) OVER (PARTITION BY a ORDER BY b), "
+                               "avg(c) OVER (PARTITION BY a ORDER BY b) FROM t", schema, dialect="postgres")
+    spans = rat.sql_spans(named, tree, schema, "postgres")
+    assert spans.unmapped == 0 and None not in spans.spans
+    texts = {n.label: spans.text(k) for k, n in enumerate(tree.postorder()) if n.label in ("Avg", "Partitionby")}
+    assert texts == {"Avg": "avg(t.c)", "Partitionby": "partition by t.a"}
+    assert spans.sql.endswith("window w as (partition by t.a order by t.b)")
+    chained = "SELECT sum(c) OVER w2 FROM t WINDOW w AS (PARTITION BY a ROWS 2 PRECEDING), w2 AS (w ORDER BY b)"
+    assert rat.to_tree(chained, schema, dialect="postgres") == rat.to_tree(
+        "SELECT sum(c) OVER (PARTITION BY a ORDER BY b ROWS 2 PRECEDING) FROM t", schema, dialect="postgres")
+    with pytest.raises(rat.RATError, match="window 'w' is not defined"):
+        rat.to_tree("SELECT sum(c) OVER w FROM t WINDOW w AS (w2), w2 AS (w)", schema, dialect="postgres")
+
+
 def test_ignore_nulls_time_zones_and_subscripts():
     def tree(sql, dialect):
         return rat.to_tree(sql, {"t": ["a", "b", "tags", "ts"]}, dialect=dialect)

@@ -24,7 +24,7 @@ POSTGRES = ("SELECT DISTINCT ON (country) name, rating::int FROM suppliers WHERE
 TSQL = "SELECT TOP 5 [name] FROM products ORDER BY unit_price DESC"
 WINDOWS = ("SELECT country, count(*) FILTER (WHERE rating > 3), avg(rating) OVER (ORDER BY country "
            "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM suppliers GROUP BY country LIMIT ALL")
-NAMED = ("SELECT country, avg(rating) OVER w FROM suppliers GROUP BY country "
+NAMED = ("SELECT country, avg(rating) OVER w, max(rating) OVER w FROM suppliers GROUP BY country "
          "WINDOW w AS (ORDER BY country ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)")
 
 
@@ -71,9 +71,13 @@ def test_filters_frames_and_named_windows_score_and_run(scorer, demo):
                               database=database_path(root, DB), dialect="postgres")
         assert_scored(scored, sql, {"Rows", "Preceding", "Current_row"})
         assert scored.features[0, names.index("exec_error")] == 0.0  # ran, written for SQLite
-        if sql is WINDOWS:  # (a named window is read where it is used: its text is elsewhere)
+        assert all(n.span is not None for n in scored.nodes)  # a named window's clauses: the WINDOW clause
+        if sql is NAMED:
+            assert [n.text for n in scored.nodes if n.label in ("Avg", "Max", "Rows")] == \
+                ["avg(rating)", "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW", "max(rating)",
+                 "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW"]
+        else:
             assert "Filter" in {n.label for n in scored.nodes}
-            assert all(n.span is not None for n in scored.nodes)
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
