@@ -21,6 +21,7 @@ import pytest
 
 import rat
 from model.data.databases import DatabaseError, open_database, schema_from_ddl
+from model.errors import UsageError
 from model.nodes.features import DatabaseProbe
 from model.synth.demo.databases import (
     generate_rows,
@@ -545,22 +546,45 @@ def test_a_pg_dump_of_several_schemas_is_the_schema_the_database_has(postgres_se
     assert ("sales.notes.a", "sales.venues.other") in from_dump.foreign_keys
 
 
-def test_a_mysqldump_is_the_schema_the_database_has(mysql_demo, mysql_server):
-    """mysqldump --no-data (CONSTRAINT .. FOREIGN KEY in CREATE TABLE, comments, engines)."""
+@pytest.mark.parametrize("options", [["--no-data"], []])
+def test_a_mysqldump_is_the_schema_the_database_has(mysql_demo, mysql_server, options):
+    """mysqldump --no-data (CONSTRAINT .. FOREIGN KEY in CREATE TABLE, comments, engines), or a
+    whole dump with its rows (INSERT lines, skipped)."""
     import shutil
 
     dump_bin = shutil.which("mariadb-dump") or shutil.which("mysqldump")
     if dump_bin is None:
         pytest.skip("no mariadb-dump / mysqldump")
     url, _ = mysql_demo
-    dump = subprocess.run([dump_bin, "--no-data", "-h", mysql_server.host, "-P", str(mysql_server.port),
+    dump = subprocess.run([dump_bin, *options, "-h", mysql_server.host, "-P", str(mysql_server.port),
                            "-u", "rat_admin", "-padmin-pw", "--protocol=TCP", DB_ID],
                           capture_output=True, text=True, check=True).stdout
-    assert "CONSTRAINT" in dump
+    assert "CONSTRAINT" in dump and ("INSERT INTO" in dump) == (not options)
     from_dump = schema_from_ddl(dump, "mysql", DB_ID)
     with open_database(url) as db:
         assert keys_of(from_dump) == keys_of(db.schema())
     assert from_dump.foreign_keys
+
+
+def test_a_dumps_rows_are_not_read_and_ddl_past_the_limit_is_one_line(monkeypatch, tmp_path):
+    """A whole dump's rows (INSERT lines, COPY blocks) are skipped as its lines are read, so any
+    size of data costs no parse; DDL itself past MAX_DDL_CHARS is one line asking for the schema."""
+    from model.data import databases
+    from model.scoring.inputs import read_schemas
+
+    monkeypatch.setattr(databases, "MAX_DDL_CHARS", 2_000)
+    rows = "".join(f"INSERT INTO `t` VALUES ({k},'n;{k}'),({k + 1},'m');\n" for k in range(0, 2_000, 2))
+    dump = tmp_path / "shop.sql"
+    dump.write_text("CREATE TABLE `t` (`id` int NOT NULL, `name` text, PRIMARY KEY (`id`));\n" + rows)
+    assert len(rows) > 20 * databases.MAX_DDL_CHARS
+    shop = read_schemas(dump, dialect="mysql")["shop"]
+    assert shop.tables == {"t": ("id", "name")} and shop.primary_keys == ("t.id",)
+    copy = "CREATE TABLE t (id int);\nCOPY public.t (id) FROM stdin;\n" + "1\n" * 5_000 + "\\.\n"
+    assert schema_from_ddl(copy, "postgres").tables == {"t": ("id",)}
+    big = tmp_path / "big.sql"
+    big.write_text("".join(f"CREATE TABLE t{k} (id int PRIMARY KEY, name text);\n" for k in range(100)))
+    with pytest.raises(UsageError, match=r"^--schema .*big.sql: more than [0-9.e-]+ MiB of DDL .*\(pg_dump --schema-only"):
+        read_schemas(big, dialect="mysql")
 
 
 @pytest.mark.parametrize("script, dialect", [("ssms_script.sql", "tsql"), ("snowflake_get_ddl.sql", "snowflake")])

@@ -47,6 +47,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -1026,21 +1027,43 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
 # ------------------------------------------------------------------------------ DDL schema files
 
 
-def _without_psql_lines(text: str) -> str:
-    r"""A pg_dump without what is no SQL: psql's meta-commands (``\restrict <key>``, pg_dumpall's
-    ``\connect db``) and the rows of each ``COPY .. FROM stdin;`` (up to its ``\.``), in one pass.
+# What is read of a schema's DDL once a dump's rows are dropped (sqlglot parses about a MB a
+# second, holding about 100 bytes per byte of DDL): past it, one line asks for the schema only.
+MAX_DDL_CHARS = 16 << 20
+# A dump's row: one INSERT per line, as mysqldump, pg_dump --inserts and SSMS write them
+_ROW_INSERT = re.compile(r"[ \t]*(?:INSERT|REPLACE)[ \t]+(?:IGNORE[ \t]+)?INTO\b", re.IGNORECASE)
 
-    >>> _without_psql_lines("\\restrict k\nCREATE TABLE t (a int);\nCOPY t (a) FROM stdin;\n1\n\\.\nSELECT 1;")
-    '\nCREATE TABLE t (a int);\n\n\n\nSELECT 1;'
+
+def _declarations(lines: Iterable[str], dialect: str, source: str) -> str:
+    r"""The text of a DDL file or dump without what is no schema, read in one pass over its lines
+    (a file's are not held): a dump's rows (one INSERT per line; the rows of each ``COPY .. FROM
+    stdin;``, up to its ``\.``), psql's meta-commands (``\restrict <key>``, pg_dumpall's
+    ``\connect db``); SQL Server's batch separator ``GO`` ends a statement. ``UsageError`` naming
+    ``source`` past ``MAX_DDL_CHARS`` of what is left.
+
+    >>> _declarations(["\\restrict k\n", "CREATE TABLE t (a int);\n", "COPY t (a) FROM stdin;\n", "1\n",
+    ...                "\\.\n", "INSERT INTO t VALUES (2);\n", "SELECT 1;"], "postgres", "DDL")
+    'CREATE TABLE t (a int);\nSELECT 1;'
     """
-    lines, rows = text.split("\n"), False
-    for k, line in enumerate(lines):
-        if rows or line.lstrip().startswith("\\"):
-            rows = rows and line.rstrip() != "\\."
-            lines[k] = ""
-        elif line.startswith("COPY ") and line.rstrip().endswith("FROM stdin;"):
-            rows, lines[k] = True, ""
-    return "\n".join(lines)
+    kept: list[str] = []
+    size, rows, psql = 0, False, dialect == "postgres"
+    for line in lines:
+        if rows:
+            rows = line.rstrip() != "\\."
+            continue
+        if psql and (line.lstrip().startswith("\\") or line.startswith("COPY ") and line.rstrip().endswith(" stdin;")):
+            rows = line.startswith("COPY ")
+            continue
+        if _ROW_INSERT.match(line) and line.rstrip().endswith(";"):
+            continue
+        if dialect == "tsql" and line.strip().upper() == "GO":
+            line = ";\n"
+        size += len(line)
+        if size > MAX_DDL_CHARS:
+            raise UsageError(f"{source}: more than {MAX_DDL_CHARS / 2**20:g} MiB of DDL besides a dump's rows: "
+                             "give the schema only (pg_dump --schema-only, mysqldump --no-data)")
+        kept.append(line)
+    return "".join(kept)
 
 
 # The schema a table declared without one is in, per dialect (SQLite: none, as its catalogue is
@@ -1048,15 +1071,17 @@ def _without_psql_lines(text: str) -> str:
 _HOME_SCHEMA = {"postgres": "public", "duckdb": "main", "tsql": "dbo", "snowflake": "PUBLIC"}
 
 
-def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source: str = "DDL") -> rat.Schema:
+def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: str = "",
+                    source: str = "DDL") -> rat.Schema:
     """The schema ``CREATE TABLE`` statements (written in ``dialect``) declare: tables, columns
     and their types, primary keys (column or table constraints) and foreign keys (``REFERENCES``
     in a column or a ``FOREIGN KEY`` clause; one without columns points at the parent's primary
     key; keys added by ``ALTER TABLE .. ADD [CONSTRAINT ..]``, as pg_dump writes them, and
     MySQL's ``CONSTRAINT .. FOREIGN KEY``, as mysqldump writes them; SQL Server's ``PRIMARY KEY
     CLUSTERED``, and ``GO`` between statements, as SSMS writes them). Other statements (indexes,
-    views, inserts, functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY ..
-    FROM stdin``) are skipped. A table declared without a schema is in the dialect's default one
+    views, functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY .. FROM
+    stdin``, INSERTs) are skipped (``_declarations``); ``text`` is the DDL or its lines (an open
+    file: a whole dump is read line by line, its rows not held). A table declared without a schema is in the dialect's default one
     (PostgreSQL's public, DuckDB's main, SQL Server's dbo, Snowflake's PUBLIC); each name is read
     as the database resolves it and as its catalogue is read (`_pick_tables`): from the default
     schema, else the first schema by name that has it, the other schemas' tables of that name
@@ -1076,11 +1101,7 @@ def schema_from_ddl(text: str, dialect: str = "sqlite", db_id: str = "", source:
 
     from rat.canonicalize import quiet_sqlglot
 
-    # psql's meta-commands (pg_dump writes `\restrict <key>`, pg_dumpall `\connect db`) are no SQL
-    if dialect == "postgres":
-        text = _without_psql_lines(text)
-    elif dialect == "tsql":  # SQL Server's batch separator (SSMS's scripts): a statement's end
-        text = re.sub(r"(?im)^[ \t]*GO[ \t]*$", ";", text)
+    text = _declarations(text.splitlines(keepends=True) if isinstance(text, str) else text, dialect, source)
     try:
         with quiet_sqlglot():  # (its notes on statements it keeps as commands: functions, grants)
             statements = sqlglot.parse(text, read=dialect)

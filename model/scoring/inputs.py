@@ -73,8 +73,8 @@ def read_schemas(schema: Path | None = None, data_root: Path | None = None, dial
             from model.data.databases import schema_from_ddl
 
             name = db_id or Path(schema).stem
-            text = Path(schema).read_text(encoding="utf-8")
-            return {name: schema_from_ddl(text, dialect, name, f"--schema {schema}")}
+            with Path(schema).open(encoding="utf-8") as lines:  # (a whole dump: its rows not held)
+                return {name: schema_from_ddl(lines, dialect, name, f"--schema {schema}")}
         if schema:
             return schemas_of(read_json(schema), f"--schema {schema}")
         if data_root:
