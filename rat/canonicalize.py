@@ -78,7 +78,7 @@ _UNSUPPORTED_CLAUSE_SET = frozenset(_UNSUPPORTED_CLAUSES)
 # SUBSTRING (`SUBSTRING(x FROM 1 FOR 3)` in PostgreSQL) is read back as substr(x, 1, 3),
 # POSITION(a IN b) as instr(b, a).
 _SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY_CONVERT",
-                             "SUBSTRING", "POSITION"})
+                             "SUBSTRING", "POSITION", "MATCH"})  # (MySQL's MATCH (a) AGAINST ('x'))
 # Function names that are one function in every dialect rat reads: the canonical name.
 _SAME_FUNCTIONS = {"substring": "substr"}
 # SQLite's functions under other dialects' names (where the dialect has the function): SQLite's

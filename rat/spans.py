@@ -343,6 +343,9 @@ class _SpanRecorder:
         elif isinstance(expression, exp.Window):
             self.frame(expression, node.children[-1])
             return
+        elif isinstance(expression, exp.MatchAgainst) and expression.args.get("modifier"):
+            self.claim(node.children[-1], self.find(expression, str(expression.args["modifier"]).lower()))
+            return
         elif node.label == "Exclude":  # `t.* EXCLUDE (a)`: the star is the text up to its `*`
             star = self.find(expression, "*")
             self.claim(node.children[0], star and (self.span(expression)[0], star[1]))

@@ -48,6 +48,10 @@ _BINARY = {
     exp.NullSafeEQ: "Is", exp.NullSafeNEQ: "Is_not", exp.RegexpILike: "Iregexp",
     exp.SimilarTo: "Similar_to", exp.ArrayContainsAll: "Array_contains",
     exp.Escape: "Escape",  # `x LIKE p ESCAPE '!'`: Escape(Like(x, p), '!')
+    exp.Match: "Match",  # SQLite's full-text `docs MATCH 'x'`
+    # PostgreSQL's jsonb `j ? 'k'`, `j ?| array[..]`, `j ?& array[..]`
+    exp.JSONBContainsTopKey: "Json_has_key", exp.JSONBContainsAnyTopKeys: "Json_has_any_key",
+    exp.JSONBContainsAllTopKeys: "Json_has_all_keys",
     exp.ArrayContainedBy: "Array_contained_by", exp.ArrayOverlaps: "Array_overlaps",
 }
 _AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min",
@@ -440,6 +444,12 @@ class _Builder:
             return Node(label, (left, right))
         if kind is exp.Star:
             return self.star(node, Node("*"), ctes)
+        if kind is exp.MatchAgainst:  # MySQL's MATCH (a, b) AGAINST ('x' [IN .. MODE]), PostgreSQL's v @@ q
+            children = [*(self.expr(c, ctes) for c in node.expressions), self.expr(node.this, ctes)]
+            modifier = node.args.get("modifier")
+            if modifier:  # `IN BOOLEAN MODE`: the value `boolean_mode`
+                children.append(Node("_".join(str(modifier).lower().split()[1:])))
+            return Node("Match_against", children)
         label = _AGGREGATES.get(kind)
         if label is not None:
             children = self.arguments([node.this, *node.expressions], ctes)

@@ -482,6 +482,30 @@ def test_a_named_window_is_the_window_written_out_and_each_node_has_its_text():
         rat.to_tree("SELECT sum(c) OVER w FROM t WINDOW w AS (w2), w2 AS (w)", schema, dialect="postgres")
 
 
+def test_full_text_search_and_jsonb_keys_are_read():
+    """MySQL's `MATCH (a) AGAINST ('x' [IN .. MODE])`, PostgreSQL's `v @@ q` (`Match_against`),
+    SQLite's `docs MATCH 'x'` and PostgreSQL's jsonb `?`, `?|`, `?&` (refused before)."""
+    schema = {"t": ["a", "b", "j", "docs", "q"]}
+
+    def tree(sql, dialect):
+        return rat.serialize(rat.to_tree(sql, schema, dialect=dialect))
+
+    assert "((t.a)(t.b)('x')(boolean_mode)Match_against)" in tree(
+        "SELECT a FROM t WHERE MATCH (a, b) AGAINST ('x' IN BOOLEAN MODE)", "mysql")
+    assert "(((t.a)To_tsvector)(('x')To_tsquery)Match_against)" in tree(
+        "SELECT a FROM t WHERE to_tsvector(a) @@ to_tsquery('x')", "postgres")
+    assert "((t.docs)('x')Match)" in tree("SELECT a FROM t WHERE docs MATCH 'x'", "sqlite")
+    assert "(((t.j)('k')Json_has_key)((t.j)(('a')('b')Array)Json_has_any_key)((t.j)(('c')Array)Json_has_all_keys)And)" \
+        in tree("SELECT a FROM t WHERE j ? 'k' AND j ?| array['a', 'b'] AND j ?& array['c']", "postgres")
+    sql = "SELECT MATCH (a) AGAINST ('x' IN NATURAL LANGUAGE MODE) AS s FROM t"
+    read = rat.to_tree(sql, schema, dialect="mysql")
+    match = next(n for n in read.postorder() if n.label == "Match_against")
+    assert [rat.node_kind(c, match) for c in match.children] == ["column", "value", "value"]
+    spans = rat.sql_spans(sql, read, schema, "mysql")
+    assert spans.unmapped == 0 and None not in spans.spans
+    assert spans.text(read.postorder().index(match.children[-1])) == "in natural language mode"
+
+
 def test_ignore_nulls_time_zones_and_subscripts():
     def tree(sql, dialect):
         return rat.to_tree(sql, {"t": ["a", "b", "tags", "ts"]}, dialect=dialect)
