@@ -965,16 +965,17 @@ class _Resolver:
     def pivot(self, node: exp.Expression, scope: _Scope, outer: tuple, ctes: dict) -> None:
         """`t PIVOT (agg(v) FOR k IN (a, b)) AS p`: the aggregates and `k` read `t` alone; its rows
         are a derived table whose columns are t's others (by which it groups) and one per value
-        (as the dialect names them: sqlglot's). `t` is a table or a subquery (SQL Server's
-        habit); UNPIVOT, a pivot of anything else, and PIVOT where the dialect lacks it, are
+        (as the dialect names them: sqlglot's). `t UNPIVOT (v FOR k IN (a, b))`: the columns `a`,
+        `b` read `t`; its rows' columns are t's others, `k` and `v`. `t` is a table or a subquery
+        (SQL Server's habit); a pivot of anything else, and one where the dialect lacks it, are
         refused."""
         pivot = node.args["pivots"][0]
-        if not self.dialect.pivot or pivot.args.get("unpivot") or len(node.args["pivots"]) > 1 or not (
+        unpivot = bool(pivot.args.get("unpivot"))
+        if not self.dialect.pivot or len(node.args["pivots"]) > 1 or not (
                 isinstance(node, exp.Subquery) or isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier)):
-            raise RATError(f"unsupported construct {'UNPIVOT' if pivot.args.get('unpivot') else 'PIVOT'!r}",
-                           self.sql)
+            raise RATError(f"unsupported construct {'UNPIVOT' if unpivot else 'PIVOT'!r}", self.sql)
         for field in pivot.args.get("fields") or []:  # SQL Server's IN ([open], [closed]): the values
-            for value in field.expressions if isinstance(field, exp.In) else ():
+            for value in field.expressions if isinstance(field, exp.In) and not unpivot else ():
                 if type(value) is exp.Column and value.args.get("table") is None:
                     value.replace(exp.Literal.string(value.name))
         read = _Scope()
@@ -983,12 +984,19 @@ class _Resolver:
         node.set("pivots", [pivot])
         chain = (read, *outer)
         fields = pivot.args.get("fields") or []
-        self.expression([*pivot.expressions, *fields], read, chain, ctes, {}, "pivot")
+        if unpivot:  # (the names `v`, `k` are the new columns': nothing to resolve)
+            self.expression([c for f in fields for c in f.expressions], read, chain, ctes, {}, "pivot")
+        else:
+            self.expression([*pivot.expressions, *fields], read, chain, ctes, {}, "pivot")
         for qualifier in read.shadowed:
             self.rename(read, qualifier, chain)
         table_columns = next(iter(read.sources.values()), None)  # (the one source read)
         columns = None
-        if table_columns is not None and all(isinstance(f, exp.In) for f in fields):
+        if table_columns is not None and unpivot and all(isinstance(f, exp.In) for f in fields):
+            unpivoted = {c.name for f in fields for c in f.expressions}
+            names = [*pivot.expressions, *(f.this for f in fields)]
+            columns = (table_columns - unpivoted) | {self.fold(n.name, n) for n in names}
+        elif table_columns is not None and all(isinstance(f, exp.In) for f in fields):
             used = {c.name for e in [*pivot.expressions, *fields] for c in e.find_all(exp.Column)}
             named = pivot.args.get("columns") or [e for f in fields for e in f.expressions]
             columns = (table_columns - used) | {self.fold(c.name, c) if isinstance(c, exp.Identifier)

@@ -384,10 +384,16 @@ class _Builder:
 
     def pivot(self, node: exp.Expression, rows: Node, ctes) -> Node:
         """`t PIVOT (agg(v) FOR k IN (a, b))`: Pivot(agg(v), In(k, (a, b)), t), its input relation
-        last as other relational operators take theirs; else the rows."""
+        last as other relational operators take theirs; `t UNPIVOT (v FOR k IN (a, b))`:
+        Unpivot(t.a, t.b, t) (`Unpivot_include_nulls`: Snowflake's INCLUDE NULLS), the names of
+        the new columns being names only; else the rows."""
         pivots = node.args.get("pivots")
         if not pivots:
             return rows
+        if pivots[0].args.get("unpivot"):
+            label = "Unpivot_include_nulls" if pivots[0].args.get("include_nulls") else "Unpivot"
+            return Node(label, (*(self.expr(c, ctes) for f in pivots[0].args.get("fields") or ()
+                                  for c in f.expressions), rows))
         return Node("Pivot", (*(self.expr(e, ctes) for e in pivots[0].expressions),
                               *(self.expr(f, ctes) for f in pivots[0].args.get("fields") or ()), rows))
 

@@ -548,8 +548,21 @@ def test_pivots_are_an_aggregate_by_the_values_of_a_column():
     for dialect in ("sqlite", "postgres", "mysql"):  # which have no PIVOT
         with pytest.raises(rat.RATError, match="'PIVOT'"):
             rat.to_tree(pivot.format("*"), schema, dialect=dialect)
+    # UNPIVOT: the unpivoted columns read the table; its rows' columns are the others and the two named
+    unpivot = "SELECT {} FROM orders UNPIVOT (v FOR k IN (region, status)) AS u"
+    unpivoted = tree(unpivot.format("u.id, u.k, u.v"), "snowflake")
+    assert unpivoted == "((derived.id)(derived.k)(derived.v)((orders.region)(orders.status)(orders)Unpivot)Project)"
+    assert unpivoted == tree(unpivot.format("id, k, v"), "duckdb") == tree(unpivot.format("id, k, v"), "bigquery") \
+        == tree("SELECT id, k, v FROM orders UNPIVOT (v FOR k IN ([region], [status])) AS u", "tsql")
+    assert tree(unpivot.format("amount"), "duckdb").startswith("((derived.amount)")
+    assert tree(unpivot.format("region"), "duckdb").startswith("((region)")  # unpivoted: gone
+    assert "Unpivot_include_nulls" in tree("SELECT * FROM orders UNPIVOT INCLUDE NULLS (v FOR k IN (region, status))",
+                                           "snowflake")
+    sql = unpivot.format("u.k, u.v")
+    spans = rat.sql_spans(sql, rat.to_tree(sql, schema, "snowflake"), schema, dialect="snowflake")
+    assert spans.unmapped == 0 and None not in spans.spans
     with pytest.raises(rat.RATError, match="'UNPIVOT'"):
-        rat.to_tree("SELECT * FROM orders UNPIVOT (v FOR k IN (id, amount))", schema, dialect="snowflake")
+        rat.to_tree(unpivot.format("*"), schema, dialect="postgres")
 
 
 def test_rollups_semi_joins_national_strings_and_distinct_string_aggregates():
