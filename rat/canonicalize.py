@@ -713,6 +713,9 @@ class _Resolver:
             if join.args.get("method") == "NATURAL":
                 self.natural_to_using(join, from_, joins)
             if join.args.get("using"):
+                if join.args.get("method") == "ASOF" and join.args.get("match_condition") is None:
+                    # (DuckDB's: its last column is the inequality)
+                    raise RATError("unsupported construct 'ASOF JOIN .. USING'", self.sql)
                 self.using_to_on(join, from_, joins)
             self.source(join.this, scope, outer, ctes)
         chain = (scope, *outer)
@@ -735,7 +738,7 @@ class _Resolver:
                              else projection.alias_or_name.lower())
         for join in joins:
             join_args = join.args
-            for key in ("on", "using"):
+            for key in ("on", "using", "match_condition"):  # (Snowflake's ASOF JOIN .. MATCH_CONDITION (..))
                 if join_args.get(key) is not None:
                     self.expression([join_args[key]], scope, chain, ctes, {}, "on")
         for key in ("where", "group", "having", "qualify", "order", "limit", "offset"):

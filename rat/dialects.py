@@ -46,6 +46,7 @@ class Dialect:
     star_exclude: bool = False  # SELECT * EXCLUDE (a) (BigQuery: * EXCEPT (a))
     with_ties: bool = False  # FETCH FIRST n ROWS WITH TIES / TOP n WITH TIES
     limit_percent: bool = False  # TOP n PERCENT
+    asof_join: str = ""  # a ASOF JOIN b: "inner" (DuckDB: the rows with a match), "left" (Snowflake: every row of a)
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
 
     @property
@@ -77,10 +78,10 @@ DIALECTS = {
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
-                      semi_join=True, star_exclude=True),
+                      semi_join=True, star_exclude=True, asof_join="inner"),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
-                         group_by_all=True, star_exclude=True),
+                         group_by_all=True, star_exclude=True, asof_join="left"),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True,
                         group_by_all=True, star_exclude=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,

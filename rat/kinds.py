@@ -20,7 +20,7 @@ KINDS = ("relation", "table", "column", "value", "operator")
 # Labels of relational operators: their results are relations, not values.
 RELATIONAL = frozenset(
     {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Semi_join",
-     "Anti_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc", "Limit", "Limit_percent",
+     "Anti_join", "Asof_join", "Asof_left_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc", "Limit", "Limit_percent",
      "Limit_with_ties", "Limit_percent_with_ties", "Distinct",
      "Union", "Union_all", "Intersect", "Intersect_all", "Except", "Except_all", "Qualify",
      "Distinct_on", "Recursive", "In_schema", "Pivot", "Unpivot", "Unpivot_include_nulls",
@@ -47,7 +47,8 @@ DATE_PART_LAST = frozenset({"date_diff", "datetime_diff", "timestamp_diff", "tim
 # Relational operators every child of which is a relation (join conditions are operators).
 _ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Intersect_all", "Except",
                             "Except_all", "In_schema"})
-_JOINS = frozenset({"Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join"})
+_JOINS = frozenset({"Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join", "Asof_join",
+                    "Asof_left_join"})
 
 
 def is_parameter(label: str) -> bool:

@@ -68,7 +68,7 @@ _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
 _CURRENT = frozenset(_NILADIC.values())
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join", "SEMI": "Semi_join",
-               "ANTI": "Anti_join"}
+               "ANTI": "Anti_join", "ASOF": "Asof_join", "ASOF_LEFT": "Asof_left_join"}
 # `->` gives JSON, `->>` its text (SQL value); jsonb's operators the same. Named apart from any
 # function: SQLite's json_extract(a, p) (`Json_extract`) gives a string's text, `a -> p` its JSON.
 _JSON = {exp.JSONExtract: "Json_get", exp.JSONBExtract: "Json_get",
@@ -322,10 +322,15 @@ class _Builder:
         items = [self.relation(from_.this, ctes)]
         for join in node.args.get("joins") or ():
             right = self.relation(join.this, ctes)
-            if join.args.get("method"):
-                raise RATError(f"unsupported construct '{join.args['method']} JOIN'", self.sql)
+            method = join.args.get("method")
+            if method and (method != "ASOF" or not self.dialect.asof_join):
+                raise RATError(f"unsupported construct '{method} JOIN'", self.sql)
             conditions = self.join_conditions(join, ctes)
             side = join.args.get("side")
+            if method:  # ASOF JOIN (Snowflake's MATCH_CONDITION is one more condition): Asof_[left_]join
+                if join.args.get("match_condition") is not None:
+                    conditions += self.flatten(join.args["match_condition"], exp.And, ctes)
+                side = "ASOF_LEFT" if (side or "").upper() == "LEFT" or self.dialect.asof_join == "left" else "ASOF"
             if isinstance(join.this, exp.Lateral) and join.this.args.get("cross_apply") is False:
                 side = "LEFT"  # SQL Server's OUTER APPLY is LEFT JOIN LATERAL .. ON TRUE
             kind = (join.args.get("kind") or "").upper()

@@ -565,6 +565,29 @@ def test_pivots_are_an_aggregate_by_the_values_of_a_column():
         rat.to_tree(unpivot.format("*"), schema, dialect="postgres")
 
 
+def test_asof_joins_are_read_where_the_dialect_has_them():
+    """DuckDB's `ASOF [LEFT] JOIN .. ON k AND t >= s` and Snowflake's `ASOF JOIN .. MATCH_CONDITION
+    (t >= s) ON k`, which keeps every left row (DuckDB's LEFT), are `Asof_[left_]join`."""
+    schema = {"t": ["k", "ts", "a"], "s": ["k", "ts", "b"]}
+
+    def tree(sql, dialect):
+        return rat.to_tree(sql, schema, dialect=dialect)
+
+    duck = "SELECT t.a, s.b FROM t ASOF {}JOIN s ON t.k = s.k AND t.ts >= s.ts"
+    assert rat.serialize(tree(duck.format(""), "duckdb")) == \
+        "((t.a)(s.b)((t)(s)(((t.k)(s.k)Eq)((t.ts)(s.ts)Gte)And)Asof_join)Project)"
+    snowflake = "SELECT t.a, s.b FROM t ASOF JOIN s MATCH_CONDITION (t.ts >= s.ts) {}"
+    assert tree(duck.format("LEFT "), "duckdb") == tree(snowflake.format("ON t.k = s.k"), "snowflake") == \
+        tree(snowflake.format("USING (k)"), "snowflake")
+    assert tree(duck.format("LEFT "), "duckdb").children[-1].label == "Asof_left_join"
+    spans = rat.sql_spans(snowflake.format("ON t.k = s.k"), tree(snowflake.format("ON t.k = s.k"), "snowflake"),
+                          schema, "snowflake")
+    assert spans.unmapped == 0 and None not in spans.spans
+    for sql, dialect in [(duck.format(""), "postgres"), ("SELECT t.a FROM t ASOF JOIN s USING (k, ts)", "duckdb")]:
+        with pytest.raises(rat.RATError, match="'ASOF JOIN"):
+            tree(sql, dialect)
+
+
 def test_rollups_semi_joins_national_strings_and_distinct_string_aggregates():
     schema = {"orders": ["id", "status", "region", "customer_id"], "customers": ["id"]}
 
