@@ -46,6 +46,7 @@ class Dialect:
     star_exclude: bool = False  # SELECT * EXCLUDE (a) (BigQuery: * EXCEPT (a))
     with_ties: bool = False  # FETCH FIRST n ROWS WITH TIES / TOP n WITH TIES
     limit_percent: bool = False  # TOP n PERCENT
+    frame_exclude: bool = False  # a window frame's EXCLUDE CURRENT ROW / GROUP / TIES
     asof_join: str = ""  # a ASOF JOIN b: "inner" (DuckDB: the rows with a match), "left" (Snowflake: every row of a)
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
 
@@ -72,13 +73,15 @@ class Dialect:
 
 
 DIALECTS = {
-    "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True, at_time_zone=False),
+    "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True, at_time_zone=False,
+                      frame_exclude=True),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
-                        distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True, with_ties=True),
+                        distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True, with_ties=True,
+                        frame_exclude=True),
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
-                      semi_join=True, star_exclude=True, asof_join="inner"),
+                      semi_join=True, star_exclude=True, asof_join="inner", frame_exclude=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
                          group_by_all=True, star_exclude=True, asof_join="left"),

@@ -43,7 +43,8 @@ _TAG = "rat_span_number"
 _LEADING_KEYWORDS = {"When": "when", "Else": "else", "Partitionby": "partition by",
                      "Using": "using"}
 _FRAME_WORDS = {"Current_row": "current row", "Unbounded_preceding": "unbounded preceding",
-                "Unbounded_following": "unbounded following"}
+                "Unbounded_following": "unbounded following", "Exclude_current_row": "exclude current row",
+                "Exclude_group": "exclude group", "Exclude_ties": "exclude ties"}
 _JSON_OPERATOR = re.compile(r"\s*(->>|->|#>>|#>)\s*")
 
 

@@ -678,16 +678,22 @@ class _Builder:
         return Node("Over", children)
 
     def frame(self, spec: exp.WindowSpec, ctes) -> Node | None:
-        """`Rows` / `Range` / `Groups` (start, end); `ROWS 2 PRECEDING` ends at the current row;
-        None for the default frame (`RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`), which is
-        the frame of a window that names none."""
-        if spec.args.get("exclude") is not None:
+        """`Rows` / `Range` / `Groups` (start, end[, excluded]); `ROWS 2 PRECEDING` ends at the
+        current row; `EXCLUDE TIES` (CURRENT ROW, GROUP) a last leaf `Exclude_ties`, where the
+        dialect has it (`EXCLUDE NO OTHERS` is the default); None for the default frame (`RANGE
+        BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`), which is the frame of a window that names
+        none."""
+        exclude = spec.args.get("exclude")
+        excluded = " ".join(exclude.name.upper().split()) if exclude is not None else "NO OTHERS"
+        if excluded != "NO OTHERS" and not self.dialect.frame_exclude:
             raise RATError("unsupported construct 'EXCLUDE' in a window frame", self.sql)
         kind = _FRAME_KINDS.get(str(spec.args.get("kind") or "").upper())
         if kind is None:
             raise RATError("unsupported construct 'window frame'", self.sql)
         start = self.bound(spec.args.get("start"), spec.args.get("start_side"), ctes)
         end = self.bound(spec.args.get("end") or "CURRENT ROW", spec.args.get("end_side"), ctes)
+        if excluded != "NO OTHERS":
+            return Node(kind, (start, end, Node("Exclude_" + excluded.lower().replace(" ", "_"))))
         if kind == "Range" and start.label == "Unbounded_preceding" and end.label == "Current_row":
             return None
         return Node(kind, (start, end))

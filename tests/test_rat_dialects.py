@@ -123,7 +123,7 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("sqlite", "SELECT TOP 3 name FROM singer", "cannot parse"),
     ("postgres", "SELECT name FROM singer ORDER BY age FETCH FIRST 10 PERCENT ROWS ONLY", "PERCENT"),
     ("sqlite", "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS WITH TIES", "WITH TIES"),
-    ("postgres", "SELECT sum(age) OVER (ORDER BY age ROWS 2 PRECEDING EXCLUDE TIES) FROM singer",
+    ("mysql", "SELECT sum(age) OVER (ORDER BY age ROWS 2 PRECEDING EXCLUDE TIES) FROM singer",
      "EXCLUDE"),
     ("sqlite", "SELECT sum(age) OVER w FROM singer", "window 'w' is not defined"),
     ("sqlite", "SELECT sum(age) OVER v FROM singer WINDOW w AS (ORDER BY age)",
@@ -563,6 +563,21 @@ def test_pivots_are_an_aggregate_by_the_values_of_a_column():
     assert spans.unmapped == 0 and None not in spans.spans
     with pytest.raises(rat.RATError, match="'UNPIVOT'"):
         rat.to_tree(unpivot.format("*"), schema, dialect="postgres")
+
+
+def test_a_frames_exclude_is_its_last_leaf():
+    """`EXCLUDE CURRENT ROW / GROUP / TIES` (SQLite, PostgreSQL, DuckDB): a leaf of the frame, with
+    its text; `EXCLUDE NO OTHERS` is the default."""
+    window = "SELECT sum(age) OVER (ORDER BY age RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW{}) FROM singer"
+    ties = rat.to_tree(window.format(" EXCLUDE TIES"), SCHEMA)
+    assert "((Unbounded_preceding)(Current_row)(Exclude_ties)Range)" in rat.serialize(ties)
+    assert ties != rat.to_tree(window.format(""), SCHEMA) == rat.to_tree(window.format(" EXCLUDE NO OTHERS"), SCHEMA)
+    current = window.format(" EXCLUDE CURRENT ROW")
+    tree = rat.to_tree(current, SCHEMA, dialect="postgres")
+    assert tree == rat.to_tree(current, SCHEMA, dialect="duckdb")
+    spans = rat.sql_spans(current, tree, SCHEMA, "postgres")
+    assert spans.unmapped == 0 and None not in spans.spans
+    assert spans.text([n.label for n in tree.postorder()].index("Exclude_current_row")) == "exclude current row"
 
 
 def test_asof_joins_are_read_where_the_dialect_has_them():
