@@ -47,6 +47,7 @@ class Dialect:
     with_ties: bool = False  # FETCH FIRST n ROWS WITH TIES / TOP n WITH TIES
     limit_percent: bool = False  # TOP n PERCENT
     frame_exclude: bool = False  # a window frame's EXCLUDE CURRENT ROW / GROUP / TIES
+    jsonb_keys: bool = False  # jsonb's j ? 'k', j ?| array[..], j ?& array[..]
     asof_join: str = ""  # a ASOF JOIN b: "inner" (DuckDB: the rows with a match), "left" (Snowflake: every row of a)
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
 
@@ -77,7 +78,7 @@ DIALECTS = {
                       frame_exclude=True),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
                         distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True, with_ties=True,
-                        frame_exclude=True),
+                        frame_exclude=True, jsonb_keys=True),
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,

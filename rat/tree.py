@@ -39,6 +39,8 @@ BuildObserver = Callable[[str, exp.Expression, Node, "Node | None"], None]
 _COMPARISONS = {
     exp.EQ: "Eq", exp.NEQ: "Neq", exp.GT: "Gt", exp.GTE: "Gte", exp.LT: "Lt", exp.LTE: "Lte",
 }
+_JSONB_KEYS = {exp.JSONBContainsTopKey: "Json_has_key", exp.JSONBContainsAnyTopKeys: "Json_has_any_key",
+               exp.JSONBContainsAllTopKeys: "Json_has_all_keys"}
 _BINARY = {
     **_COMPARISONS,
     exp.Add: "Add", exp.Sub: "Sub", exp.Mul: "Mul", exp.Div: "Div", exp.Mod: "Mod",
@@ -49,9 +51,8 @@ _BINARY = {
     exp.SimilarTo: "Similar_to", exp.ArrayContainsAll: "Array_contains",
     exp.Escape: "Escape",  # `x LIKE p ESCAPE '!'`: Escape(Like(x, p), '!')
     exp.Match: "Match",  # SQLite's full-text `docs MATCH 'x'`
-    # PostgreSQL's jsonb `j ? 'k'`, `j ?| array[..]`, `j ?& array[..]`
-    exp.JSONBContainsTopKey: "Json_has_key", exp.JSONBContainsAnyTopKeys: "Json_has_any_key",
-    exp.JSONBContainsAllTopKeys: "Json_has_all_keys",
+    # PostgreSQL's jsonb `j ? 'k'`, `j ?| array[..]`, `j ?& array[..]` (Dialect.jsonb_keys)
+    **_JSONB_KEYS,
     exp.ArrayContainedBy: "Array_contained_by", exp.ArrayOverlaps: "Array_overlaps",
 }
 _AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min",
@@ -444,6 +445,8 @@ class _Builder:
             if kind is exp.Div and _zero_guard(divisor.unnest()):  # x / NULLIF(y, 0) is SQLite's x / y
                 divisor = divisor.unnest().expressions[0]
             left, right = self.expr(node.this, ctes), self.expr(divisor, ctes)
+            if kind in _JSONB_KEYS and not self.dialect.jsonb_keys:
+                raise RATError(f"unsupported construct 'j ? k' ({self.dialect.name} has no jsonb key tests)", self.sql)
             if kind is exp.Is and isinstance(node.expression, exp.Null):
                 return Node("Is_null", (left,))
             if kind is exp.ILike:

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import sqlglot
 
@@ -78,6 +79,24 @@ def test_filters_frames_and_named_windows_score_and_run(scorer, demo):
                  "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW"]
         else:
             assert "Filter" in {n.label for n in scored.nodes}
+
+
+def test_sql_the_database_cannot_run_as_it_means_is_scored_without_its_result(scorer, demo):
+    """Another dialect's SQL that sqlglot writes for SQLite as what SQLite cannot run (DuckDB's
+    `* EXCLUDE`) or as another query (`WITH TIES` dropped) is not run: its result features are
+    unknown, as without a database, not a failure to run; `execution_error` says why."""
+    root, schemas = demo
+    names = list(scorer.saved.features_)
+    for sql, dialect in [("SELECT * EXCLUDE (city) FROM suppliers", "duckdb"),
+                         ("SELECT name FROM suppliers ORDER BY rating FETCH FIRST 3 ROWS WITH TIES", "postgres")]:
+        scored = scorer.score(sql, "Which suppliers?", schema=schemas[DB], database=database_path(root, DB),
+                              dialect=dialect)
+        assert scored.execution_error.startswith(f"not in the database's SQL: this {dialect} SQL cannot be written")
+        assert np.isnan(scored.features[0, names.index("exec_error")])
+        assert f"did not run on the database: {scored.execution_error}" in str(scored)
+    ran = scorer.score("SELECT name FROM suppliers ORDER BY rating FETCH FIRST 3 ROWS ONLY", "Which suppliers?",
+                       schema=schemas[DB], database=database_path(root, DB), dialect="postgres")
+    assert ran.execution_error is None and ran.features[0, names.index("exec_error")] == 0.0
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgres"])

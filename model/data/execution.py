@@ -880,8 +880,9 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     another case; a compared subquery's first row; with ``schema``'s column types, comparisons
     and sums as SQLite's type affinity makes them: ``horsepower > '150'`` for a TEXT column),
     and where the backend's LIKE tells case apart, SQLite's LIKE runs as ILIKE. None
-    where sqlglot cannot write it for ``backend`` (the execution features are then unknown, as
-    without a database). The execution evaluator, the node features and rat-calibrate all run
+    where sqlglot cannot write it for ``backend``, or writes what the backend's SQL cannot say
+    (`rat` refuses it there: DuckDB's `* EXCLUDE (a)` for SQLite) or another query (a limit's
+    `WITH TIES` dropped): the execution features are then unknown, as without a database. The execution evaluator, the node features and rat-calibrate all run
     another dialect's SQL through this one function.
 
     >>> runnable_sql("SELECT TOP 5 name FROM singer", "tsql")
@@ -891,6 +892,9 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     >>> runnable_sql('SELECT name FROM singer WHERE country = "France" LIMIT 2', "sqlite", "postgres",
     ...              {"singer": ["name", "country"]})
     "SELECT name FROM singer WHERE country = 'France' LIMIT 2"
+    >>> runnable_sql("SELECT * EXCLUDE (age) FROM singer", "duckdb"), runnable_sql(
+    ...     "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS WITH TIES", "postgres")
+    (None, None)
     """
     if dialect == backend:
         return sql
@@ -906,6 +910,7 @@ def _transpiled(sql: str, dialect: str, backend: str, schema) -> str | None:
     import sqlglot
     from sqlglot.errors import ErrorLevel, SqlglotError
 
+    import rat
     from model.data.transpile import from_sqlite
 
     try:
@@ -913,10 +918,30 @@ def _transpiled(sql: str, dialect: str, backend: str, schema) -> str | None:
             return _sqlite_likes(sql, backend, schema)
         if dialect == "sqlite":
             return from_sqlite(sql, backend, schema)
-        written = sqlglot.transpile(sql, read=dialect, write=backend, unsupported_level=ErrorLevel.RAISE)
-    except (SqlglotError, ValueError):  # ValueError: a dialect sqlglot does not know, or not one statement
+        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+        if len(trees) != 1 or not _keeps_its_limit(trees[0], backend):
+            return None
+        written = trees[0].sql(dialect=backend, unsupported_level=ErrorLevel.RAISE)
+        rat.to_tree(written, schema, dialect=backend)  # what the backend's SQL cannot say is refused there
+    except (SqlglotError, ValueError):  # ValueError: a dialect sqlglot does not know; rat.RATError
         return None
-    return written[0] if len(written) == 1 else None
+    return written
+
+
+def _keeps_its_limit(tree, backend: str) -> bool:
+    """Whether ``backend`` has the ``WITH TIES`` / ``PERCENT`` of the query's limits (sqlglot drops
+    them where it has not: `LIMIT 3` for `FETCH FIRST 3 ROWS WITH TIES`, another query)."""
+    from sqlglot import exp
+
+    import rat
+
+    target = rat.DIALECTS.get(backend)
+    for limit in tree.find_all(exp.Limit, exp.Fetch):
+        options = limit.args.get("limit_options")
+        if options is not None and (options.args.get("with_ties") and not (target and target.with_ties)
+                                    or options.args.get("percent") and not (target and target.limit_percent)):
+            return False
+    return True
 
 
 # Where LIKE tells case apart, SQLite's LIKE (which ignores ASCII case) runs as ILIKE.

@@ -713,12 +713,14 @@ def _rank_gap(scores: dict[str, float], score: float) -> tuple[float, float]:
     return float(sum(s > score for s in scores.values())), max(scores.values()) - score
 
 
-# why a query with parameters (`$1`, `?`) is not run: unknown results, as without a database
+# why a query is not run where it has a database: unknown results, as without one
 NOT_RUN_PARAMETERS = "it has parameters, given their values only when it runs"
+NOT_RUN_DIALECT = "not in the database's SQL"  # (model.data.execution.runnable_sql: None)
+_NOT_RUN = (NOT_RUN_PARAMETERS, NOT_RUN_DIALECT)
 
 
 def _result_features(rows: list | None, error: str | None) -> tuple[list[float], str | None]:
-    if error == "no database" or unfinished(error) or error is not None and error.startswith(NOT_RUN_PARAMETERS):
+    if error == "no database" or unfinished(error) or error is not None and error.startswith(_NOT_RUN):
         return [NAN] * 6, None  # its result unknown, as without a database
     if error is not None:
         return [1.0, NAN, NAN, NAN, NAN, NAN], None
@@ -765,6 +767,8 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
     rows, error = probe.run(runnable, timeout_s) if runnable is not None else (None, "no database")
     if parameters and probe.database is not None:  # not run: its values are given when it runs
         error = f"{NOT_RUN_PARAMETERS} ({', '.join(parameters[:3])})"
+    elif runnable is None and probe.database is not None:
+        error = f"{NOT_RUN_DIALECT}: this {dialect} SQL cannot be written for {probe.dialect} as it means"
     result, digest = _result_features(rows, error)
     broadcast = {
         "tree_size": n, "tree_tables": sum(k == "table" for k in kinds),
