@@ -23,9 +23,13 @@ COMMUTATIVE = frozenset(
 )
 # Mirror image of each ordered comparison: `a < b` is `b > a`.
 MIRRORED = {"Lt": "Gt", "Gt": "Lt", "Lte": "Gte", "Gte": "Lte"}
-CONTEXT_PARENTS = frozenset(
-    {"Val_list", "Orderby_asc", "Orderby_desc", "Project", "Limit", "Groupby", "Distinct_on"}
-)
+# Parents whose children are labelled in their context: the context's name (a limit's count is
+# a limit's, WITH TIES or not: there the operator is what differs).
+CONTEXT_PARENTS = {
+    **{label: label for label in ("Val_list", "Orderby_asc", "Orderby_desc", "Project", "Limit", "Groupby",
+                                  "Distinct_on", "Exclude")},
+    **dict.fromkeys(("Limit_percent", "Limit_with_ties", "Limit_percent_with_ties"), "Limit"),
+}
 
 
 def is_relation(node: "Node", parent: "Node | None" = None) -> bool:
@@ -93,7 +97,7 @@ def contextual_hashes(tree: "Node") -> list[str]:
             continue
         stack.append((node, parent_label, True))
         children = node.children
-        context = node.label if node.label in CONTEXT_PARENTS else None
+        context = CONTEXT_PARENTS.get(node.label)
         last = len(children) - 1
         for i in range(last, -1, -1):
             child = children[i]

@@ -20,11 +20,10 @@ KINDS = ("relation", "table", "column", "value", "operator")
 # Labels of relational operators: their results are relations, not values.
 RELATIONAL = frozenset(
     {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Semi_join",
-     "Anti_join", "Asof_join", "Asof_left_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc", "Limit", "Limit_percent",
-     "Limit_with_ties", "Limit_percent_with_ties", "Distinct",
-     "Union", "Union_all", "Intersect", "Intersect_all", "Except", "Except_all", "Qualify",
-     "Distinct_on", "Recursive", "In_schema", "Pivot", "Unpivot", "Unpivot_include_nulls",
-     "Ordinality", "With_offset"}
+     "Anti_join", "Asof_join", "Asof_left_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc",
+     "Limit", "Limit_percent", "Limit_with_ties", "Limit_percent_with_ties", "Distinct", "Union",
+     "Union_all", "Intersect", "Intersect_all", "Except", "Except_all", "Qualify", "Distinct_on",
+     "Recursive", "In_schema", "Pivot", "Unpivot", "Unpivot_include_nulls", "Ordinality", "With_offset"}
 )
 # The first character of a query parameter's label: `$1`, `?`, `:id`, `@id`, `%(id)s`.
 _PARAMETER_MARKS = frozenset("$?:@%")

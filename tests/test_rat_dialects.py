@@ -432,6 +432,10 @@ def test_escape_star_exclude_with_ties_and_safe_calls_are_read():
     assert ties == tree("SELECT TOP 3 WITH TIES name FROM singer ORDER BY age", "tsql") != \
         tree("SELECT name FROM singer ORDER BY age LIMIT 3", "postgres")
     assert tree("SELECT TOP 10 PERCENT name FROM singer ORDER BY age", "tsql").label == "Limit_percent"
+    # against gold: a plain LIMIT 3 is wrong in its operator, not its count; a column excluded
+    # from `*` is not the column selected
+    assert rat.label_nodes(tree("SELECT name FROM singer ORDER BY age LIMIT 3", "postgres"), ties) == [1] * 6 + [0]
+    assert rat.label_nodes(tree("SELECT age FROM singer", "duckdb"), excluded) == [0, 1, 0]
     assert tree("SELECT SAFE.SUBSTR(name, 1, 2), SAFE.LOG(age) FROM singer", "bigquery") == \
         tree("SELECT SUBSTR(name, 1, 2), LOG(age) FROM singer", "bigquery")
     for sql, dialect in [(escaped, "postgres"), ("SELECT * EXCLUDE (age) FROM singer", "duckdb"),
