@@ -617,6 +617,12 @@ def test_ddl_tables_of_schemas_are_read_as_the_database_resolves_their_names():
     assert rat.serialize(tree("SELECT region FROM sales.invoices JOIN venues ON venues.invoice = invoices.id")) \
         .startswith("((sales.invoices.region)(((invoices)(sales)In_schema)")
     assert tree("SELECT id FROM public.venues") == tree("SELECT id FROM venues")
+    # names in another case name the same table (as rat.Schema reads them)
+    cased = schema_from_ddl("CREATE TABLE Singer (Singer_ID INT PRIMARY KEY); CREATE TABLE concert "
+                            "(id INT, singer_id INT REFERENCES singer); ALTER TABLE CONCERT ADD PRIMARY KEY (id)",
+                            "postgres")
+    assert cased.primary_keys == ("singer.singer_id", "concert.id")
+    assert cased.foreign_keys == (("concert.singer_id", "singer.singer_id"),)
 
 
 

@@ -234,13 +234,12 @@ class _Tables:
     elsewhere: dict[str, str]
     picked: set[tuple[str, str]]
     qualified: dict[str, tuple[str, str]]
+    read_as: dict[tuple[str, str], str]  # lowercase (schema, table) -> the name it is read as
 
     def name(self, schema: str, table: str) -> str | None:
-        """The name the table ``schema.table`` is read as (``table``, or ``schema.table`` for
-        another schema's), None for a table not read."""
-        if (schema, table) in self.picked:
-            return table
-        return f"{schema}.{table}" if f"{schema}.{table}".lower() in self.qualified else None
+        """The name the table ``schema.table`` (any case, as `rat.Schema` reads names) is read as:
+        ``table``, or ``schema.table`` for another schema's; None for a table not read."""
+        return self.read_as.get((schema.lower(), table.lower()))
 
     def keys(self, rows: Rows) -> Rows:
         """Key rows of the catalogue, ``(schema, table, column)`` (primary) or ``(schema, table,
@@ -290,9 +289,11 @@ def _pick_tables(rows: Rows, search_path: list[str]) -> _Tables:
         chosen[table] = on_path[0] if on_path else min(found)
         if not on_path:
             elsewhere[table] = chosen[table]
-    columns = [(t if chosen[t.lower()] == s else f"{s}.{t}", c, d) for s, t, c, d in rows]
+    read_as = {(s.lower(), t.lower()): t if chosen[t.lower()] == s else f"{s}.{t}" for s, t, _, _ in rows}
+    columns = [(read_as[s.lower(), t.lower()], c, d) for s, t, c, d in rows]
     qualified = {f"{s}.{t}".lower(): (s, t) for s, t, _, _ in rows if chosen[t.lower()] != s}
-    return _Tables(columns, elsewhere, {(s, t) for s, t, _, _ in rows if chosen[t.lower()] == s}, qualified)
+    return _Tables(columns, elsewhere, {(s, t) for s, t, _, _ in rows if chosen[t.lower()] == s}, qualified,
+                   read_as)
 
 
 class Database:
