@@ -223,12 +223,13 @@ def _one_line(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class _Tables:
-    """The tables a database with schemas (PostgreSQL, DuckDB) is read as: ``columns`` (table,
-    column, type; a table of another schema than the one its name is read from is named
-    ``schema.table``), ``elsewhere`` (lowercase table -> its schema, for a table read from a
-    schema off the search path), ``picked`` ((schema, table) pairs: their keys are read, and
-    `rat.Schema.table_schemas` says which schema each table is read from) and ``qualified``
-    (lowercase ``schema.table`` -> (schema, table), those of other schemas)."""
+    """The tables a database with schemas (PostgreSQL, DuckDB) or a DDL file is read as:
+    ``columns`` (table, column, type; a table of another schema than the one its name is read
+    from is named ``schema.table``), ``elsewhere`` (lowercase table -> its schema, for a table
+    read from a schema off the search path), ``picked`` ((schema, table) pairs:
+    `rat.Schema.table_schemas` says which schema each table is read from), ``qualified``
+    (lowercase ``schema.table`` -> (schema, table), those of other schemas) and ``read_as``
+    (lowercase (schema, table) -> the name it is read as: its keys are named so)."""
 
     columns: Rows
     elsewhere: dict[str, str]
