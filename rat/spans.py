@@ -29,7 +29,7 @@ from rat.dialects import dialect as _dialect
 from rat.errors import DepthError, InternalError, with_deep_stack
 from rat.node import Node, check_node
 from rat.schema import Schema
-from rat.tree import _window_clauses, from_ast
+from rat.tree import window_clauses, from_ast
 
 __all__ = ["Span", "SqlSpans", "sql_spans"]
 
@@ -377,7 +377,7 @@ class _SpanRecorder:
     def frame(self, window: exp.Window, frame: Node) -> None:
         """A window frame is the text of its spec; its bounds `current row` and `unbounded
         preceding` / `following` are found in it (`n preceding` has its number's text)."""
-        spec = (_window_clauses(window) or [None] * 3)[2]  # (its own, or the named window's)
+        spec = (window_clauses(window) or [None] * 3)[2]  # (its own, or the named window's)
         if spec is None or frame.label not in ("Rows", "Range", "Groups"):
             return
         self.claim(frame, self.span(spec))

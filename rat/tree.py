@@ -133,7 +133,7 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     return tree
 
 
-def _window_clauses(window: exp.Window) -> list | None:
+def window_clauses(window: exp.Window) -> list | None:
     """The PARTITION BY, ORDER BY and frame of ``window``, each it does not write taken from the
     named window it names (`OVER w`, `OVER (w ROWS 2 PRECEDING)`, `WINDOW w2 AS (w ORDER BY b)`),
     as the database reads it; None where a name is not defined. The expressions are those of
@@ -665,7 +665,7 @@ class _Builder:
         return bool(ordered.args.get("desc")), self.expr(ordered.this, ctes)
 
     def window(self, node: exp.Window, ctes) -> Node:
-        clauses = _window_clauses(node)
+        clauses = window_clauses(node)
         if clauses is None:
             raise RATError(f"window {node.alias!r} is not defined", self.sql)
         partition, order, spec = clauses
