@@ -29,7 +29,7 @@ from rat.dialects import dialect as _dialect
 from rat.errors import DepthError, InternalError, with_deep_stack
 from rat.node import Node, check_node
 from rat.schema import Schema
-from rat.tree import window_clauses, from_ast
+from rat.tree import from_ast, window_clauses
 
 __all__ = ["Span", "SqlSpans", "sql_spans"]
 
