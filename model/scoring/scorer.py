@@ -747,6 +747,9 @@ def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None,
     >>> sql = "SELECT T1.name FROM singer AS T1 WHERE T1.age > 20"
     >>> [sql[s:e] for s, e in written_spans(sql, rat.to_tree(sql), None)][:4]
     ['T1.name', 'T1.age', '20', 'T1.age > 20']
+    >>> sql = "SELECT name FROM singer JOIN concert USING (singer_id)"
+    >>> sql[slice(*written_spans(sql, rat.to_tree(sql), None)[-2])]
+    'FROM singer JOIN concert USING (singer_id)'
     """
     return _written(rat.sql_spans(sql, tree, schema, dialect), sql)
 
@@ -768,8 +771,27 @@ def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
                 word = written_words[j]
                 first = word[1] if first is None else min(first, word[1])
                 last = word[2] if last is None else max(last, word[2])
-        out.append(None if first is None else (first, last))
+        out.append(None if first is None else _closed(sql, first, last))
     return out
+
+
+def _closed(sql: str, start: int, end: int) -> tuple[int, int]:
+    """``[start, end)`` widened over the closing parentheses that follow it where its text opens
+    more than it closes (`USING (a, x` of a join written with USING, whose last word is `x`).
+
+    >>> sql = "SELECT b FROM t JOIN s USING (a, x) WHERE b > 1"
+    >>> sql[slice(*_closed(sql, 9, 34))]
+    'FROM t JOIN s USING (a, x)'
+    """
+    open_ = sql.count("(", start, end) - sql.count(")", start, end)
+    while open_ > 0:
+        at = end
+        while at < len(sql) and sql[at].isspace():
+            at += 1
+        if at == len(sql) or sql[at] != ")":
+            break
+        end, open_ = at + 1, open_ - 1
+    return start, end
 
 
 def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, tree: rat.Node | None,
