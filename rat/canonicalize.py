@@ -405,13 +405,15 @@ def _check_type_calls(tokens: list, sql: str, type_tokens: frozenset) -> None:
 
 
 def _plain_star(star: exp.Star, sql: str, rat_dialect: Dialect) -> None:
-    """RATError for `* REPLACE (..)`, Snowflake's `* RENAME (..)`: read as `*`, they would be
-    another query's tree; and for `* EXCLUDE (a)` / `* EXCEPT (a)` where the dialect lacks it
-    (where it has it, it is read: `Exclude(*, t.a)`)."""
-    if any(star.args.get(k) for k in ("replace", "rename")):
-        raise RATError("unsupported construct '* REPLACE' / '* RENAME'", sql)
-    if star.args.get("except_") and not rat_dialect.star_exclude:
-        raise RATError("unsupported construct '* EXCLUDE' / '* EXCEPT'", sql)
+    """RATError for `* REPLACE (..)`: read as `*`, it would be another query's tree; and for
+    `* EXCLUDE (a)` / `* EXCEPT (a)` / `* RENAME (a AS b)` where the dialect lacks them. Where it
+    has them, `* EXCLUDE (a)` is read (`Exclude(*, t.a)`) and Snowflake's `* RENAME (a AS b)` is
+    `*`: it names the columns, as an alias does, and rat drops aliases."""
+    if star.args.get("replace"):
+        raise RATError("unsupported construct '* REPLACE'", sql)
+    if (star.args.get("except_") or star.args.get("rename")) and not rat_dialect.star_exclude:
+        raise RATError("unsupported construct '* EXCLUDE' / '* EXCEPT' / '* RENAME'", sql)
+    star.set("rename", None)
 
 
 def _restore_names(tree: exp.Expression) -> None:

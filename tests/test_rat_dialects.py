@@ -139,7 +139,7 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("sqlite", "SELECT name FROM singer ORDER BY all", "'ORDER BY ALL'"),
     ("postgres", "SELECT * EXCLUDE (age) FROM singer", "EXCLUDE"),
     ("mysql", "SELECT singer.* EXCEPT (age) FROM singer", "EXCEPT"),
-    ("snowflake", "SELECT * RENAME (age AS a) FROM singer", "RENAME"),
+    ("postgres", "SELECT * RENAME (age AS a) FROM singer", "RENAME"),
     ("postgres", "SELECT name FROM singer TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
     ("duckdb", "SELECT name, age FROM singer UNION BY NAME SELECT age, name FROM singer", "'UNION BY NAME'"),
     ("bigquery", "SELECT name FROM singer UNION ALL CORRESPONDING SELECT name FROM singer", "BY NAME"),
@@ -423,6 +423,7 @@ def test_escape_star_exclude_with_ties_and_safe_calls_are_read():
     assert tree(escaped, "sqlite") != tree("SELECT name FROM singer WHERE name LIKE '50!%%'", "sqlite")
     excluded = tree("SELECT * EXCLUDE (age) FROM singer", "duckdb")
     assert rat.serialize(excluded) == "(((*)(singer.age)Exclude)(singer)Project)"
+    assert tree("SELECT * RENAME (age AS years) FROM singer", "snowflake") == tree("SELECT * FROM singer", "snowflake")
     assert excluded == tree("SELECT * EXCEPT (age) FROM singer", "bigquery") == \
         tree("SELECT * EXCLUDE (age) FROM singer", "snowflake") != tree("SELECT * FROM singer", "duckdb")
     assert "((singer.*)(singer.age)Exclude)" in rat.serialize(tree(
