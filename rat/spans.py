@@ -263,6 +263,7 @@ class _SpanRecorder:
         # Claimed nodes stay referenced so that no later node reuses their id().
         self.claimed: list[Node] = []
         self.cores: dict[int, Node] = {}  # id(query) -> the relation under its modifiers
+        self.windows: dict = {}  # each SELECT's named windows, resolved (rat.tree.window_clauses)
 
     def __call__(self, step: str, expression: exp.Expression, node: Node,
                  core: Node | None) -> None:
@@ -377,7 +378,7 @@ class _SpanRecorder:
     def frame(self, window: exp.Window, frame: Node) -> None:
         """A window frame is the text of its spec; its bounds `current row` and `unbounded
         preceding` / `following` are found in it (`n preceding` has its number's text)."""
-        spec = (window_clauses(window) or [None] * 3)[2]  # (its own, or the named window's)
+        spec = (window_clauses(window, self.windows) or [None] * 3)[2]  # (its own, or the named window's)
         if spec is None or frame.label not in ("Rows", "Range", "Groups"):
             return
         self.claim(frame, self.span(spec))

@@ -133,28 +133,44 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     return tree
 
 
-def window_clauses(window: exp.Window) -> list | None:
+_WINDOW_CLAUSES = ("partition_by", "order", "spec")
+
+
+def window_clauses(window: exp.Window, memo: dict) -> list | None:
     """The PARTITION BY, ORDER BY and frame of ``window``, each it does not write taken from the
     named window it names (`OVER w`, `OVER (w ROWS 2 PRECEDING)`, `WINDOW w2 AS (w ORDER BY b)`),
-    as the database reads it; None where a name is not defined. The expressions are those of
-    the WINDOW clause, not copies: their text is theirs."""
-    keys = ("partition_by", "order", "spec")
-    clauses = [window.args.get(k) for k in keys]
+    as the database reads it; None where a name is not defined (or defined in a loop). The
+    expressions are those of the WINDOW clause, not copies: their text is theirs. ``memo`` keeps
+    each SELECT's named windows, resolved once for all its windows."""
+    clauses = [window.args.get(k) for k in _WINDOW_CLAUSES]
     base = window.args.get("alias")
     if base is None:
         return clauses
     select = window.find_ancestor(exp.Select)
-    definitions = (select.args.get("windows") if select is not None else None) or ()
-    defined = {d.name.lower(): d for d in definitions}
-    for _ in definitions:  # (a name defined in a loop is not defined)
-        definition = defined.get(base.name.lower())
-        if definition is None:
-            return None
-        clauses = [c or definition.args.get(k) for c, k in zip(clauses, keys)]
-        base = definition.args.get("alias")
-        if base is None:
-            return clauses
-    return None
+    named = memo.get(id(select))
+    if named is None:
+        named = memo[id(select)] = _named_windows(select)
+    inherited = named.get(base.name.lower())
+    return None if inherited is None else [c or i for c, i in zip(clauses, inherited)]
+
+
+def _named_windows(select: exp.Select | None) -> dict[str, list | None]:
+    """Each named window of ``select``'s WINDOW clause: its clauses with those of the window it
+    names (None: it names one not defined, or itself through others); each name resolved once."""
+    by_name = {d.name.lower(): d for d in ((select.args.get("windows") if select is not None else None) or ())}
+    resolved: dict[str, list | None] = {}
+    for start in by_name:
+        chain, name = [], start
+        while name is not None and name not in resolved and name in by_name and name not in chain:
+            chain.append(name)
+            base = by_name[name].args.get("alias")
+            name = base.name.lower() if base is not None else None
+        inherited = [None] * len(_WINDOW_CLAUSES) if name is None else resolved.get(name)
+        for link in reversed(chain):
+            if inherited is not None:
+                inherited = [by_name[link].args.get(k) or i for k, i in zip(_WINDOW_CLAUSES, inherited)]
+            resolved[link] = inherited
+    return resolved
 
 
 def _is_all(value) -> bool:
@@ -180,6 +196,7 @@ class _Builder:
         self.sql = sql
         self.dialect = rat_dialect
         self.cased = rat_dialect.case_sensitive
+        self.windows: dict = {}  # each SELECT's named windows, resolved (window_clauses)
         # ILIKE is LIKE where LIKE ignores case already; elsewhere a node of its own.
         self.ilike = "Like" if rat_dialect.like_ignores_case else "Ilike"
 
@@ -665,7 +682,7 @@ class _Builder:
         return bool(ordered.args.get("desc")), self.expr(ordered.this, ctes)
 
     def window(self, node: exp.Window, ctes) -> Node:
-        clauses = window_clauses(node)
+        clauses = window_clauses(node, self.windows)
         if clauses is None:
             raise RATError(f"window {node.alias!r} is not defined", self.sql)
         partition, order, spec = clauses
