@@ -680,3 +680,33 @@ def test_values_lists_are_rows():
     spans = rat.sql_spans("SELECT column2 FROM (VALUES (1, 'a'))", tree("SELECT column2 FROM (VALUES (1, 'a'))", "sqlite"),
                           schema, "sqlite")
     assert spans.unmapped == 0
+
+
+DOC_ROWS = [("`DISTINCT ON (..)`", "distinct_on"), ("`QUALIFY`", "qualify"),
+            ("a FROM item reading the ones before it", "lateral"), ("`IGNORE NULLS`", "ignore_nulls"),
+            ("`AT TIME ZONE`", "at_time_zone"), ("`->` / `->>`", "json_operators"), ("`PIVOT` / `UNPIVOT`", "pivot"),
+            ("`BETWEEN SYMMETRIC`", "between_symmetric"), ("`SEMI JOIN` / `ANTI JOIN`", "semi_join"),
+            ("`GROUP BY ALL`", "group_by_all"), ("`ORDER BY ALL`", "order_by_all"),
+            ("`* EXCLUDE (a)` / `* EXCEPT (a)`", "star_exclude"), ("`WITH TIES`", "with_ties"),
+            ("`TOP n PERCENT`", "limit_percent"), ("a frame's `EXCLUDE`", "frame_exclude"),
+            ("jsonb's key tests `?`, `?\\|`, `?&`", "jsonb_keys"), ("`ASOF JOIN`", "asof_join"),
+            ("`CURRENT_TIMESTAMP` by another name", "now")]
+
+
+def test_the_table_of_constructs_in_rat_md_is_the_dialects():
+    """docs/rat.md's table of the constructs each dialect reads says what `rat.DIALECTS` holds,
+    a row for every field of `rat.dialects.Dialect` that says whether a construct is read."""
+    import dataclasses
+    from pathlib import Path
+
+    order = ["sqlite", "postgres", "mysql", "duckdb", "snowflake", "bigquery", "tsql"]
+
+    def cell(value):
+        return ("yes" if value else "—") if isinstance(value, bool) else (f"`{value}`" if value else "—")
+
+    rows = [f"| {title} (`{field}`) | " + " | ".join(cell(getattr(rat.DIALECTS[d], field)) for d in order) + " |"
+            for title, field in DOC_ROWS]
+    doc = (Path(__file__).parents[1] / "docs" / "rat.md").read_text()
+    assert "\n".join(rows) in doc
+    described = {"name", "like_ignores_case", "unquoted_case", "double_quoted_strings"}  # (the table below it)
+    assert {f.name for f in dataclasses.fields(rat.dialects.Dialect)} == described | {field for _, field in DOC_ROWS}
