@@ -888,7 +888,9 @@ class _Resolver:
                 return
             if args.get("joins"):
                 raise RATError("unsupported construct 'parenthesised join'", self.sql)
-            if args.get("sample"):  # a sample of the rows is not the table
+            sample = args.get("sample")  # a share or number of its rows, where the dialect has it
+            if sample is not None and not (self.dialect.table_sample and (sample.args.get("percent")
+                                                                        or sample.args.get("size"))):
                 raise RATError("unsupported construct 'TABLESAMPLE'", self.sql)
             if args.get("when") or args.get("version") or args.get("changes"):  # its rows at another time
                 raise RATError("unsupported construct 'AT (..)' / 'FOR SYSTEM_TIME AS OF' / 'CHANGES'", self.sql)

@@ -48,6 +48,7 @@ class Dialect:
     limit_percent: bool = False  # TOP n PERCENT
     frame_exclude: bool = False  # a window frame's EXCLUDE CURRENT ROW / GROUP / TIES
     jsonb_keys: bool = False  # jsonb's j ? 'k', j ?| array[..], j ?& array[..]
+    table_sample: bool = False  # t TABLESAMPLE SYSTEM (10) (Snowflake: t SAMPLE (10))
     asof_join: str = ""  # a ASOF JOIN b: "inner" (DuckDB: the rows with a match), "left" (Snowflake: every row of a)
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
 
@@ -78,18 +79,20 @@ DIALECTS = {
                       frame_exclude=True),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
                         distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True, with_ties=True,
-                        frame_exclude=True, jsonb_keys=True),
+                        frame_exclude=True, jsonb_keys=True, table_sample=True),
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
-                      semi_join=True, star_exclude=True, asof_join="inner", frame_exclude=True),
+                      semi_join=True, star_exclude=True, asof_join="inner", frame_exclude=True,
+                      table_sample=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
-                         group_by_all=True, star_exclude=True, asof_join="left"),
+                         group_by_all=True, star_exclude=True, asof_join="left", table_sample=True),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True,
-                        group_by_all=True, star_exclude=True),
+                        group_by_all=True, star_exclude=True, table_sample=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
-                    json_operators=False, now="getdate", pivot=True, with_ties=True, limit_percent=True),
+                    json_operators=False, now="getdate", pivot=True, with_ties=True, limit_percent=True,
+                    table_sample=True),
 }
 SQLITE = DIALECTS["sqlite"]
 

@@ -23,7 +23,8 @@ RELATIONAL = frozenset(
      "Anti_join", "Asof_join", "Asof_left_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc",
      "Limit", "Limit_percent", "Limit_with_ties", "Limit_percent_with_ties", "Distinct", "Union",
      "Union_all", "Intersect", "Intersect_all", "Except", "Except_all", "Qualify", "Distinct_on",
-     "Recursive", "In_schema", "Pivot", "Unpivot", "Unpivot_include_nulls", "Ordinality", "With_offset"}
+     "Recursive", "In_schema", "Pivot", "Unpivot", "Unpivot_include_nulls", "Ordinality", "With_offset",
+     "Sample_percent", "Sample_rows"}
 )
 # The first character of a query parameter's label: `$1`, `?`, `:id`, `@id`, `%(id)s`.
 _PARAMETER_MARKS = frozenset("$?:@%")

@@ -276,7 +276,7 @@ class _SpanRecorder:
                 self.claim(node, self.span(expression))
             if step == "expr":
                 self.typed_leaf(expression, node)
-            elif node.label in ("Pivot", "Unpivot", "Unpivot_include_nulls") \
+            elif node.label in ("Pivot", "Unpivot", "Unpivot_include_nulls", "Sample_percent", "Sample_rows") \
                     and isinstance(expression, exp.Table | exp.Subquery):
                 rows = node.children[-1]  # the table's name, or the subquery's text
                 self.claim(rows, self.find(expression, rows.label) if isinstance(expression, exp.Table)

@@ -388,11 +388,11 @@ class _Builder:
                 return self.numbered(node, self.expr(node.this, ctes), node.args.get("ordinality"))
             name = node.name
             if name in ctes:
-                return ctes[name]
+                return self.sample(node, ctes[name], ctes)
             table = Node(self.name(node.this) if self.cased else name)
             schema = node.args.get("db")  # kept only where it names another table (rat.Schema)
             rows = table if schema is None else Node("In_schema", (table, Node(schema.name)))
-            return self.pivot(node, rows, ctes)
+            return self.pivot(node, self.sample(node, rows, ctes), ctes)
         if isinstance(node, exp.Subquery):
             return self.pivot(node, self.query(node.this, ctes), ctes)
         if isinstance(node, exp.Lateral):  # the subquery or function, reading what is before it
@@ -404,6 +404,18 @@ class _Builder:
         if isinstance(node, exp.Values):
             return self.expr(node, ctes)
         raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
+
+    def sample(self, node: exp.Table, rows: Node, ctes) -> Node:
+        """`t TABLESAMPLE SYSTEM (10)`, Snowflake's `t SAMPLE (10)`: `Sample_percent(10, t)`;
+        `SAMPLE (100 ROWS)`: `Sample_rows(100, t)` (a random share or number of its rows: the
+        method and seed are not kept); else the rows."""
+        sample = node.args.get("sample")
+        if sample is None:
+            return rows
+        percent = sample.args.get("percent")
+        if percent is not None:
+            return Node("Sample_percent", (self.expr(percent, ctes), rows))
+        return Node("Sample_rows", (self.expr(sample.args["size"], ctes), rows))
 
     def pivot(self, node: exp.Expression, rows: Node, ctes) -> Node:
         """`t PIVOT (agg(v) FOR k IN (a, b))`: Pivot(agg(v), In(k, (a, b)), t), its input relation

@@ -140,14 +140,14 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("postgres", "SELECT * EXCLUDE (age) FROM singer", "EXCLUDE"),
     ("mysql", "SELECT singer.* EXCEPT (age) FROM singer", "EXCEPT"),
     ("postgres", "SELECT * RENAME (age AS a) FROM singer", "RENAME"),
-    ("postgres", "SELECT name FROM singer TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
+    ("sqlite", "SELECT name FROM singer TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
     ("duckdb", "SELECT name, age FROM singer UNION BY NAME SELECT age, name FROM singer", "'UNION BY NAME'"),
     ("bigquery", "SELECT name FROM singer UNION ALL CORRESPONDING SELECT name FROM singer", "BY NAME"),
     ("bigquery", "SELECT AS STRUCT name, age FROM singer", "'SELECT AS STRUCT'"),
     ("snowflake", "SELECT name FROM singer AT(OFFSET => -60)", "AT (..)"),
     ("bigquery", "SELECT name FROM singer FOR SYSTEM_TIME AS OF CURRENT_TIMESTAMP()", "FOR SYSTEM_TIME AS OF"),
     ("mysql", "SELECT name FROM singer PARTITION (p0)", "'PARTITION (..)'"),
-    ("snowflake", "SELECT name FROM singer SAMPLE (10)", "TABLESAMPLE"),
+    ("mysql", "SELECT name FROM singer TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
     ("duckdb", "SELECT name FROM singer USING SAMPLE 10%", "SAMPLE"),
     ("postgres", "SELECT lag(age) IGNORE NULLS OVER (ORDER BY age) FROM singer", "IGNORE NULLS"),
     ("mysql", "SELECT age AT TIME ZONE 'UTC' FROM singer", "AT TIME ZONE"),
@@ -570,6 +570,24 @@ def test_pivots_are_an_aggregate_by_the_values_of_a_column():
         rat.to_tree(unpivot.format("*"), schema, dialect="postgres")
 
 
+def test_a_table_sample_is_a_share_or_number_of_its_rows():
+    """`TABLESAMPLE SYSTEM (10)` (PostgreSQL, DuckDB, BigQuery, SQL Server), Snowflake's `SAMPLE
+    (10)` / `SAMPLE (100 ROWS)`: `Sample_percent(10, t)` / `Sample_rows(100, t)`, the method and
+    seed not kept; refused in SQLite and MySQL, and DuckDB's `USING SAMPLE` of a whole query."""
+    sampled = rat.to_tree("SELECT name FROM singer TABLESAMPLE SYSTEM (10) WHERE age > 20", SCHEMA, dialect="postgres")
+    assert rat.serialize(sampled) == \
+        "((singer.name)(((singer.age)(20)Gt)((10)(singer)Sample_percent)Selection)Project)"
+    assert sampled == rat.to_tree("SELECT name FROM singer SAMPLE (10) WHERE age > 20", SCHEMA, dialect="snowflake") \
+        == rat.to_tree("SELECT name FROM singer TABLESAMPLE (10 PERCENT) WHERE age > 20", SCHEMA, dialect="tsql")
+    assert "((100)(singer)Sample_rows)" in rat.serialize(
+        rat.to_tree("SELECT name FROM singer SAMPLE (100 ROWS)", SCHEMA, dialect="snowflake"))
+    sql = "SELECT name FROM singer TABLESAMPLE BERNOULLI (10) REPEATABLE (42)"
+    spans = rat.sql_spans(sql, rat.to_tree(sql, SCHEMA, dialect="postgres"), SCHEMA, "postgres")
+    assert spans.unmapped == 0 and None not in spans.spans and spans.text(2) == "singer"
+    with pytest.raises(rat.RATError, match="'SAMPLE'"):
+        rat.to_tree("SELECT name FROM singer USING SAMPLE 10%", SCHEMA, dialect="duckdb")
+
+
 def test_a_frames_exclude_is_its_last_leaf():
     """`EXCLUDE CURRENT ROW / GROUP / TIES` (SQLite, PostgreSQL, DuckDB): a leaf of the frame, with
     its text; `EXCLUDE NO OTHERS` is the default."""
@@ -689,7 +707,8 @@ DOC_ROWS = [("`DISTINCT ON (..)`", "distinct_on"), ("`QUALIFY`", "qualify"),
             ("`GROUP BY ALL`", "group_by_all"), ("`ORDER BY ALL`", "order_by_all"),
             ("`* EXCLUDE (a)` / `* EXCEPT (a)`", "star_exclude"), ("`WITH TIES`", "with_ties"),
             ("`TOP n PERCENT`", "limit_percent"), ("a frame's `EXCLUDE`", "frame_exclude"),
-            ("jsonb's key tests `?`, `?\\|`, `?&`", "jsonb_keys"), ("`ASOF JOIN`", "asof_join"),
+            ("jsonb's key tests `?`, `?\\|`, `?&`", "jsonb_keys"), ("`TABLESAMPLE`", "table_sample"),
+            ("`ASOF JOIN`", "asof_join"),
             ("`CURRENT_TIMESTAMP` by another name", "now")]
 
 
