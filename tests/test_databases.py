@@ -574,6 +574,7 @@ def test_a_dumps_rows_are_not_read_and_ddl_past_the_limit_is_one_line(monkeypatc
 
     monkeypatch.setattr(databases, "MAX_DDL_CHARS", 2_000)
     rows = "".join(f"INSERT INTO `t` VALUES ({k},'n;{k}'),({k + 1},'m');\n" for k in range(0, 2_000, 2))
+    rows += "INSERT INTO `t` VALUES " + ",".join(f"({k},'long;\\n')" for k in range(3_000)) + ";\n"  # one line
     dump = tmp_path / "shop.sql"
     dump.write_text("CREATE TABLE `t` (`id` int NOT NULL, `name` text, PRIMARY KEY (`id`));\n" + rows)
     assert len(rows) > 20 * databases.MAX_DDL_CHARS
@@ -581,10 +582,12 @@ def test_a_dumps_rows_are_not_read_and_ddl_past_the_limit_is_one_line(monkeypatc
     assert shop.tables == {"t": ("id", "name")} and shop.primary_keys == ("t.id",)
     copy = "CREATE TABLE t (id int);\nCOPY public.t (id) FROM stdin;\n" + "1\n" * 5_000 + "\\.\n"
     assert schema_from_ddl(copy, "postgres").tables == {"t": ("id",)}
-    big = tmp_path / "big.sql"
+    big, one_line = tmp_path / "big.sql", tmp_path / "one_line.sql"
     big.write_text("".join(f"CREATE TABLE t{k} (id int PRIMARY KEY, name text);\n" for k in range(100)))
-    with pytest.raises(UsageError, match=r"^--schema .*big.sql: more than [0-9.e-]+ MiB of DDL .*\(pg_dump --schema-only"):
-        read_schemas(big, dialect="mysql")
+    one_line.write_text("".join(f"CREATE TABLE t{k} (id int PRIMARY KEY, name text); " for k in range(100)))
+    for path in (big, one_line):  # (a line past the limit is read in pieces, not whole)
+        with pytest.raises(UsageError, match=r"^--schema .*.sql: more than [0-9.e-]+ MiB of DDL .*\(pg_dump --schema-only"):
+            read_schemas(path, dialect="mysql")
 
 
 @pytest.mark.parametrize("script, dialect", [("ssms_script.sql", "tsql"), ("snowflake_get_ddl.sql", "snowflake")])

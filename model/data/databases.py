@@ -47,10 +47,10 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TextIO
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import rat
@@ -1036,6 +1036,12 @@ MAX_DDL_CHARS = 16 << 20
 _ROW_INSERT = re.compile(r"[ \t]*(?:INSERT|REPLACE)[ \t]+(?:IGNORE[ \t]+)?INTO\b", re.IGNORECASE)
 
 
+def read_ddl_lines(file: TextIO) -> Iterator[str]:
+    """The lines of an open DDL file, a line longer than ``MAX_DDL_CHARS`` in pieces (a dump's
+    row, or anything else past the limit, is never held whole)."""
+    return iter(functools.partial(file.readline, MAX_DDL_CHARS), "")
+
+
 def _declarations(lines: Iterable[str], dialect: str, source: str) -> str:
     r"""The text of a DDL file or dump without what is no schema, read in one pass over its lines
     (a file's are not held): a dump's rows (one INSERT per line; the rows of each ``COPY .. FROM
@@ -1048,15 +1054,20 @@ def _declarations(lines: Iterable[str], dialect: str, source: str) -> str:
     'CREATE TABLE t (a int);\nSELECT 1;'
     """
     kept: list[str] = []
-    size, rows, psql = 0, False, dialect == "postgres"
-    for line in lines:
+    size, rows, psql, inserting = 0, False, dialect == "postgres", False
+    for line in lines:  # (a file's lines come in pieces of at most MAX_DDL_CHARS: read_ddl_lines)
+        whole = line.endswith("\n")
+        if inserting:  # the rest of a row's INSERT line longer than a piece
+            inserting = not whole
+            continue
         if rows:
             rows = line.rstrip() != "\\."
             continue
         if psql and (line.lstrip().startswith("\\") or line.startswith("COPY ") and line.rstrip().endswith(" stdin;")):
             rows = line.startswith("COPY ")
             continue
-        if _ROW_INSERT.match(line) and line.rstrip().endswith(";"):
+        if _ROW_INSERT.match(line) and (line.rstrip().endswith(";") or not whole):
+            inserting = not whole
             continue
         if dialect == "tsql" and line.strip().upper() == "GO":
             line = ";\n"

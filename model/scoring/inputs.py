@@ -70,11 +70,11 @@ def read_schemas(schema: Path | None = None, data_root: Path | None = None, dial
     where = schema or data_root
     try:
         if schema and Path(schema).suffix.lower() in (".sql", ".ddl"):
-            from model.data.databases import schema_from_ddl
+            from model.data.databases import read_ddl_lines, schema_from_ddl
 
             name = db_id or Path(schema).stem
-            with Path(schema).open(encoding="utf-8") as lines:  # (a whole dump: its rows not held)
-                return {name: schema_from_ddl(lines, dialect, name, f"--schema {schema}")}
+            with Path(schema).open(encoding="utf-8") as file:  # (a whole dump: its rows not held)
+                return {name: schema_from_ddl(read_ddl_lines(file), dialect, name, f"--schema {schema}")}
         if schema:
             return schemas_of(read_json(schema), f"--schema {schema}")
         if data_root:
