@@ -173,6 +173,19 @@ def _named_windows(select: exp.Select | None) -> dict[str, list | None]:
     return resolved
 
 
+def _undefined_window(window: exp.Window) -> str:
+    """Why the named window ``window`` reads has no clauses: the name not defined, or a loop."""
+    select = window.find_ancestor(exp.Select)
+    by_name = {d.name.lower(): d for d in ((select.args.get("windows") if select is not None else None) or ())}
+    name, seen = window.args["alias"].name, []
+    while name.lower() in by_name and name.lower() not in seen:
+        seen.append(name.lower())
+        name = by_name[name.lower()].args["alias"].name  # (a chain that ends has clauses)
+    if name.lower() not in by_name:
+        return f"window {name!r} is not defined"
+    return f"window {name!r} is defined in a loop ({' -> '.join([*seen, name.lower()])})"
+
+
 def _is_all(value) -> bool:
     return isinstance(value, exp.Var) and value.name.upper() == "ALL"
 
@@ -696,7 +709,7 @@ class _Builder:
     def window(self, node: exp.Window, ctes) -> Node:
         clauses = window_clauses(node, self.windows)
         if clauses is None:
-            raise RATError(f"window {node.alias!r} is not defined", self.sql)
+            raise RATError(_undefined_window(node), self.sql)
         partition, order, spec = clauses
         children = [self.expr(node.this, ctes)]
         if partition:

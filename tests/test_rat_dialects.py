@@ -483,8 +483,10 @@ def test_a_named_window_is_the_window_written_out_and_each_node_has_its_text():
     chained = "SELECT sum(c) OVER w2 FROM t WINDOW w AS (PARTITION BY a ROWS 2 PRECEDING), w2 AS (w ORDER BY b)"
     assert rat.to_tree(chained, schema, dialect="postgres") == rat.to_tree(
         "SELECT sum(c) OVER (PARTITION BY a ORDER BY b ROWS 2 PRECEDING) FROM t", schema, dialect="postgres")
-    with pytest.raises(rat.RATError, match="window 'w' is not defined"):
+    with pytest.raises(rat.RATError, match=r"window 'w' is defined in a loop \(w -> w2 -> w\)"):
         rat.to_tree("SELECT sum(c) OVER w FROM t WINDOW w AS (w2), w2 AS (w)", schema, dialect="postgres")
+    with pytest.raises(rat.RATError, match="window 'v' is not defined"):
+        rat.to_tree("SELECT sum(c) OVER w FROM t WINDOW w AS (v ORDER BY b)", schema, dialect="postgres")
 
 
 def test_full_text_search_and_jsonb_keys_are_read():
