@@ -154,10 +154,15 @@ def window_clauses(window: exp.Window, memo: dict) -> list | None:
     return None if inherited is None else [c or i for c, i in zip(clauses, inherited)]
 
 
+def _window_definitions(select: exp.Select | None) -> dict[str, exp.Window]:
+    """The named windows of ``select``'s WINDOW clause, by lowercase name."""
+    return {d.name.lower(): d for d in ((select.args.get("windows") if select is not None else None) or ())}
+
+
 def _named_windows(select: exp.Select | None) -> dict[str, list | None]:
     """Each named window of ``select``'s WINDOW clause: its clauses with those of the window it
     names (None: it names one not defined, or itself through others); each name resolved once."""
-    by_name = {d.name.lower(): d for d in ((select.args.get("windows") if select is not None else None) or ())}
+    by_name = _window_definitions(select)
     resolved: dict[str, list | None] = {}
     for start in by_name:
         chain, name = [], start
@@ -175,8 +180,7 @@ def _named_windows(select: exp.Select | None) -> dict[str, list | None]:
 
 def _undefined_window(window: exp.Window) -> str:
     """Why the named window ``window`` reads has no clauses: the name not defined, or a loop."""
-    select = window.find_ancestor(exp.Select)
-    by_name = {d.name.lower(): d for d in ((select.args.get("windows") if select is not None else None) or ())}
+    by_name = _window_definitions(window.find_ancestor(exp.Select))
     name, seen = window.args["alias"].name, []
     while name.lower() in by_name and name.lower() not in seen:
         seen.append(name.lower())

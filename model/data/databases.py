@@ -61,6 +61,7 @@ from model.data.execution import (
     MAX_FETCH_ROWS,
     MAX_ROWS,
     execute_sql,
+    not_written,
     rows_bytes,
     runnable_sql,
     sqlite_uri,
@@ -357,10 +358,10 @@ class Database:
             timeout_s: float | None = None, max_result_bytes: int | None = None
             ) -> tuple[Rows | None, str | None]:
         """``execute`` of ``sql`` written in ``dialect``, as ``runnable_sql`` writes it for this
-        backend; ``(None, "cannot write ...")`` where sqlglot cannot."""
+        backend; ``(None, not_written(..))`` where it cannot be written so."""
         runnable = runnable_sql(sql, dialect, self.dialect, schema)
         if runnable is None:
-            return None, f"cannot write this {dialect} SQL for {self.dialect}"
+            return None, not_written(dialect, self.dialect)
         return self.execute(runnable, timeout_s, max_result_bytes)
 
     # -- names, for lookups written here

@@ -905,6 +905,19 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     return _transpiled.__wrapped__(sql, dialect, backend, schema)
 
 
+# The error of a query runnable_sql cannot write for its database (it is not run)
+NOT_WRITTEN = "not in the database's SQL"
+
+
+def not_written(dialect: str, backend: str) -> str:
+    """Why a query of ``dialect`` is not run on a ``backend`` database: ``runnable_sql`` gave None.
+
+    >>> not_written("duckdb", "sqlite")
+    "not in the database's SQL: this duckdb SQL cannot be written for sqlite as it means"
+    """
+    return f"{NOT_WRITTEN}: this {dialect} SQL cannot be written for {backend} as it means"
+
+
 @functools.lru_cache(maxsize=4096)
 def _transpiled(sql: str, dialect: str, backend: str, schema) -> str | None:
     import sqlglot

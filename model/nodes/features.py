@@ -64,6 +64,8 @@ from model.data.databases import Database, DatabaseError, SqliteDatabase
 from model.data.execution import (
     DEFAULT_MAX_RESULT_BYTES,
     MAX_ROWS,
+    NOT_WRITTEN,
+    not_written,
     runnable_sql,
     time_left,
     unfinished,
@@ -715,8 +717,7 @@ def _rank_gap(scores: dict[str, float], score: float) -> tuple[float, float]:
 
 # why a query is not run where it has a database: unknown results, as without one
 NOT_RUN_PARAMETERS = "it has parameters, given their values only when it runs"
-NOT_RUN_DIALECT = "not in the database's SQL"  # (model.data.execution.runnable_sql: None)
-_NOT_RUN = (NOT_RUN_PARAMETERS, NOT_RUN_DIALECT)
+_NOT_RUN = (NOT_RUN_PARAMETERS, NOT_WRITTEN)
 
 
 def _result_features(rows: list | None, error: str | None) -> tuple[list[float], str | None]:
@@ -768,7 +769,7 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
     if parameters and probe.database is not None:  # not run: its values are given when it runs
         error = f"{NOT_RUN_PARAMETERS} ({', '.join(parameters[:3])})"
     elif runnable is None and probe.database is not None:
-        error = f"{NOT_RUN_DIALECT}: this {dialect} SQL cannot be written for {probe.dialect} as it means"
+        error = not_written(dialect, probe.dialect)
     result, digest = _result_features(rows, error)
     broadcast = {
         "tree_size": n, "tree_tables": sum(k == "table" for k in kinds),
