@@ -77,11 +77,12 @@ from rat.walks import error_sites, post_order_children
 VERSION = "nf-6"  # bump when a feature's definition changes: the cache key includes it
 # The versions whose saved models may score this version's rows: the features and what they
 # mean are the same. nf-6 reads a query stopped before its end (a timeout, a result past the
-# memory guards) as one whose result is unknown (NaN, as without a database) where nf-5 read it
-# as failing to run; no query the shipped models were fitted on was stopped (each of the 11
-# systems' Spider dev predictions and the code LLM's Spider train answers run with
-# model.data.execution.execute_sql at 5 s and the default budget). nf-5 changed only which schema entry a self-join's later table (`t_2.c`:
-# `t.c`'s) and a subquery's or CTE's column (`derived.c`: none, so NaN as without a schema) are
+# memory guards), and another dialect's query that runnable_sql does not write for its database,
+# as one whose result is unknown (NaN, as without a database) where nf-5 read it as failing to
+# run; no query the shipped models were fitted on was either (they are SQLite's, on SQLite; each
+# of the 11 systems' Spider dev predictions and the code LLM's Spider train answers run with
+# model.data.execution.execute_sql at 5 s and the default budget). nf-5 changed only which
+# schema entry a self-join's later table (`t_2.c`: `t.c`'s) and a subquery's or CTE's column (`derived.c`: none, so NaN as without a schema) are
 # looked up in; nf-4 read those as columns missing from the schema (82 of the 11 systems' 11,362
 # Spider dev predictions), and an nf-4 model now gets them right where it was fitted on them wrong.
 READ_BY = ("nf-4", "nf-5", VERSION)
