@@ -590,6 +590,48 @@ def test_a_dumps_rows_are_not_read_and_ddl_past_the_limit_is_one_line(monkeypatc
             read_schemas(path, dialect="mysql")
 
 
+@pytest.mark.parametrize("options", [["--inserts"], ["--inserts", "--rows-per-insert=50"], ["--column-inserts"]])
+def test_a_pg_dump_with_inserts_is_read_without_its_rows(postgres_server, monkeypatch, options):
+    """pg_dump's INSERTs, one row each or 50 to a statement over as many lines, of values with
+    ';' and line breaks in them: read to each statement's end, none of it parsed (a DDL limit far
+    below the rows' size is not reached), the schema the database has."""
+    import psycopg
+
+    from model.data import databases
+
+    url = postgres_server.create_database("inserts_dump")
+    with psycopg.connect(postgres_server.url("inserts_dump", admin=True), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS tags, notes")
+        conn.execute('CREATE TABLE notes (id int PRIMARY KEY, "it\'s" text, body text)')
+        conn.execute("INSERT INTO notes SELECT g, 'a;', 'line ' || g || E';\nCREATE TABLE x (a int);\n' "
+                     "|| repeat('z', 40) FROM generate_series(1, 2000) g")
+        conn.execute("CREATE TABLE tags (note_id int REFERENCES notes, tag text)")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO rat_scorer")
+    dump = subprocess.run([str(postgres_server.bin / "pg_dump"), *options,
+                           postgres_server.url("inserts_dump", admin=True)],
+                          capture_output=True, text=True, check=True).stdout
+    assert dump.count("INSERT INTO") in (2000, 40) and len(dump) > 100_000
+    monkeypatch.setattr(databases, "MAX_DDL_CHARS", 20_000)
+    from_dump = schema_from_ddl(dump, "postgres")
+    with open_database(url) as db:
+        assert keys_of(from_dump) == keys_of(db.schema())
+    assert from_dump.tables == {"notes": ("id", "it's", "body"), "tags": ("note_id", "tag")}
+
+
+@pytest.mark.parametrize("dialect, rows", [
+    ("mysql", "INSERT INTO `t` VALUES\n(1,'it\\'s; \\\\',\"a\nCREATE TABLE x (a int);\"),\n(2,'b');\n"),
+    ("tsql", "INSERT INTO [t] ([it's]) VALUES (N'a;\nb')\nINSERT [dbo].[t] ([id]) VALUES (2)\nGO\n"),
+    ("sqlite", "INSERT INTO \"t\" VALUES(1,'a'); INSERT INTO t VALUES(2,'b\n');CREATE TABLE u (v int);\n"),
+])
+def test_insert_statements_are_skipped_to_their_end(dialect, rows):
+    """An INSERT is skipped to its ';' outside quotes (MySQL's backslash escapes and double-quoted
+    strings, SQL Server's bracketed names), or to the next statement where none ends it (SQL
+    Server's scripts); what follows its ';' on the line is read."""
+    schema = schema_from_ddl("CREATE TABLE t (id int PRIMARY KEY, name text);\n" + rows +
+                             "CREATE TABLE w (id int PRIMARY KEY);\n", dialect)
+    assert set(schema.tables) == ({"t", "u", "w"} if dialect == "sqlite" else {"t", "w"})
+
+
 @pytest.mark.parametrize("script, dialect", [("ssms_script.sql", "tsql"), ("snowflake_get_ddl.sql", "snowflake")])
 def test_scripts_of_sql_server_and_snowflake_are_read_with_their_keys(script, dialect):
     """SSMS's "Script Table as" (GO between statements, PRIMARY KEY CLUSTERED, keys added by ALTER

@@ -31,6 +31,7 @@ BAD = [
     ("benchmarks/scorer_speed.py", ["--queries", "0"]),
     ("benchmarks/scorer_speed.py", ["--neural", "/nonexistent"]),
     ("benchmarks/mcp_speed.py", ["--calls", "0"]),
+    ("benchmarks/ddl_speed.py", ["--mb", "0"]),
     ("benchmarks/train_speed.py", ["--minilm-lengths", "abc"]),
     ("benchmarks/train_speed.py", ["--spider", "/nonexistent"]),
     ("benchmarks/backend_speed.py", ["--turns", "0"]),

@@ -1033,8 +1033,11 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
 # What is read of a schema's DDL once a dump's rows are dropped (sqlglot parses about a MB a
 # second, holding about 100 bytes per byte of DDL): past it, one line asks for the schema only.
 MAX_DDL_CHARS = 16 << 20
-# A dump's row: one INSERT per line, as mysqldump, pg_dump --inserts and SSMS write them
-_ROW_INSERT = re.compile(r"[ \t]*(?:INSERT|REPLACE)[ \t]+(?:IGNORE[ \t]+)?INTO\b", re.IGNORECASE)
+# A dump's rows: an INSERT statement (MySQL's REPLACE INTO) starting a line, skipped to its end
+_ROW_INSERT = re.compile(r"[ \t]*(?:INSERT\b|REPLACE[ \t]+INTO\b)", re.IGNORECASE)
+# A line that starts another statement ends an INSERT left without ';' (SQL Server's scripts)
+_NEXT_STATEMENT = re.compile(r"[ \t]*(?:(?:CREATE|ALTER|DROP)[ \t]+[A-Za-z]|(?:INSERT|COPY|GRANT|COMMENT)[ \t]|GO[ \t]*$)",
+                             re.IGNORECASE)
 
 
 def read_ddl_lines(file: TextIO) -> Iterator[str]:
@@ -1043,40 +1046,94 @@ def read_ddl_lines(file: TextIO) -> Iterator[str]:
     return iter(functools.partial(file.readline, MAX_DDL_CHARS), "")
 
 
+@functools.cache
+def _quoting(dialect: str) -> tuple[re.Pattern, dict[str, re.Pattern]]:
+    """How a dump's INSERT is read to its end in ``dialect`` (its quotes as sqlglot's tokenizer
+    has them): what comes next outside quotes (a whole string or quoted name, ``;``, or an
+    opening quote whose end is on a later line), and the pattern of the rest of a quote left
+    open, by its opening character (backslash escapes in the strings of dialects that have them)."""
+    from sqlglot.dialects.dialect import Dialect
+
+    tokenizer = Dialect.get_or_raise(dialect).tokenizer_class
+    backslash = "\\" in tokenizer.STRING_ESCAPES
+    pairs = [(q, q, backslash) for q in tokenizer.QUOTES if isinstance(q, str) and len(q) == 1]
+    pairs += [(q, q, False) if isinstance(q, str) else (q[0], q[1], False) for q in tokenizer.IDENTIFIERS
+              if len(q[0]) == 1]
+    rest = {o: re.compile(rf"[^{re.escape(c)}\\]*+(?:\\.[^{re.escape(c)}\\]*+)*+{re.escape(c)}" if escapes
+                          else rf"[^{re.escape(c)}]*+{re.escape(c)}", re.DOTALL) for o, c, escapes in pairs}
+    whole = "|".join(re.escape(o) + p.pattern for o, _, _ in pairs for p in [rest[o]])
+    return re.compile(rf"{whole}|;|[{re.escape(''.join(rest))}]", re.DOTALL), rest
+
+
+def _insert_end(line: str, quote: str | None, quoting: tuple[re.Pattern, dict[str, re.Pattern]]) -> tuple[str | None, int]:
+    """Where in ``line`` an INSERT ends (past its ``;``; -1: not on this line), and the quote open
+    at the end of the line when it does not, ``quote`` being the one open at its start
+    (``quoting``: the dialect's, ``_quoting``).
+
+    >>> pg = _quoting("postgres")
+    >>> _insert_end("(1, 'a;\\n", None, pg), _insert_end("b'), (2, 'it''s');\\n", "'", pg)
+    (("'", -1), (None, 18))
+    """
+    after, rest = quoting
+    start = 0
+    if quote is not None:
+        closed = rest[quote].match(line)
+        if closed is None:
+            return quote, -1
+        start = closed.end()
+    for token in after.finditer(line, start):
+        if token.group() == ";":
+            return None, token.end()
+        if len(token.group()) == 1:  # an opening quote closed on a later line
+            return token.group(), -1
+    return None, -1
+
+
 def _declarations(lines: Iterable[str], dialect: str, source: str) -> str:
     r"""The text of a DDL file or dump without what is no schema, read in one pass over its lines
-    (a file's are not held): a dump's rows (one INSERT per line; the rows of each ``COPY .. FROM
-    stdin;``, up to its ``\.``), psql's meta-commands (``\restrict <key>``, pg_dumpall's
-    ``\connect db``); SQL Server's batch separator ``GO`` ends a statement. ``UsageError`` naming
-    ``source`` past ``MAX_DDL_CHARS`` of what is left.
+    (a file's are not held): a dump's rows (INSERT statements, over as many lines as their values
+    take, to their ``;``; the rows of each ``COPY .. FROM stdin;``, up to its ``\.``), psql's
+    meta-commands (``\restrict <key>``, pg_dumpall's ``\connect db``); SQL Server's batch
+    separator ``GO`` ends a statement. ``UsageError`` naming ``source`` past ``MAX_DDL_CHARS`` of
+    what is left.
 
     >>> _declarations(["\\restrict k\n", "CREATE TABLE t (a int);\n", "COPY t (a) FROM stdin;\n", "1\n",
-    ...                "\\.\n", "INSERT INTO t VALUES (2);\n", "SELECT 1;"], "postgres", "DDL")
+    ...                "\\.\n", "INSERT INTO t VALUES (2, 'a;\n", "b'),\n", "(3, 'c');SELECT 1;"], "postgres", "DDL")
     'CREATE TABLE t (a int);\nSELECT 1;'
     """
+    try:
+        quoting = _quoting(dialect)
+    except ValueError as error:  # (an unknown dialect)
+        raise UsageError(f"{source}: cannot read it as {dialect} DDL ({error})") from None
     kept: list[str] = []
-    size, rows, psql, inserting = 0, False, dialect == "postgres", False
+    size, rows, psql = 0, False, dialect == "postgres"
+    inserting, quote, line_start = False, None, True  # in a dump's INSERT; the quote open in it
     for line in lines:  # (a file's lines come in pieces of at most MAX_DDL_CHARS: read_ddl_lines)
-        whole = line.endswith("\n")
-        if inserting:  # the rest of a row's INSERT line longer than a piece
-            inserting = not whole
-            continue
-        if rows:
-            rows = line.rstrip() != "\\."
-            continue
-        if psql and (line.lstrip().startswith("\\") or line.startswith("COPY ") and line.rstrip().endswith(" stdin;")):
-            rows = line.startswith("COPY ")
-            continue
-        if _ROW_INSERT.match(line) and (line.rstrip().endswith(";") or not whole):
-            inserting = not whole
-            continue
-        if dialect == "tsql" and line.strip().upper() == "GO":
-            line = ";\n"
-        size += len(line)
-        if size > MAX_DDL_CHARS:
-            raise UsageError(f"{source}: more than {MAX_DDL_CHARS / 2**20:g} MiB of DDL besides a dump's rows: "
-                             "give the schema only (pg_dump --schema-only, mysqldump --no-data)")
-        kept.append(line)
+        starts, line_start = line_start, line.endswith("\n")
+        while line:
+            if inserting and not (starts and quote is None and _NEXT_STATEMENT.match(line)):
+                quote, end = _insert_end(line, quote, quoting)
+                if end < 0:
+                    break
+                inserting, line, starts = False, line[end:], False
+                continue
+            inserting = False
+            if rows:
+                rows = line.rstrip() != "\\."
+            elif psql and (line.lstrip().startswith("\\") or line.startswith("COPY ") and line.rstrip().endswith(" stdin;")):
+                rows = line.startswith("COPY ")
+            elif _ROW_INSERT.match(line):
+                inserting, quote, starts = True, None, False
+                continue
+            elif line.strip():
+                if dialect == "tsql" and line.strip().upper() == "GO":
+                    line = ";\n"
+                size += len(line)
+                if size > MAX_DDL_CHARS:
+                    raise UsageError(f"{source}: more than {MAX_DDL_CHARS / 2**20:g} MiB of DDL besides a dump's rows: "
+                                     "give the schema only (pg_dump --schema-only, mysqldump --no-data)")
+                kept.append(line)
+            break
     return "".join(kept)
 
 
