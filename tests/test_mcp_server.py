@@ -49,6 +49,8 @@ def answers():
         out["typo"] = await client.call_tool("score_sql", {"sql": TYPO, "question": "Suppliers in Germany?",
                                                            "database": "supply_chain"})
         out["no_database"] = await client.call_tool("score_sql", {"sql": "SELECT count(*) FROM suppliers"})
+        out["upper"] = await client.call_tool("score_sql", {"sql": "SELECT upper(name) FROM suppliers",
+                                                            "database": "supply_chain"})
         out["databases"] = await client.call_tool("list_databases", {})
         out["bad"] = [await client.call_tool("score_sql", args) for args in (
             {"sql": "SELEC name FROM"}, {"sql": "SELECT 1", "database": "nowhere"}, {"sql": 5}, {},
@@ -81,6 +83,7 @@ def test_score_sql_gives_confidence_span_reasons_and_verdict(answers):
     assert "5% wrong among the queries run" in body["policy"]
     unseen = answers["no_database"].structured_content
     assert unseen["verdict"] != "run" and unseen["scored_with_database"] is False
+    assert body["unfamiliar"] == [] and answers["upper"].structured_content["unfamiliar"] == ["upper(name)"]
 
 
 def test_list_databases_names_the_data_root(answers):

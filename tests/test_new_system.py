@@ -150,6 +150,27 @@ def test_queries_without_their_database_are_labelled_by_tree_and_the_label_says_
     assert SystemScores("c", mixed.confidence, None, None, mixed.tree, nodes, nodes).label == "tree"
 
 
+def test_nodes_the_model_reads_as_unknown_operators_are_reported_apart():
+    """Rows whose nodes are marked ``unfamiliar``: their count, node AUC and overconfidence in
+    the report and its table; files without such nodes keep the table as it was."""
+    from model.wholequery.new_system import SystemScores, markdown, report
+
+    conf = [np.array([0.9, 0.8, 0.7]), np.array([0.6, 0.9, 0.2]), np.array([0.5, 0.4, 0.9])] * 4
+    labels = [np.array([1, 0, 1]), np.array([1, 1, 0]), np.array([0, 0, 1])] * 4
+    marks = [np.array([False, True, True]), np.array([False, False, True]), np.array([True, False, False])] * 4
+    base = (np.linspace(0.2, 0.9, 12), None, None, np.array([1, 0] * 6), conf, labels)
+    r = report(SystemScores("a", *base, node_unfamiliar=marks), n_bootstrap=50)
+    u = np.concatenate(marks)
+    c, y = np.concatenate(conf)[u], np.concatenate(labels)[u]
+    assert r["unfamiliar_nodes"] == 16 and r["unfamiliar_node_gap"][0] == pytest.approx(c.mean() - y.mean(), abs=1e-4)
+    # the marked nodes: right at 0.7, wrong at 0.8, 0.2 and 0.5
+    assert r["unfamiliar_node_auc"][0] == pytest.approx(2 / 3, abs=1e-4) and r["unfamiliar_node_auc"][1] is not None
+    plain = report(SystemScores("b", *base), n_bootstrap=20)
+    assert plain["unfamiliar_nodes"] == 0 and "unfamiliar_node_auc" not in plain
+    assert "unfamiliar nodes" in markdown([r, plain])[0] and "unfamiliar" not in markdown([plain])[0]
+    assert markdown([r, plain])[3].endswith("| 0 | – | – |")
+
+
 def _scored_rows(system: str, n: int, offset: int = 0) -> list[dict]:
     """rat-score-shaped rows for the demo corpus's first ``n`` dev answers of demo_strong: one
     node per node of the predicted tree, so that each row can be labelled."""

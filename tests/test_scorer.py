@@ -294,6 +294,23 @@ def test_a_query_with_parameters_is_scored_without_running_it(singers):
     assert scorer.score(FRANCE, question="Singers from France?", database=singers).execution_error is None
 
 
+def test_an_operator_the_model_has_no_code_for_is_marked_unfamiliar(singers):
+    """`upper()`, `OR`: read by the node features as one unknown kind; those nodes (and only
+    those) are marked, in the row and the printout."""
+    from model.nodes.features import known_kind
+    from model.scoring.scorer import UNFAMILIAR
+
+    scored = Scorer.pretrained().score("SELECT upper(name) FROM singer WHERE country = 'France' OR singer_id = 2",
+                                       question="Names of singers from France, or singer 2?", database=singers)
+    marked = {n.kind for n in scored.nodes if n.unfamiliar}
+    assert marked == {"Upper", "Or"} and all(known_kind(n.kind) for n in scored.nodes if not n.unfamiliar)
+    row = scored.to_dict()
+    assert [n["unfamiliar"] for n in row["nodes"]] == [n.kind in marked for n in scored.nodes]
+    assert str(scored).count("· " + UNFAMILIAR.format(kind="Or")) == 1
+    plain = Scorer.pretrained().score(FRANCE, question="Singers from France?", database=singers)
+    assert not any(n.unfamiliar for n in plain.nodes) and "does not know" not in str(plain)
+
+
 def test_each_bad_row_is_one_error_of_its_kind_and_score_raises_it(singers, tmp_path):
     from model.data.databases import DatabaseError
 

@@ -223,6 +223,7 @@ def test_page_shows_the_coloured_sql_in_headless_chromium(service, tmp_path):
     emoji = _page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": sql}, tmp_path / "c")
     assert ">'\U0001F600\U0001F600'</span>" in emoji and "\ufffd" not in emoji, emoji[-2000:]
     assert ">'zq'</span>" in emoji, emoji[-2000:]  # a span after the emoji is where it was
+    assert emoji.count("· the model does not know Or: this confidence says little") == 1  # (nodes[].unfamiliar)
     bidi = _page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": sql.replace("'zq'", "'z\u202eq'")},
                      tmp_path / "d")
     assert "&lt;U+202E&gt;" in bidi and "\u202e" not in bidi, bidi[-2000:]  # shown, not obeyed

@@ -234,6 +234,18 @@ OPERATORS = (
 )
 KINDS = ("other", "root", "table", "column", "value", *OPERATORS)
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+
+
+def known_kind(kind: str) -> bool:
+    """Whether the node features have a code of their own for a node of ``kind`` (a table,
+    column or value, or one of ``OPERATORS``): any other operator (``Strftime``, ``Coalesce``,
+    ``Or``) is coded ``other``, one kind for all, so a model fitted on these features cannot
+    tell what it does.
+
+    >>> known_kind("Count"), known_kind("column"), known_kind("Strftime")
+    (True, True, False)
+    """
+    return kind in KIND_CODE and kind not in ("other", "root")
 COLUMN_TYPES = ("other", "text", "number", "time", "boolean")
 
 

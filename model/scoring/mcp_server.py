@@ -6,7 +6,8 @@ agents that check the SQL they write before running it.
 
 Tools: ``score_sql(sql, question, database)`` answers the whole-query confidence, the part to look
 at first (its text and ``[start, end)`` span in the SQL), the reasons and the verdict (run |
-review | regenerate, with feedback the agent can act on: ``model.scoring.verdict``);
+review | regenerate, with feedback the agent can act on: ``model.scoring.verdict``), and the
+parts the model cannot judge (``unfamiliar``: the text of each operator it reads as unknown);
 ``list_databases()`` the database names ``score_sql`` accepts. Databases are configured as for
 ``rat-serve``: ``--data-root`` (schemas and SQLite files under one folder, opened read-only,
 symlinks resolved and kept under it), ``--schema`` (tables.json: schemas only) and named
@@ -104,6 +105,8 @@ class ScoringTools:
             out["look_here_first"] = {"text": look.text or look.label,
                                       "span": list(look.span) if look.span else None, "label": look.label}
             out["reasons"] = [r.text for n in result.nodes for r in n.reasons]
+        # the parts the model reads as an unknown operator: its confidence cannot judge them
+        out["unfamiliar"] = [n.text or n.label for n in result.nodes if n.unfamiliar]
         out["database"] = database or None
         out["scored_with_database"] = path is not None
         return out

@@ -102,12 +102,15 @@ class ScoredNode:
     span: tuple[int, int] | None  # [start, end) of the node's subtree in the SQL as written
     text: str | None  # the SQL text of that span
     reasons: list[Reason] = field(default_factory=list)
+    # an operator the model's features have no code for (``model.nodes.features.known_kind``:
+    # read as any unknown operator, so its confidence cannot reflect what the node does)
+    unfamiliar: bool = False
 
     def to_dict(self) -> dict:
         return {"label": self.label, "kind": self.kind, "confidence": round(self.confidence, 6),
                 "site_score": None if math.isnan(self.site_score) else round(self.site_score, 6),
                 "span": list(self.span) if self.span else None, "children": list(self.children),
-                "reasons": [r.to_dict() for r in self.reasons]}
+                "reasons": [r.to_dict() for r in self.reasons], "unfamiliar": self.unfamiliar}
 
 
 @dataclass
@@ -607,6 +610,11 @@ class Scorer:
                 if self.saved is not None:
                     results[j].look_here_reliability = self._reliability(
                         results[j].nodes[results[j].look_here_first].site_score, databases[k])
+                    if "kind" in self.saved.features_:
+                        from model.nodes.features import known_kind
+
+                        for node in results[j].nodes:
+                            node.unfamiliar = not known_kind(node.kind)
                 results[j].features = x if batch.columns is None else batch.features[k][:, self._columns(batch.columns)]
         return results  # type: ignore[return-value]
 
@@ -939,6 +947,8 @@ class _prepared_batches:
 
 
 LOW, HIGH = 0.5, 0.8  # terminal colours: red below LOW, yellow below HIGH, green above
+# What is said of a node the model reads as an unknown operator (ScoredNode.unfamiliar)
+UNFAMILIAR = "the model does not know {kind}: it reads it as any unknown operator, so this confidence says little"
 
 
 def _paint(text: str, confidence: float, color: bool) -> str:
@@ -957,6 +967,8 @@ def format_scored(scored: ScoredQuery, color: bool = False) -> str:
         n = scored.nodes[i]
         mark = "  <- look here first" if i == scored.look_here_first else ""
         lines.append(f"{_paint(f'{n.confidence:.2f}', n.confidence, color)}  {'  ' * n.depth}{n.label}{mark}")
+        if n.unfamiliar:
+            lines.append(f"{'':6}{'  ' * n.depth}  · {UNFAMILIAR.format(kind=n.kind)}")
         for reason in n.reasons:
             lines.append(f"{'':6}{'  ' * n.depth}  · {reason.text} (+{reason.gain:.2f} if typical)")
         for c in n.children:

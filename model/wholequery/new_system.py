@@ -51,6 +51,8 @@ class SystemScores:
     node_confidence: list[np.ndarray]
     node_labels: list[np.ndarray]
     label_shift: dict | None = None  # the rows' estimate (model.label_shift.RateShift.to_dict)
+    # per query, its nodes the model reads as an unknown operator (rows' nodes[].unfamiliar)
+    node_unfamiliar: list[np.ndarray] | None = None
 
     @property
     def label(self) -> str:
@@ -164,7 +166,8 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
                 np.array([int(e.tree_match) for _, e in kept]),
                 [np.array([n["confidence"] for n in r["nodes"]], dtype=float) for r, _ in kept],
                 [np.asarray(e.node_labels, dtype=int) for _, e in kept],
-                kept[0][0].get("label_shift") if shifted else None)
+                kept[0][0].get("label_shift") if shifted else None,
+                [np.array([n.get("unfamiliar") is True for n in r["nodes"]], dtype=bool) for r, _ in kept])
     return out
 
 
@@ -182,7 +185,9 @@ def _interval(values: list[float]) -> list[float]:
 
 
 def report(s: SystemScores, n_bootstrap: int = 1000, seed: int = 0, n_bins: int = 10) -> dict[str, Any]:
-    """The new-system numbers of one system, each ``[value, [low, high]]`` (95% bootstrap).
+    """The new-system numbers of one system, each ``[value, [low, high]]`` (95% bootstrap); where
+    some nodes are ones the model reads as an unknown operator (``unfamiliar``), their count, their
+    node AUC and their mean confidence minus their rate of right nodes.
 
     >>> s = SystemScores("a", np.array([0.9, 0.8, 0.3, 0.6]), None, np.array([1, 1, 0, 1]),
     ...                  np.array([1, 0, 0, 1]), [np.array([0.9, 0.8])] * 4, [np.array([1, 1]), np.array([1, 0]),
@@ -202,15 +207,26 @@ def report(s: SystemScores, n_bootstrap: int = 1000, seed: int = 0, n_bins: int 
                     ("mean_confidence", float(conf.mean())), ("gap", float(conf.mean() - yy.mean())),
                     ("ece", M.ece(conf, yy, n_bins)), ("query_auc", M.auc(conf, yy)))}}
 
-    point = {**query_stats(variants, y, tree), "node_auc": M.auc(nodes_c, nodes_y)}
+    unfamiliar = (np.concatenate(s.node_unfamiliar) if s.node_unfamiliar
+                  else np.zeros(len(nodes_c), dtype=bool))
+
+    def node_stats(c, yy, u):
+        out = {"node_auc": M.auc(c, yy)}
+        if unfamiliar.any():
+            out["unfamiliar_node_auc"] = M.auc(c[u], yy[u]) if u.any() else float("nan")
+            out["unfamiliar_node_gap"] = float(c[u].mean() - yy[u].mean()) if u.any() else float("nan")
+        return out
+
+    point = {**query_stats(variants, y, tree), **node_stats(nodes_c, nodes_y, unfamiliar)}
     draws = list(M.bootstrap_indices(len(y), n_bootstrap, seed)) if n_bootstrap else []
     samples: dict[str, list[float]] = defaultdict(list)
     for idx, node_idx in zip(draws, _node_draws(sizes, draws)):
         for k, v in query_stats({k: c[idx] for k, c in variants.items()}, y[idx], tree[idx]).items():
             samples[k].append(v)
-        samples["node_auc"].append(M.auc(nodes_c[node_idx], nodes_y[node_idx]))
+        for k, v in node_stats(nodes_c[node_idx], nodes_y[node_idx], unfamiliar[node_idx]).items():
+            samples[k].append(v)
     out: dict[str, Any] = {"system": s.system, "queries": len(y), "nodes": len(nodes_c),
-                           "label": s.label}
+                           "label": s.label, "unfamiliar_nodes": int(unfamiliar.sum())}
     for k, v in point.items():
         out[k] = [round(float(v), 4), _interval(samples[k]) if draws else None]
     if s.label_shift:
@@ -227,8 +243,11 @@ def markdown(reports: Sequence[Mapping]) -> list[str]:
         return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
     shifted = any("unshifted_mean_confidence" in r for r in reports)
+    unfamiliar = any(r.get("unfamiliar_nodes") for r in reports)
     head = ["system", "queries", "label", "rate", "tree rate", "mean confidence", "confidence − rate",
             "whole-query ECE", "whole-query AUC", "node AUC"]
+    if unfamiliar:
+        head += ["unfamiliar nodes", "their node AUC", "their confidence − rate"]
     if shifted:
         head += ["estimated rate (label shift)", "before shift: mean confidence", "before shift: ECE"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -236,6 +255,9 @@ def markdown(reports: Sequence[Mapping]) -> list[str]:
         cells = [r["system"], str(r["queries"]), r["label"], cell(r["rate"]), cell(r["tree_rate"]),
                  cell(r["mean_confidence"]), cell(r["gap"]), cell(r["ece"]), cell(r["query_auc"]),
                  cell(r["node_auc"])]
+        if unfamiliar:
+            cells += [str(r.get("unfamiliar_nodes", 0)), *(cell(r[k]) if k in r else "–"
+                                                           for k in ("unfamiliar_node_auc", "unfamiliar_node_gap"))]
         if shifted:
             ls = r.get("label_shift")
             cells += [f"{ls['rate']:.3f} [{ls['low']:.3f}, {ls['high']:.3f}]" if ls else "–",
