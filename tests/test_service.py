@@ -341,14 +341,63 @@ def test_bad_options_and_a_port_it_cannot_listen_on_are_one_line_and_exit_2():
         port = str(taken.getsockname()[1])
         for options, says in ((["--port", "99999"], "--port 99999: expected a port number from 0 to 65535"),
                               (["--port", port], f"--host 127.0.0.1 --port {port}: cannot listen there"),
-                              (["--host", "999.1.1.1", "--port", "0"], "--host 999.1.1.1 --port 0: cannot listen"),
+                              (["--host", "999.1.1.1", "--port", "0", "--public"], "--host 999.1.1.1 --port 0: cannot listen"),
                               (["--timeout-s", "nan"], "--timeout-s must be a positive number, found nan"),
                               (["--header-timeout-s", "inf"], "--header-timeout-s must be a positive number"),
-                              (["--allowed-host", ""], "--allowed-host: an empty name")):
+                              (["--allowed-host", ""], "--allowed-host: an empty name"),
+                              (["--host", "0.0.0.0", "--port", "0"], "--host 0.0.0.0: anyone who reaches the port"),
+                              (["--token-file", "/nonexistent"], "--token-file /nonexistent: cannot be read")):
             done = subprocess.run([sys.executable, "-m", "model.scoring.service", *options], env=ENV,
                                   capture_output=True, text=True, timeout=120, check=False)
             assert done.returncode == 2 and done.stderr.startswith(f"rat-serve: error: {says}"), done.stderr
             assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_token_is_asked_of_every_request_but_health_and_the_page(boosted_model, tmp_path):  # noqa: F811
+    """With a token (--token-file; needed beyond the loopback interface), a request without
+    ``Authorization: Bearer <token>``, or with another token, is a 401 naming what it needs;
+    /health and the page answer without it, and the page asks for it (headless Chromium)."""
+    folder, objects = boosted_model
+    token = "k3y-" + "x" * 28
+    (tmp_path / "token").write_text(token + "\n")
+    (tmp_path / "short").write_text("x" * 15)
+    done = subprocess.run([sys.executable, "-m", "model.scoring.service", "--token-file", str(tmp_path / "short")],
+                          env=ENV, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and "a token of at least 16 visible ASCII characters" in done.stderr, done.stderr
+    done = subprocess.run([sys.executable, "-m", "model.scoring.service", "--token-file", str(tmp_path / "token"),
+                           "--public"], env=ENV, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and done.stderr.startswith("rat-serve: error: --public and a token"), done.stderr
+    proc, url = start_service(folder, objects["table"].root, "--token-file", str(tmp_path / "token"))
+    try:
+        e = objects["table"].examples[0]
+        body = json.dumps({"db_id": e.db_id, "question": e.question, "sql": e.sql}).encode()
+
+        def call(path: str, given: str | None, data: bytes | None = None) -> tuple:
+            headers = {"Content-Type": "application/json", **({"Authorization": given} if given else {})}
+            request = urllib.request.Request(url + path, data=data, headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=60) as r:
+                    return r.status, json.loads(r.read()) if path != "/" else {}, r.headers
+            except urllib.error.HTTPError as error:
+                return error.code, json.loads(error.read()), error.headers
+
+        for given in (None, "Bearer " + "y" * len(token), token, "Bearer " + token[:-1], "Basic " + token):
+            for path, data in (("/databases", None), ("/score", body)):
+                status, answer, headers = call(path, given, data)
+                assert status == 401 and headers["WWW-Authenticate"] == "Bearer", (path, given)
+                assert answer["detail"] == "this service needs its token: Authorization: Bearer <token>"
+        assert call("/health", None)[0] == 200 and call("/", None)[0] == 200
+        status, answer, _ = call("/score", "Bearer " + token, body)
+        assert status == 200 and [n["label"] for n in answer["results"][0]["nodes"]] == list(e.node_names)
+        assert e.db_id in call("/databases", "Bearer " + token)[1]["databases"]
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        if chromium is not None:  # the page shows the token field and the 401's message
+            dom = _page_dom(chromium, url, {"db_id": e.db_id, "question": e.question, "sql": e.sql}, tmp_path / "p")
+            assert '<label id="auth">' in dom, dom[:3000]
+            assert '<div id="out"><p class="err">this service needs its token: Authorization' in dom, dom[:3000]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_api_docs_are_off_and_the_page_has_a_content_security_policy(service):

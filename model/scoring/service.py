@@ -36,6 +36,12 @@ and bytes) and only under ``--data-root``, symlinks resolved:
 a ``database`` path or ``db_id`` folder that leads outside it is refused (400) or not read. A
 connection that has not sent a whole request head within ``--header-timeout-s`` is closed.
 
+Access: the answers name values stored in the databases (a literal's closest stored values),
+so a service that listens beyond the loopback interface needs a token (``--token-file`` or
+``$RAT_SERVE_TOKEN``, at least ``MIN_TOKEN_CHARS`` characters), or ``--public`` to go without one;
+with a token every request but ``/health`` and the page itself carries ``Authorization: Bearer
+<token>`` (401 otherwise; the page asks for it).
+
 Named connections: ``--database shop=postgresql://scorer:pw@db:5432/shop`` (repeatable; any URL
 ``model.data.databases.open_database`` takes) makes ``db_id: "shop"`` read that database,
 read-only, its schema read from it at start unless ``--schema`` / ``--data-root`` has one. Each
@@ -47,6 +53,7 @@ import argparse
 import asyncio
 import base64
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -73,6 +80,7 @@ HEADER_TIMEOUT_S = 10.0
 # query has 92, BIRD dev's 389) is scored one at a time per process, paced to this share of the CPU
 HEAVY_WORDS, HEAVY_SHARE = 400, 0.25
 READING = 4  # request bodies read and parsed at once in each process
+TOKEN_ENV, MIN_TOKEN_CHARS = "RAT_SERVE_TOKEN", 16  # the access token: its variable, its least length
 SQL_WORDS = re.compile(r"\w+|[^\w\s]")
 
 
@@ -99,11 +107,13 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                use_databases: bool = True, max_sql_chars: int = MAX_SQL_CHARS, max_nodes: int = MAX_NODES,
                workers: int = 2, api_docs: bool = False, dialect: str = "sqlite",
                databases: dict[str, str] | None = None, heavy_words: int = HEAVY_WORDS,
-               heavy_share: float = HEAVY_SHARE, allowed_hosts: Sequence[str] | None = None):
+               heavy_share: float = HEAVY_SHARE, allowed_hosts: Sequence[str] | None = None,
+               token: str | None = None):
     """The FastAPI application around a ``Scorer`` (see the module's bounds). ``databases``:
     named connections, name -> URL (or anything ``open_database`` takes), read by ``db_id``.
     ``heavy_words`` / ``heavy_share``: the heavy lane (see the module's docstring).
-    ``allowed_hosts``: the names a request's Host header may carry (None: any)."""
+    ``allowed_hosts``: the names a request's Host header may carry (None: any). ``token``: the
+    bearer token every request but ``/health`` and the page must carry (None: none)."""
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
@@ -158,6 +168,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     app.add_middleware(BoundBody, max_body_bytes=max_body_bytes)
     if allowed_hosts is not None:
         app.add_middleware(AllowedHosts, hosts=allowed_hosts)
+    if token is not None:
+        app.add_middleware(RequireToken, token=token)
 
     async def read_body(request: Request) -> bytes:
         """The body, refused (413) as soon as it passes ``max_body_bytes``: a chunked body has no
@@ -324,7 +336,75 @@ class BoundBody:
         await self.app(scope, receive, send)
 
 
+class RequireToken:
+    """ASGI middleware: a request without ``Authorization: Bearer <token>`` is answered 401, but
+    for ``/health`` (probes) and the page at ``/``, which holds no data and asks for the token.
+    The token is compared in constant time."""
+
+    OPEN = ("/", "/health")
+
+    def __init__(self, app, token: str):
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and not (scope["path"] in self.OPEN and scope["method"] in ("GET", "HEAD")):
+            given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+            if not hmac.compare_digest(given, self.expected):
+                from fastapi.responses import JSONResponse
+
+                response = JSONResponse({"detail": "this service needs its token: Authorization: Bearer <token>"},
+                                        status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def read_token(token_file: Path | None, environ=os.environ) -> str | None:
+    """The access token: the first line of ``token_file``, else ``$RAT_SERVE_TOKEN``, else None.
+    ``UsageError`` for a file that cannot be read, both given, or a token that is shorter than
+    ``MIN_TOKEN_CHARS`` or has characters other than visible ASCII.
+
+    >>> read_token(None, {"RAT_SERVE_TOKEN": "k" * 20}), read_token(None, {})
+    ('kkkkkkkkkkkkkkkkkkkk', None)
+    """
+    from model.errors import UsageError
+
+    where = f"--token-file {token_file}" if token_file is not None else f"${TOKEN_ENV}"
+    if token_file is not None and environ.get(TOKEN_ENV):
+        raise UsageError(f"--token-file {token_file} and ${TOKEN_ENV}: give one of them")
+    if token_file is not None:
+        try:
+            with token_file.open("rb") as f:
+                raw = f.read(4096)
+        except OSError as e:
+            raise UsageError(f"{where}: cannot be read ({e.strerror or type(e).__name__})") from None
+        lines = raw.decode("latin-1").splitlines()
+        token = lines[0].strip() if lines else ""
+    else:
+        token = environ.get(TOKEN_ENV)
+        if token is None:
+            return None
+    if len(token) < MIN_TOKEN_CHARS or not all(33 <= ord(c) <= 126 for c in token):
+        raise UsageError(f"{where}: a token of at least {MIN_TOKEN_CHARS} visible ASCII characters, without spaces "
+                         "(python -c 'import secrets; print(secrets.token_urlsafe())')")
+    return token
+
+
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (``--host``) is an address of this machine's loopback interface.
+
+    >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("0.0.0.0"), is_loopback("scorer.lan")
+    (True, True, False, False)
+    """
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def host_name(header: str) -> str:
@@ -410,15 +490,9 @@ def allowed_hosts(host: str, given: Sequence[str]) -> list[str] | None:
     >>> allowed_hosts("127.0.0.1", []), allowed_hosts("0.0.0.0", []), allowed_hosts("0.0.0.0", ["scorer.lan"])
     (['localhost', '127.0.0.1', '::1'], None, ['scorer.lan'])
     """
-    import ipaddress
-
     if given:
         return list(given)
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    return list(LOOPBACK_HOSTS) if loopback else None
+    return list(LOOPBACK_HOSTS) if is_loopback(host) else None
 
 
 MAX_DEFAULT_PROCESSES = 4
@@ -449,6 +523,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="a name requests may carry in their Host header (repeatable; default: "
                              "localhost, 127.0.0.1 and ::1 on a loopback --host, any name otherwise)")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--token-file", type=Path, metavar="FILE",
+                        help=f"a file whose first line is the token requests must carry (Authorization: Bearer "
+                             f"<token>; or ${TOKEN_ENV}); needed on a --host beyond the loopback interface")
+    parser.add_argument("--public", action="store_true",
+                        help="on a --host beyond the loopback interface, serve without a token: anyone who "
+                             "reaches the port can score SQL against the databases and read values stored in them")
     parser.add_argument("--max-queries", type=int, default=64, help="queries per request (default 64)")
     parser.add_argument("--max-sql-chars", type=int, default=MAX_SQL_CHARS, help="characters of one query's SQL")
     parser.add_argument("--max-nodes", type=int, default=MAX_NODES,
@@ -487,6 +567,13 @@ def main(argv: list[str] | None = None) -> int:
                                      "timeout_s", "heavy_words", "header_timeout_s"))
         if "" in args.allowed_host:
             raise UsageError("--allowed-host: an empty name (no request carries it)")
+        token = read_token(args.token_file)
+        if token is not None and args.public:
+            raise UsageError("--public and a token (--token-file or $RAT_SERVE_TOKEN): give one of them")
+        if token is None and not args.public and not is_loopback(args.host):
+            raise UsageError(f"--host {args.host}: anyone who reaches the port could score SQL against the "
+                             "databases and read the answers, which name values stored in them: give "
+                             f"--token-file FILE (or ${TOKEN_ENV}), or --public to serve without a token")
         sock = listen_socket(args.host, args.port)  # before the model loads: a taken port is told at once
         schemas = read_schemas(args.schema, args.data_root, args.dialect.lower())
         scorer = load_scorer(args.model)
@@ -501,11 +588,13 @@ def main(argv: list[str] | None = None) -> int:
     app = create_app(scorer, args.data_root, schemas, max_queries=args.max_queries, timeout_s=args.timeout_s,
                      max_sql_chars=args.max_sql_chars, max_nodes=args.max_nodes, workers=args.workers,
                      api_docs=args.api_docs, dialect=args.dialect.lower(), databases=databases,
-                     heavy_words=args.heavy_words, allowed_hosts=allowed_hosts(args.host, args.allowed_host))
+                     heavy_words=args.heavy_words, allowed_hosts=allowed_hosts(args.host, args.allowed_host),
+                     token=token)
     protocol = type("Guarded", (GuardedH11Protocol,), {"header_timeout_s": args.header_timeout_s})
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", http=protocol,
                             timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
     processes = f", {args.processes} processes" if args.processes > 1 else ""
+    processes += ", token required" if token is not None else ""
     port = sock.getsockname()[1]  # --port 0: the one the system chose
     print(f"rat-serve: {scorer.description}, {len(schemas)} schemas{processes}, http://{args.host}:{port}/",
           file=sys.stderr, flush=True)
