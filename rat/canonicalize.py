@@ -21,6 +21,7 @@ Spellings that always mean the same are written one way, so that they get one tr
   ``WITH RECURSIVE t AS (base UNION [ALL] step)`` reads ``t`` in its step the same way.
 """
 
+import functools
 import logging
 import re
 import threading
@@ -31,6 +32,7 @@ from sqlglot import expressions as exp
 from sqlglot.dialects.sqlite import SQLite
 from sqlglot.time import format_time
 from sqlglot.tokens import TokenType
+from sqlglot.trie import new_trie
 
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
@@ -93,11 +95,16 @@ _SQLITE_CALLS = {
     "mysql": {"locate": ("instr", (1, 0)), **_STANDARD_CALLS},  # (MySQL's length counts bytes)
     "snowflake": {"charindex": ("instr", (1, 0)), **_EXTREMES},
     "tsql": {"charindex": ("instr", (1, 0)), "len": ("length", (0,)), **_EXTREMES},
+    "databricks": {"locate": ("instr", (1, 0)), **_STANDARD_CALLS},  # (its instr is SQLite's)
+    "trino": {"strpos": ("instr", (0, 1)), **_EXTREMES},
+    "redshift": {"strpos": ("instr", (0, 1)), "charindex": ("instr", (1, 0)), "len": ("length", (0,)),
+                 **_STANDARD_CALLS},
 }
 _STRFTIME = {"postgres": {"to_char": (1, 0)}, "snowflake": {"to_char": (1, 0), "to_varchar": (1, 0)},
              "mysql": {"date_format": (1, 0)}, "duckdb": {"strftime": (1, 0)},
              "bigquery": {"format_date": (0, 1), "format_timestamp": (0, 1), "format_datetime": (0, 1)},
-             "tsql": {"format": (1, 0)}}
+             "tsql": {"format": (1, 0)}, "databricks": {"date_format": (1, 0)}, "trino": {"date_format": (1, 0)},
+             "redshift": {"to_char": (1, 0)}}
 # (SQLite's codes that mean the same in the others; its %f and %s do not)
 _SQLITE_FORMAT_CODES = re.compile(r"%[dHjmMSwWY%]")
 # sqlglot's names of constructs rat refuses, as the SQL writes them (others keep sqlglot's name).
@@ -163,8 +170,7 @@ def _as_sqlite_function(call: exp.Anonymous, name: str, rat_dialect: Dialect) ->
     if not (isinstance(written, exp.Literal) and written.is_string) \
             or (name == "to_char" or name == "to_varchar") and "%" in written.this:
         return  # (in to_char's format, % is itself)
-    dialect = sqlglot_dialect(rat_dialect)
-    text = format_time(written.this, dialect.TIME_MAPPING, dialect.TIME_TRIE) or ""
+    text = format_time(written.this, *_time_codes(rat_dialect)) or ""
     rest = _SQLITE_FORMAT_CODES.sub("", text)
     if rest == text or re.search(r"[A-Za-z%]", rest):
         return  # no date (a number's format), or a code or a word SQLite's strftime does not write
@@ -172,6 +178,18 @@ def _as_sqlite_function(call: exp.Anonymous, name: str, rat_dialect: Dialect) ->
         date = date.this
     call.set("this", "strftime")
     call.set("expressions", [exp.Literal.string(text), date])
+
+
+@functools.cache
+def _time_codes(rat_dialect: Dialect) -> tuple[dict, dict]:
+    """sqlglot's mapping of the dialect's date-format codes to strftime's, and its trie, for
+    formatting: Spark's two-digit codes (`MM`, `dd`) map to `%m`, `%d` (sqlglot marks them
+    `%mstrict`, `%dstrict`, for parsing dates strictly, which formatting does not do)."""
+    dialect = sqlglot_dialect(rat_dialect)
+    if not any(v.endswith("strict") for v in dialect.TIME_MAPPING.values()):
+        return dialect.TIME_MAPPING, dialect.TIME_TRIE
+    mapping = {k: v.removesuffix("strict") for k, v in dialect.TIME_MAPPING.items()}
+    return mapping, new_trie(mapping)
 
 
 def _distinct_then_separator(call: exp.Anonymous, name: str) -> None:

@@ -16,7 +16,7 @@ Each dialect names the sqlglot dialect that parses it and three facts about its 
 (False, True)
 >>> dialect("oracle")
 Traceback (most recent call last):
-rat.errors.RATError: unknown dialect 'oracle' (known: bigquery, duckdb, mysql, postgres, snowflake, sqlite, tsql)
+rat.errors.RATError: unknown dialect 'oracle' (known: bigquery, databricks, duckdb, mysql, postgres, redshift, snowflake, sqlite, trino, tsql)
 """
 
 from dataclasses import dataclass
@@ -93,6 +93,17 @@ DIALECTS = {
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
                     json_operators=False, now="getdate", pivot=True, with_ties=True, limit_percent=True,
                     table_sample=True),
+    # Databricks SQL (Spark SQL): names ignore case, quoted in backticks or not
+    "databricks": Dialect("databricks", like_ignores_case=False, qualify=True, lateral="LATERAL",
+                          ignore_nulls=True, at_time_zone=False, json_operators=False, now="now", pivot=True,
+                          semi_join=True, group_by_all=True, order_by_all=True, star_exclude=True,
+                          table_sample=True),
+    # Trino (and Presto, Athena): names ignore case, quoted or not
+    "trino": Dialect("trino", like_ignores_case=False, lateral="LATERAL", ignore_nulls=True,
+                     json_operators=False, now="now", with_ties=True, table_sample=True),
+    # Redshift: names ignore case, quoted or not (enable_case_sensitive_identifier off, its default)
+    "redshift": Dialect("redshift", like_ignores_case=False, qualify=True, ignore_nulls=True,
+                        json_operators=False, now="getdate", pivot=True),
 }
 SQLITE = DIALECTS["sqlite"]
 

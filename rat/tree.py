@@ -83,7 +83,7 @@ _FRAME_KINDS = {"ROWS": "Rows", "RANGE": "Range", "GROUPS": "Groups"}
 
 def to_tree(sql: str, schema: Schema | Mapping | None = None, dialect: str = "sqlite") -> Node:
     """The canonical RAT of `sql`, written in `dialect` (one of `rat.dialects.DIALECTS`:
-    sqlite, postgres, mysql, duckdb, snowflake, bigquery, tsql); `schema`: a `Schema`, a
+    sqlite, postgres, mysql, duckdb, snowflake, bigquery, tsql, databricks, trino, redshift); `schema`: a `Schema`, a
     mapping ``{table: [columns]}`` or a `tables.json` entry (`Schema.of`). Raises `RATError` for
     SQL it cannot read, `TypeError` for arguments of the wrong type.
 

@@ -632,6 +632,23 @@ def test_insert_statements_are_skipped_to_their_end(dialect, rows):
     assert set(schema.tables) == ({"t", "u", "w"} if dialect == "sqlite" else {"t", "w"})
 
 
+@pytest.mark.parametrize("dialect, ddl", [
+    ("databricks", ("CREATE TABLE default.customers (id BIGINT NOT NULL, name STRING, CONSTRAINT pk PRIMARY KEY (id)) "
+                   "USING DELTA;\nCREATE TABLE orders (id BIGINT, customer_id BIGINT, CONSTRAINT fk FOREIGN KEY "
+                   "(customer_id) REFERENCES customers(id)) USING DELTA TBLPROPERTIES ('delta.appendOnly' = 'true');")),
+    ("redshift", ("CREATE TABLE public.customers (id INTEGER NOT NULL ENCODE az64, name VARCHAR(256) ENCODE lzo, "
+                 "PRIMARY KEY (id)) DISTSTYLE KEY DISTKEY(id) SORTKEY(id);\n"
+                 "CREATE TABLE orders (id INTEGER, customer_id INTEGER REFERENCES customers(id));")),
+])
+def test_ddl_of_databricks_and_redshift_is_read_with_its_keys(dialect, ddl):
+    """Databricks' Delta tables (USING, TBLPROPERTIES, informational keys) and Redshift's
+    (ENCODE, DISTKEY, SORTKEY): the tables in the dialect's default schema, with their keys."""
+    schema = schema_from_ddl(ddl, dialect)
+    assert schema.tables == {"customers": ("id", "name"), "orders": ("id", "customer_id")}
+    assert schema.primary_keys == ("customers.id",) and schema.foreign_keys == (("orders.customer_id", "customers.id"),)
+    assert set(schema.table_schemas.values()) == {"default" if dialect == "databricks" else "public"}
+
+
 @pytest.mark.parametrize("script, dialect", [("ssms_script.sql", "tsql"), ("snowflake_get_ddl.sql", "snowflake")])
 def test_scripts_of_sql_server_and_snowflake_are_read_with_their_keys(script, dialect):
     """SSMS's "Script Table as" (GO between statements, PRIMARY KEY CLUSTERED, keys added by ALTER

@@ -15,7 +15,7 @@ import rat
 
 SCHEMA = rat.Schema({"singer": ["singer_id", "name", "country", "age"],
                      "concert": ["concert_id", "singer_id", "year"]})
-KNOWN = "bigquery, duckdb, mysql, postgres, snowflake, sqlite, tsql"
+KNOWN = "bigquery, databricks, duckdb, mysql, postgres, redshift, snowflake, sqlite, trino, tsql"
 
 
 @pytest.mark.parametrize("call", [
@@ -702,6 +702,48 @@ def test_values_lists_are_rows():
     assert spans.unmapped == 0
 
 
+# A construct of `rat.dialects.Dialect`'s fields, as Databricks, Trino and Redshift write it
+NATIVE = {
+    "distinct_on": "SELECT DISTINCT ON (country) name FROM singer ORDER BY country, age",
+    "qualify": "SELECT name FROM singer QUALIFY row_number() OVER (ORDER BY age) = 1",
+    "at_time_zone": "SELECT age AT TIME ZONE 'UTC' FROM singer",
+    "json_operators": "SELECT name -> 'a' FROM singer",
+    "pivot": "SELECT * FROM singer PIVOT (sum(age) FOR country IN ('x', 'y'))",
+    "with_ties": "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS WITH TIES",
+    "group_by_all": "SELECT country, count(*) FROM singer GROUP BY ALL",
+    "order_by_all": "SELECT name, age FROM singer ORDER BY ALL",
+    "star_exclude": "SELECT * EXCEPT (age) FROM singer",
+    "semi_join": "SELECT singer.name FROM singer LEFT SEMI JOIN concert ON singer.singer_id = concert.singer_id",
+    "lateral": "SELECT singer.name, x.year FROM singer CROSS JOIN LATERAL (SELECT year FROM concert "
+               "WHERE concert.singer_id = singer.singer_id) AS x",
+    "ignore_nulls": "SELECT lag(age) IGNORE NULLS OVER (ORDER BY age) FROM singer",
+    "table_sample": "SELECT name FROM singer TABLESAMPLE (10 PERCENT)",
+    "frame_exclude": "SELECT sum(age) OVER (ORDER BY age ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING "
+                     "EXCLUDE CURRENT ROW) FROM singer",
+    "between_symmetric": "SELECT name FROM singer WHERE age BETWEEN SYMMETRIC 30 AND 20",
+}
+
+
+@pytest.mark.parametrize("dialect", ["databricks", "trino", "redshift"])
+def test_databricks_trino_and_redshift_read_the_constructs_they_have(dialect):
+    """Each construct is read where the dialect's field says it has it, and refused (one
+    RATError) where it does not; their date formats, string positions and current time are
+    SQLite's calls."""
+    spec = rat.DIALECTS[dialect]
+    for field, sql in NATIVE.items():
+        try:
+            rat.to_tree(sql, SCHEMA, dialect=dialect)
+            read = True
+        except rat.RATError:
+            read = False
+        assert read is bool(getattr(spec, field)), (dialect, field)
+    native = {"databricks": "SELECT date_format(age, 'yyyy-MM-dd'), locate('a', name), now() FROM singer",
+              "trino": "SELECT date_format(age, '%Y-%m-%d'), strpos(name, 'a'), now() FROM singer",
+              "redshift": "SELECT to_char(age, 'YYYY-MM-DD'), charindex('a', name), getdate() FROM singer"}[dialect]
+    assert rat.to_tree(native, SCHEMA, dialect=dialect) == rat.to_tree(
+        "SELECT strftime('%Y-%m-%d', age), instr(name, 'a'), CURRENT_TIMESTAMP FROM singer", SCHEMA)
+
+
 DOC_ROWS = [("`DISTINCT ON (..)`", "distinct_on"), ("`QUALIFY`", "qualify"),
             ("a FROM item reading the ones before it", "lateral"), ("`IGNORE NULLS`", "ignore_nulls"),
             ("`AT TIME ZONE`", "at_time_zone"), ("`->` / `->>`", "json_operators"), ("`PIVOT` / `UNPIVOT`", "pivot"),
@@ -720,7 +762,7 @@ def test_the_table_of_constructs_in_rat_md_is_the_dialects():
     import dataclasses
     from pathlib import Path
 
-    order = ["sqlite", "postgres", "mysql", "duckdb", "snowflake", "bigquery", "tsql"]
+    order = ["sqlite", "postgres", "mysql", "duckdb", "snowflake", "bigquery", "tsql", "databricks", "trino", "redshift"]
 
     def cell(value):
         return ("yes" if value else "—") if isinstance(value, bool) else (f"`{value}`" if value else "—")

@@ -134,7 +134,7 @@ def test_the_default_is_sqlite_and_a_rows_own_dialect_wins(scorer, demo):
 
 
 def test_an_unknown_dialect_is_one_line(scorer):
-    with pytest.raises(UsageError, match=r"^unknown dialect 'oracle' \(known: bigquery, duckdb"):
+    with pytest.raises(UsageError, match=r"^unknown dialect 'oracle' \(known: bigquery, databricks, duckdb"):
         scorer.score("SELECT 1", dialect="oracle")
     (bad,) = scorer.score_many([{"sql": "SELECT 1", "dialect": "oracle"}], progress=False)
     assert isinstance(bad, RowError) and bad.message.startswith("unknown dialect 'oracle'")

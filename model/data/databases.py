@@ -1139,7 +1139,8 @@ def _declarations(lines: Iterable[str], dialect: str, source: str) -> str:
 
 # The schema a table declared without one is in, per dialect (SQLite: none, as its catalogue is
 # read; MySQL's and BigQuery's: the database or dataset, unknown from DDL alone)
-_HOME_SCHEMA = {"postgres": "public", "duckdb": "main", "tsql": "dbo", "snowflake": "PUBLIC"}
+_HOME_SCHEMA = {"postgres": "public", "duckdb": "main", "tsql": "dbo", "snowflake": "PUBLIC", "redshift": "public",
+                "databricks": "default"}
 
 
 def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: str = "",
@@ -1153,7 +1154,7 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     views, functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY .. FROM
     stdin``, INSERTs) are skipped (``_declarations``); ``text`` is the DDL or its lines (an open
     file: a whole dump is read line by line, its rows not held). A table declared without a schema is in the dialect's default one
-    (PostgreSQL's public, DuckDB's main, SQL Server's dbo, Snowflake's PUBLIC); each name is read
+    (PostgreSQL's and Redshift's public, DuckDB's main, SQL Server's dbo, Snowflake's PUBLIC, Databricks' default); each name is read
     as the database resolves it and as its catalogue is read (`_pick_tables`): from the default
     schema, else the first schema by name that has it, the other schemas' tables of that name
     being tables of their own (``archive.invoices``, with their keys); where each table is read

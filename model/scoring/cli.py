@@ -24,7 +24,7 @@ DuckDB file, or a URL (``postgresql://user:pw@host:5432/db``, ``mysql+pymysql://
 
     rat-score --database postgresql://scorer:pw@localhost/shop --dialect postgres \
         --question "Customers in Lyon?" --sql "SELECT name FROM customers WHERE city ILIKE 'lyon'"
- ``--dialect postgres`` (or mysql, duckdb, snowflake, bigquery, tsql)
+ ``--dialect postgres`` (or mysql, duckdb, snowflake, bigquery, tsql, databricks, trino, redshift)
 reads SQL written for that database; a JSONL row's own ``dialect`` field wins. ``--model pretrained`` (default) or a saved model / neural run.
 A mistake in the command line is one line and exit code 2; a row that cannot be scored is
 counted and reported, and the run goes on.

@@ -198,7 +198,7 @@ def dialect_name(name: object) -> str:
     >>> dialect_name("oracle")
     Traceback (most recent call last):
     ...
-    model.errors.UsageError: unknown dialect 'oracle' (known: bigquery, duckdb, mysql, postgres, snowflake, sqlite, tsql)
+    model.errors.UsageError: unknown dialect 'oracle' (known: bigquery, databricks, duckdb, mysql, postgres, redshift, snowflake, sqlite, trino, tsql)
     """
     found = name.lower() if isinstance(name, str) else None
     if found not in rat.DIALECTS:
