@@ -222,6 +222,27 @@ def _orders_by_all(node: exp.Expression) -> bool:
             and not node.this.quoted) and node.name.upper() == "ALL"
 
 
+def _lateral_views(select: exp.Select, sql: str, rat_dialect: Dialect) -> None:
+    """Spark's (Databricks', Hive's) `FROM t LATERAL VIEW explode(t.a) v AS x`, each row of `t`
+    with each element of its array (or entry of its map), as the join other dialects write,
+    `CROSS JOIN UNNEST(t.a) AS v(x)`, in place. RATError in a dialect without it, and for the
+    rest: `LATERAL VIEW OUTER` (which keeps a row whose array is empty), `posexplode` (its
+    positions count from 0, where `WITH ORDINALITY` counts from 1, after the element), `inline`,
+    `json_tuple`, ..."""
+    if not rat_dialect.lateral_view:
+        raise RATError(f"unsupported construct 'LATERAL VIEW' ({rat_dialect.name} has none)", sql)
+    for lateral in select.args["laterals"]:
+        generator = lateral.this  # (a call rat's parser keeps as written: Anonymous)
+        named = generator.name.lower() if type(generator) is exp.Anonymous else type(generator).__name__
+        if not lateral.args.get("view") or named != "explode" or len(generator.expressions) != 1 \
+                or lateral.args.get("outer"):
+            what = "OUTER " if lateral.args.get("outer") else ""
+            raise RATError(f"unsupported construct 'LATERAL VIEW {what}{named}'", sql)
+        unnest = exp.Unnest(expressions=list(generator.expressions), alias=lateral.args.get("alias"))
+        select.append("joins", exp.Join(this=unnest, kind="CROSS"))
+    select.set("laterals", None)
+
+
 def _always_true(condition: exp.Expression | None) -> bool:
     """Whether a join condition is `1 = 1` (in parentheses or not). (sqlglot reads SQLite's join
     without ON as ON TRUE, and rat keeps that as it always has.)"""
@@ -709,6 +730,8 @@ class _Resolver:
         args = node.args
         if args.get("windows"):
             self.check_windows(node)
+        if args.get("laterals"):
+            _lateral_views(node, self.sql, self.dialect)
         if not self.unsupported.isdisjoint(args):  # one test for the usual case
             for key in _UNSUPPORTED_CLAUSES:
                 if key in self.unsupported and args.get(key):

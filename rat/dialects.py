@@ -49,6 +49,7 @@ class Dialect:
     frame_exclude: bool = False  # a window frame's EXCLUDE CURRENT ROW / GROUP / TIES
     jsonb_keys: bool = False  # jsonb's j ? 'k', j ?| array[..], j ?& array[..]
     table_sample: bool = False  # t TABLESAMPLE SYSTEM (10) (Snowflake: t SAMPLE (10))
+    lateral_view: bool = False  # FROM t LATERAL VIEW explode(t.a) v AS x (Spark's, Hive's)
     asof_join: str = ""  # a ASOF JOIN b: "inner" (DuckDB: the rows with a match), "left" (Snowflake: every row of a)
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
 
@@ -97,7 +98,7 @@ DIALECTS = {
     "databricks": Dialect("databricks", like_ignores_case=False, qualify=True, lateral="LATERAL",
                           ignore_nulls=True, at_time_zone=False, json_operators=False, now="now", pivot=True,
                           semi_join=True, group_by_all=True, order_by_all=True, star_exclude=True,
-                          table_sample=True),
+                          table_sample=True, lateral_view=True),
     # Trino (and Presto, Athena): names ignore case, quoted or not
     "trino": Dialect("trino", like_ignores_case=False, lateral="LATERAL", ignore_nulls=True,
                      json_operators=False, now="now", with_ties=True, table_sample=True),

@@ -721,6 +721,7 @@ NATIVE = {
     "frame_exclude": "SELECT sum(age) OVER (ORDER BY age ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING "
                      "EXCLUDE CURRENT ROW) FROM singer",
     "between_symmetric": "SELECT name FROM singer WHERE age BETWEEN SYMMETRIC 30 AND 20",
+    "lateral_view": "SELECT singer.name, x FROM singer LATERAL VIEW explode(singer.name) v AS x",
 }
 
 
@@ -744,6 +745,26 @@ def test_databricks_trino_and_redshift_read_the_constructs_they_have(dialect):
         "SELECT strftime('%Y-%m-%d', age), instr(name, 'a'), CURRENT_TIMESTAMP FROM singer", SCHEMA)
 
 
+def test_a_lateral_view_of_explode_is_the_join_with_unnest():
+    """Databricks' `LATERAL VIEW explode(a) v AS x` is Trino's (and PostgreSQL's) `CROSS JOIN
+    UNNEST(a) AS v(x)`; `LATERAL VIEW OUTER` and other generators are refused, naming them."""
+    schema = rat.Schema({"events": ["id", "user_id", "tags"], "users": ["id", "name"]})
+    view = ("SELECT e.id, u.name, tag FROM events e JOIN users u ON e.user_id = u.id "
+            "LATERAL VIEW explode(e.tags) t AS tag WHERE tag = 'x'")
+    unnest = ("SELECT e.id, u.name, tag FROM events e JOIN users u ON e.user_id = u.id "
+              "CROSS JOIN UNNEST(e.tags) AS t(tag) WHERE tag = 'x'")
+    assert rat.to_tree(view, schema, dialect="databricks") == rat.to_tree(unnest, schema, dialect="trino") == \
+        rat.to_tree(unnest, schema, dialect="postgres")
+    assert "((events.tags)Unnest)" in rat.serialize(rat.to_tree(view, schema, dialect="databricks"))
+    for written, says in (("LATERAL VIEW OUTER explode(e.tags) t AS tag", "LATERAL VIEW OUTER explode"),
+                          ("LATERAL VIEW posexplode(e.tags) t AS pos, tag", "LATERAL VIEW posexplode")):
+        with pytest.raises(rat.RATError, match=f"^unsupported construct '{says}'"):
+            rat.to_tree(f"SELECT e.id FROM events e {written}", schema, dialect="databricks")
+    for dialect in sorted(set(rat.DIALECTS) - {"databricks"}):  # (sqlglot parses it in every dialect)
+        with pytest.raises(rat.RATError, match=f"^unsupported construct 'LATERAL VIEW' \\({dialect} has none\\)"):
+            rat.to_tree(view, schema, dialect=dialect)
+
+
 DOC_ROWS = [("`DISTINCT ON (..)`", "distinct_on"), ("`QUALIFY`", "qualify"),
             ("a FROM item reading the ones before it", "lateral"), ("`IGNORE NULLS`", "ignore_nulls"),
             ("`AT TIME ZONE`", "at_time_zone"), ("`->` / `->>`", "json_operators"), ("`PIVOT` / `UNPIVOT`", "pivot"),
@@ -752,7 +773,7 @@ DOC_ROWS = [("`DISTINCT ON (..)`", "distinct_on"), ("`QUALIFY`", "qualify"),
             ("`* EXCLUDE (a)` / `* EXCEPT (a)`", "star_exclude"), ("`WITH TIES`", "with_ties"),
             ("`TOP n PERCENT`", "limit_percent"), ("a frame's `EXCLUDE`", "frame_exclude"),
             ("jsonb's key tests `?`, `?\\|`, `?&`", "jsonb_keys"), ("`TABLESAMPLE`", "table_sample"),
-            ("`ASOF JOIN`", "asof_join"),
+            ("`ASOF JOIN`", "asof_join"), ("`LATERAL VIEW explode(..)`", "lateral_view"),
             ("`CURRENT_TIMESTAMP` by another name", "now")]
 
 
