@@ -70,7 +70,7 @@ def test_bad_rows_are_counted_and_the_run_goes_on(boosted_model, tmp_path):  # n
     root = objects["table"].root
     rows = tmp_path / "rows.jsonl"
     db = objects["table"].examples[0].db_id
-    rows.write_text("\n".join([json.dumps({"db_id": db, "question": "q", "sql": "SELECT 1"}),
+    rows.write_text("\n".join([json.dumps({"db_id": db, "question": "q", "sql": "SELECT upper('a')"}),
                                "{not json", json.dumps({"db_id": db, "sql": "SELECT * FROM ("}),
                                json.dumps({"db_id": "no_such_db", "sql": "SELECT 1"}),
                                json.dumps({"db_id": db, "question": "q"}),
@@ -88,7 +88,9 @@ def test_bad_rows_are_counted_and_the_run_goes_on(boosted_model, tmp_path):  # n
                      "--out", str(tmp_path / "o.jsonl"))
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 1
-    summary = done.stderr.strip().splitlines()[-1]
+    *_, summary, unfamiliar = done.stderr.strip().splitlines()
+    assert unfamiliar == ("rat-score: 1 of 1 queries have operators the model does not know (Upper 1): "
+                          "their confidences there say little")
     assert "scored 1 of 13 rows" in summary and "not scored: 12" in summary
     assert "malformed db_id 3" in summary and "malformed question 2" in summary
     assert "characters; at most 10000 are scored 1" in summary

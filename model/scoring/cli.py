@@ -363,7 +363,27 @@ def score_file(scorer, args, schemas: dict) -> int:
     for path, found in shifts:
         moved = "; whole-query confidences moved to it" if found.fits else ""
         print(f"rat-score: {path.name}: {found}{moved}", file=sys.stderr)
+    if unfamiliar := unfamiliar_note(scored):
+        print(f"rat-score: {unfamiliar}", file=sys.stderr)
     return 0
+
+
+def unfamiliar_note(scored) -> str:
+    """How many scored queries have nodes the model reads as an unknown operator, and of which
+    kinds ("" when none has).
+
+    >>> from types import SimpleNamespace as N
+    >>> q = [N(nodes=[N(kind="Or", unfamiliar=True), N(kind="Eq", unfamiliar=False)]), N(nodes=[])]
+    >>> unfamiliar_note(q)
+    '1 of 2 queries have operators the model does not know (Or 1): their confidences there say little'
+    """
+    kinds = Counter(n.kind for r in scored for n in r.nodes if n.unfamiliar)
+    if not kinds:
+        return ""
+    queries = sum(any(n.unfamiliar for n in r.nodes) for r in scored)
+    shown = ", ".join(f"{k} {c}" for k, c in kinds.most_common(5)) + (", ..." if len(kinds) > 5 else "")
+    return (f"{queries} of {len(scored)} queries have operators the model does not know ({shown}): "
+            "their confidences there say little")
 
 
 def build_adapt_parser() -> argparse.ArgumentParser:
