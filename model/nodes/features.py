@@ -246,6 +246,8 @@ def known_kind(kind: str) -> bool:
     (True, True, False)
     """
     return kind in KIND_CODE and kind not in ("other", "root")
+
+
 COLUMN_TYPES = ("other", "text", "number", "time", "boolean")
 
 
