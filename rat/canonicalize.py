@@ -225,21 +225,20 @@ def _orders_by_all(node: exp.Expression) -> bool:
 def _lateral_views(select: exp.Select, sql: str, rat_dialect: Dialect) -> None:
     """Spark's (Databricks', Hive's) `FROM t LATERAL VIEW explode(t.a) v AS x`, each row of `t`
     with each element of its array (or entry of its map), as the join other dialects write,
-    `CROSS JOIN UNNEST(t.a) AS v(x)`, in place. RATError in a dialect without it, and for the
-    rest: `LATERAL VIEW OUTER` (which keeps a row whose array is empty), `posexplode` (its
-    positions count from 0, where `WITH ORDINALITY` counts from 1, after the element), `inline`,
-    `json_tuple`, ..."""
+    `CROSS JOIN UNNEST(t.a) AS v(x)` (`LATERAL VIEW OUTER`, which keeps a row whose array is
+    empty: `LEFT JOIN UNNEST(t.a) AS v(x) ON TRUE`), in place. RATError in a dialect without it,
+    and for other generators: `posexplode` (its positions count from 0, where `WITH ORDINALITY`
+    counts from 1, after the element), `inline`, `json_tuple`, ..."""
     if not rat_dialect.lateral_view:
         raise RATError(f"unsupported construct 'LATERAL VIEW' ({rat_dialect.name} has none)", sql)
     for lateral in select.args["laterals"]:
         generator = lateral.this  # (a call rat's parser keeps as written: Anonymous)
         named = generator.name.lower() if type(generator) is exp.Anonymous else type(generator).__name__
-        if not lateral.args.get("view") or named != "explode" or len(generator.expressions) != 1 \
-                or lateral.args.get("outer"):
-            what = "OUTER " if lateral.args.get("outer") else ""
-            raise RATError(f"unsupported construct 'LATERAL VIEW {what}{named}'", sql)
+        if not lateral.args.get("view") or named != "explode" or len(generator.expressions) != 1:
+            raise RATError(f"unsupported construct 'LATERAL VIEW {named}'", sql)
         unnest = exp.Unnest(expressions=list(generator.expressions), alias=lateral.args.get("alias"))
-        select.append("joins", exp.Join(this=unnest, kind="CROSS"))
+        select.append("joins", exp.Join(this=unnest, side="LEFT", on=exp.true()) if lateral.args.get("outer")
+                      else exp.Join(this=unnest, kind="CROSS"))
     select.set("laterals", None)
 
 

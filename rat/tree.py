@@ -413,6 +413,8 @@ class _Builder:
         if isinstance(node, exp.Subquery):
             return self.pivot(node, self.query(node.this, ctes), ctes)
         if isinstance(node, exp.Lateral):  # the subquery or function, reading what is before it
+            if isinstance(node.this, exp.Unnest):
+                return self.relation(node.this, ctes)
             return self.query(node.this.this, ctes) if isinstance(node.this, exp.Subquery) \
                 else self.expr(node.this, ctes)
         if isinstance(node, exp.Unnest):

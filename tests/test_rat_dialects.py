@@ -747,7 +747,8 @@ def test_databricks_trino_and_redshift_read_the_constructs_they_have(dialect):
 
 def test_a_lateral_view_of_explode_is_the_join_with_unnest():
     """Databricks' `LATERAL VIEW explode(a) v AS x` is Trino's (and PostgreSQL's) `CROSS JOIN
-    UNNEST(a) AS v(x)`; `LATERAL VIEW OUTER` and other generators are refused, naming them."""
+    UNNEST(a) AS v(x)`, its `LATERAL VIEW OUTER` PostgreSQL's `LEFT JOIN LATERAL unnest(a) ..
+    ON TRUE`; other generators are refused, naming them."""
     schema = rat.Schema({"events": ["id", "user_id", "tags"], "users": ["id", "name"]})
     view = ("SELECT e.id, u.name, tag FROM events e JOIN users u ON e.user_id = u.id "
             "LATERAL VIEW explode(e.tags) t AS tag WHERE tag = 'x'")
@@ -756,10 +757,13 @@ def test_a_lateral_view_of_explode_is_the_join_with_unnest():
     assert rat.to_tree(view, schema, dialect="databricks") == rat.to_tree(unnest, schema, dialect="trino") == \
         rat.to_tree(unnest, schema, dialect="postgres")
     assert "((events.tags)Unnest)" in rat.serialize(rat.to_tree(view, schema, dialect="databricks"))
-    for written, says in (("LATERAL VIEW OUTER explode(e.tags) t AS tag", "LATERAL VIEW OUTER explode"),
-                          ("LATERAL VIEW posexplode(e.tags) t AS pos, tag", "LATERAL VIEW posexplode")):
-        with pytest.raises(rat.RATError, match=f"^unsupported construct '{says}'"):
-            rat.to_tree(f"SELECT e.id FROM events e {written}", schema, dialect="databricks")
+    # OUTER keeps the rows whose array is empty: PostgreSQL's LEFT JOIN LATERAL unnest(..) ON TRUE
+    outer = rat.to_tree(view.replace("LATERAL VIEW", "LATERAL VIEW OUTER"), schema, dialect="databricks")
+    left = unnest.replace("CROSS JOIN UNNEST(e.tags) AS t(tag)", "LEFT JOIN LATERAL unnest(e.tags) AS t(tag) ON TRUE")
+    assert outer == rat.to_tree(left, schema, dialect="postgres") != rat.to_tree(view, schema, dialect="databricks")
+    with pytest.raises(rat.RATError, match="^unsupported construct 'LATERAL VIEW posexplode'"):
+        rat.to_tree("SELECT e.id FROM events e LATERAL VIEW posexplode(e.tags) t AS pos, tag", schema,
+                    dialect="databricks")
     for dialect in sorted(set(rat.DIALECTS) - {"databricks"}):  # (sqlglot parses it in every dialect)
         with pytest.raises(rat.RATError, match=f"^unsupported construct 'LATERAL VIEW' \\({dialect} has none\\)"):
             rat.to_tree(view, schema, dialect=dialect)
