@@ -194,12 +194,12 @@ def test_page_is_served(service):
     assert "<form" in page and "/score" in page
 
 
-def _page_dom(chromium: str, url: str, query: dict, profile) -> str:
+def _page_dom(chromium: str, url: str, query: dict, profile, fragment: str = "") -> str:
     """The page's DOM after its scripts ran (the page scores a link's sql at once)."""
     done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
                            f"--user-data-dir={profile}", "--virtual-time-budget=15000", "--dump-dom",
-                           f"{url}/?{urllib.parse.urlencode(query)}"], check=False, capture_output=True, text=True,
+                           f"{url}/?{urllib.parse.urlencode(query)}{fragment}"], check=False, capture_output=True, text=True,
                           timeout=120)
     return done.stdout
 
@@ -395,6 +395,11 @@ def test_a_token_is_asked_of_every_request_but_health_and_the_page(boosted_model
             dom = _page_dom(chromium, url, {"db_id": e.db_id, "question": e.question, "sql": e.sql}, tmp_path / "p")
             assert '<label id="auth">' in dom, dom[:3000]
             assert '<div id="out"><p class="err">this service needs its token: Authorization' in dom, dom[:3000]
+            # a link with the token after #: the page keeps it for the tab and scores
+            query = {"db_id": e.db_id, "question": e.question, "sql": e.sql}
+            dom = _page_dom(chromium, url, query, tmp_path / "q", fragment=f"#token={token}")
+            assert dom.count('<li><span class="c" style="background:hsl(') == len(e.node_names), dom[-3000:]
+            assert '<label id="auth" hidden="">' in dom and f"<option value=\"{e.db_id}\">" in dom
     finally:
         proc.terminate()
         proc.wait(timeout=10)
