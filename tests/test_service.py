@@ -19,6 +19,7 @@ from tests import servers
 from tests.test_scorer import boosted_model  # noqa: F401  (the fixture)
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+TYPO = "SELECT name FROM suppliers WHERE country = 'Germani'"
 
 
 def start_service(folder, data_root, *options: str) -> tuple[subprocess.Popen, str]:
@@ -403,6 +404,41 @@ def test_a_token_is_asked_of_every_request_but_health_and_the_page(boosted_model
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_check_answers_verdicts_under_the_models_policy(service):
+    """POST /check: each query's verdict (run | review | regenerate) under the model's policy,
+    with its feedback and the part to look at, a literal not stored in its column named with the
+    closest stored values (the shipped model, a named connection); a bad row is an error row."""
+    url, _ = service
+    request = urllib.request.Request(url + "/check", headers={"Content-Type": "application/json"}, data=json.dumps(
+        {"queries": [{"db_id": "supply_chain", "question": "Suppliers in Germany?", "sql": TYPO},
+                     {"db_id": "supply_chain", "question": "q", "sql": "SELECT * FROM ("}]}).encode())
+    with urllib.request.urlopen(request, timeout=60) as r:
+        assert r.status == 200
+        verdict, bad = json.loads(r.read())["results"]
+    assert verdict["action"] in ("run", "review", "regenerate") and verdict["db_id"] == "supply_chain"
+    assert TYPO[slice(*verdict["look_here_first"]["span"])] == verdict["look_here_first"]["text"]
+    assert verdict["feedback"] and verdict["policy"] and verdict["sql"] == TYPO
+    assert "cannot parse" in bad["error"]
+    status, plain = post(url, {"db_id": "supply_chain", "question": "Suppliers in Germany?", "sql": TYPO})
+    assert status == 200 and plain["results"][0]["query_confidence"] == verdict["query_confidence"]
+    # the shipped model, a named connection: the literal looked up in the database, in the scoring thread
+    from model.synth.demo import demo_root
+
+    database = demo_root() / "database" / "supply_chain" / "supply_chain.sqlite"
+    proc, shipped = servers.start_service("--model", "pretrained", "--database", f"shop=sqlite:///{database}", env=ENV)
+    try:
+        request = urllib.request.Request(shipped + "/check", headers={"Content-Type": "application/json"},
+                                         data=json.dumps({"db_id": "shop", "question": "Suppliers in Germany?",
+                                                          "sql": TYPO}).encode())
+        with urllib.request.urlopen(request, timeout=60) as r:
+            (verdict,) = json.loads(r.read())["results"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert verdict["action"] in ("review", "regenerate") and verdict["look_here_first"]["text"] == "'Germani'"
+    assert "the literal 'Germani' is not a value of suppliers.country; closest: 'Germany'" in verdict["reasons"]
 
 
 def test_api_docs_are_off_and_the_page_has_a_content_security_policy(service):

@@ -5,7 +5,10 @@
 ``POST /score`` with ``{"queries": [{"db_id", "question", "sql"}, ...]}`` (or one query object;
 optional fields ``evidence``, BIRD's, read as part of the question, ``question_id``, ``dialect``)
 answers ``{"results": [row, ...]}``, each row as ``rat-score`` writes it, or ``{"error": ...}``
-for a query that cannot be scored. ``GET /health``; ``GET /databases``; ``GET /`` is a page where
+for a query that cannot be scored. ``POST /check``, with the same body, answers each query's
+verdict under the model's policy instead (run | review | regenerate, with feedback for the
+model that wrote it: ``model.scoring.verdict``; 404 for a model without a policy).
+``GET /health``; ``GET /databases``; ``GET /`` is a page where
 a person pastes a question and SQL, picks a database and sees the coloured SQL, the tree and
 "look here first". There is no API browser: ``/docs``, ``/redoc`` and ``/openapi.json`` are off
 unless ``--api-docs`` turns them on (then anyone who reaches the port can read them).
@@ -139,10 +142,20 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                                               max_result_bytes=scorer.max_result_bytes)
         return opened.open[name]
 
-    def score_rows(rows: list[dict], **options):
+    policy = scorer.policy
+
+    def score_rows(rows: list[dict], verdicts: bool = False, **options):
+        """The rows scored (with reasons), or with ``verdicts`` each scored row's verdict under the
+        model's policy (its literals looked up in the row's database, in this thread)."""
         rows = [{**r, "database": named_database(r["database"].name)}
                 if isinstance(r.get("database"), _Named) else r for r in rows]
-        return scorer.score_many(rows, False, True, **options)
+        results = scorer.score_many(rows, False, True, **options)
+        if not verdicts:
+            return results
+        from model.scoring.verdict import verdict_of
+
+        return [r if isinstance(r, RowError) else verdict_of(r, policy, row.get("database"))
+                for row, r in zip(rows, results)]
 
     busy = [0]  # requests of the normal lane queued or being scored in this process
 
@@ -260,6 +273,17 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
 
     @app.post("/score")
     async def score(request: Request) -> JSONResponse:
+        return await answer(request, verdicts=False)
+
+    @app.post("/check")
+    async def check(request: Request) -> JSONResponse:
+        if policy is None:
+            raise HTTPException(404, f"/check needs a model with a policy; {scorer.description} has none "
+                                     "(python -m model.scoring.policy)")
+        return await answer(request, verdicts=True)
+
+    async def answer(request: Request, verdicts: bool) -> JSONResponse:
+        """A /score or /check request's rows, scored (or given their verdicts) in a lane."""
         deadline = time.monotonic() + timeout_s
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":  # a form or text/plain is what another site's page can send
@@ -281,8 +305,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         finally:
             reading.release()
         known = [r for r in rows if not r["_unknown"]]
-        work = partial(score_heavy if heavy else score_rows, known, deadline=deadline, max_nodes=max_nodes,
-                       max_sql_chars=max_sql_chars, dialect=dialect, label_shift=False)
+        work = partial(score_heavy if heavy else score_rows, known, verdicts=verdicts, deadline=deadline,
+                       max_nodes=max_nodes, max_sql_chars=max_sql_chars, dialect=dialect, label_shift=False)
         lane = heavy_lane if heavy else scoring
         busy[0] += not heavy
         try:  # a request still queued at its deadline is dropped; a running one stops at its next check
@@ -302,7 +326,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                 continue
             result = next(it)
             out.append({"error": unrooted(result.message), "db_id": r["db_id"]} if isinstance(result, RowError)
-                       else result.to_dict())
+                       else {**result.to_dict(), "db_id": r["db_id"]} if verdicts else result.to_dict())
         return JSONResponse({"results": out})  # as FastAPI would write it, without its encoder's pass
 
     return app
