@@ -152,10 +152,14 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         results = scorer.score_many(rows, False, True, **options)
         if not verdicts:
             return results
+        from model.data.execution import check_deadline
         from model.scoring.verdict import verdict_of
 
-        return [r if isinstance(r, RowError) else verdict_of(r, policy, row.get("database"))
-                for row, r in zip(rows, results)]
+        out = []
+        for row, r in zip(rows, results):  # (a verdict may read its literals' columns: the deadline holds)
+            check_deadline(options.get("deadline"))
+            out.append(r if isinstance(r, RowError) else verdict_of(r, policy, row.get("database")))
+        return out
 
     busy = [0]  # requests of the normal lane queued or being scored in this process
 
