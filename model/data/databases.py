@@ -1137,6 +1137,45 @@ def _declarations(lines: Iterable[str], dialect: str, source: str) -> str:
     return "".join(kept)
 
 
+def _view_outputs(select, rows: list[tuple[str, str, str, str]], schema_of) -> list[tuple[str, str]]:
+    """The (name, declared type) of each column a view's SELECT gives: an aliased or plain
+    column's name (a column's type where its table was declared), each column of the tables a
+    ``*`` or ``t.*`` reads (declared in ``rows`` before the view); an expression without a name
+    gives none."""
+    from sqlglot import exp
+
+    sources: dict[str, tuple[str, str]] = {}  # a FROM item's name or alias -> its (schema, table), lowercase
+    for item in [select.args["from_"].this] if select.args.get("from_") else []:
+        items = [item, *(j.this for j in select.args.get("joins") or [])]
+        for source in items:
+            if isinstance(source, exp.Table):
+                sources[(source.alias_or_name or "").lower()] = (schema_of(source).lower(), source.name.lower())
+    columns_of: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for schema, table, column, declared_type in rows:
+        columns_of.setdefault((schema.lower(), table.lower()), []).append((column, declared_type))
+    out: list[tuple[str, str]] = []
+    for projection in select.expressions:
+        star = projection if isinstance(projection, exp.Star) else \
+            projection.this if isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star) else None
+        if star is not None:
+            qualifier = projection.table.lower() if isinstance(projection, exp.Column) else ""
+            for key in ([sources[qualifier]] if qualifier in sources else [] if qualifier else list(sources.values())):
+                out.extend(columns_of.get(key, []))
+            continue
+        output = projection.alias_or_name
+        if not output:
+            continue
+        declared_type = ""
+        if isinstance(projection, exp.Column) and projection.table.lower() in sources:
+            declared_type = dict(columns_of.get(sources[projection.table.lower()], [])).get(projection.name, "")
+        out.append((output, declared_type))
+    return out
+
+
+# MySQL's versioned comment, `/*!50001 text */`: text MySQL runs (from that version on)
+_VERSION_COMMENT = re.compile(r"/\*!\d{5} ?(.*?) ?\*/", re.DOTALL)
+
+
 # The schema a table declared without one is in, per dialect (SQLite: none, as its catalogue is
 # read; MySQL's and BigQuery's: the database or dataset, unknown from DDL alone)
 _HOME_SCHEMA = {"postgres": "public", "duckdb": "main", "tsql": "dbo", "snowflake": "PUBLIC", "redshift": "public",
@@ -1150,8 +1189,10 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     in a column or a ``FOREIGN KEY`` clause; one without columns points at the parent's primary
     key; keys added by ``ALTER TABLE .. ADD [CONSTRAINT ..]``, as pg_dump writes them, and
     MySQL's ``CONSTRAINT .. FOREIGN KEY``, as mysqldump writes them; SQL Server's ``PRIMARY KEY
-    CLUSTERED``, and ``GO`` between statements, as SSMS writes them). Other statements (indexes,
-    views, functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY .. FROM
+    CLUSTERED``, and ``GO`` between statements, as SSMS writes them). A view is a table of its
+    output columns, without keys, as a catalogue lists it (``_view_outputs``; mysqldump's, in
+    version comments, read as MySQL reads them). Other statements (indexes, materialized views,
+    functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY .. FROM
     stdin``, INSERTs) are skipped (``_declarations``); ``text`` is the DDL or its lines (an open
     file: a whole dump is read line by line, its rows not held). A table declared without a schema is in the dialect's default one
     (PostgreSQL's and Redshift's public, DuckDB's main, SQL Server's dbo, Snowflake's PUBLIC, Databricks' default); each name is read
@@ -1174,6 +1215,8 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     from rat.canonicalize import quiet_sqlglot
 
     text = _declarations(text.splitlines(keepends=True) if isinstance(text, str) else text, dialect, source)
+    if dialect == "mysql":  # mysqldump writes views in version comments (`/*!50001 CREATE .. VIEW .. */`)
+        text = _VERSION_COMMENT.sub(r"\1", text)
     try:
         with quiet_sqlglot():  # (its notes on statements it keeps as commands: functions, grants)
             statements = sqlglot.parse(text, read=dialect)
@@ -1222,6 +1265,33 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
             for k, column in enumerate(name(e) for e in item.expressions):
                 pending.append((*owner, column, parent, parent_columns[k] if k < len(parent_columns) else None))
 
+    def view(statement: exp.Create) -> None:
+        """A view's columns, as a catalogue lists them beside the tables' (no keys): those it
+        names (``CREATE VIEW v (a, b)``), else its query's output names, a ``*`` being the
+        columns of the tables (and views) declared before it. A materialized view is not read
+        (PostgreSQL's catalogue has none)."""
+        properties = statement.args.get("properties")
+        if properties is not None and any(isinstance(p, exp.MaterializedProperty) for p in properties.expressions):
+            return
+        target = statement.this
+        named = isinstance(target, exp.Schema)
+        table = target.this if named else target
+        if not isinstance(table, exp.Table):
+            return
+        owner = (schema_of(table), table.name)
+        if tuple(map(str.lower, owner)) in declared:
+            return
+        if named:
+            columns = [(name(e), "") for e in target.expressions]
+        else:
+            query = statement.expression
+            while isinstance(query, exp.SetOperation):  # a UNION's columns are named by its first query
+                query = query.this
+            columns = _view_outputs(query, rows, schema_of) if isinstance(query, exp.Select) else []
+        if columns:
+            declared.add(tuple(map(str.lower, owner)))
+            rows.extend((*owner, column, declared_type) for column, declared_type in columns)
+
     for statement in statements:
         if isinstance(statement, exp.Alter) and isinstance(statement.this, exp.Table):  # pg_dump's keys
             owner = (schema_of(statement.this), statement.this.name)
@@ -1230,7 +1300,11 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
                     for item in action.expressions if isinstance(action, exp.AddConstraint) else ():
                         table_constraint(owner, item)
             continue
-        if not isinstance(statement, exp.Create) or str(statement.args.get("kind", "")).upper() != "TABLE":
+        kind = str(statement.args.get("kind", "")).upper() if isinstance(statement, exp.Create) else ""
+        if kind == "VIEW":
+            view(statement)
+            continue
+        if kind != "TABLE":
             continue
         target = statement.this
         if not isinstance(target, exp.Schema):  # CREATE TABLE .. AS SELECT: no declared columns
