@@ -556,7 +556,8 @@ VIEWS = ["CREATE TABLE people (id integer PRIMARY KEY, name varchar(40), age int
 
 def test_views_in_a_pg_dump_and_a_mysqldump_are_read_as_their_catalogues_list_them(postgres_server, mysql_server):
     """A catalogue lists views beside tables (their columns, no keys): pg_dump's and mysqldump's
-    views (mysqldump's in version comments, `/*!50001 .. */`) read as DDL give the same tables."""
+    views (mysqldump's in version comments, `/*!50001 .. */`) read as DDL give the same tables;
+    and a PostgreSQL partition its parent's foreign keys, as its catalogue does."""
     import shutil
 
     import psycopg
@@ -564,9 +565,13 @@ def test_views_in_a_pg_dump_and_a_mysqldump_are_read_as_their_catalogues_list_th
 
     url = postgres_server.create_database("views_dump")
     with psycopg.connect(postgres_server.url("views_dump", admin=True), autocommit=True) as conn:
-        conn.execute("DROP VIEW IF EXISTS adults, owners, names; DROP TABLE IF EXISTS pets, people")
+        conn.execute("DROP VIEW IF EXISTS adults, owners, names; DROP TABLE IF EXISTS visits, pets, people")
         for statement in VIEWS:
             conn.execute(statement)
+        # a partitioned table: its partition has its keys (pg_dump writes the foreign key on the parent only)
+        conn.execute("CREATE TABLE visits (id integer, person_id integer REFERENCES people (id), at date, "
+                     "PRIMARY KEY (id, at)) PARTITION BY RANGE (at)")
+        conn.execute("CREATE TABLE visits_2024 PARTITION OF visits FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')")
         conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO rat_scorer")
     dump = subprocess.run([str(postgres_server.bin / "pg_dump"), "--schema-only",
                            postgres_server.url("views_dump", admin=True)], capture_output=True, text=True, check=True).stdout
@@ -574,6 +579,7 @@ def test_views_in_a_pg_dump_and_a_mysqldump_are_read_as_their_catalogues_list_th
     with open_database(url) as db:
         assert keys_of(from_dump) == keys_of(db.schema())
     assert from_dump.tables["owners"] == ("owner", "kind", "pets") and from_dump.tables["names"] == ("who",)
+    assert ("visits_2024.person_id", "people.id") in from_dump.foreign_keys
     dump_bin = shutil.which("mariadb-dump") or shutil.which("mysqldump")
     if dump_bin is None:
         pytest.skip("no mariadb-dump / mysqldump")

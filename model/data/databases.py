@@ -1172,6 +1172,8 @@ def _view_outputs(select, rows: list[tuple[str, str, str, str]], schema_of) -> l
     return out
 
 
+# pg_dump's `ALTER TABLE [ONLY] parent ATTACH PARTITION child FOR VALUES ..` (sqlglot keeps it a command)
+_ATTACH_PARTITION = re.compile(r"\s*TABLE\s+(?:ONLY\s+)?(\S+)\s+ATTACH\s+PARTITION\s+(\S+)", re.IGNORECASE)
 # MySQL's versioned comment, `/*!50001 text */`: text MySQL runs (from that version on)
 _VERSION_COMMENT = re.compile(r"/\*!\d{5} ?(.*?) ?\*/", re.DOTALL)
 
@@ -1191,7 +1193,8 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     MySQL's ``CONSTRAINT .. FOREIGN KEY``, as mysqldump writes them; SQL Server's ``PRIMARY KEY
     CLUSTERED``, and ``GO`` between statements, as SSMS writes them). A view is a table of its
     output columns, without keys, as a catalogue lists it (``_view_outputs``; mysqldump's, in
-    version comments, read as MySQL reads them). Other statements (indexes, materialized views,
+    version comments, read as MySQL reads them); a PostgreSQL partition (``ALTER TABLE parent ATTACH
+    PARTITION child``) has its parent's foreign keys. Other statements (indexes, materialized views,
     functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY .. FROM
     stdin``, INSERTs) are skipped (``_declarations``); ``text`` is the DDL or its lines (an open
     file: a whole dump is read line by line, its rows not held). A table declared without a schema is in the dialect's default one
@@ -1292,7 +1295,18 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
             declared.add(tuple(map(str.lower, owner)))
             rows.extend((*owner, column, declared_type) for column, declared_type in columns)
 
+    partitions: list[tuple[str, str, str, str]] = []  # (schema, table, its partition's schema, table)
     for statement in statements:
+        attached = _ATTACH_PARTITION.match(statement.expression) \
+            if isinstance(statement, exp.Command) and str(statement.this).upper() == "ALTER" \
+            and isinstance(statement.expression, str) else None
+        if attached:  # PostgreSQL's ALTER TABLE parent ATTACH PARTITION child (kept as a command)
+            try:
+                parent, child = (exp.to_table(attached.group(k), dialect=dialect) for k in (1, 2))
+            except (SqlglotError, ValueError):
+                continue
+            partitions.append((schema_of(parent), parent.name, schema_of(child), child.name))
+            continue
         if isinstance(statement, exp.Alter) and isinstance(statement.this, exp.Table):  # pg_dump's keys
             owner = (schema_of(statement.this), statement.this.name)
             if tuple(map(str.lower, owner)) in declared:
@@ -1329,6 +1343,12 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
                 table_constraint(owner, item)
     if not rows:
         raise UsageError(f"{source}: no CREATE TABLE statement with columns")
+    for _ in partitions:  # a partition has its parent's foreign keys (a partition's partition too)
+        known = {(s.lower(), t.lower(), c.lower()) for s, t, c, _, _ in pending}
+        for parent_schema, parent, schema, table in partitions:
+            pending += [(schema, table, c, ref, ref_column) for s, t, c, ref, ref_column in pending
+                        if (s.lower(), t.lower()) == (parent_schema.lower(), parent.lower())
+                        and (schema.lower(), table.lower(), c.lower()) not in known]
     # one table for each name, as the database would resolve it, as a catalogue is read
     read = _pick_tables(rows, [home])
     tables: dict[str, list[str]] = {}
