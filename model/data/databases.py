@@ -1343,12 +1343,14 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
                 table_constraint(owner, item)
     if not rows:
         raise UsageError(f"{source}: no CREATE TABLE statement with columns")
+    known = {(s.lower(), t.lower(), c.lower()) for s, t, c, _, _ in pending}
     for _ in partitions:  # a partition has its parent's foreign keys (a partition's partition too)
-        known = {(s.lower(), t.lower(), c.lower()) for s, t, c, _, _ in pending}
         for parent_schema, parent, schema, table in partitions:
-            pending += [(schema, table, c, ref, ref_column) for s, t, c, ref, ref_column in pending
-                        if (s.lower(), t.lower()) == (parent_schema.lower(), parent.lower())
-                        and (schema.lower(), table.lower(), c.lower()) not in known]
+            for s, t, c, ref, ref_column in list(pending):
+                if (s.lower(), t.lower()) == (parent_schema.lower(), parent.lower()) \
+                        and (schema.lower(), table.lower(), c.lower()) not in known:
+                    known.add((schema.lower(), table.lower(), c.lower()))
+                    pending.append((schema, table, c, ref, ref_column))
     # one table for each name, as the database would resolve it, as a catalogue is read
     read = _pick_tables(rows, [home])
     tables: dict[str, list[str]] = {}
