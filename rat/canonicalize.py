@@ -755,9 +755,6 @@ class _Resolver:
             if join.args.get("method") == "NATURAL":
                 self.natural_to_using(join, from_, joins)
             if join.args.get("using"):
-                if join.args.get("method") == "ASOF" and join.args.get("match_condition") is None:
-                    # (DuckDB's: its last column is the inequality)
-                    raise RATError("unsupported construct 'ASOF JOIN .. USING'", self.sql)
                 self.using_to_on(join, from_, joins)
             self.source(join.this, scope, outer, ctes)
         chain = (scope, *outer)
@@ -877,7 +874,10 @@ class _Resolver:
 
     def using_to_on(self, join: exp.Join, from_, joins) -> None:
         """`JOIN u USING (c)` is `JOIN u ON <left>.c = u.c`, the left table being the nearest
-        earlier source that has `c` (by the schema), else the one just before the join."""
+        earlier source that has `c` (by the schema), else the one just before the join. DuckDB's
+        `ASOF JOIN u USING (k, t)` (no MATCH_CONDITION) is `ON <left>.k = u.k AND <left>.t >= u.t`:
+        its last column is the inequality."""
+        inequality = join.args.get("method") == "ASOF" and join.args.get("match_condition") is None
         earlier = [from_.this] if from_ is not None else []
         earlier += [j.this for j in joins[: joins.index(join)]]
         if not earlier or not all(isinstance(t, exp.Table) for t in (*earlier, join.this)):
@@ -889,8 +889,9 @@ class _Resolver:
             if self.schema is not None:
                 having = [t for t in earlier if name.lower() in self.schema.tables.get(t.name.lower(), ())]
                 left = having[-1] if having else left
-            conditions.append(exp.EQ(this=exp.column(name, table=left.alias_or_name),
-                                     expression=exp.column(name, table=join.this.alias_or_name)))
+            compare = exp.GTE if inequality and ident is join.args["using"][-1] else exp.EQ
+            conditions.append(compare(this=exp.column(name, table=left.alias_or_name),
+                                      expression=exp.column(name, table=join.this.alias_or_name)))
         join.set("using", None)
         join.set("on", exp.and_(*conditions) if len(conditions) > 1 else conditions[0])
 

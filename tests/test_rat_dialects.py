@@ -606,8 +606,9 @@ def test_a_frames_exclude_is_its_last_leaf():
 
 
 def test_asof_joins_are_read_where_the_dialect_has_them():
-    """DuckDB's `ASOF [LEFT] JOIN .. ON k AND t >= s` and Snowflake's `ASOF JOIN .. MATCH_CONDITION
-    (t >= s) ON k`, which keeps every left row (DuckDB's LEFT), are `Asof_[left_]join`."""
+    """DuckDB's `ASOF [LEFT] JOIN .. ON k AND t >= s` (or `USING (k, t)`, its last column the
+    inequality) and Snowflake's `ASOF JOIN .. MATCH_CONDITION (t >= s) ON k`, which keeps every
+    left row (DuckDB's LEFT), are `Asof_[left_]join`."""
     schema = {"t": ["k", "ts", "a"], "s": ["k", "ts", "b"]}
 
     def tree(sql, dialect):
@@ -623,9 +624,11 @@ def test_asof_joins_are_read_where_the_dialect_has_them():
     spans = rat.sql_spans(snowflake.format("ON t.k = s.k"), tree(snowflake.format("ON t.k = s.k"), "snowflake"),
                           schema, "snowflake")
     assert spans.unmapped == 0 and None not in spans.spans
-    for sql, dialect in [(duck.format(""), "postgres"), ("SELECT t.a FROM t ASOF JOIN s USING (k, ts)", "duckdb")]:
-        with pytest.raises(rat.RATError, match="'ASOF JOIN"):
-            tree(sql, dialect)
+    # DuckDB's USING (k, ts): the last column is the inequality
+    assert tree("SELECT t.a, s.b FROM t ASOF JOIN s USING (k, ts)", "duckdb") == tree(duck.format(""), "duckdb")
+    assert tree("SELECT t.a, s.b FROM t ASOF LEFT JOIN s USING (k, ts)", "duckdb") == tree(duck.format("LEFT "), "duckdb")
+    with pytest.raises(rat.RATError, match="'ASOF JOIN"):
+        tree(duck.format(""), "postgres")
 
 
 def test_rollups_semi_joins_national_strings_and_distinct_string_aggregates():
