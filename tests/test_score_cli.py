@@ -123,6 +123,31 @@ def test_one_query_prints_the_tree_and_where_to_look(boosted_model):  # noqa: F8
     assert json.loads(as_json.stdout)["nodes"]
 
 
+def test_check_prints_the_verdict_and_exits_1_unless_every_query_runs(tmp_path):
+    """--check: one query's verdict and feedback (exit 0 for 'run', 1 otherwise); a file's verdict
+    rows, their count by action, and exit 1 when any is not 'run' (a row not scored included)."""
+    from model.synth.demo import demo_root
+
+    root = str(demo_root())
+    typo = "SELECT name FROM suppliers WHERE country = 'Germani'"
+    done = rat_score("--data-root", root, "--db-id", "supply_chain", "--question", "Suppliers in Germany?",
+                     "--sql", typo, "--check")
+    assert done.returncode == 1 and done.stdout.split(" ")[0] in ("review", "regenerate"), done.stderr
+    assert "- the literal 'Germani' is not a value of suppliers.country; closest: 'Germany'" in done.stdout
+    fine = rat_score("--data-root", root, "--db-id", "supply_chain", "--question", "How many suppliers are there?",
+                     "--sql", "SELECT count(*) FROM suppliers", "--check", "--json")
+    verdict = json.loads(fine.stdout)
+    assert fine.returncode == (0 if verdict["action"] == "run" else 1) and verdict["policy"]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"db_id": "supply_chain", "question": q, "sql": sql}) + "\n" for q, sql in [
+        ("Suppliers in Germany?", typo), ("How many suppliers are there?", "SELECT count(*) FROM suppliers")]))
+    done = rat_score("--data-root", root, "--predictions", str(rows), "--check", "--out", str(tmp_path / "v.jsonl"))
+    written = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert done.returncode == 1 and [v["sql"] for v in written] == [typo, "SELECT count(*) FROM suppliers"]
+    counts = {a: sum(v["action"] == a for v in written) for a in ("run", "review", "regenerate")}
+    assert done.stderr.strip().splitlines()[-1] == "rat-score: verdicts: " + ", ".join(f"{a} {n}" for a, n in counts.items())
+
+
 @pytest.mark.parametrize("args, message", [
     (["--sql", "SELECT 1", "--model", "/no/such/model"], "--model /no/such/model"),
     (["--predictions", "/no/such.jsonl"], "--predictions /no/such.jsonl: no such file"),

@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the database every query is read against (read-only): a SQLite or DuckDB "
                              "file, or a URL: postgresql://user:pw@host:5432/db, mysql+pymysql://..., "
                              "duckdb:///file.duckdb, sqlite:///file.sqlite")
+    parser.add_argument("--check", action="store_true",
+                        help="answer each query's verdict under the model's policy (run, review or regenerate, "
+                             "with feedback) instead of its tree; exit status 1 when any is not 'run'")
     one.add_argument("--json", action="store_true", help="print the JSON row instead of the tree")
     one.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     many = parser.add_argument_group("a prediction file")
@@ -131,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.schema and args.schema.suffix.lower() in (".sql", ".ddl") and not args.db_id:
             args.db_id = next(iter(schemas))
         scorer = load_scorer(args.model)
+        if args.check and scorer.policy is None:
+            raise UsageError(f"--check: the model ({scorer.description}) has no policy saved; choose one with "
+                             "python -m model.scoring.policy")
         if args.quantiles == "rows" and args.sql:
             raise UsageError("--quantiles rows reads a prediction file's own queries: give --predictions")
         if args.quantiles == "rows" and getattr(scorer.saved, "quantiles_", None) is None:
@@ -201,6 +207,13 @@ def score_one(scorer, args, schemas: dict) -> int:
         raise
     except (rat.RATError, ValueError, TypeError) as e:
         raise UsageError(f"--sql: {str(e).splitlines()[0].removeprefix('sql: ')}") from None  # quotes 200 characters
+    if args.check:
+        from model.scoring.verdict import verdict_of
+
+        verdict = verdict_of(scored, scorer.policy, _database(args, args.db_id))
+        print(json.dumps(verdict.to_dict()) if args.json else
+              f"{verdict.action} (query confidence {verdict.query_confidence:.2f})\n{verdict.feedback}")
+        return 0 if verdict.action == "run" else 1
     if args.json:
         print(json.dumps(scored.to_dict()))
     else:
@@ -326,10 +339,18 @@ def score_file(scorer, args, schemas: dict) -> int:
         if isinstance(r, RowError):
             skipped[r.reason] += 1
     out_rows = []
+    actions: Counter = Counter()
     for row, result in zip(good, results):
         if isinstance(result, RowError):
             continue
-        d = result.to_dict()
+        if args.check:  # its verdict, its literals looked up in its database
+            from model.scoring.verdict import verdict_of
+
+            d = {"question_id": result.question_id, "db_id": result.db_id,
+                 **verdict_of(result, scorer.policy, row.get("database")).to_dict()}
+            actions[d["action"]] += 1
+        else:
+            d = result.to_dict()
         d["system"] = row.get("system")
         out_rows.append(d)
     # the report: the least confident queries first, at most REPORT_QUERIES (a page of every row of
@@ -365,6 +386,10 @@ def score_file(scorer, args, schemas: dict) -> int:
         print(f"rat-score: {path.name}: {found}{moved}", file=sys.stderr)
     if unfamiliar := unfamiliar_note(scored):
         print(f"rat-score: {unfamiliar}", file=sys.stderr)
+    if args.check:
+        print("rat-score: verdicts: " + ", ".join(f"{a} {actions[a]}" for a in ("run", "review", "regenerate")),
+              file=sys.stderr)
+        return 0 if set(actions) <= {"run"} and not skipped else 1  # (a row not checked is not a 'run')
     return 0
 
 
