@@ -264,7 +264,8 @@ class _Reading:
             and name not in _SPECIAL_SYNTAX)
         self.type_tokens = frozenset(parser.TYPE_TOKENS)
         self.unsupported = tuple(c for c in _UNSUPPORTED_CLAUSES
-                                 if not (c == "qualify" and rat_dialect.qualify))
+                                 if not (c == "qualify" and rat_dialect.qualify)
+                                 and not (c == "sample" and rat_dialect.using_sample))
         # Canonical text is lowercased outside its string literals, and outside quoted
         # identifiers where those keep their case.
         escapes = self.sqlglot.tokenizer_class.STRING_ESCAPES

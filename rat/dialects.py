@@ -50,6 +50,8 @@ class Dialect:
     jsonb_keys: bool = False  # jsonb's j ? 'k', j ?| array[..], j ?& array[..]
     table_sample: bool = False  # t TABLESAMPLE SYSTEM (10) (Snowflake: t SAMPLE (10))
     lateral_view: bool = False  # FROM t LATERAL VIEW explode(t.a) v AS x (Spark's, Hive's)
+    using_sample: bool = False  # a query's USING SAMPLE 10% (DuckDB's: of its FROM clause's rows)
+    positional_join: bool = False  # a POSITIONAL JOIN b: rows paired by position (DuckDB's)
     asof_join: str = ""  # a ASOF JOIN b: "inner" (DuckDB: the rows with a match), "left" (Snowflake: every row of a)
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
 
@@ -85,7 +87,7 @@ DIALECTS = {
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
                       semi_join=True, star_exclude=True, asof_join="inner", frame_exclude=True,
-                      table_sample=True),
+                      table_sample=True, using_sample=True, positional_join=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
                          group_by_all=True, star_exclude=True, asof_join="left", table_sample=True),

@@ -321,6 +321,9 @@ class _SpanRecorder:
         elif isinstance(expression, exp.Convert):  # CONVERT(type, x[, style])
             self.claim(node.children[-1], self.span(expression.this))
             return
+        elif isinstance(expression, exp.PropertyEQ):  # DuckDB's `input := x`: the name is the text before `:=`
+            self.claim(node.children[-1], self.find(expression, expression.this.name))
+            return
         elif isinstance(expression, exp.Extract | exp.Kwarg):  # EXTRACT(epoch FROM ..), `input => x`
             typed = expression.this
         elif isinstance(expression, exp.Bracket) and node.label == "Subscript":

@@ -269,6 +269,8 @@ class _Builder:
         expr = self.expr
         # Each operator takes its input relation last; a SELECT without FROM has none.
         relation = self.from_clause(node, ctes)
+        if relation is not None and node.args.get("sample") is not None:  # DuckDB's USING SAMPLE: of FROM's rows
+            relation = self.sample(node, relation, ctes)
         where = args.get("where")
         if where is not None:
             condition = expr(where.this, ctes)
@@ -358,6 +360,9 @@ class _Builder:
         for join in node.args.get("joins") or ():
             right = self.relation(join.this, ctes)
             method = join.args.get("method")
+            if method == "POSITIONAL" and self.dialect.positional_join:  # rows paired by position
+                items = [Node("Positional_join", (items[0] if len(items) == 1 else Node("Product", items), right))]
+                continue
             if method and (method != "ASOF" or not self.dialect.asof_join):
                 raise RATError(f"unsupported construct '{method} JOIN'", self.sql)
             conditions = self.join_conditions(join, ctes)
@@ -611,7 +616,8 @@ class _Builder:
         if kind is exp.Bracket and len(node.expressions) == 1 and not node.args.get("safe"):
             # tags[1]: sqlglot counts from 0 in every dialect (PostgreSQL's [1] is its [0])
             return Node("Subscript", (self.expr(node.this, ctes), self.expr(node.expressions[0], ctes)))
-        if kind is exp.Kwarg:  # Snowflake's `input => x`: the value, then the argument's name
+        if kind is exp.Kwarg or kind is exp.PropertyEQ and isinstance(node.this, exp.Identifier):
+            # Snowflake's `input => x`, DuckDB's `input := x`: the value, then the argument's name
             return Node("Named", (self.expr(node.expression, ctes), Node(node.this.name.lower())))
         if kind is exp.Convert:  # SQL Server's CONVERT(type, x[, style]): CAST, and its style
             style = node.args.get("style")

@@ -148,7 +148,7 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("bigquery", "SELECT name FROM singer FOR SYSTEM_TIME AS OF CURRENT_TIMESTAMP()", "FOR SYSTEM_TIME AS OF"),
     ("mysql", "SELECT name FROM singer PARTITION (p0)", "'PARTITION (..)'"),
     ("mysql", "SELECT name FROM singer TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
-    ("duckdb", "SELECT name FROM singer USING SAMPLE 10%", "SAMPLE"),
+    ("postgres", "SELECT name FROM singer USING SAMPLE 10%", "SAMPLE"),
     ("postgres", "SELECT lag(age) IGNORE NULLS OVER (ORDER BY age) FROM singer", "IGNORE NULLS"),
     ("mysql", "SELECT age AT TIME ZONE 'UTC' FROM singer", "AT TIME ZONE"),
     # named as the SQL writes them, not by sqlglot's class names (Var, Between, SafeFunc)
@@ -575,7 +575,7 @@ def test_pivots_are_an_aggregate_by_the_values_of_a_column():
 def test_a_table_sample_is_a_share_or_number_of_its_rows():
     """`TABLESAMPLE SYSTEM (10)` (PostgreSQL, DuckDB, BigQuery, SQL Server), Snowflake's `SAMPLE
     (10)` / `SAMPLE (100 ROWS)`: `Sample_percent(10, t)` / `Sample_rows(100, t)`, the method and
-    seed not kept; refused in SQLite and MySQL, and DuckDB's `USING SAMPLE` of a whole query."""
+    seed not kept; refused in SQLite and MySQL."""
     sampled = rat.to_tree("SELECT name FROM singer TABLESAMPLE SYSTEM (10) WHERE age > 20", SCHEMA, dialect="postgres")
     assert rat.serialize(sampled) == \
         "((singer.name)(((singer.age)(20)Gt)((10)(singer)Sample_percent)Selection)Project)"
@@ -586,8 +586,6 @@ def test_a_table_sample_is_a_share_or_number_of_its_rows():
     sql = "SELECT name FROM singer TABLESAMPLE BERNOULLI (10) REPEATABLE (42)"
     spans = rat.sql_spans(sql, rat.to_tree(sql, SCHEMA, dialect="postgres"), SCHEMA, "postgres")
     assert spans.unmapped == 0 and None not in spans.spans and spans.text(2) == "singer"
-    with pytest.raises(rat.RATError, match="'SAMPLE'"):
-        rat.to_tree("SELECT name FROM singer USING SAMPLE 10%", SCHEMA, dialect="duckdb")
 
 
 def test_a_frames_exclude_is_its_last_leaf():
@@ -725,6 +723,7 @@ NATIVE = {
                      "EXCLUDE CURRENT ROW) FROM singer",
     "between_symmetric": "SELECT name FROM singer WHERE age BETWEEN SYMMETRIC 30 AND 20",
     "lateral_view": "SELECT singer.name, x FROM singer LATERAL VIEW explode(singer.name) v AS x",
+    "using_sample": "SELECT name FROM singer USING SAMPLE 10%",
 }
 
 
@@ -746,6 +745,28 @@ def test_databricks_trino_and_redshift_read_the_constructs_they_have(dialect):
               "redshift": "SELECT to_char(age, 'YYYY-MM-DD'), charindex('a', name), getdate() FROM singer"}[dialect]
     assert rat.to_tree(native, SCHEMA, dialect=dialect) == rat.to_tree(
         "SELECT strftime('%Y-%m-%d', age), instr(name, 'a'), CURRENT_TIMESTAMP FROM singer", SCHEMA)
+
+
+def test_duckdbs_using_sample_positional_join_and_named_arguments():
+    """DuckDB's `USING SAMPLE` of a query samples its FROM clause's rows (before WHERE), `a
+    POSITIONAL JOIN b` pairs rows by position, `f(a := 1)` names an argument as `=>` does; each
+    node with its span."""
+    def tree(sql, dialect="duckdb"):
+        return rat.to_tree(sql, SCHEMA, dialect=dialect)
+
+    sampled = "SELECT name FROM singer JOIN concert USING (singer_id) USING SAMPLE 10% WHERE age > 20"
+    assert rat.serialize(tree(sampled)) == ("((singer.name)(((singer.age)(20)Gt)((10)((singer)(concert)((singer.singer_id)"
+                                            "(concert.singer_id)Eq)Product)Sample_percent)Selection)Project)")
+    assert tree("SELECT name FROM singer USING SAMPLE 10%") == tree("SELECT name FROM singer TABLESAMPLE 10%")
+    paired = tree("SELECT singer.name, concert.year FROM singer POSITIONAL JOIN concert")
+    assert "((singer)(concert)Positional_join)" in rat.serialize(paired)
+    named = "SELECT struct_pack(a := age, b := 1) FROM singer"
+    assert "(((singer.age)(a)Named)((1)(b)Named)Struct_pack)" in rat.serialize(tree(named))
+    for sql in (sampled, "SELECT singer.name, concert.year FROM singer POSITIONAL JOIN concert", named):
+        spans = rat.sql_spans(sql, tree(sql), SCHEMA, "duckdb")
+        assert spans.unmapped == 0 and None not in spans.spans, sql
+    with pytest.raises(rat.RATError, match="'SAMPLE'"):
+        tree("SELECT name FROM singer USING SAMPLE 10%", "postgres")
 
 
 def test_a_lateral_view_of_explode_is_the_join_with_unnest():
@@ -781,6 +802,7 @@ DOC_ROWS = [("`DISTINCT ON (..)`", "distinct_on"), ("`QUALIFY`", "qualify"),
             ("`TOP n PERCENT`", "limit_percent"), ("a frame's `EXCLUDE`", "frame_exclude"),
             ("jsonb's key tests `?`, `?\\|`, `?&`", "jsonb_keys"), ("`TABLESAMPLE`", "table_sample"),
             ("`ASOF JOIN`", "asof_join"), ("`LATERAL VIEW explode(..)`", "lateral_view"),
+            ("a query's `USING SAMPLE`", "using_sample"), ("`POSITIONAL JOIN`", "positional_join"),
             ("`CURRENT_TIMESTAMP` by another name", "now")]
 
 
