@@ -39,8 +39,8 @@ and bytes) and only under ``--data-root``, symlinks resolved:
 a ``database`` path or ``db_id`` folder that leads outside it is refused (400) or not read. A
 connection that has not sent a whole request head within ``--header-timeout-s`` is closed.
 
-Access: the answers name values stored in the databases (a literal's closest stored values),
-so a service that listens beyond the loopback interface needs a token (``--token-file`` or
+Access: the answers tell what the databases store (whether a literal is in its column; /check
+names the closest stored values), so a service that listens beyond the loopback interface needs a token (``--token-file`` or
 ``$RAT_SERVE_TOKEN``, at least ``MIN_TOKEN_CHARS`` characters), or ``--public`` to go without one;
 with a token every request but ``/health`` and the page itself carries ``Authorization: Bearer
 <token>`` (401 otherwise; the page asks for it).
@@ -600,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--public and a token (--token-file or $RAT_SERVE_TOKEN): give one of them")
         if token is None and not args.public and not is_loopback(args.host):
             raise UsageError(f"--host {args.host}: anyone who reaches the port could score SQL against the "
-                             "databases and read the answers, which name values stored in them: give "
+                             "databases and read the answers, which tell what they store: give "
                              f"--token-file FILE (or ${TOKEN_ENV}), or --public to serve without a token")
         sock = listen_socket(args.host, args.port)  # before the model loads: a taken port is told at once
         schemas = read_schemas(args.schema, args.data_root, args.dialect.lower())
