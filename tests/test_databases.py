@@ -601,6 +601,25 @@ def test_views_in_a_pg_dump_and_a_mysqldump_are_read_as_their_catalogues_list_th
     assert from_dump.tables["adults"] == ("id", "name", "age")
 
 
+def test_a_duckdb_export_is_the_schema_the_database_has(tmp_path):
+    """DuckDB's EXPORT DATABASE (its schema.sql: tables, keys, views) read as DDL is the schema
+    read from the database's catalogue."""
+    duckdb = pytest.importorskip("duckdb")
+    path = tmp_path / "shop.duckdb"
+    conn = duckdb.connect(str(path))
+    for statement in VIEWS[:2] + ["CREATE VIEW adults AS SELECT * FROM people WHERE age >= 18",
+                                  ("CREATE VIEW owners AS SELECT p.name AS owner, pets.kind, count(*) AS pets "
+                                  "FROM people p JOIN pets ON pets.owner_id = p.id GROUP BY ALL")]:
+        conn.execute(statement)
+    conn.execute(f"EXPORT DATABASE '{tmp_path / 'export'}'")
+    conn.close()
+    from_export = schema_from_ddl((tmp_path / "export" / "schema.sql").read_text(), "duckdb")
+    with open_database(path) as db:
+        read = db.schema()
+    assert keys_of(from_export) == keys_of(read) and from_export.table_schemas == read.table_schemas
+    assert from_export.tables["owners"] == ("owner", "kind", "pets") and from_export.foreign_keys
+
+
 @pytest.mark.parametrize("options", [["--no-data"], []])
 def test_a_mysqldump_is_the_schema_the_database_has(mysql_demo, mysql_server, options):
     """mysqldump --no-data (CONSTRAINT .. FOREIGN KEY in CREATE TABLE, comments, engines), or a
