@@ -222,6 +222,23 @@ def _orders_by_all(node: exp.Expression) -> bool:
             and not node.this.quoted) and node.name.upper() == "ALL"
 
 
+_UNBOUNDED_TEXT = frozenset({exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR, exp.DataType.Type.TEXT})
+
+
+def _text_casts_dropped(concat: exp.Expression, rat_dialect: Dialect) -> None:
+    """A concatenation's arguments cast to a string type of any length (Trino's `concat(CAST(a AS
+    VARCHAR), ..)`, sqlglot's Trino for SQLite's `a || ..`) as the arguments themselves, in
+    place: a concatenation makes its arguments strings as that cast does. Kept: a cast that can
+    cut, to `VARCHAR(3)`, PostgreSQL's `CHAR` (one character), SQL Server's and Redshift's
+    `VARCHAR` (30 and 256)."""
+    types = _UNBOUNDED_TEXT if rat_dialect.name not in ("tsql", "redshift") else {exp.DataType.Type.TEXT}
+    for key in ("this", "expression", "expressions"):
+        value = concat.args.get(key)
+        for argument in value if isinstance(value, list) else [value] if value is not None else []:
+            if type(argument) is exp.Cast and argument.to.this in types and not argument.to.expressions:
+                argument.replace(argument.this)
+
+
 def _lateral_views(select: exp.Select, sql: str, rat_dialect: Dialect) -> None:
     """Spark's (Databricks', Hive's) `FROM t LATERAL VIEW explode(t.a) v AS x`, each row of `t`
     with each element of its array (or entry of its map), as the join other dialects write,
@@ -1122,6 +1139,8 @@ class _Resolver:
                 if self.dialect is not SQLITE:
                     _as_sqlite_function(current, name, self.dialect)
                 _distinct_then_separator(current, name)
+                if name == "concat":
+                    _text_casts_dropped(current, self.dialect)
             elif kind is exp.StrPosition and not current.args.get("position"):  # POSITION(a IN b)
                 call = exp.Anonymous(this="instr", expressions=[current.this, current.args["substr"]])
                 current.replace(call)
@@ -1139,6 +1158,8 @@ class _Resolver:
                     raise RATError("unsupported construct 'BETWEEN SYMMETRIC'", self.sql)
             elif kind is exp.Star and current.args:
                 _plain_star(current, self.sql, self.dialect)
+            elif kind is exp.Concat or kind is exp.DPipe:
+                _text_casts_dropped(current, self.dialect)
             elif kind is exp.SafeFunc:  # BigQuery's SAFE.f(x) is f(x) (NULL for an error), as SAFE_CAST is CAST
                 call = current.this
                 current.replace(call)

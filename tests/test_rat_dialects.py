@@ -747,6 +747,20 @@ def test_databricks_trino_and_redshift_read_the_constructs_they_have(dialect):
         "SELECT strftime('%Y-%m-%d', age), instr(name, 'a'), CURRENT_TIMESTAMP FROM singer", SCHEMA)
 
 
+def test_a_concatenations_casts_to_a_string_of_any_length_are_its_arguments():
+    """`concat(CAST(a AS VARCHAR), ..)` (sqlglot's Trino for SQLite's `a || ..`) is `a || ..`; a
+    cast that can cut is kept: `VARCHAR(3)`, PostgreSQL's `CHAR`, SQL Server's `VARCHAR` (30)."""
+    plain = rat.to_tree("SELECT name || age FROM singer", SCHEMA)
+    for sql, dialect in [("SELECT concat(CAST(name AS VARCHAR), CAST(age AS VARCHAR)) FROM singer", "trino"),
+                         ("SELECT name::text || age::varchar FROM singer", "postgres"),
+                         ("SELECT CAST(name AS TEXT) || CAST(age AS TEXT) FROM singer", "sqlite")]:
+        assert rat.to_tree(sql, SCHEMA, dialect=dialect) == plain, sql
+    for sql, dialect in [("SELECT name::varchar(3) || age FROM singer", "postgres"),
+                         ("SELECT name::char || age FROM singer", "postgres"),
+                         ("SELECT concat(CAST(name AS VARCHAR), age) FROM singer", "tsql")]:
+        assert "Cast" in rat.serialize(rat.to_tree(sql, SCHEMA, dialect=dialect)), sql
+
+
 def test_duckdbs_using_sample_positional_join_and_named_arguments():
     """DuckDB's `USING SAMPLE` of a query samples its FROM clause's rows (before WHERE), `a
     POSITIONAL JOIN b` pairs rows by position, `f(a := 1)` names an argument as `=>` does; each
