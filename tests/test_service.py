@@ -216,6 +216,7 @@ def test_page_shows_the_coloured_sql_in_headless_chromium(service, tmp_path):
     assert 'id="sql"' in dom and 'class="s' in dom and "Look here first" in dom, dom[-2000:]
     assert f'<option value="{e.db_id}">' in dom and "← look here first" in dom  # the databases, the tree's mark
     assert dom.count('<li><span class="c" style="background:hsl(') == len(e.node_names)  # one tree item a node
+    assert '<p id="verdict"><b>Verdict: ' in dom and '<pre class="feedback">' in dom  # (POST /check)
     bad = _page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": "SELECT * FROM ("}, tmp_path / "b")
     assert '<p class="err">' in bad and "cannot parse" in bad, bad[-2000:]
     # spans count code points; JavaScript strings count UTF-16 units, two for an emoji
