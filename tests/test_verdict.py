@@ -184,6 +184,22 @@ def test_check_names_the_closest_stored_value(scorer, demo):
     assert not any("not a value of" in r for r in right.reasons)
 
 
+def test_check_many_gives_each_rows_verdict_as_check_does(scorer, demo):
+    """Scorer.check_many: a verdict per row, as check gives it (its literals looked up in the
+    row's database), a row that cannot be scored its RowError, in order; a policy of one's own."""
+    from model.scoring import RowError
+
+    database, _ = demo
+    rows = [{"sql": TYPO, "question": QUESTION, "database": database},
+            {"sql": "SELECT * FROM (", "database": database},
+            {"sql": "SELECT count(*) FROM suppliers", "question": "How many suppliers?", "database": database}]
+    typo, bad, count = scorer.check_many(rows)
+    assert typo.to_dict() == scorer.check(TYPO, question=QUESTION, database=database).to_dict()
+    assert isinstance(bad, RowError) and "cannot parse" in bad.message
+    assert count.query_confidence > typo.query_confidence
+    assert {v.action for v in scorer.check_many(rows[::2], policy=Policy(run_at=0.0, regenerate_below=0.0))} == {"run"}
+
+
 def test_actions_follow_the_policy_and_need_a_database_to_run(scorer, demo):
     database, tables = demo
     schema = next(t for t in tables if t["db_id"] == DB)

@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--sql: empty")
         if args.no_database and args.database is not None:
             raise UsageError("--no-database and --database: give one")
+        if args.check and args.label_shift:
+            raise UsageError("--check and --label-shift: the policy's thresholds are for confidences not moved")
         check_dialect(args)
         if args.data_root and not args.data_root.is_dir():
             raise UsageError(f"--data-root {args.data_root}: no such directory")
@@ -324,8 +326,13 @@ def score_file(scorer, args, schemas: dict) -> int:
     total = len(rows) + sum(skipped.values())  # rows read, and rows no reader could take
     good = [r for r in rows if "_error" not in r]
     skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
-    results = scorer.score_many(good, progress=True, reasons=not args.no_reasons, quantiles=args.quantiles,
-                                label_shift=False)
+    verdicts = None
+    if args.check:  # each query's verdict (Scorer.check_many), and the scored query it holds
+        verdicts = scorer.check_many(good, progress=True, quantiles=args.quantiles, label_shift=False)
+        results = [v if isinstance(v, RowError) else v.scored for v in verdicts]
+    else:
+        results = scorer.score_many(good, progress=True, reasons=not args.no_reasons, quantiles=args.quantiles,
+                                    label_shift=False)
     scored = [r for r in results if not isinstance(r, RowError)]
     shifts = []
     if args.label_shift:  # each file (one system's outputs) alone
@@ -340,14 +347,11 @@ def score_file(scorer, args, schemas: dict) -> int:
             skipped[r.reason] += 1
     out_rows = []
     actions: Counter = Counter()
-    for row, result in zip(good, results):
+    for k, (row, result) in enumerate(zip(good, results)):
         if isinstance(result, RowError):
             continue
-        if args.check:  # its verdict, its literals looked up in its database
-            from model.scoring.verdict import verdict_of
-
-            d = {"question_id": result.question_id, "db_id": result.db_id,
-                 **verdict_of(result, scorer.policy, row.get("database")).to_dict()}
+        if verdicts is not None:
+            d = {"question_id": result.question_id, "db_id": result.db_id, **verdicts[k].to_dict()}
             actions[d["action"]] += 1
         else:
             d = result.to_dict()

@@ -313,8 +313,32 @@ class Scorer:
         (run | review | regenerate, with feedback a text-to-SQL model can act on), by ``policy``
         (default: the one saved with the model; ``UsageError`` when it has none); ``timeout_s``
         bounds the scoring as in ``score``."""
-        from model.nodes.policy import Policy
         from model.scoring.verdict import verdict_of
+
+        policy = self._chosen_policy(policy)
+        scored = self.score(sql, question=question, schema=schema, database=database, db_id=db_id,
+                            evidence=evidence, dialect=dialect, timeout_s=timeout_s)
+        return verdict_of(scored, policy, database)
+
+    def check_many(self, rows: Iterable[Mapping], policy=None, **options) -> list:
+        """``check`` for each row of ``score_many`` (with its ``options``), in order: a ``Verdict``,
+        or the ``RowError`` of a row that could not be scored; a verdict's literals are looked up
+        in its row's ``database``, and ``options``' ``deadline`` holds between verdicts too."""
+        from model.data.execution import check_deadline
+        from model.scoring.verdict import verdict_of
+
+        policy = self._chosen_policy(policy)
+        rows = list(rows)
+        results = self.score_many(rows, reasons=True, **{"progress": False, **options})
+        out: list = []
+        for row, result in zip(rows, results):
+            check_deadline(options.get("deadline"))
+            out.append(result if isinstance(result, RowError) else verdict_of(result, policy, row.get("database")))
+        return out
+
+    def _chosen_policy(self, policy):
+        """``policy``, else the model's; ``UsageError`` when there is none."""
+        from model.nodes.policy import Policy
 
         policy = policy if policy is not None else self.policy
         if policy is not None and not isinstance(policy, Policy):
@@ -322,9 +346,7 @@ class Scorer:
         if policy is None:
             raise UsageError(f"the model ({self.description}) has no policy saved; choose one with "
                              "python -m model.scoring.policy, or pass policy=")
-        scored = self.score(sql, question=question, schema=schema, database=database, db_id=db_id,
-                            evidence=evidence, dialect=dialect, timeout_s=timeout_s)
-        return verdict_of(scored, policy, database)
+        return policy
 
     def score_many(self, rows: Iterable[Mapping], progress: bool = True, reasons: bool = False,
                    spans: bool = True, batch_size: int = 256, workers: int | None = None,

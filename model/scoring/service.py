@@ -145,21 +145,13 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     policy = scorer.policy
 
     def score_rows(rows: list[dict], verdicts: bool = False, **options):
-        """The rows scored (with reasons), or with ``verdicts`` each scored row's verdict under the
-        model's policy (its literals looked up in the row's database, in this thread)."""
+        """The rows scored (with reasons), or with ``verdicts`` their verdicts under the model's
+        policy (``Scorer.check_many``: literals looked up in each row's database, in this thread)."""
         rows = [{**r, "database": named_database(r["database"].name)}
                 if isinstance(r.get("database"), _Named) else r for r in rows]
-        results = scorer.score_many(rows, False, True, **options)
-        if not verdicts:
-            return results
-        from model.data.execution import check_deadline
-        from model.scoring.verdict import verdict_of
-
-        out = []
-        for row, r in zip(rows, results):  # (a verdict may read its literals' columns: the deadline holds)
-            check_deadline(options.get("deadline"))
-            out.append(r if isinstance(r, RowError) else verdict_of(r, policy, row.get("database")))
-        return out
+        if verdicts:
+            return scorer.check_many(rows, policy, **options)
+        return scorer.score_many(rows, False, True, **options)
 
     busy = [0]  # requests of the normal lane queued or being scored in this process
 
