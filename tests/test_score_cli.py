@@ -157,6 +157,7 @@ def test_check_prints_the_verdict_and_exits_1_unless_every_query_runs(tmp_path):
     (["--sql", " "], "--sql: empty"),
     (["--sql", "SELECT 1", "--no-database", "--database", "shop.sqlite"], "--no-database and --database: give one"),
     (["--sql", "SELECT 1", "--predictions", "p.jsonl"], "not both"),
+    (["--predictions", __file__, "--check", "--label-shift"], "--check and --label-shift"),
     (["--sql", "SELEC " + "x, " * 3000 + "x FRM t"], "--sql: cannot parse"),
     (["--sql", "SELECT " + "x, " * 5000 + "x FROM t"], "--sql: 15015 characters; at most 10000 are scored"),
     (["--predictions", __file__, "--out", str(Path(__file__).parent)], "a folder, not a file"),
