@@ -47,7 +47,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TextIO
@@ -1137,11 +1137,12 @@ def _declarations(lines: Iterable[str], dialect: str, source: str) -> str:
     return "".join(kept)
 
 
-def _view_outputs(select, rows: list[tuple[str, str, str, str]], schema_of) -> list[tuple[str, str]]:
+def _view_outputs(select, columns_of: Mapping[tuple[str, str], list[tuple[str, str]]],
+                  schema_of) -> list[tuple[str, str]]:
     """The (name, declared type) of each column a view's SELECT gives: an aliased or plain
     column's name (a column's type where its table was declared), each column of the tables a
-    ``*`` or ``t.*`` reads (declared in ``rows`` before the view); an expression without a name
-    gives none."""
+    ``*`` or ``t.*`` reads (``columns_of``: lowercase (schema, table) -> its (column, type), those
+    declared before the view); an expression without a name gives none."""
     from sqlglot import exp
 
     sources: dict[str, tuple[str, str]] = {}  # a FROM item's name or alias -> its (schema, table), lowercase
@@ -1150,9 +1151,6 @@ def _view_outputs(select, rows: list[tuple[str, str, str, str]], schema_of) -> l
         for source in items:
             if isinstance(source, exp.Table):
                 sources[(source.alias_or_name or "").lower()] = (schema_of(source).lower(), source.name.lower())
-    columns_of: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for schema, table, column, declared_type in rows:
-        columns_of.setdefault((schema.lower(), table.lower()), []).append((column, declared_type))
     out: list[tuple[str, str]] = []
     for projection in select.expressions:
         star = projection if isinstance(projection, exp.Star) else \
@@ -1268,6 +1266,12 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
             for k, column in enumerate(name(e) for e in item.expressions):
                 pending.append((*owner, column, parent, parent_columns[k] if k < len(parent_columns) else None))
 
+    columns_of: dict[tuple[str, str], list[tuple[str, str]]] = {}  # lowercase (schema, table) -> (column, type)
+
+    def add_column(owner: tuple[str, str], column: str, declared_type: str) -> None:
+        rows.append((*owner, column, declared_type))
+        columns_of.setdefault((owner[0].lower(), owner[1].lower()), []).append((column, declared_type))
+
     def view(statement: exp.Create) -> None:
         """A view's columns, as a catalogue lists them beside the tables' (no keys): those it
         names (``CREATE VIEW v (a, b)``), else its query's output names, a ``*`` being the
@@ -1290,10 +1294,11 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
             query = statement.expression
             while isinstance(query, exp.SetOperation):  # a UNION's columns are named by its first query
                 query = query.this
-            columns = _view_outputs(query, rows, schema_of) if isinstance(query, exp.Select) else []
+            columns = _view_outputs(query, columns_of, schema_of) if isinstance(query, exp.Select) else []
         if columns:
             declared.add(tuple(map(str.lower, owner)))
-            rows.extend((*owner, column, declared_type) for column, declared_type in columns)
+            for column, declared_type in columns:
+                add_column(owner, column, declared_type)
 
     partitions: list[tuple[str, str, str, str]] = []  # (schema, table, its partition's schema, table)
     for statement in statements:
@@ -1331,7 +1336,7 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
             if isinstance(item, exp.ColumnDef):
                 column = item.name
                 kind = item.args.get("kind")
-                rows.append((*owner, column, kind.sql(dialect=dialect) if kind is not None else ""))
+                add_column(owner, column, kind.sql(dialect=dialect) if kind is not None else "")
                 for constraint in item.args.get("constraints") or []:
                     inner = constraint.args.get("kind")
                     if isinstance(inner, exp.PrimaryKeyColumnConstraint):
@@ -1343,14 +1348,20 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
                 table_constraint(owner, item)
     if not rows:
         raise UsageError(f"{source}: no CREATE TABLE statement with columns")
+    # a partition has its parent's foreign keys (a partition's partition too): from each table
+    # with keys down its partitions, each (table, column) once
+    children: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for parent_schema, parent, schema, table in partitions:
+        children.setdefault((parent_schema.lower(), parent.lower()), []).append((schema, table))
     known = {(s.lower(), t.lower(), c.lower()) for s, t, c, _, _ in pending}
-    for _ in partitions:  # a partition has its parent's foreign keys (a partition's partition too)
-        for parent_schema, parent, schema, table in partitions:
-            for s, t, c, ref, ref_column in list(pending):
-                if (s.lower(), t.lower()) == (parent_schema.lower(), parent.lower()) \
-                        and (schema.lower(), table.lower(), c.lower()) not in known:
-                    known.add((schema.lower(), table.lower(), c.lower()))
-                    pending.append((schema, table, c, ref, ref_column))
+    for s, t, c, ref, ref_column in list(pending):
+        below = list(children.get((s.lower(), t.lower()), ()))
+        while below:
+            schema, table = below.pop()
+            if (schema.lower(), table.lower(), c.lower()) not in known:
+                known.add((schema.lower(), table.lower(), c.lower()))
+                pending.append((schema, table, c, ref, ref_column))
+                below.extend(children.get((schema.lower(), table.lower()), ()))
     # one table for each name, as the database would resolve it, as a catalogue is read
     read = _pick_tables(rows, [home])
     tables: dict[str, list[str]] = {}
