@@ -424,6 +424,15 @@ def test_check_answers_verdicts_under_the_models_policy(service):
     assert "cannot parse" in bad["error"]
     status, plain = post(url, {"db_id": "supply_chain", "question": "Suppliers in Germany?", "sql": TYPO})
     assert status == 200 and plain["results"][0]["query_confidence"] == verdict["query_confidence"]
+    assert "verdict" not in plain["results"][0]
+    # /score with "verdicts": the scored row and its verdict beside it (what the page asks: scored once)
+    status, both = post(url, {"db_id": "supply_chain", "question": "Suppliers in Germany?", "sql": TYPO,
+                              "verdicts": True})
+    row = both["results"][0]
+    assert status == 200 and row["nodes"] and row["verdict"] == {k: v for k, v in verdict.items()
+                                                                 if k not in ("sql", "db_id")}
+    status, answer = post(url, {"sql": TYPO, "verdicts": "yes"})
+    assert status == 400 and answer["detail"] == "verdicts: true or false"
     # the shipped model, a named connection: the literal looked up in the database, in the scoring thread
     from model.synth.demo import demo_root
 

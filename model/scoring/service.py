@@ -5,7 +5,8 @@
 ``POST /score`` with ``{"queries": [{"db_id", "question", "sql"}, ...]}`` (or one query object;
 optional fields ``evidence``, BIRD's, read as part of the question, ``question_id``, ``dialect``)
 answers ``{"results": [row, ...]}``, each row as ``rat-score`` writes it, or ``{"error": ...}``
-for a query that cannot be scored. ``POST /check``, with the same body, answers each query's
+for a query that cannot be scored (with ``"verdicts": true`` in the body, each row's verdict
+beside it where the model has a policy). ``POST /check``, with the same body, answers each query's
 verdict under the model's policy instead (run | review | regenerate, with feedback for the
 model that wrote it: ``model.scoring.verdict``; 404 for a model without a policy).
 ``GET /health``; ``GET /databases``; ``GET /`` is a page where
@@ -243,8 +244,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         """A row's error without the folder the service reads from: a client names files under it."""
         return message.replace(f"{root}{os.sep}", "") if root is not None else message
 
-    def rows_and_weight(raw: bytes) -> tuple[list[dict], bool]:
-        """The rows of a request body and whether it goes to the heavy lane."""
+    def rows_and_weight(raw: bytes) -> tuple[list[dict], bool, bool]:
+        """The rows of a request body, whether it goes to the heavy lane, and whether it asks for
+        each row's verdict beside it (``"verdicts": true``)."""
         try:
             body = json.loads(raw)
         except RecursionError:
@@ -252,8 +254,11 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         except ValueError:  # also bytes that are not UTF-8
             raise HTTPException(400, "body is not valid JSON") from None
         rows = rows_of(body)
+        wanted = body.get("verdicts", False)
+        if not isinstance(wanted, bool):
+            raise HTTPException(400, "verdicts: true or false")
         # one request is not a file: its confidences never depend on the other queries sent with it
-        return rows, sum(len(SQL_WORDS.findall(r["sql"])) for r in rows if not r["_unknown"]) > heavy_words
+        return rows, sum(len(SQL_WORDS.findall(r["sql"])) for r in rows if not r["_unknown"]) > heavy_words, wanted
 
     @app.api_route("/health", methods=["GET", "HEAD"])
     async def health() -> dict:  # on the event loop: never queued behind scoring
@@ -279,7 +284,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         return await answer(request, verdicts=True)
 
     async def answer(request: Request, verdicts: bool) -> JSONResponse:
-        """A /score or /check request's rows, scored (or given their verdicts) in a lane."""
+        """A /score or /check request's rows, scored (with their verdicts beside them where the
+        body asks and the model has a policy) or given their verdicts, in a lane."""
         deadline = time.monotonic() + timeout_s
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":  # a form or text/plain is what another site's page can send
@@ -297,11 +303,12 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             except TimeoutError:
                 raise HTTPException(408, f"request body not received within {timeout_s:g} s",
                                     {"Connection": "close"}) from None
-            rows, heavy = await asyncio.get_running_loop().run_in_executor(parsing, rows_and_weight, raw)
+            rows, heavy, wanted = await asyncio.get_running_loop().run_in_executor(parsing, rows_and_weight, raw)
         finally:
             reading.release()
         known = [r for r in rows if not r["_unknown"]]
-        work = partial(score_heavy if heavy else score_rows, known, verdicts=verdicts, deadline=deadline,
+        checking = verdicts or (wanted and policy is not None)  # (scored once: a verdict holds its scored query)
+        work = partial(score_heavy if heavy else score_rows, known, verdicts=checking, deadline=deadline,
                        max_nodes=max_nodes, max_sql_chars=max_sql_chars, dialect=dialect, label_shift=False)
         lane = heavy_lane if heavy else scoring
         busy[0] += not heavy
@@ -321,8 +328,14 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                 out.append({"error": f"unknown db_id {r['db_id']!r}", "db_id": r["db_id"]})
                 continue
             result = next(it)
-            out.append({"error": unrooted(result.message), "db_id": r["db_id"]} if isinstance(result, RowError)
-                       else {**result.to_dict(), "db_id": r["db_id"]} if verdicts else result.to_dict())
+            if isinstance(result, RowError):
+                out.append({"error": unrooted(result.message), "db_id": r["db_id"]})
+            elif verdicts:
+                out.append({**result.to_dict(), "db_id": r["db_id"]})
+            elif checking:  # the scored row, its verdict beside it
+                out.append({**result.scored.to_dict(), "verdict": {k: v for k, v in result.to_dict().items() if k != "sql"}})
+            else:
+                out.append(result.to_dict())
         return JSONResponse({"results": out})  # as FastAPI would write it, without its encoder's pass
 
     return app
