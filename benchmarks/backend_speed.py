@@ -128,7 +128,7 @@ def main() -> None:
             for name, (backend, options) in settings.items():
                 batch = [{**r, "database": where[backend][r["db_id"]]} for r in rows]
                 start = time.perf_counter()
-                results = scorer.score_many(batch, progress=False, label_shift=False, **options)
+                results = scorer.score_many(batch, progress=False, label_shift=False, dialect="sqlite", **options)
                 speeds[name].append(len(batch) / (time.perf_counter() - start))
                 errors[name] = sum(isinstance(r, RowError) for r in results)
                 if backend == "postgres":

@@ -81,7 +81,7 @@ def main() -> None:
         scorer = Scorer.pretrained()
         results = {}
         for backend in ("sqlite", "postgres", "duckdb"):
-            rows = [{"sql": e.sql, "question": e.question, "db_id": e.db_id,
+            rows = [{"sql": e.sql, "question": e.question, "db_id": e.db_id, "dialect": "sqlite",
                      "schema": schemas[e.db_id], "database": urls[backend][e.db_id]}
                     for e in examples]
             start = time.perf_counter()

@@ -201,7 +201,7 @@ def test_node_confidences_match_sqlites(backend, executions, copies, schemas, ca
             if r["sqlite"][1] is None and cause(sql, backend, r["sqlite"], r[backend]) is None]
     rows_lite, rows_copy, pairs, rewritten = [], [], [], 0
     for db, sql in same:
-        lite = {"sql": sql, "schema": schemas[db], "database": copies[db]["sqlite"]}
+        lite = {"sql": sql, "schema": schemas[db], "database": copies[db]["sqlite"], "dialect": "sqlite"}
         rows_lite.append(lite)
         rows_copy.append({**lite, "database": copies[db][backend]})
         try:  # the dialect's own SQL, where it reads as the same tree and runs there as SQLite's does

@@ -818,8 +818,8 @@ def test_scores_against_postgres_mysql_and_duckdb_match_the_sqlite_file(scorer, 
                         if any(f.name == n and f.group in ("execution", "values") for f in FEATURES)]
     assert database_columns
     reference = scorer.score_many([{**r, "database": path} for r in rows], progress=False, workers=1)
-    for target in (pg_demo[0], mysql_demo[0], duck_demo):
-        scored = scorer.score_many([{**r, "database": target} for r in rows], progress=False)
+    for target in (pg_demo[0], mysql_demo[0], duck_demo):  # SQLite's SQL, as sqlglot writes it there
+        scored = scorer.score_many([{**r, "database": target} for r in rows], progress=False, dialect="sqlite")
         for ref, got in zip(reference, scored, strict=True):
             np.testing.assert_array_equal(got.features[:, database_columns], ref.features[:, database_columns])
             assert abs(got.query_confidence - ref.query_confidence) <= 0.01
@@ -884,14 +884,15 @@ def test_rat_score_reads_a_postgres_url(pg_demo, tmp_path):
     assert done.returncode == 0, done.stderr
     row = json.loads(done.stdout)
     assert 0 < row["query_confidence"] < 1 and [n["label"] for n in row["nodes"]][-1] == "Project"
-    # a DDL file as the schema, SQL in PostgreSQL's dialect
+    assert row["dialect"] == "postgres"  # the URL's dialect, none named
+    # a DDL file as the schema, SQL in PostgreSQL's dialect: the URL's (the DDL read in it too)
     schema_file = tmp_path / "music.sql"
     schema_file.write_text(";\n".join(ddl(load_database_specs()[DB_ID], "postgres")) + ";\n")
     predictions = tmp_path / "rows.jsonl"
     predictions.write_text(json.dumps({"db_id": "music", "question": "Venues in London",
                                        "sql": "SELECT name FROM venues WHERE city ILIKE 'london'"}) + "\n")
     out = tmp_path / "scored.jsonl"
-    done = rat_score("--database", url, "--schema", str(schema_file), "--dialect", "postgres",
+    done = rat_score("--database", url, "--schema", str(schema_file),
                      "--predictions", str(predictions), "--out", str(out))
     assert done.returncode == 0, done.stderr
     (scored,) = [json.loads(line) for line in out.read_text().splitlines()]

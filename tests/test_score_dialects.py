@@ -215,12 +215,39 @@ def test_sql_of_the_databases_own_dialect_read_as_sqlite_says_which_to_give(scor
     with duckdb.connect(str(path)) as conn:
         conn.execute("CREATE TABLE orders (id INTEGER, status TEXT)")
     sql = "SELECT DISTINCT ON (status) id FROM orders ORDER BY status"
-    wrong, right = scorer.score_many([{"sql": sql, "database": path}, {"sql": sql, "database": path,
-                                                                      "dialect": "duckdb"}], progress=False)
+    wrong, right, own = scorer.score_many([{"sql": sql, "database": path, "dialect": "sqlite"},
+                                           {"sql": sql, "database": path, "dialect": "duckdb"},
+                                           {"sql": sql, "database": path}], progress=False)
     assert isinstance(wrong, RowError) and wrong.message.endswith(
         "(read as sqlite SQL; the database is duckdb: dialect 'duckdb' reads its own)")
-    assert not isinstance(right, RowError)
+    assert not isinstance(right, RowError) and own.to_dict() == right.to_dict()
     # the same SQL on a SQLite file has nothing to add
     (plain,) = scorer.score_many([{"sql": sql, "database": demo_root() / "database" / DB / f"{DB}.sqlite"}],
                                  progress=False)
     assert isinstance(plain, RowError) and "read as" not in plain.message
+
+
+def test_without_a_dialect_the_sql_is_read_in_the_databases_own(scorer, tmp_path):
+    """A DuckDB file's LIKE tells case apart; read as SQLite's SQL the query would run as ILIKE
+    there and find the row the user's own run will not."""
+    duckdb = pytest.importorskip("duckdb")
+    path = tmp_path / "shop.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE singer (name TEXT, country TEXT)")
+        conn.execute("INSERT INTO singer VALUES ('Ann', 'France'), ('Bob', 'Spain')")
+    sql, question = "SELECT name FROM singer WHERE name LIKE 'a%'", "Singers whose name starts with a"
+    own = scorer.score(sql, question=question, database=path)
+    named = scorer.score(sql, question=question, database=path, dialect="duckdb")
+    as_sqlite = scorer.score(sql, question=question, database=path, dialect="sqlite")
+    assert own.dialect == "duckdb" and own.to_dict()["dialect"] == "duckdb"
+    assert own.query_confidence == named.query_confidence != as_sqlite.query_confidence
+    empty = list(scorer.saved.features_).index("exec_empty")
+    assert own.features[-1, empty] == 1.0 and as_sqlite.features[-1, empty] == 0.0
+    # rat-score: the file's dialect, none named; a JSONL row's own still wins
+    done = subprocess.run([sys.executable, "-m", "model.scoring.cli", "--database", str(path), "--sql", sql,
+                           "--question", question, "--json"], capture_output=True, text=True, env=ENV, check=False)
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)
+    assert row["dialect"] == "duckdb" and row["query_confidence"] == round(own.query_confidence, 6)
+    # no database: SQLite's
+    assert scorer.score(sql, question=question, schema={"singer": ["name", "country"]}).dialect == "sqlite"

@@ -68,7 +68,7 @@ from model.data.execution import (
 )
 from model.errors import UsageError
 
-__all__ = ["Database", "DatabaseError", "database_label", "is_database_url", "mask_password",
+__all__ = ["Database", "DatabaseError", "database_dialect", "database_label", "is_database_url", "mask_password",
            "open_database", "schema_from_ddl"]
 
 Rows = list[tuple[Any, ...]]
@@ -125,6 +125,25 @@ def mask_password(url: str) -> str:
 def is_database_url(text: object) -> bool:
     """Whether ``text`` is a database URL (``scheme://...``) rather than a path."""
     return isinstance(text, str) and re.match(r"^[a-zA-Z][\w+.-]*://", text) is not None
+
+
+def database_dialect(target: object) -> str:
+    """The dialect (a ``rat.DIALECTS`` name) of a database target's SQL, without opening it: a
+    URL's scheme, a ``.duckdb`` file's, a connection's module; a path is SQLite's. An unknown
+    URL scheme is the ``DatabaseError`` opening it would be.
+
+    >>> [database_dialect(t) for t in ("postgresql://u@h/shop", "mysql+pymysql://h/s",
+    ...                                "warehouse.duckdb", "spider/concert_singer.sqlite")]
+    ['postgres', 'mysql', 'duckdb', 'sqlite']
+    """
+    if isinstance(target, Database):
+        return target.dialect
+    if isinstance(target, (str, Path)):
+        if is_database_url(str(target)):
+            return parse_url(str(target))["backend"]
+        return "duckdb" if Path(target).suffix.lower() in (".duckdb", ".ddb") else "sqlite"
+    module = type(target).__module__.split(".")[0]
+    return {"psycopg": "postgres", "pymysql": "mysql", "duckdb": "duckdb"}.get(module, "sqlite")
 
 
 def database_label(target: object) -> str:

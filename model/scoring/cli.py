@@ -22,10 +22,12 @@ without a database. ``--database`` names one database every query is read agains
 DuckDB file, or a URL (``postgresql://user:pw@host:5432/db``, ``mysql+pymysql://..``,
 ``duckdb:///file.duckdb``), opened read-only; without ``--schema`` its schema is read from it:
 
-    rat-score --database postgresql://scorer:pw@localhost/shop --dialect postgres \
+    rat-score --database postgresql://scorer:pw@localhost/shop \
         --question "Customers in Lyon?" --sql "SELECT name FROM customers WHERE city ILIKE 'lyon'"
- ``--dialect postgres`` (or mysql, duckdb, snowflake, bigquery, tsql, databricks, trino, redshift)
-reads SQL written for that database; a JSONL row's own ``dialect`` field wins. ``--model pretrained`` (default) or a saved model / neural run.
+
+The SQL is read in the ``--database``'s dialect (``postgres`` here), else SQLite's; ``--dialect
+postgres`` (or mysql, duckdb, snowflake, bigquery, tsql, databricks, trino, redshift) names
+another; a JSONL row's own ``dialect`` field wins. ``--model pretrained`` (default) or a saved model / neural run.
 A mistake in the command line is one line and exit code 2; a row that cannot be scored is
 counted and reported, and the run goes on.
 """
@@ -40,7 +42,7 @@ from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
-from model.data.databases import is_database_url
+from model.data.databases import database_dialect, is_database_url
 from model.errors import UsageError, check_writable
 from model.scoring.inputs import load_scorer, read_schemas, row_problem
 from rat.dialects import DIALECTS
@@ -57,13 +59,18 @@ def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format), or a .sql file of "
                         "CREATE TABLE statements in --dialect: schemas only, no database")
     source.add_argument("--no-database", action="store_true", help=f"with --data-root: {verb} without databases")
-    source.add_argument("--dialect", default="sqlite", metavar="NAME",
-                        help=f"the SQL dialect of the queries: {', '.join(sorted(DIALECTS))} (default sqlite; "
-                             "a JSONL row's own 'dialect' field wins)")
+    source.add_argument("--dialect", metavar="NAME",
+                        help=f"the SQL dialect of the queries: {', '.join(sorted(DIALECTS))} (default: the "
+                             "--database's own, postgres for a postgresql:// URL; else sqlite; a JSONL row's "
+                             "own 'dialect' field wins)")
 
 
 def check_dialect(args) -> None:
-    """``--dialect``: a ``rat.DIALECTS`` name (any case, stored lower case), else one line."""
+    """``--dialect``: a ``rat.DIALECTS`` name (any case, stored lower case), else one line;
+    without it, the ``--database``'s own dialect, else ``sqlite``."""
+    if args.dialect is None:
+        database = getattr(args, "database", None)
+        args.dialect = database_dialect(database) if database else "sqlite"
     if not isinstance(args.dialect, str) or args.dialect.lower() not in DIALECTS:
         raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
     args.dialect = args.dialect.lower()

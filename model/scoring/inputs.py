@@ -41,17 +41,19 @@ def load_scorer(model: str, option: str = "--model"):
 
 
 def check_service_options(args: Any, positive: tuple[str, ...]) -> None:
-    """The options ``rat-serve`` and ``rat-mcp`` share (``data_root``, ``schema``, ``dialect``)
-    and the ``positive`` numbers among them, checked: ``UsageError`` (one line) names the first
-    bad one."""
+    """The options ``rat-serve`` and ``rat-mcp`` share (``data_root``, ``schema``, ``dialect``:
+    stored lower case, None where not given) and the ``positive`` numbers among them, checked:
+    ``UsageError`` (one line) names the first bad one."""
     from rat.dialects import DIALECTS
 
     if args.data_root and not args.data_root.is_dir():
         raise UsageError(f"--data-root {args.data_root}: no such directory")
     if args.schema and not args.schema.is_file():
         raise UsageError(f"--schema {args.schema}: no such file")
-    if args.dialect.lower() not in DIALECTS:
-        raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
+    if args.dialect is not None:
+        if args.dialect.lower() not in DIALECTS:
+            raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
+        args.dialect = args.dialect.lower()
     for name in positive:
         value = getattr(args, name)
         if not (math.isfinite(value) and value > 0):  # nan compares false and inf bounds nothing

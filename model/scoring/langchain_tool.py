@@ -43,7 +43,7 @@ def verdict_text(verdict) -> str:
 
 
 def sql_check_tool(scorer=None, *, database: str | Path | None = None, schema=None, db_id: str | None = None,
-                   dialect: str = "sqlite", policy=None, name: str = "check_sql",
+                   dialect: str | None = None, policy=None, name: str = "check_sql",
                    timeout_s: float | None = TIMEOUT_S) -> StructuredTool:
     """A LangChain tool that checks (question, sql) on one database with ``scorer`` (default: the
     shipped model) and ``policy`` (default: the scorer's): ``Scorer.check``, each call bounded by

@@ -39,7 +39,7 @@ class ScoringTools:
     ``UsageError`` (one line) for a bad argument."""
 
     def __init__(self, scorer, data_root: Path | None = None, schemas: dict | None = None,
-                 dialect: str = "sqlite", max_sql_chars: int = MAX_SQL_CHARS, max_nodes: int = MAX_NODES,
+                 dialect: str | None = None, max_sql_chars: int = MAX_SQL_CHARS, max_nodes: int = MAX_NODES,
                  timeout_s: float = TIMEOUT_S, named: dict[str, str] | None = None):
         self.scorer, self.schemas, self.dialect = scorer, schemas or {}, dialect
         self.named = dict(named or {})  # name -> URL of the named connections
@@ -257,8 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--database", action="append", default=[], metavar="NAME=URL",
                         help="a named connection, read-only (repeatable): postgresql://, mysql://, duckdb:///, "
                              "sqlite:///")
-    parser.add_argument("--dialect", default="sqlite", metavar="NAME",
-                        help=f"the SQL dialect of the queries: {', '.join(sorted(DIALECTS))} (default sqlite)")
+    parser.add_argument("--dialect", metavar="NAME",
+                        help=f"the SQL dialect of the queries: {', '.join(sorted(DIALECTS))} (default: the "
+                             "database's own, else sqlite)")
     parser.add_argument("--max-sql-chars", type=int, default=MAX_SQL_CHARS)
     parser.add_argument("--max-nodes", type=int, default=MAX_NODES)
     parser.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help="seconds one score_sql call may take")
@@ -273,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         check_service_options(args, ("max_sql_chars", "max_nodes", "timeout_s"))
-        schemas = read_schemas(args.schema, args.data_root, args.dialect.lower())
+        schemas = read_schemas(args.schema, args.data_root, args.dialect or "sqlite")
         scorer = load_scorer(args.model)
         if scorer.saved is None:
             raise UsageError(f"--model {args.model}: rat-mcp serves a saved boosted model (model.json)")
@@ -285,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(f"rat-mcp: error: {e}", file=sys.stderr)
         return 2
-    tools = ScoringTools(scorer, args.data_root, schemas, args.dialect.lower(), args.max_sql_chars,
+    tools = ScoringTools(scorer, args.data_root, schemas, args.dialect, args.max_sql_chars,
                          args.max_nodes, args.timeout_s, named)
     print(f"rat-mcp: {scorer.description}, {len(schemas)} databases, stdio", file=sys.stderr, flush=True)
     build_server(tools).run("stdio")

@@ -14,7 +14,7 @@ True
 >>> scored.sql[look.span[0]:look.span[1]] == look.text
 True
 >>> sorted(scored.to_dict())[:4]
-['db_id', 'look_here_first', 'look_here_reliability', 'look_here_span']
+['db_id', 'dialect', 'look_here_first', 'look_here_reliability']
 >>> 0.0 < scored.look_here_reliability < 1.0  # how often such a pointer was right, out of fold
 True
 
@@ -145,7 +145,7 @@ class ScoredQuery:
         look = self.nodes[self.look_here_first]
         second = self.nodes[self.runner_up] if self.runner_up is not None else None
         return {"question_id": self.question_id, "db_id": self.db_id, "question": self.question,
-                "sql": self.sql, "query_confidence": round(self.query_confidence, 6),
+                "sql": self.sql, "dialect": self.dialect, "query_confidence": round(self.query_confidence, 6),
                 "look_here_first": self.look_here_first,
                 "look_here_span": list(look.span) if look.span else None,
                 "look_here_reliability": (None if self.look_here_reliability is None
@@ -272,7 +272,7 @@ class Scorer:
 
     def score(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
               database: str | Path | None = None, db_id: str | None = None,
-              reasons: bool = True, evidence: str = "", dialect: str = "sqlite",
+              reasons: bool = True, evidence: str = "", dialect: str | None = None,
               timeout_s: float | None = None) -> ScoredQuery:
         """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read,
         ``UsageError`` for an unknown ``dialect``, ``model.data.databases.DatabaseError`` for a
@@ -283,7 +283,8 @@ class Scorer:
         ``sqlite:///file.sqlite``), an open connection (psycopg, pymysql, duckdb, sqlite3) or a
         ``model.data.databases.Database``; opened read-only for this call only. Without a
         ``schema``, the schema is read from the database. ``evidence``: BIRD-style external knowledge,
-        read as part of the question; ``dialect``: the SQL dialect ``sql`` is written in;
+        read as part of the question; ``dialect``: the SQL dialect ``sql`` is written in (default:
+        the database's own, ``postgres`` for a PostgreSQL URL; ``sqlite`` without a database);
         ``timeout_s``: the most seconds the call may take (each database read is bounded by
         ``feature_timeout_s`` anyway), past which it raises ``model.data.execution.DeadlineExceeded``
         (a ``TimeoutError``)."""
@@ -307,7 +308,7 @@ class Scorer:
         return Policy.from_dict(saved) if saved is not None else None
 
     def check(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
-              database: str | Path | None = None, db_id: str | None = None, dialect: str = "sqlite",
+              database: str | Path | None = None, db_id: str | None = None, dialect: str | None = None,
               evidence: str = "", policy=None, timeout_s: float | None = None):
         """Score one query and decide what to do with it: a ``model.scoring.verdict.Verdict``
         (run | review | regenerate, with feedback a text-to-SQL model can act on), by ``policy``
@@ -352,7 +353,7 @@ class Scorer:
                    spans: bool = True, batch_size: int = 256, workers: int | None = None,
                    features: Sequence[str] | None = None, quantiles: str = "model",
                    deadline: float | None = None, max_nodes: int | None = MAX_NODES,
-                   max_sql_chars: int | None = MAX_SQL_CHARS, dialect: str = "sqlite",
+                   max_sql_chars: int | None = MAX_SQL_CHARS, dialect: str | None = None,
                    label_shift: bool | None = False) -> list[ScoredQuery | RowError]:
         """Score rows ``{sql, question, evidence, schema, database, db_id, question_id}`` (all but
         ``sql`` optional; BIRD's ``evidence`` is read as part of the question), in order; a row that cannot be scored comes back as a ``RowError``, never
@@ -372,7 +373,8 @@ class Scorer:
         by default; None: no bound): a query whose tree has more nodes,
         or whose SQL more characters, is a ``RowError``, not scored: each row's cost is bounded.
         ``dialect``: the SQL dialect of rows without their own ``dialect`` field (``rat.DIALECTS``;
-        an unknown name is a ``UsageError``, a row's own unknown one a ``RowError``). With a
+        an unknown name is a ``UsageError``, a row's own unknown one a ``RowError``; None, the
+        default: each row's database's own, ``sqlite`` for a row without one). With a
         database, SQL of another dialect runs as sqlglot writes it for the database's own
         (``model.data.execution.runnable_sql``). A row's ``database`` is anything ``score``
         takes; each distinct one is opened once per call, read-only, and closed before this
@@ -386,7 +388,7 @@ class Scorer:
         from each system's rate than they were (docs/results.md, 'Rates without labels'). Node
         confidences are not moved; nor is anything for a model whose card lacks the rate it was
         calibrated at (the neural model, an adapted one), nor where the estimate reaches 0 or 1."""
-        dialect = dialect_name(dialect)
+        dialect = dialect_name(dialect) if dialect is not None else None
         if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
             raise TypeError(f"rows: expected an iterable of rows (mappings), found {type(rows).__name__}; "
                             "score() scores one query")
@@ -479,7 +481,7 @@ class Scorer:
 
     def _score_all(self, rows: list[Mapping], progress: bool, reasons: bool, spans: bool, batch_size: int,
                    workers: int | None, features: tuple[str, ...] | None = None, own_quantiles: bool = False,
-                   budget: _Budget | None = None, dialect: str = "sqlite") -> list[ScoredQuery | RowError]:
+                   budget: _Budget | None = None, dialect: str | None = None) -> list[ScoredQuery | RowError]:
         from tqdm.auto import tqdm
 
         batches = self._batches(rows, batch_size)
@@ -529,11 +531,11 @@ class Scorer:
 
     def _prepare(self, rows: Sequence[Mapping], positions: Sequence[int], spans: bool,
                  features: tuple[str, ...] | None = None, budget: _Budget | None = None,
-                 dialect: str = "sqlite") -> _Batch:
+                 dialect: str | None = None) -> _Batch:
         """Read the rows' SQL into examples and (boosted) their feature matrices (the model's
         columns, then any other of ``features``) and (``spans``) their nodes' spans in the
         written SQL; pure Python and read-only database reads, so it runs in worker processes.
-        ``dialect``: that of rows without their own ``dialect``."""
+        ``dialect``: that of rows without their own ``dialect`` (None: their database's own)."""
         from model.data.datasets import Question, question_text
         from model.nodes.examples import make_example
         from model.nodes.outputs import tree_of
@@ -543,7 +545,7 @@ class Scorer:
         for j, row in enumerate(rows):
             check_deadline(budget.deadline)
             qid = row.get("question_id") if isinstance(row, Mapping) else None
-            database, read_as = None, dialect
+            database, read_as = None, dialect or "sqlite"
             try:
                 if not isinstance(row, Mapping):
                     raise TypeError(f"expected a row (a mapping with 'sql'), found {type(row).__name__}")
@@ -567,7 +569,8 @@ class Scorer:
                 database = row.get("database")
                 database = database if isinstance(database, Database) else Path(database) if database else None
                 key = _schema_key(name, j, schema, database, batch)
-                read_as = dialect_name(row["dialect"]) if row.get("dialect") is not None else dialect
+                own = database.dialect if isinstance(database, Database) else "sqlite"
+                read_as = dialect_name(row["dialect"]) if row.get("dialect") is not None else dialect or own
                 # tree and spans: one parse
                 located = rat.sql_spans(sql, None, schema, read_as) if spans else None
                 example = make_example(Question(str(qid or f"q{positions[j]}"), key,

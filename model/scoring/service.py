@@ -109,7 +109,7 @@ def content_security_policy(page: str) -> str:
 def create_app(scorer, data_root: Path | None = None, schemas: dict | None = None,
                max_queries: int = 64, max_body_bytes: int = 1_000_000, timeout_s: float = 10.0,
                use_databases: bool = True, max_sql_chars: int = MAX_SQL_CHARS, max_nodes: int = MAX_NODES,
-               workers: int = 2, api_docs: bool = False, dialect: str = "sqlite",
+               workers: int = 2, api_docs: bool = False, dialect: str | None = None,
                databases: dict[str, str] | None = None, heavy_words: int = HEAVY_WORDS,
                heavy_share: float = HEAVY_SHARE, allowed_hosts: Sequence[str] | None = None,
                token: str | None = None):
@@ -577,9 +577,9 @@ def main(argv: list[str] | None = None) -> int:
                              f"time per process, paced to {HEAVY_SHARE * 100:.0f}%% of the CPU (default {HEAVY_WORDS})")
     parser.add_argument("--header-timeout-s", type=float, default=HEADER_TIMEOUT_S,
                         help="seconds a connection may take to send a request head (default 10)")
-    parser.add_argument("--dialect", default="sqlite", metavar="NAME",
+    parser.add_argument("--dialect", metavar="NAME",
                         help="the SQL dialect of queries without their own 'dialect' field: "
-                             f"{', '.join(sorted(DIALECTS))} (default sqlite)")
+                             f"{', '.join(sorted(DIALECTS))} (default: the database's own, else sqlite)")
     parser.add_argument("--api-docs", action="store_true",
                         help="serve /docs, /redoc and /openapi.json (public to anyone who reaches the port)")
     args = parser.parse_args(argv)
@@ -608,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
                              "databases and read the answers, which tell what they store: give "
                              f"--token-file FILE (or ${TOKEN_ENV}), or --public to serve without a token")
         sock = listen_socket(args.host, args.port)  # before the model loads: a taken port is told at once
-        schemas = read_schemas(args.schema, args.data_root, args.dialect.lower())
+        schemas = read_schemas(args.schema, args.data_root, args.dialect or "sqlite")
         scorer = load_scorer(args.model)
         databases = named_databases(args.database, schemas, scorer)
     except UsageError as e:
@@ -620,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
 
     app = create_app(scorer, args.data_root, schemas, max_queries=args.max_queries, timeout_s=args.timeout_s,
                      max_sql_chars=args.max_sql_chars, max_nodes=args.max_nodes, workers=args.workers,
-                     api_docs=args.api_docs, dialect=args.dialect.lower(), databases=databases,
+                     api_docs=args.api_docs, dialect=args.dialect, databases=databases,
                      heavy_words=args.heavy_words, allowed_hosts=allowed_hosts(args.host, args.allowed_host),
                      token=token)
     protocol = type("Guarded", (GuardedH11Protocol,), {"header_timeout_s": args.header_timeout_s})

@@ -351,7 +351,7 @@ class QueryHeld(Exception):
 
 
 def guard(run_sql: Callable | None = None, *, scorer: Scorer | None = None, database: str | Path | None = None,
-          schema=None, db_id: str | None = None, dialect: str = "sqlite",
+          schema=None, db_id: str | None = None, dialect: str | None = None,
           on_hold: Callable[[Verdict], Any] | None = None, policy: Policy | None = None,
           timeout_s: float | None = None):
     """Wrap ``run_sql(sql, ...)`` so that it is called only for a query whose verdict is "run";
@@ -375,7 +375,8 @@ def guard(run_sql: Callable | None = None, *, scorer: Scorer | None = None, data
             raise TypeError(f"guard: {name} must be callable, found {type(value).__name__}")
     if policy is not None and not isinstance(policy, Policy):
         raise TypeError(f"guard: policy must be a Policy, found {type(policy).__name__}")
-    known_dialect(dialect)  # an unknown name: a RATError now, not at the first call
+    if dialect is not None:
+        known_dialect(dialect)  # an unknown name: a RATError now, not at the first call
     check_seconds(timeout_s, "guard: timeout_s")
 
     @functools.wraps(run_sql)
