@@ -301,6 +301,38 @@ def _reading(rat_dialect: Dialect) -> _Reading:
     return reading
 
 
+def _refuse_missing_syntax(tokens: list, rat_dialect: Dialect, sql: str) -> None:
+    """A RATError for syntax sqlglot reads in any dialect that `rat_dialect`'s database refuses:
+    `ILIKE`, `a::int`, SQL Server's `LIMIT`, `NULLS FIRST` / `NULLS LAST` (`Dialect`'s fields),
+    with what the dialect writes instead.
+
+    >>> _refuse_missing_syntax(DIALECT.tokenize("SELECT a::int FROM t"), SQLITE, "SELECT a::int FROM t")
+    Traceback (most recent call last):
+    rat.errors.RATError: unsupported construct '::' (sqlite has none: CAST(a AS type)) in SQL: 'SELECT a::int FROM t'
+    """
+    name, refused = rat_dialect.name, _MISSING_TOKENS.get(rat_dialect.name)
+    if refused is None:
+        refused = _MISSING_TOKENS[name] = frozenset(
+            token for token, field in ((TokenType.ILIKE, "ilike"), (TokenType.DCOLON, "cast_operator"),
+                                       (TokenType.LIMIT, "limit")) if not getattr(rat_dialect, field))
+    for k, token in enumerate(tokens):
+        if token.token_type in refused:
+            construct, instead = {
+                TokenType.ILIKE: ("ILIKE", "its LIKE ignores case" if rat_dialect.like_ignores_case
+                                  else "lower(a) LIKE lower('x%')"),
+                TokenType.DCOLON: ("::", "CAST(a AS type)"),
+                TokenType.LIMIT: ("LIMIT", "TOP n, or OFFSET m ROWS FETCH NEXT n ROWS ONLY")}[token.token_type]
+            raise RATError(f"unsupported construct {construct!r} ({name} has none: {instead})", sql)
+        if not rat_dialect.nulls_order and token.text.upper() == "NULLS" and k + 1 < len(tokens) \
+                and tokens[k + 1].text.upper() in ("FIRST", "LAST"):
+            raise RATError(f"unsupported construct 'NULLS {tokens[k + 1].text.upper()}' ({name} has none: "
+                           "sort by CASE WHEN a IS NULL THEN 1 ELSE 0 END first)", sql)
+
+
+# dialect name -> the token types of syntax it lacks (`_refuse_missing_syntax`)
+_MISSING_TOKENS: dict[str, frozenset] = {}
+
+
 def sqlglot_dialect(rat_dialect: Dialect):
     """sqlglot's dialect object for `rat_dialect`."""
     return DIALECT if rat_dialect is SQLITE else _reading(rat_dialect).sqlglot
@@ -328,6 +360,7 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         if not rat_dialect.json_operators and any(t.token_type in _JSON_ARROWS for t in tokens):
             # (SQL Server's: sqlglot writes each as two calls of its left side, exponential in a chain)
             raise RATError(f"unsupported construct '->' ({rat_dialect.name} has no JSON operators)", sql)
+        _refuse_missing_syntax(tokens, rat_dialect, sql)
         renamed = _rename_typed_functions(
             tokens, sql, _TYPED_FUNCTIONS if reading is None else reading.typed_functions,
             _TYPE_TOKENS if reading is None else reading.type_tokens)
@@ -347,6 +380,9 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
     statement = statements[0]
     if not isinstance(statement, _QUERY):
         raise RATError(f"unsupported construct {type(statement).__name__!r} (not a query)", sql)
+    if not rat_dialect.full_join and any(j.side == "FULL" for j in statement.find_all(exp.Join)):
+        raise RATError(f"unsupported construct 'FULL JOIN' ({rat_dialect.name} has none: "
+                       "a LEFT JOIN's rows UNION a RIGHT JOIN's)", sql)
     if renamed:
         _restore_names(statement)
     return statement
@@ -490,9 +526,6 @@ def canonical_ast(sql: str, schema: Schema | Mapping | None = None,
         resolver.query(tree, outer=(), ctes={}, keep_aliases=False)
         if resolver.between:
             _spell_between(tree)
-        if rat_dialect is not SQLITE and rat_dialect.like_ignores_case:
-            for ilike in list(tree.find_all(exp.ILike)):  # ILIKE is LIKE: written so
-                ilike.replace(exp.Like(**ilike.args))
     return tree
 
 

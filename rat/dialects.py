@@ -4,8 +4,8 @@ means (docs/rat.md, "Dialects", has the table).
 Each dialect names the sqlglot dialect that parses it and three facts about its meaning:
 
 - ``like_ignores_case``: whether ``LIKE`` ignores ASCII case by default (SQLite; MySQL and SQL
-  Server under their default collations). There ``ILIKE`` is ``LIKE`` (one node, ``Like``);
-  elsewhere ``ILIKE`` is a node of its own (``Ilike``), never equal to ``Like``.
+  Server under their default collations). None of these has ``ILIKE``; where a dialect has it,
+  it is a node of its own (``Ilike``), never equal to ``Like``.
 - ``unquoted_case``: None where identifiers ignore case, quoted or not; ``"lower"`` /
   ``"upper"`` where unquoted names are folded to that case and quoted names keep theirs
   (PostgreSQL / Snowflake). A name that means something else than its unquoted lowercase
@@ -54,6 +54,12 @@ class Dialect:
     positional_join: bool = False  # a POSITIONAL JOIN b: rows paired by position (DuckDB's)
     asof_join: str = ""  # a ASOF JOIN b: "inner" (DuckDB: the rows with a match), "left" (Snowflake: every row of a)
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
+    # Syntax sqlglot reads in every dialect, refused where the database would refuse it
+    ilike: bool = False  # a ILIKE 'x%'
+    cast_operator: bool = False  # a::int
+    limit: bool = True  # LIMIT n (SQL Server: TOP n, OFFSET .. FETCH)
+    full_join: bool = True  # a FULL [OUTER] JOIN b
+    nulls_order: bool = True  # ORDER BY a NULLS FIRST / NULLS LAST
 
     @property
     def case_sensitive(self) -> bool:
@@ -82,31 +88,33 @@ DIALECTS = {
                       frame_exclude=True),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
                         distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True, with_ties=True,
-                        frame_exclude=True, jsonb_keys=True, table_sample=True),
-    "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now"),
+                        frame_exclude=True, jsonb_keys=True, table_sample=True, ilike=True, cast_operator=True),
+    "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now",
+                     full_join=False, nulls_order=False),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
                       semi_join=True, star_exclude=True, asof_join="inner", frame_exclude=True,
-                      table_sample=True, using_sample=True, positional_join=True),
+                      table_sample=True, using_sample=True, positional_join=True, ilike=True, cast_operator=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
-                         group_by_all=True, star_exclude=True, asof_join="left", table_sample=True),
+                         group_by_all=True, star_exclude=True, asof_join="left", table_sample=True, ilike=True,
+                         cast_operator=True),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True,
                         group_by_all=True, star_exclude=True, table_sample=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
                     json_operators=False, now="getdate", pivot=True, with_ties=True, limit_percent=True,
-                    table_sample=True),
+                    table_sample=True, limit=False, nulls_order=False),
     # Databricks SQL (Spark SQL): names ignore case, quoted in backticks or not
     "databricks": Dialect("databricks", like_ignores_case=False, qualify=True, lateral="LATERAL",
                           ignore_nulls=True, at_time_zone=False, json_operators=False, now="now", pivot=True,
                           semi_join=True, group_by_all=True, order_by_all=True, star_exclude=True,
-                          table_sample=True, lateral_view=True),
+                          table_sample=True, lateral_view=True, ilike=True, cast_operator=True),
     # Trino (and Presto, Athena): names ignore case, quoted or not
     "trino": Dialect("trino", like_ignores_case=False, lateral="LATERAL", ignore_nulls=True,
                      json_operators=False, now="now", with_ties=True, table_sample=True),
     # Redshift: names ignore case, quoted or not (enable_case_sensitive_identifier off, its default)
     "redshift": Dialect("redshift", like_ignores_case=False, qualify=True, ignore_nulls=True,
-                        json_operators=False, now="getdate", pivot=True),
+                        json_operators=False, now="getdate", pivot=True, ilike=True, cast_operator=True),
 }
 SQLITE = DIALECTS["sqlite"]
 

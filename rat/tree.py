@@ -44,7 +44,7 @@ _JSONB_KEYS = {exp.JSONBContainsTopKey: "Json_has_key", exp.JSONBContainsAnyTopK
 _BINARY = {
     **_COMPARISONS,
     exp.Add: "Add", exp.Sub: "Sub", exp.Mul: "Mul", exp.Div: "Div", exp.Mod: "Mod",
-    exp.DPipe: "Concat", exp.Like: "Like", exp.ILike: "Like", exp.Glob: "Glob",
+    exp.DPipe: "Concat", exp.Like: "Like", exp.ILike: "Ilike", exp.Glob: "Glob",
     exp.RegexpLike: "Regexp", exp.Is: "Is", exp.BitwiseAnd: "Bitand", exp.BitwiseOr: "Bitor",
     exp.BitwiseLeftShift: "Shift_left", exp.BitwiseRightShift: "Shift_right",
     exp.NullSafeEQ: "Is", exp.NullSafeNEQ: "Is_not", exp.RegexpILike: "Iregexp",
@@ -214,8 +214,6 @@ class _Builder:
         self.dialect = rat_dialect
         self.cased = rat_dialect.case_sensitive
         self.windows: dict = {}  # each SELECT's named windows, resolved (window_clauses)
-        # ILIKE is LIKE where LIKE ignores case already; elsewhere a node of its own.
-        self.ilike = "Like" if rat_dialect.like_ignores_case else "Ilike"
 
     def name(self, identifier: exp.Identifier) -> str:
         """The label of a resolved identifier (see `rat.dialects.Dialect.label`)."""
@@ -502,8 +500,6 @@ class _Builder:
                 raise RATError(f"unsupported construct 'j ? k' ({self.dialect.name} has no jsonb key tests)", self.sql)
             if kind is exp.Is and isinstance(node.expression, exp.Null):
                 return Node("Is_null", (left,))
-            if kind is exp.ILike:
-                label = self.ilike
             if (kind is exp.Like or kind is exp.ILike) and node.args.get("negate"):
                 return Node(_NEGATED[label], (left, right))
             if node.args.get("escape") is not None:
