@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from model.scoring.scorer import UNFAMILIAR
 from tests import servers
 from tests.test_scorer import boosted_model  # noqa: F401  (the fixture)
 
@@ -192,7 +193,7 @@ def test_concurrent_clients_all_succeed(service):
 
 def test_page_is_served(service):
     page = urllib.request.urlopen(service[0] + "/").read().decode()
-    assert "<form" in page and "/score" in page
+    assert "<form" in page and "/score" in page and "{{" not in page
 
 
 def _page_dom(chromium: str, url: str, query: dict, profile, fragment: str = "") -> str:
@@ -225,7 +226,7 @@ def test_page_shows_the_coloured_sql_in_headless_chromium(service, tmp_path):
     emoji = _page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": sql}, tmp_path / "c")
     assert ">'\U0001F600\U0001F600'</span>" in emoji and "\ufffd" not in emoji, emoji[-2000:]
     assert ">'zq'</span>" in emoji, emoji[-2000:]  # a span after the emoji is where it was
-    assert emoji.count("· the model does not know Or: this confidence says little") == 1  # (nodes[].unfamiliar)
+    assert emoji.count(f"· {UNFAMILIAR.format(kind='Or')}") == 1  # (nodes[].unfamiliar, as rat-score says it)
     bidi = _page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": sql.replace("'zq'", "'z\u202eq'")},
                      tmp_path / "d")
     assert "&lt;U+202E&gt;" in bidi and "\u202e" not in bidi, bidi[-2000:]  # shown, not obeyed

@@ -208,26 +208,23 @@ def score_one(scorer, args, schemas: dict) -> int:
         missing = _unknown_tables(args.sql, args.dialect, schema)
         if missing:
             raise UsageError(f"--sql: no table {missing[0]!r} in {args.database.name}")
-    try:
-        scored = scorer.score(args.sql, question=args.question, schema=schema,
-                              database=_database(args, args.db_id), db_id=args.db_id,
-                              dialect=args.dialect)
+    query = {"question": args.question, "schema": schema, "database": _database(args, args.db_id),
+             "db_id": args.db_id, "dialect": args.dialect}
+    try:  # a Verdict with --check, else a ScoredQuery
+        result = scorer.check(args.sql, **query) if args.check else scorer.score(args.sql, **query)
     except UsageError:  # a database that cannot be read, an unknown dialect: named as they are
         raise
     except (rat.RATError, ValueError, TypeError) as e:
         raise UsageError(f"--sql: {str(e).splitlines()[0].removeprefix('sql: ')}") from None  # quotes 200 characters
     if args.check:
-        from model.scoring.verdict import verdict_of
-
-        verdict = verdict_of(scored, scorer.policy, _database(args, args.db_id))
-        print(json.dumps(verdict.to_dict()) if args.json else
-              f"{verdict.action} (query confidence {verdict.query_confidence:.2f})\n{verdict.feedback}")
-        return 0 if verdict.action == "run" else 1
+        print(json.dumps(result.to_dict()) if args.json else
+              f"{result.action} (query confidence {result.query_confidence:.2f})\n{result.feedback}")
+        return 0 if result.action == "run" else 1
     if args.json:
-        print(json.dumps(scored.to_dict()))
+        print(json.dumps(result.to_dict()))
     else:
         color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-        print(format_scored(scored, color=color))
+        print(format_scored(result, color=color))
     return 0
 
 

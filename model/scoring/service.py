@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from model.extras import needs_extra
-from model.scoring.scorer import MAX_NODES, MAX_SQL_CHARS
+from model.scoring.scorer import MAX_NODES, MAX_SQL_CHARS, UNFAMILIAR
 from rat.dialects import DIALECTS
 
 with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
@@ -168,7 +168,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     # flood of maximum-size bodies neither holds their memory at once nor stalls /health
     reading, parsing = asyncio.Semaphore(READING), ThreadPoolExecutor(1, thread_name_prefix="rat-read")
     heavy_lane = ThreadPoolExecutor(1, thread_name_prefix="rat-score-heavy", initializer=_one_thread)
-    page_html = PAGE.read_text(encoding="utf-8")
+    page_html = PAGE.read_text(encoding="utf-8").replace('"{{UNFAMILIAR}}"', json.dumps(UNFAMILIAR))
     page_headers = {"Content-Security-Policy": content_security_policy(page_html),
                     "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
     info = scorer.saved.info_ if scorer.saved is not None else {}
