@@ -846,6 +846,30 @@ def test_postgres_constructs_score_and_run_on_postgres(scorer, pg_demo, sql, lab
     assert 0 < scored.query_confidence < 1
 
 
+def test_an_sqlalchemy_engine_is_read_through_its_url(scorer, pg_demo, demo):
+    """An SQLAlchemy Engine (or Connection) is the database its URL names, opened read-only with
+    rat's own connection, in its dialect; the engine's pool is left as it was."""
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    from model.data.databases import database_dialect
+
+    url, _ = pg_demo
+    _, _, path = demo
+    engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    lite = sqlalchemy.create_engine(f"sqlite:///{path}")
+    assert (database_dialect(engine), database_dialect(lite)) == ("postgres", "sqlite")
+    question, sql = QUESTIONS[3]
+    by_url = scorer.score(sql, question, database=url, db_id=DB_ID)
+    for target in (engine, engine.connect()):
+        got = scorer.score(sql, question, database=target, db_id=DB_ID)
+        assert got.dialect == "postgres" and got.to_dict() == by_url.to_dict()
+    assert scorer.score(sql, question, database=lite, db_id=DB_ID).to_dict() == \
+        scorer.score(sql, question, database=path, db_id=DB_ID).to_dict()
+    assert engine.pool.checkedout() == 1  # the Connection above, rat's own closed
+    with pytest.raises(DatabaseError, match="password authentication failed") as caught:
+        scorer.score(sql, database=sqlalchemy.create_engine(url.replace("scorer-pw", "wrong-pw")))
+    assert "wrong-pw" not in str(caught.value)
+
+
 def test_score_many_leaves_no_connection_open(scorer, pg_demo):
     import psycopg
 

@@ -3,7 +3,8 @@
 ``open_database(target)`` takes a SQLAlchemy-style URL (``postgresql://user:pw@host:5432/db``,
 ``postgresql+psycopg://..``, ``mysql+pymysql://..``, ``mariadb+pymysql://..``,
 ``duckdb:///path/to.duckdb``, ``sqlite:///path/to.sqlite``), a path (a SQLite file; ``.duckdb``:
-DuckDB) or an open DB-API connection (psycopg, duckdb, sqlite3, pymysql), and gives a
+DuckDB), an open DB-API connection (psycopg, duckdb, sqlite3, pymysql) or an SQLAlchemy
+``Engine`` / ``Connection`` (its URL: a connection of its own is opened), and gives a
 ``Database``: ``execute(sql)`` returns ``(rows, None)`` or ``(None, error)`` as
 ``model.data.execution.execute_sql`` does, ``schema()`` reads tables, columns, types and keys from
 the database itself, ``close()`` (or ``with``) ends it.
@@ -127,10 +128,26 @@ def is_database_url(text: object) -> bool:
     return isinstance(text, str) and re.match(r"^[a-zA-Z][\w+.-]*://", text) is not None
 
 
+def sqlalchemy_url(target: object) -> str | None:
+    """The URL of an SQLAlchemy ``Engine`` or ``Connection`` (password included, the driver
+    dropped: the database is opened with rat's own read-only connection), else None.
+
+    >>> from sqlalchemy import create_engine
+    >>> sqlalchemy_url(create_engine("sqlite+pysqlite:///shop.sqlite")), sqlalchemy_url("shop.sqlite")
+    ('sqlite:///shop.sqlite', None)
+    """
+    if type(target).__module__.split(".")[0] != "sqlalchemy":
+        return None
+    url = getattr(getattr(target, "engine", target), "url", None)
+    if url is None:
+        return None
+    return url.set(drivername=url.get_backend_name()).render_as_string(hide_password=False)
+
+
 def database_dialect(target: object) -> str:
     """The dialect (a ``rat.DIALECTS`` name) of a database target's SQL, without opening it: a
-    URL's scheme, a ``.duckdb`` file's, a connection's module; a path is SQLite's. An unknown
-    URL scheme is the ``DatabaseError`` opening it would be.
+    URL's scheme (an SQLAlchemy engine's too), a ``.duckdb`` file's, a connection's module; a
+    path is SQLite's. An unknown URL scheme is the ``DatabaseError`` opening it would be.
 
     >>> [database_dialect(t) for t in ("postgresql://u@h/shop", "mysql+pymysql://h/s",
     ...                                "warehouse.duckdb", "spider/concert_singer.sqlite")]
@@ -138,6 +155,7 @@ def database_dialect(target: object) -> str:
     """
     if isinstance(target, Database):
         return target.dialect
+    target = sqlalchemy_url(target) or target
     if isinstance(target, (str, Path)):
         if is_database_url(str(target)):
             return parse_url(str(target))["backend"]
@@ -995,7 +1013,7 @@ def _need(backend: str, name: str) -> None:
 
 def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = MAX_ROWS,
                   max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> Database:
-    """``target`` (a URL, a path, or an open connection) as a read-only ``Database``: each
+    """``target`` (a URL, a path, an open connection, an SQLAlchemy engine) as a read-only ``Database``: each
     statement gets at most ``timeout_s`` seconds (unless its call says otherwise), ``max_rows``
     rows and ``max_result_bytes`` (estimated) of result. ``DatabaseError`` (one line, the
     password masked) when it cannot be opened: no such file, unreachable host, bad credentials,
@@ -1021,6 +1039,8 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
             _need("duckdb", name)
             return _open_duckdb(path, name, limits)
         return SqliteDatabase(path, **limits)
+    if (url := sqlalchemy_url(target)) is not None:
+        return open_database(url, **limits)
     module = type(target).__module__.split(".")[0]
     name = database_label(target)
     if module == "psycopg":
@@ -1043,7 +1063,7 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
                                 "pass its file")
         return SqliteDatabase(Path(files[0]), **limits)
     raise DatabaseError(f"{name}: not a database URL, path or connection "
-                        "(psycopg, pymysql, duckdb or sqlite3)")
+                        "(psycopg, pymysql, duckdb, sqlite3, or an SQLAlchemy engine)")
 
 
 # ------------------------------------------------------------------------------ DDL schema files

@@ -280,8 +280,8 @@ class Scorer:
         locked by a writer) and ``TypeError`` / ``ValueError`` for an argument of the wrong type
         or size. ``database``: a SQLite file, a URL
         (``postgresql://user:pw@host/db``, ``mysql+pymysql://..``, ``duckdb:///file.duckdb``,
-        ``sqlite:///file.sqlite``), an open connection (psycopg, pymysql, duckdb, sqlite3) or a
-        ``model.data.databases.Database``; opened read-only for this call only. Without a
+        ``sqlite:///file.sqlite``), an open connection (psycopg, pymysql, duckdb, sqlite3), an
+        SQLAlchemy engine or a ``model.data.databases.Database``; opened read-only for this call only. Without a
         ``schema``, the schema is read from the database. ``evidence``: BIRD-style external knowledge,
         read as part of the question; ``dialect``: the SQL dialect ``sql`` is written in (default:
         the database's own, ``postgres`` for a PostgreSQL URL; ``sqlite`` without a database);
