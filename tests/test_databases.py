@@ -960,11 +960,14 @@ def test_rat_serve_answers_with_a_named_postgres_connection(pg_demo):
             urllib.request.urlopen(request, timeout=60)
         assert refused.value.code == 400
         body["queries"].pop()
+        # PostgreSQL's own SQL, no dialect named: the connection's
+        body["queries"].append({"db_id": "music", "sql": "SELECT DISTINCT ON (city) name FROM venues ORDER BY city"})
         request = urllib.request.Request(base + "/score", data=json.dumps(body).encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as answer:
-            (row,) = json.loads(answer.read())["results"]
+            row, own = json.loads(answer.read())["results"]
         assert 0 < row["query_confidence"] < 1
+        assert own["dialect"] == "postgres" and "Distinct_on" in [n["label"] for n in own["nodes"]]
     finally:
         proc.terminate()
         proc.wait(timeout=20)
