@@ -870,6 +870,19 @@ def test_an_sqlalchemy_engine_is_read_through_its_url(scorer, pg_demo, demo):
     assert "wrong-pw" not in str(caught.value)
 
 
+def test_rat_calibrate_labels_by_running_both_queries_on_postgres(scorer, pg_demo):
+    """Execution labels on a PostgreSQL database: gold and prediction run there (read-only, in
+    PostgreSQL's dialect); a prediction that returns gold's rows by another tree is right."""
+    from model.scoring.recalibrate import recalibrate
+
+    url, _ = pg_demo
+    rows = [{"sql": sql, "gold": sql, "question": q, "database": url} for q, sql in QUESTIONS]
+    rows.append({**rows[0], "sql": rows[0]["sql"].replace("'London'", "'Paris'")})  # wrong
+    rows.append({**rows[1], "sql": rows[1]["sql"].replace("> 100", ">= 100.01")})  # right, another tree
+    result = recalibrate(scorer.saved, rows, select=False, progress=False)
+    assert result.labels == {"execution": len(rows)} and result.right_queries == len(rows) - 1
+
+
 def test_score_many_leaves_no_connection_open(scorer, pg_demo):
     import psycopg
 

@@ -174,3 +174,46 @@ def test_rat_calibrate_mistakes_are_one_line_and_exit_2(which, message, tmp_path
         assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
     else:
         assert (out.read_text() == "keep me") if which == "out is a file" else not out.exists()
+
+
+def _singers(path: Path) -> None:
+    import duckdb
+
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, age INTEGER)")
+        conn.execute("INSERT INTO singer VALUES (1, 'Ann', 52), (2, 'bob', 38), (3, 'Cleo', 41), (4, 'Dan', 40)")
+
+
+# (prediction, gold): right by execution on _singers' rows in rows 0, 1 and 3; the last gold fails
+LIVE = [("SELECT name FROM singer WHERE age > 40", "SELECT name FROM singer WHERE age > 40"),
+        ("SELECT name FROM singer WHERE age >= 41", "SELECT name FROM singer WHERE age > 40"),
+        ("SELECT name FROM singer WHERE age < 40", "SELECT name FROM singer WHERE age > 40"),
+        ("SELECT name FROM singer WHERE name ILIKE 'b%'", "SELECT name FROM singer WHERE lower(name) LIKE 'b%'"),
+        ("SELECT name FROM singer", "SELECT nickname FROM singer")]
+
+
+def test_execution_labels_come_from_a_live_database_in_its_dialect(tmp_path):
+    """Rows on a DuckDB file (a URL, a PostgreSQL or MySQL database alike) are labelled by
+    running both queries there, read-only, each in its dialect: `age >= 41` is right where
+    tree comparison says wrong; rat-calibrate --database does the same from a shell."""
+    pytest.importorskip("duckdb")
+    path = tmp_path / "singers.duckdb"
+    _singers(path)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    rows = [{"sql": sql, "gold": gold, "question": "Singers older than 40?", "database": path}
+            for sql, gold in LIVE]
+    model = Scorer.pretrained().saved
+    result = recalibrate(model, rows, select=False, progress=False)
+    assert result.labels == {"execution": 4} and result.right_queries == 3
+    assert result.errors == {"gold SQL fails to execute": 1} and result.model.query_label == "execution"
+    by_tree = recalibrate(model, rows, labels="tree", select=False, progress=False)
+    assert by_tree.right_queries == 1  # the same rows, compared as trees
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "database"}) + "\n" for r in rows))
+    done = rat_calibrate("--database", str(path), "--predictions", str(labelled), "--out", str(tmp_path / "out"),
+                         "--always-refit")
+    assert done.returncode == 0, done.stderr
+    summary, diagnosis = done.stderr.strip().splitlines()[-2:]
+    assert "4 labelled outputs" in summary and "labels: execution 4" in summary and "not used: 1" in summary
+    assert "75.0% right" in diagnosis
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before

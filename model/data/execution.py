@@ -714,6 +714,27 @@ def execute_pairs(
     ]
 
 
+def database_outcome(database, pred_sql: str, gold_sql: str, pred_dialect: str = "sqlite",
+                     gold_dialect: str = "sqlite", schema=None, distinct: bool = False) -> str:
+    """``execute_pairs``' outcome of one ``(pred_sql, gold_sql)`` pair on an open
+    ``model.data.databases.Database`` of any backend (PostgreSQL, MySQL, DuckDB, SQLite), each
+    query run as ``runnable_sql`` writes its dialect there and compared as ``execute_pairs``
+    compares: ``gold_error`` where the gold query fails, is stopped or cannot be written for the
+    backend; ``no_database`` where the prediction cannot be written so (no execution label);
+    ``timeout`` where it was stopped (a timeout, a result past the memory guards)."""
+    def ran(sql: str, dialect: str) -> tuple[str, Any]:
+        rows, error = database.run(prepare_sql(sql, distinct), dialect, schema)
+        if error is None:
+            return "ok", rows
+        return ("unwritten" if error.startswith(NOT_WRITTEN) else "timeout" if unfinished(error) else "error"), error
+
+    gold = ran(gold_sql, gold_dialect)
+    if gold[0] != "ok":
+        return "gold_error"
+    pred = ran(pred_sql, pred_dialect)
+    return "no_database" if pred[0] == "unwritten" else _outcome(gold, pred, _order_matters(gold_sql))
+
+
 # -------------------------------------------------------------------------------------- CLI
 
 

@@ -59,10 +59,23 @@ def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format), or a .sql file of "
                         "CREATE TABLE statements in --dialect: schemas only, no database")
     source.add_argument("--no-database", action="store_true", help=f"with --data-root: {verb} without databases")
+    source.add_argument("--database", metavar="URL_OR_FILE",
+                        help="the database every query is read against (read-only): a SQLite or DuckDB "
+                             "file, or a URL: postgresql://user:pw@host:5432/db, mysql+pymysql://..., "
+                             "duckdb:///file.duckdb, sqlite:///file.sqlite")
     source.add_argument("--dialect", metavar="NAME",
                         help=f"the SQL dialect of the queries: {', '.join(sorted(DIALECTS))} (default: the "
                              "--database's own, postgres for a postgresql:// URL; else sqlite; a JSONL row's "
                              "own 'dialect' field wins)")
+
+
+def check_database(args) -> None:
+    """``--database`` and ``--no-database`` together, or a ``--database`` file that is not
+    there: one line."""
+    if args.no_database and args.database is not None:
+        raise UsageError("--no-database and --database: give one")
+    if args.database and not is_database_url(args.database) and not Path(args.database).is_file():
+        raise UsageError(f"--database {args.database}: no such file")
 
 
 def check_dialect(args) -> None:
@@ -86,10 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
     one.add_argument("--sql")
     one.add_argument("--question", default="")
     one.add_argument("--db-id", default=None)
-    parser.add_argument("--database", metavar="URL_OR_FILE",
-                        help="the database every query is read against (read-only): a SQLite or DuckDB "
-                             "file, or a URL: postgresql://user:pw@host:5432/db, mysql+pymysql://..., "
-                             "duckdb:///file.duckdb, sqlite:///file.sqlite")
     parser.add_argument("--check", action="store_true",
                         help="answer each query's verdict under the model's policy (run, review or regenerate, "
                              "with feedback) instead of its tree; exit status 1 when any is not 'run'")
@@ -122,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("give --sql (one query) or --predictions (a file)")
         if args.sql is not None and not args.sql.strip():
             raise UsageError("--sql: empty")
-        if args.no_database and args.database is not None:
-            raise UsageError("--no-database and --database: give one")
+        check_database(args)
         if args.check and args.label_shift:
             raise UsageError("--check and --label-shift: the policy's thresholds are for confidences not moved")
         check_dialect(args)
@@ -131,8 +139,6 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--data-root {args.data_root}: no such directory")
         if args.schema and not args.schema.is_file():
             raise UsageError(f"--schema {args.schema}: no such file")
-        if args.database and not is_database_url(args.database) and not Path(args.database).is_file():
-            raise UsageError(f"--database {args.database}: no such file")
         for path in args.predictions or ():
             if not path.is_file():
                 raise UsageError(f"--predictions {path}: no such file")
@@ -449,7 +455,7 @@ def _skipped_note(skipped: Counter, what: str) -> str:
 def _usable_rows(args) -> tuple[list[dict], Counter]:
     """``read_rows``' rows that name a known database, and the count of those left out, by reason."""
     skipped: Counter = Counter()
-    rows = read_rows(args, read_schemas(args.schema, args.data_root), skipped)
+    rows = read_rows(args, read_schemas(args.schema, args.data_root, args.dialect), skipped)
     skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
     return [r for r in rows if "_error" not in r], skipped
 
@@ -488,15 +494,18 @@ def adapt_main(argv: list[str] | None = None) -> int:
     args = build_adapt_parser().parse_args(argv)
     try:
         _check_paths(args)
+        check_database(args)
         check_dialect(args)
-        model, teacher = load_scorer(args.model).saved, load_scorer(args.teacher, "--teacher").saved
+        scorer = load_scorer(args.model)
+        model, teacher = scorer.saved, load_scorer(args.teacher, "--teacher").saved
         if model is None or teacher is None:
             raise UsageError("--model and --teacher must be boosted models (<run>/model of a model=features run)")
-        rows, skipped = _usable_rows(args)
-        try:
-            result = adapt(model, teacher, rows, label_shift=not args.no_label_shift)
-        except AdaptError as e:
-            raise UsageError(f"--predictions: {e}") from None
+        with _opened(args, scorer):
+            rows, skipped = _usable_rows(args)
+            try:
+                result = adapt(model, teacher, rows, label_shift=not args.no_label_shift)
+            except AdaptError as e:
+                raise UsageError(f"--predictions: {e}") from None
     except UsageError as e:
         print(f"rat-adapt: error: {e}", file=sys.stderr)
         return 2
@@ -545,16 +554,19 @@ def calibrate_main(argv: list[str] | None = None) -> int:
     args = build_calibrate_parser().parse_args(argv)
     try:
         _check_paths(args)
+        check_database(args)
         check_dialect(args)
-        model = load_scorer(args.model).saved
+        scorer = load_scorer(args.model)
+        model = scorer.saved
         if model is None:
             raise UsageError("--model must be a boosted model (<run>/model of a model=features run)")
-        rows, skipped = _usable_rows(args)
-        try:
-            result = recalibrate(model, rows, calibration=args.calibration,
-                                 labels=args.labels, select=not args.always_refit)
-        except RecalibrationError as e:
-            raise UsageError(f"--predictions: {e}") from None
+        with _opened(args, scorer):
+            rows, skipped = _usable_rows(args)
+            try:
+                result = recalibrate(model, rows, calibration=args.calibration,
+                                     labels=args.labels, select=not args.always_refit)
+            except RecalibrationError as e:
+                raise UsageError(f"--predictions: {e}") from None
     except UsageError as e:
         print(f"rat-calibrate: error: {e}", file=sys.stderr)
         return 2

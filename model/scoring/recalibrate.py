@@ -11,10 +11,13 @@ on the least confident node's logit), so a few dozen labelled queries fit them
 (``docs/research.md``, section 5, measures how many).
 
 Labels: each row's ``gold`` SQL (or, with ``--data-root``, the question's gold), compared as in
-training: by execution match where the row's database can be read (or the row says
-``correct``), else by tree comparison with gold (``labels="tree"``: tree comparison always).
+training: by execution match where the row's database can be read (a SQLite file; a PostgreSQL,
+MySQL or DuckDB database, where both queries run in their dialects: ``database_outcome``), or
+the row says ``correct``, else by tree comparison with gold (``labels="tree"``: tree
+comparison always).
 
     rat-calibrate --model adapted/ --data-root <data> --predictions labelled.jsonl --out calibrated/
+    rat-calibrate --database postgresql://scorer:pw@host/shop --predictions labelled.jsonl --out calibrated/
     rat-score --model calibrated/ --data-root <data> --predictions new.jsonl
 """
 
@@ -24,6 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 
@@ -99,22 +103,24 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
                                        features=model.features_, label_shift=False)
     errors.update(r.reason for r in results if isinstance(r, RowError))
     scored = [(row, r) for row, r in zip(usable, results) if not isinstance(r, RowError)]
-    databases = [readable_database(row.get("database")) for row, _ in scored]
+    databases = [readable_database(row.get("database")) or r.with_database for row, r in scored]
     run = [k for k, (row, _) in enumerate(scored)
            if labels == "execution" and databases[k] and not isinstance(row.get("correct"), bool)]
+    files = [k for k in run if _sqlite_file(scored[k][0]["database"])]
     # SQL of another dialect runs as sqlglot writes it for SQLite; where it cannot, labels come from trees
     runnable = {k: (sqlite_sql(scored[k][0]["sql"], scored[k][1].dialect),
-                    sqlite_sql(scored[k][0]["gold"], _gold_dialect(*scored[k]))) for k in run}
-    run = [k for k in run if None not in runnable[k]]
-    outcomes = dict(zip(run, execute_pairs([(scored[k][0]["database"], *runnable[k]) for k in run],
-                                           progress=False))) if run else {}
+                    sqlite_sql(scored[k][0]["gold"], _gold_dialect(*scored[k]))) for k in files}
+    files = [k for k in files if None not in runnable[k]]
+    outcomes = dict(zip(files, execute_pairs([(scored[k][0]["database"], *runnable[k]) for k in files],
+                                             progress=False))) if files else {}
+    outcomes.update(_live_outcomes([(k, *scored[k]) for k in run if not _sqlite_file(scored[k][0]["database"])]))
     kept, how = [], Counter()
     for k, (row, r) in enumerate(scored):
         if labels == "tree":
             match, way = None, "tree"
         elif isinstance(row.get("correct"), bool):
             match, way = row["correct"], "given"
-        elif k in outcomes:
+        elif outcomes.get(k, "no_database") != "no_database":
             if outcomes[k] not in _MATCH:
                 errors["gold SQL fails to execute"] += 1
                 continue
@@ -170,6 +176,42 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
                                    "created": date.today().isoformat(),
                                    "before": {k: round(v, 4) for k, v in before.items()}}
     return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before, refitted)
+
+
+def _sqlite_file(target) -> bool:
+    """Whether a row's ``database`` is a SQLite file's path (run by ``execute_pairs``, cached)."""
+    from model.data.databases import is_database_url
+
+    return isinstance(target, (str, Path)) and not is_database_url(str(target)) \
+        and Path(target).suffix.lower() not in (".duckdb", ".ddb")
+
+
+def _live_outcomes(rows: Sequence[tuple[int, Mapping, object]]) -> dict[int, str]:
+    """``execute_pairs``' outcome of each ``(k, row, scored)`` whose database is a URL, a DuckDB
+    file, a connection or a ``Database`` (PostgreSQL, MySQL, DuckDB): both queries run on it,
+    read-only, each in its dialect (``database_outcome``); each database opened once."""
+    from model.data.databases import Database, DatabaseError, open_database
+    from model.data.execution import database_outcome
+
+    opened: dict[object, Database | None] = {}
+    outcomes = {}
+    try:
+        for k, row, scored in rows:
+            target = row["database"]
+            key = str(target) if isinstance(target, (str, Path)) else id(target)
+            if key not in opened:
+                try:
+                    opened[key] = open_database(target)
+                except DatabaseError:
+                    opened[key] = None  # (scored with it a moment ago): labels from trees
+            if opened[key] is not None:
+                outcomes[k] = database_outcome(opened[key], row["sql"], row["gold"], scored.dialect,
+                                               _gold_dialect(row, scored), scored.schema)
+    finally:
+        for key, database in opened.items():
+            if database is not None and not any(database is row["database"] for _, row, _ in rows):
+                database.close()
+    return outcomes
 
 
 def _gold_dialect(row: Mapping, scored) -> str:
