@@ -481,3 +481,33 @@ def test_cli_numbers_that_are_not_positive_are_one_line(spider_root: Path, tmp_p
                            option, value])
     err = capsys.readouterr().err
     assert code == 2 and err.strip() == f"rat-exec: {option} {float(value):g}: must be a positive number"
+
+
+def test_cli_on_your_own_database_runs_both_queries_there_in_its_dialect(tmp_path: Path, capsys) -> None:
+    """rat-exec --database: rows {sql, gold} run on a DuckDB file (a PostgreSQL or MySQL URL
+    alike), read-only, in the database's dialect unless a row names its own; a gold that fails is
+    outside the accuracy; a row without both strings, and a line that is no JSON, are counted."""
+    duckdb = pytest.importorskip("duckdb")
+    path = tmp_path / "singers.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE singer (name TEXT, age INTEGER)")
+        conn.execute("INSERT INTO singer VALUES ('Ann', 52), ('bob', 38), ('Cleo', 41), ('Dan', 40)")
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    gold = "SELECT name FROM singer WHERE age > 40"
+    rows = [{"sql": gold, "gold": gold}, {"sql": "SELECT name FROM singer WHERE age >= 41", "gold": gold},
+            {"sql": "SELECT name FROM singer WHERE name LIKE 'b%'", "gold": "SELECT 'bob'"},
+            # DuckDB's LIKE tells case apart; read as SQLite's it runs as ILIKE and finds 'bob'
+            {"sql": "SELECT name FROM singer WHERE name LIKE 'B%'", "gold": "SELECT 'bob'"},
+            {"sql": "SELECT name FROM singer WHERE name LIKE 'B%'", "gold": "SELECT 'bob'", "dialect": "sqlite"},
+            {"sql": "SELECT name FROM singer", "gold": "SELECT nickname FROM singer"}, {"sql": "SELECT 1"}]
+    predictions = tmp_path / "pairs.jsonl"
+    predictions.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{not json\n")
+    code = execution.main(["--database", str(path), "--predictions", str(predictions), "--json", "--no-progress"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["questions"] == 6 and report["with_database"] == 5
+    assert report["outcomes"]["match"] == 4 and report["outcomes"]["mismatch"] == 1
+    assert report["outcomes"]["gold_error"] == 1 and report["execution_accuracy"] == pytest.approx(4 / 5)
+    assert report["skipped_rows"] == {"not a JSON line": 1, "no sql or gold string": 1}
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert execution.main(["--database", str(tmp_path / "none.duckdb"), "--predictions", str(predictions)]) == 2
+    assert "none.duckdb: no such database file" in capsys.readouterr().err

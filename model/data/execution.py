@@ -802,12 +802,65 @@ def evaluate_file(
     }
 
 
+def evaluate_on_database(database, predictions: Path, dialect: str | None = None,
+                         distinct: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Execution accuracy of a file of rows ``{sql, gold[, dialect, gold_dialect]}`` (JSONL, JSON or
+    CSV) on one open ``model.data.databases.Database``: each pair run there read-only, each
+    query in its dialect (a row's own, else ``dialect``, else the database's), compared as
+    ``execute_pairs`` compares (``database_outcome``). A row without both strings is left out
+    and counted in ``skipped_rows``; a gold query that fails counts as ``gold_error``, outside
+    the accuracy, as ``evaluate_file`` counts it."""
+    from tqdm.auto import tqdm
+
+    from model.data.jsonl import read_rows
+
+    skipped: Counter[str] = Counter()
+    rows = []
+    for row in read_rows(predictions, skipped):
+        if isinstance(row.get("sql"), str) and row["sql"].strip() and isinstance(row.get("gold"), str) \
+                and row["gold"].strip():
+            rows.append(row)
+        else:
+            skipped["no sql or gold string"] += 1
+    own = dialect or database.dialect
+    outcomes = [database_outcome(database, row["sql"], row["gold"], str(row.get("dialect") or own).lower(),
+                                 str(row.get("gold_dialect") or row.get("dialect") or own).lower(),
+                                 distinct=distinct)
+                for row in tqdm(rows, desc="executing", unit="pair", disable=not progress, leave=False)]
+    counts = summarize(outcomes)
+    with_database = len(outcomes) - counts["no_database"] - counts["gold_error"]
+    return {"predictions": str(predictions), "database": database.name, "questions": len(rows),
+            "with_database": with_database,
+            "execution_accuracy": counts["match"] / with_database if with_database else None,
+            "outcomes": counts, "skipped_rows": dict(skipped)}
+
+
+def _evaluate_on(args) -> dict[str, Any]:
+    """``rat-exec --database``: ``evaluate_on_database`` with the command's options, checked."""
+    from model.data.databases import open_database
+    from model.errors import UsageError
+    from rat.dialects import DIALECTS
+
+    if args.dialect is not None and args.dialect.lower() not in DIALECTS:
+        raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
+    if not args.predictions.is_file():
+        raise UsageError(f"--predictions {args.predictions}: no such file")
+    with open_database(args.database, timeout_s=args.timeout,
+                       max_result_bytes=int(args.max_result_mb * 2**20)) as database:
+        return evaluate_on_database(database, args.predictions, args.dialect, args.distinct,
+                                    progress=not args.no_progress)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``rat-exec``: execution accuracy of one prediction file."""
     parser = argparse.ArgumentParser(prog="rat-exec", description=main.__doc__)
-    parser.add_argument(
-        "--root", type=Path, required=True, help="dataset folder (Spider or BIRD format)"
-    )
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--root", type=Path, help="dataset folder (Spider or BIRD format)")
+    where.add_argument("--database", metavar="URL_OR_FILE",
+                       help="your own database (read-only: a PostgreSQL / MySQL URL, a DuckDB or SQLite "
+                            "file): --predictions rows {sql, gold} run there")
+    parser.add_argument("--dialect", help="with --database: the SQL dialect of rows without their own "
+                                          "(default: the database's)")
     parser.add_argument("--split", default="dev")
     parser.add_argument(
         "--predictions", type=Path, required=True, help=".txt, .csv, .json or .jsonl"
@@ -841,17 +894,20 @@ def main(argv: list[str] | None = None) -> int:
 
     cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
     try:
-        report = evaluate_file(
-            args.root,
-            args.split,
-            args.predictions,
-            args.timeout,
-            cache_dir,
-            args.workers,
-            args.distinct,
-            progress=not args.no_progress,
-            max_result_bytes=int(args.max_result_mb * 2**20),
-        )
+        if args.database:
+            report = _evaluate_on(args)
+        else:
+            report = evaluate_file(
+                args.root,
+                args.split,
+                args.predictions,
+                args.timeout,
+                cache_dir,
+                args.workers,
+                args.distinct,
+                progress=not args.no_progress,
+                max_result_bytes=int(args.max_result_mb * 2**20),
+            )
     except (OSError, ValueError, sqlite3.Error) as error:
         # Bad input files, a missing root, an unusable cache: one line, no traceback.
         message = " ".join(str(error).split()) or type(error).__name__
@@ -866,9 +922,12 @@ def main(argv: list[str] | None = None) -> int:
     counts = report["outcomes"]
     print(
         f"{args.predictions}: {report['questions']} questions, {report['with_database']} with a database"
+        if not args.database else f"{args.predictions}: {report['questions']} pairs on {report['database']}, "
+        f"{report['with_database']} whose gold runs there"
     )
     if accuracy is None:
-        print("execution accuracy: n/a (no question has a database)")
+        print("execution accuracy: n/a (" + ("no gold query runs there)" if args.database else
+                                             "no question has a database)"))
     else:
         print(
             f"execution accuracy: {100 * accuracy:.1f}% ({counts['match']}/{report['with_database']})"
@@ -879,9 +938,9 @@ def main(argv: list[str] | None = None) -> int:
             "skipped prediction rows: "
             + ", ".join(f"{k} {v}" for k, v in report["skipped_rows"].items())
         )
-    if report["missing_databases"]:
+    if report.get("missing_databases"):
         print("missing databases: " + ", ".join(report["missing_databases"]))
-    for db, problem in report["unreadable_databases"].items():
+    for db, problem in report.get("unreadable_databases", {}).items():
         print(f"unreadable database: {db} ({problem}); its questions are counted as without a database")
     return 0
 
