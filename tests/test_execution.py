@@ -499,15 +499,17 @@ def test_cli_on_your_own_database_runs_both_queries_there_in_its_dialect(tmp_pat
             # DuckDB's LIKE tells case apart; read as SQLite's it runs as ILIKE and finds 'bob'
             {"sql": "SELECT name FROM singer WHERE name LIKE 'B%'", "gold": "SELECT 'bob'"},
             {"sql": "SELECT name FROM singer WHERE name LIKE 'B%'", "gold": "SELECT 'bob'", "dialect": "sqlite"},
-            {"sql": "SELECT name FROM singer", "gold": "SELECT nickname FROM singer"}, {"sql": "SELECT 1"}]
+            {"sql": "SELECT name FROM singer", "gold": "SELECT nickname FROM singer"}, {"sql": "SELECT 1"},
+            {"sql": "DELETE FROM singer", "gold": gold}, {"sql": gold, "gold": gold, "dialect": "oracle"}]
     predictions = tmp_path / "pairs.jsonl"
     predictions.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{not json\n")
     code = execution.main(["--database", str(path), "--predictions", str(predictions), "--json", "--no-progress"])
     report = json.loads(capsys.readouterr().out)
-    assert code == 0 and report["questions"] == 6 and report["with_database"] == 5
+    assert code == 0 and report["questions"] == 7 and report["with_database"] == 6
     assert report["outcomes"]["match"] == 4 and report["outcomes"]["mismatch"] == 1
-    assert report["outcomes"]["gold_error"] == 1 and report["execution_accuracy"] == pytest.approx(4 / 5)
-    assert report["skipped_rows"] == {"not a JSON line": 1, "no sql or gold string": 1}
+    assert report["outcomes"]["pred_error"] == 1  # the DELETE: refused, never sent
+    assert report["outcomes"]["gold_error"] == 1 and report["execution_accuracy"] == pytest.approx(4 / 6)
+    assert report["skipped_rows"] == {"not a JSON line": 1, "no sql or gold string": 1, "unknown dialect": 1}
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert execution.main(["--database", str(tmp_path / "none.duckdb"), "--predictions", str(predictions)]) == 2
     assert "none.duckdb: no such database file" in capsys.readouterr().err

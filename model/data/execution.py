@@ -813,23 +813,27 @@ def evaluate_on_database(database, predictions: Path, dialect: str | None = None
     from tqdm.auto import tqdm
 
     from model.data.jsonl import read_rows
+    from rat.dialects import DIALECTS
 
+    own = (dialect or database.dialect).lower()
     skipped: Counter[str] = Counter()
-    rows = []
+    pairs = []
     for row in read_rows(predictions, skipped):
-        if isinstance(row.get("sql"), str) and row["sql"].strip() and isinstance(row.get("gold"), str) \
-                and row["gold"].strip():
-            rows.append(row)
-        else:
+        if not (isinstance(row.get("sql"), str) and row["sql"].strip() and isinstance(row.get("gold"), str)
+                and row["gold"].strip()):
             skipped["no sql or gold string"] += 1
-    own = dialect or database.dialect
-    outcomes = [database_outcome(database, row["sql"], row["gold"], str(row.get("dialect") or own).lower(),
-                                 str(row.get("gold_dialect") or row.get("dialect") or own).lower(),
-                                 distinct=distinct)
-                for row in tqdm(rows, desc="executing", unit="pair", disable=not progress, leave=False)]
+            continue
+        written = str(row.get("dialect") or own).lower(), str(row.get("gold_dialect") or row.get("dialect") or own).lower()
+        if not set(written) <= set(DIALECTS):
+            skipped["unknown dialect"] += 1
+            continue
+        pairs.append((row["sql"], row["gold"], *written))
+    outcomes = [database_outcome(database, sql, gold, pred_dialect, gold_dialect, distinct=distinct)
+                for sql, gold, pred_dialect, gold_dialect
+                in tqdm(pairs, desc="executing", unit="pair", disable=not progress, leave=False)]
     counts = summarize(outcomes)
     with_database = len(outcomes) - counts["no_database"] - counts["gold_error"]
-    return {"predictions": str(predictions), "database": database.name, "questions": len(rows),
+    return {"predictions": str(predictions), "database": database.name, "questions": len(pairs),
             "with_database": with_database,
             "execution_accuracy": counts["match"] / with_database if with_database else None,
             "outcomes": counts, "skipped_rows": dict(skipped)}
