@@ -251,3 +251,6 @@ def test_without_a_dialect_the_sql_is_read_in_the_databases_own(scorer, tmp_path
     assert row["dialect"] == "duckdb" and row["query_confidence"] == round(own.query_confidence, 6)
     # no database: SQLite's
     assert scorer.score(sql, question=question, schema={"singer": ["name", "country"]}).dialect == "sqlite"
+    # a DuckDB file by another name is known by its header
+    renamed = path.rename(tmp_path / "shop.db")
+    assert scorer.score(sql, question=question, database=renamed).to_dict() == own.to_dict()

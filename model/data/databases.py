@@ -144,6 +144,28 @@ def sqlalchemy_url(target: object) -> str | None:
     return url.set(drivername=url.get_backend_name()).render_as_string(hide_password=False)
 
 
+def is_duckdb_file(path: str | Path) -> bool:
+    """Whether ``path`` names a DuckDB file: its name ends ``.duckdb`` / ``.ddb``, or its header
+    says so (a DuckDB file named ``shop.db``); any other path is read as a SQLite file."""
+    path = Path(path)
+    if path.suffix.lower() in (".duckdb", ".ddb"):
+        return True
+    try:
+        with path.open("rb") as file:
+            return file.read(12)[8:] == b"DUCK"
+    except OSError:  # missing, a folder, unreadable: not DuckDB's (opening it says why)
+        return False
+
+
+def is_sqlite_path(target: object) -> bool:
+    """Whether ``target`` is a path (not a URL, a connection or a DuckDB file): a SQLite file's.
+
+    >>> is_sqlite_path("spider/concert_singer.sqlite"), is_sqlite_path("sqlite:///a.sqlite"), is_sqlite_path("a.duckdb")
+    (True, False, False)
+    """
+    return isinstance(target, (str, Path)) and not is_database_url(str(target)) and not is_duckdb_file(target)
+
+
 def database_dialect(target: object) -> str:
     """The dialect (a ``rat.DIALECTS`` name) of a database target's SQL, without opening it: a
     URL's scheme (an SQLAlchemy engine's too), a ``.duckdb`` file's, a connection's module; a
@@ -159,7 +181,7 @@ def database_dialect(target: object) -> str:
     if isinstance(target, (str, Path)):
         if is_database_url(str(target)):
             return parse_url(str(target))["backend"]
-        return "duckdb" if Path(target).suffix.lower() in (".duckdb", ".ddb") else "sqlite"
+        return "duckdb" if is_duckdb_file(target) else "sqlite"
     module = type(target).__module__.split(".")[0]
     return {"psycopg": "postgres", "pymysql": "mysql", "duckdb": "duckdb"}.get(module, "sqlite")
 
@@ -1035,7 +1057,7 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
                 raise DatabaseError(f"{name}: no database name (write ...://host:port/database)")
             return (_open_postgres if backend == "postgres" else _open_mysql)(url, name, limits)
         path = Path(target)
-        if path.suffix.lower() in (".duckdb", ".ddb"):
+        if is_duckdb_file(path):
             _need("duckdb", name)
             return _open_duckdb(path, name, limits)
         return SqliteDatabase(path, **limits)

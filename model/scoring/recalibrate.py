@@ -33,6 +33,7 @@ import numpy as np
 
 import rat
 from model.calibrators import QueryCalibrator, query_aggregates
+from model.data.databases import is_sqlite_path
 from model.data.execution import sqlite_sql
 from model.nodes.estimator import BoostedNodeModel
 
@@ -106,14 +107,14 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
     databases = [readable_database(row.get("database")) or r.with_database for row, r in scored]
     run = [k for k, (row, _) in enumerate(scored)
            if labels == "execution" and databases[k] and not isinstance(row.get("correct"), bool)]
-    files = [k for k in run if _sqlite_file(scored[k][0]["database"])]
+    files = [k for k in run if is_sqlite_path(scored[k][0]["database"])]
     # SQL of another dialect runs as sqlglot writes it for SQLite; where it cannot, labels come from trees
     runnable = {k: (sqlite_sql(scored[k][0]["sql"], scored[k][1].dialect),
                     sqlite_sql(scored[k][0]["gold"], _gold_dialect(*scored[k]))) for k in files}
     files = [k for k in files if None not in runnable[k]]
     outcomes = dict(zip(files, execute_pairs([(scored[k][0]["database"], *runnable[k]) for k in files],
                                              progress=False))) if files else {}
-    outcomes.update(_live_outcomes([(k, *scored[k]) for k in run if not _sqlite_file(scored[k][0]["database"])]))
+    outcomes.update(_live_outcomes([(k, *scored[k]) for k in run if not is_sqlite_path(scored[k][0]["database"])]))
     kept, how = [], Counter()
     for k, (row, r) in enumerate(scored):
         if labels == "tree":
@@ -176,14 +177,6 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
                                    "created": date.today().isoformat(),
                                    "before": {k: round(v, 4) for k, v in before.items()}}
     return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before, refitted)
-
-
-def _sqlite_file(target) -> bool:
-    """Whether a row's ``database`` is a SQLite file's path (run by ``execute_pairs``, cached)."""
-    from model.data.databases import is_database_url
-
-    return isinstance(target, (str, Path)) and not is_database_url(str(target)) \
-        and Path(target).suffix.lower() not in (".duckdb", ".ddb")
 
 
 def _live_outcomes(rows: Sequence[tuple[int, Mapping, object]]) -> dict[int, str]:

@@ -53,7 +53,7 @@ from model.data.databases import (
     Database,
     DatabaseError,
     SqliteDatabase,
-    is_database_url,
+    is_sqlite_path,
     open_database,
 )
 from model.data.execution import check_deadline, sqlite_problem, unfinished
@@ -469,8 +469,7 @@ class Scorer:
         has succeeded, anything else opened (and added to ``opened``); ``DatabaseError`` otherwise."""
         if isinstance(target, Database):
             return target
-        if isinstance(target, (str, Path)) and not is_database_url(str(target)) and \
-                Path(target).suffix.lower() not in (".duckdb", ".ddb"):
+        if is_sqlite_path(target):
             path = Path(target)
             if (problem := sqlite_problem(path, self.feature_timeout_s)) is not None:
                 raise DatabaseError(f"{path}: {problem}")
