@@ -859,12 +859,14 @@ def test_an_sqlalchemy_engine_is_read_through_its_url(scorer, pg_demo, demo):
     assert (database_dialect(engine), database_dialect(lite)) == ("postgres", "sqlite")
     question, sql = QUESTIONS[3]
     by_url = scorer.score(sql, question, database=url, db_id=DB_ID)
-    for target in (engine, engine.connect()):
-        got = scorer.score(sql, question, database=target, db_id=DB_ID)
-        assert got.dialect == "postgres" and got.to_dict() == by_url.to_dict()
+    with engine.connect() as connection:
+        for target in (engine, connection):
+            got = scorer.score(sql, question, database=target, db_id=DB_ID)
+            assert got.dialect == "postgres" and got.to_dict() == by_url.to_dict()
+        assert engine.pool.checkedout() == 1  # the Connection here; rat's own are closed
+    engine.dispose()
     assert scorer.score(sql, question, database=lite, db_id=DB_ID).to_dict() == \
         scorer.score(sql, question, database=path, db_id=DB_ID).to_dict()
-    assert engine.pool.checkedout() == 1  # the Connection above, rat's own closed
     with pytest.raises(DatabaseError, match="password authentication failed") as caught:
         scorer.score(sql, database=sqlalchemy.create_engine(url.replace("scorer-pw", "wrong-pw")))
     assert "wrong-pw" not in str(caught.value)
