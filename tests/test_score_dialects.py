@@ -249,6 +249,7 @@ def test_without_a_dialect_the_sql_is_read_in_the_databases_own(scorer, tmp_path
     assert done.returncode == 0, done.stderr
     row = json.loads(done.stdout)
     assert row["dialect"] == "duckdb" and row["query_confidence"] == round(own.query_confidence, 6)
+    assert f"query confidence: {own.query_confidence:.2f} (read as duckdb SQL)" in str(own)  # the printout says so
     # no database: SQLite's
     assert scorer.score(sql, question=question, schema={"singer": ["name", "country"]}).dialect == "sqlite"
     # a DuckDB file by another name is known by its header

@@ -984,7 +984,8 @@ def _paint(text: str, confidence: float, color: bool) -> str:
 
 def format_scored(scored: ScoredQuery, color: bool = False) -> str:
     """The tree (root first, children indented) with confidences, site scores and reasons, then
-    the whole-query confidence and "look here first"."""
+    the whole-query confidence (and the dialect the SQL was read in, unless SQLite's) and "look
+    here first"."""
     lines = []
 
     def emit(i: int) -> None:
@@ -1000,7 +1001,9 @@ def format_scored(scored: ScoredQuery, color: bool = False) -> str:
 
     emit(len(scored.nodes) - 1)
     look = scored.nodes[scored.look_here_first]
-    lines.append(f"query confidence: {_paint(f'{scored.query_confidence:.2f}', scored.query_confidence, color)}")
+    dialect = f" (read as {scored.dialect} SQL)" if scored.dialect != "sqlite" else ""
+    lines.append(f"query confidence: {_paint(f'{scored.query_confidence:.2f}', scored.query_confidence, color)}"
+                 + dialect)
     if unfinished(scored.execution_error):
         lines.append(f"stopped on the database ({scored.execution_error}): scored without its result")
     elif scored.execution_error:
