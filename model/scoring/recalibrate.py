@@ -114,7 +114,8 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
     files = [k for k in files if None not in runnable[k]]
     outcomes = dict(zip(files, execute_pairs([(scored[k][0]["database"], *runnable[k]) for k in files],
                                              progress=False))) if files else {}
-    outcomes.update(_live_outcomes([(k, *scored[k]) for k in run if not is_sqlite_path(scored[k][0]["database"])]))
+    outcomes.update(_live_outcomes([(k, *scored[k]) for k in run if not is_sqlite_path(scored[k][0]["database"])],
+                                   progress))
     kept, how = [], Counter()
     for k, (row, r) in enumerate(scored):
         if labels == "tree":
@@ -179,17 +180,20 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
     return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before, refitted)
 
 
-def _live_outcomes(rows: Sequence[tuple[int, Mapping, object]]) -> dict[int, str]:
+def _live_outcomes(rows: Sequence[tuple[int, Mapping, object]], progress: bool = False) -> dict[int, str]:
     """``execute_pairs``' outcome of each ``(k, row, scored)`` whose database is a URL, a DuckDB
     file, a connection or a ``Database`` (PostgreSQL, MySQL, DuckDB): both queries run on it,
     read-only, each in its dialect (``database_outcome``); each database opened once."""
+    from tqdm.auto import tqdm
+
     from model.data.databases import Database, DatabaseError, open_database
     from model.data.execution import database_outcome
 
     opened: dict[object, Database | None] = {}
     outcomes = {}
     try:
-        for k, row, scored in rows:
+        for k, row, scored in tqdm(rows, desc="labelling", unit="query", disable=not progress or not rows,
+                                   leave=False):
             target = row["database"]
             key = str(target) if isinstance(target, (str, Path)) else id(target)
             if key not in opened:
