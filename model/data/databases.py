@@ -69,8 +69,8 @@ from model.data.execution import (
 )
 from model.errors import UsageError
 
-__all__ = ["Database", "DatabaseError", "database_dialect", "database_label", "is_database_url", "mask_password",
-           "open_database", "schema_from_ddl"]
+__all__ = ["Database", "DatabaseError", "database_dialect", "database_label", "is_database_url", "is_duckdb_file",
+           "is_sqlite_path", "mask_password", "open_database", "schema_from_ddl", "sqlalchemy_url"]
 
 Rows = list[tuple[Any, ...]]
 

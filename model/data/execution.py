@@ -843,10 +843,14 @@ def _evaluate_on(args) -> dict[str, Any]:
     """``rat-exec --database``: ``evaluate_on_database`` with the command's options, checked."""
     from model.data.databases import open_database
     from model.errors import UsageError
-    from rat.dialects import DIALECTS
+    from rat import RATError
+    from rat.dialects import dialect
 
-    if args.dialect is not None and args.dialect.lower() not in DIALECTS:
-        raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
+    try:
+        if args.dialect is not None:
+            dialect(args.dialect)
+    except RATError as error:
+        raise UsageError(f"--dialect: {str(error).splitlines()[0]}") from None
     if not args.predictions.is_file():
         raise UsageError(f"--predictions {args.predictions}: no such file")
     with open_database(args.database, timeout_s=args.timeout,
