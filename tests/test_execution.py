@@ -500,15 +500,18 @@ def test_cli_on_your_own_database_runs_both_queries_there_in_its_dialect(tmp_pat
             {"sql": "SELECT name FROM singer WHERE name LIKE 'B%'", "gold": "SELECT 'bob'"},
             {"sql": "SELECT name FROM singer WHERE name LIKE 'B%'", "gold": "SELECT 'bob'", "dialect": "sqlite"},
             {"sql": "SELECT name FROM singer", "gold": "SELECT nickname FROM singer"}, {"sql": "SELECT 1"},
-            {"sql": "DELETE FROM singer", "gold": gold}, {"sql": gold, "gold": gold, "dialect": "oracle"}]
+            {"sql": "DELETE FROM singer", "gold": gold}, {"sql": gold, "gold": gold, "dialect": "oracle"},
+            # run as written: DISTINCT kept (test-suite's removal would break DISTINCT ON)
+            {"sql": "SELECT DISTINCT ON (age > 40) name FROM singer ORDER BY age > 40, name",
+             "gold": "SELECT min(name) FROM singer GROUP BY age > 40"}]
     predictions = tmp_path / "pairs.jsonl"
     predictions.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{not json\n")
     code = execution.main(["--database", str(path), "--predictions", str(predictions), "--json", "--no-progress"])
     report = json.loads(capsys.readouterr().out)
-    assert code == 0 and report["questions"] == 7 and report["with_database"] == 6
-    assert report["outcomes"]["match"] == 4 and report["outcomes"]["mismatch"] == 1
+    assert code == 0 and report["questions"] == 8 and report["with_database"] == 7
+    assert report["outcomes"]["match"] == 5 and report["outcomes"]["mismatch"] == 1
     assert report["outcomes"]["pred_error"] == 1  # the DELETE: refused, never sent
-    assert report["outcomes"]["gold_error"] == 1 and report["execution_accuracy"] == pytest.approx(4 / 6)
+    assert report["outcomes"]["gold_error"] == 1 and report["execution_accuracy"] == pytest.approx(5 / 7)
     assert report["skipped_rows"] == {"not a JSON line": 1, "no sql or gold string": 1, "unknown dialect": 1}
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert execution.main(["--database", str(tmp_path / "none.duckdb"), "--predictions", str(predictions)]) == 2

@@ -715,15 +715,16 @@ def execute_pairs(
 
 
 def database_outcome(database, pred_sql: str, gold_sql: str, pred_dialect: str = "sqlite",
-                     gold_dialect: str = "sqlite", schema=None, distinct: bool = False) -> str:
+                     gold_dialect: str = "sqlite", schema=None) -> str:
     """``execute_pairs``' outcome of one ``(pred_sql, gold_sql)`` pair on an open
     ``model.data.databases.Database`` of any backend (PostgreSQL, MySQL, DuckDB, SQLite), each
-    query run as ``runnable_sql`` writes its dialect there and compared as ``execute_pairs``
-    compares: ``gold_error`` where the gold query fails, is stopped or cannot be written for the
+    query run as ``runnable_sql`` writes its dialect there (as written: none of test-suite's
+    benchmark habits, DISTINCT kept) and the results compared as ``execute_pairs`` compares
+    them: ``gold_error`` where the gold query fails, is stopped or cannot be written for the
     backend; ``no_database`` where the prediction cannot be written so (no execution label);
     ``timeout`` where it was stopped (a timeout, a result past the memory guards)."""
     def ran(sql: str, dialect: str) -> tuple[str, Any]:
-        rows, error = database.run(prepare_sql(sql, distinct), dialect, schema)
+        rows, error = database.run(sql, dialect, schema)
         if error is None:
             return "ok", rows
         return ("unwritten" if error.startswith(NOT_WRITTEN) else "timeout" if unfinished(error) else "error"), error
@@ -803,7 +804,7 @@ def evaluate_file(
 
 
 def evaluate_on_database(database, predictions: Path, dialect: str | None = None,
-                         distinct: bool = False, progress: bool = True) -> dict[str, Any]:
+                         progress: bool = True) -> dict[str, Any]:
     """Execution accuracy of a file of rows ``{sql, gold[, dialect, gold_dialect]}`` (JSONL, JSON or
     CSV) on one open ``model.data.databases.Database``: each pair run there read-only, each
     query in its dialect (a row's own, else ``dialect``, else the database's), compared as
@@ -828,7 +829,7 @@ def evaluate_on_database(database, predictions: Path, dialect: str | None = None
             skipped["unknown dialect"] += 1
             continue
         pairs.append((row["sql"], row["gold"], *written))
-    outcomes = [database_outcome(database, sql, gold, pred_dialect, gold_dialect, distinct=distinct)
+    outcomes = [database_outcome(database, sql, gold, pred_dialect, gold_dialect)
                 for sql, gold, pred_dialect, gold_dialect
                 in tqdm(pairs, desc="executing", unit="pair", disable=not progress, leave=False)]
     counts = summarize(outcomes)
@@ -855,8 +856,7 @@ def _evaluate_on(args) -> dict[str, Any]:
         raise UsageError(f"--predictions {args.predictions}: no such file")
     with open_database(args.database, timeout_s=args.timeout,
                        max_result_bytes=int(args.max_result_mb * 2**20)) as database:
-        return evaluate_on_database(database, args.predictions, args.dialect, args.distinct,
-                                    progress=not args.no_progress)
+        return evaluate_on_database(database, args.predictions, args.dialect, progress=not args.no_progress)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -883,7 +883,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument(
-        "--distinct", action="store_true", help="keep DISTINCT (test-suite removes it)"
+        "--distinct", action="store_true",
+        help="with --root: keep DISTINCT (test-suite removes it; --database keeps it always)"
     )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument(
