@@ -370,9 +370,9 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         detail = error.errors[0] if error.errors else {}
         where = f" at line {detail.get('line')}, col {detail.get('col')}" if detail else ""
         description = detail.get("description") or _ANSI.sub("", str(error))[:200]
-        raise RATError(f"cannot parse ({description}{where})", sql) from None
-    except sqlglot.errors.TokenError as error:
-        raise RATError(f"cannot parse ({_ANSI.sub('', str(error))[:200]})", sql) from None
+        raise RATError(f"cannot parse ({' '.join(description.split())}{where})", sql) from None
+    except sqlglot.errors.TokenError as error:  # (it quotes the SQL around the error, line breaks and all)
+        raise RATError(f"cannot parse ({' '.join(_ANSI.sub('', str(error))[:200].split())})", sql) from None
     except RecursionError:
         raise DepthError(sql) from None
     if len(statements) != 1:

@@ -243,3 +243,13 @@ def test_cli_prints_labels_it_cannot_encode(tmp_path):
     result = run_cli("SELECT 'caf\udce9' FROM t", env={"PYTHONIOENCODING": "utf-8",
                                                       "PATH": ""})
     assert result.returncode == 0 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("sql", ["SELECT a FROM t WHERE /* x\n y", "SELECT 'abc\n def", "SELECT [a\n b",
+                                 "SELECT a\nFROM t\nWHERE (\n"])
+def test_sql_that_cannot_be_read_is_one_line_whatever_its_line_breaks(sql):
+    """sqlglot's tokenizer quotes the SQL around its error, line breaks and all: the RATError is
+    one line (the SQL itself quoted escaped)."""
+    with pytest.raises(rat.RATError, match="^cannot parse") as refused:
+        rat.to_tree(sql)
+    assert "\n" not in str(refused.value)
