@@ -57,6 +57,8 @@ _TYPE_TOKENS = frozenset(DIALECT.parser_class.TYPE_TOKENS)
 _L_PAREN, _R_PAREN, _DOT = TokenType.L_PAREN, TokenType.R_PAREN, TokenType.DOT
 _L_BRACKET, _R_BRACKET = TokenType.L_BRACKET, TokenType.R_BRACKET
 _OPENING = frozenset({_L_PAREN, _L_BRACKET})
+# What comes before a `*` that is a select item (not a multiplication): `SELECT *`, `, *`, `t.*`
+_BEFORE_STAR_ITEM = frozenset({TokenType.SELECT, TokenType.COMMA, _DOT, TokenType.DISTINCT, TokenType.ALL})
 _JSON_ARROWS = frozenset({TokenType.ARROW, TokenType.DARROW, TokenType.HASH_ARROW, TokenType.DHASH_ARROW})
 # Pure-Python sqlglot parses about 950 nested parentheses within rat's deep-stack retry.
 MAX_PARENTHESES = 800
@@ -438,6 +440,23 @@ class quiet_sqlglot:
         _READERS.quiet = self.before
 
 
+def _star_replace(tokens: list, k: int) -> bool:
+    """Whether the word at ``tokens[k]`` (REPLACE, before a `(`) modifies a star select item:
+    `* REPLACE (`, `t.* REPLACE (`, `* EXCLUDE (a) REPLACE (`; not `price * replace(a, ..)`."""
+    if k and tokens[k - 1].token_type is _R_PAREN:  # `.. EXCLUDE (a) REPLACE`: back to its `(`
+        depth, j = 0, k - 1
+        while j >= 0:
+            kind = tokens[j].token_type
+            depth += (kind is _R_PAREN) - (kind is _L_PAREN)
+            if depth == 0:
+                break
+            j -= 1
+        if j < 1 or tokens[j - 1].text.upper() not in ("EXCLUDE", "EXCEPT"):
+            return False
+        k = j - 1
+    return k >= 2 and tokens[k - 1].token_type is TokenType.STAR and tokens[k - 2].token_type in _BEFORE_STAR_ITEM
+
+
 def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset(),
                             type_tokens: frozenset = frozenset()) -> bool:
     """Prefix the name of each call of a function sqlglot would type (see `_RENAMED`);
@@ -472,6 +491,8 @@ def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset
         if i == 0:
             continue
         token = tokens[i - 1]  # `name(`, but not `table.name(`; BigQuery's `SAFE.name(` too
+        if token.text.upper() == "REPLACE" and _star_replace(tokens, i - 1):
+            continue  # `* REPLACE (..)`, `* EXCLUDE (a) REPLACE (..)`: a star's, not the function
         if token.text.upper() in typed \
                 and (i == 1 or tokens[i - 2].token_type is not _DOT or i > 2 and tokens[i - 3].text.upper() == "SAFE"):
             token.text = _RENAMED + token.text
@@ -497,12 +518,12 @@ def _check_type_calls(tokens: list, sql: str, type_tokens: frozenset) -> None:
 
 
 def _plain_star(star: exp.Star, sql: str, rat_dialect: Dialect) -> None:
-    """RATError for `* REPLACE (..)`: read as `*`, it would be another query's tree; and for
-    `* EXCLUDE (a)` / `* EXCEPT (a)` / `* RENAME (a AS b)` where the dialect lacks them. Where it
-    has them, `* EXCLUDE (a)` is read (`Exclude(*, t.a)`) and Snowflake's `* RENAME (a AS b)` is
-    `*`: it names the columns, as an alias does, and rat drops aliases."""
-    if star.args.get("replace"):
-        raise RATError("unsupported construct '* REPLACE'", sql)
+    """RATError for `* REPLACE (..)`, `* EXCLUDE (a)` / `* EXCEPT (a)` / `* RENAME (a AS b)` where
+    the dialect lacks them. Where it has them, `* EXCLUDE (a)` is read (`Exclude(*, t.a)`), `*
+    REPLACE (upper(a) AS a)` too (`Star_replace(*, Named(Upper(t.a), a))`), and Snowflake's `* RENAME
+    (a AS b)` is `*`: it names the columns, as an alias does, and rat drops aliases."""
+    if star.args.get("replace") and not rat_dialect.star_replace:
+        raise RATError(f"unsupported construct '* REPLACE' ({rat_dialect.name} has none)", sql)
     if (star.args.get("except_") or star.args.get("rename")) and not rat_dialect.star_exclude:
         raise RATError("unsupported construct '* EXCLUDE' / '* EXCEPT' / '* RENAME'", sql)
     star.set("rename", None)
@@ -1212,6 +1233,8 @@ class _Resolver:
             if identifier.args:
                 _plain_star(identifier, self.sql, self.dialect)
                 self.expression(identifier.args.get("except_") or [], scope, chain, {}, {}, clause)
+                self.expression([a.this for a in identifier.args.get("replace") or []], scope, chain, {}, {},
+                                clause)
             if table is not None:
                 self.resolve_table(table, chain)
             return

@@ -44,6 +44,7 @@ class Dialect:
     group_by_all: bool = False  # GROUP BY ALL: by the SELECT's expressions without an aggregate
     order_by_all: bool = False  # ORDER BY ALL: by the SELECT's expressions, left to right
     star_exclude: bool = False  # SELECT * EXCLUDE (a) (BigQuery: * EXCEPT (a))
+    star_replace: bool = False  # SELECT * REPLACE (upper(a) AS a)
     with_ties: bool = False  # FETCH FIRST n ROWS WITH TIES / TOP n WITH TIES
     limit_percent: bool = False  # TOP n PERCENT
     frame_exclude: bool = False  # a window frame's EXCLUDE CURRENT ROW / GROUP / TIES
@@ -93,14 +94,15 @@ DIALECTS = {
                      full_join=False, nulls_order=False),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
-                      semi_join=True, star_exclude=True, asof_join="inner", frame_exclude=True,
+                      semi_join=True, star_exclude=True, star_replace=True, asof_join="inner", frame_exclude=True,
                       table_sample=True, using_sample=True, positional_join=True, ilike=True, cast_operator=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
-                         group_by_all=True, star_exclude=True, asof_join="left", table_sample=True, ilike=True,
+                         group_by_all=True, star_exclude=True, star_replace=True, asof_join="left", table_sample=True,
+                         ilike=True,
                          cast_operator=True),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True,
-                        group_by_all=True, star_exclude=True, table_sample=True),
+                        group_by_all=True, star_exclude=True, star_replace=True, table_sample=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
                     json_operators=False, now="getdate", pivot=True, with_ties=True, limit_percent=True,
                     table_sample=True, limit=False, nulls_order=False),

@@ -352,9 +352,20 @@ class _SpanRecorder:
         elif isinstance(expression, exp.MatchAgainst) and expression.args.get("modifier"):
             self.claim(node.children[-1], self.find(expression, str(expression.args["modifier"]).lower()))
             return
-        elif node.label == "Exclude":  # `t.* EXCLUDE (a)`: the star is the text up to its `*`
-            star = self.find(expression, "*")
-            self.claim(node.children[0], star and (self.span(expression)[0], star[1]))
+        elif node.label in ("Exclude", "Star_replace"):  # `t.* EXCLUDE (a)`: the star is the text up to its `*`
+            star, inner = self.find(expression, "*"), node.children[0]
+            if node.label == "Star_replace":  # `* [EXCLUDE (a)] REPLACE (f(b) AS b)`: each `f(b) AS b`, its name
+                args = (expression if isinstance(expression, exp.Star) else expression.this).args
+                for named, alias in zip(node.children[1:], args["replace"], strict=True):
+                    self.claim(named, self.span(alias))
+                    value = self.span(alias.this)
+                    self.claim(named.children[-1], value and self.find(alias, named.children[-1].label, value[1]))
+                if inner.label == "Exclude":  # its text runs to the `)` closing its list
+                    last = self.span(args["except_"][-1])
+                    close = last and self.find(expression, ")", last[1])
+                    self.claim(inner, close and (self.span(expression)[0], close[1]))
+                    inner = inner.children[0]
+            self.claim(inner, star and (self.span(expression)[0], star[1]))
             return
         else:
             return

@@ -215,6 +215,11 @@ class _Builder:
         self.cased = rat_dialect.case_sensitive
         self.windows: dict = {}  # each SELECT's named windows, resolved (window_clauses)
 
+    def label(self, identifier: exp.Identifier) -> str:
+        """The label of an identifier rat does not resolve (a name the query gives): as
+        `rat.dialects.Dialect.label` writes it."""
+        return self.dialect.label(identifier.this, bool(identifier.args.get("quoted")))
+
     def name(self, identifier: exp.Identifier) -> str:
         """The label of a resolved identifier (see `rat.dialects.Dialect.label`)."""
         if not self.cased:
@@ -463,11 +468,16 @@ class _Builder:
 
     def star(self, star: exp.Star, node: Node, ctes) -> Node:
         """`*` or `t.*` (``node``), or DuckDB's / Snowflake's `* EXCLUDE (a)`, BigQuery's
-        `* EXCEPT (a)`: `Exclude(*, t.a)` (`rat.canonicalize` refuses REPLACE and RENAME)."""
-        excluded = star.args.get("except_")
-        if not excluded:
-            return node
-        return Node("Exclude", (node, *(self.expr(c, ctes) for c in excluded)))
+        `* EXCEPT (a)`: `Exclude(*, t.a)`; and `* REPLACE (upper(a) AS a)`: `Star_replace(*,
+        Named(Upper(t.a), a))`, the star's columns with `a`'s values replaced (`rat.canonicalize`
+        drops RENAME)."""
+        excluded, replaced = star.args.get("except_"), star.args.get("replace")
+        if excluded:
+            node = Node("Exclude", (node, *(self.expr(c, ctes) for c in excluded)))
+        if replaced:
+            node = Node("Star_replace", (node, *(Node("Named", (self.expr(a.this, ctes), Node(self.label(a.args["alias"]))))
+                                            for a in replaced)))
+        return node
 
     # ---- expressions ------------------------------------------------------------------
     def expr(self, node: exp.Expression, ctes) -> Node:

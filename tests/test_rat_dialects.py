@@ -140,6 +140,8 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     ("postgres", "SELECT * EXCLUDE (age) FROM singer", "EXCLUDE"),
     ("mysql", "SELECT singer.* EXCEPT (age) FROM singer", "EXCEPT"),
     ("postgres", "SELECT * RENAME (age AS a) FROM singer", "RENAME"),
+    ("postgres", "SELECT * REPLACE (upper(name) AS name) FROM singer", "'* REPLACE' (postgres has none)"),
+    ("databricks", "SELECT * EXCEPT (age) REPLACE (upper(name) AS name) FROM singer", "'* REPLACE'"),
     ("sqlite", "SELECT name FROM singer TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
     ("duckdb", "SELECT name, age FROM singer UNION BY NAME SELECT age, name FROM singer", "'UNION BY NAME'"),
     ("bigquery", "SELECT name FROM singer UNION ALL CORRESPONDING SELECT name FROM singer", "BY NAME"),
@@ -452,6 +454,33 @@ def test_escape_star_exclude_with_ties_and_safe_calls_are_read():
         assert spans.unmapped == 0 and None not in spans.spans, sql
 
 
+def test_star_replace_is_the_stars_columns_with_one_replaced():
+    """DuckDB's, Snowflake's and BigQuery's `* REPLACE (f(a) AS a)` (after an EXCLUDE too) is
+    `Star_replace(*, Named(f(t.a), a))`, each node with its span; `replace(..)` the function is
+    as it was; the replaced column's value is what tells two such queries apart."""
+    def tree(sql, dialect="duckdb"):
+        return rat.to_tree(sql, SCHEMA, dialect=dialect)
+
+    replaced = "SELECT * REPLACE (upper(name) AS name) FROM singer"
+    assert rat.serialize(tree(replaced)) == "(((*)(((singer.name)Upper)(name)Named)Star_replace)(singer)Project)"
+    assert tree(replaced) == tree(replaced, "bigquery") == tree(replaced.replace("name)", "NAME)"), "snowflake")
+    assert tree(replaced) != tree("SELECT * FROM singer") and \
+        tree(replaced) != tree("SELECT * REPLACE (lower(name) AS name) FROM singer")
+    both = "SELECT s.* EXCLUDE (age) REPLACE (upper(s.name) AS name, s.singer_id + 1 AS singer_id) FROM singer s"
+    assert rat.serialize(tree(both)).startswith("((((singer.*)(singer.age)Exclude)(((singer.name)Upper)(name)Named)")
+    assert rat.serialize(tree("SELECT replace(name, 'a', 'b') FROM singer")) == \
+        "(((singer.name)('a')('b')Replace)(singer)Project)"
+    for dialect in ("sqlite", "duckdb"):  # a multiplication by replace(..) is no star's
+        assert "(((singer.age)((singer.name)('a')('b')Replace)Mul)" in rat.serialize(
+            tree("SELECT age * replace(name, 'a', 'b') FROM singer", dialect))
+    for sql, dialect in [(replaced, "duckdb"), (both, "duckdb"), (both.replace("EXCLUDE", "EXCEPT"), "bigquery"),
+                         ('SELECT * REPLACE (age + 1 AS "Age") FROM singer', "snowflake")]:
+        spans = rat.sql_spans(sql, tree(sql, dialect), SCHEMA, dialect)
+        assert spans.unmapped == 0 and None not in spans.spans, sql
+    named = rat.sql_spans(replaced, tree(replaced), SCHEMA, "duckdb")
+    assert [named.text(i) for i in range(4)] == ["*", "singer.name", "upper(singer.name)", "name"]
+
+
 def test_a_natural_join_is_the_join_using_the_columns_both_tables_have():
     schema = {"t": ["a", "b", "x"], "s": ["a", "c", "x"], "u": ["d"]}
 
@@ -719,6 +748,7 @@ NATIVE = {
     "group_by_all": "SELECT country, count(*) FROM singer GROUP BY ALL",
     "order_by_all": "SELECT name, age FROM singer ORDER BY ALL",
     "star_exclude": "SELECT * EXCEPT (age) FROM singer",
+    "star_replace": "SELECT * REPLACE (upper(name) AS name) FROM singer",
     "semi_join": "SELECT singer.name FROM singer LEFT SEMI JOIN concert ON singer.singer_id = concert.singer_id",
     "lateral": "SELECT singer.name, x.year FROM singer CROSS JOIN LATERAL (SELECT year FROM concert "
                "WHERE concert.singer_id = singer.singer_id) AS x",
@@ -817,7 +847,8 @@ DOC_ROWS = [("`DISTINCT ON (..)`", "distinct_on"), ("`QUALIFY`", "qualify"),
             ("`AT TIME ZONE`", "at_time_zone"), ("`->` / `->>`", "json_operators"), ("`PIVOT` / `UNPIVOT`", "pivot"),
             ("`BETWEEN SYMMETRIC`", "between_symmetric"), ("`SEMI JOIN` / `ANTI JOIN`", "semi_join"),
             ("`GROUP BY ALL`", "group_by_all"), ("`ORDER BY ALL`", "order_by_all"),
-            ("`* EXCLUDE (a)` / `* EXCEPT (a)`", "star_exclude"), ("`WITH TIES`", "with_ties"),
+            ("`* EXCLUDE (a)` / `* EXCEPT (a)`", "star_exclude"), ("`* REPLACE (f(a) AS a)`", "star_replace"),
+            ("`WITH TIES`", "with_ties"),
             ("`TOP n PERCENT`", "limit_percent"), ("a frame's `EXCLUDE`", "frame_exclude"),
             ("jsonb's key tests `?`, `?\\|`, `?&`", "jsonb_keys"), ("`TABLESAMPLE`", "table_sample"),
             ("`ASOF JOIN`", "asof_join"), ("`LATERAL VIEW explode(..)`", "lateral_view"),
