@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from model.data import execution
+from model.data import exec_command, execution
 from model.data.execution import execute_pairs, execute_sql, results_equal, summarize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "exec"
@@ -334,7 +334,7 @@ def test_cli_json(spider_root: Path, tmp_path: Path, capsys) -> None:
         "SELECT count(*) FROM singer;\nselect name from singer order by age desc limit 1\n"
         "SELECT country FROM singer GROUP BY country\nSELECT 1\n"
     )
-    code = execution.main(
+    code = exec_command.main(
         [
             "--root",
             str(spider_root),
@@ -361,7 +361,7 @@ def test_cli_names_a_database_it_cannot_read_and_leaves_its_questions_out(spider
     corrupt.write_bytes(b"not a database" * 100)
     predictions = tmp_path / "system.txt"
     predictions.write_text("SELECT count(*) FROM singer\nSELECT 1\nSELECT 1\nSELECT 1\n")
-    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions),
+    code = exec_command.main(["--root", str(spider_root), "--predictions", str(predictions),
                            "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0 and "execution accuracy: 33.3% (1/3)" in out, out
@@ -378,7 +378,7 @@ def test_cli_text_and_skipped_rows(spider_root: Path, tmp_path: Path, capsys) ->
         {"question_id": "dev_2", "db_id": "concert", "sql": "SELECT DISTINCT country FROM singer"},
     ]
     predictions.write_text("\n".join(json.dumps(r) for r in rows) + "\n{not json\n")
-    code = execution.main(
+    code = exec_command.main(
         [
             "--root",
             str(spider_root),
@@ -398,7 +398,7 @@ def test_cli_text_and_skipped_rows(spider_root: Path, tmp_path: Path, capsys) ->
 def test_cli_row_count_mismatch_is_reported(spider_root: Path, tmp_path: Path, capsys) -> None:
     predictions = tmp_path / "short.txt"
     predictions.write_text("SELECT 1\n")
-    code = execution.main(
+    code = exec_command.main(
         ["--root", str(spider_root), "--predictions", str(predictions), "--no-cache"]
     )
     assert code == 2
@@ -477,7 +477,7 @@ def test_cli_numbers_that_are_not_positive_are_one_line(spider_root: Path, tmp_p
                                                         option: str, value: str) -> None:
     predictions = tmp_path / "p.txt"
     predictions.write_text("SELECT 1\n" * 4)
-    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions), "--no-cache",
+    code = exec_command.main(["--root", str(spider_root), "--predictions", str(predictions), "--no-cache",
                            option, value])
     err = capsys.readouterr().err
     assert code == 2 and err.strip() == f"rat-exec: {option} {float(value):g}: must be a positive number"
@@ -506,7 +506,7 @@ def test_cli_on_your_own_database_runs_both_queries_there_in_its_dialect(tmp_pat
              "gold": "SELECT min(name) FROM singer GROUP BY age > 40"}]
     predictions = tmp_path / "pairs.jsonl"
     predictions.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{not json\n")
-    code = execution.main(["--database", str(path), "--predictions", str(predictions), "--json", "--no-progress"])
+    code = exec_command.main(["--database", str(path), "--predictions", str(predictions), "--json", "--no-progress"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["questions"] == 8 and report["with_database"] == 7
     assert report["outcomes"]["match"] == 5 and report["outcomes"]["mismatch"] == 1
@@ -514,5 +514,5 @@ def test_cli_on_your_own_database_runs_both_queries_there_in_its_dialect(tmp_pat
     assert report["outcomes"]["gold_error"] == 1 and report["execution_accuracy"] == pytest.approx(5 / 7)
     assert report["skipped_rows"] == {"not a JSON line": 1, "no sql or gold string": 1, "unknown dialect": 1}
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
-    assert execution.main(["--database", str(tmp_path / "none.duckdb"), "--predictions", str(predictions)]) == 2
+    assert exec_command.main(["--database", str(tmp_path / "none.duckdb"), "--predictions", str(predictions)]) == 2
     assert "none.duckdb: no such database file" in capsys.readouterr().err

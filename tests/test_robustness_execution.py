@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from model.data import execution
+from model.data import exec_command, execution
 from model.data.execution import execute_pairs, execute_sql
 
 WIDE = "SELECT * FROM item a, item b, item c"  # 40^3 = 64,000 rows of 9 columns
@@ -86,7 +86,7 @@ def test_cli_budget_option(shop_db, tmp_path, capsys):
     predictions.write_text(WIDE + "\n")
     args = ["--root", str(root), "--predictions", str(predictions), "--no-cache",
             "--no-progress", "--json"]
-    assert execution.main([*args, "--max-result-mb", "1"]) == 0
+    assert exec_command.main([*args, "--max-result-mb", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["outcomes"]["pred_error"] == 1
-    assert execution.main(args) == 0
+    assert exec_command.main(args) == 0
     assert json.loads(capsys.readouterr().out)["outcomes"]["mismatch"] == 1

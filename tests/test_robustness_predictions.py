@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from model.data import execution
+from model.data import exec_command
 from model.data.datasets import Question
 from model.data.predictions import PredictionFileError, load_predictions
 
@@ -127,7 +127,7 @@ def test_rat_exec_prints_one_line_for_a_bad_prediction_file(spider_root, tmp_pat
         path.write_bytes(content)
     elif content is not None:
         path.write_text(content)
-    code = execution.main(["--root", str(spider_root), "--predictions", str(path),
+    code = exec_command.main(["--root", str(spider_root), "--predictions", str(path),
                            "--no-cache", "--no-progress"])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
@@ -143,7 +143,7 @@ def test_rat_exec_prints_one_line_for_a_bad_root(tmp_path, capsys, questions):
         (root / "dev.json").write_text(questions)
     predictions = tmp_path / "p.txt"
     predictions.write_text("SELECT 1\n")
-    code = execution.main(["--root", str(root), "--predictions", str(predictions),
+    code = exec_command.main(["--root", str(root), "--predictions", str(predictions),
                            "--no-cache", "--no-progress"])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
@@ -160,7 +160,7 @@ def test_rat_exec_prints_one_line_for_an_unusable_cache(spider_root, tmp_path, c
     database = spider_root / "database" / "concert"
     database.mkdir(parents=True)
     sqlite3.connect(database / "concert.sqlite").close()
-    code = execution.main(["--root", str(spider_root), "--predictions", str(predictions),
+    code = exec_command.main(["--root", str(spider_root), "--predictions", str(predictions),
                            "--cache-dir", str(cache), "--no-progress"])
     captured = capsys.readouterr()
     assert code == 2

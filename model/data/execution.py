@@ -30,13 +30,10 @@ fails at once instead of allocating a gigabyte.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import hashlib
-import json
 import logging
-import math
 import multiprocessing
 import os
 import pickle
@@ -60,7 +57,6 @@ __all__ = [
     "default_cache_dir",
     "execute_pairs",
     "execute_sql",
-    "main",
     "prepare_sql",
     "results_equal",
     "runnable_sql",
@@ -838,124 +834,6 @@ def evaluate_on_database(database, predictions: Path, dialect: str | None = None
             "with_database": with_database,
             "execution_accuracy": counts["match"] / with_database if with_database else None,
             "outcomes": counts, "skipped_rows": dict(skipped)}
-
-
-def _evaluate_on(args) -> dict[str, Any]:
-    """``rat-exec --database``: ``evaluate_on_database`` with the command's options, checked."""
-    from model.data.databases import open_database
-    from model.errors import UsageError
-    from rat import RATError
-    from rat.dialects import dialect
-
-    try:
-        if args.dialect is not None:
-            dialect(args.dialect)
-    except RATError as error:
-        raise UsageError(f"--dialect: {str(error).splitlines()[0]}") from None
-    if not args.predictions.is_file():
-        raise UsageError(f"--predictions {args.predictions}: no such file")
-    with open_database(args.database, timeout_s=args.timeout,
-                       max_result_bytes=int(args.max_result_mb * 2**20)) as database:
-        return evaluate_on_database(database, args.predictions, args.dialect, progress=not args.no_progress)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``rat-exec``: execution accuracy of one prediction file."""
-    parser = argparse.ArgumentParser(prog="rat-exec", description=main.__doc__)
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--root", type=Path, help="dataset folder (Spider or BIRD format)")
-    where.add_argument("--database", metavar="URL_OR_FILE",
-                       help="your own database (read-only: a PostgreSQL / MySQL URL, a DuckDB or SQLite "
-                            "file): --predictions rows {sql, gold} run there")
-    parser.add_argument("--dialect", help="with --database: the SQL dialect of rows without their own "
-                                          "(default: the database's)")
-    parser.add_argument("--split", default="dev")
-    parser.add_argument(
-        "--predictions", type=Path, required=True, help=".txt, .csv, .json or .jsonl"
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per query"
-    )
-    parser.add_argument(
-        "--cache-dir", type=Path, default=None, help=f"default {default_cache_dir()}"
-    )
-    parser.add_argument("--no-cache", action="store_true")
-    parser.add_argument(
-        "--distinct", action="store_true",
-        help="with --root: keep DISTINCT (test-suite removes it; --database keeps it always)"
-    )
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument(
-        "--max-result-mb",
-        type=float,
-        default=DEFAULT_MAX_RESULT_BYTES / 2**20,
-        help="refuse a query result past this estimated size in MiB (memory guard)",
-    )
-    args = parser.parse_args(argv)
-    for option, value in (("--timeout", args.timeout), ("--max-result-mb", args.max_result_mb),
-                          ("--workers", args.workers)):
-        if not (math.isfinite(value) and value > 0):  # nan would switch the timeout off
-            print(f"rat-exec: {option} {value:g}: must be a positive number", file=sys.stderr)
-            return 2
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-
-    cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
-    try:
-        if args.database:
-            report = _evaluate_on(args)
-        else:
-            report = evaluate_file(
-                args.root,
-                args.split,
-                args.predictions,
-                args.timeout,
-                cache_dir,
-                args.workers,
-                args.distinct,
-                progress=not args.no_progress,
-                max_result_bytes=int(args.max_result_mb * 2**20),
-            )
-    except (OSError, ValueError, sqlite3.Error) as error:
-        # Bad input files, a missing root, an unusable cache: one line, no traceback.
-        message = " ".join(str(error).split()) or type(error).__name__
-        if isinstance(error, sqlite3.Error):  # only the cache is opened outside _run
-            message = f"execution cache {cache_dir}: {message}"
-        print(f"rat-exec: {message}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(report))
-        return 0
-    accuracy = report["execution_accuracy"]
-    counts = report["outcomes"]
-    print(
-        f"{args.predictions}: {report['questions']} questions, {report['with_database']} with a database"
-        if not args.database else f"{args.predictions}: {report['questions']} pairs on {report['database']}, "
-        f"{report['with_database']} whose gold runs there"
-    )
-    if accuracy is None:
-        print("execution accuracy: n/a (" + ("no gold query runs there)" if args.database else
-                                             "no question has a database)"))
-    else:
-        print(
-            f"execution accuracy: {100 * accuracy:.1f}% ({counts['match']}/{report['with_database']})"
-        )
-    print("outcomes: " + ", ".join(f"{name} {n}" for name, n in counts.items()))
-    if report["skipped_rows"]:
-        print(
-            "skipped prediction rows: "
-            + ", ".join(f"{k} {v}" for k, v in report["skipped_rows"].items())
-        )
-    if report.get("missing_databases"):
-        print("missing databases: " + ", ".join(report["missing_databases"]))
-    for db, problem in report.get("unreadable_databases", {}).items():
-        print(f"unreadable database: {db} ({problem}); its questions are counted as without a database")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", schema=None) -> str | None:
