@@ -885,6 +885,25 @@ def test_rat_calibrate_labels_by_running_both_queries_on_postgres(scorer, pg_dem
     assert result.labels == {"execution": len(rows)} and result.right_queries == len(rows) - 1
 
 
+def test_the_password_can_stay_off_the_url_and_the_command_line(scorer, pg_demo, mysql_demo, tmp_path, monkeypatch):
+    """PostgreSQL: libpq's PGPASSWORD (or ~/.pgpass); MySQL / MariaDB: a my.cnf [client] section
+    named by `?read_default_file=` (what `mysql` itself reads): a URL without its password
+    scores as the one with it, and one whose file lacks it is refused by the server."""
+    question, sql = QUESTIONS[0]
+    for url, bare in [(pg_demo[0], pg_demo[0].replace(":scorer-pw@", "@")),
+                      (mysql_demo[0], mysql_demo[0].replace(":scorer-pw@", "@") + f"?read_default_file={tmp_path / 'my.cnf'}")]:
+        assert "scorer-pw" not in bare
+        with monkeypatch.context() as env:
+            env.delenv("PGPASSWORD", raising=False)
+            (tmp_path / "my.cnf").write_text("[client]\nuser = rat_scorer\n")
+            with pytest.raises(DatabaseError, match="cannot connect"):
+                scorer.score(sql, question, database=bare, db_id=DB_ID)
+            env.setenv("PGPASSWORD", "scorer-pw")
+            (tmp_path / "my.cnf").write_text("[client]\npassword = scorer-pw\n")
+            assert scorer.score(sql, question, database=bare, db_id=DB_ID).to_dict() == \
+                scorer.score(sql, question, database=url, db_id=DB_ID).to_dict()
+
+
 def test_score_many_leaves_no_connection_open(scorer, pg_demo):
     import psycopg
 
