@@ -984,7 +984,8 @@ def test_rat_serve_answers_with_a_named_postgres_connection(pg_demo):
     url, _ = pg_demo
     proc, base = start_service("--processes", "1", "--database", f"music={url}", env=ENV)
     try:
-        assert json.loads(urllib.request.urlopen(base + "/databases").read()) == {"databases": ["music"]}
+        assert json.loads(urllib.request.urlopen(base + "/databases").read()) == {
+            "databases": ["music"], "dialects": {"music": "postgres"}}
         body = {"queries": [{"db_id": "music", "question": "Which venues are in London?",
                              "sql": "SELECT name FROM venues WHERE city = 'London'"},
                             {"db_id": "music", "database": url, "sql": "SELECT 1"}]}

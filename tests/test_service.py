@@ -52,8 +52,10 @@ def test_health_and_databases(service):
     url, objects = service
     health = json.loads(urllib.request.urlopen(url + "/health").read())
     assert health["status"] == "ok" and health["feature_version"].startswith("nf-")
-    dbs = json.loads(urllib.request.urlopen(url + "/databases").read())["databases"]
+    listed = json.loads(urllib.request.urlopen(url + "/databases").read())
+    dbs = listed["databases"]
     assert {e.db_id for e in objects["table"].examples} <= set(dbs)
+    assert listed["dialects"] == dict.fromkeys(dbs, "sqlite")  # a --data-root's SQLite files
     for path in ("/health", "/databases", "/"):  # HEAD wherever GET is answered: the head, no body
         with urllib.request.urlopen(urllib.request.Request(url + path, method="HEAD")) as r:
             assert r.status == 200 and r.read() == b""
