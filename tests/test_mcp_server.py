@@ -120,8 +120,12 @@ def test_a_named_connection_is_a_database_name(tmp_path):
                                                       "database": "shop"})
         return listed.structured_content, scored.structured_content
 
-    listed, scored = session(calls, "--database", f"shop=sqlite:///{database}")
-    assert listed == {"databases": ["shop"]} and scored["scored_with_database"] is True
+    from model.data.copy_database import copy_database
+
+    duck = copy_database(database, f"duckdb:///{tmp_path}/").url  # the same rows in DuckDB
+    listed, scored = session(calls, "--database", f"shop=sqlite:///{database}", "--database", f"crm={duck}")
+    assert listed == {"databases": ["crm", "shop"], "dialects": {"crm": "duckdb", "shop": "sqlite"}}
+    assert scored["scored_with_database"] is True
     assert "the literal 'Germani' is not a value of suppliers.country; closest: 'Germany'" in scored["reasons"]
     done = subprocess.run([rat_mcp(), "--database", f"shop=sqlite:///{tmp_path / 'none.sqlite'}"], capture_output=True,
                           text=True, timeout=120, check=False, env=ENV, stdin=subprocess.DEVNULL)

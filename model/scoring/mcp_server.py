@@ -51,6 +51,14 @@ class ScoringTools:
     def list_databases(self) -> list[str]:
         return sorted(self.schemas)
 
+    def dialects(self) -> dict[str, str]:
+        """The SQL each database reads when a query names no dialect: ``--dialect``, else a named
+        connection's own, else SQLite's."""
+        from model.data.databases import database_dialect
+
+        return {name: self.dialect or (database_dialect(self.named[name]) if name in self.named else "sqlite")
+                for name in self.list_databases()}
+
     def _named(self, name: str):
         """This thread's open connection to the named database (opened on first use, read-only)."""
         from model.data.databases import open_database
@@ -140,7 +148,7 @@ def build_server(tools: ScoringTools):
     server = OneLineErrors("rat-confidence", log_level="WARNING", instructions=(
         "Check SQL before running it: score_sql gives a calibrated confidence that the query is right, "
         "the part to look at first, reasons, and a verdict (run, review or regenerate) with feedback to "
-        "rewrite the query. list_databases names the databases score_sql accepts."))
+        "rewrite the query. list_databases names the databases score_sql accepts and the SQL dialect of each."))
 
     @server.tool(description="Score one SQL query for a question on a database: the probability it is right, "
                              "the part most likely wrong, reasons, and a verdict (run | review | regenerate) "
@@ -151,9 +159,10 @@ def build_server(tools: ScoringTools):
         except UsageError as e:
             raise ToolError(str(e)) from None
 
-    @server.tool(description="The names of the databases score_sql accepts.")
+    @server.tool(description="The names of the databases score_sql accepts, and the SQL dialect each reads "
+                             "(write the query in it: postgres, mysql, duckdb, sqlite, ...).")
     def list_databases() -> dict[str, Any]:
-        return {"databases": tools.list_databases()}
+        return {"databases": tools.list_databases(), "dialects": tools.dialects()}
 
     return server
 
