@@ -201,6 +201,19 @@ def _no_links(paths: list[str]) -> bool:
         return False
 
 
+def database_dialects(names, named: dict, dialect: str | None = None) -> dict[str, str]:
+    """Name -> the SQL each database of ``rat-serve`` / ``rat-mcp`` reads when a query names no
+    dialect: ``dialect`` (``--dialect``), else a named connection's own (``named``: name -> URL),
+    else SQLite's (a ``--data-root``'s files).
+
+    >>> database_dialects(["crm", "shop"], {"crm": "duckdb:///crm.duckdb"})
+    {'crm': 'duckdb', 'shop': 'sqlite'}
+    """
+    from model.data.databases import database_dialect
+
+    return {name: dialect or (database_dialect(named[name]) if name in named else "sqlite") for name in sorted(names)}
+
+
 def named_databases(specs: list[str], schemas: dict, scorer) -> dict[str, str]:
     """``--database NAME=URL`` options as name -> URL, each opened once now (read-only) to be
     sure it answers, and its schema read into ``schemas`` unless they have it; a malformed

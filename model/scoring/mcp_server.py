@@ -52,12 +52,10 @@ class ScoringTools:
         return sorted(self.schemas)
 
     def dialects(self) -> dict[str, str]:
-        """The SQL each database reads when a query names no dialect: ``--dialect``, else a named
-        connection's own, else SQLite's."""
-        from model.data.databases import database_dialect
+        """The SQL each database reads when a query names no dialect (``database_dialects``)."""
+        from model.scoring.inputs import database_dialects
 
-        return {name: self.dialect or (database_dialect(self.named[name]) if name in self.named else "sqlite")
-                for name in self.list_databases()}
+        return database_dialects(self.schemas, self.named, self.dialect)
 
     def _named(self, name: str):
         """This thread's open connection to the named database (opened on first use, read-only)."""

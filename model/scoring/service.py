@@ -121,9 +121,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
-    from model.data.databases import DatabaseError, database_dialect
+    from model.data.databases import DatabaseError
     from model.data.execution import DeadlineExceeded, paced
-    from model.scoring.inputs import ROW_FIELDS, DatabaseFiles, field_problem
+    from model.scoring.inputs import ROW_FIELDS, DatabaseFiles, database_dialects, field_problem
     from model.scoring.scorer import RowError
 
     root = data_root.resolve() if data_root else None
@@ -131,9 +131,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     schemas = schemas or {}
     named = dict(databases or {})
     opened = threading.local()  # each scoring thread's (pid, {name: Database})
-    # the SQL each database reads when a query names no dialect: --dialect, else its own
-    dialects = {name: dialect or (database_dialect(named[name]) if name in named else "sqlite")
-                for name in sorted(schemas)}
+    dialects = database_dialects(schemas, named, dialect)
 
     def named_database(name: str):
         """This thread's open connection to the named database (opened on first use)."""
