@@ -440,21 +440,27 @@ class quiet_sqlglot:
         _READERS.quiet = self.before
 
 
-def _star_replace(tokens: list, k: int) -> bool:
+def _star_replace(tokens: list, k: int, openers: dict[int, int]) -> bool:
     """Whether the word at ``tokens[k]`` (REPLACE, before a `(`) modifies a star select item:
-    `* REPLACE (`, `t.* REPLACE (`, `* EXCLUDE (a) REPLACE (`; not `price * replace(a, ..)`."""
+    `* REPLACE (`, `t.* REPLACE (`, `* EXCLUDE (a) REPLACE (`; not `price * replace(a, ..)`.
+    ``openers``: each `)`'s `(` (``_openers``)."""
     if k and tokens[k - 1].token_type is _R_PAREN:  # `.. EXCLUDE (a) REPLACE`: back to its `(`
-        depth, j = 0, k - 1
-        while j >= 0:
-            kind = tokens[j].token_type
-            depth += (kind is _R_PAREN) - (kind is _L_PAREN)
-            if depth == 0:
-                break
-            j -= 1
+        j = openers.get(k - 1, 0)
         if j < 1 or tokens[j - 1].text.upper() not in ("EXCLUDE", "EXCEPT"):
             return False
         k = j - 1
     return k >= 2 and tokens[k - 1].token_type is TokenType.STAR and tokens[k - 2].token_type in _BEFORE_STAR_ITEM
+
+
+def _openers(tokens: list) -> dict[int, int]:
+    """The position of each `)`'s `(` among ``tokens`` (one pass)."""
+    stack, out = [], {}
+    for i, token in enumerate(tokens):
+        if token.token_type is _L_PAREN:
+            stack.append(i)
+        elif token.token_type is _R_PAREN and stack:
+            out[i] = stack.pop()
+    return out
 
 
 def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset(),
@@ -486,13 +492,15 @@ def _rename_typed_functions(tokens: list, sql: str, typed: frozenset = frozenset
                     raise DepthError(sql)
             elif kind is _R_PAREN:
                 depth -= 1
-    renamed = False
+    renamed, openers = False, None
     for i in opening:
         if i == 0:
             continue
         token = tokens[i - 1]  # `name(`, but not `table.name(`; BigQuery's `SAFE.name(` too
-        if token.text.upper() == "REPLACE" and _star_replace(tokens, i - 1):
-            continue  # `* REPLACE (..)`, `* EXCLUDE (a) REPLACE (..)`: a star's, not the function
+        if token.text.upper() == "REPLACE":
+            openers = _openers(tokens) if openers is None else openers
+            if _star_replace(tokens, i - 1, openers):
+                continue  # `* REPLACE (..)`, `* EXCLUDE (a) REPLACE (..)`: a star's, not the function
         if token.text.upper() in typed \
                 and (i == 1 or tokens[i - 2].token_type is not _DOT or i > 2 and tokens[i - 3].text.upper() == "SAFE"):
             token.text = _RENAMED + token.text
