@@ -880,10 +880,10 @@ def _open_mysql(url, name: str, limits: dict) -> MySQLDatabase:
     kwargs = {k: v for k, v in (("host", url["host"]), ("port", url["port"]), ("user", url["user"]),
                                 ("password", url["password"]), ("database", url["database"])) if v}
     query = dict(url["query"])
-    for option in ("unix_socket", "read_default_file"):  # a my.cnf [client] section: the password off the URL
-        if option in query:
-            kwargs[option] = str(Path(query.pop(option)).expanduser()) if option == "read_default_file" \
-                else query.pop(option)
+    if "unix_socket" in query:
+        kwargs["unix_socket"] = query.pop("unix_socket")
+    if "read_default_file" in query:  # a my.cnf [client] section: the password off the URL
+        kwargs["read_default_file"] = str(Path(query.pop("read_default_file")).expanduser())
     kwargs.update(charset=query.pop("charset", "utf8mb4"), connect_timeout=CONNECT_TIMEOUT_S,
                   autocommit=True, client_flag=0)
     if query:
