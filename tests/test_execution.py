@@ -516,3 +516,5 @@ def test_cli_on_your_own_database_runs_both_queries_there_in_its_dialect(tmp_pat
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert exec_command.main(["--database", str(tmp_path / "none.duckdb"), "--predictions", str(predictions)]) == 2
     assert "none.duckdb: no such database file" in capsys.readouterr().err
+    assert exec_command.main(["--database", str(path), "--predictions", str(predictions), "--distinct"]) == 2
+    assert "--distinct is for --root" in capsys.readouterr().err

@@ -38,6 +38,8 @@ def _evaluate_on(args) -> dict[str, Any]:
             dialect(args.dialect)
     except RATError as error:
         raise UsageError(f"--dialect: {str(error).splitlines()[0]}") from None
+    if args.distinct:
+        raise UsageError("--distinct is for --root: --database runs both queries as written, DISTINCT kept")
     if not args.predictions.is_file():
         raise UsageError(f"--predictions {args.predictions}: no such file")
     with open_database(args.database, timeout_s=args.timeout,
