@@ -127,5 +127,6 @@ def dialect(name: "str | Dialect") -> Dialect:
         return name
     found = DIALECTS.get(name.lower()) if isinstance(name, str) else None
     if found is None:
-        raise RATError(f"unknown dialect {name!r} (known: {', '.join(sorted(DIALECTS))})")
+        shown = repr(name) if not isinstance(name, str) or len(name) <= 40 else f"of {len(name)} characters"
+        raise RATError(f"unknown dialect {shown[:80]} (known: {', '.join(sorted(DIALECTS))})")
     return found

@@ -29,6 +29,13 @@ def test_unknown_dialect_is_one_line_naming_the_known(call):
     assert str(info.value) == f"unknown dialect 'oracle' (known: {KNOWN})"
 
 
+def test_an_unknown_dialects_name_is_shown_within_bounds():
+    """A megabyte of name is not echoed (the services pass a request's `dialect` here)."""
+    with pytest.raises(rat.RATError) as info:
+        rat.to_tree("SELECT 1", dialect="x" * 10**6)
+    assert str(info.value) == f"unknown dialect of 1000000 characters (known: {KNOWN})"
+
+
 def test_dialect_names_ignore_case():
     assert rat.to_tree("SELECT a FROM t", dialect="TSQL") == rat.to_tree("SELECT a FROM t")
 

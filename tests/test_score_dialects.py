@@ -170,7 +170,7 @@ def test_rat_score_dialect(demo):
     assert done.returncode == 0 and "Limit" in done.stdout and "look here first:" in done.stdout, done.stderr
     done = rat_score("--dialect", "oracle", "--sql", "SELECT 1")
     assert done.returncode == 2 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
-    assert "--dialect oracle: unknown dialect (known: bigquery" in done.stderr
+    assert "--dialect: unknown dialect 'oracle' (known: bigquery" in done.stderr
 
 
 def test_rat_serve_dialect_per_query_and_by_default(scorer, demo):
@@ -194,7 +194,7 @@ def test_rat_serve_dialect_per_query_and_by_default(scorer, demo):
     done = subprocess.run([sys.executable, "-m", "model.scoring.service", "--dialect", "oracle"], check=False,
                           capture_output=True, text=True, env=ENV, timeout=120)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
-    assert "--dialect oracle: unknown dialect" in done.stderr
+    assert "--dialect: unknown dialect 'oracle'" in done.stderr
 
 
 def test_quoted_mixed_case_names_are_found_and_pointed_at_where_written():

@@ -84,9 +84,12 @@ def check_dialect(args) -> None:
     if args.dialect is None:
         database = getattr(args, "database", None)
         args.dialect = database_dialect(database) if database else "sqlite"
-    if not isinstance(args.dialect, str) or args.dialect.lower() not in DIALECTS:
-        raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
-    args.dialect = args.dialect.lower()
+    from model.scoring.scorer import dialect_name
+
+    try:
+        args.dialect = dialect_name(args.dialect)
+    except UsageError as error:
+        raise UsageError(f"--dialect: {error}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:

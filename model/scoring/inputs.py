@@ -44,16 +44,17 @@ def check_service_options(args: Any, positive: tuple[str, ...]) -> None:
     """The options ``rat-serve`` and ``rat-mcp`` share (``data_root``, ``schema``, ``dialect``:
     stored lower case, None where not given) and the ``positive`` numbers among them, checked:
     ``UsageError`` (one line) names the first bad one."""
-    from rat.dialects import DIALECTS
+    from model.scoring.scorer import dialect_name
 
     if args.data_root and not args.data_root.is_dir():
         raise UsageError(f"--data-root {args.data_root}: no such directory")
     if args.schema and not args.schema.is_file():
         raise UsageError(f"--schema {args.schema}: no such file")
     if args.dialect is not None:
-        if args.dialect.lower() not in DIALECTS:
-            raise UsageError(f"--dialect {args.dialect}: unknown dialect (known: {', '.join(sorted(DIALECTS))})")
-        args.dialect = args.dialect.lower()
+        try:
+            args.dialect = dialect_name(args.dialect)
+        except UsageError as error:
+            raise UsageError(f"--dialect: {error}") from None
     for name in positive:
         value = getattr(args, name)
         if not (math.isfinite(value) and value > 0):  # nan compares false and inf bounds nothing
@@ -111,14 +112,15 @@ def field_problem(name: str, value: Any) -> str | None:
     if value is None:
         return None
     if name == "dialect":
-        from rat import DIALECTS
+        from model.scoring.scorer import dialect_name
 
         if not isinstance(value, str):
             return f"dialect: expected a string, found {type(value).__name__}"
-        if value.lower() in DIALECTS:
-            return None
-        shown = repr(value) if len(value) <= 40 else f"of {len(value)} characters"
-        return f"dialect: unknown dialect {shown} (known: {', '.join(sorted(DIALECTS))})"
+        try:
+            dialect_name(value)
+        except UsageError as error:
+            return f"dialect: {error}"
+        return None
     if name == "question_id" and isinstance(value, int) and not isinstance(value, bool):
         return None
     if not isinstance(value, str):

@@ -200,10 +200,10 @@ def dialect_name(name: object) -> str:
     ...
     model.errors.UsageError: unknown dialect 'oracle' (known: bigquery, databricks, duckdb, mysql, postgres, redshift, snowflake, sqlite, trino, tsql)
     """
-    found = name.lower() if isinstance(name, str) else None
-    if found not in rat.DIALECTS:
-        raise UsageError(f"unknown dialect {name!r} (known: {', '.join(sorted(rat.DIALECTS))})")
-    return found
+    try:
+        return rat.dialects.dialect(name).name
+    except rat.RATError as error:
+        raise UsageError(str(error)) from None
 
 
 class Scorer:
