@@ -19,7 +19,10 @@ reads (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``; DuckDB's ``FROM``) is sent a
   ``max_execution_time`` (MySQL), rolled back; one statement per call (no multi-statements flag);
   ``INTO OUTFILE`` / ``INTO DUMPFILE`` refused.
 - DuckDB: ``read_only=True`` and ``enable_external_access=false`` (no file reads or writes, no
-  ATTACH, no extension install), interrupted past the timeout.
+  ATTACH, no extension install), interrupted past the timeout; a file or URL rat opens has a
+  working memory of ``DUCKDB_MEMORY_MIB`` (DuckDB's own default is 80% of the machine's) and
+  never spills to disk; a query past it is stopped (a caller's connection keeps its own
+  ``memory_limit``).
 - SQLite: as ``model.data.execution`` opens it (``mode=ro``, ``query_only``, an authorizer).
 
 Results are fetched in chunks and refused past ``max_rows`` rows or ``max_result_bytes``
@@ -80,6 +83,7 @@ SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql", "
 EXTRAS = {"postgres": ("psycopg", "postgres"), "mysql": ("pymysql", "mysql"),
           "duckdb": ("duckdb", "duckdb")}
 CONNECT_TIMEOUT_S = 10
+DUCKDB_MEMORY_MIB = 1024  # the working memory of a DuckDB database rat opens (its memory_limit)
 _PIPELINE_ROWS = 1024  # PostgreSQL: results below this many rows take one round trip
 
 
@@ -917,6 +921,7 @@ class DuckDBDatabase(Database):
             self.cache_identity = f"duckdb:{stat.st_size}:{stat.st_mtime_ns}"
         if not owned:  # harden a caller's connection: disabling external access cannot be undone
             conn.execute("SET enable_external_access = false")
+        self.memory_limit = conn.execute("SELECT current_setting('memory_limit')").fetchone()[0]
 
     def _execute(self, sql, timeout_s, max_bytes):
         import duckdb
@@ -933,6 +938,8 @@ class DuckDBDatabase(Database):
             return _fetch(cursor.fetchmany, self.max_rows, max_bytes)
         except duckdb.InterruptException:
             return None, f"timeout after {timeout_s:g} s"
+        except duckdb.OutOfMemoryException:
+            return None, f"working memory past {self.memory_limit}"
         except duckdb.Error as error:
             if time.monotonic() - started >= timeout_s and "interrupt" in str(error).lower():
                 return None, f"timeout after {timeout_s:g} s"
@@ -969,13 +976,15 @@ class DuckDBDatabase(Database):
             self.conn.close()
 
 
-def _open_duckdb(path: Path, name: str, limits: dict) -> DuckDBDatabase:
+def _open_duckdb(path: Path, name: str, limits: dict, memory_mib: int) -> DuckDBDatabase:
     import duckdb
 
     if str(path) != ":memory:" and not path.is_file():
         raise DatabaseError(f"{name}: no such database file")
+    # nothing spilled to disk: it would make a folder `<file>.tmp` beside the user's database
     config = {"enable_external_access": False, "autoinstall_known_extensions": False,
-              "autoload_known_extensions": False, "lock_configuration": True}
+              "autoload_known_extensions": False, "lock_configuration": True,
+              "memory_limit": f"{memory_mib}MiB", "temp_directory": ""}
     try:
         conn = duckdb.connect(str(path), read_only=str(path) != ":memory:", config=config)
     except duckdb.Error as error:
@@ -1036,10 +1045,12 @@ def _need(backend: str, name: str) -> None:
 
 
 def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = MAX_ROWS,
-                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> Database:
+                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+                  duckdb_memory_mib: int = DUCKDB_MEMORY_MIB) -> Database:
     """``target`` (a URL, a path, an open connection, an SQLAlchemy engine) as a read-only ``Database``: each
     statement gets at most ``timeout_s`` seconds (unless its call says otherwise), ``max_rows``
-    rows and ``max_result_bytes`` (estimated) of result. ``DatabaseError`` (one line, the
+    rows and ``max_result_bytes`` (estimated) of result; a DuckDB file or URL a working memory of
+    ``duckdb_memory_mib`` (its ``memory_limit``; a PostgreSQL or MySQL server's is its own). ``DatabaseError`` (one line, the
     password masked) when it cannot be opened: no such file, unreachable host, bad credentials,
     unknown database, a driver not installed."""
     limits = {"timeout_s": timeout_s, "max_rows": max_rows, "max_result_bytes": max_result_bytes}
@@ -1054,14 +1065,14 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
                 return SqliteDatabase(Path(url["database"]), **limits)
             _need(backend, name)
             if backend == "duckdb":
-                return _open_duckdb(Path(url["database"]), name, limits)
+                return _open_duckdb(Path(url["database"]), name, limits, duckdb_memory_mib)
             if not url["database"]:
                 raise DatabaseError(f"{name}: no database name (write ...://host:port/database)")
             return (_open_postgres if backend == "postgres" else _open_mysql)(url, name, limits)
         path = Path(target)
         if is_duckdb_file(path):
             _need("duckdb", name)
-            return _open_duckdb(path, name, limits)
+            return _open_duckdb(path, name, limits, duckdb_memory_mib)
         return SqliteDatabase(path, **limits)
     if (url := sqlalchemy_url(target)) is not None:
         return open_database(url, **limits)

@@ -287,8 +287,9 @@ def execute_sql(
 
 
 # The errors of a query that the database did not fail but that was not read to the end, as
-# every backend (model.data.databases) writes them: past the time limit, past a memory guard.
-UNFINISHED = ("timeout after ", "result has more than ", "result larger than ")
+# every backend (model.data.databases) writes them: past the time limit, past a memory guard
+# (DuckDB's working memory too).
+UNFINISHED = ("timeout after ", "result has more than ", "result larger than ", "working memory past ")
 
 
 def unfinished(error: str | None) -> bool:
