@@ -25,6 +25,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Self
 
@@ -66,6 +67,17 @@ def start_service(*options: str, env: dict | None = None) -> tuple[subprocess.Po
             time.sleep(0.1)
     proc.kill()
     pytest.fail("rat-serve did not answer /health within 60 s")
+
+
+def page_dom(chromium: str, url: str, query: dict, profile, fragment: str = "") -> str:
+    """rat-serve's page at ``url`` with ``query`` in its link, its DOM after its scripts ran in
+    headless ``chromium`` (the page scores a link's sql at once)."""
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={profile}", "--virtual-time-budget=15000", "--dump-dom",
+                           f"{url}/?{urllib.parse.urlencode(query)}{fragment}"], check=False, capture_output=True, text=True,
+                          timeout=120)
+    return done.stdout
 
 
 def _is_root() -> bool:

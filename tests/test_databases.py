@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ import pytest
 
 import rat
 from model.data.databases import DatabaseError, open_database, schema_from_ddl
+from model.data.execution import unfinished
 from model.errors import UsageError
 from model.nodes.features import DatabaseProbe
 from model.synth.demo.databases import (
@@ -29,7 +31,7 @@ from model.synth.demo.databases import (
     spider_table_entry,
     write_database,
 )
-from tests.servers import free_port, start_service
+from tests.servers import free_port, page_dom, start_service
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled",
@@ -248,6 +250,23 @@ def test_duckdb_refuses_every_write_and_reads_no_file(duck_demo, tmp_path):
         assert rows is None and error.startswith("timeout") and time.monotonic() - start < 5
         assert db.execute("FROM venues SELECT count(*)") == ([(10,)], None)
     assert not out.exists() and not (tmp_path / "new.duckdb").exists()
+
+
+def test_duckdb_work_past_its_memory_is_stopped_and_spills_nothing_beside_the_file(duck_demo):
+    """A DuckDB file rat opens has a bounded working memory (1 GiB unless told), not DuckDB's 80%
+    of the machine, and writes no `<file>.tmp` folder to spill into: a query past it is stopped
+    (its result unknown, as past a timeout), the next one runs."""
+    before = checksum("duckdb", duck_demo)
+    with open_database(duck_demo) as db:
+        assert db.memory_limit == "1.0 GiB"
+    with open_database(duck_demo, duckdb_memory_mib=64) as db:
+        assert db.memory_limit == "64.0 MiB"
+        rows, error = db.execute("SELECT count(*) FROM (SELECT i, count(*) FROM range(20000000) t(i) GROUP BY i)",
+                                 timeout_s=30)
+        assert rows is None and error == "working memory past 64.0 MiB" and unfinished(error)
+        assert db.execute("FROM venues SELECT count(*)") == ([(10,)], None)
+    assert checksum("duckdb", duck_demo) == before
+    assert sorted(p.name for p in duck_demo.parent.iterdir()) == [duck_demo.name]
 
 
 def test_mysql_refuses_every_write_and_changes_nothing(mysql_demo, tmp_path):
@@ -980,12 +999,16 @@ def test_rat_score_database_mistakes_are_one_line_and_exit_2(pg_demo, tmp_path, 
         assert not out.exists() and not (tmp_path / "report.html").exists()
 
 
-def test_rat_serve_answers_with_a_named_postgres_connection(pg_demo):
+def test_rat_serve_answers_with_a_named_postgres_connection(pg_demo, tmp_path):
     url, _ = pg_demo
     proc, base = start_service("--processes", "1", "--database", f"music={url}", env=ENV)
     try:
         assert json.loads(urllib.request.urlopen(base + "/databases").read()) == {
             "databases": ["music"], "dialects": {"music": "postgres"}}
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        if chromium is not None:  # the page lists it with the SQL it reads (headless Chromium)
+            dom = page_dom(chromium, base, {}, tmp_path / "profile")
+            assert '<option value="music">music (postgres SQL)</option>' in dom, dom[-2000:]
         body = {"queries": [{"db_id": "music", "question": "Which venues are in London?",
                              "sql": "SELECT name FROM venues WHERE city = 'London'"},
                             {"db_id": "music", "database": url, "sql": "SELECT 1"}]}

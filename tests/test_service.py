@@ -198,16 +198,6 @@ def test_page_is_served(service):
     assert "<form" in page and "/score" in page and "{{" not in page
 
 
-def _page_dom(chromium: str, url: str, query: dict, profile, fragment: str = "") -> str:
-    """The page's DOM after its scripts ran (the page scores a link's sql at once)."""
-    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                           f"--user-data-dir={profile}", "--virtual-time-budget=15000", "--dump-dom",
-                           f"{url}/?{urllib.parse.urlencode(query)}{fragment}"], check=False, capture_output=True, text=True,
-                          timeout=120)
-    return done.stdout
-
-
 def test_page_shows_the_coloured_sql_in_headless_chromium(service, tmp_path):
     # .ci/run installs Debian's chromium where it can; elsewhere this is skipped
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -215,21 +205,21 @@ def test_page_shows_the_coloured_sql_in_headless_chromium(service, tmp_path):
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
     url, objects = service
     e = objects["table"].examples[0]
-    dom = _page_dom(chromium, url, {"db_id": e.db_id, "question": e.question, "sql": e.sql}, tmp_path / "a")
+    dom = servers.page_dom(chromium, url, {"db_id": e.db_id, "question": e.question, "sql": e.sql}, tmp_path / "a")
     assert 'id="sql"' in dom and 'class="s' in dom and "Look here first" in dom, dom[-2000:]
     assert f'<option value="{e.db_id}">' in dom and "← look here first" in dom  # the databases, the tree's mark
     assert dom.count('<li><span class="c" style="background:hsl(') == len(e.node_names)  # one tree item a node
     assert '<p id="verdict"><b>Verdict: ' in dom and '<pre class="feedback">' in dom  # (POST /check)
-    bad = _page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": "SELECT * FROM ("}, tmp_path / "b")
+    bad = servers.page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": "SELECT * FROM ("}, tmp_path / "b")
     assert '<p class="err">' in bad and "cannot parse" in bad, bad[-2000:]
     # spans count code points; JavaScript strings count UTF-16 units, two for an emoji
     table, columns = next(iter(e.schema_tables.items()))
     sql = f"SELECT {columns[0]} FROM {table} WHERE {columns[0]} = '\U0001F600\U0001F600' OR {columns[0]} = 'zq'"
-    emoji = _page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": sql}, tmp_path / "c")
+    emoji = servers.page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": sql}, tmp_path / "c")
     assert ">'\U0001F600\U0001F600'</span>" in emoji and "\ufffd" not in emoji, emoji[-2000:]
     assert ">'zq'</span>" in emoji, emoji[-2000:]  # a span after the emoji is where it was
     assert emoji.count(f"· {UNFAMILIAR.format(kind='Or')}") == 1  # (nodes[].unfamiliar, as rat-score says it)
-    bidi = _page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": sql.replace("'zq'", "'z\u202eq'")},
+    bidi = servers.page_dom(chromium, url, {"db_id": e.db_id, "question": "q", "sql": sql.replace("'zq'", "'z\u202eq'")},
                      tmp_path / "d")
     assert "&lt;U+202E&gt;" in bidi and "\u202e" not in bidi, bidi[-2000:]  # shown, not obeyed
 
@@ -397,12 +387,12 @@ def test_a_token_is_asked_of_every_request_but_health_and_the_page(boosted_model
         assert e.db_id in call("/databases", "Bearer " + token)[1]["databases"]
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
         if chromium is not None:  # the page shows the token field and the 401's message
-            dom = _page_dom(chromium, url, {"db_id": e.db_id, "question": e.question, "sql": e.sql}, tmp_path / "p")
+            dom = servers.page_dom(chromium, url, {"db_id": e.db_id, "question": e.question, "sql": e.sql}, tmp_path / "p")
             assert '<label id="auth">' in dom, dom[:3000]
             assert '<div id="out"><p class="err">this service needs its token: Authorization' in dom, dom[:3000]
             # a link with the token after #: the page keeps it for the tab and scores
             query = {"db_id": e.db_id, "question": e.question, "sql": e.sql}
-            dom = _page_dom(chromium, url, query, tmp_path / "q", fragment=f"#token={token}")
+            dom = servers.page_dom(chromium, url, query, tmp_path / "q", fragment=f"#token={token}")
             assert dom.count('<li><span class="c" style="background:hsl(') == len(e.node_names), dom[-3000:]
             assert '<label id="auth" hidden="">' in dom and f"<option value=\"{e.db_id}\">" in dom
     finally:
@@ -482,7 +472,7 @@ def test_hostile_labels_run_no_handler_in_headless_chromium(service, tmp_path):
     sql = f"SELECT {column} FROM {table} WHERE {column} = '{hostile}' OR {column} = '{markup}'"
     status, answer = post(url, {"queries": [{"db_id": db_id, "sql": sql}]})
     assert status == 200 and any(hostile in n["label"] for n in answer["results"][0]["nodes"])
-    dom = _page_dom(chromium, url, {"db_id": db_id, "question": "q", "sql": sql}, tmp_path / "p")
+    dom = servers.page_dom(chromium, url, {"db_id": db_id, "question": "q", "sql": sql}, tmp_path / "p")
     assert 'id="sql"' in dom and "Look here first" in dom, dom[-2000:]
     assert "pwned" in dom  # the labels are shown, as text
     tags, attributes = _markup(dom)
