@@ -185,7 +185,7 @@ def test_a_data_root_that_is_no_dataset_is_one_line(tmp_path, model, message):
 
     (tmp_path / "not_a_dataset").mkdir()
     command = [sys.executable, "train.py", f"data.root={tmp_path / 'not_a_dataset'}", "logger=none",
-               f"paths.output_dir={tmp_path / 'run'}", *([f"model={model}"] if model != "default" else [])]
+               f"hydra.run.dir={tmp_path / 'run'}", *([f"model={model}"] if model != "default" else [])]
     done = subprocess.run(command, check=False, cwd=Path(__file__).parents[1], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"})
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

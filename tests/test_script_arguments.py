@@ -37,6 +37,8 @@ BAD = [
     ("benchmarks/backend_speed.py", ["--turns", "0"]),
     ("benchmarks/serve_load.py", ["--model", "/nonexistent"]),
     ("scripts/backend_agreement.py", ["--systems", "foo"]),
+    ("scripts/candidate_choice.py", ["--run", "/nonexistent"]),
+    ("scripts/candidate_choice.py", ["--run", ".", "--bootstrap", "0"]),
     ("scripts/check_loop.py", ["--tries", "0"]),
     ("scripts/leave_one_system_out.py", ["--calibrator-only", "/nonexistent"]),
     ("scripts/leave_one_system_out.py", ["--systems", "foo"]),

@@ -268,6 +268,14 @@ class Scorer:
             return self.saved.info_.get("method", "boosted node features")
         return "neural node model"
 
+    @property
+    def reads_other_answers(self) -> bool:
+        """Whether the model reads each query beside the other answers to its question (the
+        consensus track: rows sharing a ``question_id``)."""
+        from model.nodes.features import CONSENSUS_FEATURES
+
+        return self.saved is not None and bool(set(self.saved.features_) & set(CONSENSUS_FEATURES))
+
     # ------------------------------------------------------------------------- scoring
 
     def score(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
@@ -298,6 +306,46 @@ class Scorer:
         if isinstance(result, RowError):
             raise result.exception()
         return result
+
+    def choose(self, candidates: Sequence[str], question: str = "", schema: rat.Schema | Mapping | None = None,
+               database: str | Path | None = None, db_id: str | None = None, evidence: str = "",
+               dialect: str | None = None, rule: str | None = None):
+        """Of several queries for one question (a model's samples, several systems' answers), the
+        one ``rule`` chooses (``model.scoring.choice.RULES``): ``"most common tree"``, the one whose
+        canonical tree the most candidates share, ties to the more confident, or ``"most
+        confident"``. By default the first, and the second for a model that reads each query
+        beside the other answers (``reads_other_answers``: ``pretrained:spider_consensus``, which
+        scores the candidates as answers to one question); each chose best with its model on
+        Spider dev (docs/scoring.md, "Choosing among candidates"). A ``Choice``: the chosen
+        ``index``, every candidate's ``ScoredQuery`` (``scored``; a candidate that cannot be
+        scored is its ``RowError``, left out of the choice) and how many share the chosen tree
+        (``agreeing``). Raises what ``score`` raises for the first candidate when none can be
+        scored.
+
+        >>> choice = Scorer.pretrained().choose(
+        ...     ["SELECT name FROM singer WHERE age > 20", "SELECT T1.name FROM singer AS T1 WHERE 20 < T1.age",
+        ...      "SELECT name FROM singer", "SELEC name"],
+        ...     question="Names of singers older than 20?", schema={"singer": ["singer_id", "name", "age"]})
+        >>> choice.index, choice.agreeing, type(choice.scored[3]).__name__
+        (0, 2, 'RowError')
+        """
+        from model.scoring.choice import Choice, choose
+
+        if isinstance(candidates, str) or not isinstance(candidates, Sequence) or not candidates:
+            raise TypeError("candidates: expected a non-empty list of SQL strings")
+        rows = [{"sql": sql, "question": question, "schema": schema, "database": database, "db_id": db_id,
+                 "evidence": evidence, "question_id": "candidates"} for sql in candidates]
+        scored = self.score_many(rows, progress=False, reasons=True, dialect=dialect)
+        readable = [i for i, s in enumerate(scored) if not isinstance(s, RowError)]
+        if not readable:
+            raise scored[0].exception()
+        for i in readable:
+            scored[i].question_id = None  # (a key that made them answers to one question)
+        trees = [scored[i].tree.hash for i in readable]
+        if rule is None:
+            rule = "most confident" if self.reads_other_answers else "most common tree"
+        pick = choose(trees, [scored[i].query_confidence for i in readable], rule)
+        return Choice(index=readable[pick], scored=scored, agreeing=trees.count(trees[pick]))
 
     @property
     def policy(self):
@@ -513,9 +561,7 @@ class Scorer:
         """Row positions, ``batch_size`` at a time, in order; for a model that reads other
         systems' answers (the consensus track) every row of a question (same ``question_id``)
         lands in the same batch, whatever the input order."""
-        from model.nodes.features import CONSENSUS_FEATURES
-
-        if self.saved is None or not set(self.saved.features_) & set(CONSENSUS_FEATURES):
+        if not self.reads_other_answers:
             return [list(range(start, min(start + batch_size, len(rows)))) for start in range(0, len(rows), batch_size)]
         groups: dict[object, list[int]] = {}
         for i, row in enumerate(rows):
