@@ -20,6 +20,10 @@ from mcp.client.stdio import StdioServerParameters
 from model.synth.demo import demo_root
 
 TYPO = "SELECT name FROM suppliers WHERE country = 'Germani'"
+# three spellings of one tree, one other query and one that cannot be read
+CANDIDATES = ["SELECT name FROM suppliers", "SELECT s.name FROM suppliers AS s WHERE 'Germany' = s.country",
+              "SELEC name", "SELECT name FROM suppliers WHERE country = 'Germany'",
+              "select NAME from SUPPLIERS where COUNTRY = 'Germany'"]
 ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
        **{k: os.environ[k] for k in ("RAT_CACHE", "PATH", "HOME") if k in os.environ}}
 
@@ -56,6 +60,12 @@ def answers():
             {"sql": "SELEC name FROM"}, {"sql": "SELECT 1", "database": "nowhere"}, {"sql": 5}, {},
             {"sql": "SELECT 1", "database": "../supply_chain"}, {"sql": "SELECT 1 " + " " * 20_000},
             {"sql": "SELECT 1", "question": "bad\x00text"}, {"sql": "SELECT 1", "question": "q " * 2001})]
+        out["choose"] = await client.call_tool("choose_sql", {"candidates": CANDIDATES, "database": "supply_chain",
+                                                              "question": "Suppliers in Germany?"})
+        out["choose_bad"] = [await client.call_tool("choose_sql", args) for args in (
+            {"candidates": []}, {"candidates": ["SELECT 1"] * 17}, {"candidates": ["SELECT 1", 5]},
+            {"candidates": ["SELECT 1", "x" * 20_000]}, {"candidates": ["SELEC name FROM", "SELECT * FROM ("]},
+            {"candidates": "SELECT 1"})]
         out["after"] = await client.call_tool("score_sql", {"sql": "SELECT name FROM suppliers",
                                                             "database": "supply_chain"})
         return out
@@ -63,9 +73,10 @@ def answers():
     return session(calls, "--data-root", str(root))
 
 
-def test_lists_its_two_tools_with_their_arguments(answers):
+def test_lists_its_three_tools_with_their_arguments(answers):
     tools = answers["tools"]
-    assert set(tools) == {"score_sql", "list_databases"}
+    assert set(tools) == {"score_sql", "choose_sql", "list_databases"}
+    assert tools["choose_sql"].input_schema["required"] == ["candidates"]
     assert set(tools["score_sql"].input_schema["properties"]) == {"sql", "question", "database"}
     assert tools["score_sql"].input_schema["required"] == ["sql"]
 
@@ -84,6 +95,22 @@ def test_score_sql_gives_confidence_span_reasons_and_verdict(answers):
     unseen = answers["no_database"].structured_content
     assert unseen["verdict"] != "run" and unseen["scored_with_database"] is False
     assert body["unfamiliar"] == [] and answers["upper"].structured_content["unfamiliar"] == ["upper(name)"]
+
+
+def test_choose_sql_chooses_the_tree_most_candidates_share_and_answers_it_as_score_sql(answers):
+    result = answers["choose"]
+    assert not result.is_error, result.content[0].text
+    body = result.structured_content
+    assert body["chosen"] in (1, 3, 4) and body["agreeing"] == 3 and body["sql"] == CANDIDATES[body["chosen"]]
+    assert body["verdict"] in ("run", "review", "regenerate") and body["scored_with_database"] is True
+    assert len(body["candidates"]) == 5 and body["candidates"][2]["error"].startswith("unsupported construct")
+    assert body["candidates"][body["chosen"]]["query_confidence"] == body["query_confidence"]
+    says = ["candidates: expected a list of 1 to 16 SQL queries", "candidates: expected a list of 1 to 16",
+            "candidates.1: Input should be a valid string", "candidates[1]: 20000 characters; at most 10000",
+            "no candidate could be scored; the first: cannot parse", "candidates: Input should be a valid list"]
+    for bad, expected in zip(answers["choose_bad"], says, strict=True):
+        text = bad.content[0].text
+        assert bad.is_error and expected in text and "\n" not in text, text
 
 
 def test_list_databases_names_the_data_root(answers):
@@ -162,7 +189,7 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on():
             answer = exchange(raw)
             assert answer["id"] == ident and answer["error"]["code"] == code and says in answer["error"]["message"]
         listed = exchange(b'{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}')
-        assert listed["id"] == 8 and {t["name"] for t in listed["result"]["tools"]} == {"score_sql", "list_databases"}
+        assert listed["id"] == 8 and {t["name"] for t in listed["result"]["tools"]} == {"score_sql", "choose_sql", "list_databases"}
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)

@@ -8,7 +8,10 @@ Tools: ``score_sql(sql, question, database)`` answers the whole-query confidence
 at first (its text and ``[start, end)`` span in the SQL), the reasons and the verdict (run |
 review | regenerate, with feedback the agent can act on: ``model.scoring.verdict``), and the
 parts the model cannot judge (``unfamiliar``: the text of each operator it reads as unknown);
-``list_databases()`` the database names ``score_sql`` accepts. Databases are configured as for
+``choose_sql(candidates, question, database)`` chooses one of up to ``MAX_CANDIDATES`` queries
+for one question (``Scorer.choose``) and answers it as ``score_sql`` does, with its position
+(``chosen``), how many candidates share its tree (``agreeing``) and each candidate's confidence
+or error; ``list_databases()`` the database names ``score_sql`` accepts. Databases are configured as for
 ``rat-serve``: ``--data-root`` (schemas and SQLite files under one folder, opened read-only,
 symlinks resolved and kept under it), ``--schema`` (tables.json: schemas only) and named
 connections ``--database NAME=URL`` (``model.scoring.inputs.named_databases``: PostgreSQL,
@@ -29,13 +32,19 @@ from typing import Any
 from model.extras import needs_extra
 from model.scoring.scorer import MAX_NODES, MAX_SQL_CHARS
 from rat.dialects import DIALECTS
+from rat.errors import RATError
 
 TIMEOUT_S = 10.0
 LISTED = 20  # database names an "unknown database" error shows
+MAX_CANDIDATES = 16  # the queries one choose_sql call scores
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())[:300]
 
 
 class ScoringTools:
-    """What the two tools do, without the protocol: ``score_sql`` and ``list_databases`` raise
+    """What the tools do, without the protocol: ``score_sql``, ``choose_sql`` and ``list_databases`` raise
     ``UsageError`` (one line) for a bad argument."""
 
     def __init__(self, scorer, data_root: Path | None = None, schemas: dict | None = None,
@@ -67,18 +76,27 @@ class ScoringTools:
                                          max_result_bytes=self.scorer.max_result_bytes)
         return opened[name]
 
-    def score_sql(self, sql: str, question: str = "", database: str = "") -> dict[str, Any]:
-        from model.data.execution import DeadlineExceeded
+    def _checked(self, sql: object, name: str = "sql") -> str:
+        """``sql`` (a tool argument called ``name``) if it is the SQL text of one query within
+        bounds, else ``UsageError``."""
         from model.errors import UsageError
-        from model.scoring.inputs import database_under, field_problem
-        from model.scoring.scorer import RowError
-        from model.scoring.verdict import verdict_of
+        from model.scoring.inputs import field_problem
 
         if not isinstance(sql, str) or not sql.strip():
-            raise UsageError("sql: expected the SQL text of one query")
+            raise UsageError(f"{name}: expected the SQL text of one query")
         if len(sql) > self.max_sql_chars:
-            raise UsageError(f"sql: {len(sql)} characters; at most {self.max_sql_chars}")
-        for name, value in (("sql", sql), ("question", question), ("db_id", database or None)):
+            raise UsageError(f"{name}: {len(sql)} characters; at most {self.max_sql_chars}")
+        problem = field_problem("sql", sql)
+        if problem:
+            raise UsageError(problem.replace("sql", name, 1))
+        return sql
+
+    def _row(self, question: str, database: str) -> dict[str, Any]:
+        """A row's question, schema and database (opened read-only) for a tool call, checked."""
+        from model.errors import UsageError
+        from model.scoring.inputs import database_under, field_problem
+
+        for name, value in (("question", question), ("db_id", database or None)):
             problem = field_problem(name, value)
             if problem:
                 raise UsageError(problem.replace("db_id", "database", 1))
@@ -91,16 +109,54 @@ class ScoringTools:
             path = self._named(database)
         else:
             path = database_under(self.root, database) if database and self.root is not None else None
-        row = {"sql": sql, "question": question or "", "db_id": database or None,
-               "schema": self.schemas.get(database), "database": path}
+        return {"question": question or "", "db_id": database or None, "schema": self.schemas.get(database),
+                "database": path}
+
+    def _limits(self) -> dict[str, Any]:
+        return {"progress": False, "reasons": True, "max_nodes": self.max_nodes, "max_sql_chars": self.max_sql_chars,
+                "deadline": time.monotonic() + self.timeout_s, "dialect": self.dialect}
+
+    def score_sql(self, sql: str, question: str = "", database: str = "") -> dict[str, Any]:
+        from model.data.execution import DeadlineExceeded
+        from model.errors import UsageError
+        from model.scoring.scorer import RowError
+
+        row = {"sql": self._checked(sql), **self._row(question, database)}
         try:
-            (result,) = self.scorer.score_many([row], progress=False, reasons=True, max_nodes=self.max_nodes,
-                                               max_sql_chars=self.max_sql_chars,
-                                               deadline=time.monotonic() + self.timeout_s, dialect=self.dialect)
+            (result,) = self.scorer.score_many([row], **self._limits())
         except DeadlineExceeded:
             raise UsageError(f"scoring took longer than {self.timeout_s:g} s") from None
         if isinstance(result, RowError):
-            raise UsageError(" ".join(result.message.split())[:300])
+            raise UsageError(_one_line(result.message))
+        return self._answer(result, row["database"], database)
+
+    def choose_sql(self, candidates: list[str], question: str = "", database: str = "") -> dict[str, Any]:
+        from model.data.execution import DeadlineExceeded
+        from model.errors import UsageError
+        from model.scoring.scorer import RowError
+
+        if not isinstance(candidates, list) or not 1 <= len(candidates) <= MAX_CANDIDATES:
+            raise UsageError(f"candidates: expected a list of 1 to {MAX_CANDIDATES} SQL queries")
+        sqls = [self._checked(sql, f"candidates[{i}]") for i, sql in enumerate(candidates)]
+        row = self._row(question, database)
+        try:
+            choice = self.scorer.choose(sqls, question=row["question"], schema=row["schema"],
+                                        database=row["database"], db_id=row["db_id"], **self._limits())
+        except DeadlineExceeded:
+            raise UsageError(f"scoring took longer than {self.timeout_s:g} s") from None
+        except (RATError, TypeError, ValueError, UsageError) as error:  # none could be scored
+            raise UsageError(f"no candidate could be scored; the first: {_one_line(str(error))}") from None
+        out = {"chosen": choice.index, "sql": choice.chosen.sql, "agreeing": choice.agreeing,
+               **self._answer(choice.chosen, row["database"], database),
+               "candidates": [{"error": _one_line(s.message)} if isinstance(s, RowError)
+                              else {"query_confidence": round(s.query_confidence, 6)} for s in choice.scored]}
+        return out
+
+    def _answer(self, result, path, database: str) -> dict[str, Any]:
+        """What a tool answers of a scored query: its confidence, verdict (or look-here-first
+        and reasons without a policy) and unfamiliar parts."""
+        from model.scoring.verdict import verdict_of
+
         out: dict[str, Any] = {"query_confidence": round(result.query_confidence, 6)}
         if self.policy is not None:
             verdict = verdict_of(result, self.policy, path)
@@ -119,7 +175,7 @@ class ScoringTools:
 
 
 def build_server(tools: ScoringTools):
-    """The ``MCPServer`` with the tools ``score_sql`` and ``list_databases``."""
+    """The ``MCPServer`` with the tools ``score_sql``, ``choose_sql`` and ``list_databases``."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from pydantic import ValidationError
@@ -146,7 +202,7 @@ def build_server(tools: ScoringTools):
     server = OneLineErrors("rat-confidence", log_level="WARNING", instructions=(
         "Check SQL before running it: score_sql gives a calibrated confidence that the query is right, "
         "the part to look at first, reasons, and a verdict (run, review or regenerate) with feedback to "
-        "rewrite the query. list_databases names the databases score_sql accepts and the SQL dialect of each."))
+        "rewrite the query. choose_sql chooses one of several queries written for one question. list_databases names the databases score_sql accepts and the SQL dialect of each."))
 
     @server.tool(description="Score one SQL query for a question on a database: the probability it is right, "
                              "the part most likely wrong, reasons, and a verdict (run | review | regenerate) "
@@ -154,6 +210,15 @@ def build_server(tools: ScoringTools):
     def score_sql(sql: str, question: str = "", database: str = "") -> dict[str, Any]:
         try:
             return tools.score_sql(sql, question, database)
+        except UsageError as e:
+            raise ToolError(str(e)) from None
+
+    @server.tool(description="Choose one of several SQL queries written for one question (samples of a model): "
+                             "the one most of them agree with, with its confidence, verdict and feedback, "
+                             "and each candidate's confidence.")
+    def choose_sql(candidates: list[str], question: str = "", database: str = "") -> dict[str, Any]:
+        try:
+            return tools.choose_sql(candidates, question, database)
         except UsageError as e:
             raise ToolError(str(e)) from None
 

@@ -309,7 +309,7 @@ class Scorer:
 
     def choose(self, candidates: Sequence[str], question: str = "", schema: rat.Schema | Mapping | None = None,
                database: str | Path | None = None, db_id: str | None = None, evidence: str = "",
-               dialect: str | None = None, rule: str | None = None):
+               dialect: str | None = None, rule: str | None = None, **options):
         """Of several queries for one question (a model's samples, several systems' answers), the
         one ``rule`` chooses (``model.scoring.choice.RULES``): ``"most common tree"``, the one whose
         canonical tree the most candidates share, ties to the more confident, or ``"most
@@ -320,7 +320,7 @@ class Scorer:
         ``index``, every candidate's ``ScoredQuery`` (``scored``; a candidate that cannot be
         scored is its ``RowError``, left out of the choice) and how many share the chosen tree
         (``agreeing``). Raises what ``score`` raises for the first candidate when none can be
-        scored.
+        scored. ``options`` go to ``score_many`` (``deadline``, ``max_nodes``, ...).
 
         >>> choice = Scorer.pretrained().choose(
         ...     ["SELECT name FROM singer WHERE age > 20", "SELECT T1.name FROM singer AS T1 WHERE 20 < T1.age",
@@ -335,7 +335,7 @@ class Scorer:
             raise TypeError("candidates: expected a non-empty list of SQL strings")
         rows = [{"sql": sql, "question": question, "schema": schema, "database": database, "db_id": db_id,
                  "evidence": evidence, "question_id": "candidates"} for sql in candidates]
-        scored = self.score_many(rows, progress=False, reasons=True, dialect=dialect)
+        scored = self.score_many(rows, dialect=dialect, **{"progress": False, "reasons": True, **options})
         readable = [i for i, s in enumerate(scored) if not isinstance(s, RowError)]
         if not readable:
             raise scored[0].exception()
