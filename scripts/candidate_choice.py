@@ -22,10 +22,10 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import rat
 from model.data.datasets import database_path
 from model.data.execution import execute_sql
 from model.data.jsonl import read_jsonl
+from model.nodes.outputs import tree_of
 from model.scoring.choice import RULES, choose
 
 
@@ -38,17 +38,6 @@ def candidates_by_question(path: Path) -> tuple[dict[str, list[dict]], list[str]
             rows[row["question_id"]].append(row)
     systems = sorted({r["system"] for group in rows.values() for r in group})
     return {q: sorted(g, key=lambda r: r["system"]) for q, g in rows.items() if len(g) == len(systems)}, systems
-
-
-def tree_hash(row: dict) -> str:
-    """The commutativity-aware hash of a row's tree, rebuilt from its labels in post-order."""
-    stack: list[rat.Node] = []
-    for label, arity in zip(row["node_names"], row["node_arity"]):
-        children = tuple(stack[len(stack) - arity:])
-        del stack[len(stack) - arity:]
-        stack.append(rat.Node(label, children))
-    (tree,) = stack
-    return tree.hash
 
 
 def text_key(row: dict) -> str:
@@ -88,7 +77,7 @@ def main(argv=None) -> int:
     best = max(systems, key=lambda s: right[s].mean())
     chosen = {}
     for rule in RULES:
-        picks = [choose([tree_hash(r) for r in groups[q]], [confidence(r) for r in groups[q]], rule) for q in questions]
+        picks = [choose([tree_of(r).hash for r in groups[q]], [confidence(r) for r in groups[q]], rule) for q in questions]
         chosen[rule] = np.array([int(bool(groups[q][i]["execution_match"])) for q, i in zip(questions, picks)])
     votes = {"most common SQL text (a vote, not a rule)": text_key}
     if args.data_root:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from model.nodes.outputs import tree_of
 from model.scoring.scorer import UNFAMILIAR
 from tests import servers
 from tests.test_scorer import boosted_model  # noqa: F401  (the fixture)
@@ -38,9 +39,9 @@ def service(boosted_model):  # noqa: F811
     proc.wait(timeout=10)
 
 
-def post(url: str, body, raw: bytes | None = None) -> tuple[int, dict]:
+def post(url: str, body, raw: bytes | None = None, path: str = "/score") -> tuple[int, dict]:
     data = raw if raw is not None else json.dumps(body).encode()
-    request = urllib.request.Request(url + "/score", data=data, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(url + path, data=data, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=60) as r:
             return r.status, json.loads(r.read())
@@ -108,6 +109,38 @@ def test_score_answers_rows_like_the_cli(service):
 def test_bad_requests_are_4xx_with_a_message(service, body, status, message):
     got, answer = post(service[0], body)
     assert got == status and message in answer["detail"]
+
+
+def test_choose_answers_each_candidate_and_the_one_most_share(service):
+    """POST /choose: the candidates of one question scored as /score scores them, and the one
+    Scorer.choose chooses (the tree most candidates share; the demo model reads no other answers)."""
+    url, objects = service
+    e = objects["table"].examples[0]
+    table, columns = next(iter(e.schema_tables.items()))
+    candidates = [f"SELECT {columns[0]} FROM {table}", e.sql, "SELECT * FROM (", f"  {e.sql}\n"]
+    status, body = post(url, {"candidates": candidates, "db_id": e.db_id, "question": e.question}, path="/choose")
+    assert status == 200 and len(body["results"]) == 4, body
+    assert "cannot parse" in body["results"][2]["error"]
+    trees = [tree_of({"node_names": [n["label"] for n in r["nodes"]],
+                      "node_arity": [len(n["children"]) for n in r["nodes"]]}).hash if "nodes" in r else None
+             for r in body["results"]]
+    sharing = [i for i, t in enumerate(trees) if t == trees[1]]
+    assert body["chosen"] in sharing and body["agreeing"] == len(sharing) and sharing[-1] == 3
+    status, checked = post(url, {"candidates": candidates, "db_id": e.db_id, "question": e.question,
+                                 "verdicts": True}, path="/choose")
+    assert status == 200 and checked["chosen"] == body["chosen"]
+    status, unknown = post(url, {"candidates": ["SELECT 1"], "db_id": "nope"}, path="/choose")
+    assert status == 200 and unknown["chosen"] is None and unknown["results"][0]["error"] == "unknown db_id 'nope'"
+    for bad, code, message in (({"candidates": []}, 400, "candidates: a non-empty list of SQL strings"),
+                               ({"candidates": ["SELECT 1", 2]}, 400, "candidates: a non-empty list of SQL strings"),
+                               ({"sql": "SELECT 1"}, 400, "candidates: a non-empty list of SQL strings"),
+                               ({"candidates": ["SELECT 1"] * 17}, 413, "17 candidates in one request; at most 16"),
+                               ({"candidates": ["SELECT 1", "SELECT '\ud800'"]}, 400, "candidates[1].sql: not valid"),
+                               ({"candidates": ["SELECT 1 OR " * 1000 + "1"]}, 413, "candidates[0]: 12001 characters"),
+                               ({"candidates": ["SELECT 1"], "question": "q" * 4001}, 400, "question: 4001 characters"),
+                               ([1], 400, "body must be a JSON object")):
+        got, answer = post(url, bad, path="/choose")
+        assert got == code and answer["detail"].startswith(message), (bad, answer)
 
 
 def test_invalid_json_and_oversized_bodies(service):

@@ -20,9 +20,12 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RULES", "Choice", "choose"]
+__all__ = ["CANDIDATES", "RULES", "Choice", "choice_of", "choose"]
 
 RULES = ("most common tree", "most confident")
+# the question_id the candidates share while they are scored: a model that reads the other
+# answers to a question (the consensus track) reads them as answers to one question
+CANDIDATES = "candidates"
 
 
 def choose(trees: Sequence[Hashable], confidences: Sequence[float], rule: str = RULES[0]) -> int:
@@ -58,3 +61,22 @@ class Choice:
     def chosen(self) -> Any:
         """The chosen candidate's ``ScoredQuery``."""
         return self.scored[self.index]
+
+
+def choice_of(scored: Sequence[Any], rule: str) -> Choice | None:
+    """The ``Choice`` by ``rule`` among scored candidates (each a ``ScoredQuery``, or the
+    ``RowError`` of one that could not be scored), scored as answers to one question
+    (``CANDIDATES``); None where none was scored."""
+    from model.nodes.outputs import tree_of
+
+    readable = [i for i, s in enumerate(scored) if hasattr(s, "nodes")]  # (a RowError has none)
+    if not readable:
+        return None
+    for i in readable:
+        scored[i].question_id = None  # (the key that made them answers to one question)
+    trees = [(scored[i].tree or tree_of({"node_names": [n.label for n in scored[i].nodes],
+                                         "node_arity": [len(n.children) for n in scored[i].nodes]})).hash
+             for i in readable]
+    pick = choose(trees, [scored[i].query_confidence for i in readable], rule)
+    return Choice(index=readable[pick], scored=list(scored), agreeing=trees.count(trees[pick]))
+

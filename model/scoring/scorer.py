@@ -329,23 +329,23 @@ class Scorer:
         >>> choice.index, choice.agreeing, type(choice.scored[3]).__name__
         (0, 2, 'RowError')
         """
-        from model.scoring.choice import Choice, choose
+        from model.scoring.choice import CANDIDATES, choice_of
 
         if isinstance(candidates, str) or not isinstance(candidates, Sequence) or not candidates:
             raise TypeError("candidates: expected a non-empty list of SQL strings")
         rows = [{"sql": sql, "question": question, "schema": schema, "database": database, "db_id": db_id,
-                 "evidence": evidence, "question_id": "candidates"} for sql in candidates]
+                 "evidence": evidence, "question_id": CANDIDATES} for sql in candidates]
         scored = self.score_many(rows, dialect=dialect, **{"progress": False, "reasons": True, **options})
-        readable = [i for i, s in enumerate(scored) if not isinstance(s, RowError)]
-        if not readable:
+        choice = choice_of(scored, rule or self.choice_rule)
+        if choice is None:
             raise scored[0].exception()
-        for i in readable:
-            scored[i].question_id = None  # (a key that made them answers to one question)
-        trees = [scored[i].tree.hash for i in readable]
-        if rule is None:
-            rule = "most confident" if self.reads_other_answers else "most common tree"
-        pick = choose(trees, [scored[i].query_confidence for i in readable], rule)
-        return Choice(index=readable[pick], scored=scored, agreeing=trees.count(trees[pick]))
+        return choice
+
+    @property
+    def choice_rule(self) -> str:
+        """The rule ``choose`` follows unless told: ``"most confident"`` for a model that reads
+        the other answers, else ``"most common tree"``."""
+        return "most confident" if self.reads_other_answers else "most common tree"
 
     @property
     def policy(self):

@@ -8,7 +8,10 @@ answers ``{"results": [row, ...]}``, each row as ``rat-score`` writes it, or ``{
 for a query that cannot be scored (with ``"verdicts": true`` in the body, each row's verdict
 beside it where the model has a policy). ``POST /check``, with the same body, answers each query's
 verdict under the model's policy instead (run | review | regenerate, with feedback for the
-model that wrote it: ``model.scoring.verdict``; 404 for a model without a policy).
+model that wrote it: ``model.scoring.verdict``; 404 for a model without a policy). ``POST
+/choose`` with ``{"candidates": [sql, ...], "db_id", "question"}`` (several queries for one
+question) answers each candidate's row and the one ``Scorer.choose`` chooses (``"chosen"``, its
+position; ``"agreeing"``).
 ``GET /health``; ``GET /databases``; ``GET /`` is a page where
 a person pastes a question and SQL, picks a database and sees the coloured SQL, the tree and
 "look here first". There is no API browser: ``/docs``, ``/redoc`` and ``/openapi.json`` are off
@@ -123,6 +126,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
 
     from model.data.databases import DatabaseError
     from model.data.execution import DeadlineExceeded, paced
+    from model.scoring.choice import CANDIDATES, choice_of
     from model.scoring.inputs import ROW_FIELDS, DatabaseFiles, database_dialects, field_problem
     from model.scoring.scorer import RowError
 
@@ -213,7 +217,19 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             return None
         return database_files(db_id)
 
-    def rows_of(body: Any) -> list[dict]:
+    def candidate_queries(body: Any) -> dict:
+        """A /choose body as /score's: ``{"queries": [...]}``, one query a candidate, each with the
+        body's db_id, question, evidence and dialect, all answers to one question."""
+        if not isinstance(body, dict):
+            raise HTTPException(400, "body must be a JSON object: {\"candidates\": [sql, ...], \"db_id\", \"question\"}")
+        candidates = body.get("candidates")
+        if not isinstance(candidates, list) or not candidates or not all(isinstance(c, str) for c in candidates):
+            raise HTTPException(400, "candidates: a non-empty list of SQL strings")
+        shared = {k: body[k] for k in ("db_id", "question", "evidence", "dialect", "database") if k in body}
+        return {"queries": [{**shared, "sql": sql, "question_id": CANDIDATES} for sql in candidates],
+                "verdicts": body.get("verdicts", False)}
+
+    def rows_of(body: Any, what: str = "queries") -> list[dict]:
         if not isinstance(body, dict):
             raise HTTPException(400, "body must be a JSON object: {\"queries\": [...]} or one query")
         if "queries" in body and "sql" in body:
@@ -222,7 +238,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         if not isinstance(queries, list) or not queries:
             raise HTTPException(400, "body needs \"queries\": a non-empty list of {db_id, question, sql}")
         if len(queries) > max_queries:
-            raise HTTPException(413, f"{len(queries)} queries in one request; at most {max_queries}")
+            raise HTTPException(413, f"{len(queries)} {what} in one request; at most {max_queries}")
         rows = []
         for k, q in enumerate(queries):
             if not isinstance(q, dict) or not isinstance(q.get("sql"), str):
@@ -230,9 +246,11 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             for name in ROW_FIELDS:  # text fields and the optional dialect
                 problem = field_problem(name, q.get(name))
                 if problem:
-                    raise HTTPException(400, f"queries[{k}].{problem}")
+                    raise HTTPException(400, f"{what}[{k}].{problem}" if name == "sql" or what == "queries"
+                                        else problem)
             if len(q["sql"]) > max_sql_chars:
-                raise HTTPException(413, f"queries[{k}].sql: {len(q['sql'])} characters; at most {max_sql_chars}")
+                raise HTTPException(413, f"{what}[{k}]" + ".sql" * (what == "queries")
+                                    + f": {len(q['sql'])} characters; at most {max_sql_chars}")
             db_id = q.get("db_id")
             rows.append({"sql": q["sql"], "question": q.get("question") or "", "evidence": q.get("evidence") or "",
                          "db_id": db_id, "question_id": q.get("question_id"), "schema": schemas.get(db_id),
@@ -245,16 +263,18 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         """A row's error without the folder the service reads from: a client names files under it."""
         return message.replace(f"{root}{os.sep}", "") if root is not None else message
 
-    def rows_and_weight(raw: bytes) -> tuple[list[dict], bool, bool]:
-        """The rows of a request body, whether it goes to the heavy lane, and whether it asks for
-        each row's verdict beside it (``"verdicts": true``)."""
+    def rows_and_weight(raw: bytes, choosing: bool = False) -> tuple[list[dict], bool, bool]:
+        """The rows of a request body (a /choose body's candidates), whether it goes to the heavy
+        lane, and whether it asks for each row's verdict beside it (``"verdicts": true``)."""
         try:
             body = json.loads(raw)
         except RecursionError:
             raise HTTPException(400, "body is nested too deeply") from None
         except ValueError:  # also bytes that are not UTF-8
             raise HTTPException(400, "body is not valid JSON") from None
-        rows = rows_of(body)
+        if choosing:
+            body = candidate_queries(body)
+        rows = rows_of(body, "candidates" if choosing else "queries")
         wanted = body.get("verdicts", False)
         if not isinstance(wanted, bool):
             raise HTTPException(400, "verdicts: true or false")
@@ -284,9 +304,14 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                                      "(python -m model.scoring.policy)")
         return await answer(request, verdicts=True)
 
-    async def answer(request: Request, verdicts: bool) -> JSONResponse:
+    @app.post("/choose")
+    async def choose(request: Request) -> JSONResponse:
+        return await answer(request, verdicts=False, choosing=True)
+
+    async def answer(request: Request, verdicts: bool, choosing: bool = False) -> JSONResponse:
         """A /score or /check request's rows, scored (with their verdicts beside them where the
-        body asks and the model has a policy) or given their verdicts, in a lane."""
+        body asks and the model has a policy) or given their verdicts, in a lane; a /choose
+        request's candidates scored so, and the one ``Scorer.choose`` would choose."""
         deadline = time.monotonic() + timeout_s
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":  # a form or text/plain is what another site's page can send
@@ -304,7 +329,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             except TimeoutError:
                 raise HTTPException(408, f"request body not received within {timeout_s:g} s",
                                     {"Connection": "close"}) from None
-            rows, heavy, wanted = await asyncio.get_running_loop().run_in_executor(parsing, rows_and_weight, raw)
+            rows, heavy, wanted = await asyncio.get_running_loop().run_in_executor(
+                parsing, rows_and_weight, raw, choosing)
         finally:
             reading.release()
         known = [r for r in rows if not r["_unknown"]]
@@ -322,6 +348,10 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             raise HTTPException(503, str(e)) from None
         finally:
             busy[0] -= not heavy
+        chosen = None
+        if choosing:  # (the verdicts beside the rows hold their scored queries)
+            chosen = choice_of([r.scored if checking and not isinstance(r, RowError) else r for r in results],
+                               scorer.choice_rule)
         it = iter(results)
         out = []
         for r in rows:
@@ -337,6 +367,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                 out.append({**result.scored.to_dict(), "verdict": {k: v for k, v in result.to_dict().items() if k != "sql"}})
             else:
                 out.append(result.to_dict())
+        if choosing:
+            return JSONResponse({"chosen": None if chosen is None else chosen.index,
+                                 "agreeing": 0 if chosen is None else chosen.agreeing, "results": out})
         return JSONResponse({"results": out})  # as FastAPI would write it, without its encoder's pass
 
     return app
