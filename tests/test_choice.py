@@ -76,3 +76,34 @@ def test_a_consensus_model_reads_the_candidates_as_answers_to_one_question():
     assert choice.index in (1, 3, 4) and choice.agreeing == 3 and choice.chosen.question_id is None
     alone = [consensus.score(sql, question=QUESTION, database=database).query_confidence for sql in WRONG]
     assert min(alone) > max(together[0], together[2]) + 0.2
+
+
+def test_rat_score_choose_writes_one_row_a_question(tmp_path):
+    """`rat-score --choose`: a file of candidates (several rows a question_id) in, each
+    question's chosen row out, with how many candidates share its tree and how many there were."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rows = [*({"question_id": "q1", "db_id": DB, "question": QUESTION, "sql": sql}
+              for sql in (WRONG[0], SAME[0], "SELEC name", RIGHT, WRONG[1])),
+            {"question_id": 2, "db_id": DB, "question": "How many suppliers are there?",
+             "sql": "SELECT count(*) FROM suppliers"}]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rat_score = str(Path(sys.executable).with_name("rat-score"))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run([rat_score, "--data-root", str(demo_root()), "--predictions", str(samples), "--choose",
+                           "--out", str(tmp_path / "chosen.jsonl")], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    chosen = [json.loads(line) for line in (tmp_path / "chosen.jsonl").read_text().splitlines()]
+    assert [(c["question_id"], c["agreeing"], c["candidates"]) for c in chosen] == [("q1", 2, 5), (2, 1, 1)]
+    assert chosen[0]["sql"] in (SAME[0], RIGHT)
+    assert "chose one for each of 2 questions (most common tree)" in done.stderr
+    refused = subprocess.run([rat_score, "--predictions", str(samples), "--choose", "--check"], capture_output=True,
+                             text=True, env=env, timeout=300, check=False)
+    assert refused.returncode == 2 and refused.stderr.strip().endswith("--choose reads a --predictions file of "
+                                                                      "candidates, without --check or --label-shift")

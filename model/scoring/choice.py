@@ -23,7 +23,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CANDIDATES", "RULES", "Choice", "choice_of", "choose"]
+__all__ = ["CANDIDATES", "RULES", "Choice", "choice_of", "choose", "groups_of"]
 
 RULES = ("most common tree", "most confident")
 # the question_id the candidates share while they are scored: a model that reads the other
@@ -68,17 +68,35 @@ class Choice:
 
 def choice_of(scored: Sequence[Any], rule: str) -> Choice | None:
     """The ``Choice`` by ``rule`` among scored candidates (each a ``ScoredQuery``, or the
-    ``RowError`` of one that could not be scored), scored as answers to one question
-    (``CANDIDATES``); None where none was scored."""
+    ``RowError`` of one that could not be scored), scored as answers to one question; None where
+    none was scored. Candidates scored under the ``question_id`` ``CANDIDATES`` get theirs back
+    (None)."""
     from model.nodes.outputs import tree_of
 
     readable = [i for i, s in enumerate(scored) if hasattr(s, "nodes")]  # (a RowError has none)
     if not readable:
         return None
     for i in readable:
-        scored[i].question_id = None  # (the key that made them answers to one question)
+        if scored[i].question_id == CANDIDATES:  # (the key that made them answers to one question)
+            scored[i].question_id = None
     trees = [(scored[i].tree or tree_of({"node_names": [n.label for n in scored[i].nodes],
                                          "node_arity": [len(n.children) for n in scored[i].nodes]})).hash
              for i in readable]
     pick = choose(trees, [scored[i].query_confidence for i in readable], rule)
     return Choice(index=readable[pick], scored=list(scored), agreeing=trees.count(trees[pick]))
+
+
+def groups_of(rows: Sequence[dict]) -> list[list[int]]:
+    """The positions of the rows that answer one question, a group each, in order of first
+    appearance: rows with one ``question_id``, or without one, the same ``db_id`` and question.
+
+    >>> groups_of([{"question_id": 1}, {"question_id": "2"}, {"question_id": "1"},
+    ...            {"db_id": "a", "question": "q"}, {"db_id": "a", "question": "q"}])
+    [[0, 2], [1], [3, 4]]
+    """
+    groups: dict[tuple, list[int]] = {}
+    for i, row in enumerate(rows):
+        qid = row.get("question_id")
+        key = ("id", str(qid)) if qid is not None else ("text", row.get("db_id"), row.get("question") or "")
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())

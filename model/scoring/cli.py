@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="for a model trained with model.quantiles=true: read the count features against "
                            "the nodes it was trained on (model), or against the file's own (rows: outputs of "
                            "another benchmark or domain; all rows are read before any is scored)")
+    many.add_argument("--choose", action="store_true",
+                      help="the rows are candidates (several answers to each question: one question_id, or one "
+                           "db_id and question): write, for each question, the one Scorer.choose chooses, with "
+                           "'agreeing' (how many share its tree) and 'candidates'")
     many.add_argument("--label-shift", action="store_true",
                       help="estimate each file's rate of right queries by EM (files of 100 or more scored "
                            "queries) and move its whole-query confidences to it (default: off; measured, it "
@@ -137,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         check_database(args)
         if args.check and args.label_shift:
             raise UsageError("--check and --label-shift: the policy's thresholds are for confidences not moved")
+        if args.choose and (args.sql is not None or args.check or args.label_shift):
+            raise UsageError("--choose reads a --predictions file of candidates, without --check or --label-shift")
         check_dialect(args)
         if args.data_root and not args.data_root.is_dir():
             raise UsageError(f"--data-root {args.data_root}: no such directory")
@@ -358,10 +364,18 @@ def score_file(scorer, args, schemas: dict) -> int:
     for r in results:
         if isinstance(r, RowError):
             skipped[r.reason] += 1
+    chosen = None  # with --choose: row position -> (agreeing, candidates) of each question's choice
+    if args.choose:
+        from model.scoring.choice import choice_of, groups_of
+
+        chosen = {}
+        for group in groups_of(good):
+            if (choice := choice_of([results[i] for i in group], scorer.choice_rule)) is not None:
+                chosen[group[choice.index]] = (choice.agreeing, len(group))
     out_rows = []
     actions: Counter = Counter()
     for k, (row, result) in enumerate(zip(good, results)):
-        if isinstance(result, RowError):
+        if isinstance(result, RowError) or chosen is not None and k not in chosen:
             continue
         if verdicts is not None:
             d = {"question_id": result.question_id, "db_id": result.db_id, **verdicts[k].to_dict()}
@@ -369,10 +383,13 @@ def score_file(scorer, args, schemas: dict) -> int:
         else:
             d = result.to_dict()
         d["system"] = row.get("system")
+        if chosen is not None:
+            d["agreeing"], d["candidates"] = chosen[k]
         out_rows.append(d)
     # the report: the least confident queries first, at most REPORT_QUERIES (a page of every row of
     # a large file would be hundreds of MB), each with its system
-    pairs = sorted(((row, r) for row, r in zip(good, results) if not isinstance(r, RowError)),
+    pairs = sorted(((row, r) for k, (row, r) in enumerate(zip(good, results))
+                    if not isinstance(r, RowError) and (chosen is None or k in chosen)),
                    key=lambda pair: pair[1].query_confidence)[:REPORT_QUERIES]
     entries = report_entries([r for _, r in pairs])
     for entry, (row, _) in zip(entries, pairs):
@@ -396,8 +413,12 @@ def score_file(scorer, args, schemas: dict) -> int:
         from model.nodes.estimator import LABEL_MEANING
 
         print(f"rat-score: whole-query confidence = P(right by {LABEL_MEANING.get(label, label)})", file=sys.stderr)
-    print(f"rat-score: scored {len(out_rows)} of {total} "
-          f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
+    if chosen is not None:
+        print(f"rat-score: scored {len(scored)} of {total} rows with {scorer.description}; chose one for each of "
+              f"{len(out_rows)} questions ({scorer.choice_rule}) -> {where}{note}", file=sys.stderr)
+    else:
+        print(f"rat-score: scored {len(out_rows)} of {total} "
+              f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
     for path, found in shifts:
         moved = "; whole-query confidences moved to it" if found.fits else ""
         print(f"rat-score: {path.name}: {found}{moved}", file=sys.stderr)
