@@ -66,7 +66,7 @@ def test_what_cannot_be_chosen_from_is_one_clear_error(scorer, call, error, mess
 def test_a_consensus_model_reads_the_candidates_as_answers_to_one_question():
     """`pretrained:spider_consensus` scores each candidate beside the others (they share a
     question): the three that agree come out above the two that do not, which they do not when
-    each is scored alone; it chooses by confidence."""
+    each is scored alone."""
     consensus = Scorer.pretrained("spider_consensus")
     database = demo_root() / "database" / DB / f"{DB}.sqlite"
     assert consensus.reads_other_answers and not Scorer.pretrained().reads_other_answers

@@ -2,12 +2,11 @@
 systems' answers): ``Scorer.choose`` scores them and chooses by ``choose``.
 
 Two rules: the candidate whose canonical tree (``rat``: aliases, join order, commutative operands
-and equivalent spellings do not matter) the most candidates share, ties to the more confident;
-or the most confident candidate, for a model that reads each query beside the other answers to
-its question. On Spider dev, with the 11 systems' answers to each question as candidates, they
-chose a right query for 88.0% (the single-system model's recipe) and 89.4% (the consensus
-model's) of the questions, where the best system alone was right for 86.0% and the
-single-system model's most confident candidate for 77.4% (docs/scoring.md, "Choosing among
+and equivalent spellings do not matter) the most candidates share, ties to the more confident
+(the default); or the most confident candidate. On Spider dev, with the 11 systems' answers to
+each question as candidates, out of fold, the first chose a right query for 88.6% of the
+questions with the shipped model's command, where the best system alone was right for 86.0%
+and the same model's most confident candidate for 78.3% (docs/scoring.md, "Choosing among
 candidates").
 
 >>> choose(["a", "b", "b"], [0.9, 0.6, 0.5])
@@ -66,7 +65,7 @@ class Choice:
         return self.scored[self.index]
 
 
-def choice_of(scored: Sequence[Any], rule: str) -> Choice | None:
+def choice_of(scored: Sequence[Any], rule: str = RULES[0]) -> Choice | None:
     """The ``Choice`` by ``rule`` among scored candidates (each a ``ScoredQuery``, or the
     ``RowError`` of one that could not be scored), scored as answers to one question; None where
     none was scored. Candidates scored under the ``question_id`` ``CANDIDATES`` get theirs back

@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "another benchmark or domain; all rows are read before any is scored)")
     many.add_argument("--choose", action="store_true",
                       help="the rows are candidates (several answers to each question: one question_id, or one "
-                           "db_id and question): write, for each question, the one Scorer.choose chooses, with "
+                           "db_id and question): write, for each question, the one whose tree most of them share "
+                           "(Scorer.choose), with "
                            "'agreeing' (how many share its tree) and 'candidates'")
     many.add_argument("--label-shift", action="store_true",
                       help="estimate each file's rate of right queries by EM (files of 100 or more scored "
@@ -370,7 +371,7 @@ def score_file(scorer, args, schemas: dict) -> int:
 
         chosen = {}
         for group in groups_of(good):
-            if (choice := choice_of([results[i] for i in group], scorer.choice_rule)) is not None:
+            if (choice := choice_of([results[i] for i in group])) is not None:
                 chosen[group[choice.index]] = (choice.agreeing, len(group))
     out_rows = []
     actions: Counter = Counter()
@@ -415,7 +416,7 @@ def score_file(scorer, args, schemas: dict) -> int:
         print(f"rat-score: whole-query confidence = P(right by {LABEL_MEANING.get(label, label)})", file=sys.stderr)
     if chosen is not None:
         print(f"rat-score: scored {len(scored)} of {total} rows with {scorer.description}; chose one for each of "
-              f"{len(out_rows)} questions ({scorer.choice_rule}) -> {where}{note}", file=sys.stderr)
+              f"{len(out_rows)} questions (most common tree) -> {where}{note}", file=sys.stderr)
     else:
         print(f"rat-score: scored {len(out_rows)} of {total} "
               f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)

@@ -309,14 +309,13 @@ class Scorer:
 
     def choose(self, candidates: Sequence[str], question: str = "", schema: rat.Schema | Mapping | None = None,
                database: str | Path | None = None, db_id: str | None = None, evidence: str = "",
-               dialect: str | None = None, rule: str | None = None, **options):
+               dialect: str | None = None, rule: str = "most common tree", **options):
         """Of several queries for one question (a model's samples, several systems' answers), the
-        one ``rule`` chooses (``model.scoring.choice.RULES``): ``"most common tree"``, the one whose
-        canonical tree the most candidates share, ties to the more confident, or ``"most
-        confident"``. By default the first, and the second for a model that reads each query
-        beside the other answers (``reads_other_answers``: ``pretrained:spider_consensus``, which
-        scores the candidates as answers to one question); each chose best with its model on
-        Spider dev (docs/scoring.md, "Choosing among candidates"). A ``Choice``: the chosen
+        one ``rule`` chooses (``model.scoring.choice.RULES``): ``"most common tree"`` (default),
+        the one whose canonical tree the most candidates share, ties to the more confident, or
+        ``"most confident"`` (docs/scoring.md, "Choosing among candidates", measures both). A
+        model that reads each query beside the other answers (``reads_other_answers``:
+        ``pretrained:spider_consensus``) scores the candidates as answers to one question. A ``Choice``: the chosen
         ``index``, every candidate's ``ScoredQuery`` (``scored``; a candidate that cannot be
         scored is its ``RowError``, left out of the choice) and how many share the chosen tree
         (``agreeing``). Raises what ``score`` raises for the first candidate when none can be
@@ -336,16 +335,10 @@ class Scorer:
         rows = [{"sql": sql, "question": question, "schema": schema, "database": database, "db_id": db_id,
                  "evidence": evidence, "question_id": CANDIDATES} for sql in candidates]
         scored = self.score_many(rows, dialect=dialect, **{"progress": False, "reasons": True, **options})
-        choice = choice_of(scored, rule or self.choice_rule)
+        choice = choice_of(scored, rule)
         if choice is None:
             raise scored[0].exception()
         return choice
-
-    @property
-    def choice_rule(self) -> str:
-        """The rule ``choose`` follows unless told: ``"most confident"`` for a model that reads
-        the other answers, else ``"most common tree"``."""
-        return "most confident" if self.reads_other_answers else "most common tree"
 
     @property
     def policy(self):

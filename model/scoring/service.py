@@ -350,8 +350,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             busy[0] -= not heavy
         chosen = None
         if choosing:  # (the verdicts beside the rows hold their scored queries)
-            chosen = choice_of([r.scored if checking and not isinstance(r, RowError) else r for r in results],
-                               scorer.choice_rule)
+            chosen = choice_of([r.scored if checking and not isinstance(r, RowError) else r for r in results])
         it = iter(results)
         out = []
         for r in rows:
