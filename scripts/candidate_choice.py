@@ -18,12 +18,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.data.datasets import database_path
-from model.data.execution import execute_sql
+from model.data.execution import default_cache_dir, execute_many, result_digest
 from model.data.jsonl import read_jsonl
 from model.nodes.outputs import tree_of
 from model.scoring.choice import RULES, choose
@@ -44,11 +43,13 @@ def text_key(row: dict) -> str:
     return " ".join(row["sql"].lower().split()).rstrip(";").strip()
 
 
-def result_key(row: dict, root: Path) -> object:
-    """The candidate's result as a multiset of rows; a query that fails or stops is a vote of
-    its own."""
-    rows, error = execute_sql(database_path(root, row["db_id"]), row["sql"])
-    return object() if error is not None else tuple(sorted(map(repr, rows)))
+def result_keys(rows: list[dict], root: Path) -> list[object]:
+    """Each candidate's result as a multiset of rows (``result_digest``), run read-only through
+    the execution cache (the training run's executions are read from it); a query that fails
+    or stops is a vote of its own."""
+    ran = execute_many([(database_path(root, r["db_id"]), r["sql"]) for r in rows], cache_dir=default_cache_dir(),
+                       workers=2)
+    return [object() if error is not None else result_digest(result) for result, error in ran]
 
 
 def confidence(row: dict) -> float:
@@ -79,12 +80,13 @@ def main(argv=None) -> int:
     for rule in RULES:
         picks = [choose([tree_of(r).hash for r in groups[q]], [confidence(r) for r in groups[q]], rule) for q in questions]
         chosen[rule] = np.array([int(bool(groups[q][i]["execution_match"])) for q, i in zip(questions, picks)])
-    votes = {"most common SQL text (a vote, not a rule)": text_key}
+    keys = {"most common SQL text (a vote, not a rule)": {id(r): text_key(r) for q in questions for r in groups[q]}}
     if args.data_root:
-        votes["most common result (every candidate run)"] = lambda r: result_key(r, args.data_root)
-    for name, key in votes.items():
-        picks = [choose([key(r) for r in groups[q]], [confidence(r) for r in groups[q]], "most common tree")
-                 for q in tqdm(questions, desc=name, leave=False)]
+        rows = [r for q in questions for r in groups[q]]
+        keys["most common result (every candidate run)"] = dict(zip(map(id, rows), result_keys(rows, args.data_root)))
+    for name, key in keys.items():
+        picks = [choose([key[id(r)] for r in groups[q]], [confidence(r) for r in groups[q]], "most common tree")
+                 for q in questions]
         chosen[name] = np.array([int(bool(groups[q][i]["execution_match"])) for q, i in zip(questions, picks)])
     oracle = np.array([int(any(r["execution_match"] for r in groups[q])) for q in questions])
     rng = np.random.default_rng(0)

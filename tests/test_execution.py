@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from model.data import exec_command, execution
-from model.data.execution import execute_pairs, execute_sql, results_equal, summarize
+from model.data.execution import execute_many, execute_pairs, execute_sql, results_equal, summarize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "exec"
 
@@ -268,6 +268,21 @@ def test_cache_makes_reruns_skip_execution(concert_db: Path, tmp_path: Path, mon
         execute_pairs(
             pairs, timeout_s=0.7, cache_dir=cache, progress=False
         )  # timeout is in the key
+
+
+def test_execute_many_answers_as_execute_sql_and_reads_what_execute_pairs_ran(concert_db: Path, tmp_path: Path,
+                                                                             monkeypatch) -> None:
+    cache = tmp_path / "cache"
+    execute_pairs([(concert_db, "SELECT name FROM singer", "SELECT nope")], cache_dir=cache, progress=False)
+    jobs = [(concert_db, "SELECT name FROM singer"), (concert_db, "SELECT nope"), (concert_db, "SELECT name FROM singer")]
+    ran = execute_many(jobs, progress=False)
+    assert ran == [execute_sql(db, sql) for db, sql in jobs] and ran[1][0] is None and "nope" in ran[1][1]
+
+    def refuse(*args):
+        raise AssertionError("executed a query that should have come from the cache")
+
+    monkeypatch.setattr(execution, "_run", refuse)
+    assert execute_many(jobs, cache_dir=cache, progress=False) == ran
 
 
 def test_cache_notices_a_changed_database(concert_db: Path, tmp_path: Path) -> None:

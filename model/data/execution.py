@@ -55,9 +55,11 @@ __all__ = [
     "DeadlineExceeded",
     "check_deadline",
     "default_cache_dir",
+    "execute_many",
     "execute_pairs",
     "execute_sql",
     "prepare_sql",
+    "result_digest",
     "results_equal",
     "runnable_sql",
     "sqlite_sql",
@@ -663,6 +665,36 @@ def _run_jobs(
     if cache is not None and pending:
         cache.put_many(pending)
     return results
+
+
+def execute_many(
+    jobs: Sequence[tuple[Path | str, str]],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cache_dir: Path | None = None,
+    workers: int = 1,
+    progress: bool = True,
+) -> list[tuple[Rows | None, str | None]]:
+    """``execute_sql``'s answer for each ``(db_path, sql)``, in order: each distinct one run once,
+    across ``workers`` processes, read from / written to the result cache under ``cache_dir``
+    (``execute_pairs``' cache: a query it has run is not run again)."""
+    keyed = [(str(Path(db).resolve()), sql) for db, sql in jobs]
+    cache = _Cache(Path(cache_dir)) if cache_dir is not None else None
+    try:
+        results = _run_jobs(list(dict.fromkeys(keyed)), timeout_s, max(1, workers), progress, cache)
+    finally:
+        if cache is not None:
+            cache.close()
+    return [(payload, None) if status == "ok" else (None, payload) for status, payload in map(results.get, keyed)]
+
+
+def result_digest(rows: Rows) -> str:
+    """A digest of a result as a multiset of rows: equal for two results with the same rows in
+    any order.
+
+    >>> result_digest([(1, "a"), (2, None)]) == result_digest([(2, None), (1, "a")])
+    True
+    """
+    return hashlib.sha1(repr(sorted(map(repr, rows))).encode()).hexdigest()
 
 
 def execute_pairs(

@@ -66,6 +66,7 @@ from model.data.execution import (
     MAX_ROWS,
     NOT_WRITTEN,
     not_written,
+    result_digest,
     runnable_sql,
     time_left,
     unfinished,
@@ -743,7 +744,7 @@ def _result_features(rows: list | None, error: str | None) -> tuple[list[float],
     n_cols = len(rows[0]) if rows else NAN
     null_column = float(any(all(r[j] is None for r in rows) for j in range(len(rows[0])))) if rows else NAN
     zero = float(len(rows) == 1 and len(rows[0]) == 1 and rows[0][0] in (0, None))
-    digest = hashlib.sha1(repr(sorted(map(repr, rows))).encode()).hexdigest()
+    digest = result_digest(rows)
     return [0.0, float(not rows), math.log1p(len(rows)), n_cols, null_column, zero], digest
 
 
