@@ -106,3 +106,27 @@ def test_rat_score_choose_writes_one_row_a_question(tmp_path):
                              text=True, env=env, timeout=300, check=False)
     assert refused.returncode == 2 and refused.stderr.strip().endswith("--choose reads a --predictions file of "
                                                                       "candidates, without --check or --label-shift")
+
+
+def test_rat_score_choose_reads_rows_without_a_question_id_together(tmp_path):
+    """Candidates named by their db_id and question (no question_id) are one question's answers
+    to a model that reads the other answers, as `Scorer.choose` gives them (the chosen one's
+    confidence is the one it has among them, not the one it has alone); no id is left on the row."""
+    import json
+
+    from model.scoring.cli import main
+
+    candidates = [WRONG[0], SAME[0], WRONG[1], RIGHT, SAME[1]]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps({"db_id": DB, "question": QUESTION, "sql": sql}) + "\n"
+                               for sql in candidates))
+    out = tmp_path / "chosen.jsonl"
+    assert main(["--model", "pretrained:spider_consensus", "--data-root", str(demo_root()), "--predictions",
+                 str(samples), "--choose", "--out", str(out)]) == 0
+    [chosen] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert chosen["question_id"] is None and chosen["agreeing"] == 3 and chosen["sql"] in (RIGHT, *SAME)
+    consensus = Scorer.pretrained("spider_consensus")
+    database = demo_root() / "database" / DB / f"{DB}.sqlite"
+    together = consensus.choose(candidates, question=QUESTION, database=database).chosen.query_confidence
+    alone = consensus.score(chosen["sql"], question=QUESTION, database=database).query_confidence
+    assert chosen["query_confidence"] == pytest.approx(together, abs=1e-6) and abs(together - alone) > 0.05

@@ -346,6 +346,15 @@ def score_file(scorer, args, schemas: dict) -> int:
     total = len(rows) + sum(skipped.values())  # rows read, and rows no reader could take
     good = [r for r in rows if "_error" not in r]
     skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
+    lent = set()  # with --choose: rows without a question_id, lent one their group shares while scored
+    if args.choose:  # (a model that reads the other answers reads a question's rows by question_id)
+        from model.scoring.choice import CANDIDATES, groups_of
+
+        for n, group in enumerate(groups_of(good)):
+            if good[group[0]].get("question_id") is None:
+                for i in group:
+                    good[i]["question_id"] = f"{CANDIDATES}:{n}"
+                lent.update(group)
     verdicts = None
     if args.check:  # each query's verdict (Scorer.check_many), and the scored query it holds
         verdicts = scorer.check_many(good, progress=True, quantiles=args.quantiles, label_shift=False)
@@ -362,12 +371,16 @@ def score_file(scorer, args, schemas: dict) -> int:
             mine = [r for row, r in zip(good, results) if row["_file"] == str(path) and not isinstance(r, RowError)]
             if (found := shift_scored(mine, scorer.saved)) is not None:
                 shifts.append((path, found))
+    for i in lent:
+        good[i]["question_id"] = None
+        if not isinstance(results[i], RowError):
+            results[i].question_id = None
     for r in results:
         if isinstance(r, RowError):
             skipped[r.reason] += 1
     chosen = None  # with --choose: row position -> (agreeing, candidates) of each question's choice
     if args.choose:
-        from model.scoring.choice import choice_of, groups_of
+        from model.scoring.choice import choice_of
 
         chosen = {}
         for group in groups_of(good):
