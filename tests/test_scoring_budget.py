@@ -93,3 +93,26 @@ def test_only_large_calls_freeze_the_heap(scorer, monkeypatch):
     scorer.score_many([row], progress=False)
     scorer.score_many([row] * (FREEZE_ROWS + 1), progress=False)
     assert seen[0] == 0 and seen[-1] > 0 and gc.get_freeze_count() == 0
+
+
+def test_no_step_of_scoring_a_query_within_the_limits_grows_past_them(scorer, tmp_path):
+    """Two queries under the 10,000-character limit whose text diffs cost difflib about the cube
+    of their length: a 9 KB `IN` list of one parenthesised aliased column (matching its
+    canonical words to the written ones took 15 s) and a 9 KB literal against a 4,000-character
+    question and a column's values (its similarity ratios took 110 s). Neither can be stopped by
+    the deadline (compiled code holds the interpreter), so each step itself is bounded."""
+    db = tmp_path / "singers.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE singer (name TEXT, age INT)")
+        conn.executemany("INSERT INTO singer VALUES (?, ?)", [("x" * 3000, 1), ("xy" * 40, 2)])
+    conn.close()
+    item = "(" * 6 + "T1.age" + ")" * 6
+    rows = [{"sql": "SELECT T1.age FROM singer AS T1 WHERE T1.age IN (" + ",".join([item] * 490) + ")",
+             "schema": SCHEMA, "database": db},
+            {"sql": "SELECT name FROM singer WHERE name = '" + "xy" * 4600 + "'", "question": "x" * 3990,
+             "schema": SCHEMA, "database": db}]
+    for row in rows:
+        start = time.monotonic()
+        (result,) = scorer.score_many([row], progress=False)
+        assert not isinstance(result, RowError) and time.monotonic() - start < 5.0
+        assert all(node.span is not None for node in result.nodes)  # each node still found in the SQL

@@ -11,7 +11,6 @@ labels; top-3 = a site among the three nodes pointed at first. Trees are post-or
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from math import comb
@@ -20,6 +19,7 @@ import numpy as np
 
 from model.eval.report import format_number, markdown_table
 from model.metrics import pointer_reliability
+from rat.align import diff_tokens
 from rat.walks import error_sites, site_reading
 
 _TOKEN = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|`[^`]*`|\w+|[^\s\w]")
@@ -38,9 +38,8 @@ def diff_marks(pred_sql: str, gold_sql: str) -> list[tuple[int, int]]:
     """
     pred_tokens = [(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(pred_sql)]
     gold_tokens = [m.group() for m in _TOKEN.finditer(gold_sql)]
-    matcher = difflib.SequenceMatcher(None, [t for *_, t in pred_tokens], gold_tokens, autojunk=False)
     marks = []
-    for tag, i1, i2, _, _ in matcher.get_opcodes():
+    for tag, i1, i2, _, _ in diff_tokens([t for *_, t in pred_tokens], gold_tokens):
         if tag in ("replace", "delete"):
             marks.append((pred_tokens[i1][0], pred_tokens[i2 - 1][1]))
         elif tag == "insert":

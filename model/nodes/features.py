@@ -72,6 +72,7 @@ from model.data.execution import (
     unfinished,
 )
 from model.nodes.outputs import tree_of
+from rat.align import diff_tokens
 from rat.labels import labels_against_others
 from rat.walks import error_sites, post_order_children
 
@@ -408,19 +409,31 @@ class QuestionIndex:
         return self._gram_memo[n]
 
 
+# Difflib's ratio is computed for pairs of texts up to this product of their lengths, and up to
+# this sum of products for one text; beyond, the bound stands in (Spider dev with databases and
+# BIRD dev without: at most 2,747 a pair, 116,276 a text)
+MAX_RATIO_CELLS = 10_000
+RATIO_BUDGET = 1_000_000
+
+
 def best_ratios(texts: Sequence[str], candidates: Sequence[str], text_first: bool = False) -> list[float]:
     """For each text, the best difflib ratio against any of ``candidates`` (0 when there are none).
     difflib's ratio can depend on the order of its two strings: the candidate is its first
     (``SequenceMatcher(a=candidate, b=text)``), or with ``text_first`` the text (as the literal
     lookups first computed it).
 
-    Exactly difflib's number, computed cheaply: candidates are tried in decreasing order of an
-    upper bound on their ratio (2 * longest common subsequence / total length: difflib's
-    matching blocks are a common subsequence; rapidfuzz computes it for all pairs at once) until
-    no bound is above the best ratio found.
+    Difflib's number, computed cheaply: candidates are tried in decreasing order of an upper
+    bound on their ratio (2 * longest common subsequence / total length: difflib's matching
+    blocks are a common subsequence; rapidfuzz computes it for all pairs at once) until no bound
+    is above the best ratio found. Difflib's cost grows up to the cube of the lengths (a
+    4,000-character question against a 9,000-character literal: 110 s), so a pair of more than
+    ``MAX_RATIO_CELLS`` (length times length), or one past ``RATIO_BUDGET`` of them for one
+    text, counts at its bound.
 
     >>> [round(r, 3) for r in best_ratios(["poland", "polnd"], ["germany", "poland"])]
     [1.0, 0.909]
+    >>> best_ratios(["xy" * 4600], ["x" * 4000])  # at its bound: 2 * 4,000 / 13,200
+    [0.6060606060606061]
     """
     if not candidates:
         return [0.0] * len(texts)
@@ -429,11 +442,16 @@ def best_ratios(texts: Sequence[str], candidates: Sequence[str], text_first: boo
     out = []
     fixed, varying = (matcher.set_seq1, matcher.set_seq2) if text_first else (matcher.set_seq2, matcher.set_seq1)
     for text, row in zip(texts, bounds):
-        best = 0.0
+        best, spent = 0.0, 0
         fixed(text)
         for k in np.argsort(-row, kind="stable"):
             if row[k] <= best:
                 break
+            cells = len(text) * len(candidates[k])
+            if cells > MAX_RATIO_CELLS or spent + cells > RATIO_BUDGET:
+                best = float(row[k])  # (every later bound is at most this one)
+                break
+            spent += cells
             varying(candidates[k])
             best = max(best, matcher.ratio())
         out.append(best)
@@ -1243,9 +1261,8 @@ def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]]
     ([0, 1, 2, 3, 4, 5], ('name', 10, 14))
     """
     a, b = word_spans(canonical), word_spans(written)
-    matcher = SequenceMatcher(None, [w for w, _, _ in a], [w for w, _, _ in b], autojunk=False)
     match: list[int | None] = [None] * len(a)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for op, i1, i2, j1, j2 in diff_tokens([w for w, _, _ in a], [w for w, _, _ in b]):
         if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
             for k in range(i2 - i1):
                 match[i1 + k] = j1 + k
