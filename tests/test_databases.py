@@ -470,6 +470,56 @@ def test_a_password_with_an_at_sign_is_masked_whole():
         "postgresql://scorer:***@db:5432/shop?sslmode=require"
 
 
+@pytest.mark.parametrize("url", ["postgresql://u:sekret@[::1/shop", "mysql://u:sekret@\uff03host/shop"])
+def test_a_malformed_url_is_one_line_naming_it_without_its_password(url):
+    from model.data.databases import mask_password, parse_url
+
+    for attempt in (parse_url, open_database):
+        with pytest.raises(DatabaseError) as raised:
+            attempt(url)
+        message = str(raised.value)
+        assert message.startswith(mask_password(url) + ": not a valid database URL"), message
+        assert "sekret" not in message and "\n" not in message
+
+
+def test_a_file_that_is_not_a_database_is_refused_when_opened(tmp_path):
+    for name, content in (("rows.jsonl", b'{"sql": "SELECT 1"}\n' * 50), ("noise.sqlite", bytes(range(256)) * 40)):
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(DatabaseError, match=f"^{re.escape(str(path))}: cannot be read as a SQLite database"):
+            open_database(path)
+
+
+def test_a_result_of_huge_values_is_read_one_row_at_a_time_up_to_its_budget(tmp_path):
+    """300 strings of 1 MB, a budget of 8 MiB: the driver is asked for one row at a time and
+    reading stops one row past the budget, never after a first fetch of hundreds of such rows."""
+    duckdb = pytest.importorskip("duckdb")
+    path = tmp_path / "t.duckdb"
+    duckdb.connect(str(path)).close()
+    asked = []
+
+    class Counted:  # the connection, its cursors' fetches counted
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def execute(self, *args):
+            return Counted(self.inner.execute(*args))
+
+        def fetchmany(self, n):
+            asked.append(n)
+            return self.inner.fetchmany(n)
+
+    with open_database(path, max_result_bytes=8 << 20) as db:
+        db.conn = Counted(db.conn)
+        rows, error = db.execute("SELECT repeat('x', 1000000) FROM range(300)")
+        db.conn = db.conn.inner
+    assert rows is None and error.startswith("result larger than 8 MiB"), error
+    assert set(asked) == {1} and len(asked) < 12, asked
+
+
 def test_sqlite_refuses_every_write_and_changes_nothing(demo):
     path = demo[2]
     before = checksum("sqlite", path)

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import pickle
 import sqlite3
 import time
 from pathlib import Path
@@ -295,6 +296,82 @@ def test_cache_notices_a_changed_database(concert_db: Path, tmp_path: Path) -> N
     assert execute_pairs(pair, cache_dir=cache, progress=False) == ["mismatch"]
 
 
+class _Opens:
+    """Unpickled, it opens (creates) a file: what a planted cache entry could do instead."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return open, (str(self.path), "w")
+
+
+def test_the_cache_file_runs_no_code_and_an_unreadable_entry_is_run_again(concert_db: Path, tmp_path: Path) -> None:
+    pairs = [(concert_db, "SELECT name FROM singer", "SELECT name FROM singer"),
+             (concert_db, "SELECT age FROM singer", "SELECT age FROM singer WHERE age > 40")]
+    cache = tmp_path / "cache"
+    assert execute_pairs(pairs, cache_dir=cache, progress=False) == ["match", "mismatch"]
+    marker = tmp_path / "code ran"
+    planted = [pickle.dumps(_Opens(marker)), "[[1], [1, 2]]", '"rows?"', "[[{}]]", '[[{"bytes": "!"}]]', "[" * 100_000]
+    for payload in planted:
+        with sqlite3.connect(cache / "execution.sqlite") as conn:
+            tables = [t for t, in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'result%'")]
+            for table in tables:
+                conn.execute(f"UPDATE {table} SET payload = ?", (payload,))
+        conn.close()
+        assert execute_pairs(pairs, cache_dir=cache, progress=False) == ["match", "mismatch"], payload[:20]
+        assert not marker.exists()
+
+
+def test_a_cache_of_pickles_is_not_read(concert_db: Path, tmp_path: Path) -> None:
+    """A cache written by an older version (pickled results) is a miss: its answers are not used."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    sha = hashlib.sha256(concert_db.read_bytes()).hexdigest()
+    with sqlite3.connect(cache / "execution.sqlite") as conn:
+        conn.execute("CREATE TABLE result (db_sha256 TEXT, sql TEXT, timeout_s REAL, status TEXT, payload BLOB, "
+                     "PRIMARY KEY (db_sha256, sql, timeout_s))")
+        conn.execute("INSERT INTO result VALUES (?, ?, ?, ?, ?)",
+                     (sha, "SELECT 4", execution.DEFAULT_TIMEOUT_S, "ok", pickle.dumps([(5,)])))
+    conn.close()
+    assert execute_pairs([(concert_db, "SELECT count(*) FROM singer", "SELECT 4")], cache_dir=cache,
+                         progress=False) == ["match"]
+
+
+def test_the_cache_gives_back_every_kind_of_value_as_it_was(concert_db: Path, tmp_path: Path, monkeypatch) -> None:
+    sql = ("SELECT x'00ff', 1e999, -1e999, 9223372036854775807, NULL, 'é\U0001F600', 0.1, -0.0, 1.0, 7 "
+           "UNION ALL SELECT '', x'', 0, 0.0, 'a', NULL, -1, 2.5e-300, 'b', 3")
+    cache = tmp_path / "cache"
+    ran = execute_many([(concert_db, sql)], cache_dir=cache, progress=False)
+    monkeypatch.setattr(execution, "_run", lambda *args: pytest.fail("not from the cache"))
+    again = execute_many([(concert_db, sql)], cache_dir=cache, progress=False)
+    assert again == ran and repr(again) == repr(ran)
+    assert [list(map(type, row)) for row in again[0][0]] == [list(map(type, row)) for row in ran[0][0]]
+
+
+def test_no_more_processes_than_queries_to_run(concert_db: Path, monkeypatch) -> None:
+    started = []
+
+    class Pool:
+        def __init__(self, processes):
+            started.append(processes)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_):
+            pass
+
+        def imap(self, function, args, chunksize):
+            return map(function, args)
+
+    context = type("Context", (), {"Pool": Pool})
+    monkeypatch.setattr(execution.multiprocessing, "get_context", lambda method: context)
+    pairs = [(concert_db, "SELECT 1", "SELECT 2"), (concert_db, "SELECT 2", "SELECT 1")]
+    assert execute_pairs(pairs, workers=100, progress=False) == ["mismatch", "mismatch"]
+    assert started == [2]
+
+
 def test_parallel_workers_agree_with_serial(concert_db: Path) -> None:
     golds = [
         "SELECT name FROM singer ORDER BY age",
@@ -533,3 +610,37 @@ def test_cli_on_your_own_database_runs_both_queries_there_in_its_dialect(tmp_pat
     assert "none.duckdb: no such database file" in capsys.readouterr().err
     assert exec_command.main(["--database", str(path), "--predictions", str(predictions), "--distinct"]) == 2
     assert "--distinct is for --root" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--workers", "100000"], "rat-exec: --workers 100000: at most "),
+    (["--dialect", "postgres"], "rat-exec: --dialect is for --database"),
+])
+def test_cli_option_mistakes_are_one_line(spider_root: Path, tmp_path: Path, capsys, extra, message) -> None:
+    predictions = tmp_path / "p.txt"
+    predictions.write_text("SELECT 1\n" * 4)
+    code = exec_command.main(["--root", str(spider_root), "--predictions", str(predictions), "--no-cache",
+                              "--no-progress", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith(message), err
+
+
+def test_cli_input_mistakes_are_one_line_naming_the_input(spider_root: Path, tmp_path: Path, capsys) -> None:
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"sql": "SELECT 1", "gold": "SELECT 1"}) + "\n")
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(bytes(range(256)) * 64)
+    folder = tmp_path / "folder.txt"
+    folder.mkdir()
+    cases = [(["--database", str(noise), "--predictions", str(pairs)], str(noise)),
+             (["--database", str(pairs), "--predictions", str(pairs)], str(pairs)),
+             (["--database", "", "--predictions", str(pairs)], "--database"),
+             (["--root", str(spider_root), "--predictions", str(folder)], str(folder)),
+             (["--database", str(noise), "--predictions", str(folder)], str(folder))]
+    for args, named in cases:
+        start = time.monotonic()
+        code = exec_command.main([*args, "--no-cache", "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.strip().splitlines()) == 1, (args, err)
+        assert named in err and "Errno" not in err and "None" not in err, (args, err)
+        assert time.monotonic() - start < 5, args

@@ -1,10 +1,12 @@
 """Regression tests for the memory guard of execution (model/data/execution.py): results are
-fetched in chunks and refused past a byte budget, as past the row cap; refusals are failed
+read row by row and refused past a byte budget, as past the row cap; refusals are failed
 queries, never cached, and the budget is a parameter down to the CLI."""
 
 import json
 import sqlite3
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -36,22 +38,48 @@ def test_result_past_the_byte_budget_is_refused(shop_db):
 
 def test_the_byte_budget_bounds_the_rows_held(shop_db, monkeypatch):
     held = []
-    real = execution.rows_bytes
+    real = execution.result_guard
 
-    def spy(rows):
-        held.append(len(rows))
-        return real(rows)
+    def spy(max_rows, max_bytes):
+        guard = real(max_rows, max_bytes)
 
-    monkeypatch.setattr(execution, "rows_bytes", spy)
+        def counted(cursor, row):
+            held.append(row)
+            return guard(cursor, row)
+        return counted
+
+    monkeypatch.setattr(execution, "result_guard", spy)
     execute_sql(shop_db, WIDE, max_result_bytes=1 << 20)
-    # about 1 MiB of rows (a few hundred bytes each) were fetched, not 64,000
-    assert sum(held) < 10_000 and max(held) <= 1_000
+    # about 1 MiB of rows (a few hundred bytes each) were read, not 64,000
+    assert 1_000 < len(held) < 10_000
 
 
-def test_the_estimate_is_close_to_the_real_size(shop_db):
+def test_the_budget_is_the_exact_size_of_the_rows(shop_db):
     rows, _ = execute_sql(shop_db, "SELECT * FROM item a, item b")
     exact = sum(8 + sys.getsizeof(r) + sum(map(sys.getsizeof, r)) for r in rows)
-    assert 0.8 * exact <= execution.rows_bytes(rows) <= 1.2 * exact
+    assert execute_sql(shop_db, "SELECT * FROM item a, item b", max_result_bytes=exact) == (rows, None)
+    _, error = execute_sql(shop_db, "SELECT * FROM item a, item b", max_result_bytes=exact - 1)
+    assert error.startswith("result larger than") and f"after {len(rows)} rows" in error
+
+
+def test_a_query_of_huge_values_holds_about_its_budget(shop_db):
+    """300 values of 1 MB, a budget of 8 MiB: reading stops one row past it, rather than after a
+    first chunk of hundreds of such rows (256 MB)."""
+    script = textwrap.dedent(f"""
+        import resource, sys
+        from model.data.execution import execute_sql
+        huge = ("WITH RECURSIVE c(i, x) AS (SELECT 1, zeroblob(1000000) UNION ALL "
+                "SELECT i + 1, zeroblob(1000000) FROM c WHERE i < 300) SELECT x FROM c")
+        execute_sql({str(shop_db)!r}, "SELECT 1")
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rows, error = execute_sql({str(shop_db)!r}, huge, max_result_bytes=8 << 20)
+        assert rows is None and error.startswith("result larger than 8 MiB"), error
+        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) < 40 << 20  # the budget, one row, SQLite's own copy: not 256 MB
 
 
 def test_row_cap_still_applies(shop_db):

@@ -25,9 +25,10 @@ reads (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``; DuckDB's ``FROM``) is sent a
   ``memory_limit``).
 - SQLite: as ``model.data.execution`` opens it (``mode=ro``, ``query_only``, an authorizer).
 
-Results are fetched in chunks and refused past ``max_rows`` rows or ``max_result_bytes``
-(estimated), and their values normalised to what SQLite returns (``Decimal`` -> float, dates and
-times -> ISO text, ``bool`` -> int, ``memoryview`` -> bytes), so that results compare across
+Results are read one row at a time and refused past ``max_rows`` rows or ``max_result_bytes``
+bytes of Python objects (reading stops one row past it; PostgreSQL's first round trip holds up
+to 1024 rows in the driver), and their values normalised to what SQLite returns (``Decimal`` ->
+float, dates and times -> ISO text, ``bool`` -> int, ``memoryview`` -> bytes), so that results compare across
 backends. SQL written in another dialect than the backend's runs as ``runnable_sql`` writes it.
 
 >>> import sqlite3, tempfile
@@ -61,13 +62,13 @@ import rat
 from model.data.execution import (
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_TIMEOUT_S,
-    FIRST_FETCH_ROWS,
-    MAX_FETCH_ROWS,
     MAX_ROWS,
+    ResultTooLarge,
     execute_sql,
     not_written,
-    rows_bytes,
+    result_guard,
     runnable_sql,
+    sqlite_problem,
     sqlite_uri,
 )
 from model.errors import UsageError
@@ -260,23 +261,16 @@ def _normal_rows(rows: Rows) -> Rows:
 
 
 def _fetch(next_chunk, max_rows: int, max_bytes: int) -> tuple[Rows | None, str | None]:
-    """Rows from ``next_chunk(n)`` until it returns none, refused past ``max_rows`` rows or
-    ``max_bytes`` estimated bytes (``model.data.execution``'s chunking)."""
+    """Rows from ``next_chunk(1)``, one at a time until it returns none (a row's size is known
+    only once it is read, and one may be as large as the budget), normalised, refused past
+    ``max_rows`` rows or ``max_bytes`` bytes (``model.data.execution.result_guard``)."""
+    guard = result_guard(max_rows, max_bytes)
     rows: Rows = []
-    size = 0
-    chunk = FIRST_FETCH_ROWS
-    while batch := next_chunk(chunk):
-        batch = _normal_rows(batch)
-        rows.extend(batch)
-        batch_bytes = rows_bytes(batch)
-        size += batch_bytes
-        if len(rows) > max_rows:
-            return None, f"result has more than {max_rows} rows"
-        if size > max_bytes:
-            return None, (f"result larger than {max_bytes / 2**20:g} MiB "
-                          f"(estimated {size / 2**20:.0f} MiB after {len(rows)} rows)")
-        per_row = max(1, batch_bytes // max(1, len(batch)))
-        chunk = max(1, min(MAX_FETCH_ROWS, max_bytes // 32 // per_row))
+    try:
+        while batch := next_chunk(1):
+            rows.extend(guard(None, row) for row in _normal_rows(batch))
+    except ResultTooLarge as error:
+        return None, str(error)
     return rows, None
 
 
@@ -555,8 +549,9 @@ class SqliteDatabase(Database):
     def __init__(self, path: Path, **limits):
         super().__init__(str(path), **limits)
         self.path = Path(path)
-        if not self.path.is_file():
-            raise DatabaseError(f"{self.name}: no such database file")
+        problem = sqlite_problem(self.path, self.timeout_s)  # missing, a folder, not SQLite
+        if problem is not None:
+            raise DatabaseError(f"{self.name}: {problem}")
         stat = self.path.stat()
         self.cache_identity = f"{stat.st_size}:{stat.st_mtime_ns}"
 
@@ -679,7 +674,7 @@ class PostgresDatabase(Database):
         cursor = self.conn.cursor()
         try:
             cursor.execute(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {milliseconds}")
-            stream = cursor.stream(sql, size=FIRST_FETCH_ROWS)  # extended protocol: one statement
+            stream = cursor.stream(sql)  # extended protocol: one statement; one row at a time
 
             def next_chunk(n: int) -> Rows:
                 return [row for _, row in zip(range(n), stream)]
@@ -1006,7 +1001,11 @@ def parse_url(url: str) -> dict:
     ('/tmp/a.sqlite', 'a.duckdb')
     """
     label = mask_password(url)
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed "[" (IPv6), a host that NFKC changes; the text shows the password
+        raise DatabaseError(f"{label}: not a valid database URL (its user:password@host:port part "
+                            "cannot be read)") from None
     scheme, _, driver = parts.scheme.lower().partition("+")
     if scheme not in SCHEMES:
         raise DatabaseError(f"{label}: unknown database URL scheme {parts.scheme!r} "

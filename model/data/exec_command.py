@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -47,6 +48,29 @@ def _evaluate_on(args) -> dict[str, Any]:
         return evaluate_on_database(database, args.predictions, args.dialect, progress=not args.no_progress)
 
 
+def _usage_problem(args) -> str | None:
+    """What is wrong with the command line, in one line naming the option, or None."""
+    for option, value in (("--timeout", args.timeout), ("--max-result-mb", args.max_result_mb),
+                          ("--workers", args.workers)):
+        if not (math.isfinite(value) and value > 0):  # nan would switch the timeout off
+            return f"{option} {value:g}: must be a positive number"
+    cores = _usable_cores()
+    if args.workers > cores:  # queries are CPU-bound: more processes only share the same cores
+        return f"--workers {args.workers}: at most {cores} (the CPU cores this process may use)"
+    if args.database is not None and not args.database.strip():
+        return "--database: empty (give a database URL or file)"
+    if args.root is not None and args.dialect is not None:
+        return "--dialect is for --database: --root runs the predictions as SQLite, as the benchmark's gold"
+    if args.predictions.is_dir():
+        return f"--predictions {args.predictions}: a folder, not a file"
+    return None
+
+
+def _usable_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """``rat-exec``: execution accuracy of one prediction file."""
     parser = argparse.ArgumentParser(prog="rat-exec", description=main.__doc__)
@@ -62,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         "--predictions", type=Path, required=True, help=".txt, .csv, .json or .jsonl"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes running the queries, at most the CPU cores (and the distinct queries)")
     parser.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per query"
     )
@@ -82,16 +107,15 @@ def main(argv: list[str] | None = None) -> int:
         help="refuse a query result past this estimated size in MiB (memory guard)",
     )
     args = parser.parse_args(argv)
-    for option, value in (("--timeout", args.timeout), ("--max-result-mb", args.max_result_mb),
-                          ("--workers", args.workers)):
-        if not (math.isfinite(value) and value > 0):  # nan would switch the timeout off
-            print(f"rat-exec: {option} {value:g}: must be a positive number", file=sys.stderr)
-            return 2
+    problem = _usage_problem(args)
+    if problem is not None:
+        print(f"rat-exec: {problem}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
     try:
-        if args.database:
+        if args.database is not None:
             report = _evaluate_on(args)
         else:
             report = evaluate_file(
@@ -119,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     counts = report["outcomes"]
     print(
         f"{args.predictions}: {report['questions']} questions, {report['with_database']} with a database"
-        if not args.database else f"{args.predictions}: {report['questions']} pairs on {report['database']}, "
+        if args.database is None else f"{args.predictions}: {report['questions']} pairs on {report['database']}, "
         f"{report['with_database']} whose gold runs there"
     )
     if accuracy is None:
-        print("execution accuracy: n/a (" + ("no gold query runs there)" if args.database else
+        print("execution accuracy: n/a (" + ("no gold query runs there)" if args.database is not None else
                                              "no question has a database)"))
     else:
         print(

@@ -19,24 +19,26 @@ refuses ATTACH (which would create files, also via ``VACUUM INTO``), writes, DDL
 so no predicted SQL can change or create any file. A progress handler aborts queries past the
 timeout. Each thread keeps up to eight such connections open between queries (a query that
 fails or leaves a transaction open closes its own; a changed file is opened afresh). Results
-are fetched in chunks and refused (an error, like any failed query: a ``pred_error`` or
-``gold_error`` outcome) once they pass ``MAX_ROWS`` rows or an estimate of
-``max_result_bytes`` bytes of Python objects (default ``DEFAULT_MAX_RESULT_BYTES``), so a
-runaway cross join cannot fill memory; such refusals are not cached, as they depend on the
-budget. No single value (string, blob, row) may grow past ``MAX_VALUE_BYTES`` or the budget,
-whichever is smaller, inside SQLite either (``SQLITE_LIMIT_LENGTH``): ``randomblob(10**9)``
-fails at once instead of allocating a gigabyte.
+are read one row at a time and refused (an error, like any failed query: a ``pred_error`` or
+``gold_error`` outcome) once they pass ``MAX_ROWS`` rows or ``max_result_bytes`` bytes of Python
+objects (default ``DEFAULT_MAX_RESULT_BYTES``; ``result_guard``), so a runaway cross join cannot
+fill memory: reading stops at most one row past the budget. Such refusals are not cached, as
+they depend on the budget. No single value (string, blob) may grow past ``MAX_VALUE_BYTES`` or
+the budget, whichever is smaller, inside SQLite either (``SQLITE_LIMIT_LENGTH``):
+``randomblob(10**9)`` fails at once instead of allocating a gigabyte.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import functools
 import hashlib
+import json
 import logging
 import multiprocessing
 import os
-import pickle
 import re
 import sqlite3
 import sys
@@ -53,6 +55,7 @@ from model.data.cache import cache_dir as project_cache_dir
 __all__ = [
     "OUTCOMES",
     "DeadlineExceeded",
+    "ResultTooLarge",
     "check_deadline",
     "default_cache_dir",
     "execute_many",
@@ -60,6 +63,7 @@ __all__ = [
     "execute_sql",
     "prepare_sql",
     "result_digest",
+    "result_guard",
     "results_equal",
     "runnable_sql",
     "sqlite_sql",
@@ -75,9 +79,6 @@ MAX_ROWS = 1_000_000  # far above any gold result on Spider/BIRD; guards memory 
 # Estimated size of a result's Python objects; the largest Spider/BIRD gold result is far below.
 # Comparing two results takes a few times their size again (sorted copies of every row).
 DEFAULT_MAX_RESULT_BYTES = 256 << 20
-FIRST_FETCH_ROWS = 256  # rows of the first chunk; later chunks aim at 1/32 of the budget
-MAX_FETCH_ROWS = 10_000
-_SIZE_SAMPLE_ROWS = 16  # rows of each chunk whose size is measured
 _CACHEABLE_BYTES = 8 << 20  # results larger than this are recomputed rather than cached
 _PROGRESS_OPS = 1_000  # SQLite VM instructions between two deadline checks
 _PERMUTATION_BUDGET = 50_000  # search nodes before declaring columns unmatchable
@@ -195,19 +196,38 @@ _CONNECTIONS = threading.local()
 _OPEN_CONNECTIONS = 8  # per thread
 
 
-def rows_bytes(rows: Rows) -> int:
-    """Estimated bytes of Python objects held by ``rows`` (a list slot, the tuple, its values),
-    from a sample of evenly spaced rows.
+class ResultTooLarge(Exception):
+    """A result past its memory guards (rows, bytes): ``result_guard`` stopped reading it."""
 
-    >>> rows_bytes([("a" * 1000, 1)] * 100) > 100 * 1000
-    True
+
+def result_guard(max_rows: int, max_bytes: int) -> Callable[[Any, tuple], tuple]:
+    """``guard(cursor, row)`` (a ``sqlite3`` row factory's signature; other callers pass None):
+    ``row``, counted, or ``ResultTooLarge`` once the rows counted pass ``max_rows`` rows or
+    ``max_bytes`` bytes of Python objects (a list slot, the tuple, its values). Each row is counted
+    as it is read, so reading stops at most one row past the budget.
+
+    >>> guard = result_guard(max_rows=10, max_bytes=2000)
+    >>> guard(None, ("a", 1))
+    ('a', 1)
+    >>> guard(None, ("a" * 5000,))
+    Traceback (most recent call last):
+    ...
+    model.data.execution.ResultTooLarge: result larger than 0.00190735 MiB (past it after 2 rows)
     """
-    if not rows:
-        return 0
-    step = max(1, len(rows) // _SIZE_SAMPLE_ROWS)
-    sample = rows[::step]
-    sampled = sum(8 + sys.getsizeof(row) + sum(map(sys.getsizeof, row)) for row in sample)
-    return sampled * len(rows) // len(sample)
+    size = count = 0
+    getsizeof = sys.getsizeof
+
+    def guard(_cursor: Any, row: tuple) -> tuple:
+        nonlocal size, count
+        count += 1
+        size += 8 + getsizeof(row) + sum(map(getsizeof, row))
+        if count > max_rows:
+            raise ResultTooLarge(f"result has more than {max_rows} rows")
+        if size > max_bytes:
+            raise ResultTooLarge(f"result larger than {max_bytes / 2**20:g} MiB (past it after {count} rows)")
+        return row
+
+    return guard
 
 
 def _run(
@@ -232,30 +252,19 @@ def _run(
         conn = _open(db_path)
         conn.set_progress_handler(past_deadline, _PROGRESS_OPS)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, min(MAX_VALUE_BYTES, max_bytes)))
-        cursor = conn.execute(sql)
+        cursor = conn.cursor()
+        # each row counted as SQLite hands it over: a batch of huge rows cannot overshoot
+        cursor.row_factory = result_guard(max_rows, max_bytes)
+        cursor.execute(sql)
         if cursor.description is None:
             return "error", "statement returns no result set"
-        rows: Rows = []
-        size = 0
-        chunk = FIRST_FETCH_ROWS
-        while batch := cursor.fetchmany(chunk):
-            rows.extend(batch)
-            batch_bytes = rows_bytes(batch)
-            size += batch_bytes
-            if len(rows) > max_rows:
-                return "too_large", f"result has more than {max_rows} rows"
-            if size > max_bytes:
-                return "too_large", (
-                    f"result larger than {max_bytes / 2**20:g} MiB "
-                    f"(estimated {size / 2**20:.0f} MiB after {len(rows)} rows)"
-                )
-            # Chunks of about 1/32 of the budget: a chunk of huge rows cannot overshoot far.
-            row_bytes = max(1, batch_bytes // len(batch))
-            chunk = max(1, min(MAX_FETCH_ROWS, max_bytes // 32 // row_bytes))
+        rows = cursor.fetchall()
         if not conn.in_transaction:
             _keep(db_path, conn)
             kept = True
         return "ok", rows
+    except ResultTooLarge as error:
+        return "too_large", str(error)
     except Exception as error:  # noqa: BLE001  (sqlite3.Error, MemoryError, ...: a failed query)
         if timed_out:
             return "timeout", f"timeout after {timeout_s:g} s"
@@ -532,7 +541,9 @@ def summarize(outcomes: Iterable[str]) -> dict[str, int]:
 
 
 class _Cache:
-    """Execution results on disk, keyed by (sha256 of the database file, SQL, timeout).
+    """Execution results on disk, keyed by (sha256 of the database file, SQL, timeout), stored as
+    JSON (``_encoded``): reading the cache never runs code, and an entry that cannot be read back
+    as a result is a miss (the query runs again).
 
     Only the parent process reads and writes it, so worker processes never contend for locks.
     """
@@ -540,10 +551,12 @@ class _Cache:
     def __init__(self, cache_dir: Path) -> None:
         cache_dir.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(cache_dir / "execution.sqlite", timeout=60)
+        # `result` held pickles (older versions): never read, dropped
         self.conn.executescript(
             """
-            CREATE TABLE IF NOT EXISTS result (
-                db_sha256 TEXT, sql TEXT, timeout_s REAL, status TEXT, payload BLOB,
+            DROP TABLE IF EXISTS result;
+            CREATE TABLE IF NOT EXISTS result_json (
+                db_sha256 TEXT, sql TEXT, timeout_s REAL, status TEXT, payload TEXT,
                 PRIMARY KEY (db_sha256, sql, timeout_s));
             CREATE TABLE IF NOT EXISTS db_file (
                 path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, sha256 TEXT);
@@ -570,24 +583,65 @@ class _Cache:
 
     def get(self, db_sha256: str, sql: str, timeout_s: float) -> tuple[str, Any] | None:
         row = self.conn.execute(
-            "SELECT status, payload FROM result WHERE db_sha256 = ? AND sql = ? AND timeout_s = ?",
+            "SELECT status, payload FROM result_json WHERE db_sha256 = ? AND sql = ? AND timeout_s = ?",
             (db_sha256, sql, timeout_s),
         ).fetchone()
-        return (row[0], pickle.loads(row[1])) if row else None
+        return _decoded(*row) if row else None
 
     def put_many(self, entries: list[tuple[str, str, float, tuple[str, Any]]]) -> None:
         values = []
         for db_sha256, sql, timeout_s, (status, payload) in entries:
             if status == "too_large":  # depends on the memory budget, which is not in the key
                 continue
-            blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-            if len(blob) <= _CACHEABLE_BYTES:
-                values.append((db_sha256, sql, timeout_s, status, blob))
+            text = _encoded(payload)
+            if len(text) <= _CACHEABLE_BYTES:
+                values.append((db_sha256, sql, timeout_s, status, text))
         with self.conn:
-            self.conn.executemany("INSERT OR REPLACE INTO result VALUES (?, ?, ?, ?, ?)", values)
+            self.conn.executemany("INSERT OR REPLACE INTO result_json VALUES (?, ?, ?, ?, ?)", values)
 
     def close(self) -> None:
         self.conn.close()
+
+
+_VALUE_TYPES = frozenset({int, float, str, bytes, type(None)})  # what SQLite returns
+
+
+def _encoded(payload: Rows | str) -> str:
+    """A result's rows (or an error's message) as JSON: rows as lists, a blob as
+    ``{"bytes": base64}``, floats as Python writes them (``NaN``, ``Infinity``, exact).
+
+    >>> _encoded([(1, 2.5, "a", b"\\x00", None, float("inf"))])
+    '[[1,2.5,"a",{"bytes":"AA=="},null,Infinity]]'
+    >>> rows = [(1, 0.1, "é", b"\\xff", None, float("-inf"), 2**62)]
+    >>> _decoded("ok", _encoded(rows)) == ("ok", rows)
+    True
+    """
+    def blob(value: Any) -> dict[str, str]:
+        if type(value) is not bytes:
+            raise TypeError(f"{type(value).__name__} is not a value of a result")
+        return {"bytes": base64.b64encode(value).decode()}
+
+    return json.dumps(payload, default=blob, separators=(",", ":"))
+
+
+def _decoded(status: str, text: Any) -> tuple[str, Any] | None:
+    """A cache entry read back: ``(status, rows)`` of rows of SQLite's values, all the same
+    width, or ``(status, message)``; None (a miss) for anything else.
+
+    >>> _decoded("ok", '[[1, {"bytes": 5}]]'), _decoded("error", "[1]"), _decoded("ok", "{")
+    (None, None, None)
+    """
+    try:
+        payload = json.loads(text, object_hook=lambda d: base64.b64decode(d["bytes"], validate=True))
+    except (ValueError, TypeError, KeyError, RecursionError, binascii.Error):
+        return None
+    if status in ("error", "timeout"):
+        return (status, payload) if isinstance(payload, str) else None
+    if status != "ok" or not isinstance(payload, list) or not all(type(row) is list for row in payload):
+        return None
+    if len({len(row) for row in payload}) > 1 or not all(type(v) in _VALUE_TYPES for row in payload for v in row):
+        return None
+    return status, [tuple(row) for row in payload]
 
 
 def _file_sha256(path: Path) -> str:
@@ -649,11 +703,12 @@ def _run_jobs(
                 pending.clear()
 
     args = [(db, sql, timeout_s, max_bytes) for db, sql in todo]
-    if workers > 1 and len(todo) > 1:
+    processes = min(workers, len(todo))  # never more processes than queries to run
+    if processes > 1:
         # spawn, not fork: the parent may hold threads (torch, tokenizers) that fork would break
-        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        with multiprocessing.get_context("spawn").Pool(processes) as pool:
             # big enough chunks that inter-process traffic does not dominate millisecond queries
-            chunksize = max(1, min(32, len(args) // (8 * workers)))
+            chunksize = max(1, min(32, len(args) // (8 * processes)))
             for job, result in zip(
                 todo, pool.imap(_run_job, args, chunksize=chunksize), strict=True
             ):
@@ -708,9 +763,9 @@ def execute_pairs(
 ) -> list[str]:
     """Outcome of each ``(db_path or None, pred_sql, gold_sql)`` pair, in order (see ``OUTCOMES``).
 
-    Each distinct (database, SQL) is executed once, across ``workers`` processes, and its result
-    cached under ``cache_dir`` (if given) so re-runs only compare. Never raises on bad SQL. A
-    result past ``max_result_bytes`` (estimated) or ``MAX_ROWS`` is a failed query.
+    Each distinct (database, SQL) is executed once, across ``workers`` processes (at most one per
+    query to run), and its result cached under ``cache_dir`` (if given) so re-runs only compare.
+    Never raises on bad SQL. A result past ``max_result_bytes`` or ``MAX_ROWS`` is a failed query.
     """
     resolved: dict[Path | str, str] = {}
     for db, _, _ in pairs:
