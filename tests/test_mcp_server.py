@@ -185,9 +185,24 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on():
                                        (b"\xff\xfe{", None, -32700, "Parse error: not JSON"),
                                        (b"[" * 100_000, None, -32700, "nested too deeply"),
                                        (b'{"jsonrpc": "2.0", "id": "x", "params": 3}', "x", -32600, "Invalid Request"),
-                                       (b"[1, 2]", None, -32600, "Invalid Request")):
+                                       (b"[1, 2]", None, -32600, "Invalid Request"),
+                                       *((b'{"jsonrpc": "2.0", "id": %s, "method": "tools/list"}' % bad, None, -32600,
+                                          "Invalid Request: id") for bad in (b'{"a": 1}', b"true", b"1.5", b"null",
+                                                                              b"[7]", b"1e400"))):
             answer = exchange(raw)
-            assert answer["id"] == ident and answer["error"]["code"] == code and says in answer["error"]["message"]
+            assert answer["id"] == ident and answer["error"]["code"] == code and says in answer["error"]["message"], (
+                raw[:60], answer)
+        # a line over the bound is answered once it passes it, and the rest of it read and dropped
+        # as it arrives: the server's memory does not grow with it
+        def peak_mb() -> float:
+            return int(Path(f"/proc/{proc.pid}/status").read_text().split("VmHWM:")[1].split()[0]) / 1024
+
+        before = peak_mb()
+        answer = exchange(b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "score_sql", '
+                          b'"arguments": {"sql": "' + b"x" * 32_000_000 + b'"}}}')
+        assert answer["id"] is None and answer["error"]["code"] == -32600, answer
+        assert "a line over 1000000 bytes" in answer["error"]["message"], answer
+        assert peak_mb() - before < 16, (before, peak_mb())
         listed = exchange(b'{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}')
         assert listed["id"] == 8 and {t["name"] for t in listed["result"]["tools"]} == {"score_sql", "choose_sql", "list_databases"}
     finally:

@@ -135,7 +135,11 @@ def test_choose_answers_each_candidate_and_the_one_most_share(service):
                                ({"candidates": ["SELECT 1", 2]}, 400, "candidates: a non-empty list of SQL strings"),
                                ({"sql": "SELECT 1"}, 400, "candidates: a non-empty list of SQL strings"),
                                ({"candidates": ["SELECT 1"] * 17}, 413, "17 candidates in one request; at most 16"),
-                               ({"candidates": ["SELECT 1", "SELECT '\ud800'"]}, 400, "candidates[1].sql: not valid"),
+                               ({"candidates": ["SELECT 1", "SELECT '\ud800'"]}, 400, "candidates[1]: not valid"),
+                               ({"candidates": ["SELECT 1", "SELECT '\x00'"]}, 400, "candidates[1]: a NUL character"),
+                               ({"candidates": ["SELECT 1"], "database": "../../etc/passwd"}, 400,
+                                "database '../../etc/passwd': not a file under the configured root"),
+                               ({"candidates": ["SELECT 1"], "database": "a\x00b"}, 400, "database: a NUL character"),
                                ({"candidates": ["SELECT 1 OR " * 1000 + "1"]}, 413, "candidates[0]: 12001 characters"),
                                ({"candidates": ["SELECT 1"], "question": "q" * 4001}, 400, "question: 4001 characters"),
                                ([1], 400, "body must be a JSON object")):
@@ -145,6 +149,9 @@ def test_choose_answers_each_candidate_and_the_one_most_share(service):
 
 def test_invalid_json_and_oversized_bodies(service):
     assert post(service[0], None, raw=b"{not json")[0] == 400
+    # valid JSON, but an integer longer than Python reads (sys.get_int_max_str_digits)
+    status, answer = post(service[0], None, raw=b'{"sql": "SELECT 1", "question_id": ' + b"9" * 5000 + b"}")
+    assert status == 400 and answer["detail"] == "body has an integer of more than 4300 digits", answer
     # refused on its content-length, before the body is read: the client sends only the headers
     # (sending 1.1 MB races the server's early answer and can end in a broken pipe)
     import http.client
@@ -190,6 +197,10 @@ def test_only_json_from_loopback_names_is_answered(service):
         assert status == 415 and "application/json" in answer["detail"]
     status, answer = _exchange(url, body, {})
     assert status == 415 and "(none)" in answer["detail"]
+    assert _exchange(url, body, {"Content-Type": 'Application/JSON; Charset="UTF-8"'})[0] == 200
+    for charset in ("latin-1", "utf-16"):  # JSON is UTF-8: another charset is refused, not read as UTF-8
+        status, answer = _exchange(url, body, {"Content-Type": f"application/json; charset={charset}"})
+        assert status == 415 and answer["detail"] == f"charset {charset!r}: the body must be UTF-8", answer
     # a page of another site whose name resolves to 127.0.0.1 (DNS rebinding)
     status, answer = _exchange(url, body, {**json_type, "Host": f"evil.example:{port}"})
     assert status == 400 and "evil.example" in answer["detail"]
@@ -335,6 +346,55 @@ def test_a_chunked_body_is_refused_while_it_is_read(service):
     answer = _raw_exchange(service[0], head, [chunk] * 24, wait_s=15)
     assert answer.startswith(b"HTTP/1.1 413") and b"request body over" in answer, answer[:300]
     assert time.monotonic() - start < 10
+
+
+def test_slow_bodies_hold_up_no_other_request_and_bodies_held_at_once_are_bounded(boosted_model):  # noqa: F811
+    """Bodies are received before they wait for anything: clients that send a head and part of
+    a body, then stop, leave the others' requests unhindered and are answered 408 at their
+    deadline. The bytes of bodies being received in a process are bounded (16 bodies of the
+    largest size): past them a request is a 503 at once, until those clients go. A client that
+    goes away mid-body is no traceback in the log."""
+    folder, objects = boosted_model
+    proc, url = start_service(folder, objects["table"].root, "--processes", "1", "--timeout-s", "4")
+    e = objects["table"].examples[0]
+    query = {"db_id": e.db_id, "question": e.question, "sql": e.sql}
+    where = urllib.parse.urlsplit(url)
+
+    def partial_body(length: int, sent: bytes) -> socket.socket:
+        s = socket.create_connection((where.hostname, where.port), timeout=10)
+        s.sendall(b"POST /score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (length, sent))
+        return s
+
+    try:
+        slow = [partial_body(1000, b"{") for _ in range(8)]
+        time.sleep(0.3)
+        start = time.monotonic()
+        status, answer = post(url, query)
+        assert status == 200 and time.monotonic() - start < 1.5, (status, answer)
+        for s in slow:
+            answer = b""
+            while data := s.recv(65536):  # until the server closes the connection
+                answer += data
+            assert answer.startswith(b"HTTP/1.1 408") and b"request body not received within 4 s" in answer, answer
+            s.close()
+        big = [partial_body(1_000_000, b" " * 999_999) for _ in range(16)]
+        deadline, refused = time.monotonic() + 2, None
+        while refused is None and time.monotonic() < deadline:  # until the server has received them
+            start = time.monotonic()
+            status, answer = post(url, query)
+            refused = (answer, time.monotonic() - start) if status == 503 else None
+        assert refused is not None and refused[1] < 1, refused
+        assert refused[0]["detail"].startswith("busy: 16000000 bytes of request bodies"), refused
+        for s in big:
+            s.close()
+        time.sleep(0.3)
+        assert post(url, query)[0] == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    log = proc.stderr.read()
+    assert "Traceback" not in log and "ClientDisconnect" not in log, log[-3000:]
 
 
 def test_a_connection_that_never_finishes_its_head_is_closed(service):

@@ -37,6 +37,7 @@ from rat.errors import RATError
 TIMEOUT_S = 10.0
 LISTED = 20  # database names an "unknown database" error shows
 MAX_CANDIDATES = 16  # the queries one choose_sql call scores
+MAX_LINE_BYTES = 1_000_000  # a longer stdin line is answered with an error, its bytes dropped as they arrive
 
 
 def _one_line(message: str) -> str:
@@ -230,12 +231,18 @@ def build_server(tools: ScoringTools):
     return server
 
 
+def rpc_error(ident: str | int | None, code: int, message: str) -> dict:
+    """A JSON-RPC error answer."""
+    return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
+
+
 def read_line(line: str) -> tuple[Any, dict | None]:
     """A stdin line read once: ``(message, None)`` for a JSON-RPC message MCP reads, else
     ``(None, error)``, the JSON-RPC error that answers it (the SDK's reader drops such a line
     unanswered, and the client waits for ever): not JSON is a parse error (-32700, id null); JSON
     that is no JSON-RPC message MCP reads, a lone surrogate in a string among them, an invalid
-    request (-32600) carrying the line's id where it has one.
+    request (-32600) carrying the line's id where it has one; an id that is not a string or an
+    integer (the SDK reads the line as a notification, which has none) is one too, id null.
 
     >>> type(read_line('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')[0]).__name__
     'JSONRPCRequest'
@@ -243,21 +250,29 @@ def read_line(line: str) -> tuple[Any, dict | None]:
     {'jsonrpc': '2.0', 'id': 7, 'error': {'code': -32600, 'message': 'Invalid Request: a string holds a lone surrogate (not Unicode text)'}}
     >>> read_line("SELECT 1")[1]["error"]["code"], read_line("[1, 2]")[1]["id"]
     (-32700, None)
+    >>> read_line('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}')[1]["error"]
+    {'code': -32600, 'message': 'Invalid Request: id 1.5 is not a string or an integer'}
     """
     import json
 
     import mcp_types
 
     try:
-        return mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False), None
+        message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        if not isinstance(message, mcp_types.JSONRPCNotification):
+            return message, None
+        ident = json.loads(line).get("id", ...)  # (a notification, a short line)
+        if ident is ...:
+            return message, None
+        return None, rpc_error(None, mcp_types.INVALID_REQUEST,
+                               f"Invalid Request: id {json.dumps(ident)[:40]} is not a string or an integer")
     except ValueError:  # pydantic's ValidationError, as the SDK's reader meets it
         pass
     try:
         message = json.loads(line)
     except (ValueError, RecursionError) as e:
         why = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
-        return None, {"jsonrpc": "2.0", "id": None,
-                      "error": {"code": mcp_types.PARSE_ERROR, "message": f"Parse error: not JSON ({why})"}}
+        return None, rpc_error(None, mcp_types.PARSE_ERROR, f"Parse error: not JSON ({why})")
     ident = message.get("id") if isinstance(message, dict) else None
     if isinstance(ident, bool) or not isinstance(ident, (str, int)):
         ident = None
@@ -268,19 +283,42 @@ def read_line(line: str) -> tuple[Any, dict | None]:
         why = "a string holds a lone surrogate (not Unicode text)"
     except RecursionError:
         why = "nested too deeply"
-    return None, {"jsonrpc": "2.0", "id": ident,
-                  "error": {"code": mcp_types.INVALID_REQUEST, "message": f"Invalid Request: {why}"}}
+    return None, rpc_error(ident, mcp_types.INVALID_REQUEST, f"Invalid Request: {why}")
+
+
+async def read_lines(stream, limit: int = MAX_LINE_BYTES):
+    """Each line of the binary ``stream`` (an anyio file), decoded (a byte that is not UTF-8
+    read as U+FFFD), without its end; ``None`` for a line over ``limit`` bytes, given as soon as
+    it passes the limit, the rest of it read and dropped as it arrives, never held."""
+    held, dropping = bytearray(), False
+    while chunk := await stream.read1(65536):
+        held += chunk
+        while (end := held.find(b"\n")) >= 0:
+            line = bytes(held[:end])
+            del held[:end + 1]
+            if not dropping:
+                yield line.decode("utf-8", errors="replace") if len(line) <= limit else None
+            dropping = False
+        if len(held) > limit:
+            if not dropping:
+                yield None
+            held.clear()
+            dropping = True
+    if held and not dropping:
+        yield held.decode("utf-8", errors="replace")
 
 
 async def serve_stdio(lowlevel_server) -> None:
     """MCP over this process's stdin and stdout, as the SDK's stdio transport
     (``mcp.server.stdio.stdio_server``) serves it, each line read once (``read_line``) and the
-    lines the SDK cannot read answered instead of dropped. As the SDK does, fd 1 is pointed at
-    stderr and fd 0 at the null device while serving, so stray output of a library misses the wire."""
+    lines the SDK cannot read answered instead of dropped, a line over ``MAX_LINE_BYTES`` too
+    (-32600, id null: not read). As the SDK does, fd 1 is pointed at stderr and fd 0 at the null
+    device while serving, so stray output of a library misses the wire."""
     import json
     import os
 
     import anyio
+    import mcp_types
     from mcp.shared.message import SessionMessage
 
     wire_in, wire_out = os.dup(0), os.dup(1)
@@ -291,7 +329,7 @@ async def serve_stdio(lowlevel_server) -> None:
     to_server, read_stream = anyio.create_memory_object_stream(0)
     write_stream, from_server = anyio.create_memory_object_stream(0)
     lock = anyio.Lock()
-    async with await anyio.open_file(wire_in, encoding="utf-8", errors="replace") as stdin, \
+    async with await anyio.open_file(wire_in, "rb") as stdin, \
             await anyio.open_file(wire_out, "w", encoding="utf-8", newline="\n") as out:
 
         async def send(text: str) -> None:  # whole lines, one writer at a time
@@ -301,7 +339,11 @@ async def serve_stdio(lowlevel_server) -> None:
 
         async def reader() -> None:
             async with to_server:
-                async for line in stdin:
+                async for line in read_lines(stdin):
+                    if line is None:
+                        await send(json.dumps(rpc_error(None, mcp_types.INVALID_REQUEST, "Invalid Request: a line "
+                                                        f"over {MAX_LINE_BYTES} bytes, not read")))
+                        continue
                     if not line.strip():
                         continue
                     message, error = read_line(line)

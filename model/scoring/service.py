@@ -20,17 +20,21 @@ unless ``--api-docs`` turns them on (then anyone who reaches the port can read t
 Bounds, each answered with a 4xx or 503 that names it: a request body over ``max_body_bytes`` is
 refused (413) while it is read (chunked bodies too), more than ``max_queries`` queries too
 (413), and a query's SQL over ``max_sql_chars`` (413); a body that is not ``application/json``
-is 415 (a form or plain text is what a page of another site can send without asking); a field
+is 415 (a form or plain text is what a page of another site can send without asking), as is a
+charset other than UTF-8; a field
 of the wrong type, a db_id that is not a plain name (or over 128 characters), a question or
 evidence over 4,000 characters, text with NUL or a lone surrogate, a body nested too deeply is
 400 naming the field. On a loopback ``--host`` the service answers only requests whose Host is
 a loopback name (400 otherwise: DNS rebinding); ``--allowed-host`` names others. A query whose
 tree has more than ``max_nodes`` nodes comes back as an error row. Every request has ``timeout_s`` from its arrival: the work checks the
 deadline as it goes (each query, each database read, before the model and the reasons) and
-stops there, so no request holds a worker past it, and the request answers 503. Bodies are
-read, parsed and checked ``READING`` requests at a time in each process, off the event loop
-(one waiting past its deadline answers 503): a flood of maximum-size bodies neither holds their
-memory at once nor keeps ``/health`` waiting. At most
+stops there, so no request holds a worker past it, and the request answers 503 (408 for a body
+that has not arrived by then). A body is received as it arrives, waiting for nothing else (a
+client that sends part of one and stops holds up no other request), then parsed and checked
+off the event loop, one at a time in each process; the bytes of bodies received and not yet
+parsed are at most ``RECEIVING`` bodies of the largest size in each process (beyond them a
+request is refused, 503, at once): a flood of maximum-size bodies neither holds more memory
+than that nor keeps ``/health`` waiting. At most
 ``workers`` requests are scored at once in each of ``--processes`` processes (forked copies that
 accept on one port and share the loaded model's pages); ``/health`` never waits for them, nor do
 the bounds differ between processes. A heavy request (its queries' SQL more than
@@ -70,6 +74,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -86,7 +91,9 @@ HEADER_TIMEOUT_S = 10.0
 # the heavy lane: a request whose SQL has more words and signs than this (Spider dev's longest gold
 # query has 92, BIRD dev's 389) is scored one at a time per process, paced to this share of the CPU
 HEAVY_WORDS, HEAVY_SHARE = 400, 0.25
-READING = 4  # request bodies read and parsed at once in each process
+# the bytes of request bodies a process holds while they arrive and wait to be parsed, in bodies
+# of the largest size (max_body_bytes): past them a request is refused (503) until some are parsed
+RECEIVING = 16
 TOKEN_ENV, MIN_TOKEN_CHARS = "RAT_SERVE_TOKEN", 16  # the access token: its variable, its least length
 SQL_WORDS = re.compile(r"\w+|[^\w\s]")
 
@@ -98,6 +105,27 @@ def _one_thread() -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1, user_api="openmp")  # this thread's setting: the other threads keep theirs
+
+
+def content_type_problem(header: str) -> str | None:
+    """Why a request body sent with this Content-Type header is not read (a 415), or None: only
+    ``application/json`` is (a form or text/plain is what another site's page can send without
+    asking), in UTF-8, the only charset JSON has.
+
+    >>> content_type_problem('application/json; charset="UTF-8"'), content_type_problem("text/plain")
+    (None, "Content-Type 'text/plain': the body must be application/json")
+    >>> content_type_problem("application/json;charset=latin-1")
+    "charset 'latin-1': the body must be UTF-8"
+    """
+    media_type, *parameters = (part.strip() for part in header.split(";"))
+    if media_type.lower() != "application/json":
+        return f"Content-Type {media_type.lower() or '(none)'!r}: the body must be application/json"
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        charset = value.strip().strip('"')
+        if name.strip().lower() == "charset" and charset.lower() not in ("utf-8", "utf8"):
+            return f"charset {charset[:40]!r}: the body must be UTF-8"
+    return None
 
 
 def content_security_policy(page: str) -> str:
@@ -123,6 +151,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     bearer token every request but ``/health`` and the page must carry (None: none)."""
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse, JSONResponse
+    from starlette.requests import ClientDisconnect
 
     from model.data.databases import DatabaseError
     from model.data.execution import DeadlineExceeded, paced
@@ -169,9 +198,10 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                   docs_url="/docs" if api_docs else None, redoc_url="/redoc" if api_docs else None,
                   openapi_url="/openapi.json" if api_docs else None)
     scoring = ThreadPoolExecutor(max(1, workers), thread_name_prefix="rat-score", initializer=_one_thread)
-    # a body is read, parsed and checked by READING requests at a time, off the event loop: a
-    # flood of maximum-size bodies neither holds their memory at once nor stalls /health
-    reading, parsing = asyncio.Semaphore(READING), ThreadPoolExecutor(1, thread_name_prefix="rat-read")
+    # a body is parsed and checked off the event loop, one at a time: a flood of maximum-size
+    # bodies does not stall /health; the bytes received and not yet parsed are bounded (RECEIVING)
+    parsing = ThreadPoolExecutor(1, thread_name_prefix="rat-read")
+    received = [0]  # bytes of request bodies this process holds, received and not yet parsed
     heavy_lane = ThreadPoolExecutor(1, thread_name_prefix="rat-score-heavy", initializer=_one_thread)
     page_html = PAGE.read_text(encoding="utf-8").replace('"{{UNFAMILIAR}}"', json.dumps(UNFAMILIAR))
     page_headers = {"Content-Security-Policy": content_security_policy(page_html),
@@ -186,29 +216,52 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     if token is not None:
         app.add_middleware(RequireToken, token=token)
 
-    async def read_body(request: Request) -> bytes:
-        """The body, refused (413) as soon as it passes ``max_body_bytes``: a chunked body has no
-        content-length to check up front, so it is counted while it arrives."""
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_body_bytes:
-                raise HTTPException(413, f"request body over {max_body_bytes} bytes", {"Connection": "close"})
-            chunks.append(chunk)
-        return b"".join(chunks)
+    @asynccontextmanager
+    async def body_of(request: Request, deadline: float):
+        """The body, received as it arrives and held (counted in ``received``) until the block
+        ends. Refused as soon as it passes ``max_body_bytes`` (413: a chunked body has no
+        content-length to check up front, so it is counted while it arrives) or takes the
+        process's bodies past ``RECEIVING`` of that size (503); 408 if it has not arrived by
+        ``deadline``. A client gone before sending it all gets no answer and leaves no trace."""
+        chunks, size, budget = [], 0, RECEIVING * max_body_bytes
+        try:
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    async for chunk in request.stream():
+                        size += len(chunk)
+                        received[0] += len(chunk)
+                        if size > max_body_bytes:
+                            raise HTTPException(413, f"request body over {max_body_bytes} bytes",
+                                                {"Connection": "close"})
+                        if received[0] > budget:
+                            raise HTTPException(503, f"busy: {budget} bytes of request bodies are being received; "
+                                                     "try again", {"Connection": "close", "Retry-After": "1"})
+                        chunks.append(chunk)
+            except TimeoutError:
+                raise HTTPException(408, f"request body not received within {timeout_s:g} s",
+                                    {"Connection": "close"}) from None
+            except ClientDisconnect:  # nobody to answer: uvicorn drops the response
+                raise HTTPException(400, "the client closed the connection before sending its body") from None
+            raw = b"".join(chunks)
+            del chunks
+            yield raw
+        finally:
+            received[0] -= size
 
-    def database_of(k: int, query: dict) -> Path | None:
+    def database_of(query: dict, field: str) -> Path | None:
+        """The query's database: its ``database`` path (``field``, as the client named it) under
+        the root, its named connection, or its db_id's file."""
         given = query.get("database")
         if given is not None:
             if root is None:
-                raise HTTPException(400, f"queries[{k}].database: paths need the service to run with --data-root")
+                raise HTTPException(400, f"{field}: paths need the service to run with --data-root")
             try:
                 path = (root / given).resolve()
                 inside = path.is_relative_to(root) and path.is_file()
             except (OSError, ValueError):
                 inside = False
             if not inside:
-                raise HTTPException(400, f"queries[{k}].database {given!r}: not a file under the configured root")
+                raise HTTPException(400, f"{field} {given!r}: not a file under the configured root")
             return path
         db_id = query.get("db_id")
         if use_databases and db_id in named:
@@ -239,23 +292,29 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             raise HTTPException(400, "body needs \"queries\": a non-empty list of {db_id, question, sql}")
         if len(queries) > max_queries:
             raise HTTPException(413, f"{len(queries)} {what} in one request; at most {max_queries}")
+
+        def field(k: int, name: str) -> str:
+            """The k-th query's field as the client named it: ``queries[k].name``; in a /choose
+            body, ``candidates[k]`` for its SQL and the body's own field for the others."""
+            if what == "queries":
+                return f"queries[{k}].{name}"
+            return f"candidates[{k}]" if name == "sql" else name
+
         rows = []
         for k, q in enumerate(queries):
             if not isinstance(q, dict) or not isinstance(q.get("sql"), str):
                 raise HTTPException(400, f"queries[{k}]: needs a \"sql\" string")
             for name in ROW_FIELDS:  # text fields and the optional dialect
-                problem = field_problem(name, q.get(name))
+                problem = field_problem(name, q.get(name))  # (it starts with the name)
                 if problem:
-                    raise HTTPException(400, f"{what}[{k}].{problem}" if name == "sql" or what == "queries"
-                                        else problem)
+                    raise HTTPException(400, field(k, name) + problem[len(name):])
             if len(q["sql"]) > max_sql_chars:
-                raise HTTPException(413, f"{what}[{k}]" + ".sql" * (what == "queries")
-                                    + f": {len(q['sql'])} characters; at most {max_sql_chars}")
+                raise HTTPException(413, f"{field(k, 'sql')}: {len(q['sql'])} characters; at most {max_sql_chars}")
             db_id = q.get("db_id")
             rows.append({"sql": q["sql"], "question": q.get("question") or "", "evidence": q.get("evidence") or "",
                          "db_id": db_id, "question_id": q.get("question_id"), "schema": schemas.get(db_id),
                          "dialect": q.get("dialect"),
-                         "database": database_of(k, q),
+                         "database": database_of(q, field(k, "database")),
                          "_unknown": bool(schemas) and db_id is not None and db_id not in schemas})
         return rows
 
@@ -270,8 +329,10 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             body = json.loads(raw)
         except RecursionError:
             raise HTTPException(400, "body is nested too deeply") from None
-        except ValueError:  # also bytes that are not UTF-8
+        except (json.JSONDecodeError, UnicodeDecodeError):  # (bytes that are not UTF-8)
             raise HTTPException(400, "body is not valid JSON") from None
+        except ValueError:  # valid JSON: an integer longer than Python reads
+            raise HTTPException(400, f"body has an integer of more than {sys.get_int_max_str_digits()} digits") from None
         if choosing:
             body = candidate_queries(body)
         rows = rows_of(body, "candidates" if choosing else "queries")
@@ -313,26 +374,12 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         body asks and the model has a policy) or given their verdicts, in a lane; a /choose
         request's candidates scored so, and the one ``Scorer.choose`` would choose."""
         deadline = time.monotonic() + timeout_s
-        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media_type != "application/json":  # a form or text/plain is what another site's page can send
-            raise HTTPException(415, f"Content-Type {media_type or '(none)'!r}: the body must be application/json")
-        try:
-            async with asyncio.timeout(timeout_s):  # unlike wait_for, no task of its own
-                await reading.acquire()
-        except TimeoutError:
-            raise HTTPException(503, f"busy: the request was not read within {timeout_s:g} s",
-                                {"Connection": "close"}) from None
-        try:
-            try:
-                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                    raw = await read_body(request)
-            except TimeoutError:
-                raise HTTPException(408, f"request body not received within {timeout_s:g} s",
-                                    {"Connection": "close"}) from None
+        problem = content_type_problem(request.headers.get("content-type", ""))
+        if problem:
+            raise HTTPException(415, problem)
+        async with body_of(request, deadline) as raw:
             rows, heavy, wanted = await asyncio.get_running_loop().run_in_executor(
                 parsing, rows_and_weight, raw, choosing)
-        finally:
-            reading.release()
         known = [r for r in rows if not r["_unknown"]]
         checking = verdicts or (wanted and policy is not None)  # (scored once: a verdict holds its scored query)
         work = partial(score_heavy if heavy else score_rows, known, verdicts=checking, deadline=deadline,
