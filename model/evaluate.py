@@ -433,8 +433,42 @@ def _abstention(test: dict, calibration: dict | None, cfg: DictConfig) -> dict:
     return {"protocol": protocol, "rows": rows, "aurc": aurc}
 
 
+# evaluate.py's numeric options: the least each may be
+_LEAST = {"n_bins": 1, "min_bin_size": 1, "max_bin_size": 1, "n_folds": 2, "n_bootstrap": 0,
+          "breakdown_bootstrap": 0, "seed": 0, "html.max_examples": 0, "baselines.token_limit": 1}
+
+
+def check_options(cfg: DictConfig) -> None:
+    """Each numeric option a whole number at least its least (``_LEAST``), ``max_bin_size`` at least ``min_bin_size``, ``level`` between 0 and 1, and
+    ``penalties`` numbers of at least 0 or ``N``: else one ``UsageError`` line naming it.
+
+    >>> from omegaconf import OmegaConf
+    >>> check_options(OmegaConf.create({"n_bins": 0}))
+    Traceback (most recent call last):
+    model.errors.UsageError: n_bins: expected a whole number of at least 1, found 0
+    """
+    from omegaconf import OmegaConf
+
+    for key, least in _LEAST.items():
+        value = OmegaConf.select(cfg, key)
+        if value is None:  # (not set: its default, or none)
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise UsageError(f"{key}: expected a whole number of at least {least}, found {value!r}"[:200])
+    if cfg.get("min_bin_size") is not None and cfg.get("max_bin_size") is not None \
+            and cfg.max_bin_size < cfg.min_bin_size:
+        raise UsageError(f"max_bin_size: {cfg.max_bin_size} is below min_bin_size ({cfg.min_bin_size})")
+    level = cfg.get("level", 0.95)
+    if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
+        raise UsageError(f"level: expected a number between 0 and 1, found {level!r}"[:200])
+    for c in cfg.get("penalties") or ():
+        if not (isinstance(c, str) and c.strip().upper() == "N") and (isinstance(c, bool) or not isinstance(c, int | float) or not c >= 0):
+            raise UsageError(f"penalties: expected numbers of at least 0 or N, found {c!r}"[:200])
+
+
 def evaluate(cfg: DictConfig) -> dict:
     """Compute every table and picture for one run or file; returns what metrics.json holds."""
+    check_options(cfg)
     if (cfg.get("new_system") or {}).get("scored"):  # a model on systems it was not fitted on
         from model.wholequery.new_system import evaluate_new_system
 

@@ -72,14 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         schema = load_schema(args.schema, args.db_id) if args.schema else None
     except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+    try:  # SQL rat cannot read: one line naming it, exit 2 as for any other input
+        tree = to_tree(args.sql, schema, args.dialect)
+    except RATError as error:
+        print(f"{parser.prog}: error: sql: {error}", file=sys.stderr)
         return 2
     try:
-        tree = to_tree(args.sql, schema, args.dialect)
         gold = to_tree(args.gold, schema, args.dialect) if args.gold is not None else None
     except RATError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        print(f"{parser.prog}: error: --gold: {error}", file=sys.stderr)
+        return 2
     labels = None
     if gold is not None:
         labels = label_nodes(tree, gold)

@@ -71,6 +71,23 @@ MAX_BRACKETS = 100
 _SIMPLE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _RESERVED = {k.lower() for k in DIALECT.tokenizer_class.KEYWORDS if k.replace("_", "").isalpha()}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# sqlglot's reprs of a token and of an expression class in its messages, as the text they stand for
+_TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+, col: \d+, start: \d+, "
+                         r"end: \d+, comments: \[.*?\]>")
+_CLASS_REPR = re.compile(r"<class 'sqlglot\.[\w.]*?(\w+)'>")
+
+
+def _plain(message: str) -> str:
+    """sqlglot's parse error in words, on one line: a token as its text, an expression class as its name.
+
+    >>> _plain("Expected table name but got <Token token_type: TokenType.SENTINEL, text: SENTINEL, line: 1, "
+    ...        "col: 1, start: 0, end: 0, comments: []>")
+    'Expected table name but got the end'
+    >>> _plain("Required keyword: 'this' missing for <class 'sqlglot.expressions.core.LT'>")
+    "Required keyword: 'this' missing for LT"
+    """
+    message = _TOKEN_REPR.sub(lambda m: "the end" if m.group(1) == "SENTINEL" else repr(m.group(2)), message)
+    return " ".join(_CLASS_REPR.sub(lambda m: m.group(1), message).split())
 _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
 # far above any query of Spider or BIRD (BIRD dev's longest gold SQL has 1,446 characters);
 # parsing 1 MB of SQL takes seconds and hundreds of MB
@@ -372,7 +389,7 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         detail = error.errors[0] if error.errors else {}
         where = f" at line {detail.get('line')}, col {detail.get('col')}" if detail else ""
         description = detail.get("description") or _ANSI.sub("", str(error))[:200]
-        raise RATError(f"cannot parse ({' '.join(description.split())}{where})", sql) from None
+        raise RATError(f"cannot parse ({_plain(description)}{where})", sql) from None
     except sqlglot.errors.TokenError as error:  # (it quotes the SQL around the error, line breaks and all)
         raise RATError(f"cannot parse ({' '.join(_ANSI.sub('', str(error))[:200].split())})", sql) from None
     except RecursionError:

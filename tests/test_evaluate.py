@@ -224,6 +224,21 @@ def test_missing_inputs_are_one_line_and_exit_2(tmp_path, arg, message):
     assert result.stderr.strip() == f"evaluate.py: error: {message}"
 
 
+@pytest.mark.parametrize("options, message", [
+    (["n_bins=0"], "n_bins: expected a whole number of at least 1, found 0"),
+    (["n_folds=1"], "n_folds: expected a whole number of at least 2, found 1"),
+    (["level=2"], "level: expected a number between 0 and 1, found 2"),
+    (["min_bin_size=5", "max_bin_size=2"], "max_bin_size: 2 is below min_bin_size (5)"),
+    (["penalties=[0,abc]"], "penalties: expected numbers of at least 0 or N, found 'abc'"),
+])
+def test_numeric_options_out_of_range_are_one_line_and_exit_2(tmp_path, options, message):
+    scores = tmp_path / "scores.csv"
+    scores.write_text("confidence,label\n0.9,1\n0.2,0\n")
+    result = subprocess.run([sys.executable, str(REPO / "evaluate.py"), f"predictions={scores}", *options],
+                            check=False, capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip() == f"evaluate.py: error: {message}"
+
+
 def test_a_run_dir_without_predictions_says_so(tmp_path):
     result = subprocess.run([sys.executable, str(REPO / "evaluate.py"), f"run_dir={tmp_path}"],
                             check=False, capture_output=True, text=True)

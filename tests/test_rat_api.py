@@ -166,8 +166,8 @@ def test_cli_prints_tree_postorder_and_labels(tmp_path):
 def test_cli_reports_bad_sql_without_traceback():
     result = subprocess.run([sys.executable, "-m", "rat", "SELECT FROM"],
                             capture_output=True, text=True, check=False)
-    assert result.returncode == 1
-    assert "error:" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and result.stderr.startswith("python -m rat: error: sql: cannot parse")
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("pred, gold, expected", [

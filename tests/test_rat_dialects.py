@@ -282,7 +282,7 @@ def test_cli_dialect():
                               check=True).stdout
     assert "    Ilike  [INCORRECT]" in postgres and "root hash differs from gold" in postgres
     sqlite = subprocess.run(run, capture_output=True, text=True, check=False)  # SQLite has no ILIKE
-    assert sqlite.returncode == 1 and sqlite.stderr.startswith("error: unsupported construct 'ILIKE' (sqlite has none")
+    assert sqlite.returncode == 2 and sqlite.stderr.startswith("python -m rat: error: sql: unsupported construct 'ILIKE' (sqlite has none")
     assert len(sqlite.stderr.strip().splitlines()) == 1 and "Traceback" not in sqlite.stderr
     bad = subprocess.run([*run, "--dialect", "oracle"], capture_output=True, text=True,
                          check=False)

@@ -110,12 +110,13 @@ def test_given_labels_and_rows_that_cannot_be_labelled(boosted_model):  # noqa: 
     rows[1]["gold"] = ""
     rows[2]["gold"] = "SELEKT nothing"
     rows[3]["sql"] = "not sql at all"
+    rows[4]["correct"], rows[5]["correct"] = "false", 0  # no label to guess at: counted, not run instead
     result = recalibrate(model, rows, progress=False)
-    assert result.labels == {"given": 1, "execution": 26} and result.queries == 27
+    assert result.labels == {"given": 1, "execution": 24} and result.queries == 25
     assert result.errors["no gold SQL"] == 1 and result.errors["gold SQL fails to execute"] == 1
-    assert sum(result.errors.values()) == 3
+    assert result.errors["malformed correct (true or false)"] == 2 and sum(result.errors.values()) == 5
     by_tree = recalibrate(model, rows, labels="tree", progress=False)  # gold is parsed, not run
-    assert by_tree.labels == {"tree": 27} and by_tree.errors["unparsable gold SQL"] == 1
+    assert by_tree.labels == {"tree": 25} and by_tree.errors["unparsable gold SQL"] == 1
     right = [r for k, r in enumerate(_labelled(table, range(len(table.examples)))) if table.examples[k].correct
              and len(set(table.examples[k].node_labels)) == 1][:10]
     with pytest.raises(RecalibrationError, match="only right nodes"):

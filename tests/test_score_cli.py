@@ -183,3 +183,94 @@ def test_console_scripts_are_installed_and_print_their_help():
         done = subprocess.run([str(bin_dir / name), "--help"], check=False, capture_output=True, text=True,
                               env=ENV, timeout=120)
         assert done.returncode == 0 and done.stdout.startswith("usage: ") and not done.stderr, (name, done.stderr)
+
+
+def test_outputs_never_overwrite_an_input_or_replace_a_device(tmp_path):
+    """`--out` or `--report` naming an input (or each other) is refused before any work; a
+    report into a pipe is written into it (the pipe stays a pipe), `--out /dev/stdout` writes no
+    report beside it, and a device that refuses writes is one line."""
+    import stat
+    import threading
+
+    from model.synth.demo import demo_root
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"db_id": "supply_chain", "question": "How many suppliers are there?",
+                                "sql": "SELECT count(*) FROM suppliers"}) + "\n")
+    before = rows.read_text()
+    root = str(demo_root())
+    for args, message in [(["--out", str(rows)], f"--out {rows}: the same file as --predictions"),
+                          (["--out", str(tmp_path / "o.jsonl"), "--report", str(rows)], "--report"),
+                          (["--out", str(tmp_path / "o.jsonl"), "--report", str(tmp_path / "o.jsonl")],
+                           "the same file as --out")]:
+        done = rat_score("--data-root", root, "--predictions", str(rows), *args)
+        assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1, \
+            done.stderr
+    assert rows.read_text() == before
+    pipe = tmp_path / "report.pipe"
+    os.mkfifo(pipe)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_text()))
+    reader.start()
+    done = rat_score("--data-root", root, "--predictions", str(rows), "--out", "/dev/stdout", "--report", str(pipe))
+    reader.join(60)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISFIFO(pipe.stat().st_mode) and "<html" in received[0].lower()
+    assert json.loads(done.stdout)["sql"] == "SELECT count(*) FROM suppliers"
+    beside = Path("/dev/report.html").exists()
+    done = rat_score("--data-root", root, "--predictions", str(rows), "--out", "/dev/stdout")
+    assert done.returncode == 0 and Path("/dev/report.html").exists() == beside
+    full = rat_score("--data-root", root, "--predictions", str(rows), "--out", "/dev/full")
+    assert full.returncode == 2 and full.stderr.strip().splitlines()[-1] == \
+        "rat-score: error: --out /dev/full: cannot be written (No space left on device)", full.stderr
+
+
+def test_rows_a_benchmark_cannot_place_are_counted(tmp_path):
+    """With --data-root, a row naming a question_id the benchmark lacks (and no question of its
+    own), or a db_id other than its question's, is counted, not scored against the wrong
+    question; a byte-order mark is no part of the first row; a line that is no JSON object and
+    SQL that is no string are named as such."""
+    from model.synth.demo import demo_root
+
+    root = demo_root()
+    qid = json.loads((root / "predictions" / "demo_weak.jsonl").read_text().splitlines()[0])["question_id"]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(r) + "\n" for r in [
+        {"question_id": qid, "sql": "SELECT count(*) FROM suppliers"},
+        {"question_id": "dev_99999", "sql": "SELECT 1"},
+        {"question_id": "dev_99999", "question": "How many suppliers?", "db_id": "supply_chain",
+         "sql": "SELECT count(*) FROM suppliers"},
+        {"question_id": qid, "db_id": "no_such_db", "sql": "SELECT 1"},
+        [1, 2], {"sql": 5}]).encode())
+    done = rat_score("--data-root", str(root), "--predictions", str(rows), "--no-reasons")
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["question_id"] for line in done.stdout.splitlines()] == [qid, "dev_99999"]
+    summary = done.stderr.strip().splitlines()[-1]
+    for reason in ("unknown question_id 1", "db_id disagrees with its question's 1", "not a JSON object 1",
+                   "malformed sql 1"):
+        assert reason in summary, summary
+
+
+def test_control_characters_of_the_query_do_not_reach_the_terminal():
+    from model.synth.demo import demo_root
+
+    sql = "SELECT name FROM suppliers WHERE country = '\x1b[2J\x1b]0;pwned\x07'"
+    for extra in ([], ["--check"]):
+        done = rat_score("--data-root", str(demo_root()), "--db-id", "supply_chain", "--sql", sql, *extra)
+        assert done.returncode in (0, 1) and "pwned" in done.stdout, done.stderr
+        assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "\ufffd[2J" in done.stdout
+
+
+def test_a_schema_nested_too_deeply_and_a_file_that_is_no_database_are_one_line(tmp_path):
+    deep = tmp_path / "deep.sql"
+    deep.write_text("CREATE TABLE singer (id INT, name TEXT CHECK (" + "(" * 800 + "1" + ")" * 800 + "));")
+    done = rat_score("--schema", str(deep), "--sql", "SELECT name FROM singer")
+    assert done.returncode == 2 and done.stderr.strip() == f"rat-score: error: {deep}: cannot read schemas " \
+        "(nested too deeply)", done.stderr
+    garbage = tmp_path / "shop.sqlite"
+    garbage.write_bytes(bytes(range(256)) * 16)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"question": "q", "sql": "SELECT 1"}) + "\n")
+    done = rat_score("--database", str(garbage), "--predictions", str(rows))  # (not only with --sql)
+    assert done.returncode == 2 and done.stderr.strip() == f"rat-score: error: {garbage}: cannot be read as a " \
+        "SQLite database (DatabaseError: file is not a database)", done.stderr

@@ -167,7 +167,7 @@ def write_predictions(path: Path, predictions: list[Prediction]) -> None:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # (a byte-order mark is no part of the first row)
     except UnicodeDecodeError as error:
         raise PredictionFileError(path, f"not UTF-8 text ({error})") from None
 
@@ -198,7 +198,7 @@ def _rows_txt(path: Path, db_ids: set[str]) -> list[tuple[str, str | None]]:
 
 def _rows_csv(path: Path) -> list[tuple[str, str | None]]:
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             fields = set(reader.fieldnames or ())
             if not {"PREDICTED SQL", "DATABASE"} <= fields:

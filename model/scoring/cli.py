@@ -78,6 +78,39 @@ def check_database(args) -> None:
         raise UsageError(f"--database {args.database}: no such file")
 
 
+def check_outputs(args) -> None:
+    """``--out`` and ``--report`` (the default report, ``report.html`` beside ``--out``, only
+    where ``--out`` is a regular file or new: not beside ``/dev/stdout``) are neither an input
+    nor each other: one line, before any work."""
+    if args.out is not None and args.report is None and (not args.out.exists() or args.out.is_file()):
+        args.report = args.out.with_name("report.html")
+    inputs = [("--predictions", path) for path in args.predictions or ()]
+    inputs += [(f"--{name}", getattr(args, name)) for name in ("schema", "database")
+               if getattr(args, name) is not None and not is_database_url(getattr(args, name))]
+    outputs = [(f"--{name}", getattr(args, name)) for name in ("out", "report") if getattr(args, name) is not None]
+    for k, (option, path) in enumerate(outputs):
+        for other, input_path in inputs + outputs[:k]:
+            if _same_file(path, input_path):
+                what = "an input of this command" if other in dict(inputs) else "what --out writes"
+                raise UsageError(f"{option} {path}: the same file as {other} ({what}; it would be overwritten)")
+
+
+def _written(option: str, path: Path, write) -> None:
+    """``write()``, a write error (a full disk, a device that refuses writes) one line naming ``option``."""
+    try:
+        write()
+    except OSError as e:
+        raise UsageError(f"{option} {path}: cannot be written ({e.strerror or e})") from None
+
+
+def _same_file(a, b) -> bool:
+    a, b = Path(a), Path(b)
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
 def check_dialect(args) -> None:
     """``--dialect``: a ``rat.DIALECTS`` name (any case, stored lower case), else one line;
     without it, the ``--database``'s own dialect, else ``sqlite``."""
@@ -155,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         for option in ("out", "report"):
             if getattr(args, option) is not None:
                 check_writable(getattr(args, option), f"--{option}")
+        check_outputs(args)
         schemas = read_schemas(args.schema, args.data_root, args.dialect, args.db_id)
         if args.schema and args.schema.suffix.lower() in (".sql", ".ddl") and not args.db_id:
             args.db_id = next(iter(schemas))
@@ -209,7 +243,7 @@ def _database(args, db_id: str | None):
 def score_one(scorer, args, schemas: dict) -> int:
     import rat
     from model.scoring.inputs import field_problem
-    from model.scoring.scorer import format_scored
+    from model.scoring.scorer import format_scored, printable
 
     problem = field_problem("db_id", args.db_id)
     if problem:
@@ -234,7 +268,7 @@ def score_one(scorer, args, schemas: dict) -> int:
         raise UsageError(f"--sql: {str(e).splitlines()[0].removeprefix('sql: ')}") from None  # quotes 200 characters
     if args.check:
         print(json.dumps(result.to_dict()) if args.json else
-              f"{result.action} (query confidence {result.query_confidence:.2f})\n{result.feedback}")
+              f"{result.action} (query confidence {result.query_confidence:.2f})\n{printable(result.feedback)}")
         return 0 if result.action == "run" else 1
     if args.json:
         print(json.dumps(result.to_dict()))
@@ -292,22 +326,31 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
 
     rows = []
     if path.suffix.lower() == ".jsonl":
-        for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+        for line in path.read_text(encoding="utf-8-sig", errors="replace").split("\n"):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 skipped["malformed JSON"] += 1
                 continue
-            if not isinstance(row, dict) or not isinstance(row.get("sql"), str):
+            if not isinstance(row, dict):
+                skipped["not a JSON object"] += 1
+                continue
+            if row.get("sql") is None:
                 skipped["no sql field"] += 1
                 continue
-            problem = row_problem(row)  # a db_id that is a list, 300 characters, a lone surrogate...
+            problem = row_problem(row)  # sql that is a number, a db_id that is a list, a lone surrogate...
             if problem:
                 skipped[f"malformed {problem.split(':')[0]}"] += 1
                 continue
             q = questions.get(str(row.get("question_id")))
+            if questions and q is None and row.get("question_id") is not None and not row.get("question"):
+                skipped["unknown question_id"] += 1  # (a row of the user's own, with its question, is kept)
+                continue
+            if q is not None and row.get("db_id") not in (None, q.db_id):
+                skipped["db_id disagrees with its question's"] += 1
+                continue
             if q is not None:
                 if not row.get("gold"):  # the benchmark's gold SQL is SQLite's
                     row["gold_dialect"] = "sqlite"
@@ -411,16 +454,13 @@ def score_file(scorer, args, schemas: dict) -> int:
     title = (f"rat-score: {', '.join(p.name for p in args.predictions)}: the {len(pairs)} least confident "
              f"of {len(scored)} queries")
     if args.out:
-        write_jsonl(args.out, out_rows)
-        report = args.report or args.out.with_name("report.html")
-        write_report(report, html_report(entries, title=title))
-        where = f"{args.out} and {report}"
+        _written("--out", args.out, lambda: write_jsonl(args.out, out_rows))
     else:
         for d in out_rows:
             sys.stdout.write(json.dumps(d) + "\n")
-        if args.report:
-            write_report(args.report, html_report(entries, title=title))
-        where = "standard output"
+    if args.report:
+        _written("--report", args.report, lambda: write_report(args.report, html_report(entries, title=title)))
+    where = " and ".join(str(p) for p in (args.out, args.report) if p) if args.out else "standard output"
     note = _skipped_note(skipped, "not scored")
     label = getattr(scorer.saved, "query_label", None)
     if label is not None:

@@ -86,6 +86,8 @@ def read_schemas(schema: Path | None = None, data_root: Path | None = None, dial
         raise
     except UnicodeDecodeError:
         raise UsageError(f"{where}: cannot read schemas (not UTF-8 text: a binary file?)") from None
+    except RecursionError:
+        raise UsageError(f"{where}: cannot read schemas (nested too deeply)") from None
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as e:
         raise UsageError(f"{where}: cannot read schemas ({type(e).__name__}: "
                          f"{' '.join(str(e).split())[:200]})") from None

@@ -96,6 +96,8 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
     for row in rows:
         if not isinstance(row.get("gold"), str) or not row["gold"].strip():
             errors["no gold SQL"] += 1
+        elif row.get("correct") is not None and not isinstance(row["correct"], bool):
+            errors["malformed correct (true or false)"] += 1  # "false" or 0 is no label to guess at
         else:
             usable.append(row)
     if not usable:

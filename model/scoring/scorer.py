@@ -1021,20 +1021,34 @@ def _paint(text: str, confidence: float, color: bool) -> str:
     return f"\033[{code}m{text}\033[0m"
 
 
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    r"""``text`` for a terminal: each control character (an escape sequence would run) and each
+    bidirectional control shown as U+FFFD, one character for one (columns stay where they were).
+
+    >>> printable("SELECT '\x1b[2J' FROM t\n")
+    "SELECT '�[2J' FROM t\n"
+    """
+    return _UNPRINTABLE.sub("\ufffd", text)
+
+
 def format_scored(scored: ScoredQuery, color: bool = False) -> str:
     """The tree (root first, children indented) with confidences, site scores and reasons, then
     the whole-query confidence (and the dialect the SQL was read in, unless SQLite's) and "look
-    here first"."""
+    here first". Text from the query and the database is shown ``printable``: control
+    characters do not reach the terminal."""
     lines = []
 
     def emit(i: int) -> None:
         n = scored.nodes[i]
         mark = "  <- look here first" if i == scored.look_here_first else ""
-        lines.append(f"{_paint(f'{n.confidence:.2f}', n.confidence, color)}  {'  ' * n.depth}{n.label}{mark}")
+        lines.append(f"{_paint(f'{n.confidence:.2f}', n.confidence, color)}  {'  ' * n.depth}{printable(n.label)}{mark}")
         if n.unfamiliar:
             lines.append(f"{'':6}{'  ' * n.depth}  · {UNFAMILIAR.format(kind=n.kind)}")
         for reason in n.reasons:
-            lines.append(f"{'':6}{'  ' * n.depth}  · {reason.text} (+{reason.gain:.2f} if typical)")
+            lines.append(f"{'':6}{'  ' * n.depth}  · {printable(reason.text)} (+{reason.gain:.2f} if typical)")
         for c in n.children:
             emit(c)
 
@@ -1044,17 +1058,17 @@ def format_scored(scored: ScoredQuery, color: bool = False) -> str:
     lines.append(f"query confidence: {_paint(f'{scored.query_confidence:.2f}', scored.query_confidence, color)}"
                  + dialect)
     if unfinished(scored.execution_error):
-        lines.append(f"stopped on the database ({scored.execution_error}): scored without its result")
+        lines.append(f"stopped on the database ({printable(scored.execution_error)}): scored without its result")
     elif scored.execution_error:
-        lines.append(f"did not run on the database: {scored.execution_error}")
+        lines.append(f"did not run on the database: {printable(scored.execution_error)}")
     then = ""
     if scored.runner_up is not None:
         second = scored.nodes[scored.runner_up]
-        then = f"; then `{second.text or second.label}`"
+        then = f"; then `{printable(second.text or second.label)}`"
     trust = ("" if scored.look_here_reliability is None else
              f": at such scores the pointer was on an error site in {scored.look_here_reliability:.0%} "
              "of wrong queries, out of fold")
-    lines.append(f"look here first: `{look.text or look.label}` (node {look.index}, {look.label}, "
+    lines.append(f"look here first: `{printable(look.text or look.label)}` (node {look.index}, {printable(look.label)}, "
                  f"site score {look.site_score:.2f}{trust}){then}")
     second = scored.nodes[scored.runner_up] if scored.runner_up is not None else None
     if look.span is not None:
@@ -1070,7 +1084,7 @@ def marked_sql(sql: str, first: tuple[int, int], second: tuple[int, int] | None 
     SELECT name FROM singer WHERE age > 20
            ----                   ^^^^^^^^ look here first; - then
     """
-    flat = sql.replace("\n", " ").replace("\t", " ")
+    flat = printable(sql.replace("\n", " ").replace("\t", " "))
     marks = [" "] * len(flat)
     if second is not None:
         marks[second[0]:second[1]] = "-" * (second[1] - second[0])
