@@ -398,7 +398,8 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         raise RATError(f"expected one statement, found {len(statements)}", sql)
     statement = statements[0]
     if not isinstance(statement, _QUERY):
-        raise RATError(f"unsupported construct {type(statement).__name__!r} (not a query)", sql)
+        first = sql.split(None, 1)[0][:20] if sql.strip() else ""
+        raise RATError(f"not a query (a statement that begins {first!r}: a SELECT, WITH or set operation is read)", sql)
     if not rat_dialect.full_join and any(j.side == "FULL" for j in statement.find_all(exp.Join)):
         raise RATError(f"unsupported construct 'FULL JOIN' ({rat_dialect.name} has none: "
                        "a LEFT JOIN's rows UNION a RIGHT JOIN's)", sql)

@@ -118,7 +118,7 @@ def test_an_ordinal_that_names_no_counted_output_stays_a_number():
 @pytest.mark.parametrize("sql, construct", [
     ("SELECT FROM WHERE", "cannot parse"),
     ("SELECT a FROM t; SELECT b FROM u", "expected one statement"),
-    ("INSERT INTO t VALUES (1)", "Insert"),
+    ("INSERT INTO t VALUES (1)", "not a query (a statement that begins 'INSERT'"),
     ("SELECT a FROM t WHERE (", "cannot parse"),
     ("", "expected one statement"),
     ("SELECT a FROM t, LATERAL (SELECT 1)", ""),

@@ -162,6 +162,8 @@ def test_check_prints_the_verdict_and_exits_1_unless_every_query_runs(tmp_path):
     (["--sql", "SELECT " + "x, " * 5000 + "x FROM t"], "--sql: 15015 characters; at most 10000 are scored"),
     (["--predictions", __file__, "--out", str(Path(__file__).parent)], "a folder, not a file"),
     (["--predictions", __file__, "--out", "o.jsonl", "--report", f"{__file__}/report.html"], "cannot be written"),
+    (["--predictions", str(Path(__file__).parent)], "tests: a folder, not a file"),
+    (["--database=", "--sql", "SELECT 1"], "--database: empty (give a database URL or file)"),
 ])
 def test_mistakes_are_one_line_and_exit_2(args, message):
     done = rat_score(*args)

@@ -74,8 +74,16 @@ def check_database(args) -> None:
     there: one line."""
     if args.no_database and args.database is not None:
         raise UsageError("--no-database and --database: give one")
-    if args.database and not is_database_url(args.database) and not Path(args.database).is_file():
-        raise UsageError(f"--database {args.database}: no such file")
+    if args.database is not None and not args.database.strip():
+        raise UsageError("--database: empty (give a database URL or file)")
+    if args.database and not is_database_url(args.database):
+        check_file(Path(args.database), "--database")
+
+
+def check_file(path: Path, option: str) -> None:
+    """``path`` is a file: else one line naming ``option`` (no such file, or a folder)."""
+    if not path.is_file():
+        raise UsageError(f"{option} {path}: " + ("a folder, not a file" if path.is_dir() else "no such file"))
 
 
 def check_outputs(args) -> None:
@@ -180,11 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         check_dialect(args)
         if args.data_root and not args.data_root.is_dir():
             raise UsageError(f"--data-root {args.data_root}: no such directory")
-        if args.schema and not args.schema.is_file():
-            raise UsageError(f"--schema {args.schema}: no such file")
+        if args.schema:
+            check_file(args.schema, "--schema")
         for path in args.predictions or ():
-            if not path.is_file():
-                raise UsageError(f"--predictions {path}: no such file")
+            check_file(path, "--predictions")
         for option in ("out", "report"):
             if getattr(args, option) is not None:
                 check_writable(getattr(args, option), f"--{option}")
@@ -543,12 +550,11 @@ def _check_paths(args) -> None:
     for an ``--out`` that would overwrite something other than a model."""
     if args.data_root and not args.data_root.is_dir():
         raise UsageError(f"--data-root {args.data_root}: no such directory")
-    if args.schema and not args.schema.is_file():
-        raise UsageError(f"--schema {args.schema}: no such file")
+    if args.schema:
+        check_file(args.schema, "--schema")
     seen: dict[str, Path] = {}
     for path in args.predictions:
-        if not path.is_file():
-            raise UsageError(f"--predictions {path}: no such file")
+        check_file(path, "--predictions")
         digest = hashlib.sha256(path.read_bytes()).hexdigest()  # the same outputs under two names
         if digest in seen:
             raise UsageError(f"--predictions {seen[digest]} and {path}: the same outputs twice")
