@@ -59,11 +59,14 @@ def _esc(text: str) -> str:
 
 def write_report(path, text: str) -> None:
     """Write a report (Markdown or HTML) whole or not at all (a temporary file renamed over it:
-    never left empty; a device or a pipe is written into), as UTF-8; a lone surrogate from a hostile row is written as ``\\ud800``
-    rather than failing the whole report."""
+    never left empty; a device or a pipe is written into, a link's file replaced), as UTF-8; a
+    lone surrogate from a hostile row is written as ``\\ud800`` rather than failing the whole
+    report."""
     from pathlib import Path
 
     path = Path(path)
+    if path.is_symlink() and path.resolve().is_file():  # a link stays a link: its file is written
+        path = path.resolve()
     if path.exists() and not path.is_file():  # a device or a pipe (/dev/stdout): written into, not replaced
         path.write_text(text, encoding="utf-8", errors="backslashreplace")
         return
