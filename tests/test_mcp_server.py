@@ -103,7 +103,7 @@ def test_choose_sql_chooses_the_tree_most_candidates_share_and_answers_it_as_sco
     body = result.structured_content
     assert body["chosen"] in (1, 3, 4) and body["agreeing"] == 3 and body["sql"] == CANDIDATES[body["chosen"]]
     assert body["verdict"] in ("run", "review", "regenerate") and body["scored_with_database"] is True
-    assert len(body["candidates"]) == 5 and body["candidates"][2]["error"].startswith("unsupported construct")
+    assert len(body["candidates"]) == 5 and body["candidates"][2]["error"].startswith("not a query")
     assert body["candidates"][body["chosen"]]["query_confidence"] == body["query_confidence"]
     says = ["candidates: expected a list of 1 to 16 SQL queries", "candidates: expected a list of 1 to 16",
             "candidates.1: Input should be a valid string", "candidates[1]: 20000 characters; at most 10000",
