@@ -837,7 +837,7 @@ class _Resolver:
             raise RATError(f"unsupported construct 'SELECT AS {args['kind'].upper()}'", self.sql)
         group, order = args.get("group"), args.get("order")
         if group is not None and group.args.get("all"):
-            self.group_by_all(node, group)
+            group = self.group_by_all(node, group)
         if group is not None:
             _with_rollup(group)
         if order is not None and any(_orders_by_all(o.this) for o in order.expressions if isinstance(o, exp.Ordered)):
@@ -901,20 +901,26 @@ class _Resolver:
             raise RATError(f"unsupported construct {clause!r} after a '*' (name its columns)", self.sql)
         return outputs
 
-    def group_by_all(self, node: exp.Select, group: exp.Group) -> None:
+    def group_by_all(self, node: exp.Select, group: exp.Group) -> exp.Group | None:
         """DuckDB's, Snowflake's, BigQuery's `GROUP BY ALL`: by the SELECT's expressions without
-        an aggregate (or a window), as if written out. (PostgreSQL's `GROUP BY ALL a` is `GROUP BY
-        a`: ALL is the default there.)"""
+        an aggregate (or a window), as if written out; after a lone `*` (every column, grouped:
+        the distinct rows), `SELECT DISTINCT *` and no group (None). (PostgreSQL's `GROUP BY ALL
+        a` is `GROUP BY a`: ALL is the default there.)"""
         group.set("all", None)
         if group.expressions:
-            return
+            return group
         if not self.dialect.group_by_all:
             raise RATError("unsupported construct 'GROUP BY ALL'", self.sql)
+        if [type(p) for p in node.expressions] == [exp.Star] and not node.args.get("having"):
+            node.set("group", None)
+            node.set("distinct", exp.Distinct())
+            return None
         keys = [o.copy() for o in self.outputs(node, "GROUP BY ALL")
                 if not o.find(exp.AggFunc, exp.Window)]
         if not keys:
             raise RATError("unsupported construct 'GROUP BY ALL' of aggregates alone", self.sql)
         group.set("expressions", keys)
+        return group
 
     def order_by_all(self, node: exp.Select, order: exp.Order) -> None:
         """DuckDB's `ORDER BY ALL [DESC]`: by the SELECT's expressions, left to right."""

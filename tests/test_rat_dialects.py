@@ -71,6 +71,9 @@ def test_dialect_names_ignore_case():
     *((dialect, "SELECT country AS c, upper(name), count(*) AS n FROM singer GROUP BY ALL",
        "SELECT country, upper(name), count(*) FROM singer GROUP BY country, upper(name)")
       for dialect in ("duckdb", "snowflake", "bigquery")),
+    # after a lone *: every column grouped, the distinct rows (as DuckDB answers: test below)
+    *((dialect, "SELECT * FROM singer GROUP BY ALL ORDER BY name", "SELECT DISTINCT * FROM singer ORDER BY name")
+      for dialect in ("duckdb", "snowflake", "bigquery")),
     ("postgres", "SELECT country, count(*) FROM singer GROUP BY ALL country",  # ALL: the default
      "SELECT country, count(*) FROM singer GROUP BY country"),
     ("duckdb", "SELECT country, name FROM singer ORDER BY ALL DESC",
@@ -918,3 +921,15 @@ def test_the_table_of_constructs_in_rat_md_is_the_dialects():
     assert "\n".join(rows) in doc
     described = {"name", "like_ignores_case", "unquoted_case", "double_quoted_strings"}  # (the table below it)
     assert {f.name for f in dataclasses.fields(rat.dialects.Dialect)} == described | {field for _, field in DOC_ROWS}
+
+
+def test_group_by_all_after_a_lone_star_is_the_distinct_rows_in_duckdb():
+    """The equivalence the tree of `SELECT * .. GROUP BY ALL` rests on, asked of DuckDB itself."""
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 'a'), (1, 'a'), (1, 'b'), (NULL, 'b'), (NULL, 'b')) v(x, y)")
+    grouped, distinct = (sorted(con.execute(sql).fetchall(), key=repr)
+                         for sql in ("SELECT * FROM t GROUP BY ALL", "SELECT DISTINCT * FROM t"))
+    assert grouped == distinct and len(grouped) == 3
+    assert rat.to_tree("SELECT * FROM t GROUP BY ALL", dialect="duckdb") == \
+        rat.to_tree("SELECT DISTINCT * FROM t", dialect="duckdb")
