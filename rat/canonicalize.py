@@ -392,6 +392,8 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         raise RATError(f"cannot parse ({_plain(description)}{where})", sql) from None
     except sqlglot.errors.TokenError as error:  # (it quotes the SQL around the error, line breaks and all)
         raise RATError(f"cannot parse ({' '.join(_ANSI.sub('', str(error))[:200].split())})", sql) from None
+    except TypeError as error:  # sqlglot's parser meeting a token where it expects an expression ('a ? b')
+        raise RATError(f"cannot parse ({_plain(str(error))[:200]})", sql) from None
     except RecursionError:
         raise DepthError(sql) from None
     if len(statements) != 1:
@@ -852,6 +854,8 @@ class _Resolver:
                 join.set("on", None)  # `JOIN u ON (1 = 1)` (sqlglot's T-SQL for `JOIN u`)
             if join.args.get("method") == "NATURAL":
                 self.natural_to_using(join, from_, joins)
+            if isinstance(join.args.get("using"), list) and not join.args["using"]:
+                raise RATError("cannot parse (JOIN .. USING without its columns)", self.sql)
             if join.args.get("using"):
                 self.using_to_on(join, from_, joins)
             self.source(join.this, scope, outer, ctes)

@@ -45,8 +45,9 @@ class InternalError(RuntimeError):
     def __init__(self, stage: str, error: BaseException, sql: str):
         self.stage = stage
         self.sql = sql
-        super().__init__(f"bug in rat: {stage} raised {type(error).__name__}: {error} "
-                         f"in SQL: {sql!r}")
+        shown = repr(sql[:QUOTED]) + ("..." if len(sql) > QUOTED else "")
+        detail = " ".join(str(error).split())[:QUOTED]
+        super().__init__(f"bug in rat: {stage} raised {type(error).__name__}: {detail} in SQL: {shown}")
 
 
 class internal_errors:  # lowercase: used as a context manager, like contextlib's

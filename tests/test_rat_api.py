@@ -120,6 +120,7 @@ def test_an_ordinal_that_names_no_counted_output_stays_a_number():
     ("SELECT a FROM t; SELECT b FROM u", "expected one statement"),
     ("INSERT INTO t VALUES (1)", "not a query (a statement that begins 'INSERT'"),
     ("SELECT a FROM t WHERE (", "cannot parse"),
+    ("SELECT a FROM t JOIN s USING GROUP BY a", "cannot parse (JOIN .. USING without its columns)"),
     ("", "expected one statement"),
     ("SELECT a FROM t, LATERAL (SELECT 1)", ""),
     ("SELECT " + "(" * 3000 + "1" + ")" * 3000, ""),
@@ -247,3 +248,10 @@ def test_sql_rat_refuses_leaves_nothing_in_sqlglots_log_and_other_calls_are_unto
         assert not caplog.records
         sqlglot.parse_one("SHOW TABLES", read="sqlite")  # not rat's call: sqlglot's warning stays
         assert any("Falling back" in r.getMessage() for r in caplog.records)
+
+
+def test_sqlglot_s_own_type_errors_are_sql_it_cannot_parse():
+    """sqlglot's parser raises TypeError on `a ? FROM` in PostgreSQL: SQL rat cannot read, not an
+    argument of the wrong type."""
+    with pytest.raises(rat.RATError, match="cannot parse"):
+        rat.to_tree("SELECT a ? FROM t", None, "postgres")

@@ -336,6 +336,13 @@ def test_each_bad_row_is_one_error_of_its_kind_and_score_raises_it(singers, tmp_
     assert said[8] == ("database", f"{tmp_path}: not a file") and said[9][0] == "database"
     assert said[10][0] == "sql" and not (tmp_path / "typo.sqlite").exists()
     assert results[-1].with_database
+    # paths the system cannot open, and SQL that once reached a bug of rat's: rows of their own
+    odd = scorer.score_many([{"sql": FRANCE, "schema": SINGER, "database": d} for d in ("x" * 5000, "a\x00b", "\ud800")]
+                            + [{"sql": "SELECT a FROM t JOIN s USING GROUP BY a"}, {"sql": FRANCE, "schema": SINGER}],
+                            progress=False)
+    assert [getattr(r, "kind", None) for r in odd] == ["database"] * 3 + ["sql", None]
+    assert odd[0].message.startswith("database 'xxx") and "cannot be opened (OSError" in odd[0].message
+    assert odd[3].message.startswith("cannot parse (JOIN .. USING without its columns)")
     for row, error in ((rows[7], DatabaseError), (rows[5], TypeError), (rows[11], rat.RATError)):
         with pytest.raises(error):
             scorer.score(**row)

@@ -65,6 +65,7 @@ from model.data.execution import (
     DEFAULT_MAX_RESULT_BYTES,
     MAX_ROWS,
     NOT_WRITTEN,
+    check_deadline,
     not_written,
     result_digest,
     runnable_sql,
@@ -381,8 +382,9 @@ class QuestionIndex:
         """
         return self.fuzzy_many([phrase])[0]
 
-    def fuzzy_many(self, phrases: Sequence[str]) -> list[float]:
-        """``fuzzy`` of each phrase; the bounds of all phrases of one length at once."""
+    def fuzzy_many(self, phrases: Sequence[str], deadline: float | None = None) -> list[float]:
+        """``fuzzy`` of each phrase; the bounds of all phrases of one length at once (``best_ratios``,
+        which checks ``deadline``)."""
         todo: dict[int, list[str]] = defaultdict(list)
         for phrase in dict.fromkeys(phrases):
             if phrase in self._fuzzy:
@@ -392,7 +394,7 @@ class QuestionIndex:
                 continue
             todo[max(1, len(phrase.split()))].append(phrase)
         for n, group in todo.items():
-            self._fuzzy.update(zip(group, best_ratios(group, self._grams(n))))
+            self._fuzzy.update(zip(group, best_ratios(group, self._grams(n), deadline=deadline)))
         return [self._fuzzy[p] for p in phrases]
 
     def _grams(self, n: int) -> list[str]:
@@ -414,9 +416,11 @@ class QuestionIndex:
 # BIRD dev without: at most 2,747 a pair, 116,276 a text)
 MAX_RATIO_CELLS = 10_000
 RATIO_BUDGET = 1_000_000
+RATIO_BLOCK = 1_024  # texts whose bounds are computed at once (a schema of 100,000 names: 100 blocks)
 
 
-def best_ratios(texts: Sequence[str], candidates: Sequence[str], text_first: bool = False) -> list[float]:
+def best_ratios(texts: Sequence[str], candidates: Sequence[str], text_first: bool = False,
+                deadline: float | None = None) -> list[float]:
     """For each text, the best difflib ratio against any of ``candidates`` (0 when there are none).
     difflib's ratio can depend on the order of its two strings: the candidate is its first
     (``SequenceMatcher(a=candidate, b=text)``), or with ``text_first`` the text (as the literal
@@ -437,8 +441,15 @@ def best_ratios(texts: Sequence[str], candidates: Sequence[str], text_first: boo
     """
     if not candidates:
         return [0.0] * len(texts)
+    texts, candidates = list(texts), list(candidates)
+    if len(texts) > RATIO_BLOCK:  # the bounds a block of texts at a time: memory of one block, the deadline between
+        out: list[float] = []
+        for start in range(0, len(texts), RATIO_BLOCK):
+            check_deadline(deadline, "features")
+            out += best_ratios(texts[start:start + RATIO_BLOCK], candidates, text_first)
+        return out
     matcher = SequenceMatcher(autojunk=False)
-    bounds = cdist(list(texts), list(candidates), scorer=Indel.normalized_similarity, dtype=np.float64)
+    bounds = cdist(texts, candidates, scorer=Indel.normalized_similarity, dtype=np.float64)
     out = []
     fixed, varying = (matcher.set_seq1, matcher.set_seq2) if text_first else (matcher.set_seq2, matcher.set_seq1)
     for text, row in zip(texts, bounds):
@@ -709,7 +720,7 @@ class SchemaIndex:
     """Per (question, schema): fuzzy and (with a question vector) MiniLM scores of every table and
     column name, ranked."""
 
-    def __init__(self, schema: rat.Schema | None, question: QuestionIndex):
+    def __init__(self, schema: rat.Schema | None, question: QuestionIndex, deadline: float | None = None):
         self.schema = schema
         self.tables: dict[str, float] = {}
         self.columns: dict[str, float] = {}
@@ -718,7 +729,7 @@ class SchemaIndex:
             return
         tables = list(schema.tables)
         columns = list(dict.fromkeys(c for cols in schema.tables.values() for c in cols))
-        scores = question.fuzzy_many([name_phrase(name) for name in tables + columns])
+        scores = question.fuzzy_many([name_phrase(name) for name in tables + columns], deadline)
         self.tables = dict(zip(tables, scores[:len(tables)]))
         self.columns = dict(zip(columns, scores[len(tables):]))
         if question.vector is not None:
@@ -1210,7 +1221,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
                 questions[e.question_id] = QuestionIndex(e.question, question_vectors.get(e.question))
             index_key = (e.question_id, e.db_id)
             if index_key not in schema_indexes:
-                schema_indexes[index_key] = SchemaIndex(schemas.get(e.db_id), questions[e.question_id])
+                schema_indexes[index_key] = SchemaIndex(schemas.get(e.db_id), questions[e.question_id], deadline)
             table = single_system_features(e, schemas.get(e.db_id), db_path, timeout_s,
                                            probes[e.db_id], questions[e.question_id],
                                            schema_indexes[index_key], dialects[k])

@@ -476,7 +476,7 @@ class Scorer:
         try:
             for row in rows:
                 target = row.get("database") if isinstance(row, Mapping) else None
-                if target is None or target == "":
+                if target is None or isinstance(target, str) and target == "":
                     out.append(row)
                     continue
                 key = str(target) if isinstance(target, (str, Path)) else id(target)
@@ -485,6 +485,10 @@ class Scorer:
                         by_target[key] = self._open_database(target, opened)
                     except DatabaseError as error:
                         by_target[key] = error
+                    except (OSError, ValueError) as error:  # a path too long, with a NUL, not Unicode
+                        shown = repr(target)[:80] + ("..." if len(repr(target)) > 80 else "")
+                        by_target[key] = DatabaseError(f"database {shown}: cannot be opened "
+                                                       f"({type(error).__name__}: {str(error)[:120]})")
                 database = by_target[key]
                 if not isinstance(database, DatabaseError) and row.get("schema") is None:
                     if id(database) not in schemas:
