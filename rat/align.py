@@ -29,6 +29,9 @@ def align_tokens(pred_tokens: Sequence, gold_tokens: Sequence) -> list[int]:
     >>> align_tokens([], ["a"]), align_tokens(["a"], [])
     ([], [0])
     """
+    for name, tokens in (("pred_tokens", pred_tokens), ("gold_tokens", gold_tokens)):
+        if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
+            raise TypeError(f"{name}: expected a list of tokens, found {type(tokens).__name__}")
     n, m = len(pred_tokens), len(gold_tokens)
     if max(n, m) > MAX_ALIGN_TOKENS:  # the table has n x m cells: 2,000 x 2,000 take about 150 MB
         raise ValueError(f"{max(n, m)} tokens to align; at most {MAX_ALIGN_TOKENS} on each side")

@@ -55,6 +55,9 @@ def test_a_tie_goes_to_the_tree_of_the_more_confident_candidate():
     (lambda s: s.choose(RIGHT), TypeError, "candidates: expected a non-empty list of SQL strings"),
     (lambda s: s.choose(["SELECT * FROM (", "SELEC a"]), rat.RATError, "cannot parse"),  # the first one's
     (lambda s: s.choose([RIGHT], rule="best"), ValueError, "rule: unknown rule 'best' (known: 'most common tree', "),
+    # the rule and the candidates' types are checked before any work: an unreadable one does not hide them
+    (lambda s: s.choose(["SELEC x"], rule="best"), ValueError, "rule: unknown rule 'best'"),
+    (lambda s: s.choose([RIGHT, b"SELECT 1"]), TypeError, "candidates[1]: expected a str of SQL, found bytes"),
 ])
 def test_what_cannot_be_chosen_from_is_one_clear_error(scorer, call, error, message):
     with pytest.raises(error) as raised:

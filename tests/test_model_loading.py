@@ -106,3 +106,10 @@ def test_rat_serve_refuses_a_broken_model_at_start_in_one_line(model_copy):
                           env=ENV, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "rat-serve: error: --model" in done.stderr and "query_calibrator: missing" in done.stderr
+
+
+def test_a_path_the_system_cannot_read_is_one_line():
+    for path in ("x" * 5000, "/no/such/model"):
+        with pytest.raises(ModelFileError) as e:
+            Scorer.load(path)
+        assert "\n" not in str(e.value) and len(str(e.value)) < 300

@@ -184,6 +184,16 @@ def test_align_tokens(pred, gold, expected):
     assert rat.align_tokens(pred, gold) == expected
 
 
+@pytest.mark.parametrize("pred, gold, message", [
+    ({"a": 1}, ["a"], "pred_tokens: expected a list of tokens, found dict"),
+    (["a"], None, "gold_tokens: expected a list of tokens, found NoneType"),
+    ("select a", ["select"], "pred_tokens: expected a list of tokens, found str"),
+])
+def test_align_tokens_names_an_argument_that_is_no_list_of_tokens(pred, gold, message):
+    with pytest.raises(TypeError, match=message):
+        rat.align_tokens(pred, gold)
+
+
 @pytest.mark.parametrize("sql, problem", [
     ("SELECT a INTO x FROM t", "unsupported construct 'INTO'"),
     ("SELECT 1 WHERE " + " OR ".join(["a = 1"] * 12_000), "characters of SQL; at most 100000 are read"),

@@ -198,6 +198,9 @@ def test_check_many_gives_each_rows_verdict_as_check_does(scorer, demo):
     assert isinstance(bad, RowError) and "cannot parse" in bad.message
     assert count.query_confidence > typo.query_confidence
     assert {v.action for v in scorer.check_many(rows[::2], policy=Policy(run_at=0.0, regenerate_below=0.0))} == {"run"}
+    for not_rows in (None, rows[0]):  # as score_many says it (a dict's keys were read as rows)
+        with pytest.raises(TypeError, match="rows: expected an iterable of rows"):
+            scorer.check_many(not_rows)
 
 
 def test_actions_follow_the_policy_and_need_a_database_to_run(scorer, demo):

@@ -22,7 +22,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CANDIDATES", "RULES", "Choice", "choice_of", "choose", "groups_of"]
+__all__ = ["CANDIDATES", "RULES", "Choice", "check_rule", "choice_of", "choose", "groups_of"]
 
 RULES = ("most common tree", "most confident")
 # the question_id the candidates share while they are scored: a model that reads the other
@@ -35,8 +35,7 @@ def choose(trees: Sequence[Hashable], confidences: Sequence[float], rule: str = 
     keys, equal trees) and query confidence: ``most common tree`` (the tree most candidates
     share, ties to the one with the more confident candidate; its most confident candidate) or
     ``most confident``."""
-    if rule not in RULES:
-        raise ValueError(f"rule: unknown rule {rule!r} (known: {', '.join(map(repr, RULES))})")
+    check_rule(rule)
     if not trees or len(trees) != len(confidences):
         raise ValueError(f"choose: {len(trees)} trees and {len(confidences)} confidences (at least one each)")
     candidates = range(len(trees))
@@ -47,6 +46,12 @@ def choose(trees: Sequence[Hashable], confidences: Sequence[float], rule: str = 
         votes[tree].append(confidence)
     winner = max(votes, key=lambda t: (len(votes[t]), max(votes[t])))
     return max((i for i in candidates if trees[i] == winner), key=lambda i: confidences[i])
+
+
+def check_rule(rule: str) -> None:
+    """``rule`` is one of ``RULES``: else a ``ValueError`` naming it."""
+    if rule not in RULES:
+        raise ValueError(f"rule: unknown rule {rule!r} (known: {', '.join(map(repr, RULES))})"[:200])
 
 
 @dataclass(frozen=True)

@@ -239,7 +239,11 @@ class Scorer:
         if str(path).startswith("pretrained:"):
             return cls.pretrained(str(path).split(":", 1)[1])
         path = Path(path)
-        if not path.exists():
+        try:
+            found = path.exists()
+        except (OSError, ValueError) as e:  # a name too long, a NUL
+            raise ModelFileError(f"{str(path)[:80]!r}: not a path that can be read ({e})"[:240]) from None
+        if not found:
             raise ModelFileError(f"{path}: no such model (give a <run>/model directory, a neural run "
                                  "or .ckpt, or 'pretrained')")
         for folder in (path, path / "model"):
@@ -328,10 +332,13 @@ class Scorer:
         >>> choice.index, choice.agreeing, type(choice.scored[3]).__name__
         (0, 2, 'RowError')
         """
-        from model.scoring.choice import CANDIDATES, choice_of
+        from model.scoring.choice import CANDIDATES, check_rule, choice_of
 
         if isinstance(candidates, str) or not isinstance(candidates, Sequence) or not candidates:
             raise TypeError("candidates: expected a non-empty list of SQL strings")
+        if (k := next((k for k, sql in enumerate(candidates) if not isinstance(sql, str)), None)) is not None:
+            raise TypeError(f"candidates[{k}]: expected a str of SQL, found {type(candidates[k]).__name__}")
+        check_rule(rule)  # (before the work)
         rows = [{"sql": sql, "question": question, "schema": schema, "database": database, "db_id": db_id,
                  "evidence": evidence, "question_id": CANDIDATES} for sql in candidates]
         scored = self.score_many(rows, dialect=dialect, **{"progress": False, "reasons": True, **options})
@@ -370,6 +377,7 @@ class Scorer:
         from model.scoring.verdict import verdict_of
 
         policy = self._chosen_policy(policy)
+        _check_rows(rows)
         rows = list(rows)
         results = self.score_many(rows, reasons=True, **{"progress": False, **options})
         out: list = []
@@ -430,9 +438,7 @@ class Scorer:
         confidences are not moved; nor is anything for a model whose card lacks the rate it was
         calibrated at (the neural model, an adapted one), nor where the estimate reaches 0 or 1."""
         dialect = dialect_name(dialect) if dialect is not None else None
-        if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
-            raise TypeError(f"rows: expected an iterable of rows (mappings), found {type(rows).__name__}; "
-                            "score() scores one query")
+        _check_rows(rows)
         for name, value, optional in (("batch_size", batch_size, False), ("max_nodes", max_nodes, True),
                                       ("max_sql_chars", max_sql_chars, True)):
             if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, int)
@@ -1036,6 +1042,13 @@ def printable(text: str) -> str:
     "SELECT '�[2J' FROM t\n"
     """
     return _UNPRINTABLE.sub("\ufffd", text)
+
+
+def _check_rows(rows) -> None:
+    """``rows`` of ``score_many`` / ``check_many``: an iterable of rows, else a ``TypeError`` naming it."""
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+        raise TypeError(f"rows: expected an iterable of rows (mappings), found {type(rows).__name__}; "
+                        "score() scores one query")
 
 
 def format_scored(scored: ScoredQuery, color: bool = False) -> str:
