@@ -164,6 +164,7 @@ def test_check_prints_the_verdict_and_exits_1_unless_every_query_runs(tmp_path):
     (["--predictions", __file__, "--out", "o.jsonl", "--report", f"{__file__}/report.html"], "cannot be written"),
     (["--predictions", str(Path(__file__).parent)], "tests: a folder, not a file"),
     (["--database=", "--sql", "SELECT 1"], "--database: empty (give a database URL or file)"),
+    (["--database", "x" * 5000, "--sql", "SELECT 1"], "not a path that can be read (OSError)"),
 ])
 def test_mistakes_are_one_line_and_exit_2(args, message):
     done = rat_score(*args)

@@ -341,7 +341,7 @@ def test_each_bad_row_is_one_error_of_its_kind_and_score_raises_it(singers, tmp_
                             + [{"sql": "SELECT a FROM t JOIN s USING GROUP BY a"}, {"sql": FRANCE, "schema": SINGER}],
                             progress=False)
     assert [getattr(r, "kind", None) for r in odd] == ["database"] * 3 + ["sql", None]
-    assert odd[0].message.startswith("database 'xxx") and "cannot be opened (OSError" in odd[0].message
+    assert odd[0].message.startswith("xxx") and "not a path that can be read (OSError" in odd[0].message
     assert odd[3].message.startswith("cannot parse (JOIN .. USING without its columns)")
     for row, error in ((rows[7], DatabaseError), (rows[5], TypeError), (rows[11], rat.RATError)):
         with pytest.raises(error):

@@ -158,7 +158,7 @@ def is_duckdb_file(path: str | Path) -> bool:
     try:
         with path.open("rb") as file:
             return file.read(12)[8:] == b"DUCK"
-    except OSError:  # missing, a folder, unreadable: not DuckDB's (opening it says why)
+    except (OSError, ValueError):  # missing, a folder, unreadable, no path: not DuckDB's (opening it says why)
         return False
 
 

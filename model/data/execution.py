@@ -326,8 +326,11 @@ def sqlite_problem(db_path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> str |
     ('no such database file', 'not a file')
     """
     path = Path(db_path)
-    if not path.is_file():
-        return "not a file" if path.exists() else "no such database file"
+    try:
+        if not path.is_file():
+            return "not a file" if path.exists() else "no such database file"
+    except (OSError, ValueError) as error:  # a name too long, a NUL, not Unicode
+        return f"not a path that can be read ({type(error).__name__}: {str(error)[:120]})"
     _, error = execute_sql(path, "SELECT count(*) FROM sqlite_master", timeout_s, max_rows=1)
     return None if error is None else f"cannot be read as a SQLite database ({error})"
 

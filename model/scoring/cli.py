@@ -82,8 +82,12 @@ def check_database(args) -> None:
 
 def check_file(path: Path, option: str) -> None:
     """``path`` is a file: else one line naming ``option`` (no such file, or a folder)."""
-    if not path.is_file():
-        raise UsageError(f"{option} {path}: " + ("a folder, not a file" if path.is_dir() else "no such file"))
+    try:
+        is_file, is_dir = path.is_file(), path.is_dir()
+    except (OSError, ValueError) as e:  # a name too long, a NUL
+        raise UsageError(f"{option} {str(path)[:80]!r}: not a path that can be read ({type(e).__name__})") from None
+    if not is_file:
+        raise UsageError(f"{option} {path}: " + ("a folder, not a file" if is_dir else "no such file"))
 
 
 def check_outputs(args) -> None:

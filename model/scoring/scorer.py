@@ -491,10 +491,6 @@ class Scorer:
                         by_target[key] = self._open_database(target, opened)
                     except DatabaseError as error:
                         by_target[key] = error
-                    except (OSError, ValueError) as error:  # a path too long, with a NUL, not Unicode
-                        shown = repr(target)[:80] + ("..." if len(repr(target)) > 80 else "")
-                        by_target[key] = DatabaseError(f"database {shown}: cannot be opened "
-                                                       f"({type(error).__name__}: {str(error)[:120]})")
                 database = by_target[key]
                 if not isinstance(database, DatabaseError) and row.get("schema") is None:
                     if id(database) not in schemas:
