@@ -275,7 +275,7 @@ def test_bad_score_rows_are_counted_and_the_run_goes_on(tmp_path):
     done = subprocess.run([sys.executable, "evaluate.py", f"predictions={tmp_path / 'only_bad.jsonl'}"],
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "no predictions to evaluate (1 not a JSON line, 2 not an object" in done.stderr, done.stderr
+    assert "no predictions to evaluate (2 not an object, 1 not a JSON line" in done.stderr, done.stderr
 
 
 def test_rows_of_wrong_types_are_counted_by_reason_and_left_out(tmp_path, capsys):

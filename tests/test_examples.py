@@ -151,7 +151,7 @@ def test_bad_input_is_counted_not_raised(root, tmp_path):
     assert report.kept == len(examples) == 4
     assert report.skipped["unknown db_id"] == 2  # dev_3's prediction and its perturbation
     assert report.skipped["missing database"] == 1  # the perturbation of dev_4
-    assert report.skipped["malformed_json"] == 1
+    assert report.skipped["not a JSON line"] == 1
     assert report.skipped["prediction file unreadable (short.txt)"] == 1
     assert report.skipped["unparsable or unsupported predicted SQL"] == 1
     assert report.skipped["empty predicted SQL"] == 1

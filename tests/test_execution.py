@@ -483,7 +483,7 @@ def test_cli_text_and_skipped_rows(spider_root: Path, tmp_path: Path, capsys) ->
     out = capsys.readouterr().out
     assert code == 0
     assert "execution accuracy: 66.7% (2/3)" in out
-    assert "db_id_mismatch 1" in out and "malformed_json 1" in out
+    assert "db_id not its question's 1" in out and "not a JSON line 1" in out
     assert "pred_error 1" in out  # the question whose row was skipped
 
 

@@ -63,7 +63,7 @@ def test_txt_db_id_mismatch_is_skipped_and_counted(tmp_path: Path) -> None:
     skipped: Counter[str] = Counter()
     predictions = load_predictions(path, QUESTIONS, system="sys", skipped=skipped)
     assert [p.question_id for p in predictions] == ["dev_0", "dev_2"]
-    assert skipped == {"db_id_mismatch": 1}
+    assert skipped == {"db_id not its question's": 1}
 
 
 def test_din_sql_csv_with_commas_quotes_and_newlines(tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ def test_json_nested_too_deeply_is_one_line_or_one_counted_row(tmp_path: Path) -
         json.dumps({"question_id": q.question_id, "sql": "SELECT 1"}) + "\n" for q in QUESTIONS[:2]))
     skipped = Counter()
     found = load_predictions(lines, QUESTIONS, skipped=skipped)
-    assert len(found) == 2 and skipped["malformed_json"] == 1
+    assert len(found) == 2 and skipped["not a JSON line"] == 1
 
 
 def test_jsonl_any_order_with_samples(tmp_path: Path) -> None:
@@ -175,12 +175,12 @@ def test_jsonl_bad_rows_are_counted_per_reason(tmp_path: Path) -> None:
         ("dev_6", "SELECT 6", ()),
     ]
     assert skipped == {
-        "malformed_json": 1,
-        "missing_field": 1,
-        "unknown_question_id": 1,
-        "duplicate_question_id": 1,
-        "db_id_mismatch": 1,
-        "malformed_samples": 1,
+        "not a JSON line": 1,
+        "no question_id or sql (a string)": 1,
+        "unknown question_id": 1,
+        "duplicate question_id": 1,
+        "db_id not its question's": 1,
+        "samples not a list of strings (read as none)": 1,
     }
 
 
@@ -213,3 +213,21 @@ def test_id_keyed_jsonl_may_cover_part_of_a_split_when_allowed(tmp_path):
         load_predictions(path, questions)
     (only,) = load_predictions(path, questions, allow_partial=True)
     assert (only.question_id, only.sql) == ("train_2", "SELECT 2")
+
+
+def test_one_reader_of_jsonl_rows_for_training_scoring_and_evaluation(tmp_path: Path) -> None:
+    """A byte-order mark, a U+2028 inside a string and a line that is not UTF-8 read alike in
+    training's prediction files and evaluate.py's rows (model.data.jsonl.read_objects): the mark
+    is no part of the first row, U+2028 ends no line, the bad line is one row counted."""
+    from model.data.jsonl import read_rows
+
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "\n".join(
+        [json.dumps({"question_id": "dev_0", "sql": "SELECT 'a\u2028b'"}, ensure_ascii=False),
+         json.dumps({"question_id": "dev_1", "sql": "SELECT 1"})]).encode() + b"\n\xff\xfe\n")
+    skipped = Counter()
+    found = load_predictions(path, QUESTIONS[:3], skipped=skipped)
+    assert [p.sql for p in found] == ["SELECT 'a\u2028b'", "SELECT 1"] and skipped == {"not UTF-8": 1}
+    skipped = Counter()
+    assert [row["sql"] for row in read_rows(path, skipped)] == ["SELECT 'a\u2028b'", "SELECT 1"]
+    assert skipped == {"not UTF-8": 1}

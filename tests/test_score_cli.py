@@ -249,7 +249,7 @@ def test_rows_a_benchmark_cannot_place_are_counted(tmp_path):
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["question_id"] for line in done.stdout.splitlines()] == [qid, "dev_99999"]
     summary = done.stderr.strip().splitlines()[-1]
-    for reason in ("unknown question_id 1", "db_id disagrees with its question's 1", "not a JSON object 1",
+    for reason in ("unknown question_id 1", "db_id not its question's 1", "not an object 1",
                    "malformed sql 1"):
         assert reason in summary, summary
 

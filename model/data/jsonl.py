@@ -1,7 +1,9 @@
 """JSON Lines: the one reader and writer of the project's JSONL files (predictions, scores,
-caches), and of its JSON records (metrics, configs). A line that is not JSON is an error naming
-the file and the line. ``read_rows`` reads the files of rows ``evaluate.py`` takes (JSONL, JSON,
-CSV), counting the rows it leaves out."""
+caches), and of its JSON records (metrics, configs). In the project's own files a line that is
+not JSON is an error naming the file and the line (``iter_jsonl``); in a user's file it is a row
+left out and counted (``read_objects``, the one reader of users' JSONL rows: ``rat-score``,
+``rat-exec``, training's prediction files). ``read_rows`` reads the files of rows
+``evaluate.py`` takes (JSONL, JSON, CSV), counting the rows it leaves out."""
 
 from __future__ import annotations
 
@@ -39,6 +41,37 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return list(iter_jsonl(path))
 
 
+def read_objects(path: str | Path, skipped: Counter) -> list[dict]:
+    """The objects of a user's JSONL file; a line that is not UTF-8, not JSON (nested too
+    deeply included) or not an object is left out and counted in ``skipped`` under those words.
+    Lines end at "\\n" only (a JSON string may hold U+2028, which ``str.splitlines`` splits
+    at); a byte-order mark is no part of the first line. A file that cannot be read raises
+    ``OSError``.
+
+    >>> import tempfile, os; p = os.path.join(tempfile.mkdtemp(), "a.jsonl"); skipped = Counter()
+    >>> _ = open(p, "wb").write(b'\\xef\\xbb\\xbf{"sql": "SELECT \\xe2\\x80\\xa8 1"}\\n[1]\\n{\\n\\xff\\n\\n')
+    >>> read_objects(p, skipped), dict(skipped)
+    ([{'sql': 'SELECT \\u2028 1'}], {'not an object': 1, 'not a JSON line': 1, 'not UTF-8': 1})
+    """
+    rows = []
+    for line in Path(path).read_bytes().removeprefix(b"\xef\xbb\xbf").split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            skipped["not UTF-8"] += 1
+            continue
+        except (ValueError, RecursionError):
+            skipped["not a JSON line"] += 1
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            skipped["not an object"] += 1
+    return rows
+
+
 def write_jsonl(path: str | Path, rows: Iterable[dict], append: bool = False) -> int:
     """Write (or append) one JSON object per line, creating the folder; returns the count."""
     path = Path(path)
@@ -56,7 +89,7 @@ def read_json(path: str | Path):
     that is not UTF-8 JSON is a ``UsageError`` naming the file."""
     path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8-sig"))  # (a byte-order mark is no part of it)
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as e:
@@ -87,7 +120,8 @@ def read_rows(path: Path, skipped: Counter | None = None) -> list[dict]:
 def _read_rows(path: Path, skipped: Counter) -> list[dict]:
     if path.suffix == ".csv":
         try:
-            return list(csv.DictReader(path.read_text().splitlines()))
+            with path.open(newline="", encoding="utf-8-sig") as f:  # (quoted fields may hold line breaks)
+                return list(csv.DictReader(f))
         except csv.Error as e:  # as model.data.predictions reads a CSV: the file, one line
             raise UsageError(f"{path}: not a readable CSV file ({e})") from None
     if path.suffix == ".json":
@@ -95,14 +129,7 @@ def _read_rows(path: Path, skipped: Counter) -> list[dict]:
         if not isinstance(rows, list):
             raise UsageError(f"{path}: expected a JSON list of objects")
     else:
-        rows = []
-        for line in path.read_text(errors="replace").splitlines():
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except (ValueError, RecursionError):
-                skipped["not a JSON line"] += 1
+        return read_objects(path, skipped)
     kept = [r for r in rows if isinstance(r, dict)]
     if len(kept) < len(rows):
         skipped["not an object"] += len(rows) - len(kept)

@@ -43,6 +43,7 @@ from typing import Any
 
 from model.data.cache import REPO
 from model.data.datasets import Question
+from model.data.jsonl import read_json, read_objects
 
 __all__ = ["Prediction", "PredictionFileError", "glob_files", "load_predictions", "prediction_files",
            "write_predictions"]
@@ -142,7 +143,7 @@ def load_predictions(
         predictions = []
         for question, (sql, db_id) in zip(questions, rows, strict=True):
             if db_id is not None and db_id != question.db_id:
-                reasons["db_id_mismatch"] += 1
+                reasons["db_id not its question's"] += 1
                 continue
             predictions.append(Prediction(question.question_id, question.db_id, sql, system))
     if reasons:
@@ -216,8 +217,6 @@ def _rows_csv(path: Path) -> list[tuple[str, str | None]]:
 
 
 def _rows_json(path: Path) -> list[tuple[str, str | None]]:
-    from model.data.jsonl import read_json
-
     try:
         data = read_json(path)  # the one JSON reader; its one-line errors, as this file's
     except UsageError as error:
@@ -258,44 +257,51 @@ def _rows_json(path: Path) -> list[tuple[str, str | None]]:
     return rows
 
 
+def question_of(row: dict, by_id: dict[str, Question]) -> tuple[Question | None, str | None]:
+    """The benchmark question a row names by ``question_id`` (None where it names none), or why
+    the row cannot be read as that question's: ``unknown question_id``, ``db_id not its
+    question's`` (a row's ``db_id``, where given, must be its question's). The one check of a
+    row against its question, for every reader of rows (training's, ``rat-exec``'s,
+    ``rat-score``'s).
+
+    >>> by_id = {"dev_0": Question("dev_0", "shop", "How many?", "SELECT 1")}
+    >>> [question_of(row, by_id)[1] for row in ({"question_id": "dev_0"}, {"question_id": "dev_9"},
+    ...                                          {"question_id": "dev_0", "db_id": "pets"}, {})]
+    [None, 'unknown question_id', "db_id not its question's", None]
+    """
+    if row.get("question_id") is None:
+        return None, None
+    question = by_id.get(str(row["question_id"]))
+    if question is None:
+        return None, "unknown question_id"
+    if row.get("db_id") not in (None, question.db_id):
+        return None, "db_id not its question's"
+    return question, None
+
+
 def _from_jsonl(
     path: Path, questions: list[Question], system: str, reasons: Counter[str], allow_partial: bool = False
 ) -> list[Prediction]:
     by_id = {q.question_id: q for q in questions}
     found: dict[str, Prediction] = {}
-    n_rows = 0
-    # Lines end at "\n" only: a JSON string may hold U+2028, which str.splitlines() splits at.
-    for line in _read_text(path).split("\n"):
-        if not line.strip():
+    rows = read_objects(path, reasons)
+    n_rows = len(rows) + sum(reasons.values())  # (the lines read, each a row of the file)
+    for row in rows:
+        if not isinstance(row.get("sql"), str) or row.get("question_id") is None:
+            reasons["no question_id or sql (a string)"] += 1
             continue
-        n_rows += 1
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            reasons["malformed_json"] += 1
-            continue
-        if (
-            not isinstance(row, dict)
-            or not isinstance(row.get("sql"), str)
-            or "question_id" not in row
-        ):
-            reasons["missing_field"] += 1
-            continue
-        question = by_id.get(str(row["question_id"]))
-        if question is None:
-            reasons["unknown_question_id"] += 1
-            continue
-        if row.get("db_id") not in (None, question.db_id):
-            reasons["db_id_mismatch"] += 1
+        question, problem = question_of(row, by_id)
+        if problem:
+            reasons[problem] += 1
             continue
         if question.question_id in found:
-            reasons["duplicate_question_id"] += 1
+            reasons["duplicate question_id"] += 1
             continue
         samples = row.get("samples") or ()
         if not isinstance(samples, list | tuple) or not all(
             isinstance(s, str) for s in samples
         ):
-            reasons["malformed_samples"] += 1
+            reasons["samples not a list of strings (read as none)"] += 1
             samples = ()
         found[question.question_id] = Prediction(
             question.question_id, question.db_id, row["sql"].strip(), system, tuple(samples)

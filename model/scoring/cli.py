@@ -333,21 +333,12 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
 def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
     """One prediction file's rows; a row that names no system is the file's (its name without
     the suffix), as in the positional formats."""
-    from model.data.predictions import PredictionFileError, load_predictions
+    from model.data.jsonl import read_objects
+    from model.data.predictions import PredictionFileError, load_predictions, question_of
 
     rows = []
     if path.suffix.lower() == ".jsonl":
-        for line in path.read_text(encoding="utf-8-sig", errors="replace").split("\n"):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
-                skipped["malformed JSON"] += 1
-                continue
-            if not isinstance(row, dict):
-                skipped["not a JSON object"] += 1
-                continue
+        for row in read_objects(path, skipped):
             if row.get("sql") is None:
                 skipped["no sql field"] += 1
                 continue
@@ -355,12 +346,11 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
             if problem:
                 skipped[f"malformed {problem.split(':')[0]}"] += 1
                 continue
-            q = questions.get(str(row.get("question_id")))
-            if questions and q is None and row.get("question_id") is not None and not row.get("question"):
-                skipped["unknown question_id"] += 1  # (a row of the user's own, with its question, is kept)
-                continue
-            if q is not None and row.get("db_id") not in (None, q.db_id):
-                skipped["db_id disagrees with its question's"] += 1
+            q, problem = question_of(row, questions) if questions else (None, None)  # (--data-root's)
+            if problem == "unknown question_id" and row.get("question"):
+                problem = None  # a row of the user's own, with its question, is kept
+            if problem:
+                skipped[problem] += 1
                 continue
             if q is not None:
                 if not row.get("gold"):  # the benchmark's gold SQL is SQLite's
@@ -536,7 +526,7 @@ def build_adapt_parser() -> argparse.ArgumentParser:
 
 
 def _skipped_note(skipped: Counter, what: str) -> str:
-    """``"; not used: 3 (malformed JSON 2, unknown db_id 1)"``, or nothing when no row was left out."""
+    """``"; not used: 3 (not a JSON line 2, unknown db_id 1)"``, or nothing when no row was left out."""
     return f"; {what}: {sum(skipped.values())} ({', '.join(f'{k} {v}' for k, v in skipped.most_common())})" \
         if skipped else ""
 
