@@ -19,8 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["AdaptError", "ModelFileError", "PredictionFileError", "RecalibrationError", "UsageError",
-           "check_writable", "user_errors"]
-
+           "check_writable", "say_error", "user_errors"]
 
 class UsageError(ValueError):
     """A mistake in a command line or in an input file, told to the user in one line."""
@@ -64,13 +63,30 @@ def user_errors(prog: str | None = None, run_dir: str | Path | None = None) -> I
             if not isinstance(e.__cause__, UsageError):
                 raise
             e = e.__cause__
-        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        message = e
         if isinstance(e, MissingMandatoryValue):
             key = getattr(e, "full_key", None) or "a value"
             message = f"{key} is required (set it on the command line: {key}=...)"
-        print(f"{prog or os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+        say_error(prog or os.path.basename(sys.argv[0]), message)
         _remove_if_only_records(run_dir)
         raise SystemExit(2) from None
+
+
+def say_error(prog: str, error: BaseException | str) -> None:
+    r"""``prog: error: <message>`` on stderr: the first line of ``error`` (its class's name when
+    it says nothing), ``rat.text.printable`` (a message quoting a query or a path shows no
+    escape sequence). The one way every command tells a mistake.
+
+    >>> import contextlib, io; err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err): say_error("rat-score", UsageError("--sql: '\x1b[2J'\nmore"))
+    >>> err.getvalue()
+    "rat-score: error: --sql: '�[2J'\n"
+    """
+    from rat.text import printable
+
+    text = str(error)
+    message = text.splitlines()[0] if text.strip() else type(error).__name__
+    print(f"{prog}: error: {printable(message)}", file=sys.stderr)
 
 
 def _remove_if_only_records(run_dir: str | Path | None) -> None:

@@ -14,6 +14,7 @@ from rat.labels import label_nodes
 from rat.node import Node
 from rat.schema import Schema
 from rat.serialize import serialize
+from rat.text import printable
 from rat.tree import to_tree
 
 
@@ -26,7 +27,7 @@ def _indented(tree: Node, labels: list[int] | None = None) -> list[str]:
         mark = ""
         if labels is not None:
             mark = "  [correct]" if labels[order[id(node)]] else "  [INCORRECT]"
-        lines.append("  " * depth + node.label + mark)
+        lines.append("  " * depth + printable(node.label) + mark)
         stack.extend((child, depth + 1) for child in reversed(node.children))
     return lines
 
@@ -53,7 +54,7 @@ def load_schema(path: str, db_id: str) -> Schema:
 
 class _OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {printable(message)}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,22 +73,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         schema = load_schema(args.schema, args.db_id) if args.schema else None
     except ValueError as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        print(f"{parser.prog}: error: {printable(str(error))}", file=sys.stderr)
         return 2
     try:  # SQL rat cannot read: one line naming it, exit 2 as for any other input
         tree = to_tree(args.sql, schema, args.dialect)
     except RATError as error:
-        print(f"{parser.prog}: error: sql: {error}", file=sys.stderr)
+        print(f"{parser.prog}: error: sql: {printable(str(error))}", file=sys.stderr)
         return 2
     try:
         gold = to_tree(args.gold, schema, args.dialect) if args.gold is not None else None
     except RATError as error:
-        print(f"{parser.prog}: error: --gold: {error}", file=sys.stderr)
+        print(f"{parser.prog}: error: --gold: {printable(str(error))}", file=sys.stderr)
         return 2
     labels = None
     if gold is not None:
         labels = label_nodes(tree, gold)
-    lines = [*_indented(tree, labels), "", serialize(tree)]
+    lines = [*_indented(tree, labels), "", printable(serialize(tree))]
     if labels is not None:
         verdict = "equals" if tree.hash == gold.hash else "differs from"
         lines += ["", f"{sum(labels)}/{len(labels)} nodes correct; root hash {verdict} gold"]

@@ -151,8 +151,8 @@ def test_command_line_copies_a_folder_with_progress(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["missing.sqlite", "duckdb:///x.duckdb"], "error: no SQLite file or folder at missing.sqlite"),
-    ([str(DEMO[0]), "oracle://h/db"], "error: cannot copy into 'oracle': the URL must start with"),
+    (["missing.sqlite", "duckdb:///x.duckdb"], "python -m model.data.copy_database: error: no SQLite file or folder at missing.sqlite"),
+    ([str(DEMO[0]), "oracle://h/db"], "python -m model.data.copy_database: error: cannot copy into 'oracle': the URL must start with"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message, capsys):
     assert main(args) == 2
@@ -163,4 +163,4 @@ def test_bad_input_is_one_line_exit_2(args, message, capsys):
 def test_unreachable_server_is_one_line(capsys):
     assert main([str(DEMO[0]), "postgresql://nobody:pw@127.0.0.1:9/db"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: OperationalError") and err.count("\n") == 1
+    assert err.startswith("python -m model.data.copy_database: error: OperationalError") and err.count("\n") == 1

@@ -572,7 +572,7 @@ def test_cli_numbers_that_are_not_positive_are_one_line(spider_root: Path, tmp_p
     code = exec_command.main(["--root", str(spider_root), "--predictions", str(predictions), "--no-cache",
                            option, value])
     err = capsys.readouterr().err
-    assert code == 2 and err.strip() == f"rat-exec: {option} {float(value):g}: must be a positive number"
+    assert code == 2 and err.strip() == f"rat-exec: error: {option} {float(value):g}: must be a positive number"
 
 
 def test_cli_on_your_own_database_runs_both_queries_there_in_its_dialect(tmp_path: Path, capsys) -> None:
@@ -613,8 +613,8 @@ def test_cli_on_your_own_database_runs_both_queries_there_in_its_dialect(tmp_pat
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--workers", "100000"], "rat-exec: --workers 100000: at most "),
-    (["--dialect", "postgres"], "rat-exec: --dialect is for --database"),
+    (["--workers", "100000"], "rat-exec: error: --workers 100000: at most "),
+    (["--dialect", "postgres"], "rat-exec: error: --dialect is for --database"),
 ])
 def test_cli_option_mistakes_are_one_line(spider_root: Path, tmp_path: Path, capsys, extra, message) -> None:
     predictions = tmp_path / "p.txt"

@@ -16,7 +16,7 @@ BASE = {"rat", "model.errors", "model.extras", "model.data", "model.lm", "model.
         "model.label_shift"}
 ALLOWED = {
     "rat": set(),
-    "model.errors": set(),
+    "model.errors": {"rat"},  # (its messages are shown with rat.text.printable)
     "model.extras": {"model.errors"},
     "model.data": {"rat", "model.errors", "model.extras"},
     "model.lm": {"rat", "model.errors", "model.extras", "model.data"},

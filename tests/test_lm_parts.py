@@ -87,7 +87,7 @@ def test_cli_reassembles_verifies_and_reuses(split_model, tmp_path, capsys):
 def test_cli_errors_are_one_line_with_exit_2(split_model, tmp_path, monkeypatch, capsys):
     spec, _ = split_model
     assert parts.main(["no_such_model"]) == 2
-    assert capsys.readouterr().err.strip() == "error: unknown model 'no_such_model'; known: ['fake', 'qwen_coder']"
+    assert capsys.readouterr().err.strip() == "python -m model.lm.parts: error: unknown model 'no_such_model'; known: ['fake', 'qwen_coder']"
     monkeypatch.setitem(SPLIT_GGUFS, "fake", SplitGguf(**{**spec.__dict__, "sha256": "0" * 64}))
     assert parts.main(["fake", "--models-dir", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err
@@ -96,7 +96,7 @@ def test_cli_errors_are_one_line_with_exit_2(split_model, tmp_path, monkeypatch,
     monkeypatch.setitem(SPLIT_GGUFS, "fake", SplitGguf(**{**spec.__dict__, "n_parts": 14}))
     assert parts.main(["fake", "--models-dir", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err
-    assert err == ("error: 2 of 14 parts of fake are not installed (fakegguf-part13, fakegguf-part14): "
+    assert err == ("python -m model.lm.parts: error: 2 of 14 parts of fake are not installed (fakegguf-part13, fakegguf-part14): "
                    "run `make setup-fake`\n")
 
 

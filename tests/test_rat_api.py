@@ -171,6 +171,16 @@ def test_cli_reports_bad_sql_without_traceback():
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_cli_shows_no_escape_sequence_of_the_query():
+    """A literal or a message quoting the query prints its control characters as U+FFFD
+    (rat.text.printable): an escape sequence in a query does not run on the terminal."""
+    for sql, code in (("SELECT a FROM t WHERE b = '\x1b[2J\u202e'", 0), ("SELECT a FROM t WHERE \x1b[31m", 2)):
+        result = subprocess.run([sys.executable, "-m", "rat", sql], capture_output=True, text=True, check=False)
+        assert result.returncode == code, result.stderr
+        shown = result.stdout + result.stderr
+        assert "\x1b" not in shown and "\u202e" not in shown and "\ufffd[" in shown, shown
+
+
 @pytest.mark.parametrize("pred, gold, expected", [
     (["select", "a", "from", "t"], ["select", "a", "from", "t"], [1, 1, 1, 1]),
     (["select", "b", "from", "t"], ["select", "a", "from", "t"], [1, 0, 1, 1]),

@@ -3,6 +3,7 @@ files; every bad file is one `PredictionFileError` naming it, and `rat-exec` pri
 
 import json
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -68,12 +69,23 @@ def test_json_of_the_wrong_shape_is_one_error_naming_the_file(tmp_path, content,
     assert isinstance(info.value, ValueError)
 
 
-@pytest.mark.parametrize("suffix", [".txt", ".json", ".jsonl", ".csv"])
+@pytest.mark.parametrize("suffix", [".txt", ".json", ".csv"])
 def test_undecodable_file_is_one_error_naming_the_file(tmp_path, suffix):
     path = tmp_path / f"latin1{suffix}"
     path.write_bytes(b"SELECT 'caf\xe9'\nSELECT 2\nSELECT 3\n")
     with pytest.raises(PredictionFileError, match=rf"{path.name}: not UTF-8"):
         load_predictions(path, QUESTIONS)
+
+
+def test_an_undecodable_jsonl_line_is_one_row_counted(tmp_path):
+    """A JSONL file's rows are read a line at a time: a line that is not UTF-8 costs that row."""
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"question_id": "dev_0", "sql": "SELECT \'caf\xe9\'"}\n'
+                     + "".join(json.dumps({"question_id": q.question_id, "sql": "SELECT 2"}) + "\n"
+                               for q in QUESTIONS[1:]).encode())
+    skipped = Counter()
+    found = load_predictions(path, QUESTIONS, skipped=skipped)
+    assert [p.question_id for p in found] == [q.question_id for q in QUESTIONS[1:]] and skipped == {"not UTF-8": 1}
 
 
 def test_broken_csv_is_one_error_naming_the_file(tmp_path):

@@ -264,6 +264,16 @@ def test_control_characters_of_the_query_do_not_reach_the_terminal():
         assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "\ufffd[2J" in done.stdout
 
 
+def test_an_error_quoting_a_path_or_query_shows_no_escape_sequence(tmp_path):
+    """Every command tells a mistake through model.errors.say_error: the message is printable."""
+    for args in (["--schema", str(tmp_path / "x\x1b]0;pwned\x07.json"), "--db-id", "a", "--sql", "SELECT 1"],
+                 ["--schema", str(tmp_path / "x.json"), "--db-id", "a\u202e", "--sql", "SELECT 1"]):
+        done = rat_score(*args)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "\x1b" not in done.stderr and "\x07" not in done.stderr and "\u202e" not in done.stderr
+        assert done.stderr.startswith("rat-score: error: "), done.stderr
+
+
 def test_a_schema_nested_too_deeply_and_a_file_that_is_no_database_are_one_line(tmp_path):
     deep = tmp_path / "deep.sql"
     deep.write_text("CREATE TABLE singer (id INT, name TEXT CHECK (" + "(" * 800 + "1" + ")" * 800 + "));")

@@ -289,7 +289,7 @@ def test_infer_refuses_a_missing_checkpoint_in_one_line(capsys):
     from model.nodes.infer import main
 
     assert main(["--ckpt", "/no/such/run", "--question", "q", "--sql", "SELECT 1"]) == 2
-    assert capsys.readouterr().err.strip() == "error: no checkpoint at /no/such/run (expected a .ckpt file or a run directory)"
+    assert capsys.readouterr().err.strip() == "python -m model.nodes.infer: error: no checkpoint at /no/such/run (expected a .ckpt file or a run directory)"
 
 
 @pytest.mark.slow

@@ -38,7 +38,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from model.data.execution import sqlite_uri
-from model.errors import UsageError
+from model.errors import UsageError, say_error
 
 __all__ = ["CopyReport", "Target", "copy_database", "main", "target"]
 
@@ -578,10 +578,10 @@ def main(argv: list[str] | None = None) -> int:
         if len(files) > 1:
             print(f"together: {total.line()}")
     except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
+        say_error(parser.prog, error)
         return 2
     except Exception as error:  # noqa: BLE001 - an unreachable server etc.: one line
-        print(f"error: {type(error).__name__}: {_first_line(error)}", file=sys.stderr)
+        say_error(parser.prog, f"{type(error).__name__}: {_first_line(error)}")
         return 1
     return 0
 

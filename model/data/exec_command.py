@@ -25,6 +25,7 @@ from model.data.execution import (
     evaluate_file,
     evaluate_on_database,
 )
+from model.errors import say_error
 
 
 def _evaluate_on(args) -> dict[str, Any]:
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     problem = _usage_problem(args)
     if problem is not None:
-        print(f"rat-exec: {problem}", file=sys.stderr)
+        say_error("rat-exec", problem)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(error).split()) or type(error).__name__
         if isinstance(error, sqlite3.Error):  # only the cache is opened outside _run
             message = f"execution cache {cache_dir}: {message}"
-        print(f"rat-exec: {message}", file=sys.stderr)
+        say_error("rat-exec", message)
         return 2
     if args.json:
         print(json.dumps(report))

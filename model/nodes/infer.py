@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import rat
+from model.errors import say_error
 from rat.walks import depths_and_children
 
 # Confidence thresholds of the terminal colours: red below LOW, yellow below HIGH, green above.
@@ -160,7 +161,7 @@ def load_schema(path: str | Path, db_id: str) -> rat.Schema:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m model.nodes.infer", description=__doc__.split("\n")[0])
     parser.add_argument("--ckpt", required=True, help="a .ckpt file or a training run directory")
     parser.add_argument("--schema", help="tables.json (Spider format) or a dataset root")
     parser.add_argument("--db-id", default="", help="the database id in --schema")
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         scores = NeuralCheckpoint(checkpoint, device=args.device).score(schema, args.question, args.sql, args.db_id)
     except (rat.RATError, ValueError, KeyError, FileNotFoundError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error  # no repr quotes
-        print(f"error: {message}", file=sys.stderr)
+        say_error(parser.prog, message)
         return 2
     look = look_here_first(scores)
     if args.json:

@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from model.data.databases import database_dialect, is_database_url
-from model.errors import UsageError, check_writable
+from model.errors import UsageError, check_writable, say_error
 from model.scoring.inputs import load_scorer, read_schemas, row_problem
 from rat.dialects import DIALECTS
 
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                 return score_one(scorer, args, schemas)
             return score_file(scorer, args, schemas)
     except UsageError as e:
-        print(f"rat-score: error: {e}", file=sys.stderr)
+        say_error("rat-score", e)
         return 2
 
 
@@ -254,7 +254,8 @@ def _database(args, db_id: str | None):
 def score_one(scorer, args, schemas: dict) -> int:
     import rat
     from model.scoring.inputs import field_problem
-    from model.scoring.scorer import format_scored, printable
+    from model.scoring.scorer import format_scored
+    from rat.text import printable
 
     problem = field_problem("db_id", args.db_id)
     if problem:
@@ -585,7 +586,7 @@ def adapt_main(argv: list[str] | None = None) -> int:
             except AdaptError as e:
                 raise UsageError(f"--predictions: {e}") from None
     except UsageError as e:
-        print(f"rat-adapt: error: {e}", file=sys.stderr)
+        say_error("rat-adapt", e)
         return 2
     result.model.save(args.out)
     skipped.update(result.errors)
@@ -646,7 +647,7 @@ def calibrate_main(argv: list[str] | None = None) -> int:
             except RecalibrationError as e:
                 raise UsageError(f"--predictions: {e}") from None
     except UsageError as e:
-        print(f"rat-calibrate: error: {e}", file=sys.stderr)
+        say_error("rat-calibrate", e)
         return 2
     result.model.save(args.out)
     skipped.update(result.errors)

@@ -383,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its warnings quote the SQL, newlines and all
     with needs_extra("mcp", "rat-mcp"):  # the core install: one line, exit 2
         import mcp.server.mcpserver  # noqa: F401
-    from model.errors import UsageError
+    from model.errors import UsageError, say_error
     from model.scoring.inputs import check_service_options, load_scorer, read_schemas
 
     try:
@@ -398,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             named = named_databases(args.database, schemas, scorer)
     except UsageError as e:
-        print(f"rat-mcp: error: {e}", file=sys.stderr)
+        say_error("rat-mcp", e)
         return 2
     tools = ScoringTools(scorer, args.data_root, schemas, args.dialect, args.max_sql_chars,
                          args.max_nodes, args.timeout_s, named)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from model.errors import UsageError
+from model.errors import UsageError, say_error
 from model.nodes.policy import Policy
 from model.scoring.verdict import (
     MAX_RIGHT_REGENERATED,
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             blind_policy, blind_check = chosen(scorer.saved, "--without-database", blind, False, targets)
             policy = replace(policy, without_database=blind_policy)
     except (UsageError, ModelFileError) as e:
-        print(f"policy: error: {e}", file=sys.stderr)
+        say_error("policy", e)
         return 2
     print(f"policy: {policy.target}")
     for heading, p, held in (("scored with their databases", policy, check),

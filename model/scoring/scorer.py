@@ -61,6 +61,7 @@ from model.errors import ModelFileError, UsageError, check_seconds
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
+from rat.text import printable
 
 # spider_consensus: rat-adapt's teacher; spider_transfer: fitted on Spider to score another
 # benchmark (docs/model_card.md)
@@ -1025,19 +1026,6 @@ def _paint(text: str, confidence: float, color: bool) -> str:
         return text
     code = "31" if confidence < LOW else "33" if confidence < HIGH else "32"
     return f"\033[{code}m{text}\033[0m"
-
-
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    r"""``text`` for a terminal: each control character (an escape sequence would run) and each
-    bidirectional control shown as U+FFFD, one character for one (columns stay where they were).
-
-    >>> printable("SELECT '\x1b[2J' FROM t\n")
-    "SELECT '�[2J' FROM t\n"
-    """
-    return _UNPRINTABLE.sub("\ufffd", text)
 
 
 def _check_rows(rows) -> None:

@@ -666,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its warnings quote request SQL, newlines and all
-    from model.errors import UsageError
+    from model.errors import UsageError, say_error
     from model.scoring.inputs import (
         check_service_options,
         load_scorer,
@@ -694,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         if sock is not None:
             sock.close()
-        print(f"rat-serve: error: {e}", file=sys.stderr)
+        say_error("rat-serve", e)
         return 2
     import uvicorn
 
