@@ -146,30 +146,36 @@ class Schema:
 
     @classmethod
     def _from_spider(cls, entry: Mapping) -> "Schema":
-        table_names = [t.lower() for t in entry["table_names_original"]]
+        table_names = [t.lower() for t in _one_each(_strings(entry["table_names_original"], "table_names_original"),
+                                                   "table_names_original")]
         tables: dict[str, list[str]] = {t: [] for t in table_names}
         qualified: list[str | None] = []
         for table_index, column in entry["column_names_original"]:
-            if isinstance(table_index, bool) or not isinstance(table_index, int):
-                raise TypeError(f"column table index {table_index!r}")
+            _index(table_index, len(table_names), "column_names_original: a table index", "table_names_original",
+                   star=True)
+            if not isinstance(column, str):
+                raise TypeError(f"column_names_original: column names must be strings, found {type(column).__name__}")
             if table_index < 0:
                 qualified.append(None)
                 continue
             table = table_names[table_index]
-            tables[table].append(column.lower())
+            tables[table].append(column)  # (Schema reads every name in lower case)
             qualified.append(f"{table}.{column.lower()}")
-        types = entry.get("column_types", [])
+        for table, columns in tables.items():
+            _one_each(columns, f"the columns of table {table!r}")
+        types = _strings(entry.get("column_types", []), "column_types")
         column_types = {q: types[i] for i, q in enumerate(qualified) if q and i < len(types)}
         primary_keys: list[str] = []
         for key in entry.get("primary_keys", []):
             # BIRD lists a composite key as a nested list of column indices.
             for index in key if isinstance(key, list) else [key]:
-                if qualified[index]:
+                if qualified[_index(index, len(qualified), "primary_keys", "column_names_original")]:
                     primary_keys.append(qualified[index])
         foreign_keys = [
             (qualified[a], qualified[b])
             for a, b in entry.get("foreign_keys", [])
-            if qualified[a] and qualified[b]
+            if qualified[_index(a, len(qualified), "foreign_keys", "column_names_original")]
+            and qualified[_index(b, len(qualified), "foreign_keys", "column_names_original")]
         ]
         return cls(
             {t: tuple(c) for t, c in tables.items()},
@@ -178,6 +184,33 @@ class Schema:
             column_types,
             db_id=entry.get("db_id", ""),
         )
+
+
+def _strings(value, what: str) -> list[str]:
+    """`value`, a list of strings; a `TypeError` naming `what` otherwise (a string is no list:
+    its letters would be read as names)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{what}: expected a list of strings")
+    return value
+
+
+def _one_each(names: list[str], what: str) -> list[str]:
+    """`names`; a `ValueError` naming `what` for two of them that are one in lower case (rat
+    reads names in lower case: two tables ``People`` and ``people`` would merge)."""
+    seen: dict[str, str] = {}
+    for name in names:
+        if name.lower() in seen:
+            raise ValueError(f"{what}: {seen[name.lower()]!r} and {name!r} are one name in lower case")
+        seen[name.lower()] = name
+    return names
+
+
+def _index(value, size: int, what: str, of: str, star: bool = False) -> int:
+    """`value`, an index into `of`, a list of `size` (-1 too where `star`: Spider's ``*``
+    column); a `ValueError` naming `what` otherwise (a negative index would read from the end)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not (-1 if star else 0) <= value < size:
+        raise ValueError(f"{what}: {value!r} is not an index of {of} ({size} entries)")
+    return value
 
 
 _DERIVED = re.compile(r"derived(?:_[0-9]+)*")

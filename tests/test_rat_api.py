@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -253,10 +254,29 @@ def test_a_schema_is_a_mapping_or_a_tables_json_entry_and_a_broken_entry_is_one_
     schema = rat.to_tree("SELECT name FROM singer AS s", rat.Schema({"singer": ["name"]}))
     assert mapping == schema and rat.serialize(mapping) == "((singer.name)(singer)Project)"
     for entry, says in (({"table_names_original": ["t"]}, "has no 'column_names_original'"),
-                        ({"table_names_original": ["t"], "column_names_original": [[3, "a"]]}, "IndexError"),
-                        ({"table_names_original": ["t"], "column_names_original": [["0", "a"]]}, "TypeError")):
+                        ({"table_names_original": ["t"], "column_names_original": [[3, "a"]]},
+                         "a table index: 3 is not an index of table_names_original"),
+                        ({"table_names_original": ["t"], "column_names_original": [["0", "a"]]},
+                         "a table index: '0' is not"),
+                        ({"table_names_original": ["t"], "column_names_original": [[0, 5]]}, "column names must be strings")):
         with pytest.raises(ValueError, match=says):
             rat.Schema.from_spider(entry)
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"table_names_original": "ab"}, "table_names_original: expected a list of strings"),  # (was tables 'a' and 'b')
+    ({"table_names_original": ["People", "people"]}, "'People' and 'people' are one name in lower case"),  # (merged)
+    ({"column_names_original": [[-1, "*"], [0, "Name"], [0, "name"]]}, "'Name' and 'name' are one name"),
+    ({"primary_keys": [-1]}, "primary_keys: -1 is not an index of column_names_original"),  # (was the last column)
+    ({"foreign_keys": [[1, -2]]}, "foreign_keys: -2 is not an index"),
+    ({"column_types": "text"}, "column_types: expected a list of strings"),  # (was a type a letter)
+])
+def test_a_tables_json_entry_read_other_than_written_is_refused(change, says):
+    entry = {"db_id": "d", "table_names_original": ["People"], "column_names_original": [[-1, "*"], [0, "Name"]],
+             "column_types": ["text", "text"], "primary_keys": [1], "foreign_keys": []}
+    assert rat.Schema.from_spider(entry).tables == {"people": ("name",)}
+    with pytest.raises(ValueError, match=re.escape(says)):
+        rat.Schema.from_spider({**entry, **change})
 
 
 def test_sql_rat_refuses_leaves_nothing_in_sqlglots_log_and_other_calls_are_untouched(caplog):
