@@ -150,7 +150,8 @@ def test_rat_calibrate_reads_gold_from_the_questions_and_leaves_the_databases_al
 
 
 @pytest.mark.parametrize("which, message", [
-    ("no gold", "--predictions: none of the 2 rows could be labelled (no gold SQL)"),
+    ("no gold", "--predictions: none of the 2 rows could be labelled (no gold SQL 2)"),
+    ("no db_id", "--predictions: no row to label; left out: 2 (no db_id 2)"),
     ("missing file", "--predictions /no/such.jsonl: no such file"),
     ("out is a file", "exists and is not a model directory"),
     ("out is the shipped model", "a model this command reads (not overwritten"),
@@ -167,8 +168,13 @@ def test_rat_calibrate_mistakes_are_one_line_and_exit_2(which, message, tmp_path
 
         out = PRETRAINED["spider"]
         before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    if which == "no db_id":  # (with a benchmark's schemas, a row names its database)
+        from model.synth.demo import demo_root
+
+        rows.write_text("".join(json.dumps({"question": "How many?", "sql": "SELECT 1", "gold": "SELECT 1"}) + "\n"
+                                for _ in range(2)))
     done = rat_calibrate("--predictions", "/no/such.jsonl" if which == "missing file" else str(rows),
-                         "--out", str(out))
+                         "--out", str(out), *(["--data-root", str(demo_root())] if which == "no db_id" else []))
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
     if which == "out is the shipped model":

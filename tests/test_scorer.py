@@ -4,6 +4,7 @@ faithful reasons, and refuses a model it cannot trust in one line."""
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -328,7 +329,7 @@ def test_each_bad_row_is_one_error_of_its_kind_and_score_raises_it(singers, tmp_
     said = [(r.kind, r.message) for r in results[1:-1]]
     assert said[:5] == [("type", "expected a row (a mapping with 'sql'), found str"),
                         ("type", "expected a row (a mapping with 'sql'), found NoneType"),
-                        ("type", "question: expected a str, found int"), ("type", "sql: expected a str, found int"),
+                        ("type", "question: expected a string, found int"), ("type", "sql: expected a string, found int"),
                         ("type", "schema: table 'singer': expected a list of column names, found str")]
     assert said[5] == ("value", "schema: the tables.json entry has no 'column_names_original'")
     assert said[6] == ("database", f"{tmp_path / 'typo.sqlite'}: no such database file")
@@ -355,6 +356,27 @@ def test_each_bad_row_is_one_error_of_its_kind_and_score_raises_it(singers, tmp_
                         (lambda: scorer.score(FRANCE, timeout_s=0), ValueError)):
         with pytest.raises(error):
             call()
+
+
+def test_fields_and_options_of_the_wrong_type_are_named_before_any_work():
+    """A db_id of bytes was scored and its result could not be written as JSON; a label_shift of
+    "yes" was read as true, features="kind" as its letters, deadline="soon" a comparison error."""
+    scorer = Scorer.pretrained()
+    rows = [{"sql": FRANCE, "schema": SINGER, name: value}
+            for name, value in (("db_id", b"x"), ("question_id", [1]), ("system", 3), ("gold", 1.5), ("dialect", 5))]
+    said = [(r.kind, r.message) for r in scorer.score_many(rows, progress=False)]
+    assert said == [("type", "db_id: expected a string, found bytes"), ("type", "question_id: expected a string, found list"),
+                    ("type", "system: expected a string, found int"), ("type", "gold: expected a string, found float"),
+                    ("type", "dialect: expected a string, found int")]
+    (fine,) = scorer.score_many([{"sql": FRANCE, "schema": SINGER, "question_id": 7}], progress=False)
+    assert fine.question_id == 7
+    for options, says in (({"label_shift": "yes"}, "label_shift: expected True, False or None, found 'yes'"),
+                          ({"features": "kind"}, "features: expected a list of feature names, found 'kind'"),
+                          ({"deadline": "soon"}, "deadline: expected a time.monotonic() value or None"),
+                          ({"reasons": "no"}, "reasons: expected True or False, found 'no'"),
+                          ({"workers": "2"}, "workers: expected a positive whole number or None, found '2'")):
+        with pytest.raises((TypeError, ValueError), match=re.escape(says)):
+            scorer.score_many([{"sql": FRANCE}], progress=False, **options)
 
 
 def test_a_call_past_its_timeout_raises_and_a_closed_connection_is_a_database_error(singers):

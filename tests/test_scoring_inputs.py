@@ -1,17 +1,12 @@
-"""The checks every input of rat-score and rat-serve passes (model.scoring.inputs)."""
+"""The checks every input of rat-score and rat-serve passes (model.scoring.inputs, model.scoring.fields)."""
 
 import sqlite3
 
 import pytest
 
 from model.errors import UsageError
-from model.scoring.inputs import (
-    DatabaseFiles,
-    database_under,
-    field_problem,
-    read_schemas,
-    row_problem,
-)
+from model.scoring.fields import field_problem, row_problem
+from model.scoring.inputs import DatabaseFiles, database_under, read_schemas
 
 
 def _database(folder, db_id):

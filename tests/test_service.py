@@ -132,7 +132,7 @@ def test_choose_answers_each_candidate_and_the_one_most_share(service):
     status, unknown = post(url, {"candidates": ["SELECT 1"], "db_id": "nope"}, path="/choose")
     assert status == 200 and unknown["chosen"] is None and unknown["results"][0]["error"] == "unknown db_id 'nope'"
     for bad, code, message in (({"candidates": []}, 400, "candidates: a non-empty list of SQL strings"),
-                               ({"candidates": ["SELECT 1", 2]}, 400, "candidates: a non-empty list of SQL strings"),
+                               ({"candidates": ["SELECT 1", 2]}, 400, "candidates[1]: expected a string of SQL, found int"),
                                ({"sql": "SELECT 1"}, 400, "candidates: a non-empty list of SQL strings"),
                                ({"candidates": ["SELECT 1"] * 17}, 413, "17 candidates in one request; at most 16"),
                                ({"candidates": ["SELECT 1", "SELECT '\ud800'"]}, 400, "candidates[1]: not valid"),

@@ -44,7 +44,8 @@ from pathlib import Path
 
 from model.data.databases import database_dialect, is_database_url
 from model.errors import UsageError, check_writable, say_error
-from model.scoring.inputs import load_scorer, read_schemas, row_problem
+from model.scoring.fields import row_problem
+from model.scoring.inputs import load_scorer, read_schemas
 from rat.dialects import DIALECTS
 
 REPORT_QUERIES = 200  # queries report.html shows, the least confident first (evaluate.py's html.max_examples)
@@ -55,7 +56,8 @@ def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     and databases come from (``verb``: what the command does without databases)."""
     source = parser.add_argument_group("schemas and databases")
     source.add_argument("--data-root", type=Path, help="a Spider/BIRD folder: schemas, questions, databases")
-    source.add_argument("--split", default="dev", help="with --data-root: the questions the files answer")
+    source.add_argument("--split", default="dev",
+                        help="with --data-root: the questions the files answer (default: dev)")
     source.add_argument("--schema", type=Path, help="tables.json (Spider/BIRD format), or a .sql file of "
                         "CREATE TABLE statements in --dialect: schemas only, no database")
     source.add_argument("--no-database", action="store_true", help=f"with --data-root: {verb} without databases")
@@ -129,7 +131,7 @@ def check_dialect(args) -> None:
     if args.dialect is None:
         database = getattr(args, "database", None)
         args.dialect = database_dialect(database) if database else "sqlite"
-    from model.scoring.scorer import dialect_name
+    from model.scoring.fields import dialect_name
 
     try:
         args.dialect = dialect_name(args.dialect)
@@ -141,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rat-score", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="pretrained",
                         help="'pretrained' (default; fitted on Spider), 'pretrained:spider_transfer' (fitted on "
-                             "Spider to score another benchmark), a <run>/model directory, or a neural run / .ckpt")
+                             "Spider to score another benchmark), 'pretrained:spider_consensus' (reads each query "
+                             "beside other systems' answers to its question), a <run>/model directory, or a neural "
+                             "run / .ckpt")
     add_source_arguments(parser, "score")
     one = parser.add_argument_group("one query")
     one.add_argument("--sql")
@@ -253,7 +257,7 @@ def _database(args, db_id: str | None):
 
 def score_one(scorer, args, schemas: dict) -> int:
     import rat
-    from model.scoring.inputs import field_problem
+    from model.scoring.fields import field_problem
     from model.scoring.scorer import format_scored
     from rat.text import printable
 
@@ -322,7 +326,9 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
         rows.extend({**row, "_file": str(path)} for row in _file_rows(path, questions, skipped))
     for row in rows:
         db_id = row.get("db_id")
-        if schemas and db_id not in schemas:
+        if schemas and db_id is None:
+            row["_error"] = "no db_id"
+        elif schemas and db_id not in schemas:
             row["_error"] = f"unknown db_id {db_id!r}"
         row["schema"] = schemas.get(db_id)
         row["database"] = _database(args, db_id)
@@ -641,6 +647,8 @@ def calibrate_main(argv: list[str] | None = None) -> int:
             raise UsageError("--model must be a boosted model (<run>/model of a model=features run)")
         with _opened(args, scorer):
             rows, skipped = _usable_rows(args)
+            if not rows:
+                raise UsageError(f"--predictions: no row to label{_skipped_note(skipped, 'left out')}")
             try:
                 result = recalibrate(model, rows, calibration=args.calibration,
                                      labels=args.labels, select=not args.always_refit)

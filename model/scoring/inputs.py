@@ -3,13 +3,7 @@ a user, and the checks every such input passes before any work is done: the mode
 the named connections (``--database NAME=URL``) and each row's fields (a db_id that names a
 database folder, text that can be written back as UTF-8, a database path that stays under the
 data root once symlinks are resolved).
-
->>> field_problem("db_id", "concert_singer"), field_problem("db_id", "a" * 300)
-(None, 'db_id: longer than 128 characters')
->>> field_problem("question", "fine\\ud800")
-'question: not valid Unicode text (a lone surrogate at character 4)'
->>> field_problem("db_id", "../x"), field_problem("db_id", ["x"])
-('db_id: not a database name', 'db_id: expected a string, found list')
+(``model.scoring.fields``).
 """
 
 from __future__ import annotations
@@ -21,13 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ModelFileError, UsageError
-
-MAX_DB_ID_CHARS = 128  # a folder name under the data root; file systems stop at 255 bytes
-MAX_PATH_CHARS = 1024
-# the text fields a row may carry; each is echoed back in results and reports
-TEXT_FIELDS = ("sql", "question", "evidence", "system", "db_id", "question_id", "database", "gold")
-# the fields a row may carry: the text fields and the SQL's dialect (rat.DIALECTS)
-ROW_FIELDS = (*TEXT_FIELDS, "dialect")
+from model.scoring.fields import dialect_name, field_problem
 
 
 def load_scorer(model: str, option: str = "--model"):
@@ -44,8 +32,6 @@ def check_service_options(args: Any, positive: tuple[str, ...]) -> None:
     """The options ``rat-serve`` and ``rat-mcp`` share (``data_root``, ``schema``, ``dialect``:
     stored lower case, None where not given) and the ``positive`` numbers among them, checked:
     ``UsageError`` (one line) names the first bad one."""
-    from model.scoring.scorer import dialect_name
-
     if args.data_root and not args.data_root.is_dir():
         raise UsageError(f"--data-root {args.data_root}: no such directory")
     if args.schema and not args.schema.is_file():
@@ -92,66 +78,6 @@ def read_schemas(schema: Path | None = None, data_root: Path | None = None, dial
         raise UsageError(f"{where}: cannot read schemas ({type(e).__name__}: "
                          f"{' '.join(str(e).split())[:200]})") from None
     return {}
-
-
-def text_problem(text: str) -> str | None:
-    """Why ``text`` cannot be written back as UTF-8 JSON or used as a file name, or None."""
-    if "\x00" in text:
-        return f"a NUL character at character {text.index(chr(0))}"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        return f"not valid Unicode text (a lone surrogate at character {e.start})"
-    return None
-
-
-def field_problem(name: str, value: Any) -> str | None:
-    """Why a row's field ``name`` is malformed (one line starting with the name), or None.
-    ``db_id``: a plain database name of at most ``MAX_DB_ID_CHARS``; ``question_id``: a string
-    or an integer; ``question``, ``evidence``: at most ``MAX_QUESTION_CHARS`` characters
-    (``model.scoring.scorer``); ``dialect``: a name in ``rat.DIALECTS`` (any case); the other
-    text fields: strings; all: valid Unicode without NUL."""
-    if value is None:
-        return None
-    if name == "dialect":
-        from model.scoring.scorer import dialect_name
-
-        if not isinstance(value, str):
-            return f"dialect: expected a string, found {type(value).__name__}"
-        try:
-            dialect_name(value)
-        except UsageError as error:
-            return f"dialect: {error}"
-        return None
-    if name == "question_id" and isinstance(value, int) and not isinstance(value, bool):
-        return None
-    if not isinstance(value, str):
-        return f"{name}: expected a string, found {type(value).__name__}"
-    if name == "db_id" and len(value) > MAX_DB_ID_CHARS:
-        return f"{name}: longer than {MAX_DB_ID_CHARS} characters"
-    if name in ("database", "question_id") and len(value) > MAX_PATH_CHARS:
-        return f"{name}: longer than {MAX_PATH_CHARS} characters"
-    if name in ("question", "evidence"):
-        from model.scoring.scorer import question_problem
-
-        if problem := question_problem(name, value):
-            return problem
-    problem = text_problem(value)
-    if problem:
-        return f"{name}: {problem}"
-    if name == "db_id" and (not value or "/" in value or "\\" in value or value.startswith(".")
-                            or not value.isprintable()):
-        return f"{name}: not a database name"
-    return None
-
-
-def row_problem(row: dict) -> str | None:
-    """The first malformed field of a row (``field_problem``), or None."""
-    for name in ROW_FIELDS:
-        problem = field_problem(name, row.get(name))
-        if problem:
-            return problem
-    return None
 
 
 def database_under(root: Path, db_id: str) -> Path | None:

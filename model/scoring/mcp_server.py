@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from model.extras import needs_extra
-from model.scoring.scorer import MAX_NODES, MAX_SQL_CHARS
+from model.scoring.fields import MAX_NODES, MAX_SQL_CHARS
 from rat.dialects import DIALECTS
 from rat.errors import RATError
 
@@ -81,7 +81,7 @@ class ScoringTools:
         """``sql`` (a tool argument called ``name``) if it is the SQL text of one query within
         bounds, else ``UsageError``."""
         from model.errors import UsageError
-        from model.scoring.inputs import field_problem
+        from model.scoring.fields import field_problem
 
         if not isinstance(sql, str) or not sql.strip():
             raise UsageError(f"{name}: expected the SQL text of one query")
@@ -95,7 +95,8 @@ class ScoringTools:
     def _row(self, question: str, database: str) -> dict[str, Any]:
         """A row's question, schema and database (opened read-only) for a tool call, checked."""
         from model.errors import UsageError
-        from model.scoring.inputs import database_under, field_problem
+        from model.scoring.fields import field_problem
+        from model.scoring.inputs import database_under
 
         for name, value in (("question", question), ("db_id", database or None)):
             problem = field_problem(name, value)
@@ -369,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-root", type=Path, help="schemas and databases (read-only) under this folder")
     parser.add_argument("--schema", type=Path, help="tables.json only: scoring without databases")
     parser.add_argument("--database", action="append", default=[], metavar="NAME=URL",
-                        help="a named connection, read-only (repeatable): postgresql://, mysql://, duckdb:///, "
+                        help="a named connection, read-only (repeatable): postgresql://, mysql+pymysql://, duckdb:///, "
                              "sqlite:///")
     parser.add_argument("--dialect", metavar="NAME",
                         help=f"the SQL dialect of the queries: {', '.join(sorted(DIALECTS))} (default: the "

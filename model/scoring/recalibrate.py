@@ -101,7 +101,8 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
         else:
             usable.append(row)
     if not usable:
-        raise RecalibrationError(f"none of the {len(rows)} rows could be labelled (no gold SQL)")
+        raise RecalibrationError(f"none of the {len(rows)} rows could be labelled ("
+                                 + ", ".join(f"{why} {n}" for why, n in errors.most_common()) + ")")
     results = Scorer(model).score_many(usable, progress=progress, workers=workers,  # spans: keeps the trees
                                        features=model.features_, label_shift=False)
     errors.update(r.reason for r in results if isinstance(r, RowError))

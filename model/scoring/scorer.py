@@ -60,6 +60,14 @@ from model.data.execution import check_deadline, sqlite_problem, unfinished
 from model.errors import ModelFileError, UsageError, check_seconds
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
+from model.scoring.fields import (
+    MAX_NODES,
+    MAX_SQL_CHARS,
+    ROW_FIELDS,
+    dialect_name,
+    question_problem,
+    type_problem,
+)
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
 from rat.text import printable
 
@@ -67,14 +75,6 @@ from rat.text import printable
 # benchmark (docs/model_card.md)
 PRETRAINED = {name: Path(__file__).resolve().parent / "pretrained" / name
               for name in ("spider", "spider_consensus", "spider_transfer")}
-# The bounds of one row, so that every row's cost is bounded (rat-score, rat-serve, rat-mcp):
-# BIRD dev's longest gold SQL has 1,446 characters, its largest tree 295 nodes, its longest
-# question with its evidence 650 characters. Reading the written SQL's words back onto a tree
-# costs more than linear time in its size; the question is matched against every name and value
-# the query reads.
-MAX_SQL_CHARS = 10_000
-MAX_NODES = 500
-MAX_QUESTION_CHARS = 4_000
 # Nodes below this confidence get reasons (and "look here first" always does), the least
 # confident REASON_NODES of them at most: reasons for every node of a huge query would cost
 # (nodes x features) model rows for text no one reads.
@@ -188,23 +188,6 @@ class RowError:
         ``TypeError`` or ``ValueError``."""
         error = {"sql": rat.RATError, "database": DatabaseError, "type": TypeError}.get(self.kind, ValueError)
         return error(self.message)
-
-
-def dialect_name(name: object) -> str:
-    """The ``rat.DIALECTS`` name of ``name`` (any case); a ``UsageError`` naming the known ones
-    otherwise.
-
-    >>> dialect_name("PostgreS")
-    'postgres'
-    >>> dialect_name("oracle")
-    Traceback (most recent call last):
-    ...
-    model.errors.UsageError: unknown dialect 'oracle' (known: bigquery, databricks, duckdb, mysql, postgres, redshift, snowflake, sqlite, trino, tsql)
-    """
-    try:
-        return rat.dialects.dialect(name).name
-    except rat.RATError as error:
-        raise UsageError(str(error)) from None
 
 
 class Scorer:
@@ -440,8 +423,10 @@ class Scorer:
         calibrated at (the neural model, an adapted one), nor where the estimate reaches 0 or 1."""
         dialect = dialect_name(dialect) if dialect is not None else None
         _check_rows(rows)
+        _check_options(progress=progress, reasons=reasons, spans=spans, label_shift=label_shift, deadline=deadline,
+                       features=features)
         for name, value, optional in (("batch_size", batch_size, False), ("max_nodes", max_nodes, True),
-                                      ("max_sql_chars", max_sql_chars, True)):
+                                      ("max_sql_chars", max_sql_chars, True), ("workers", workers, True)):
             if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, int)
                                                      or value < 1):
                 raise ValueError(f"{name}: expected a positive whole number{' or None' if optional else ''}, "
@@ -596,18 +581,16 @@ class Scorer:
                     raise TypeError(f"expected a row (a mapping with 'sql'), found {type(row).__name__}")
                 if row.get(_DATABASE_PROBLEM):
                     raise DatabaseError(row[_DATABASE_PROBLEM])
+                if problem := next(filter(None, (type_problem(name, row.get(name)) for name in ROW_FIELDS
+                                                 if name != "database")), None):
+                    raise TypeError(problem)  # (before any work: a db_id of bytes, a question_id of a list)
                 sql = row.get("sql")
-                if sql is not None and not isinstance(sql, str):
-                    raise TypeError(f"sql: expected a str, found {type(sql).__name__}")
                 if not sql or not sql.strip():
                     raise ValueError("no SQL")
                 if budget.max_sql_chars is not None and len(sql) > budget.max_sql_chars:
                     raise ValueError(f"sql: {len(sql)} characters; at most {budget.max_sql_chars} are scored")
                 for name in ("question", "evidence"):
-                    value = row.get(name)
-                    if value is not None and not isinstance(value, str):
-                        raise TypeError(f"{name}: expected a str, found {type(value).__name__}")
-                    if problem := question_problem(name, value or ""):
+                    if problem := question_problem(name, row.get(name) or ""):
                         raise ValueError(problem)
                 name = str(row.get("db_id") or f"schema{j}")
                 schema = rat.Schema.of(row.get("schema"), name)
@@ -806,15 +789,6 @@ def _contexts(example, schema: rat.Schema | None = None, execution_error: str | 
         out.append(ReasonContext(label=name, kind=kind, compared_column=column,
                                  execution_error=execution_error))
     return out
-
-
-def question_problem(name: str, text: str) -> str | None:
-    """Why a row's ``question`` or ``evidence`` is not scored (over ``MAX_QUESTION_CHARS``), or None.
-
-    >>> question_problem("question", "How many singers?"), question_problem("evidence", "x" * 4001)
-    (None, 'evidence: 4001 characters; at most 4000')
-    """
-    return f"{name}: {len(text)} characters; at most {MAX_QUESTION_CHARS}" if len(text) > MAX_QUESTION_CHARS else None
 
 
 def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None,
@@ -1026,6 +1000,22 @@ def _paint(text: str, confidence: float, color: bool) -> str:
         return text
     code = "31" if confidence < LOW else "33" if confidence < HIGH else "32"
     return f"\033[{code}m{text}\033[0m"
+
+
+def _check_options(label_shift, deadline, features, **switches) -> None:
+    """``score_many``'s options of the wrong type, a ``TypeError`` naming the first (a string
+    read as true, a deadline that is no number, one feature name read as its letters)."""
+    for name, value in switches.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name}: expected True or False, found {value!r}"[:200])
+    if label_shift is not None and not isinstance(label_shift, (bool, np.bool_)):
+        raise TypeError(f"label_shift: expected True, False or None, found {label_shift!r}"[:200])
+    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, (int, float))
+                                 or math.isnan(deadline)):
+        raise TypeError(f"deadline: expected a time.monotonic() value or None, found {deadline!r}"[:200])
+    if features is not None and (isinstance(features, (str, bytes)) or not isinstance(features, Sequence)
+                                 or not all(isinstance(name, str) for name in features)):
+        raise TypeError(f"features: expected a list of feature names, found {features!r}"[:200])
 
 
 def _check_rows(rows) -> None:

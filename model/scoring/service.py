@@ -80,7 +80,8 @@ from pathlib import Path
 from typing import Any
 
 from model.extras import needs_extra
-from model.scoring.scorer import MAX_NODES, MAX_SQL_CHARS, UNFAMILIAR
+from model.scoring.fields import MAX_NODES, MAX_SQL_CHARS
+from model.scoring.scorer import UNFAMILIAR
 from rat.dialects import DIALECTS
 
 with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
@@ -156,7 +157,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     from model.data.databases import DatabaseError
     from model.data.execution import DeadlineExceeded, paced
     from model.scoring.choice import CANDIDATES, choice_of
-    from model.scoring.inputs import ROW_FIELDS, DatabaseFiles, database_dialects, field_problem
+    from model.scoring.fields import ROW_FIELDS, field_problem
+    from model.scoring.inputs import DatabaseFiles, database_dialects
     from model.scoring.scorer import RowError
 
     root = data_root.resolve() if data_root else None
@@ -276,8 +278,10 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         if not isinstance(body, dict):
             raise HTTPException(400, "body must be a JSON object: {\"candidates\": [sql, ...], \"db_id\", \"question\"}")
         candidates = body.get("candidates")
-        if not isinstance(candidates, list) or not candidates or not all(isinstance(c, str) for c in candidates):
+        if not isinstance(candidates, list) or not candidates:
             raise HTTPException(400, "candidates: a non-empty list of SQL strings")
+        if (k := next((k for k, c in enumerate(candidates) if not isinstance(c, str)), None)) is not None:
+            raise HTTPException(400, f"candidates[{k}]: expected a string of SQL, found {type(candidates[k]).__name__}")
         shared = {k: body[k] for k in ("db_id", "question", "evidence", "dialect", "database") if k in body}
         return {"queries": [{**shared, "sql": sql, "question_id": CANDIDATES} for sql in candidates],
                 "verdicts": body.get("verdicts", False)}
