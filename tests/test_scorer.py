@@ -358,6 +358,14 @@ def test_each_bad_row_is_one_error_of_its_kind_and_score_raises_it(singers, tmp_
             call()
 
 
+def test_a_node_under_a_quoted_alias_or_a_double_quoted_string_shows_its_whole_text():
+    """A quoted name or string is one word when the canonical SQL's words are matched to the
+    written ones: "T1".age was shown as '.age', "Ben Jones" without its closing quote."""
+    sql = 'SELECT "T1".age FROM singer AS "T1" WHERE "T1".name = "Ben Jones";'
+    scored = Scorer.pretrained().score(sql, schema={"singer": ["name", "age"]})
+    assert [n.text for n in scored.nodes[:4]] == ['"T1".age', '"T1".name', '"Ben Jones"', '"T1".name = "Ben Jones"']
+
+
 def test_fields_and_options_of_the_wrong_type_are_named_before_any_work():
     """A db_id of bytes was scored and its result could not be written as JSON; a label_shift of
     "yes" was read as true, features="kind" as its letters, deadline="soon" a comparison error."""

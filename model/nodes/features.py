@@ -1249,16 +1249,22 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
     return matrices, names, report
 
 
-_SQL_WORD = re.compile(r"\w+|[^\w\s]")  # SQL words and punctuation, for span matching
+# SQL words and punctuation, for span matching; a quoted string or name is one word, its text
+# what the quotes hold
+_SQL_WORD = re.compile(r"""'((?:[^']|'')*)'|"((?:[^"]|"")*)"|`([^`]*)`|\[([^\]]*)]|\w+|[^\w\s]""")
 
 
 def word_spans(text: str) -> list[tuple[str, int, int]]:
-    """(lower-cased word, start, end) of each SQL word of ``text``.
+    """(lower-cased word, start, end) of each SQL word of ``text``; a string or a name in quotes
+    (single, double, backticks, brackets) is one word, what the quotes hold, its span the
+    quotes' (``"T1".age`` matches ``singer.age`` as ``T1.age`` does; ``"France"`` matches
+    ``'France'``).
 
-    >>> word_spans("SELECT T1.name")
-    [('select', 0, 6), ('t1', 7, 9), ('.', 9, 10), ('name', 10, 14)]
+    >>> word_spans('SELECT "T1".name FROM t WHERE a = "New York"')[1:4], word_spans("a = 'New York'")[-1]
+    ([('t1', 7, 11), ('.', 11, 12), ('name', 12, 16)], ('new york', 4, 14))
     """
-    return [(m.group().lower(), m.start(), m.end()) for m in _SQL_WORD.finditer(text)]
+    return [(next((g for g in m.groups() if g is not None), m.group()).lower(), m.start(), m.end())
+            for m in _SQL_WORD.finditer(text)]
 
 
 def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]], list[int | None],
