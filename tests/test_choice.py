@@ -133,3 +133,30 @@ def test_rat_score_choose_reads_rows_without_a_question_id_together(tmp_path):
     together = consensus.choose(candidates, question=QUESTION, database=database).chosen.query_confidence
     alone = consensus.score(chosen["sql"], question=QUESTION, database=database).query_confidence
     assert chosen["query_confidence"] == pytest.approx(together, abs=1e-6) and abs(together - alone) > 0.05
+
+
+def test_candidate_choice_measures_rules_on_rat_score_rows_by_tree_labels(tmp_path):
+    """scripts/candidate_choice.py --scored: rat-score's rows of every candidate, labelled by
+    their trees against the benchmark's gold (a benchmark without databases, as BIRD dev)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from model.data.datasets import load_questions
+
+    questions = load_questions(demo_root(), "dev")[:30]
+    rows = [{"question_id": q.question_id, "db_id": q.db_id, "system": system, "sql": sql, "query_confidence": conf}
+            for q in questions for system, sql, conf in (("a", q.gold_sql, 0.6), ("b", q.gold_sql, 0.5),
+                                                          ("c", "SELECT 1", 0.9))]
+    scored = tmp_path / "all.jsonl"
+    scored.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(repo / "scripts/candidate_choice.py"), "--scored", str(scored),
+                           "--data-root", str(demo_root()), "--bootstrap", "50"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = {line[:40].strip(): line[40:].split() for line in done.stdout.splitlines()[2:]}
+    assert lines["system a"] == ["1.000"] and lines["system c"] == ["0.000"], done.stdout
+    assert lines["most common tree"][0] == "1.000" and lines["most confident"][0] == "0.000", done.stdout
+    assert "30 questions, 3 candidates each" in done.stdout and "tree match" in done.stdout

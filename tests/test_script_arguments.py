@@ -39,6 +39,8 @@ BAD = [
     ("scripts/backend_agreement.py", ["--systems", "foo"]),
     ("scripts/candidate_choice.py", ["--run", "/nonexistent"]),
     ("scripts/candidate_choice.py", ["--run", ".", "--bootstrap", "0"]),
+    ("scripts/candidate_choice.py", ["--scored", "/nonexistent"]),
+    ("scripts/candidate_choice.py", ["--scored", "README.md"]),
     ("scripts/check_loop.py", ["--tries", "0"]),
     ("scripts/leave_one_system_out.py", ["--calibrator-only", "/nonexistent"]),
     ("scripts/leave_one_system_out.py", ["--systems", "foo"]),
