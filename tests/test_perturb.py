@@ -156,3 +156,11 @@ def test_spider_gold_queries_perturb_without_crashing(shared_data):
         perturber = Perturber(schemas[q.db_id], database_path(spider, q.db_id))
         made += len(perturber.perturb(q.gold_sql, n=2, seed=index))
     assert made >= 0.9 * 2 * len(questions)
+
+
+def test_a_tables_json_entry_is_a_schema_as_rat_reads_it():
+    """Perturber takes what rat.Schema.of takes, as the docs say of a schema (a tables.json entry was an AttributeError)."""
+    entry = {"db_id": "d", "table_names_original": ["singer"], "column_names_original": [[-1, "*"], [0, "name"], [0, "age"]],
+             "column_types": ["text", "text", "number"], "primary_keys": [], "foreign_keys": []}
+    sql = "SELECT name FROM singer WHERE age > 20"
+    assert Perturber(entry).perturb(sql, 3, 0) == Perturber(rat.Schema.from_spider(entry)).perturb(sql, 3, 0)

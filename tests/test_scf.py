@@ -64,3 +64,14 @@ def test_no_additional_outputs_gives_zeros_and_none_never_crashes():
     assert subclause_frequencies("SELECT 1", []).tolist() == [0.0] * 20
     assert match_vector(None, None).tolist() == [0.0] * 19
     assert decompose("DROP TABLE singer; (((") is None
+
+
+def test_the_schema_may_be_a_tables_json_entry():
+    """subclause_frequencies takes what rat.Schema.of takes (a tables.json entry was unhashable)."""
+    import rat
+    from model.wholequery.scf import subclause_frequencies
+
+    entry = {"db_id": "d", "table_names_original": ["singer"], "column_names_original": [[-1, "*"], [0, "name"], [0, "age"]],
+             "column_types": ["text", "text", "number"], "primary_keys": [], "foreign_keys": []}
+    args = ("SELECT name FROM singer", ["SELECT name FROM singer WHERE age > 1", "SELECT age FROM singer"])
+    assert (subclause_frequencies(*args, entry) == subclause_frequencies(*args, rat.Schema.from_spider(entry))).all()

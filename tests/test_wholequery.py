@@ -240,3 +240,19 @@ def test_base_scores_csv_runs_no_formula_and_reads_back_the_same(tmp_path):
     assert all(cell[:1] not in "=+-@" for row in cells for cell in row)  # no cell a spreadsheet would run
     back = BaseScores.read_csv(tmp_path / "b.csv")
     assert list(back.system) == list(names) and list(back.question_id) == ["q1", "q2", "+q3", "q4", "q5"]
+
+
+def test_scores_of_other_predictions_are_one_line_naming_what_is_missing(tmp_path, capsys):
+    """python -m model.wholequery --base-scores T --scores S, S scored on part of T's predictions
+    (--limit): one line, exit 2 (it was a traceback)."""
+    from model.wholequery.base_scores import BaseScores
+
+    BaseScores(np.array(["s", "s"]), np.array(["q1", "q2"]), np.array(["d", "d"]), np.array([1, 0]),
+               {"exec_ok": np.array([1.0, 1.0])}).write_csv(tmp_path / "b.csv")
+    (tmp_path / "scores.jsonl").write_text("")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--base-scores", str(tmp_path / "b.csv"), "--scores", str(tmp_path / "scores.jsonl"),
+              "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("python -m model.wholequery: error: the token-probability scores lack 2 of 2"), err

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,21 +166,22 @@ def _literal(value) -> exp.Expression:
 class Perturber:
     """Perturbations of queries on one database.
 
-    `schema` gives the items to draw from; `db_path` (optional) supplies realistic literal
-    values for wrong-value and extra-condition perturbations.
+    `schema` (what `rat.Schema.of` takes: a `rat.Schema`, a tables.json entry, a mapping) gives
+    the items to draw from; `db_path` (optional) supplies realistic literal values for
+    wrong-value and extra-condition perturbations.
     """
 
-    def __init__(self, schema: rat.Schema, db_path: Path | None = None,
+    def __init__(self, schema: rat.Schema | Mapping, db_path: Path | None = None,
                  mix: dict[str, float] | None = None, top_k: int = TOP_K):
-        self.schema = schema
+        self.schema = rat.Schema.of(schema)
         self.db_path = Path(db_path) if db_path else None
         self.mix = dict(DEFAULT_MIX if mix is None else mix)
         unknown = set(self.mix) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown perturbation kinds {sorted(unknown)}; known: {KINDS}")
         self.top_k = top_k
-        self.columns = [f"{t}.{c}" for t, cols in schema.tables.items() for c in cols]
-        self.tables = list(schema.tables)
+        self.columns = [f"{t}.{c}" for t, cols in self.schema.tables.items() for c in cols]
+        self.tables = list(self.schema.tables)
         self._vectors: dict[str, np.ndarray] | None = None
         self._values: dict[str, list] = {}
         self._trees: dict[str, exp.Expression] = {}

@@ -33,9 +33,12 @@ from model.wholequery.methods import (
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from model.errors import user_errors
+
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    table = base_table(args)
+    with user_errors("python -m model.wholequery"):  # (a score file of other predictions: one line)
+        table = base_table(args)
     table.write_csv(args.out / "base_scores.csv")  # the rows and columns every method is measured on
     write_results(args, table)
     if args.tracks:

@@ -168,7 +168,10 @@ def add_pooled_scores(table: BaseScores, scores: Mapping) -> BaseScores:
     keys = list(zip(table.system.tolist(), table.question_id.tolist()))
     missing = [k for k in keys if k not in scores]
     if missing:
-        raise ValueError(f"score file lacks {len(missing)} of {len(keys)} predictions, e.g. {missing[:3]}")
+        from model.errors import UsageError
+
+        raise UsageError(f"the token-probability scores lack {len(missing)} of {len(keys)} predictions, e.g. "
+                         f"{missing[:3]}: score every prediction (model.lm.token_probabilities without --limit)")
     columns = dict(table.columns)
     for name in ("log_prod", *POOLINGS[1:]):
         columns[name] = np.array([getattr(scores[k], name) for k in keys], dtype=np.float64)

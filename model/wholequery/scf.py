@@ -18,7 +18,7 @@ GROUP BY keys sorted; `=` operands sorted), so `T1.name` and `singer.name` agree
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -228,12 +228,14 @@ def match_vector(query: Decomposition | None, other: Decomposition | None) -> np
 
 def subclause_frequencies(query: str | Decomposition | None,
                           additional: Sequence[str | Decomposition | None],
-                          schema: rat.Schema | None = None) -> np.ndarray:
+                          schema: rat.Schema | Mapping | None = None) -> np.ndarray:
     """The 20 SCF signals (`FEATURE_NAMES`) of `query` against the additional outputs.
 
-    Strings are decomposed with `decompose(., schema)`; pass `Decomposition`s to reuse work
-    across many queries. With no additional outputs every signal is 0.
+    Strings are decomposed with `decompose(., schema)` (`schema`: what `rat.Schema.of` takes);
+    pass `Decomposition`s to reuse work across many queries. With no additional outputs every
+    signal is 0.
     """
+    schema = rat.Schema.of(schema)
     def as_decomposition(q):
         return decompose(q, schema) if isinstance(q, str) else q
 
