@@ -161,6 +161,7 @@ def test_bad_input_is_one_line_exit_2(args, message, capsys):
 
 
 def test_unreachable_server_is_one_line(capsys):
-    assert main([str(DEMO[0]), "postgresql://nobody:pw@127.0.0.1:9/db"]) == 1
+    assert main([str(DEMO[0]), "postgresql://nobody:pw@127.0.0.1:9/db"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("python -m model.data.copy_database: error: OperationalError") and err.count("\n") == 1
+    assert err.startswith("python -m model.data.copy_database: error: postgresql://nobody:***@127.0.0.1:9/db: "
+                          "OperationalError") and err.count("\n") == 1

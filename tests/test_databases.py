@@ -1120,3 +1120,37 @@ def test_a_session_lock_a_users_function_takes_is_let_go_after_the_statement(pg_
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute("DROP FUNCTION rat_grab(int)")
+
+
+def test_a_callers_mysql_connection_with_a_transaction_open_is_refused_not_committed(mysql_server, mysql_demo):
+    """START TRANSACTION READ ONLY commits what a MySQL session has pending: a connection passed in
+    with a transaction open is refused, as PostgreSQL's is, and its write stays the caller's to
+    roll back (it was committed)."""
+    import pymysql
+
+    conn = pymysql.connect(host=mysql_server.host, port=mysql_server.port, user="rat_admin",
+                           password="admin-pw", database=DB_ID, autocommit=False)
+    with conn:
+        with conn.cursor() as cursor:
+            cursor.execute("CREATE TEMPORARY TABLE pending (a INT) ENGINE=InnoDB")
+            cursor.execute("INSERT INTO pending VALUES (1)")
+        with pytest.raises(DatabaseError, match="the connection has a transaction open; commit or roll it back"):
+            open_database(conn)
+        conn.rollback()
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pending")
+            assert cursor.fetchone() == (0,)
+        with open_database(conn) as db:  # nothing pending: read as any connection
+            assert db.run("SELECT count(*) FROM venues")[1] is None
+
+
+def test_mysql_url_mistakes_are_one_line_and_a_password_anywhere_is_masked(mysql_demo, tmp_path):
+    url = mysql_demo[0]
+    cnf = tmp_path / "my.cnf"
+    cnf.write_text("password=Sup3rSecret\n")  # no [client] section
+    for bad, says in ((f"{url}?charset=nosuch", "unknown charset 'nosuch'"),
+                      (f"{url}?read_default_file={cnf}", "cannot read read_default_file"),
+                      (f"{url.split('?')[0]}?password=WRONGPW&charset=utf8mb4", "password=***")):
+        with pytest.raises(DatabaseError, match=re.escape(says)) as error:
+            open_database(bad)
+        assert "Sup3rSecret" not in str(error.value) and "WRONGPW" not in str(error.value)

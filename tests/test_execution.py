@@ -644,3 +644,21 @@ def test_cli_input_mistakes_are_one_line_naming_the_input(spider_root: Path, tmp
         assert code == 2 and len(err.strip().splitlines()) == 1, (args, err)
         assert named in err and "Errno" not in err and "None" not in err, (args, err)
         assert time.monotonic() - start < 5, args
+
+
+def test_an_open_database_counts_a_result_too_large_as_a_failed_query_as_a_file_does(tmp_path: Path) -> None:
+    """database_outcome (rat-exec --database) and execute_pairs (rat-exec --root) count alike: a
+    result past the memory guards is pred_error, running out of time a timeout (it counted both
+    as timeouts)."""
+    from model.data.databases import open_database
+
+    path = tmp_path / "t.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (a TEXT)")
+        conn.executemany("INSERT INTO t VALUES (?)", [("x" * 1000,)] * 200)
+    big, gold = "SELECT a FROM t", "SELECT count(*) FROM t"
+    slow = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT max(n) FROM c"
+    with open_database(path, max_result_bytes=50_000, timeout_s=0.5) as db:
+        outcomes = [execution.database_outcome(db, sql, gold) for sql in (big, slow)]
+    files = execute_pairs([(path, big, gold), (path, slow, gold)], timeout_s=0.5, max_result_bytes=50_000)
+    assert outcomes == files == ["pred_error", "timeout"]

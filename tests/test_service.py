@@ -103,6 +103,8 @@ def test_score_answers_rows_like_the_cli(service):
     ({"queries": [{"sql": "SELECT 1 OR " * 1000 + "1"}]}, 413, "queries[0].sql: 12001 characters; at most 10000"),
     ({"queries": []}, 400, "non-empty list"),
     ({"queries": [{"question": "no sql"}]}, 400, "queries[0]: needs a \"sql\" string"),
+    ({"sql": "SELECT 1", "database": "mysql+pymysql://u:pw@h/db"}, 400, "database: a URL is not taken in a request"),
+    ({"queries": [{"sql": "SELECT 1", "database": "postgresql://h/db"}]}, 400, "queries[0].database: a URL is not"),
     ([1, 2], 400, "body must be a JSON object"),
     ({"queries": [{"sql": "SELECT 1"}], "sql": "SELECT 2"}, 400, "both \"queries\" and \"sql\""),
 ])

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from model.data.databases import mask_password
 from model.data.execution import sqlite_uri
 from model.errors import UsageError, say_error
 
@@ -551,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m model.data.copy_database",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("sources", nargs="+", type=Path, help="SQLite files or folders")
-    parser.add_argument("url", help="the target server: postgresql://, mysql://, duckdb:///")
+    parser.add_argument("url", help="the target server: postgresql://, mysql+pymysql://, duckdb:///")
     parser.add_argument("--name", help="the copy's database name (one source only; default: "
                                        "the file's name)")
     parser.add_argument("--grant", help="a role (user) given SELECT on the copied tables")
@@ -569,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, file in enumerate(files, 1):
             report = copy_database(file, args.url, args.name, args.grant,
                                    value_types=not args.declared_types)
-            print(f"[{k}/{len(files)}] {report.line()} -> {report.url}", flush=True)
+            print(f"[{k}/{len(files)}] {report.line()} -> {mask_password(report.url)}", flush=True)
             total.add(report)
             if args.details:
                 for line in (*report.retyped, *report.integer_text, *report.primary_keys_skipped,
@@ -580,9 +581,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         say_error(parser.prog, error)
         return 2
-    except Exception as error:  # noqa: BLE001 - an unreachable server etc.: one line
-        say_error(parser.prog, f"{type(error).__name__}: {_first_line(error)}")
-        return 1
+    except Exception as error:  # noqa: BLE001 - an unreachable server, a wrong password...: one line naming it
+        say_error(parser.prog, f"{mask_password(args.url)}: {type(error).__name__}: {_first_line(error)}")
+        return 2
     return 0
 
 

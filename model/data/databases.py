@@ -43,6 +43,7 @@ backends. SQL written in another dialect than the backend's runs as ``runnable_s
 
 from __future__ import annotations
 
+import configparser
 import datetime
 import decimal
 import functools
@@ -120,12 +121,16 @@ class ConnectionLost(Exception):
 
 def mask_password(url: str) -> str:
     """``url`` with its password (if any) as ``***``: up to the last ``@`` before any ``?`` (a
-    password may hold an unencoded ``@`` or ``/``).
+    password may hold an unencoded ``@`` or ``/``), and a ``password=`` (``passwd``, ``pwd``)
+    parameter's value.
 
     >>> mask_password("postgresql://scorer:p@ss@db:5432/shop?sslmode=require")
     'postgresql://scorer:***@db:5432/shop?sslmode=require'
+    >>> mask_password("mysql+pymysql://scorer@db/shop?password=secret&charset=utf8mb4")
+    'mysql+pymysql://scorer@db/shop?password=***&charset=utf8mb4'
     """
-    return re.sub(r"^([a-zA-Z][\w+.-]*://[^:/@]*):[^?#]*@", r"\1:***@", str(url))
+    masked = re.sub(r"^([a-zA-Z][\w+.-]*://[^:/@]*):[^?#]*@", r"\1:***@", str(url))
+    return re.sub(r"([?&](?:password|passwd|pwd)=)[^&#]*", r"\1***", masked, flags=re.IGNORECASE)
 
 
 def is_database_url(text: object) -> bool:
@@ -796,6 +801,12 @@ class MySQLDatabase(Database):
     def __init__(self, conn, name: str, owned: bool, connect=None, **limits):
         super().__init__(name, **limits)
         self.conn, self.owned, self._connect = conn, owned, connect
+        if not owned:
+            from pymysql.constants import SERVER_STATUS
+
+            if (conn.server_status or 0) & SERVER_STATUS.SERVER_STATUS_IN_TRANS:  # START TRANSACTION would commit it
+                raise DatabaseError(f"{name}: the connection has a transaction open; "
+                                    "commit or roll it back first")
         self.mariadb = "mariadb" in str(conn.get_server_info()).lower()
 
     def _execute(self, sql, timeout_s, max_bytes):
@@ -887,6 +898,8 @@ def _open_mysql(url, name: str, limits: dict) -> MySQLDatabase:
                   autocommit=True, client_flag=0)
     if query:
         raise DatabaseError(f"{name}: unknown URL parameters {sorted(query)}")
+    if pymysql.charset.charset_by_name(kwargs["charset"]) is None:
+        raise DatabaseError(f"{name}: unknown charset {kwargs['charset']!r}")
 
     def connect():
         conn = pymysql.connect(**kwargs)
@@ -899,6 +912,10 @@ def _open_mysql(url, name: str, limits: dict) -> MySQLDatabase:
     except pymysql.err.Error as error:
         message = error.args[1] if len(error.args) > 1 else str(error)
         raise DatabaseError(f"{name}: cannot connect ({_one_line(Exception(message))})") from None
+    except (configparser.Error, ValueError, OSError, UnicodeError) as error:  # a my.cnf it cannot read
+        # (its text is not quoted: configparser's errors hold the file's lines, password and all)
+        raise DatabaseError(f"{name}: cannot read read_default_file {kwargs.get('read_default_file')} "
+                            f"({type(error).__name__})") from None
     return MySQLDatabase(conn, name, owned=True, connect=connect, **limits)
 
 

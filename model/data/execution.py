@@ -809,12 +809,15 @@ def database_outcome(database, pred_sql: str, gold_sql: str, pred_dialect: str =
     benchmark habits, DISTINCT kept) and the results compared as ``execute_pairs`` compares
     them: ``gold_error`` where the gold query fails, is stopped or cannot be written for the
     backend; ``no_database`` where the prediction cannot be written so (no execution label);
-    ``timeout`` where it was stopped (a timeout, a result past the memory guards)."""
+    ``timeout`` where it ran out of time, and ``pred_error`` where its result went past the
+    memory guards (as ``execute_pairs`` counts a SQLite file's)."""
     def ran(sql: str, dialect: str) -> tuple[str, Any]:
         rows, error = database.run(sql, dialect, schema)
         if error is None:
             return "ok", rows
-        return ("unwritten" if error.startswith(NOT_WRITTEN) else "timeout" if unfinished(error) else "error"), error
+        if error.startswith(NOT_WRITTEN):
+            return "unwritten", error
+        return ("timeout" if error.startswith(UNFINISHED[0]) else "too_large" if unfinished(error) else "error"), error
 
     gold = ran(gold_sql, gold_dialect)
     if gold[0] != "ok":

@@ -1250,8 +1250,8 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
 
 
 # SQL words and punctuation, for span matching; a quoted string or name is one word, its text
-# what the quotes hold
-_SQL_WORD = re.compile(r"""'((?:[^']|'')*)'|"((?:[^"]|"")*)"|`([^`]*)`|\[([^\]]*)]|\w+|[^\w\s]""")
+# what the quotes hold (in brackets, SQL Server's names only: not an array's ARRAY['a', 'b'])
+_SQL_WORD = re.compile(r"""'((?:[^']|'')*)'|"((?:[^"]|"")*)"|`([^`]*)`|\[(\w[\w $#@-]*)]|\w+|[^\w\s]""")
 
 
 def word_spans(text: str) -> list[tuple[str, int, int]]:

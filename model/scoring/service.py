@@ -154,7 +154,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     from fastapi.responses import HTMLResponse, JSONResponse
     from starlette.requests import ClientDisconnect
 
-    from model.data.databases import DatabaseError
+    from model.data.databases import DatabaseError, is_database_url
     from model.data.execution import DeadlineExceeded, paced
     from model.scoring.choice import CANDIDATES, choice_of
     from model.scoring.fields import ROW_FIELDS, field_problem
@@ -255,6 +255,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         the root, its named connection, or its db_id's file."""
         given = query.get("database")
         if given is not None:
+            if is_database_url(given):  # (a request never opens a connection of its own)
+                raise HTTPException(400, f"{field}: a URL is not taken in a request; name by db_id a database "
+                                         "the service was started with (--database NAME=URL)")
             if root is None:
                 raise HTTPException(400, f"{field}: paths need the service to run with --data-root")
             try:
@@ -297,11 +300,14 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         if len(queries) > max_queries:
             raise HTTPException(413, f"{len(queries)} {what} in one request; at most {max_queries}")
 
+        one = "queries" not in body  # one query, its fields at the body's top
+
         def field(k: int, name: str) -> str:
-            """The k-th query's field as the client named it: ``queries[k].name``; in a /choose
-            body, ``candidates[k]`` for its SQL and the body's own field for the others."""
+            """The k-th query's field as the client named it: ``queries[k].name`` (``name`` in a
+            body of one query); in a /choose body, ``candidates[k]`` for its SQL and the body's
+            own field for the others."""
             if what == "queries":
-                return f"queries[{k}].{name}"
+                return name if one else f"queries[{k}].{name}"
             return f"candidates[{k}]" if name == "sql" else name
 
         rows = []
