@@ -1154,3 +1154,15 @@ def test_mysql_url_mistakes_are_one_line_and_a_password_anywhere_is_masked(mysql
         with pytest.raises(DatabaseError, match=re.escape(says)) as error:
             open_database(bad)
         assert "Sup3rSecret" not in str(error.value) and "WRONGPW" not in str(error.value)
+
+
+def test_a_locking_read_runs_without_its_lock_on_postgres_and_mysql(pg_demo, mysql_demo):
+    """SELECT .. FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE: the read-only transaction refuses the
+    lock, and the query was scored as failing to run; it runs as the rows it reads (runnable_sql)."""
+    for url, dialect, locks in ((pg_demo[0], "postgres", ("FOR UPDATE", "FOR SHARE NOWAIT", "FOR NO KEY UPDATE")),
+                                (mysql_demo[0], "mysql", ("FOR UPDATE", "LOCK IN SHARE MODE"))):
+        with open_database(url) as db:
+            plain = db.run("SELECT name FROM venues ORDER BY name", dialect)
+            assert plain[1] is None and plain[0]
+            for lock in locks:
+                assert db.run(f"SELECT name FROM venues ORDER BY name {lock}", dialect) == plain, (dialect, lock)

@@ -956,7 +956,15 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     >>> runnable_sql("SELECT * EXCLUDE (age) FROM singer", "duckdb"), runnable_sql(
     ...     "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS WITH TIES", "postgres")
     (None, None)
+
+    A locking read (``FOR UPDATE``, ``FOR SHARE``, ``LOCK IN SHARE MODE``) runs on PostgreSQL and
+    MySQL without its lock, which their read-only transactions refuse: the same rows.
+
+    >>> runnable_sql("SELECT name FROM singer WHERE age > 20 FOR UPDATE", "postgres", "postgres")
+    'SELECT name FROM singer WHERE age > 20'
     """
+    if backend in ("postgres", "mysql") and _LOCKING.search(sql):
+        sql = _unlocked(sql, dialect)
     if dialect == backend:
         return sql
     import rat
@@ -964,6 +972,28 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     if schema is None or isinstance(schema, rat.Schema):
         return _transpiled(sql, dialect, backend, schema)
     return _transpiled.__wrapped__(sql, dialect, backend, schema)
+
+
+_LOCKING = re.compile(r"\bFOR\s+(?:NO\s+KEY\s+)?(?:UPDATE|SHARE|KEY\s+SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b",
+                      re.IGNORECASE)
+
+
+def _unlocked(sql: str, dialect: str) -> str:
+    """``sql`` without its row locks, written in ``dialect`` again; as it is where it does not
+    parse as one query (its error is then the database's)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+        if len(trees) != 1 or not any(True for _ in trees[0].find_all(exp.Lock)):
+            return sql
+        for lock in list(trees[0].find_all(exp.Lock)):
+            lock.pop()
+        return trees[0].sql(dialect=dialect)
+    except (SqlglotError, ValueError):
+        return sql
 
 
 # The error of a query runnable_sql cannot write for its database (it is not run)
