@@ -92,8 +92,12 @@ _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
 # far above any query of Spider or BIRD (BIRD dev's longest gold SQL has 1,446 characters);
 # parsing 1 MB of SQL takes seconds and hundreds of MB
 MAX_SQL_CHARS = 100_000
-_UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "into", "sample")
+_UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "into", "sample", "match", "distribute",
+                        "sort", "cluster", "for_")
 _UNSUPPORTED_CLAUSE_SET = frozenset(_UNSUPPORTED_CLAUSES)
+# how a refused clause is named, where its key is not its SQL
+_CLAUSE_NAMES = {"match": "MATCH_RECOGNIZE", "distribute": "DISTRIBUTE BY", "sort": "SORT BY",
+                 "cluster": "CLUSTER BY", "for_": "FOR XML / FOR JSON"}
 # Functions other dialects parse with a syntax of their own (`EXTRACT(YEAR FROM d)`,
 # `CONVERT(INT, x)`): left to sqlglot, which types them.
 # SUBSTRING (`SUBSTRING(x FROM 1 FOR 3)` in PostgreSQL) is read back as substr(x, 1, 3),
@@ -670,12 +674,15 @@ def lowercase_outside_strings(text: str, rat_dialect: Dialect = SQLITE) -> str:
 class _Scope:
     """The relations one SELECT reads: qualifier -> known columns (None when unknown)."""
 
-    __slots__ = ("aliases", "derived", "nodes", "references", "shadowed", "sources")
+    __slots__ = ("aliases", "derived", "implicit", "nodes", "references", "shadowed", "sources")
 
     def __init__(self) -> None:
         self.derived: set[str] = set()  # qualifiers of subqueries and CTE references
         self.sources: dict[str, frozenset[str] | None] = {}
         self.aliases: dict[str, str] = {}  # name or alias as written (lowercased) -> qualifier
+        # the names of tables read under an alias (`orders o2`: `orders`), which no database
+        # lets a column name: one is read here only where no outer scope names a table so
+        self.implicit: set[str] = set()
         self.nodes: dict[str, exp.Expression] = {}  # qualifier -> its Table / Subquery node
         self.references: list[exp.Identifier] = []  # column qualifiers naming this scope
         # Qualifiers that a correlated reference to an outer scope also uses: renamed at the
@@ -834,10 +841,12 @@ class _Resolver:
         if not self.unsupported.isdisjoint(args):  # one test for the usual case
             for key in _UNSUPPORTED_CLAUSES:
                 if key in self.unsupported and args.get(key):
-                    raise RATError(f"unsupported construct {key.upper()!r}", self.sql)
+                    raise RATError(f"unsupported construct {_CLAUSE_NAMES.get(key, key.upper())!r}", self.sql)
         if args.get("kind"):  # BigQuery's SELECT AS STRUCT / AS VALUE: one column of another shape
             raise RATError(f"unsupported construct 'SELECT AS {args['kind'].upper()}'", self.sql)
         group, order = args.get("group"), args.get("order")
+        if group is not None and group.args.get("totals"):  # ClickHouse's: no database rat runs on has it
+            raise RATError("unsupported construct 'WITH TOTALS'", self.sql)
         if group is not None and group.args.get("all"):
             group = self.group_by_all(node, group)
         if group is not None:
@@ -1069,7 +1078,11 @@ class _Resolver:
             scope.sources[qualifier] = columns
             scope.nodes[qualifier] = node
             scope.aliases[alias or name] = qualifier
-            scope.aliases.setdefault(name, qualifier)
+            if alias and alias != name and name not in scope.aliases:
+                scope.aliases[name] = qualifier
+                scope.implicit.add(name)
+            elif not alias or alias == name:
+                scope.implicit.discard(name)
             if qualifier == name:
                 node.set("alias", None)
             else:
@@ -1332,6 +1345,9 @@ class _Resolver:
         name = self.fold(table.name, table)
         for depth, scope in enumerate(chain):
             if name in scope.aliases:
+                if name in scope.implicit and any(name in outer.aliases and name not in outer.implicit
+                                                  for outer in chain[depth + 1:]):
+                    continue  # `orders.c` under `FROM orders o2` in a subquery of `FROM orders`: the outer one
                 qualifier = scope.aliases[name]
                 self.set_name(table, qualifier)
                 scope.references.append(table)

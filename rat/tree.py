@@ -60,7 +60,7 @@ _AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min
 # NOT applied to these becomes one node, e.g. `a NOT IN (..)` -> Not_in.
 # (BETWEEN never gets here: `rat.canonicalize` spells it out as two comparisons.)
 _NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Exists": "Not_exists",
-            "Is_null": "Is_not_null", "Regexp": "Not_regexp", "Ilike": "Not_ilike",
+            "Is_null": "Is_not_null", "Is_not_null": "Is_null", "Regexp": "Not_regexp", "Ilike": "Not_ilike",
             "Iregexp": "Not_iregexp", "Similar_to": "Not_similar_to"}
 # GROUP BY ROLLUP (a, b) / CUBE (a, b) / GROUPING SETS ((a), ()): a Groupby key each.
 _GROUPINGS = {exp.Rollup: "Rollup", exp.Cube: "Cube", exp.GroupingSets: "Grouping_sets"}
@@ -200,6 +200,22 @@ def _zero_guard(node: exp.Expression) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.lower() == "nullif" and len(node.expressions) == 2 \
         and isinstance(node.expressions[1], exp.Literal) and not node.expressions[1].is_string \
         and node.expressions[1].this in ("0", "0.0")
+
+
+def _cast_type(to: exp.DataType) -> str:
+    """A cast's type as SQLite writes it (`integer`, `real`, `text`: the same type in every
+    dialect), but for the two SQLite writes as another whose cast gives other values: BOOLEAN
+    (`integer` would cut 3.5 to 3) and DECIMAL / NUMERIC (`real` would give 3.0 for 3).
+
+    >>> [_cast_type(exp.DataType.build(t)) for t in ("INT", "BOOLEAN", "NUMERIC(10, 2)", "FLOAT")]
+    ['integer', 'boolean', 'numeric(10, 2)', 'real']
+    """
+    written = to.sql(dialect="sqlite").lower()
+    if to.this == exp.DataType.Type.BOOLEAN:
+        return "boolean"
+    if to.this == exp.DataType.Type.DECIMAL:
+        return "numeric" + written.removeprefix("real")
+    return written
 
 
 def _value_label(literal: exp.Literal) -> str:
@@ -508,8 +524,10 @@ class _Builder:
             left, right = self.expr(node.this, ctes), self.expr(divisor, ctes)
             if kind in _JSONB_KEYS and not self.dialect.jsonb_keys:
                 raise RATError(f"unsupported construct 'j ? k' ({self.dialect.name} has no jsonb key tests)", self.sql)
-            if kind is exp.Is and isinstance(node.expression, exp.Null):
-                return Node("Is_null", (left,))
+            if kind is exp.Is and isinstance(node.expression, exp.Null):  # PostgreSQL's IS NOT NULL: negate
+                return Node("Is_not_null" if node.args.get("negate") else "Is_null", (left,))
+            if kind is exp.Is and node.args.get("negate"):
+                return Node("Not", (Node(label, (left, right)),))
             if (kind is exp.Like or kind is exp.ILike) and node.args.get("negate"):
                 return Node(_NEGATED[label], (left, right))
             if node.args.get("escape") is not None:
@@ -600,8 +618,7 @@ class _Builder:
             return Node(name.capitalize(), [child for a in arguments for child in (
                 [Node(a.name)] if type(a) is exp.Var else self.arguments([a], ctes))])
         if kind is exp.Cast or kind is exp.TryCast:
-            return Node("Cast", (self.expr(node.this, ctes),
-                                 Node(node.args["to"].sql(dialect="sqlite").lower())))
+            return Node("Cast", (self.expr(node.this, ctes), Node(_cast_type(node.args["to"]))))
         if kind is exp.Alias:
             return self.expr(node.this, ctes)
         if kind is exp.Tuple:
@@ -620,8 +637,13 @@ class _Builder:
                 raise RATError("unsupported construct 'AT TIME ZONE'", self.sql)
             return Node("At_time_zone", (self.expr(node.this, ctes), self.expr(node.args["zone"], ctes)))
         if kind is exp.Bracket and len(node.expressions) == 1 and not node.args.get("safe"):
-            # tags[1]: sqlglot counts from 0 in every dialect (PostgreSQL's [1] is its [0])
-            return Node("Subscript", (self.expr(node.this, ctes), self.expr(node.expressions[0], ctes)))
+            # tags[1]: sqlglot counts from 0 in every dialect (PostgreSQL's [1] is its [0]), but
+            # leaves BigQuery's tags[ORDINAL(1)] counted from 1 (offset 1): its [0] too
+            index = node.expressions[0]
+            if node.args.get("offset") == 1:
+                index = exp.Literal.number(int(index.this) - 1) if index.is_int else exp.Sub(
+                    this=index.copy(), expression=exp.Literal.number(1))
+            return Node("Subscript", (self.expr(node.this, ctes), self.expr(index, ctes)))
         if kind is exp.Kwarg or kind is exp.PropertyEQ and isinstance(node.this, exp.Identifier):
             # Snowflake's `input => x`, DuckDB's `input := x`: the value, then the argument's name
             return Node("Named", (self.expr(node.expression, ctes), Node(node.this.name.lower())))

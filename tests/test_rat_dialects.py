@@ -5,6 +5,7 @@ by sqlglot) gives the SQLite tree; constructs a dialect lacks stay refused in it
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -933,3 +934,43 @@ def test_group_by_all_after_a_lone_star_is_the_distinct_rows_in_duckdb():
     assert grouped == distinct and len(grouped) == 3
     assert rat.to_tree("SELECT * FROM t GROUP BY ALL", dialect="duckdb") == \
         rat.to_tree("SELECT DISTINCT * FROM t", dialect="duckdb")
+
+
+@pytest.mark.parametrize("dialect, one, other", [
+    ("postgres", "SELECT id FROM o WHERE d IS NOT NULL", "SELECT id FROM o WHERE d IS NULL"),  # (negate was dropped)
+    ("postgres", "SELECT id FROM o WHERE d NOTNULL", "SELECT id FROM o WHERE d ISNULL"),
+    ("bigquery", "SELECT tags[ORDINAL(1)] FROM t", "SELECT tags[OFFSET(1)] FROM t"),  # ORDINAL counts from 1
+    ("sqlite", "SELECT CAST(a AS BOOLEAN) FROM t", "SELECT CAST(a AS INTEGER) FROM t"),
+    ("postgres", "SELECT CAST(a AS NUMERIC) FROM t", "SELECT CAST(a AS REAL) FROM t"),
+    ("sqlite", "SELECT id FROM orders WHERE amount > (SELECT avg(amount) FROM orders o2 WHERE o2.region = orders.region)",
+     "SELECT id FROM orders WHERE amount > (SELECT avg(amount) FROM orders o2 WHERE o2.region = o2.region)"),
+])
+def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
+    """Pairs a probe of real-world SQL found read as one tree (a wrong query called right)."""
+    schema = rat.Schema({"orders": ["id", "amount", "region"]})
+    assert rat.to_tree(one, schema, dialect).hash != rat.to_tree(other, schema, dialect).hash
+
+
+@pytest.mark.parametrize("dialect, one, other", [
+    ("bigquery", "SELECT tags[ORDINAL(2)] FROM t", "SELECT tags[OFFSET(1)] FROM t"),
+    ("postgres", "SELECT id FROM o WHERE NOT (d IS NOT NULL)", "SELECT id FROM o WHERE d IS NULL"),
+    ("sqlite", "SELECT id FROM orders WHERE amount > (SELECT avg(amount) FROM orders o2 WHERE o2.region = orders.region)",
+     "SELECT id FROM orders o WHERE amount > (SELECT avg(amount) FROM orders o2 WHERE o2.region = o.region)"),
+])
+def test_the_same_query_written_otherwise_gets_the_same_tree(dialect, one, other):
+    schema = rat.Schema({"orders": ["id", "amount", "region"]})
+    assert rat.to_tree(one, schema, dialect).hash == rat.to_tree(other, schema, dialect).hash
+
+
+@pytest.mark.parametrize("dialect, sql, construct", [
+    ("snowflake", "SELECT * FROM o MATCH_RECOGNIZE (PARTITION BY id ORDER BY d PATTERN (x+) DEFINE x AS a > 1)",
+     "MATCH_RECOGNIZE"),
+    ("postgres", "SELECT r, count(*) FROM o GROUP BY r WITH TOTALS", "WITH TOTALS"),
+    ("databricks", "SELECT a FROM t DISTRIBUTE BY a", "DISTRIBUTE BY"),
+    ("databricks", "SELECT a FROM t CLUSTER BY a", "CLUSTER BY"),
+    ("tsql", "SELECT a FROM t FOR JSON PATH", "FOR XML / FOR JSON"),
+])
+def test_a_clause_rat_would_drop_is_refused(dialect, sql, construct):
+    """These clauses were dropped without a word: the query read as the one without them."""
+    with pytest.raises(rat.RATError, match=re.escape(f"unsupported construct '{construct}'")):
+        rat.to_tree(sql, dialect=dialect)
