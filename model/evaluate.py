@@ -659,7 +659,8 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
 
     md = ["## Node level", "",
           ("Table 4 shape (the fine-grained paper): BS-P and ECE-P after Platt scaling "
-           f"fitted on {cfg.n_folds} schema-disjoint folds; ECE with {cfg.n_bins} uniform "
+           f"fitted on {min(cfg.n_folds, len(np.unique(nodes['group'])))} schema-disjoint folds (one a "
+           f"database at most); ECE with {cfg.n_bins} uniform "
            f"bins; [{cfg.level:.0%} bootstrap interval, {cfg.n_bootstrap} resamples]."), "",
           report.metrics_table(summaries), ""]
     md += _missing_platt_note(summaries, nodes["group"], cfg)

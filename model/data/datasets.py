@@ -157,8 +157,10 @@ def schemas_of(entries: Any, path: Path | str) -> dict[str, rat.Schema]:
         db_id = entry.get("db_id")
         if not isinstance(db_id, str) or not db_id:
             raise UsageError(f"{path}: entry {k} has no db_id")
+        if db_id in out:  # (the later one was ignored)
+            raise UsageError(f"{path}: db_id {db_id!r} has two entries (entry {k} and an earlier one)")
         try:
-            out.setdefault(db_id, rat.Schema.from_spider(entry))
+            out[db_id] = rat.Schema.from_spider(entry)
         except (ValueError, TypeError) as e:
             raise UsageError(f"{path}: {db_id}: {e}") from None
     return out

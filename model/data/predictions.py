@@ -61,18 +61,27 @@ def prediction_files(root: Path, spec: str | Path | list | tuple | None, default
 
     A relative glob is read from the current folder and, where it matches nothing there, from
     the repository's root (the committed answers of ``data/llm_answers/``); a glob that matches
-    nothing is a ``UsageError`` naming it."""
-    if spec is None:
-        return sorted(p for p in (root / "predictions").glob("*") if p.is_file()) if default else []
-    specs = [spec] if isinstance(spec, (str, Path)) else list(spec)
-    found = {s: glob_files(s) for s in specs}
-    missing = [s for s, files in found.items() if not files]
-    if missing:
-        from model.errors import UsageError  # one line for the user, not a traceback
+    nothing is a ``UsageError`` naming it, as are two files of one name (a file's name, without
+    its suffix, names its system: ``a/sys.jsonl`` and ``b/sys.jsonl`` would be one system)."""
+    from model.errors import UsageError  # one line for the user, not a traceback
 
-        raise UsageError(f"prediction files not found: {missing} (a relative path is read from "
-                         f"the current folder, {Path.cwd()}, then from the repository's, {REPO})")
-    return [f for files in found.values() for f in files]
+    if spec is None:
+        files = sorted(p for p in (root / "predictions").glob("*") if p.is_file()) if default else []
+    else:
+        specs = [spec] if isinstance(spec, (str, Path)) else list(spec)
+        found = {s: glob_files(s) for s in specs}
+        missing = [s for s, files in found.items() if not files]
+        if missing:
+            raise UsageError(f"prediction files not found: {missing} (a relative path is read from "
+                             f"the current folder, {Path.cwd()}, then from the repository's, {REPO})")
+        files = list(dict.fromkeys(f for files in found.values() for f in files))
+    named: dict[str, Path] = {}
+    for path in files:
+        if path.stem in named:
+            raise UsageError(f"prediction files {named[path.stem]} and {path}: one system name, {path.stem!r}, "
+                             "for two files (a file's name names its system): rename one")
+        named[path.stem] = path
+    return files
 
 
 def glob_files(spec: str | Path) -> list[Path]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from model.errors import UsageError
 from model.nodes.features import build_features, reads_semantic
 from rat.walks import error_sites
 
@@ -65,8 +66,6 @@ def load_table(data_cfg, params: BoostedParams, progress: bool = True) -> NodeTa
                                  max_questions=data_cfg.get("max_questions"), require_database=with_databases,
                                  evidence=data_cfg.get("evidence", False), labels=labels)
     if not examples:
-        from model.errors import UsageError
-
         raise UsageError(f"no labelled predictions to learn from in {', '.join(str(f) for f in files)[:300]} "
                          "(each file or row was refused: see the lines above)")
     side = []
@@ -154,6 +153,9 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
     seed = data_cfg.get("split_seed", 0)
     if protocol == "crossfit":
         k = int(data_cfg.get("folds", 5))
+        if len(set(db_ids)) < k:  # (one line from train.py, as the neural run's datamodule says it)
+            raise UsageError(f"data.folds={k}: the data has only {len(set(db_ids))} databases to spread over the "
+                             f"folds; set data.folds to at most {len(set(db_ids))}")
         fold_of = schema_disjoint_folds(db_ids, k, seed)
         roles = []
         for i in range(k):

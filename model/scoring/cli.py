@@ -321,9 +321,17 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
             questions = {q.question_id: q for q in load_questions(args.data_root, args.split)}
         except (FileNotFoundError, ValueError) as e:
             raise UsageError(f"--data-root {args.data_root} --split {args.split}: {e}") from None
+        if not questions:  # (every row would be read as one of the user's own, without its question)
+            raise UsageError(f"--data-root {args.data_root} --split {args.split}: no questions")
     rows = []
+    owner: dict[str, Path] = {}  # system -> the file its rows come from
     for path in args.predictions:
-        rows.extend({**row, "_file": str(path)} for row in _file_rows(path, questions, skipped))
+        for row in _file_rows(path, questions, skipped):
+            system = str(row["system"])
+            if owner.setdefault(system, path) != path:  # (two files' rows read as one system's)
+                raise UsageError(f"--predictions {owner[system]} and {path}: both hold rows of system {system!r} "
+                                 "(a file's name names the system of rows without one): rename one")
+            rows.append({**row, "_file": str(path)})
     for row in rows:
         db_id = row.get("db_id")
         if schemas and db_id is None:
@@ -539,9 +547,18 @@ def _skipped_note(skipped: Counter, what: str) -> str:
 
 
 def _usable_rows(args) -> tuple[list[dict], Counter]:
-    """``read_rows``' rows that name a known database, and the count of those left out, by reason."""
+    """``read_rows``' rows that name a known database, each system's first for a question (a
+    second would count its label twice), and the count of those left out, by reason."""
     skipped: Counter = Counter()
     rows = read_rows(args, read_schemas(args.schema, args.data_root, args.dialect), skipped)
+    seen: set = set()
+    for row in rows:
+        if row.get("question_id") is None or "_error" in row:
+            continue
+        key = (row["system"], str(row["question_id"]))
+        if key in seen:
+            row["_error"] = "duplicate question_id"
+        seen.add(key)
     skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
     return [r for r in rows if "_error" not in r], skipped
 

@@ -73,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              ("scored without their databases", policy.without_database, blind_check)):
         if p is None:
             continue
-        print(f"  {heading}: run at query confidence >= {p.run_at:.4f}; regenerate below {p.regenerate_below:.4f}")
+        run_at, below = (f"{x:.4f}" if x is not None else "none" for x in (p.run_at, p.regenerate_below))
+        print(f"  {heading}: run at query confidence >= {run_at}; regenerate below {below}")
         print("    out of fold: " + ", ".join(f"{k} {v}" for k, v in p.measured.items()))
         if held is not None:
             print("    thresholds chosen on the other folds: " + ", ".join(f"{k} {v}" for k, v in held.items()))
