@@ -222,3 +222,13 @@ def test_bird_questions(tmp_path: Path) -> None:
         database_path(tmp_path, "schools")
         == tmp_path / "dev_databases" / "schools" / "schools.sqlite"
     )
+
+
+def test_a_db_id_with_two_tables_json_entries_is_one_line(tmp_path):
+    """The later entry was ignored: a query on its tables was scored against the first one."""
+    from model.data.datasets import schemas_of
+
+    entry = {"db_id": "shop", "table_names_original": ["t"], "column_names_original": [[-1, "*"], [0, "a"]],
+             "column_types": ["text", "text"], "primary_keys": [], "foreign_keys": []}
+    with pytest.raises(UsageError, match="db_id 'shop' has two entries"):
+        schemas_of([entry, {**entry, "table_names_original": ["clients"]}], tmp_path / "tables.json")

@@ -231,3 +231,20 @@ def test_one_reader_of_jsonl_rows_for_training_scoring_and_evaluation(tmp_path: 
     skipped = Counter()
     assert [row["sql"] for row in read_rows(path, skipped)] == ["SELECT 'a\u2028b'", "SELECT 1"]
     assert skipped == {"not UTF-8": 1}
+
+
+def test_two_files_of_one_name_are_one_line_not_one_system(tmp_path: Path) -> None:
+    """A file's name names its system: a/sys.jsonl and b/sys.jsonl were merged into one system."""
+    from model.data.predictions import prediction_files
+    from model.errors import UsageError
+
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "sys.jsonl").write_text("")
+    with pytest.raises(UsageError, match="one system name, 'sys', for two files"):
+        prediction_files(tmp_path, [str(tmp_path / "a" / "*"), str(tmp_path / "b" / "*")])
+    (tmp_path / "predictions").mkdir()
+    for name in ("sys.txt", "sys.jsonl"):
+        (tmp_path / "predictions" / name).write_text("")
+    with pytest.raises(UsageError, match="one system name"):
+        prediction_files(tmp_path, None)

@@ -130,7 +130,8 @@ def test_rat_calibrate_reads_gold_from_the_questions_and_leaves_the_databases_al
     root = objects["table"].root
     file = min((root / "predictions").glob("*.jsonl"))
     bad = tmp_path / "labelled.jsonl"
-    bad.write_text(file.read_text() + "{not json\n" + json.dumps({"db_id": "no_such_db", "sql": "SELECT 1"}) + "\n")
+    first = file.read_text().splitlines()[0] + "\n"  # a question's second row: its label not counted twice
+    bad.write_text(file.read_text() + first + "{not json\n" + json.dumps({"db_id": "no_such_db", "sql": "SELECT 1"}) + "\n")
     databases = sorted((root / "database").rglob("*.sqlite"))
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in databases}
     out = tmp_path / "calibrated"
@@ -141,7 +142,7 @@ def test_rat_calibrate_reads_gold_from_the_questions_and_leaves_the_databases_al
     n = len(file.read_text().splitlines())
     assert f"{n} labelled outputs" in summary and "execution" in summary
     assert "calibrators kept" in summary  # the demo model was calibrated on these very outputs
-    assert "not used: 2" in summary, summary
+    assert "not used: 3" in summary and "duplicate question_id 1" in summary, summary
     assert diagnosis.startswith("rat-calibrate: before, on these outputs: mean whole-query confidence")
     assert json.loads((out / "model.json").read_text())["recalibrated_on"]["queries"] == n
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in databases} == before

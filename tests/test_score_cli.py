@@ -3,6 +3,7 @@ query -> a tree; every mistake one line and exit code 2; bad rows counted, never
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -287,3 +288,20 @@ def test_a_schema_nested_too_deeply_and_a_file_that_is_no_database_are_one_line(
     done = rat_score("--database", str(garbage), "--predictions", str(rows))  # (not only with --sql)
     assert done.returncode == 2 and done.stderr.strip() == f"rat-score: error: {garbage}: cannot be read as a " \
         "SQLite database (DatabaseError: file is not a database)", done.stderr
+
+
+def test_two_files_of_one_system_name_and_an_empty_split_are_one_line(tmp_path):
+    from model.synth.demo import demo_root
+
+    rows = json.dumps({"question": "How many suppliers?", "db_id": "supply_chain", "sql": "SELECT 1"}) + "\n"
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "sys.jsonl").write_text(rows)
+    done = rat_score("--data-root", str(demo_root()), "--predictions", str(tmp_path / "a" / "sys.jsonl"),
+                     str(tmp_path / "b" / "sys.jsonl"))
+    assert done.returncode == 2 and "both hold rows of system 'sys'" in done.stderr, done.stderr
+    empty = tmp_path / "empty"
+    shutil.copytree(demo_root(), empty)
+    (empty / "dev.json").write_text("[]")
+    done = rat_score("--data-root", str(empty), "--predictions", str(tmp_path / "a" / "sys.jsonl"))
+    assert done.returncode == 2 and done.stderr.strip().endswith("--split dev: no questions"), done.stderr

@@ -175,6 +175,8 @@ def test_results_notebook_runs_on_the_train_run(demo_run):
     (["data=spider", "data.root=/no/such/folder"], "data.root=/no/such/folder: no such directory"),
     (["data.protocol=crossfit", "data.folds=9"], ("data.folds=9: the eval split has only 5 databases with "
                                                  "examples; use fewer folds or data.protocol=split")),
+    (["model=features", "data.protocol=crossfit", "data.folds=9"], (  # (the boosted run's: a traceback)
+        "data.folds=9: the eval split has only 5 databases with examples; use fewer folds or data.protocol=split")),
     (["data.protocol=crossfit", "data.folds=3", "data.run_folds=[3]"],
      "data.run_folds: folds are numbered 0..2; found [3]"),
     (["data.fold_calibration=beta"], "data.fold_calibration must be platt, isotonic or none; found 'beta'"),

@@ -154,8 +154,8 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
     if protocol == "crossfit":
         k = int(data_cfg.get("folds", 5))
         if len(set(db_ids)) < k:  # (one line from train.py, as the neural run's datamodule says it)
-            raise UsageError(f"data.folds={k}: the data has only {len(set(db_ids))} databases to spread over the "
-                             f"folds; set data.folds to at most {len(set(db_ids))}")
+            raise UsageError(f"data.folds={k}: the eval split has only {len(set(db_ids))} databases with "
+                             "examples; use fewer folds or data.protocol=split")
         fold_of = schema_disjoint_folds(db_ids, k, seed)
         roles = []
         for i in range(k):
