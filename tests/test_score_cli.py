@@ -305,3 +305,18 @@ def test_two_files_of_one_system_name_and_an_empty_split_are_one_line(tmp_path):
     (empty / "dev.json").write_text("[]")
     done = rat_score("--data-root", str(empty), "--predictions", str(tmp_path / "a" / "sys.jsonl"))
     assert done.returncode == 2 and done.stderr.strip().endswith("--split dev: no questions"), done.stderr
+
+
+def test_rows_whose_database_file_is_missing_are_said_to_be_scored_without_it(tmp_path):
+    from model.synth.demo import demo_root
+
+    root = tmp_path / "root"
+    shutil.copytree(demo_root(), root)
+    (root / "database" / "supply_chain" / "supply_chain.sqlite").unlink()
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": "How many suppliers?", "db_id": "supply_chain",
+                                        "sql": "SELECT count(*) FROM suppliers"}) + "\n" for _ in range(3)))
+    done = rat_score("--data-root", str(root), "--predictions", str(rows), "--no-reasons")
+    assert done.returncode == 0, done.stderr
+    assert "3 rows scored without their database (no file under --data-root for db_id supply_chain (3))" \
+        in done.stderr, done.stderr

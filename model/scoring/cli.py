@@ -494,6 +494,13 @@ def score_file(scorer, args, schemas: dict) -> int:
         print(f"rat-score: {path.name}: {found}{moved}", file=sys.stderr)
     if unfamiliar := unfamiliar_note(scored):
         print(f"rat-score: {unfamiliar}", file=sys.stderr)
+    if args.data_root and not args.no_database and not getattr(args, "database", None):
+        lacking = Counter(row["db_id"] for row, r in zip(good, results)
+                          if not isinstance(r, RowError) and row.get("db_id") and row.get("database") is None)
+        if lacking:  # (--data-root's folder has no file for them: scored as without a database)
+            print(f"rat-score: {sum(lacking.values())} rows scored without their database (no file under "
+                  f"--data-root for db_id " + ", ".join(f"{d} ({n})" for d, n in lacking.most_common(5)) + ")",
+                  file=sys.stderr)
     if args.check:
         print("rat-score: verdicts: " + ", ".join(f"{a} {actions[a]}" for a in ("run", "review", "regenerate")),
               file=sys.stderr)
