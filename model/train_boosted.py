@@ -142,7 +142,26 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     write_json(output_dir / "metrics.json", metrics)
     print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items()
                     if k.startswith(("test/", "query/", "test_without_database/"))))
+    if warning := ranking_warning(metrics):
+        print(warning, flush=True)
     return metrics, {"table": table, "roles": roles, "config": params, "model": saved}
+
+
+def ranking_warning(metrics: dict) -> str | None:
+    """A line for a run whose whole-query confidence ranks its test queries worse than chance
+    (a few outputs, or systems much alike): its saved calibrator would then run backwards.
+
+    >>> ranking_warning({"test/query_auc": 0.38})[:60]
+    'warning: on the test queries, the whole-query confidence ran'
+    >>> ranking_warning({"test/query_auc": 0.9}) is None
+    True
+    """
+    auc = metrics.get("test/query_auc")
+    if auc is None or not auc < 0.5:
+        return None
+    return (f"warning: on the test queries, the whole-query confidence ranks right and wrong queries worse "
+            f"than chance (AUC {auc:.3f}): more queries, or more varied ones, are needed before its "
+            "confidences mean anything")
 
 
 def save_final_model(table: NodeTable, roles: list[dict[str, list[int]]], params: BoostedParams,
