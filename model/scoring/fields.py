@@ -88,8 +88,8 @@ def type_problem(name: str, value: Any) -> str | None:
 def field_problem(name: str, value: Any) -> str | None:
     """Why a row's field ``name`` is malformed (one line starting with the name), or None.
     ``db_id``: a plain database name of at most ``MAX_DB_ID_CHARS``; ``question_id``: a string
-    or an integer; ``question``, ``evidence``: at most ``MAX_QUESTION_CHARS`` characters
-    (``model.scoring.scorer``); ``dialect``: a name in ``rat.DIALECTS`` (any case); the other
+    or an integer; ``question``, ``evidence``: at most ``MAX_QUESTION_CHARS`` characters;
+    ``dialect``: a name in ``rat.DIALECTS`` (any case); the other
     text fields: strings; all: valid Unicode without NUL."""
     if value is None:
         return None
