@@ -987,9 +987,10 @@ def _unlocked(sql: str, dialect: str) -> str:
 
     try:
         trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
-        if len(trees) != 1 or not any(True for _ in trees[0].find_all(exp.Lock)):
+        locks = list(trees[0].find_all(exp.Lock)) if len(trees) == 1 else []
+        if not locks:  # (the words were in a string, or not one query)
             return sql
-        for lock in list(trees[0].find_all(exp.Lock)):
+        for lock in locks:
             lock.pop()
         return trees[0].sql(dialect=dialect)
     except (SqlglotError, ValueError):

@@ -86,6 +86,16 @@ def crossfit_roles(fold: int, n_folds: int) -> dict[str, list[int]]:
     return {"test": [fold], "val": [val], "train": [f for f in range(n_folds) if f not in (fold, val)]}
 
 
+def check_folds(db_ids: Sequence[str], n_folds: int) -> None:
+    """``data.folds`` no more than the eval split's databases (each fold holds one at least);
+    else a one-line UsageError (the neural and the boosted run alike)."""
+    if len(set(db_ids)) < n_folds:
+        from model.errors import UsageError
+
+        raise UsageError(f"data.folds={n_folds}: the eval split has only {len(set(db_ids))} "
+                         "databases with examples; use fewer folds or data.protocol=split")
+
+
 def check_run_folds(run_folds: Sequence[int] | None, n_folds: int) -> list[int]:
     """``data.run_folds`` as ints, every one a fold of ``n_folds``; else a one-line UsageError."""
     folds = [int(f) for f in run_folds or []]

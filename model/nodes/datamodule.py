@@ -175,15 +175,11 @@ class NodeDataModule(L.LightningDataModule):
 
     def fold_of_db(self) -> dict[str, int]:
         """crossfit: the fold of every eval database (``model.data.folds.schema_disjoint_folds``)."""
-        from model.data.folds import schema_disjoint_folds
+        from model.data.folds import check_folds, schema_disjoint_folds
 
         self.build_sources()
         db_ids = [e.db_id for e in self._eval_examples()]
-        if len(set(db_ids)) < self.hparams.folds:
-            from model.errors import UsageError
-
-            raise UsageError(f"data.folds={self.hparams.folds}: the eval split has only {len(set(db_ids))} "
-                             "databases with examples; use fewer folds or data.protocol=split")
+        check_folds(db_ids, self.hparams.folds)
         folds = schema_disjoint_folds(db_ids, self.hparams.folds, self.hparams.split_seed)
         return {db: int(f) for db, f in zip(db_ids, folds)}
 

@@ -145,7 +145,7 @@ def drop_columns(features: list[np.ndarray], names: tuple[str, ...], drop: Seque
 def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], dict[str, Any]]:
     """Per fold, the example indices that train, validate and test; and the databases of each
     fold (for data.json)."""
-    from model.data.folds import crossfit_roles, schema_disjoint_folds, split_databases
+    from model.data.folds import check_folds, crossfit_roles, schema_disjoint_folds, split_databases
 
     side = table.side_indices
     db_ids = [e.db_id for e in table.examples[:len(table.examples) - table.train_side]]
@@ -153,9 +153,7 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
     seed = data_cfg.get("split_seed", 0)
     if protocol == "crossfit":
         k = int(data_cfg.get("folds", 5))
-        if len(set(db_ids)) < k:  # (one line from train.py, as the neural run's datamodule says it)
-            raise UsageError(f"data.folds={k}: the eval split has only {len(set(db_ids))} databases with "
-                             "examples; use fewer folds or data.protocol=split")
+        check_folds(db_ids, k)
         fold_of = schema_disjoint_folds(db_ids, k, seed)
         roles = []
         for i in range(k):
