@@ -230,6 +230,8 @@ class _Builder:
         self.dialect = rat_dialect
         self.cased = rat_dialect.case_sensitive
         self.windows: dict = {}  # each SELECT's named windows, resolved (window_clauses)
+        self.renamed: dict[str, str] = {}  # derived tables' qualifiers, by content (derived_names)
+        self.built: dict[int, Node] = {}  # FROM items built ahead of their FROM (derived_names)
 
     def label(self, identifier: exp.Identifier) -> str:
         """The label of an identifier rat does not resolve (a name the query gives): as
@@ -281,6 +283,46 @@ class _Builder:
         return self.modifiers(node, Node(label, operands), ctes)
 
     def select(self, node: exp.Select, ctes: dict[str, Node]) -> Node:
+        outer = self.renamed
+        self.renamed = self.derived_names(node, ctes)
+        try:
+            return self.select_body(node, ctes)
+        finally:
+            self.renamed = outer
+
+    def derived_names(self, node: exp.Select, ctes) -> dict[str, str]:
+        """The qualifiers to read in place of those of `node`'s FROM: the outer SELECTs' (less the
+        ones this FROM defines again) and, where two or more subqueries or CTEs are joined, theirs
+        by content. `rat.canonicalize` names derived tables by position (``derived``,
+        ``derived_2``) while an inner join's items are a set (`Product`), so ``p JOIN r`` and ``r
+        JOIN p`` would read ``derived.s - derived_2.s`` as two opposite differences of one tree;
+        named in the order of their trees' hashes (ties, equal trees, by position), each name
+        goes with one content whatever the order written. A table of a subquery's own FROM that
+        has the name an outer one is read by takes another (``derived_0``)."""
+        from_ = node.args.get("from_")
+        items = [] if from_ is None else [from_.this, *(j.this for j in node.args.get("joins") or ())]
+        derived = [i for i in items if isinstance(i, exp.Subquery) and i.alias
+                   or isinstance(i, exp.Table) and isinstance(i.this, exp.Identifier) and i.name in ctes and i.alias]
+        own = {i.alias_or_name for i in items}
+        renamed = {k: v for k, v in self.renamed.items() if k not in own}
+        taken = set(renamed.values())
+        for name in own & taken:  # an outer table read by a name this FROM gives its own
+            new = name + "_0"  # (`rat.canonicalize` suffixes from _2)
+            while new in taken or new in own:
+                new += "_0"
+            renamed[name] = new
+            taken.add(new)
+        if len(derived) < 2:
+            return renamed
+        self.renamed = renamed  # (a subquery in FROM reads no sibling, only outer SELECTs)
+        built = [self.relation(i, ctes) for i in derived]
+        self.built.update((id(i), b) for i, b in zip(derived, built))
+        names = [i.alias for i in derived]
+        order = sorted(range(len(derived)), key=lambda k: (built[k].hash, k))
+        renamed.update((names[k], names[rank]) for rank, k in enumerate(order) if k != rank)
+        return renamed
+
+    def select_body(self, node: exp.Select, ctes: dict[str, Node]) -> Node:
         args = node.args
         projections = args.get("expressions")
         if not projections:  # sqlglot reads a bare `SELECT`; SQLite refuses it
@@ -375,9 +417,10 @@ class _Builder:
             return None
         # Inner joins are flattened into one Product of every table and every ON conjunct,
         # so any permutation of tables and conditions gives the same hash.
-        items = [self.relation(from_.this, ctes)]
+        built = self.built
+        items = [built.pop(id(from_.this)) if id(from_.this) in built else self.relation(from_.this, ctes)]
         for join in node.args.get("joins") or ():
-            right = self.relation(join.this, ctes)
+            right = built.pop(id(join.this)) if id(join.this) in built else self.relation(join.this, ctes)
             method = join.args.get("method")
             if method == "POSITIONAL" and self.dialect.positional_join:  # rows paired by position
                 items = [Node("Positional_join", (items[0] if len(items) == 1 else Node("Product", items), right))]
@@ -501,12 +544,17 @@ class _Builder:
         if kind is exp.Column:
             table = node.args.get("table")
             star = isinstance(node.this, exp.Star)
+            if table is None:
+                qualifier = None
+            else:
+                qualifier = self.name(table) if self.cased else table.this
+                if self.renamed:
+                    qualifier = self.renamed.get(qualifier, qualifier)
             if self.cased:
                 name = "*" if star else self.name(node.this)
-                column = Node(f"{self.name(table)}.{name}" if table is not None else name)
             else:
                 name = "*" if star else node.this.this
-                column = Node(f"{table.this}.{name}" if table is not None else name)
+            column = Node(f"{qualifier}.{name}" if qualifier is not None else name)
             return self.star(node.this, column, ctes) if star else column
         if kind is exp.Literal:
             return Node(_value_label(node))

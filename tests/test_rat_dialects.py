@@ -944,6 +944,15 @@ def test_group_by_all_after_a_lone_star_is_the_distinct_rows_in_duckdb():
     ("postgres", "SELECT CAST(a AS NUMERIC) FROM t", "SELECT CAST(a AS REAL) FROM t"),
     ("sqlite", "SELECT id FROM orders WHERE amount > (SELECT avg(amount) FROM orders o2 WHERE o2.region = orders.region)",
      "SELECT id FROM orders WHERE amount > (SELECT avg(amount) FROM orders o2 WHERE o2.region = o2.region)"),
+    # two subqueries joined: the difference's sign (derived tables were named by position, joined as a set)
+    ("postgres", "SELECT p.s - r.s FROM (SELECT sum(a) AS s FROM refunds) r JOIN (SELECT sum(a) AS s FROM pay) p ON TRUE",
+     "SELECT r.s - p.s FROM (SELECT sum(a) AS s FROM pay) p JOIN (SELECT sum(a) AS s FROM refunds) r ON TRUE"),
+    ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
+     "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT r.s - p.s FROM r, p"),
+    ("sqlite", ("SELECT p.s - r.s FROM (SELECT sum(a) AS s FROM refunds) r, (SELECT sum(a) AS s FROM pay) p "
+     "WHERE EXISTS (SELECT 1 FROM (SELECT b FROM u) d WHERE d.b = p.s)"),
+     ("SELECT r.s - p.s FROM (SELECT sum(a) AS s FROM pay) p, (SELECT sum(a) AS s FROM refunds) r "
+     "WHERE EXISTS (SELECT 1 FROM (SELECT b FROM u) d WHERE d.b = r.s)")),
 ])
 def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
     """Pairs a probe of real-world SQL found read as one tree (a wrong query called right)."""
@@ -956,6 +965,10 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
     ("postgres", "SELECT id FROM o WHERE NOT (d IS NOT NULL)", "SELECT id FROM o WHERE d IS NULL"),
     ("sqlite", "SELECT id FROM orders WHERE amount > (SELECT avg(amount) FROM orders o2 WHERE o2.region = orders.region)",
      "SELECT id FROM orders o WHERE amount > (SELECT avg(amount) FROM orders o2 WHERE o2.region = o.region)"),
+    ("postgres", "SELECT p.s - r.s FROM (SELECT sum(a) AS s FROM refunds) r JOIN (SELECT sum(a) AS s FROM pay) p ON TRUE",
+     "SELECT p.s - r.s FROM (SELECT sum(a) AS s FROM pay) p JOIN (SELECT sum(a) AS s FROM refunds) r ON TRUE"),
+    ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
+     "SELECT x.s - y.s FROM (SELECT sum(a) AS s FROM pay) x, (SELECT sum(a) AS s FROM refunds) y"),
 ])
 def test_the_same_query_written_otherwise_gets_the_same_tree(dialect, one, other):
     schema = rat.Schema({"orders": ["id", "amount", "region"]})
