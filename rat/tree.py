@@ -580,6 +580,9 @@ class _Builder:
                 return Node(_NEGATED[label], (left, right))
             if node.args.get("escape") is not None:
                 raise RATError("unsupported construct 'ESCAPE'", self.sql)
+            if kind is exp.Add and self.dialect.name == "tsql" and (
+                    "Concat" in (left.label, right.label) or _text(node.this) or _text(node.expression)):
+                label = "Concat"  # SQL Server's `+` of strings joins them (in order)
             return Node(label, (left, right))
         if kind is exp.Star:
             return self.star(node, Node("*"), ctes)
@@ -867,6 +870,18 @@ class _Builder:
         if default is not None:
             children.append(Node("Else", (self.expr(default, ctes),)))
         return Node("Case", children)
+
+
+def _text(node: exp.Expression) -> bool:
+    """Whether `node` is a string literal that is not a number (SQL Server reads `'5' + 1` as 6,
+    `'a' + x` as a string)."""
+    if type(node) is not exp.Literal or not node.is_string:
+        return False
+    try:
+        float(node.this)
+    except ValueError:
+        return True
+    return False
 
 
 def _reporting(step: str, build):

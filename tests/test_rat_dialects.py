@@ -949,6 +949,7 @@ def test_group_by_all_after_a_lone_star_is_the_distinct_rows_in_duckdb():
      "SELECT r.s - p.s FROM (SELECT sum(a) AS s FROM pay) p JOIN (SELECT sum(a) AS s FROM refunds) r ON TRUE"),
     ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
      "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT r.s - p.s FROM r, p"),
+    ("tsql", "SELECT 'Mr. ' + region FROM orders", "SELECT region + 'Mr. ' FROM orders"),  # strings joined in order
     ("sqlite", ("SELECT p.s - r.s FROM (SELECT sum(a) AS s FROM refunds) r, (SELECT sum(a) AS s FROM pay) p "
      "WHERE EXISTS (SELECT 1 FROM (SELECT b FROM u) d WHERE d.b = p.s)"),
      ("SELECT r.s - p.s FROM (SELECT sum(a) AS s FROM pay) p, (SELECT sum(a) AS s FROM refunds) r "
@@ -969,6 +970,8 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
      "SELECT p.s - r.s FROM (SELECT sum(a) AS s FROM pay) p JOIN (SELECT sum(a) AS s FROM refunds) r ON TRUE"),
     ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
      "SELECT x.s - y.s FROM (SELECT sum(a) AS s FROM pay) x, (SELECT sum(a) AS s FROM refunds) y"),
+    ("tsql", "SELECT region + ' ' + id FROM orders", "SELECT CONCAT(region, ' ') + id FROM orders"),
+    ("tsql", "SELECT '5' + amount FROM orders", "SELECT amount + '5' FROM orders"),  # '5' is read as 5
 ])
 def test_the_same_query_written_otherwise_gets_the_same_tree(dialect, one, other):
     schema = rat.Schema({"orders": ["id", "amount", "region"]})
