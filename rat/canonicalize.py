@@ -207,11 +207,12 @@ def _as_sqlite_function(call: exp.Anonymous, name: str, rat_dialect: Dialect) ->
 def _time_codes(rat_dialect: Dialect) -> tuple[dict, dict]:
     """sqlglot's mapping of the dialect's date-format codes to strftime's, and its trie, for
     formatting: Spark's two-digit codes (`MM`, `dd`) map to `%m`, `%d` (sqlglot marks them
-    `%mstrict`, `%dstrict`, for parsing dates strictly, which formatting does not do)."""
+    `%mstrict`, `%dstrict`, for parsing dates strictly, which formatting does not do). Their
+    `YYYY` is the week-based year (Dec 30 may be next year's), which strftime's `%Y` is not: no code."""
     dialect = sqlglot_dialect(rat_dialect)
     if not any(v.endswith("strict") for v in dialect.TIME_MAPPING.values()):
         return dialect.TIME_MAPPING, dialect.TIME_TRIE
-    mapping = {k: v.removesuffix("strict") for k, v in dialect.TIME_MAPPING.items()}
+    mapping = {k: v.removesuffix("strict") for k, v in dialect.TIME_MAPPING.items() if not k.startswith("Y")}
     return mapping, new_trie(mapping)
 
 

@@ -950,6 +950,7 @@ def test_group_by_all_after_a_lone_star_is_the_distinct_rows_in_duckdb():
     ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
      "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT r.s - p.s FROM r, p"),
     ("tsql", "SELECT 'Mr. ' + region FROM orders", "SELECT region + 'Mr. ' FROM orders"),  # strings joined in order
+    ("databricks", "SELECT date_format(d, 'YYYY') FROM t", "SELECT date_format(d, 'yyyy') FROM t"),  # week year
     ("sqlite", ("SELECT p.s - r.s FROM (SELECT sum(a) AS s FROM refunds) r, (SELECT sum(a) AS s FROM pay) p "
      "WHERE EXISTS (SELECT 1 FROM (SELECT b FROM u) d WHERE d.b = p.s)"),
      ("SELECT r.s - p.s FROM (SELECT sum(a) AS s FROM pay) p, (SELECT sum(a) AS s FROM refunds) r "
