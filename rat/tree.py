@@ -21,6 +21,7 @@ from rat.canonicalize import canonical_ast, construct_name, sqlglot_dialect
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import RATError, internal_errors, with_deep_stack
+from rat.hashing import is_relation
 from rat.kinds import NUMBER
 from rat.node import Node
 from rat.schema import Schema
@@ -580,6 +581,14 @@ class _Builder:
                 return Node(_NEGATED[label], (left, right))
             if node.args.get("escape") is not None:
                 raise RATError("unsupported construct 'ESCAPE'", self.sql)
+            if (kind is exp.EQ and right.label == "Any" or kind is exp.NEQ and right.label == "All") \
+                    and len(right.children) == 1:
+                # x = ANY (ARRAY[1, 2]) is x IN (1, 2), x = ANY (SELECT ..) is x IN (SELECT ..); <> ALL: NOT IN
+                (inner,) = right.children
+                if inner.label == "Array":
+                    inner = Node("Val_list", inner.children)
+                if inner.label == "Val_list" or is_relation(inner):
+                    return Node("In" if kind is exp.EQ else "Not_in", (left, inner))
             if kind is exp.Add and self.dialect.name == "tsql" and (
                     "Concat" in (left.label, right.label) or _text(node.this) or _text(node.expression)):
                 label = "Concat"  # SQL Server's `+` of strings joins them (in order)

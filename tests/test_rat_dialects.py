@@ -972,6 +972,9 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
     ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
      "SELECT x.s - y.s FROM (SELECT sum(a) AS s FROM pay) x, (SELECT sum(a) AS s FROM refunds) y"),
     ("tsql", "SELECT region + ' ' + id FROM orders", "SELECT CONCAT(region, ' ') + id FROM orders"),
+    ("postgres", "SELECT id FROM orders WHERE id = ANY (ARRAY[1, 2])", "SELECT id FROM orders WHERE id IN (1, 2)"),
+    ("postgres", "SELECT id FROM orders WHERE id <> ALL (SELECT amount FROM orders)",
+     "SELECT id FROM orders WHERE id NOT IN (SELECT amount FROM orders)"),
     ("postgres", "SELECT rank() OVER (PARTITION BY region, id ORDER BY amount) FROM orders",
      "SELECT rank() OVER (PARTITION BY id, region ORDER BY amount) FROM orders"),
     ("tsql", "SELECT '5' + amount FROM orders", "SELECT amount + '5' FROM orders"),  # '5' is read as 5
