@@ -467,6 +467,11 @@ class _Builder:
         """The `Recursive` node of a recursive CTE (the observed builder reports it)."""
         return node
 
+    def made(self, expression: exp.Expression, node: Node) -> Node:
+        """`node`, read from `expression` otherwise than `expr` reads it (the observed builder
+        reports it)."""
+        return node
+
     def relation(self, node: exp.Expression, ctes) -> Node:
         if isinstance(node, exp.Table):
             if not isinstance(node.this, exp.Identifier):  # a function's rows: `Generate_series(1, 5)`
@@ -762,7 +767,7 @@ class _Builder:
 
     def interval(self, node: exp.Interval, ctes) -> Node:
         """`Interval(amount, unit)`, the unit in the singular and lower case; `INTERVAL '7 days'`,
-        `INTERVAL '7' DAY` and `INTERVAL 7 DAY` are one node; an interval of several parts
+        `INTERVAL '7' DAY`, `INTERVAL 7 DAY` and `INTERVAL '1 week'` are one node; an interval of several parts
         (`'1 day 2 hours'`) is `Interval('1 day 2 hours')`."""
         amount, unit = node.this, node.args.get("unit")
         if isinstance(amount, exp.Literal) and amount.is_string and unit is not None \
@@ -773,7 +778,10 @@ class _Builder:
         name = unit.name.lower()
         if name.endswith("s") and name[:-1] in _INTERVAL_UNITS:
             name = name[:-1]
-        return Node("Interval", (self.expr(amount, ctes), Node(name)))
+        value = self.expr(amount, ctes)
+        if name == "week" and type(amount) is exp.Literal and not amount.is_string and amount.this.isdigit():
+            value, name = self.made(node.this, Node(str(int(amount.this) * 7))), "day"  # a week is 7 days
+        return Node("Interval", (value, Node(name)))
 
     def arguments(self, arguments: list, ctes) -> list[Node]:
         """A call's arguments; `x ORDER BY k` (string_agg's, array_agg's) is x, then its ordering;
@@ -923,6 +931,10 @@ class _ObservedBuilder(_Builder):
 
     def recursive(self, cte, node):
         self.on_step("query", cte, node, None)
+        return node
+
+    def made(self, expression, node):
+        self.on_step("expr", expression, node, None)
         return node
 
     def from_clause(self, node, ctes):

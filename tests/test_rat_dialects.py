@@ -973,6 +973,8 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
      "SELECT x.s - y.s FROM (SELECT sum(a) AS s FROM pay) x, (SELECT sum(a) AS s FROM refunds) y"),
     ("tsql", "SELECT region + ' ' + id FROM orders", "SELECT CONCAT(region, ' ') + id FROM orders"),
     ("postgres", "SELECT id FROM orders WHERE id = ANY (ARRAY[1, 2])", "SELECT id FROM orders WHERE id IN (1, 2)"),
+    ("postgres", "SELECT id FROM orders WHERE d > now() - INTERVAL '2 weeks'",
+     "SELECT id FROM orders WHERE d > now() - INTERVAL '14 days'"),
     ("postgres", "SELECT id FROM orders WHERE id <> ALL (SELECT amount FROM orders)",
      "SELECT id FROM orders WHERE id NOT IN (SELECT amount FROM orders)"),
     ("postgres", "SELECT rank() OVER (PARTITION BY region, id ORDER BY amount) FROM orders",
