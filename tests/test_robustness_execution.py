@@ -82,6 +82,16 @@ def test_a_query_of_huge_values_holds_about_its_budget(shop_db):
     assert int(done.stdout) < 40 << 20  # the budget, one row, SQLite's own copy: not 256 MB
 
 
+def test_a_printf_repeating_a_character_past_the_value_limit_is_refused(shop_db):
+    """SQLite's `%.*c` loop runs on after the length limit refuses its value (about 20 s a
+    conversion, inside one call: no time limit stops it); other printf / format calls are SQLite's."""
+    sql = "SELECT printf('%.*c%.*c', 2147483647, 'x', 2147483647, 'y'), count(*) FROM item"
+    rows, error = execute_sql(shop_db, sql, timeout_s=2)
+    assert rows is None and error == "OperationalError: printf: a %c repeated more than 67108864 times"
+    assert execute_sql(shop_db, "SELECT printf('%5.2f|%.*c|%s', 3.14159, 3, 'x', NULL), format('%d%%', 7)") == \
+        ([(" 3.14|xxx|", "7%")], None)
+
+
 def test_row_cap_still_applies(shop_db):
     rows, error = execute_sql(shop_db, WIDE, max_rows=1_000)
     assert rows is None and error == "result has more than 1000 rows"

@@ -25,7 +25,9 @@ objects (default ``DEFAULT_MAX_RESULT_BYTES``; ``result_guard``), so a runaway c
 fill memory: reading stops at most one row past the budget. Such refusals are not cached, as
 they depend on the budget. No single value (string, blob) may grow past ``MAX_VALUE_BYTES`` or
 the budget, whichever is smaller, inside SQLite either (``SQLITE_LIMIT_LENGTH``):
-``randomblob(10**9)`` fails at once instead of allocating a gigabyte.
+``randomblob(10**9)`` fails at once instead of allocating a gigabyte. ``printf`` / ``format`` with
+a ``%c`` repeated past that limit are refused (``_printf``): SQLite's loop of it runs on inside
+one call, where no time limit reaches.
 """
 
 from __future__ import annotations
@@ -148,9 +150,66 @@ def _connect(db_path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(sqlite_uri(db_path), uri=True, isolation_level=None)
     conn.execute("PRAGMA query_only=ON")
     conn.set_authorizer(_authorize)
+    for name in ("printf", "format"):
+        conn.create_function(name, -1, _printf, deterministic=True)
     # Some Spider databases hold invalid UTF-8; test-suite decodes it the same forgiving way.
     conn.text_factory = lambda b: b.decode(errors="ignore")
     return conn
+
+
+# A conversion of SQLite's printf: flags, width, precision (`*`: the next argument), its letter.
+_PRINTF_SPEC = re.compile(r"%[-+ #!,0]*(\*|[0-9]*)(?:\.(\*|[0-9]*))?l{0,2}(.)", re.DOTALL)
+
+
+def _printf(text, *arguments):
+    """SQLite's ``printf`` / ``format``, refusing a ``%c`` repeated more than MAX_VALUE_BYTES times
+    (``printf('%.*c', 2147483647, 'x')``): SQLite's loop of it goes on after the length limit
+    refuses the value, about 20 s inside one call, which no progress handler or interrupt stops.
+    Any other call is SQLite's own, on an in-memory connection of this thread. (SQLite reports a
+    Python function's error as "user-defined function raised exception": `_run` says which.)
+
+    >>> conn = sqlite3.connect(":memory:"); conn.create_function("printf", -1, _printf)
+    >>> conn.execute("SELECT printf('%5.2f|%-3s|%.*c|%%', 3.14159, 'ab', 3, 'x')").fetchone()
+    (' 3.14|ab |xxx|%',)
+    >>> conn.execute("SELECT printf('%.*c', 2147483647, 'x')").fetchone()
+    Traceback (most recent call last):
+    sqlite3.OperationalError: user-defined function raised exception
+    """
+    if isinstance(text, str):
+        k = 0
+        for spec in _PRINTF_SPEC.finditer(text):
+            width, precision, letter = spec.groups()
+            if letter == "%":
+                continue
+            k += width == "*"
+            if precision == "*":
+                precision, k = (arguments[k] if k < len(arguments) else 0), k + 1
+            if letter == "c" and abs(_leading_integer(precision)) > MAX_VALUE_BYTES:
+                _CONNECTIONS.printf_error = f"printf: a %c repeated more than {MAX_VALUE_BYTES} times"
+                raise ValueError(_CONNECTIONS.printf_error)
+            k += 1
+    conn = getattr(_CONNECTIONS, "printf", None)
+    if conn is None or getattr(_CONNECTIONS, "printf_pid", None) != os.getpid():
+        conn = _CONNECTIONS.printf = sqlite3.connect(":memory:")
+        _CONNECTIONS.printf_pid = os.getpid()
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    try:
+        return conn.execute(f"SELECT printf({', '.join('?' * (1 + len(arguments)))})",
+                            (text, *arguments)).fetchone()[0]
+    except sqlite3.Error as error:
+        _CONNECTIONS.printf_error = f"printf: {error}"
+        raise
+
+
+def _leading_integer(value) -> int:
+    """A value as SQLite reads an integer argument: a number's whole part, a string's leading
+    digits (``'12ab'`` is 12), else 0."""
+    if isinstance(value, (int, float)):
+        return int(value) if abs(value) < 1e18 else 1 << 62
+    if isinstance(value, bytes):
+        value = value.decode(errors="ignore")
+    match = re.match(r"\s*([-+]?[0-9]{1,19})", value) if isinstance(value, str) else None
+    return int(match.group(1)) if match else 0
 
 
 def _open(db_path: Path) -> sqlite3.Connection:
@@ -248,6 +307,7 @@ def _run(
 
     conn = None
     kept = False
+    _CONNECTIONS.printf_error = None
     try:
         conn = _open(db_path)
         conn.set_progress_handler(past_deadline, _PROGRESS_OPS)
@@ -268,6 +328,9 @@ def _run(
     except Exception as error:  # noqa: BLE001  (sqlite3.Error, MemoryError, ...: a failed query)
         if timed_out:
             return "timeout", f"timeout after {timeout_s:g} s"
+        printf_error = getattr(_CONNECTIONS, "printf_error", None)
+        if printf_error is not None and "user-defined function" in str(error):
+            return "error", f"{type(error).__name__}: {printf_error}"
         return "error", f"{type(error).__name__}: {error}"
     finally:
         if conn is not None and not kept:
