@@ -81,12 +81,24 @@ def _two_columns(p: np.ndarray) -> np.ndarray:
 
 
 def _check_labels(y: np.ndarray | Sequence[int], n: int) -> np.ndarray:
-    y = np.asarray(y).astype(np.int64).ravel()
+    """`y` as 0/1 integers: n of them, each 0 or 1 (0.9 or NaN is refused, not read as 0).
+
+    >>> _check_labels([0.0, 1, True], 3).tolist()
+    [0, 1, 1]
+    >>> _check_labels([0, 0.9, float("nan")], 3)
+    Traceback (most recent call last):
+    ValueError: labels must be 0/1; found 0.9, nan
+    """
+    y = np.asarray(y).ravel()
     if y.shape[0] != n:
         raise ValueError(f"expected {n} labels, found {y.shape[0]}")
-    if not np.isin(y, (0, 1)).all():
-        raise ValueError(f"labels must be 0/1; found values {sorted(set(y.tolist()))}")
-    return y
+    if n == 0:
+        raise ValueError("nothing to fit on: no scores and labels")
+    other = [v for v in y.tolist() if not (isinstance(v, (bool, int, float)) and v in (0, 1))]
+    if other:
+        shown = sorted({repr(v) for v in other})
+        raise ValueError(f"labels must be 0/1; found {', '.join(shown[:5])}{', ...' if len(shown) > 5 else ''}")
+    return y.astype(np.int64)
 
 
 class Calibrator:
@@ -108,7 +120,13 @@ class Calibrator:
         raise NotImplementedError
 
     def save(self, path: Path | str) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+        try:
+            fitted = self.to_dict()
+        except AttributeError:
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(f"this {type(self).__name__} is not fitted: call fit first") from None
+        Path(path).write_text(json.dumps(fitted, indent=1))
 
 
 def _fit_logistic(x: np.ndarray, y: np.ndarray, C: float, max_iter: int
@@ -391,7 +409,10 @@ def load_calibrator(path_or_dict: Path | str | Mapping) -> Calibrator:
     d = path_or_dict if isinstance(path_or_dict, Mapping) else json.loads(Path(path_or_dict).read_text())
     if d.get("kind") not in _KINDS:
         raise ValueError(f"unknown calibrator kind {d.get('kind')!r}; expected one of {sorted(_KINDS)}")
-    return _KINDS[d["kind"]].from_dict(d)
+    try:
+        return _KINDS[d["kind"]].from_dict(d)
+    except KeyError as error:
+        raise ValueError(f"a {d['kind']} calibrator needs {error}; it is not in {sorted(d)}") from None
 
 
 # ---------------------------------------------------------------------------------- protocols

@@ -104,6 +104,26 @@ def test_metrics_posthoc_maps_are_these_calibrators(two_signals):
                                IsotonicCalibrator().fit(s1, y).confidence(s1), rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("make", [PlattScaler, IsotonicCalibrator, lambda: MultivariatePlattScaler(["a"])])
+def test_labels_other_than_0_1_and_an_empty_fit_are_refused(make):
+    scores = np.linspace(0.05, 0.95, 6)
+    for labels, found in ([0, 0.9, 0, 0.9, 0, 0.9], "0.9"), ([0, 1, 0, 1, 0, -0.5], "-0.5"), \
+            ([0, 1, 0, 1, 0, float("nan")], "nan"):
+        with pytest.raises(ValueError, match=f"labels must be 0/1; found {found}$"):
+            make().fit(scores if not isinstance(make(), MultivariatePlattScaler) else scores[:, None], labels)
+    with pytest.raises(ValueError, match="nothing to fit on"):
+        make().fit(np.zeros((0, 1)) if isinstance(make(), MultivariatePlattScaler) else [], [])
+
+
+def test_an_unfitted_calibrator_or_a_file_missing_a_field_says_so(tmp_path):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError, match="IsotonicCalibrator is not fitted"):
+        IsotonicCalibrator().save(tmp_path / "c.json")
+    with pytest.raises(ValueError, match="a platt calibrator needs 'score_kind'"):
+        load_calibrator({"kind": "platt"})
+
+
 def test_one_class_fit_predicts_the_base_rate():
     cal = MultivariatePlattScaler(["a"]).fit(np.array([[0.1], [0.9]]), [1, 1])
     assert cal.confidence(np.array([[0.5]])).tolist() == [1.0]

@@ -118,7 +118,10 @@ def test_it_is_a_scikit_learn_estimator_clone_params_and_not_fitted():
     assert model.set_params(seed=5) is model and model.seed == 5
     assert BoostedNodeModel().params is None and BoostedNodeModel().params_ == BoostedParams()
     table = _table()
-    for call in (lambda: model.predict_proba(table), lambda: model.site_scores(table), lambda: model.save("x")):
+    rows = np.zeros((2, 1))
+    for call in (lambda: model.predict_proba(table), lambda: model.site_scores(table), lambda: model.save("x"),
+                 lambda: model.node_confidence(rows), lambda: model.confidences(np.zeros(2)),
+                 lambda: model.site_score(rows), lambda: model.query_label, lambda: model.quantiles_):
         with pytest.raises(NotFittedError):
             call()
     twin.fit(table, range(160), validation=range(160, 200))
@@ -138,3 +141,13 @@ def test_it_is_a_scikit_learn_estimator_clone_params_and_not_fitted():
 def test_params_are_checked_wherever_they_are_built(values, says):
     with pytest.raises(UsageError, match=says):
         BoostedParams(**values)
+
+
+def test_labels_of_one_class_are_refused_not_fitted_to_confidences_near_zero():
+    """scikit-learn fits a classifier on one class; its predict_proba(x)[:, 1] is then about 0."""
+    table = _table(60)
+    for example in table.examples:
+        example.node_labels[:] = [1, 1]
+    with pytest.raises(ValueError, match="every one of its 80 labels is 1: it needs right and wrong nodes"):
+        BoostedNodeModel(BoostedParams(hgb={"max_iter": 20}, site_context=False, calibration="none")).fit(
+            table, range(40), validation=range(40, 60))

@@ -154,8 +154,14 @@ def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict
                    sample_weight: np.ndarray | None = None):
     """A HistGradientBoostingClassifier with the categorical node kinds declared. A column that is
     missing in every training row (no database, an unstacked fold) is set constant for the fit:
-    scikit-learn's binning fails on an all-NaN column, and a constant one is never split on."""
+    scikit-learn's binning fails on an all-NaN column, and a constant one is never split on.
+    Labels of one class are refused: scikit-learn fits them, and its ``predict_proba(x)[:, 1]``
+    is then about 0 for every row, whichever the class."""
     from sklearn.ensemble import HistGradientBoostingClassifier
+
+    if len(np.unique(y)) < 2:
+        found = f"every one of its {len(y)} labels is {int(np.asarray(y).flat[0])}" if len(y) else "no rows"
+        raise ValueError(f"cannot fit a node classifier on {found}: it needs right and wrong nodes")
 
     empty = np.isnan(x).all(axis=0) if len(x) else np.zeros(x.shape[1], dtype=bool)
     if empty.any():
@@ -529,6 +535,7 @@ class BoostedNodeModel(BaseEstimator):
     def quantiles_(self):
         """The reference its count features are read against (``model.quantiles``: the training
         run's nodes; a ``Quantiles``), or None when it reads them as they are."""
+        check_is_fitted(self, "node_model_")
         if "quantiles" not in self.info_:
             return None
         from model.nodes.quantiles import Quantiles
@@ -547,9 +554,11 @@ class BoostedNodeModel(BaseEstimator):
         return self.calibrate(self.raw_node_probability(x), database)
 
     def raw_node_probability(self, x: np.ndarray) -> np.ndarray:
+        check_is_fitted(self, "node_model_")
         return self._probability(self.node_model_, x)
 
     def calibrate(self, raw: np.ndarray, database: bool = True) -> np.ndarray:
+        check_is_fitted(self, "node_model_")
         calibrator = self.calibrator_ if database or self.without_database_ is None else self.without_database_[0]
         return calibrator.confidence(raw) if calibrator is not None and len(raw) else raw
 
@@ -564,16 +573,19 @@ class BoostedNodeModel(BaseEstimator):
         """What the whole-query confidence is calibrated to: ``execution`` (execution match),
         ``tree`` (the tree equals gold's) or ``mixed``: the head's label, else the one its card
         records (``query_label``, else the training run's labels), else ``unrecorded``."""
+        check_is_fitted(self, "node_model_")
         saved = self.info_.get("query_label") or self.info_.get("trained_on", {}).get("labels")
         return saved if saved in ("execution", "tree", "mixed") else "unrecorded"  # an older card
 
     def query_calibrator_for(self, database: bool) -> QueryCalibrator:
+        check_is_fitted(self, "node_model_")
         return self.query_calibrator_ if database or self.without_database_ is None else self.without_database_[1]
 
     def site_score(self, x: np.ndarray, raw: np.ndarray | None = None,
                    arities: Sequence[Sequence[int]] | None = None) -> np.ndarray:
         """Site scores of feature rows ``x``; a head that reads context needs the node model's
         raw probabilities of the same rows and the trees' ``arities`` (stacked in order)."""
+        check_is_fitted(self, "node_model_")
         if self.site_model_ is None:
             return np.full(len(x), np.nan)
         if self.site_context:
