@@ -987,6 +987,8 @@ def test_the_same_query_written_otherwise_gets_the_same_tree(dialect, one, other
 
 
 @pytest.mark.parametrize("dialect, sql, construct", [
+    ("sqlite", "SELECT a FROM t UNION (SELECT a FROM t)", "UNION (SELECT ..)"),  # SQLite: near "(": syntax error
+    ("sqlite", "(SELECT a FROM t) EXCEPT SELECT a FROM t", "EXCEPT (SELECT ..)"),
     ("snowflake", "SELECT * FROM o MATCH_RECOGNIZE (PARTITION BY id ORDER BY d PATTERN (x+) DEFINE x AS a > 1)",
      "MATCH_RECOGNIZE"),
     ("postgres", "SELECT r, count(*) FROM o GROUP BY r WITH TOTALS", "WITH TOTALS"),
