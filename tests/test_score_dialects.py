@@ -255,3 +255,19 @@ def test_without_a_dialect_the_sql_is_read_in_the_databases_own(scorer, tmp_path
     # a DuckDB file by another name is known by its header
     renamed = path.rename(tmp_path / "shop.db")
     assert scorer.score(sql, question=question, database=renamed).to_dict() == own.to_dict()
+
+
+def test_another_schemas_table_is_read_as_that_table_not_as_a_literal_and_an_unknown_operator(scorer):
+    """`FROM sales.orders` beside a `public.orders`: `In_schema(orders, sales)`. Its schema name
+    was read as a literal the question should say (the pointer on it in every query a probe
+    tried) and `In_schema` as an operator the model does not know."""
+    import rat
+
+    schema = rat.Schema({"orders": ["id", "status"], "sales.orders": ["id", "status"]},
+                        table_schemas={"orders": "public"})
+    scored = scorer.score("SELECT count(*) FROM sales.orders WHERE status = 'paid'", schema=schema,
+                          question="How many orders are paid?", dialect="postgres")
+    nodes = {n.label: n for n in scored.nodes}
+    assert {"In_schema", "sales", "orders"} <= set(nodes)
+    assert not any(n.unfamiliar for n in scored.nodes)
+    assert not any("literal" in r.text for n in (nodes["sales"], nodes["In_schema"]) for r in n.reasons)

@@ -245,10 +245,12 @@ def known_kind(kind: str) -> bool:
     ``Or``) is coded ``other``, one kind for all, so a model fitted on these features cannot
     tell what it does.
 
-    >>> known_kind("Count"), known_kind("column"), known_kind("Strftime")
-    (True, True, False)
+    ``In_schema`` (another schema's table) is read as the table it names.
+
+    >>> known_kind("Count"), known_kind("column"), known_kind("Strftime"), known_kind("In_schema")
+    (True, True, False, True)
     """
-    return kind in KIND_CODE and kind not in ("other", "root")
+    return kind in KIND_CODE and kind not in ("other", "root") or kind == "In_schema"
 
 
 COLUMN_TYPES = ("other", "text", "number", "time", "boolean")
@@ -802,8 +804,11 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
     # whole-tree and question values, the same for every node
     tree_tables = {names[i] for i in range(n) if kinds[i] == "table"}
     # another schema's table `In_schema(t, s)` is the schema's `s.t`, as its columns name it
-    tree_tables |= {f"{names[c[1]]}.{names[c[0]]}" for i, c in enumerate(shape.children)
-                    if names[i] == "In_schema" and len(c) == 2}
+    # (it and its schema name `s`, a leaf, are read as that table: `s` is no literal the question says)
+    schema_names = {k: f"{names[c[1]]}.{names[c[0]]}" for i, c in enumerate(shape.children)
+                    if names[i] == "In_schema" and len(c) == 2 for k in (i, c[1])}
+    tree_tables |= set(schema_names.values())
+    node_kinds = [("table" if i in schema_names else k) for i, k in enumerate(kinds)] if schema_names else kinds
     label_count: dict[str, int] = defaultdict(int)
     for name in names:
         label_count[name] += 1
@@ -832,9 +837,9 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
         x[:, col[name]] = value
 
     for i in range(n):
-        kind, name, p = kinds[i], names[i], shape.parent[i]
+        kind, name, p = node_kinds[i], schema_names.get(i, names[i]), shape.parent[i]
         x[i, col["kind"]] = KIND_CODE.get(kind, 0)
-        x[i, col["parent_kind"]] = KIND_CODE["root"] if p < 0 else KIND_CODE.get(kinds[p], 0)
+        x[i, col["parent_kind"]] = KIND_CODE["root"] if p < 0 else KIND_CODE.get(node_kinds[p], 0)
         x[i, col["depth"]], x[i, col["height"]] = shape.depth[i], shape.height[i]
         x[i, col["subtree_size"]], x[i, col["n_children"]] = shape.size[i], arity[i]
         x[i, col["child_index"]], x[i, col["position"]] = shape.child_index[i], i / n
