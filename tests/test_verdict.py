@@ -223,6 +223,15 @@ def test_actions_follow_the_policy_and_need_a_database_to_run(scorer, demo):
     assert back.to_dict()["action"] == "regenerate" and "regenerate" in str(back)
 
 
+@pytest.mark.parametrize("sql", ["SELECT 1", "SELECT 'Poland'"])
+def test_a_query_that_reads_no_table_never_runs_unseen(scorer, demo, sql):
+    """The shipped model gave `SELECT 1` about 0.95 and the verdict `run`."""
+    database, _ = demo
+    verdict = scorer.check(sql, question=QUESTION, database=database, policy=Policy(run_at=0.0, regenerate_below=0.0))
+    assert verdict.action == "review" and any("reads no table" in r for r in verdict.reasons)
+    assert scorer.check(TYPO, question=QUESTION, database=database, policy=Policy(0.0, 0.0)).action == "run"
+
+
 def test_the_guard_runs_only_what_the_verdict_lets_run(scorer, demo):
     import sqlite3
 
