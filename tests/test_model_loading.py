@@ -83,6 +83,26 @@ def test_a_skops_function_is_refused_by_its_real_name(model_copy):
     assert "builtins.function" not in str(e.value)
 
 
+def test_a_skops_file_of_a_trusted_type_that_is_no_classifier_is_refused_at_load(model_copy):
+    import skops.io as sio
+    from sklearn.preprocessing import StandardScaler
+
+    sio.dump(StandardScaler(), model_copy / "node_model.skops")
+    with pytest.raises(ModelFileError, match="node_model.skops: holds a StandardScaler, not a classifier"):
+        Scorer.load(model_copy)
+
+
+def test_scoring_does_not_import_torch_where_it_is_installed():
+    """skops lists scikit-learn's estimators by walking its packages, one of which imports torch
+    (about 180 MB for a scorer that never uses it); `make setup` installs torch."""
+    pytest.importorskip("torch")
+    script = ("import sys; from model.scoring import Scorer; Scorer.pretrained().score("
+              "'SELECT name FROM singer', schema={'singer': ['name']}); print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV, timeout=300,
+                          cwd=Path(__file__).parents[1], check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
+
+
 class _Call:
     def __reduce__(self):
         return (os.system, ("touch pwned",))

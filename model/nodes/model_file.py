@@ -41,7 +41,7 @@ def write_model(folder: str | Path, *, node_model: Any, site_model: Any | None, 
                 query_calibrator: QueryCalibrator, features: tuple[str, ...], typical: dict, info: dict,
                 without_database: tuple[Calibrator | None, QueryCalibrator] | None = None) -> Path:
     """Write a model directory: the skops files and ``model.json``."""
-    import skops.io as sio
+    sio = _skops_io()
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -196,8 +196,28 @@ def _query_calibrator(saved: dict, meta_path: Path) -> QueryCalibrator:
     return QueryCalibrator(saved["coef"], saved["intercept"])
 
 
+def _skops_io():
+    """``skops.io``, imported without torch: it lists scikit-learn's estimators by walking every
+    scikit-learn package, one of which (``externals.array_api_compat.torch``) imports torch where
+    it is installed (about 180 MB and a second or two for a scorer that never uses it). Blocked
+    for that import, torch's package is skipped as one that is not installed."""
+    import sys
+
+    if "skops.io" in sys.modules or "torch" in sys.modules:
+        import skops.io
+
+        return skops.io
+    sys.modules["torch"] = None  # `import torch` raises ImportError, which the walk ignores
+    try:
+        import skops.io
+    finally:
+        if sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
+    return skops.io
+
+
 def load_skops(path: Path):
-    import skops.io as sio
+    sio = _skops_io()
 
     if not path.is_file():
         raise ModelFileError(f"{path}: missing")
@@ -211,7 +231,10 @@ def load_skops(path: Path):
         if named:  # skops calls every function "builtins.function": name the ones the file asks for
             refused = sorted(set(refused) - {"builtins.function"} | {f"function {n}" for n in named})
         raise ModelFileError(f"{path}: refers to types this project does not trust: {', '.join(refused)}")
-    return sio.load(path, trusted=list(untrusted))
+    loaded = sio.load(path, trusted=list(untrusted))
+    if not callable(getattr(loaded, "predict_proba", None)):  # (a type skops trusts, not a classifier)
+        raise ModelFileError(f"{path}: holds a {type(loaded).__name__}, not a classifier")
+    return loaded
 
 
 def _functions_named(path: Path) -> list[str]:
