@@ -51,10 +51,9 @@ def check_scores(confidences: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray,
     if conf.size == 0:
         raise ValueError("no samples: confidences and labels are empty")
     if not np.all(np.isfinite(conf)) or conf.min() < 0.0 or conf.max() > 1.0:
-        raise ValueError(
-            f"confidences must be finite and in [0, 1], found range "
-            f"[{np.nanmin(conf)}, {np.nanmax(conf)}]"
-        )
+        bad = conf[~np.isfinite(conf) | (conf < 0.0) | (conf > 1.0)]
+        raise ValueError(f"confidences must be finite and in [0, 1], found {bad.size} outside: "
+                         f"{', '.join(str(v) for v in np.unique(bad)[:5])}")
     if not np.all((y == 0) | (y == 1)):
         raise ValueError(f"labels must be 0 or 1, found values {np.unique(y)[:10]}")
     return conf, y
@@ -461,12 +460,15 @@ def pointer_reliability(scores: Sequence[float], hits: Sequence[int], edges: Seq
                         ) -> list[dict]:
     """How far to trust "look here first": the wrong queries binned by the site score of the node
     pointed at (equal-width bins), each bin's count, mean score and top-1 (the share whose
-    pointed node is an error site). Empty bins are left out.
+    pointed node is an error site). Empty bins are left out, and queries without a site score
+    (NaN: a model without a site head).
 
     >>> pointer_reliability([0.9, 0.95, 0.3], [1, 0, 0])
     [{'lo': 0.2, 'hi': 0.4, 'n': 1, 'mean_score': 0.3, 'top1': 0.0}, {'lo': 0.8, 'hi': 1.0, 'n': 2, 'mean_score': 0.925, 'top1': 0.5}]
     """
     scores, hits = np.asarray(scores, dtype=float), np.asarray(hits, dtype=float)
+    scored = ~np.isnan(scores)
+    scores, hits = scores[scored], hits[scored]
     which = _bin_of(scores, edges)
     return [{"lo": float(edges[b]), "hi": float(edges[b + 1]), "n": int((which == b).sum()),
              "mean_score": round(float(scores[which == b].mean()), 6), "top1": float(hits[which == b].mean())}

@@ -22,6 +22,8 @@ def label_nodes(pred: Node, gold: Node, execution_match: bool = False) -> list[i
     """
     check_node(pred, "pred")
     check_node(gold, "gold")
+    if isinstance(execution_match, (str, bytes)) or execution_match not in (None, 0, 1):
+        raise TypeError(f"execution_match: expected True or False, found {execution_match!r}")
     pred_hashes = contextual_hashes(pred)
     if execution_match:
         return [1] * len(pred_hashes)

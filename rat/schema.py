@@ -80,6 +80,8 @@ class Schema:
         >>> [s.source(c) for c in ("sales_2023.region", "t.zzz", "derived.a", "a")]
         [None, None, None, None]
         """
+        if type(column) is not str and not isinstance(column, str):
+            raise TypeError(f"column: expected a column label (str), found {type(column).__name__}")
         table, _, name = column.rpartition(".")
         if not table:
             return None

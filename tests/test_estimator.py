@@ -151,3 +151,11 @@ def test_labels_of_one_class_are_refused_not_fitted_to_confidences_near_zero():
     with pytest.raises(ValueError, match="every one of its 80 labels is 1: it needs right and wrong nodes"):
         BoostedNodeModel(BoostedParams(hgb={"max_iter": 20}, site_context=False, calibration="none")).fit(
             table, range(40), validation=range(40, 60))
+
+
+def test_a_table_without_a_feature_the_model_reads_says_which():
+    model = BoostedNodeModel(BoostedParams(hgb={"max_iter": 20})).fit(_table(), range(160), validation=range(160, 200))
+    other = _table(12)
+    other.names = ("height",)
+    with pytest.raises(ValueError, match="the table lacks 1 feature\\(s\\) the model reads: depth"):
+        model.predict_proba(other)

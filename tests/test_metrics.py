@@ -240,3 +240,12 @@ def test_summary_reports_every_metric_with_intervals():
     for name, (low, high) in out["ci"].items():
         assert low <= high, name
     assert m.summary(conf, labels, n_bootstrap=0)["ci"] == {}
+
+
+def test_a_nan_confidence_is_named_and_pointer_bins_leave_out_queries_without_a_site_score():
+    from model.metrics import check_scores, pointer_reliability
+
+    with pytest.raises(ValueError, match=r"found 2 outside: 2\.0, nan"):
+        check_scores([0.5, float("nan"), 0.5, 2.0], [1, 0, 1, 1])
+    bins = pointer_reliability([0.9, float("nan"), 0.3], [1, 1, 0])
+    assert [(b["n"], b["mean_score"]) for b in bins] == [(1, 0.3), (1, 0.9)]

@@ -295,3 +295,12 @@ def test_sqlglot_s_own_type_errors_are_sql_it_cannot_parse():
     argument of the wrong type."""
     with pytest.raises(rat.RATError, match="cannot parse"):
         rat.to_tree("SELECT a ? FROM t", None, "postgres")
+
+
+def test_label_nodes_and_schema_source_name_an_argument_of_the_wrong_type():
+    pred, gold = rat.to_tree("SELECT a FROM t"), rat.to_tree("SELECT b FROM t")
+    with pytest.raises(TypeError, match="execution_match: expected True or False, found 'no'"):
+        rat.label_nodes(pred, gold, execution_match="no")  # a string was true: every node 1
+    assert rat.label_nodes(pred, gold, execution_match=None) == [0, 1, 0]
+    with pytest.raises(TypeError, match=r"column: expected a column label \(str\), found int"):
+        rat.Schema({"t": ["a"]}).source(5)

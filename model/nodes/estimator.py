@@ -527,7 +527,13 @@ class BoostedNodeModel(BaseEstimator):
         if not len(indices):
             return np.zeros((0, len(self.features_)))
         x, _ = scored_rows(table, list(indices), self.params_)
-        return x[:, [table.names.index(n) for n in self.features_]] if tuple(table.names) != self.features_ else x
+        if tuple(table.names) == self.features_:
+            return x
+        missing = [n for n in self.features_ if n not in table.names]
+        if missing:
+            raise ValueError(f"the table lacks {len(missing)} feature(s) the model reads: {', '.join(missing[:5])}"
+                             f"{', ...' if len(missing) > 5 else ''}")
+        return x[:, [table.names.index(n) for n in self.features_]]
 
     # ------------------------------------------------------------------------- scoring feature rows
 

@@ -5,7 +5,8 @@ saved model fitted again on a consensus teacher's reading of your unlabelled out
 from model.errors import ModelFileError
 from model.scoring.scorer import RowError, ScoredNode, ScoredQuery, Scorer
 
-__all__ = ["ModelFileError", "QueryHeld", "RowError", "ScoredNode", "ScoredQuery", "Scorer", "Verdict", "guard"]
+__all__ = ["Choice", "ModelFileError", "QueryHeld", "RowError", "ScoredNode", "ScoredQuery", "Scorer", "Verdict",
+           "guard"]
 VERDICT_NAMES = ("QueryHeld", "Verdict", "guard")  # from model.scoring.verdict, on first use
 
 
@@ -14,4 +15,8 @@ def __getattr__(name: str):
         from model.scoring import verdict
 
         return getattr(verdict, name)
+    if name == "Choice":  # what Scorer.choose gives
+        from model.scoring.choice import Choice
+
+        return Choice
     raise AttributeError(f"module 'model.scoring' has no attribute {name!r}")

@@ -198,6 +198,10 @@ class Scorer:
 
     def __init__(self, saved: BoostedNodeModel | None = None, neural=None, feature_timeout_s: float = 5.0,
                  max_result_bytes: int = SCORING_RESULT_BYTES):
+        """One of ``saved`` (a fitted ``BoostedNodeModel``) or ``neural`` (a neural checkpoint);
+        ``feature_timeout_s``: each database read's time limit while scoring;
+        ``max_result_bytes``: the memory a query's result may hold when it is run. Most callers
+        use ``Scorer.pretrained()`` or ``Scorer.load(path)``."""
         if (saved is None) == (neural is None):
             raise ValueError("give a saved boosted model or a neural NeuralCheckpoint")
         self.saved, self.neural = saved, neural
