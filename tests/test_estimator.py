@@ -137,10 +137,18 @@ def test_it_is_a_scikit_learn_estimator_clone_params_and_not_fitted():
     ({"database": "sometimes"}, "model.database must be one of"),
     ({"hgb": {"max_iters": 10}}, "has no setting 'max_iters'"),
     ({"inner_folds": 1}, "model.inner_folds must be a whole number of at least 2"),
-    ({"site_head": "yes"}, "model.site_head must be true or false")])
+    ({"site_head": "yes"}, "model.site_head must be true or false"),
+    ({"hgb": {"max_iter": -1}}, r"model.hgb: The 'max_iter' parameter .* must be an int in the range \[1, inf\)"),
+    ({"drop": ["semantic", 1]}, "model.drop must be a list of feature or group names"),
+    ({"lm": 3}, "model.lm must be true, false or a scorer LM's name or path"),
+    ({"feature_timeout_s": -5}, "model.feature_timeout_s must be a number of seconds above 0")])
 def test_params_are_checked_wherever_they_are_built(values, says):
     with pytest.raises(UsageError, match=says):
         BoostedParams(**values)
+
+
+def test_one_name_to_drop_is_that_name_not_its_letters():
+    assert BoostedParams(drop="semantic").drop == ("semantic",) == BoostedParams.from_mapping({"drop": "semantic"}).drop
 
 
 def test_labels_of_one_class_are_refused_not_fitted_to_confidences_near_zero():

@@ -117,6 +117,22 @@ class BoostedParams:
         unknown = sorted(set(self.hgb) - set(HistGradientBoostingClassifier().get_params()))
         if unknown:
             raise UsageError(f"model.hgb: HistGradientBoostingClassifier has no setting {unknown[0]!r}")
+        from sklearn.utils._param_validation import InvalidParameterError
+
+        try:  # (a value out of range: scikit-learn's own check, here rather than at fit)
+            HistGradientBoostingClassifier(**self.hgb)._validate_params()
+        except InvalidParameterError as error:
+            raise UsageError(f"model.hgb: {error}") from None
+        if isinstance(self.drop, str):
+            self.drop = (self.drop,)
+        if not isinstance(self.drop, (tuple, list)) or not all(isinstance(d, str) for d in self.drop):
+            raise UsageError(f"model.drop must be a list of feature or group names; found {self.drop!r}")
+        self.drop = tuple(self.drop)
+        if not isinstance(self.lm, (bool, str)):
+            raise UsageError(f"model.lm must be true, false or a scorer LM's name or path; found {self.lm!r}")
+        timeout = self.feature_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise UsageError(f"model.feature_timeout_s must be a number of seconds above 0; found {timeout!r}")
         if isinstance(self.inner_folds, bool) or not isinstance(self.inner_folds, int) or self.inner_folds < 2:
             raise UsageError(f"model.inner_folds must be a whole number of at least 2; found {self.inner_folds!r}")
 
@@ -125,7 +141,8 @@ class BoostedParams:
         """The parameters a config sets (``conf/model/features.yaml`` as a plain mapping; other
         keys are ignored), checked: ``UsageError`` (one line) names a value out of range."""
         known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
-        known["drop"] = tuple(known.get("drop") or ())
+        drop = known.get("drop") or ()
+        known["drop"] = drop if isinstance(drop, str) else tuple(drop)  # (one name: that name)
         return cls(**known)
 
     def node_hgb(self, names: Sequence[str]) -> dict[str, Any]:
