@@ -950,6 +950,8 @@ def test_group_by_all_after_a_lone_star_is_the_distinct_rows_in_duckdb():
     ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
      "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT r.s - p.s FROM r, p"),
     ("tsql", "SELECT 'Mr. ' + region FROM orders", "SELECT region + 'Mr. ' FROM orders"),  # strings joined in order
+    ("postgres", "SELECT region, id, count(*) FROM orders GROUP BY ROLLUP (region, id)",
+     "SELECT region, id, count(*) FROM orders GROUP BY ROLLUP (id, region)"),  # other subtotals
     ("databricks", "SELECT date_format(d, 'YYYY') FROM t", "SELECT date_format(d, 'yyyy') FROM t"),  # week year
     ("sqlite", ("SELECT p.s - r.s FROM (SELECT sum(a) AS s FROM refunds) r, (SELECT sum(a) AS s FROM pay) p "
      "WHERE EXISTS (SELECT 1 FROM (SELECT b FROM u) d WHERE d.b = p.s)"),
@@ -977,6 +979,10 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
      "SELECT id FROM orders WHERE d > now() - INTERVAL '14 days'"),
     ("postgres", "SELECT id FROM orders WHERE id <> ALL (SELECT amount FROM orders)",
      "SELECT id FROM orders WHERE id NOT IN (SELECT amount FROM orders)"),
+    ("postgres", "SELECT region, id, count(*) FROM orders GROUP BY GROUPING SETS ((region), (id))",
+     "SELECT region, id, count(*) FROM orders GROUP BY GROUPING SETS ((id), (region))"),
+    ("duckdb", "SELECT region, id, count(*) FROM orders GROUP BY CUBE (region, id)",
+     "SELECT region, id, count(*) FROM orders GROUP BY CUBE (id, region)"),
     ("postgres", "SELECT rank() OVER (PARTITION BY region, id ORDER BY amount) FROM orders",
      "SELECT rank() OVER (PARTITION BY id, region ORDER BY amount) FROM orders"),
     ("tsql", "SELECT '5' + amount FROM orders", "SELECT amount + '5' FROM orders"),  # '5' is read as 5
