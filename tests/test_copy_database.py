@@ -165,3 +165,22 @@ def test_unreachable_server_is_one_line(capsys):
     err = capsys.readouterr().err
     assert err.startswith("python -m model.data.copy_database: error: postgresql://nobody:***@127.0.0.1:9/db: "
                           "OperationalError") and err.count("\n") == 1
+
+
+def test_url_parameters_reach_the_driver(postgres_server, mysql_server, capsys):
+    """A URL's query parameters are the driver's (libpq's `sslmode`, `host=<socket folder>&port=`;
+    MySQL's `unix_socket`), never dropped: the copy went to 127.0.0.1:5432 without SSL."""
+    pg = f"postgresql://rat_admin:admin-pw@/rat?host={postgres_server.folder}&port={postgres_server.port}"
+    report = copy_database(DEMO[0], pg, name="by_socket")
+    assert report.rows > 0 and _rows(postgres_server.url("by_socket", admin=True), _sqlite_rows(DEMO[0]))
+    assert main([str(DEMO[0]), postgres_server.url(admin=True) + "?sslmode=require"]) == 2
+    err = capsys.readouterr().err
+    assert "SSL" in err and "admin-pw" not in err and err.count("\n") == 1, err
+    assert main([str(DEMO[0]), postgres_server.url(admin=True) + "?nosuch=1"]) == 2
+    err = capsys.readouterr().err
+    assert 'invalid connection option "nosuch"' in err and err.count("\n") == 1, err
+    socket = f"mysql+pymysql://rat_admin:admin-pw@/rat?unix_socket={mysql_server.socket}"
+    assert copy_database(DEMO[0], socket, name="by_socket").rows == report.rows
+    assert main([str(DEMO[0]), mysql_server.url(admin=True) + "?nosuch=1"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown URL parameters ['nosuch']" in err and "admin-pw" not in err, err

@@ -5,7 +5,10 @@ keys the target accepts, and every row.
     python -m model.data.copy_database SQLITE_FILE_OR_FOLDER... URL [--name NAME] [--grant ROLE]
 
 URL names the target server (SQLAlchemy spelling): ``postgresql://user:pw@host:port/db``,
-``mysql+pymysql://user:pw@host:port/db`` (MariaDB too) or ``duckdb:///file.duckdb``. The copy goes
+``mysql+pymysql://user:pw@host:port/db`` (MariaDB too) or ``duckdb:///file.duckdb``; its query
+parameters go to the driver as ``model.data.databases.connection_kwargs`` passes them (libpq's
+``sslmode``, ``host=/socket/folder&port=``; MySQL's ``unix_socket``, ``read_default_file``,
+``charset``), one it does not know refused in one line. The copy goes
 into the database called NAME (default: the SQLite file's name, Spider's db_id) on that server,
 created when missing; for DuckDB into the URL's file, or ``<folder>/<NAME>.duckdb`` when the URL
 names a folder. The copied tables are dropped and recreated first, so a second copy replaces the
@@ -35,9 +38,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
-from model.data.databases import mask_password
+from model.data.databases import connection_kwargs, mask_password, parse_url
 from model.data.execution import sqlite_uri
 from model.errors import UsageError, say_error
 
@@ -85,21 +87,20 @@ def target(url: str) -> Target:
     >>> target("duckdb:////tmp/x.duckdb").path
     PosixPath('/tmp/x.duckdb')
     """
-    parts = urlsplit(url)
-    scheme = parts.scheme.split("+")[0].lower()
+    scheme = re.match(r"\s*([a-zA-Z][\w.-]*)", url)
     kind = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql",
-            "mariadb": "mysql", "duckdb": "duckdb"}.get(scheme)
+            "mariadb": "mysql", "duckdb": "duckdb"}.get(scheme.group(1).lower() if scheme else "")
     if kind is None:
-        raise UsageError(f"cannot copy into {url.split('://')[0]!r}: the URL must start with "
+        raise UsageError(f"cannot copy into {scheme.group(1) if scheme else mask_password(url)!r}: the URL must start with "
                          "postgresql://, mysql://, mariadb:// or duckdb:///")
     if kind == "duckdb":
         path = url.split("://", 1)[1][1:].split("?")[0]
         if not path:
             raise UsageError("a duckdb URL names a file or folder: duckdb:///path/file.duckdb")
         return Target(kind, url, path=Path(path).expanduser())
-    return Target(kind, url, parts.hostname or "localhost", parts.port,
-                  unquote(parts.username or ""), unquote(parts.password or ""),
-                  parts.path.lstrip("/"))
+    parts = parse_url(url)  # (its query parameters go to the driver: `_connect`)
+    return Target(kind, url, parts["host"] or "localhost", parts["port"], parts["user"], parts["password"],
+                  parts["database"])
 
 
 @dataclass
@@ -319,18 +320,21 @@ def _quote(kind: str, name: str) -> str:
 
 
 def _connect(t: Target, database: str | None):
-    if t.kind == "postgres":
-        import psycopg
+    """A connection to ``database`` (None: PostgreSQL's maintenance database, MySQL's none) on the
+    server ``t`` names, with the URL's query parameters (``sslmode``, ``host=/socket/folder``,
+    MySQL's ``unix_socket``, ...) as ``model.data.databases.connection_kwargs`` passes them."""
+    if t.kind in ("postgres", "mysql"):
+        url = {**parse_url(t.url), "database": database or ("postgres" if t.kind == "postgres" else "")}
+        kwargs = {"host": "localhost", **connection_kwargs(url, mask_password(t.url))}
+        if t.kind == "postgres":
+            import psycopg
 
-        return psycopg.connect(host=t.host, port=t.port or 5432, user=t.user or None,
-                               password=t.password or None, dbname=database or "postgres",
-                               autocommit=True, connect_timeout=10)
-    if t.kind == "mysql":
+            return psycopg.connect(autocommit=True, **kwargs)
         import pymysql
 
-        return pymysql.connect(host=t.host, port=t.port or 3306, user=t.user or "root",
-                               password=t.password, database=database, autocommit=True,
-                               charset="utf8mb4", connect_timeout=10)
+        if "user" not in kwargs and "read_default_file" not in kwargs:
+            kwargs["user"] = "root"
+        return pymysql.connect(autocommit=True, **kwargs)
     import duckdb
 
     return duckdb.connect(str(database))

@@ -12,9 +12,10 @@ the database itself, ``close()`` (or ``with``) ends it.
 Every statement runs under the backend's read-only guarantees, and only a single statement that
 reads (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``; DuckDB's ``FROM``) is sent at all:
 
-- PostgreSQL: each statement in its own ``BEGIN READ ONLY`` transaction with a ``statement_timeout``,
-  rolled back after it; the extended query protocol (one statement per message); the session
-  also has ``default_transaction_read_only`` and ``idle_in_transaction_session_timeout``.
+- PostgreSQL: each statement in its own ``BEGIN READ ONLY`` transaction with a ``statement_timeout``
+  (before each FETCH of its cursor, the time left), rolled back after it; the extended query
+  protocol (one statement per message); the session also has ``default_transaction_read_only``
+  and ``idle_in_transaction_session_timeout``.
 - MySQL / MariaDB: ``START TRANSACTION READ ONLY``, ``max_statement_time`` (MariaDB) or
   ``max_execution_time`` (MySQL), rolled back; one statement per call (no multi-statements flag);
   ``INTO OUTFILE`` / ``INTO DUMPFILE`` refused.
@@ -25,9 +26,9 @@ reads (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``; DuckDB's ``FROM``) is sent a
   ``memory_limit``).
 - SQLite: as ``model.data.execution`` opens it (``mode=ro``, ``query_only``, an authorizer).
 
-Results are read one row at a time and refused past ``max_rows`` rows or ``max_result_bytes``
-bytes of Python objects (reading stops one row past it; PostgreSQL's first round trip holds up
-to 1024 rows in the driver), and their values normalised to what SQLite returns (``Decimal`` ->
+Results are read in chunks that `_fetch` sizes (16 rows first, then as many as half the budget
+left holds at the largest row read) and refused past ``max_rows`` rows or ``max_result_bytes``
+bytes of Python objects (reading stops within a chunk past it), and their values normalised to what SQLite returns (``Decimal`` ->
 float, dates and times -> ISO text, ``bool`` -> int, ``memoryview`` -> bytes), so that results compare across
 backends. SQL written in another dialect than the backend's runs as ``runnable_sql`` writes it.
 
@@ -47,9 +48,11 @@ import configparser
 import datetime
 import decimal
 import functools
+import itertools
 import logging
 import re
 import sqlite3
+import sys
 import threading
 import time
 import uuid
@@ -74,8 +77,8 @@ from model.data.execution import (
 )
 from model.errors import UsageError
 
-__all__ = ["Database", "DatabaseError", "database_dialect", "database_label", "is_database_url", "is_duckdb_file",
-           "is_sqlite_path", "mask_password", "open_database", "schema_from_ddl", "sqlalchemy_url"]
+__all__ = ["Database", "DatabaseError", "connection_kwargs", "database_dialect", "database_label", "is_database_url", "is_duckdb_file",
+           "is_sqlite_path", "mask_password", "open_database", "refusal", "schema_from_ddl", "sqlalchemy_url"]
 
 Rows = list[tuple[Any, ...]]
 
@@ -86,7 +89,8 @@ EXTRAS = {"postgres": ("psycopg", "postgres"), "mysql": ("pymysql", "mysql"),
           "duckdb": ("duckdb", "duckdb")}
 CONNECT_TIMEOUT_S = 10
 DUCKDB_MEMORY_MIB = 1024  # the working memory of a DuckDB database rat opens (its memory_limit)
-_PIPELINE_ROWS = 1024  # PostgreSQL: results below this many rows take one round trip
+# The rows a result's first fetch asks for, their size unknown (then `_fetch` sizes each next one)
+_FIRST_ROWS = 16
 
 
 def _not_pipeline_end(record: logging.LogRecord) -> bool:
@@ -105,10 +109,18 @@ _MYSQL_FILE = re.compile(r"\binto\s+(?:outfile|dumpfile)\b", re.IGNORECASE)
 # MySQL / MariaDB run what is inside /*! ... */ and /*M! ... */ as SQL: never sent
 _MYSQL_EXECUTABLE = re.compile(r"/\*M?!")
 _COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
-# functions whose effect outlives the read-only transaction a query runs in: a session lock
-# (released by no ROLLBACK) or a sequence's next value (never rolled back)
-_LASTING = re.compile(r"\b(pg_(?:try_)?advisory_lock(?:_shared)?|get_lock|nextval|setval)\b\"?\s*\(",
-                      re.IGNORECASE)
+# Functions refused by name, and why: their effect outlives the read-only transaction a query
+# runs in (a session lock, released by no ROLLBACK; a sequence's next value, never rolled back),
+# or they end a session (the scorer's own, which would end a whole run, or another's)
+_REFUSED_FUNCTIONS = {
+    "has an effect that outlives the query": ("pg_advisory_lock", "pg_advisory_lock_shared", "pg_try_advisory_lock",
+                                              "pg_try_advisory_lock_shared", "get_lock", "nextval", "setval"),
+    "ends a session": ("pg_terminate_backend", "pg_cancel_backend"),
+}
+_WHY_REFUSED = {n: why for why, names in _REFUSED_FUNCTIONS.items() for n in names}
+# PostgreSQL's U&"d\0061ta": a name spelled with escapes, which can spell any function's
+_ESCAPED_NAME = re.compile(r"\bU&\"", re.IGNORECASE)
+_INTO = re.compile(r"\binto\b", re.IGNORECASE)
 
 
 class DatabaseError(UsageError):
@@ -116,26 +128,62 @@ class DatabaseError(UsageError):
 
 
 class ConnectionLost(Exception):
-    """A backend's connection broke, or could not be made again, while running a statement."""
+    """A backend's connection broke while running a statement (``connecting``: it could not be
+    made again)."""
+
+    def __init__(self, message: str, connecting: bool = False):
+        super().__init__(message)
+        self.connecting = connecting
+
+
+# What comes before a URL's user: spaces, rat-serve's ``NAME=``, and its scheme with its
+# separator, ``://`` or, after a known scheme, a mistyped one (``postgresql:/``, ``postgresql//``,
+# ``postgresql:``)
+_SCHEME = rf"\s*(?:[a-zA-Z][\w+.-]*://|(?:{'|'.join(SCHEMES)})(?:\+\w+)?(?::/?|//))"
+_URL_START = re.compile(rf"\s*(?:[\w.-]+=)?(?:{_SCHEME})?", re.IGNORECASE)
+
+
+def _credentials(url: str, last_at: int) -> tuple[int, str, str | None, int]:
+    """Where ``url``'s user starts, the user, the password (None: none) and where its host starts,
+    the user and password being what lies between its scheme (`_URL_START`) and the ``@`` at
+    ``last_at`` (a password may hold an unencoded ``@``, ``/`` or ``:``; -1: no user)."""
+    start = _URL_START.match(url).end()
+    if last_at < start:
+        return start, "", None, start
+    user, colon, password = url[start:last_at].partition(":")
+    return start, user, password if colon else None, last_at + 1
 
 
 def mask_password(url: str) -> str:
-    """``url`` with its password (if any) as ``***``: up to the last ``@`` before any ``?`` (a
-    password may hold an unencoded ``@`` or ``/``), and a ``password=`` (``passwd``, ``pwd``)
-    parameter's value.
+    """``url`` with its password (if any) as ``***``: whatever follows the user's ``:`` up to the
+    last ``@`` (a password may hold an unencoded ``@``, ``/``, ``:`` or ``?``), the URL mistyped
+    too (``postgresql:/``, ``postgresql//``, a leading space, no scheme at all), and a
+    ``password=`` (``passwd``, ``pwd``) parameter's value. Every message naming a database
+    target quotes it so (``database_label``).
 
     >>> mask_password("postgresql://scorer:p@ss@db:5432/shop?sslmode=require")
     'postgresql://scorer:***@db:5432/shop?sslmode=require'
     >>> mask_password("mysql+pymysql://scorer@db/shop?password=secret&charset=utf8mb4")
     'mysql+pymysql://scorer@db/shop?password=***&charset=utf8mb4'
+    >>> [mask_password(u) for u in ("postgresql:/u:pw@h/db", "postgresql//u:pw@h/db", " postgresql:u:pw@h/db")]
+    ['postgresql:/u:***@h/db', 'postgresql//u:***@h/db', ' postgresql:u:***@h/db']
     """
-    masked = re.sub(r"^([a-zA-Z][\w+.-]*://[^:/@]*):[^?#]*@", r"\1:***@", str(url))
-    return re.sub(r"([?&](?:password|passwd|pwd)=)[^&#]*", r"\1***", masked, flags=re.IGNORECASE)
+    url = str(url)
+    start, user, password, host = _credentials(url, url.rfind("@"))
+    if password is not None:
+        url = f"{url[:start]}{user}:***@{url[host:]}"
+    return re.sub(r"([?&](?:password|passwd|pwd)=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
 
 
 def is_database_url(text: object) -> bool:
-    """Whether ``text`` is a database URL (``scheme://...``) rather than a path."""
-    return isinstance(text, str) and re.match(r"^[a-zA-Z][\w+.-]*://", text) is not None
+    """Whether ``text`` is written as a database URL rather than a path: ``scheme://...``, or a
+    known scheme mistyped (``postgresql:/..``, ``postgresql//..``, ``postgresql:..``, spaces
+    before it), which opening it says is not a valid URL, its password masked.
+
+    >>> [is_database_url(t) for t in ("postgresql:/u:pw@h/db", " mysql://h/db", "sqlite/a.sqlite", "a.sqlite")]
+    [True, True, False, False]
+    """
+    return isinstance(text, str) and re.match(_SCHEME, text, re.IGNORECASE) is not None
 
 
 def sqlalchemy_url(target: object) -> str | None:
@@ -214,7 +262,13 @@ def first_word(sql: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _refusal(sql: str, dialect: str) -> str | None:
+def refusal(sql: str, dialect: str) -> str | None:
+    """Why ``sql`` is not sent to a ``dialect`` database (one line, ``refused: ..``), or None: it
+    is one statement that reads, calls no function refused by name, writes no ``SELECT .. INTO``.
+
+    >>> refusal("SELECT * INTO TEMP t FROM orders", "postgres"), refusal("SET ROLE admin", "postgres")
+    ('refused: SELECT .. INTO writes a table (or a variable), not a query that reads', 'refused: only a query that reads is run (found SET)')
+    """
     if not sql.strip().rstrip(";").strip():
         return "empty SQL"
     word = first_word(sql)
@@ -226,9 +280,51 @@ def _refusal(sql: str, dialect: str) -> str | None:
             return "refused: a /*! ... */ comment, which MySQL runs as SQL"
         if _MYSQL_FILE.search(_COMMENT.sub(" ", sql)):
             return "refused: INTO OUTFILE / INTO DUMPFILE writes a file"
-    if lasting := _LASTING.search(sql):
-        return f"refused: {lasting.group(1).lower()}() has an effect that outlives the query"
+    if dialect == "postgres" and _ESCAPED_NAME.search(sql):
+        return 'refused: a U&"..." name (escapes can spell a refused function\'s)'
+    if called := _refused_call(sql, dialect):
+        return f"refused: {called}() {_WHY_REFUSED[called]}"
+    if _INTO.search(sql) and _writes_into(sql, dialect):
+        return "refused: SELECT .. INTO writes a table (or a variable), not a query that reads"
     return None
+
+
+def _refused_call(sql: str, dialect: str) -> str | None:
+    """The first function of ``_REFUSED_FUNCTIONS`` that ``sql`` calls, read from its tokens (as
+    sqlglot reads ``dialect``: comments, spaces, quotes and a schema before the name change
+    nothing); SQL it cannot tokenize is read as calling any such name it holds."""
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.errors import SqlglotError
+    from sqlglot.tokens import TokenType
+
+    words = set(re.findall(r"\w+", sql.lower())) & _WHY_REFUSED.keys()
+    if not words:
+        return None
+    try:
+        tokens = Dialect.get_or_raise(dialect).tokenize(sql)
+    except (SqlglotError, ValueError):
+        return min(words)
+    for token, after in itertools.pairwise(tokens):
+        if after.token_type == TokenType.L_PAREN and token.text.lower() in words:
+            return token.text.lower()
+    return None
+
+
+def _writes_into(sql: str, dialect: str) -> bool:
+    """Whether ``sql`` is a ``SELECT .. INTO`` (PostgreSQL's makes a table, MySQL's sets
+    variables), as sqlglot reads it (its notes on what it cannot read dropped: False then)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    from rat.canonicalize import quiet_sqlglot
+
+    try:
+        with quiet_sqlglot():
+            tree = sqlglot.parse_one(sql, read=dialect)
+    except (SqlglotError, ValueError):
+        return False
+    return any(select.args.get("into") is not None for select in tree.find_all(exp.Select))
 
 
 _PLAIN = (int, float, str, type(None))
@@ -266,17 +362,27 @@ def _normal_rows(rows: Rows) -> Rows:
 
 
 def _fetch(next_chunk, max_rows: int, max_bytes: int) -> tuple[Rows | None, str | None]:
-    """Rows from ``next_chunk(1)``, one at a time until it returns none (a row's size is known
-    only once it is read, and one may be as large as the budget), normalised, refused past
-    ``max_rows`` rows or ``max_bytes`` bytes (``model.data.execution.result_guard``)."""
+    """Rows from ``next_chunk(n)`` (up to ``n`` rows; fewer: the last) normalised, refused past
+    ``max_rows`` rows or ``max_bytes`` bytes (``model.data.execution.result_guard``). A row's size
+    is known only once it is read, and one may be as large as the budget: the first chunk asks
+    for ``_FIRST_ROWS`` rows, each next for up to eight times as many as the last, as many as half
+    the budget left holds at the largest row read so far, at least one; so what the driver holds
+    stays about the budget, and a small result takes one fetch."""
     guard = result_guard(max_rows, max_bytes)
     rows: Rows = []
+    asked, used, largest = _FIRST_ROWS, 0, 1
     try:
-        while batch := next_chunk(1):
-            rows.extend(guard(None, row) for row in _normal_rows(batch))
+        while True:
+            n = min(asked, max_rows + 1 - len(rows))
+            batch = _normal_rows(next_chunk(n))
+            rows.extend(guard(None, row) for row in batch)
+            if len(batch) < n:
+                return rows, None
+            sizes = [sum(map(sys.getsizeof, row)) for row in batch]
+            used, largest = used + sum(sizes), max(largest, *sizes)
+            asked = max(1, min(8 * asked, (max_bytes - used) // (2 * largest)))
     except ResultTooLarge as error:
         return None, str(error)
-    return rows, None
 
 
 def _one_line(error: BaseException) -> str:
@@ -367,6 +473,7 @@ class Database:
     #: a string naming the database's content for the feature cache, or None: not cached (a live
     #: server's data can change at any moment and has no cheap version stamp)
     cache_identity: str | None = None
+    _connect = None  # a function that opens the connection again (a connection of our own), or None
 
     def __init__(self, name: str, timeout_s: float, max_rows: int, max_result_bytes: int):
         self.name = name  # for messages: the password masked
@@ -393,9 +500,11 @@ class Database:
     def execute(self, sql: str, timeout_s: float | None = None,
                 max_result_bytes: int | None = None) -> tuple[Rows | None, str | None]:
         """Run one read-only statement: ``(rows, None)`` or ``(None, error)``. A server that went
-        away is no failed query: the statement is tried once more on a new connection, and a
-        second loss is a ``DatabaseError`` (so that it is never scored as a query that fails)."""
-        refused = _refusal(sql, self.dialect)
+        away is no failed query: the statement is tried once more on a new connection; a server
+        that cannot be reached again, or a caller's connection lost, is a ``DatabaseError`` (so
+        that it is never scored as a query that fails). A statement that loses a connection of
+        our own twice, while the server answers, ends its own connection: its failure alone."""
+        refused = refusal(sql, self.dialect)
         if refused:
             return None, refused
         seconds = self.timeout_s if timeout_s is None else timeout_s
@@ -407,8 +516,10 @@ class Database:
                 try:
                     return self._execute(sql, seconds, budget)
                 except ConnectionLost as lost:  # the server, not the query: connected again once
-                    if attempt == 2:
+                    if lost.connecting or self._connect is None:
                         raise DatabaseError(f"{self.name}: {lost}") from None
+                    if attempt == 2:  # (the next statement connects again)
+                        return None, f"{lost}, twice: the query ends its own connection"
                 except Exception as error:  # noqa: BLE001 - a failed query is a result, never raised
                     return None, f"{type(error).__name__}: {_one_line(error)}"
         raise AssertionError("unreachable")
@@ -637,35 +748,39 @@ class PostgresDatabase(Database):
             conn.autocommit = True  # restored by close()
 
     def _execute(self, sql, timeout_s, max_bytes):
-        """One round trip for a result of fewer than ``_PIPELINE_ROWS`` rows: BEGIN READ ONLY,
-        the time limit, the query as a cursor (DECLARE takes one SELECT or VALUES), its first
-        rows and ROLLBACK, pipelined; a larger result is read again, streamed in chunks."""
+        """The query as a cursor (DECLARE takes one SELECT or VALUES) in a ``BEGIN READ ONLY``
+        transaction, its rows fetched in chunks that `_fetch` sizes, each with the time left
+        (one round trip: BEGIN, the time limit, DECLARE and the first FETCH pipelined), then
+        rolled back (`_end`)."""
         import psycopg
 
         if self.conn.closed and self._connect is not None:
             try:
                 self.conn = self._connect()
             except psycopg.Error as error:
-                raise ConnectionLost(f"cannot connect ({_first_line(error)})") from None
+                raise ConnectionLost(f"cannot connect ({_first_line(error)})", connecting=True) from None
         conn = self.conn
-        milliseconds = max(1, int(timeout_s * 1000))
-        first = min(self.max_rows + 1, _PIPELINE_ROWS)
-        try:
-            head, fetch = conn.cursor(), conn.cursor()
+        deadline = time.monotonic() + timeout_s
+        head, fetch = conn.cursor(), conn.cursor()
+        declared = False
+
+        def next_chunk(n: int) -> Rows:
+            nonlocal declared
+            milliseconds = max(1, int((deadline - time.monotonic()) * 1000))
             # never prepared: psycopg takes a statement whose PREPARE a failed query in the same
             # pipeline skipped for prepared, and every later query then fails on it
             with conn.pipeline():
-                head.execute("BEGIN READ ONLY", prepare=False)
+                if not declared:
+                    head.execute("BEGIN READ ONLY", prepare=False)
                 head.execute(f"SET LOCAL statement_timeout = {milliseconds}", prepare=False)
-                head.execute("DECLARE rat_query NO SCROLL CURSOR FOR " + sql, prepare=False)
-                fetch.execute(f"FETCH FORWARD {first} FROM rat_query", prepare=False)
-                head.execute("ROLLBACK", prepare=False)
-                if self.owned:  # a session lock that survives ROLLBACK, whichever function took it
-                    head.execute(_UNLOCK, prepare=False)
-            rows = fetch.fetchall()
-            if len(rows) < first:
-                return _fetch(_chunks(rows), self.max_rows, max_bytes)
-            return self._stream(sql, milliseconds, max_bytes)
+                if not declared:
+                    head.execute("DECLARE rat_query NO SCROLL CURSOR FOR " + sql, prepare=False)
+                    declared = True
+                fetch.execute(f"FETCH FORWARD {n} FROM rat_query", prepare=False)
+            return fetch.fetchall()
+
+        try:
+            return _fetch(next_chunk, self.max_rows, max_bytes)
         except psycopg.errors.QueryCanceled:
             return None, f"timeout after {timeout_s:g} s"
         except psycopg.Error as error:
@@ -675,34 +790,21 @@ class PostgresDatabase(Database):
         finally:
             self._end()
 
-    def _stream(self, sql: str, milliseconds: int, max_bytes: int) -> tuple[Rows | None, str | None]:
-        cursor = self.conn.cursor()
-        try:
-            cursor.execute(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {milliseconds}")
-            stream = cursor.stream(sql)  # extended protocol: one statement; one row at a time
-
-            def next_chunk(n: int) -> Rows:
-                return [row for _, row in zip(range(n), stream)]
-
-            try:
-                return _fetch(next_chunk, self.max_rows, max_bytes)
-            finally:
-                stream.close()
-        finally:
-            cursor.close()
-
     def _end(self) -> None:
-        """No transaction left open (an error skips the pipelined ROLLBACK); a connection that
-        cannot say so is closed, and opened again by the next statement."""
+        """The statement's transaction rolled back and, on a connection of our own, every session
+        lock let go (a function can take one that survives ROLLBACK), in one round trip; a
+        connection that cannot do so is closed, and opened again by the next statement."""
         import psycopg
         from psycopg.pq import TransactionStatus
 
         conn = self.conn
         if conn.closed:
             return
+        in_transaction = conn.info.transaction_status != TransactionStatus.IDLE
         try:
-            if conn.info.transaction_status != TransactionStatus.IDLE:
-                conn.execute("ROLLBACK", prepare=False)
+            with conn.pipeline():
+                if in_transaction:
+                    conn.execute("ROLLBACK", prepare=False)
                 if self.owned:
                     conn.execute(_UNLOCK, prepare=False)
         except psycopg.Error:
@@ -712,13 +814,18 @@ class PostgresDatabase(Database):
         return [schema for schema, in self._catalogue("SELECT unnest(current_schemas(false))")]
 
     def _all_columns(self):
+        # pg_catalog, not information_schema (which lists no materialized view): tables,
+        # partitioned tables, views, materialized views and foreign tables, the columns the role
+        # may SELECT in schemas it may use; a domain's column has its base type
         return self._catalogue(
-            "SELECT c.table_schema, c.table_name, c.column_name, c.data_type "
-            "FROM information_schema.columns c JOIN information_schema.tables t "
-            "ON t.table_schema = c.table_schema AND t.table_name = c.table_name "
-            f"WHERE c.table_schema NOT IN {_PG_SYSTEM_SCHEMAS} AND c.table_schema NOT LIKE 'pg\\_%' "
-            "AND t.table_type IN ('BASE TABLE', 'VIEW') ORDER BY c.table_name, c.table_schema, "
-            "c.ordinal_position")
+            "SELECT n.nspname, c.relname, a.attname, "
+            "format_type(CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END, NULL) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
+            "JOIN pg_type t ON t.oid = a.atttypid "
+            f"WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN {_PG_SYSTEM_SCHEMAS} "
+            "AND n.nspname NOT LIKE 'pg\\_%' AND has_schema_privilege(n.oid, 'USAGE') "
+            "AND has_column_privilege(c.oid, a.attnum, 'SELECT') ORDER BY c.relname, n.nspname, a.attnum")
 
     def _primary_keys(self):
         return self._picked_keys(self._catalogue(
@@ -746,15 +853,45 @@ class PostgresDatabase(Database):
             self.conn.autocommit = self._autocommit
 
 
+def connection_kwargs(url: dict, name: str) -> dict:
+    """The driver's connection keywords for a URL ``parse_url`` read, ``name`` (masked) naming
+    it in a ``DatabaseError``. PostgreSQL: its parts, then its query parameters as libpq reads
+    them (``?sslmode=require``, ``?host=/run/postgresql&port=5433``: they win, as in libpq;
+    one libpq does not know is refused by libpq, in one line). MySQL: its parts and
+    ``unix_socket``, ``read_default_file`` (a my.cnf: the password off the URL) and ``charset``;
+    another parameter is refused.
+
+    >>> connection_kwargs(parse_url("postgresql://u@h/shop?sslmode=require&port=5433"), "shop")
+    {'host': 'h', 'user': 'u', 'dbname': 'shop', 'sslmode': 'require', 'port': '5433', 'connect_timeout': 10}
+    """
+    if url["backend"] == "postgres":
+        kwargs = {k: v for k, v in (("host", url["host"]), ("port", url["port"]), ("user", url["user"]),
+                                    ("password", url["password"]), ("dbname", url["database"])) if v}
+        kwargs.update(url["query"])
+        kwargs.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
+        return kwargs
+    import pymysql
+
+    kwargs = {k: v for k, v in (("host", url["host"]), ("port", url["port"]), ("user", url["user"]),
+                                ("password", url["password"]), ("database", url["database"])) if v}
+    query = dict(url["query"])
+    if "unix_socket" in query:
+        kwargs["unix_socket"] = query.pop("unix_socket")
+    if "read_default_file" in query:  # a my.cnf [client] section: the password off the URL
+        kwargs["read_default_file"] = str(Path(query.pop("read_default_file")).expanduser())
+    kwargs.update(charset=query.pop("charset", "utf8mb4"), connect_timeout=CONNECT_TIMEOUT_S, client_flag=0)
+    if query:
+        raise DatabaseError(f"{name}: unknown URL parameters {sorted(query)}")
+    if pymysql.charset.charset_by_name(kwargs["charset"]) is None:
+        raise DatabaseError(f"{name}: unknown charset {kwargs['charset']!r}")
+    return kwargs
+
+
 def _open_postgres(url, name: str, limits: dict) -> PostgresDatabase:
     import psycopg
 
     session_ms = int(limits["timeout_s"] * 1000)
-    kwargs = dict(url["query"])
-    kwargs.update({k: v for k, v in (("host", url["host"]), ("port", url["port"]),
-                                     ("user", url["user"]), ("password", url["password"]),
-                                     ("dbname", url["database"])) if v})
-    kwargs.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
+    kwargs = connection_kwargs(url, name)
     kwargs["options"] = (f"{kwargs.get('options', '')} -c default_transaction_read_only=on "
                          f"-c statement_timeout={session_ms} "
                          f"-c idle_in_transaction_session_timeout={max(session_ms, 60_000)}").strip()
@@ -768,19 +905,6 @@ def _open_postgres(url, name: str, limits: dict) -> PostgresDatabase:
     except psycopg.Error as error:
         raise DatabaseError(f"{name}: cannot connect ({_first_line(error)})") from None
     return PostgresDatabase(conn, name, owned=True, connect=connect, **limits)
-
-
-def _chunks(rows: Rows):
-    """``_fetch``'s reader over rows already here."""
-    position = 0
-
-    def next_chunk(n: int) -> Rows:
-        nonlocal position
-        chunk = rows[position:position + n]
-        position += n
-        return chunk
-
-    return next_chunk
 
 
 def _first_line(error: BaseException) -> str:
@@ -817,7 +941,7 @@ class MySQLDatabase(Database):
                 self.conn = self._connect()
             except pymysql.err.Error as error:
                 message = error.args[1] if len(error.args) > 1 else str(error)
-                raise ConnectionLost(f"cannot connect ({_one_line(Exception(message))})") from None
+                raise ConnectionLost(f"cannot connect ({_one_line(Exception(message))})", connecting=True) from None
         conn = self.conn
         if not conn.open:
             raise ConnectionLost("connection closed")
@@ -887,19 +1011,7 @@ class MySQLDatabase(Database):
 def _open_mysql(url, name: str, limits: dict) -> MySQLDatabase:
     import pymysql
 
-    kwargs = {k: v for k, v in (("host", url["host"]), ("port", url["port"]), ("user", url["user"]),
-                                ("password", url["password"]), ("database", url["database"])) if v}
-    query = dict(url["query"])
-    if "unix_socket" in query:
-        kwargs["unix_socket"] = query.pop("unix_socket")
-    if "read_default_file" in query:  # a my.cnf [client] section: the password off the URL
-        kwargs["read_default_file"] = str(Path(query.pop("read_default_file")).expanduser())
-    kwargs.update(charset=query.pop("charset", "utf8mb4"), connect_timeout=CONNECT_TIMEOUT_S,
-                  autocommit=True, client_flag=0)
-    if query:
-        raise DatabaseError(f"{name}: unknown URL parameters {sorted(query)}")
-    if pymysql.charset.charset_by_name(kwargs["charset"]) is None:
-        raise DatabaseError(f"{name}: unknown charset {kwargs['charset']!r}")
+    kwargs = {**connection_kwargs(url, name), "autocommit": True}
 
     def connect():
         conn = pymysql.connect(**kwargs)
@@ -1010,22 +1122,27 @@ def _open_duckdb(path: Path, name: str, limits: dict, memory_mib: int) -> DuckDB
 
 def parse_url(url: str) -> dict:
     """The parts of a SQLAlchemy-style URL: backend, driver, user, password, host, port,
-    database (a path for SQLite and DuckDB) and query parameters.
+    database (a path for SQLite and DuckDB) and query parameters. Spaces around it are dropped;
+    a password may hold an unencoded ``@``, ``/`` or ``:`` (the user's part ends at the last
+    ``@`` before the query); a URL mistyped (``postgresql:/``) is a ``DatabaseError`` naming it,
+    its password masked.
 
     >>> parse_url("postgresql+psycopg://u:p%40ss@h:5433/shop?sslmode=disable")["password"]
     'p@ss'
+    >>> [parse_url("postgresql://u:p@ss/w:rd@h/shop")[k] for k in ("password", "host", "database")]
+    ['p@ss/w:rd', 'h', 'shop']
     >>> parse_url("sqlite:////tmp/a.sqlite")["database"], parse_url("duckdb:///a.duckdb")["database"]
     ('/tmp/a.sqlite', 'a.duckdb')
     """
+    url = url.strip()
     label = mask_password(url)
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # an unclosed "[" (IPv6), a host that NFKC changes; the text shows the password
-        raise DatabaseError(f"{label}: not a valid database URL (its user:password@host:port part "
-                            "cannot be read)") from None
-    scheme, _, driver = parts.scheme.lower().partition("+")
+    written = re.match(r"([a-zA-Z][\w+.-]*)(://)?", url)
+    if written is None or written.group(2) is None:
+        raise DatabaseError(f"{label}: not a valid database URL (write "
+                            f"{written.group(1).lower() if written else 'scheme'}://user:password@host:port/database)")
+    scheme, _, driver = written.group(1).lower().partition("+")
     if scheme not in SCHEMES:
-        raise DatabaseError(f"{label}: unknown database URL scheme {parts.scheme!r} "
+        raise DatabaseError(f"{label}: unknown database URL scheme {written.group(1)!r} "
                             f"(known: {', '.join(sorted(SCHEMES))})")
     backend = SCHEMES[scheme]
     known_drivers = {"postgres": {"", "psycopg", "psycopg2", "psycopg_binary"},
@@ -1039,12 +1156,18 @@ def parse_url(url: str) -> dict:
         if not path:
             raise DatabaseError(f"{label}: no database file (write {scheme}:///path/to/file)")
         return {"backend": backend, "driver": driver, "database": path, "query": {}}
+    query_at = url.find("?")
+    start, user, password, host = _credentials(url, url.rfind("@", 0, query_at if query_at >= 0 else len(url)))
+    try:
+        parts = urlsplit(url[:start] + url[host:])  # the URL without its user and password
+    except ValueError:  # an unclosed "[" (IPv6), a host that NFKC changes
+        raise DatabaseError(f"{label}: not a valid database URL (its host:port part cannot be read)") from None
     try:
         port = parts.port
     except ValueError:
         raise DatabaseError(f"{label}: the port is not a number") from None
-    return {"backend": backend, "driver": driver, "user": unquote(parts.username or ""),
-            "password": unquote(parts.password or ""), "host": parts.hostname or "",
+    return {"backend": backend, "driver": driver, "user": unquote(user),
+            "password": unquote(password or ""), "host": parts.hostname or "",
             "port": port, "database": unquote(parts.path.lstrip("/")),
             "query": dict(parse_qsl(parts.query))}
 
@@ -1262,6 +1385,9 @@ def _view_outputs(select, columns_of: Mapping[tuple[str, str], list[tuple[str, s
 
 # pg_dump's `ALTER TABLE [ONLY] parent ATTACH PARTITION child FOR VALUES ..` (sqlglot keeps it a command)
 _ATTACH_PARTITION = re.compile(r"\s*TABLE\s+(?:ONLY\s+)?(\S+)\s+ATTACH\s+PARTITION\s+(\S+)", re.IGNORECASE)
+# PostgreSQL's `CREATE MATERIALIZED VIEW name AS query [WITH [NO] DATA]` (kept as a command)
+_MATERIALIZED_VIEW = re.compile(r"\s*MATERIALIZED\s+VIEW\s+(.*?)(?:\s+WITH\s+(?:NO\s+)?DATA)?\s*;?\s*$",
+                                re.IGNORECASE | re.DOTALL)
 # MySQL's versioned comment, `/*!50001 text */`: text MySQL runs (from that version on)
 _VERSION_COMMENT = re.compile(r"/\*!\d{5} ?(.*?) ?\*/", re.DOTALL)
 
@@ -1282,7 +1408,7 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     CLUSTERED``, and ``GO`` between statements, as SSMS writes them). A view is a table of its
     output columns, without keys, as a catalogue lists it (``_view_outputs``; mysqldump's, in
     version comments, read as MySQL reads them); a PostgreSQL partition (``ALTER TABLE parent ATTACH
-    PARTITION child``) has its parent's foreign keys. Other statements (indexes, materialized views,
+    PARTITION child``) has its parent's foreign keys; a materialized view is read as a view. Other statements (indexes,
     functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY .. FROM
     stdin``, INSERTs) are skipped (``_declarations``); ``text`` is the DDL or its lines (an open
     file: a whole dump is read line by line, its rows not held). A table declared without a schema is in the dialect's default one
@@ -1365,11 +1491,7 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     def view(statement: exp.Create) -> None:
         """A view's columns, as a catalogue lists them beside the tables' (no keys): those it
         names (``CREATE VIEW v (a, b)``), else its query's output names, a ``*`` being the
-        columns of the tables (and views) declared before it. A materialized view is not read
-        (PostgreSQL's catalogue has none)."""
-        properties = statement.args.get("properties")
-        if properties is not None and any(isinstance(p, exp.MaterializedProperty) for p in properties.expressions):
-            return
+        columns of the tables (and views) declared before it; a materialized view's too."""
         target = statement.this
         named = isinstance(target, exp.Schema)
         table = target.this if named else target
@@ -1392,6 +1514,15 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
 
     partitions: list[tuple[str, str, str, str]] = []  # (schema, table, its partition's schema, table)
     for statement in statements:
+        materialized = _MATERIALIZED_VIEW.match(statement.expression) \
+            if isinstance(statement, exp.Command) and str(statement.this).upper() == "CREATE" \
+            and isinstance(statement.expression, str) else None
+        if materialized:  # pg_dump's `.. WITH NO DATA`, which sqlglot keeps a command: read as a view
+            try:
+                with quiet_sqlglot():
+                    statement = sqlglot.parse_one("CREATE VIEW " + materialized.group(1), read=dialect)
+            except (SqlglotError, ValueError):
+                continue
         attached = _ATTACH_PARTITION.match(statement.expression) \
             if isinstance(statement, exp.Command) and str(statement.this).upper() == "ALTER" \
             and isinstance(statement.expression, str) else None
