@@ -25,13 +25,13 @@ class Node:
     TypeError: child 1 of 'Selection' is NoneType, not a Node
     """
 
-    __slots__ = ("_depth", "_hash", "children", "label")
+    __slots__ = ("_depth", "_hash", "_size", "children", "label")
 
     def __init__(self, label: str, children: Iterable["Node"] = ()):
         # Runs for every node of every tree: plain loops and the slots' own setters (_SET_*).
         if type(label) is not str and not isinstance(label, str):
             raise TypeError(f"a Node label is a str, not {type(label).__name__}")
-        depth = 1  # known when the node is made: depth() is free
+        depth = size = 1  # known when the node is made: depth() and size() are free
         if children:  # a leaf (most nodes) skips all of this
             if type(children) is not tuple:
                 children = tuple(children)
@@ -41,12 +41,14 @@ class Node:
                     raise TypeError(f"child {i} of {label!r} is {type(child).__name__}, not a Node")
                 if child._depth >= depth:
                     depth = child._depth + 1
+                size += child._size
         else:
             children = ()
         _SET_LABEL(self, label)
         _SET_CHILDREN(self, children)
         _SET_HASH(self, None)
         _SET_DEPTH(self, depth)
+        _SET_SIZE(self, size)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"Node is immutable (tried to set {name!r})")
@@ -90,6 +92,14 @@ class Node:
         """
         return self._depth
 
+    def size(self) -> int:
+        """Number of nodes, a subtree counted each time it occurs (a CTE read twice: twice).
+
+        >>> Node("Not", (Node("Eq", (Node("t.c"), Node("1"))),)).size()
+        4
+        """
+        return self._size
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Node) and self.hash == other.hash
 
@@ -109,7 +119,7 @@ class Node:
 
 # Node.__setattr__ refuses every write: Node's own code writes through the slot descriptors.
 _SET_LABEL, _SET_CHILDREN = Node.label.__set__, Node.children.__set__
-_SET_HASH, _SET_DEPTH = Node._hash.__set__, Node._depth.__set__
+_SET_HASH, _SET_DEPTH, _SET_SIZE = Node._hash.__set__, Node._depth.__set__, Node._size.__set__
 
 
 def _from_postorder(entries: list[tuple[str, int]]) -> Node:

@@ -29,6 +29,10 @@ from rat.schema import Schema
 # Trees deeper than this are refused: no Spider or BIRD query comes within a tenth of it, and
 # it bounds the work of any recursive reader of trees.
 MAX_DEPTH = 1000
+# Nodes of a tree, a CTE counted at each read: a chain of CTEs each reading the one before four
+# times grows fourfold a level (a 1 KB query, 5 million nodes, seconds a walk); real queries'
+# trees have hundreds (Spider's and BIRD's largest: below 300).
+MAX_NODES = 100_000
 
 # on_step(step, expression, node, core): after the builder made `node` from the sqlglot
 # `expression`. Steps: "expr" (an expression), "relation" (a FROM item), "query" (a SELECT,
@@ -131,6 +135,9 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     depth = tree.depth()
     if depth > MAX_DEPTH:
         raise RATError(f"query nested too deeply (tree depth {depth} > {MAX_DEPTH})", sql)
+    if tree.size() > MAX_NODES:  # CTEs that read the one before several times: each read is inlined
+        raise RATError(f"query too large (its tree, CTEs inlined where read, has {tree.size()} nodes "
+                       f"> {MAX_NODES})", sql)
     return tree
 
 
