@@ -49,6 +49,7 @@ _JSONB_KEYS = {exp.JSONBContainsTopKey: "Json_has_key", exp.JSONBContainsAnyTopK
 _BINARY = {
     **_COMPARISONS,
     exp.Add: "Add", exp.Sub: "Sub", exp.Mul: "Mul", exp.Div: "Div", exp.Mod: "Mod",
+    exp.IntDiv: "Intdiv",  # MySQL's `a DIV b`, DuckDB's `a // b`: the quotient's whole part
     exp.DPipe: "Concat", exp.Like: "Like", exp.ILike: "Ilike", exp.Glob: "Glob",
     exp.RegexpLike: "Regexp", exp.Is: "Is", exp.BitwiseAnd: "Bitand", exp.BitwiseOr: "Bitor",
     exp.BitwiseLeftShift: "Shift_left", exp.BitwiseRightShift: "Shift_right",
@@ -680,6 +681,11 @@ class _Builder:
                 # IIF(c, a, b) (Snowflake's IFF) is CASE WHEN c THEN a ELSE b END.
                 when = exp.If(this=arguments[0], true=arguments[1])
                 return self.case(None, [when], arguments[2], ctes)
+            if name in ("like", "glob", "regexp") and self.dialect is SQLITE and len(arguments) == 2:
+                # SQLite's like(p, x) is `x LIKE p` (glob and regexp too): the pattern comes first
+                return Node(name.capitalize(), (self.expr(arguments[1], ctes), self.expr(arguments[0], ctes)))
+            if name == "div" and len(arguments) == 2:  # BigQuery's, PostgreSQL's integer quotient
+                return Node("Intdiv", self.arguments(arguments, ctes))
             if name == "count_big" and self.dialect.name == "tsql":
                 name = "count"  # SQL Server's COUNT_BIG: COUNT as a bigint
             if name == self.dialect.now and not arguments:

@@ -950,6 +950,9 @@ def test_group_by_all_after_a_lone_star_is_the_distinct_rows_in_duckdb():
     ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
      "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT r.s - p.s FROM r, p"),
     ("tsql", "SELECT 'Mr. ' + region FROM orders", "SELECT region + 'Mr. ' FROM orders"),  # strings joined in order
+    ("sqlite", "SELECT id FROM orders WHERE like(region, 'a%')", "SELECT id FROM orders WHERE region LIKE 'a%'"),
+    ("bigquery", "SELECT DIV(amount, 2) FROM orders", "SELECT amount / 2 FROM orders"),  # 3 against 3.5
+    ("duckdb", "SELECT amount // 2 FROM orders", "SELECT amount / 2 FROM orders"),
     ("postgres", "SELECT region, id, count(*) FROM orders GROUP BY ROLLUP (region, id)",
      "SELECT region, id, count(*) FROM orders GROUP BY ROLLUP (id, region)"),  # other subtotals
     ("databricks", "SELECT date_format(d, 'YYYY') FROM t", "SELECT date_format(d, 'yyyy') FROM t"),  # week year
@@ -974,6 +977,7 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
     ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
      "SELECT x.s - y.s FROM (SELECT sum(a) AS s FROM pay) x, (SELECT sum(a) AS s FROM refunds) y"),
     ("tsql", "SELECT region + ' ' + id FROM orders", "SELECT CONCAT(region, ' ') + id FROM orders"),
+    ("sqlite", "SELECT id FROM orders WHERE glob('a*', region)", "SELECT id FROM orders WHERE region GLOB 'a*'"),
     ("postgres", "SELECT id FROM orders WHERE id = ANY (ARRAY[1, 2])", "SELECT id FROM orders WHERE id IN (1, 2)"),
     ("postgres", "SELECT id FROM orders WHERE d > now() - INTERVAL '2 weeks'",
      "SELECT id FROM orders WHERE d > now() - INTERVAL '14 days'"),
