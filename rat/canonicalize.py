@@ -77,6 +77,15 @@ _TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), lin
 _CLASS_REPR = re.compile(r"<class 'sqlglot\.[\w.]*?(\w+)'>")
 
 
+def _bare_order_key(column: exp.Column) -> bool:
+    """Whether `column` is an ORDER BY key (or a DISTINCT ON key) by itself, not inside an
+    expression."""
+    parent = column.parent
+    if type(parent) is exp.Tuple:
+        parent = parent.parent
+    return type(parent) is exp.Ordered or type(parent) is exp.Distinct
+
+
 def _plain(message: str) -> str:
     """sqlglot's parse error in words, on one line: a token as its text, an expression class as its name.
 
@@ -1301,10 +1310,14 @@ class _Resolver:
             return
         double_quoted = identifier.quoted and self.dialect.double_quoted_strings \
             and self._quote_char(identifier) == '"'
-        if clause == "order" and name in aliases:
+        owners = [q for q, cols in scope.sources.items() if cols is not None and name in cols]
+        if clause == "order" and name in aliases and (not owners or self.dialect.name == "mysql"
+                                                      or _bare_order_key(column)):
+            # an output name, where it is the key itself; inside an expression (`ORDER BY name ||
+            # ''`) SQLite, PostgreSQL and DuckDB read a column of the FROM tables first (MySQL the
+            # output name)
             column.replace(aliases[name].copy())
             return
-        owners = [q for q, cols in scope.sources.items() if cols is not None and name in cols]
         if len(owners) == 1:
             self._qualify(column, identifier, name, owners[0], scope)
             return

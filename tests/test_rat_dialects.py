@@ -950,6 +950,7 @@ def test_group_by_all_after_a_lone_star_is_the_distinct_rows_in_duckdb():
     ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
      "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT r.s - p.s FROM r, p"),
     ("tsql", "SELECT 'Mr. ' + region FROM orders", "SELECT region + 'Mr. ' FROM orders"),  # strings joined in order
+    ("sqlite", "SELECT id AS region FROM orders ORDER BY region || ''", "SELECT id AS region FROM orders ORDER BY id || ''"),
     ("sqlite", "SELECT id FROM orders WHERE like(region, 'a%')", "SELECT id FROM orders WHERE region LIKE 'a%'"),
     ("bigquery", "SELECT DIV(amount, 2) FROM orders", "SELECT amount / 2 FROM orders"),  # 3 against 3.5
     ("duckdb", "SELECT amount // 2 FROM orders", "SELECT amount / 2 FROM orders"),
