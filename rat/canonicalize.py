@@ -421,7 +421,26 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
                        "a LEFT JOIN's rows UNION a RIGHT JOIN's)", sql)
     if renamed:
         _restore_names(statement)
+    if rat_dialect.json_operators and any(t.token_type is TokenType.ARROW for t in tokens):
+        _json_arrows_in_calls(statement, rat_dialect)
     return statement
+
+
+_JSON_GETS = (exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar)
+
+
+def _json_arrows_in_calls(statement: exp.Expression, rat_dialect: Dialect) -> None:
+    """sqlglot reads `j -> 'a'` inside a call's parentheses (`count(j -> 'a')`, `lower(j -> 'a'
+    ->> 'b')`) as a lambda `j -> 'a'`, which rat reads in no dialect: one whose body is a JSON key
+    (a string or a number), or JSON arrows applied to one, is the arrow it is written as, in place."""
+    dialect = sqlglot_dialect(rat_dialect)
+    for lam in list(statement.find_all(exp.Lambda)):
+        body = lam.this
+        while isinstance(body, _JSON_GETS):
+            body = body.this
+        if len(lam.expressions) == 1 and type(body) is exp.Literal:
+            text = f"{lam.expressions[0].sql(dialect=dialect)} -> {lam.this.sql(dialect=dialect)}"
+            lam.replace(sqlglot.parse_one(text, read=dialect))
 
 
 def _reader(rat_dialect: Dialect = SQLITE):

@@ -980,6 +980,8 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
     ("tsql", "SELECT region + ' ' + id FROM orders", "SELECT CONCAT(region, ' ') + id FROM orders"),
     ("sqlite", "SELECT id FROM orders WHERE glob('a*', region)", "SELECT id FROM orders WHERE region GLOB 'a*'"),
     ("postgres", "SELECT id FROM orders WHERE id = ANY (ARRAY[1, 2])", "SELECT id FROM orders WHERE id IN (1, 2)"),
+    # (sqlglot reads `j -> 'a'` inside a call as a lambda)
+    ("postgres", "SELECT lower(region -> 'a' ->> 'b') FROM orders", "SELECT lower((region -> 'a') ->> 'b') FROM orders"),
     ("postgres", "SELECT id FROM orders WHERE d > now() - INTERVAL '2 weeks'",
      "SELECT id FROM orders WHERE d > now() - INTERVAL '14 days'"),
     ("postgres", "SELECT id FROM orders WHERE id <> ALL (SELECT amount FROM orders)",
