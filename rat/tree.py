@@ -67,7 +67,9 @@ _AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min
 # (BETWEEN never gets here: `rat.canonicalize` spells it out as two comparisons.)
 _NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Exists": "Not_exists",
             "Is_null": "Is_not_null", "Is_not_null": "Is_null", "Regexp": "Not_regexp", "Ilike": "Not_ilike",
-            "Iregexp": "Not_iregexp", "Similar_to": "Not_similar_to"}
+            "Iregexp": "Not_iregexp", "Similar_to": "Not_similar_to",
+            # a comparison's complement (NULL where it is NULL: the same in three-valued logic)
+            "Eq": "Neq", "Neq": "Eq", "Gt": "Lte", "Lte": "Gt", "Lt": "Gte", "Gte": "Lt"}
 # GROUP BY ROLLUP (a, b) / CUBE (a, b) / GROUPING SETS ((a), ()): a Groupby key each.
 _GROUPINGS = {exp.Rollup: "Rollup", exp.Cube: "Cube", exp.GroupingSets: "Grouping_sets"}
 _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
@@ -588,6 +590,8 @@ class _Builder:
                 raise RATError(f"unsupported construct 'j ? k' ({self.dialect.name} has no jsonb key tests)", self.sql)
             if kind is exp.Is and isinstance(node.expression, exp.Null):  # PostgreSQL's IS NOT NULL: negate
                 return Node("Is_not_null" if node.args.get("negate") else "Is_null", (left,))
+            if (kind is exp.NullSafeEQ or kind is exp.NullSafeNEQ) and isinstance(node.expression, exp.Null):
+                return Node("Is_null" if kind is exp.NullSafeEQ else "Is_not_null", (left,))  # IS [NOT] DISTINCT FROM NULL
             if kind is exp.Is and node.args.get("negate"):
                 return Node("Not", (Node(label, (left, right)),))
             if (kind is exp.Like or kind is exp.ILike) and node.args.get("negate"):
@@ -648,6 +652,8 @@ class _Builder:
                     values = [row.expressions[0] if type(row) is exp.Tuple else row
                               for row in values[0].expressions]
                 target = Node("Val_list", [self.expr(v, ctes) for v in values])
+            if target.label == "Val_list" and len(target.children) == 1:  # x IN ('v') is x = 'v'
+                return Node("Eq", (self.expr(node.this, ctes), target.children[0]))
             return Node("In", (self.expr(node.this, ctes), target))
         if kind is exp.Null:
             return Node("null")
@@ -686,6 +692,8 @@ class _Builder:
                 return Node(name.capitalize(), (self.expr(arguments[1], ctes), self.expr(arguments[0], ctes)))
             if name == "div" and len(arguments) == 2:  # BigQuery's, PostgreSQL's integer quotient
                 return Node("Intdiv", self.arguments(arguments, ctes))
+            if name in ("ifnull", "nvl") and len(arguments) == 2:  # SQLite's, MySQL's, Snowflake's
+                name = "coalesce"
             if name == "count_big" and self.dialect.name == "tsql":
                 name = "count"  # SQL Server's COUNT_BIG: COUNT as a bigint
             if name == self.dialect.now and not arguments:

@@ -980,6 +980,11 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
     ("tsql", "SELECT region + ' ' + id FROM orders", "SELECT CONCAT(region, ' ') + id FROM orders"),
     ("sqlite", "SELECT id FROM orders WHERE glob('a*', region)", "SELECT id FROM orders WHERE region GLOB 'a*'"),
     ("postgres", "SELECT id FROM orders WHERE id = ANY (ARRAY[1, 2])", "SELECT id FROM orders WHERE id IN (1, 2)"),
+    ("sqlite", "SELECT id FROM orders WHERE region NOT IN ('EU')", "SELECT id FROM orders WHERE NOT region = 'EU'"),
+    ("sqlite", "SELECT id FROM orders WHERE region IN ('EU')", "SELECT id FROM orders WHERE region = 'EU'"),
+    ("sqlite", "SELECT id FROM orders WHERE NOT (amount > 10)", "SELECT id FROM orders WHERE amount <= 10"),
+    ("postgres", "SELECT id FROM orders WHERE region IS DISTINCT FROM NULL", "SELECT id FROM orders WHERE region IS NOT NULL"),
+    ("sqlite", "SELECT ifnull(amount, 0) FROM orders", "SELECT coalesce(amount, 0) FROM orders"),
     # (sqlglot reads `j -> 'a'` inside a call as a lambda)
     ("postgres", "SELECT lower(region -> 'a' ->> 'b') FROM orders", "SELECT lower((region -> 'a') ->> 'b') FROM orders"),
     ("postgres", "SELECT id FROM orders WHERE d > now() - INTERVAL '2 weeks'",
