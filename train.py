@@ -60,8 +60,14 @@ def cpu_threads(n: int | None):
 def main(cfg: DictConfig) -> float | None:
     with user_errors("train.py", run_dir=cfg.paths.output_dir), cpu_threads(cfg.get("threads")):
         metrics, _ = train(cfg)
-    print(f"run directory: {cfg.paths.output_dir}  (next: python evaluate.py run_dir={cfg.paths.output_dir})")
+    print(f"run directory: {cfg.paths.output_dir}  (next: {_python()} evaluate.py run_dir={cfg.paths.output_dir})")
     return metrics.get(cfg.get("optimized_metric", "val/loss"))
+
+
+def _python() -> str:
+    """This interpreter as the user would type it: `.venv/bin/python` in the checkout."""
+    relative = os.path.relpath(sys.executable)
+    return relative if not relative.startswith("..") else "python"
 
 
 if __name__ == "__main__":

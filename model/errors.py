@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["AdaptError", "ModelFileError", "PredictionFileError", "RecalibrationError", "UsageError",
-           "check_writable", "say_error", "user_errors"]
+           "check_writable", "quiet_closed_pipes", "say_error", "user_errors"]
 
 class UsageError(ValueError):
     """A mistake in a command line or in an input file, told to the user in one line."""
@@ -87,6 +87,60 @@ def say_error(prog: str, error: BaseException | str) -> None:
     text = str(error)
     message = text.splitlines()[0] if text.strip() else type(error).__name__
     print(f"{prog}: error: {printable(message)}", file=sys.stderr)
+
+
+@contextmanager
+def quiet_closed_pipes() -> Iterator[None]:
+    """A command read by a reader that stops early (``rat-score ... | head -1``) ends as a Unix
+    tool does: once its standard output is closed, it stops with exit status 141 (as if killed by
+    SIGPIPE) and no traceback; a message to a closed standard error is dropped and the work goes
+    on, so that its files (``--out``, ``--report``, a model) are still written. A closed stream is
+    pointed at /dev/null (the Python docs' note on SIGPIPE), so that nothing fails again at exit.
+    Used as a decorator on each command's ``main``."""
+    stderr = sys.stderr
+    sys.stderr = _DroppedWhenClosed(stderr)
+    try:
+        yield
+        sys.stdout.flush()  # (what is still buffered fails here, not at exit)
+    except BrokenPipeError:
+        _to_devnull(sys.stdout)
+        raise SystemExit(141) from None
+    finally:
+        sys.stderr = stderr
+
+
+class _DroppedWhenClosed:
+    """A text stream whose writes go to /dev/null once its reader has gone (a closed pipe)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            _to_devnull(self._stream)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            _to_devnull(self._stream)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _to_devnull(stream) -> None:
+    """``stream``'s file descriptor pointed at /dev/null (nothing for a stream without one)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # (a test's captured stream)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _remove_if_only_records(run_dir: str | Path | None) -> None:

@@ -12,8 +12,6 @@ call; the Hydra wrapper only calls it.
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from collections import Counter
 from pathlib import Path
@@ -24,6 +22,7 @@ from omegaconf import DictConfig
 
 from model import metrics
 from model.data.cache import cache_dir
+from model.data.folds import fold_splits
 from model.data.jsonl import read_rows, report_left_out
 from model.errors import UsageError, check_writable
 from model.eval import abstention, plots, report
@@ -362,18 +361,6 @@ def _difficulties(rows: list[dict], questions: dict) -> list[str | None]:
 # --------------------------------------------------------------------------- entry point
 
 
-def _json_safe(value):
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (np.floating, float)):
-        return None if math.isnan(value) else float(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
-
-
 def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped: Counter | None = None
                     ) -> tuple[Path, list[dict], list[dict] | None, Path | None]:
     """(out_dir, evaluated rows, calibration rows or None, data root or None); rows of the
@@ -428,8 +415,8 @@ def _abstention(test: dict, calibration: dict | None, cfg: DictConfig) -> dict:
     else:
         rows = abstention.cross_fitted_abstention_table(
             test["confidence"], test["label"], test["group"], penalties, cfg.n_folds, cfg.seed)
-        protocol = f"threshold chosen on the other {cfg.n_folds - 1} of {cfg.n_folds} " \
-                   "schema-disjoint folds"
+        folds = len(fold_splits(len(test["label"]), test["group"], cfg.n_folds, cfg.seed))
+        protocol = f"threshold chosen on the other {folds - 1} of {folds} schema-disjoint folds"
     return {"protocol": protocol, "rows": rows, "aurc": aurc}
 
 
@@ -525,9 +512,9 @@ def evaluate(cfg: DictConfig) -> dict:
 
     md += ["## Figures", ""]
     md += [f"![{title}](plots/{stem.name}.png)" for title, stem in pictures]
-    results = _json_safe(results)
+    results = report.json_safe(results)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "metrics.json").write_text(json.dumps(results, indent=1))
+    report.write_json(out_dir / "metrics.json", results)
     report.write_report(out_dir / "report.md", "\n".join(md) + "\n")
     print("\n".join(md[: md.index("## Figures")]))
     print("wrote " + ", ".join(str(p) for p in written) + f" and {out_dir / 'plots'}/")
@@ -545,7 +532,7 @@ def evaluate_whole_query(cfg: DictConfig) -> dict:
     check_writable(out_dir, "out_dir", directory=True)
     results, md = whole_query(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "metrics.json").write_text(json.dumps(_json_safe({"wholequery": results}), indent=1))
+    report.write_json(out_dir / "metrics.json", {"wholequery": results})
     report.write_report(out_dir / "report.md", "\n".join(md) + "\n")
     print("\n".join(md))
     print(f"wrote {out_dir / 'metrics.json'}, {out_dir / 'report.md'}")

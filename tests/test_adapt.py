@@ -6,6 +6,7 @@ databases are never changed."""
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,11 +98,12 @@ def test_rat_adapt_writes_a_model_rat_score_reads_and_leaves_the_databases_alone
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in databases}
     out = tmp_path / "adapted"
     done = rat_adapt("--model", str(single_dir), "--teacher", str(teacher_dir), "--data-root", str(root),
-                     "--predictions", str(bad), *map(str, files[1:]), "--out", str(out))
+                     "--predictions", str(bad), *map(str, files[1:]), "--out", str(out), "--label-shift")
     assert done.returncode == 0, done.stderr
     summary, rates = done.stderr.strip().splitlines()[-2:]
     n = sum(len(p.read_text().splitlines()) for p in files)
     assert f"adapted on {n} outputs" in summary and "not used: 2" in summary, summary
+    assert re.search(rf"-> {out} in \d+ s;", summary), summary  # (the fit is long and silent)
     adapted_on = json.loads((out / "model.json").read_text())["trained_on"]["adapted_on"]
     assert "policy" not in json.loads((out / "model.json").read_text())  # chosen for the base model's confidences
     assert rates.startswith("rat-adapt: right nodes") and adapted_on["estimated_rates"]
@@ -115,6 +117,15 @@ def test_rat_adapt_writes_a_model_rat_score_reads_and_leaves_the_databases_alone
     assert scored.returncode == 0, scored.stderr
     assert "adapted" in scored.stderr and len((tmp_path / "s.jsonl").read_text().splitlines()) == len(
         files[0].read_text().splitlines())
+
+
+def test_rat_adapt_moves_no_rate_unless_asked():
+    """Label shift is opt-in: measured on Spider dev, it put the rate of right queries far off."""
+    from model.scoring.cli import build_adapt_parser
+
+    required = ["--predictions", "a.txt", "b.txt", "--out", "adapted"]
+    assert build_adapt_parser().parse_args(required).label_shift is False
+    assert build_adapt_parser().parse_args([*required, "--label-shift"]).label_shift is True
 
 
 @pytest.mark.parametrize("which, message", [

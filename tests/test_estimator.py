@@ -167,3 +167,21 @@ def test_a_table_without_a_feature_the_model_reads_says_which():
     other.names = ("height",)
     with pytest.raises(ValueError, match="the table lacks 1 feature\\(s\\) the model reads: depth"):
         model.predict_proba(other)
+
+
+def test_the_estimator_example_in_training_md_runs(tmp_path, monkeypatch):
+    """docs/training.md's example, as written but for where it saves (a probe found the one before
+    used names it never defined, and a model fitted from Hydra's config saved unreadably)."""
+    import re
+
+    from model.synth.demo import demo_root
+
+    demo_root()
+    repo = Path(__file__).resolve().parents[1]
+    text = (repo / "docs" / "training.md").read_text()
+    block = re.search(r"```python\n(from pathlib import Path\n\nfrom hydra .*?)```", text, re.DOTALL).group(1)
+    monkeypatch.chdir(repo)
+    names: dict = {}
+    exec(block.replace('"my_model/"', repr(str(tmp_path / "my_model"))), names)  # noqa: S102
+    assert len(names["p"]) == len(names["sites"]) > 0 and names["params"].drop == ("semantic",)
+    assert isinstance(names["est"], BoostedNodeModel) and names["est"].params_.hgb == names["params"].hgb

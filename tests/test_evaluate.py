@@ -153,6 +153,16 @@ def test_generic_csv_predictions(tmp_path):
     assert "node" not in results
 
 
+def test_the_abstention_protocol_names_the_folds_used(tmp_path):
+    """3 databases hold 3 schema-disjoint folds, whatever n_folds asks for."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "scores.csv"
+    path.write_text("confidence,label,db_id\n" + "".join(
+        f"{c:.4f},{int(rng.random() < c)},db{i % 3}\n" for i, c in enumerate(rng.random(90))))
+    results = evaluate(make_cfg(predictions=path, n_bootstrap=0, n_folds=5))
+    assert results["query"]["abstention"]["protocol"] == "threshold chosen on the other 2 of 3 schema-disjoint folds"
+
+
 def test_missing_input_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="run_dir"):
         evaluate(make_cfg())

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -177,7 +178,8 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on():
 
     try:
         hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
-        assert exchange(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode())["id"] == 1
+        greeting = exchange(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode())
+        assert greeting["id"] == 1 and greeting["result"]["serverInfo"]["version"] == version("rat-confidence")
         proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n\n')  # and a blank line
         call = '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "score_sql", ' \
                '"arguments": {"sql": "SELECT \\ud800"}}}'

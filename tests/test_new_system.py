@@ -225,3 +225,19 @@ def test_bad_rows_are_counted_and_hostile_system_names_are_only_labels(tmp_path,
     err = capsys.readouterr().err
     assert f"{scored}: left out 9 of 26 rows: 2 not a JSON line, 2 no sql (a string)" in err
     assert ".jsonl" not in json.dumps(result["rows_skipped"])  # no temporary file is named
+
+
+def test_an_undefined_auc_is_null_in_metrics_json(tmp_path):
+    """One query: no AUC can be computed; metrics.json stays strict JSON (null, never NaN)."""
+    from model.synth.demo import demo_root
+
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text(json.dumps(_scored_rows("one", 1)[0]) + "\n")
+    _evaluate(**{"new_system.scored": scored, "data_root": demo_root(), "out_dir": tmp_path / "eval",
+                 "n_bootstrap": 5})
+
+    def refuse(constant):
+        raise ValueError(f"{constant} in metrics.json")
+
+    (r,) = json.loads((tmp_path / "eval" / "metrics.json").read_text(), parse_constant=refuse)["systems"]
+    assert r["query_auc"][0] is None

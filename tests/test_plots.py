@@ -78,3 +78,17 @@ def test_a_name_with_dollar_signs_is_drawn_as_text(tmp_path):
     name = r"cost $\frac{a}$ x"
     paths = plots.plot_reliability({name: _methods()["calibrated"]}, tmp_path / "dollar", suptitle=name)
     assert [p.suffix for p in paths] == [".png", ".svg"] and paths[0].stat().st_size > 10_000
+
+
+def test_the_diagonal_is_over_the_bars_and_the_legend_covers_no_panel():
+    conf = np.r_[np.full(30, 0.05), np.full(30, 0.95)]  # 2 of 10 uniform bins hold the samples
+    fig = plots.reliability_figure({"m": (conf, np.r_[np.zeros(30), np.ones(29), 0].astype(int))}, n_bins=10)
+    ax = fig.axes[0]
+    diagonal = next(line for line in ax.lines if line.get_label() == "perfect calibration")
+    assert diagonal.get_zorder() > max(r.get_zorder() for r in ax.patches)
+    assert ax.get_legend() is None and len(fig.legends) == 1
+    fig.canvas.draw()
+    legend, panel = (a.get_window_extent() for a in (fig.legends[0], ax))
+    assert not legend.overlaps(panel)
+    assert "uniform bins: 10 (2 with samples)" in [t.get_text().splitlines()[1] for t in ax.texts]
+    fig.clf()

@@ -95,3 +95,13 @@ def test_an_example_over_the_drawing_bounds_is_named_not_drawn():
     n = len(tree.postorder())
     page = report.html_report([{"tree": tree, "confidences": [0.5] * n, "sql": sql, "question_id": "q1"}])
     assert f"q1 · too large to show: {n} nodes" in page and "<svg" not in page and len(page) < 20_000
+
+
+def test_the_wrong_node_legend_only_with_labels_and_the_query_label_in_the_header():
+    tree = rat.to_tree("SELECT name FROM singer WHERE age > 40")
+    n = len(tree.postorder())
+    example = {"tree": tree, "confidences": [0.5] * n, "sql": "SELECT name FROM singer WHERE age > 40"}
+    unlabelled = report.html_report([example], query_confidence_means="P(right by tree agreement)")
+    labelled = report.html_report([{**example, "labels": [1] * n}])
+    assert "labelled wrong against gold" not in unlabelled and "labelled wrong against gold" in labelled
+    assert "Query confidence: P(right by tree agreement)." in unlabelled and "Query confidence" not in labelled

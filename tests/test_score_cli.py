@@ -320,3 +320,75 @@ def test_rows_whose_database_file_is_missing_are_said_to_be_scored_without_it(tm
     assert done.returncode == 0, done.stderr
     assert "3 rows scored without their database (no file under --data-root for db_id supply_chain (3))" \
         in done.stderr, done.stderr
+
+
+def _unread_pipe() -> int:
+    """The writing end of a pipe nobody reads (``| head -1`` gone): a write there fails (EPIPE)."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
+    """Standard output closed (one query, a file to standard output): exit 141 and no traceback,
+    the report written first; standard error closed: the work goes on and --out is written."""
+    from model.synth.demo import demo_root
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": "How many suppliers?", "db_id": "supply_chain",
+                                        "sql": "SELECT count(*) FROM suppliers"}) + "\n" for _ in range(3)))
+    command = [sys.executable, "-m", "model.scoring.cli", "--data-root", str(demo_root()), "--no-reasons"]
+    for args in (["--db-id", "supply_chain", "--sql", "SELECT count(*) FROM suppliers"],
+                 ["--predictions", str(rows), "--report", str(tmp_path / "report.html")]):
+        unread = _unread_pipe()
+        done = subprocess.run([*command, *args], stdout=unread, stderr=subprocess.PIPE, text=True, env=ENV,
+                              timeout=600, check=False)
+        os.close(unread)
+        assert done.returncode == 141 and "Error" not in done.stderr, done.stderr  # (no traceback)
+    assert (tmp_path / "report.html").is_file()
+    unread = _unread_pipe()
+    done = subprocess.run([*command, "--predictions", str(rows), "--out", str(tmp_path / "scored.jsonl")],
+                          stdout=subprocess.PIPE, stderr=unread, text=True, env=ENV, timeout=600, check=False)
+    os.close(unread)
+    assert done.returncode == 0 and len((tmp_path / "scored.jsonl").read_text().splitlines()) == 3
+
+
+def test_the_rows_and_the_page_say_what_the_query_confidence_means(tmp_path):
+    """Each row names its model's query_label; report.html says what "right" means and, without
+    gold, shows no mark for a node labelled wrong."""
+    from model.synth.demo import demo_root
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"question": "How many suppliers?", "db_id": "supply_chain",
+                                "sql": "SELECT count(*) FROM suppliers"}) + "\n")
+    done = rat_score("--data-root", str(demo_root()), "--predictions", str(rows), "--no-reasons",
+                     "--out", str(tmp_path / "scored.jsonl"))
+    assert done.returncode == 0, done.stderr
+    (row,) = map(json.loads, (tmp_path / "scored.jsonl").read_text().splitlines())
+    assert row["query_label"] == "execution"  # the shipped model's
+    page = (tmp_path / "report.html").read_text()
+    assert "Query confidence: P(right by execution match" in page and "wrong against gold" not in page
+
+
+@pytest.mark.parametrize("sql, says", [
+    ("CREATE TABLE pwn (a int)", "refused: only a query that reads is run (found CREATE)"),
+    ("SET ROLE postgres", "refused: only a query that reads is run (found SET)"),
+    ("SELECT 1 AS a INTO pwn3", "refused: SELECT .. INTO writes a table"),
+])
+def test_a_statement_that_reads_nothing_is_refused_in_one_line_against_a_database(sql, says, capsys):
+    """They were 'no table pwn' (and SET ROLE printed sqlglot's note on a line of its own first)."""
+    from model.scoring.cli import main
+    from model.synth.demo import demo_root
+
+    database = demo_root() / "database" / "supply_chain" / "supply_chain.sqlite"
+    assert main(["--database", str(database), "--sql", sql]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--sql: {says}" in err, err
+
+
+def test_a_database_value_without_a_scheme_is_named_without_its_password(capsys):
+    from model.scoring.cli import main
+
+    assert main(["--database", "scorer:secretpw@localhost/shop", "--sql", "SELECT 1"]) == 2
+    err = capsys.readouterr().err
+    assert "secretpw" not in err and "scorer:***@localhost/shop: no such file" in err, err

@@ -3,6 +3,7 @@
 no server started); and ``--help`` shows the module's docstring, not its first line cut short."""
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,12 @@ def test_a_data_root_of_another_layout_is_one_line(script, option, tmp_path):
     done = run(script, option, str(tmp_path))  # a folder that exists, holding no dataset
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.startswith(f"{Path(script).name}: error: ") and str(tmp_path) in done.stderr
+
+
+@pytest.mark.parametrize("where", [["--root", "."], ["--database", "shop.duckdb"]])
+def test_rat_exec_names_the_option_of_a_missing_file(where, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "model.data.exec_command", *where, "--predictions", "nonexist.txt"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2 and done.stderr == "rat-exec: error: --predictions nonexist.txt: no such file\n", \
+        done.stderr[-2000:]

@@ -25,7 +25,7 @@ from model.data.execution import (
     evaluate_file,
     evaluate_on_database,
 )
-from model.errors import say_error
+from model.errors import quiet_closed_pipes, say_error
 
 
 def _evaluate_on(args) -> dict[str, Any]:
@@ -42,8 +42,6 @@ def _evaluate_on(args) -> dict[str, Any]:
         raise UsageError(f"--dialect: {str(error).splitlines()[0]}") from None
     if args.distinct:
         raise UsageError("--distinct is for --root: --database runs both queries as written, DISTINCT kept")
-    if not args.predictions.is_file():
-        raise UsageError(f"--predictions {args.predictions}: no such file")
     with open_database(args.database, timeout_s=args.timeout,
                        max_result_bytes=int(args.max_result_mb * 2**20)) as database:
         return evaluate_on_database(database, args.predictions, args.dialect, progress=not args.no_progress)
@@ -62,6 +60,8 @@ def _usage_problem(args) -> str | None:
         return "--database: empty (give a database URL or file)"
     if args.root is not None and args.dialect is not None:
         return "--dialect is for --database: --root runs the predictions as SQLite, as the benchmark's gold"
+    if not args.predictions.exists():  # (a pipe, <(...), exists and is read)
+        return f"--predictions {args.predictions}: no such file"
     if args.predictions.is_dir():
         return f"--predictions {args.predictions}: a folder, not a file"
     return None
@@ -72,6 +72,7 @@ def _usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+@quiet_closed_pipes()
 def main(argv: list[str] | None = None) -> int:
     """``rat-exec``: execution accuracy of one prediction file."""
     parser = argparse.ArgumentParser(prog="rat-exec", description=main.__doc__)

@@ -71,7 +71,8 @@ def draw_reliability(ax, bins: metrics.Bins, binning: str = "uniform", style: st
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")
     filled = bins.count > 0
     count = bins.count[filled]
-    ax.plot([0, 1], [0, 1], ls="--", color="0.4", lw=1, label="perfect calibration", zorder=1)
+    # over the bars (a bar hid the diagonal below its top), under the dots
+    ax.plot([0, 1], [0, 1], ls="--", color="0.4", lw=1, label="perfect calibration", zorder=2.5)
     mappable = None
     if style == "bars":
         norm = norm or LogNorm(vmin=1, vmax=max(2, int(count.max())))
@@ -99,7 +100,8 @@ def draw_reliability(ax, bins: metrics.Bins, binning: str = "uniform", style: st
     ax.grid(alpha=0.25, lw=0.5)
     if title:
         ax.set_title(title)
-    ax.text(0.03, 0.97, f"CE = {bins.calibration_error:.3f}\n{binning} bins: {int(filled.sum())}\n"
+    shown = f"{binning} bins: {filled.size}" + (f" ({int(filled.sum())} with samples)" if not filled.all() else "")
+    ax.text(0.03, 0.97, f"CE = {bins.calibration_error:.3f}\n{shown}\n"
             f"n = {int(bins.count.sum())}", transform=ax.transAxes, va="top", fontsize=9,
             bbox={"boxstyle": "round", "fc": "white", "ec": "0.7", "alpha": 0.9})
     return mappable
@@ -145,7 +147,9 @@ def reliability_figure(methods: Mapping[str, Scores], binning: str = "uniform",
         # counts as plain numbers: with mathtext off (above) a log axis's `10^2` would print as TeX
         bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         bar.ax.yaxis.set_minor_formatter(NullFormatter())
-    axes[0][0].legend(loc="lower right", fontsize=8, framealpha=0.9)
+    # below the panels: inside one, it hid the bars of confident bins
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=8,
+               frameon=False)
     if suptitle:
         fig.suptitle(suptitle)
     return fig

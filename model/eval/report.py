@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import html
 import itertools
+import json
 import math
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 
@@ -73,6 +75,32 @@ def write_report(path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
     tmp.replace(path)
+
+
+def json_safe(value):
+    """``value`` as strict JSON holds it: a NaN or an infinity (an AUC where every query is
+    right) is ``null``, a numpy number Python's, a tuple a list, a key a string.
+
+    >>> import numpy as np
+    >>> json_safe({"auc": (float("nan"), [np.float32(0.5), np.int64(3), True]), 1: float("inf")})
+    {'auc': [None, [0.5, 3, True]], '1': None}
+    """
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def write_json(path, value) -> None:
+    """``value`` written as strict JSON (``json_safe``: never a bare NaN), as ``write_report`` writes."""
+    write_report(path, json.dumps(json_safe(value), indent=1, allow_nan=False))
 
 
 def markdown_cell(text: object) -> str:
@@ -338,21 +366,25 @@ document.querySelectorAll('.example').forEach(function (ex) {
 """
 
 
-def _legend() -> str:
+def _legend(labelled: bool) -> str:
+    """The colour scale and how to read the page; the marks of a wrong node only where a node has
+    a label (``labelled``: gold was there to compare with)."""
     stops = ", ".join(f"{confidence_colour(c / 10)} {c * 10}%" for c in range(11))
     ticks = "".join(f'<span style="left:{c * 25}%">{c / 4:.2f}</span>' for c in range(5))
+    wrong = ("<br><span class='sqlc' style='border:0;padding:0'><span class='bad'>wavy underline</span></span>, "
+             "✗, struck through: node labelled wrong against gold." if labelled else "")
     return ("<div class='legend'><div><div class='scale' "
             f"style='background:linear-gradient(to right, {stops})'></div>"
             f"<div class='ticks'>{ticks}</div><div class='note'>node confidence</div></div>"
             "<div class='note'>Each character of the SQL has the colour of the innermost RAT "
-            "node whose subtree covers it.<br><span class='sqlc' style='border:0;padding:0'>"
-            "<span class='bad'>wavy underline</span></span>, ✗, struck through: node labelled "
-            "wrong against gold. Hover a node for its score; its subtree is outlined in the "
-            "SQL and the tree.</div></div>")
+            f"node whose subtree covers it.{wrong} Hover a node for its score; its subtree is outlined "
+            "in the SQL and the tree.</div></div>")
 
 
-def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences") -> str:
-    """A standalone HTML page with one section per example.
+def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences",
+                query_confidence_means: str | None = None) -> str:
+    """A standalone HTML page with one section per example; under its title,
+    ``query_confidence_means`` (what "right" means for the query confidence) where given.
 
     Each example is a mapping with ``tree`` (a ``rat.Node``), ``confidences`` and optional
     ``labels`` (post-order), optional ``schema`` (the ``rat.Schema`` the tree was built with),
@@ -415,7 +447,10 @@ def html_report(examples: Sequence[Mapping], title: str = "RAT node confidences"
         sections.append("\n".join(out))
     summary = (f"<p class='meta'>{len(examples)} predictions; {located} of {total} RAT nodes "
                "located in their SQL text.</p>")
+    if query_confidence_means:
+        summary = f"<p class='meta'>Query confidence: {_esc(query_confidence_means)}.</p>" + summary
     head = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(title)}"
             f"</title><style>{_CSS}</style></head><body><h1>{_esc(title)}</h1>")
-    return "\n".join([head, _legend(), summary, *sections,
+    labelled = any(ex.get("labels") is not None for ex in examples)
+    return "\n".join([head, _legend(labelled), summary, *sections,
                       f"<script>{_SCRIPT}</script></body></html>"])

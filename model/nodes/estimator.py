@@ -86,7 +86,7 @@ class BoostedParams:
     use_cache: bool = True
     lm: bool | str = False  # scorer-LM log-probabilities over node spans (features group lm):
     # true = the packaged SmolLM2, or a scorer LM's name (qwen_coder) / path
-    drop: tuple[str, ...] = ()  # feature names (or group names) left out, for ablations
+    drop: tuple[str, ...] = ("semantic",)  # feature names (or group names) left out (conf/model/features.yaml's)
     save_model: bool = True  # fit a final model on all labelled predictions -> <run>/model/
     database: str = "with"  # with | without | dropout | both: the database features
     # (DATABASE_FEATURES) as computed, always missing (a database-free model), missing for a
@@ -112,6 +112,7 @@ class BoostedParams:
         if not isinstance(self.hgb, Mapping):
             raise UsageError(f"model.hgb must be a mapping of HistGradientBoostingClassifier settings; "
                              f"found {type(self.hgb).__name__}")
+        self.hgb = dict(self.hgb)  # (a Hydra DictConfig is written to model.json as its text)
         from sklearn.ensemble import HistGradientBoostingClassifier
 
         unknown = sorted(set(self.hgb) - set(HistGradientBoostingClassifier().get_params()))
@@ -141,8 +142,9 @@ class BoostedParams:
         """The parameters a config sets (``conf/model/features.yaml`` as a plain mapping; other
         keys are ignored), checked: ``UsageError`` (one line) names a value out of range."""
         known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
-        drop = known.get("drop") or ()
-        known["drop"] = drop if isinstance(drop, str) else tuple(drop)  # (one name: that name)
+        if "drop" in known:
+            drop = known["drop"] or ()
+            known["drop"] = drop if isinstance(drop, str) else tuple(drop)  # (one name: that name)
         return cls(**known)
 
     def node_hgb(self, names: Sequence[str]) -> dict[str, Any]:

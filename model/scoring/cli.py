@@ -38,12 +38,13 @@ import argparse
 import hashlib
 import json
 import sys
+import time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
-from model.data.databases import database_dialect, is_database_url
-from model.errors import UsageError, check_writable, say_error
+from model.data.databases import database_dialect, is_database_url, mask_password
+from model.errors import UsageError, check_writable, quiet_closed_pipes, say_error
 from model.scoring.fields import row_problem
 from model.scoring.inputs import load_scorer, read_schemas
 from rat.dialects import DIALECTS
@@ -79,7 +80,10 @@ def check_database(args) -> None:
     if args.database is not None and not args.database.strip():
         raise UsageError("--database: empty (give a database URL or file)")
     if args.database and not is_database_url(args.database):
-        check_file(Path(args.database), "--database")
+        try:
+            check_file(Path(args.database), "--database")
+        except UsageError as e:  # (`user:password@host/db` without its scheme: a path, its password masked)
+            raise UsageError(str(e).replace(str(Path(args.database)), mask_password(str(Path(args.database))))) from None
 
 
 def check_file(path: Path, option: str) -> None:
@@ -113,6 +117,8 @@ def _written(option: str, path: Path, write) -> None:
     """``write()``, a write error (a full disk, a device that refuses writes) one line naming ``option``."""
     try:
         write()
+    except BrokenPipeError:  # (--out /dev/stdout | head -1: a reader that stopped, quiet_closed_pipes)
+        raise
     except OSError as e:
         raise UsageError(f"{option} {path}: cannot be written ({e.strerror or e})") from None
 
@@ -178,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@quiet_closed_pipes()
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -271,6 +278,11 @@ def score_one(scorer, args, schemas: dict) -> int:
     schema = schemas.get(args.db_id)
     if args.database and schema is None:  # read from the database: the query's tables must be in it
         schema = args.database.schema(args.db_id or "")
+        from model.data.databases import refusal
+
+        refused = refusal(args.sql, args.database.dialect)  # (CREATE, SET ROLE, SELECT .. INTO: no read)
+        if refused:
+            raise UsageError(f"--sql: {refused}")
         missing = _unknown_tables(args.sql, args.dialect, schema)
         if missing:
             raise UsageError(f"--sql: no table {missing[0]!r} in {args.database.name}")
@@ -300,8 +312,11 @@ def _unknown_tables(sql: str, dialect: str, schema) -> list[str]:
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
+    from rat.canonicalize import quiet_sqlglot
+
     try:
-        tree = sqlglot.parse_one(sql, read=dialect)
+        with quiet_sqlglot():  # (sqlglot's note on SQL it reads as a command: not the user's line)
+            tree = sqlglot.parse_one(sql, read=dialect)
     except (SqlglotError, ValueError):
         return []
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
@@ -445,6 +460,12 @@ def score_file(scorer, args, schemas: dict) -> int:
         for group in groups_of(good):
             if (choice := choice_of([results[i] for i in group])) is not None:
                 chosen[group[choice.index]] = (choice.agreeing, len(group))
+    # what "right" means for the whole-query confidence (None: a neural model, which records none)
+    label, means = getattr(scorer.saved, "query_label", None), None
+    if label is not None:
+        from model.nodes.estimator import LABEL_MEANING
+
+        means = f"P(right by {LABEL_MEANING.get(label, label)})"
     out_rows = []
     actions: Counter = Counter()
     for k, (row, result) in enumerate(zip(good, results)):
@@ -456,6 +477,8 @@ def score_file(scorer, args, schemas: dict) -> int:
         else:
             d = result.to_dict()
         d["system"] = row.get("system")
+        if label is not None:
+            d["query_label"] = label
         if chosen is not None:
             d["agreeing"], d["candidates"] = chosen[k]
         out_rows.append(d)
@@ -471,18 +494,16 @@ def score_file(scorer, args, schemas: dict) -> int:
              f"of {len(scored)} queries")
     if args.out:
         _written("--out", args.out, lambda: write_jsonl(args.out, out_rows))
-    else:
+    if args.report:
+        _written("--report", args.report, lambda: write_report(args.report, html_report(
+            entries, title=title, query_confidence_means=means)))
+    if not args.out:  # the files first: a reader that stops early (| head) leaves them written
         for d in out_rows:
             sys.stdout.write(json.dumps(d) + "\n")
-    if args.report:
-        _written("--report", args.report, lambda: write_report(args.report, html_report(entries, title=title)))
     where = " and ".join(str(p) for p in (args.out, args.report) if p) if args.out else "standard output"
     note = _skipped_note(skipped, "not scored")
-    label = getattr(scorer.saved, "query_label", None)
-    if label is not None:
-        from model.nodes.estimator import LABEL_MEANING
-
-        print(f"rat-score: whole-query confidence = P(right by {LABEL_MEANING.get(label, label)})", file=sys.stderr)
+    if means:
+        print(f"rat-score: whole-query confidence = {means}", file=sys.stderr)
     if chosen is not None:
         print(f"rat-score: scored {len(scored)} of {total} rows with {scorer.description}; chose one for each of "
               f"{len(out_rows)} questions (most common tree) -> {where}{note}", file=sys.stderr)
@@ -541,9 +562,10 @@ def build_adapt_parser() -> argparse.ArgumentParser:
     parser.add_argument("--predictions", type=Path, nargs="+", required=True,
                         help="two or more systems' outputs on the same questions (one file per system)")
     parser.add_argument("--out", type=Path, required=True, help="the adapted model's directory (written)")
-    parser.add_argument("--no-label-shift", action="store_true",
-                        help="keep the teacher's rates of right nodes and queries (default: re-estimated by EM "
-                             "on 100 or more outputs)")
+    parser.add_argument("--label-shift", action="store_true",
+                        help="move the teacher's rates of right nodes and queries to those EM estimates on the "
+                             "outputs (100 or more; default: off: measured, it put the rate of right queries "
+                             "far off: docs/scoring.md, 'rat-adapt')")
     return parser
 
 
@@ -596,6 +618,7 @@ def _check_paths(args) -> None:
     check_writable(args.out, "--out", directory=True)
 
 
+@quiet_closed_pipes()
 def adapt_main(argv: list[str] | None = None) -> int:
     """``rat-adapt``: see ``model.scoring.adapt``."""
     from model.scoring.adapt import AdaptError, adapt
@@ -612,7 +635,8 @@ def adapt_main(argv: list[str] | None = None) -> int:
         with _opened(args, scorer):
             rows, skipped = _usable_rows(args)
             try:
-                result = adapt(model, teacher, rows, label_shift=not args.no_label_shift)
+                started = time.monotonic()
+                result = adapt(model, teacher, rows, label_shift=args.label_shift)
             except AdaptError as e:
                 raise UsageError(f"--predictions: {e}") from None
     except UsageError as e:
@@ -623,7 +647,7 @@ def adapt_main(argv: list[str] | None = None) -> int:
     note = _skipped_note(skipped, "not used")
     print(f"rat-adapt: adapted on {result.queries} outputs ({result.nodes} nodes) of {result.questions} "
           f"questions, {result.shared_questions} answered by two or more of {len(result.systems)} systems "
-          f"-> {args.out}{note}", file=sys.stderr)
+          f"-> {args.out} in {time.monotonic() - started:.0f} s{note}", file=sys.stderr)
     if result.estimated_rates:
         (node_before, query_before), (node_after, query_after) = result.teacher_rates, result.estimated_rates
         print(f"rat-adapt: right nodes {node_before:.1%} -> {node_after:.1%}, right queries {query_before:.1%} -> "
@@ -656,6 +680,7 @@ def build_calibrate_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@quiet_closed_pipes()
 def calibrate_main(argv: list[str] | None = None) -> int:
     """``rat-calibrate``: see ``model.scoring.recalibrate``."""
     from model.scoring.recalibrate import RecalibrationError, recalibrate

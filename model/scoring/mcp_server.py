@@ -201,7 +201,13 @@ def build_server(tools: ScoringTools):
         async def run_stdio_async(self) -> None:
             await serve_stdio(self._lowlevel_server)
 
-    server = OneLineErrors("rat-confidence", log_level="WARNING", instructions=(
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("rat-confidence")
+    except PackageNotFoundError:  # (a checkout not installed)
+        release = ""
+    server = OneLineErrors("rat-confidence", version=release, log_level="WARNING", instructions=(
         "Check SQL before running it: score_sql gives a calibrated confidence that the query is right, "
         "the part to look at first, reasons, and a verdict (run, review or regenerate) with feedback to "
         "rewrite the query. choose_sql chooses one of several queries written for one question. list_databases names the databases score_sql accepts and the SQL dialect of each."))

@@ -299,7 +299,7 @@ def evaluate_new_system(cfg) -> dict:
         raise UsageError(f"new_system needs data_root=<the benchmark folder with its gold SQL>; got {cfg.data_root}")
     from model.data.jsonl import report_left_out
     from model.errors import check_writable
-    from model.eval.report import write_report
+    from model.eval.report import write_json, write_report
 
     out_dir = Path(cfg.out_dir) if cfg.out_dir else Path(files[0]).with_name(f"{Path(files[0]).stem}_eval")
     check_writable(out_dir, "out_dir", directory=True)  # before the work, not after it
@@ -321,7 +321,7 @@ def evaluate_new_system(cfg) -> dict:
     results = {"source": [str(f) for f in files], "data_root": str(cfg.data_root), "systems": reports,
                "rows_skipped": dict(skipped)}
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "metrics.json").write_text(json.dumps(results, indent=1))
+    write_json(out_dir / "metrics.json", results)
     write_report(out_dir / "report.md", "\n".join(md) + "\n")
     print("\n".join(md[:-2]))
     print(f"wrote {out_dir / 'metrics.json'}, {out_dir / 'report.md'}, {pictures[0]}")
