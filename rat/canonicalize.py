@@ -830,11 +830,6 @@ class _Resolver:
             if node.args.get("by_name") or node.args.get("side") or node.args.get("kind"):
                 # (DuckDB's UNION BY NAME, BigQuery's CORRESPONDING: columns paired by name)
                 raise RATError(f"unsupported construct '{construct_name(node).upper()} BY NAME'", self.sql)
-            # (a parenthesised set operation is also how sqlglot nests `a EXCEPT b INTERSECT c`)
-            if self.dialect is SQLITE and any(type(side) is exp.Subquery and type(side.this) is exp.Select
-                                              for side in (node.this, node.expression)):
-                raise RATError(f"unsupported construct '{construct_name(node).upper()} (SELECT ..)' (sqlite has "
-                               "none: the query without its parentheses, or SELECT * FROM (..))", self.sql)
             names = self.query(node.this, outer, ctes, keep_aliases)
             self.query(node.expression, outer, ctes, keep_aliases)
             for key in ("order", "limit", "offset"):

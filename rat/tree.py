@@ -652,8 +652,6 @@ class _Builder:
                     values = [row.expressions[0] if type(row) is exp.Tuple else row
                               for row in values[0].expressions]
                 target = Node("Val_list", [self.expr(v, ctes) for v in values])
-            if target.label == "Val_list" and len(target.children) == 1:  # x IN ('v') is x = 'v'
-                return Node("Eq", (self.expr(node.this, ctes), target.children[0]))
             return Node("In", (self.expr(node.this, ctes), target))
         if kind is exp.Null:
             return Node("null")

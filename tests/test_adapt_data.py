@@ -50,7 +50,7 @@ def test_adapting_the_spider_model_on_bird_outputs_helps_on_other_bird_databases
     rows = _rows(root, examples)
     base = Scorer.pretrained().saved
     adapted = adapt(base, Scorer.pretrained("spider_consensus").saved, [r for r in rows if r["db_id"] in seen],
-                    progress=False, hgb={**base.info_["config"]["hgb"], "max_iter": 150})
+                    progress=False, hgb={**base.info_["config"]["hgb"], "max_iter": 150}, label_shift=True)
     assert adapted.shared_questions > 300 and len(adapted.systems) == 4
     assert adapted.estimated_rates[1] < adapted.teacher_rates[1]  # BIRD's outputs are right less often
     tested = [k for k, e in enumerate(examples) if e.db_id in unseen]
