@@ -228,7 +228,7 @@ def verdict_of(scored: ScoredQuery, policy: Policy, database: str | Path | None 
     policy without them sends a query its thresholds would run to review instead, since its
     target was measured on queries scored with their databases; so is a query that reads no
     table (every gold query of Spider and BIRD reads one; the shipped model gives `SELECT 1`
-    about 0.95)."""
+    0.94: docs/scoring.md)."""
     chosen = policy.for_database(scored.with_database)
     action = (chosen or policy).action(scored.query_confidence)
     notes = []
@@ -236,7 +236,7 @@ def verdict_of(scored: ScoredQuery, policy: Policy, database: str | Path | None 
         action = "review"
         notes.append("scored without its database (the policy's target holds for queries scored with one)")
     if action == "run" and not any(n.kind == "table" for n in scored.nodes):
-        action = "review"  # (`SELECT 1`, `SELECT 'France'`: scored about 0.95 by the shipped model)
+        action = "review"  # (`SELECT 1`, `SELECT 'France'`: scored 0.94 by the shipped model)
         notes.append("it reads no table: no query the policy's target was measured on answers from none")
     target = (chosen or policy).target
     if not scored.with_database and chosen is not None:
