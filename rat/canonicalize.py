@@ -11,6 +11,10 @@ Spellings that always mean the same are written one way, so that they get one tr
 - ``x BETWEEN a AND b`` is ``x >= a AND x <= b``, and ``x NOT BETWEEN a AND b`` is
   ``x < a OR x > b``: SQLite defines BETWEEN so, NULLs included. The conjuncts join the
   surrounding AND, and a wrong bound marks only its own comparison incorrect.
+- ``CASE x WHEN 1 THEN a END`` is ``CASE WHEN x = 1 THEN a END``: SQL defines the simple CASE so
+  (``CASE x WHEN NULL`` never matches, as ``x = NULL`` never holds); kept where ``x`` calls a
+  function without arguments (``random()``), which the searched form would call once a WHEN.
+- ``lag(x)`` and ``lag(x, 1, NULL)`` are ``lag(x, 1)`` (``lead`` too): the defaults written out.
 - ``GROUP BY 1`` and ``ORDER BY 2`` name the first and second output columns of their SELECT
   (SQLite, PostgreSQL, MySQL, DuckDB, Snowflake and BigQuery read them so), and are written as
   those columns: ``GROUP BY 1`` and ``GROUP BY name`` get one tree. An ordinal past the last
@@ -110,9 +114,12 @@ _CLAUSE_NAMES = {"match": "MATCH_RECOGNIZE", "distribute": "DISTRIBUTE BY", "sor
 # Functions other dialects parse with a syntax of their own (`EXTRACT(YEAR FROM d)`,
 # `CONVERT(INT, x)`): left to sqlglot, which types them.
 # SUBSTRING (`SUBSTRING(x FROM 1 FOR 3)` in PostgreSQL) is read back as substr(x, 1, 3),
-# POSITION(a IN b) as instr(b, a).
+# POSITION(a IN b) as instr(b, a); `TRIM(LEADING 'x' FROM s)` is built as ltrim(s, 'x') (rat.tree;
+# Snowflake's and BigQuery's sqlglot read no FROM there, as their databases).
 _SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY_CONVERT",
-                             "SUBSTRING", "POSITION", "MATCH"})  # (MySQL's MATCH (a) AGAINST ('x'))
+                             "SUBSTRING", "POSITION", "MATCH", "TRIM"})  # (MySQL's MATCH (a) AGAINST ('x'))
+# ... and those only some dialects have: `overlay(s PLACING x FROM 2 FOR 3)`
+_SPECIAL_SYNTAX_OF = {"OVERLAY": frozenset({"postgres", "databricks"})}
 # Function names that are one function in every dialect rat reads: the canonical name.
 _SAME_FUNCTIONS = {"substring": "substr"}
 # SQLite's functions under other dialects' names (where the dialect has the function): SQLite's
@@ -141,6 +148,7 @@ _STRFTIME = {"postgres": {"to_char": (1, 0)}, "snowflake": {"to_char": (1, 0), "
 _SQLITE_FORMAT_CODES = re.compile(r"%[dHjmMSwWY%]")
 # sqlglot's names of constructs rat refuses, as the SQL writes them (others keep sqlglot's name).
 _CONSTRUCTS = {"SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
+               "Table": "parenthesised join",  # (with an alias or a PIVOT: `parenthesised_join`)
                "Var": "a bare word"}
 # Functions read in FROM, and the columns of their rows where the query does not name them:
 # () for one column, named by the function (or, in PostgreSQL, by the alias).
@@ -292,6 +300,17 @@ def _lateral_views(select: exp.Select, sql: str, rat_dialect: Dialect) -> None:
     select.set("laterals", None)
 
 
+def parenthesised_join(item: exp.Expression) -> exp.Expression | None:
+    """The first FROM item of `item` where it is a join in parentheses (`(a JOIN b ON ..)`, which
+    sqlglot reads as a subquery of the first item, a table or subquery holding the joins; `((a JOIN
+    b) JOIN c)`: one of `(a JOIN b)`), else None. (`item`'s own joins are its enclosing join's.)"""
+    while type(item) is exp.Subquery and not any(v for k, v in item.args.items() if k not in ("this", "joins")):
+        item = item.this  # (one with an alias or a PIVOT is refused: `_CONSTRUCTS`)
+        if type(item) is not exp.Select and item.args.get("joins"):  # (not `(SELECT .. FROM a JOIN b)`)
+            return item
+    return None
+
+
 def _always_true(condition: exp.Expression | None) -> bool:
     """Whether a join condition is `1 = 1` (in parentheses or not). (sqlglot reads SQLite's join
     without ON as ON TRUE, and rat keeps that as it always has.)"""
@@ -311,7 +330,7 @@ class _Reading:
         self.typed_functions = frozenset(
             name for name in (*parser.FUNCTIONS, *parser.FUNCTION_PARSERS)
             if name not in _KEPT_FUNCTIONS and name not in parser.NO_PAREN_FUNCTION_PARSERS
-            and name not in _SPECIAL_SYNTAX)
+            and name not in _SPECIAL_SYNTAX and rat_dialect.name not in _SPECIAL_SYNTAX_OF.get(name, ()))
         self.type_tokens = frozenset(parser.TYPE_TOKENS)
         self.unsupported = tuple(c for c in _UNSUPPORTED_CLAUSES
                                  if not (c == "qualify" and rat_dialect.qualify)
@@ -608,6 +627,8 @@ def canonical_ast(sql: str, schema: Schema | Mapping | None = None,
         resolver.query(tree, outer=(), ctes={}, keep_aliases=False)
         if resolver.between:
             _spell_between(tree)
+        if resolver.simple_case:
+            _spell_case(tree)
     return tree
 
 
@@ -635,6 +656,32 @@ def _spell_between(tree: exp.Expression) -> None:
         if not isinstance(replaced.parent, exp.Where | exp.Having | exp.And | exp.Paren):
             spelled = exp.Paren(this=spelled)  # keeps `NOT (..)`, `(..) OR c` right in SQL text
         replaced.replace(spelled)
+
+
+def _spell_case(tree: exp.Expression) -> None:
+    """`CASE x WHEN v THEN ..` as `CASE WHEN x = v THEN ..`, in place (see the module docstring);
+    after column resolution, as `_spell_between`."""
+    for case in list(tree.find_all(exp.Case)):
+        operand = case.args.get("this")
+        if operand is None or any(not f.expressions for f in operand.find_all(exp.Anonymous)):
+            continue
+        for when in case.args.get("ifs") or ():
+            when.set("this", exp.EQ(this=_atom(operand.copy()), expression=_atom(when.this)))
+        case.set("this", None)
+
+
+def _atom(node: exp.Expression) -> exp.Expression:
+    """`node`, in parentheses where it is an operator's (so that `x = (a = b)` stays so in text)."""
+    return exp.Paren(this=node) if isinstance(node, exp.Binary | exp.Unary | exp.Predicate) else node
+
+
+def _default_offset(call: exp.Anonymous) -> None:
+    """`lag(x)` and `lag(x, n, NULL)` (`lead` too) as `lag(x, 1)`, `lag(x, n)`, in place."""
+    arguments = call.expressions
+    if len(arguments) == 1 and not isinstance(arguments[0], exp.IgnoreNulls | exp.RespectNulls):
+        call.set("expressions", [*arguments, exp.Literal.number(1)])
+    elif len(arguments) == 3 and type(arguments[2]) is exp.Null:
+        call.set("expressions", arguments[:2])
 
 
 def _between(operand: exp.Expression, low: exp.Expression, high: exp.Expression, negated: bool):
@@ -768,6 +815,7 @@ class _Resolver:
         self.sql = sql
         self.schema = schema
         self.between = False  # whether the query has a BETWEEN to spell out afterwards
+        self.simple_case = False  # ... a CASE x WHEN
         self.dialect = rat_dialect
         self.cased = rat_dialect.case_sensitive
         self.keep_quotes: set[str] = set()  # see `fold`
@@ -884,19 +932,7 @@ class _Resolver:
             self.order_by_all(node, order)
         scope = _Scope()
         from_ = args.get("from_")
-        if from_ is not None:
-            self.source(from_.this, scope, outer, ctes)
-        joins = args.get("joins") or ()
-        for join in joins:
-            if _always_true(join.args.get("on")) and not join.side:
-                join.set("on", None)  # `JOIN u ON (1 = 1)` (sqlglot's T-SQL for `JOIN u`)
-            if join.args.get("method") == "NATURAL":
-                self.natural_to_using(join, from_, joins)
-            if isinstance(join.args.get("using"), list) and not join.args["using"]:
-                raise RATError("cannot parse (JOIN .. USING without its columns)", self.sql)
-            if join.args.get("using"):
-                self.using_to_on(join, from_, joins)
-            self.source(join.this, scope, outer, ctes)
+        joins = [] if from_ is None else self.from_items(from_.this, args.get("joins") or (), scope, outer, ctes)
         chain = (scope, *outer)
         projections = node.expressions
         self.expression(projections, scope, chain, ctes, {}, "select")
@@ -935,6 +971,31 @@ class _Resolver:
         for qualifier in scope.shadowed:
             self.rename(scope, qualifier, chain)
         return names
+
+    def from_items(self, first: exp.Expression, joins, scope: _Scope, outer: tuple, ctes: dict) -> list[exp.Join]:
+        """Resolve the FROM items `first` and `joins`' into `scope`: a parenthesised join's (`(a
+        JOIN b ON ..) JOIN c`) are the FROM's, as written without the parentheses. Every join,
+        those in parentheses too, whose conditions are resolved after the SELECT list."""
+        every = []
+        for k, item in enumerate([first, *(j.this for j in joins)]):
+            join = joins[k - 1] if k else None
+            if join is not None:
+                if _always_true(join.args.get("on")) and not join.side:
+                    join.set("on", None)  # `JOIN u ON (1 = 1)` (sqlglot's T-SQL for `JOIN u`)
+                if join.args.get("method") == "NATURAL":
+                    self.natural_to_using(join, first, joins)
+                if isinstance(join.args.get("using"), list) and not join.args["using"]:
+                    raise RATError("cannot parse (JOIN .. USING without its columns)", self.sql)
+                if join.args.get("using"):
+                    self.using_to_on(join, first, joins)
+            inner = parenthesised_join(item)
+            if inner is None:
+                self.source(item, scope, outer, ctes)
+            else:
+                every += self.from_items(inner, inner.args["joins"], scope, outer, ctes)
+            if join is not None:
+                every.append(join)
+        return every
 
     def outputs(self, node: exp.Select, clause: str) -> list[exp.Expression]:
         """The SELECT's output expressions, for `GROUP BY ALL` / `ORDER BY ALL` (`clause`)."""
@@ -1004,11 +1065,11 @@ class _Resolver:
                 if 1 <= k <= first_star:
                     item.replace(outputs[k - 1].copy())
 
-    def natural_to_using(self, join: exp.Join, from_, joins) -> None:
+    def natural_to_using(self, join: exp.Join, first: exp.Expression, joins) -> None:
         """`a NATURAL JOIN b` is `a JOIN b USING (the columns of b that an earlier table has)`,
         by the schema (a CROSS JOIN where they share none); refused where a table's columns are
         unknown."""
-        tables = ([from_.this] if from_ is not None else []) + [j.this for j in joins[: joins.index(join) + 1]]
+        tables = [first] + [j.this for j in joins[: joins.index(join) + 1]]
         columns = [self.schema.tables.get(t.name.lower()) if self.schema is not None and isinstance(t, exp.Table)
                    else None for t in tables]
         if None in columns:
@@ -1018,14 +1079,13 @@ class _Resolver:
         join.set("method", None)
         join.set("using", [exp.to_identifier(c) for c in columns[-1] if c in earlier] or None)
 
-    def using_to_on(self, join: exp.Join, from_, joins) -> None:
+    def using_to_on(self, join: exp.Join, first: exp.Expression, joins) -> None:
         """`JOIN u USING (c)` is `JOIN u ON <left>.c = u.c`, the left table being the nearest
         earlier source that has `c` (by the schema), else the one just before the join. DuckDB's
         `ASOF JOIN u USING (k, t)` (no MATCH_CONDITION) is `ON <left>.k = u.k AND <left>.t >= u.t`:
         its last column is the inequality."""
         inequality = join.args.get("method") == "ASOF" and join.args.get("match_condition") is None
-        earlier = [from_.this] if from_ is not None else []
-        earlier += [j.this for j in joins[: joins.index(join)]]
+        earlier = [first] + [j.this for j in joins[: joins.index(join)]]
         if not earlier or not all(isinstance(t, exp.Table) for t in (*earlier, join.this)):
             raise RATError("unsupported construct 'USING' (join of a subquery)", self.sql)
         conditions = []
@@ -1073,8 +1133,6 @@ class _Resolver:
                     node.set("this", call.expressions[0])  # Snowflake's TABLE(FLATTEN(..)): its rows
                 self.table_function(node, [node.this], scope, outer, ctes)
                 return
-            if args.get("joins"):
-                raise RATError("unsupported construct 'parenthesised join'", self.sql)
             sample = args.get("sample")  # a share or number of its rows, where the dialect has it
             if sample is not None and not (self.dialect.table_sample and (sample.args.get("percent")
                                                                         or sample.args.get("size"))):
@@ -1271,6 +1329,8 @@ class _Resolver:
                 if self.dialect is not SQLITE:
                     _as_sqlite_function(current, name, self.dialect)
                 _distinct_then_separator(current, name)
+                if name == "lag" or name == "lead":
+                    _default_offset(current)
                 if name == "concat":
                     _text_casts_dropped(current, self.dialect)
             elif kind is exp.StrPosition and not current.args.get("position"):  # POSITION(a IN b)
@@ -1284,6 +1344,8 @@ class _Resolver:
                 current = call
             elif kind is exp.Count:
                 _count_star(current)
+            elif kind is exp.Case and current.args.get("this") is not None:
+                self.simple_case = True
             elif kind is exp.Between:
                 self.between = True
                 if current.args.get("symmetric") and not self.dialect.between_symmetric:

@@ -55,6 +55,7 @@ class Dialect:
     positional_join: bool = False  # a POSITIONAL JOIN b: rows paired by position (DuckDB's)
     asof_join: str = ""  # a ASOF JOIN b: "inner" (DuckDB: the rows with a match), "left" (Snowflake: every row of a)
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
+    bitwise_xor: bool = True  # a ^ b (PostgreSQL: a # b; its `^`, DuckDB's and Redshift's, is a power)
     # Syntax sqlglot reads in every dialect, refused where the database would refuse it
     ilike: bool = False  # a ILIKE 'x%'
     cast_operator: bool = False  # a::int
@@ -86,7 +87,7 @@ class Dialect:
 
 DIALECTS = {
     "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True, at_time_zone=False,
-                      frame_exclude=True),
+                      frame_exclude=True, bitwise_xor=False),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
                         distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True, with_ties=True,
                         frame_exclude=True, jsonb_keys=True, table_sample=True, ilike=True, cast_operator=True),
@@ -95,12 +96,13 @@ DIALECTS = {
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
                       semi_join=True, star_exclude=True, star_replace=True, asof_join="inner", frame_exclude=True,
-                      table_sample=True, using_sample=True, positional_join=True, ilike=True, cast_operator=True),
+                      table_sample=True, using_sample=True, positional_join=True, ilike=True, cast_operator=True,
+                      bitwise_xor=False),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
                          group_by_all=True, star_exclude=True, star_replace=True, asof_join="left", table_sample=True,
                          ilike=True,
-                         cast_operator=True),
+                         cast_operator=True, bitwise_xor=False),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True,
                         group_by_all=True, star_exclude=True, star_replace=True, table_sample=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
@@ -113,7 +115,7 @@ DIALECTS = {
                           table_sample=True, lateral_view=True, ilike=True, cast_operator=True),
     # Trino (and Presto, Athena): names ignore case, quoted or not
     "trino": Dialect("trino", like_ignores_case=False, lateral="LATERAL", ignore_nulls=True,
-                     json_operators=False, now="now", with_ties=True, table_sample=True),
+                     json_operators=False, now="now", with_ties=True, table_sample=True, bitwise_xor=False),
     # Redshift: names ignore case, quoted or not (enable_case_sensitive_identifier off, its default)
     "redshift": Dialect("redshift", like_ignores_case=False, qualify=True, ignore_nulls=True,
                         json_operators=False, now="getdate", pivot=True, ilike=True, cast_operator=True),
@@ -122,11 +124,14 @@ SQLITE = DIALECTS["sqlite"]
 
 
 def dialect(name: "str | Dialect") -> Dialect:
-    """The dialect called `name` (any case); an unknown name is a RATError naming the known."""
+    """The dialect called `name` (any case); an unknown name is a RATError naming the known, a
+    name that is no string a TypeError."""
     if isinstance(name, Dialect):
         return name
-    found = DIALECTS.get(name.lower()) if isinstance(name, str) else None
+    if not isinstance(name, str):
+        raise TypeError(f"dialect: expected a dialect name (str), found {type(name).__name__}")
+    found = DIALECTS.get(name.lower())
     if found is None:
-        shown = repr(name) if not isinstance(name, str) or len(name) <= 40 else f"of {len(name)} characters"
+        shown = repr(name) if len(name) <= 40 else f"of {len(name)} characters"
         raise RATError(f"unknown dialect {shown[:80]} (known: {', '.join(sorted(DIALECTS))})")
     return found

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rat.node import Node
 
 COMMUTATIVE = frozenset(
-    {"Eq", "Neq", "Add", "Mul", "And", "Or", "Union", "Union_all", "Intersect", "Intersect_all", "Product",
+    {"Eq", "Neq", "Add", "Mul", "And", "Or", "Xor", "Union", "Union_all", "Intersect", "Intersect_all", "Product",
      "Val_list", "Groupby", "Distinct_on", "Partitionby", "Grouping_sets", "Cube"}
 )
 # Mirror image of each ordered comparison: `a < b` is `b > a`.

@@ -41,7 +41,7 @@ _NAMED_ARGUMENT = frozenset({"Cast", "Collate", "Extract", "Interval", "In_schem
 # MySQL's TIMESTAMPDIFF(day, ..)) or last (BigQuery's DATE_DIFF(a, b, DAY)); date_trunc both
 # ways: Snowflake writes the part first, BigQuery last. Kept in step with rat.canonicalize.
 DATE_PART_FIRST = frozenset({"dateadd", "datediff", "datediff_big", "datepart", "datename", "datetrunc",
-                             "timestampadd", "timestampdiff", "date_trunc"})
+                             "timestampadd", "timestampdiff", "date_trunc", "date_part"})
 DATE_PART_LAST = frozenset({"date_diff", "datetime_diff", "timestamp_diff", "time_diff", "date_trunc",
                             "datetime_trunc", "timestamp_trunc", "time_trunc", "last_day"})
 # Relational operators every child of which is a relation (join conditions are operators).

@@ -38,6 +38,10 @@ class Schema:
 
     def __post_init__(self) -> None:
         _check_fields(self)
+        # two spellings of one lower-case name would merge (a view's repeated output name stays)
+        _one_each(list(self.tables), "schema: tables")
+        for table, cols in self.tables.items():
+            _one_each(list(dict.fromkeys(cols)), f"schema: the columns of table {table!r}")
         tables = {t.lower(): tuple(c.lower() for c in cols) for t, cols in self.tables.items()}
         object.__setattr__(self, "tables", tables)
         object.__setattr__(self, "primary_keys", tuple(k.lower() for k in self.primary_keys))
@@ -248,9 +252,9 @@ def _check_fields(schema: Schema) -> None:
     def names(value, what: str) -> None:
         if not isinstance(value, (list, tuple)):
             raise TypeError(f"schema: {what}: expected a list of column names, found {type(value).__name__}")
-        odd = next((v for v in value if not isinstance(v, str)), None)
-        if odd is not None:
-            raise TypeError(f"schema: {what}: column names must be strings, found {type(odd).__name__}")
+        odd = [v for v in value if not isinstance(v, str)]
+        if odd:
+            raise TypeError(f"schema: {what}: column names must be strings, found {type(odd[0]).__name__}")
 
     if not isinstance(schema.tables, Mapping):
         raise TypeError(f"schema: expected a mapping of table -> columns, found {type(schema.tables).__name__}")

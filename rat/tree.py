@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import expressions as exp
 
-from rat.canonicalize import canonical_ast, construct_name, sqlglot_dialect
+from rat.canonicalize import canonical_ast, construct_name, parenthesised_join, sqlglot_dialect
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import RATError, internal_errors, with_deep_stack
@@ -53,6 +53,8 @@ _BINARY = {
     exp.DPipe: "Concat", exp.Like: "Like", exp.ILike: "Ilike", exp.Glob: "Glob",
     exp.RegexpLike: "Regexp", exp.Is: "Is", exp.BitwiseAnd: "Bitand", exp.BitwiseOr: "Bitor",
     exp.BitwiseLeftShift: "Shift_left", exp.BitwiseRightShift: "Shift_right",
+    exp.BitwiseXor: "Bitxor",  # `a ^ b` (PostgreSQL: `a # b`), where the dialect has it
+    exp.Pow: "Power",  # PostgreSQL's, DuckDB's, Redshift's `a ^ b`: SQLite's power(a, b)
     exp.NullSafeEQ: "Is", exp.NullSafeNEQ: "Is_not", exp.RegexpILike: "Iregexp",
     exp.SimilarTo: "Similar_to", exp.ArrayContainsAll: "Array_contains",
     exp.Escape: "Escape",  # `x LIKE p ESCAPE '!'`: Escape(Like(x, p), '!')
@@ -85,6 +87,10 @@ _JSON = {exp.JSONExtract: "Json_get", exp.JSONBExtract: "Json_get",
 # An interval's unit in the singular: `INTERVAL '7 days'` is `INTERVAL 7 DAY`.
 _INTERVAL_UNITS = frozenset({"microsecond", "millisecond", "second", "minute", "hour", "day", "week",
                              "month", "quarter", "year", "decade"})
+# TRIM(BOTH / LEADING / TRAILING .. FROM s): SQLite's call of the same meaning
+_TRIMS = {"BOTH": "Trim", "LEADING": "Ltrim", "TRAILING": "Rtrim"}
+# Dialects whose E'..' is a string with backslash escapes (sqlglot's ByteString; BigQuery's b'..' is bytes)
+_ESCAPE_STRINGS = frozenset({"postgres", "duckdb"})
 # A window frame's bounds: `UNBOUNDED PRECEDING`, `CURRENT ROW`, `n PRECEDING` / `n FOLLOWING`.
 _FRAME_KINDS = {"ROWS": "Rows", "RANGE": "Range", "GROUPS": "Groups"}
 
@@ -201,6 +207,23 @@ def _undefined_window(window: exp.Window) -> str:
     return f"window {name!r} is defined in a loop ({' -> '.join([*seen, name.lower()])})"
 
 
+def _from_items(first: exp.Expression, joins) -> list[exp.Expression]:
+    """The FROM items `first` and `joins`', those of a join in parentheses in its place."""
+    items = []
+    for item in (first, *(j.this for j in joins)):
+        inner = parenthesised_join(item)
+        items += [item] if inner is None else _from_items(inner, inner.args["joins"])
+    return items
+
+
+def _date_unit(argument: exp.Expression) -> str | None:
+    """The date part `argument` names, in lower case (`'MONTH'`, Snowflake's unquoted `month`), else None."""
+    if type(argument) is exp.Var or type(argument) is exp.Literal and argument.is_string \
+            and argument.this.isalpha():
+        return argument.name.lower()
+    return None
+
+
 def _is_all(value) -> bool:
     return isinstance(value, exp.Var) and value.name.upper() == "ALL"
 
@@ -311,7 +334,7 @@ class _Builder:
         goes with one content whatever the order written. A table of a subquery's own FROM that
         has the name an outer one is read by takes another (``derived_0``)."""
         from_ = node.args.get("from_")
-        items = [] if from_ is None else [from_.this, *(j.this for j in node.args.get("joins") or ())]
+        items = [] if from_ is None else _from_items(from_.this, node.args.get("joins") or ())
         derived = [i for i in items if isinstance(i, exp.Subquery) and i.alias
                    or isinstance(i, exp.Table) and isinstance(i.this, exp.Identifier) and i.name in ctes and i.alias]
         own = {i.alias_or_name for i in items}
@@ -426,11 +449,17 @@ class _Builder:
         from_ = node.args.get("from_")
         if from_ is None:
             return None
-        # Inner joins are flattened into one Product of every table and every ON conjunct,
-        # so any permutation of tables and conditions gives the same hash.
+        return self.joined(from_.this, node.args.get("joins") or (), ctes)
+
+    def joined(self, first: exp.Expression, joins, ctes) -> Node:
+        """The FROM items `first` and `joins`' joined. Inner joins are flattened into one Product
+        of every table and every ON conjunct, so any permutation of tables and conditions gives
+        the same hash; a join in parentheses (`(a JOIN b ON ..) JOIN c`) is one too."""
         built = self.built
-        items = [built.pop(id(from_.this)) if id(from_.this) in built else self.relation(from_.this, ctes)]
-        for join in node.args.get("joins") or ():
+        items = [built.pop(id(first)) if id(first) in built else self.relation(first, ctes)]
+        if items[0].label == "Product" and parenthesised_join(first) is not None:
+            items = list(items[0].children)
+        for join in joins:
             right = built.pop(id(join.this)) if id(join.this) in built else self.relation(join.this, ctes)
             method = join.args.get("method")
             if method == "POSITIONAL" and self.dialect.positional_join:  # rows paired by position
@@ -456,10 +485,13 @@ class _Builder:
                 if label is None:
                     raise RATError(f"unsupported construct '{side} JOIN'", self.sql)
                 left = items[0] if len(items) == 1 else Node("Product", items)
+                if label == "Right_join":  # `a RIGHT JOIN b ON c` is `b LEFT JOIN a ON c`
+                    label, left, right = "Left_join", right, left
                 condition = conditions[0] if len(conditions) == 1 else Node("And", conditions)
                 items = [Node(label, (left, right, *([condition] if conditions else [])))]
             else:
-                items.append(right)
+                parenthesised = right.label == "Product" and parenthesised_join(join.this) is not None
+                items.extend(right.children if parenthesised else (right,))
                 items.extend(conditions)
         return items[0] if len(items) == 1 else Node("Product", items)
 
@@ -494,6 +526,9 @@ class _Builder:
             rows = table if schema is None else Node("In_schema", (table, Node(schema.name)))
             return self.pivot(node, self.sample(node, rows, ctes), ctes)
         if isinstance(node, exp.Subquery):
+            inner = parenthesised_join(node)
+            if inner is not None:
+                return self.joined(inner, inner.args["joins"], ctes)
             return self.pivot(node, self.query(node.this, ctes), ctes)
         if isinstance(node, exp.Lateral):  # the subquery or function, reading what is before it
             if isinstance(node.this, exp.Unnest):
@@ -576,7 +611,8 @@ class _Builder:
             return Node(_value_label(node))
         if kind is exp.Parameter or kind is exp.Placeholder:  # `$1`, `?`, `:id`, `@id`: a value given later
             return Node(node.sql(dialect=sqlglot_dialect(self.dialect)))
-        if kind is exp.RawString or kind is exp.National:  # BigQuery's r'^a\d', SQL Server's N'a'
+        if kind is exp.RawString or kind is exp.National or kind is exp.ByteString and self.dialect.name in _ESCAPE_STRINGS:
+            # BigQuery's r'^a\d', SQL Server's N'a', PostgreSQL's and DuckDB's E'it\'s' (sqlglot reads its escapes)
             return Node("'" + node.this.replace("'", "''") + "'")
         if kind is exp.Paren:
             return self.expr(node.this, ctes)
@@ -588,6 +624,8 @@ class _Builder:
             left, right = self.expr(node.this, ctes), self.expr(divisor, ctes)
             if kind in _JSONB_KEYS and not self.dialect.jsonb_keys:
                 raise RATError(f"unsupported construct 'j ? k' ({self.dialect.name} has no jsonb key tests)", self.sql)
+            if kind is exp.BitwiseXor and not self.dialect.bitwise_xor:
+                raise RATError(f"unsupported construct '^' ({self.dialect.name} has no bitwise XOR operator)", self.sql)
             if kind is exp.Is and isinstance(node.expression, exp.Null):  # PostgreSQL's IS NOT NULL: negate
                 return Node("Is_not_null" if node.args.get("negate") else "Is_null", (left,))
             if (kind is exp.NullSafeEQ or kind is exp.NullSafeNEQ) and isinstance(node.expression, exp.Null):
@@ -625,7 +663,7 @@ class _Builder:
             if separator is not None:
                 children.append(self.expr(separator, ctes))
             return Node(label, children)
-        if kind is exp.And or kind is exp.Or:
+        if kind is exp.And or kind is exp.Or or kind is exp.Xor:  # (MySQL's logical `a XOR b`)
             return Node(kind.__name__, self.flatten(node, kind, ctes))
         if kind is exp.Not:
             inner = self.expr(node.this, ctes)
@@ -692,6 +730,11 @@ class _Builder:
                 return Node("Intdiv", self.arguments(arguments, ctes))
             if name in ("ifnull", "nvl") and len(arguments) == 2:  # SQLite's, MySQL's, Snowflake's
                 name = "coalesce"
+            unit = _date_unit(arguments[0]) if name in ("date_trunc", "date_part") and len(arguments) == 2 \
+                and self.dialect is not SQLITE else None
+            if unit is not None:  # date_trunc('MONTH', d) is date_trunc(month, d); date_part('year', d) EXTRACT(year FROM d)
+                unit, value = self.made(arguments[0], Node(unit)), self.expr(arguments[1], ctes)
+                return Node("Extract", (value, unit)) if name == "date_part" else Node("Date_trunc", (unit, value))
             if name == "count_big" and self.dialect.name == "tsql":
                 name = "count"  # SQL Server's COUNT_BIG: COUNT as a bigint
             if name == self.dialect.now and not arguments:
@@ -756,6 +799,16 @@ class _Builder:
             return Node("Extract", (self.expr(node.expression, ctes), Node(node.name.lower())))
         if kind is exp.BitwiseNot:
             return Node("Bitnot", (self.expr(node.this, ctes),))
+        if kind is exp.Sqrt:  # PostgreSQL's, Redshift's `|/ a`
+            return Node("Sqrt", (self.expr(node.this, ctes),))
+        if kind is exp.Trim:  # TRIM([BOTH | LEADING | TRAILING] [chars] FROM s): SQLite's trim / ltrim / rtrim(s[, chars])
+            if node.args.get("collation") is not None:
+                raise RATError("unsupported construct 'TRIM(.. COLLATE ..)'", self.sql)
+            label = _TRIMS[str(node.args.get("position") or "BOTH").upper()]
+            return Node(label, self.arguments([node.this, node.expression], ctes))
+        if kind is exp.Overlay:  # PostgreSQL's overlay(s PLACING x FROM 2 FOR 3): overlay(s, x, 2, 3)
+            return Node("Overlay", self.arguments([node.this, node.expression, node.args["from_"],
+                                                   node.args.get("for_")], ctes))
         if kind is exp.Interval:
             return self.interval(node, ctes)
         if kind is exp.Filter:  # count(*) FILTER (WHERE c): the aggregate, then its condition

@@ -244,6 +244,8 @@ def test_arguments_of_the_wrong_type_are_one_type_error_naming_them():
                        (lambda: rat.node_ends(None), "tree: expected a rat.Node"),
                        (lambda: rat.node_kind("t"), "node: expected a rat.Node"),
                        (lambda: rat.Schema({"t": [1]}), "table 't': column names must be strings"),
+                       (lambda: rat.Schema({"t": ["a", None]}), "table 't': column names must be strings, found NoneType"),
+                       (lambda: rat.to_tree("SELECT 1", dialect=None), "dialect: expected a dialect name"),
                        (lambda: rat.Schema({"t": ["a"]}, foreign_keys=[("t.a",)]), "foreign_keys")):
         with pytest.raises(TypeError, match=says):
             call()
@@ -261,6 +263,14 @@ def test_a_schema_is_a_mapping_or_a_tables_json_entry_and_a_broken_entry_is_one_
                         ({"table_names_original": ["t"], "column_names_original": [[0, 5]]}, "column names must be strings")):
         with pytest.raises(ValueError, match=says):
             rat.Schema.from_spider(entry)
+
+
+def test_a_mapping_with_two_spellings_of_one_lower_case_name_is_refused_as_a_tables_json_entry_is():
+    for tables, says in (({"T": ["a"], "t": ["b"]}, "schema: tables: 'T' and 't' are one name in lower case"),
+                         ({"t": ["a", "A"]}, "the columns of table 't': 'a' and 'A' are one name")):
+        with pytest.raises(ValueError, match=re.escape(says)):  # (merged: table T's columns were lost)
+            rat.Schema(tables)
+    assert rat.Schema({"v": ["id", "id"]}).tables == {"v": ("id", "id")}  # a view's repeated output name
 
 
 @pytest.mark.parametrize("change, says", [
