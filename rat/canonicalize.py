@@ -355,8 +355,8 @@ def _reading(rat_dialect: Dialect) -> _Reading:
 
 def _refuse_missing_syntax(tokens: list, rat_dialect: Dialect, sql: str) -> None:
     """A RATError for syntax sqlglot reads in any dialect that `rat_dialect`'s database refuses:
-    `ILIKE`, `a::int`, SQL Server's `LIMIT`, `NULLS FIRST` / `NULLS LAST` (`Dialect`'s fields),
-    with what the dialect writes instead.
+    `ILIKE`, `a::int`, SQL Server's `LIMIT`, `NULLS FIRST` / `NULLS LAST`, `<=>`, `INTERSECT ALL` /
+    `EXCEPT ALL` (`Dialect`'s fields), with what the dialect writes instead.
 
     >>> _refuse_missing_syntax(DIALECT.tokenize("SELECT a::int FROM t"), SQLITE, "SELECT a::int FROM t")
     Traceback (most recent call last):
@@ -366,15 +366,23 @@ def _refuse_missing_syntax(tokens: list, rat_dialect: Dialect, sql: str) -> None
     if refused is None:
         refused = _MISSING_TOKENS[name] = frozenset(
             token for token, field in ((TokenType.ILIKE, "ilike"), (TokenType.DCOLON, "cast_operator"),
-                                       (TokenType.LIMIT, "limit")) if not getattr(rat_dialect, field))
+                                       (TokenType.LIMIT, "limit"), (TokenType.NULLSAFE_EQ, "null_safe_eq"))
+            if not getattr(rat_dialect, field))
     for k, token in enumerate(tokens):
         if token.token_type in refused:
             construct, instead = {
                 TokenType.ILIKE: ("ILIKE", "its LIKE ignores case" if rat_dialect.like_ignores_case
                                   else "lower(a) LIKE lower('x%')"),
                 TokenType.DCOLON: ("::", "CAST(a AS type)"),
-                TokenType.LIMIT: ("LIMIT", "TOP n, or OFFSET m ROWS FETCH NEXT n ROWS ONLY")}[token.token_type]
+                TokenType.LIMIT: ("LIMIT", "TOP n, or OFFSET m ROWS FETCH NEXT n ROWS ONLY"),
+                TokenType.NULLSAFE_EQ: ("<=>", "a IS b" if rat_dialect is SQLITE
+                                        else "a IS NOT DISTINCT FROM b")}[token.token_type]
             raise RATError(f"unsupported construct {construct!r} ({name} has none: {instead})", sql)
+        if token.token_type is TokenType.ALL and k and not rat_dialect.intersect_all:  # INTERSECT ALL
+            before = tokens[k - 1]
+            if before.token_type in _SET_OPERATORS:
+                raise RATError(f"unsupported construct '{before.text.upper()} {token.text.upper()}' ({name} has "
+                               f"none: its {before.text.upper()} keeps no duplicates)", sql)
         if not rat_dialect.nulls_order and token.text.upper() == "NULLS" and k + 1 < len(tokens) \
                 and tokens[k + 1].text.upper() in ("FIRST", "LAST"):
             raise RATError(f"unsupported construct 'NULLS {tokens[k + 1].text.upper()}' ({name} has none: "
@@ -383,6 +391,52 @@ def _refuse_missing_syntax(tokens: list, rat_dialect: Dialect, sql: str) -> None
 
 # dialect name -> the token types of syntax it lacks (`_refuse_missing_syntax`)
 _MISSING_TOKENS: dict[str, frozenset] = {}
+_SET_OPERATORS = frozenset({TokenType.INTERSECT, TokenType.EXCEPT})
+# what no comma, ON, AS or GROUP BY can be followed by: the end of the query, of a clause or of a list
+_LIST_ENDS = frozenset({None, TokenType.SEMICOLON, _R_PAREN, TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY,
+                        TokenType.HAVING, TokenType.ORDER_BY, TokenType.LIMIT, TokenType.UNION, TokenType.INTERSECT,
+                        TokenType.EXCEPT})
+_NEEDS_MORE = frozenset({TokenType.COMMA, TokenType.ON, TokenType.ALIAS, TokenType.GROUP_BY})
+_QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.WITH, TokenType.FROM})
+
+
+def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
+    """A RATError for SQL cut short or malformed that sqlglot reads as if it were whole, and the
+    database refuses: a list with an empty item or ending in a comma (`SELECT a,, b`, `FROM t,`,
+    `ORDER BY a,`; DuckDB ends any list so, BigQuery and Snowflake the SELECT list), `JOIN u ON`,
+    `FROM t AS` or `GROUP BY` with nothing after it, and a query that begins with its FROM
+    (`FROM t`: DuckDB's, BigQuery's).
+
+    >>> _refuse_malformed(DIALECT.tokenize("SELECT a FROM t,"), SQLITE, "SELECT a FROM t,")
+    Traceback (most recent call last):
+    rat.errors.RATError: cannot parse (nothing after ',' at line 1, col 16) in SQL: 'SELECT a FROM t,'
+    """
+    trailing, last = rat_dialect.trailing_comma, len(tokens) - 1
+    selected = [False]  # for each parenthesis open: whether its query began with SELECT (or VALUES)
+    for k, token in enumerate(tokens):
+        kind = token.token_type
+        if kind in _NEEDS_MORE:
+            after = tokens[k + 1].token_type if k < last else None
+            if kind is TokenType.COMMA and after is TokenType.COMMA or after in _LIST_ENDS and not (
+                    kind is TokenType.COMMA and (trailing == "any" or trailing == "select" and after is TokenType.FROM)):
+                raise RATError(f"cannot parse (nothing after {token.text!r} at line {token.line}, col {token.col})",
+                               sql)
+        elif rat_dialect.from_first:
+            continue
+        elif kind is _L_PAREN:  # a query begins in it, unless it is a call's: trim(FROM s)
+            begins = k < last and tokens[k + 1].token_type in _QUERY_STARTS \
+                and not (k and tokens[k - 1].token_type is TokenType.VAR)
+            selected.append(False if begins else selected[-1])
+        elif kind is _R_PAREN and len(selected) > 1:
+            selected.pop()
+        elif kind is TokenType.SELECT or kind is TokenType.VALUES:
+            selected[-1] = True
+        elif kind in (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT) \
+                and not (k and tokens[k - 1].token_type is TokenType.STAR):  # (not `* EXCEPT (a)`)
+            selected[-1] = False
+        elif kind is TokenType.FROM and not selected[-1]:
+            raise RATError(f"cannot parse (FROM before SELECT at line {token.line}, col {token.col}: "
+                           f"{rat_dialect.name} reads SELECT .. FROM ..)", sql)
 
 
 def sqlglot_dialect(rat_dialect: Dialect):
@@ -405,9 +459,15 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         raise TypeError(f"sql: expected a str, found {type(sql).__name__}")
     if len(sql) > MAX_SQL_CHARS:
         raise RATError(f"{len(sql)} characters of SQL; at most {MAX_SQL_CHARS} are read", sql)
+    sql = sql.removeprefix("\ufeff")  # a byte order mark (SQL read from a file), which SQLite skips
     try:
         tokenizer, parser = _reader(rat_dialect)
-        tokens = tokenizer.tokenize(sql)
+        try:
+            tokens = tokenizer.tokenize(sql)
+        except sqlglot.errors.TokenError:
+            if rat_dialect is not SQLITE or "/*" not in sql:
+                raise
+            tokens = tokenizer.tokenize(sql + "*/")  # SQLite ends a /* comment left open at the end of the SQL
         reading = None if rat_dialect is SQLITE else _reading(rat_dialect)
         if not rat_dialect.json_operators and any(t.token_type in _JSON_ARROWS for t in tokens):
             # (SQL Server's: sqlglot writes each as two calls of its left side, exponential in a chain)
@@ -417,7 +477,8 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
             tokens, sql, _TYPED_FUNCTIONS if reading is None else reading.typed_functions,
             _TYPE_TOKENS if reading is None else reading.type_tokens)
         with quiet_sqlglot():
-            statements = [s for s in parser.parse(tokens, sql) if s is not None]
+            # (a comment after the last `;` is a statement of its own to sqlglot)
+            statements = [s for s in parser.parse(tokens, sql) if s is not None and type(s) is not exp.Semicolon]
     except sqlglot.errors.ParseError as error:
         detail = error.errors[0] if error.errors else {}
         where = f" at line {detail.get('line')}, col {detail.get('col')}" if detail else ""
@@ -435,6 +496,7 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
     if not isinstance(statement, _QUERY):
         first = sql.split(None, 1)[0][:20] if sql.strip() else ""
         raise RATError(f"not a query (a statement that begins {first!r}: a SELECT, WITH or set operation is read)", sql)
+    _refuse_malformed(tokens, rat_dialect, sql)
     if not rat_dialect.full_join and any(j.side == "FULL" for j in statement.find_all(exp.Join)):
         raise RATError(f"unsupported construct 'FULL JOIN' ({rat_dialect.name} has none: "
                        "a LEFT JOIN's rows UNION a RIGHT JOIN's)", sql)
@@ -640,8 +702,9 @@ def _count_star(node: exp.Count) -> None:
 
 def _spell_between(tree: exp.Expression) -> None:
     """Rewrite BETWEEN in place (see the module docstring); runs after column resolution, so
-    that the copies BETWEEN makes of its operand are resolved already."""
-    for node in list(tree.find_all(exp.Between)):
+    that the copies BETWEEN makes of its operand are resolved already. The innermost first: one in
+    another's operand is rewritten before that operand is copied."""
+    for node in reversed(list(tree.find_all(exp.Between, bfs=False))):
         operand, low, high = node.this, node.args["low"], node.args["high"]
         parent = node.parent
         while isinstance(parent, exp.Paren):  # NOT (x BETWEEN a AND b)
@@ -660,8 +723,8 @@ def _spell_between(tree: exp.Expression) -> None:
 
 def _spell_case(tree: exp.Expression) -> None:
     """`CASE x WHEN v THEN ..` as `CASE WHEN x = v THEN ..`, in place (see the module docstring);
-    after column resolution, as `_spell_between`."""
-    for case in list(tree.find_all(exp.Case)):
+    after column resolution, as `_spell_between`; the innermost first, as there."""
+    for case in reversed(list(tree.find_all(exp.Case, bfs=False))):
         operand = case.args.get("this")
         if operand is None or any(not f.expressions for f in operand.find_all(exp.Anonymous)):
             continue

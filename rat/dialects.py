@@ -62,6 +62,11 @@ class Dialect:
     limit: bool = True  # LIMIT n (SQL Server: TOP n, OFFSET .. FETCH)
     full_join: bool = True  # a FULL [OUTER] JOIN b
     nulls_order: bool = True  # ORDER BY a NULLS FIRST / NULLS LAST
+    intersect_all: bool = True  # INTERSECT ALL / EXCEPT ALL
+    fetch_first: bool = True  # FETCH FIRST n ROWS ONLY
+    null_safe_eq: bool = False  # a <=> b (MySQL's, Databricks')
+    from_first: bool = False  # a query that begins with its FROM: FROM t, FROM t SELECT a
+    trailing_comma: str = ""  # a list that ends in a comma: "select" (the SELECT list's), "any" (every list's)
 
     @property
     def case_sensitive(self) -> bool:
@@ -87,32 +92,33 @@ class Dialect:
 
 DIALECTS = {
     "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True, at_time_zone=False,
-                      frame_exclude=True, bitwise_xor=False),
+                      frame_exclude=True, bitwise_xor=False, intersect_all=False, fetch_first=False),
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
                         distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True, with_ties=True,
                         frame_exclude=True, jsonb_keys=True, table_sample=True, ilike=True, cast_operator=True),
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now",
-                     full_join=False, nulls_order=False),
+                     full_join=False, nulls_order=False, fetch_first=False, null_safe_eq=True),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
                       semi_join=True, star_exclude=True, star_replace=True, asof_join="inner", frame_exclude=True,
                       table_sample=True, using_sample=True, positional_join=True, ilike=True, cast_operator=True,
-                      bitwise_xor=False),
+                      bitwise_xor=False, from_first=True, trailing_comma="any"),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
                          group_by_all=True, star_exclude=True, star_replace=True, asof_join="left", table_sample=True,
                          ilike=True,
-                         cast_operator=True, bitwise_xor=False),
+                         cast_operator=True, bitwise_xor=False, trailing_comma="select"),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True,
-                        group_by_all=True, star_exclude=True, star_replace=True, table_sample=True),
+                        group_by_all=True, star_exclude=True, star_replace=True, table_sample=True,
+                        intersect_all=False, fetch_first=False, from_first=True, trailing_comma="select"),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
                     json_operators=False, now="getdate", pivot=True, with_ties=True, limit_percent=True,
-                    table_sample=True, limit=False, nulls_order=False),
+                    table_sample=True, limit=False, nulls_order=False, intersect_all=False),
     # Databricks SQL (Spark SQL): names ignore case, quoted in backticks or not
     "databricks": Dialect("databricks", like_ignores_case=False, qualify=True, lateral="LATERAL",
                           ignore_nulls=True, at_time_zone=False, json_operators=False, now="now", pivot=True,
                           semi_join=True, group_by_all=True, order_by_all=True, star_exclude=True,
-                          table_sample=True, lateral_view=True, ilike=True, cast_operator=True),
+                          table_sample=True, lateral_view=True, ilike=True, cast_operator=True, null_safe_eq=True),
     # Trino (and Presto, Athena): names ignore case, quoted or not
     "trino": Dialect("trino", like_ignores_case=False, lateral="LATERAL", ignore_nulls=True,
                      json_operators=False, now="now", with_ties=True, table_sample=True, bitwise_xor=False),

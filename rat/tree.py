@@ -430,6 +430,9 @@ class _Builder:
             # TOP 10 PERCENT / FETCH FIRST 3 ROWS WITH TIES: `Limit_percent`, `Limit_with_ties`
             label = "Limit" + "_percent" * percent + "_with_ties" * ties
             if isinstance(limit, exp.Fetch):  # FETCH FIRST n ROWS ONLY is LIMIT n (n: 1)
+                if not self.dialect.fetch_first:
+                    raise RATError(f"unsupported construct 'FETCH FIRST' ({self.dialect.name} has none: LIMIT n)",
+                                   self.sql)
                 count = limit.args.get("count")
                 count = exp.Literal.number(1) if count is None else count
             else:

@@ -905,7 +905,10 @@ DOC_ROWS = [("`DISTINCT ON (..)`", "distinct_on"), ("`QUALIFY`", "qualify"),
             ("`CURRENT_TIMESTAMP` by another name", "now"),
             ("a bitwise XOR operator, `a ^ b` (PostgreSQL's `a # b`)", "bitwise_xor"), ("`a ILIKE 'x%'`", "ilike"),
             ("`a::int`", "cast_operator"), ("`LIMIT n`", "limit"), ("`FULL JOIN`", "full_join"),
-            ("`NULLS FIRST` / `NULLS LAST`", "nulls_order")]
+            ("`NULLS FIRST` / `NULLS LAST`", "nulls_order"), ("`INTERSECT ALL` / `EXCEPT ALL`", "intersect_all"),
+            ("`FETCH FIRST n ROWS ONLY`", "fetch_first"), ("`a <=> b`", "null_safe_eq"),
+            ("a query that begins with its FROM, `FROM t`", "from_first"),
+            ("a list that ends in a comma, `SELECT a, FROM t`", "trailing_comma")]
 
 
 # Syntax sqlglot reads in every dialect, as each dialect with it writes it
@@ -916,6 +919,8 @@ EVERYWHERE = {
     "full_join": "SELECT singer.name, concert.year FROM singer FULL OUTER JOIN concert "
                  "ON singer.singer_id = concert.singer_id",
     "nulls_order": "SELECT name FROM singer ORDER BY age DESC NULLS LAST",
+    "intersect_all": "SELECT name FROM singer INTERSECT ALL SELECT name FROM singer WHERE age > 20",
+    "fetch_first": "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS ONLY",
 }
 
 
@@ -942,6 +947,60 @@ def test_syntax_the_database_would_refuse_is_refused_saying_what_it_writes(diale
             rat.to_tree(EVERYWHERE["cast_operator"], SCHEMA, dialect="postgres")
     # a column named like the words is no construct
     rat.to_tree("SELECT nulls, first FROM t", dialect=dialect)
+    if not spec.fetch_first:  # (each has LIMIT)
+        assert rat.to_tree(EVERYWHERE["limit"], SCHEMA, dialect=dialect) == \
+            rat.to_tree(EVERYWHERE["fetch_first"], SCHEMA, dialect="postgres")
+
+
+@pytest.mark.parametrize("dialect", sorted(rat.DIALECTS))
+def test_null_safe_equal_from_first_and_trailing_commas_only_where_the_dialect_has_them(dialect):
+    """`a <=> b` (MySQL, Databricks), a query that begins with FROM (DuckDB, BigQuery) and a list
+    ending in a comma (DuckDB: any list; Snowflake, BigQuery: the SELECT list) are read where the
+    database reads them; elsewhere sqlglot reads them all the same and rat refuses them."""
+    spec = rat.DIALECTS[dialect]
+    null_safe = "SELECT name <=> country FROM singer"
+    if spec.null_safe_eq:
+        assert rat.to_tree(null_safe, SCHEMA, dialect=dialect) == \
+            rat.to_tree("SELECT name IS NOT DISTINCT FROM country FROM singer", SCHEMA, dialect="postgres")
+    else:
+        with pytest.raises(rat.RATError, match=f"^unsupported construct '<=>' \\({dialect} has none: a IS "):
+            rat.to_tree(null_safe, SCHEMA, dialect=dialect)
+    star = rat.to_tree("SELECT * FROM singer", SCHEMA, dialect=dialect)
+    for sql in ["FROM singer", "SELECT * FROM (FROM singer)", "WITH s AS (SELECT * FROM singer) FROM s"]:
+        if spec.from_first:
+            assert rat.to_tree(sql, SCHEMA, dialect=dialect).size() >= star.size()
+        else:
+            with pytest.raises(rat.RATError, match=f"^cannot parse \\(FROM before SELECT at line 1, col [0-9]+: {dialect}"):
+                rat.to_tree(sql, SCHEMA, dialect=dialect)
+    # FROM inside a call or after IS DISTINCT is no query's
+    rat.to_tree("SELECT name FROM singer WHERE (name IS DISTINCT FROM country) AND age > 1", SCHEMA, dialect=dialect)
+    plain = rat.to_tree("SELECT name, age FROM singer ORDER BY age", SCHEMA, dialect=dialect)
+    for sql, where in [("SELECT name, age, FROM singer ORDER BY age", "select"),
+                       ("SELECT name, age FROM singer ORDER BY age,", "any")]:
+        if spec.trailing_comma in (where, "any"):
+            assert rat.to_tree(sql, SCHEMA, dialect=dialect) == plain
+        else:
+            with pytest.raises(rat.RATError, match="^cannot parse \\(nothing after ',' at line 1, col "):
+                rat.to_tree(sql, SCHEMA, dialect=dialect)
+
+
+def test_duckdb_reads_what_rat_reads_in_duckdb_and_sqlite_refuses():
+    """DuckDB itself runs the FROM-first query and the trailing commas rat reads in DuckDB;
+    SQLite refuses them, and the constructs rat refuses in SQLite."""
+    import sqlite3
+
+    duckdb = pytest.importorskip("duckdb")
+    con, lite = duckdb.connect(), sqlite3.connect(":memory:")
+    for db in (con, lite):
+        db.execute("CREATE TABLE t (a INT, b INT)")
+    for sql in ["FROM t", "SELECT a, FROM t", "SELECT a FROM t ORDER BY a,", "SELECT a FROM t,",
+                "SELECT a FROM t INTERSECT ALL SELECT b FROM t", "SELECT a FROM t FETCH FIRST 1 ROWS ONLY"]:
+        con.execute(sql).fetchall()
+        rat.to_tree(sql, dialect="duckdb")
+        with pytest.raises(sqlite3.OperationalError):
+            lite.execute(sql)
+        with pytest.raises(rat.RATError):
+            rat.to_tree(sql)
 
 
 def test_the_table_of_constructs_in_rat_md_is_the_dialects():

@@ -2,6 +2,7 @@
 give a working tree or a RATError, node kinds decided in one place, a CLI without tracebacks."""
 
 import pickle
+import re
 import subprocess
 import sys
 
@@ -264,3 +265,70 @@ def test_ctes_that_read_the_one_before_several_times_are_refused_before_their_tr
     with pytest.raises(rat.RATError, match=r"query too large \(its tree, CTEs inlined where read, has 5242879 nodes"):
         rat.to_tree(sql)
     assert rat.to_tree("WITH c AS (SELECT 1 AS x) SELECT x FROM c UNION SELECT x FROM c").size() == 9
+
+
+def _sqlite_reads(sql: str) -> bool:
+    """Whether SQLite itself runs `sql` on tables t(a, b, c) and u(a, b, c)."""
+    import sqlite3
+
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE t (a, b, c)")
+    con.execute("CREATE TABLE u (a, b, c)")
+    try:
+        con.execute(sql).fetchall()
+    except sqlite3.Error:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("sql, read", [
+    ("SELECT a FROM t; -- done", "SELECT a FROM t"), ("SELECT a FROM t;\n-- x", "SELECT a FROM t"),
+    ("SELECT a FROM t; /* x */", "SELECT a FROM t"), ("\ufeffSELECT a FROM t", "SELECT a FROM t"),
+    ("SELECT a FROM t /* open", "SELECT a FROM t"), ("SELECT 1 /* open\nFROM t", "SELECT 1"),
+])
+def test_sql_sqlite_reads_with_a_comment_after_its_semicolon_or_a_byte_order_mark_gets_its_tree(sql, read):
+    """A comment after the last `;` is no second statement; a byte order mark (SQL read from a
+    file) is skipped; a `/*` comment left open ends with the SQL (in SQLite): as SQLite reads them."""
+    assert _sqlite_reads(sql)
+    assert rat.to_tree(sql) == rat.to_tree(read)
+    with pytest.raises(rat.RATError, match="^expected one statement, found 2"):
+        rat.to_tree("SELECT a FROM t; SELECT b FROM u -- x")
+    with pytest.raises(rat.RATError, match="^cannot parse"):  # (DuckDB refuses the open comment)
+        rat.to_tree("SELECT a FROM t /* open", dialect="duckdb")
+
+
+@pytest.mark.parametrize("sql, after", [
+    ("SELECT a FROM t WHERE b = 1 GROUP BY", "nothing after 'GROUP BY'"), ("SELECT a FROM t JOIN u ON", "nothing after 'ON'"),
+    ("SELECT a,, b FROM t", "nothing after ','"), ("SELECT a FROM t,", "nothing after ','"),
+    ("SELECT a FROM t ORDER BY a,", "nothing after ','"), ("SELECT a FROM t AS", "nothing after 'AS'"),
+    ("SELECT a FROM (SELECT a FROM t GROUP BY) AS s", "nothing after 'GROUP BY'"),
+    ("SELECT a FROM t WHERE a IN (1,)", "nothing after ','"), ("FROM t", "FROM before SELECT"),
+    ("SELECT a FROM t UNION FROM u", "FROM before SELECT"),
+])
+def test_sql_cut_short_that_sqlglot_reads_as_if_whole_is_refused_as_sqlite_refuses_it(sql, after):
+    """sqlglot drops an empty list item and an empty GROUP BY or ON, and reads DuckDB's FROM-first
+    query in every dialect: SQLite refuses each (incomplete input, syntax error), and so does rat."""
+    assert not _sqlite_reads(sql)
+    with pytest.raises(rat.RATError, match=f"^cannot parse \\({re.escape(after)}") as refused:
+        rat.to_tree(sql)
+    assert "\n" not in str(refused.value)
+    # what SQLite reads is read
+    for read in ["SELECT s.a FROM t AS s", "SELECT a FROM t WHERE a IS NOT DISTINCT FROM b", "SELECT count() FROM t",
+                 "WITH s AS (SELECT a FROM t) SELECT a FROM s", "SELECT a FROM t WHERE a IN (SELECT a FROM u)"]:
+        assert _sqlite_reads(read)
+        rat.to_tree(read)
+
+
+@pytest.mark.parametrize("sql, spelled", [
+    ("SELECT a FROM t WHERE (SELECT max(b) FROM u WHERE u.c BETWEEN 1 AND 2) BETWEEN 0 AND 5",
+     ("SELECT a FROM t WHERE (SELECT max(b) FROM u WHERE u.c >= 1 AND u.c <= 2) >= 0 "
+      "AND (SELECT max(b) FROM u WHERE u.c >= 1 AND u.c <= 2) <= 5")),
+    ("SELECT CASE WHEN a BETWEEN 1 AND 2 THEN 1 END NOT BETWEEN 0 AND 1 FROM t",
+     "SELECT CASE WHEN a >= 1 AND a <= 2 THEN 1 END < 0 OR CASE WHEN a >= 1 AND a <= 2 THEN 1 END > 1 FROM t"),
+    ("SELECT CASE CASE a WHEN 1 THEN 2 END WHEN 2 THEN 3 WHEN 4 THEN 5 END FROM t",
+     "SELECT CASE WHEN (CASE WHEN a = 1 THEN 2 END) = 2 THEN 3 WHEN (CASE WHEN a = 1 THEN 2 END) = 4 THEN 5 END FROM t"),
+])
+def test_between_and_case_x_when_inside_another_s_operand_are_spelled_out_too(sql, spelled):
+    """BETWEEN and `CASE x WHEN` copy their operand: one inside it is spelled out first, so that
+    each copy is (it was refused as `unsupported construct 'Between'`, or kept as CASE x WHEN)."""
+    assert rat.to_tree(sql) == rat.to_tree(spelled)
