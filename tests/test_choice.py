@@ -9,7 +9,7 @@ import pytest
 import rat
 from model import Scorer
 from model.scoring import RowError
-from model.scoring.choice import choose
+from model.scoring.choice import MAX_CANDIDATES, choose
 from model.synth.demo import demo_root
 
 DB = "supply_chain"
@@ -58,6 +58,8 @@ def test_a_tie_goes_to_the_tree_of_the_more_confident_candidate():
     # the rule and the candidates' types are checked before any work: an unreadable one does not hide them
     (lambda s: s.choose(["SELEC x"], rule="best"), ValueError, "rule: unknown rule 'best'"),
     (lambda s: s.choose([RIGHT, b"SELECT 1"]), TypeError, "candidates[1]: expected a str of SQL, found bytes"),
+    # a bounded cost: at most MAX_CANDIDATES (a consensus model compares each with every other)
+    (lambda s: s.choose([RIGHT] * (MAX_CANDIDATES + 1)), ValueError, "candidates: 65 queries; at most 64"),
 ])
 def test_what_cannot_be_chosen_from_is_one_clear_error(scorer, call, error, message):
     with pytest.raises(error) as raised:

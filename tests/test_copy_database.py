@@ -184,3 +184,18 @@ def test_url_parameters_reach_the_driver(postgres_server, mysql_server, capsys):
     assert main([str(DEMO[0]), mysql_server.url(admin=True) + "?nosuch=1"]) == 2
     err = capsys.readouterr().err
     assert "unknown URL parameters ['nosuch']" in err and "admin-pw" not in err, err
+
+
+def test_grant_names_a_mysql_account_with_its_host(mysql_server):
+    """`--grant user@host` grants to that account (before, always to 'user'@'%': the GRANT to the
+    account 'rat_host@127.0.0.1'@'%' failed, no such user); `--grant user` is any host's."""
+    import pymysql
+
+    admin = pymysql.connect(host=mysql_server.host, port=mysql_server.port, user="rat_admin",
+                            password="admin-pw", autocommit=True)
+    with admin, admin.cursor() as cursor:
+        cursor.execute("CREATE USER IF NOT EXISTS 'rat_host'@'127.0.0.1' IDENTIFIED BY 'host-pw'")
+    assert main([str(DEMO[0]), mysql_server.url(admin=True), "--name", "granted", "--grant", "rat_host@127.0.0.1"]) == 0
+    expected = _sqlite_rows(DEMO[0])
+    url = f"mysql+pymysql://rat_host:host-pw@{mysql_server.host}:{mysql_server.port}/granted"
+    assert _rows(url, expected) == expected

@@ -31,7 +31,7 @@ from model.synth.demo.databases import (
     spider_table_entry,
     write_database,
 )
-from tests.servers import free_port, page_dom, start_service
+from tests.servers import DEFAULT_DATABASE, free_port, page_dom, start_service
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled",
@@ -1291,3 +1291,143 @@ def test_a_locking_read_runs_without_its_lock_on_postgres_and_mysql(pg_demo, mys
             assert plain[1] is None and plain[0]
             for lock in locks:
                 assert db.run(f"SELECT name FROM venues ORDER BY name {lock}", dialect) == plain, (dialect, lock)
+
+
+@pytest.mark.parametrize("sql, dialect, says", [
+    # MySQL reads `#` in a string as text and `--` before no space as two minus signs
+    ("SELECT '#', a FROM t INTO OUTFILE '/tmp/x'", "mysql", "INTO OUTFILE"),
+    ("SELECT 1--1 INTO DUMPFILE '/tmp/y'", "mysql", "INTO OUTFILE"),
+    ("SELECT \"#\" INTO/* c */OUTFILE '/tmp/x'", "mysql", "INTO OUTFILE"),
+    # with NO_BACKSLASH_ESCAPES, 'a\' is a whole string and the INTO after it code
+    ("SELECT 'a\\' , 'b' INTO OUTFILE '/tmp/x' -- '", "mysql", "INTO OUTFILE"),
+    ("SELECT 1 FROM dual LIMIT 1 INTO @b", "mysql", "SELECT .. INTO"),
+    ("SELECT @c := 5", "mysql", ":= sets a user variable"),
+    ("WITH x AS (SELECT 1) DELETE FROM orders WHERE id = 1 RETURNING *", "duckdb", "found DELETE after WITH"),
+    ("WITH x AS (SELECT 1) INSERT INTO orders SELECT * FROM x", "duckdb", "found INSERT after WITH"),
+    ("(WITH x (a) AS (SELECT 1) UPDATE orders SET id = 0)", "postgres", "found UPDATE after WITH"),
+    ("WITH x AS (SELECT 1) UPDATE orders SET id = 0", "mysql", "found UPDATE after WITH"),
+    ("WITH gone AS (DELETE FROM orders RETURNING *) SELECT * FROM gone", "postgres", "found DELETE in parentheses"),
+    ("WITH x AS (SELECT 1) -- a comment\n /* and one */ MERGE INTO t USING x ON true WHEN MATCHED THEN DELETE",
+     "postgres", "found MERGE after WITH"),
+    ("SELECT 1 /* ; */ ; -- x\nDELETE FROM t", "postgres", None),  # (two statements: refused on sending)
+    ("SELECT '#' AS h, 1--1 AS two, 'into -- x' AS s, `into` FROM t # into", "mysql", None),
+    ("WITH RECURSIVE t (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 3) SELECT * FROM t", "postgres", None),
+    ("WITH x AS MATERIALIZED (SELECT 1) FROM x", "duckdb", None),
+    ("WITH x AS (SELECT 1), y AS (SELECT 2) (SELECT * FROM x UNION SELECT * FROM y)", "postgres", None),
+    ("SELECT $$it's (DELETE$$, E'\\' (DELETE', name FROM t WHERE a IN (1) FOR UPDATE", "postgres", None),
+    ("SELECT count(update), replace(a, 'x', 'y') FROM t", "postgres", None),
+])
+def test_refusal_reads_the_code_as_the_database_does(sql, dialect, says):
+    """Words are looked for in the query's code, as each database reads it: not in strings, quoted
+    names or comments, and MySQL's `#` in a string and `--` before no space are code (they hid
+    INTO OUTFILE, which wrote files on the server); a WITH whose statement writes is no read (a
+    caller's DuckDB connection ran WITH .. DELETE and lost the rows)."""
+    from model.data.databases import refusal
+
+    refused = refusal(sql, dialect)
+    assert refused is None if says is None else says in (refused or ""), (sql, refused)
+
+
+def test_mysql_writes_no_file_and_sets_no_variable_on_a_callers_connection_which_stays_open(mysql_server, mysql_demo):
+    """Through the superuser's own connection (FILE privilege), passed in: no file written
+    whatever the comments and strings around INTO OUTFILE, no user variable set on the caller's
+    session; no failure closes it (an unknown column, a statement with no result set, a result
+    stopped for its size: its rows are read to their end), and the next query runs on it."""
+    import pymysql
+
+    admin = mysql_demo[1]
+    before = checksum("mysql", admin)
+    files = [Path(f"/tmp/rat-w{k}.txt") for k in range(3)]
+    for f in files:
+        f.unlink(missing_ok=True)
+    conn = pymysql.connect(host=mysql_server.host, port=mysql_server.port, user="rat_admin",
+                           password="admin-pw", database=DB_ID, autocommit=True)
+    with conn, open_database(conn, max_rows=5) as db:
+        for sql in (f"SELECT '#', name FROM venues INTO OUTFILE '{files[0]}'",
+                    f"SELECT 1--1 INTO DUMPFILE '{files[1]}'",
+                    f"SELECT 'a\\' , 'b' INTO OUTFILE '{files[2]}' -- '",
+                    "SELECT 1 FROM dual LIMIT 1 INTO @b", "SELECT @c := 5"):
+            rows, error = db.execute(sql)
+            assert rows is None and error.startswith("refused:"), (sql, error)
+        assert db.execute("SELECT '#', 1--1, @b, @c") == ([("#", 2, None, None)], None)
+        # what the refusal stops, sent anyway: the caller's connection stays open through each
+        for sql, says in (("SELECT 1 FROM dual LIMIT 1 INTO @b", "no result set"),
+                          ("SELECT no_such_column FROM venues", "no_such_column"),
+                          ("SELECT seq FROM seq_1_to_1000000", "rows")):
+            start = time.monotonic()
+            rows, error = db._execute(sql, 5.0, 1 << 20)
+            assert rows is None and says in error and time.monotonic() - start < 10, (sql, error)
+            assert conn.open and db.execute("SELECT count(*) FROM venues") == ([(10,)], None), sql
+    assert not any(f.exists() for f in files) and checksum("mysql", admin) == before
+
+
+def test_mariadbs_time_limit_without_an_error_is_a_timeout(mysql_demo):
+    """MariaDB's max_statement_time stops BENCHMARK() and returns its 0 without an error: a
+    statement that ran to the limit is a timeout (it was a result, 0, after the whole limit)."""
+    with open_database(mysql_demo[0]) as db:
+        start = time.monotonic()
+        rows, error = db.execute("SELECT BENCHMARK(2000000000, MD5('a'))", timeout_s=1.0)
+        assert rows is None and error == "timeout after 1 s" and time.monotonic() - start < 5, (rows, error)
+        assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None)
+
+
+def test_a_callers_writable_duckdb_connection_is_read_in_a_read_only_transaction(duck_demo, tmp_path):
+    """A DuckDB connection passed in may write: WITH .. DELETE / INSERT / UPDATE are refused, and
+    a write that gets past the refusal fails in the read-only transaction each statement runs in
+    (it deleted rows); one with a transaction open is refused when opened, as PostgreSQL's."""
+    import duckdb
+
+    path = tmp_path / "writable.duckdb"
+    shutil.copy(duck_demo, path)
+    conn = duckdb.connect(str(path))
+    conn.execute("CREATE TABLE notes AS SELECT range AS id FROM range(5)")
+    with open_database(conn) as db:
+        for sql in ("WITH x AS (SELECT 1) DELETE FROM notes WHERE id > 0 RETURNING *",
+                    "WITH x AS (SELECT 1) INSERT INTO notes SELECT 99 FROM x RETURNING *",
+                    "WITH x AS (SELECT 1) UPDATE notes SET id = 0 RETURNING *"):
+            rows, error = db.execute(sql)
+            assert rows is None and error.startswith("refused: only a query that reads"), (sql, error)
+            rows, error = db._execute(sql, 5.0, 1 << 20)  # sent anyway
+            assert rows is None and "read-only" in error, (sql, error)
+        assert db.execute("SELECT count(*), sum(id) FROM notes") == ([(5, 10)], None)
+    conn.begin()
+    with pytest.raises(DatabaseError, match="the connection has a transaction open"):
+        open_database(conn)
+    conn.rollback()
+    conn.close()
+
+
+def test_a_duckdb_float_aggregate_is_the_same_from_run_to_run(tmp_path):
+    """A DuckDB file rat opens runs one thread: with several, avg over 3M rows differed in its last
+    digits between runs of the same query, and a query compared with itself was a mismatch."""
+    import duckdb
+
+    path = tmp_path / "floats.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE t AS SELECT i % 10 AS g, (i * 0.37) % 1000 / 3.0 AS x FROM range(3000000) r(i)")
+    with open_database(path) as db:
+        assert db.execute("SELECT current_setting('threads')") == ([(1,)], None)
+        results = {str(db.execute("SELECT g, avg(x) FROM t GROUP BY g ORDER BY g")) for _ in range(4)}
+    assert len(results) == 1, results
+
+
+def test_a_mysql_url_takes_a_password_with_a_question_mark_and_tls_parameters(mysql_server):
+    """A password may hold an unencoded `?` (it was read as the query's start: "the port is not a
+    number"); SQLAlchemy's TLS parameters reach pymysql (they were unknown URL parameters)."""
+    import pymysql
+
+    from model.data.databases import connection_kwargs, parse_url
+
+    admin = pymysql.connect(host=mysql_server.host, port=mysql_server.port, user="rat_admin",
+                            password="admin-pw", autocommit=True)
+    with admin, admin.cursor() as cursor:
+        cursor.execute("CREATE USER IF NOT EXISTS 'rat_q'@'%' IDENTIFIED BY 'S3cr@t:p/w#x?'")
+        cursor.execute(f"GRANT SELECT ON `{DEFAULT_DATABASE}`.* TO 'rat_q'@'%'")
+    url = f"mysql+pymysql://rat_q:S3cr@t:p/w#x?@{mysql_server.host}:{mysql_server.port}/{DEFAULT_DATABASE}"
+    with open_database(url) as db:
+        assert db.execute("SELECT 1") == ([(1,)], None)
+    kwargs = connection_kwargs(parse_url(f"{url}?ssl_ca=/ca.pem&ssl_check_hostname=false&charset=utf8mb4"), "x")
+    assert kwargs["ssl"] == {"ca": "/ca.pem", "check_hostname": False} and kwargs["password"] == "S3cr@t:p/w#x?"
+    with pytest.raises(DatabaseError, match="cannot connect") as error:
+        open_database(f"{url}?ssl_ca=/no/such/ca.pem")
+    assert "S3cr" not in str(error.value)

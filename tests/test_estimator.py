@@ -112,7 +112,7 @@ def test_it_is_a_scikit_learn_estimator_clone_params_and_not_fitted():
 
     params = BoostedParams(hgb={"max_iter": 20})
     model = BoostedNodeModel(params, seed=2)
-    assert model.get_params() == {"params": params, "seed": 2}
+    assert model.get_params(deep=False) == {"params": params, "seed": 2}
     twin = clone(model)
     assert twin is not model and twin.params == params and twin.params is not params and twin.seed == 2
     assert model.set_params(seed=5) is model and model.seed == 5
@@ -131,6 +131,32 @@ def test_it_is_a_scikit_learn_estimator_clone_params_and_not_fitted():
             twin.predict_proba(table, bad)
     with pytest.raises(ValueError, match="train: no examples"):
         clone(model).fit(table, [])
+
+
+def test_nested_params_are_set_as_scikit_learn_sets_them():
+    """``params__<field>``: each ``BoostedParams`` field in ``get_params(deep=True)`` and set by
+    ``set_params`` (as a grid search sets them), into a new, checked ``params``; clone keeps them."""
+    from sklearn.base import clone
+
+    params = BoostedParams(calibration="none")
+    model = BoostedNodeModel(params, seed=1)
+    deep = model.get_params(deep=True)
+    assert deep["params__calibration"] == "none" and deep["params"] is params and deep["seed"] == 1
+    assert set(deep) == {"params", "seed", *(f"params__{k}" for k in BoostedParams.__dataclass_fields__)}
+    assert model.get_params(deep=False) == {"params": params, "seed": 1}
+    assert model.set_params(params__calibration="isotonic", params__hgb={"max_iter": 5}, seed=3) is model
+    assert (model.params.calibration, model.params.hgb, model.seed) == ("isotonic", {"max_iter": 5}, 3)
+    assert params.calibration == "none"  # the one it replaced, which another model may hold, unchanged
+    twin = clone(model)
+    assert twin.params == model.params and twin.params is not model.params
+    assert twin.get_params(deep=True)["params__calibration"] == "isotonic"
+    unset = BoostedNodeModel().set_params(params__site_head=False)  # params None: the defaults, changed
+    assert unset.params == BoostedParams(site_head=False)
+    with pytest.raises(ValueError, match="Invalid parameter 'params__calibraton'.* no field 'calibraton'"):
+        model.set_params(params__calibraton="platt")
+    with pytest.raises(UsageError, match="model.calibration must be platt, isotonic or none; found 'beta'"):
+        model.set_params(params__calibration="beta")
+    assert model.params.calibration == "isotonic"
 
 
 @pytest.mark.parametrize(("values", "says"), [

@@ -60,13 +60,14 @@ def answers():
         out["bad"] = [await client.call_tool("score_sql", args) for args in (
             {"sql": "SELEC name FROM"}, {"sql": "SELECT 1", "database": "nowhere"}, {"sql": 5}, {},
             {"sql": "SELECT 1", "database": "../supply_chain"}, {"sql": "SELECT 1 " + " " * 20_000},
-            {"sql": "SELECT 1", "question": "bad\x00text"}, {"sql": "SELECT 1", "question": "q " * 2001})]
+            {"sql": "SELECT 1", "question": "bad\x00text"}, {"sql": "SELECT 1", "question": "q " * 2001},
+            {"sql": "SELECT 1", "databse": "supply_chain"})]
         out["choose"] = await client.call_tool("choose_sql", {"candidates": CANDIDATES, "database": "supply_chain",
                                                               "question": "Suppliers in Germany?"})
         out["choose_bad"] = [await client.call_tool("choose_sql", args) for args in (
             {"candidates": []}, {"candidates": ["SELECT 1"] * 17}, {"candidates": ["SELECT 1", 5]},
             {"candidates": ["SELECT 1", "x" * 20_000]}, {"candidates": ["SELEC name FROM", "SELECT * FROM ("]},
-            {"candidates": "SELECT 1"})]
+            {"candidates": "SELECT 1"}, {"candidates": ["SELECT 1"], "dialect": "mysql"})]
         out["after"] = await client.call_tool("score_sql", {"sql": "SELECT name FROM suppliers",
                                                             "database": "supply_chain"})
         return out
@@ -108,7 +109,8 @@ def test_choose_sql_chooses_the_tree_most_candidates_share_and_answers_it_as_sco
     assert body["candidates"][body["chosen"]]["query_confidence"] == body["query_confidence"]
     says = ["candidates: expected a list of 1 to 16 SQL queries", "candidates: expected a list of 1 to 16",
             "candidates.1: Input should be a valid string", "candidates[1]: 20000 characters; at most 10000",
-            "no candidate could be scored; the first: cannot parse", "candidates: Input should be a valid list"]
+            "no candidate could be scored; the first: cannot parse", "candidates: Input should be a valid list",
+            "choose_sql: unknown argument 'dialect' (known: candidates, question, database)"]
     for bad, expected in zip(answers["choose_bad"], says, strict=True):
         text = bad.content[0].text
         assert bad.is_error and expected in text and "\n" not in text, text
@@ -122,7 +124,8 @@ def test_list_databases_names_the_data_root(answers):
 def test_bad_arguments_are_one_line_tool_errors_and_the_server_goes_on(answers):
     says = ["cannot parse", "database 'nowhere': unknown (known: clinic,", "sql: Input should be a valid string",
             "sql: Field required", "database: not a database name", "characters; at most 10000",
-            "question: a NUL character", "question: 4002 characters; at most 4000"]
+            "question: a NUL character", "question: 4002 characters; at most 4000",
+            "score_sql: unknown argument 'databse' (known: sql, question, database)"]  # not dropped
     for result, expected in zip(answers["bad"], says, strict=True):
         text = result.content[0].text
         assert result.is_error and expected in text and "\n" not in text, text
@@ -186,6 +189,8 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on():
         for raw, ident, code, says in ((call.encode(), 7, -32600, "lone surrogate"),
                                        (b"\xff\xfe{", None, -32700, "Parse error: not JSON"),
                                        (b"[" * 100_000, None, -32700, "nested too deeply"),
+                                       (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"a": %s}}'
+                                        % (b"9" * 5000), None, -32700, "an integer of more than 4300 digits"),
                                        (b'{"jsonrpc": "2.0", "id": "x", "params": 3}', "x", -32600, "Invalid Request"),
                                        (b"[1, 2]", None, -32600, "Invalid Request"),
                                        *((b'{"jsonrpc": "2.0", "id": %s, "method": "tools/list"}' % bad, None, -32600,

@@ -107,6 +107,12 @@ def test_score_answers_rows_like_the_cli(service):
     ({"queries": [{"sql": "SELECT 1", "database": "postgresql://h/db"}]}, 400, "queries[0].database: a URL is not"),
     ([1, 2], 400, "body must be a JSON object"),
     ({"queries": [{"sql": "SELECT 1"}], "sql": "SELECT 2"}, 400, "both \"queries\" and \"sql\""),
+    # a key nothing reads (a misspelt field) is named, not dropped: the query is not scored without it
+    ({"queries": [{"sql": "SELECT 1", "databse": "x"}]}, 400,
+     "queries[0]: unknown field 'databse' (known: sql, question, evidence, system, db_id, question_id, database, "),
+    ({"sql": "SELECT 1", "dialekt": "postgres"}, 400, "unknown field 'dialekt' (known: sql, "),
+    ({"queries": [{"sql": "SELECT 1"}], "verdict": True}, 400, "unknown field 'verdict' (known: queries, verdicts)"),
+    ({"queries": [{"sql": "SELECT 1", "verdicts": True}]}, 400, "queries[0]: unknown field 'verdicts'"),
 ])
 def test_bad_requests_are_4xx_with_a_message(service, body, status, message):
     got, answer = post(service[0], body)
@@ -144,9 +150,48 @@ def test_choose_answers_each_candidate_and_the_one_most_share(service):
                                ({"candidates": ["SELECT 1"], "database": "a\x00b"}, 400, "database: a NUL character"),
                                ({"candidates": ["SELECT 1 OR " * 1000 + "1"]}, 413, "candidates[0]: 12001 characters"),
                                ({"candidates": ["SELECT 1"], "question": "q" * 4001}, 400, "question: 4001 characters"),
+                               ({"candidates": ["SELECT 1"], "dialekt": "mysql"}, 400,
+                                "unknown field 'dialekt' (known: candidates, db_id, question, evidence, dialect, "),
                                ([1], 400, "body must be a JSON object")):
         got, answer = post(url, bad, path="/choose")
         assert got == code and answer["detail"].startswith(message), (bad, answer)
+
+
+def test_links_are_read_by_one_rule_and_choose_takes_at_most_max_candidates(boosted_model, tmp_path):  # noqa: F811
+    """A ``database`` path and a db_id's folder are read by one rule (``file_under``): a link
+    that stays under --data-root is read, one that leads out of it is not (a path: 400), and a
+    loop of links is a 400, not a 500; /choose takes at most ``MAX_CANDIDATES`` candidates,
+    whatever --max-queries allows."""
+    import sqlite3
+
+    from model.scoring.choice import MAX_CANDIDATES
+    from model.synth.demo import demo_root
+
+    folder, _ = boosted_model
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    shutil.copytree(demo_root(), root)
+    shutil.move(root / "database" / "supply_chain", outside)  # its folder a link out of the root
+    (root / "database" / "supply_chain").symlink_to(outside)
+    (root / "inside.sqlite").symlink_to(root / "database" / "clinic" / "clinic.sqlite")
+    (root / "loop.sqlite").symlink_to(root / "loop.sqlite")
+    assert sqlite3.connect(outside / "supply_chain.sqlite").execute("SELECT count(*) FROM suppliers").fetchone()[0]
+    proc, url = start_service(folder, root, "--max-queries", str(MAX_CANDIDATES + 10))
+    try:
+        for given in ("loop.sqlite", "database/supply_chain/supply_chain.sqlite"):
+            status, answer = post(url, {"sql": "SELECT 1", "database": given})
+            assert status == 400 and answer["detail"] == f"database {given!r}: not a file under the configured root"
+        status, inside = post(url, {"sql": "SELECT 1", "database": "inside.sqlite"})
+        assert status == 200 and "error" not in inside["results"][0]
+        status, checked = post(url, {"db_id": "supply_chain", "question": "Suppliers in Germany?", "sql": TYPO},
+                               path="/check")  # its schema known, its file out of the root: not read
+        assert status == 200 and not any("not a value of" in r for r in checked["results"][0]["reasons"])
+        many = {"candidates": ["SELECT 1"] * (MAX_CANDIDATES + 1)}
+        status, answer = post(url, many, path="/choose")
+        assert status == 413 and answer["detail"] == f"{MAX_CANDIDATES + 1} candidates in one request; at most 64"
+        assert post(url, {"queries": [{"sql": "SELECT 1"}] * (MAX_CANDIDATES + 1)})[0] == 200  # /score: --max-queries
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_invalid_json_and_oversized_bodies(service):

@@ -184,6 +184,26 @@ def test_check_names_the_closest_stored_value(scorer, demo):
     assert not any("not a value of" in r for r in right.reasons)
 
 
+def test_the_stored_values_named_are_read_again_when_the_file_changes(scorer, demo, tmp_path):
+    """A long-running service: a value stored since the last check is no longer called missing."""
+    import sqlite3
+
+    database = tmp_path / "db.sqlite"
+    shutil.copy(demo[0], database)
+    assert "'Germani' is not a value of suppliers.country" in scorer.check(TYPO, database=database).feedback
+    with sqlite3.connect(database) as conn:
+        conn.execute("UPDATE suppliers SET country = 'Germani' WHERE country = 'Germany'")
+    conn.close()
+    assert "not a value of" not in scorer.check(TYPO, database=database).feedback
+
+
+def test_a_policy_of_ones_own_states_its_thresholds_not_the_shipped_target(scorer, demo):
+    verdict = scorer.check("SELECT count(*) FROM suppliers", database=demo[0], policy=Policy(0.0, 0.0))
+    assert verdict.action == "run"
+    assert verdict.policy == "thresholds given (run at 0.00 or above, regenerate below 0.00), not chosen on a measured curve"
+    assert "out of fold" in scorer.check("SELECT count(*) FROM suppliers", database=demo[0]).policy
+
+
 def test_check_many_gives_each_rows_verdict_as_check_does(scorer, demo):
     """Scorer.check_many: a verdict per row, as check gives it (its literals looked up in the
     row's database), a row that cannot be scored its RowError, in order; a policy of one's own."""

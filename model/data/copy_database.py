@@ -408,7 +408,8 @@ def copy_database(sqlite_file: str | Path, url: str, name: str | None = None,
                   grant: str | None = None, value_types: bool = True) -> CopyReport:
     """Copy ``sqlite_file`` into the database ``name`` (default: the file's stem) on the server
     ``url`` names; the copy's URL and what was changed are in the returned `CopyReport`.
-    ``grant``: a role (user) given SELECT on the copied tables (PostgreSQL, MySQL).
+    ``grant``: a role (user) given SELECT on the copied tables (PostgreSQL; MySQL: ``user``, any
+    host, or ``user@host``).
     ``value_types``: a TEXT column whose every value is an integer's text becomes BIGINT (False:
     it stays TEXT, as declared)."""
     start = time.perf_counter()
@@ -484,7 +485,7 @@ def copy_database(sqlite_file: str | Path, url: str, name: str | None = None,
             _add_keys(kind, cursor, keys, fks, report)
             if grant:
                 for table in tables:
-                    role = _quote(kind, grant) if kind == "postgres" else f"'{grant}'@'%'"
+                    role = _quote(kind, grant) if kind == "postgres" else _mysql_account(grant)
                     cursor.execute(f"GRANT SELECT ON {_quote(kind, table.name)} TO {role}")
         if kind == "duckdb":
             conn.execute("CHECKPOINT")
@@ -492,6 +493,17 @@ def copy_database(sqlite_file: str | Path, url: str, name: str | None = None,
         conn.close()
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _mysql_account(grant: str) -> str:
+    """A MySQL account, ``'user'@'host'``, as ``--grant`` names it: ``user`` (any host: ``%``) or
+    ``user@host`` (``scorer@localhost``).
+
+    >>> _mysql_account("scorer"), _mysql_account("scorer@localhost"), _mysql_account("o'k")
+    ("'scorer'@'%'", "'scorer'@'localhost'", "'o''k'@'%'")
+    """
+    user, _, host = grant.rpartition("@") if "@" in grant else (grant, "", "%")
+    return "@".join("'" + part.replace("\\", "\\\\").replace("'", "''") + "'" for part in (user, host))
 
 
 def _names(kind: str, columns: list[str]) -> str:
@@ -559,7 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("url", help="the target server: postgresql://, mysql+pymysql://, duckdb:///")
     parser.add_argument("--name", help="the copy's database name (one source only; default: "
                                        "the file's name)")
-    parser.add_argument("--grant", help="a role (user) given SELECT on the copied tables")
+    parser.add_argument("--grant", help="a role (user) given SELECT on the copied tables "
+                                        "(MySQL: USER for 'USER'@'%%', or USER@HOST)")
     parser.add_argument("--declared-types", action="store_true",
                         help="keep TEXT columns of integers TEXT (default: BIGINT)")
     parser.add_argument("--details", action="store_true",

@@ -17,13 +17,16 @@ reads (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``; DuckDB's ``FROM``) is sent a
   protocol (one statement per message); the session also has ``default_transaction_read_only``
   and ``idle_in_transaction_session_timeout``.
 - MySQL / MariaDB: ``START TRANSACTION READ ONLY``, ``max_statement_time`` (MariaDB) or
-  ``max_execution_time`` (MySQL), rolled back; one statement per call (no multi-statements flag);
-  ``INTO OUTFILE`` / ``INTO DUMPFILE`` refused.
+  ``max_execution_time`` (MySQL), rolled back, a query that ran to its time limit being a
+  timeout (MariaDB returns ``BENCHMARK``'s 0 then); one statement per call (no multi-statements
+  flag); ``INTO`` anywhere (``OUTFILE``, ``DUMPFILE``, variables) and ``:=`` refused.
 - DuckDB: ``read_only=True`` and ``enable_external_access=false`` (no file reads or writes, no
-  ATTACH, no extension install), interrupted past the timeout; a file or URL rat opens has a
-  working memory of ``DUCKDB_MEMORY_MIB`` (DuckDB's own default is 80% of the machine's) and
-  never spills to disk; a query past it is stopped (a caller's connection keeps its own
-  ``memory_limit``).
+  ATTACH, no extension install), each statement in a ``BEGIN TRANSACTION READ ONLY``
+  transaction rolled back (a caller's connection may write), interrupted past the timeout; a
+  file or URL rat opens has a working memory of ``DUCKDB_MEMORY_MIB`` (DuckDB's own default is
+  80% of the machine's), never spills to disk and runs one thread (a float aggregate is the
+  same from run to run); a query past its memory is stopped (a caller's connection keeps its own
+  ``memory_limit`` and ``threads``).
 - SQLite: as ``model.data.execution`` opens it (``mode=ro``, ``query_only``, an authorizer).
 
 Results are read in chunks that `_fetch` sizes (16 rows first, then as many as half the budget
@@ -52,6 +55,7 @@ import itertools
 import logging
 import re
 import sqlite3
+import ssl
 import sys
 import threading
 import time
@@ -105,10 +109,9 @@ logging.getLogger("psycopg").addFilter(_not_pipeline_end)
 _READ_WORDS = {"select", "with", "values", "table"}
 _LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.DOTALL)
 _WORD = re.compile(r"[A-Za-z_]+")
-_MYSQL_FILE = re.compile(r"\binto\s+(?:outfile|dumpfile)\b", re.IGNORECASE)
 # MySQL / MariaDB run what is inside /*! ... */ and /*M! ... */ as SQL: never sent
 _MYSQL_EXECUTABLE = re.compile(r"/\*M?!")
-_COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
+
 # Functions refused by name, and why: their effect outlives the read-only transaction a query
 # runs in (a session lock, released by no ROLLBACK; a sequence's next value, never rolled back),
 # or they end a session (the scorer's own, which would end a whole run, or another's)
@@ -121,6 +124,45 @@ _WHY_REFUSED = {n: why for why, names in _REFUSED_FUNCTIONS.items() for n in nam
 # PostgreSQL's U&"d\0061ta": a name spelled with escapes, which can spell any function's
 _ESCAPED_NAME = re.compile(r"\bU&\"", re.IGNORECASE)
 _INTO = re.compile(r"\binto\b", re.IGNORECASE)
+# MySQL's INTO anywhere: a file (OUTFILE, DUMPFILE) or variables, written (its code only)
+_MYSQL_INTO = re.compile(r"\binto\b(?:\s+(outfile|dumpfile)\b)?", re.IGNORECASE)
+
+
+def _no_code(dialect: str, backslash: bool) -> re.Pattern:
+    """What a ``dialect`` database reads as no SQL: a string (its escapes by backslash where
+    ``backslash``, PostgreSQL's and DuckDB's ``E'..'`` always; ``''`` in it), a quoted name,
+    a dollar-quoted string, a comment. Block comments are read unnested and line comments end at
+    any line break: where a database reads more as comment than this, more is read as code (a
+    word found there refuses the query), never less. Unclosed: to the end."""
+    def quoted(q: str, escapes: bool) -> str:
+        body = rf"[^{q}\\]|\\.|{q}{q}" if escapes else rf"[^{q}]|{q}{q}"
+        return rf"{q}(?:{body})*(?:{q}|\Z)"
+
+    comments = [r"/\*.*?(?:\*/|\Z)"]
+    if dialect == "mysql":  # `--` is a comment only before a space or a control character; `"` is a string
+        comments += [r"--[\x00-\x20][^\r\n]*", r"#[^\r\n]*"]
+        quotes = [quoted("'", backslash), quoted('"', backslash), quoted("`", False)]
+    else:
+        comments += [r"--[^\r\n]*"]
+        quotes = [r"(?<!\w)[eE]" + quoted("'", True), quoted("'", backslash), quoted('"', False),
+                  r"(?<![\w$])\$([A-Za-z_]\w*|)\$.*?(?:\$\1\$|\Z)"]
+    return re.compile("|".join(comments + quotes), re.DOTALL)
+
+
+_NO_CODE = {(d, b): _no_code(d, b) for d in ("mysql", "postgres") for b in (False, True)}
+
+
+def code_readings(sql: str, dialect: str) -> list[str]:
+    """``sql`` as the database reads its code: each string and quoted name as ``''``, each
+    comment as a space; once with backslash escapes in plain strings and once without (MySQL's
+    ``NO_BACKSLASH_ESCAPES``, PostgreSQL's ``standard_conforming_strings``: a server's setting),
+    a word in either being in the query.
+
+    >>> code_readings("SELECT '#', a -- x\\nFROM t # c", "mysql")[0], code_readings("SELECT 1--1 # c", "mysql")[0]
+    ("SELECT '', a  \\nFROM t  ", 'SELECT 1--1  ')
+    """
+    return [_NO_CODE["mysql" if dialect == "mysql" else "postgres", backslash].sub(
+        lambda m: " " if m.group(0)[:1] in "/-#" else "''", sql) for backslash in (False, True)]
 
 
 class DatabaseError(UsageError):
@@ -264,28 +306,75 @@ def first_word(sql: str) -> str:
 @functools.lru_cache(maxsize=1024)
 def refusal(sql: str, dialect: str) -> str | None:
     """Why ``sql`` is not sent to a ``dialect`` database (one line, ``refused: ..``), or None: it
-    is one statement that reads, calls no function refused by name, writes no ``SELECT .. INTO``.
+    is one statement that reads (a ``WITH`` too: its queries and its statement read), calls no
+    function refused by name, writes no ``SELECT .. INTO``; MySQL's has no ``INTO`` anywhere
+    (a file, a variable) and no ``:=`` (it sets a user variable). Words are looked for in the
+    query's code as the database reads it (``code_readings``: not in its strings, quoted names
+    or comments).
 
     >>> refusal("SELECT * INTO TEMP t FROM orders", "postgres"), refusal("SET ROLE admin", "postgres")
     ('refused: SELECT .. INTO writes a table (or a variable), not a query that reads', 'refused: only a query that reads is run (found SET)')
+    >>> refusal("WITH x AS (SELECT 1) DELETE FROM orders", "duckdb")
+    'refused: only a query that reads is run (found DELETE after WITH)'
     """
     if not sql.strip().rstrip(";").strip():
         return "empty SQL"
-    word = first_word(sql)
+    if dialect == "mysql" and _MYSQL_EXECUTABLE.search(sql):
+        return "refused: a /*! ... */ comment, which MySQL runs as SQL"
     allowed = _READ_WORDS | ({"from"} if dialect == "duckdb" else set())
-    if word not in allowed:
-        return f"refused: only a query that reads is run (found {word.upper() or 'no keyword'})"
-    if dialect == "mysql":
-        if _MYSQL_EXECUTABLE.search(sql):
-            return "refused: a /*! ... */ comment, which MySQL runs as SQL"
-        if _MYSQL_FILE.search(_COMMENT.sub(" ", sql)):
-            return "refused: INTO OUTFILE / INTO DUMPFILE writes a file"
+    for code in code_readings(sql, dialect):
+        word = first_word(code)
+        if word not in allowed:
+            return f"refused: only a query that reads is run (found {word.upper() or 'no keyword'})"
+        if part := _writing_part(code, allowed):
+            return f"refused: only a query that reads is run (found {part})"
+        if dialect == "mysql" and (into := _MYSQL_INTO.search(code)):
+            return ("refused: INTO OUTFILE / INTO DUMPFILE writes a file" if into.group(1) else
+                    "refused: SELECT .. INTO writes a table (or a variable), not a query that reads")
+        if dialect == "mysql" and ":=" in code:
+            return "refused: := sets a user variable, which outlives the query"
     if dialect == "postgres" and _ESCAPED_NAME.search(sql):
         return 'refused: a U&"..." name (escapes can spell a refused function\'s)'
     if called := _refused_call(sql, dialect):
         return f"refused: {called}() {_WHY_REFUSED[called]}"
     if _INTO.search(sql) and _writes_into(sql, dialect):
         return "refused: SELECT .. INTO writes a table (or a variable), not a query that reads"
+    return None
+
+
+_TOKEN = re.compile(r"\w+|\S")
+# What a part of a query in parentheses may not start with (followed by a word: not a column of
+# that name): a statement that writes (PostgreSQL's WITH takes one, and DuckDB's query())
+_WRITES = {"insert", "update", "delete", "merge", "replace"}
+
+
+def _writing_part(code: str, allowed: set[str]) -> str | None:
+    """What in a query's ``code`` (`code_readings`) is a statement that does not read: a
+    ``WITH``'s own statement (the first word after its list of named queries) not in
+    ``allowed``, or a part in parentheses that starts with a word of ``_WRITES``; None if none.
+
+    >>> _writing_part("WITH a (x) AS (SELECT 1), b AS ((DELETE FROM t)) SELECT * FROM a", {"select"})
+    'DELETE in parentheses'
+    >>> _writing_part("(WITH a AS (SELECT 1) UPDATE t SET x = 1)", {"select"})
+    'UPDATE after WITH'
+    """
+    tokens = [token.lower() for token in _TOKEN.findall(code)]
+    top = next((k for k, token in enumerate(tokens) if token != "("), 0)
+    listing = tokens[top:top + 1] == ["with"]  # in a WITH's list of named queries
+    depth = 0
+    for k, token in enumerate(tokens):
+        after = tokens[k + 1:k + 3] + ["", ""]
+        if token == "(":
+            depth += 1
+            if after[0] in _WRITES and after[1][:1].isalnum():
+                return f"{after[0].upper()} in parentheses"
+        elif token == ")":
+            depth -= 1
+            if listing and depth == top and after[0] not in (",", "as", "using"):
+                listing = False  # the WITH's own statement, after the last named query
+                word = next((t for t in tokens[k + 1:] if t != "("), "")
+                if word not in allowed:
+                    return f"{word.upper() or 'no keyword'} after WITH"
     return None
 
 
@@ -520,6 +609,8 @@ class Database:
                         raise DatabaseError(f"{self.name}: {lost}") from None
                     if attempt == 2:  # (the next statement connects again)
                         return None, f"{lost}, twice: the query ends its own connection"
+                except DatabaseError:  # (a caller's DuckDB connection with a transaction open)
+                    raise
                 except Exception as error:  # noqa: BLE001 - a failed query is a result, never raised
                     return None, f"{type(error).__name__}: {_one_line(error)}"
         raise AssertionError("unreachable")
@@ -613,9 +704,12 @@ class Database:
         for table, column, declared in columns:
             tables.setdefault(table, []).append(column)
             types[f"{table}.{column}"] = str(declared or "")
-        return rat.Schema(tables, primary_keys=tuple(f"{t}.{c}" for t, c in primary),
-                          foreign_keys=tuple((f"{t}.{c}", f"{rt}.{rc}") for t, c, rt, rc in foreign),
-                          column_types=types, db_id=db_id, table_schemas=self._table_schemas(tables))
+        try:  # names rat cannot tell apart (it reads them in lower case): one line
+            return rat.Schema(tables, primary_keys=tuple(f"{t}.{c}" for t, c in primary),
+                              foreign_keys=tuple((f"{t}.{c}", f"{rt}.{rc}") for t, c, rt, rc in foreign),
+                              column_types=types, db_id=db_id, table_schemas=self._table_schemas(tables))
+        except ValueError as error:
+            raise DatabaseError(f"{self.name}: {error}") from None
 
     def _table_schemas(self, tables) -> dict[str, str]:
         """Where each table is read from (`rat.Schema.table_schemas`: `rat` keeps a query's
@@ -858,8 +952,9 @@ def connection_kwargs(url: dict, name: str) -> dict:
     it in a ``DatabaseError``. PostgreSQL: its parts, then its query parameters as libpq reads
     them (``?sslmode=require``, ``?host=/run/postgresql&port=5433``: they win, as in libpq;
     one libpq does not know is refused by libpq, in one line). MySQL: its parts and
-    ``unix_socket``, ``read_default_file`` (a my.cnf: the password off the URL) and ``charset``;
-    another parameter is refused.
+    ``unix_socket``, ``read_default_file`` (a my.cnf: the password off the URL), ``charset``
+    and SQLAlchemy's TLS parameters (``ssl_ca``, ``ssl_capath``, ``ssl_cert``, ``ssl_key``,
+    ``ssl_cipher``, ``ssl_check_hostname``: pymysql's ``ssl``); another parameter is refused.
 
     >>> connection_kwargs(parse_url("postgresql://u@h/shop?sslmode=require&port=5433"), "shop")
     {'host': 'h', 'user': 'u', 'dbname': 'shop', 'sslmode': 'require', 'port': '5433', 'connect_timeout': 10}
@@ -879,6 +974,14 @@ def connection_kwargs(url: dict, name: str) -> dict:
         kwargs["unix_socket"] = query.pop("unix_socket")
     if "read_default_file" in query:  # a my.cnf [client] section: the password off the URL
         kwargs["read_default_file"] = str(Path(query.pop("read_default_file")).expanduser())
+    # TLS in SQLAlchemy's spelling (``?ssl_ca=ca.pem&ssl_cert=..&ssl_key=..``), as pymysql's `ssl`
+    tls = {key: query.pop(f"ssl_{key}") for key in ("ca", "capath", "cert", "key", "cipher", "check_hostname")
+           if f"ssl_{key}" in query}
+    if tls:
+        tls.update({k: str(Path(tls[k]).expanduser()) for k in ("ca", "capath", "cert", "key") if k in tls})
+        if "check_hostname" in tls:
+            tls["check_hostname"] = tls["check_hostname"].lower() not in ("false", "0", "no", "off")
+        kwargs["ssl"] = tls
     kwargs.update(charset=query.pop("charset", "utf8mb4"), connect_timeout=CONNECT_TIMEOUT_S, client_flag=0)
     if query:
         raise DatabaseError(f"{name}: unknown URL parameters {sorted(query)}")
@@ -946,7 +1049,7 @@ class MySQLDatabase(Database):
         if not conn.open:
             raise ConnectionLost("connection closed")
         cursor = conn.cursor(pymysql.cursors.SSCursor)  # unbuffered: rows read as fetched
-        finished = False
+        finished = False  # True: no rows left unread
         try:
             cursor.execute("START TRANSACTION READ ONLY")
             if self.mariadb:
@@ -954,15 +1057,20 @@ class MySQLDatabase(Database):
             else:
                 cursor.execute(f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}")
                 statement = sql
+            started = time.monotonic()
             cursor.execute(statement)
             if cursor.description is None:
+                finished = True
                 return None, "statement returns no result set"
             rows, error = _fetch(cursor.fetchmany, self.max_rows, max_bytes)
             finished = error is None
+            # MariaDB stops some work at its time limit without an error (BENCHMARK() returns 0)
+            if error is None and time.monotonic() - started >= timeout_s:
+                return None, f"timeout after {timeout_s:g} s"
             return rows, error
         except pymysql.err.Error as error:
+            finished = True  # (the server's error ends its result)
             code = error.args[0] if error.args else None
-            finished = not isinstance(error, pymysql.err.OperationalError) or code in (1969, 3024)
             if code in (1969, 3024):  # max_statement_time / max_execution_time exceeded
                 return None, f"timeout after {timeout_s:g} s"
             message = error.args[1] if len(error.args) > 1 else str(error)
@@ -970,17 +1078,32 @@ class MySQLDatabase(Database):
                 raise ConnectionLost(f"connection lost ({_one_line(Exception(message))})") from None
             return None, f"{type(error).__name__}: {_one_line(Exception(message))}"
         finally:
-            if finished:
-                try:
-                    cursor.close()
-                    conn.rollback()
-                except pymysql.err.Error:
-                    finished = False
-            if not finished:  # rows left unread, or a broken connection: start afresh
-                if cursor._result is not None:  # nothing left to drain on a closed connection
-                    cursor._result.unbuffered_active = False
-                if conn.open:
-                    conn.close()
+            self._end(cursor, finished)
+
+    def _end(self, cursor, finished: bool) -> None:
+        """The statement's transaction rolled back. Rows left unread (``finished`` False) are
+        dropped with a connection of our own (opened again by the next statement); a caller's
+        connection is kept: they are read to their end and dropped (the statement's time limit
+        bounds it). A connection of our own that cannot be rolled back is closed."""
+        import pymysql
+
+        conn = self.conn
+        if not conn.open:
+            return
+        if finished or not self.owned:
+            try:
+                cursor.close()  # (reads what is left of the result)
+            except pymysql.err.Error:
+                pass  # the server's error: the result ends there
+            try:
+                conn.rollback()
+                return
+            except pymysql.err.Error:
+                if not self.owned or not conn.open:
+                    return
+        if cursor._result is not None:  # not drained: its rows go with the connection
+            cursor._result.unbuffered_active = False
+        conn.close()
 
     def _columns(self):
         return self._catalogue(
@@ -1024,6 +1147,8 @@ def _open_mysql(url, name: str, limits: dict) -> MySQLDatabase:
     except pymysql.err.Error as error:
         message = error.args[1] if len(error.args) > 1 else str(error)
         raise DatabaseError(f"{name}: cannot connect ({_one_line(Exception(message))})") from None
+    except (ssl.SSLError, FileNotFoundError) as error:  # a TLS file it cannot read
+        raise DatabaseError(f"{name}: cannot connect ({_one_line(error)})") from None
     except (configparser.Error, ValueError, OSError, UnicodeError) as error:  # a my.cnf it cannot read
         # (its text is not quoted: configparser's errors hold the file's lines, password and all)
         raise DatabaseError(f"{name}: cannot read read_default_file {kwargs.get('read_default_file')} "
@@ -1044,14 +1169,29 @@ class DuckDBDatabase(Database):
             stat = path.stat()
             self.cache_identity = f"duckdb:{stat.st_size}:{stat.st_mtime_ns}"
         if not owned:  # harden a caller's connection: disabling external access cannot be undone
+            self._begin()
+            conn.execute("ROLLBACK")
             conn.execute("SET enable_external_access = false")
         self.memory_limit = conn.execute("SELECT current_setting('memory_limit')").fetchone()[0]
 
+    def _begin(self) -> None:
+        """A read-only transaction (a caller's connection may write: a query in it cannot, nor
+        can DuckDB's query() run a statement that writes); one open already is a ``DatabaseError``."""
+        import duckdb
+
+        try:
+            self.conn.execute("BEGIN TRANSACTION READ ONLY")
+        except duckdb.TransactionException:
+            raise DatabaseError(f"{self.name}: the connection has a transaction open; "
+                                "commit or roll it back first") from None
+
     def _execute(self, sql, timeout_s, max_bytes):
+        """The query in a read-only transaction, rolled back, interrupted past ``timeout_s``."""
         import duckdb
 
         if ";" in sql.strip().rstrip(";") and len(self.conn.extract_statements(sql)) != 1:
             return None, "refused: more than one statement"
+        self._begin()
         timer = threading.Timer(timeout_s, self.conn.interrupt)
         timer.start()
         started = time.monotonic()
@@ -1070,6 +1210,7 @@ class DuckDBDatabase(Database):
             return None, f"{type(error).__name__}: {_one_line(error)}"
         finally:
             timer.cancel()
+            self.conn.execute("ROLLBACK")
 
     def _search_path(self):
         return [schema for schema, in self._catalogue("SELECT current_schema()")]
@@ -1105,10 +1246,12 @@ def _open_duckdb(path: Path, name: str, limits: dict, memory_mib: int) -> DuckDB
 
     if str(path) != ":memory:" and not path.is_file():
         raise DatabaseError(f"{name}: no such database file")
-    # nothing spilled to disk: it would make a folder `<file>.tmp` beside the user's database
+    # nothing spilled to disk: it would make a folder `<file>.tmp` beside the user's database;
+    # one thread: DuckDB's threads add up a float aggregate's parts in any order, and the same
+    # query would give results apart in their last digits from one run to the next
     config = {"enable_external_access": False, "autoinstall_known_extensions": False,
               "autoload_known_extensions": False, "lock_configuration": True,
-              "memory_limit": f"{memory_mib}MiB", "temp_directory": ""}
+              "memory_limit": f"{memory_mib}MiB", "temp_directory": "", "threads": 1}
     try:
         conn = duckdb.connect(str(path), read_only=str(path) != ":memory:", config=config)
     except duckdb.Error as error:
@@ -1156,8 +1299,10 @@ def parse_url(url: str) -> dict:
         if not path:
             raise DatabaseError(f"{label}: no database file (write {scheme}:///path/to/file)")
         return {"backend": backend, "driver": driver, "database": path, "query": {}}
-    query_at = url.find("?")
-    start, user, password, host = _credentials(url, url.rfind("@", 0, query_at if query_at >= 0 else len(url)))
+    last_at, query_at = url.rfind("@"), url.find("?")
+    if 0 <= query_at < last_at and "=" in url[query_at:last_at]:  # the @ is in a parameter's value
+        last_at = url.rfind("@", 0, query_at)
+    start, user, password, host = _credentials(url, last_at)
     try:
         parts = urlsplit(url[:start] + url[host:])  # the URL without its user and password
     except ValueError:  # an unclosed "[" (IPv6), a host that NFKC changes
@@ -1165,7 +1310,8 @@ def parse_url(url: str) -> dict:
     try:
         port = parts.port
     except ValueError:
-        raise DatabaseError(f"{label}: the port is not a number") from None
+        raise DatabaseError(f"{label}: the port is not a number (percent-encode a '?' or '#' in the "
+                            "password: %3F, %23)") from None
     return {"backend": backend, "driver": driver, "user": unquote(user),
             "password": unquote(password or ""), "host": parts.hostname or "",
             "port": port, "database": unquote(parts.path.lstrip("/")),
@@ -1602,7 +1748,10 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
             if parent_column is None:
                 continue
         foreign.append((schema, table, column, parent_schema, parent.name, parent_column))
-    return rat.Schema(tables, primary_keys=tuple(f"{t}.{c}" for t, c in read.keys(primary)),
-                      foreign_keys=tuple((f"{t}.{c}", f"{pt}.{pc}") for t, c, pt, pc in read.keys(foreign)),
-                      column_types=types, db_id=db_id,
-                      table_schemas={t: s for s, t in read.picked if s})
+    try:
+        return rat.Schema(tables, primary_keys=tuple(f"{t}.{c}" for t, c in read.keys(primary)),
+                          foreign_keys=tuple((f"{t}.{c}", f"{pt}.{pc}") for t, c, pt, pc in read.keys(foreign)),
+                          column_types=types, db_id=db_id,
+                          table_schemas={t: s for s, t in read.picked if s})
+    except ValueError as error:  # names rat reads as one (in lower case)
+        raise UsageError(f"{source}: {error}") from None

@@ -417,7 +417,8 @@ class BoostedNodeModel(BaseEstimator):
     calibrators (node confidences, whole-query confidence), fitted on a ``NodeTable``.
 
     A scikit-learn estimator: ``get_params`` / ``set_params`` (``params``, a ``BoostedParams``,
-    and ``seed``), ``sklearn.base.clone``, ``NotFittedError`` before ``fit``. It learns from a
+    and ``seed``; nested as ``params__calibration`` and so on, each field of ``BoostedParams``,
+    as in a grid search), ``sklearn.base.clone``, ``NotFittedError`` before ``fit``. It learns from a
     ``NodeTable`` and example indices rather than an ``(X, y)`` pair, and ``predict_proba``
     returns one confidence per node (shape ``(nodes,)``), so the checks of tabular estimators
     (``check_estimator``) do not apply.
@@ -440,6 +441,30 @@ class BoostedNodeModel(BaseEstimator):
     def params_(self) -> BoostedParams:
         """The parameters in use: ``params``, or the defaults where it is None."""
         return self.params if self.params is not None else BoostedParams()
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """``params`` and ``seed``; with ``deep``, each field of ``params_`` too, as
+        ``params__<field>`` (scikit-learn's nested parameters)."""
+        out = super().get_params(deep=False)
+        if deep and isinstance(self.params_, BoostedParams):
+            out.update((f"params__{name}", getattr(self.params_, name)) for name in BoostedParams.__dataclass_fields__)
+        return out
+
+    def set_params(self, **values: Any) -> BoostedNodeModel:
+        """scikit-learn's ``set_params``; ``params__<field>`` values make a new ``params``: ``params_``
+        with those fields changed, checked as it is built (``UsageError`` names a value out of
+        range; the ``BoostedParams`` it replaces, which a clone's twin may share, is left as it is)."""
+        from dataclasses import replace
+
+        nested = {k.removeprefix("params__"): values.pop(k) for k in list(values) if k.startswith("params__")}
+        unknown = sorted(set(nested) - set(BoostedParams.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"Invalid parameter 'params__{unknown[0]}' for BoostedNodeModel: BoostedParams has "
+                             f"no field {unknown[0]!r}")
+        super().set_params(**values)
+        if nested:
+            self.params = replace(self.params_, **nested)
+        return self
 
     # ------------------------------------------------------------------------- fitting
 

@@ -66,6 +66,15 @@ class Policy:
 
     @property
     def target(self) -> str:
+        """The targets the thresholds were chosen for; for thresholds given without a measured
+        curve (``measured`` empty), those thresholds.
+
+        >>> Policy(0.0, 0.0).target
+        'thresholds given (run at 0.00 or above, regenerate below 0.00), not chosen on a measured curve'
+        """
+        if not self.measured:
+            run = "never run unseen" if self.run_at is None else f"run at {self.run_at:.2f} or above"
+            return f"thresholds given ({run}, regenerate below {self.regenerate_below:.2f}), not chosen on a measured curve"
         return (f"at most {self.max_wrong:.0%} wrong among the queries run, at most "
                 f"{self.max_right_regenerated:.0%} right among those sent back ({self.label}, out of fold)")
 

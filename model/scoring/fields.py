@@ -12,6 +12,7 @@ field of the wrong type or size is told by its name, before any work, the same w
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import rat
@@ -33,6 +34,18 @@ TEXT_FIELDS = ("sql", "question", "evidence", "system", "db_id", "question_id", 
 ROW_FIELDS = (*TEXT_FIELDS, "dialect")
 
 
+def unknown_field(given: Iterable[str], known: Sequence[str], kind: str = "field") -> str | None:
+    """Why a request is refused for a field (``kind``) it names and nothing reads (a misspelt
+    ``databse`` would otherwise be scored as if not given): the first of ``given`` not in
+    ``known``, told with the known ones; None when all are known.
+
+    >>> unknown_field(["sql", "databse"], ("sql", "database")), unknown_field(["sql"], ("sql",))
+    ("unknown field 'databse' (known: sql, database)", None)
+    """
+    name = next((k for k in given if k not in known), None)
+    return None if name is None else f"unknown {kind} {str(name)[:40]!r} (known: {', '.join(known) or 'none'})"
+
+
 def dialect_name(name: object) -> str:
     """The ``rat.DIALECTS`` name of ``name`` (any case); a ``UsageError`` naming the known ones
     otherwise.
@@ -46,7 +59,7 @@ def dialect_name(name: object) -> str:
     """
     try:
         return rat.dialects.dialect(name).name
-    except rat.RATError as error:
+    except (rat.RATError, TypeError) as error:
         raise UsageError(str(error)) from None
 
 

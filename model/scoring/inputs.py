@@ -80,18 +80,28 @@ def read_schemas(schema: Path | None = None, data_root: Path | None = None, dial
     return {}
 
 
+def file_under(root: Path, path: str | Path) -> Path | None:
+    """``path`` (relative to ``root``, or absolute) once every symlink is resolved, if that is a
+    file under ``root`` (resolved); else None: a link that leads out of it, a loop of links,
+    nothing there. What ``rat-serve`` reads of a request's ``database`` path and of a db_id's
+    file (``database_under``) alike."""
+    root = Path(root).resolve()
+    try:
+        real = (root / path).resolve()
+        return real if real.is_relative_to(root) and real.is_file() else None
+    except (OSError, RuntimeError, ValueError):  # (a loop of links is a RuntimeError in Python 3.11)
+        return None
+
+
 def database_under(root: Path, db_id: str) -> Path | None:
     """The SQLite file of ``db_id`` under ``root`` (``model.data.datasets.database_path``) once
     every symlink is resolved, or None when there is none or it resolves outside ``root``
-    (a folder linked to elsewhere is not read). ``db_id`` must have passed ``field_problem``."""
+    (a folder linked to elsewhere is not read: ``file_under``). ``db_id`` must have passed
+    ``field_problem``."""
     from model.data.datasets import database_path
 
-    root = Path(root).resolve()
-    path = database_path(root, db_id)
-    if path is None:
-        return None
-    real = path.resolve()
-    return real if real.is_relative_to(root) and real.is_file() else None
+    path = database_path(Path(root).resolve(), db_id)
+    return None if path is None else file_under(root, path)
 
 
 class DatabaseFiles:

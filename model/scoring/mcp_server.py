@@ -183,12 +183,20 @@ def build_server(tools: ScoringTools):
     from pydantic import ValidationError
 
     from model.errors import UsageError
+    from model.scoring.fields import unknown_field
 
     class OneLineErrors(MCPServer):
         """Arguments that fail a tool's input schema answer one line naming each field (the
-        SDK's own message is pydantic's, over several lines)."""
+        SDK's own message is pydantic's, over several lines); an argument the tool does not
+        take (the SDK drops it: a misspelt ``databse`` would be scored as if not given) one
+        naming it."""
 
         async def call_tool(self, name, arguments, context=None):
+            tool = self._tool_manager.get_tool(name)
+            if tool is not None and isinstance(arguments, dict):
+                problem = unknown_field(arguments, tuple(tool.parameters.get("properties", {})), "argument")
+                if problem:
+                    raise ToolError(f"{name}: {problem}")
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as e:
@@ -248,7 +256,8 @@ def read_line(line: str) -> tuple[Any, dict | None]:
     ``(None, error)``, the JSON-RPC error that answers it (the SDK's reader drops such a line
     unanswered, and the client waits for ever): not JSON is a parse error (-32700, id null); JSON
     that is no JSON-RPC message MCP reads, a lone surrogate in a string among them, an invalid
-    request (-32600) carrying the line's id where it has one; an id that is not a string or an
+    request (-32600) carrying the line's id where it has one; an integer over Python's digits
+    (``sys.get_int_max_str_digits``) a parse error too; an id that is not a string or an
     integer (the SDK reads the line as a notification, which has none) is one too, id null.
 
     >>> type(read_line('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')[0]).__name__
@@ -259,6 +268,8 @@ def read_line(line: str) -> tuple[Any, dict | None]:
     (-32700, None)
     >>> read_line('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}')[1]["error"]
     {'code': -32600, 'message': 'Invalid Request: id 1.5 is not a string or an integer'}
+    >>> read_line('{"jsonrpc": "2.0", "id": 1, "params": {"a": ' + "9" * 5000 + '}}')[1]["error"]["message"]
+    'Parse error: an integer of more than 4300 digits'
     """
     import json
 
@@ -277,9 +288,13 @@ def read_line(line: str) -> tuple[Any, dict | None]:
         pass
     try:
         message = json.loads(line)
-    except (ValueError, RecursionError) as e:
-        why = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
-        return None, rpc_error(None, mcp_types.PARSE_ERROR, f"Parse error: not JSON ({why})")
+    except json.JSONDecodeError as e:
+        return None, rpc_error(None, mcp_types.PARSE_ERROR, f"Parse error: not JSON ({e.msg})")
+    except RecursionError:
+        return None, rpc_error(None, mcp_types.PARSE_ERROR, "Parse error: not JSON (nested too deeply)")
+    except ValueError:  # valid JSON: an integer longer than Python reads
+        return None, rpc_error(None, mcp_types.PARSE_ERROR, "Parse error: an integer of more than "
+                               f"{sys.get_int_max_str_digits()} digits")
     ident = message.get("id") if isinstance(message, dict) else None
     if isinstance(ident, bool) or not isinstance(ident, (str, int)):
         ident = None

@@ -310,8 +310,9 @@ class Scorer:
         ``pretrained:spider_consensus``) scores the candidates as answers to one question. A ``Choice``: the chosen
         ``index``, every candidate's ``ScoredQuery`` (``scored``; a candidate that cannot be
         scored is its ``RowError``, left out of the choice) and how many share the chosen tree
-        (``agreeing``). Raises what ``score`` raises for the first candidate when none can be
-        scored. ``options`` go to ``score_many`` (``deadline``, ``max_nodes``, ...).
+        (``agreeing``). At most ``model.scoring.choice.MAX_CANDIDATES`` candidates (64; more: a
+        ``ValueError``, before any work). Raises what ``score`` raises for the first candidate when
+        none can be scored. ``options`` go to ``score_many`` (``deadline``, ``max_nodes``, ...).
 
         >>> choice = Scorer.pretrained().choose(
         ...     ["SELECT name FROM singer WHERE age > 20", "SELECT T1.name FROM singer AS T1 WHERE 20 < T1.age",
@@ -320,10 +321,12 @@ class Scorer:
         >>> choice.index, choice.agreeing, type(choice.scored[3]).__name__
         (0, 2, 'RowError')
         """
-        from model.scoring.choice import CANDIDATES, check_rule, choice_of
+        from model.scoring.choice import CANDIDATES, MAX_CANDIDATES, check_rule, choice_of
 
         if isinstance(candidates, str) or not isinstance(candidates, Sequence) or not candidates:
             raise TypeError("candidates: expected a non-empty list of SQL strings")
+        if len(candidates) > MAX_CANDIDATES:
+            raise ValueError(f"candidates: {len(candidates)} queries; at most {MAX_CANDIDATES}")
         if (k := next((k for k, sql in enumerate(candidates) if not isinstance(sql, str)), None)) is not None:
             raise TypeError(f"candidates[{k}]: expected a str of SQL, found {type(candidates[k]).__name__}")
         check_rule(rule)  # (before the work)

@@ -97,6 +97,8 @@ HEAVY_WORDS, HEAVY_SHARE = 400, 0.25
 RECEIVING = 16
 TOKEN_ENV, MIN_TOKEN_CHARS = "RAT_SERVE_TOKEN", 16  # the access token: its variable, its least length
 SQL_WORDS = re.compile(r"\w+|[^\w\s]")
+# what a /choose body may give besides its candidates and "verdicts": the fields they share
+CHOOSE_FIELDS = ("db_id", "question", "evidence", "dialect", "database")
 
 
 def _one_thread() -> None:
@@ -156,9 +158,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
 
     from model.data.databases import DatabaseError, is_database_url
     from model.data.execution import DeadlineExceeded, paced
-    from model.scoring.choice import CANDIDATES, choice_of
-    from model.scoring.fields import ROW_FIELDS, field_problem
-    from model.scoring.inputs import DatabaseFiles, database_dialects
+    from model.scoring.choice import CANDIDATES, MAX_CANDIDATES, choice_of
+    from model.scoring.fields import ROW_FIELDS, field_problem, unknown_field
+    from model.scoring.inputs import DatabaseFiles, database_dialects, file_under
     from model.scoring.scorer import RowError
 
     root = data_root.resolve() if data_root else None
@@ -260,12 +262,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                                          "the service was started with (--database NAME=URL)")
             if root is None:
                 raise HTTPException(400, f"{field}: paths need the service to run with --data-root")
-            try:
-                path = (root / given).resolve()
-                inside = path.is_relative_to(root) and path.is_file()
-            except (OSError, ValueError):
-                inside = False
-            if not inside:
+            path = file_under(root, given)
+            if path is None:
                 raise HTTPException(400, f"{field} {given!r}: not a file under the configured root")
             return path
         db_id = query.get("db_id")
@@ -285,7 +283,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             raise HTTPException(400, "candidates: a non-empty list of SQL strings")
         if (k := next((k for k, c in enumerate(candidates) if not isinstance(c, str)), None)) is not None:
             raise HTTPException(400, f"candidates[{k}]: expected a string of SQL, found {type(candidates[k]).__name__}")
-        shared = {k: body[k] for k in ("db_id", "question", "evidence", "dialect", "database") if k in body}
+        if problem := unknown_field(body, ("candidates", *CHOOSE_FIELDS, "verdicts")):
+            raise HTTPException(400, problem)
+        shared = {k: body[k] for k in CHOOSE_FIELDS if k in body}
         return {"queries": [{**shared, "sql": sql, "question_id": CANDIDATES} for sql in candidates],
                 "verdicts": body.get("verdicts", False)}
 
@@ -297,8 +297,11 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         queries = body.get("queries", [body] if "sql" in body else None)
         if not isinstance(queries, list) or not queries:
             raise HTTPException(400, "body needs \"queries\": a non-empty list of {db_id, question, sql}")
-        if len(queries) > max_queries:
-            raise HTTPException(413, f"{len(queries)} {what} in one request; at most {max_queries}")
+        most = max_queries if what == "queries" else min(max_queries, MAX_CANDIDATES)
+        if len(queries) > most:
+            raise HTTPException(413, f"{len(queries)} {what} in one request; at most {most}")
+        if problem := unknown_field(body, ("queries", "verdicts") if "queries" in body else (*ROW_FIELDS, "verdicts")):
+            raise HTTPException(400, problem)
 
         one = "queries" not in body  # one query, its fields at the body's top
 
@@ -314,6 +317,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         for k, q in enumerate(queries):
             if not isinstance(q, dict) or not isinstance(q.get("sql"), str):
                 raise HTTPException(400, f"queries[{k}]: needs a \"sql\" string")
+            if not one and (problem := unknown_field(q, ROW_FIELDS)):
+                raise HTTPException(400, f"queries[{k}]: {problem}")
             for name in ROW_FIELDS:  # text fields and the optional dialect
                 problem = field_problem(name, q.get(name))  # (it starts with the name)
                 if problem:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import difflib
 import functools
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -301,12 +302,25 @@ def column_values(database, table: str, column: str) -> tuple[str, ...] | None:
     from model.data.databases import is_database_url
 
     if isinstance(database, (str, Path)) and not is_database_url(str(database)):
-        return _file_values(str(Path(database).resolve()), table, column)
+        path = str(Path(database).resolve())
+        return _file_values(path, _file_state(path), table, column)
     return _read_values(database, table, column)
 
 
+def _file_state(path: str) -> tuple:
+    """What the values read from a SQLite file are kept under: the file's and its ``-wal``'s
+    (inode, mtime, size), so a file changed since is read again."""
+    def state(name: str) -> tuple:
+        try:
+            stat = os.stat(name)
+        except OSError:
+            return ()
+        return stat.st_ino, stat.st_mtime_ns, stat.st_size
+    return state(path), state(f"{path}-wal")
+
+
 @functools.lru_cache(maxsize=256)
-def _file_values(path: str, table: str, column: str) -> tuple[str, ...] | None:
+def _file_values(path: str, state: tuple, table: str, column: str) -> tuple[str, ...] | None:
     return _read_values(path, table, column)
 
 
