@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import pickle
 import sqlite3
 import time
@@ -293,6 +294,50 @@ def test_cache_notices_a_changed_database(concert_db: Path, tmp_path: Path) -> N
     with sqlite3.connect(concert_db) as conn:
         conn.execute("DELETE FROM singer WHERE singer_id = 1")
     conn.close()
+    assert execute_pairs(pair, cache_dir=cache, progress=False) == ["mismatch"]
+
+
+def test_cache_notices_a_commit_in_the_wal_file(tmp_path: Path) -> None:
+    """A database in WAL mode whose writer is still open: a commit sits in its ``-wal`` file,
+    the file itself unchanged."""
+    db = tmp_path / "wal.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE t (x)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(4)])
+    conn.close()
+    pair = [(db, "SELECT count(*) FROM t", "SELECT 4")]
+    cache = tmp_path / "cache"
+    writer = sqlite3.connect(db)
+    try:
+        writer.execute("SELECT 1").fetchall()  # (opens the -wal file)
+        assert execute_pairs(pair, cache_dir=cache, progress=False) == ["match"]
+        before = db.stat()
+        with writer:
+            writer.execute("DELETE FROM t WHERE x = 0")
+        assert (db.stat().st_mtime_ns, db.stat().st_size) == (before.st_mtime_ns, before.st_size)
+        assert execute_pairs(pair, cache_dir=cache, progress=False) == ["mismatch"]
+    finally:
+        writer.close()
+
+
+def test_cache_notices_an_edit_that_restores_the_mtime(concert_db: Path, tmp_path: Path, monkeypatch) -> None:
+    pair = [(concert_db, "SELECT count(*) FROM singer", "SELECT 4")]
+    cache = tmp_path / "cache"
+    assert execute_pairs(pair, cache_dir=cache, progress=False) == ["match"]
+    with sqlite3.connect(cache / "execution.sqlite") as conn:  # just written: not remembered
+        assert conn.execute("SELECT count(*) FROM db_state").fetchone() == (0,)
+    conn.close()
+    monkeypatch.setattr(execution, "_RACY_NS", -time.time_ns())  # remembered however recent
+    assert execute_pairs(pair, cache_dir=cache, progress=False) == ["match"]
+    before = concert_db.stat()
+    time.sleep(0.05)
+    with sqlite3.connect(concert_db) as conn:
+        conn.execute("UPDATE singer SET singer_id = 0 WHERE singer_id = 1")
+        conn.execute("DELETE FROM singer WHERE singer_id = 2")
+    conn.close()
+    os.utime(concert_db, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (concert_db.stat().st_mtime_ns, concert_db.stat().st_size) == (before.st_mtime_ns, before.st_size)
     assert execute_pairs(pair, cache_dir=cache, progress=False) == ["mismatch"]
 
 

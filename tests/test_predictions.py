@@ -248,3 +248,42 @@ def test_two_files_of_one_name_are_one_line_not_one_system(tmp_path: Path) -> No
         (tmp_path / "predictions" / name).write_text("")
     with pytest.raises(UsageError, match="one system name"):
         prediction_files(tmp_path, None)
+
+
+def test_a_csv_quote_never_closed_is_one_row_left_out_not_the_rest_of_the_file(tmp_path: Path) -> None:
+    """evaluate.py's and rat-exec's rows: a quote opened and never closed (or closed, then followed
+    by more of its field) is one row left out and counted, naming its line; the rows after it are
+    read, and a quoted field may still hold a line break."""
+    from model.data.jsonl import read_rows
+
+    path = tmp_path / "scores.csv"
+    body = [f"0.{i},1,db{i}\r\n" for i in range(1, 600)]
+    body[300] = '"unterminated,1,db1\r\n'
+    body[400:401] = ["\r\n", '0.5,"1"x,db2\r\n']
+    path.write_text("confidence,label,group\r\n" + "".join(body) + '0.9,0,"db\r\nsix"\r\n')
+    skipped = Counter()
+    rows = read_rows(path, skipped)
+    assert len(rows) == 599 - 2 + 1 and skipped == {"bad CSV quoting (line 302 and others)": 2}
+    assert rows[300] == {"confidence": "0.302", "label": "1", "group": "db302"}
+    assert rows[-1] == {"confidence": "0.9", "label": "0", "group": "db\r\nsix"}
+
+
+def test_a_jsonl_file_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    """A write that fails half way (a full disk, an interrupt) leaves the old file as it was and
+    no partial or temporary file; one that ends replaces it, keeping its mode."""
+    from model.data.jsonl import read_jsonl, write_jsonl
+
+    path = tmp_path / "out.jsonl"
+    write_jsonl(path, [{"old": 1}])
+    path.chmod(0o640)
+
+    def rows():
+        yield {"new": 1}
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        write_jsonl(path, rows())
+    assert read_jsonl(path) == [{"old": 1}] and [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+    assert write_jsonl(path, [{"new": 1}, {"new": 2}]) == 2
+    assert read_jsonl(path) == [{"new": 1}, {"new": 2}] and (path.stat().st_mode & 0o777) == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]

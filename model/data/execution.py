@@ -607,9 +607,11 @@ def summarize(outcomes: Iterable[str]) -> dict[str, int]:
 
 
 class _Cache:
-    """Execution results on disk, keyed by (sha256 of the database file, SQL, timeout), stored as
-    JSON (``_encoded``): reading the cache never runs code, and an entry that cannot be read back
-    as a result is a miss (the query runs again).
+    """Execution results on disk, keyed by (sha256 of the database's content, SQL, timeout), stored
+    as JSON (``_encoded``): reading the cache never runs code, and an entry that cannot be read back
+    as a result is a miss (the query runs again). The content is the file's bytes, followed by its
+    ``-wal`` file's where that is not empty (a database in WAL mode with commits not yet written
+    back); each file's sha256 is remembered under its state (``_file_state``).
 
     Only the parent process reads and writes it, so worker processes never contend for locks.
     """
@@ -624,27 +626,31 @@ class _Cache:
             CREATE TABLE IF NOT EXISTS result_json (
                 db_sha256 TEXT, sql TEXT, timeout_s REAL, status TEXT, payload TEXT,
                 PRIMARY KEY (db_sha256, sql, timeout_s));
-            CREATE TABLE IF NOT EXISTS db_file (
-                path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, sha256 TEXT);
+            DROP TABLE IF EXISTS db_file;
+            CREATE TABLE IF NOT EXISTS db_state (path TEXT PRIMARY KEY, state TEXT, sha256 TEXT);
             """
         )
 
     def db_sha256(self, path: Path) -> str:
-        """sha256 of a database file, recomputed only when its path, mtime or size changed."""
-        stat = path.stat()
-        key = str(path.resolve())
+        """sha256 of a database's content: its file's bytes, then its ``-wal`` file's where that
+        is not empty; hashed again only when the state (``_file_state``) of either changed."""
+        path = path.resolve()
+        files, states = [path], [_file_state(path)]
+        wal = path.with_name(path.name + "-wal")
+        with contextlib.suppress(FileNotFoundError):
+            if (wal_state := _file_state(wal))[-1]:
+                files.append(wal)
+                states.append(wal_state)
+        key = json.dumps(states)
         row = self.conn.execute(
-            "SELECT sha256 FROM db_file WHERE path = ? AND mtime_ns = ? AND size = ?",
-            (key, stat.st_mtime_ns, stat.st_size),
+            "SELECT sha256 FROM db_state WHERE path = ? AND state = ?", (str(path), key)
         ).fetchone()
         if row:
             return row[0]
-        digest = _file_sha256(path)
-        with self.conn:
-            self.conn.execute(
-                "INSERT OR REPLACE INTO db_file VALUES (?, ?, ?, ?)",
-                (key, stat.st_mtime_ns, stat.st_size, digest),
-            )
+        digest = _files_sha256(files)
+        if time.time_ns() - max(max(mtime, ctime) for _, mtime, ctime, _ in states) > _RACY_NS:
+            with self.conn:
+                self.conn.execute("INSERT OR REPLACE INTO db_state VALUES (?, ?, ?)", (str(path), key, digest))
         return digest
 
     def get(self, db_sha256: str, sql: str, timeout_s: float) -> tuple[str, Any] | None:
@@ -710,11 +716,24 @@ def _decoded(status: str, text: Any) -> tuple[str, Any] | None:
     return status, [tuple(row) for row in payload]
 
 
-def _file_sha256(path: Path) -> str:
+def _file_state(path: Path) -> tuple[int, int, int, int]:
+    """What a file's remembered sha256 is kept under: inode, mtime, ctime, size. The kernel sets
+    the ctime on every change (``os.utime`` restoring the mtime included); an edit in the same
+    tick of the file system's clock as the one before it may keep all four, so ``db_sha256``
+    remembers nothing for a file changed in the last ``_RACY_NS``."""
+    stat = path.stat()
+    return stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size
+
+
+_RACY_NS = 2 * 10**9
+
+
+def _files_sha256(paths: list[Path]) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
+    for path in paths:
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
     return digest.hexdigest()
 
 

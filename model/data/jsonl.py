@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import stat
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -73,14 +75,34 @@ def read_objects(path: str | Path, skipped: Counter) -> list[dict]:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict], append: bool = False) -> int:
-    """Write (or append) one JSON object per line, creating the folder; returns the count."""
+    """Write (or append) one JSON object per line, creating the folder; returns the count. A new
+    file is written whole or not at all: into a temporary file beside it, put in its place at the
+    end, so a write that fails (a full disk, an interrupt) leaves the old file as it was and no
+    partial one. A link, or a path that is not a regular file (``/dev/stdout``, a pipe), is
+    written through, as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if append or path.is_symlink() or (path.exists() and not path.is_file()):
+        with path.open("a" if append else "w") as f:
+            return _write_lines(f, rows)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("w") as f:
+            n = _write_lines(f, rows)
+        if path.exists():
+            os.chmod(temporary, stat.S_IMODE(path.stat().st_mode))
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return n
+
+
+def _write_lines(f, rows: Iterable[dict]) -> int:
     n = 0
-    with path.open("a" if append else "w") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
-            n += 1
+    for row in rows:
+        f.write(json.dumps(row) + "\n")
+        n += 1
     return n
 
 
@@ -119,11 +141,7 @@ def read_rows(path: Path, skipped: Counter | None = None) -> list[dict]:
 
 def _read_rows(path: Path, skipped: Counter) -> list[dict]:
     if path.suffix == ".csv":
-        try:
-            with path.open(newline="", encoding="utf-8-sig") as f:  # (quoted fields may hold line breaks)
-                return list(csv.DictReader(f))
-        except csv.Error as e:  # as model.data.predictions reads a CSV: the file, one line
-            raise UsageError(f"{path}: not a readable CSV file ({e})") from None
+        return _read_csv(path, skipped)
     if path.suffix == ".json":
         rows = read_json(path)
         if not isinstance(rows, list):
@@ -134,6 +152,56 @@ def _read_rows(path: Path, skipped: Counter) -> list[dict]:
     if len(kept) < len(rows):
         skipped["not an object"] += len(rows) - len(kept)
     return kept
+
+
+class _Lines:
+    """An iterator over ``lines`` from index ``at`` on: setting ``at`` back reads them again."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines, self.at = lines, 0
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        if self.at >= len(self.lines):
+            raise StopIteration
+        self.at += 1
+        return self.lines[self.at - 1]
+
+
+def _read_csv(path: Path, skipped: Counter) -> list[dict]:
+    """A CSV file's rows (``csv.DictReader``'s). A record whose quoting the ``csv`` module refuses
+    in its strict mode (a quote never closed, which would swallow the rest of the file; a closing
+    quote followed by more of the field) is left out and counted, and reading goes on at the line
+    after the one that record began on; a field over the ``csv`` module's size limit refuses the
+    file (a ``UsageError`` naming it).
+
+    >>> import tempfile, os; p = os.path.join(tempfile.mkdtemp(), "a.csv"); skipped = Counter()
+    >>> _ = open(p, "w").write('a,b\\n1,"x\\ny"\\n"2,3\\n4,5\\n')
+    >>> _read_csv(Path(p), skipped), dict(skipped)
+    ([{'a': '1', 'b': 'x\\ny'}, {'a': '4', 'b': '5'}], {'bad CSV quoting (line 4)': 1})
+    """
+    with path.open(newline="", encoding="utf-8-sig") as f:  # (quoted fields may hold line breaks)
+        lines = _Lines(f.readlines())
+    reader = csv.DictReader(lines, strict=True)
+    rows, bad = [], []
+    while True:
+        start = lines.at
+        try:
+            rows.append(next(reader))
+        except StopIteration:
+            break
+        except csv.Error as e:
+            if "field limit" in str(e):  # as model.data.predictions reads a CSV: the file, one line
+                raise UsageError(f"{path}: not a readable CSV file ({e})") from None
+            while start < len(lines.lines) - 1 and not lines.lines[start].strip("\r\n"):
+                start += 1  # (blank lines the reader passed over)
+            bad.append(start + 1)
+            lines.at = start + 1
+    if bad:
+        skipped[f"bad CSV quoting (line {bad[0]}{' and others' if len(bad) > 1 else ''})"] += len(bad)
+    return rows
 
 
 def report_left_out(source: str, n_read: int, skipped: Counter) -> None:
