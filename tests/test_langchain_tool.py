@@ -65,3 +65,23 @@ def test_arguments_the_scorer_refuses_and_a_check_past_its_bound_are_tool_errors
     assert hurried.invoke({"question": QUESTION, "sql": TYPO}).startswith("the check took longer than")
     with pytest.raises(ValueError, match="timeout_s"):
         sql_check_tool(Scorer.pretrained(), database=database, timeout_s=-1)
+
+
+def test_arguments_missing_of_the_wrong_type_or_not_taken_are_one_line_tool_errors(tool):
+    # they were pydantic's ValidationError, over several lines, raised out of the agent's loop;
+    # an argument the tool does not take was dropped: the query checked as if it were not given
+    for args, says in (({"question": QUESTION}, "check_sql: sql: Field required"),
+                       ({"question": QUESTION, "sql": 5}, "check_sql: sql: Input should be a valid string"),
+                       ({"question": QUESTION, "sql": None}, "check_sql: sql: Input should be a valid string"),
+                       ({"question": QUESTION, "sql": TYPO, "database": "pets_1"},
+                        "check_sql: unknown argument 'database' (known: question, sql)")):
+        message = tool.invoke({"type": "tool_call", "id": "c", "name": "check_sql", "args": args})
+        assert message.status == "error" and message.content == says, message
+        assert tool.invoke(args) == says
+    assert tool.invoke("SELECT name FROM suppliers") == "check_sql: sql: Field required"  # (read as the question)
+
+
+def test_an_unknown_dialect_is_refused_when_the_tool_is_made():
+    with pytest.raises(ValueError, match="unknown dialect 'oracle' \\(known: bigquery, "):
+        sql_check_tool(Scorer.pretrained(), dialect="oracle")
+    assert sql_check_tool(Scorer.pretrained(), dialect="PostgreS").name == "check_sql"

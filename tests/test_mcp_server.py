@@ -81,6 +81,12 @@ def test_lists_its_three_tools_with_their_arguments(answers):
     assert tools["choose_sql"].input_schema["required"] == ["candidates"]
     assert set(tools["score_sql"].input_schema["properties"]) == {"sql", "question", "database"}
     assert tools["score_sql"].input_schema["required"] == ["sql"]
+    for tool in ("score_sql", "choose_sql"):  # each argument says what it is
+        properties = tools[tool].input_schema["properties"]
+        assert all(p.get("description") for p in properties.values()), properties
+        assert "list_databases" in properties["database"]["description"]
+    candidates = tools["choose_sql"].input_schema["properties"]["candidates"]
+    assert (candidates["minItems"], candidates["maxItems"]) == (1, 16)  # the bounds choose_sql keeps
 
 
 def test_score_sql_gives_confidence_span_reasons_and_verdict(answers):
@@ -113,7 +119,7 @@ def test_choose_sql_chooses_the_tree_most_candidates_share_and_answers_it_as_sco
             "choose_sql: unknown argument 'dialect' (known: candidates, question, database)"]
     for bad, expected in zip(answers["choose_bad"], says, strict=True):
         text = bad.content[0].text
-        assert bad.is_error and expected in text and "\n" not in text, text
+        assert bad.is_error and text.startswith("choose_sql: ") and expected in text and "\n" not in text, text
 
 
 def test_list_databases_names_the_data_root(answers):
@@ -126,9 +132,9 @@ def test_bad_arguments_are_one_line_tool_errors_and_the_server_goes_on(answers):
             "sql: Field required", "database: not a database name", "characters; at most 10000",
             "question: a NUL character", "question: 4002 characters; at most 4000",
             "score_sql: unknown argument 'databse' (known: sql, question, database)"]  # not dropped
-    for result, expected in zip(answers["bad"], says, strict=True):
+    for result, expected in zip(answers["bad"], says, strict=True):  # one form: "<tool>: <message>"
         text = result.content[0].text
-        assert result.is_error and expected in text and "\n" not in text, text
+        assert result.is_error and text.startswith("score_sql: ") and expected in text and "\n" not in text, text
     assert not answers["after"].is_error and answers["after"].structured_content["verdict"] in ("run", "review",
                                                                                                "regenerate")
 

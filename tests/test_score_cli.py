@@ -392,3 +392,40 @@ def test_a_database_value_without_a_scheme_is_named_without_its_password(capsys)
     assert main(["--database", "scorer:secretpw@localhost/shop", "--sql", "SELECT 1"]) == 2
     err = capsys.readouterr().err
     assert "secretpw" not in err and "scorer:***@localhost/shop: no such file" in err, err
+
+
+def test_a_table_another_schema_holds_is_scored_not_said_to_be_missing(capsys):
+    """`archive.old_orders` against a database whose schema lacks old_orders was 'no table
+    old_orders in shop', exit 2, though the archive schema (another MySQL database) holds it:
+    the schema is read from the URL's database alone. A name without a qualifier is still told."""
+    from model.scoring.cli import main
+    from model.synth.demo import demo_root
+
+    database = demo_root() / "database" / "supply_chain" / "supply_chain.sqlite"
+    assert main(["--database", str(database), "--sql", "SELECT * FROM archive.old_orders"]) == 0
+    out, err = capsys.readouterr()
+    assert "table old_orders is not in the schema" in out and "no table" not in err, err
+    assert main(["--database", str(database), "--sql", "SELECT * FROM old_orders"]) == 2
+    assert f"--sql: no table 'old_orders' in {database}" in capsys.readouterr().err
+
+
+def test_choose_counts_a_question_of_more_candidates_than_choose_takes_as_not_scored(tmp_path):
+    """A group was scored whatever its size: a consensus model compares each candidate with every
+    other, so one question of 100,000 rows held the run. A group over MAX_CANDIDATES is counted as
+    not scored and the file goes on."""
+    from model.scoring.choice import MAX_CANDIDATES
+    from model.synth.demo import demo_root
+
+    big = [{"question_id": "big", "db_id": "supply_chain", "question": "Suppliers?", "sql": f"SELECT {i} FROM suppliers"}
+           for i in range(MAX_CANDIDATES + 1)]
+    fine = [{"db_id": "supply_chain", "question": "How many suppliers?", "sql": sql}
+            for sql in ("SELECT count(*) FROM suppliers", "SELECT count(name) FROM suppliers")]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps(r) + "\n" for r in [*big, *fine]))
+    done = rat_score("--schema", str(demo_root() / "tables.json"), "--predictions", str(samples), "--choose",
+                     "--no-reasons", "--out", str(tmp_path / "chosen.jsonl"))
+    assert done.returncode == 0, done.stderr
+    (chosen,) = map(json.loads, (tmp_path / "chosen.jsonl").read_text().splitlines())
+    assert chosen["question"] == "How many suppliers?" and chosen["candidates"] == 2
+    assert "scored 2 of 67 rows" in done.stderr
+    assert f"not scored: 65 (over {MAX_CANDIDATES} candidates for one question 65)" in done.stderr, done.stderr

@@ -358,6 +358,20 @@ def test_each_bad_row_is_one_error_of_its_kind_and_score_raises_it(singers, tmp_
             call()
 
 
+def test_a_schema_without_tables_is_refused_not_scored_against_nothing(singers):
+    """schema={} (a schema that failed to load) scored every query near 0, even with a database
+    whose own schema it hid: silent 'regenerate' verdicts."""
+    scorer = Scorer.pretrained()
+    for call in (lambda: scorer.score(FRANCE, schema={}), lambda: scorer.score(FRANCE, schema={}, database=singers),
+                 lambda: scorer.check(FRANCE, schema={}, database=singers),
+                 lambda: scorer.choose([FRANCE, FRANCE], schema={}, database=singers)):
+        with pytest.raises(ValueError, match="^schema: no tables$"):
+            call()
+    bad, fine = scorer.score_many([{"sql": FRANCE, "schema": {}, "database": singers},
+                                   {"sql": FRANCE, "database": singers}], progress=False)
+    assert (bad.kind, bad.message) == ("value", "schema: no tables") and fine.with_database
+
+
 def test_a_node_under_a_quoted_alias_or_a_double_quoted_string_shows_its_whole_text():
     """A quoted name or string is one word when the canonical SQL's words are matched to the
     written ones: "T1".age was shown as '.age', "Ben Jones" without its closing quote."""

@@ -595,6 +595,43 @@ def test_api_docs_are_off_and_the_page_has_a_content_security_policy(service):
     assert scripts.startswith("'sha256-") and "unsafe" not in scripts and "default-src 'none'" in policy
 
 
+def test_api_docs_describe_each_operation_once_with_its_body_and_errors(boosted_model, tmp_path):  # noqa: F811
+    """With --api-docs, /openapi.json is a valid spec a client generator reads: one operation id
+    each (GET and HEAD of one route were two operations of one id), the JSON body each POST
+    reads (its handler reads the raw request: FastAPI knew none) and the errors it answers."""
+    import jsonschema
+
+    folder, objects = boosted_model
+    proc, url = start_service(folder, objects["table"].root, "--api-docs")
+    try:
+        spec = json.loads(urllib.request.urlopen(url + "/openapi.json").read())
+        e = objects["table"].examples[0]
+        good = {"/score": [{"queries": [{"db_id": e.db_id, "question": e.question, "sql": e.sql}]},
+                           {"db_id": e.db_id, "sql": e.sql, "question_id": 7, "verdicts": True}],
+                "/choose": [{"candidates": ["SELECT 1", "SELECT 2"], "db_id": e.db_id, "question": "q"}]}
+        for path, bodies in good.items():  # what the spec allows, the service takes
+            schema = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+            for body in bodies:
+                jsonschema.validate(body, schema)
+                assert post(url, body, path=path)[0] == 200
+            wrong = {**bodies[0], "databse": "x"}  # and what it refuses, the spec does not allow
+            assert post(url, wrong, path=path)[0] == 400
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(wrong, schema)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    ids = [op["operationId"] for methods in spec["paths"].values() for op in methods.values()]
+    assert len(ids) == len(set(ids)) == 6 and "Duplicate Operation ID" not in proc.stderr.read()
+    for path in ("/score", "/check", "/choose"):
+        operation = spec["paths"][path]["post"]
+        assert operation["requestBody"]["required"] is True
+        assert {"400", "408", "413", "415", "503"} <= set(operation["responses"]), operation["responses"]
+    assert "404" in spec["paths"]["/check"]["post"]["responses"]
+    validator = pytest.importorskip("openapi_spec_validator")
+    validator.validate(spec)
+
+
 def test_hostile_labels_run_no_handler_in_headless_chromium(service, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:

@@ -307,7 +307,9 @@ def score_one(scorer, args, schemas: dict) -> int:
 
 
 def _unknown_tables(sql: str, dialect: str, schema) -> list[str]:
-    """The tables ``sql`` reads that ``schema`` lacks (its own CTEs aside); [] when it cannot tell."""
+    """The tables ``sql`` reads that ``schema`` lacks (its own CTEs aside); [] when it cannot tell.
+    A name qualified by a schema or database (``archive.old_orders``) is not told: the schema is
+    read from the URL's database alone, and another may hold it (scoring reads the query as it is)."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
@@ -320,7 +322,7 @@ def _unknown_tables(sql: str, dialect: str, schema) -> list[str]:
     except (SqlglotError, ValueError):
         return []
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    names = [t.name for t in tree.find_all(exp.Table) if t.name]
+    names = [t.name for t in tree.find_all(exp.Table) if t.name and not t.db]
     return [n for n in dict.fromkeys(names) if n.lower() not in ctes and n.lower() not in schema.tables]
 
 
@@ -419,16 +421,21 @@ def score_file(scorer, args, schemas: dict) -> int:
     rows = read_rows(args, schemas, skipped)
     total = len(rows) + sum(skipped.values())  # rows read, and rows no reader could take
     good = [r for r in rows if "_error" not in r]
-    skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
     lent = set()  # with --choose: rows without a question_id, lent one their group shares while scored
     if args.choose:  # (a model that reads the other answers reads a question's rows by question_id)
-        from model.scoring.choice import CANDIDATES, groups_of
+        from model.scoring.choice import CANDIDATES, MAX_CANDIDATES, groups_of
 
+        for group in groups_of(good):  # candidates compared with each other: more than Scorer.choose
+            if len(group) > MAX_CANDIDATES:  # takes cost more than linear time; not scored, counted
+                for i in group:
+                    good[i]["_error"] = f"over {MAX_CANDIDATES} candidates for one question"
+        good = [r for r in good if "_error" not in r]
         for n, group in enumerate(groups_of(good)):
             if good[group[0]].get("question_id") is None:
                 for i in group:
                     good[i]["question_id"] = f"{CANDIDATES}:{n}"
                 lent.update(group)
+    skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
     verdicts = None
     if args.check:  # each query's verdict (Scorer.check_many), and the scored query it holds
         verdicts = scorer.check_many(good, progress=True, quantiles=args.quantiles, label_shift=False)

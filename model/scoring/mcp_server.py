@@ -19,8 +19,6 @@ MySQL, DuckDB or SQLite, opened read-only, the schema read from the database). A
 is a tool error of one line (``isError``), never a crash of the server.
 """
 
-from __future__ import annotations
-
 import argparse
 import sys
 import threading
@@ -178,9 +176,11 @@ class ScoringTools:
 
 def build_server(tools: ScoringTools):
     """The ``MCPServer`` with the tools ``score_sql``, ``choose_sql`` and ``list_databases``."""
+    from typing import Annotated
+
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from pydantic import ValidationError
+    from pydantic import Field, ValidationError
 
     from model.errors import UsageError
     from model.scoring.fields import unknown_field
@@ -189,7 +189,8 @@ def build_server(tools: ScoringTools):
         """Arguments that fail a tool's input schema answer one line naming each field (the
         SDK's own message is pydantic's, over several lines); an argument the tool does not
         take (the SDK drops it: a misspelt ``databse`` would be scored as if not given) one
-        naming it."""
+        naming it. Every such line, and a bad argument a tool tells (``UsageError``), reads
+        ``<tool>: <message>``."""
 
         async def call_tool(self, name, arguments, context=None):
             tool = self._tool_manager.get_tool(name)
@@ -200,6 +201,8 @@ def build_server(tools: ScoringTools):
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as e:
+                if isinstance(e.__cause__, ToolError):  # a bad argument the tool told: its line, not the SDK's prefix
+                    raise ToolError(f"{name}: {e.__cause__}") from None
                 if not isinstance(e.__cause__, ValidationError):
                     raise
                 problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
@@ -220,10 +223,22 @@ def build_server(tools: ScoringTools):
         "the part to look at first, reasons, and a verdict (run, review or regenerate) with feedback to "
         "rewrite the query. choose_sql chooses one of several queries written for one question. list_databases names the databases score_sql accepts and the SQL dialect of each."))
 
+    # what each argument is, in the tools' input schemas (the bounds are checked by ScoringTools; the
+    # module has no `from __future__ import annotations`: the SDK reads these from the signatures)
+    Sql = Annotated[str, Field(description="the SQL query to score, one statement, in the database's dialect "
+                                           "(list_databases)")]
+    Question = Annotated[str, Field(description="the question in the user's words that the SQL answers "
+                                                "(optional, but the confidence reads it)")]
+    Database = Annotated[str, Field(description="the name of a database from list_databases (optional: without "
+                                                "one the SQL is scored without a schema or data)")]
+    Candidates = Annotated[list[str], Field(description="the SQL queries written for the question, each one "
+                                                        "statement", json_schema_extra={"minItems": 1,
+                                                                                        "maxItems": MAX_CANDIDATES})]
+
     @server.tool(description="Score one SQL query for a question on a database: the probability it is right, "
                              "the part most likely wrong, reasons, and a verdict (run | review | regenerate) "
                              "with feedback for rewriting it.")
-    def score_sql(sql: str, question: str = "", database: str = "") -> dict[str, Any]:
+    def score_sql(sql: Sql, question: Question = "", database: Database = "") -> dict[str, Any]:
         try:
             return tools.score_sql(sql, question, database)
         except UsageError as e:
@@ -232,7 +247,7 @@ def build_server(tools: ScoringTools):
     @server.tool(description="Choose one of several SQL queries written for one question (samples of a model): "
                              "the one most of them agree with, with its confidence, verdict and feedback, "
                              "and each candidate's confidence.")
-    def choose_sql(candidates: list[str], question: str = "", database: str = "") -> dict[str, Any]:
+    def choose_sql(candidates: Candidates, question: Question = "", database: Database = "") -> dict[str, Any]:
         try:
             return tools.choose_sql(candidates, question, database)
         except UsageError as e:

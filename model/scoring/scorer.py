@@ -278,10 +278,12 @@ class Scorer:
         ``UsageError`` for an unknown ``dialect``, ``model.data.databases.DatabaseError`` for a
         database that cannot be opened or read (a missing file, a file that is not SQLite, one
         locked by a writer) and ``TypeError`` / ``ValueError`` for an argument of the wrong type
-        or size. ``database``: a SQLite file, a URL
+        or size, or a schema without tables (given, or read from an empty database: ``schema: no
+        tables``, not every query scored near 0). ``database``: a SQLite file, a URL
         (``postgresql://user:pw@host/db``, ``mysql+pymysql://..``, ``duckdb:///file.duckdb``,
         ``sqlite:///file.sqlite``), an open connection (psycopg, pymysql, duckdb, sqlite3), an
-        SQLAlchemy engine or a ``model.data.databases.Database``; opened read-only for this call only. Without a
+        SQLAlchemy engine or a ``model.data.databases.Database``; opened read-only (a SQLite file's
+        connection is kept for the next call in this thread, at most 8 a thread). Without a
         ``schema``, the schema is read from the database. ``evidence``: BIRD-style external knowledge,
         read as part of the question; ``dialect``: the SQL dialect ``sql`` is written in (default:
         the database's own, ``postgres`` for a PostgreSQL URL; ``sqlite`` without a database);
@@ -601,6 +603,8 @@ class Scorer:
                         raise ValueError(problem)
                 name = str(row.get("db_id") or f"schema{j}")
                 schema = rat.Schema.of(row.get("schema"), name)
+                if schema is not None and not schema.tables:  # (a schema that failed to load: all near 0)
+                    raise ValueError("schema: no tables")
                 database = row.get("database")
                 database = database if isinstance(database, Database) else Path(database) if database else None
                 key = _schema_key(name, j, schema, database, batch)

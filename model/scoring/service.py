@@ -131,6 +131,61 @@ def content_type_problem(header: str) -> str | None:
     return None
 
 
+# what each field of a query is, in /openapi.json (``ROW_FIELDS``: the fields a query may carry)
+FIELD_DESCRIPTIONS = {
+    "sql": "the SQL query", "question": "the question the SQL answers",
+    "evidence": "external knowledge (BIRD's), read as part of the question",
+    "system": "the system that wrote the query (not read here)", "db_id": "a database name of GET /databases",
+    "question_id": "the question's id, given back with the row", "database": "a database file under --data-root",
+    "gold": "the right SQL, where known (not read here)",
+    "dialect": f"the SQL's dialect, any case: {', '.join(sorted(DIALECTS))} (default: the database's own)"}
+# the errors a request may be answered with, as /openapi.json tells them (each body: {"detail": message})
+ERRORS = {400: "a malformed body or field, named in `detail`; a Host header the service does not answer to",
+          401: "no token, or another one (a service started with one)",
+          404: "/check: the model has no policy",
+          408: "the body had not arrived within --timeout-s",
+          413: "a body over its size in bytes, more queries than --max-queries, or SQL over --max-sql-chars",
+          415: "a body that is not application/json in UTF-8",
+          503: "scoring took longer than --timeout-s, too many bodies being received at once (Retry-After) "
+               "or a named database gone"}
+
+
+def openapi_of(max_queries: int, max_sql_chars: int) -> dict[str, dict]:
+    """What /openapi.json tells of each POST path (``path -> {"openapi_extra", "responses"}``, the
+    arguments of FastAPI's route): the JSON body the handler reads (it reads the raw request: FastAPI
+    cannot know it) and the errors it answers."""
+    from model.scoring.choice import MAX_CANDIDATES
+    from model.scoring.fields import MAX_DB_ID_CHARS, MAX_QUESTION_CHARS, ROW_FIELDS
+
+    limits = {"sql": {"maxLength": max_sql_chars}, "question": {"maxLength": MAX_QUESTION_CHARS},
+              "evidence": {"maxLength": MAX_QUESTION_CHARS}, "db_id": {"maxLength": MAX_DB_ID_CHARS},
+              "question_id": {"type": ["string", "integer"]}}
+    fields = {name: {"type": "string", "description": FIELD_DESCRIPTIONS[name], **limits.get(name, {})}
+              for name in ROW_FIELDS}
+    verdicts = {"type": "boolean", "default": False,
+                "description": "each row's verdict beside it, where the model has a policy"}
+    query = {"type": "object", "required": ["sql"], "properties": fields, "additionalProperties": False}
+    queries = {"type": "object", "required": ["queries"], "additionalProperties": False, "properties": {
+        "queries": {"type": "array", "minItems": 1, "maxItems": max_queries, "items": query},
+        "verdicts": verdicts}}
+    one = {**query, "properties": {**fields, "verdicts": verdicts}}
+    choose = {"type": "object", "required": ["candidates"], "additionalProperties": False, "properties": {
+        "candidates": {"type": "array", "minItems": 1, "maxItems": min(max_queries, MAX_CANDIDATES),
+                       "items": {"type": "string", "maxLength": max_sql_chars},
+                       "description": "several queries written for one question"},
+        **{name: fields[name] for name in CHOOSE_FIELDS}, "verdicts": verdicts}}
+
+    def route(schema: dict, *errors: int) -> dict:
+        detail = {"type": "object", "properties": {"detail": {"type": "string"}}}
+        return {"openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {
+                    "schema": schema}}}},
+                "responses": {code: {"description": ERRORS[code], "content": {"application/json": {"schema": detail}}}
+                              for code in (400, 401, *errors, 408, 413, 415, 503)}}
+
+    scored = {"oneOf": [queries, one], "description": "a list of queries, or one query"}
+    return {"/score": route(scored), "/check": route(scored, 404), "/choose": route(choose)}
+
+
 def content_security_policy(page: str) -> str:
     """The page's Content-Security-Policy: its own inline script (by hash) and nothing else runs
     (no inline event handler, no other script), it talks only to this service."""
@@ -357,30 +412,35 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         # one request is not a file: its confidences never depend on the other queries sent with it
         return rows, sum(len(SQL_WORDS.findall(r["sql"])) for r in rows if not r["_unknown"]) > heavy_words, wanted
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
+    @app.get("/health")
     async def health() -> dict:  # on the event loop: never queued behind scoring
         return health_answer
 
-    @app.api_route("/databases", methods=["GET", "HEAD"])
+    @app.get("/databases")
     async def databases() -> dict:
         return {"databases": sorted(schemas), "dialects": dialects}
 
-    @app.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse)
+    @app.get("/", response_class=HTMLResponse)
     async def page() -> HTMLResponse:
         return HTMLResponse(page_html, headers=page_headers)
 
-    @app.post("/score")
+    for path, endpoint in (("/health", health), ("/databases", databases), ("/", page)):  # HEAD where GET is;
+        app.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)  # one operation each in the spec
+
+    documented = openapi_of(max_queries, max_sql_chars)
+
+    @app.post("/score", **documented["/score"])
     async def score(request: Request) -> JSONResponse:
         return await answer(request, verdicts=False)
 
-    @app.post("/check")
+    @app.post("/check", **documented["/check"])
     async def check(request: Request) -> JSONResponse:
         if policy is None:
             raise HTTPException(404, f"/check needs a model with a policy; {scorer.description} has none "
                                      "(python -m model.scoring.policy)")
         return await answer(request, verdicts=True)
 
-    @app.post("/choose")
+    @app.post("/choose", **documented["/choose"])
     async def choose(request: Request) -> JSONResponse:
         return await answer(request, verdicts=False, choosing=True)
 
