@@ -95,7 +95,7 @@ def test_bad_rows_are_counted_and_the_run_goes_on(boosted_model, tmp_path):  # n
     assert "scored 1 of 13 rows" in summary and "not scored: 12" in summary
     assert "malformed db_id 3" in summary and "malformed question 2" in summary
     assert "characters; at most 10000 are scored 1" in summary
-    assert "the query has 604 nodes; at most 500 are scored 1" in summary
+    assert "the query has N nodes; at most 500 are scored 1" in summary
     assert "malformed question_id 1" in summary
     assert "class='example'" in (tmp_path / "report.html").read_text()
 

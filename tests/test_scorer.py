@@ -119,6 +119,18 @@ def test_worker_processes_give_the_same_scores_in_the_same_order(boosted_model):
         [r.to_dict() for r in alone if not isinstance(r, RowError)]
 
 
+def test_rows_on_an_open_database_are_scored_in_batches_with_workers_asked_for(boosted_model):
+    """A URL (rat-score --database) is opened once and held by every row: more than one batch
+    with worker processes tried to send its connection to them (`cannot pickle '_thread.lock'`)."""
+    folder, objects = boosted_model
+    rows = [{**row, "database": f"sqlite:///{row['database']}"} for row in _rows(objects["table"], range(12))]
+    scorer = Scorer.load(folder)
+    alone = scorer.score_many(rows, progress=False, batch_size=4, workers=1)
+    batched = scorer.score_many(rows, progress=False, batch_size=4, workers=2)
+    assert not any(isinstance(r, RowError) for r in batched)
+    assert [r.to_dict() for r in batched] == [r.to_dict() for r in alone]
+
+
 def test_scores_without_a_database_and_never_changes_one(boosted_model):
     folder, objects = boosted_model
     table = objects["table"]

@@ -162,6 +162,10 @@ class ScoredQuery:
         return format_scored(self)
 
 
+# a row's own size before the bound it passes: `sql: 10933 characters; at most 10000 ...`
+_OWN_SIZE = re.compile(r"\b\d[\d,]* (\w+)(?=; at most)")
+
+
 @dataclass(frozen=True)
 class RowError:
     """A row ``score_many`` could not score, and why (one line); ``kind``: what was wrong with
@@ -178,10 +182,15 @@ class RowError:
         """The message without the detail in parentheses and the SQL it quotes, to count rows by:
         ``'cannot parse'``, ``"unsupported construct 'PIVOT'"``, ``'no SQL'``.
 
+        A row's own size in a bound it passes is ``N``, so that such rows are counted together:
+
         >>> RowError(0, "cannot parse (Invalid expression / Unexpected token at line 1, col 9): 'SELEC x'").reason
         'cannot parse'
+        >>> RowError(0, "sql: 10933 characters; at most 10000 are scored").reason
+        'sql: N characters; at most 10000 are scored'
         """
-        return re.split(r" \(|: ['\"]", self.message, maxsplit=1)[0][:80]
+        reason = re.split(r" \(|: ['\"]", self.message, maxsplit=1)[0]
+        return _OWN_SIZE.sub(r"N \1", reason)[:80]
 
     def exception(self) -> Exception:
         """What ``Scorer.score`` raises for this row: ``rat.RATError``, ``DatabaseError``,
@@ -527,6 +536,8 @@ class Scorer:
 
         batches = self._batches(rows, batch_size)
         workers = _worker_count(workers, len(batches)) if self.saved is not None else 1
+        if workers > 1 and any(isinstance(row.get("database"), Database) for row in rows if isinstance(row, Mapping)):
+            workers = 1  # an open connection is neither sent to forked processes nor shared with them
         # no bar object without progress: even a disabled one costs a request ~10 us
         bar = tqdm(total=len(rows), desc="scoring", unit="query", leave=False) if progress else None
         out: list[ScoredQuery | RowError | None] = [None] * len(rows)
