@@ -161,6 +161,7 @@ def test_check_prints_the_verdict_and_exits_1_unless_every_query_runs(tmp_path):
     (["--predictions", __file__, "--check", "--label-shift"], "--check and --label-shift"),
     (["--sql", "SELEC " + "x, " * 3000 + "x FRM t"], "--sql: cannot parse"),
     (["--sql", "SELECT " + "x, " * 5000 + "x FROM t"], "--sql: 15015 characters; at most 10000 are scored"),
+    (["--sql", "SELECT 1", "--question", "x" * 4001], "--question: 4001 characters; at most 4000"),  # (was --sql)
     (["--predictions", __file__, "--out", str(Path(__file__).parent)], "a folder, not a file"),
     (["--predictions", __file__, "--out", "o.jsonl", "--report", f"{__file__}/report.html"], "cannot be written"),
     (["--predictions", str(Path(__file__).parent)], "tests: a folder, not a file"),

@@ -249,6 +249,7 @@ def test_a_query_that_reads_no_table_never_runs_unseen(scorer, demo, sql):
     database, _ = demo
     verdict = scorer.check(sql, question=QUESTION, database=database, policy=Policy(run_at=0.0, regenerate_below=0.0))
     assert verdict.action == "review" and any("reads no table" in r for r in verdict.reasons)
+    assert "- it reads no table" in verdict.feedback  # (what the model that wrote it reads)
     assert scorer.check(TYPO, question=QUESTION, database=database, policy=Policy(0.0, 0.0)).action == "run"
 
 

@@ -293,7 +293,10 @@ def score_one(scorer, args, schemas: dict) -> int:
     except UsageError:  # a database that cannot be read, an unknown dialect: named as they are
         raise
     except (rat.RATError, ValueError, TypeError) as e:
-        raise UsageError(f"--sql: {str(e).splitlines()[0].removeprefix('sql: ')}") from None  # quotes 200 characters
+        message = str(e).splitlines()[0]  # (it quotes at most 200 characters of the SQL)
+        if message.startswith("question: "):  # the option at fault
+            raise UsageError(f"--{message}") from None
+        raise UsageError(f"--sql: {message.removeprefix('sql: ')}") from None
     if args.check:
         print(json.dumps(result.to_dict()) if args.json else
               f"{result.action} (query confidence {result.query_confidence:.2f})\n{printable(result.feedback)}")

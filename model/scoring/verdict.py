@@ -232,13 +232,13 @@ def verdict_of(scored: ScoredQuery, policy: Policy, database: str | Path | None 
     0.94: docs/scoring.md)."""
     chosen = policy.for_database(scored.with_database)
     action = (chosen or policy).action(scored.query_confidence)
-    notes = []
+    notes, fixes = [], []  # (fixes: for the model that wrote the query too, in its feedback)
     if action == "run" and chosen is None:
         action = "review"
         notes.append("scored without its database (the policy's target holds for queries scored with one)")
     if action == "run" and not any(n.kind == "table" for n in scored.nodes):
         action = "review"  # (`SELECT 1`, `SELECT 'France'`: scored 0.94 by the shipped model)
-        notes.append("it reads no table: no query the policy's target was measured on answers from none")
+        fixes.append("it reads no table: no query the policy's target was measured on answers from none")
     target = (chosen or policy).target
     if not scored.with_database and chosen is not None:
         target += "; thresholds for queries scored without their database"
@@ -247,8 +247,8 @@ def verdict_of(scored: ScoredQuery, policy: Policy, database: str | Path | None 
              "label": look.label, "node": look.index, "site_score": None if math.isnan(look.site_score)
              else round(look.site_score, 4)}
     sentences = _reason_sentences(scored, database)
-    return Verdict(action, scored.query_confidence, where, sentences + notes,
-                   _feedback(scored, action, where, sentences), scored.sql, target, scored)
+    return Verdict(action, scored.query_confidence, where, sentences + fixes + notes,
+                   _feedback(scored, action, where, sentences + fixes), scored.sql, target, scored)
 
 
 def _reason_sentences(scored: ScoredQuery, database: str | Path | None) -> list[str]:
