@@ -368,25 +368,28 @@ def _refuse_missing_syntax(tokens: list, rat_dialect: Dialect, sql: str) -> None
             token for token, field in ((TokenType.ILIKE, "ilike"), (TokenType.DCOLON, "cast_operator"),
                                        (TokenType.LIMIT, "limit"), (TokenType.NULLSAFE_EQ, "null_safe_eq"))
             if not getattr(rat_dialect, field))
-    for k, token in enumerate(tokens):
-        if token.token_type in refused:
-            construct, instead = {
-                TokenType.ILIKE: ("ILIKE", "its LIKE ignores case" if rat_dialect.like_ignores_case
-                                  else "lower(a) LIKE lower('x%')"),
-                TokenType.DCOLON: ("::", "CAST(a AS type)"),
-                TokenType.LIMIT: ("LIMIT", "TOP n, or OFFSET m ROWS FETCH NEXT n ROWS ONLY"),
-                TokenType.NULLSAFE_EQ: ("<=>", "a IS b" if rat_dialect is SQLITE
-                                        else "a IS NOT DISTINCT FROM b")}[token.token_type]
-            raise RATError(f"unsupported construct {construct!r} ({name} has none: {instead})", sql)
-        if token.token_type is TokenType.ALL and k and not rat_dialect.intersect_all:  # INTERSECT ALL
-            before = tokens[k - 1]
-            if before.token_type in _SET_OPERATORS:
+    kinds = [t.token_type for t in tokens]  # (each rule below looks only where it may apply)
+    if not refused.isdisjoint(kinds):
+        kind = next(kind for kind in kinds if kind in refused)
+        construct, instead = {
+            TokenType.ILIKE: ("ILIKE", "its LIKE ignores case" if rat_dialect.like_ignores_case
+                              else "lower(a) LIKE lower('x%')"),
+            TokenType.DCOLON: ("::", "CAST(a AS type)"),
+            TokenType.LIMIT: ("LIMIT", "TOP n, or OFFSET m ROWS FETCH NEXT n ROWS ONLY"),
+            TokenType.NULLSAFE_EQ: ("<=>", "a IS b" if rat_dialect is SQLITE
+                                    else "a IS NOT DISTINCT FROM b")}[kind]
+        raise RATError(f"unsupported construct {construct!r} ({name} has none: {instead})", sql)
+    if not rat_dialect.intersect_all and TokenType.ALL in kinds:  # INTERSECT ALL
+        for k in range(1, len(tokens)):
+            if kinds[k] is TokenType.ALL and kinds[k - 1] in _SET_OPERATORS:
+                before, token = tokens[k - 1], tokens[k]
                 raise RATError(f"unsupported construct '{before.text.upper()} {token.text.upper()}' ({name} has "
                                f"none: its {before.text.upper()} keeps no duplicates)", sql)
-        if not rat_dialect.nulls_order and token.text.upper() == "NULLS" and k + 1 < len(tokens) \
-                and tokens[k + 1].text.upper() in ("FIRST", "LAST"):
-            raise RATError(f"unsupported construct 'NULLS {tokens[k + 1].text.upper()}' ({name} has none: "
-                           "sort by CASE WHEN a IS NULL THEN 1 ELSE 0 END first)", sql)
+    if not rat_dialect.nulls_order and "nulls" in sql.lower():
+        for k in range(len(tokens) - 1):
+            if tokens[k].text.upper() == "NULLS" and tokens[k + 1].text.upper() in ("FIRST", "LAST"):
+                raise RATError(f"unsupported construct 'NULLS {tokens[k + 1].text.upper()}' ({name} has none: "
+                               "sort by CASE WHEN a IS NULL THEN 1 ELSE 0 END first)", sql)
 
 
 # dialect name -> the token types of syntax it lacks (`_refuse_missing_syntax`)
@@ -398,6 +401,8 @@ _LIST_ENDS = frozenset({None, TokenType.SEMICOLON, _R_PAREN, TokenType.FROM, Tok
                         TokenType.EXCEPT})
 _NEEDS_MORE = frozenset({TokenType.COMMA, TokenType.ON, TokenType.ALIAS, TokenType.GROUP_BY})
 _QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.WITH, TokenType.FROM})
+_MALFORMED_WATCHED = _NEEDS_MORE | {_L_PAREN, _R_PAREN, TokenType.SELECT, TokenType.VALUES, TokenType.UNION,
+                                    TokenType.INTERSECT, TokenType.EXCEPT, TokenType.FROM}
 
 
 def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
@@ -411,30 +416,34 @@ def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
     Traceback (most recent call last):
     rat.errors.RATError: cannot parse (nothing after ',' at line 1, col 16) in SQL: 'SELECT a FROM t,'
     """
-    trailing, last = rat_dialect.trailing_comma, len(tokens) - 1
+    trailing = rat_dialect.trailing_comma
+    kinds = [t.token_type for t in tokens]
+    kinds.append(None)  # after the last token (and, as kinds[-1], before the first)
     selected = [False]  # for each parenthesis open: whether its query began with SELECT (or VALUES)
-    for k, token in enumerate(tokens):
-        kind = token.token_type
+    # only the few tokens these rules read are walked (the walk of every token cost a fifth of a tree)
+    watched = _NEEDS_MORE if rat_dialect.from_first else _MALFORMED_WATCHED
+    for k in [k for k, kind in enumerate(kinds) if kind in watched]:
+        kind = kinds[k]
         if kind in _NEEDS_MORE:
-            after = tokens[k + 1].token_type if k < last else None
+            after = kinds[k + 1]
             if kind is TokenType.COMMA and after is TokenType.COMMA or after in _LIST_ENDS and not (
                     kind is TokenType.COMMA and (trailing == "any" or trailing == "select" and after is TokenType.FROM)):
+                token = tokens[k]
                 raise RATError(f"cannot parse (nothing after {token.text!r} at line {token.line}, col {token.col})",
                                sql)
-        elif rat_dialect.from_first:
-            continue
         elif kind is _L_PAREN:  # a query begins in it, unless it is a call's: trim(FROM s)
-            begins = k < last and tokens[k + 1].token_type in _QUERY_STARTS \
-                and not (k and tokens[k - 1].token_type is TokenType.VAR)
+            begins = kinds[k + 1] in _QUERY_STARTS and kinds[k - 1] is not TokenType.VAR
             selected.append(False if begins else selected[-1])
-        elif kind is _R_PAREN and len(selected) > 1:
-            selected.pop()
+        elif kind is _R_PAREN:
+            if len(selected) > 1:
+                selected.pop()
         elif kind is TokenType.SELECT or kind is TokenType.VALUES:
             selected[-1] = True
-        elif kind in (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT) \
-                and not (k and tokens[k - 1].token_type is TokenType.STAR):  # (not `* EXCEPT (a)`)
-            selected[-1] = False
-        elif kind is TokenType.FROM and not selected[-1]:
+        elif kind is not TokenType.FROM:  # UNION, INTERSECT, EXCEPT
+            if kinds[k - 1] is not TokenType.STAR:  # (not `* EXCEPT (a)`)
+                selected[-1] = False
+        elif not selected[-1]:
+            token = tokens[k]
             raise RATError(f"cannot parse (FROM before SELECT at line {token.line}, col {token.col}: "
                            f"{rat_dialect.name} reads SELECT .. FROM ..)", sql)
 
