@@ -3,7 +3,7 @@
     python train.py                                          # demo corpus, CPU, a few minutes
     python train.py +experiment=perturbed_posweight model=smollm2 data=spider data.root=../shared/data/spider
     python train.py trainer=ddp trainer.devices=2            # Lightning DDP (gloo on CPU)
-    python train.py ckpt_path=<run>/checkpoints/last.ckpt    # resume
+    python train.py ckpt_path=<run>/checkpoints/last.ckpt hydra.run.dir=<run>   # resume, in its own run
 """
 
 import os

@@ -48,8 +48,10 @@ class RecalibrationError(UsageError):
 
 @contextmanager
 def user_errors(prog: str | None = None, run_dir: str | Path | None = None) -> Iterator[None]:
-    """Turn ``UsageError``, a missing file (a ``data.root`` that is no dataset, a ``run_dir``
-    without its predictions) and a missing mandatory Hydra value into ``prog: error: ...`` on
+    """Turn ``UsageError`` (a config object's own check while Hydra builds it too), a missing file
+    (a ``data.root`` that is no dataset, a ``run_dir`` without its predictions), a missing
+    mandatory Hydra value and Lightning's refusal of a setting while Hydra builds it (its
+    ``MisconfigurationException``, told with the config key) into ``prog: error: ...`` on
     stderr and exit code 2; ``run_dir``, when it holds nothing but Hydra's own records, is
     removed so that a mistake leaves no junk run directory behind. ``prog``: the command's name
     (default: the script's, as argparse names it)."""
@@ -59,11 +61,15 @@ def user_errors(prog: str | None = None, run_dir: str | Path | None = None) -> I
     try:
         yield
     except (UsageError, FileNotFoundError, MissingMandatoryValue, InstantiationException) as e:
-        if isinstance(e, InstantiationException):  # a config object's own check, e.g. data.protocol
-            if not isinstance(e.__cause__, UsageError):
-                raise
-            e = e.__cause__
         message = e
+        if isinstance(e, InstantiationException):  # a config object's own check, e.g. data.protocol
+            if isinstance(e.__cause__, UsageError):
+                message = e = e.__cause__
+            elif type(e.__cause__).__name__ == "MisconfigurationException":  # e.g. trainer.devices
+                key = str(e).rstrip().rsplit("full_key: ", 1)[-1] if "full_key: " in str(e) else "config"
+                message = f"{key}: {e.__cause__}"
+            else:
+                raise
         if isinstance(e, MissingMandatoryValue):
             key = getattr(e, "full_key", None) or "a value"
             message = f"{key} is required (set it on the command line: {key}=...)"

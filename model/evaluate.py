@@ -121,19 +121,21 @@ def query_scores(rows: list[dict]) -> dict[str, np.ndarray]:
 
     Confidence: the row's ``query_confidence`` when the model wrote one, else its least
     confident node (a query is only as right as its weakest node). Label: ``execution_match``
-    when present, else whether every node is labelled correct.
+    when present, else whether every node is labelled correct; ``label_name`` says which.
     """
-    conf, labels = [], []
+    conf, labels, by_execution = [], [], 0
     for r in rows:
         qc = r.get("query_confidence")
         conf.append(float(qc) if qc is not None else float(min(r["node_confidences"])))
-        em = r.get("execution_match")
         try:
-            labels.append(_as_label(em) if em is not None else int(all(r["node_labels"])))
-        except ValueError:  # an unreadable execution_match: the node labels decide
+            labels.append(_as_label(r["execution_match"]))
+            by_execution += 1
+        except (KeyError, ValueError):  # none, or an unreadable execution_match: the node labels decide
             labels.append(int(all(r["node_labels"])))
+    name = ("execution match" if by_execution == len(rows) else "all nodes correct" if not by_execution
+            else f"execution match, else all nodes correct ({len(rows) - by_execution} of {len(rows)})")
     return {"confidence": np.array(conf), "label": np.array(labels),
-            "group": np.array([str(r.get("db_id", i)) for i, r in enumerate(rows)])}
+            "group": np.array([str(r.get("db_id", i)) for i, r in enumerate(rows)]), "label_name": name}
 
 
 def node_scores(rows: list[dict]) -> dict[str, np.ndarray]:
@@ -198,7 +200,7 @@ def breakdown(scores: dict[str, np.ndarray], key: str, cfg: DictConfig,
     """BS, AUC, ECE (with intervals) of each value of ``scores[key]`` with >= min_count items."""
     out = {}
     values, counts = np.unique(scores[key], return_counts=True)
-    for value in values[np.argsort(-counts)]:
+    for value in progress(values[np.argsort(-counts)], f"by {key.replace('_', ' ')}, bootstrap intervals"):
         mask = scores[key] == value
         if mask.sum() < min_count:
             continue
@@ -212,6 +214,14 @@ def breakdown(scores: dict[str, np.ndarray], key: str, cfg: DictConfig,
                    for k, fn in fns.items()} if cfg.breakdown_bootstrap else {},
         }
     return out
+
+
+def progress(items, what: str):
+    """``items``, with a progress bar on stderr where it is a terminal (tqdm): the bootstrap
+    intervals of a Spider-size run take minutes per method."""
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=what, disable=None, leave=False)
 
 
 def summarise(scores: dict[str, np.ndarray], cfg: DictConfig) -> dict:
@@ -312,15 +322,18 @@ def with_gold_diff(rows: list[dict], trees: dict[int, Any], questions: dict, sch
 
 
 def _questions(data_root: Path, rows: list[dict], problems: list[str] | None = None) -> dict:
-    """question_id -> Question for the splits the rows' ids name (``dev_12`` -> dev); a split
-    that cannot be read is left out, the one-line reason appended to ``problems``."""
+    """question_id -> Question for the splits the rows' ids name (``dev_12`` -> dev), only where
+    the question is on the row's database (an id alone also names a question of another benchmark);
+    a split that cannot be read is left out, the one-line reason appended to ``problems``."""
     from model.data.datasets import load_questions
 
     stems = {r["question_id"].rsplit("_", 1)[0] for r in rows if "_" in r["question_id"]}
+    db_of = {r["question_id"]: r.get("db_id") for r in rows}
     out = {}
     for stem in sorted(stems):
         try:
-            out.update({q.question_id: q for q in load_questions(data_root, stem)})
+            out.update({q.question_id: q for q in load_questions(data_root, stem)
+                        if db_of.get(q.question_id) in (None, q.db_id)})
         except (OSError, ValueError, KeyError) as e:  # UsageError is a ValueError
             if problems is not None:
                 problems.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
@@ -331,7 +344,8 @@ def gold_sources(data_root: Path | None, rows: list[dict]) -> tuple[dict, dict, 
     """(schemas, question_id -> Question, why what is missing is missing) of ``data_root``, for
     the gold SQL and difficulty the node-level report compares with. No ``data_root``: nothing,
     and no reason; a ``data_root`` that is no folder or whose schemas or questions cannot be
-    read: what could be read, and the reasons in one line naming it."""
+    read: what could be read, and the reasons in one line naming it. A ``data_root`` holding none
+    of the rows' databases is another benchmark's: a ``UsageError``."""
     if data_root is None:
         return {}, {}, None
     if not data_root.is_dir():
@@ -344,6 +358,11 @@ def gold_sources(data_root: Path | None, rows: list[dict]) -> tuple[dict, dict, 
     except (OSError, ValueError, KeyError) as e:
         schemas = {}
         problems.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    databases = sorted({str(r["db_id"]) for r in rows if r.get("db_id")})
+    if schemas and databases and not set(databases) & set(schemas):
+        more = f" and {len(databases) - 3} more" if len(databases) > 3 else ""
+        raise UsageError(f"data_root={data_root}: holds none of the predictions' databases "
+                         f"({', '.join(databases[:3])}{more}); give the data_root they were made on")
     questions = _questions(data_root, rows, problems)
     return schemas, questions, f"data_root={data_root}: {'; '.join(problems)}" if problems else None
 
@@ -366,6 +385,8 @@ def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped
     """(out_dir, evaluated rows, calibration rows or None, data root or None); rows of the
     evaluated file that are not objects are counted in ``skipped``, those of the calibration
     split in ``cal_skipped``."""
+    if cfg.run_dir and cfg.predictions:
+        raise UsageError("run_dir and predictions: give one of them (a training run, or one predictions file)")
     if cfg.run_dir:
         run_dir = Path(cfg.run_dir)
         if not run_dir.is_dir():
@@ -394,7 +415,7 @@ def select_systems(rows: list[dict] | None, which: str) -> list[dict] | None:
     if rows is None or which == "all":
         return rows
     if which != "real":
-        raise ValueError(f"systems must be 'real' or 'all', got {which!r}")
+        raise UsageError(f"systems must be real or all; found {which!r}")
     real = [r for r in rows if is_real_system(r.get("system"))]
     return real or rows
 
@@ -459,6 +480,11 @@ def evaluate(cfg: DictConfig) -> dict:
     if (cfg.get("new_system") or {}).get("scored"):  # a model on systems it was not fitted on
         from model.wholequery.new_system import evaluate_new_system
 
+        other = "run_dir" if cfg.run_dir else "predictions" if cfg.predictions else None
+        if other:
+            raise UsageError(f"new_system.scored and {other}: give one of them (rat-score files of a benchmark, "
+                             "or a training run's predictions)")
+
         return evaluate_new_system(cfg)
     if not (cfg.run_dir or cfg.predictions) and _wants_whole_query(cfg):
         return evaluate_whole_query(cfg)
@@ -497,7 +523,7 @@ def evaluate(cfg: DictConfig) -> dict:
         written.append(out_dir / "report.html")
         test_queries = query_scores(rows)
         cal_queries = query_scores(cal_rows) if cal_rows and is_node_level(cal_rows) else None
-        query_title = "Whole query (least confident node; label: all nodes correct)"
+        query_title = f"Whole query (least confident node; label: {test_queries['label_name']})"
     else:
         test_queries = score_table(rows)
         cal_queries = score_table(cal_rows) if cal_rows else None
@@ -626,9 +652,9 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
             methods["node agreement (consensus)"] = agreement
     if cfg.baselines.token and data_root is not None and not gold_problem:
         methods["token level"] = token_scores(rows, data_root, cfg)
-    summaries = {name: summarise(s, cfg) for name, s in methods.items()}
+    summaries = {name: summarise(s, cfg) for name, s in progress(methods.items(), "node metrics, bootstrap intervals")}
     located_rows = with_gold_diff(rows, trees, questions, schemas)
-    for name, s in methods.items():  # does the score point at where a wrong query goes wrong?
+    for name, s in progress(methods.items(), "error localisation"):  # does the score point at where a wrong query goes wrong?
         if "row" in s:
             summaries[name]["localisation"] = localisation_of_scores(located_rows, s, site_scores=s is nodes)
     results = {"methods": summaries, "by_node_type": breakdown(nodes, "node_type", cfg)}

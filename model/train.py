@@ -4,7 +4,7 @@
     python train.py                                          # demo corpus, CPU, a few minutes
     python train.py +experiment=perturbed_posweight model=smollm2 data=spider data.root=../shared/data/spider
     python train.py trainer=ddp trainer.devices=2            # Lightning DDP (gloo on CPU)
-    python train.py ckpt_path=<run>/checkpoints/last.ckpt    # resume
+    python train.py ckpt_path=<run>/checkpoints/last.ckpt hydra.run.dir=<run>   # resume, in its own run
     python train.py model=minilm data=spider data.root=../shared/data/spider   # cross-fitting (Spider default)
 
 With ``data.protocol=crossfit`` one model is trained per fold (``fold<i>/checkpoints``) and
@@ -32,6 +32,8 @@ from model.errors import UsageError
 from model.nodes.outputs import prediction_row
 from model.nodes.outputs import write_predictions as write_predictions_file
 
+CONF = Path(__file__).resolve().parents[1] / "conf"  # train.py's config folder
+
 if TYPE_CHECKING:  # imported where a neural model trains: model=features never loads Lightning
     import lightning as L
 
@@ -47,6 +49,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         from model.train_boosted import train_boosted
 
         return train_boosted(cfg)
+    check_neural(cfg)
     # _convert_="all": plain dicts/lists in hparams, so checkpoints load with weights_only=True.
     datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data, _convert_="all")
     if cfg.data.get("protocol", "split") == "crossfit":
@@ -79,8 +82,8 @@ def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None =
     model: L.LightningModule = hydra.utils.instantiate(cfg.model, _convert_="all")
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
     for c in callbacks:  # each fold of cross-fitting keeps its own checkpoints
-        if isinstance(c, L.pytorch.callbacks.ModelCheckpoint):
-            c.dirpath = str(run_dir / "checkpoints")
+        if isinstance(c, L.pytorch.callbacks.ModelCheckpoint):  # (a real path, as Lightning's own: a run
+            c.dirpath = os.path.realpath(run_dir / "checkpoints")  # resumed in its folder finds its best again)
     if not sys.stderr.isatty():  # a log file: one line per epoch instead of tqdm's redraws
         callbacks = [c for c in callbacks if not isinstance(c, L.pytorch.callbacks.TQDMProgressBar)]
         callbacks.append(epoch_lines())
@@ -287,10 +290,20 @@ def epoch_lines():
 
 
 def check_data(cfg: DictConfig) -> None:
-    """A data root that is missing or not a dataset folder, or a run folder that cannot be
-    written, is the user's mistake: one line, before any work."""
+    """A data root that is missing or not a dataset folder, a run folder that cannot be written,
+    a ``seed`` that is no whole number, a ``data`` key no data config has (``+data.typo=1``) or a
+    protocol setting out of range (``check_split``) is the user's mistake: one line, before any work."""
+    from model.data.folds import check_split
     from model.errors import check_writable
 
+    seed = cfg.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise UsageError(f"seed must be a whole number; found {seed!r}")
+    known = {key for path in (CONF / "data").glob("*.yaml") for key in OmegaConf.load(path)} - {"defaults"}
+    unknown = sorted(set(cfg.get("data") or {}) - known)
+    if unknown:
+        raise UsageError(f"data: no key {unknown[0]!r} (the data keys: {', '.join(sorted(known))})")
+    check_split(cfg.data)
     if cfg.get("paths", {}).get("output_dir"):
         check_writable(Path(cfg.paths.output_dir), "paths.output_dir", directory=True)
     if "root" not in cfg.data:
@@ -302,6 +315,50 @@ def check_data(cfg: DictConfig) -> None:
         raise UsageError("data.root is required for this dataset (e.g. data.root=../shared/data/spider)")
     if root is not None and not Path(root).is_dir():
         raise UsageError(f"data.root={root}: no such directory")
+
+
+def check_neural(cfg: DictConfig) -> None:
+    """The neural run's values that torch, Lightning or the model would refuse only later (once
+    the data is built) or in a message of several lines: one line naming the key, before any work.
+    ``ckpt_path`` with ``train=true`` resumes the run it belongs to, in its own folder: in another,
+    Lightning forgets the earlier best checkpoint (its folder changed) and the run tests a worse one."""
+    def whole(key: str, value) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise UsageError(f"{key} must be a whole number of 1 or more; found {value!r}")
+
+    def above_zero(value) -> bool:
+        return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value < float("inf")
+
+    whole("trainer.max_epochs", OmegaConf.select(cfg, "trainer.max_epochs"))
+    whole("data.batch_size", OmegaConf.select(cfg, "data.batch_size"))
+    if not above_zero(cfg.model.get("lr")):
+        raise UsageError(f"model.lr must be a number above 0; found {cfg.model.get('lr')!r}")
+    pos_weight = cfg.model.get("pos_weight")
+    if pos_weight is not None and str(pos_weight).lower() not in ("auto", "none") and not above_zero(pos_weight):
+        raise UsageError(f"model.pos_weight must be auto, none or a number above 0; found {pos_weight!r}")
+    encoder = cfg.model.get("encoder") or {}
+    d_model, n_heads = encoder.get("d_model"), encoder.get("n_heads", 8)
+    whole("model.encoder.d_model", d_model)
+    whole("model.encoder.n_heads", n_heads)
+    if d_model is not None and d_model % n_heads:
+        raise UsageError(f"model.encoder.d_model={d_model} is not divisible by model.encoder.n_heads={n_heads}")
+    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator")).lower()
+    if accelerator in ("gpu", "cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"trainer.accelerator={accelerator}: torch finds no GPU here (use trainer=cpu)")
+    ckpt = cfg.get("ckpt_path")
+    if ckpt and not Path(ckpt).is_file():
+        raise UsageError(f"ckpt_path={ckpt}: no such file")
+    if ckpt and cfg.get("train", True):
+        if cfg.data.get("protocol", "split") == "crossfit":
+            raise UsageError(f"ckpt_path={ckpt}: a cross-fitted run has a checkpoint per fold and cannot resume "
+                             "from one (run the folds left with data.run_folds=[...])")
+        folder = Path(ckpt).resolve().parent
+        if folder != Path(cfg.paths.output_dir).resolve() / "checkpoints":
+            raise UsageError(f"ckpt_path={ckpt}: resume in the run it belongs to (hydra.run.dir={folder.parent}): "
+                             "in another folder the run forgets its best checkpoint so far")
 
 
 def _floats(values: dict) -> dict[str, float]:

@@ -104,6 +104,8 @@ def test_params_come_from_a_plain_mapping_and_name_a_bad_value():
     assert params.calibration == "isotonic" and params.drop == ("semantic",)
     with pytest.raises(UsageError, match="model.calibration must be platt, isotonic or none; found 'beta'"):
         BoostedParams.from_mapping({"calibration": "beta"})
+    with pytest.raises(UsageError, match=r"^model: no key 'calibratoin' \(the keys: groups, site_head, .*calibration"):
+        BoostedParams.from_mapping({"calibratoin": "platt"})  # a typo is not left out silently
 
 
 def test_it_is_a_scikit_learn_estimator_clone_params_and_not_fitted():
@@ -166,6 +168,7 @@ def test_nested_params_are_set_as_scikit_learn_sets_them():
     ({"site_head": "yes"}, "model.site_head must be true or false"),
     ({"hgb": {"max_iter": -1}}, r"model.hgb: The 'max_iter' parameter .* must be an int in the range \[1, inf\)"),
     ({"drop": ["semantic", 1]}, "model.drop must be a list of feature or group names"),
+    ({"drop": ["semantic", "nosuchfeat"]}, r"model.drop: unknown feature or group \['nosuchfeat'\] \(groups: consensus, "),
     ({"lm": 3}, "model.lm must be true, false or a scorer LM's name or path"),
     ({"feature_timeout_s": -5}, "model.feature_timeout_s must be a number of seconds above 0")])
 def test_params_are_checked_wherever_they_are_built(values, says):

@@ -212,7 +212,7 @@ def test_perturbations_are_left_out_unless_asked_for(tmp_path):
     assert [r["system"] for r in entry.select_systems(rows, "real")] == ["codes_7b", "din_sql"]
     assert entry.select_systems(rows, "all") == rows
     assert entry.select_systems(rows[1:2], "real") == rows[1:2]  # nothing real: keep what there is
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="systems must be real or all; found 'some'"):
         entry.select_systems(rows, "some")
 
 
@@ -381,3 +381,41 @@ def test_a_run_config_is_read_without_resolving_interpolations(tmp_path, monkeyp
     (tmp_path / "config.yaml").write_text("data:\n  root: /nonexistent/${oc.env:RAT_TEST_SECRET}\n")
     root = evaluate_module.run_data_root(tmp_path)
     assert str(root) == "/nonexistent/${oc.env:RAT_TEST_SECRET}" and "s3cr3t" not in str(root)
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ({"predictions": "{run}/predictions/test.jsonl"}, "run_dir and predictions: give one of them"),
+    ({"new_system.scored": "{run}/predictions/test.jsonl"}, "new_system.scored and run_dir: give one of them"),
+])
+def test_two_inputs_that_conflict_are_one_line_naming_both(demo_run, inputs, message):
+    """Neither is left out silently: the user is told which two were given."""
+    cfg = make_cfg(run_dir=demo_run, **{k: v.format(run=demo_run) for k, v in inputs.items()})
+    with pytest.raises(UsageError, match=message):
+        evaluate(cfg)
+
+
+def test_a_data_root_of_another_benchmark_is_refused(demo_run, tmp_path):
+    """Question ids (dev_12) name questions of any benchmark: a data_root holding none of the
+    predictions' databases would pair them with another benchmark's gold SQL and difficulty."""
+    from model.synth.demo import demo_root
+
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("tables.json", "dev.json"):
+        items = json.loads((demo_root() / name).read_text())
+        (other / name).write_text(json.dumps([{**item, "db_id": f"other_{item['db_id']}"} for item in items]))
+    with pytest.raises(UsageError, match=f"data_root={other}: holds none of the predictions' databases \\(.*\\); give the data_root"):
+        evaluate(make_cfg(run_dir=demo_run, data_root=other, out_dir=tmp_path / "eval", n_bootstrap=0))
+    rows = [{"question_id": "dev_0", "db_id": "supply_chain"}, {"question_id": "dev_1", "db_id": "clinic"}]
+    found = evaluate_module._questions(demo_root(), rows)
+    assert "dev_0" in found and "dev_1" not in found  # dev_1 is a question of supply_chain
+
+
+def test_the_whole_query_heading_names_the_label_used(tmp_path):
+    rows = [{"node_confidences": [0.9, 0.2], "node_labels": [1, 0], "execution_match": True},
+            {"node_confidences": [0.8], "node_labels": [1]}]
+    assert evaluate_module.query_scores(rows[:1])["label_name"] == "execution match"
+    assert evaluate_module.query_scores(rows[1:])["label_name"] == "all nodes correct"
+    both = evaluate_module.query_scores(rows)
+    assert both["label"].tolist() == [1, 1]  # execution match where known
+    assert both["label_name"] == "execution match, else all nodes correct (1 of 2)"

@@ -37,8 +37,23 @@ def test_default_path_points_at_packaged_gguf():
 
 
 def test_unknown_hub_id_offline_names_the_id():
-    with pytest.raises(OSError, match="no-such-org/no-such-model"):
-        load_causal_lm("no-such-org/no-such-model")
+    """One line naming the id (a UsageError: train.py says it and exits 2), still an OSError."""
+    from model.errors import UsageError
+    from model.lm import load_encoder
+
+    for load, what in ((load_causal_lm, "causal LM"), (load_encoder, "encoder")):
+        with pytest.raises(OSError, match="no-such-org/no-such-model") as e:
+            load("no-such-org/no-such-model")
+        assert isinstance(e.value, UsageError) and "\n" not in str(e.value)
+        assert str(e.value).startswith(f"could not load {what} 'no-such-org/no-such-model': ")
+
+
+def test_a_negative_embedder_layer_is_one_line_naming_the_key():
+    from model.errors import UsageError
+    from model.nodes.embedder import FrozenEmbedder
+
+    with pytest.raises(UsageError, match=r"^model.embedder.layer must be a whole number of 0 or more; found -1$"):
+        FrozenEmbedder(layer=-1)
 
 
 @pytest.mark.slow

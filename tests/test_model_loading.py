@@ -133,3 +133,29 @@ def test_a_path_the_system_cannot_read_is_one_line():
         with pytest.raises(ModelFileError) as e:
             Scorer.load(path)
         assert "\n" not in str(e.value) and len(str(e.value)) < 300
+
+
+@pytest.mark.parametrize("written_before", [False, True])
+def test_a_fine_tuned_encoder_checkpoint_loads_as_one(tmp_path, written_before):
+    """model=minilm: its checkpoint is read as the fine-tuned encoder it is, not as a causal LM's
+    frozen embedder (a TypeError: 'not a checkpoint this project can read'); so is one written
+    before its hyperparameters kept embedder.fine_tune (NodeConfidenceModule popped it from the
+    dict it saved)."""
+    torch = pytest.importorskip("torch")
+    from omegaconf import OmegaConf
+
+    from model.nodes.module import NodeConfidenceModule
+
+    config = OmegaConf.load(Path(__file__).parents[1] / "conf" / "model" / "minilm.yaml")
+    embedder = {k: config.embedder[k] for k in ("name_or_path", "fine_tune", "lr")}
+    module = NodeConfidenceModule(embedder=embedder, encoder=OmegaConf.to_container(config.encoder), pos_weight=2.0)
+    assert module.hparams.embedder["fine_tune"] is True  # what Lightning writes as hyper_parameters
+    hyper_parameters = dict(module.hparams)
+    if written_before:
+        hyper_parameters["embedder"] = {k: v for k, v in embedder.items() if k not in ("fine_tune", "lr")}
+    ckpt = tmp_path / "last.ckpt"
+    torch.save({"hyper_parameters": hyper_parameters, "state_dict": module.state_dict()}, ckpt)
+    scorer = Scorer.load(ckpt)
+    assert scorer.neural.model.fine_tune and scorer.neural.max_tokens == 512
+    scored = scorer.score("SELECT name FROM suppliers", schema={"suppliers": ["name"]})
+    assert len(scored.nodes) == 3 and all(0 <= n.confidence <= 1 for n in scored.nodes)

@@ -115,6 +115,43 @@ def test_groups_compose(override):
         assert not cfg[group]  # callbacks=none really removes them
 
 
+def test_last_checkpoint_is_the_last_epoch_and_the_best_is_kept_apart(tmp_path):
+    """conf/callbacks/default.yaml: last.ckpt (what a run resumes from) holds the last epoch even
+    when an earlier one was the best (Lightning 2.6's save_last wrote it only with a new best)."""
+    import hydra
+    import lightning as L
+    import torch
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    class Worsening(BoringModel):  # val/loss grows each epoch: epoch 0 stays the best
+        def validation_step(self, batch, batch_idx):
+            self.log("val/loss", float(self.current_epoch))
+
+    cfg = compose_cfg(["logger=none"], tmp_path)
+    callbacks = [hydra.utils.instantiate(c) for name, c in cfg.callbacks.items() if name != "progress_bar"]
+    trainer = L.Trainer(max_epochs=3, limit_train_batches=2, limit_val_batches=1, callbacks=callbacks,
+                        logger=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(Worsening())
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 2
+    assert Path(trainer.checkpoint_callback.best_model_path).name == "epoch00-val_loss0.0000.ckpt"
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["epoch00-val_loss0.0000.ckpt", "last.ckpt"]
+
+
+def test_resuming_in_another_run_directory_is_refused(tmp_path):
+    """Resumed in a new folder, Lightning forgets the earlier best (its checkpoint folder changed)
+    and the run tests a worse checkpoint: ckpt_path resumes in the run it belongs to."""
+    from model.errors import UsageError
+    from model.train import check_neural
+
+    last = tmp_path / "old" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    last.write_bytes(b"")
+    check_neural(compose_cfg([f"ckpt_path={last}"], tmp_path / "old"))
+    check_neural(compose_cfg([f"ckpt_path={last}", "train=false"], tmp_path / "new"))  # testing it: anywhere
+    with pytest.raises(UsageError, match=f"resume in the run it belongs to \\(hydra.run.dir={tmp_path / 'old'}\\)"):
+        check_neural(compose_cfg([f"ckpt_path={last}"], tmp_path / "new"))
+
+
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
@@ -181,6 +218,34 @@ def test_results_notebook_runs_on_the_train_run(demo_run):
      "data.run_folds: folds are numbered 0..2; found [3]"),
     (["data.fold_calibration=beta"], "data.fold_calibration must be platt, isotonic or none; found 'beta'"),
     (["threads=0"], "threads must be a whole number of 1 or more, or null; found 0"),
+    (["seed=abc"], "seed must be a whole number; found 'abc'"),
+    (["+data.typo_key=1"], ("data: no key 'typo_key' (the data keys: _target_, batch_size, consensus, "
+                           "dedupe_train, eval_perturbations, eval_split, evidence, example_options, "
+                           "fold_calibration, folds, holdout_system, labels, llm_answers, lm_cache_dir, "
+                           "lm_gguf_file, lm_name_or_path, max_questions, max_tokens, num_workers, predictions, "
+                           "protocol, require_database, root, run_folds, seed, sources_file, split_seed, "
+                           "test_fraction, train_gold, train_perturbations, train_predictions, train_split, "
+                           "use_perturbations, use_predictions, val_fraction)")),
+    (["data.protocol=crossfit", "data.folds=1"],
+     "data.folds must be a whole number of 3 or more (test, validation and training folds); found 1"),
+    (["model=features", "data.protocol=bogus"], "data.protocol must be split or crossfit; found 'bogus'"),
+    (["data.test_fraction=1.5"], "data.test_fraction must be a number from 0 to below 1; found 1.5"),
+    (["data.val_fraction=-0.1"], "data.val_fraction must be a number from 0 to below 1; found -0.1"),
+    (["trainer.max_epochs=0"], "trainer.max_epochs must be a whole number of 1 or more; found 0"),
+    (["trainer.max_epochs=-2"], "trainer.max_epochs must be a whole number of 1 or more; found -2"),
+    (["data.batch_size=0"], "data.batch_size must be a whole number of 1 or more; found 0"),
+    (["model.lr=-1"], "model.lr must be a number above 0; found -1"),
+    (["model.pos_weight=abc"], "model.pos_weight must be auto, none or a number above 0; found 'abc'"),
+    (["model.encoder.d_model=7"], "model.encoder.d_model=7 is not divisible by model.encoder.n_heads=8"),
+    (["model=features", "data.max_questions=-3"],
+     "data.max_questions must be a whole number of 1 or more, or null (all); found -3"),
+    (["model=features", "model.drop=[nosuchfeature]"], (
+        "model.drop: unknown feature or group ['nosuchfeature'] (groups: consensus, execution, linking, lm, question, "
+        "semantic, structure, values; sets: database, benchmark_size; the features: docs/training.md#node-features)")),
+    (["model=features", "+model.hgbb.max_iter=5"], (
+        "model: no key 'hgbb' (the keys: groups, site_head, site_context, site_wrong_only, inner_folds, train_side, "
+        "train_predictions, calibration, hgb, monotone, quantiles, feature_timeout_s, use_cache, lm, drop, "
+        "save_model, database, test_database)")),
 ])
 def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
     run = tmp_path / "run"
@@ -190,6 +255,39 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
     assert "Traceback" not in result.stderr
     assert result.stderr.strip() == f"train.py: error: {message}"
     assert not run.exists()  # no junk run directory
+
+
+def test_a_gpu_run_where_there_is_none_is_one_line(tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    from model.errors import UsageError
+    from model.train import check_neural
+
+    with pytest.raises(UsageError, match=r"^trainer.accelerator=gpu: torch finds no GPU here \(use trainer=cpu\)$"):
+        check_neural(compose_cfg(["trainer.accelerator=gpu"], tmp_path))
+
+
+def test_lightnings_refusal_of_a_setting_is_one_line_naming_the_key(capsys):
+    """What Lightning refuses while Hydra builds the Trainer (its MisconfigurationException) is
+    the user's mistake, told in one line with the config key; any other failure stays a traceback."""
+    from hydra.errors import InstantiationException
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from model.errors import user_errors
+
+    def building(cause):
+        try:
+            raise cause
+        except Exception as e:
+            raise InstantiationException(f"Error in call to target 'lightning.Trainer':\n{e!r}\nfull_key: trainer") from e
+
+    with pytest.raises(SystemExit) as done, user_errors("train.py"):
+        building(MisconfigurationException("`devices` must be a positive integer, found 0"))
+    assert done.value.code == 2
+    assert capsys.readouterr().err == "train.py: error: trainer: `devices` must be a positive integer, found 0\n"
+    with pytest.raises(InstantiationException), user_errors("train.py"):
+        building(RuntimeError("a bug"))
 
 
 def test_threads_caps_torch_and_the_openmp_and_blas_pools_for_the_run():
@@ -296,6 +394,8 @@ def test_infer_refuses_a_missing_checkpoint_in_one_line(capsys):
 
 @pytest.mark.slow
 def test_same_seed_same_predictions_and_resume(tmp_path):
+    import torch
+
     runs = []
     for name in ("a", "b"):
         cfg = compose_cfg([*TINY, "trainer.limit_val_batches=2", "trainer.max_epochs=2"], tmp_path / name)
@@ -303,10 +403,16 @@ def test_same_seed_same_predictions_and_resume(tmp_path):
         runs.append((tmp_path / name / "predictions" / "test.jsonl").read_text())
     assert runs[0] == runs[1]
     last = tmp_path / "a" / "checkpoints" / "last.ckpt"
+    callbacks = torch.load(last, weights_only=True)["callbacks"]
+    best_so_far = next(v["best_model_score"] for k, v in callbacks.items()
+                       if k.startswith("ModelCheckpoint") and "'monitor': 'val/loss'" in k)
     cfg = compose_cfg([*TINY, "trainer.limit_val_batches=2", "trainer.max_epochs=3", f"ckpt_path={last}"],
-                      tmp_path / "resumed")
+                      tmp_path / "a")  # resumed in its own run directory: the best so far is kept
     _, objects = train(cfg)
     assert objects["trainer"].current_epoch == 3 and objects["trainer"].global_step == 9
+    best = objects["trainer"].checkpoint_callback
+    assert float(best.best_model_score) <= float(best_so_far) and Path(best.best_model_path).is_file()
+    assert torch.load(last, weights_only=True)["epoch"] == 2
 
 
 @pytest.mark.slow

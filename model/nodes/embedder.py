@@ -49,8 +49,8 @@ class FrozenEmbedder(nn.Module):
         table: str | Path | None = None,
     ):
         super().__init__()
-        if layer < 0:
-            raise ValueError(f"embedder layer must be >= 0, found {layer}")
+        if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
+            raise UsageError(f"model.embedder.layer must be a whole number of 0 or more; found {layer!r}")
         if table is not None and layer != 0:
             raise UsageError(f"model.embedder.table holds input-table rows (layer 0); found layer={layer}")
         self.layer = layer

@@ -48,11 +48,12 @@ from model.calibrators import (
 from model.errors import UsageError
 from model.nodes.compiled import COMPILED_ROWS, CompiledTrees
 from model.nodes.features import categorical_mask
-from model.nodes.table import NodeTable
+from model.nodes.table import NodeTable, check_drop
 
 GROUP_CHOICES = ("single", "single+consensus")
 DATABASE_MODES = ("with", "without", "dropout", "both")
 TRAIN_SIDE_CHOICES = ("none", "all", "auto")
+CONFIG_KEYS = ("scorer", "embedder", "encoder")  # conf/model/features.yaml's keys for train.py and the data config
 LABEL_MEANING = {  # what "right" means for a whole-query confidence fitted on each label
     "execution": "execution match (it returns gold's result)",
     "tree": "tree agreement (its tree is gold's; stricter than execution match)",
@@ -129,6 +130,7 @@ class BoostedParams:
         if not isinstance(self.drop, (tuple, list)) or not all(isinstance(d, str) for d in self.drop):
             raise UsageError(f"model.drop must be a list of feature or group names; found {self.drop!r}")
         self.drop = tuple(self.drop)
+        check_drop(self.drop)
         if not isinstance(self.lm, (bool, str)):
             raise UsageError(f"model.lm must be true, false or a scorer LM's name or path; found {self.lm!r}")
         timeout = self.feature_timeout_s
@@ -139,8 +141,12 @@ class BoostedParams:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> BoostedParams:
-        """The parameters a config sets (``conf/model/features.yaml`` as a plain mapping; other
-        keys are ignored), checked: ``UsageError`` (one line) names a value out of range."""
+        """The parameters a config sets (``conf/model/features.yaml`` as a plain mapping; its keys
+        for train.py, ``CONFIG_KEYS``, are not the estimator's), checked: ``UsageError`` (one line)
+        names a value out of range, or a key that is neither (a typo such as ``calibratoin``)."""
+        unknown = sorted(set(values) - set(cls.__dataclass_fields__) - set(CONFIG_KEYS))
+        if unknown:
+            raise UsageError(f"model: no key {unknown[0]!r} (the keys: {', '.join(cls.__dataclass_fields__)})")
         known = {k: values[k] for k in cls.__dataclass_fields__ if k in values}
         if "drop" in known:
             drop = known["drop"] or ()

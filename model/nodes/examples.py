@@ -279,10 +279,14 @@ def build_examples(
     node labels, BIRD's here: an equivalent query written differently is wrong), the database
     still read for execution (features) and required as `require_database` says.
     """
-    if labels not in LABEL_KINDS:
-        from model.errors import UsageError
+    from model.errors import UsageError
 
+    if labels not in LABEL_KINDS:
         raise UsageError(f"data.labels must be execution or tree; found {labels!r}")
+    if max_questions is not None and (isinstance(max_questions, bool) or not isinstance(max_questions, int)
+                                      or max_questions < 1):
+        raise UsageError(f"data.max_questions must be a whole number of 1 or more, or null (all); "
+                         f"found {max_questions!r}")
     root = Path(root)
     report = ExampleReport()
     all_questions = load_questions(root, split)

@@ -67,13 +67,22 @@ class NeuralCheckpoint:
         from model.nodes.module import NodeConfidenceModule
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.model = NodeConfidenceModule.load_from_checkpoint(resolve_checkpoint(checkpoint), map_location=device)
-        self.model.eval()
-        embedder = self.model.hparams.embedder
+        saved = torch.load(resolve_checkpoint(checkpoint), map_location=device, weights_only=True)  # never code
+        hparams = dict(saved["hyper_parameters"])
+        # A fine-tuned encoder (model=minilm) is known by its weights: the embedder hyperparameters
+        # a run saved lack fine_tune (NodeConfidenceModule pops it from the dict it saves), and
+        # without it the encoder was built as a frozen causal LM's embedder.
+        embedder = dict(hparams.get("embedder") or {})
+        if any(name.startswith("backbone.") for name in saved["state_dict"]):
+            embedder["fine_tune"] = True
+        self.model = NodeConfidenceModule(**{**hparams, "embedder": embedder})
+        self.model.load_state_dict(saved["state_dict"])
+        self.model.to(device).eval()
         self.tokenizer = load_tokenizer(
             embedder.get("name_or_path"), embedder.get("gguf_file"), embedder.get("lm_cache_dir")
         )
-        self.max_tokens = self.model.encoder.config.max_positions
+        self.max_tokens = (int((hparams.get("encoder") or {}).get("max_positions", 512)) if self.model.fine_tune
+                           else self.model.encoder.config.max_positions)
 
     def score(self, schema: rat.Schema | None, question: str, sql: str, db_id: str = "") -> list[NodeScore]:
         """Every node of ``sql``'s RAT with its confidence, in post-order (root last).

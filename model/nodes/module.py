@@ -45,7 +45,7 @@ class NodeConfidenceModule(L.LightningModule):
         super().__init__()
         embedder, encoder = dict(embedder or {}), dict(encoder or {})
         self.save_hyperparameters({
-            "embedder": embedder, "encoder": encoder, "pos_weight": pos_weight, "lr": lr,
+            "embedder": dict(embedder), "encoder": encoder, "pos_weight": pos_weight, "lr": lr,  # (as given: with fine_tune)
             "weight_decay": weight_decay, "warmup_steps": warmup_steps, "ece_bins": ece_bins,
             "consensus": consensus,
         })

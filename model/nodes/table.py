@@ -132,21 +132,45 @@ def drop_columns(features: list[np.ndarray], names: tuple[str, ...], drop: Seque
     (``FEATURE_SETS``: ``database``, ``benchmark_size``) (``model.drop``)."""
     from model.nodes.features import FEATURE_SETS, FEATURES
 
+    check_drop(drop, names)
     group_of = {f.name: f.group for f in FEATURES}
-    unknown = [d for d in drop if d not in names and d not in group_of.values() and d not in FEATURE_SETS]
-    if unknown:
-        raise ValueError(f"model.drop: unknown feature or group {unknown}; features are listed in "
-                         "docs/node_features.md")
     in_sets = {n for d in drop for n in FEATURE_SETS.get(d, ())}
     keep = np.array([n not in drop and group_of.get(n) not in drop and n not in in_sets for n in names])
     return [x[:, keep] for x in features], tuple(n for n, k in zip(names, keep) if k)
 
 
+def check_drop(drop: Sequence[str], names: Sequence[str] = ()) -> None:
+    """``model.drop`` names features (``FEATURES``, or ``names``: a table's), feature groups or sets
+    (``FEATURE_SETS``) only: else one ``UsageError`` line naming those that are none, with the
+    groups and sets there are.
+
+    >>> check_drop(["semantic", "benchmark_size", "depth"])
+    >>> check_drop(["nosuchfeature"])
+    Traceback (most recent call last):
+    model.errors.UsageError: model.drop: unknown feature or group ['nosuchfeature'] (groups: ...
+    """
+    from model.nodes.features import FEATURE_SETS, FEATURES
+
+    groups = sorted({f.group for f in FEATURES})
+    known = {f.name for f in FEATURES} | set(names) | set(groups) | set(FEATURE_SETS)
+    unknown = [d for d in drop if d not in known]
+    if unknown:
+        raise UsageError(f"model.drop: unknown feature or group {unknown} (groups: {', '.join(groups)}; "
+                         f"sets: {', '.join(FEATURE_SETS)}; the features: docs/training.md#node-features)")
+
+
 def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], dict[str, Any]]:
     """Per fold, the example indices that train, validate and test; and the databases of each
     fold (for data.json)."""
-    from model.data.folds import check_folds, crossfit_roles, schema_disjoint_folds, split_databases
+    from model.data.folds import (
+        check_folds,
+        check_split,
+        crossfit_roles,
+        schema_disjoint_folds,
+        split_databases,
+    )
 
+    check_split(data_cfg)
     side = table.side_indices
     db_ids = [e.db_id for e in table.examples[:len(table.examples) - table.train_side]]
     protocol = data_cfg.get("protocol", "split")
@@ -162,14 +186,12 @@ def fold_roles(table: NodeTable, data_cfg) -> tuple[list[dict[str, list[int]]], 
                           for name, folds in role.items()})
         dbs = {str(i): sorted({db for db, f in zip(db_ids, fold_of) if f == i}) for i in range(k)}
         info = {"protocol": "crossfit", "folds": dbs}
-    elif protocol == "split":
+    else:
         split = split_databases(Counter(db_ids), data_cfg.get("val_fraction", 0.2),
                                 data_cfg.get("test_fraction", 0.3), seed)
         roles = [{name: [j for j, db in enumerate(db_ids) if split[db] == name]
                   for name in ("train", "val", "test")}]
         info = {"protocol": "split", "db_split": split}
-    else:
-        raise ValueError(f"data.protocol must be split or crossfit; found {protocol!r}")
     if holdout := data_cfg.get("holdout_system"):
         roles, info = hold_out_system(table, roles, holdout), {**info, "holdout_system": holdout}
     if side:  # model.train_predictions (other databases): training examples of every fold; those
