@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["AdaptError", "ModelFileError", "PredictionFileError", "RecalibrationError", "UsageError",
-           "check_writable", "quiet_closed_pipes", "say_error", "user_errors"]
+           "check_writable", "leave_interrupts_to_the_parent", "quiet_closed_pipes", "say_error", "user_errors"]
 
 class UsageError(ValueError):
     """A mistake in a command line or in an input file, told to the user in one line."""
@@ -102,17 +102,43 @@ def quiet_closed_pipes() -> Iterator[None]:
     SIGPIPE) and no traceback; a message to a closed standard error is dropped and the work goes
     on, so that its files (``--out``, ``--report``, a model) are still written. A closed stream is
     pointed at /dev/null (the Python docs' note on SIGPIPE), so that nothing fails again at exit.
-    Used as a decorator on each command's ``main``."""
+    Interrupted, it ends as one too: Ctrl-C with one line and exit status 130, SIGTERM with 143,
+    each after the work's own clean-up has run (worker processes ended, no half-written file put
+    in place of an old one), not with a traceback of each process. Used as a decorator on each
+    command's ``main``."""
+    import signal
+    import threading
+
     stderr = sys.stderr
     sys.stderr = _DroppedWhenClosed(stderr)
+    main = threading.current_thread() is threading.main_thread()
+    terminate = signal.signal(signal.SIGTERM, _terminated) if main else None
     try:
         yield
         sys.stdout.flush()  # (what is still buffered fails here, not at exit)
     except BrokenPipeError:
         _to_devnull(sys.stdout)
         raise SystemExit(141) from None
+    except KeyboardInterrupt:
+        print(f"\n{Path(sys.argv[0]).name}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
     finally:
         sys.stderr = stderr
+        if main:
+            signal.signal(signal.SIGTERM, terminate)
+
+
+def _terminated(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def leave_interrupts_to_the_parent() -> None:
+    """A worker process's start (``multiprocessing.Pool(initializer=..)``): Ctrl-C, sent to the
+    whole process group, is the parent's to handle, which ends the workers; each would otherwise
+    print a traceback of its own."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class _DroppedWhenClosed:

@@ -398,7 +398,7 @@ def test_no_more_processes_than_queries_to_run(concert_db: Path, monkeypatch) ->
     started = []
 
     class Pool:
-        def __init__(self, processes):
+        def __init__(self, processes, initializer=None):
             started.append(processes)
 
         def __enter__(self):

@@ -354,6 +354,42 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
     assert done.returncode == 0 and len((tmp_path / "scored.jsonl").read_text().splitlines()) == 3
 
 
+_INTERRUPTED = """
+import multiprocessing, sys, time
+from model.errors import leave_interrupts_to_the_parent, quiet_closed_pipes
+
+@quiet_closed_pipes()
+def main():
+    with multiprocessing.get_context("fork").Pool(2, initializer=leave_interrupts_to_the_parent) as pool:
+        pending = pool.map_async(time.sleep, [60, 60])
+        print(*[p.pid for p in multiprocessing.active_children()], flush=True)
+        pending.wait()
+
+main()
+"""
+
+
+@pytest.mark.parametrize("signal_name, group, status", [("SIGINT", True, 130), ("SIGTERM", False, 143)])
+def test_an_interrupted_command_ends_its_workers_with_one_line(signal_name, group, status):
+    """Ctrl-C (SIGINT to the process group) or SIGTERM to the command: its worker processes end
+    with it, exit 130 / 143, no traceback (Ctrl-C printed one from each process; SIGTERM left the
+    workers running)."""
+    import signal
+
+    command = subprocess.Popen([sys.executable, "-c", _INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=ENV, start_new_session=True)
+    workers = [int(pid) for pid in command.stdout.readline().split()]
+    assert len(workers) == 2
+    sent = getattr(signal, signal_name)
+    os.killpg(command.pid, sent) if group else os.kill(command.pid, sent)
+    _, err = command.communicate(timeout=60)
+    assert command.returncode == status and "Traceback" not in err, err
+    assert ("interrupted" in err) == (signal_name == "SIGINT")
+    for pid in workers:  # (not this process's children: gone, or a zombie until init reaps it)
+        status = Path(f"/proc/{pid}/status")
+        assert not status.exists() or "zombie" in status.read_text().lower()
+
+
 def test_the_rows_and_the_page_say_what_the_query_confidence_means(tmp_path):
     """Each row names its model's query_label; report.html says what "right" means and, without
     gold, shows no mark for a node labelled wrong."""

@@ -57,7 +57,7 @@ from model.data.databases import (
     open_database,
 )
 from model.data.execution import check_deadline, sqlite_problem, unfinished
-from model.errors import ModelFileError, UsageError, check_seconds
+from model.errors import ModelFileError, UsageError, check_seconds, leave_interrupts_to_the_parent
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
 from model.scoring.fields import (
@@ -997,7 +997,7 @@ class _prepared_batches:
         import multiprocessing
 
         _PREPARING = self.scorer
-        self.pool = multiprocessing.get_context("fork").Pool(self.workers)
+        self.pool = multiprocessing.get_context("fork").Pool(self.workers, initializer=leave_interrupts_to_the_parent)
         return self.pool.imap(_prepare_in_worker, self.jobs)
 
     def __exit__(self, *exc) -> None:
