@@ -13,7 +13,8 @@ Spellings that always mean the same are written one way, so that they get one tr
   surrounding AND, and a wrong bound marks only its own comparison incorrect.
 - ``CASE x WHEN 1 THEN a END`` is ``CASE WHEN x = 1 THEN a END``: SQL defines the simple CASE so
   (``CASE x WHEN NULL`` never matches, as ``x = NULL`` never holds); kept where ``x`` calls a
-  function without arguments (``random()``), which the searched form would call once a WHEN.
+  function that may give another value each call (``random()``, ``randomblob(1)``,
+  ``nextval('s')``, any function sqlglot does not know), which the searched form would call once a WHEN.
 - ``lag(x)`` and ``lag(x, 1, NULL)`` are ``lag(x, 1)`` (``lead`` too): the defaults written out.
 - ``GROUP BY 1`` and ``ORDER BY 2`` name the first and second output columns of their SELECT
   (SQLite, PostgreSQL, MySQL, DuckDB, Snowflake and BigQuery read them so), and are written as
@@ -168,6 +169,8 @@ def construct_name(node: exp.Expression) -> str:
 
 
 # Date part names a date function takes unquoted (rat.kinds.DATE_PART_FIRST / _LAST say where).
+# date_part(year, d)'s only where the database reads the bare word as the part (elsewhere a column).
+BARE_DATE_PART = frozenset({"snowflake", "redshift"})
 _DATE_PARTS = frozenset({
     "year", "yy", "yyyy", "quarter", "qq", "month", "mm", "week", "wk", "ww", "isoweek", "isowk",
     "day", "dd", "dayofyear", "dy", "dayofweek", "dw", "weekday", "hour", "hh", "minute", "mi",
@@ -356,7 +359,8 @@ def _reading(rat_dialect: Dialect) -> _Reading:
 def _refuse_missing_syntax(tokens: list, rat_dialect: Dialect, sql: str) -> None:
     """A RATError for syntax sqlglot reads in any dialect that `rat_dialect`'s database refuses:
     `ILIKE`, `a::int`, SQL Server's `LIMIT`, `NULLS FIRST` / `NULLS LAST`, `<=>`, `INTERSECT ALL` /
-    `EXCEPT ALL` (`Dialect`'s fields), with what the dialect writes instead.
+    `EXCEPT ALL` (`Dialect`'s fields), with what the dialect writes instead; and PostgreSQL's `|/ a`
+    in every dialect (sqlglot gives it the precedence of a function call).
 
     >>> _refuse_missing_syntax(DIALECT.tokenize("SELECT a::int FROM t"), SQLITE, "SELECT a::int FROM t")
     Traceback (most recent call last):
@@ -369,6 +373,8 @@ def _refuse_missing_syntax(tokens: list, rat_dialect: Dialect, sql: str) -> None
                                        (TokenType.LIMIT, "limit"), (TokenType.NULLSAFE_EQ, "null_safe_eq"))
             if not getattr(rat_dialect, field))
     kinds = [t.token_type for t in tokens]  # (each rule below looks only where it may apply)
+    if TokenType.PIPE_SLASH in kinds:  # PostgreSQL's `|/ 16 + 9` is `|/ (16 + 9)`: sqlglot reads sqrt(16) + 9
+        raise RATError("unsupported construct '|/' (its precedence is not read: write sqrt(a))", sql)
     if not refused.isdisjoint(kinds):
         kind = next(kind for kind in kinds if kind in refused)
         construct, instead = {
@@ -399,6 +405,10 @@ _SET_OPERATORS = frozenset({TokenType.INTERSECT, TokenType.EXCEPT})
 _LIST_ENDS = frozenset({None, TokenType.SEMICOLON, _R_PAREN, TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY,
                         TokenType.HAVING, TokenType.ORDER_BY, TokenType.LIMIT, TokenType.UNION, TokenType.INTERSECT,
                         TokenType.EXCEPT})
+# ... and what no AS can be followed by where any keyword after it is a name (PostgreSQL's, DuckDB's
+# and Databricks' `count(*) AS limit`; SQLite, MySQL, BigQuery refuse most)
+_AS_ENDS = frozenset({None, TokenType.SEMICOLON, _R_PAREN, TokenType.COMMA})
+_KEYWORD_ALIASES = frozenset({"postgres", "duckdb", "databricks"})
 _NEEDS_MORE = frozenset({TokenType.COMMA, TokenType.ON, TokenType.ALIAS, TokenType.GROUP_BY})
 _QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.WITH, TokenType.FROM})
 _MALFORMED_WATCHED = _NEEDS_MORE | {_L_PAREN, _R_PAREN, TokenType.SELECT, TokenType.VALUES, TokenType.UNION,
@@ -421,13 +431,19 @@ def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
     kinds.append(None)  # after the last token (and, as kinds[-1], before the first)
     selected = [False]  # for each parenthesis open: whether its query began with SELECT (or VALUES)
     # only the few tokens these rules read are walked (the walk of every token cost a fifth of a tree)
-    watched = _NEEDS_MORE if rat_dialect.from_first else _MALFORMED_WATCHED
+    # (BigQuery begins a query with FROM in its pipe syntax only: `FROM t |> WHERE a > 1`)
+    pipe = rat_dialect.name == "bigquery" and TokenType.PIPE_GT in kinds
+    watched = _NEEDS_MORE if rat_dialect.from_first or pipe else _MALFORMED_WATCHED
     for k in [k for k, kind in enumerate(kinds) if kind in watched]:
         kind = kinds[k]
         if kind in _NEEDS_MORE:
             after = kinds[k + 1]
-            if kind is TokenType.COMMA and after is TokenType.COMMA or after in _LIST_ENDS and not (
-                    kind is TokenType.COMMA and (trailing == "any" or trailing == "select" and after is TokenType.FROM)):
+            if kind is TokenType.ALIAS and rat_dialect.name in _KEYWORD_ALIASES:
+                cut = after in _AS_ENDS  # (a keyword after AS is a name there: `count(*) AS limit`)
+            else:
+                cut = kind is TokenType.COMMA and after is TokenType.COMMA or after in _LIST_ENDS and not (
+                    kind is TokenType.COMMA and (trailing == "any" or trailing == "select" and after is TokenType.FROM))
+            if cut:
                 token = tokens[k]
                 raise RATError(f"cannot parse (nothing after {token.text!r} at line {token.line}, col {token.col})",
                                sql)
@@ -440,7 +456,7 @@ def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
         elif kind is TokenType.SELECT or kind is TokenType.VALUES:
             selected[-1] = True
         elif kind is not TokenType.FROM:  # UNION, INTERSECT, EXCEPT
-            if kinds[k - 1] is not TokenType.STAR:  # (not `* EXCEPT (a)`)
+            if kinds[k - 1] is not TokenType.STAR and kinds[k - 1] is not TokenType.ALIAS:  # (not `* EXCEPT (a)`, `AS union`)
                 selected[-1] = False
         elif not selected[-1]:
             token = tokens[k]
@@ -474,8 +490,8 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         try:
             tokens = tokenizer.tokenize(sql)
         except sqlglot.errors.TokenError:
-            if rat_dialect is not SQLITE or "/*" not in sql:
-                raise
+            if rat_dialect is not SQLITE or "/*" not in sql or sql.endswith("/*"):
+                raise  # (SQLite refuses a `/*` with nothing after it)
             tokens = tokenizer.tokenize(sql + "*/")  # SQLite ends a /* comment left open at the end of the SQL
         reading = None if rat_dialect is SQLITE else _reading(rat_dialect)
         if not rat_dialect.json_operators and any(t.token_type in _JSON_ARROWS for t in tokens):
@@ -730,12 +746,19 @@ def _spell_between(tree: exp.Expression) -> None:
         replaced.replace(spelled)
 
 
+# Calls that may give another value each time (`random()`, `nextval('s')`): any function sqlglot
+# does not know (`randomblob(1)`), and those it knows that draw or count
+_MAYBE_RANDOM = (exp.Anonymous, *(getattr(exp, name) for name in (
+    "Rand", "Randn", "Randstr", "Uniform", "Normal", "Uuid", "NextValueFor", "Seq1", "Seq2", "Seq4", "Seq8")
+    if hasattr(exp, name)))
+
+
 def _spell_case(tree: exp.Expression) -> None:
     """`CASE x WHEN v THEN ..` as `CASE WHEN x = v THEN ..`, in place (see the module docstring);
     after column resolution, as `_spell_between`; the innermost first, as there."""
     for case in reversed(list(tree.find_all(exp.Case, bfs=False))):
         operand = case.args.get("this")
-        if operand is None or any(not f.expressions for f in operand.find_all(exp.Anonymous)):
+        if operand is None or operand.find(*_MAYBE_RANDOM) is not None:
             continue
         for when in case.args.get("ifs") or ():
             when.set("this", exp.EQ(this=_atom(operand.copy()), expression=_atom(when.this)))
@@ -1397,7 +1420,8 @@ class _Resolver:
             if kind is exp.Anonymous:
                 name = current.name.lower()
                 current.set("this", _SAME_FUNCTIONS.get(name, name))
-                _date_part(current, name)
+                if name != "date_part" or self.dialect.name in BARE_DATE_PART:
+                    _date_part(current, name)
                 if self.dialect is not SQLITE:
                     _as_sqlite_function(current, name, self.dialect)
                 _distinct_then_separator(current, name)

@@ -55,7 +55,8 @@ class Dialect:
     positional_join: bool = False  # a POSITIONAL JOIN b: rows paired by position (DuckDB's)
     asof_join: str = ""  # a ASOF JOIN b: "inner" (DuckDB: the rows with a match), "left" (Snowflake: every row of a)
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
-    bitwise_xor: bool = True  # a ^ b (PostgreSQL: a # b; its `^`, DuckDB's and Redshift's, is a power)
+    bitwise_xor: bool = True  # a ^ b (PostgreSQL: a # b; its `^`, DuckDB's and Redshift's, is a power;
+    # SQL Server, BigQuery and Databricks have one, of a precedence rat does not read: refused)
     # Syntax sqlglot reads in every dialect, refused where the database would refuse it
     ilike: bool = False  # a ILIKE 'x%'
     cast_operator: bool = False  # a::int
@@ -107,24 +108,26 @@ DIALECTS = {
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
                          group_by_all=True, star_exclude=True, star_replace=True, asof_join="left", table_sample=True,
                          ilike=True,
-                         cast_operator=True, bitwise_xor=False, trailing_comma="select"),
+                         cast_operator=True, bitwise_xor=False, intersect_all=False, trailing_comma="select"),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True,
                         group_by_all=True, star_exclude=True, star_replace=True, table_sample=True,
-                        intersect_all=False, fetch_first=False, from_first=True, trailing_comma="select"),
+                        bitwise_xor=False, intersect_all=False, fetch_first=False, trailing_comma="select"),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
                     json_operators=False, now="getdate", pivot=True, with_ties=True, limit_percent=True,
-                    table_sample=True, limit=False, nulls_order=False, intersect_all=False),
+                    table_sample=True, limit=False, nulls_order=False, intersect_all=False, bitwise_xor=False),
     # Databricks SQL (Spark SQL): names ignore case, quoted in backticks or not
     "databricks": Dialect("databricks", like_ignores_case=False, qualify=True, lateral="LATERAL",
                           ignore_nulls=True, at_time_zone=False, json_operators=False, now="now", pivot=True,
                           semi_join=True, group_by_all=True, order_by_all=True, star_exclude=True,
-                          table_sample=True, lateral_view=True, ilike=True, cast_operator=True, null_safe_eq=True),
+                          table_sample=True, lateral_view=True, ilike=True, cast_operator=True, null_safe_eq=True,
+                          bitwise_xor=False, fetch_first=False),
     # Trino (and Presto, Athena): names ignore case, quoted or not
     "trino": Dialect("trino", like_ignores_case=False, lateral="LATERAL", ignore_nulls=True,
                      json_operators=False, now="now", with_ties=True, table_sample=True, bitwise_xor=False),
     # Redshift: names ignore case, quoted or not (enable_case_sensitive_identifier off, its default)
     "redshift": Dialect("redshift", like_ignores_case=False, qualify=True, ignore_nulls=True,
-                        json_operators=False, now="getdate", pivot=True, ilike=True, cast_operator=True),
+                        json_operators=False, now="getdate", pivot=True, ilike=True, cast_operator=True,
+                        intersect_all=False, fetch_first=False),
 }
 SQLITE = DIALECTS["sqlite"]
 

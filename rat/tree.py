@@ -17,7 +17,13 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import expressions as exp
 
-from rat.canonicalize import canonical_ast, construct_name, parenthesised_join, sqlglot_dialect
+from rat.canonicalize import (
+    BARE_DATE_PART,
+    canonical_ast,
+    construct_name,
+    parenthesised_join,
+    sqlglot_dialect,
+)
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
 from rat.errors import RATError, internal_errors, with_deep_stack
@@ -91,6 +97,8 @@ _INTERVAL_UNITS = frozenset({"microsecond", "millisecond", "second", "minute", "
 _TRIMS = {"BOTH": "Trim", "LEADING": "Ltrim", "TRAILING": "Rtrim"}
 # Dialects whose E'..' is a string with backslash escapes (sqlglot's ByteString; BigQuery's b'..' is bytes)
 _ESCAPE_STRINGS = frozenset({"postgres", "duckdb"})
+# Dialects whose date_part(unit, d) is EXTRACT(unit FROM d) (others have no date_part)
+_DATE_PART_DIALECTS = frozenset({"postgres", "duckdb", "redshift", "snowflake", "databricks"})
 # A window frame's bounds: `UNBOUNDED PRECEDING`, `CURRENT ROW`, `n PRECEDING` / `n FOLLOWING`.
 _FRAME_KINDS = {"ROWS": "Rows", "RANGE": "Range", "GROUPS": "Groups"}
 
@@ -216,10 +224,11 @@ def _from_items(first: exp.Expression, joins) -> list[exp.Expression]:
     return items
 
 
-def _date_unit(argument: exp.Expression) -> str | None:
-    """The date part `argument` names, in lower case (`'MONTH'`, Snowflake's unquoted `month`), else None."""
-    if type(argument) is exp.Var or type(argument) is exp.Literal and argument.is_string \
-            and argument.this.isalpha():
+def _date_unit(argument: exp.Expression, dialect: Dialect) -> str | None:
+    """The date part `argument` names, in lower case (`'MONTH'`; Snowflake's and Redshift's unquoted
+    `month`, which elsewhere is a column), else None."""
+    if type(argument) is exp.Var and dialect.name in BARE_DATE_PART or type(argument) is exp.Literal \
+            and argument.is_string and argument.this.isalpha():
         return argument.name.lower()
     return None
 
@@ -452,12 +461,15 @@ class _Builder:
         from_ = node.args.get("from_")
         if from_ is None:
             return None
-        return self.joined(from_.this, node.args.get("joins") or (), ctes)
+        # (`SELECT *` lists the columns in the order of the tables: there `b RIGHT JOIN a` is no `a LEFT JOIN b`)
+        stars = any(not isinstance(star.parent, exp.Count) for p in node.expressions for star in p.find_all(exp.Star))
+        return self.joined(from_.this, node.args.get("joins") or (), ctes, swap=not stars)
 
-    def joined(self, first: exp.Expression, joins, ctes) -> Node:
+    def joined(self, first: exp.Expression, joins, ctes, swap: bool = False) -> Node:
         """The FROM items `first` and `joins`' joined. Inner joins are flattened into one Product
         of every table and every ON conjunct, so any permutation of tables and conditions gives
-        the same hash; a join in parentheses (`(a JOIN b ON ..) JOIN c`) is one too."""
+        the same hash; a join in parentheses (`(a JOIN b ON ..) JOIN c`) is one too. With `swap`
+        (the SELECT names its columns), `b RIGHT JOIN a ON c` is `a LEFT JOIN b ON c`."""
         built = self.built
         items = [built.pop(id(first)) if id(first) in built else self.relation(first, ctes)]
         if items[0].label == "Product" and parenthesised_join(first) is not None:
@@ -488,7 +500,7 @@ class _Builder:
                 if label is None:
                     raise RATError(f"unsupported construct '{side} JOIN'", self.sql)
                 left = items[0] if len(items) == 1 else Node("Product", items)
-                if label == "Right_join":  # `a RIGHT JOIN b ON c` is `b LEFT JOIN a ON c`
+                if label == "Right_join" and swap:  # `a RIGHT JOIN b ON c` is `b LEFT JOIN a ON c`
                     label, left, right = "Left_join", right, left
                 condition = conditions[0] if len(conditions) == 1 else Node("And", conditions)
                 items = [Node(label, (left, right, *([condition] if conditions else [])))]
@@ -628,7 +640,8 @@ class _Builder:
             if kind in _JSONB_KEYS and not self.dialect.jsonb_keys:
                 raise RATError(f"unsupported construct 'j ? k' ({self.dialect.name} has no jsonb key tests)", self.sql)
             if kind is exp.BitwiseXor and not self.dialect.bitwise_xor:
-                raise RATError(f"unsupported construct '^' ({self.dialect.name} has no bitwise XOR operator)", self.sql)
+                raise RATError(f"unsupported construct '^' ({self.dialect.name} has no bitwise XOR operator rat reads)",
+                               self.sql)  # (SQL Server's, BigQuery's, Databricks': of another precedence)
             if kind is exp.Is and isinstance(node.expression, exp.Null):  # PostgreSQL's IS NOT NULL: negate
                 return Node("Is_not_null" if node.args.get("negate") else "Is_null", (left,))
             if (kind is exp.NullSafeEQ or kind is exp.NullSafeNEQ) and isinstance(node.expression, exp.Null):
@@ -731,13 +744,18 @@ class _Builder:
                 return Node(name.capitalize(), (self.expr(arguments[1], ctes), self.expr(arguments[0], ctes)))
             if name == "div" and len(arguments) == 2:  # BigQuery's, PostgreSQL's integer quotient
                 return Node("Intdiv", self.arguments(arguments, ctes))
+            if name in ("ltrim", "rtrim") and len(arguments) == 2 and self.dialect.name == "databricks":
+                arguments = arguments[::-1]  # Databricks' ltrim(chars, s): SQLite's ltrim(s, chars)
             if name in ("ifnull", "nvl") and len(arguments) == 2:  # SQLite's, MySQL's, Snowflake's
                 name = "coalesce"
-            unit = _date_unit(arguments[0]) if name in ("date_trunc", "date_part") and len(arguments) == 2 \
-                and self.dialect is not SQLITE else None
-            if unit is not None:  # date_trunc('MONTH', d) is date_trunc(month, d); date_part('year', d) EXTRACT(year FROM d)
-                unit, value = self.made(arguments[0], Node(unit)), self.expr(arguments[1], ctes)
-                return Node("Extract", (value, unit)) if name == "date_part" else Node("Date_trunc", (unit, value))
+            unit = _date_unit(arguments[0], self.dialect) if len(arguments) == 2 and (
+                name == "date_trunc" and self.dialect is not SQLITE or name == "date_part" and self.dialect.name
+                in _DATE_PART_DIALECTS) else None
+            if unit is not None:  # date_trunc('MONTH', d) is date_trunc('month', d); date_part('year', d) EXTRACT(year FROM d)
+                value = self.expr(arguments[1], ctes)
+                if name == "date_part":
+                    return Node("Extract", (value, self.made(arguments[0], Node(unit))))
+                return Node("Date_trunc", (self.made(arguments[0], Node(f"'{unit}'")), value))
             if name == "count_big" and self.dialect.name == "tsql":
                 name = "count"  # SQL Server's COUNT_BIG: COUNT as a bigint
             if name == self.dialect.now and not arguments:
@@ -802,7 +820,7 @@ class _Builder:
             return Node("Extract", (self.expr(node.expression, ctes), Node(node.name.lower())))
         if kind is exp.BitwiseNot:
             return Node("Bitnot", (self.expr(node.this, ctes),))
-        if kind is exp.Sqrt:  # PostgreSQL's, Redshift's `|/ a`
+        if kind is exp.Sqrt:  # sqrt(a) (PostgreSQL's `|/ a` is refused: rat.canonicalize)
             return Node("Sqrt", (self.expr(node.this, ctes),))
         if kind is exp.Trim:  # TRIM([BOTH | LEADING | TRAILING] [chars] FROM s): SQLite's trim / ltrim / rtrim(s[, chars])
             if node.args.get("collation") is not None:

@@ -285,6 +285,7 @@ def _sqlite_reads(sql: str) -> bool:
     ("SELECT a FROM t; -- done", "SELECT a FROM t"), ("SELECT a FROM t;\n-- x", "SELECT a FROM t"),
     ("SELECT a FROM t; /* x */", "SELECT a FROM t"), ("\ufeffSELECT a FROM t", "SELECT a FROM t"),
     ("SELECT a FROM t /* open", "SELECT a FROM t"), ("SELECT 1 /* open\nFROM t", "SELECT 1"),
+    ("SELECT a FROM t /*x", "SELECT a FROM t"), ("SELECT a FROM t /*/", "SELECT a FROM t"),
 ])
 def test_sql_sqlite_reads_with_a_comment_after_its_semicolon_or_a_byte_order_mark_gets_its_tree(sql, read):
     """A comment after the last `;` is no second statement; a byte order mark (SQL read from a
@@ -295,6 +296,10 @@ def test_sql_sqlite_reads_with_a_comment_after_its_semicolon_or_a_byte_order_mar
         rat.to_tree("SELECT a FROM t; SELECT b FROM u -- x")
     with pytest.raises(rat.RATError, match="^cannot parse"):  # (DuckDB refuses the open comment)
         rat.to_tree("SELECT a FROM t /* open", dialect="duckdb")
+    for cut in ["SELECT a FROM t /*", "SELECT a FROM t /* x */ /*"]:  # (a `/*` with nothing after it)
+        assert not _sqlite_reads(cut)
+        with pytest.raises(rat.RATError, match="^cannot parse"):
+            rat.to_tree(cut)
 
 
 @pytest.mark.parametrize("sql, after", [
@@ -317,6 +322,22 @@ def test_sql_cut_short_that_sqlglot_reads_as_if_whole_is_refused_as_sqlite_refus
                  "WITH s AS (SELECT a FROM t) SELECT a FROM s", "SELECT a FROM t WHERE a IN (SELECT a FROM u)"]:
         assert _sqlite_reads(read)
         rat.to_tree(read)
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "duckdb", "databricks"])
+def test_a_keyword_after_as_is_a_name_where_the_database_reads_it_so(dialect):
+    """PostgreSQL, DuckDB and Databricks read any keyword after AS as the alias (`count(*) AS
+    limit`): only AS with nothing after it is cut short there. (SQLite refuses the keywords.)"""
+    named = rat.to_tree("SELECT count(*) AS n, max(b) AS m FROM t", dialect=dialect)
+    for sql in ["SELECT count(*) AS limit, max(b) AS offset FROM t", "SELECT count(*) AS from, max(b) AS where FROM t",
+                "SELECT count(*) AS union, max(b) AS having FROM t", "SELECT count(*) AS except, max(b) AS intersect FROM t"]:
+        assert rat.to_tree(sql, dialect=dialect) == named
+    for sql in ["SELECT a FROM t AS", "SELECT a AS, b FROM t", "SELECT a FROM (SELECT a AS) s", "SELECT a AS;"]:
+        with pytest.raises(rat.RATError, match="^cannot parse \\(nothing after 'AS'"):
+            rat.to_tree(sql, dialect=dialect)
+    assert not _sqlite_reads("SELECT count(*) AS limit FROM t")
+    with pytest.raises(rat.RATError, match="^cannot parse \\(nothing after 'AS'"):
+        rat.to_tree("SELECT count(*) AS limit FROM t")
 
 
 @pytest.mark.parametrize("sql, spelled", [
