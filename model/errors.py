@@ -135,10 +135,13 @@ def _terminated(signum, frame) -> None:
 def leave_interrupts_to_the_parent() -> None:
     """A worker process's start (``multiprocessing.Pool(initializer=..)``): Ctrl-C, sent to the
     whole process group, is the parent's to handle, which ends the workers; each would otherwise
-    print a traceback of its own."""
+    print a traceback of its own. SIGTERM ends it at once, as by default (the parent's handler,
+    inherited through a fork, would only mark it, and a worker held on its queue's lock would
+    then never end: the parent waits for it at the end of the pool)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class _DroppedWhenClosed:

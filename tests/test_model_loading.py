@@ -159,3 +159,57 @@ def test_a_fine_tuned_encoder_checkpoint_loads_as_one(tmp_path, written_before):
     assert scorer.neural.model.fine_tune and scorer.neural.max_tokens == 512
     scored = scorer.score("SELECT name FROM suppliers", schema={"suppliers": ["name"]})
     assert len(scored.nodes) == 3 and all(0 <= n.confidence <= 1 for n in scored.nodes)
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_model_saved_over_another_is_written_whole_or_not_at_all(failure, model_copy, monkeypatch):
+    """A save that fails half way (a full disk, Ctrl-C) leaves the old model folder as it was and
+    nothing beside it; one that succeeds leaves no file of the old model."""
+    import skops.io
+
+    from model.nodes.estimator import BoostedNodeModel
+
+    model = BoostedNodeModel.load(model_copy)
+    (model_copy / "stale.txt").write_text("of the old model")
+    before = _digests(model_copy)
+    dump = skops.io.dump
+
+    def fails(obj, file, *args, **kwargs):  # the second file fails after part of it is written
+        if Path(file).name == "site_model.skops":
+            Path(file).write_bytes(b"PK\x03\x04 half a model")
+            raise failure
+        return dump(obj, file, *args, **kwargs)
+
+    monkeypatch.setattr(skops.io, "dump", fails)
+    with pytest.raises(type(failure)):
+        model.save(model_copy)
+    assert _digests(model_copy) == before
+    assert [p.name for p in model_copy.parent.iterdir()] == ["model"]
+    monkeypatch.undo()
+    model.save(model_copy)
+    assert [p.name for p in model_copy.parent.iterdir()] == ["model"]
+    assert sorted(_digests(model_copy)) == ["model.json", "node_model.skops", "site_model.skops"]
+    assert Scorer.load(model_copy).saved is not None
+
+
+def test_a_model_is_never_saved_over_a_folder_that_holds_no_model(model_copy, tmp_path):
+    """`--out .` or a run's folder: a model saved over it would have replaced it whole."""
+    from model.errors import ModelFileError
+    from model.nodes.estimator import BoostedNodeModel
+
+    model = BoostedNodeModel.load(model_copy)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("mine")
+    with pytest.raises(ModelFileError, match="exists and holds no model"):
+        model.save(work)
+    assert [p.name for p in work.iterdir()] == ["notes.txt"] and sorted(p.name for p in tmp_path.iterdir()) == ["model", "work"]
+    (tmp_path / "empty").mkdir()
+    model.save(tmp_path / "empty")  # an empty folder, or a model's (the test above), is written
+    assert Scorer.load(tmp_path / "empty").saved is not None

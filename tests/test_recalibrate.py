@@ -225,3 +225,38 @@ def test_execution_labels_come_from_a_live_database_in_its_dialect(tmp_path):
     assert "4 labelled outputs" in summary and "labels: execution 4" in summary and "not used: 1" in summary
     assert "75.0% right" in diagnosis
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_rat_calibrate_on_a_full_disk_is_one_line_and_keeps_the_old_model(boosted_model, tmp_path, monkeypatch,  # noqa: F811
+                                                                         capsys):
+    """A model that cannot be written is one line, exit 2; a model folder given as --out is kept
+    as it was, not half overwritten, and a new one is not made."""
+    import shutil
+
+    import skops.io
+
+    from model.scoring.cli import calibrate_main
+
+    folder, objects = boosted_model
+    root = objects["table"].root
+    file = min((root / "predictions").glob("*.jsonl"))
+
+    def full(obj, path, *args, **kwargs):
+        Path(path).write_bytes(b"PK\x03\x04 half a model")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(skops.io, "dump", full)
+    # scored here, not in forked workers: a worker inherits the command's SIGTERM handler, and one
+    # that SIGTERM reaches between two calls may never end (Pool.terminate then waits for it)
+    monkeypatch.setattr("model.scoring.scorer._worker_count", lambda workers, batches: 1)
+    old = tmp_path / "old"
+    shutil.copytree(folder, old)
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in old.iterdir()}
+    for out in (old, tmp_path / "new"):
+        assert calibrate_main(["--model", str(folder), "--data-root", str(root), "--predictions", str(file),
+                               "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1] == f"rat-calibrate: error: --out {out}: cannot be written (No space left on device)", err
+        assert not any("Traceback" in line for line in err)
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in old.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["old"]

@@ -3,6 +3,9 @@
 import doctest
 import html
 import re
+from pathlib import Path
+
+import pytest
 
 import rat
 from model.eval import report
@@ -105,3 +108,21 @@ def test_the_wrong_node_legend_only_with_labels_and_the_query_label_in_the_heade
     labelled = report.html_report([{**example, "labels": [1] * n}])
     assert "labelled wrong against gold" not in unlabelled and "labelled wrong against gold" in labelled
     assert "Query confidence: P(right by tree agreement)." in unlabelled and "Query confidence" not in labelled
+
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_report_that_cannot_be_written_leaves_the_old_one_and_no_temporary_file(failure, tmp_path, monkeypatch):
+    path = tmp_path / "report.html"
+    path.write_text("old")
+
+    def fails(self, *args, **kwargs):  # the disk fills (or Ctrl-C comes) half way through the report
+        with Path.open(self, "w") as f:
+            f.write("<html>half a rep")
+        raise failure
+
+    monkeypatch.setattr(Path, "write_text", fails)
+    with pytest.raises(type(failure)):
+        report.write_report(path, "<html>new</html>")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"] and path.read_text() == "old"

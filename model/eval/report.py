@@ -10,6 +10,7 @@ import itertools
 import json
 import math
 import numbers
+import os
 import re
 from collections.abc import Mapping, Sequence
 
@@ -61,9 +62,9 @@ def _esc(text: str) -> str:
 
 def write_report(path, text: str) -> None:
     """Write a report (Markdown or HTML) whole or not at all (a temporary file renamed over it:
-    never left empty; a device or a pipe is written into, a link's file replaced), as UTF-8; a
-    lone surrogate from a hostile row is written as ``\\ud800`` rather than failing the whole
-    report."""
+    never left empty; the temporary file removed when the write fails; a device or a pipe is
+    written into, a link's file replaced), as UTF-8; a lone surrogate from a hostile row is
+    written as ``\\ud800`` rather than failing the whole report."""
     from pathlib import Path
 
     path = Path(path)
@@ -72,9 +73,13 @@ def write_report(path, text: str) -> None:
     if path.exists() and not path.is_file():  # a device or a pipe (/dev/stdout): written into, not replaced
         path.write_text(text, encoding="utf-8", errors="backslashreplace")
         return
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+        tmp.replace(path)
+    except BaseException:  # a full disk, an interrupt: no temporary file left beside the report
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def json_safe(value):

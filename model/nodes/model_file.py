@@ -13,7 +13,11 @@ This module knows the format and nothing about training or evaluation.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import stat
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,26 +44,63 @@ PARTS = ("node_model", "site_model", "calibrator", "query_calibrator", "features
 def write_model(folder: str | Path, *, node_model: Any, site_model: Any | None, calibrator: Calibrator | None,
                 query_calibrator: QueryCalibrator, features: tuple[str, ...], typical: dict, info: dict,
                 without_database: tuple[Calibrator | None, QueryCalibrator] | None = None) -> Path:
-    """Write a model directory: the skops files and ``model.json``."""
+    """Write a model directory: the skops files and ``model.json``, whole or not at all
+    (``write_folder``)."""
     sio = _skops_io()
 
+    def write(into: Path) -> None:
+        sio.dump(node_model, into / "node_model.skops")
+        if site_model is not None:
+            sio.dump(site_model, into / "site_model.skops")
+        write_json(into / "model.json", {
+            "format": FORMAT, "format_version": FORMAT_VERSION, **info,
+            "features": list(features),
+            "calibrator": calibrator.to_dict() if calibrator is not None else None,
+            "query_calibrator": query_calibrator.to_dict(),
+            "typical": typical,
+            **({"without_database": {
+                "calibrator": without_database[0].to_dict() if without_database[0] is not None else None,
+                "query_calibrator": without_database[1].to_dict()}}
+               if without_database is not None else {}),
+        })
+
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    sio.dump(node_model, folder / "node_model.skops")
-    if site_model is not None:
-        sio.dump(site_model, folder / "site_model.skops")
-    write_json(folder / "model.json", {
-        "format": FORMAT, "format_version": FORMAT_VERSION, **info,
-        "features": list(features),
-        "calibrator": calibrator.to_dict() if calibrator is not None else None,
-        "query_calibrator": query_calibrator.to_dict(),
-        "typical": typical,
-        **({"without_database": {
-            "calibrator": without_database[0].to_dict() if without_database[0] is not None else None,
-            "query_calibrator": without_database[1].to_dict()}}
-           if without_database is not None else {}),
-    })
+    write_folder(folder, write)
     return folder
+
+
+def write_folder(folder: Path, write: Callable[[Path], None]) -> None:
+    """A folder written whole or not at all: ``write(new)`` fills a new folder beside it, which
+    then takes its place (the old one, if any, renamed aside and removed). A write that fails (a
+    full disk, an interrupt) leaves the old folder as it was and no partial one; nothing of the
+    old folder is kept in the new (no stale file). A link to a folder stays a link: its folder is
+    replaced. Only an empty folder or a model's (one with ``model.json``) is replaced: any other
+    (``--out .``, a run's folder) is a ``ModelFileError``, nothing written."""
+    folder = Path(folder).resolve()  # (a link's folder; `.` or `..` by their names)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir()) and not (folder / "model.json").is_file()):
+        # (`--out .` or a run's folder would be replaced whole: only a model's folder or an empty one is)
+        raise ModelFileError(f"{folder}: exists and holds no model (no model.json): not replaced; "
+                             "give a new folder or a model's")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    new, old = (folder.with_name(f".{folder.name}.{os.getpid()}.{end}") for end in ("new", "old"))
+    for leftover in (new, old):  # (of an earlier run of this process id, killed)
+        shutil.rmtree(leftover, ignore_errors=True)
+    aside = False
+    try:
+        new.mkdir()
+        write(new)
+        if folder.exists():
+            os.chmod(new, stat.S_IMODE(folder.stat().st_mode))
+            folder.rename(old)
+            aside = True
+        new.rename(folder)
+    except BaseException:
+        if aside:
+            old.rename(folder)
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if aside:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def read_model(folder: str | Path) -> dict[str, Any]:

@@ -649,10 +649,10 @@ def adapt_main(argv: list[str] | None = None) -> int:
                 result = adapt(model, teacher, rows, label_shift=args.label_shift)
             except AdaptError as e:
                 raise UsageError(f"--predictions: {e}") from None
+        _written("--out", args.out, lambda: result.model.save(args.out))  # whole or not at all
     except UsageError as e:
         say_error("rat-adapt", e)
         return 2
-    result.model.save(args.out)
     skipped.update(result.errors)
     note = _skipped_note(skipped, "not used")
     print(f"rat-adapt: adapted on {result.queries} outputs ({result.nodes} nodes) of {result.questions} "
@@ -713,10 +713,10 @@ def calibrate_main(argv: list[str] | None = None) -> int:
                                      labels=args.labels, select=not args.always_refit)
             except RecalibrationError as e:
                 raise UsageError(f"--predictions: {e}") from None
+        _written("--out", args.out, lambda: result.model.save(args.out))  # whole or not at all
     except UsageError as e:
         say_error("rat-calibrate", e)
         return 2
-    result.model.save(args.out)
     skipped.update(result.errors)
     note = _skipped_note(skipped, "not used")
     how = ", ".join(f"{k} {v}" for k, v in result.labels.most_common())
