@@ -24,6 +24,19 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture
+def full_disk(monkeypatch):
+    """A disk that fills while a model is saved: each skops file written is cut short, then
+    ``OSError(28)`` (ENOSPC)."""
+    import skops.io
+
+    def full(obj, path, *args, **kwargs):
+        Path(path).write_bytes(b"PK\x03\x04 half a model")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(skops.io, "dump", full)
+
+
 # Real PostgreSQL and MariaDB servers (session scope; they skip when not installed).
 from tests.servers import (  # noqa: F401
     mysql_admin_url,

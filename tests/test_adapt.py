@@ -161,26 +161,16 @@ def test_rat_adapt_mistakes_are_one_line_and_exit_2(which, message, boosted_mode
 
 
 def test_rat_adapt_on_a_full_disk_is_one_line_and_keeps_the_old_model(boosted_model, consensus_model, tmp_path,  # noqa: F811
-                                                                     monkeypatch, capsys):
+                                                                     full_disk, capsys):
     """A model that cannot be written is one line, exit 2; a model folder given as --out is kept
     as it was, not half overwritten."""
     import shutil
-
-    import skops.io
 
     from model.scoring.cli import adapt_main
 
     (single_dir, objects), (teacher_dir, _) = boosted_model, consensus_model
     root = objects["table"].root
 
-    def full(obj, path, *args, **kwargs):
-        Path(path).write_bytes(b"PK\x03\x04 half a model")
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(skops.io, "dump", full)
-    # scored here, not in forked workers: a worker inherits the command's SIGTERM handler, and one
-    # that SIGTERM reaches between two calls may never end (Pool.terminate then waits for it)
-    monkeypatch.setattr("model.scoring.scorer._worker_count", lambda workers, batches: 1)
     out = tmp_path / "adapted"
     shutil.copytree(single_dir, out)
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir()}

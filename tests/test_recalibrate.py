@@ -227,13 +227,11 @@ def test_execution_labels_come_from_a_live_database_in_its_dialect(tmp_path):
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 
-def test_rat_calibrate_on_a_full_disk_is_one_line_and_keeps_the_old_model(boosted_model, tmp_path, monkeypatch,  # noqa: F811
+def test_rat_calibrate_on_a_full_disk_is_one_line_and_keeps_the_old_model(boosted_model, tmp_path, full_disk,  # noqa: F811
                                                                          capsys):
     """A model that cannot be written is one line, exit 2; a model folder given as --out is kept
     as it was, not half overwritten, and a new one is not made."""
     import shutil
-
-    import skops.io
 
     from model.scoring.cli import calibrate_main
 
@@ -241,14 +239,6 @@ def test_rat_calibrate_on_a_full_disk_is_one_line_and_keeps_the_old_model(booste
     root = objects["table"].root
     file = min((root / "predictions").glob("*.jsonl"))
 
-    def full(obj, path, *args, **kwargs):
-        Path(path).write_bytes(b"PK\x03\x04 half a model")
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(skops.io, "dump", full)
-    # scored here, not in forked workers: a worker inherits the command's SIGTERM handler, and one
-    # that SIGTERM reaches between two calls may never end (Pool.terminate then waits for it)
-    monkeypatch.setattr("model.scoring.scorer._worker_count", lambda workers, batches: 1)
     old = tmp_path / "old"
     shutil.copytree(folder, old)
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in old.iterdir()}
