@@ -466,3 +466,36 @@ def test_choose_counts_a_question_of_more_candidates_than_choose_takes_as_not_sc
     assert chosen["question"] == "How many suppliers?" and chosen["candidates"] == 2
     assert "scored 2 of 67 rows" in done.stderr
     assert f"not scored: 65 (over {MAX_CANDIDATES} candidates for one question 65)" in done.stderr, done.stderr
+
+
+def test_a_file_is_scored_a_chunk_at_a_time_with_the_rows_of_one_question_together(consensus_model, tmp_path,  # noqa: F811
+                                                                                    monkeypatch):
+    """A file's results were held whole (about 20 KB a row) until the end: it is scored
+    CHUNK_ROWS rows at a time, each chunk written before the next is scored, never splitting the
+    answers to one question that a consensus model reads together; the rows and the report are
+    those of one pass over the whole file (the rows question by question)."""
+    from model.scoring import cli
+    from model.scoring.scorer import Scorer
+
+    folder, objects = consensus_model
+    root = objects["table"].root
+    files = [str(p) for p in sorted((root / "predictions").glob("*.jsonl"))[:2]]
+
+    def scored(name: str) -> tuple[list[dict], str]:
+        out = tmp_path / name / "scored.jsonl"
+        assert cli.main(["--model", str(folder), "--data-root", str(root), "--no-reasons",
+                         "--predictions", *files, "--out", str(out)]) == 0
+        return [json.loads(line) for line in out.read_text().splitlines()], (out.parent / "report.html").read_text()
+
+    whole = scored("whole")
+    calls = []
+    score_many = Scorer.score_many
+    monkeypatch.setattr(Scorer, "score_many", lambda self, rows, **kw: calls.append(list(rows)) or score_many(self, rows, **kw))
+    monkeypatch.setattr(cli, "CHUNK_ROWS", 3)
+    chunked = scored("chunked")
+    def by_answer(rows: list[dict]) -> dict:
+        return {(r["system"], r["question_id"]): r for r in rows}
+
+    assert by_answer(chunked[0]) == by_answer(whole[0]) and chunked[1] == whole[1] and len(calls) > 2
+    for qid in {r["question_id"] for r in chunked[0]}:  # each question's answers in one call
+        assert sum(any(row.get("question_id") == qid for row in call) for call in calls) == 1

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import heapq
 import json
 import sys
 import time
@@ -50,6 +51,7 @@ from model.scoring.inputs import load_scorer, read_schemas
 from rat.dialects import DIALECTS
 
 REPORT_QUERIES = 200  # queries report.html shows, the least confident first (evaluate.py's html.max_examples)
+CHUNK_ROWS = 1024  # rows of a file scored at a time, each chunk's written before the next is scored
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -415,9 +417,30 @@ def _file_rows(path: Path, questions: dict, skipped: Counter) -> list[dict]:
     return rows
 
 
+def chunks(groups: list[list[int]], limit: int) -> list[list[int]]:
+    """The positions of ``groups`` (a question's candidates, or the answers a consensus model
+    reads together) in chunks of ``limit`` positions or a few more, each group whole in one
+    chunk, in order of the groups; each chunk's positions in order.
+
+    >>> chunks([[0], [1], [2], [3], [4]], 2)
+    [[0, 1], [2, 3], [4]]
+    >>> chunks([[0, 3], [1, 4], [2]], 2)
+    [[0, 3], [1, 4], [2]]
+    """
+    out: list[list[int]] = [[]]
+    for group in groups:
+        if len(out[-1]) >= limit:
+            out.append([])
+        out[-1].extend(group)
+    return [sorted(chunk) for chunk in out if chunk]
+
+
 def score_file(scorer, args, schemas: dict) -> int:
+    from tqdm.auto import tqdm
+
     from model.data.jsonl import write_jsonl
     from model.eval.report import html_report, write_report
+    from model.scoring.choice import CANDIDATES, MAX_CANDIDATES, choice_of, groups_of
     from model.scoring.scorer import RowError, report_entries
 
     skipped: Counter = Counter()
@@ -426,8 +449,6 @@ def score_file(scorer, args, schemas: dict) -> int:
     good = [r for r in rows if "_error" not in r]
     lent = set()  # with --choose: rows without a question_id, lent one their group shares while scored
     if args.choose:  # (a model that reads the other answers reads a question's rows by question_id)
-        from model.scoring.choice import CANDIDATES, MAX_CANDIDATES, groups_of
-
         for group in groups_of(good):  # candidates compared with each other: more than Scorer.choose
             if len(group) > MAX_CANDIDATES:  # takes cost more than linear time; not scored, counted
                 for i in group:
@@ -439,99 +460,134 @@ def score_file(scorer, args, schemas: dict) -> int:
                     good[i]["question_id"] = f"{CANDIDATES}:{n}"
                 lent.update(group)
     skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
-    verdicts = None
-    if args.check:  # each query's verdict (Scorer.check_many), and the scored query it holds
-        verdicts = scorer.check_many(good, progress=True, quantiles=args.quantiles, label_shift=False)
-        results = [v if isinstance(v, RowError) else v.scored for v in verdicts]
+    # the rows are scored CHUNK_ROWS at a time and each chunk's rows written before the next is
+    # scored: a file's results are never held whole (about 20 KB a row). Label shift and the rows'
+    # own quantiles read every row's scores first: one chunk.
+    # With --choose or a model that reads the other answers (a consensus model), a question's
+    # rows are scored together: the rows come out question by question.
+    if args.label_shift or args.quantiles == "rows":
+        parts = [list(range(len(good)))]
+    elif args.choose or scorer.reads_other_answers:
+        parts = chunks(groups_of(good), CHUNK_ROWS)
     else:
-        results = scorer.score_many(good, progress=True, reasons=not args.no_reasons, quantiles=args.quantiles,
-                                    label_shift=False)
-    scored = [r for r in results if not isinstance(r, RowError)]
-    shifts = []
-    if args.label_shift:  # each file (one system's outputs) alone
-        from model.label_shift import shift_scored
-
-        for path in args.predictions:
-            mine = [r for row, r in zip(good, results) if row["_file"] == str(path) and not isinstance(r, RowError)]
-            if (found := shift_scored(mine, scorer.saved)) is not None:
-                shifts.append((path, found))
-    for i in lent:
-        good[i]["question_id"] = None
-        if not isinstance(results[i], RowError):
-            results[i].question_id = None
-    for r in results:
-        if isinstance(r, RowError):
-            skipped[r.reason] += 1
-    chosen = None  # with --choose: row position -> (agreeing, candidates) of each question's choice
-    if args.choose:
-        from model.scoring.choice import choice_of
-
-        chosen = {}
-        for group in groups_of(good):
-            if (choice := choice_of([results[i] for i in group])) is not None:
-                chosen[group[choice.index]] = (choice.agreeing, len(group))
+        parts = chunks([[k] for k in range(len(good))], CHUNK_ROWS)
     # what "right" means for the whole-query confidence (None: a neural model, which records none)
     label, means = getattr(scorer.saved, "query_label", None), None
     if label is not None:
         from model.nodes.estimator import LABEL_MEANING
 
         means = f"P(right by {LABEL_MEANING.get(label, label)})"
-    out_rows = []
-    actions: Counter = Counter()
-    for k, (row, result) in enumerate(zip(good, results)):
-        if isinstance(result, RowError) or chosen is not None and k not in chosen:
-            continue
-        if verdicts is not None:
-            d = {"question_id": result.question_id, "db_id": result.db_id, **verdicts[k].to_dict()}
-            actions[d["action"]] += 1
+    shifts, actions, unfamiliar, lacking = [], Counter(), Counter(), Counter()
+    counts = Counter()  # scored: rows scored; written: rows written; odd: scored rows with unfamiliar nodes
+    least: list = []  # (confidence, position, row, result) of the REPORT_QUERIES least confident so far
+
+    def scored_rows(part: list[int]):
+        """The rows of one chunk scored, as ``--out`` writes them; what the notes and the report
+        need is kept on the side."""
+        batch = [good[k] for k in part]
+        verdicts = None
+        if args.check:  # each query's verdict (Scorer.check_many), and the scored query it holds
+            verdicts = scorer.check_many(batch, progress=False, quantiles=args.quantiles, label_shift=False)
+            results = [v if isinstance(v, RowError) else v.scored for v in verdicts]
         else:
-            d = result.to_dict()
-        d["system"] = row.get("system")
-        if label is not None:
-            d["query_label"] = label
-        if chosen is not None:
-            d["agreeing"], d["candidates"] = chosen[k]
-        out_rows.append(d)
+            results = scorer.score_many(batch, progress=False, reasons=not args.no_reasons,
+                                        quantiles=args.quantiles, label_shift=False)
+        if args.label_shift:  # each file (one system's outputs) alone
+            from model.label_shift import shift_scored
+
+            for path in args.predictions:
+                mine = [r for row, r in zip(batch, results) if row["_file"] == str(path) and not isinstance(r, RowError)]
+                if (found := shift_scored(mine, scorer.saved)) is not None:
+                    shifts.append((path, found))
+        for j, k in enumerate(part):
+            if k in lent:
+                good[k]["question_id"] = None
+                if not isinstance(results[j], RowError):
+                    results[j].question_id = None
+        chosen = None  # with --choose: position in the chunk -> (agreeing, candidates) of each question's choice
+        if args.choose:
+            chosen = {}
+            for group in groups_of(batch):
+                if (choice := choice_of([results[i] for i in group])) is not None:
+                    chosen[group[choice.index]] = (choice.agreeing, len(group))
+        mine = []
+        for j, (row, result) in enumerate(zip(batch, results)):
+            if isinstance(result, RowError):
+                skipped[result.reason] += 1
+                continue
+            counts["scored"] += 1
+            odd = [n.kind for n in result.nodes if n.unfamiliar]
+            unfamiliar.update(odd)
+            counts["odd"] += bool(odd)
+            if args.data_root and row.get("db_id") and row.get("database") is None:
+                lacking[row["db_id"]] += 1
+            if chosen is not None and j not in chosen:
+                continue
+            mine.append((result.query_confidence, part[j], row, result))
+            if verdicts is not None:
+                d = {"question_id": result.question_id, "db_id": result.db_id, **verdicts[j].to_dict()}
+                actions[d["action"]] += 1
+            else:
+                d = result.to_dict()
+            d["system"] = row.get("system")
+            if label is not None:
+                d["query_label"] = label
+            if chosen is not None:
+                d["agreeing"], d["candidates"] = chosen[j]
+            counts["written"] += 1
+            yield d
+        least[:] = heapq.nsmallest(REPORT_QUERIES, least + mine, key=lambda entry: entry[:2])
+
+    bar = tqdm(total=len(good), desc="scoring", unit="query", leave=False)
+
+    def out_rows():
+        for part in parts:
+            yield from scored_rows(part)
+            bar.update(len(part))
+
+    stopped = None
+    try:
+        if args.out:
+            _written("--out", args.out, lambda: write_jsonl(args.out, out_rows()))
+        else:
+            for d in out_rows():
+                sys.stdout.write(json.dumps(d) + "\n")
+    except BrokenPipeError as e:  # a reader that stopped early (| head): the report holds the rows scored till then
+        stopped = e
+    finally:
+        bar.close()
     # the report: the least confident queries first, at most REPORT_QUERIES (a page of every row of
     # a large file would be hundreds of MB), each with its system
-    pairs = sorted(((row, r) for k, (row, r) in enumerate(zip(good, results))
-                    if not isinstance(r, RowError) and (chosen is None or k in chosen)),
-                   key=lambda pair: pair[1].query_confidence)[:REPORT_QUERIES]
-    entries = report_entries([r for _, r in pairs])
-    for entry, (row, _) in zip(entries, pairs):
+    entries = report_entries([result for *_, result in least])
+    for entry, (_, _, row, _) in zip(entries, least):
         entry["system"] = row.get("system")
-    title = (f"rat-score: {', '.join(p.name for p in args.predictions)}: the {len(pairs)} least confident "
-             f"of {len(scored)} queries")
-    if args.out:
-        _written("--out", args.out, lambda: write_jsonl(args.out, out_rows))
+    title = (f"rat-score: {', '.join(p.name for p in args.predictions)}: the {len(least)} least confident "
+             f"of {counts['scored']} queries")
     if args.report:
         _written("--report", args.report, lambda: write_report(args.report, html_report(
             entries, title=title, query_confidence_means=means)))
-    if not args.out:  # the files first: a reader that stops early (| head) leaves them written
-        for d in out_rows:
-            sys.stdout.write(json.dumps(d) + "\n")
+    if stopped is not None:
+        raise stopped
     where = " and ".join(str(p) for p in (args.out, args.report) if p) if args.out else "standard output"
     note = _skipped_note(skipped, "not scored")
     if means:
         print(f"rat-score: whole-query confidence = {means}", file=sys.stderr)
-    if chosen is not None:
-        print(f"rat-score: scored {len(scored)} of {total} rows with {scorer.description}; chose one for each of "
-              f"{len(out_rows)} questions (most common tree) -> {where}{note}", file=sys.stderr)
+    if args.choose:
+        print(f"rat-score: scored {counts['scored']} of {total} rows with {scorer.description}; chose one for each of "
+              f"{counts['written']} questions (most common tree) -> {where}{note}", file=sys.stderr)
     else:
-        print(f"rat-score: scored {len(out_rows)} of {total} "
+        print(f"rat-score: scored {counts['written']} of {total} "
               f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
     for path, found in shifts:
         moved = "; whole-query confidences moved to it" if found.fits else ""
         print(f"rat-score: {path.name}: {found}{moved}", file=sys.stderr)
-    if unfamiliar := unfamiliar_note(scored):
-        print(f"rat-score: {unfamiliar}", file=sys.stderr)
-    if args.data_root and not args.no_database and not getattr(args, "database", None):
-        lacking = Counter(row["db_id"] for row, r in zip(good, results)
-                          if not isinstance(r, RowError) and row.get("db_id") and row.get("database") is None)
-        if lacking:  # (--data-root's folder has no file for them: scored as without a database)
-            print(f"rat-score: {sum(lacking.values())} rows scored without their database (no file under "
-                  f"--data-root for db_id " + ", ".join(f"{d} ({n})" for d, n in lacking.most_common(5)) + ")",
-                  file=sys.stderr)
+    if unfamiliar:
+        print(f"rat-score: {unfamiliar_note(unfamiliar, counts['odd'], counts['scored'])}", file=sys.stderr)
+    if args.data_root and not args.no_database and not getattr(args, "database", None) and lacking:
+        # (--data-root's folder has no file for them: scored as without a database)
+        print(f"rat-score: {sum(lacking.values())} rows scored without their database (no file under "
+              f"--data-root for db_id " + ", ".join(f"{d} ({n})" for d, n in lacking.most_common(5)) + ")",
+              file=sys.stderr)
     if args.check:
         print("rat-score: verdicts: " + ", ".join(f"{a} {actions[a]}" for a in ("run", "review", "regenerate")),
               file=sys.stderr)
@@ -539,21 +595,15 @@ def score_file(scorer, args, schemas: dict) -> int:
     return 0
 
 
-def unfamiliar_note(scored) -> str:
-    """How many scored queries have nodes the model reads as an unknown operator, and of which
-    kinds ("" when none has).
+def unfamiliar_note(kinds: Counter, queries: int, scored: int) -> str:
+    """How many of ``scored`` queries (``queries``) have nodes the model reads as an unknown
+    operator, and of which ``kinds`` (each counted per node).
 
-    >>> from types import SimpleNamespace as N
-    >>> q = [N(nodes=[N(kind="Or", unfamiliar=True), N(kind="Eq", unfamiliar=False)]), N(nodes=[])]
-    >>> unfamiliar_note(q)
+    >>> unfamiliar_note(Counter({"Or": 1}), 1, 2)
     '1 of 2 queries have operators the model does not know (Or 1): their confidences there say little'
     """
-    kinds = Counter(n.kind for r in scored for n in r.nodes if n.unfamiliar)
-    if not kinds:
-        return ""
-    queries = sum(any(n.unfamiliar for n in r.nodes) for r in scored)
     shown = ", ".join(f"{k} {c}" for k, c in kinds.most_common(5)) + (", ..." if len(kinds) > 5 else "")
-    return (f"{queries} of {len(scored)} queries have operators the model does not know ({shown}): "
+    return (f"{queries} of {scored} queries have operators the model does not know ({shown}): "
             "their confidences there say little")
 
 
