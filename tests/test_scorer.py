@@ -200,6 +200,34 @@ def test_a_bad_row_is_reported_and_the_batch_goes_on(boosted_model):
     assert results[5].message == "evidence: 4001 characters; at most 4000"
 
 
+def test_a_bug_in_rat_on_one_row_is_that_rows_error_and_the_rest_are_scored(boosted_model, monkeypatch, capsys):
+    """rat raising InternalError (its own bug, e.g. once on `SELECT a.(*) FROM t`) lost the whole
+    batch: rat-score printed a traceback and wrote nothing, rat-serve answered 500. It is that
+    row's RowError (kind "internal"), the batch goes on; one query is one line, exit 2."""
+    from model.scoring.cli import main
+    from model.synth.demo import demo_root
+    from rat.errors import InternalError
+
+    sql_spans = rat.sql_spans
+
+    def buggy(sql, *args, **kwargs):
+        if "BUG" in sql:
+            raise InternalError("canonicalise", AttributeError("'Star' object has no attribute 'lower'"), sql)
+        return sql_spans(sql, *args, **kwargs)
+
+    monkeypatch.setattr(rat, "sql_spans", buggy)
+    scorer = Scorer.load(boosted_model[0])
+    results = scorer.score_many([{"sql": "SELECT 1 FROM t"}, {"sql": "SELECT BUG FROM t"}, {"sql": "SELECT 2 FROM t"}],
+                                progress=False)
+    assert [type(r).__name__ for r in results] == ["ScoredQuery", "RowError", "ScoredQuery"]
+    assert results[1].kind == "internal" and results[1].message.startswith("bug in rat: canonicalise raised")
+    with pytest.raises(RuntimeError, match="^bug in rat"):
+        scorer.score("SELECT BUG FROM t")
+    assert main(["--data-root", str(demo_root()), "--db-id", "supply_chain", "--sql", "SELECT BUG FROM suppliers"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rat-score: error: --sql: bug in rat") and len(err.strip().splitlines()) == 1
+
+
 def test_reasons_are_the_features_whose_typical_value_raises_the_node_most(boosted_model):
     folder, objects = boosted_model
     saved = BoostedNodeModel.load(folder)

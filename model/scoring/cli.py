@@ -294,7 +294,7 @@ def score_one(scorer, args, schemas: dict) -> int:
         result = scorer.check(args.sql, **query) if args.check else scorer.score(args.sql, **query)
     except UsageError:  # a database that cannot be read, an unknown dialect: named as they are
         raise
-    except (rat.RATError, ValueError, TypeError) as e:
+    except (rat.RATError, ValueError, TypeError, RuntimeError) as e:  # (RuntimeError: a bug in rat, RowError.kind)
         message = str(e).splitlines()[0]  # (it quotes at most 200 characters of the SQL)
         if message.startswith("question: "):  # the option at fault
             raise UsageError(f"--{message}") from None

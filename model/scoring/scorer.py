@@ -69,6 +69,7 @@ from model.scoring.fields import (
     type_problem,
 )
 from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
+from rat.errors import InternalError
 from rat.text import printable
 
 # spider_consensus: rat-adapt's teacher; spider_transfer: fitted on Spider to score another
@@ -170,7 +171,8 @@ _OWN_SIZE = re.compile(r"\b\d[\d,]* (\w+)(?=; at most)")
 class RowError:
     """A row ``score_many`` could not score, and why (one line); ``kind``: what was wrong with
     it: ``sql`` (SQL the RAT library cannot read), ``database`` (a database that cannot be read),
-    ``type`` (a field of the wrong type) or ``value`` (any other field out of bounds)."""
+    ``type`` (a field of the wrong type), ``value`` (any other field out of bounds) or
+    ``internal`` (a bug in rat on this row's SQL: ``rat.errors.InternalError``)."""
 
     index: int
     message: str
@@ -194,8 +196,9 @@ class RowError:
 
     def exception(self) -> Exception:
         """What ``Scorer.score`` raises for this row: ``rat.RATError``, ``DatabaseError``,
-        ``TypeError`` or ``ValueError``."""
-        error = {"sql": rat.RATError, "database": DatabaseError, "type": TypeError}.get(self.kind, ValueError)
+        ``TypeError``, ``ValueError`` or, for a bug in rat, ``RuntimeError``."""
+        error = {"sql": rat.RATError, "database": DatabaseError, "type": TypeError,
+                 "internal": RuntimeError}.get(self.kind, ValueError)
         return error(self.message)
 
 
@@ -631,8 +634,9 @@ class Scorer:
                 if budget.max_nodes is not None and len(example.node_names) > budget.max_nodes:
                     raise ValueError(f"the query has {len(example.node_names)} nodes; at most "
                                      f"{budget.max_nodes} are scored")
-            except (rat.RATError, ValueError, TypeError) as e:
+            except (rat.RATError, InternalError, ValueError, TypeError) as e:  # (a bug in rat: this row alone)
                 kind = ("database" if isinstance(e, DatabaseError) else "sql" if isinstance(e, rat.RATError)
+                        else "internal" if isinstance(e, InternalError)
                         else "type" if isinstance(e, TypeError) else "value")
                 message = str(e).splitlines()[0] if str(e) else type(e).__name__
                 own = database.dialect if isinstance(database, Database) else "sqlite" if database else None
