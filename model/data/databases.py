@@ -1392,11 +1392,14 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
 # What is read of a schema's DDL once a dump's rows are dropped (sqlglot parses about a MB a
 # second, holding about 100 bytes per byte of DDL): past it, one line asks for the schema only.
 MAX_DDL_CHARS = 16 << 20
+_ddl_log = logging.getLogger(__name__)
 # A dump's rows: an INSERT statement (MySQL's REPLACE INTO) starting a line, skipped to its end
 _ROW_INSERT = re.compile(r"[ \t]*(?:INSERT\b|REPLACE[ \t]+INTO\b)", re.IGNORECASE)
 # A line that starts another statement ends an INSERT left without ';' (SQL Server's scripts)
-_NEXT_STATEMENT = re.compile(r"[ \t]*(?:(?:CREATE|ALTER|DROP)[ \t]+[A-Za-z]|(?:INSERT|COPY|GRANT|COMMENT)[ \t]|GO[ \t]*$)",
+_NEXT_STATEMENT = re.compile(r"[ \t]*(?:(?:CREATE|ALTER|DROP)[ \t]+[A-Za-z]|(?:INSERT|COPY|GRANT|COMMENT)[ \t]|GO\b(?:[ \t]+\d+)?[ \t]*(?:--.*)?\s*$)",
                              re.IGNORECASE)
+# SQL Server's batch separator: `GO` alone on its line, or with a count (`GO 2`) or a comment
+_GO = re.compile(r"[ \t]*GO(?:[ \t]+\d+)?[ \t]*(?:--.*)?\s*$", re.IGNORECASE)
 
 
 def read_ddl_lines(file: TextIO) -> Iterator[str]:
@@ -1448,13 +1451,14 @@ def _insert_end(line: str, quote: str | None, quoting: tuple[re.Pattern, dict[st
     return None, -1
 
 
-def _declarations(lines: Iterable[str], dialect: str, source: str) -> str:
+def _declarations(lines: Iterable[str], dialect: str, source: str, file_lines: list[int] | None = None) -> str:
     r"""The text of a DDL file or dump without what is no schema, read in one pass over its lines
     (a file's are not held): a dump's rows (INSERT statements, over as many lines as their values
     take, to their ``;``; the rows of each ``COPY .. FROM stdin;``, up to its ``\.``), psql's
     meta-commands (``\restrict <key>``, pg_dumpall's ``\connect db``); SQL Server's batch
     separator ``GO`` ends a statement. ``UsageError`` naming ``source`` past ``MAX_DDL_CHARS`` of
-    what is left.
+    what is left. ``file_lines`` (when given) gets the file's line number of each line of the
+    text returned (errors name the file's lines, not the text's).
 
     >>> _declarations(["\\restrict k\n", "CREATE TABLE t (a int);\n", "COPY t (a) FROM stdin;\n", "1\n",
     ...                "\\.\n", "INSERT INTO t VALUES (2, 'a;\n", "b'),\n", "(3, 'c');SELECT 1;"], "postgres", "DDL")
@@ -1467,8 +1471,10 @@ def _declarations(lines: Iterable[str], dialect: str, source: str) -> str:
     kept: list[str] = []
     size, rows, psql = 0, False, dialect == "postgres"
     inserting, quote, line_start = False, None, True  # in a dump's INSERT; the quote open in it
+    number = 0  # the file's line being read
     for line in lines:  # (a file's lines come in pieces of at most MAX_DDL_CHARS: read_ddl_lines)
         starts, line_start = line_start, line.endswith("\n")
+        number += starts
         while line:
             if inserting and not (starts and quote is None and _NEXT_STATEMENT.match(line)):
                 quote, end = _insert_end(line, quote, quoting)
@@ -1485,12 +1491,14 @@ def _declarations(lines: Iterable[str], dialect: str, source: str) -> str:
                 inserting, quote, starts = True, None, False
                 continue
             elif line.strip():
-                if dialect == "tsql" and line.strip().upper() == "GO":
+                if dialect == "tsql" and _GO.match(line):
                     line = ";\n"
                 size += len(line)
                 if size > MAX_DDL_CHARS:
                     raise UsageError(f"{source}: more than {MAX_DDL_CHARS / 2**20:g} MiB of DDL besides a dump's rows: "
                                      "give the schema only (pg_dump --schema-only, mysqldump --no-data)")
+                if file_lines is not None and (not kept or kept[-1].endswith("\n")):
+                    file_lines.append(number)
                 kept.append(line)
             break
     return "".join(kept)
@@ -1538,6 +1546,214 @@ _MATERIALIZED_VIEW = re.compile(r"\s*MATERIALIZED\s+VIEW\s+(.*?)(?:\s+WITH\s+(?:
 _VERSION_COMMENT = re.compile(r"/\*!\d{5} ?(.*?) ?\*/", re.DOTALL)
 
 
+# Words between CREATE and TABLE that say what kind of table (a second reading drops them)
+_TABLE_KINDS = {"OR", "REPLACE", "GLOBAL", "LOCAL", "TEMP", "TEMPORARY", "TRANSIENT", "VOLATILE", "EXTERNAL", "HYBRID",
+                "DYNAMIC", "ICEBERG", "EVENT", "UNLOGGED", "MULTISET", "SET"}
+# Column attributes of storage or security that sqlglot cannot read and rat has no use for, dropped
+# on a second reading with what follows them: SQL Server's (MASKED WITH (..), ENCRYPTED WITH (..),
+# a column's PRIMARY KEY CLUSTERED), Redshift's column DISTKEY / SORTKEY, Databricks' MASK f
+_COLUMN_EXTRAS = {"ROWGUIDCOL": "", "SPARSE": "", "FILESTREAM": "", "DISTKEY": "", "SORTKEY": "", "CLUSTERED": "",
+                  "NONCLUSTERED": "", "MASKED": "WITH (", "ENCRYPTED": "WITH (", "MASK": "name"}
+# The words that start a table constraint (SQLite's need no comma between them; sqlglot's
+# tokens of two words too)
+_TABLE_CONSTRAINTS = {"CONSTRAINT", "PRIMARY", "PRIMARY KEY", "FOREIGN", "FOREIGN KEY", "UNIQUE", "CHECK"}
+# The words after a column's type that start its constraints (SQLite's type is any words before them)
+_COLUMN_CONSTRAINTS = _TABLE_CONSTRAINTS | {"NOT", "NULL", "DEFAULT", "COLLATE", "REFERENCES", "GENERATED", "AS",
+                                            "AUTOINCREMENT", "ON"}
+# The dialects a statement that does not read is tried in, for a hint (`--dialect`)
+_HINT_DIALECTS = ("postgres", "tsql", "mysql", "snowflake", "bigquery", "databricks", "redshift", "oracle")
+
+
+def _word(token) -> str:
+    """A token's word in upper case ('' for a quoted name, a string or a number)."""
+    from sqlglot.tokens import TokenType
+
+    return "" if token.token_type in (TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER) else token.text.upper()
+
+
+def _closing(tokens: list, start: int) -> int:
+    """The index of the parenthesis closing the one at ``tokens[start]`` (the last token if none)."""
+    from sqlglot.tokens import TokenType
+
+    depth = 0
+    for k in range(start, len(tokens)):
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[k].token_type, 0)
+        if depth == 0:
+            return k
+    return len(tokens) - 1
+
+
+def _created_table(tokens: list, sql: str) -> tuple[str, bool, int] | None:
+    """The table a ``CREATE [OR REPLACE] [kind ..] TABLE [IF NOT EXISTS] name`` statement's
+    tokens declare: its name as written, whether it replaces one, the index of the ``(`` opening
+    its columns (past the last token where none follows the name); None for another statement."""
+    from sqlglot.tokens import TokenType
+
+    words = [_word(t) for t in tokens]
+    k = 1
+    while k < len(words) and words[k] in _TABLE_KINDS:
+        k += 1
+    if words[:1] != ["CREATE"] or words[k:k + 1] != ["TABLE"]:
+        return None
+    k += 4 if words[k + 1:k + 4] == ["IF", "NOT", "EXISTS"] else 1
+    if k >= len(tokens):
+        return None
+    end = k  # the name's last part (`db.schema.table`)
+    while end + 2 < len(tokens) and tokens[end + 1].token_type == TokenType.DOT:
+        end += 2
+    opening = end + 1 if end + 1 < len(tokens) and tokens[end + 1].token_type == TokenType.L_PAREN else len(tokens)
+    return sql[tokens[k].start:tokens[end].end + 1], "REPLACE" in words[1:k], opening
+
+
+def _without_extras(item: list) -> list:
+    """A column definition's tokens without the attributes in ``_COLUMN_EXTRAS`` (CLUSTERED only
+    where no column list follows it: a column's own key)."""
+    from sqlglot.tokens import TokenType
+
+    kept, k = [], 0
+    while k < len(item):
+        word, after = _word(item[k]), item[k + 1] if k + 1 < len(item) else None
+        extra = _COLUMN_EXTRAS.get(word) if k > 0 else None
+        if extra is None or word.endswith("CLUSTERED") and after is not None and after.token_type == TokenType.L_PAREN:
+            kept.append(item[k])
+            k += 1
+        elif extra == "WITH (" and after is not None and _word(after) == "WITH" and k + 2 < len(item):
+            k = _closing(item, k + 2) + 1
+        elif extra == "name":  # Databricks' MASK f [USING COLUMNS (..)]
+            k += 2
+            if [_word(t) for t in item[k:k + 2]] == ["USING", "COLUMNS"]:
+                k = _closing(item, k + 2) + 1
+        else:
+            k += 1
+    return kept
+
+
+def _table_reread(tokens: list, sql: str, dialect: str) -> str | None:
+    """A CREATE TABLE that sqlglot does not read (or keeps as a command) written again with only
+    what rat reads of it: its name, its columns and keys, Hive's ``PARTITIONED BY (..)``; without
+    the table's options after its columns (SQL Server's ``ON [PRIMARY] TEXTIMAGE_ON ..``,
+    Redshift's ``INTERLEAVED SORTKEY``, ``ENCODE AUTO``, Databricks' ``WITH ROW FILTER``), inline
+    indexes, the column attributes of ``_COLUMN_EXTRAS``; SQLite's table constraints without
+    commas between them and type names of several words (the last word kept: its affinity).
+    None for a statement that declares no table with columns.
+
+    >>> from sqlglot.dialects.dialect import Dialect
+    >>> sql = "CREATE HYBRID TABLE t (a INT SPARSE, INDEX ix (a)) ON [PRIMARY]"
+    >>> _table_reread(Dialect.get_or_raise("tsql").tokenize(sql), sql, "tsql")
+    'CREATE TABLE t (a INT)'
+    """
+    from sqlglot.tokens import TokenType
+
+    created = _created_table(tokens, sql)
+    if created is None or created[2] >= len(tokens):
+        return None
+    name, replace, opening = created
+    closing = _closing(tokens, opening)
+    items: list[list] = [[]]
+    depth = 0
+    for token in tokens[opening + 1:closing]:
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+        if depth == 0 and token.token_type == TokenType.COMMA:
+            items.append([])
+        elif depth == 0 and _word(token) in _TABLE_CONSTRAINTS and items[-1] \
+                and items[-1][-1].token_type == TokenType.R_PAREN and _word(items[-1][0]) in _TABLE_CONSTRAINTS:
+            items.append([token])  # SQLite's `PRIMARY KEY (a) FOREIGN KEY (b) ..`, no comma between
+        else:
+            items[-1].append(token)
+    written = []
+    for item in items:
+        if not item or _word(item[0]) == "INDEX":  # an inline index: no column
+            continue
+        if _word(item[0]) not in _TABLE_CONSTRAINTS:
+            item = _without_extras(item)
+            end = next((k for k in range(1, len(item)) if item[k].token_type == TokenType.L_PAREN
+                        or _word(item[k]) in _COLUMN_CONSTRAINTS or not _word(item[k])), len(item))
+            if dialect == "sqlite" and end > 2:  # a type of several words: its last one
+                item = [item[0], *item[end - 1:]]
+        written.append(" ".join(sql[t.start:t.end + 1] for t in item))
+    partitions = next((k for k in range(closing, len(tokens) - 1) if " ".join(_word(tokens[k]).split()) ==
+                       "PARTITIONED BY" and tokens[k + 1].token_type == TokenType.L_PAREN), None)
+    partitioned = "" if partitions is None else \
+        " " + sql[tokens[partitions].start:tokens[_closing(tokens, partitions + 1)].end + 1]
+    return f"CREATE {'OR REPLACE ' if replace else ''}TABLE {name} ({', '.join(written)}){partitioned}"
+
+
+def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int]) -> list[tuple[Any, int]]:
+    """The statements of DDL ``text`` (what `_declarations` keeps) in ``dialect``, each read on
+    its own, with its line in the file (``file_lines``: the file's line of each line of
+    ``text``). A CREATE TABLE sqlglot cannot read, or keeps as a command, is read again as
+    `_table_reread` writes it; one that still does not read is a ``UsageError`` naming it and
+    its line, with the dialect it reads in where another one does (a command: a warning naming
+    it, and it is skipped)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.errors import ParseError, SqlglotError
+    from sqlglot.tokens import TokenType
+
+    from rat.canonicalize import quiet_sqlglot
+
+    reader = Dialect.get_or_raise(dialect)
+    try:
+        tokens = reader.tokenize(text)
+    except (SqlglotError, ValueError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UsageError(f"{source}: cannot read it as {dialect} DDL ({first})") from None
+    chunks: list[list] = [[]]
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            chunks.append([])
+        else:
+            chunks[-1].append(token)
+    statements, parser = [], reader.parser()
+    for chunk in filter(None, chunks):
+        line = file_lines[chunk[0].line - 1] if 0 < chunk[0].line <= len(file_lines) else chunk[0].line
+        failure = None
+        try:
+            with quiet_sqlglot():  # (its notes on statements it keeps as commands: functions, grants)
+                statement = parser.parse(chunk, text)[0]
+        except (SqlglotError, ValueError) as error:
+            statement, failure = None, error
+        if failure is None and not (isinstance(statement, exp.Command) and str(statement.this).upper() == "CREATE"):
+            statements.append((statement, line))
+            continue
+        created = _created_table(chunk, text)
+        reread = _table_reread(chunk, text, dialect)
+        if reread is not None:
+            try:
+                with quiet_sqlglot():
+                    statement = sqlglot.parse_one(reread, read=dialect)
+                if isinstance(statement, exp.Create):
+                    statements.append((statement, line))
+                    continue
+            except (SqlglotError, ValueError):
+                pass
+        if failure is None and created is None:  # a command rat has no use for, or reads itself
+            statements.append((statement, line))
+            continue
+        what = f"table {created[0]}" if created else \
+            "the statement " + " ".join(text[t.start:t.end + 1] for t in chunk[:3]) + " .."
+        if failure is None:
+            _ddl_log.warning("%s: line %d: %s is not read (sqlglot cannot read it as %s DDL)", source, line, what, dialect)
+            continue
+        details = failure.errors[0] if isinstance(failure, ParseError) and failure.errors else {}
+        reason = re.sub(r"<Token token_type: \S+, text: (.*?), line: .*?>", r"'\1'",  # (a token's repr: its text)
+                        details.get("description") or str(failure).splitlines()[0])
+        if details.get("highlight"):
+            reason += f", near {details['highlight']!r}"
+        hint = ""
+        for other in (d for d in _HINT_DIALECTS if d != dialect):
+            try:
+                with quiet_sqlglot():
+                    if isinstance(sqlglot.parse_one(text[chunk[0].start:chunk[-1].end + 1], read=other), exp.Create):
+                        hint = f"; it reads as {other} DDL: --dialect {other}"
+                        break
+            except (SqlglotError, ValueError):
+                continue
+        raise UsageError(f"{source}: line {line}: cannot read {what} as {dialect} DDL ({reason}){hint}")
+    return statements
+
+
 # The schema a table declared without one is in, per dialect (SQLite: none, as its catalogue is
 # read; MySQL's and BigQuery's: the database or dataset, unknown from DDL alone)
 _HOME_SCHEMA = {"postgres": "public", "duckdb": "main", "tsql": "dbo", "snowflake": "PUBLIC", "redshift": "public",
@@ -1562,8 +1778,14 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     as the database resolves it and as its catalogue is read (`_pick_tables`): from the default
     schema, else the first schema by name that has it, the other schemas' tables of that name
     being tables of their own (``archive.invoices``, with their keys); where each table is read
-    from goes to `rat.Schema.table_schemas`. ``UsageError`` naming ``source`` when the text does
-    not parse or declares no table.
+    from goes to `rat.Schema.table_schemas` (Snowflake's ``create schema X`` and ``USE SCHEMA X``
+    put the tables after them in X). Each statement is read on its own (`_ddl_statements`: a
+    table sqlglot reads only in part is read again without what it cannot read, one left unread
+    is named); Hive's ``PARTITIONED BY (c type)`` and ``ALTER TABLE .. ADD [COLUMN]`` declare
+    columns, ``CREATE TABLE .. AS SELECT`` has its query's; a table declared again is the first,
+    the last where it is ``OR REPLACE``d. ``UsageError`` naming ``source`` when a statement does
+    not parse (its line in the file), two tables would be one to rat (in lower case, without
+    their catalog), or no table is declared.
 
     >>> s = schema_from_ddl('''CREATE TABLE singer (singer_id INT PRIMARY KEY, name VARCHAR(20));
     ... CREATE TABLE concert (id SERIAL, singer_id INT REFERENCES singer, PRIMARY KEY (id));''',
@@ -1577,15 +1799,16 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
 
     from rat.canonicalize import quiet_sqlglot
 
-    text = _declarations(text.splitlines(keepends=True) if isinstance(text, str) else text, dialect, source)
+    file_lines: list[int] = []
+    text = _declarations(text.splitlines(keepends=True) if isinstance(text, str) else text, dialect, source,
+                         file_lines)
     if dialect == "mysql":  # mysqldump writes views in version comments (`/*!50001 CREATE .. VIEW .. */`)
         text = _VERSION_COMMENT.sub(r"\1", text)
-    try:
-        with quiet_sqlglot():  # (its notes on statements it keeps as commands: functions, grants)
-            statements = sqlglot.parse(text, read=dialect)
-    except (SqlglotError, ValueError) as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise UsageError(f"{source}: cannot read it as {dialect} DDL ({first})") from None
+    statements = _ddl_statements(text, dialect, source, file_lines)
+    from sqlglot.dialects.dialect import Dialect
+
+    normalized = Dialect.get_or_raise(dialect).normalize_identifier
+    type_sql = Dialect.get_or_raise(dialect).generator()  # (one for all columns: a generator each costs)
 
     def name(node) -> str:
         while isinstance(node, exp.Ordered):
@@ -1593,18 +1816,37 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
         return node.name
 
     home = _HOME_SCHEMA.get(dialect, "")
+    current = [home]  # the schema a name without one is in (Snowflake's CREATE SCHEMA, USE SCHEMA)
 
     def schema_of(node: exp.Table) -> str:
-        """The schema a table written ``node`` is declared in: the one written, else the
-        dialect's default (PostgreSQL's public, DuckDB's main, SQL Server's dbo, ...)."""
-        written = node.text("db")
-        return home if not written or written.lower() == home.lower() else written
+        """The schema a table written ``node`` is declared in: the one written, else the current
+        one, the dialect's default (PostgreSQL's public, DuckDB's main, SQL Server's dbo, ...)
+        unless a statement before chose another."""
+        written = node.text("db") or current[0]
+        return home if written.lower() == home.lower() else written
+
+    def identity(node: exp.Table) -> tuple[str, str, str]:
+        """The table ``node`` names as the database tells tables apart: its catalog, schema and
+        name, each as the dialect folds it (a quoted name keeps its case)."""
+        def folded(part) -> str:
+            return normalized(exp.Identifier(this=part.name, quoted=part.quoted)).name if part else ""
+
+        return folded(node.args.get("catalog")), schema_of(node).lower(), folded(node.this)
 
     rows: list[tuple[str, str, str, str]] = []  # (schema, table, column, declared type)
-    declared: set[tuple[str, str]] = set()  # lowercase (schema, table)
+    # lowercase (schema, table) -> (the table as the database tells it apart, its node, its line)
+    declared: dict[tuple[str, str], tuple[tuple[str, str, str], exp.Table, int]] = {}
     primary: list[tuple[str, str, str]] = []  # (schema, table, column)
-    # (schema, table, column, parent table's node, its column or None: its primary key)
-    pending: list[tuple[str, str, str, exp.Table, str | None]] = []
+    # (schema, table, column, parent table's schema (None: as its name is read), its name, its
+    # column or None: its primary key)
+    pending: list[tuple[str, str, str, str | None, str, str | None]] = []
+
+    def parent_of(ref) -> tuple[str | None, str, list[str]]:
+        """The table a REFERENCES names: its schema (None: written without one, read as the
+        database resolves the name), its name, the columns named."""
+        parent, columns = references(ref)
+        unqualified = not parent.text("db") and current[0] == home
+        return None if unqualified else schema_of(parent), parent.name, columns
 
     def references(ref) -> tuple[exp.Table, list[str]]:
         parent = ref.this
@@ -1624,9 +1866,10 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
         elif isinstance(item, exp.PrimaryKey):
             primary.extend((*owner, name(e)) for e in item.expressions)
         elif isinstance(item, exp.ForeignKey) and item.args.get("reference") is not None:
-            parent, parent_columns = references(item.args["reference"])
+            parent_schema, parent, parent_columns = parent_of(item.args["reference"])
             for k, column in enumerate(name(e) for e in item.expressions):
-                pending.append((*owner, column, parent, parent_columns[k] if k < len(parent_columns) else None))
+                pending.append((*owner, column, parent_schema, parent,
+                                parent_columns[k] if k < len(parent_columns) else None))
 
     columns_of: dict[tuple[str, str], list[tuple[str, str]]] = {}  # lowercase (schema, table) -> (column, type)
 
@@ -1634,17 +1877,56 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
         rows.append((*owner, column, declared_type))
         columns_of.setdefault((owner[0].lower(), owner[1].lower()), []).append((column, declared_type))
 
-    def view(statement: exp.Create) -> None:
+    def column_definition(owner: tuple[str, str], item) -> None:
+        """A column (in CREATE TABLE, ALTER TABLE .. ADD, Hive's PARTITIONED BY) and its keys."""
+        if isinstance(item, exp.Identifier):  # a column named without its type (Snowflake's dynamic table)
+            add_column(owner, item.name, "")
+            return
+        column, kind = item.name, item.args.get("kind")
+        if not item.this.quoted and column.upper() == "INDEX" and isinstance(kind, exp.DataType) \
+                and kind.this == exp.DataType.Type.USERDEFINED:
+            return  # SQL Server's inline `INDEX ix NONCLUSTERED (x)`: no column
+        add_column(owner, column, type_sql.generate(kind, copy=False) if kind is not None else "")
+        for constraint in item.args.get("constraints") or []:
+            inner = constraint.args.get("kind")
+            if isinstance(inner, exp.ForeignKey):  # SQL Server's `x INT FOREIGN KEY REFERENCES p(k)`
+                inner = inner.args.get("reference")
+            if isinstance(inner, exp.PrimaryKeyColumnConstraint):
+                primary.append((*owner, column))
+            elif isinstance(inner, exp.Reference):
+                parent_schema, parent, parent_columns = parent_of(inner)
+                pending.append((*owner, column, parent_schema, parent, parent_columns[0] if parent_columns else None))
+
+    def declare(table: exp.Table, statement: exp.Create, line: int) -> tuple[str, str] | None:
+        """The (schema, table) ``statement`` declares, None where it is not read: a table
+        declared again (the first is read, the last where it replaces it: ``OR REPLACE``);
+        ``UsageError`` for two tables rat would read as one (names in lower case, no catalog)."""
+        owner = (schema_of(table), table.name)
+        key = (owner[0].lower(), owner[1].lower())
+        if key in declared:
+            first, first_table, first_line = declared[key]
+            if first != identity(table):
+                raise UsageError(f"{source}: {first_table.sql(dialect=dialect)} (line {first_line}) and "
+                                 f"{table.sql(dialect=dialect)} (line {line}) are one table to rat "
+                                 "(names in lower case, without their catalog)")
+            if not statement.args.get("replace"):
+                return None
+            rows[:] = [r for r in rows if (r[0].lower(), r[1].lower()) != key]
+            primary[:] = [r for r in primary if (r[0].lower(), r[1].lower()) != key]
+            pending[:] = [r for r in pending if (r[0].lower(), r[1].lower()) != key]
+            columns_of.pop(key, None)
+        declared[key] = (identity(table), table, line)
+        return owner
+
+    def view(statement: exp.Create, line: int) -> None:
         """A view's columns, as a catalogue lists them beside the tables' (no keys): those it
         names (``CREATE VIEW v (a, b)``), else its query's output names, a ``*`` being the
-        columns of the tables (and views) declared before it; a materialized view's too."""
+        columns of the tables (and views) declared before it; a materialized view's too, and a
+        table's made by ``CREATE TABLE .. AS SELECT``."""
         target = statement.this
         named = isinstance(target, exp.Schema)
         table = target.this if named else target
         if not isinstance(table, exp.Table):
-            return
-        owner = (schema_of(table), table.name)
-        if tuple(map(str.lower, owner)) in declared:
             return
         if named:
             columns = [(name(e), "") for e in target.expressions]
@@ -1653,13 +1935,26 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
             while isinstance(query, exp.SetOperation):  # a UNION's columns are named by its first query
                 query = query.this
             columns = _view_outputs(query, columns_of, schema_of) if isinstance(query, exp.Select) else []
-        if columns:
-            declared.add(tuple(map(str.lower, owner)))
+        if not columns:
+            return
+        owner = declare(table, statement, line)
+        if owner is not None:
             for column, declared_type in columns:
                 add_column(owner, column, declared_type)
 
     partitions: list[tuple[str, str, str, str]] = []  # (schema, table, its partition's schema, table)
-    for statement in statements:
+    for statement, line in statements:
+        if isinstance(statement, exp.Use) and str(statement.args.get("kind") or "").upper() == "SCHEMA" \
+                or dialect == "snowflake" and isinstance(statement, exp.Create) \
+                and str(statement.args.get("kind", "")).upper() in ("SCHEMA", "DATABASE"):
+            # a name without a schema is in the schema used or, in Snowflake, the one created
+            # last (a new database's PUBLIC), as GET_DDL('DATABASE') writes them
+            target = statement.this
+            if isinstance(target, exp.Table):
+                used = target.name if isinstance(statement, exp.Use) else \
+                    target.text("db") if str(statement.args["kind"]).upper() == "SCHEMA" else home
+                current[0] = used or current[0]
+            continue
         materialized = _MATERIALIZED_VIEW.match(statement.expression) \
             if isinstance(statement, exp.Command) and str(statement.this).upper() == "CREATE" \
             and isinstance(statement.expression, str) else None
@@ -1683,34 +1978,33 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
             owner = (schema_of(statement.this), statement.this.name)
             if tuple(map(str.lower, owner)) in declared:
                 for action in statement.args.get("actions") or []:
+                    if isinstance(action, exp.ColumnDef):  # ALTER TABLE .. ADD [COLUMN] c type
+                        column_definition(owner, action)
                     for item in action.expressions if isinstance(action, exp.AddConstraint) else ():
                         table_constraint(owner, item)
             continue
         kind = str(statement.args.get("kind", "")).upper() if isinstance(statement, exp.Create) else ""
-        if kind == "VIEW":
-            view(statement)
+        target = statement.this
+        if kind == "VIEW" or kind == "TABLE" and not isinstance(target, exp.Schema) \
+                and isinstance(statement.expression, exp.Query):  # CREATE TABLE .. AS SELECT: its outputs
+            view(statement, line)
             continue
         if kind != "TABLE":
             continue
-        target = statement.this
-        if not isinstance(target, exp.Schema):  # CREATE TABLE .. AS SELECT: no declared columns
+        if not isinstance(target, exp.Schema):  # LIKE, CLONE: no columns of its own
+            _ddl_log.warning("%s: line %d: table %s is not read (no columns declared)", source, line,
+                             target.sql(dialect=dialect))
             continue
-        owner = (schema_of(target.this), target.this.name)
-        if tuple(map(str.lower, owner)) in declared:  # declared again: the first is read
+        owner = declare(target.this, statement, line)
+        if owner is None:
             continue
-        declared.add(tuple(map(str.lower, owner)))
-        for item in target.expressions:
-            if isinstance(item, exp.ColumnDef):
-                column = item.name
-                kind = item.args.get("kind")
-                add_column(owner, column, kind.sql(dialect=dialect) if kind is not None else "")
-                for constraint in item.args.get("constraints") or []:
-                    inner = constraint.args.get("kind")
-                    if isinstance(inner, exp.PrimaryKeyColumnConstraint):
-                        primary.append((*owner, column))
-                    elif isinstance(inner, exp.Reference):
-                        parent, parent_columns = references(inner)
-                        pending.append((*owner, column, parent, parent_columns[0] if parent_columns else None))
+        properties = statement.args.get("properties")
+        partitioned = [p.this.expressions for p in properties.expressions if isinstance(p, exp.PartitionedByProperty)
+                       and isinstance(p.this, exp.Schema)] if properties else []
+        # Hive's `PARTITIONED BY (ds STRING)` declares columns, after the others (as its catalogue lists them)
+        for item in target.expressions + [e for found in partitioned for e in found if isinstance(e, exp.ColumnDef)]:
+            if isinstance(item, exp.ColumnDef | exp.Identifier):
+                column_definition(owner, item)
             else:
                 table_constraint(owner, item)
     if not rows:
@@ -1720,14 +2014,14 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     children: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for parent_schema, parent, schema, table in partitions:
         children.setdefault((parent_schema.lower(), parent.lower()), []).append((schema, table))
-    known = {(s.lower(), t.lower(), c.lower()) for s, t, c, _, _ in pending}
-    for s, t, c, ref, ref_column in list(pending):
+    known = {(s.lower(), t.lower(), c.lower()) for s, t, c, *_ in pending}
+    for s, t, c, *reference in list(pending):
         below = list(children.get((s.lower(), t.lower()), ()))
         while below:
             schema, table = below.pop()
             if (schema.lower(), table.lower(), c.lower()) not in known:
                 known.add((schema.lower(), table.lower(), c.lower()))
-                pending.append((schema, table, c, ref, ref_column))
+                pending.append((schema, table, c, *reference))
                 below.extend(children.get((schema.lower(), table.lower()), ()))
     # one table for each name, as the database would resolve it, as a catalogue is read
     read = _pick_tables(rows, [home])
@@ -1740,14 +2034,14 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     for schema, table, column in primary:
         keys_of.setdefault((schema.lower(), table.lower()), []).append(column)
     foreign = []
-    for schema, table, column, parent, parent_column in pending:
+    for schema, table, column, parent_schema, parent, parent_column in pending:
         # a parent written without its schema: the table its name is read as
-        parent_schema = schema_of(parent) if parent.text("db") else read.elsewhere.get(parent.name.lower(), home)
+        parent_schema = parent_schema if parent_schema is not None else read.elsewhere.get(parent.lower(), home)
         if parent_column is None:  # its primary key
-            parent_column = next(iter(keys_of.get((parent_schema.lower(), parent.name.lower()), [])), None)
+            parent_column = next(iter(keys_of.get((parent_schema.lower(), parent.lower()), [])), None)
             if parent_column is None:
                 continue
-        foreign.append((schema, table, column, parent_schema, parent.name, parent_column))
+        foreign.append((schema, table, column, parent_schema, parent, parent_column))
     try:
         return rat.Schema(tables, primary_keys=tuple(f"{t}.{c}" for t, c in read.keys(primary)),
                           foreign_keys=tuple((f"{t}.{c}", f"{pt}.{pc}") for t, c, pt, pc in read.keys(foreign)),

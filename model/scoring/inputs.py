@@ -62,7 +62,9 @@ def read_schemas(schema: Path | None = None, data_root: Path | None = None, dial
             from model.data.databases import read_ddl_lines, schema_from_ddl
 
             name = db_id or Path(schema).stem
-            with Path(schema).open(encoding="utf-8") as file:  # (a whole dump: its rows not held)
+            with Path(schema).open("rb") as file:  # SSMS's "Unicode text" is UTF-16 with its BOM
+                utf16 = file.read(2) in (b"\xff\xfe", b"\xfe\xff")
+            with Path(schema).open(encoding="utf-16" if utf16 else "utf-8-sig") as file:  # (a whole dump: its rows not held)
                 return {name: schema_from_ddl(read_ddl_lines(file), dialect, name, f"--schema {schema}")}
         if schema:
             return schemas_of(read_json(schema), f"--schema {schema}")
