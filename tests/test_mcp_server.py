@@ -192,7 +192,18 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on():
         proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n\n')  # and a blank line
         call = '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "score_sql", ' \
                '"arguments": {"sql": "SELECT \\ud800"}}}'
+        # params the SDK cannot read are named (its answer: "Invalid request parameters", data
+        # empty); a key given twice is refused, not read as its last value
+        not_a_dict = b'{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "score_sql", ' \
+                     b'"arguments": "notadict"}}'
+        twice = b'{"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "score_sql", "arguments": ' \
+                b'{"sql": "SELECT 1", "sql": "SELECT 2"}}}'
         for raw, ident, code, says in ((call.encode(), 7, -32600, "lone surrogate"),
+                                       (not_a_dict, 4, -32602,
+                                        "Invalid request parameters: params.arguments: Input should be a "),
+                                       (b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call"}', 5, -32602,
+                                        "Invalid request parameters: params: Field required"),
+                                       (twice, 6, -32600, "Invalid Request: key 'sql' given twice in one object"),
                                        (b"\xff\xfe{", None, -32700, "Parse error: not JSON"),
                                        (b"[" * 100_000, None, -32700, "nested too deeply"),
                                        (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"a": %s}}'

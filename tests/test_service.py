@@ -103,6 +103,8 @@ def test_score_answers_rows_like_the_cli(service):
     ({"queries": [{"sql": "SELECT 1 OR " * 1000 + "1"}]}, 413, "queries[0].sql: 12001 characters; at most 10000"),
     ({"queries": []}, 400, "non-empty list"),
     ({"queries": [{"question": "no sql"}]}, 400, "queries[0]: needs a \"sql\" string"),
+    ({"sql": 1}, 400, "sql: expected a string, found int"),  # the field as the client wrote it
+    ({"queries": [{"sql": ["SELECT 1"]}]}, 400, "queries[0].sql: expected a string, found list"),
     ({"sql": "SELECT 1", "database": "mysql+pymysql://u:pw@h/db"}, 400, "database: a URL is not taken in a request"),
     ({"queries": [{"sql": "SELECT 1", "database": "postgresql://h/db"}]}, 400, "queries[0].database: a URL is not"),
     ([1, 2], 400, "body must be a JSON object"),
@@ -196,6 +198,9 @@ def test_links_are_read_by_one_rule_and_choose_takes_at_most_max_candidates(boos
 
 def test_invalid_json_and_oversized_bodies(service):
     assert post(service[0], None, raw=b"{not json")[0] == 400
+    # a key given twice: the client meant one of them (json would keep the last silently)
+    status, answer = post(service[0], None, raw=b'{"queries": [{"sql": "SELECT 1", "sql": "SELECT 2"}]}')
+    assert status == 400 and answer["detail"] == "key 'sql' given twice in one object", answer
     # valid JSON, but an integer longer than Python reads (sys.get_int_max_str_digits)
     status, answer = post(service[0], None, raw=b'{"sql": "SELECT 1", "question_id": ' + b"9" * 5000 + b"}")
     assert status == 400 and answer["detail"] == "body has an integer of more than 4300 digits", answer
@@ -244,6 +249,10 @@ def test_only_json_from_loopback_names_is_answered(service):
         assert status == 415 and "application/json" in answer["detail"]
     status, answer = _exchange(url, body, {})
     assert status == 415 and "(none)" in answer["detail"]
+    import gzip  # a compressed body is refused, not opened (no bombs), and not called "not valid JSON"
+
+    status, answer = _exchange(url, gzip.compress(body), {**json_type, "Content-Encoding": "gzip"})
+    assert status == 415 and answer["detail"].startswith("Content-Encoding 'gzip': "), answer
     assert _exchange(url, body, {"Content-Type": 'Application/JSON; Charset="UTF-8"'})[0] == 200
     for charset in ("latin-1", "utf-16"):  # JSON is UTF-8: another charset is refused, not read as UTF-8
         status, answer = _exchange(url, body, {"Content-Type": f"application/json; charset={charset}"})
@@ -524,6 +533,8 @@ def test_a_token_is_asked_of_every_request_but_health_and_the_page(boosted_model
         assert call("/health", None)[0] == 200 and call("/", None)[0] == 200
         status, answer, _ = call("/score", "Bearer " + token, body)
         assert status == 200 and [n["label"] for n in answer["results"][0]["nodes"]] == list(e.node_names)
+        for given in ("bearer " + token, "BEARER  " + token):  # the scheme in any case (RFC 7235)
+            assert call("/score", given, body)[0] == 200, given
         assert e.db_id in call("/databases", "Bearer " + token)[1]["databases"]
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
         if chromium is not None:  # the page shows the token field and the 401's message
@@ -724,7 +735,7 @@ def test_heavy_requests_are_scored_in_their_own_paced_lane_with_the_same_answer(
     from model.data import execution
     from model.data.datasets import load_schemas
     from model.scoring import Scorer
-    from model.scoring.service import SQL_WORDS, create_app
+    from model.scoring.service import LITERAL_WORDS_PER_MB, SQL_WORDS, create_app
     from model.synth.demo import demo_root
 
     class Noting:  # the real scorer, noting where each request is scored
@@ -755,6 +766,55 @@ def test_heavy_requests_are_scored_in_their_own_paced_lane_with_the_same_answer(
     assert [a.status_code for a in answers] == [200] * 3
     assert [s[:2] for s in scorer.seen] == [("rat-score", None), ("rat-score-heavy", 0.25), ("rat-score-heavy", 0.25)]
     assert {s[2] for s in scorer.seen} == {1}
+    # a string literal of a query scored with a database weighs its search of the database: the
+    # same query, three literals, goes to the heavy lane with its database and not without one
+    from model.scoring import service
+
+    literals = f"SELECT {column} FROM {table} WHERE " + " OR ".join(f"{column} = 'v{i}'" for i in range(3))
+    assert words([{"sql": literals}]) < 40
+    service.LITERAL_WORDS_PER_MB = 1e6  # (the demo's files are small: each literal weighs its file's bytes)
+    try:
+        lanes = TestClient(create_app(scorer, root, schemas, heavy_words=40))
+        for query in ({"db_id": db_id, "sql": literals}, {"sql": literals}):
+            assert lanes.post("/score", json=query).status_code == 200
+    finally:
+        service.LITERAL_WORDS_PER_MB = LITERAL_WORDS_PER_MB
+    assert [s[0] for s in scorer.seen[-2:]] == ["rat-score-heavy", "rat-score"]
     normal_lane = TestClient(create_app(scorer, root, schemas, heavy_words=10_000))
     assert normal_lane.post("/score", json={"queries": [big]}).json() == answers[1].json()
     assert scorer.seen[-1][:2] == ("rat-score", None)
+
+
+def test_the_work_of_clients_that_go_is_dropped(boosted_model):  # noqa: F811
+    """A client that closes its connection while its request is queued or scored leaves no work
+    behind: queued, the request is dropped; running, it stops at its next deadline check. After
+    slow requests whose clients went, a quick one is answered at once, not after them."""
+    folder, objects = boosted_model
+    proc, url = start_service(folder, objects["table"].root, "--processes", "1", "--workers", "1",
+                              "--heavy-words", "1000000", "--timeout-s", "60")
+    db_id, heavy = _or_query(objects, 160)
+    body = json.dumps({"queries": [{"db_id": db_id, "sql": heavy}] * 16}).encode()
+    e = objects["table"].examples[0]
+    where = urllib.parse.urlsplit(url)
+    try:
+        start = time.monotonic()
+        assert post(url, json.loads(body))[0] == 200
+        one = time.monotonic() - start  # one slow request, alone
+        clients = []
+        for _ in range(6):
+            s = socket.create_connection((where.hostname, where.port), timeout=10)
+            s.sendall(b"POST /score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            clients.append(s)
+        time.sleep(0.5)
+        for s in clients:
+            s.close()
+        start = time.monotonic()
+        status, _ = post(url, {"db_id": e.db_id, "question": e.question, "sql": e.sql})
+        waited = time.monotonic() - start
+        assert status == 200 and waited < max(1.5, 2 * one), (waited, one)  # not the 6 slow ones' time
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    log = proc.stderr.read()
+    assert "Traceback" not in log, log[-3000:]

@@ -174,6 +174,29 @@ class ScoringTools:
         return out
 
 
+def _problems(error, whole: str = "arguments") -> str:
+    """A pydantic ``ValidationError`` in one line: each field's path (``whole``: the object
+    itself) and what is wrong with it."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or whole}: {err['msg']}" for err in error.errors())
+
+
+async def named_params(ctx, call_next):
+    """Server middleware: a request whose params fail their schema (``tools/call`` with
+    ``arguments`` that are no object, or without ``params``) is answered -32602 naming each
+    field and what is wrong with it (the SDK's answer names neither: "Invalid request
+    parameters", its data empty); its messages quote no value the client sent."""
+    import mcp_types
+    from mcp.shared.exceptions import MCPError
+    from pydantic import ValidationError
+
+    try:
+        return await call_next(ctx)
+    except ValidationError as e:
+        problems = _problems(e, "params")
+        raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"Invalid request parameters: {problems}"[:300],
+                       data=problems[:300]) from None
+
+
 def build_server(tools: ScoringTools):
     """The ``MCPServer`` with the tools ``score_sql``, ``choose_sql`` and ``list_databases``."""
     from typing import Annotated
@@ -205,9 +228,7 @@ def build_server(tools: ScoringTools):
                     raise ToolError(f"{name}: {e.__cause__}") from None
                 if not isinstance(e.__cause__, ValidationError):
                     raise
-                problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-                                     for err in e.__cause__.errors())
-                raise ToolError(f"{name}: {problems}") from e.__cause__
+                raise ToolError(f"{name}: {_problems(e.__cause__)}") from e.__cause__
 
         async def run_stdio_async(self) -> None:
             await serve_stdio(self._lowlevel_server)
@@ -218,7 +239,8 @@ def build_server(tools: ScoringTools):
         release = version("rat-confidence")
     except PackageNotFoundError:  # (a checkout not installed)
         release = ""
-    server = OneLineErrors("rat-confidence", version=release, log_level="WARNING", instructions=(
+    server = OneLineErrors("rat-confidence", version=release, log_level="WARNING", middleware=[named_params],
+                           instructions=(
         "Check SQL before running it: score_sql gives a calibrated confidence that the query is right, "
         "the part to look at first, reasons, and a verdict (run, review or regenerate) with feedback to "
         "rewrite the query. choose_sql chooses one of several queries written for one question. list_databases names the databases score_sql accepts and the SQL dialect of each."))
@@ -273,7 +295,8 @@ def read_line(line: str) -> tuple[Any, dict | None]:
     that is no JSON-RPC message MCP reads, a lone surrogate in a string among them, an invalid
     request (-32600) carrying the line's id where it has one; an integer over Python's digits
     (``sys.get_int_max_str_digits``) a parse error too; an id that is not a string or an
-    integer (the SDK reads the line as a notification, which has none) is one too, id null.
+    integer (the SDK reads the line as a notification, which has none) is one too, id null; an
+    object that gives a key twice (``duplicate_key``) is an invalid request too.
 
     >>> type(read_line('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')[0]).__name__
     'JSONRPCRequest'
@@ -285,12 +308,17 @@ def read_line(line: str) -> tuple[Any, dict | None]:
     {'code': -32600, 'message': 'Invalid Request: id 1.5 is not a string or an integer'}
     >>> read_line('{"jsonrpc": "2.0", "id": 1, "params": {"a": ' + "9" * 5000 + '}}')[1]["error"]["message"]
     'Parse error: an integer of more than 4300 digits'
+    >>> read_line('{"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"a": 1, "a": 2}}')[1]["error"]
+    {'code': -32600, 'message': "Invalid Request: key 'a' given twice in one object"}
     """
     import json
 
     import mcp_types
 
+    duplicated = duplicate_key(line)
     try:
+        if duplicated is not None:  # (read as the SDK would: the last one)
+            raise ValueError(duplicated)
         message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         if not isinstance(message, mcp_types.JSONRPCNotification):
             return message, None
@@ -316,11 +344,39 @@ def read_line(line: str) -> tuple[Any, dict | None]:
     try:
         json.dumps(message, ensure_ascii=False).encode("utf-8")
         why = "not a JSON-RPC 2.0 request, notification or response that MCP reads"
+        if duplicated is not None:
+            why = f"key {duplicated[:80]!r} given twice in one object"
     except UnicodeEncodeError:
         why = "a string holds a lone surrogate (not Unicode text)"
     except RecursionError:
         why = "nested too deeply"
     return None, rpc_error(ident, mcp_types.INVALID_REQUEST, f"Invalid Request: {why}")
+
+
+def duplicate_key(line: str) -> str | None:
+    """The first key that an object of the JSON ``line`` gives twice (a JSON reader keeps the
+    last one silently; the client meant one of them), else None (not JSON too: ``read_line``
+    tells that).
+
+    >>> duplicate_key('{"a": {"sql": 1, "sql": 2}}'), duplicate_key('{"a": 1, "b": {"a": 2}}'), duplicate_key("[")
+    ('sql', None, None)
+    """
+    import json
+
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict:
+        out = dict(items)
+        if len(out) < len(items) and not found:
+            seen: set[str] = set()
+            found.append(next(k for k, _ in items if k in seen or seen.add(k)))
+        return out
+
+    try:
+        json.loads(line, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return found[0] if found else None
 
 
 async def read_lines(stream, limit: int = MAX_LINE_BYTES):

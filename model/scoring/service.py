@@ -21,7 +21,8 @@ Bounds, each answered with a 4xx or 503 that names it: a request body over ``max
 refused (413) while it is read (chunked bodies too), more than ``max_queries`` queries too
 (413), and a query's SQL over ``max_sql_chars`` (413); a body that is not ``application/json``
 is 415 (a form or plain text is what a page of another site can send without asking), as is a
-charset other than UTF-8; a field
+charset other than UTF-8 and a ``Content-Encoding`` (a compressed body is not opened); a key given
+twice in one object, a field
 of the wrong type, a db_id that is not a plain name (or over 128 characters), a question or
 evidence over 4,000 characters, text with NUL or a lone surrogate, a body nested too deeply is
 400 naming the field. On a loopback ``--host`` the service answers only requests whose Host is
@@ -29,7 +30,8 @@ a loopback name (400 otherwise: DNS rebinding); ``--allowed-host`` names others.
 tree has more than ``max_nodes`` nodes comes back as an error row. Every request has ``timeout_s`` from its arrival: the work checks the
 deadline as it goes (each query, each database read, before the model and the reasons) and
 stops there, so no request holds a worker past it, and the request answers 503 (408 for a body
-that has not arrived by then). A body is received as it arrives, waiting for nothing else (a
+that has not arrived by then). A client that closes its connection does so too: its request,
+queued, is dropped; running, it stops at its next check. A body is received as it arrives, waiting for nothing else (a
 client that sends part of one and stops holds up no other request), then parsed and checked
 off the event loop, one at a time in each process; the bytes of bodies received and not yet
 parsed are at most ``RECEIVING`` bodies of the largest size in each process (beyond them a
@@ -38,7 +40,9 @@ than that nor keeps ``/health`` waiting. At most
 ``workers`` requests are scored at once in each of ``--processes`` processes (forked copies that
 accept on one port and share the loaded model's pages); ``/health`` never waits for them, nor do
 the bounds differ between processes. A heavy request (its queries' SQL more than
-``--heavy-words`` words and signs together: a query near the node limit, or many queries) is
+``--heavy-words`` words and signs together: a query near the node limit, or many queries; each
+string literal of a query scored with a database counts as the words its search of the database
+costs, ``LITERAL_WORDS_PER_MB``: many literals compared with columns of a large database) is
 scored in the heavy lane instead: one at a time in each process and, while other requests are
 being scored there, paused at each deadline check so that it takes at most a quarter of the
 CPU; a client sending such requests leaves the workers, and most of the CPU, to the others.
@@ -51,7 +55,7 @@ Access: the answers tell what the databases store (whether a literal is in its c
 names the closest stored values), so a service that listens beyond the loopback interface needs a token (``--token-file`` or
 ``$RAT_SERVE_TOKEN``, at least ``MIN_TOKEN_CHARS`` characters), or ``--public`` to go without one;
 with a token every request but ``/health`` and the page itself carries ``Authorization: Bearer
-<token>`` (401 otherwise; the page asks for it).
+<token>`` (the scheme in any case; 401 otherwise; the page asks for it).
 
 Named connections: ``--database shop=postgresql://scorer:pw@db:5432/shop`` (repeatable; any URL
 ``model.data.databases.open_database`` takes) makes ``db_id: "shop"`` read that database,
@@ -66,6 +70,7 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 import socket
@@ -92,6 +97,16 @@ HEADER_TIMEOUT_S = 10.0
 # the heavy lane: a request whose SQL has more words and signs than this (Spider dev's longest gold
 # query has 92, BIRD dev's 389) is scored one at a time per process, paced to this share of the CPU
 HEAVY_WORDS, HEAVY_SHARE = 400, 0.25
+# a string literal of a query scored with a database file is looked for in each of its text columns
+# (``DatabaseProbe.columns_holding``): it weighs as many words as that search costs, which grows with
+# the data read. On Spider's flight_4 (3.1 MB, 340,000 text cells) a search takes ~110 ms and a word
+# ~0.33 ms: a literal weighs ~330 words; on world_1 (0.3 MB) ~30, on most Spider databases (under 0.1
+# MB) 1 to 10. So: LITERAL_WORDS_PER_MB words per MB of the file, at least 1, at most
+# MAX_LITERAL_WORDS (a search reads at most SCAN_BUDGET rows, however large the database: a query
+# of a few literals on a large one stays in the normal lane, one of many goes to the heavy lane);
+# that most for a named connection (its size unknown here)
+LITERAL_WORDS_PER_MB, MAX_LITERAL_WORDS = 100, 100
+SQL_LITERALS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")  # (a double-quoted name counts too)
 # the bytes of request bodies a process holds while they arrive and wait to be parsed, in bodies
 # of the largest size (max_body_bytes): past them a request is refused (503) until some are parsed
 RECEIVING = 16
@@ -99,6 +114,66 @@ TOKEN_ENV, MIN_TOKEN_CHARS = "RAT_SERVE_TOKEN", 16  # the access token: its vari
 SQL_WORDS = re.compile(r"\w+|[^\w\s]")
 # what a /choose body may give besides its candidates and "verdicts": the fields they share
 CHOOSE_FIELDS = ("db_id", "question", "evidence", "dialect", "database")
+
+
+def request_words(rows: list[dict]) -> int:
+    """What scoring ``rows`` weighs, in words: each query's words and signs (``SQL_WORDS``) and,
+    for a query scored with a database, each string literal's search of it (``SQL_LITERALS``,
+    ``literal_words``): more than ``heavy_words`` goes to the heavy lane.
+
+    >>> sql = "SELECT name FROM airports WHERE city = 'Goroka' OR city = 'Madang'"
+    >>> request_words([{"sql": sql, "database": None}]), request_words([{"sql": sql, "database": _Named("shop")}])
+    (16, 216)
+    """
+    return sum(len(SQL_WORDS.findall(r["sql"])) + len(SQL_LITERALS.findall(r["sql"])) * literal_words(r["database"])
+               for r in rows)
+
+
+def literal_words(database) -> int:
+    """What one string literal's search of ``database`` (a file, a named connection or None)
+    weighs in words: ``LITERAL_WORDS_PER_MB`` a MB of the file, at least 1, at most
+    ``MAX_LITERAL_WORDS``, that most for a named connection; 0 without a database (none is searched)."""
+    if isinstance(database, _Named):
+        return MAX_LITERAL_WORDS
+    try:
+        return 0 if database is None else min(MAX_LITERAL_WORDS, max(1, round(
+            database.stat().st_size / 1e6 * LITERAL_WORDS_PER_MB)))
+    except OSError:  # (gone: not read either)
+        return 0
+
+
+class Deadline(float):
+    """A request's deadline (a ``time.monotonic()`` value, as the scorer takes it) that ``end()``
+    brings to now, its client gone: the work stops at its next check (``check_deadline``:
+    ``time.monotonic() > deadline``). Only comparisons and ``-`` read it so.
+
+    >>> deadline = Deadline(time.monotonic() + 60)
+    >>> time.monotonic() > deadline, deadline.end(), time.monotonic() > deadline, deadline - time.monotonic() < 0
+    (False, None, True, True)
+    """
+
+    ended = False
+
+    def end(self) -> None:
+        self.ended = True
+
+    def _now(self) -> float:
+        return -math.inf if self.ended else float(self)
+
+    def __lt__(self, other):  # (``now > deadline`` asks this first: a float subclass's reflected method)
+        return self._now() < other
+
+    def __le__(self, other):
+        return self._now() <= other
+
+    def __gt__(self, other):
+        return self._now() > other
+
+    def __ge__(self, other):
+        return self._now() >= other
+
+    def __sub__(self, other):
+        return self._now() - other
 
 
 def _one_thread() -> None:
@@ -145,7 +220,7 @@ ERRORS = {400: "a malformed body or field, named in `detail`; a Host header the 
           404: "/check: the model has no policy",
           408: "the body had not arrived within --timeout-s",
           413: "a body over its size in bytes, more queries than --max-queries, or SQL over --max-sql-chars",
-          415: "a body that is not application/json in UTF-8",
+          415: "a body that is not application/json in UTF-8, or sent with a Content-Encoding",
           503: "scoring took longer than --timeout-s, too many bodies being received at once (Retry-After) "
                "or a named database gone"}
 
@@ -370,7 +445,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
 
         rows = []
         for k, q in enumerate(queries):
-            if not isinstance(q, dict) or not isinstance(q.get("sql"), str):
+            if not isinstance(q, dict) or q.get("sql") is None:
                 raise HTTPException(400, f"queries[{k}]: needs a \"sql\" string")
             if not one and (problem := unknown_field(q, ROW_FIELDS)):
                 raise HTTPException(400, f"queries[{k}]: {problem}")
@@ -396,9 +471,11 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         """The rows of a request body (a /choose body's candidates), whether it goes to the heavy
         lane, and whether it asks for each row's verdict beside it (``"verdicts": true``)."""
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, object_pairs_hook=unique_keys)
         except RecursionError:
             raise HTTPException(400, "body is nested too deeply") from None
+        except DuplicateKey as e:
+            raise HTTPException(400, str(e)) from None
         except (json.JSONDecodeError, UnicodeDecodeError):  # (bytes that are not UTF-8)
             raise HTTPException(400, "body is not valid JSON") from None
         except ValueError:  # valid JSON: an integer longer than Python reads
@@ -410,7 +487,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         if not isinstance(wanted, bool):
             raise HTTPException(400, "verdicts: true or false")
         # one request is not a file: its confidences never depend on the other queries sent with it
-        return rows, sum(len(SQL_WORDS.findall(r["sql"])) for r in rows if not r["_unknown"]) > heavy_words, wanted
+        return rows, request_words([r for r in rows if not r["_unknown"]]) > heavy_words, wanted
 
     @app.get("/health")
     async def health() -> dict:  # on the event loop: never queued behind scoring
@@ -444,12 +521,20 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     async def choose(request: Request) -> JSONResponse:
         return await answer(request, verdicts=False, choosing=True)
 
+    async def disconnect(request: Request) -> None:
+        """Returns when the client of ``request``, its body read, closes the connection."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
     async def answer(request: Request, verdicts: bool, choosing: bool = False) -> JSONResponse:
         """A /score or /check request's rows, scored (with their verdicts beside them where the
         body asks and the model has a policy) or given their verdicts, in a lane; a /choose
         request's candidates scored so, and the one ``Scorer.choose`` would choose."""
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(time.monotonic() + timeout_s)
         problem = content_type_problem(request.headers.get("content-type", ""))
+        encoding = request.headers.get("content-encoding", "identity")
+        if encoding.strip().lower() != "identity":  # (a compressed body is not opened: no bombs)
+            problem = f"Content-Encoding {encoding[:40]!r}: the body must be sent as is, not encoded"
         if problem:
             raise HTTPException(415, problem)
         async with body_of(request, deadline) as raw:
@@ -461,14 +546,24 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                        max_nodes=max_nodes, max_sql_chars=max_sql_chars, dialect=dialect, label_shift=False)
         lane = heavy_lane if heavy else scoring
         busy[0] += not heavy
-        try:  # a request still queued at its deadline is dropped; a running one stops at its next check
+        scored = asyncio.get_running_loop().run_in_executor(lane, work)
+        gone = asyncio.ensure_future(disconnect(request))
+        # a request still queued at its deadline, or when its client goes, is dropped; a running
+        # one stops at its next check (its client gone: deadline.end())
+        try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                results = await asyncio.get_running_loop().run_in_executor(lane, work)
+                await asyncio.wait((scored, gone), return_when=asyncio.FIRST_COMPLETED)
+            if not scored.done():  # nobody to answer: uvicorn drops the response
+                deadline.end()
+                raise HTTPException(400, "the client closed the connection before its answer")
+            results = scored.result()
         except (TimeoutError, DeadlineExceeded):
             raise HTTPException(503, f"scoring took longer than {timeout_s:g} s") from None
         except DatabaseError as e:  # a named database that went away since the start
             raise HTTPException(503, str(e)) from None
         finally:
+            scored.cancel()
+            gone.cancel()
             busy[0] -= not heavy
         chosen = None
         if choosing:  # (the verdicts beside the rows hold their scored queries)
@@ -494,6 +589,28 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         return JSONResponse({"results": out})  # as FastAPI would write it, without its encoder's pass
 
     return app
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that gives one key twice (``unique_keys``)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """``json.loads``'s ``object_pairs_hook``: the object, or ``DuplicateKey`` naming a key given
+    twice (``json`` would keep the last silently: the client meant one of them).
+
+    >>> try:
+    ...     json.loads('{"sql": "SELECT 1", "sql": "SELECT 2"}', object_pairs_hook=unique_keys)
+    ... except DuplicateKey as e:
+    ...     print(e)
+    key 'sql' given twice in one object
+    """
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise DuplicateKey(f"key {key[:80]!r} given twice in one object")
+    return out
 
 
 class _Named:
@@ -532,12 +649,13 @@ class RequireToken:
     OPEN = ("/", "/health")
 
     def __init__(self, app, token: str):
-        self.app, self.expected = app, f"Bearer {token}".encode()
+        self.app, self.expected = app, token.encode()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and not (scope["path"] in self.OPEN and scope["method"] in ("GET", "HEAD")):
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-            if not hmac.compare_digest(given, self.expected):
+            scheme, _, credentials = given.partition(b" ")  # the scheme in any case (RFC 7235)
+            if not (hmac.compare_digest(credentials.lstrip(b" "), self.expected) and scheme.lower() == b"bearer"):
                 from fastapi.responses import JSONResponse
 
                 response = JSONResponse({"detail": "this service needs its token: Authorization: Bearer <token>"},
@@ -729,7 +847,10 @@ def main(argv: list[str] | None = None) -> int:
                              f"usable CPU cores, at most {MAX_DEFAULT_PROCESSES}; here {default_processes()})")
     parser.add_argument("--heavy-words", type=int, default=HEAVY_WORDS,
                         help="a request whose SQL has more words and signs is scored in the heavy lane: one at a "
-                             f"time per process, paced to {HEAVY_SHARE * 100:.0f}%% of the CPU (default {HEAVY_WORDS})")
+                             f"time per process, paced to {HEAVY_SHARE * 100:.0f}%% of the CPU (default {HEAVY_WORDS}); "
+                             "a string literal of a query scored with a database counts as the words its search "
+                             f"costs: {LITERAL_WORDS_PER_MB} a MB of the database file, at most {MAX_LITERAL_WORDS} (that for a "
+                             "--database connection)")
     parser.add_argument("--header-timeout-s", type=float, default=HEADER_TIMEOUT_S,
                         help="seconds a connection may take to send a request head (default 10)")
     parser.add_argument("--dialect", metavar="NAME",
