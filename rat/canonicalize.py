@@ -73,6 +73,9 @@ MAX_PARENTHESES = 800
 # real query's.
 MAX_TYPE_CALLS = 6
 MAX_BRACKETS = 100
+# Type names sqlglot reads as TEXT, BIGINT, SMALLINT or BLOB that SQLite gives the NUMERIC affinity
+_NUMERIC_TYPE_NAMES = frozenset({"STRING", "STR", "LONG", "SHORT", "BYTE", "BYTEA", "BINARY", "VARBINARY"})
+_NUMERIC_TYPE_WORDS = re.compile(r"\b(?:" + "|".join(_NUMERIC_TYPE_NAMES) + r")\b", re.IGNORECASE)
 _SIMPLE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _RESERVED = {k.lower() for k in DIALECT.tokenizer_class.KEYWORDS if k.replace("_", "").isalpha()}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -150,7 +153,11 @@ _SQLITE_FORMAT_CODES = re.compile(r"%[dHjmMSwWY%]")
 # sqlglot's names of constructs rat refuses, as the SQL writes them (others keep sqlglot's name).
 _CONSTRUCTS = {"SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
                "Table": "parenthesised join",  # (with an alias or a PIVOT: `parenthesised_join`)
-               "Var": "a bare word"}
+               "Var": "a bare word", "Lambda": "a lambda (x -> ..)",
+               "Dot": "a field of a struct value",  # BigQuery's `items[OFFSET(0)].sku`
+               "Bracket": "an array subscript of several indexes", "Slice": "an array slice"}
+# Dialects where `->` is a lambda's arrow, and no JSON operator
+_LAMBDA_ARROWS = frozenset({"databricks", "trino"})
 # Functions read in FROM, and the columns of their rows where the query does not name them:
 # () for one column, named by the function (or, in PostgreSQL, by the alias).
 _TABLE_FUNCTION_COLUMNS = {
@@ -165,6 +172,8 @@ _TABLE_FUNCTION_COLUMNS = {
 
 def construct_name(node: exp.Expression) -> str:
     """How a message names the construct `node` (an expression rat does not read)."""
+    if type(node) is exp.Bracket and node.args.get("safe"):  # (`items[0]`, `items[OFFSET(0)]` are read)
+        return "SAFE_OFFSET / SAFE_ORDINAL"
     return _CONSTRUCTS.get(type(node).__name__, type(node).__name__)
 
 
@@ -175,21 +184,56 @@ _DATE_PARTS = frozenset({
     "year", "yy", "yyyy", "quarter", "qq", "month", "mm", "week", "wk", "ww", "isoweek", "isowk",
     "day", "dd", "dayofyear", "dy", "dayofweek", "dw", "weekday", "hour", "hh", "minute", "mi",
     "second", "ss", "millisecond", "ms", "microsecond", "mcs", "nanosecond", "ns"})
+# A dialect's documented abbreviations of the date part its date functions take first, and the
+# part each names (SQL Server: DATEADD's table; Snowflake: "Supported date and time parts").
+# Snowflake's `m` is a minute, SQL Server's a month.
+_DATE_PART_ABBREVIATIONS = {
+    "tsql": {"yy": "year", "yyyy": "year", "qq": "quarter", "q": "quarter", "mm": "month", "m": "month",
+             "dy": "dayofyear", "y": "dayofyear", "dd": "day", "d": "day", "wk": "week", "ww": "week",
+             "dw": "weekday", "w": "weekday", "hh": "hour", "mi": "minute", "n": "minute", "ss": "second",
+             "s": "second", "ms": "millisecond", "mcs": "microsecond", "ns": "nanosecond",
+             "tz": "tzoffset", "isowk": "iso_week", "isoww": "iso_week"},
+    "snowflake": {
+        **dict.fromkeys(("y", "yy", "yyy", "yyyy", "yr", "years", "yrs"), "year"),
+        **dict.fromkeys(("mm", "mon", "mons", "months"), "month"),
+        **dict.fromkeys(("d", "dd", "days", "dayofmonth"), "day"),
+        **dict.fromkeys(("weekday", "dow", "dw"), "dayofweek"),
+        **dict.fromkeys(("weekday_iso", "dow_iso", "dw_iso"), "dayofweekiso"),
+        **dict.fromkeys(("yearday", "doy", "dy"), "dayofyear"),
+        **dict.fromkeys(("w", "wk", "weekofyear", "woy", "wy"), "week"),
+        **dict.fromkeys(("week_iso", "weekofyeariso", "weekofyear_iso"), "weekiso"),
+        **dict.fromkeys(("q", "qtr", "qtrs", "quarters"), "quarter"),
+        **dict.fromkeys(("h", "hh", "hr", "hours", "hrs"), "hour"),
+        **dict.fromkeys(("m", "mi", "min", "minutes", "mins"), "minute"),
+        **dict.fromkeys(("s", "sec", "seconds", "secs"), "second"),
+        **dict.fromkeys(("ms", "msec", "milliseconds"), "millisecond"),
+        **dict.fromkeys(("us", "usec", "microseconds"), "microsecond"),
+        **dict.fromkeys(("ns", "nsec", "nanosec", "nsecond", "nanoseconds", "nanosecs", "nseconds"), "nanosecond"),
+    },
+}
 
 
-def _date_part(call: exp.Anonymous, name: str) -> None:
+def _date_part(call: exp.Anonymous, name: str, rat_dialect: Dialect) -> None:
     """A date function's unquoted date part (`DATEADD(day, 1, d)`) as a name, not a column: an
     `exp.Var` that `rat.tree` writes as a value, where the column pass would look it up in the
-    schema and report it missing."""
+    schema and report it missing. A part the function takes first is named in full where the
+    dialect documents its abbreviation (SQL Server's and Snowflake's `DATEADD(dd, 1, d)` is
+    `DATEADD(day, 1, d)`), and so is one written as a string where the dialect reads it so
+    (Snowflake's and Redshift's `DATEADD('day', 1, d)`)."""
     arguments = call.expressions
     positions = ([0] if name in DATE_PART_FIRST else []) + \
         ([len(arguments) - 1] if name in DATE_PART_LAST and len(arguments) > 1 else [])
+    abbreviations = _DATE_PART_ABBREVIATIONS.get(rat_dialect.name, {}) if positions[:1] == [0] else {}
     for k in positions:
         argument = arguments[k] if arguments else None
+        part = argument.name.lower() if argument is not None else ""
         if type(argument) is exp.Column and argument.args.get("table") is None \
                 and isinstance(argument.this, exp.Identifier) and not argument.this.quoted \
-                and argument.name.lower() in _DATE_PARTS:
-            argument.replace(exp.Var(this=argument.name.lower()))
+                and (part in _DATE_PARTS or k == 0 and part in abbreviations):
+            argument.replace(exp.Var(this=abbreviations.get(part, part) if k == 0 else part))
+        elif k == 0 and rat_dialect.name in BARE_DATE_PART and type(argument) is exp.Literal and argument.is_string \
+                and (part in _DATE_PARTS or part in abbreviations):
+            argument.replace(exp.Var(this=abbreviations.get(part, part)))
 
 
 def _as_sqlite_function(call: exp.Anonymous, name: str, rat_dialect: Dialect) -> None:
@@ -496,8 +540,12 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         reading = None if rat_dialect is SQLITE else _reading(rat_dialect)
         if not rat_dialect.json_operators and any(t.token_type in _JSON_ARROWS for t in tokens):
             # (SQL Server's: sqlglot writes each as two calls of its left side, exponential in a chain)
+            if rat_dialect.name in _LAMBDA_ARROWS:
+                raise RATError(f"unsupported construct {_CONSTRUCTS['Lambda']!r}", sql)
             raise RATError(f"unsupported construct '->' ({rat_dialect.name} has no JSON operators)", sql)
         _refuse_missing_syntax(tokens, rat_dialect, sql)
+        if rat_dialect is SQLITE and _NUMERIC_TYPE_WORDS.search(sql):
+            _numeric_affinity_types(tokens)
         renamed = _rename_typed_functions(
             tokens, sql, _TYPED_FUNCTIONS if reading is None else reading.typed_functions,
             _TYPE_TOKENS if reading is None else reading.type_tokens)
@@ -609,6 +657,22 @@ def _star_replace(tokens: list, k: int, openers: dict[int, int]) -> bool:
             return False
         k = j - 1
     return k >= 2 and tokens[k - 1].token_type is TokenType.STAR and tokens[k - 2].token_type in _BEFORE_STAR_ITEM
+
+
+def _numeric_affinity_types(tokens: list) -> None:
+    """Read a SQLite CAST's type that sqlglot takes for another (`STRING` and `STR` as TEXT,
+    `LONG` as BIGINT, `VARBINARY` as BLOB, ..) as NUMERIC: SQLite gives a type name that holds
+    none of INT, CHAR, CLOB, TEXT, BLOB, REAL, FLOA, DOUB the NUMERIC affinity, so that
+    `CAST('12abc' AS STRING)` is 12. Only a CAST's: `AS string` after a column is its alias."""
+    openers = _openers(tokens)
+    closers = {opener: closer for closer, opener in openers.items()}
+    for k, token in enumerate(tokens):
+        if k < 3 or token.text.upper() not in _NUMERIC_TYPE_NAMES or tokens[k - 1].token_type is not TokenType.ALIAS:
+            continue
+        after = closers.get(k + 1, k) + 1 if k + 1 < len(tokens) and tokens[k + 1].token_type is _L_PAREN else k + 1
+        opener = openers.get(after, 0)
+        if opener and tokens[opener - 1].text.upper() == "CAST":
+            token.token_type = TokenType.DECIMAL
 
 
 def _openers(tokens: list) -> dict[int, int]:
@@ -1125,7 +1189,8 @@ class _Resolver:
         if not self.dialect.order_by_all or len(order.expressions) != 1:
             raise RATError("unsupported construct 'ORDER BY ALL'", self.sql)
         (written,) = order.expressions
-        order.set("expressions", [exp.Ordered(this=o.copy(), desc=written.args.get("desc"))
+        order.set("expressions", [exp.Ordered(this=o.copy(), desc=written.args.get("desc"),
+                                              nulls_first=written.args.get("nulls_first"))
                                   for o in self.outputs(node, "ORDER BY ALL")])
 
     def check_windows(self, node: exp.Select) -> None:
@@ -1421,7 +1486,7 @@ class _Resolver:
                 name = current.name.lower()
                 current.set("this", _SAME_FUNCTIONS.get(name, name))
                 if name != "date_part" or self.dialect.name in BARE_DATE_PART:
-                    _date_part(current, name)
+                    _date_part(current, name, self.dialect)
                 if self.dialect is not SQLITE:
                     _as_sqlite_function(current, name, self.dialect)
                 _distinct_then_separator(current, name)
@@ -1496,11 +1561,6 @@ class _Resolver:
         if owners:  # ambiguous: keep it unqualified, as written
             self.set_name(identifier, name)
             return
-        all_known = bool(scope.sources) and all(c is not None for c in scope.sources.values())
-        if double_quoted and (all_known or not scope.sources or self.schema is None):
-            # SQLite reads an unknown "..." as a string literal (Spider writes values so).
-            column.replace(exp.Literal.string(written))
-            return
         if name in aliases and clause in ("where", "group", "having", "qualify"):
             column.replace(aliases[name].copy())
             return
@@ -1511,6 +1571,12 @@ class _Resolver:
                 if owners[0] in scope.sources:
                     scope.shadowed.add(owners[0])
                 return
+        all_known = bool(scope.sources) and all(c is not None for c in scope.sources.values())
+        if double_quoted and (all_known or not scope.sources or self.schema is None):
+            # SQLite reads a "..." that names no column or output alias, here or in an outer
+            # query, as a string literal (Spider writes values so).
+            column.replace(exp.Literal.string(written))
+            return
         unknown = [q for q, cols in scope.sources.items() if cols is None]
         if len(scope.sources) == 1 and unknown:
             self._qualify(column, identifier, name, unknown[0], scope)

@@ -24,11 +24,14 @@ COMMUTATIVE = frozenset(
 # Mirror image of each ordered comparison: `a < b` is `b > a`.
 MIRRORED = {"Lt": "Gt", "Gt": "Lt", "Lte": "Gte", "Gte": "Lte"}
 # Parents whose children are labelled in their context: the context's name (a limit's count is
-# a limit's, WITH TIES or not: there the operator is what differs).
+# a limit's, WITH TIES or not, a sort key a sort key, NULLS LAST or not: there the operator is
+# what differs).
 CONTEXT_PARENTS = {
     **{label: label for label in ("Val_list", "Orderby_asc", "Orderby_desc", "Project", "Limit", "Groupby",
                                   "Distinct_on", "Exclude")},
     **dict.fromkeys(("Limit_percent", "Limit_with_ties", "Limit_percent_with_ties"), "Limit"),
+    **dict.fromkeys(("Orderby_asc_nulls_first", "Orderby_asc_nulls_last"), "Orderby_asc"),
+    **dict.fromkeys(("Orderby_desc_nulls_first", "Orderby_desc_nulls_last"), "Orderby_desc"),
 }
 
 

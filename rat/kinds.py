@@ -21,6 +21,7 @@ KINDS = ("relation", "table", "column", "value", "operator")
 RELATIONAL = frozenset(
     {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Semi_join",
      "Anti_join", "Asof_join", "Asof_left_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc",
+     "Orderby_asc_nulls_first", "Orderby_asc_nulls_last", "Orderby_desc_nulls_first", "Orderby_desc_nulls_last",
      "Limit", "Limit_percent", "Limit_with_ties", "Limit_percent_with_ties", "Distinct", "Union",
      "Union_all", "Intersect", "Intersect_all", "Except", "Except_all", "Qualify", "Distinct_on",
      "Recursive", "In_schema", "Pivot", "Unpivot", "Unpivot_include_nulls", "Ordinality", "With_offset",

@@ -237,6 +237,18 @@ def _is_all(value) -> bool:
     return isinstance(value, exp.Var) and value.name.upper() == "ALL"
 
 
+def _nulls_first_by_default(rat_dialect: Dialect, desc: bool) -> bool:
+    """Whether the dialect sorts NULLs first where an ORDER BY key names no NULLS FIRST / LAST:
+    as the smallest values (SQLite, MySQL, SQL Server, BigQuery, Databricks), the largest
+    (PostgreSQL, Snowflake, Redshift) or last either way (DuckDB, Trino).
+
+    >>> [_nulls_first_by_default(_dialect(d), False) for d in ("sqlite", "postgres", "duckdb")]
+    [True, False, False]
+    """
+    ordering = sqlglot_dialect(rat_dialect).NULL_ORDERING
+    return ordering == "nulls_are_small" and not desc or ordering == "nulls_are_large" and desc
+
+
 def _zero_guard(node: exp.Expression) -> bool:
     """Whether `node` is NULLIF(y, 0): a divisor that gives NULL where y is 0, as SQLite's
     division by 0 does (sqlglot writes SQLite's x / y so in other dialects)."""
@@ -417,8 +429,7 @@ class _Builder:
             # ORDER BY a, b DESC == Orderby_asc(a, Orderby_desc(b, ..)): the outer key is primary.
             runs: list[tuple[str, list[Node]]] = []
             for ordered in order.expressions:
-                desc, key = self.sort_key(ordered, ctes)
-                label = "Orderby_desc" if desc else "Orderby_asc"
+                label, key = self.sort_key(ordered, ctes)
                 if runs and runs[-1][0] == label:
                     runs[-1][1].append(key)
                 else:
@@ -896,16 +907,23 @@ class _Builder:
         (a window, an aggregate)."""
         nodes = []
         for ordered in order.expressions:
-            desc, key = self.sort_key(ordered, ctes)
-            nodes.append(Node("Orderby_desc" if desc else "Orderby_asc", (key,)))
+            label, key = self.sort_key(ordered, ctes)
+            nodes.append(Node(label, (key,)))
         return nodes
 
-    def sort_key(self, ordered: exp.Expression, ctes) -> tuple[bool, Node]:
-        """Whether an ORDER BY key sorts descending, and its node (NULLS FIRST / LAST is not
-        read: docs/rat.md)."""
+    def sort_key(self, ordered: exp.Expression, ctes) -> tuple[str, Node]:
+        """The label of an ORDER BY key's operator, and the key's node: `Orderby_asc` /
+        `Orderby_desc`, with `_nulls_first` / `_nulls_last` where a NULLS FIRST / LAST puts
+        NULLs where the dialect would not (`a NULLS LAST` in SQLite, where NULLs sort first
+        ascending; a NULLS FIRST / LAST the dialect's default order has is no part of the tree)."""
         if not isinstance(ordered, exp.Ordered):
-            return False, self.expr(ordered, ctes)
-        return bool(ordered.args.get("desc")), self.expr(ordered.this, ctes)
+            return "Orderby_asc", self.expr(ordered, ctes)
+        desc = bool(ordered.args.get("desc"))
+        label = "Orderby_desc" if desc else "Orderby_asc"
+        nulls_first = bool(ordered.args.get("nulls_first"))
+        if nulls_first != _nulls_first_by_default(self.dialect, desc):
+            label += "_nulls_first" if nulls_first else "_nulls_last"
+        return label, self.expr(ordered.this, ctes)
 
     def window(self, node: exp.Window, ctes) -> Node:
         clauses = window_clauses(node, self.windows)
