@@ -1539,6 +1539,8 @@ class _Resolver:
             if table is not None:
                 self.resolve_table(table, chain)
             return
+        if not isinstance(identifier, exp.Identifier):  # `a.(*)`, `a.(b)`, `a.?`: sqlglot's column of no name
+            raise RATError("cannot parse (a name is expected after '.')", self.sql)
         written = identifier.this
         name = self.fold(written, identifier) if self.cased else written.lower()
         if table is not None:

@@ -353,3 +353,14 @@ def test_between_and_case_x_when_inside_another_s_operand_are_spelled_out_too(sq
     """BETWEEN and `CASE x WHEN` copy their operand: one inside it is spelled out first, so that
     each copy is (it was refused as `unsupported construct 'Between'`, or kept as CASE x WHEN)."""
     assert rat.to_tree(sql) == rat.to_tree(spelled)
+
+
+@pytest.mark.parametrize("sql", ["SELECT a.(*) FROM t", "SELECT name FROM t GROUP BY name HAVING COUNT . ( * ) = 1",
+                                 "SELECT a.(b) FROM t", "SELECT t.(x, y) FROM t", "SELECT a.? FROM t",
+                                 "SELECT count(a.(*)) FROM t", "SELECT a.(SELECT 1) FROM t"])
+@pytest.mark.parametrize("dialect", sorted(rat.DIALECTS))
+def test_a_dot_followed_by_no_name_is_sql_rat_cannot_read_not_a_bug(sql, dialect):
+    """sqlglot reads `a.(*)` as a column whose name is no name: rat raised InternalError (a bug
+    in rat, a traceback in rat-score, a 500 in rat-serve); it is SQL no database runs."""
+    with pytest.raises(rat.RATError, match="^cannot parse"):
+        rat.to_tree(sql, None, dialect=dialect)
