@@ -37,6 +37,7 @@ BAD = [
     ("benchmarks/train_speed.py", ["--spider", "/nonexistent"]),
     ("benchmarks/backend_speed.py", ["--turns", "0"]),
     ("benchmarks/serve_load.py", ["--model", "/nonexistent"]),
+    ("benchmarks/score_memory.py", ["--copies", "0"]),
     ("scripts/backend_agreement.py", ["--systems", "foo"]),
     ("scripts/candidate_choice.py", ["--run", "/nonexistent"]),
     ("scripts/candidate_choice.py", ["--run", ".", "--bootstrap", "0"]),
