@@ -416,3 +416,29 @@ def test_self_join_and_subquery_columns_read_as_the_schema_holds_them(tmp_path):
     outer = cte["derived.name"]
     assert np.isnan(outer["in_schema"]) and outer["table_in_tree"] == 1  # no row of the schema
     assert cte["employee.name"]["in_schema"] == 1
+
+
+def test_a_table_whose_look_up_timed_out_is_not_looked_up_again_by_that_probe(demo, monkeypatch):
+    """A literal's look-ups on a 5M-row PostgreSQL table each took the whole time limit: six
+    literals of one query, 34 s. Once a look-up in a table times out, the probe answers the
+    next ones in that table as unknown without reading; other tables are still read."""
+    from model.nodes import features
+    from model.nodes.features import DatabaseProbe
+
+    monkeypatch.setattr(features, "SHARED_LOOKUPS", features.SharedLookups())  # (nothing answered from before)
+    probe = DatabaseProbe(database_path(demo_root(), "supply_chain"))
+    reads = []
+    execute = probe.database.execute
+
+    def slow_on_products(sql, seconds, max_bytes):
+        reads.append(sql)
+        return (None, f"timeout after {seconds:g} s") if "products" in sql else execute(sql, seconds, max_bytes)
+
+    monkeypatch.setattr(probe.database, "execute", slow_on_products)
+    for literal in ("'a'", "'b'", "'c'"):
+        assert np.isnan(probe.value_in_column("products", "name", literal, like=True)).all()
+    assert np.isnan(probe.near_match("products", "name", "a"))
+    assert len(reads) == 1  # the first look-up alone read the table
+    assert probe.value_in_column("suppliers", "country", "'Poland'", like=False) == (1.0, 1.0)
+    assert probe.columns_holding("'x'", ["products.name"]) is None and probe.columns_holding("'y'", ["products.name"]) is None
+    assert len(reads) == 3  # suppliers read; of the two searches of every column, the first alone

@@ -545,6 +545,7 @@ class NodeFeatures:
 
 SCAN_ROWS = 100_000  # rows of a column a literal lookup reads at most: a large database costs no more
 SCAN_BUDGET = 2_000_000  # rows one search of every column for a literal reads at most, all columns together
+EVERY_COLUMN = "every column"  # what a search of every column for a literal reads (DatabaseProbe._timed_out)
 
 
 class SharedLookups:
@@ -607,10 +608,21 @@ class DatabaseProbe:
         self.timeout_s = timeout_s
         self.deadline, self.max_result_bytes = deadline, max_result_bytes
         self._memo: dict[tuple, tuple[float, float]] = {}
+        # tables (and ``EVERY_COLUMN``) a look-up of which timed out: not looked up again by this
+        # probe (a 5M-row table cost each literal of a query, and each row of a file, the time limit)
+        self._timed_out: set[str] = set()
 
-    def _execute(self, sql: str, timeout_s: float | None = None) -> tuple[list | None, str | None]:
+    def _execute(self, sql: str, timeout_s: float | None = None, reads: str | None = None
+                 ) -> tuple[list | None, str | None]:
+        """``sql`` run within the time left; a look-up of ``reads`` (a table, or ``EVERY_COLUMN``)
+        where one timed out before is not run (unknown)."""
+        if reads in self._timed_out:
+            return None, f"not read: a look-up in {reads} timed out before"
         seconds = time_left(self.deadline, self.timeout_s if timeout_s is None else timeout_s, "features")
-        return self.database.execute(sql, seconds, self.max_result_bytes)
+        rows, error = self.database.execute(sql, seconds, self.max_result_bytes)
+        if reads is not None and error is not None and error.startswith("timeout after "):
+            self._timed_out.add(reads)
+        return rows, error
 
     def _recall(self, key: tuple):
         """The lookup ``key``'s answer from this probe's memo, else from the answers shared by every
@@ -658,7 +670,7 @@ class DatabaseProbe:
             sql = (f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {col} {op} {exact}), "
                    f"EXISTS(SELECT 1 FROM {tab} WHERE lower(CAST({col} AS {text})) {op} "
                    f"lower(CAST({literal} AS {text})))")
-            rows, error = self._execute(sql)
+            rows, error = self._execute(sql, reads=table)
             if error is None and rows:
                 result = (float(rows[0][0]), float(rows[0][1]))
                 self._share(key, result)
@@ -680,7 +692,7 @@ class DatabaseProbe:
                 probes = [f'EXISTS(SELECT 1 FROM (SELECT {c} AS v FROM {t} LIMIT {rows_each}){alias} '
                           f'WHERE lower(CAST(v AS {text})) = lower({value}))'
                           for t, c in (self._names(*name.rsplit(".", 1)) for name in columns)]
-                rows, error = self._execute("SELECT " + ", ".join(probes))
+                rows, error = self._execute("SELECT " + ", ".join(probes), reads=EVERY_COLUMN)
                 found = {name for name, hit in zip(columns, rows[0]) if hit} if error is None and rows else None
                 present = [n for n in columns if self.database.has_table(n.rsplit(".", 1)[0])] if error else []
                 if 0 < len(present) < len(columns):  # a table the schema names and the database lacks
@@ -701,7 +713,7 @@ class DatabaseProbe:
                 alias = "" if self.dialect == "sqlite" else " AS s"
                 rows, error = self._execute(f'SELECT DISTINCT lower(CAST(v AS {self.database.text_type()})) '
                                             f'FROM (SELECT {col} AS v FROM {tab} LIMIT {SCAN_ROWS}){alias} '
-                                            'LIMIT 5000')
+                                            'LIMIT 5000', reads=table)
                 values = None if error else [r[0] for r in rows if r[0] is not None]
             self._memo[key] = values
             if values is not None:
