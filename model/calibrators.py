@@ -2,8 +2,10 @@
 confidence (``QueryCalibrator``), for whole-query confidence (PS, isotonic, MPS), and the papers'
 protocols. The saved model and evaluation both read them from here.
 
-Every calibrator maps base scores to P(query is correct) with scikit-learn's `fit` /
-`predict_proba` API and round-trips through JSON, so a fitted head is saved with its run and
+Every calibrator maps base scores to P(query is correct) as a scikit-learn estimator (`fit` /
+`predict_proba`, `get_params`, `clone`), refuses labels of one class and scores it cannot read
+(NaN; a probability outside [0, 1]) at fit and at predict, and round-trips through JSON (checked
+as it is read), so a fitted head is saved with its run and
 reloaded by `evaluate.py` without pickles. The protocols are those of the two calibration
 papers: 5-fold schema-disjoint cross-validation (fit on one fold, evaluate on the other four,
 mean ± std) and a fixed schema-disjoint calibration/test split.
@@ -18,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
@@ -72,6 +76,19 @@ def _as_column(x: np.ndarray | Sequence[float]) -> np.ndarray:
         x = x[:, 0]
     if x.ndim != 1:
         raise ValueError(f"expected one score per query, shape (n,) or (n, 1); found {x.shape}")
+    return _finite(x)
+
+
+def _finite(x: np.ndarray) -> np.ndarray:
+    """``x`` when every score is a finite number (a NaN would come out as a NaN confidence).
+
+    >>> _finite(np.array([0.5, float("nan"), float("inf")]))
+    Traceback (most recent call last):
+    ValueError: scores must be finite numbers; found nan, inf
+    """
+    bad = x[~np.isfinite(x)]
+    if bad.size:
+        raise ValueError(f"scores must be finite numbers; found {', '.join(str(v) for v in dict.fromkeys(bad.tolist()))}")
     return x
 
 
@@ -101,10 +118,28 @@ def _check_labels(y: np.ndarray | Sequence[int], n: int) -> np.ndarray:
     return y.astype(np.int64)
 
 
-class Calibrator:
-    """Base class: `fit(x, y)`, `predict_proba(x) -> (n, 2)`, `save(path)`, `to_dict()`."""
+def _both_classes(y: np.ndarray) -> np.ndarray:
+    """0/1 labels ``y`` when both occur: fitted to one class, a calibrator would give that class's
+    rate (0 or 1) whatever the score.
+
+    >>> _both_classes(np.array([1, 1]))
+    Traceback (most recent call last):
+    ValueError: cannot fit a calibrator on labels of one class: every one of its 2 labels is 1: it needs right and wrong
+    """
+    if len(np.unique(y)) < 2:
+        raise ValueError(f"cannot fit a calibrator on labels of one class: every one of its {len(y)} labels is "
+                         f"{int(y[0])}: it needs right and wrong")
+    return y
+
+
+class Calibrator(BaseEstimator):
+    """Base class: `fit(x, y)`, `predict_proba(x) -> (n, 2)`, `save(path)`, `to_dict()`; its
+    parameters are those of its `__init__` (scikit-learn's `get_params`, `clone`)."""
 
     kind: str = ""
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return getattr(self, "coef_", None) is not None or getattr(self, "constant_", None) is not None
 
     def fit(self, x, y) -> Calibrator:  # pragma: no cover - interface
         raise NotImplementedError
@@ -120,21 +155,16 @@ class Calibrator:
         raise NotImplementedError
 
     def save(self, path: Path | str) -> None:
-        try:
-            fitted = self.to_dict()
-        except AttributeError:
-            from sklearn.exceptions import NotFittedError
-
-            raise NotFittedError(f"this {type(self).__name__} is not fitted: call fit first") from None
-        Path(path).write_text(json.dumps(fitted, indent=1))
+        if not self.__sklearn_is_fitted__():
+            raise NotFittedError(f"this {type(self).__name__} is not fitted: call fit first")
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
 
 
 def _fit_logistic(x: np.ndarray, y: np.ndarray, C: float, max_iter: int
                   ) -> tuple[float | None, float | None, np.ndarray | None]:
-    """(constant, intercept, coef) of Platt's logistic map on features ``x`` (n, k): a constant
-    (the mean label) when the fit data hold one class only, else scikit-learn's L2 fit."""
-    if len(np.unique(y)) < 2:
-        return float(y.mean()), None, None
+    """(constant, intercept, coef) of Platt's logistic map on features ``x`` (n, k): scikit-learn's
+    L2 fit (labels of one class are refused); the constant is None (files may hold one)."""
+    _both_classes(y)
     with _small_fit():
         lr = LogisticRegression(C=C, max_iter=max_iter).fit(x, y)
     return None, float(lr.intercept_[0]), lr.coef_[0].astype(np.float64)
@@ -179,6 +209,10 @@ class PlattScaler(Calibrator):
     def _feature(self, x) -> np.ndarray:
         s = _as_column(x)
         if self.score_kind == "prob":
+            outside = s[(s < 0.0) | (s > 1.0)]
+            if outside.size:  # (clipped, 1.7 would read as 1 - eps)
+                raise ValueError("scores must be probabilities in [0, 1] (score_kind='prob'); found "
+                                 + ", ".join(str(v) for v in dict.fromkeys(outside.tolist()[:5])))
             p = np.clip(s, self.eps, 1.0 - self.eps)
             return np.log(p) - np.log1p(-p)
         if self.score_kind == "log_prob":
@@ -201,8 +235,9 @@ class PlattScaler(Calibrator):
 
     @classmethod
     def from_dict(cls, d: Mapping) -> PlattScaler:
-        c = cls(d["score_kind"], d["C"], d.get("eps", _EPS))  # files saved before eps existed
-        c.intercept_, c.coef_, c.constant_ = d["intercept"], d["coef"], d["constant"]
+        c = cls(d["score_kind"], _number(d, "C", positive=True), d.get("eps", _EPS))  # files saved before eps existed
+        c.constant_, c.intercept_, coef = _saved_logistic(d, 1)
+        c.coef_ = None if coef is None else float(coef[0])
         return c
 
 
@@ -215,9 +250,12 @@ class IsotonicCalibrator(Calibrator):
         self.x_thresholds_: np.ndarray | None = None
         self.y_thresholds_: np.ndarray | None = None
 
+    def __sklearn_is_fitted__(self) -> bool:
+        return self.x_thresholds_ is not None
+
     def fit(self, x, y) -> IsotonicCalibrator:
         s = _as_column(x)
-        y = _check_labels(y, len(s))
+        y = _both_classes(_check_labels(y, len(s)))
         iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(s, y)
         self.x_thresholds_, self.y_thresholds_ = iso.X_thresholds_, iso.y_thresholds_
         return self
@@ -235,8 +273,13 @@ class IsotonicCalibrator(Calibrator):
     @classmethod
     def from_dict(cls, d: Mapping) -> IsotonicCalibrator:
         c = cls()
-        c.x_thresholds_ = np.asarray(d["x_thresholds"], dtype=np.float64)
-        c.y_thresholds_ = np.asarray(d["y_thresholds"], dtype=np.float64)
+        c.x_thresholds_ = _vector(d, "x_thresholds")
+        c.y_thresholds_ = _vector(d, "y_thresholds", len(c.x_thresholds_), probabilities=True)
+        if not len(c.x_thresholds_) or (np.diff(c.x_thresholds_) < 0).any():
+            raise ValueError(f"x_thresholds: expected one or more numbers in increasing order; "
+                             f"found {d['x_thresholds']!r:.60}")
+        if (np.diff(c.y_thresholds_) < 0).any():
+            raise ValueError(f"y_thresholds: expected numbers that never decrease; found {d['y_thresholds']!r:.60}")
         return c
 
 
@@ -250,7 +293,7 @@ class MultivariatePlattScaler(Calibrator):
     kind = "mps"
 
     def __init__(self, feature_names: Sequence[str], C: float = 1.0, max_iter: int = 1000):
-        self.feature_names = list(feature_names)
+        self.feature_names = feature_names  # (as given: scikit-learn's clone checks it is)
         self.C = C
         self.max_iter = max_iter  # the default 100 sometimes stops short on unscaled log-probs
         self.intercept_: float | None = None
@@ -263,7 +306,8 @@ class MultivariatePlattScaler(Calibrator):
             x = x[:, None]
         if x.ndim != 2 or x.shape[1] != len(self.feature_names):
             raise ValueError(f"expected (n, {len(self.feature_names)}) features "
-                             f"{self.feature_names}; found shape {x.shape}")
+                             f"{list(self.feature_names)}; found shape {x.shape}")
+        _finite(x.ravel())
         return x
 
     def fit(self, x, y) -> MultivariatePlattScaler:
@@ -283,16 +327,15 @@ class MultivariatePlattScaler(Calibrator):
                 **{n: float(w) for n, w in zip(self.feature_names, self.coef_)}}
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "feature_names": self.feature_names, "C": self.C,
+        return {"kind": self.kind, "feature_names": list(self.feature_names), "C": self.C,
                 "max_iter": self.max_iter, "intercept": self.intercept_,
                 "coef": None if self.coef_ is None else self.coef_.tolist(),
                 "constant": self.constant_}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> MultivariatePlattScaler:
-        c = cls(d["feature_names"], d["C"], d["max_iter"])
-        c.intercept_, c.constant_ = d["intercept"], d["constant"]
-        c.coef_ = None if d["coef"] is None else np.asarray(d["coef"], dtype=np.float64)
+        c = cls(_names(d), _number(d, "C", positive=True), d["max_iter"])
+        c.constant_, c.intercept_, c.coef_ = _saved_logistic(d, len(c.feature_names))
         return c
 
 
@@ -306,7 +349,7 @@ class TunedMPS(Calibrator):
     CS = tuple(np.logspace(-4, 3, 15))
 
     def __init__(self, feature_names: Sequence[str], inner_folds: int = 5, seed: int = 0):
-        self.feature_names = list(feature_names)
+        self.feature_names = feature_names
         self.inner_folds, self.seed = inner_folds, seed
         self.mean_: np.ndarray | None = None
         self.scale_: np.ndarray | None = None
@@ -323,9 +366,10 @@ class TunedMPS(Calibrator):
         from sklearn.model_selection import StratifiedKFold
 
         x, y = self._features(x), _check_labels(y, len(x))
+        _both_classes(y)
         self.mean_, self.scale_ = x.mean(axis=0), x.std(axis=0) + 1e-12
         folds = min(self.inner_folds, int(np.bincount(y, minlength=2).min()))
-        if folds < 2:
+        if folds < 2:  # one query of a class: too few to choose C by cross-validation
             self.constant_ = float(y.mean())
             return self
         with _small_fit(), warnings.catch_warnings():
@@ -342,7 +386,7 @@ class TunedMPS(Calibrator):
         return _logistic_proba(z, self.constant_, self.intercept_, self.coef_, self)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "feature_names": self.feature_names, "C": self.C_,
+        return {"kind": self.kind, "feature_names": list(self.feature_names), "C": self.C_,
                 "mean": None if self.mean_ is None else self.mean_.tolist(),
                 "scale": None if self.scale_ is None else self.scale_.tolist(),
                 "intercept": self.intercept_, "coef": None if self.coef_ is None else self.coef_.tolist(),
@@ -350,10 +394,11 @@ class TunedMPS(Calibrator):
 
     @classmethod
     def from_dict(cls, d: Mapping) -> TunedMPS:
-        c = cls(d["feature_names"])
-        c.C_, c.intercept_, c.constant_ = d["C"], d["intercept"], d["constant"]
-        c.mean_, c.scale_, c.coef_ = (None if d[k] is None else np.asarray(d[k], dtype=np.float64)
-                                      for k in ("mean", "scale", "coef"))
+        c = cls(_names(d))
+        c.constant_, c.intercept_, c.coef_ = _saved_logistic(d, len(c.feature_names))
+        c.C_ = None if d["C"] is None else _number(d, "C", positive=True)
+        c.mean_, c.scale_ = (None if c.coef_ is None and d[k] is None else _vector(d, k, len(c.feature_names))
+                             for k in ("mean", "scale"))
         return c
 
 
@@ -366,7 +411,7 @@ class BoostedCombiner(Calibrator):
     kind = "hgb"
 
     def __init__(self, feature_names: Sequence[str], method: str = "sigmoid", seed: int = 0):
-        self.feature_names = list(feature_names)
+        self.feature_names = feature_names
         self.method, self.seed = method, seed
         self.model_ = None
         self.constant_: float | None = None
@@ -379,7 +424,7 @@ class BoostedCombiner(Calibrator):
         from sklearn.ensemble import HistGradientBoostingClassifier
 
         x, y = self._features(x), _check_labels(y, len(x))
-        if int(np.bincount(y, minlength=2).min()) < 3:
+        if int(np.bincount(_both_classes(y), minlength=2).min()) < 3:  # too few of a class for 3 folds
             self.constant_ = float(y.mean())
             return self
         hgb = HistGradientBoostingClassifier(learning_rate=0.05, max_iter=150, max_leaf_nodes=15,
@@ -388,6 +433,9 @@ class BoostedCombiner(Calibrator):
             self.model_ = CalibratedClassifierCV(hgb, method=self.method, cv=3).fit(x, y)
         self.constant_ = None
         return self
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self.model_ is not None or self.constant_ is not None
 
     def predict_proba(self, x) -> np.ndarray:
         x = self._features(x)
@@ -405,14 +453,58 @@ _KINDS = {c.kind: c for c in (PlattScaler, IsotonicCalibrator, MultivariatePlatt
 
 
 def load_calibrator(path_or_dict: Path | str | Mapping) -> Calibrator:
-    """Rebuild a calibrator written by `Calibrator.save` (or given as its `to_dict()`)."""
-    d = path_or_dict if isinstance(path_or_dict, Mapping) else json.loads(Path(path_or_dict).read_text())
-    if d.get("kind") not in _KINDS:
+    """Rebuild a calibrator written by `Calibrator.save` (or given as its `to_dict()`); ValueError
+    (naming the field) for one that no fit could have written: a coefficient that is no finite
+    number, or of the wrong length, a probability outside [0, 1], thresholds out of order."""
+    d = path_or_dict if isinstance(path_or_dict, (Mapping, list)) else json.loads(Path(path_or_dict).read_text())
+    if not isinstance(d, Mapping):
+        raise ValueError(f"a saved calibrator: expected an object, found {type(d).__name__}")  # noqa: TRY004  (a file's content)
+    if not isinstance(d.get("kind"), str) or d["kind"] not in _KINDS:
         raise ValueError(f"unknown calibrator kind {d.get('kind')!r}; expected one of {sorted(_KINDS)}")
     try:
         return _KINDS[d["kind"]].from_dict(d)
     except KeyError as error:
         raise ValueError(f"a {d['kind']} calibrator needs {error}; it is not in {sorted(d)}") from None
+
+
+def _number(d: Mapping, key: str, lo: float = -math.inf, hi: float = math.inf, positive: bool = False) -> float:
+    """``d[key]`` as a finite float in [lo, hi] (above 0 with ``positive``); ValueError naming it."""
+    value = d[key]
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not lo <= value <= hi or positive and value <= 0):
+        wanted = "above 0" if positive else f"in [{lo:g}, {hi:g}]" if math.isfinite(lo) else "(finite)"
+        raise ValueError(f"{key}: expected a number {wanted}, found {value!r:.40}")
+    return float(value)
+
+
+def _vector(d: Mapping, key: str, n: int | None = None, probabilities: bool = False) -> np.ndarray:
+    """``d[key]`` as a 1-D array of finite floats (``n`` of them; in [0, 1] with ``probabilities``)."""
+    value = d[key]
+    wanted = f"{'a list' if n is None else n} {'probabilities' if probabilities else 'finite numbers'}"
+    if not isinstance(value, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"{key}: expected {wanted}, found {value!r:.60}")
+    x = np.asarray(value, dtype=np.float64)
+    if (n is not None and len(x) != n) or not np.isfinite(x).all() or probabilities and ((x < 0) | (x > 1)).any():
+        raise ValueError(f"{key}: expected {wanted}, found {value!r:.60}")
+    return x
+
+
+def _names(d: Mapping) -> list[str]:
+    names = d["feature_names"]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"feature_names: expected a list of names, found {names!r:.60}")
+    return names
+
+
+def _saved_logistic(d: Mapping, n: int) -> tuple[float | None, float | None, np.ndarray | None]:
+    """(constant, intercept, coef) of a saved logistic map: a probability, or a finite intercept
+    and ``n`` finite coefficients (a one-feature Platt scaler's coef: one number)."""
+    if d["constant"] is not None:
+        return _number(d, "constant", 0.0, 1.0), None, None
+    coef = d["coef"]
+    if coef is None:
+        raise ValueError("coef: missing (and no constant): an unfitted calibrator")
+    return None, _number(d, "intercept"), _vector({"coef": coef if isinstance(coef, list) else [coef]}, "coef", n)
 
 
 # ---------------------------------------------------------------------------------- protocols

@@ -44,8 +44,11 @@ DISPLAY_NAMES = {
 
 def check_scores(confidences: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Validate and convert to float arrays; errors say what was expected and found."""
-    conf = np.asarray(confidences, dtype=float).reshape(-1)
-    y = np.asarray(labels, dtype=float).reshape(-1)
+    conf, y = np.asarray(confidences, dtype=float), np.asarray(labels, dtype=float)
+    if conf.ndim > 1 or y.ndim > 1:  # (a (queries, nodes) table read flat would pair other labels)
+        raise ValueError(f"expected one confidence per item and one label per item, 1-D; found shapes "
+                         f"{conf.shape} and {y.shape}")
+    conf, y = conf.reshape(-1), y.reshape(-1)
     if conf.shape != y.shape:
         raise ValueError(f"confidences and labels differ in length: {conf.size} vs {y.size}")
     if conf.size == 0:
@@ -129,6 +132,11 @@ def _bins_from_index(conf: np.ndarray, y: np.ndarray, index: np.ndarray, n_bins:
     return Bins(lower, upper, count, mean_conf, accuracy)
 
 
+def _check_bins(n_bins) -> None:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise ValueError(f"n_bins must be a whole number >= 1, got {n_bins!r}")
+
+
 def uniform_bins(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> Bins:
     """``n_bins`` equal-width bins [k/n, (k+1)/n); the last one is closed so that 1.0 is counted.
 
@@ -136,8 +144,7 @@ def uniform_bins(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) ->
     >>> b.count.tolist(), b.accuracy.tolist()
     ([2, 1], [0.5, 1.0])
     """
-    if n_bins < 1:
-        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    _check_bins(n_bins)
     conf, y = check_scores(confidences, labels)
     # floor(c * n) puts c = k/n into bin k (mathematically [k/n, (k+1)/n)); 1.0 goes to the last.
     index = np.minimum(np.floor(conf * n_bins).astype(int), n_bins - 1)
@@ -152,8 +159,7 @@ def adaptive_bins(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) -
     >>> adaptive_bins([0.9, 0.1, 0.2, 0.8], [1, 0, 1, 1], n_bins=2).accuracy.tolist()
     [0.5, 1.0]
     """
-    if n_bins < 1:
-        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    _check_bins(n_bins)
     conf, y = check_scores(confidences, labels)
     order = np.argsort(conf, kind="stable")
     n_used = min(n_bins, conf.size)
@@ -279,16 +285,20 @@ def fit_platt(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike]
     from model.calibrators import PlattScaler
 
     conf, y = check_scores(confidences, labels)
+    if len(np.unique(y)) < 2:  # (the calibrator refuses one class)
+        return lambda c: np.full(np.asarray(c, dtype=float).size, y[0])
     scaler = PlattScaler("prob", C=_PLATT_C, eps=_PLATT_EPS).fit(conf, y)
     return lambda c: scaler.confidence(np.asarray(c, dtype=float).reshape(-1))
 
 
 def fit_isotonic(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
     """Isotonic regression of the label on the confidence (clipped outside the fitted range);
-    the fit is ``model.calibrators.IsotonicCalibrator``."""
+    the fit is ``model.calibrators.IsotonicCalibrator``; with a single class, that class's rate."""
     from model.calibrators import IsotonicCalibrator
 
     conf, y = check_scores(confidences, labels)
+    if len(np.unique(y)) < 2:
+        return lambda c: np.full(np.asarray(c, dtype=float).size, y[0])
     iso = IsotonicCalibrator().fit(conf, y)
     return lambda c: iso.confidence(np.asarray(c, dtype=float).reshape(-1))
 
@@ -362,12 +372,15 @@ def bootstrap_indices(size: int, n: int = 1000, seed: int = 0, groups: ArrayLike
 
 def percentile(values: ArrayLike, q: float) -> float:
     """The ``q``-th percentile (0 to 100) of measured ``values`` (latencies), as one of them: the
-    value at the nearest rank (a half rank up); nan when there are none.
+    value at the nearest rank (a half rank up); nan when there are none. A NaN among them is
+    refused (sorted last, it would move every percentile).
 
     >>> percentile([30, 10, 20, 40], 50), percentile([1, 2, 3, 4, 5], 95), percentile([], 95)
     (30.0, 5.0, nan)
     """
-    ordered = np.sort(np.asarray(values, dtype=float))
+    ordered = np.sort(np.asarray(values, dtype=float).reshape(-1))
+    if np.isnan(ordered).any():
+        raise ValueError(f"values must be numbers; found {int(np.isnan(ordered).sum())} nan")
     if ordered.size == 0:
         return float("nan")
     return float(ordered[min(ordered.size - 1, int(q / 100 * (ordered.size - 1) + 0.5))])
@@ -427,11 +440,14 @@ def summary(confidences: ArrayLike, labels: ArrayLike, groups: ArrayLike | None 
         "auc": (auc, conf),
         **{name: (fn, conf) for name, fn in binned.items()},
     }
-    try:
+    platt = isotonic = None
+    if conf.size < 2:
+        missing = f"{conf.size} sample: no held-out fold to fit Platt/isotonic on"
+    elif groups is not None and np.unique(np.asarray(groups)).size < 2:
+        missing = "fewer than 2 databases: no schema-disjoint fold to fit Platt/isotonic on"
+    else:
         platt = platt_cv(conf, y, groups, n_folds, seed)
         isotonic = isotonic_cv(conf, y, groups, n_folds, seed)
-    except ValueError:  # fewer than two groups: no held-out fold exists
-        platt = isotonic = None
     if platt is not None:
         plans.update({
             "brier_platt": (brier, platt),
@@ -448,7 +464,7 @@ def summary(confidences: ArrayLike, labels: ArrayLike, groups: ArrayLike | None 
     out = {"n": int(conf.size), "accuracy": float(y.mean()), "metrics": metrics, "ci": ci}
     if platt is None:  # the keys stay, as NaN (null in JSON), with the reason beside them
         metrics.update(dict.fromkeys(POST_HOC, float("nan")))
-        out["post_hoc_missing"] = "fewer than 2 databases: no schema-disjoint fold to fit Platt/isotonic on"
+        out["post_hoc_missing"] = missing
     return out
 
 
@@ -467,6 +483,11 @@ def pointer_reliability(scores: Sequence[float], hits: Sequence[int], edges: Seq
     [{'lo': 0.2, 'hi': 0.4, 'n': 1, 'mean_score': 0.3, 'top1': 0.0}, {'lo': 0.8, 'hi': 1.0, 'n': 2, 'mean_score': 0.925, 'top1': 0.5}]
     """
     scores, hits = np.asarray(scores, dtype=float), np.asarray(hits, dtype=float)
+    if scores.ndim != 1 or scores.shape != hits.shape:
+        raise ValueError(f"expected one score and one hit per query; found shapes {scores.shape} and {hits.shape}")
+    if ((scores < 0) | (scores > 1)).any() or not np.isin(hits, (0, 1)).all():  # (NaN: no site score)
+        raise ValueError("scores must be in [0, 1] (or NaN) and hits 0 or 1; found "
+                         f"{scores[(scores < 0) | (scores > 1)][:3].tolist()}, {hits[~np.isin(hits, (0, 1))][:3].tolist()}")
     scored = ~np.isnan(scores)
     scores, hits = scores[scored], hits[scored]
     which = _bin_of(scores, edges)

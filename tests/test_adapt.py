@@ -137,6 +137,7 @@ def test_rat_adapt_moves_no_rate_unless_asked():
     ("no teacher", "--teacher pretrained:nope"),
     ("out is the model", "a model this command reads (not overwritten"),
     ("out unwritable", "cannot be written"),
+    ("wrong columns", "--predictions: no output to adapt on; left out: 40 (no sql field 40)"),
 ])
 def test_rat_adapt_mistakes_are_one_line_and_exit_2(which, message, boosted_model, consensus_model, tmp_path):  # noqa: F811
     (single_dir, objects), (teacher_dir, _) = boosted_model, consensus_model
@@ -150,10 +151,18 @@ def test_rat_adapt_mistakes_are_one_line_and_exit_2(which, message, boosted_mode
             "out unwritable": ["--teacher", str(teacher_dir), "--predictions", *files,
                                "--out", str(tmp_path / "file" / "m")],
             "missing file": ["--teacher", str(teacher_dir), "--predictions", "/no/such.jsonl"],
-            "no model": ["--model", "/no/such/model", "--teacher", str(teacher_dir), "--predictions", *files]}[which]
-    if which != "no model":
+            "no model": ["--model", "/no/such/model", "--teacher", str(teacher_dir), "--predictions", *files]
+            }.get(which, [])
+    if which not in ("no model", "wrong columns"):
         args = ["--model", str(single_dir), *args]
     (tmp_path / "file").write_text("a file where --out wants a folder")
+    if which == "wrong columns":  # {id, db, query}: not the {question_id, db_id, sql} rows read
+        renamed = []
+        for k in range(2):
+            renamed.append(tmp_path / f"system{k}.jsonl")
+            renamed[-1].write_text("".join(json.dumps({"id": i, "db": "x", "query": f"SELECT {k}"}) + "\n"
+                                           for i in range(20)))
+        args = ["--model", str(single_dir), "--teacher", str(teacher_dir), "--predictions", *map(str, renamed)]
     done = rat_adapt(*args, "--data-root", str(root), *(() if "--out" in args else ("--out", str(tmp_path / "m"))))
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr

@@ -5,9 +5,11 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from model.calibrators import (
+    BoostedCombiner,
     IsotonicCalibrator,
     MultivariatePlattScaler,
     PlattScaler,
+    TunedMPS,
     calibration_test_split,
     load_calibrator,
     logit_from_log_prob,
@@ -124,11 +126,55 @@ def test_an_unfitted_calibrator_or_a_file_missing_a_field_says_so(tmp_path):
         load_calibrator({"kind": "platt"})
 
 
-def test_one_class_fit_predicts_the_base_rate():
-    cal = MultivariatePlattScaler(["a"]).fit(np.array([[0.1], [0.9]]), [1, 1])
-    assert cal.confidence(np.array([[0.5]])).tolist() == [1.0]
+@pytest.mark.parametrize("make", [PlattScaler, IsotonicCalibrator, lambda: MultivariatePlattScaler(["a"]),
+                                  lambda: TunedMPS(["a"]), lambda: BoostedCombiner(["a"])])
+def test_labels_of_one_class_are_refused_not_fitted_to_a_constant(make):
+    scores = np.array([[0.2], [0.5], [0.7]])
+    with pytest.raises(ValueError, match="every one of its 3 labels is 1: it needs right and wrong"):
+        make().fit(scores, [1, 1, 1])
     with pytest.raises(ValueError, match="0/1"):
-        PlattScaler().fit([0.1, 0.2], [0, 2])
+        make().fit(scores, [0, 2, 1])
+
+
+@pytest.mark.parametrize("scores, found", [([float("nan"), 0.5], "nan"), ([float("inf"), 0.5], "inf"),
+                                           ([1.7, 0.5], "1.7"), ([-0.5, 0.5], "-0.5")])
+def test_a_score_a_probability_calibrator_cannot_read_is_refused_at_fit_and_at_predict(scores, found):
+    fitted = [PlattScaler().fit([0.2, 0.4, 0.6], [0, 1, 1]), IsotonicCalibrator().fit([0.2, 0.4, 0.6], [0, 1, 1])]
+    for calibrator in fitted if found in ("nan", "inf") else fitted[:1]:  # (isotonic maps any finite score)
+        with pytest.raises(ValueError, match=f"scores must be .*found {found}"):
+            calibrator.confidence(scores)
+        with pytest.raises(ValueError, match=f"scores must be .*found {found}"):
+            type(calibrator)().fit([*scores, 0.3], [1, 0, 1])
+    assert PlattScaler("raw").fit([1.7, -0.5, 3.0], [1, 0, 1]).confidence([5.0])[0] > 0.5  # raw: unbounded
+    with pytest.raises(ValueError, match="found nan"):
+        MultivariatePlattScaler(["a"]).fit([[0.1], [0.9]], [0, 1]).confidence([[float("nan")]])
+
+
+def test_calibrators_are_scikit_learn_estimators_and_check_what_they_load(tmp_path):
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+
+    assert PlattScaler("log_prob", C=2.0).get_params() == {"score_kind": "log_prob", "C": 2.0, "eps": 1e-12}
+    assert clone(MultivariatePlattScaler(["a", "b"], C=3.0)).get_params()["feature_names"] == ["a", "b"]
+    assert clone(TunedMPS(["a"])).get_params()["inner_folds"] == 5
+    for unfitted in (PlattScaler(), MultivariatePlattScaler(["a"]), TunedMPS(["a"])):
+        with pytest.raises(NotFittedError, match="is not fitted"):
+            unfitted.save(tmp_path / "c.json")
+    for saved, says in [
+        ({"kind": "platt", "score_kind": "prob", "C": 1, "intercept": "x", "coef": 1.0, "constant": None}, "intercept"),
+        ({"kind": "platt", "score_kind": "prob", "C": 1, "intercept": 0.0, "coef": None, "constant": None}, "coef"),
+        ({"kind": "mps", "feature_names": ["a", "b"], "C": 1, "max_iter": 10, "intercept": 0.0, "coef": [1, 2, 3],
+          "constant": None}, "coef"),
+        ({"kind": "mps_tuned", "feature_names": ["a"], "C": 1, "intercept": 0.0, "coef": [1.0], "constant": None,
+          "mean": None, "scale": None}, "mean"),
+        ({"kind": "platt", "score_kind": "prob", "C": 1, "intercept": None, "coef": None, "constant": 5.0}, "constant"),
+        ({"kind": "isotonic", "x_thresholds": [0.5], "y_thresholds": [2.0]}, "y_thresholds"),
+        ({"kind": "isotonic", "x_thresholds": [0.9, 0.1], "y_thresholds": [0.1, 0.9]}, "x_thresholds"),
+        ({"kind": "isotonic", "x_thresholds": [], "y_thresholds": []}, "x_thresholds"),
+        ([1, 2], "expected an object"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            load_calibrator(saved)
 
 
 def test_schema_disjoint_folds_keep_each_database_in_one_fold():

@@ -214,3 +214,25 @@ def test_the_estimator_example_in_training_md_runs(tmp_path, monkeypatch):
     exec(block.replace('"my_model/"', repr(str(tmp_path / "my_model"))), names)  # noqa: S102
     assert len(names["p"]) == len(names["sites"]) > 0 and names["params"].drop == ("semantic",)
     assert isinstance(names["est"], BoostedNodeModel) and names["est"].params_.hgb == names["params"].hgb
+
+
+def test_a_validation_set_of_one_class_is_refused_not_fitted_to_confidences_of_one():
+    table = _table()
+    for k in range(160, 180):
+        table.examples[k].node_labels[:] = [1, 1]
+    with pytest.raises(ValueError, match="validation: every one of its 40 node labels is 1"):
+        BoostedNodeModel(BoostedParams(hgb={"max_iter": 20}, site_context=False, calibration="platt")).fit(
+            table, range(160), validation=range(160, 180))
+
+
+def test_a_model_without_a_site_head_points_at_its_least_confident_nodes_and_says_it_has_none(tmp_path):
+    model = BoostedNodeModel(BoostedParams(hgb={"max_iter": 20}, site_head=False)).fit(
+        _table(), range(160), validation=range(160, 200))
+    again = BoostedNodeModel.load(model.save(tmp_path / "model"))  # no site_model.skops: as its card says
+    assert again.site_model_ is None and not again.params.site_head
+    shipped = BoostedNodeModel.load(PRETRAINED["spider"])
+    shipped.site_model_ = None
+    for sql, question in QUERIES:
+        scored = Scorer(shipped).score(sql, question=question, schema=SINGER)
+        order = np.argsort([n.confidence for n in scored.nodes], kind="stable")
+        assert (scored.look_here_first, scored.runner_up) == (order[0], order[1])

@@ -249,3 +249,19 @@ def test_a_nan_confidence_is_named_and_pointer_bins_leave_out_queries_without_a_
         check_scores([0.5, float("nan"), 0.5, 2.0], [1, 0, 1, 1])
     bins = pointer_reliability([0.9, float("nan"), 0.3], [1, 1, 0])
     assert [(b["n"], b["mean_score"]) for b in bins] == [(1, 0.3), (1, 0.9)]
+
+
+def test_what_the_metrics_cannot_read_is_refused_and_one_sample_is_named_as_the_cause():
+    missing = m.summary([0.9], [1], n_bootstrap=0)["post_hoc_missing"]
+    assert "1 sample" in missing and "databases" not in missing
+    assert "fewer than 2 databases" in m.summary([0.9, 0.1, 0.5], [1, 0, 1], groups=["a"] * 3,
+                                                  n_bootstrap=0)["post_hoc_missing"]
+    for scores, hits in [([1.7, 0.5], [1, 0]), ([-0.3], [1]), ([0.9], [5]), ([0.9, 0.8], [1])]:
+        with pytest.raises(ValueError):
+            m.pointer_reliability(scores, hits)
+    with pytest.raises(ValueError, match="nan"):
+        m.percentile([float("nan"), 1, 2], 50)
+    with pytest.raises(ValueError, match="n_bins must be a whole number"):
+        m.ece([0.5, 0.9], [1, 0], n_bins=2.5)
+    with pytest.raises(ValueError, match="one confidence per item"):
+        m.brier([[0.5, 0.2], [0.1, 0.3]], [1, 0, 1, 0])

@@ -51,12 +51,62 @@ def _without(key):
     # printed as they are: a terminal escape in a model folder from someone else
     (lambda meta: {**meta, "method": "\x1b]0;PWNED\x07\x1b[31mred"}, "method: expected a short line of printable"),
     (lambda meta: {**meta, "query_label": ["x"]}, "query_label: expected a short line of printable text"),
+    # values no calibrator can hold: each drives verdicts if loaded
+    (lambda meta: {**meta, "calibrator": {**meta["calibrator"], "constant": 5.0}}, "calibrator: cannot be read (constant"),
+    (lambda meta: {**meta, "without_database": {**meta["without_database"], "calibrator": {
+        "kind": "isotonic", "x_thresholds": [0.5], "y_thresholds": [2.0]}}},
+     "without_database.calibrator: cannot be read (y_thresholds"),
+    (lambda meta: {**meta, "calibrator": {"kind": "isotonic", "x_thresholds": [0.9, 0.1], "y_thresholds": [0.1, 0.9]}},
+     "calibrator: cannot be read (x_thresholds"),
+    (lambda meta: {**meta, "pointer_reliability": {k: [{**b, "top1": 7.0} for b in bins]
+                                                   for k, bins in meta["pointer_reliability"].items()}},
+     "pointer_reliability: expected"),
+    # the names of the node model's columns, in the order the features are computed
+    (lambda meta: {**meta, "features": [meta["features"][0]] * len(meta["features"])},
+     "features: kind is named twice"),
+    (lambda meta: {**meta, "features": [*meta["features"][:-1], "zz"]}, "features: 'zz' is no feature of nf-"),
+    (lambda meta: {**meta, "features": meta["features"][::-1]}, "features: not in the order"),
 ])
 def test_a_malformed_model_json_is_one_line_naming_the_part(model_copy, change, message):
     _edit(model_copy, change)
     with pytest.raises(ModelFileError) as e:
         Scorer.load(model_copy)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_damaged_or_misshapen_skops_file_is_one_line(model_copy, tmp_path):
+    import numpy as np
+    import skops.io as sio
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    site = model_copy / "site_model.skops"
+    original = site.read_bytes()
+    site.unlink()  # its card says it has a site head (pointer_reliability): not loaded as one without
+    with pytest.raises(ModelFileError, match="site_model.skops: missing"):
+        Scorer.load(model_copy)
+    site.write_bytes(original)
+    with zipfile.ZipFile(site) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    member = next(n for n in files if n.endswith(".npy"))
+    files[member] = files[member][:len(files[member]) // 2]
+    with zipfile.ZipFile(site, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    with pytest.raises(ModelFileError, match="site_model.skops: not a readable skops file") as e:
+        Scorer.load(model_copy)
+    assert "\n" not in str(e.value)
+    rng = np.random.default_rng(0)
+    sio.dump(LogisticRegression().fit(rng.random((20, 3)), [0, 1] * 10), site)
+    with pytest.raises(ModelFileError, match="site_model.skops: reads 3 features"):
+        Scorer.load(model_copy)
+    site.write_bytes(original)
+    width = len(json.loads((model_copy / "model.json").read_text())["features"])
+    for labels in ([0, 1, 2] * 20, ["a", "b"] * 30):
+        sio.dump(HistGradientBoostingClassifier(max_iter=2).fit(rng.random((60, width)), labels),
+                 model_copy / "node_model.skops")
+        with pytest.raises(ModelFileError, match="node_model.skops: predicts classes .* not 0 and 1"):
+            Scorer.load(model_copy)
 
 
 def test_the_shipped_models_pass_the_checks():

@@ -110,7 +110,7 @@ def test_given_labels_and_rows_that_cannot_be_labelled(boosted_model):  # noqa: 
     rows[1]["gold"] = ""
     rows[2]["gold"] = "SELEKT nothing"
     rows[3]["sql"] = "not sql at all"
-    rows[4]["correct"], rows[5]["correct"] = "false", 0  # no label to guess at: counted, not run instead
+    rows[4]["correct"], rows[5]["correct"] = "maybe", 2  # no label to guess at: counted, not run instead
     result = recalibrate(model, rows, progress=False)
     assert result.labels == {"given": 1, "execution": 24} and result.queries == 25
     assert result.errors["no gold SQL"] == 1 and result.errors["gold SQL fails to execute"] == 1
@@ -123,6 +123,31 @@ def test_given_labels_and_rows_that_cannot_be_labelled(boosted_model):  # noqa: 
         recalibrate(model, right, progress=False)
     with pytest.raises(RecalibrationError, match="none of the 2 rows"):
         recalibrate(model, [{"sql": "SELECT 1"}, {"sql": "SELECT 2", "gold": None}], progress=False)
+
+
+def test_correct_may_be_written_as_0_1_or_true_false(boosted_model):  # noqa: F811
+    folder, objects = boosted_model
+    table = objects["table"]
+    model = BoostedNodeModel.load(folder)
+    rows = _labelled(table, range(8))
+    ways = [(True, False), (1, 0), (1.0, 0.0), ("true", "false"), ("TRUE", "False"), (" True ", "FALSE"),
+            ("1", "0"), (np.int64(1), np.int64(0))]
+    for row, k, (right, wrong) in zip(rows, range(8), ways):
+        row["correct"] = right if table.examples[k].correct else wrong
+    result = recalibrate(model, rows, progress=False)
+    assert result.labels == {"given": 8} and not result.errors
+    assert result.right_queries == sum(table.examples[k].correct for k in range(8))
+
+
+def test_outputs_that_are_all_wrong_keep_the_whole_query_calibrator(boosted_model):  # noqa: F811
+    folder, objects = boosted_model
+    table = objects["table"]
+    model = BoostedNodeModel.load(folder)
+    wrong = [k for k, e in enumerate(table.examples) if not e.correct and len(set(e.node_labels)) == 2][:20]
+    result = recalibrate(model, _labelled(table, wrong), progress=False, select=False)
+    assert result.right_queries == 0 and result.refitted == result.query_kept == ["all"]  # (one pair)
+    assert result.model.query_calibrator_ == model.query_calibrator_  # not a constant near 0
+    assert result.model.calibrator_ != model.calibrator_  # the node calibrator is refitted
 
 
 def test_rat_calibrate_reads_gold_from_the_questions_and_leaves_the_databases_alone(boosted_model, tmp_path):  # noqa: F811

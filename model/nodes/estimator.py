@@ -496,6 +496,11 @@ class BoostedNodeModel(BaseEstimator):
         if not train:
             raise ValueError("train: no examples to fit on")
         validation = _checked_indices(table, validation, "validation")
+        if validation and out_of_fold is None and p.calibration != "none":
+            labels = np.concatenate([table.examples[k].node_labels for k in validation])
+            if len(np.unique(labels)) < 2:  # (fitted to one class, every confidence would be that class)
+                raise ValueError(f"validation: every one of its {len(labels)} node labels is {int(labels[0])}: "
+                                 f"the {p.calibration} node calibrator fitted on it needs right and wrong nodes")
         keep = np.ones(len(table.names), dtype=bool) if columns is None else np.asarray(columns, dtype=bool)
         names = tuple(n for n, k in zip(table.names, keep) if k)
         side = list(side) if p.train_side != "none" else []
@@ -735,6 +740,7 @@ def _model_card(table: NodeTable, indices: Sequence[int], side: Sequence[int], p
         "feature_version": VERSION, "created": date.today().isoformat(),
         "method": params.method,
         "config": {"groups": params.groups, "lm": params.lm, "calibration": params.calibration,
+                   "site_head": params.site_head,
                    "hgb": params.hgb, "monotone": params.monotone,
                    "quantiles": params.quantiles,
                    "drop": list(params.drop),

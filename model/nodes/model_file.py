@@ -139,16 +139,48 @@ def read_model(folder: str | Path) -> dict[str, Any]:
         except (ValueError, TypeError) as e:
             raise ModelFileError(f"{meta_path}: policy: {e}") from None
     _check_card(meta, meta_path)
+    features = parts["features"]
     node_model = load_skops(folder / "node_model.skops")
-    site_path = folder / "site_model.skops"
-    site_model = load_skops(site_path) if site_path.is_file() else None
-    reads = getattr(node_model, "n_features_in_", len(parts["features"]))
-    if reads != len(parts["features"]):
-        raise ModelFileError(f"{meta_path}: features: {len(parts['features'])} names, but the node model "
+    reads = getattr(node_model, "n_features_in_", len(features))
+    if reads != len(features):
+        raise ModelFileError(f"{meta_path}: features: {len(features)} names, but the node model "
                              f"reads {reads} features")
+    _check_classes(node_model, folder / "node_model.skops")
+    site_path = folder / "site_model.skops"
+    site_model = None
+    if site_path.is_file() or _has_site_head(meta):  # (missing: one line from load_skops)
+        site_model = load_skops(site_path)
+        _check_classes(site_model, site_path)
+        width = len(features)
+        if meta.get("config", {}).get("site_context"):
+            from model.nodes.sites import context_names
+
+            width += len(context_names(features))
+        if getattr(site_model, "n_features_in_", width) != width:
+            raise ModelFileError(f"{site_path}: reads {site_model.n_features_in_} features; this model's site head "
+                                 f"reads {width} (features{' and their context' if width > len(features) else ''})")
     return {"node_model": node_model, "site_model": site_model, **parts,
             "info": {k: v for k, v in meta.items()
                      if k not in ("features", "calibrator", "typical", "query_calibrator", "without_database")}}
+
+
+def _has_site_head(meta: dict) -> bool:
+    """Whether a model's card says it has a site head: its config's ``site_head`` (written since
+    it is saved), else (an older card) a "look here first" reliability measured on site scores."""
+    site_head = meta.get("config", {}).get("site_head")
+    if isinstance(site_head, bool):
+        return site_head
+    return any(bins for bins in meta.get("pointer_reliability", {}).values())
+
+
+def _check_classes(model: Any, path: Path) -> None:
+    """A node or site model predicts 0 (wrong) and 1 (right): ``predict_proba(x)[:, 1]`` is read
+    as P(right); another classifier's second column means something else."""
+    classes = getattr(model, "classes_", None)
+    if classes is None or len(classes) != 2 or [int(c) if isinstance(c, (bool, int, np.integer)) else c
+                                                  for c in classes] != [0, 1]:
+        shown = "none" if classes is None else ", ".join(map(str, list(classes)[:5]))
+        raise ModelFileError(f"{path}: predicts classes {shown}, not 0 and 1 (wrong, right)")
 
 
 def _check_card(meta: dict, meta_path: Path) -> None:
@@ -168,9 +200,10 @@ def _check_card(meta: dict, meta_path: Path) -> None:
     number = (int, float)
     if not isinstance(reliability, dict) or not all(
             isinstance(bins, list) and all(isinstance(b, dict) and all(
-                isinstance(b.get(k), number) and not isinstance(b.get(k), bool) for k in ("lo", "hi", "top1"))
-                for b in bins) for bins in reliability.values()):
-        raise ModelFileError(f"{meta_path}: pointer_reliability: expected {{with_database: [{{lo, hi, top1}}, ...]}}")
+                isinstance(b.get(k), number) and not isinstance(b.get(k), bool) and 0 <= b[k] <= 1
+                for k in ("lo", "hi", "top1")) for b in bins) for bins in reliability.values()):
+        raise ModelFileError(f"{meta_path}: pointer_reliability: expected {{with_database: [{{lo, hi, top1}}, ...]}}, "
+                             "each in [0, 1]")
     if "quantiles" in meta:
         try:
             quantiles = Quantiles.from_dict(meta["quantiles"])
@@ -189,6 +222,9 @@ def _checked_parts(meta: dict, meta_path: Path) -> dict[str, Any]:
     features = meta.get("features")
     if not isinstance(features, list) or not features or not all(isinstance(f, str) for f in features):
         raise bad("features", "missing" if features is None else "expected a non-empty list of feature names")
+    problem = _features_problem(features, meta.get("feature_version"))
+    if problem:
+        raise bad("features", problem)
     typical = meta.get("typical", {})
     if not isinstance(typical, dict) or not all(
             isinstance(v, dict) and all(isinstance(n, str) and isinstance(x, (int, float)) and not isinstance(x, bool)
@@ -202,6 +238,8 @@ def _checked_parts(meta: dict, meta_path: Path) -> dict[str, Any]:
             try:
                 calibrator = load_calibrator(saved)
                 fine = np.isfinite(np.asarray(calibrator.confidence(np.array([0.1, 0.5, 0.9])), dtype=float)).all()
+            except ValueError as e:  # (load_calibrator's checks name the field)
+                raise bad(f"{prefix}calibrator", f"cannot be read ({str(e).splitlines()[0][:200]})") from None
             except Exception as e:  # noqa: BLE001  (junk in any field: each calibrator fails its own way)
                 raise bad(f"{prefix}calibrator", f"cannot be read ({type(e).__name__})") from None
             if not fine:
@@ -228,6 +266,26 @@ def _checked_parts(meta: dict, meta_path: Path) -> dict[str, Any]:
         without = calibrators(without, "without_database.")
     return {"calibrator": calibrator, "query_calibrator": query_calibrator, "features": tuple(features),
             "typical": typical, "without_database": without}
+
+
+def _features_problem(features: list[str], version: str) -> str | None:
+    """What is wrong with a model's ``features``: a name twice, a name its feature version does not
+    define, or names out of the order the features are computed in (``build_features``: the
+    single track's, the LM's, the consensus track's, each in ``FEATURES`` order), the order of
+    the node model's columns; None when nothing. (Every version in ``READ_BY`` names and orders
+    its features as this one.)"""
+    from model.nodes.features import CONSENSUS_FEATURES, LM_FEATURES, SINGLE_FEATURES
+
+    twice = next((f for k, f in enumerate(features) if f in features[:k]), None)
+    if twice is not None:
+        return f"{twice} is named twice"
+    position = {name: k for k, name in enumerate(SINGLE_FEATURES + LM_FEATURES + CONSENSUS_FEATURES)}
+    unknown = next((f for f in features if f not in position), None)
+    if unknown is not None:
+        return f"{unknown[:60]!r} is no feature of {version}"
+    if [position[f] for f in features] != sorted(position[f] for f in features):
+        return "not in the order this version computes them (the node model's columns would be misread)"
+    return None
 
 
 def _query_calibrator(saved: dict, meta_path: Path) -> QueryCalibrator:
@@ -272,7 +330,10 @@ def load_skops(path: Path):
         if named:  # skops calls every function "builtins.function": name the ones the file asks for
             refused = sorted(set(refused) - {"builtins.function"} | {f"function {n}" for n in named})
         raise ModelFileError(f"{path}: refers to types this project does not trust: {', '.join(refused)}")
-    loaded = sio.load(path, trusted=list(untrusted))
+    try:
+        loaded = sio.load(path, trusted=list(untrusted))
+    except Exception as e:  # noqa: BLE001  (a damaged member of a readable file: numpy, zip, skops errors)
+        raise ModelFileError(f"{path}: not a readable skops file ({type(e).__name__})") from None
     if not callable(getattr(loaded, "predict_proba", None)):  # (a type skops trusts, not a classifier)
         raise ModelFileError(f"{path}: holds a {type(loaded).__name__}, not a classifier")
     return loaded

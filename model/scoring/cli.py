@@ -694,11 +694,13 @@ def adapt_main(argv: list[str] | None = None) -> int:
             raise UsageError("--model and --teacher must be boosted models (<run>/model of a model=features run)")
         with _opened(args, scorer):
             rows, skipped = _usable_rows(args)
+            if not rows:  # (say why: rows of other field names are all left out)
+                raise UsageError(f"--predictions: no output to adapt on{_skipped_note(skipped, 'left out')}")
             try:
                 started = time.monotonic()
                 result = adapt(model, teacher, rows, label_shift=args.label_shift)
             except AdaptError as e:
-                raise UsageError(f"--predictions: {e}") from None
+                raise UsageError(f"--predictions: {e}{_skipped_note(skipped, 'left out')}") from None
         _written("--out", args.out, lambda: result.model.save(args.out))  # whole or not at all
     except UsageError as e:
         say_error("rat-adapt", e)
@@ -727,7 +729,8 @@ def build_calibrate_parser() -> argparse.ArgumentParser:
     add_source_arguments(parser, "label and score")
     parser.add_argument("--predictions", type=Path, nargs="+", required=True,
                         help="labelled outputs: JSONL rows {question, db_id, sql, gold[, correct]}, or files "
-                             "answering --data-root's questions (their gold SQL is read from there)")
+                             "answering --data-root's questions (their gold SQL is read from there); correct, "
+                             "where given, is the row's label: true/false or 1/0 (also as text, any case)")
     parser.add_argument("--out", type=Path, required=True, help="the recalibrated model's directory (written)")
     parser.add_argument("--calibration", choices=("platt", "isotonic"), default="platt",
                         help="the node calibrator: platt (default; a few dozen queries) or isotonic (hundreds)")
@@ -775,6 +778,9 @@ def calibrate_main(argv: list[str] | None = None) -> int:
             "calibrators kept: a refit, cross-fitted, predicts these outputs no better (--always-refit to refit)")
     print(f"rat-calibrate: {result.queries} labelled outputs ({result.nodes} nodes; labels: {how}): {done} "
           f"-> {args.out}{note}", file=sys.stderr)
+    if result.query_kept:
+        print(f"rat-calibrate: whole-query calibrator kept ({', '.join(result.query_kept)}): its outputs are all right "
+              "or all wrong, and a refit needs both", file=sys.stderr)
     print(f"rat-calibrate: before, on these outputs: mean whole-query confidence {before['query_confidence']:.1%}, "
           f"{result.right_queries / result.queries:.1%} right (whole-query ECE {before['query_ece']:.3f}, "
           f"node ECE {before['node_ece']:.3f})", file=sys.stderr)

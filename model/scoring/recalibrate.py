@@ -58,6 +58,22 @@ class Recalibration:
     # on the labelled sample, before: mean whole-query confidence, and whole-query and node ECE
     before: dict[str, float] = field(default_factory=dict)
     refitted: list[str] = field(default_factory=list)  # the calibrator pairs replaced ("all", "with database"...)
+    # of those, the ones whose whole-query calibrator was kept: their queries all right or all wrong
+    query_kept: list[str] = field(default_factory=list)
+
+
+def given_label(correct) -> bool | None:
+    """A row's ``correct`` as a label: true / false, 1 / 0 (ints, or floats 1.0 / 0.0), or those
+    words or digits as text in any case; None for anything else (no label to guess at).
+
+    >>> [given_label(v) for v in (True, 0, 1.0, "TRUE", " false ", "1", "yes", 2, None)]
+    [True, False, True, True, False, True, None, None, None]
+    """
+    if isinstance(correct, str):
+        return {"true": True, "1": True, "false": False, "0": False}.get(correct.strip().lower())
+    if isinstance(correct, (bool, int, float, np.bool_, np.integer, np.floating)) and correct in (0, 1):
+        return bool(correct)
+    return None
 
 
 def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: str = "platt", labels: str = "execution",
@@ -96,10 +112,10 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
     for row in rows:
         if not isinstance(row.get("gold"), str) or not row["gold"].strip():
             errors["no gold SQL"] += 1
-        elif row.get("correct") is not None and not isinstance(row["correct"], bool):
-            errors["malformed correct (true or false)"] += 1  # "false" or 0 is no label to guess at
+        elif row.get("correct") is not None and given_label(row["correct"]) is None:
+            errors["malformed correct (true or false)"] += 1  # "maybe" or 2 is no label to guess at
         else:
-            usable.append(row)
+            usable.append({**row, "correct": given_label(row["correct"])} if row.get("correct") is not None else row)
     if not usable:
         raise RecalibrationError(f"none of the {len(rows)} rows could be labelled ("
                                  + ", ".join(f"{why} {n}" for why, n in errors.most_common()) + ")")
@@ -155,17 +171,20 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
     new = BoostedNodeModel.from_parts(model.node_model_, model.site_model_, model.calibrator_, model.query_calibrator_, model.features_,
                      model.typical_, dict(model.info_), model.without_database_)
     modes = [True, False] if model.without_database_ is not None else [None]
-    refitted = []
+    refitted, query_kept = [], []
     for mode in modes:
         picked = [k for k, (_, database, _, _) in enumerate(kept) if mode is None or database == mode]
         if not picked or len({int(v) for k in picked for v in kept[k][2]}) < 2:
             continue  # no rows, or one class only, in this mode: its calibrators stay
         raws, ys = [raw[k] for k in picked], [kept[k][2] for k in picked]
+        old_query = model.query_calibrator_for(mode is not False)
         if select and _brier(before_conf[picked], correct[picked]) <= _brier(
-                _cross_fitted(raws, ys, correct[picked], calibration), correct[picked]):
+                _cross_fitted(raws, ys, correct[picked], calibration, old_query), correct[picked]):
             continue  # the model as given predicts these outputs as well as a refit would
-        calibrator, query_calibrator = _fit_pair(raws, ys, correct[picked], calibration)
+        calibrator, query_calibrator = _fit_pair(raws, ys, correct[picked], calibration, old_query)
         refitted.append("with database" if mode else "without database" if mode is False else "all")
+        if query_calibrator is old_query:
+            query_kept.append(refitted[-1])
         if mode is False:
             new.without_database_ = (calibrator, query_calibrator)
         else:
@@ -180,7 +199,7 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
                                    "with_database": int(sum(d for _, d, _, _ in kept)), "refitted": refitted,
                                    "created": date.today().isoformat(),
                                    "before": {k: round(v, 4) for k, v in before.items()}}
-    return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before, refitted)
+    return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before, refitted, query_kept)
 
 
 def _live_outcomes(rows: Sequence[tuple[int, Mapping, object]], progress: bool = False) -> dict[int, str]:
@@ -220,18 +239,22 @@ def _gold_dialect(row: Mapping, scored) -> str:
     return str(row.get("gold_dialect") or scored.dialect).lower()
 
 
-def _fit_pair(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndarray, calibration: str):
+def _fit_pair(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndarray, calibration: str,
+              old_query: QueryCalibrator):
     """The node calibrator (raw node probability -> label) and the whole-query calibrator (its
-    confidences' ``query_aggregates`` -> query right) of labelled queries."""
+    confidences' ``query_aggregates`` -> query right) of labelled queries; ``old_query``, the
+    model's, where the queries are all right or all wrong (fitted, it would be a constant)."""
     from model.calibrators import fit_calibrator
 
     calibrator = fit_calibrator(calibration, np.concatenate(raws), np.concatenate(ys))
+    if len(set(correct.tolist())) < 2:
+        return calibrator, old_query
     aggregates = np.array([query_aggregates(calibrator.confidence(r)) for r in raws])
     return calibrator, QueryCalibrator.fit(aggregates, correct)
 
 
 def _cross_fitted(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndarray, calibration: str,
-                  folds: int = 5) -> np.ndarray:
+                  old_query: QueryCalibrator, folds: int = 5) -> np.ndarray:
     """Whole-query confidences of a refitted pair, each query's from a pair fitted on the other
     folds' queries (folds of queries, seeded); a fold whose training queries have one class of
     nodes only gets their share of right queries."""
@@ -243,7 +266,7 @@ def _cross_fitted(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndar
             out[test] = correct[train].mean() if len(train) else 0.5
             continue
         calibrator, query_calibrator = _fit_pair([raws[k] for k in train], [ys[k] for k in train], correct[train],
-                                                 calibration)
+                                                 calibration, old_query)
         out[test] = [query_calibrator.confidence(np.array([query_aggregates(calibrator.confidence(raws[k]))]))[0]
                      for k in test]
     return out

@@ -882,7 +882,10 @@ def _assemble(example, row: Mapping, schema, conf, site, query_conf, why, tree: 
              for i, (name, kind, (depth, children), c, s, span) in enumerate(zip(
                  example.node_names, example.node_types, depths_and_children(example.node_arity),
                  conf, site, located))]
-    order = np.argsort(-np.nan_to_num(np.asarray(site, dtype=float), nan=-1.0), kind="stable")
+    site = np.asarray(site, dtype=float)
+    # the likeliest error sites first; without a site head (NaN scores), the least confident nodes
+    order = np.argsort(np.asarray(conf, dtype=float) if len(site) and np.isnan(site).all()
+                       else -np.nan_to_num(site, nan=-1.0), kind="stable")
     return ScoredQuery(example.sql, str(row.get("question") or ""), nodes, float(query_conf), int(order[0]),
                        int(order[1]) if len(order) > 1 else None, row.get("db_id"),
                        row.get("question_id"), tree, schema, dialect=dialect)
