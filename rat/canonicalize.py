@@ -154,7 +154,7 @@ _SQLITE_FORMAT_CODES = re.compile(r"%[dHjmMSwWY%]")
 _CONSTRUCTS = {"SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
                "Table": "parenthesised join",  # (with an alias or a PIVOT: `parenthesised_join`)
                "Var": "a bare word", "Lambda": "a lambda (x -> ..)",
-               "Dot": "a field of a struct value",  # BigQuery's `items[OFFSET(0)].sku`
+               "Dot": "a field of a struct value",  # PostgreSQL's `(c).f` (Dialect.struct_fields)
                "Bracket": "an array subscript of several indexes", "Slice": "an array slice"}
 # Dialects where `->` is a lambda's arrow, and no JSON operator
 _LAMBDA_ARROWS = frozenset({"databricks", "trino"})
@@ -1524,6 +1524,12 @@ class _Resolver:
 
     def column(self, column: exp.Column, scope: _Scope, chain, aliases, clause) -> None:
         args = column.args
+        if self.dialect.struct_fields and args.get("table") is not None:
+            field = self.struct_field(column, chain)
+            if field is not None:
+                column.replace(field)
+                column = field.find(exp.Column)  # the struct's column, under its fields
+                args = column.args
         if "db" in args or "catalog" in args:
             for key in ("db", "catalog"):
                 if args.get(key) is not None:
@@ -1584,6 +1590,30 @@ class _Resolver:
             self._qualify(column, identifier, name, unknown[0], scope)
             return
         self.set_name(identifier, name)
+
+    def struct_field(self, column: exp.Column, chain) -> exp.Dot | None:
+        """A struct column's field written as a column (`Dialect.struct_fields`): `c.f`, `t.c.f`,
+        `c.f.g`, `s.t.c.f` read as `Dot(c, f)` (sqlglot's field access), where the first name is
+        no table or alias in scope but a column of one; a table's name or alias wins (DuckDB's and
+        Databricks' rule; today's reading elsewhere). None where the name has no field: `t.c`, `s.t.c`, or a
+        first name that is neither (a schema's, or a column not known: without a schema, `c.f`
+        stays a table's column, as an undefined alias's `t2.c` does)."""
+        parts = column.parts  # (catalog, db, table, column: those written)
+        if not isinstance(parts[-1], exp.Identifier):  # `t.*`
+            return None
+        names = [self.fold(p.name, p) for p in parts]
+        tables = {name for scope in chain for name in scope.aliases}
+        if names[0] not in tables and any(names[0] in columns for scope in chain
+                                          for columns in scope.sources.values() if columns):
+            start = -1  # `c.f`: the column, unqualified
+        else:  # `t.c.f`, or a schema's `s.t.c.f`
+            start = next((k for k in range(min(3, len(parts) - 2)) if names[k] in tables), None)
+            if start is None:
+                return None
+        read = exp.Column(this=parts[start + 1], table=parts[start] if start >= 0 else None)
+        for field in parts[start + 2:]:
+            read = exp.Dot(this=read, expression=field)
+        return read
 
     def _quote_char(self, identifier: exp.Identifier) -> str:
         start = identifier.meta.get("start")

@@ -54,6 +54,7 @@ class Dialect:
     using_sample: bool = False  # a query's USING SAMPLE 10% (DuckDB's: of its FROM clause's rows)
     positional_join: bool = False  # a POSITIONAL JOIN b: rows paired by position (DuckDB's)
     asof_join: str = ""  # a ASOF JOIN b: "inner" (DuckDB: the rows with a match), "left" (Snowflake: every row of a)
+    struct_fields: bool = False  # a struct column's field with a dot: `shipping.city`, `o.shipping.city`
     now: str = ""  # its function that is CURRENT_TIMESTAMP: now(), GETDATE() (SQLite has none)
     bitwise_xor: bool = True  # a ^ b (PostgreSQL: a # b; its `^`, DuckDB's and Redshift's, is a power;
     # SQL Server, BigQuery and Databricks have one, of a precedence rat does not read: refused)
@@ -103,7 +104,7 @@ DIALECTS = {
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
                       semi_join=True, star_exclude=True, star_replace=True, asof_join="inner", frame_exclude=True,
                       table_sample=True, using_sample=True, positional_join=True, ilike=True, cast_operator=True,
-                      bitwise_xor=False, from_first=True, trailing_comma="any"),
+                      bitwise_xor=False, from_first=True, trailing_comma="any", struct_fields=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
                          group_by_all=True, star_exclude=True, star_replace=True, asof_join="left", table_sample=True,
@@ -111,7 +112,8 @@ DIALECTS = {
                          cast_operator=True, bitwise_xor=False, intersect_all=False, trailing_comma="select"),
     "bigquery": Dialect("bigquery", like_ignores_case=False, qualify=True, ignore_nulls=True, pivot=True,
                         group_by_all=True, star_exclude=True, star_replace=True, table_sample=True,
-                        bitwise_xor=False, intersect_all=False, fetch_first=False, trailing_comma="select"),
+                        bitwise_xor=False, intersect_all=False, fetch_first=False, trailing_comma="select",
+                        struct_fields=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
                     json_operators=False, now="getdate", pivot=True, with_ties=True, limit_percent=True,
                     table_sample=True, limit=False, nulls_order=False, intersect_all=False, bitwise_xor=False),
@@ -120,14 +122,15 @@ DIALECTS = {
                           ignore_nulls=True, at_time_zone=False, json_operators=False, now="now", pivot=True,
                           semi_join=True, group_by_all=True, order_by_all=True, star_exclude=True,
                           table_sample=True, lateral_view=True, ilike=True, cast_operator=True, null_safe_eq=True,
-                          bitwise_xor=False, fetch_first=False),
+                          bitwise_xor=False, fetch_first=False, struct_fields=True),
     # Trino (and Presto, Athena): names ignore case, quoted or not
     "trino": Dialect("trino", like_ignores_case=False, lateral="LATERAL", ignore_nulls=True,
-                     json_operators=False, now="now", with_ties=True, table_sample=True, bitwise_xor=False),
+                     json_operators=False, now="now", with_ties=True, table_sample=True, bitwise_xor=False,
+                     struct_fields=True),
     # Redshift: names ignore case, quoted or not (enable_case_sensitive_identifier off, its default)
     "redshift": Dialect("redshift", like_ignores_case=False, qualify=True, ignore_nulls=True,
                         json_operators=False, now="getdate", pivot=True, ilike=True, cast_operator=True,
-                        intersect_all=False, fetch_first=False),
+                        intersect_all=False, fetch_first=False, struct_fields=True),  # (its SUPER's navigation)
 }
 SQLITE = DIALECTS["sqlite"]
 

@@ -35,9 +35,9 @@ _VALUE_WORDS = frozenset({"null", "true", "false", "current_timestamp", "current
 # A numeric literal as `to_tree` writes it: `20`, `-1.5`, `1.`, `.5`, `1e5`, `2.5E-3`.
 NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
 # Operators whose last child is a type, collation, date part, interval unit, schema, argument
-# name or full-text search mode, not a table or column.
+# name, full-text search mode or struct field's name, not a table or column.
 _NAMED_ARGUMENT = frozenset({"Cast", "Collate", "Extract", "Interval", "In_schema", "Convert", "Named",
-                             "Match_against"})
+                             "Match_against", "Field"})
 # Date functions that name their date part first (Snowflake's and SQL Server's DATEADD(day, ..),
 # MySQL's TIMESTAMPDIFF(day, ..)) or last (BigQuery's DATE_DIFF(a, b, DAY)); date_trunc both
 # ways: Snowflake writes the part first, BigQuery last. Kept in step with rat.canonicalize.

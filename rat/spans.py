@@ -315,7 +315,7 @@ class _SpanRecorder:
     def typed_leaf(self, expression: exp.Expression, node: Node) -> None:
         """Nodes `rat` names from an expression's arguments: `real` of CAST(.. AS REAL) or
         CONVERT, EXTRACT's unit, a date part, a named argument's name, an interval's amount and
-        unit, a JSON path, a window's frame."""
+        unit, a JSON path, a window's frame, a struct's field."""
         if isinstance(expression, exp.Cast):
             typed = expression.args.get("to")
         elif isinstance(expression, exp.Convert):  # CONVERT(type, x[, style])
@@ -331,6 +331,10 @@ class _SpanRecorder:
             span, inner = self.span(expression), self.span(expression.this)
             if span is not None and inner is not None and self.text[inner[1]:inner[1] + 1] == "[":
                 self.claim(node.children[1], (inner[1] + 1, span[1] - 1))
+            return
+        elif isinstance(expression, exp.Dot) and node.label == "Field":  # `o.shipping.city`: the name after the struct
+            struct = self.span(expression.this)
+            self.claim(node.children[1], struct and self.find(expression, node.children[1].label, struct[1]))
             return
         elif isinstance(expression, exp.Anonymous):  # a date part: DATEADD(day, ..)
             if len(expression.expressions) == len(node.children):

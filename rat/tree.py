@@ -803,6 +803,9 @@ class _Builder:
                 index = exp.Literal.number(int(index.this) - 1) if index.is_int else exp.Sub(
                     this=index.copy(), expression=exp.Literal.number(1))
             return Node("Subscript", (self.expr(node.this, ctes), self.expr(index, ctes)))
+        if kind is exp.Dot and self.dialect.struct_fields and isinstance(node.expression, exp.Identifier):
+            # a struct's field: `shipping.city` is Field(orders.shipping, city), the name named last
+            return Node("Field", (self.expr(node.this, ctes), Node(self.label(node.expression))))
         if kind is exp.Kwarg or kind is exp.PropertyEQ and isinstance(node.this, exp.Identifier):
             # Snowflake's `input => x`, DuckDB's `input := x`: the value, then the argument's name
             return Node("Named", (self.expr(node.expression, ctes), Node(node.this.name.lower())))

@@ -201,7 +201,9 @@ def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     # a lambda, a struct's field, a subscript rat does not read: in words, not sqlglot's classes
     *((dialect, "SELECT filter(items, x -> x.qty > 5) FROM singer", "unsupported construct 'a lambda (x -> ..)'")
       for dialect in ("databricks", "trino", "duckdb", "snowflake")),
-    ("bigquery", "SELECT items[OFFSET(0)].sku FROM singer", "unsupported construct 'a field of a struct value'"),
+    *((dialect, sql, "unsupported construct 'a field of a struct value'")  # (read where the dialect has structs)
+      for dialect, sql in (("postgres", "SELECT (items).sku FROM singer"), ("postgres", "SELECT items[1].sku FROM singer"),
+                           ("snowflake", "SELECT items[0].sku FROM singer"))),
     ("bigquery", "SELECT items[SAFE_OFFSET(0)] FROM singer", "unsupported construct 'SAFE_OFFSET / SAFE_ORDINAL'"),
     ("duckdb", "SELECT items[1, 2] FROM singer", "unsupported construct 'an array subscript of several indexes'"),
     ("duckdb", "SELECT items[1:2] FROM singer", "unsupported construct 'an array slice'"),
@@ -907,6 +909,65 @@ def test_a_lateral_view_of_explode_is_the_join_with_unnest():
             rat.to_tree(view, schema, dialect=dialect)
 
 
+STRUCTS = rat.Schema({"orders": ["id", "shipping", "items", "payload"], "shipping": ["id", "city"],
+                      "events": ["name", "params"]})
+
+
+@pytest.mark.parametrize("dialect, field, column", [
+    # a column's field, the column qualified or not: its column a column of the schema
+    *((dialect, "SELECT shipping.city FROM orders", "SELECT o.shipping.city FROM orders AS o")
+      for dialect in ("bigquery", "duckdb", "databricks", "trino", "redshift")),
+    # the table alias first: `t.c.f`, a schema's `s.t.c.f`
+    *((dialect, "SELECT o.shipping.city FROM orders AS o", "SELECT sales.orders.shipping.city FROM sales.orders AS o")
+      for dialect in ("bigquery", "duckdb", "databricks", "trino", "redshift")),
+    # an element of an unnested array of structs, named by a column alias
+    ("bigquery", "SELECT item.sku FROM orders AS o CROSS JOIN UNNEST(o.items) AS item",
+     "SELECT item.sku FROM orders AS o, UNNEST(o.items) item"),
+    ("databricks", "SELECT item.sku FROM orders o LATERAL VIEW explode(o.items) v AS item",
+     "SELECT v.item.sku FROM orders o LATERAL VIEW explode(o.items) v AS item"),
+    ("trino", "SELECT item.sku FROM orders o CROSS JOIN UNNEST(o.items) AS u(item)",
+     "SELECT u.item.sku FROM orders o CROSS JOIN UNNEST(o.items) AS u(item)"),
+])
+def test_a_struct_columns_field_is_a_field_of_the_column(dialect, field, column):
+    """`shipping.city` where `shipping` is no table in scope but a column of one is the field
+    `city` of the column `orders.shipping`, never an unknown column `shipping.city`."""
+    tree = rat.to_tree(field, STRUCTS, dialect)
+    assert tree == rat.to_tree(column, STRUCTS, dialect)
+    assert tree != rat.to_tree(field.replace("city", "zip").replace("sku", "qty"), STRUCTS, dialect)
+    fields = [n for n in tree.postorder() if n.label == "Field"]
+    assert fields and all([rat.node_kind(c, n) for c in n.children] == ["column", "value"] for n in fields)
+    columns = {n.label for n in tree.postorder() if rat.node_kind(n) == "column"}
+    assert columns <= {"orders.shipping", "orders.items", "derived.item"}
+    spans = rat.sql_spans(field, tree, STRUCTS, dialect)
+    assert spans.unmapped == 0
+    assert spans.text(tree.postorder().index(fields[0].children[1])) in ("city", "sku")
+
+
+def test_struct_fields_are_read_where_the_dialect_has_them():
+    def tree(sql, dialect="bigquery"):
+        return rat.serialize(rat.to_tree(sql, STRUCTS, dialect))
+
+    assert tree("SELECT shipping.city, count(*) FROM orders GROUP BY shipping.city") == \
+        "(((orders.shipping)(city)Field)((*)Count)(((orders.shipping)(city)Field)(orders)Groupby)Project)"
+    # a field of a field, of an array's element, of Redshift's SUPER
+    assert "(((derived.p)(value)Field)(text)Field)" in tree("SELECT p.value.text FROM events, UNNEST(params) p")
+    assert "(((orders.items)(0)Subscript)(sku)Field)" in tree("SELECT items[OFFSET(0)].sku FROM orders")
+    assert "(((orders.payload)(0)Subscript)(status)Field)" in tree("SELECT o.payload[0].status FROM orders o",
+                                                                      "redshift")
+    # s.a.b, `s` the alias of t: t's column a, its field b (in each dialect with fields)
+    for dialect in ("bigquery", "duckdb", "databricks", "trino", "redshift"):
+        assert rat.serialize(rat.to_tree("SELECT s.a.b FROM t AS s", {"t": ["a"]}, dialect)) == \
+            "(((t.a)(b)Field)(t)Project)"
+    # a table's name or alias wins over a column of that name (as in DuckDB, Databricks)
+    assert "(shipping.city)" in tree("SELECT shipping.city FROM orders JOIN shipping ON orders.id = shipping.id")
+    # `s.t.c`: a schema's table's column; a name neither table nor column keeps its reading
+    assert tree("SELECT sales.orders.id FROM sales.orders") == "((orders.id)(orders)Project)"
+    assert tree("SELECT nope.city FROM orders") == "((nope.city)(orders)Project)"
+    # PostgreSQL's composite needs (c).f; Snowflake reads an OBJECT's fields with `:`
+    for dialect in ("postgres", "snowflake", "sqlite", "mysql", "tsql"):
+        assert "Field" not in rat.serialize(rat.to_tree("SELECT shipping.city FROM orders", STRUCTS, dialect))
+
+
 DOC_ROWS = [("`DISTINCT ON (..)`", "distinct_on"), ("`QUALIFY`", "qualify"),
             ("a FROM item reading the ones before it", "lateral"), ("`IGNORE NULLS`", "ignore_nulls"),
             ("`AT TIME ZONE`", "at_time_zone"), ("`->` / `->>`", "json_operators"), ("`PIVOT` / `UNPIVOT`", "pivot"),
@@ -918,6 +979,7 @@ DOC_ROWS = [("`DISTINCT ON (..)`", "distinct_on"), ("`QUALIFY`", "qualify"),
             ("jsonb's key tests `?`, `?\\|`, `?&`", "jsonb_keys"), ("`TABLESAMPLE`", "table_sample"),
             ("`ASOF JOIN`", "asof_join"), ("`LATERAL VIEW explode(..)`", "lateral_view"),
             ("a query's `USING SAMPLE`", "using_sample"), ("`POSITIONAL JOIN`", "positional_join"),
+            ("a struct column's field, `c.f` / `t.c.f`", "struct_fields"),
             ("`CURRENT_TIMESTAMP` by another name", "now"),
             ("a bitwise XOR operator, `a ^ b` (PostgreSQL's `a # b`)", "bitwise_xor"), ("`a ILIKE 'x%'`", "ilike"),
             ("`a::int`", "cast_operator"), ("`LIMIT n`", "limit"), ("`FULL JOIN`", "full_join"),
