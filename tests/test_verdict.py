@@ -197,6 +197,156 @@ def test_the_stored_values_named_are_read_again_when_the_file_changes(scorer, de
     assert "not a value of" not in scorer.check(TYPO, database=database).feedback
 
 
+SHOP = {"products": ["id", "name", "price", "attrs"], "orders": ["id", "product_id", "ordered_at"]}
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory):
+    """A small shop: text, real, JSON and timestamp columns."""
+    import sqlite3
+
+    path = tmp_path_factory.mktemp("shop") / "shop.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.executescript("""
+            CREATE TABLE products (id INTEGER PRIMARY KEY, name TEXT, price REAL, attrs TEXT);
+            CREATE TABLE orders (id INTEGER PRIMARY KEY, product_id INTEGER, ordered_at TEXT);
+            INSERT INTO products VALUES (1, 'Widget', 2.5, '{"color": "blue"}'), (2, 'Gadget', 5.0, '{"color": "red"}'),
+                                        (3, 'it''s', 7.25, '{"color": "red"}');
+            INSERT INTO orders VALUES (1, 1, '2024-01-05 10:00:00'), (2, 2, '2024-02-11 12:30:00');""")
+    conn.close()
+    return path
+
+
+def literal_sentences(scorer, sql, database, dialect="sqlite"):
+    """The stored-value sentence of each literal of ``sql``, whether or not the model gives the
+    literal reasons (``check`` looks a literal up only then)."""
+    from model.scoring.verdict import _literal_sentence
+
+    scored = scorer.score(sql, schema=SHOP, database=database, dialect=dialect, reasons=False)
+    found = (_literal_sentence(scored, n.index, database) for n in scored.nodes if n.kind == "value")
+    return [s for s in found if s]
+
+
+@pytest.mark.parametrize("dialect, sql", [
+    ("sqlite", "SELECT strftime('%Y-%m', ordered_at), count(*) FROM orders GROUP BY 1"),
+    ("sqlite", "SELECT substr(name, 1, 3), instr(name, 'g'), replace(name, 'a', 'b') FROM products"),
+    ("sqlite", "SELECT json_extract(attrs, '$.color') FROM products"),
+    ("sqlite", "SELECT date(ordered_at, '+1 day') FROM orders"),
+    ("sqlite", "SELECT name || ', ' FROM products"),
+    ("sqlite", "SELECT coalesce(name, 'none') FROM products"),
+    ("sqlite", "SELECT name FROM products WHERE price + 1 = 3"),
+    ("sqlite", "SELECT name FROM products WHERE price BETWEEN 1 AND 6 OR price > 3"),  # bounds, not values
+    ("postgres", "SELECT date_trunc('month', ordered_at), count(*) FROM orders GROUP BY 1"),
+    ("postgres", "SELECT to_char(ordered_at, 'YYYY-MM') FROM orders"),
+    ("postgres", "SELECT string_agg(name, ', ') FROM products"),
+    ("postgres", "SELECT name FROM products WHERE attrs->>'color' = 'red'"),
+    ("postgres", "SELECT count(*) FROM orders WHERE EXTRACT(year FROM ordered_at) = 2024"),
+    ("postgres", "SELECT split_part(name, 'g', 1) FROM products"),
+])
+def test_a_literal_not_compared_with_a_columns_values_is_never_called_not_a_value(scorer, shop, dialect, sql):
+    """A format, a date part, a JSON path, a separator or a range's bound is no stored value: a
+    probe on PostgreSQL got "the literal 'month' is not a value of orders.ordered_at", "the
+    literal 'Y-%m' ..." (text not in the query), "the literal '$.color' ..."."""
+    assert literal_sentences(scorer, sql, shop, dialect) == []
+
+
+@pytest.mark.parametrize("sql, sentence", [
+    ("SELECT id FROM products WHERE name = 'Widgit'", "the literal 'Widgit' is not a value of products.name; closest: 'Widget'"),
+    ("SELECT id FROM products WHERE 'Widgit' = name", "the literal 'Widgit' is not a value of products.name; closest: 'Widget'"),
+    ("SELECT id FROM products WHERE name <> 'Widgit'", "the literal 'Widgit' is not a value of products.name; closest: 'Widget'"),
+    ("SELECT id FROM products WHERE name IN ('Gadget', 'Widgit')",
+     "the literal 'Widgit' is not a value of products.name; closest: 'Widget'"),
+    ("SELECT id FROM products WHERE name NOT IN ('Widgit')",
+     "the literal 'Widgit' is not a value of products.name; closest: 'Widget'"),
+    ("SELECT id FROM products WHERE lower(name) = 'widgit'",
+     "the literal 'widgit' is not a value of lower(products.name); closest: 'widget'"),
+    ("SELECT id FROM products WHERE lower(name) = 'Widget'",  # never equal: its capital W
+     "the literal 'Widget' is not a value of lower(products.name); closest: 'widget', 'gadget'"),
+    ("SELECT id FROM products WHERE name LIKE '% Wx %'", "the pattern '% Wx %' matches no value of products.name"),
+    ("SELECT id FROM products WHERE name LIKE '%Widgt%'",
+     "the pattern '%Widgt%' matches no value of products.name; closest: 'Widget'"),
+    ("SELECT id FROM products WHERE name = 'Widget'", None),
+    ("SELECT id FROM products WHERE lower(trim(name)) = 'widget'", None),
+    ("SELECT id FROM products WHERE name LIKE '%idg%' OR name LIKE 'gadget' OR name GLOB 'G*'", None),
+    ("SELECT id FROM products WHERE name = 'it''s'", None),  # stored as it's
+    ("SELECT id FROM products WHERE price = 5 OR price IN (7.25)", None),  # stored as 5.0
+])
+def test_a_literal_compared_with_a_column_is_looked_up_as_written(scorer, shop, sql, sentence):
+    """=, <>, IN, LIKE (a pattern: "matches no value"), through lower/upper/trim, the column on
+    either side; the literal quoted as the query writes it."""
+    assert literal_sentences(scorer, sql, shop) == ([sentence] if sentence else [])
+
+
+def test_a_value_beyond_the_values_read_is_not_called_missing(scorer, tmp_path):
+    """The feedback reads at most 5,000 distinct values of the first 100,000 rows: a literal
+    not among them is asked of the whole table before it is called no value of it."""
+    import sqlite3
+
+    database = tmp_path / "people.sqlite"
+    with sqlite3.connect(database) as conn:
+        conn.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.executemany("INSERT INTO people VALUES (?, ?)", [(i, f"person {i:05d}") for i in range(6000)])
+    conn.close()
+    people = {"people": ["id", "name"]}
+
+    def sentences(sql):
+        from model.scoring.verdict import _literal_sentence
+
+        scored = scorer.score(sql, schema=people, database=database, reasons=False)
+        return [s for s in (_literal_sentence(scored, n.index, database) for n in scored.nodes) if s]
+
+    for stored in ("name = 'person 05999'", "name IN ('person 05500')", "name LIKE '%05999'", "upper(name) = 'PERSON 05999'"):
+        assert sentences(f"SELECT id FROM people WHERE {stored}") == [], stored
+    assert sentences("SELECT id FROM people WHERE name = 'person 6000'")[0].startswith(
+        "the literal 'person 6000' is not a value of people.name; closest: ")
+    assert sentences("SELECT id FROM people WHERE name LIKE '%06001'") == [
+        "the pattern '%06001' matches no value of people.name"]
+
+
+def test_a_verdict_looks_up_few_literals_in_the_whole_table(scorer, tmp_path, monkeypatch):
+    """Each literal the values read lack is asked of the whole table (up to 2 s each): a query
+    of hundreds of them could hold one check for minutes. A verdict asks at most WHOLE_TABLE_LOOKUPS."""
+    import sqlite3
+
+    from model.scoring import verdict as module
+
+    database = tmp_path / "people.sqlite"
+    with sqlite3.connect(database) as conn:
+        conn.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.executemany("INSERT INTO people VALUES (?, ?)", [(i, f"person {i:05d}") for i in range(100)])
+    conn.close()
+    asked = []  # each look-up timing out (unknown: no sentence, the next literal asked)
+    monkeypatch.setattr(module, "_stored_in", lambda *args: asked.append(args))
+    missing = " OR ".join(f"name = 'nobody {i}'" for i in range(30))
+    scored = scorer.score(f"SELECT id FROM people WHERE {missing}", schema={"people": ["id", "name"]},
+                          database=database)
+    left = [module.WHOLE_TABLE_LOOKUPS]  # (what _reason_sentences gives each verdict)
+    for node in scored.nodes:
+        assert module._literal_sentence(scored, node.index, database, left) is None
+    assert len(asked) == module.WHOLE_TABLE_LOOKUPS and left == [0]
+
+
+def test_check_reads_no_values_for_a_literal_it_is_not_compared_with(scorer, shop, monkeypatch):
+    """The check read the distinct values (whole JSON documents) of a column given to a function."""
+    from model.scoring import verdict as module
+
+    read = []
+    monkeypatch.setattr(module, "column_values", lambda *a: read.append(a[1:]) or ())
+    for sql in ("SELECT json_extract(attrs, '$.color') FROM products",
+                "SELECT strftime('%Y-%m', ordered_at), count(*) FROM orders GROUP BY 1"):
+        verdict = scorer.check(sql, question="Colours and months?", database=shop)
+        assert not any("not a value of" in r or "'Y-%m'" in r or "'$.color'" in r for r in verdict.reasons)
+    assert read == []
+    assert literal_sentences(scorer, "SELECT id FROM products WHERE attrs = '{}'", shop) and read == [("products", "attrs")]
+
+
+def test_a_literal_in_a_reason_is_quoted_as_written():
+    from model.scoring.reasons import literal_of
+
+    assert [literal_of(x) for x in ("', '", "'%Y-%m'", "'% Wx %'", '"dq"', "2024")] == [
+        "', '", "'%Y-%m'", "'% Wx %'", "'dq'", "2024"]
+
+
 def test_a_policy_of_ones_own_states_its_thresholds_not_the_shipped_target(scorer, demo):
     verdict = scorer.check("SELECT count(*) FROM suppliers", database=demo[0], policy=Policy(0.0, 0.0))
     assert verdict.action == "run"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.nodes.features import CUES, FEATURES, OPERATOR_CUES, literal_text
+from model.nodes.features import CUES, FEATURES, OPERATOR_CUES
 
 EXPLAINABLE_GROUPS = ("linking", "semantic", "values", "execution", "question", "lm", "consensus")
 # question_words is context (how long the question is), not something a reader can check
@@ -231,10 +231,13 @@ def explain_nodes(saved, x: np.ndarray, nodes: list[int], contexts: list[ReasonC
 
 
 def literal_of(label: str) -> str:
-    """How a literal is quoted in a reason.
+    """How a literal is quoted in a reason: as its node's label has it (a LIKE pattern's
+    wildcards, a separator's spaces kept: a reason names the literal the query holds), a
+    double-quoted string in single quotes.
 
-    >>> literal_of("'%New York%'")
-    "'New York'"
+    >>> literal_of("'%New York%'"), literal_of("', '"), literal_of('"dq"'), literal_of("2014")
+    ("'%New York%'", "', '", "'dq'", '2014')
     """
-    text = literal_text(label)
-    return text if label[:1] not in "'\"" else f"'{text}'"
+    if len(label) >= 2 and label[0] == '"' and label[-1] == '"':
+        return "'" + label[1:-1].replace('""', '"').replace("'", "''") + "'"
+    return label

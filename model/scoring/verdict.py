@@ -30,9 +30,11 @@ queries whose verdict is "run" reach it.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import functools
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
 
 Z_95 = 1.6449  # one-sided 95% normal quantile: the Wilson bound the thresholds are chosen with
 FEEDBACK_REASONS = 4  # sentences of feedback at most
+# literals a verdict looks up in a whole table (each at most 2 s) where the values read lack them:
+# a query of many literals (an IN list of hundreds) costs no more than these
+WHOLE_TABLE_LOOKUPS = 4
 # reasons about a literal and its column: the feedback looks up the column's closest values
 VALUE_FEATURES = ("value_in_column", "value_in_column_nocase", "literal_near_match",
                   "compared_literal_found", "subtree_min_value_in_column")
@@ -257,9 +262,10 @@ def _reason_sentences(scored: ScoredQuery, database: str | Path | None) -> list[
     order = [scored.look_here_first] + ([scored.runner_up] if scored.runner_up is not None else [])
     order += sorted((n.index for n in scored.nodes if n.index not in order), key=lambda i: scored.nodes[i].confidence)
     out: list[str] = []
+    asked = [WHOLE_TABLE_LOOKUPS]  # look-ups of a literal in a whole table left to this verdict
     for i in order:
         node = scored.nodes[i]
-        literal = _literal_sentence(scored, i, database) if node.kind == "value" and node.reasons else None
+        literal = _literal_sentence(scored, i, database, asked) if node.kind == "value" and node.reasons else None
         for text in [literal] + [r.text for r in node.reasons if not (literal and r.feature in VALUE_FEATURES)]:
             if text and text not in out:
                 out.append(text)
@@ -268,31 +274,167 @@ def _reason_sentences(scored: ScoredQuery, database: str | Path | None) -> list[
     return out[:FEEDBACK_REASONS]
 
 
-def _compared_column(scored: ScoredQuery, index: int) -> str | None:
-    parent = next((n for n in scored.nodes if index in n.children), None)
-    if parent is None:
+# A literal is looked up among a column's stored values only where it is compared with them: one
+# of an equality (the column on either side, an IN list's) should be a stored value; a pattern
+# (LIKE, GLOB; on the right) should match one. A range's bound (<, BETWEEN) need not be stored,
+# and a function's other argument (a format, a date part, a JSON path, a separator) is none.
+EQUALITIES = ("Eq", "Neq", "In", "Not_in")
+PATTERNS = ("Like", "Not_like", "Ilike", "Not_ilike", "Glob")
+# the column may be wrapped in these: its values are compared as they give them
+WRAPPERS: dict[str, Callable[[str], str]] = {"Lower": str.lower, "Upper": str.upper,
+                                              "Trim": lambda v: v.strip(" ")}
+_WRITTEN_LITERAL = re.compile(r"(?s)[EeNn]?'.*'|\".*\"|[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    operator: str  # Eq, In, Like, ...
+    column: str  # "table.column"
+    wrappers: tuple[str, ...]  # outermost first: lower(trim(col)) is ("Lower", "Trim")
+
+    def shown(self) -> str:
+        return functools.reduce(lambda text, w: f"{w.lower()}({text})", reversed(self.wrappers), self.column)
+
+    def stored(self, values: Sequence[str]) -> list[str]:
+        return [functools.reduce(lambda v, w: WRAPPERS[w](v), reversed(self.wrappers), v) for v in values]
+
+
+def _comparison(scored: ScoredQuery, index: int) -> _Comparison | None:
+    """How the literal at ``index`` is compared with one column's values; None where it is not.
+
+    >>> from model import Scorer
+    >>> scored = Scorer.pretrained().score("SELECT id FROM p WHERE lower(name) IN ('a') AND "
+    ...     "substr(name, 2) = 'b' AND price > 3", schema={"p": ["id", "name", "price"]}, reasons=False)
+    >>> [(n.label, _comparison(scored, n.index)) for n in scored.nodes if n.kind == "value"]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [("'a'", _Comparison(operator='In', column='p.name', wrappers=('Lower',))), ('2', None),
+     ("'b'", None), ('3', None)]
+    """
+    parent_of = {c: n for n in scored.nodes for c in n.children}
+    side, parent = index, parent_of.get(index)
+    if parent is not None and parent.kind == "Val_list":  # col IN ('a', 'b')
+        side, parent = parent.index, parent_of.get(parent.index)
+        if parent is None or parent.kind not in ("In", "Not_in"):
+            return None
+    if parent is None or len(parent.children) != 2 or parent.kind not in EQUALITIES + PATTERNS:
         return None
-    columns = [scored.nodes[c].label for c in parent.children if scored.nodes[c].kind == "column"]
-    return columns[0] if len(columns) == 1 and "." in columns[0] else None
+    if parent.kind in PATTERNS + ("In", "Not_in") and parent.children[1] != side:
+        return None  # `'abc' LIKE col`: the column is the pattern
+    if parent.kind in PATTERNS and getattr(parent_of.get(parent.index), "kind", None) == "Escape":
+        return None  # a pattern with an escape character: not read here
+    other = scored.nodes[parent.children[0] if parent.children[1] == side else parent.children[1]]
+    wrappers = []
+    while other.kind in WRAPPERS and len(other.children) == 1:
+        wrappers.append(other.kind)
+        other = scored.nodes[other.children[0]]
+    if other.kind != "column" or "." not in other.label:
+        return None
+    return _Comparison(parent.kind, other.label, tuple(wrappers))
 
 
-def _literal_sentence(scored: ScoredQuery, index: int, database: str | Path | None) -> str | None:
-    """"the literal 'Frence' is not a value of singer.country; closest: 'France'" (None when the
-    literal is stored there, or there is no database to look in)."""
+def _sql_text(label: str) -> str:
+    """The value of a literal's label: its quotes off, a doubled quote inside read as one."""
+    if len(label) >= 2 and label[0] in "'\"" and label[-1] == label[0]:
+        return label[1:-1].replace(label[0] * 2, label[0])
+    return label
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value
+
+
+def _matches(comparison: _Comparison, text: str, stored: Sequence[str]) -> bool:
+    """Whether any of the ``stored`` values equals (matches, for a pattern) the literal ``text``:
+    SQLite's LIKE, which ignores case (and so matches at least what another database's does);
+    GLOB's own; numbers by value (5 is stored as 5.0 in a REAL column)."""
+    if comparison.operator in PATTERNS:
+        if comparison.operator == "Glob":
+            pattern = re.compile(fnmatch.translate(text.replace("[^", "[!")), re.DOTALL)
+        else:
+            parts = (".*" if c == "%" else "." if c == "_" else re.escape(c) for c in text)
+            pattern = re.compile("".join(parts), re.DOTALL | re.IGNORECASE)
+        return any(pattern.fullmatch(v) for v in stored)
+    if text in stored:
+        return True
+    number = _number(text)
+    return number is not None and any(_number(v) == number for v in stored)
+
+
+def _literal_sentence(scored: ScoredQuery, index: int, database: str | Path | None,
+                     asked: list[int] | None = None) -> str | None:
+    """"the literal 'Frence' is not a value of singer.country; closest: 'France'", "the pattern
+    'Fr%e' matches no value of singer.country", the literal quoted as the query writes it (None
+    when it is stored there, is not compared with a column's values, or there is no database to
+    look in). ``asked``: the whole-table look-ups left (one is spent here where the values read
+    lack the literal; none left: no sentence, as for an unknown answer)."""
     from model.scoring.reasons import literal_of
 
-    column = _compared_column(scored, index)
-    if column is None or database is None:
+    node = scored.nodes[index]
+    comparison = _comparison(scored, index) if node.label[:1] in "'\"0123456789-." else None
+    if comparison is None or database is None:
         return None
-    literal = literal_of(scored.nodes[index].label)
-    text = literal.strip("'\"")
-    values = column_values(database, *column.rsplit(".", 1))
-    if values is None or text in values:
+    text = _sql_text(node.label)
+    values = column_values(database, *comparison.column.rsplit(".", 1))
+    if values is None:
         return None
-    lowered = {v.lower(): v for v in values}
-    closest = [lowered[v] for v in difflib.get_close_matches(text.lower(), list(lowered), n=3, cutoff=0.6)]
-    sentence = f"the literal {literal} is not a value of {column}"
+    stored = comparison.stored(values)
+    if _matches(comparison, text, stored):
+        return None
+    if asked is not None:  # (the values read are at most 5,000 of the first 100,000 rows': asked again)
+        if asked[0] <= 0:
+            return None
+        asked[0] -= 1
+    if _stored_in(database, comparison, node.label) is not False:
+        return None
+    written = node.text if node.text and _WRITTEN_LITERAL.fullmatch(node.text) else literal_of(node.label)
+    pattern = comparison.operator in PATTERNS
+    near = re.sub(r"[%_*?]+", " ", text).strip() if pattern else text
+    lowered = {v.lower(): v for v in stored}
+    closest = [lowered[v] for v in difflib.get_close_matches(near.lower(), list(lowered), n=3, cutoff=0.6)]
+    sentence = (f"the pattern {written} matches no value of {comparison.shown()}" if pattern
+                else f"the literal {written} is not a value of {comparison.shown()}")
     return sentence + (f"; closest: {', '.join(repr(v) for v in closest)}" if closest else "")
+
+
+def _stored_in(database, comparison: _Comparison, label: str) -> bool | None:
+    """Whether the column holds (matches, for a pattern) the literal ``label``, asked of the
+    whole table as ``_matches`` reads the values (a LIKE ignoring case, a number by value);
+    None on an error or a timeout, or a GLOB outside SQLite: unknown."""
+    from model.data.databases import DatabaseError, open_database
+
+    try:
+        db = open_database(database, timeout_s=2.0)
+    except DatabaseError:
+        return None
+    try:
+        table, column = comparison.column.rsplit(".", 1)
+        col, quoted = db.column_name(table, column), label[:1] in "'\""
+        literal = db.literal("'" + _sql_text(label).replace("'", "''") + "'" if quoted else label)
+        expr = functools.reduce(lambda e, w: f"{w.upper()}({e})", reversed(comparison.wrappers),
+                                f"CAST({col} AS {db.text_type()})")
+        if comparison.operator == "Glob":
+            if db.dialect != "sqlite":
+                return None
+            test = f"{expr} GLOB {literal}"
+        elif comparison.operator in PATTERNS:
+            test = f"LOWER({expr}) LIKE LOWER({literal})"
+        elif quoted:
+            test = f"{expr} = {literal}"
+        elif _number(label) is None:
+            return None
+        else:  # a number: by value, or as the text the wrapped column gives
+            test = f"{expr} = '{label}'" if comparison.wrappers else f"{col} = {label}"
+        rows, error = db.execute(f"SELECT EXISTS(SELECT 1 FROM {db.table_name(table)} WHERE {test})")
+    except DatabaseError:
+        return None
+    finally:
+        if db is not database:
+            db.close()
+    return None if error or not rows else bool(rows[0][0])
 
 
 def column_values(database, table: str, column: str) -> tuple[str, ...] | None:
