@@ -612,9 +612,10 @@ def test_a_result_of_huge_values_is_read_in_small_chunks_up_to_its_budget(tmp_pa
 
 
 def test_postgres_fetches_grow_while_rows_are_small_and_stay_within_the_budget(pg_demo):
-    """The cursor's FETCH asks for 16 rows first, then as many as half the budget left holds at the
-    largest row read (up to 8 times the last): 600 rows of 10 MB stop after the first 16 (a fixed
-    FETCH FORWARD 1024 held 5.8 GB), 5,000 small rows take four fetches."""
+    """The cursor's FETCH asks for 2 rows first (libpq holds them whole), then as many as half the
+    budget left holds at the largest row read (up to 8 times the last, at least 16): 600 rows of
+    10 MB stop after a few (a fixed FETCH FORWARD 1024 held 5.8 GB, a first 16 160 MB), 5,000
+    small rows take four fetches, one row one."""
     asked = []
 
     class Counted:  # the connection (its cursors too), the FETCHes sent counted
@@ -624,8 +625,8 @@ def test_postgres_fetches_grow_while_rows_are_small_and_stay_within_the_budget(p
         def __getattr__(self, name):
             return getattr(self.inner, name)
 
-        def cursor(self):
-            return Counted(self.inner.cursor())
+        def cursor(self, **kwargs):
+            return Counted(self.inner.cursor(**kwargs))
 
         def execute(self, sql, *args, **kwargs):
             if sql.startswith("FETCH FORWARD"):
@@ -635,14 +636,29 @@ def test_postgres_fetches_grow_while_rows_are_small_and_stay_within_the_budget(p
     with open_database(pg_demo[0], max_result_bytes=64 << 20) as db:
         db.conn = Counted(db.conn)
         rows, error = db.execute("SELECT repeat('x', 10000000) FROM generate_series(1, 600)")
-        assert rows is None and error.startswith("result larger than 64 MiB") and asked == [16], (error, asked)
+        assert rows is None and error.startswith("result larger than 64 MiB") and asked == [2, 2, 1, 1, 1], (error, asked)
         asked.clear()
         rows, error = db.execute("SELECT g, 'row ' || g FROM generate_series(1, 5000) g")
         assert error is None and len(rows) == 5000 and rows[-1] == (5000, "row 5000")
-        assert asked == [16, 128, 1024, 8192], asked
+        assert asked == [2, 128, 1024, 8192], asked
         asked.clear()
-        assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None) and asked == [16]
+        assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None) and asked == [2]
         db.conn = db.conn.inner
+
+
+def test_postgres_rows_of_huge_values_stay_within_the_time_limit_and_the_budget(pg_demo):
+    """16 values of 50 MB (the first FETCH of 16 held 800 MB, ran past the 5 s limit and failed
+    with psycopg's "cannot exit pipeline mode while busy"), an array of 5 million elements (each
+    normalised before the budget refused it): both refused as larger than the budget, in time."""
+    with open_database(pg_demo[0], timeout_s=5, max_result_bytes=32 << 20) as db:
+        for sql in ("SELECT repeat('x', 50000000) FROM generate_series(1, 16)",
+                    "SELECT array_agg(g) FROM generate_series(1, 5000000) g"):
+            started = time.monotonic()
+            rows, error = db.execute(sql)
+            assert rows is None and error.startswith("result larger than 32 MiB"), error
+            assert time.monotonic() - started < 5, sql
+        assert "within 1 rows" in error  # (refused before its elements were normalised)
+        assert db.execute("SELECT 1") == ([(1,)], None)
 
 
 def test_sqlite_refuses_every_write_and_changes_nothing(demo):
@@ -1154,7 +1170,7 @@ def test_rat_score_reads_a_postgres_url(pg_demo, tmp_path):
 @pytest.mark.parametrize("change, message", [
     (lambda u: u.replace("scorer-pw", "wrong-pw"), "password authentication failed"),
     (lambda u: u.rsplit("/", 1)[0] + "/no_such_db", 'database "no_such_db" does not exist'),
-    (lambda u: re.sub(r":\d+/", f":{free_port()}/", u), "cannot connect"),  # nothing listens there
+    (lambda u: re.sub(r":\d+/", f":{free_port()}/", u), "cannot connect (Connection refused"),  # nothing listens
     (lambda u: u.replace("postgresql://", "oracle://"), "unknown database URL scheme 'oracle'"),
     (lambda u: u, "no table 'nosuch'"),
 ])
@@ -1293,6 +1309,26 @@ def test_a_locking_read_runs_without_its_lock_on_postgres_and_mysql(pg_demo, mys
                 assert db.run(f"SELECT name FROM venues ORDER BY name {lock}", dialect) == plain, (dialect, lock)
 
 
+def test_a_locking_read_postgres_cannot_lock_fails_as_it_would_and_the_others_run(pg_demo):
+    """PostgreSQL refuses FOR UPDATE / FOR SHARE with an aggregate, DISTINCT, GROUP BY, UNION or a
+    window before it refuses the lock in a read-only transaction: those fail as they would, the
+    others give the rows read without the lock."""
+    with open_database(pg_demo[0]) as db:
+        plain = db.run("SELECT name FROM venues WHERE city = 'London' ORDER BY name", "postgres")
+        assert plain[1] is None and plain[0]
+        for lock in ("FOR UPDATE", "FOR SHARE NOWAIT", "FOR KEY SHARE SKIP LOCKED", "FOR UPDATE OF v"):
+            sql = f"SELECT name FROM venues AS v WHERE city = 'London' ORDER BY name {lock}"
+            assert db.run(sql, "postgres") == plain, lock
+            assert db.run(sql, "mysql" if lock == "FOR UPDATE" else "postgres") == plain, lock
+        for sql, says in (("SELECT count(*) FILTER (WHERE city > 'L') FROM venues FOR UPDATE", "aggregate functions"),
+                          ("SELECT DISTINCT ON (city) name FROM venues FOR SHARE", "DISTINCT clause"),
+                          ("SELECT city FROM venues GROUP BY city FOR UPDATE", "GROUP BY clause"),
+                          ("SELECT name FROM venues UNION SELECT city FROM venues FOR UPDATE", "UNION"),
+                          ("SELECT row_number() OVER () FROM venues FOR UPDATE", "window functions")):
+            rows, error = db.run(sql, "postgres")
+            assert rows is None and f"is not allowed with {says}" in error, (sql, error)
+
+
 @pytest.mark.parametrize("sql, dialect, says", [
     # MySQL reads `#` in a string as text and `--` before no space as two minus signs
     ("SELECT '#', a FROM t INTO OUTFILE '/tmp/x'", "mysql", "INTO OUTFILE"),
@@ -1307,6 +1343,12 @@ def test_a_locking_read_runs_without_its_lock_on_postgres_and_mysql(pg_demo, mys
     ("(WITH x (a) AS (SELECT 1) UPDATE orders SET id = 0)", "postgres", "found UPDATE after WITH"),
     ("WITH x AS (SELECT 1) UPDATE orders SET id = 0", "mysql", "found UPDATE after WITH"),
     ("WITH gone AS (DELETE FROM orders RETURNING *) SELECT * FROM gone", "postgres", "found DELETE in parentheses"),
+    ('WITH d AS (UPDATE "Customers" SET city = 1 RETURNING *) SELECT 1', "postgres", "found UPDATE in parentheses"),
+    ("WITH d AS (UPDATE _log SET n = 1 RETURNING *) SELECT 1", "postgres", "found UPDATE in parentheses"),
+    # dblink's functions run SQL on a connection of their own, outside the read-only transaction
+    ("SELECT * FROM dblink_exec('dbname=shop', 'DELETE FROM t')", "postgres", "dblink_exec() runs SQL on another"),
+    ("SELECT public.dblink_connect('c', 'host=h') FROM t", "postgres", "dblink_connect() runs SQL on another"),
+    ("SELECT * FROM dblink('dbname=shop', 'SELECT 1') AS t(a int)", "postgres", "dblink() runs SQL on another"),
     ("WITH x AS (SELECT 1) -- a comment\n /* and one */ MERGE INTO t USING x ON true WHEN MATCHED THEN DELETE",
      "postgres", "found MERGE after WITH"),
     ("SELECT 1 /* ; */ ; -- x\nDELETE FROM t", "postgres", None),  # (two statements: refused on sending)
@@ -1431,3 +1473,94 @@ def test_a_mysql_url_takes_a_password_with_a_question_mark_and_tls_parameters(my
     with pytest.raises(DatabaseError, match="cannot connect") as error:
         open_database(f"{url}?ssl_ca=/no/such/ca.pem")
     assert "S3cr" not in str(error.value)
+
+
+def libpq_string(url: str, password: str | None = None) -> str:
+    """libpq's ``key=value`` connection string of a PostgreSQL URL (``password``: another one)."""
+    from model.data.databases import parse_url
+
+    parts = parse_url(url)
+    return (f"host={parts['host']} port={parts['port']} dbname={parts['database']} user={parts['user']} "
+            f"password={password or parts['password']}")
+
+
+def test_a_libpq_connection_string_is_opened_as_postgres_and_its_password_never_printed(pg_demo, capsys):
+    from model.data.databases import database_dialect, mask_password
+    from model.scoring.cli import main
+
+    dsn = libpq_string(pg_demo[0])
+    assert database_dialect(dsn) == "postgres" and mask_password(dsn).endswith(" password=***")
+    assert mask_password("shop=host=h password='a b\\' c' sslmode=require") == "shop=host=h password=*** sslmode=require"
+    with open_database(dsn) as db:
+        assert db.dialect == "postgres" and db.execute("SELECT count(*) FROM venues")[1] is None
+        assert "scorer-pw" not in db.name
+    wrong = libpq_string(pg_demo[0], "Wrong-Secret3")
+    with pytest.raises(DatabaseError, match="password authentication failed") as raised:
+        open_database(wrong)
+    assert "Wrong-Secret3" not in str(raised.value)
+    assert main(["--database", wrong, "--sql", "SELECT name FROM venues"]) == 2
+    err = capsys.readouterr().err
+    assert "Wrong-Secret3" not in err and "password authentication failed" in err and err.count("\n") == 1, err
+    with pytest.raises(DatabaseError) as raised:  # not libpq's string (a stray word): a path, masked
+        open_database(wrong + " stray")
+    assert "Wrong-Secret3" not in str(raised.value) and "password=***" in str(raised.value)
+
+
+def test_a_callers_connection_with_its_own_row_factory_is_read_as_rows_of_values(pg_demo, tmp_path):
+    """A caller's psycopg connection returning dicts or named tuples (``row_factory``), or a
+    sqlite3 one returning dicts, gives the same rows and schema as the URL."""
+    import sqlite3
+
+    import psycopg
+    from psycopg.rows import dict_row, namedtuple_row
+
+    from model.data.execution import database_outcome
+
+    url, _ = pg_demo
+    sql = "SELECT name, city FROM venues ORDER BY name"
+    with open_database(url) as db:
+        expected, schema = db.execute(sql), db.schema()
+    for factory in (dict_row, namedtuple_row):
+        with psycopg.connect(url, row_factory=factory) as conn:
+            db = open_database(conn)
+            assert db.execute(sql) == expected and db.schema().tables == schema.tables
+            assert database_outcome(db, "SELECT 1", "SELECT 2", "postgres", "postgres") == "mismatch"
+    path = tmp_path / "t.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (a INTEGER)")
+    conn = sqlite3.connect(path)
+    conn.row_factory = lambda cursor, row: dict(zip([c[0] for c in cursor.description], row, strict=True))
+    with open_database(conn) as db:
+        assert db.execute("SELECT count(*) FROM t") == ([(0,)], None)
+    conn.close()
+
+
+def test_rat_score_says_a_table_the_role_may_not_read_is_not_readable_not_missing(pg_demo, capsys):
+    import psycopg
+
+    from model.scoring.cli import main
+
+    url, admin = pg_demo
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS secret (id int, ssn text)")
+        conn.execute("REVOKE SELECT ON secret FROM rat_scorer")
+    for sql, says in (("SELECT ssn FROM secret", "table 'secret' is not readable by this role"),
+                      ("SELECT ssn FROM nosuch", "no table 'nosuch' in"),
+                      ("SELECT relname FROM pg_class", "table 'pg_class' is not in the schema read from")):
+        assert main(["--database", url, "--sql", sql]) == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1 and "scorer-pw" not in err, err
+
+
+def test_a_callers_closed_postgres_connection_is_one_line_never_a_failed_query(pg_demo):
+    import psycopg
+
+    conn = psycopg.connect(pg_demo[0])
+    conn.close()
+    with pytest.raises(DatabaseError, match="^<psycopg Connection>: the connection is closed$"):
+        open_database(conn)
+    conn = psycopg.connect(pg_demo[0])
+    db = open_database(conn)
+    conn.close()
+    with pytest.raises(DatabaseError, match="the connection is closed"):
+        db.execute("SELECT 1")

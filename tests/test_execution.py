@@ -707,3 +707,19 @@ def test_an_open_database_counts_a_result_too_large_as_a_failed_query_as_a_file_
         outcomes = [execution.database_outcome(db, sql, gold) for sql in (big, slow)]
     files = execute_pairs([(path, big, gold), (path, slow, gold)], timeout_s=0.5, max_result_bytes=50_000)
     assert outcomes == files == ["pred_error", "timeout"]
+
+
+def test_cli_on_your_own_database_reads_sqlite_double_quoted_strings_as_sqlite_does(tmp_path: Path, capsys) -> None:
+    """A row in SQLite's dialect (Spider's gold) keeps SQLite's meaning on another backend: its
+    `"Europe"` is the string SQLite reads (the database's schema says it names no column)."""
+    duckdb = pytest.importorskip("duckdb")
+    path = tmp_path / "world.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE country (name TEXT, continent TEXT)")
+        conn.execute("INSERT INTO country VALUES ('France', 'Europe'), ('Peru', 'South America')")
+    gold = 'SELECT name FROM country WHERE continent = "Europe"'
+    predictions = tmp_path / "pairs.jsonl"
+    predictions.write_text(json.dumps({"sql": "SELECT 'France'", "gold": gold, "dialect": "sqlite"}) + "\n")
+    code = exec_command.main(["--database", str(path), "--predictions", str(predictions), "--json", "--no-progress"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["outcomes"]["match"] == 1, report

@@ -29,8 +29,8 @@ reads (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``; DuckDB's ``FROM``) is sent a
   ``memory_limit`` and ``threads``).
 - SQLite: as ``model.data.execution`` opens it (``mode=ro``, ``query_only``, an authorizer).
 
-Results are read in chunks that `_fetch` sizes (16 rows first, then as many as half the budget
-left holds at the largest row read) and refused past ``max_rows`` rows or ``max_result_bytes``
+Results are read in chunks that `_fetch` sizes (16 rows first, PostgreSQL's 2, then as many as
+half the budget left holds at the largest row read) and refused past ``max_rows`` rows or ``max_result_bytes``
 bytes of Python objects (reading stops within a chunk past it), and their values normalised to what SQLite returns (``Decimal`` ->
 float, dates and times -> ISO text, ``bool`` -> int, ``memoryview`` -> bytes), so that results compare across
 backends. SQL written in another dialect than the backend's runs as ``runnable_sql`` writes it.
@@ -78,11 +78,12 @@ from model.data.execution import (
     runnable_sql,
     sqlite_problem,
     sqlite_uri,
+    unlocked_sql,
 )
 from model.errors import UsageError
 
 __all__ = ["Database", "DatabaseError", "connection_kwargs", "database_dialect", "database_label", "is_database_url", "is_duckdb_file",
-           "is_sqlite_path", "mask_password", "open_database", "refusal", "schema_from_ddl", "sqlalchemy_url"]
+           "is_sqlite_path", "libpq_parameters", "mask_password", "open_database", "refusal", "schema_from_ddl", "sqlalchemy_url"]
 
 Rows = list[tuple[Any, ...]]
 
@@ -114,11 +115,16 @@ _MYSQL_EXECUTABLE = re.compile(r"/\*M?!")
 
 # Functions refused by name, and why: their effect outlives the read-only transaction a query
 # runs in (a session lock, released by no ROLLBACK; a sequence's next value, never rolled back),
-# or they end a session (the scorer's own, which would end a whole run, or another's)
+# they end a session (the scorer's own, which would end a whole run, or another's), or they run
+# SQL on a connection of their own (dblink's, which may write and outlives the query)
 _REFUSED_FUNCTIONS = {
     "has an effect that outlives the query": ("pg_advisory_lock", "pg_advisory_lock_shared", "pg_try_advisory_lock",
                                               "pg_try_advisory_lock_shared", "get_lock", "nextval", "setval"),
     "ends a session": ("pg_terminate_backend", "pg_cancel_backend"),
+    # (the dblink extension's: another session, outside the read-only transaction, which may write)
+    "runs SQL on another connection": ("dblink", "dblink_exec", "dblink_connect", "dblink_connect_u", "dblink_open",
+                                       "dblink_fetch", "dblink_send_query", "dblink_get_result",
+                                       "dblink_disconnect", "dblink_close", "dblink_cancel_query"),
 }
 _WHY_REFUSED = {n: why for why, names in _REFUSED_FUNCTIONS.items() for n in names}
 # PostgreSQL's U&"d\0061ta": a name spelled with escapes, which can spell any function's
@@ -196,12 +202,36 @@ def _credentials(url: str, last_at: int) -> tuple[int, str, str | None, int]:
     return start, user, password if colon else None, last_at + 1
 
 
+# libpq's connection string, ``host=db port=5432 dbname=shop user=scorer password=..``: a
+# PostgreSQL target, read as its URL would be (a value quoted '..' with \\-escapes, or up to a space)
+_LIBPQ_VALUE = r"(?:'(?:[^'\\]|\\.)*'|[^\s']*)"
+_LIBPQ_STRING = re.compile(rf"\s*(?:\w+\s*=\s*{_LIBPQ_VALUE}(?:\s+|\Z))+")
+_LIBPQ_SERVER = {"host", "hostaddr", "port", "dbname", "user", "service"}  # one names a server
+_LIBPQ_PASSWORD = re.compile(r"(?:^|(?<=[\s=]))(password\s*=\s*)(?:'(?:[^'\\]|\\.)*(?:'|\Z)|\S*)", re.IGNORECASE)
+
+
+def libpq_parameters(text: object) -> dict[str, str] | None:
+    """The keywords (lowercase) and values of libpq's connection string ``text``, or None where
+    ``text`` is not one naming a server.
+
+    >>> libpq_parameters("host=db port=5432 dbname=shop password='p w'"), libpq_parameters("a.sqlite")
+    ({'host': 'db', 'port': '5432', 'dbname': 'shop', 'password': 'p w'}, None)
+    """
+    if not isinstance(text, str) or "=" not in text or not _LIBPQ_STRING.fullmatch(text):
+        return None
+    pairs = {k.lower(): v for k, v in re.findall(rf"(\w+)\s*=\s*({_LIBPQ_VALUE})", text)}
+    if not pairs.keys() & _LIBPQ_SERVER:
+        return None
+    return {k: re.sub(r"\\(.)", r"\1", v[1:-1]) if v[:1] == "'" else v for k, v in pairs.items()}
+
+
 def mask_password(url: str) -> str:
     """``url`` with its password (if any) as ``***``: whatever follows the user's ``:`` up to the
     last ``@`` (a password may hold an unencoded ``@``, ``/``, ``:`` or ``?``), the URL mistyped
     too (``postgresql:/``, ``postgresql//``, a leading space, no scheme at all), and a
-    ``password=`` (``passwd``, ``pwd``) parameter's value. Every message naming a database
-    target quotes it so (``database_label``).
+    ``password=`` (``passwd``, ``pwd``) parameter's value; in libpq's connection string
+    (``host=db password=..``), its ``password``'s value. Every message naming a database target
+    quotes it so (``database_label``).
 
     >>> mask_password("postgresql://scorer:p@ss@db:5432/shop?sslmode=require")
     'postgresql://scorer:***@db:5432/shop?sslmode=require'
@@ -211,6 +241,8 @@ def mask_password(url: str) -> str:
     ['postgresql:/u:***@h/db', 'postgresql//u:***@h/db', ' postgresql:u:***@h/db']
     """
     url = str(url)
+    if "://" not in url and _LIBPQ_PASSWORD.search(url):  # libpq's string (rat-serve's NAME= before it)
+        return _LIBPQ_PASSWORD.sub(r"\1***", url)
     start, user, password, host = _credentials(url, url.rfind("@"))
     if password is not None:
         url = f"{url[:start]}{user}:***@{url[host:]}"
@@ -224,8 +256,11 @@ def is_database_url(text: object) -> bool:
 
     >>> [is_database_url(t) for t in ("postgresql:/u:pw@h/db", " mysql://h/db", "sqlite/a.sqlite", "a.sqlite")]
     [True, True, False, False]
+
+    libpq's connection string (``host=db dbname=shop user=scorer``) is one too: PostgreSQL's.
     """
-    return isinstance(text, str) and re.match(_SCHEME, text, re.IGNORECASE) is not None
+    return isinstance(text, str) and (re.match(_SCHEME, text, re.IGNORECASE) is not None
+                                      or libpq_parameters(text) is not None)
 
 
 def sqlalchemy_url(target: object) -> str | None:
@@ -343,8 +378,8 @@ def refusal(sql: str, dialect: str) -> str | None:
 
 
 _TOKEN = re.compile(r"\w+|\S")
-# What a part of a query in parentheses may not start with (followed by a word: not a column of
-# that name): a statement that writes (PostgreSQL's WITH takes one, and DuckDB's query())
+# What a part of a query in parentheses may not start with (followed by a word or a quoted name:
+# not a column of that name): a statement that writes (PostgreSQL's WITH takes one, and DuckDB's query())
 _WRITES = {"insert", "update", "delete", "merge", "replace"}
 
 
@@ -366,7 +401,7 @@ def _writing_part(code: str, allowed: set[str]) -> str | None:
         after = tokens[k + 1:k + 3] + ["", ""]
         if token == "(":
             depth += 1
-            if after[0] in _WRITES and after[1][:1].isalnum():
+            if after[0] in _WRITES and (after[1][:1].isalnum() or after[1][:1] in "_'"):  # ('': a quoted name)
                 return f"{after[0].upper()} in parentheses"
         elif token == ")":
             depth -= 1
@@ -450,26 +485,34 @@ def _normal_rows(rows: Rows) -> Rows:
     return [tuple(_normal(v) if type(v) not in _PLAIN else v for v in row) for row in rows]
 
 
-def _fetch(next_chunk, max_rows: int, max_bytes: int) -> tuple[Rows | None, str | None]:
+def _fetch(next_chunk, max_rows: int, max_bytes: int, first: int = _FIRST_ROWS) -> tuple[Rows | None, str | None]:
     """Rows from ``next_chunk(n)`` (up to ``n`` rows; fewer: the last) normalised, refused past
     ``max_rows`` rows or ``max_bytes`` bytes (``model.data.execution.result_guard``). A row's size
     is known only once it is read, and one may be as large as the budget: the first chunk asks
-    for ``_FIRST_ROWS`` rows, each next for up to eight times as many as the last, as many as half
-    the budget left holds at the largest row read so far, at least one; so what the driver holds
-    stays about the budget, and a small result takes one fetch."""
+    for ``first`` rows (PostgreSQL's libpq holds a whole chunk before its first row is read: it
+    asks for two, 16 rows of 50 MB being 800 MB, and a one-row result one fetch), each next for up to eight times as many as the last
+    (at least ``_FIRST_ROWS``), as many as half the budget left holds at the largest row read so
+    far, at least one; so what the driver holds stays about the budget, and a small result takes
+    one or two fetches. An array (a list, whose elements are normalised one by one) past the
+    budget left is refused before it is normalised."""
     guard = result_guard(max_rows, max_bytes)
     rows: Rows = []
-    asked, used, largest = _FIRST_ROWS, 0, 1
+    asked, used, largest = first, 0, 1
     try:
         while True:
             n = min(asked, max_rows + 1 - len(rows))
-            batch = _normal_rows(next_chunk(n))
+            chunk = next_chunk(n)
+            if chunk and list in map(type, chunk[0]) and used + sum(
+                    sys.getsizeof(v) for row in chunk for v in row if type(v) is list) > max_bytes:
+                raise ResultTooLarge(f"result larger than {max_bytes / 2**20:g} MiB "
+                                     f"(past it within {len(rows) + len(chunk)} rows)")
+            batch = _normal_rows(chunk)
             rows.extend(guard(None, row) for row in batch)
             if len(batch) < n:
                 return rows, None
             sizes = [sum(map(sys.getsizeof, row)) for row in batch]
             used, largest = used + sum(sizes), max(largest, *sizes)
-            asked = max(1, min(8 * asked, (max_bytes - used) // (2 * largest)))
+            asked = max(1, min(8 * max(asked, _FIRST_ROWS), (max_bytes - used) // (2 * largest)))
     except ResultTooLarge as error:
         return None, str(error)
 
@@ -757,7 +800,7 @@ class SqliteDatabase(Database):
     dialect = "sqlite"
 
     def __init__(self, path: Path, **limits):
-        super().__init__(str(path), **limits)
+        super().__init__(mask_password(str(path)), **limits)  # (a mistyped libpq string: a path)
         self.path = Path(path)
         problem = sqlite_problem(self.path, self.timeout_s)  # missing, a folder, not SQLite
         if problem is not None:
@@ -842,20 +885,36 @@ class PostgresDatabase(Database):
             conn.autocommit = True  # restored by close()
 
     def _execute(self, sql, timeout_s, max_bytes):
+        """`_read`, and a locking read (``FOR UPDATE``, ``FOR SHARE``) that PostgreSQL ran up to
+        its lock read again without it: the read-only transaction (or the scorer's role, which may
+        not UPDATE a view) refuses the lock only once the query was found to be one that can
+        lock (no aggregate, ``DISTINCT``, ``GROUP BY``, ``UNION``, window), and its rows are the same."""
+        started = time.monotonic()
+        rows, error = self._read(sql, timeout_s, max_bytes)
+        if error and error.startswith(("ReadOnlySqlTransaction: ", "InsufficientPrivilege: ")):
+            unlocked = unlocked_sql(sql, "postgres")
+            if unlocked != sql:
+                return self._read(unlocked, timeout_s - (time.monotonic() - started), max_bytes)
+        return rows, error
+
+    def _read(self, sql, timeout_s, max_bytes):
         """The query as a cursor (DECLARE takes one SELECT or VALUES) in a ``BEGIN READ ONLY``
         transaction, its rows fetched in chunks that `_fetch` sizes, each with the time left
         (one round trip: BEGIN, the time limit, DECLARE and the first FETCH pipelined), then
         rolled back (`_end`)."""
         import psycopg
+        from psycopg.rows import tuple_row
 
         if self.conn.closed and self._connect is not None:
             try:
                 self.conn = self._connect()
             except psycopg.Error as error:
-                raise ConnectionLost(f"cannot connect ({_first_line(error)})", connecting=True) from None
+                raise ConnectionLost(f"cannot connect ({_libpq_reason(error)})", connecting=True) from None
+        if self.conn.closed:  # a caller's, closed since
+            raise ConnectionLost("the connection is closed")
         conn = self.conn
         deadline = time.monotonic() + timeout_s
-        head, fetch = conn.cursor(), conn.cursor()
+        head, fetch = conn.cursor(), conn.cursor(row_factory=tuple_row)  # (a caller's may return dicts)
         declared = False
 
         def next_chunk(n: int) -> Rows:
@@ -871,15 +930,20 @@ class PostgresDatabase(Database):
                     head.execute("DECLARE rat_query NO SCROLL CURSOR FOR " + sql, prepare=False)
                     declared = True
                 fetch.execute(f"FETCH FORWARD {n} FROM rat_query", prepare=False)
-            return fetch.fetchall()
+            rows = fetch.fetchall()
+            if time.monotonic() > deadline:  # (rows received and read past the server's time limit)
+                raise TimeoutError
+            return rows
 
-        try:
-            return _fetch(next_chunk, self.max_rows, max_bytes)
-        except psycopg.errors.QueryCanceled:
+        try:  # (libpq holds a FETCH's rows whole before the first is read: the first asks for two)
+            return _fetch(next_chunk, self.max_rows, max_bytes, first=2)
+        except (psycopg.errors.QueryCanceled, TimeoutError):
             return None, f"timeout after {timeout_s:g} s"
         except psycopg.Error as error:
             if conn.broken or conn.closed:
-                raise ConnectionLost(f"connection lost ({_first_line(error)})") from None
+                raise ConnectionLost(f"connection lost ({_libpq_reason(error)})") from None
+            if time.monotonic() > deadline:  # ("cannot exit pipeline mode while busy": cut off receiving)
+                return None, f"timeout after {timeout_s:g} s"
             return None, f"{type(error).__name__}: {_one_line(error).split(' LINE ')[0]}"
         finally:
             self._end()
@@ -1006,14 +1070,19 @@ def _open_postgres(url, name: str, limits: dict) -> PostgresDatabase:
     try:
         conn = connect()
     except psycopg.Error as error:
-        raise DatabaseError(f"{name}: cannot connect ({_first_line(error)})") from None
+        raise DatabaseError(f"{name}: cannot connect ({_libpq_reason(error)})") from None
     return PostgresDatabase(conn, name, owned=True, connect=connect, **limits)
 
 
-def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    # libpq: 'connection failed: connection to server at "h" (ip), port 5432 failed: FATAL: ...'
-    return (lines[-1] if lines else type(error).__name__).removeprefix("FATAL:").strip()
+def _libpq_reason(error: BaseException) -> str:
+    """libpq's error in one line: what failed, after the server it names, its hint kept.
+
+    >>> _libpq_reason(Exception('connection failed: connection to server at "h" (1.2.3.4), port 5432 '
+    ...                         'failed: Connection refused\\n\\tIs the server running on that host?'))
+    'Connection refused Is the server running on that host?'
+    """
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text.rpartition(" failed: ")[2].removeprefix("FATAL:").strip()
 
 
 # ------------------------------------------------------------------------------ MySQL / MariaDB
@@ -1279,6 +1348,10 @@ def parse_url(url: str) -> dict:
     """
     url = url.strip()
     label = mask_password(url)
+    if (libpq := libpq_parameters(url)) is not None:  # libpq's string: its keywords as a URL's parts
+        parts = {key: libpq.pop(word, "") for key, word in (("user", "user"), ("password", "password"),
+                                                             ("host", "host"), ("database", "dbname"))}
+        return {"backend": "postgres", "driver": "", **parts, "port": libpq.pop("port", None), "query": libpq}
     written = re.match(r"([a-zA-Z][\w+.-]*)(://)?", url)
     if written is None or written.group(2) is None:
         raise DatabaseError(f"{label}: not a valid database URL (write "
@@ -1352,7 +1425,7 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
             if backend == "duckdb":
                 return _open_duckdb(Path(url["database"]), name, limits, duckdb_memory_mib)
             if not url["database"]:
-                raise DatabaseError(f"{name}: no database name (write ...://host:port/database)")
+                raise DatabaseError(f"{name}: no database name (write ...://host:port/database, or dbname=..)")
             return (_open_postgres if backend == "postgres" else _open_mysql)(url, name, limits)
         path = Path(target)
         if is_duckdb_file(path):
@@ -1364,6 +1437,8 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
     module = type(target).__module__.split(".")[0]
     name = database_label(target)
     if module == "psycopg":
+        if target.closed:
+            raise DatabaseError(f"{name}: the connection is closed")
         info = target.info
         return PostgresDatabase(target, f"postgresql://{info.user}@{info.host}:{info.port}/{info.dbname}",
                                 owned=False, **limits)
@@ -1375,7 +1450,9 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
         return DuckDBDatabase(target, name, owned=False, **limits)
     if isinstance(target, sqlite3.Connection):
         try:
-            files = [r[2] for r in target.execute("PRAGMA database_list") if r[1] == "main"]
+            cursor = target.cursor()
+            cursor.row_factory = None  # rows as tuples, whatever the connection returns
+            files = [r[2] for r in cursor.execute("PRAGMA database_list") if r[1] == "main"]
         except sqlite3.Error as error:  # a closed connection
             raise DatabaseError(f"{name}: cannot be read ({_one_line(error)})") from None
         if not files or not files[0]:

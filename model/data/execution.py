@@ -53,6 +53,7 @@ from typing import Any
 from urllib.parse import quote
 
 from model.data.cache import cache_dir as project_cache_dir
+from model.errors import UsageError
 
 __all__ = [
     "OUTCOMES",
@@ -941,7 +942,6 @@ def evaluate_file(
     """
     from model.data.datasets import database_path, load_questions
     from model.data.predictions import load_predictions
-    from model.errors import UsageError
 
     try:
         questions = load_questions(root, split)
@@ -1003,7 +1003,13 @@ def evaluate_on_database(database, predictions: Path, dialect: str | None = None
             skipped["unknown dialect"] += 1
             continue
         pairs.append((row["sql"], row["gold"], *written))
-    outcomes = [database_outcome(database, sql, gold, pred_dialect, gold_dialect)
+    schema = None  # another dialect's SQL is written with the database's names (SQLite's "strings")
+    if any(d != database.dialect for pair in pairs for d in pair[2:]):
+        try:
+            schema = database.schema()
+        except UsageError:  # (DatabaseError) a catalogue it cannot read: written without names
+            schema = None
+    outcomes = [database_outcome(database, sql, gold, pred_dialect, gold_dialect, schema)
                 for sql, gold, pred_dialect, gold_dialect
                 in tqdm(pairs, desc="executing", unit="pair", disable=not progress, leave=False)]
     counts = summarize(outcomes)
@@ -1041,14 +1047,16 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     ...     "SELECT name FROM singer ORDER BY age FETCH FIRST 3 ROWS WITH TIES", "postgres")
     (None, None)
 
-    A locking read (``FOR UPDATE``, ``FOR SHARE``, ``LOCK IN SHARE MODE``) runs on PostgreSQL and
-    MySQL without its lock, which their read-only transactions refuse: the same rows.
+    A locking read (``FOR UPDATE``, ``LOCK IN SHARE MODE``) runs on MySQL without its lock, which
+    its read-only transactions refuse: the same rows. (PostgreSQL's keeps it: the database first
+    refuses what it cannot lock, an aggregate, ``DISTINCT``, ``GROUP BY``, ``UNION``, a window,
+    then the lock itself; ``model.data.databases`` reads its rows without the lock then.)
 
-    >>> runnable_sql("SELECT name FROM singer WHERE age > 20 FOR UPDATE", "postgres", "postgres")
+    >>> runnable_sql("SELECT name FROM singer WHERE age > 20 FOR UPDATE", "mysql", "mysql")
     'SELECT name FROM singer WHERE age > 20'
     """
-    if backend in ("postgres", "mysql") and _LOCKING.search(sql):
-        sql = _unlocked(sql, dialect)
+    if backend == "mysql":
+        sql = unlocked_sql(sql, dialect)
     if dialect == backend:
         return sql
     import rat
@@ -1062,13 +1070,20 @@ _LOCKING = re.compile(r"\bFOR\s+(?:NO\s+KEY\s+)?(?:UPDATE|SHARE|KEY\s+SHARE)\b|\
                       re.IGNORECASE)
 
 
-def _unlocked(sql: str, dialect: str) -> str:
-    """``sql`` without its row locks, written in ``dialect`` again; as it is where it does not
-    parse as one query (its error is then the database's)."""
+def unlocked_sql(sql: str, dialect: str) -> str:
+    """``sql`` without its row locks (``FOR UPDATE``, ``FOR SHARE``, ``LOCK IN SHARE MODE``),
+    written in ``dialect`` again; as it is where it has none or does not parse as one query (its
+    error is then the database's).
+
+    >>> unlocked_sql("SELECT name FROM singer FOR SHARE NOWAIT", "postgres")
+    'SELECT name FROM singer'
+    """
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
+    if not _LOCKING.search(sql):
+        return sql
     try:
         trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
         locks = list(trees[0].find_all(exp.Lock)) if len(trees) == 1 else []

@@ -286,8 +286,15 @@ def score_one(scorer, args, schemas: dict) -> int:
         if refused:
             raise UsageError(f"--sql: {refused}")
         missing = _unknown_tables(args.sql, args.dialect, schema)
-        if missing:
-            raise UsageError(f"--sql: no table {missing[0]!r} in {args.database.name}")
+        if missing:  # not there, or not the role's to read (its columns are not in the schema read)
+            name, written = missing[0]
+            _, error = args.database.run(f"SELECT 1 FROM {written} WHERE 1 = 0", args.dialect)
+            if error is None:  # (a system catalogue: pg_class)
+                raise UsageError(f"--sql: table {name!r} is not in the schema read from {args.database.name}")
+            if "denied" in error:  # PostgreSQL's "permission denied", MySQL's "SELECT command denied"
+                raise UsageError(f"--sql: table {name!r} is not readable by this role on {args.database.name} "
+                                 f"({error})")
+            raise UsageError(f"--sql: no table {name!r} in {args.database.name}")
     query = {"question": args.question, "schema": schema, "database": _database(args, args.db_id),
              "db_id": args.db_id, "dialect": args.dialect}
     try:  # a Verdict with --check, else a ScoredQuery
@@ -311,8 +318,9 @@ def score_one(scorer, args, schemas: dict) -> int:
     return 0
 
 
-def _unknown_tables(sql: str, dialect: str, schema) -> list[str]:
-    """The tables ``sql`` reads that ``schema`` lacks (its own CTEs aside); [] when it cannot tell.
+def _unknown_tables(sql: str, dialect: str, schema) -> list[tuple[str, str]]:
+    """The tables ``sql`` reads that ``schema`` lacks (its own CTEs aside), each as (its name, its
+    name as ``sql`` writes it); [] when it cannot tell.
     A name qualified by a schema or database (``archive.old_orders``) is not told: the schema is
     read from the URL's database alone, and another may hold it (scoring reads the query as it is)."""
     import sqlglot
@@ -327,8 +335,8 @@ def _unknown_tables(sql: str, dialect: str, schema) -> list[str]:
     except (SqlglotError, ValueError):
         return []
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    names = [t.name for t in tree.find_all(exp.Table) if t.name and not t.db]
-    return [n for n in dict.fromkeys(names) if n.lower() not in ctes and n.lower() not in schema.tables]
+    names = {t.name: t.this.sql(dialect=dialect) for t in tree.find_all(exp.Table) if t.name and not t.db}
+    return [(n, written) for n, written in names.items() if n.lower() not in ctes and n.lower() not in schema.tables]
 
 
 def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
