@@ -209,6 +209,21 @@ def test_quoted_mixed_case_names_are_found_and_pointed_at_where_written():
     assert not [r for n in scored.nodes for r in n.reasons if "not in the schema" in r.text]
 
 
+def test_a_struct_field_is_scored_as_a_field_of_its_column_not_a_column_missing_from_the_schema():
+    """BigQuery's `shipping.city` (a STRUCT column's field) was the column leaf shipping.city,
+    "not in the schema": a right query scored about 0.02."""
+    from model import Scorer
+    from model.data.databases import schema_from_ddl
+
+    schema = schema_from_ddl("CREATE TABLE sales.orders (id INT64, shipping STRUCT<city STRING, zip STRING>, "
+                             "items ARRAY<STRUCT<sku STRING, qty INT64>>)", "bigquery")
+    for sql in ("SELECT shipping.city, COUNT(*) FROM sales.orders GROUP BY shipping.city",
+                "SELECT item.sku FROM sales.orders AS o CROSS JOIN UNNEST(o.items) AS item"):
+        scored = Scorer.pretrained().score(sql, question="orders per city", schema=schema, dialect="bigquery")
+        assert not [r for n in scored.nodes for r in n.reasons if "not in the schema" in r.text], sql
+        assert "Field" in {n.kind for n in scored.nodes} and scored.query_confidence > 0.1, sql
+
+
 def test_sql_of_the_databases_own_dialect_read_as_sqlite_says_which_to_give(scorer, tmp_path):
     duckdb = pytest.importorskip("duckdb")
     path = tmp_path / "shop.duckdb"
