@@ -199,8 +199,13 @@ def calibrate_folds(rows: dict[str, list[dict]], kind: str = "platt") -> None:
         r.setdefault("node_confidences_raw", r["node_confidences"])
     for fold in sorted({r["fold"] for r in rows["val"]}):
         val = [r for r in rows["val"] if r["fold"] == fold]
-        calibrator = fit_calibrator(kind, np.concatenate([r["node_confidences_raw"] for r in val]),
-                                    np.concatenate([r["node_labels"] for r in val]))
+        labels = np.concatenate([r["node_labels"] for r in val])
+        if len(np.unique(labels)) < 2:  # (a calibrator fitted on one class would say its rate: left as it is)
+            logging.getLogger(__name__).warning("fold %s: its validation nodes are all %s: its confidences are "
+                                                "not calibrated", fold, "right" if labels[:1].sum() else "wrong")
+            calibrator = None
+        else:
+            calibrator = fit_calibrator(kind, np.concatenate([r["node_confidences_raw"] for r in val]), labels)
         for r in (r for split in ("val", "test") for r in rows[split] if r["fold"] == fold):
             raw = np.asarray(r["node_confidences_raw"], dtype=float)
             mapped = raw if calibrator is None else calibrator.confidence(raw)

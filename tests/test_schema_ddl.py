@@ -148,6 +148,11 @@ def test_ddl_that_reads_in_another_dialect_suggests_it():
     ("CREATE TABLE u (b int PRIMARY KEY); CREATE TABLE t (a int, b int, PRIMARY KEY (a) FOREIGN KEY (b) REFERENCES u(b))",
      {"u": ("b",), "t": ("a", "b")}, (("u.b", "t.a"), (("t.b", "u.b"),))),
     ("CREATE TABLE t (a int, UNIQUE (a) CHECK (a > 0))", {"t": ("a",)}, ((), ())),
+    (("CREATE TABLE p (id int PRIMARY KEY); CREATE TABLE a (id INTEGER, pid int, PRIMARY KEY (id) FOREIGN KEY (pid) "
+      "REFERENCES p (id) ON DELETE CASCADE FOREIGN KEY (id) REFERENCES p(id))"),
+     {"p": ("id",), "a": ("id", "pid")}, (("p.id", "a.id"), (("a.pid", "p.id"), ("a.id", "p.id")))),
+    ("CREATE TABLE t (a int, b int, CONSTRAINT k UNIQUE (a) CONSTRAINT pk PRIMARY KEY (b))",
+     {"t": ("a", "b")}, (("t.b",), ())),
     (("CREATE TABLE t (iata character varchar(3) PRIMARY KEY, b unsigned big int, c varying character(10), "
      "d native character(5), e long text)"), {"t": ("iata", "b", "c", "d", "e")}, (("t.iata",), ())),
 ])

@@ -354,6 +354,24 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
     assert done.returncode == 0 and len((tmp_path / "scored.jsonl").read_text().splitlines()) == 3
 
 
+def test_a_reader_that_stops_at_the_first_rows_leaves_a_report_of_every_row_scored(tmp_path):
+    """A file's rows go to standard output as each chunk is scored: a reader gone at the first
+    rows (the write fails) left a report of no query, though the chunk had been scored."""
+    from model.synth.demo import demo_root
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": "How many suppliers?", "db_id": "supply_chain",
+                                        "sql": f"SELECT count(*) FROM suppliers WHERE supplier_id > {i}"}) + "\n"
+                            for i in range(12)))  # (more than the 8 KB standard output holds before a write)
+    unread = _unread_pipe()
+    done = subprocess.run([sys.executable, "-m", "model.scoring.cli", "--data-root", str(demo_root()),
+                           "--predictions", str(rows), "--report", str(tmp_path / "report.html")],
+                          stdout=unread, stderr=subprocess.PIPE, text=True, env=ENV, timeout=600, check=False)
+    os.close(unread)
+    assert done.returncode == 141 and "Error" not in done.stderr, done.stderr
+    assert "the 12 least confident of 12 queries" in (tmp_path / "report.html").read_text()
+
+
 _INTERRUPTED = """
 import multiprocessing, sys, time
 from model.errors import leave_interrupts_to_the_parent, quiet_closed_pipes

@@ -256,3 +256,28 @@ def test_scores_of_other_predictions_are_one_line_naming_what_is_missing(tmp_pat
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.count("\n") == 1, err
     assert err.startswith("python -m model.wholequery: error: the token-probability scores lack 2 of 2"), err
+
+
+def test_a_fold_or_a_system_whose_queries_are_all_right_says_its_rate_and_stops_nothing():
+    """Calibrators refuse labels of one class: a fold of a system whose queries were all right
+    stopped the whole evaluation. Such a fold's calibrated methods say its rate; such a system
+    gets no calibrator fitted; train.calibrate_folds leaves such a fold's confidences as they are."""
+    from model.train import calibrate_folds
+    from model.wholequery import methods as Mm
+    from model.wholequery.base_scores import NODE_COLUMNS, BaseScores
+
+    rng = np.random.default_rng(0)
+    n = 200
+    system = np.array(["strong"] * 100 + ["mixed"] * 100)
+    labels = np.r_[(np.arange(100) % 50 != 0).astype(int), (rng.random(100) > 0.4).astype(int)]
+    table = BaseScores(system, np.array([str(i) for i in range(n)]), np.array([f"db{i % 10}" for i in range(n)]),
+                       labels, {c: rng.random(n) for c in NODE_COLUMNS})
+    results = Mm.evaluate_methods(table, Mm.default_methods(list(NODE_COLUMNS)), "cv")
+    assert set(results) == {"strong", "mixed"}
+    perfect = table.subset((system == "strong") & (labels == 1))  # "strong" without its two wrong queries
+    assert Mm.fit_calibrators(perfect, Mm.default_methods(list(NODE_COLUMNS))) == {"strong": {}}
+    rows = {"val": [{"fold": 0, "node_confidences": [0.9, 0.8], "node_labels": [1, 1]},
+                    {"fold": 1, "node_confidences": [0.9, 0.2, 0.6, 0.3], "node_labels": [1, 0, 1, 0]}],
+            "test": [{"fold": 0, "node_confidences": [0.6, 0.4], "node_labels": [1, 0]}]}
+    calibrate_folds(rows, "platt")
+    assert rows["test"][0]["node_confidences"] == [0.6, 0.4]

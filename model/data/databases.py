@@ -1732,9 +1732,11 @@ def _table_reread(tokens: list, sql: str, dialect: str) -> str | None:
         depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
         if depth == 0 and token.token_type == TokenType.COMMA:
             items.append([])
-        elif depth == 0 and _word(token) in _TABLE_CONSTRAINTS and items[-1] \
-                and items[-1][-1].token_type == TokenType.R_PAREN and _word(items[-1][0]) in _TABLE_CONSTRAINTS:
-            items.append([token])  # SQLite's `PRIMARY KEY (a) FOREIGN KEY (b) ..`, no comma between
+        elif depth == 0 and _word(token) in _TABLE_CONSTRAINTS and items[-1] and _word(items[-1][0]) in \
+                _TABLE_CONSTRAINTS and any(t.token_type == TokenType.R_PAREN for t in items[-1]):
+            # SQLite's `PRIMARY KEY (a) FOREIGN KEY (b) .. ON DELETE CASCADE UNIQUE (c)`, no comma
+            # between: a constraint whose columns are closed ends where another starts
+            items.append([token])
         else:
             items[-1].append(token)
     written = []

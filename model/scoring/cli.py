@@ -518,7 +518,7 @@ def score_file(scorer, args, schemas: dict) -> int:
             for group in groups_of(batch):
                 if (choice := choice_of([results[i] for i in group])) is not None:
                     chosen[group[choice.index]] = (choice.agreeing, len(group))
-        mine = []
+        mine, written = [], []
         for j, (row, result) in enumerate(zip(batch, results)):
             if isinstance(result, RowError):
                 skipped[result.reason] += 1
@@ -542,9 +542,13 @@ def score_file(scorer, args, schemas: dict) -> int:
                 d["query_label"] = label
             if chosen is not None:
                 d["agreeing"], d["candidates"] = chosen[j]
+            written.append(d)
+        # the chunk counted and its least confident kept before its first row is written: a reader
+        # that stops early (| head) leaves a report of the rows scored
+        least[:] = heapq.nsmallest(REPORT_QUERIES, least + mine, key=lambda entry: entry[:2])
+        for d in written:
             counts["written"] += 1
             yield d
-        least[:] = heapq.nsmallest(REPORT_QUERIES, least + mine, key=lambda entry: entry[:2])
 
     bar = tqdm(total=len(good), desc="scoring", unit="query", leave=False)
 

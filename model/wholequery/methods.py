@@ -95,18 +95,34 @@ def default_methods(columns: Sequence[str]) -> list[Method]:
 METRICS = M.core_metric_fns(n_bins=10)
 
 
+def _one_class(labels: np.ndarray) -> float | None:
+    """The one label of ``labels`` where all are alike (a fold of a system whose queries are all
+    right), else None: no calibrator fits on it, and its rate is what one would say."""
+    values = np.unique(labels)
+    return float(values[0]) if len(values) == 1 else None
+
+
 def _evaluate_once(method: Method, fit: BaseScores, test: BaseScores) -> dict[str, float]:
-    """Metrics of one method fitted on `fit`, measured on `test`."""
+    """Metrics of one method fitted on `fit`, measured on `test` (fitted on labels of one class,
+    a calibrated method says that class's rate)."""
     y = test.label
     out = {}
+    rate = _one_class(fit.label)
     if method.make is None:  # a raw score: raw, after PS (-P), after isotonic (-I)
         raw = method.raw(test)
         out.update({k: f(raw, y) for k, f in METRICS.items()})
         x_fit, x_test = fit.columns[method.features[0]], test.columns[method.features[0]]
-        ps = PlattScaler(method.platt_kind).fit(x_fit, fit.label).confidence(x_test)
-        iso = IsotonicCalibrator().fit(x_fit, fit.label).confidence(x_test)
+        if rate is not None:
+            ps = iso = np.full(len(y), rate)
+        else:
+            ps = PlattScaler(method.platt_kind).fit(x_fit, fit.label).confidence(x_test)
+            iso = IsotonicCalibrator().fit(x_fit, fit.label).confidence(x_test)
         out.update({"brier_platt": M.brier(ps, y), "ece_platt": METRICS["ece"](ps, y),
                     "brier_isotonic": M.brier(iso, y), "ece_isotonic": METRICS["ece"](iso, y)})
+    elif rate is not None:
+        conf = np.full(len(y), rate)
+        out.update({k: f(conf, y) for k, f in METRICS.items()})
+        out.update({"brier_platt": out["brier"], "ece_platt": out["ece"]})
     else:
         cal = method.make().fit(score_matrix(fit, method.features), fit.label)
         conf = cal.confidence(score_matrix(test, method.features))
@@ -150,11 +166,14 @@ def fit_calibrators(table: BaseScores, methods: Sequence[Method]) -> dict[str, d
     """Per system, each calibrated method fitted on all of that system's rows (to save and reuse).
 
     Raw-score methods give their Platt scaler (`<name>+PS`) and isotonic map (`<name>+isotonic`).
+    A system whose queries are all right (or all wrong) gets none: no calibrator fits on one class.
     """
     fitted: dict[str, dict[str, Calibrator]] = {}
     for system in np.unique(table.system):
         t = table.subset(table.system == system)
         fitted[str(system)] = {}
+        if _one_class(t.label) is not None:
+            continue
         for m in methods:
             if m.make is None:
                 x = t.columns[m.features[0]]
