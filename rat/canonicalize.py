@@ -183,10 +183,11 @@ BARE_DATE_PART = frozenset({"snowflake", "redshift"})
 _DATE_PARTS = frozenset({
     "year", "yy", "yyyy", "quarter", "qq", "month", "mm", "week", "wk", "ww", "isoweek", "isowk",
     "day", "dd", "dayofyear", "dy", "dayofweek", "dw", "weekday", "hour", "hh", "minute", "mi",
-    "second", "ss", "millisecond", "ms", "microsecond", "mcs", "nanosecond", "ns"})
+    "second", "ss", "millisecond", "ms", "microsecond", "mcs", "nanosecond", "ns", "weekiso", "dayofweekiso"})
 # A dialect's documented abbreviations of the date part its date functions take first, and the
-# part each names (SQL Server: DATEADD's table; Snowflake: "Supported date and time parts").
-# Snowflake's `m` is a minute, SQL Server's a month.
+# part each names (SQL Server: DATEADD's table; Snowflake: "Supported date and time parts";
+# Redshift: "Date parts for date or timestamp functions"). Snowflake's and Redshift's `m` is a
+# minute, SQL Server's a month.
 _DATE_PART_ABBREVIATIONS = {
     "tsql": {"yy": "year", "yyyy": "year", "qq": "quarter", "q": "quarter", "mm": "month", "m": "month",
              "dy": "dayofyear", "y": "dayofyear", "dd": "day", "d": "day", "wk": "week", "ww": "week",
@@ -209,6 +210,20 @@ _DATE_PART_ABBREVIATIONS = {
         **dict.fromkeys(("ms", "msec", "milliseconds"), "millisecond"),
         **dict.fromkeys(("us", "usec", "microseconds"), "microsecond"),
         **dict.fromkeys(("ns", "nsec", "nanosec", "nsecond", "nanoseconds", "nanosecs", "nseconds"), "nanosecond"),
+    },
+    "redshift": {
+        **dict.fromkeys(("y", "yr", "yrs", "years"), "year"),
+        **dict.fromkeys(("qtr", "qtrs", "quarters"), "quarter"),
+        **dict.fromkeys(("mon", "mons", "months"), "month"),
+        **dict.fromkeys(("w", "weeks"), "week"),
+        **dict.fromkeys(("dow", "dw", "weekday"), "dayofweek"),
+        **dict.fromkeys(("doy", "dy", "yearday"), "dayofyear"),
+        **dict.fromkeys(("d", "days"), "day"),
+        **dict.fromkeys(("h", "hr", "hrs", "hours"), "hour"),
+        **dict.fromkeys(("m", "min", "mins", "minutes"), "minute"),
+        **dict.fromkeys(("s", "sec", "secs", "seconds"), "second"),
+        **dict.fromkeys(("ms", "msec", "msecs", "milliseconds"), "millisecond"),
+        **dict.fromkeys(("us", "usec", "usecs", "microseconds"), "microsecond"),
     },
 }
 

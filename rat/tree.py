@@ -917,14 +917,16 @@ class _Builder:
     def sort_key(self, ordered: exp.Expression, ctes) -> tuple[str, Node]:
         """The label of an ORDER BY key's operator, and the key's node: `Orderby_asc` /
         `Orderby_desc`, with `_nulls_first` / `_nulls_last` where a NULLS FIRST / LAST puts
-        NULLs where the dialect would not (`a NULLS LAST` in SQLite, where NULLs sort first
-        ascending; a NULLS FIRST / LAST the dialect's default order has is no part of the tree)."""
+        NULLs where neither the dialect unasked nor SQLite would (`a NULLS LAST` in SQLite, where
+        NULLs sort first ascending). A NULLS FIRST / LAST of SQLite's order is no part of the tree
+        either: sqlglot writes SQLite's `ORDER BY a DESC` as PostgreSQL's `a DESC NULLS LAST`,
+        which must stay SQLite's tree (docs/research.md, 11)."""
         if not isinstance(ordered, exp.Ordered):
             return "Orderby_asc", self.expr(ordered, ctes)
         desc = bool(ordered.args.get("desc"))
         label = "Orderby_desc" if desc else "Orderby_asc"
         nulls_first = bool(ordered.args.get("nulls_first"))
-        if nulls_first != _nulls_first_by_default(self.dialect, desc):
+        if nulls_first != _nulls_first_by_default(self.dialect, desc) and nulls_first == desc:  # (SQLite's: not desc)
             label += "_nulls_first" if nulls_first else "_nulls_last"
         return label, self.expr(ordered.this, ctes)
 

@@ -137,10 +137,6 @@ SPIDER_LIKE = [
 @pytest.mark.parametrize("sql", SPIDER_LIKE)
 def test_queries_transpiled_by_sqlglot_give_the_sqlite_tree(dialect, sql):
     transpiled = sqlglot.transpile(sql, read="sqlite", write=dialect)[0]
-    # sqlglot writes SQLite's place of NULLs out where the dialect's differs (PostgreSQL's `ORDER
-    # BY age DESC NULLS LAST`), which the dialect's tree keeps; `ORDER BY age DESC` is the same
-    # structure in every dialect (docs/rat.md)
-    transpiled = transpiled.replace(" NULLS LAST", "").replace(" NULLS FIRST", "")
     assert rat.to_tree(transpiled, SCHEMA, dialect) == rat.to_tree(sql, SCHEMA), transpiled
 
 
@@ -1250,9 +1246,17 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
     ("tsql", "SELECT DATEADD(dd, 7, d), DATEADD(yyyy, 1, d), DATEDIFF(mm, d, e), DATEDIFF(m, d, e), DATEPART(dw, d) FROM orders",
      ("SELECT DATEADD(day, 7, d), DATEADD(year, 1, d), DATEDIFF(month, d, e), DATEDIFF(month, d, e), "
       "DATEPART(weekday, d) FROM orders")),
-    # NULLS FIRST / LAST where it is the dialect's default order
+    # Redshift's documented date-part abbreviations, a column of that name or not; Snowflake's ISO parts
+    ("redshift", "SELECT DATEADD(d, 1, x), DATEADD(m, 1, x), DATEDIFF(mon, x, x) FROM t",
+     "SELECT DATEADD(day, 1, x), DATEADD(minute, 1, x), DATEDIFF(month, x, x) FROM t"),
+    ("snowflake", "SELECT DATE_PART(week_iso, x), DATE_PART(dow_iso, x) FROM t",
+     "SELECT DATE_PART(weekiso, x), DATE_PART(dayofweekiso, x) FROM t"),
+    # NULLS FIRST / LAST where it is the dialect's default order, or SQLite's (as sqlglot writes
+    # SQLite's ORDER BY for PostgreSQL)
     ("sqlite", "SELECT id FROM orders ORDER BY amount NULLS FIRST, region DESC NULLS LAST", "SELECT id FROM orders ORDER BY amount, region DESC"),
     ("postgres", "SELECT id FROM orders ORDER BY amount NULLS LAST, region DESC NULLS FIRST", "SELECT id FROM orders ORDER BY amount, region DESC"),
+    ("postgres", "SELECT id FROM orders ORDER BY amount NULLS FIRST, region DESC NULLS LAST", "SELECT id FROM orders ORDER BY amount, region DESC"),
+    ("duckdb", "SELECT id FROM orders ORDER BY amount NULLS FIRST", "SELECT id FROM orders ORDER BY amount"),
     *((dialect, "SELECT id FROM orders ORDER BY amount NULLS LAST, region DESC NULLS LAST", "SELECT id FROM orders ORDER BY amount, region DESC")
       for dialect in ("duckdb", "trino")),
     ("databricks", "SELECT id FROM orders ORDER BY ALL DESC NULLS LAST", "SELECT id FROM orders ORDER BY id DESC"),
@@ -1268,18 +1272,17 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
      "SELECT CAST(amount AS NUMERIC), CAST(region AS NUMERIC), CAST(id AS NUMERIC(8)) AS string FROM orders"),
 ])
 def test_the_same_query_written_otherwise_gets_the_same_tree(dialect, one, other):
-    schema = rat.Schema({"orders": ["id", "amount", "region"], "t": ["id", "x"]})
+    schema = rat.Schema({"orders": ["id", "amount", "region"], "t": ["id", "x", "d", "m"]})  # (d, m: date parts too)
     assert rat.to_tree(one, schema, dialect).hash == rat.to_tree(other, schema, dialect).hash
 
 
 @pytest.mark.parametrize("dialect, one, other", [
-    # a NULLS FIRST / LAST that puts NULLs elsewhere than the dialect does unasked
+    # a NULLS FIRST / LAST that puts NULLs elsewhere than the dialect does unasked and SQLite does
     ("sqlite", "SELECT id FROM orders ORDER BY amount NULLS LAST", "SELECT id FROM orders ORDER BY amount"),
     ("sqlite", "SELECT id FROM orders ORDER BY amount DESC NULLS FIRST", "SELECT id FROM orders ORDER BY amount DESC"),
-    ("postgres", "SELECT id FROM orders ORDER BY amount DESC NULLS LAST", "SELECT id FROM orders ORDER BY amount DESC"),
     ("duckdb", "SELECT id FROM orders ORDER BY amount DESC NULLS FIRST", "SELECT id FROM orders ORDER BY amount DESC"),
     ("databricks", "SELECT id FROM orders ORDER BY ALL NULLS LAST", "SELECT id FROM orders ORDER BY ALL"),
-    ("snowflake", "SELECT row_number() OVER (ORDER BY amount NULLS FIRST) FROM orders",
+    ("bigquery", "SELECT row_number() OVER (ORDER BY amount NULLS LAST) FROM orders",
      "SELECT row_number() OVER (ORDER BY amount) FROM orders"),
     # SQLite: a double-quoted alias is no string; STRING is NUMERIC, not TEXT
     ("sqlite", 'SELECT region AS r, count(*) FROM orders GROUP BY "r"',

@@ -114,7 +114,7 @@ def test_given_labels_and_rows_that_cannot_be_labelled(boosted_model):  # noqa: 
     result = recalibrate(model, rows, progress=False)
     assert result.labels == {"given": 1, "execution": 24} and result.queries == 25
     assert result.errors["no gold SQL"] == 1 and result.errors["gold SQL fails to execute"] == 1
-    assert result.errors["malformed correct (true or false)"] == 2 and sum(result.errors.values()) == 5
+    assert result.errors["malformed correct (true/false or 1/0)"] == 2 and sum(result.errors.values()) == 5
     by_tree = recalibrate(model, rows, labels="tree", progress=False)  # gold is parsed, not run
     assert by_tree.labels == {"tree": 25} and by_tree.errors["unparsable gold SQL"] == 1
     right = [r for k, r in enumerate(_labelled(table, range(len(table.examples)))) if table.examples[k].correct

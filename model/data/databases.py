@@ -1079,10 +1079,10 @@ def _libpq_reason(error: BaseException) -> str:
 
     >>> _libpq_reason(Exception('connection failed: connection to server at "h" (1.2.3.4), port 5432 '
     ...                         'failed: Connection refused\\n\\tIs the server running on that host?'))
-    'Connection refused Is the server running on that host?'
+    'Connection refused; Is the server running on that host?'
     """
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text.rpartition(" failed: ")[2].removeprefix("FATAL:").strip()
+    lines = [line.strip() for line in str(error).rpartition(" failed: ")[2].splitlines() if line.strip()]
+    return "; ".join(lines).removeprefix("FATAL:").strip() or type(error).__name__
 
 
 # ------------------------------------------------------------------------------ MySQL / MariaDB

@@ -113,7 +113,7 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
         if not isinstance(row.get("gold"), str) or not row["gold"].strip():
             errors["no gold SQL"] += 1
         elif row.get("correct") is not None and given_label(row["correct"]) is None:
-            errors["malformed correct (true or false)"] += 1  # "maybe" or 2 is no label to guess at
+            errors["malformed correct (true/false or 1/0)"] += 1  # "maybe" or 2 is no label to guess at
         else:
             usable.append({**row, "correct": given_label(row["correct"])} if row.get("correct") is not None else row)
     if not usable:

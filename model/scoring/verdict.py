@@ -367,7 +367,7 @@ def _matches(comparison: _Comparison, text: str, stored: Sequence[str]) -> bool:
 def _literal_sentence(scored: ScoredQuery, index: int, database: str | Path | None,
                      asked: list[int] | None = None) -> str | None:
     """"the literal 'Frence' is not a value of singer.country; closest: 'France'", "the pattern
-    'Fr%e' matches no value of singer.country", the literal quoted as the query writes it (None
+    'Fx%' matches no value of singer.country", the literal quoted as the query writes it (None
     when it is stored there, is not compared with a column's values, or there is no database to
     look in). ``asked``: the whole-table look-ups left (one is spent here where the values read
     lack the literal; none left: no sentence, as for an unknown answer)."""
