@@ -86,13 +86,12 @@ def test_a_damaged_or_misshapen_skops_file_is_one_line(model_copy, tmp_path):
     with pytest.raises(ModelFileError, match="site_model.skops: missing"):
         Scorer.load(model_copy)
     site.write_bytes(original)
-    with zipfile.ZipFile(site) as z:
-        files = {n: z.read(n) for n in z.namelist()}
-    member = next(n for n in files if n.endswith(".npy"))
-    files[member] = files[member][:len(files[member]) // 2]
-    with zipfile.ZipFile(site, "w") as z:
-        for name, data in files.items():
-            z.writestr(name, data)
+
+    def cut_an_array(files: dict[str, bytes]) -> None:
+        member = next(n for n in files if n.endswith(".npy"))
+        files[member] = files[member][:len(files[member]) // 2]
+
+    _rewrite_members(site, cut_an_array)
     with pytest.raises(ModelFileError, match="site_model.skops: not a readable skops file") as e:
         Scorer.load(model_copy)
     assert "\n" not in str(e.value)
@@ -109,6 +108,16 @@ def test_a_damaged_or_misshapen_skops_file_is_one_line(model_copy, tmp_path):
             Scorer.load(model_copy)
 
 
+def _rewrite_members(path, change) -> None:
+    """The zip (skops) file at ``path`` written again with ``change`` made to its members."""
+    with zipfile.ZipFile(path) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    change(files)
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+
+
 def test_the_shipped_models_pass_the_checks():
     for folder in PRETRAINED.values():
         assert Scorer.load(folder).saved is not None
@@ -116,18 +125,15 @@ def test_the_shipped_models_pass_the_checks():
 
 def test_a_skops_function_is_refused_by_its_real_name(model_copy):
     # skops names a function node "builtins.function"; the refusal names what it points at
-    path = model_copy / "site_model.skops"
-    with zipfile.ZipFile(path) as z:
-        files = {n: z.read(n) for n in z.namelist()}
-    schema = json.loads(files["schema.json"])
-    state = schema["content"]  # the classifier's attributes: a dict node
-    state["content"]["evil"] = {"__class__": "function", "__module__": "builtins", "__loader__": "FunctionNode",
-                                "content": {"module_path": "os", "function": "system"}, "__id__": 1}
-    state["key_types"]["content"].append(state["key_types"]["content"][0])
-    files["schema.json"] = json.dumps(schema).encode()
-    with zipfile.ZipFile(path, "w") as z:
-        for name, data in files.items():
-            z.writestr(name, data)
+    def add_a_function(files: dict[str, bytes]) -> None:
+        schema = json.loads(files["schema.json"])
+        state = schema["content"]  # the classifier's attributes: a dict node
+        state["content"]["evil"] = {"__class__": "function", "__module__": "builtins", "__loader__": "FunctionNode",
+                                    "content": {"module_path": "os", "function": "system"}, "__id__": 1}
+        state["key_types"]["content"].append(state["key_types"]["content"][0])
+        files["schema.json"] = json.dumps(schema).encode()
+
+    _rewrite_members(model_copy / "site_model.skops", add_a_function)
     with pytest.raises(ModelFileError, match="does not trust: .*function os.system") as e:
         Scorer.load(model_copy)
     assert "builtins.function" not in str(e.value)
