@@ -608,6 +608,26 @@ def test_deadline_helpers() -> None:
         time_left(time.monotonic() - 0.01, 5.0, "features")
 
 
+def test_cancelled_work_stops_at_its_next_check_and_its_running_query_at_once(concert_db: Path) -> None:
+    """Another thread cancels this one's work (rat-serve: its client went away): a SQLite query
+    running with 60 s left is interrupted, and the next deadline check raises."""
+    import threading
+
+    from model.data.execution import DeadlineExceeded, cancellable, check_deadline
+
+    cancel = threading.Event()
+    slow = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT max(n) FROM c"
+    threading.Timer(0.3, cancel.set).start()
+    start = time.monotonic()
+    with cancellable(cancel):
+        rows, error = execute_sql(concert_db, slow, timeout_s=60)
+        assert rows is None and error.startswith("timeout") and time.monotonic() - start < 5
+        with pytest.raises(DeadlineExceeded, match="scoring was cancelled"):
+            check_deadline(time.monotonic() + 60)
+    check_deadline(time.monotonic() + 60)  # outside: the event no longer reaches this thread
+    assert execute_sql(concert_db, "SELECT 1")[0] == [(1,)]
+
+
 @pytest.mark.parametrize("option, value", [("--timeout", "nan"), ("--timeout", "0"), ("--timeout", "-1"),
                                            ("--max-result-mb", "-5"), ("--workers", "0")])
 def test_cli_numbers_that_are_not_positive_are_one_line(spider_root: Path, tmp_path: Path, capsys,

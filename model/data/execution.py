@@ -59,6 +59,7 @@ __all__ = [
     "OUTCOMES",
     "DeadlineExceeded",
     "ResultTooLarge",
+    "cancellable",
     "check_deadline",
     "default_cache_dir",
     "execute_many",
@@ -303,7 +304,7 @@ def _run(
 
     def past_deadline() -> int:
         nonlocal timed_out
-        timed_out = time.monotonic() > deadline
+        timed_out = time.monotonic() > deadline or _cancelled()
         return int(timed_out)  # non-zero makes SQLite interrupt the statement
 
     conn = None
@@ -404,12 +405,46 @@ class DeadlineExceeded(TimeoutError):
 
 
 def check_deadline(deadline: float | None, what: str = "scoring") -> None:
-    """Raise ``DeadlineExceeded`` when ``time.monotonic()`` is past ``deadline`` (None: no limit).
-    In a ``paced`` thread, first pause as its share of the CPU asks."""
+    """Raise ``DeadlineExceeded`` when ``time.monotonic()`` is past ``deadline`` (None: no limit)
+    or this thread's work was cancelled (``cancellable``). In a ``paced`` thread, first pause as
+    its share of the CPU asks."""
     if getattr(_PACE, "share", None) is not None:
         _pause(deadline)
+    if _cancelled():
+        raise DeadlineExceeded(f"{what} was cancelled")
     if deadline is not None and time.monotonic() > deadline:
         raise DeadlineExceeded(f"{what} ran past its time limit")
+
+
+_CANCEL = threading.local()
+
+
+@contextlib.contextmanager
+def cancellable(cancel: threading.Event):
+    """``with cancellable(cancel):`` this thread's work stops once another thread sets ``cancel``:
+    at its next deadline check (``check_deadline``, ``time_left``: ``DeadlineExceeded``), a SQLite
+    query it is running within a thousand steps, a ``paced`` pause at once. rat-serve cancels a
+    request whose client closed its connection.
+
+    >>> cancel = threading.Event()
+    >>> with cancellable(cancel):
+    ...     check_deadline(None)  # not cancelled: goes on
+    ...     cancel.set()
+    ...     check_deadline(None)
+    Traceback (most recent call last):
+    ...
+    model.data.execution.DeadlineExceeded: scoring was cancelled
+    """
+    _CANCEL.event = cancel
+    try:
+        yield
+    finally:
+        _CANCEL.event = None
+
+
+def _cancelled() -> bool:
+    event = getattr(_CANCEL, "event", None)
+    return event is not None and event.is_set()
 
 
 _PACE = threading.local()
@@ -456,7 +491,8 @@ def _pause(deadline: float | None) -> None:
     others = used * (1 - _PACE.share) / _PACE.share
     start_cpu, start = time.process_time(), time.monotonic()
     end = start + PACE_MAX_PAUSE * others if deadline is None else min(deadline, start + PACE_MAX_PAUSE * others)
-    while time.process_time() - start_cpu < others and (wanted is None or wanted()) and time.monotonic() < end:
+    while (time.process_time() - start_cpu < others and (wanted is None or wanted()) and time.monotonic() < end
+           and not _cancelled()):
         time.sleep(min(PACE_SLICE_S, others))
     _PACE.cpu = time.thread_time()
 

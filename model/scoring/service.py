@@ -70,7 +70,6 @@ import base64
 import hashlib
 import hmac
 import json
-import math
 import os
 import re
 import socket
@@ -140,40 +139,6 @@ def literal_words(database) -> int:
             database.stat().st_size / 1e6 * LITERAL_WORDS_PER_MB)))
     except OSError:  # (gone: not read either)
         return 0
-
-
-class Deadline(float):
-    """A request's deadline (a ``time.monotonic()`` value, as the scorer takes it) that ``end()``
-    brings to now, its client gone: the work stops at its next check (``check_deadline``:
-    ``time.monotonic() > deadline``). Only comparisons and ``-`` read it so.
-
-    >>> deadline = Deadline(time.monotonic() + 60)
-    >>> time.monotonic() > deadline, deadline.end(), time.monotonic() > deadline, deadline - time.monotonic() < 0
-    (False, None, True, True)
-    """
-
-    ended = False
-
-    def end(self) -> None:
-        self.ended = True
-
-    def _now(self) -> float:
-        return -math.inf if self.ended else float(self)
-
-    def __lt__(self, other):  # (``now > deadline`` asks this first: a float subclass's reflected method)
-        return self._now() < other
-
-    def __le__(self, other):
-        return self._now() <= other
-
-    def __gt__(self, other):
-        return self._now() > other
-
-    def __ge__(self, other):
-        return self._now() >= other
-
-    def __sub__(self, other):
-        return self._now() - other
 
 
 def _one_thread() -> None:
@@ -287,7 +252,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     from starlette.requests import ClientDisconnect
 
     from model.data.databases import DatabaseError, is_database_url
-    from model.data.execution import DeadlineExceeded, paced
+    from model.data.execution import DeadlineExceeded, cancellable, paced
     from model.scoring.choice import CANDIDATES, MAX_CANDIDATES, choice_of
     from model.scoring.fields import ROW_FIELDS, field_problem, unknown_field
     from model.scoring.inputs import DatabaseFiles, database_dialects, file_under
@@ -313,20 +278,22 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
 
     policy = scorer.policy
 
-    def score_rows(rows: list[dict], verdicts: bool = False, **options):
+    def score_rows(rows: list[dict], cancel: threading.Event, verdicts: bool = False, **options):
         """The rows scored (with reasons), or with ``verdicts`` their verdicts under the model's
-        policy (``Scorer.check_many``: literals looked up in each row's database, in this thread)."""
+        policy (``Scorer.check_many``: literals looked up in each row's database, in this thread);
+        stopped at the next deadline check once ``cancel`` is set (the client gone)."""
         rows = [{**r, "database": named_database(r["database"].name)}
                 if isinstance(r.get("database"), _Named) else r for r in rows]
-        if verdicts:
-            return scorer.check_many(rows, policy, **options)
-        return scorer.score_many(rows, False, True, **options)
+        with cancellable(cancel):
+            if verdicts:
+                return scorer.check_many(rows, policy, **options)
+            return scorer.score_many(rows, False, True, **options)
 
     busy = [0]  # requests of the normal lane queued or being scored in this process
 
-    def score_heavy(rows: list[dict], **options):
+    def score_heavy(rows: list[dict], cancel: threading.Event, **options):
         with paced(heavy_share, only_while=lambda: busy[0] > 0):
-            return score_rows(rows, **options)
+            return score_rows(rows, cancel, **options)
 
     app = FastAPI(title="rat-confidence scorer", description="Per-node confidence for SQL queries",
                   docs_url="/docs" if api_docs else None, redoc_url="/redoc" if api_docs else None,
@@ -530,7 +497,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         """A /score or /check request's rows, scored (with their verdicts beside them where the
         body asks and the model has a policy) or given their verdicts, in a lane; a /choose
         request's candidates scored so, and the one ``Scorer.choose`` would choose."""
-        deadline = Deadline(time.monotonic() + timeout_s)
+        deadline = time.monotonic() + timeout_s
         problem = content_type_problem(request.headers.get("content-type", ""))
         encoding = request.headers.get("content-encoding", "identity")
         if encoding.strip().lower() != "identity":  # (a compressed body is not opened: no bombs)
@@ -542,26 +509,27 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                 parsing, rows_and_weight, raw, choosing)
         known = [r for r in rows if not r["_unknown"]]
         checking = verdicts or (wanted and policy is not None)  # (scored once: a verdict holds its scored query)
-        work = partial(score_heavy if heavy else score_rows, known, verdicts=checking, deadline=deadline,
+        cancel = threading.Event()
+        work = partial(score_heavy if heavy else score_rows, known, cancel, verdicts=checking, deadline=deadline,
                        max_nodes=max_nodes, max_sql_chars=max_sql_chars, dialect=dialect, label_shift=False)
         lane = heavy_lane if heavy else scoring
         busy[0] += not heavy
         scored = asyncio.get_running_loop().run_in_executor(lane, work)
         gone = asyncio.ensure_future(disconnect(request))
         # a request still queued at its deadline, or when its client goes, is dropped; a running
-        # one stops at its next check (its client gone: deadline.end())
+        # one stops at its next check (its client gone: cancelled)
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 await asyncio.wait((scored, gone), return_when=asyncio.FIRST_COMPLETED)
             if not scored.done():  # nobody to answer: uvicorn drops the response
-                deadline.end()
                 raise HTTPException(400, "the client closed the connection before its answer")
             results = scored.result()
         except (TimeoutError, DeadlineExceeded):
             raise HTTPException(503, f"scoring took longer than {timeout_s:g} s") from None
         except DatabaseError as e:  # a named database that went away since the start
             raise HTTPException(503, str(e)) from None
-        finally:
+        finally:  # (a request given up on, for its time or its client, leaves no work running)
+            cancel.set()
             scored.cancel()
             gone.cancel()
             busy[0] -= not heavy
