@@ -38,6 +38,7 @@ __all__ = [
     "fit_calibrator",
     "load_calibrator",
     "logit_from_log_prob",
+    "one_class",
     "query_aggregates",
 ]
 
@@ -118,17 +119,29 @@ def _check_labels(y: np.ndarray | Sequence[int], n: int) -> np.ndarray:
     return y.astype(np.int64)
 
 
+def one_class(labels) -> int | None:
+    """The one label of 0/1 ``labels`` where all are alike (a fold of a system whose queries are
+    all right), else None. No calibrator fits on one class (it would give that class's rate, 0 or
+    1, whatever the score): a caller says the rate or leaves the scores as they are.
+
+    >>> one_class([1, 1, 1]), one_class(np.array([0, 1]))
+    (1, None)
+    """
+    values = np.unique(np.asarray(labels))
+    return int(values[0]) if len(values) == 1 else None
+
+
 def _both_classes(y: np.ndarray) -> np.ndarray:
-    """0/1 labels ``y`` when both occur: fitted to one class, a calibrator would give that class's
-    rate (0 or 1) whatever the score.
+    """0/1 labels ``y`` when both occur (``one_class``).
 
     >>> _both_classes(np.array([1, 1]))
     Traceback (most recent call last):
     ValueError: cannot fit a calibrator on labels of one class: every one of its 2 labels is 1: it needs right and wrong
     """
-    if len(np.unique(y)) < 2:
+    label = one_class(y)
+    if label is not None:
         raise ValueError(f"cannot fit a calibrator on labels of one class: every one of its {len(y)} labels is "
-                         f"{int(y[0])}: it needs right and wrong")
+                         f"{label}: it needs right and wrong")
     return y
 
 
@@ -578,7 +591,7 @@ class QueryCalibrator:
     @classmethod
     def fit(cls, aggregates: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None = None
             ) -> QueryCalibrator:
-        if len(set(labels.tolist())) < 2:  # one class only: a constant
+        if len(labels) == 0 or one_class(labels) is not None:  # one class only: a constant
             rate = float(np.clip(labels.mean() if len(labels) else 0.5, 1e-3, 1 - 1e-3))
             return cls([0.0] * aggregates.shape[1], math.log(rate / (1 - rate)))
         fitted = LogisticRegression(C=1.0, max_iter=1000).fit(aggregates, labels, sample_weight=sample_weight)

@@ -193,16 +193,16 @@ def calibrate_folds(rows: dict[str, list[dict]], kind: str = "platt") -> None:
     ``node_confidences_raw``. Val rows are then in-sample (they fitted the map)."""
     import numpy as np
 
-    from model.calibrators import fit_calibrator
+    from model.calibrators import fit_calibrator, one_class
 
     for r in (r for split in ("val", "test") for r in rows[split]):
         r.setdefault("node_confidences_raw", r["node_confidences"])
     for fold in sorted({r["fold"] for r in rows["val"]}):
         val = [r for r in rows["val"] if r["fold"] == fold]
         labels = np.concatenate([r["node_labels"] for r in val])
-        if len(np.unique(labels)) < 2:  # (a calibrator fitted on one class would say its rate: left as it is)
+        if (label := one_class(labels)) is not None:  # (left as they are)
             logging.getLogger(__name__).warning("fold %s: its validation nodes are all %s: its confidences are "
-                                                "not calibrated", fold, "right" if labels[:1].sum() else "wrong")
+                                                "not calibrated", fold, "right" if label else "wrong")
             calibrator = None
         else:
             calibrator = fit_calibrator(kind, np.concatenate([r["node_confidences_raw"] for r in val]), labels)

@@ -16,6 +16,7 @@ from model.calibrators import (
     IsotonicCalibrator,
     MultivariatePlattScaler,
     PlattScaler,
+    one_class,
 )
 from model.eval.report import markdown_table
 from model.lm.token_probabilities import POOLINGS
@@ -95,32 +96,25 @@ def default_methods(columns: Sequence[str]) -> list[Method]:
 METRICS = M.core_metric_fns(n_bins=10)
 
 
-def _one_class(labels: np.ndarray) -> float | None:
-    """The one label of ``labels`` where all are alike (a fold of a system whose queries are all
-    right), else None: no calibrator fits on it, and its rate is what one would say."""
-    values = np.unique(labels)
-    return float(values[0]) if len(values) == 1 else None
-
-
 def _evaluate_once(method: Method, fit: BaseScores, test: BaseScores) -> dict[str, float]:
     """Metrics of one method fitted on `fit`, measured on `test` (fitted on labels of one class,
     a calibrated method says that class's rate)."""
     y = test.label
     out = {}
-    rate = _one_class(fit.label)
+    rate = one_class(fit.label)
     if method.make is None:  # a raw score: raw, after PS (-P), after isotonic (-I)
         raw = method.raw(test)
         out.update({k: f(raw, y) for k, f in METRICS.items()})
         x_fit, x_test = fit.columns[method.features[0]], test.columns[method.features[0]]
         if rate is not None:
-            ps = iso = np.full(len(y), rate)
+            ps = iso = np.full(len(y), float(rate))
         else:
             ps = PlattScaler(method.platt_kind).fit(x_fit, fit.label).confidence(x_test)
             iso = IsotonicCalibrator().fit(x_fit, fit.label).confidence(x_test)
         out.update({"brier_platt": M.brier(ps, y), "ece_platt": METRICS["ece"](ps, y),
                     "brier_isotonic": M.brier(iso, y), "ece_isotonic": METRICS["ece"](iso, y)})
     elif rate is not None:
-        conf = np.full(len(y), rate)
+        conf = np.full(len(y), float(rate))
         out.update({k: f(conf, y) for k, f in METRICS.items()})
         out.update({"brier_platt": out["brier"], "ece_platt": out["ece"]})
     else:
@@ -172,7 +166,7 @@ def fit_calibrators(table: BaseScores, methods: Sequence[Method]) -> dict[str, d
     for system in np.unique(table.system):
         t = table.subset(table.system == system)
         fitted[str(system)] = {}
-        if _one_class(t.label) is not None:
+        if one_class(t.label) is not None:
             continue
         for m in methods:
             if m.make is None:
