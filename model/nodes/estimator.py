@@ -43,6 +43,7 @@ from model.calibrators import (
     Calibrator,
     QueryCalibrator,
     fit_calibrator,
+    one_class,
     query_aggregates,
 )
 from model.errors import UsageError
@@ -184,8 +185,8 @@ def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict
     is then about 0 for every row, whichever the class."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    if len(np.unique(y)) < 2:
-        found = f"every one of its {len(y)} labels is {int(np.asarray(y).flat[0])}" if len(y) else "no rows"
+    if len(y) == 0 or (label := one_class(y)) is not None:
+        found = f"every one of its {len(y)} labels is {label}" if len(y) else "no rows"
         raise ValueError(f"cannot fit a node classifier on {found}: it needs right and wrong nodes")
 
     empty = np.isnan(x).all(axis=0) if len(x) else np.zeros(x.shape[1], dtype=bool)
@@ -498,8 +499,8 @@ class BoostedNodeModel(BaseEstimator):
         validation = _checked_indices(table, validation, "validation")
         if validation and out_of_fold is None and p.calibration != "none":
             labels = np.concatenate([table.examples[k].node_labels for k in validation])
-            if len(np.unique(labels)) < 2:  # (fitted to one class, every confidence would be that class)
-                raise ValueError(f"validation: every one of its {len(labels)} node labels is {int(labels[0])}: "
+            if (label := one_class(labels)) is not None:  # (fitted to one class, every confidence would be it)
+                raise ValueError(f"validation: every one of its {len(labels)} node labels is {label}: "
                                  f"the {p.calibration} node calibrator fitted on it needs right and wrong nodes")
         keep = np.ones(len(table.names), dtype=bool) if columns is None else np.asarray(columns, dtype=bool)
         names = tuple(n for n, k in zip(table.names, keep) if k)

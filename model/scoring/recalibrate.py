@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import rat
-from model.calibrators import QueryCalibrator, query_aggregates
+from model.calibrators import QueryCalibrator, one_class, query_aggregates
 from model.data.databases import is_sqlite_path
 from model.data.execution import sqlite_sql
 from model.nodes.estimator import BoostedNodeModel
@@ -160,8 +160,8 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
         raise RecalibrationError(f"none of the {len(rows)} rows could be labelled"
                                  + (f" ({', '.join(errors)})" if errors else ""))
     y_all = np.concatenate([y for _, _, y, _ in kept])
-    if len(set(y_all.tolist())) < 2:
-        raise RecalibrationError(f"the {len(kept)} labelled queries have only {'right' if y_all[0] else 'wrong'} "
+    if (label := one_class(y_all)) is not None:
+        raise RecalibrationError(f"the {len(kept)} labelled queries have only {'right' if label else 'wrong'} "
                                  "nodes: recalibration needs both")
     raw = [model.raw_node_probability(r.features) for r, _, _, _ in kept]
     correct = np.array([c for *_, c in kept])
@@ -174,7 +174,7 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
     refitted, query_kept = [], []
     for mode in modes:
         picked = [k for k, (_, database, _, _) in enumerate(kept) if mode is None or database == mode]
-        if not picked or len({int(v) for k in picked for v in kept[k][2]}) < 2:
+        if not picked or one_class(np.concatenate([kept[k][2] for k in picked])) is not None:
             continue  # no rows, or one class only, in this mode: its calibrators stay
         raws, ys = [raw[k] for k in picked], [kept[k][2] for k in picked]
         old_query = model.query_calibrator_for(mode is not False)
@@ -247,7 +247,7 @@ def _fit_pair(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndarray,
     from model.calibrators import fit_calibrator
 
     calibrator = fit_calibrator(calibration, np.concatenate(raws), np.concatenate(ys))
-    if len(set(correct.tolist())) < 2:
+    if one_class(correct) is not None:
         return calibrator, old_query
     aggregates = np.array([query_aggregates(calibrator.confidence(r)) for r in raws])
     return calibrator, QueryCalibrator.fit(aggregates, correct)
@@ -262,7 +262,7 @@ def _cross_fitted(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndar
     out = np.empty(len(raws))
     for f in np.unique(order):
         train, test = np.flatnonzero(order != f), np.flatnonzero(order == f)
-        if len(train) == 0 or len({int(v) for k in train for v in ys[k]}) < 2:
+        if len(train) == 0 or one_class(np.concatenate([ys[k] for k in train])) is not None:
             out[test] = correct[train].mean() if len(train) else 0.5
             continue
         calibrator, query_calibrator = _fit_pair([raws[k] for k in train], [ys[k] for k in train], correct[train],

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from model import metrics as M
-from model.calibrators import BoostedCombiner, MultivariatePlattScaler, TunedMPS
+from model.calibrators import BoostedCombiner, MultivariatePlattScaler, TunedMPS, one_class
 from model.wholequery.base_scores import BaseScores
 from model.wholequery.methods import Method, score_matrix
 from model.wholequery.protocols import fit_test_splits
@@ -84,7 +84,7 @@ def pooled_out_of_fold(table: BaseScores, method: Method, protocol: str = "rest"
         own_index = np.flatnonzero(table.system == system)
         conf, count = np.zeros(len(own_index)), np.zeros(len(own_index))
         for fit_mask, test_mask in fit_test_splits(table.system, table.db_id, system, protocol, n_folds, seed):
-            if not test_mask.any() or len(np.unique(table.label[fit_mask])) < 2:
+            if not test_mask.any() or not fit_mask.any() or one_class(table.label[fit_mask]) is not None:
                 continue
             positions = np.searchsorted(own_index, np.flatnonzero(test_mask))
             conf[positions] += _confidence(method, table.subset(fit_mask), table.subset(test_mask))
