@@ -125,20 +125,22 @@ _SPECIAL_SYNTAX = frozenset({"EXTRACT", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY
 # ... and those only some dialects have: `overlay(s PLACING x FROM 2 FOR 3)`
 _SPECIAL_SYNTAX_OF = {"OVERLAY": frozenset({"postgres", "databricks"})}
 # Function names that are one function in every dialect rat reads: the canonical name.
-_SAME_FUNCTIONS = {"substring": "substr"}
+_SAME_FUNCTIONS = {"substring": "substr", "ceiling": "ceil", "pow": "power"}
 # SQLite's functions under other dialects' names (where the dialect has the function): SQLite's
 # name and the order of its arguments; strftime(format, date), with SQLite's format codes, below.
 # (None: every argument, in order: greatest(a, b, c) is SQLite's max(a, b, c))
 _EXTREMES = {"greatest": ("max", None), "least": ("min", None)}
 _STANDARD_CALLS = {"char_length": ("length", (0,)), "character_length": ("length", (0,)), **_EXTREMES}
+_CASE_CALLS = {"lcase": ("lower", (0,)), "ucase": ("upper", (0,))}
 _SQLITE_CALLS = {
     "postgres": {"strpos": ("instr", (0, 1)), **_STANDARD_CALLS},
-    "duckdb": {"strpos": ("instr", (0, 1)), **_STANDARD_CALLS},
+    "duckdb": {"strpos": ("instr", (0, 1)), **_STANDARD_CALLS, **_CASE_CALLS},
     "bigquery": {"strpos": ("instr", (0, 1)), **_STANDARD_CALLS},
-    "mysql": {"locate": ("instr", (1, 0)), **_STANDARD_CALLS},  # (MySQL's length counts bytes)
+    "mysql": {"locate": ("instr", (1, 0)), "mid": ("substr", None), **_STANDARD_CALLS,
+              **_CASE_CALLS},  # (MySQL's length counts bytes)
     "snowflake": {"charindex": ("instr", (1, 0)), **_EXTREMES},
     "tsql": {"charindex": ("instr", (1, 0)), "len": ("length", (0,)), **_EXTREMES},
-    "databricks": {"locate": ("instr", (1, 0)), **_STANDARD_CALLS},  # (its instr is SQLite's)
+    "databricks": {"locate": ("instr", (1, 0)), **_STANDARD_CALLS, **_CASE_CALLS},  # (its instr is SQLite's)
     "trino": {"strpos": ("instr", (0, 1)), **_EXTREMES},
     "redshift": {"strpos": ("instr", (0, 1)), "charindex": ("instr", (1, 0)), "len": ("length", (0,)),
                  **_STANDARD_CALLS},
@@ -156,6 +158,11 @@ _CONSTRUCTS = {"SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
                "Var": "a bare word", "Lambda": "a lambda (x -> ..)",
                "Dot": "a field of a struct value",  # PostgreSQL's `(c).f` (Dialect.struct_fields)
                "Bracket": "an array subscript of several indexes", "Slice": "an array slice"}
+# Dialects where `s['f']` and `struct_extract(s, 'f')` read a struct's field `s.f`
+_KEYED_FIELDS = frozenset({"duckdb"})
+# Dialects with string_agg(x, sep), SQLite's group_concat(x, sep) (MySQL's group_concat(x, y)
+# joins x and y, then the rows with commas)
+_STRING_AGG = frozenset({"sqlite", "postgres", "duckdb", "tsql", "bigquery"})
 # Dialects where `->` is a lambda's arrow, and no JSON operator
 _LAMBDA_ARROWS = frozenset({"databricks", "trino"})
 # Functions read in FROM, and the columns of their rows where the query does not name them:
@@ -307,6 +314,43 @@ def _distinct_then_separator(call: exp.Anonymous, name: str) -> None:
             if ordered is not None:
                 ordered.set("this", separator)
             call.set("expressions", [exp.Distinct(expressions=[value]), ordered or separator])
+
+
+def _as_group_concat(call: exp.Expression) -> exp.GroupConcat | None:
+    """`string_agg(x, sep)` (ordered by an `ORDER BY k` inside or by SQL Server's `WITHIN GROUP
+    (ORDER BY k)`) as the node SQLite's `group_concat(x, sep ORDER BY k)` is read as: the same
+    aggregate in every dialect that has string_agg. None for any other call, and for
+    `string_agg(x)`, with no separator (SQLite's, PostgreSQL's and SQL Server's need one)."""
+    ordering = None
+    if type(call) is exp.WithinGroup:
+        call, ordering = call.this, call.expression
+        if type(ordering) is not exp.Order or ordering.this is not None:
+            return None
+    if type(call) is not exp.Anonymous or call.name.lower() != "string_agg" or len(call.expressions) != 2:
+        return None
+    value, separator = call.expressions
+    if type(separator) is exp.Order and ordering is None:
+        separator, ordering = separator.this, separator
+    if isinstance(separator, exp.Order | exp.Limit):  # (BigQuery's `x ORDER BY k LIMIT n`)
+        return None
+    if ordering is not None:
+        value = exp.Order(this=value, expressions=ordering.expressions)
+    return exp.GroupConcat(this=value, separator=separator)
+
+
+def _as_field(node: exp.Expression) -> exp.Dot | None:
+    """DuckDB's `s['f']` and `struct_extract(s, 'f')` as the struct's field `s.f` (the `exp.Dot`
+    rat.tree reads as `Field`), for a key spelt as a lowercase name: a MAP's `m['City']`, whose
+    key's case counts where a field's does not, stays a subscript. None for anything else."""
+    if type(node) is exp.Bracket and len(node.expressions) == 1 and not node.args.get("safe"):
+        struct, key = node.this, node.expressions[0]
+    elif type(node) is exp.Anonymous and node.name.lower() == "struct_extract" and len(node.expressions) == 2:
+        struct, key = node.expressions
+    else:
+        return None
+    if type(key) is not exp.Literal or not key.is_string or not _SIMPLE_NAME.match(key.this):
+        return None
+    return exp.Dot(this=struct, expression=exp.Identifier(this=key.this, quoted=_quoted(key.this)))
 
 
 def _with_rollup(group: exp.Group) -> None:
@@ -1497,6 +1541,11 @@ class _Resolver:
             if isinstance(current, _QUERY):
                 self.query(current, chain, ctes, keep_aliases=False)
                 continue
+            if self.dialect.name in _KEYED_FIELDS and (kind is exp.Bracket or kind is exp.Anonymous):
+                field = _as_field(current)
+                if field is not None:
+                    current.replace(field)
+                    current, kind = field, exp.Dot
             if kind is exp.Anonymous:
                 name = current.name.lower()
                 current.set("this", _SAME_FUNCTIONS.get(name, name))
@@ -1530,11 +1579,21 @@ class _Resolver:
                 _plain_star(current, self.sql, self.dialect)
             elif kind is exp.Concat or kind is exp.DPipe:
                 _text_casts_dropped(current, self.dialect)
+            elif kind is exp.Introducer and current.name.lower() != "_binary" \
+                    and type(current.expression) is exp.Literal and current.expression.is_string:
+                current.replace(current.expression)  # MySQL's _utf8mb4'x': the string 'x' (_binary'x': bytes)
+                continue
             elif kind is exp.SafeFunc:  # BigQuery's SAFE.f(x) is f(x) (NULL for an error), as SAFE_CAST is CAST
                 call = current.this
                 current.replace(call)
                 stack.append(call)
                 continue
+            if self.dialect.name in _STRING_AGG and (kind is exp.WithinGroup or kind is exp.Anonymous
+                                                     and type(current.parent) is not exp.WithinGroup):
+                concat = _as_group_concat(current)  # (a WITHIN GROUP's string_agg: with its ordering)
+                if concat is not None:
+                    current.replace(concat)
+                    current = concat
             stack.extend(current.iter_expressions())
 
     def column(self, column: exp.Column, scope: _Scope, chain, aliases, clause) -> None:

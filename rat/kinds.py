@@ -20,7 +20,7 @@ KINDS = ("relation", "table", "column", "value", "operator")
 # Labels of relational operators: their results are relations, not values.
 RELATIONAL = frozenset(
     {"Project", "Selection", "Product", "Left_join", "Right_join", "Full_join", "Semi_join",
-     "Anti_join", "Asof_join", "Asof_left_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc",
+     "Anti_join", "Asof_join", "Asof_left_join", "Positional_join", "Groupby", "Having", "Orderby_asc", "Orderby_desc",
      "Orderby_asc_nulls_first", "Orderby_asc_nulls_last", "Orderby_desc_nulls_first", "Orderby_desc_nulls_last",
      "Limit", "Limit_percent", "Limit_with_ties", "Limit_percent_with_ties", "Distinct", "Union",
      "Union_all", "Intersect", "Intersect_all", "Except", "Except_all", "Qualify", "Distinct_on",
@@ -47,7 +47,7 @@ DATE_PART_LAST = frozenset({"date_diff", "datetime_diff", "timestamp_diff", "tim
                             "datetime_trunc", "timestamp_trunc", "time_trunc", "last_day"})
 # Relational operators every child of which is a relation (join conditions are operators).
 _ALL_RELATIONS = frozenset({"Product", "Union", "Union_all", "Intersect", "Intersect_all", "Except",
-                            "Except_all", "In_schema"})
+                            "Except_all", "In_schema", "Positional_join"})
 _JOINS = frozenset({"Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join", "Asof_join",
                     "Asof_left_join"})
 

@@ -116,6 +116,21 @@ def test_dialect_names_ignore_case():
     *((dialect, "SELECT age ^ 2 FROM singer", "SELECT power(age, 2) FROM singer")
       for dialect in ("postgres", "duckdb", "redshift")),
     *((dialect, "SELECT sqrt(age) + 1 FROM singer", "SELECT sqrt(age) + 1 FROM singer") for dialect in ("postgres", "redshift")),
+    # a function's other name: MySQL's LCASE, UCASE (DuckDB's, Databricks' too), MID; CEILING and POW everywhere
+    ("mysql", "SELECT LCASE(name), UCASE(country), MID(name, 2, 3), MID(name, 2), CEILING(age), POW(age, 2) FROM singer",
+     "SELECT lower(name), upper(country), substr(name, 2, 3), substr(name, 2), ceil(age), power(age, 2) FROM singer"),
+    *((dialect, "SELECT lcase(name), ucase(country) FROM singer", "SELECT lower(name), upper(country) FROM singer")
+      for dialect in ("duckdb", "databricks")),
+    ("sqlite", "SELECT ceiling(age), pow(age, 2) FROM singer", "SELECT ceil(age), power(age, 2) FROM singer"),
+    # MySQL's character set introducer: the string
+    ("mysql", "SELECT name FROM singer WHERE country = _utf8mb4'France' OR name = _latin1'x' COLLATE latin1_bin",
+     "SELECT name FROM singer WHERE country = 'France' OR name = 'x' COLLATE latin1_bin"),
+    # string_agg(x, sep) is SQLite's group_concat(x, sep), its ordering however written
+    *((dialect, "SELECT string_agg(name, ', ' ORDER BY age DESC), string_agg(country, ';') FROM singer",
+       "SELECT group_concat(name, ', ' ORDER BY age DESC), group_concat(country, ';') FROM singer")
+      for dialect in ("postgres", "duckdb", "bigquery", "sqlite")),
+    ("tsql", "SELECT STRING_AGG(name, ', ') WITHIN GROUP (ORDER BY age DESC), STRING_AGG(country, ';') FROM singer",
+     "SELECT group_concat(name, ', ' ORDER BY age DESC), group_concat(country, ';') FROM singer"),
 ])
 def test_native_spellings_give_the_sqlite_tree(dialect, native, sqlite):
     assert rat.to_tree(native, SCHEMA, dialect) == rat.to_tree(sqlite, SCHEMA)
@@ -749,11 +764,13 @@ def test_rollups_semi_joins_national_strings_and_distinct_string_aggregates():
     # SQL Server's N'..' is the string
     assert tree("SELECT id FROM orders WHERE status = N'paid'", "tsql") == \
         tree("SELECT id FROM orders WHERE status = 'paid'", "tsql")
-    # string_agg(DISTINCT x, sep): DISTINCT x, then the separator (was one DISTINCT of both, unmapped)
+    # string_agg(DISTINCT x, sep): DISTINCT x, [its ordering,] then the separator (was one DISTINCT of
+    # both, unmapped)
     for sql in ("SELECT string_agg(DISTINCT status, ', ') FROM orders",
                 "SELECT string_agg(DISTINCT status, ', ' ORDER BY status) FROM orders"):
         distinct = tree(sql, "postgres")
-        assert "(((orders.status)Distinct)(', ')" in rat.serialize(distinct)
+        assert rat.serialize(distinct).startswith("((((orders.status)Distinct)")
+        assert "(', ')Group_concat)" in rat.serialize(distinct)
         assert rat.sql_spans(sql, distinct, schema, dialect="postgres").unmapped == 0
 
 
@@ -879,6 +896,64 @@ def test_duckdbs_using_sample_positional_join_and_named_arguments():
         assert spans.unmapped == 0 and None not in spans.spans, sql
     with pytest.raises(rat.RATError, match="'SAMPLE'"):
         tree("SELECT name FROM singer USING SAMPLE 10%", "postgres")
+
+
+def test_a_positional_joins_sides_are_relations():
+    """DuckDB's `a POSITIONAL JOIN b` reads two relations (tables or joins), never two columns."""
+    for sql, sides in [("SELECT * FROM singer POSITIONAL JOIN concert", ["table", "table"]),
+                       ("SELECT singer.name FROM singer, concert POSITIONAL JOIN singer AS s2", ["relation", "table"])]:
+        paired = next(n for n in rat.to_tree(sql, SCHEMA, dialect="duckdb").postorder()
+                      if n.label == "Positional_join")
+        assert rat.node_kind(paired) == "relation"
+        assert [rat.node_kind(side, paired) for side in paired.children] == sides
+
+
+def test_duckdbs_subscript_by_a_name_and_string_agg_are_a_field_and_group_concat():
+    """DuckDB's `s['f']` and `struct_extract(s, 'f')` are the field `s.f` (a MAP's `m.k` is
+    `m['k']` there too), a key that is no lowercase name stays a subscript (a MAP's keys keep
+    their case); `string_agg(x, sep)` is `group_concat(x, sep)`, which DuckDB runs alike."""
+    schema = rat.Schema({"people": ["id", "name", "address", "m"]})
+
+    def tree(sql, dialect="duckdb"):
+        return rat.to_tree(sql, schema, dialect=dialect)
+
+    dotted = tree("SELECT address.city FROM people WHERE address.zip = '1'")
+    for sql in ("SELECT address['city'] FROM people WHERE address['zip'] = '1'",
+                "SELECT struct_extract(address, 'city') FROM people p WHERE p.address['zip'] = '1'"):
+        assert tree(sql) == dotted
+        assert rat.sql_spans(sql, tree(sql), schema, "duckdb").unmapped == 0
+    assert rat.serialize(tree("SELECT address['city']['zip'] FROM people")) == \
+        "((((people.address)(city)Field)(zip)Field)(people)Project)"
+    assert rat.serialize(tree("SELECT m['City'] FROM people")) == "(((people.m)('City')Subscript)(people)Project)"
+    assert tree("SELECT m['City'] FROM people") != tree("SELECT m['city'] FROM people")
+    # elsewhere a subscript by a string is no field (PostgreSQL's jsonb, Trino's map)
+    for dialect in ("postgres", "trino"):
+        assert "Subscript" in rat.serialize(tree("SELECT address['city'] FROM people", dialect))
+    concat = tree("SELECT string_agg(DISTINCT name, ', ' ORDER BY name) FROM people")
+    assert concat == tree("SELECT group_concat(DISTINCT name, ', ' ORDER BY name) FROM people")
+    assert "Group_concat" in rat.serialize(concat)
+    # string_agg(x), with no separator (SQLite's needs one); Databricks' and MySQL's are not rat's to map
+    for sql, dialect in [("SELECT string_agg(name) FROM people", "duckdb"),
+                         ("SELECT string_agg(name, ',') FROM people", "databricks"),
+                         ("SELECT string_agg(name, ',') FROM people", "mysql")]:
+        assert "String_agg" in rat.serialize(tree(sql, dialect))
+    # a binary string is no text: refused, as before
+    with pytest.raises(rat.RATError, match="Introducer"):
+        rat.to_tree("SELECT name FROM singer WHERE name = _binary'x'", SCHEMA, dialect="mysql")
+
+
+def test_duckdb_runs_the_spellings_rat_reads_as_one_alike():
+    """DuckDB itself gives one value for `s['f']`, `struct_extract(s, 'f')` and `s.f`, for a
+    MAP's `m['k']` and `m.k` (and another for `m['K']`), for `string_agg` and `group_concat`."""
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE p AS SELECT {'city': 'X'} AS s, MAP {'K': 1, 'k': 2} AS m, x "
+                "FROM (VALUES ('a'), ('b')) v(x)")
+    (row,) = con.execute("SELECT DISTINCT s['city'], struct_extract(s, 'city'), s.city, m['k'], m.k, m['K'] "
+                         "FROM p").fetchall()
+    assert row == ("X", "X", "X", 2, 2, 1)
+    assert con.execute("SELECT string_agg(x, ';' ORDER BY x DESC), group_concat(x, ';' ORDER BY x DESC), "
+                       "lcase('A'), ucase('a') FROM p").fetchall() == [("b;a", "b;a", "a", "A")]
 
 
 def test_a_lateral_view_of_explode_is_the_join_with_unnest():
