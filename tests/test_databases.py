@@ -1564,3 +1564,285 @@ def test_a_callers_closed_postgres_connection_is_one_line_never_a_failed_query(p
     conn.close()
     with pytest.raises(DatabaseError, match="the connection is closed"):
         db.execute("SELECT 1")
+
+
+# ------------------------------------------------------------------ DuckDB files and connections
+
+
+def test_a_damaged_duckdb_file_is_one_line_naming_it_never_a_failed_query(tmp_path, capsys):
+    """A DuckDB file with a damaged block (its checksum no longer matches) opens, and a query that
+    reads the block is the database's error: one line naming the file (rat-score: exit 2), not a
+    query that fails to run."""
+    import duckdb
+
+    from model.scoring.cli import main
+
+    path = tmp_path / "damaged.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE t AS SELECT range AS id, 'name ' || range AS name FROM range(200000)")
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2  # a block of the table's rows (the catalogue is written after them)
+    data[middle:middle + 64] = bytes(b ^ 0xFF for b in data[middle:middle + 64])
+    path.write_bytes(data)
+    with open_database(path) as db:
+        assert db.schema().tables == {"t": ("id", "name")}
+        with pytest.raises(DatabaseError, match=rf"^{re.escape(str(path))}: cannot be read \(Corrupt database file: "):
+            db.execute("SELECT sum(id), max(name) FROM t")
+    assert main(["--database", str(path), "--sql", "SELECT sum(id), max(name) FROM t"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be read (Corrupt database file" in err and err.count("\n") == 1, err
+
+
+def test_a_callers_closed_duckdb_connection_is_one_line_never_a_failed_query(tmp_path):
+    """A closed DuckDB connection passed in, or closed after: the error PostgreSQL's gives (it
+    was duckdb's ConnectionException when opened, and a failed query after)."""
+    import duckdb
+
+    path = tmp_path / "closed.duckdb"
+    conn = duckdb.connect(str(path))
+    conn.execute("CREATE TABLE t (a INTEGER)")
+    conn.close()
+    with pytest.raises(DatabaseError, match="^<_?duckdb DuckDBPyConnection>: the connection is closed$"):
+        open_database(conn)
+    conn = duckdb.connect(str(path))
+    db = open_database(conn)
+    conn.close()
+    with pytest.raises(DatabaseError, match="the connection is closed$"):
+        db.execute("SELECT 1")
+
+
+def test_a_duckdb_files_write_ahead_log_is_part_of_its_cache_identity(tmp_path):
+    """Rows written to a DuckDB file's `.wal` and not checkpointed (its writer ended without
+    closing) are read by DuckDB: the identity the feature cache keys on changes with them (it was
+    the file's size and time alone, and cached look-ups of the old rows were used)."""
+    import duckdb
+
+    path = tmp_path / "logged.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE t AS SELECT range AS id FROM range(10)")
+    with open_database(path) as db:
+        before = db.cache_identity, db.execute("SELECT count(*) FROM t")
+    writer = (f"import duckdb, os; conn = duckdb.connect({str(path)!r}); "
+              "conn.execute('INSERT INTO t SELECT range FROM range(5)'); os._exit(0)")
+    subprocess.run([sys.executable, "-c", writer], check=True)
+    assert Path(f"{path}.wal").stat().st_size > 0
+    with open_database(path) as db:
+        after = db.cache_identity, db.execute("SELECT count(*) FROM t")
+    assert before[1] == ([(10,)], None) and after[1] == ([(15,)], None)
+    assert after[0] != before[0]
+
+
+def test_a_sqlite_file_named_duckdb_is_read_as_what_its_header_says(tmp_path, demo):
+    """A SQLite file named `.duckdb` is SQLite's by its header (as a DuckDB file named `.db` is
+    DuckDB's), not a DuckDB error about extensions; a duckdb:// URL of it says what it is."""
+    from model.data.databases import database_dialect
+
+    path = tmp_path / "shop.duckdb"
+    shutil.copy(demo[2], path)
+    assert database_dialect(path) == "sqlite"
+    with open_database(path) as db:
+        assert db.dialect == "sqlite" and db.execute("SELECT count(*) FROM venues") == ([(10,)], None)
+    with pytest.raises(DatabaseError, match=rf"^duckdb:///{re.escape(str(path))}: a SQLite database file, not DuckDB's "
+                                            rf"\(open sqlite:///{re.escape(str(path))}, or its path\)$"):
+        open_database(f"duckdb:///{path}")
+
+
+def test_a_duckdb_file_open_in_the_process_says_to_pass_its_connection(duck_demo, tmp_path):
+    import duckdb
+
+    path = tmp_path / "open.duckdb"
+    shutil.copy(duck_demo, path)
+    with duckdb.connect(str(path)) as conn:
+        with pytest.raises(DatabaseError, match="different configuration.*; it is open in this process already: "
+                                                "pass that connection instead of its path$"):
+            open_database(path)
+        with open_database(conn) as db:
+            assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None)
+
+
+def test_a_duckdb_export_read_without_its_dialect_suggests_duckdb(tmp_path):
+    """EXPORT DATABASE's schema.sql read as SQLite (no --dialect) stops at a list column and
+    suggests --dialect duckdb where its types are DuckDB's (it suggested postgres, which reads
+    most of DuckDB's DDL); PostgreSQL's own DDL still suggests postgres."""
+    duckdb = pytest.importorskip("duckdb")
+    with duckdb.connect(str(tmp_path / "shop.duckdb")) as conn:
+        conn.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, name VARCHAR, score DOUBLE, tags VARCHAR[])")
+        conn.execute(f"EXPORT DATABASE '{tmp_path / 'export'}'")
+    schema_sql = (tmp_path / "export" / "schema.sql").read_text()
+    with pytest.raises(UsageError, match=r"cannot read table people as sqlite DDL .*; it reads as duckdb DDL: --dialect duckdb$"):
+        schema_from_ddl(schema_sql)
+    assert schema_from_ddl(schema_sql, "duckdb").tables == {"people": ("id", "name", "score", "tags")}
+    with pytest.raises(UsageError, match=r"--dialect postgres$"):
+        schema_from_ddl("CREATE TABLE public.people (id integer NOT NULL, score double precision, tags text[]);")
+
+
+# ---------------------------------------------------------------- MySQL: a server that stops answering
+
+
+class StallingProxy:
+    """A TCP proxy on a free localhost port to ``upstream`` ((host, port); None: nothing behind
+    it) that, once ``stall()`` is called (from the start without an upstream), reads and never
+    answers, as a hung server does; every connection is dropped after ``release_s`` (a client
+    that waits without a limit then fails, after that long)."""
+
+    def __init__(self, upstream: tuple[str, int] | None = None, release_s: float = 30.0):
+        import socket
+        import threading
+
+        self.upstream, self.stalled = upstream, threading.Event()
+        if upstream is None:
+            self.stalled.set()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+        self.release = threading.Timer(release_s, self.close)
+        self.release.daemon = True
+        self.release.start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            self.sockets.append(client)
+            if self.stalled.is_set():
+                continue
+            server = socket.create_connection(self.upstream)
+            self.sockets.append(server)
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source, sink) -> None:
+        try:
+            while data := source.recv(65536):
+                if not self.stalled.is_set():
+                    sink.sendall(data)
+        except OSError:
+            pass
+
+    def stall(self) -> None:
+        self.stalled.set()
+
+    def close(self) -> None:
+        import socket
+
+        self.release.cancel()
+        for sock in self.sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+
+def test_a_mysql_server_that_stops_answering_ends_each_request_in_bounded_time(mysql_server, mysql_demo, monkeypatch):
+    """A MySQL server that accepts and never answers, or stops answering during a query: opening
+    it is one line after CONNECT_TIMEOUT_S, a statement waiting on it a timeout past its limit and
+    CONNECT_TIMEOUT_S, and the next one, which finds the server hung, the database's error (pymysql
+    waited without a limit: each blocked until the connection was dropped, 20 s here)."""
+    from model.data import databases
+
+    monkeypatch.setattr(databases, "CONNECT_TIMEOUT_S", 1)
+    hung = StallingProxy(release_s=20)
+    proxy = StallingProxy((mysql_server.host, mysql_server.port), release_s=20)
+    try:
+        start = time.monotonic()
+        with pytest.raises(DatabaseError, match=r"cannot connect \(the server did not answer within 1 s\)$"):
+            open_database(f"mysql+pymysql://rat_scorer:scorer-pw@127.0.0.1:{hung.port}/{DB_ID}")
+        assert time.monotonic() - start < 5
+        with open_database(f"mysql+pymysql://rat_scorer:scorer-pw@127.0.0.1:{proxy.port}/{DB_ID}") as db:
+            assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None)
+            proxy.stall()
+            start = time.monotonic()
+            assert db.execute("SELECT count(*) FROM venues", timeout_s=1.0) == (None, "timeout after 1 s")
+            assert time.monotonic() - start < 5
+            start = time.monotonic()
+            with pytest.raises(DatabaseError, match=r"cannot connect \(the server did not answer within 1 s\)$"):
+                db.execute("SELECT count(*) FROM venues")
+            assert time.monotonic() - start < 5
+    finally:
+        hung.close()
+        proxy.close()
+
+
+# ------------------------------------------------------------------------- mysqldump's other output
+
+
+def mariadb_dump(mysql_server, *args: str) -> str:
+    dump_bin = shutil.which("mariadb-dump") or shutil.which("mysqldump")
+    if dump_bin is None:
+        pytest.skip("no mariadb-dump / mysqldump")
+    return subprocess.run([dump_bin, "-h", mysql_server.host, "-P", str(mysql_server.port), "-u", "rat_admin",
+                           "-padmin-pw", "--protocol=TCP", *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def two_databases(mysql_server):
+    """Two MariaDB databases, `dump_a` (a sequence, a trigger, a function, a procedure whose body
+    creates a table, an event) and `dump_b` (a table of the same name as dump_a's, another)."""
+    import pymysql
+
+    urls = {name: mysql_server.create_database(name) for name in ("dump_a", "dump_b")}
+    conn = pymysql.connect(host=mysql_server.host, port=mysql_server.port, user="rat_admin", password="admin-pw",
+                           autocommit=True)
+    with conn, conn.cursor() as cursor:
+        cursor.execute("USE dump_a")
+        for statement in (
+                "CREATE TABLE people (id INT PRIMARY KEY, name VARCHAR(20))",
+                "CREATE TABLE pets (id INT PRIMARY KEY, owner_id INT, FOREIGN KEY (owner_id) REFERENCES people (id))",
+                "CREATE SEQUENCE ids START WITH 5",
+                "CREATE TRIGGER upper_name BEFORE INSERT ON people FOR EACH ROW BEGIN SET NEW.name = UPPER(NEW.name); END",
+                "CREATE FUNCTION plus_one(x INT) RETURNS INT DETERMINISTIC BEGIN DECLARE y INT; SET y = x + 1; RETURN y; END",
+                ("CREATE PROCEDURE fill(IN n INT) BEGIN DECLARE i INT DEFAULT 0; "
+                 "CREATE TEMPORARY TABLE scratch (k INT, label VARCHAR(10)); WHILE i < n DO "
+                 "IF i % 2 = 0 THEN INSERT INTO scratch VALUES (i, 'even; odd'); END IF; SET i = i + 1; END WHILE; END"),
+                "CREATE EVENT tidy ON SCHEDULE EVERY 1 DAY DO DELETE FROM people WHERE id < 0"):
+            cursor.execute(statement)
+        cursor.execute("USE dump_b")
+        cursor.execute("CREATE TABLE orders (id INT PRIMARY KEY, total DOUBLE)")
+        cursor.execute("CREATE TABLE people (pid INT PRIMARY KEY, orders_id INT REFERENCES orders (id))")
+    return urls
+
+
+def test_a_mysqldump_with_sequences_routines_triggers_and_events_is_the_schema(mysql_server, two_databases):
+    """mysqldump's `DO SETVAL(..)` after a MariaDB sequence (it stopped the read) and its stored
+    programs between `DELIMITER ;;` and `DELIMITER ;` (their bodies hold `;`: --routines stopped
+    the read; a body's CREATE TABLE is no table) are skipped."""
+    dump = mariadb_dump(mysql_server, "--no-data", "--routines", "--events", "dump_a")
+    assert "DO SETVAL(" in dump and "DELIMITER ;;" in dump and "PROCEDURE `fill`" in dump
+    with open_database(two_databases["dump_a"]) as db:
+        assert keys_of(schema_from_ddl(dump, "mysql", "dump_a")) == keys_of(db.schema())
+
+
+def test_a_mysqldump_of_several_databases_is_read_for_the_one_named(mysql_server, two_databases):
+    """`mysqldump --databases a b` (each database's tables after its `USE`) is read as the database
+    its db_id names (its tables were merged into one schema, the second `people` dropped); naming
+    neither is one line naming them."""
+    dump = mariadb_dump(mysql_server, "--routines", "--databases", "dump_a", "dump_b")
+    assert "USE `dump_b`;" in dump
+    for name, url in two_databases.items():
+        with open_database(url) as db:
+            assert keys_of(schema_from_ddl(dump, "mysql", name)) == keys_of(db.schema(name))
+    with pytest.raises(UsageError, match=r"^--schema all.sql: the schemas of 2 databases \(dump_a, dump_b\): "
+                                         r"name the one to read as its db_id \(--db-id dump_a\)$"):
+        schema_from_ddl(dump, "mysql", "all", "--schema all.sql")
+
+
+def test_two_postgres_tables_whose_names_differ_only_in_case_are_refused_not_merged(postgres_server):
+    """PostgreSQL's "MixedCase" and mixedcase in one schema: one line naming both, as MySQL's (with
+    lower_case_table_names=0) and DDL's are, not one table with the columns of both."""
+    import psycopg
+
+    url = postgres_server.create_database("mixed_case")
+    with psycopg.connect(postgres_server.url("mixed_case", admin=True), autocommit=True) as conn:
+        conn.execute('CREATE TABLE IF NOT EXISTS "MixedCase" (a int)')
+        conn.execute("CREATE TABLE IF NOT EXISTS mixedcase (b int)")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO rat_scorer")
+    with open_database(url) as db, pytest.raises(
+            DatabaseError, match=r": tables 'MixedCase' and 'mixedcase' of schema public are one name in lower case to rat$"):
+        db.schema()

@@ -92,6 +92,8 @@ SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql", "
            "duckdb": "duckdb", "sqlite": "sqlite"}
 EXTRAS = {"postgres": ("psycopg", "postgres"), "mysql": ("pymysql", "mysql"),
           "duckdb": ("duckdb", "duckdb")}
+# Seconds to connect; a MySQL server's answer is waited for this long (past a statement's own
+# time limit, by which the server ends it): a server that accepts and never answers is let go
 CONNECT_TIMEOUT_S = 10
 DUCKDB_MEMORY_MIB = 1024  # the working memory of a DuckDB database rat opens (its memory_limit)
 # The rows a result's first fetch asks for, their size unknown (then `_fetch` sizes each next one)
@@ -279,17 +281,25 @@ def sqlalchemy_url(target: object) -> str | None:
     return url.set(drivername=url.get_backend_name()).render_as_string(hide_password=False)
 
 
-def is_duckdb_file(path: str | Path) -> bool:
-    """Whether ``path`` names a DuckDB file: its name ends ``.duckdb`` / ``.ddb``, or its header
-    says so (a DuckDB file named ``shop.db``); any other path is read as a SQLite file."""
-    path = Path(path)
-    if path.suffix.lower() in (".duckdb", ".ddb"):
-        return True
+def _file_kind(path: Path) -> str | None:
+    """Whose database file ``path`` is by its header: ``"duckdb"`` (``DUCK`` at byte 8),
+    ``"sqlite"`` (``SQLite format 3``), or None (neither, missing, a folder, unreadable)."""
     try:
         with path.open("rb") as file:
-            return file.read(12)[8:] == b"DUCK"
-    except (OSError, ValueError):  # missing, a folder, unreadable, no path: not DuckDB's (opening it says why)
-        return False
+            header = file.read(16)
+    except (OSError, ValueError):
+        return None
+    return "duckdb" if header[8:12] == b"DUCK" else "sqlite" if header == b"SQLite format 3\x00" else None
+
+
+def is_duckdb_file(path: str | Path) -> bool:
+    """Whether ``path`` names a DuckDB file: its header says so (a DuckDB file named ``shop.db``),
+    or, a header of neither DuckDB's nor SQLite's (no file yet: opening it says so), its name
+    ends ``.duckdb`` / ``.ddb``; any other path (a SQLite file named ``shop.duckdb`` too) is read
+    as a SQLite file."""
+    path = Path(path)
+    kind = _file_kind(path)
+    return kind == "duckdb" if kind else path.suffix.lower() in (".duckdb", ".ddb")
 
 
 def is_sqlite_path(target: object) -> bool:
@@ -769,7 +779,13 @@ class Database:
 
     def _columns(self) -> Rows:  # (table, column, declared type), in table then column order
         if self._picked is None:
-            self._picked = _pick_tables(self._all_columns(), self._search_path())
+            rows = self._all_columns()
+            spelled: dict[tuple[str, str], str] = {}  # (schema, lowercase table) -> the table
+            for schema, table, _, _ in rows:  # PostgreSQL's "Orders" and orders (their columns were read as one table's)
+                if spelled.setdefault((schema, table.lower()), table) != table:
+                    raise DatabaseError(f"{self.name}: tables {spelled[schema, table.lower()]!r} and {table!r} "
+                                        f"of schema {schema} are one name in lower case to rat")
+            self._picked = _pick_tables(rows, self._search_path())
         return self._picked.columns
 
     def _all_columns(self) -> Rows:  # (schema, table, column, declared type), where schemas exist
@@ -1091,6 +1107,15 @@ def _libpq_reason(error: BaseException) -> str:
 _MYSQL_LOST = (2003, 2006, 2013, 2055)  # can't connect, server gone away, lost during a query
 
 
+def _mysql_reason(error: BaseException, waited_s: float) -> str:
+    """pymysql's error in one line, its message without its code; a socket's timeout (pymysql's
+    "Lost connection .. (timed out)") told as the ``waited_s`` seconds the server did not answer in."""
+    message = error.args[1] if len(error.args) > 1 else str(error)
+    if str(message).endswith("(timed out)"):
+        return f"the server did not answer within {waited_s:g} s"
+    return _one_line(Exception(message))
+
+
 class MySQLDatabase(Database):
     dialect = "mysql"
 
@@ -1112,11 +1137,15 @@ class MySQLDatabase(Database):
             try:
                 self.conn = self._connect()
             except pymysql.err.Error as error:
-                message = error.args[1] if len(error.args) > 1 else str(error)
-                raise ConnectionLost(f"cannot connect ({_one_line(Exception(message))})", connecting=True) from None
+                raise ConnectionLost(f"cannot connect ({_mysql_reason(error, CONNECT_TIMEOUT_S)})",
+                                     connecting=True) from None
         conn = self.conn
         if not conn.open:
             raise ConnectionLost("connection closed")
+        # each read and write on the socket ends past the statement's limit and CONNECT_TIMEOUT_S:
+        # a server that stopped answering (pymysql's only setting of it; a caller's gets its own back)
+        waits = conn._read_timeout, conn._write_timeout
+        conn._read_timeout = conn._write_timeout = timeout_s + CONNECT_TIMEOUT_S
         cursor = conn.cursor(pymysql.cursors.SSCursor)  # unbuffered: rows read as fetched
         finished = False  # True: no rows left unread
         try:
@@ -1142,12 +1171,17 @@ class MySQLDatabase(Database):
             code = error.args[0] if error.args else None
             if code in (1969, 3024):  # max_statement_time / max_execution_time exceeded
                 return None, f"timeout after {timeout_s:g} s"
-            message = error.args[1] if len(error.args) > 1 else str(error)
+            reason = _mysql_reason(error, conn._read_timeout)
+            if code == 2013 and reason.startswith("the server did not answer"):
+                # past the statement's limit: a timeout (pymysql closed the connection; the next
+                # statement connects again, or finds the server hung: a DatabaseError)
+                return None, f"timeout after {timeout_s:g} s"
             if code in _MYSQL_LOST:
-                raise ConnectionLost(f"connection lost ({_one_line(Exception(message))})") from None
-            return None, f"{type(error).__name__}: {_one_line(Exception(message))}"
+                raise ConnectionLost(f"connection lost ({reason})") from None
+            return None, f"{type(error).__name__}: {reason}"
         finally:
             self._end(cursor, finished)
+            conn._read_timeout, conn._write_timeout = waits
 
     def _end(self, cursor, finished: bool) -> None:
         """The statement's transaction rolled back. Rows left unread (``finished`` False) are
@@ -1175,9 +1209,11 @@ class MySQLDatabase(Database):
         conn.close()
 
     def _columns(self):
+        # tables and views; not MariaDB's sequences (tables of their state to it), as PostgreSQL's
         return self._catalogue(
-            "SELECT table_name, column_name, column_type FROM information_schema.columns "
-            "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position")
+            "SELECT c.table_name, c.column_name, c.column_type FROM information_schema.columns c "
+            "JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name "
+            "WHERE c.table_schema = DATABASE() AND t.table_type != 'SEQUENCE' ORDER BY c.table_name, c.ordinal_position")
 
     def _table_schemas(self, tables):  # MySQL's `shop.orders` names a database
         (database,), = self._catalogue("SELECT DATABASE()")
@@ -1203,7 +1239,9 @@ class MySQLDatabase(Database):
 def _open_mysql(url, name: str, limits: dict) -> MySQLDatabase:
     import pymysql
 
-    kwargs = {**connection_kwargs(url, name), "autocommit": True}
+    # (the server's greeting and answers to rat's own statements waited for at most CONNECT_TIMEOUT_S)
+    kwargs = {**connection_kwargs(url, name), "autocommit": True, "read_timeout": CONNECT_TIMEOUT_S,
+              "write_timeout": CONNECT_TIMEOUT_S}
 
     def connect():
         conn = pymysql.connect(**kwargs)
@@ -1214,8 +1252,7 @@ def _open_mysql(url, name: str, limits: dict) -> MySQLDatabase:
     try:
         conn = connect()
     except pymysql.err.Error as error:
-        message = error.args[1] if len(error.args) > 1 else str(error)
-        raise DatabaseError(f"{name}: cannot connect ({_one_line(Exception(message))})") from None
+        raise DatabaseError(f"{name}: cannot connect ({_mysql_reason(error, CONNECT_TIMEOUT_S)})") from None
     except (ssl.SSLError, FileNotFoundError) as error:  # a TLS file it cannot read
         raise DatabaseError(f"{name}: cannot connect ({_one_line(error)})") from None
     except (configparser.Error, ValueError, OSError, UnicodeError) as error:  # a my.cnf it cannot read
@@ -1234,18 +1271,26 @@ class DuckDBDatabase(Database):
     def __init__(self, conn, name: str, owned: bool, path: Path | None = None, **limits):
         super().__init__(name, **limits)
         self.conn, self.owned = conn, owned
-        if path is not None:
-            stat = path.stat()
-            self.cache_identity = f"duckdb:{stat.st_size}:{stat.st_mtime_ns}"
+        if path is not None:  # the file and its write-ahead log, whose changes DuckDB reads too
+            stats = [path.stat()]
+            try:
+                stats.append(Path(f"{path}.wal").stat())
+            except FileNotFoundError:
+                pass
+            self.cache_identity = "duckdb:" + ":".join(f"{s.st_size}:{s.st_mtime_ns}" for s in stats)
         if not owned:  # harden a caller's connection: disabling external access cannot be undone
-            self._begin()
+            try:
+                self._begin()
+            except ConnectionLost as lost:
+                raise DatabaseError(f"{name}: {lost}") from None
             conn.execute("ROLLBACK")
             conn.execute("SET enable_external_access = false")
         self.memory_limit = conn.execute("SELECT current_setting('memory_limit')").fetchone()[0]
 
     def _begin(self) -> None:
         """A read-only transaction (a caller's connection may write: a query in it cannot, nor
-        can DuckDB's query() run a statement that writes); one open already is a ``DatabaseError``."""
+        can DuckDB's query() run a statement that writes); one open already is a ``DatabaseError``,
+        a caller's connection closed since ``ConnectionLost``."""
         import duckdb
 
         try:
@@ -1253,9 +1298,12 @@ class DuckDBDatabase(Database):
         except duckdb.TransactionException:
             raise DatabaseError(f"{self.name}: the connection has a transaction open; "
                                 "commit or roll it back first") from None
+        except duckdb.ConnectionException:
+            raise ConnectionLost("the connection is closed") from None
 
     def _execute(self, sql, timeout_s, max_bytes):
-        """The query in a read-only transaction, rolled back, interrupted past ``timeout_s``."""
+        """The query in a read-only transaction, rolled back, interrupted past ``timeout_s``; an
+        error of the database rather than the query's (`_duckdb_damage`) is a ``DatabaseError``."""
         import duckdb
 
         if ";" in sql.strip().rstrip(";") and len(self.conn.extract_statements(sql)) != 1:
@@ -1276,6 +1324,8 @@ class DuckDBDatabase(Database):
         except duckdb.Error as error:
             if time.monotonic() - started >= timeout_s and "interrupt" in str(error).lower():
                 return None, f"timeout after {timeout_s:g} s"
+            if _duckdb_damage(error):
+                raise DatabaseError(f"{self.name}: cannot be read ({_one_line(error)})") from None
             return None, f"{type(error).__name__}: {_one_line(error)}"
         finally:
             timer.cancel()
@@ -1310,11 +1360,23 @@ class DuckDBDatabase(Database):
             self.conn.close()
 
 
+def _duckdb_damage(error: BaseException) -> bool:
+    """Whether a DuckDB error is the database's, not the query's: its file cannot be read (an I/O
+    error: a query reads no other file; a block whose checksum does not match, DuckDB's plain
+    ``Error``), or DuckDB invalidated the database after a fatal error."""
+    import duckdb
+
+    return isinstance(error, (duckdb.IOException, duckdb.FatalException)) or \
+        type(error) is duckdb.Error and str(error).startswith("Corrupt database file")
+
+
 def _open_duckdb(path: Path, name: str, limits: dict, memory_mib: int) -> DuckDBDatabase:
     import duckdb
 
     if str(path) != ":memory:" and not path.is_file():
         raise DatabaseError(f"{name}: no such database file")
+    if str(path) != ":memory:" and _file_kind(path) == "sqlite":
+        raise DatabaseError(f"{name}: a SQLite database file, not DuckDB's (open sqlite:///{path}, or its path)")
     # nothing spilled to disk: it would make a folder `<file>.tmp` beside the user's database;
     # one thread: DuckDB's threads add up a float aggregate's parts in any order, and the same
     # query would give results apart in their last digits from one run to the next
@@ -1324,7 +1386,9 @@ def _open_duckdb(path: Path, name: str, limits: dict, memory_mib: int) -> DuckDB
     try:
         conn = duckdb.connect(str(path), read_only=str(path) != ":memory:", config=config)
     except duckdb.Error as error:
-        raise DatabaseError(f"{name}: cannot open ({_one_line(error)})") from None
+        hint = ("; it is open in this process already: pass that connection instead of its path"
+                if "different configuration" in str(error) else "")
+        raise DatabaseError(f"{name}: cannot open ({_one_line(error)}){hint}") from None
     return DuckDBDatabase(conn, name, owned=True, path=None if str(path) == ":memory:" else path,
                           **limits)
 
@@ -1477,6 +1541,14 @@ _NEXT_STATEMENT = re.compile(r"[ \t]*(?:(?:CREATE|ALTER|DROP)[ \t]+[A-Za-z]|(?:I
                              re.IGNORECASE)
 # SQL Server's batch separator: `GO` alone on its line, or with a count (`GO 2`) or a comment
 _GO = re.compile(r"[ \t]*GO(?:[ \t]+\d+)?[ \t]*(?:--.*)?\s*$", re.IGNORECASE)
+# The mysql client's `DELIMITER ;;`: what ends a statement from the next line on
+_DELIMITER = re.compile(r"[ \t]*DELIMITER[ \t]+(\S+)[ \t]*$", re.IGNORECASE)
+# The first line of a MySQL stored program (its body holds `;`), its version comments' marks
+# (`_VERSION_MARK`) dropped: mysqldump's triggers, --routines and --events, between DELIMITER ;; and ;
+_STORED_PROGRAM = re.compile(r"\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:DEFINER\s*=\s*(?:`[^`]*`|'[^']*'|[^\s`'@]+)"
+                             r"(?:@(?:`[^`]*`|'[^']*'|[^\s`']+))?\s+)?(?:AGGREGATE\s+)?"
+                             r"(?:PROCEDURE|FUNCTION|TRIGGER|EVENT|PACKAGE)\b", re.IGNORECASE)
+_VERSION_MARK = re.compile(r"/\*!\d{5}|\*/")
 
 
 def read_ddl_lines(file: TextIO) -> Iterator[str]:
@@ -1533,13 +1605,18 @@ def _declarations(lines: Iterable[str], dialect: str, source: str, file_lines: l
     (a file's are not held): a dump's rows (INSERT statements, over as many lines as their values
     take, to their ``;``; the rows of each ``COPY .. FROM stdin;``, up to its ``\.``), psql's
     meta-commands (``\restrict <key>``, pg_dumpall's ``\connect db``); SQL Server's batch
-    separator ``GO`` ends a statement. ``UsageError`` naming ``source`` past ``MAX_DDL_CHARS`` of
-    what is left. ``file_lines`` (when given) gets the file's line number of each line of the
-    text returned (errors name the file's lines, not the text's).
+    separator ``GO`` ends a statement; MySQL's stored programs (triggers, routines, events,
+    whose bodies hold ``;``: mysqldump writes them between ``DELIMITER ;;`` and ``DELIMITER ;``),
+    another statement's delimiter written ``;``. ``UsageError`` naming ``source`` past
+    ``MAX_DDL_CHARS`` of what is left. ``file_lines`` (when given) gets the file's line number of
+    each line of the text returned (errors name the file's lines, not the text's).
 
     >>> _declarations(["\\restrict k\n", "CREATE TABLE t (a int);\n", "COPY t (a) FROM stdin;\n", "1\n",
     ...                "\\.\n", "INSERT INTO t VALUES (2, 'a;\n", "b'),\n", "(3, 'c');SELECT 1;"], "postgres", "DDL")
     'CREATE TABLE t (a int);\nSELECT 1;'
+    >>> _declarations(["DELIMITER ;;\n", "CREATE PROCEDURE p()\n", "BEGIN SELECT 1; END\n", ";;\n",
+    ...                "CREATE TABLE t (a int);;\n", "DELIMITER ;\n"], "mysql", "DDL")
+    'CREATE TABLE t (a int);\n'
     """
     try:
         quoting = _quoting(dialect)
@@ -1548,6 +1625,7 @@ def _declarations(lines: Iterable[str], dialect: str, source: str, file_lines: l
     kept: list[str] = []
     size, rows, psql = 0, False, dialect == "postgres"
     inserting, quote, line_start = False, None, True  # in a dump's INSERT; the quote open in it
+    delimiter, program = ";", False  # MySQL's DELIMITER; in a stored program, to its end
     number = 0  # the file's line being read
     for line in lines:  # (a file's lines come in pieces of at most MAX_DDL_CHARS: read_ddl_lines)
         starts, line_start = line_start, line.endswith("\n")
@@ -1564,12 +1642,18 @@ def _declarations(lines: Iterable[str], dialect: str, source: str, file_lines: l
                 rows = line.rstrip() != "\\."
             elif psql and (line.lstrip().startswith("\\") or line.startswith("COPY ") and line.rstrip().endswith(" stdin;")):
                 rows = line.startswith("COPY ")
+            elif dialect == "mysql" and starts and (changed := _DELIMITER.match(line)):
+                delimiter, program = changed.group(1), False
+            elif program or delimiter != ";" and _STORED_PROGRAM.match(_VERSION_MARK.sub(" ", line)):
+                program = not line.rstrip().endswith(delimiter)
             elif _ROW_INSERT.match(line):
                 inserting, quote, starts = True, None, False
                 continue
             elif line.strip():
                 if dialect == "tsql" and _GO.match(line):
                     line = ";\n"
+                if delimiter != ";" and line.rstrip().endswith(delimiter):
+                    line = line.rstrip()[:-len(delimiter)] + ";\n"
                 size += len(line)
                 if size > MAX_DDL_CHARS:
                     raise UsageError(f"{source}: more than {MAX_DDL_CHARS / 2**20:g} MiB of DDL besides a dump's rows: "
@@ -1637,8 +1721,12 @@ _TABLE_CONSTRAINTS = {"CONSTRAINT", "PRIMARY", "PRIMARY KEY", "FOREIGN", "FOREIG
 # The words after a column's type that start its constraints (SQLite's type is any words before them)
 _COLUMN_CONSTRAINTS = _TABLE_CONSTRAINTS | {"NOT", "NULL", "DEFAULT", "COLLATE", "REFERENCES", "GENERATED", "AS",
                                             "AUTOINCREMENT", "ON"}
-# The dialects a statement that does not read is tried in, for a hint (`--dialect`)
-_HINT_DIALECTS = ("postgres", "tsql", "mysql", "snowflake", "bigquery", "databricks", "redshift", "oracle")
+# The dialects a statement that does not read is tried in, for a hint (`--dialect`); DuckDB's
+# only where the statement writes a type of `_DUCKDB_TYPES` (DuckDB reads most PostgreSQL DDL)
+_HINT_DIALECTS = ("duckdb", "postgres", "tsql", "mysql", "snowflake", "bigquery", "databricks", "redshift", "oracle")
+# Type names DuckDB writes (EXPORT DATABASE's schema.sql) that PostgreSQL has not
+_DUCKDB_TYPES = {"DOUBLE", "TINYINT", "BLOB", "HUGEINT", "UHUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
+                 "STRUCT", "MAP", "UNION", "VARINT", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"}
 
 
 def _word(token) -> str:
@@ -1646,6 +1734,25 @@ def _word(token) -> str:
     from sqlglot.tokens import TokenType
 
     return "" if token.token_type in (TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER) else token.text.upper()
+
+
+def _writes_duckdb_types(sql: str) -> bool:
+    """Whether a statement writes a type of `_DUCKDB_TYPES`: a word of them after a word (where a
+    column's type is written, not its name).
+
+    >>> _writes_duckdb_types("CREATE TABLE t(x DOUBLE, tags VARCHAR[])"), _writes_duckdb_types("CREATE TABLE t (map int[])")
+    (True, False)
+    """
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.errors import SqlglotError
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = Dialect.get_or_raise("duckdb").tokenize(sql)
+    except (SqlglotError, ValueError):
+        return False
+    return any(_word(token) in _DUCKDB_TYPES and _word(before) and before.token_type not in (TokenType.L_PAREN, TokenType.COMMA)
+               for before, token in itertools.pairwise(tokens))
 
 
 def _closing(tokens: list, start: int) -> int:
@@ -1810,6 +1917,8 @@ def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int])
         if failure is None and created is None:  # a command rat has no use for, or reads itself
             statements.append((statement, line))
             continue
+        if created is None and _word(chunk[0]) not in ("CREATE", "ALTER", "USE"):
+            continue  # a statement that declares nothing, unread (MariaDB's DO SETVAL(..), after a sequence)
         what = f"table {created[0]}" if created else \
             "the statement " + " ".join(text[t.start:t.end + 1] for t in chunk[:3]) + " .."
         if failure is None:
@@ -1820,11 +1929,11 @@ def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int])
                         details.get("description") or str(failure).splitlines()[0])
         if details.get("highlight"):
             reason += f", near {details['highlight']!r}"
-        hint = ""
-        for other in (d for d in _HINT_DIALECTS if d != dialect):
+        hint, written = "", text[chunk[0].start:chunk[-1].end + 1]
+        for other in (d for d in _HINT_DIALECTS if d != dialect and (d != "duckdb" or _writes_duckdb_types(written))):
             try:
                 with quiet_sqlglot():
-                    if isinstance(sqlglot.parse_one(text[chunk[0].start:chunk[-1].end + 1], read=other), exp.Create):
+                    if isinstance(sqlglot.parse_one(written, read=other), exp.Create):
                         hint = f"; it reads as {other} DDL: --dialect {other}"
                         break
             except (SqlglotError, ValueError):
@@ -1850,8 +1959,11 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     output columns, without keys, as a catalogue lists it (``_view_outputs``; mysqldump's, in
     version comments, read as MySQL reads them); a PostgreSQL partition (``ALTER TABLE parent ATTACH
     PARTITION child``) has its parent's foreign keys; a materialized view is read as a view. Other statements (indexes,
-    functions), psql's meta-commands (``\\restrict``) and a dump's rows (``COPY .. FROM
-    stdin``, INSERTs) are skipped (``_declarations``); ``text`` is the DDL or its lines (an open
+    functions; one that declares nothing and sqlglot cannot read, MariaDB's ``DO SETVAL(..)``), psql's
+    meta-commands (``\\restrict``), MySQL's stored programs (in ``DELIMITER ;;`` blocks) and a dump's
+    rows (``COPY .. FROM stdin``, INSERTs) are skipped (``_declarations``); of a MySQL dump of
+    several databases (``mysqldump --databases a b``: ``USE a`` before each one's statements), the
+    database named ``db_id`` is read (none: a ``UsageError`` naming them); ``text`` is the DDL or its lines (an open
     file: a whole dump is read line by line, its rows not held). A table declared without a schema is in the dialect's default one
     (PostgreSQL's and Redshift's public, DuckDB's main, SQL Server's dbo, Snowflake's PUBLIC, Databricks' default); each name is read
     as the database resolves it and as its catalogue is read (`_pick_tables`): from the default
@@ -2021,8 +2133,22 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
             for column, declared_type in columns:
                 add_column(owner, column, declared_type)
 
+    # mysqldump --databases a b: each database's statements after its `USE a`; the one read is db_id's
+    databases = list(dict.fromkeys(s.this.name for s, _ in statements if dialect == "mysql" and isinstance(s, exp.Use)
+                                   and not s.args.get("kind") and isinstance(s.this, exp.Table)))
+    chosen = None if len(databases) < 2 else next((d for d in databases if d == db_id), None) or \
+        next((d for d in databases if d.lower() == db_id.lower()), None)
+    if len(databases) > 1 and chosen is None:
+        raise UsageError(f"{source}: the schemas of {len(databases)} databases ({', '.join(databases)}): "
+                         f"name the one to read as its db_id (--db-id {databases[0]})")
+    using = None  # the database a statement is in, where there are several
     partitions: list[tuple[str, str, str, str]] = []  # (schema, table, its partition's schema, table)
     for statement, line in statements:
+        if chosen is not None and isinstance(statement, exp.Use) and not statement.args.get("kind"):
+            using = statement.this.name
+            continue
+        if using not in (None, chosen):
+            continue
         if isinstance(statement, exp.Use) and str(statement.args.get("kind") or "").upper() == "SCHEMA" \
                 or dialect == "snowflake" and isinstance(statement, exp.Create) \
                 and str(statement.args.get("kind", "")).upper() in ("SCHEMA", "DATABASE"):
