@@ -49,8 +49,9 @@ class RecalibrationError(UsageError):
 @contextmanager
 def user_errors(prog: str | None = None, run_dir: str | Path | None = None) -> Iterator[None]:
     """Turn ``UsageError`` (a config object's own check while Hydra builds it too), a missing file
-    (a ``data.root`` that is no dataset, a ``run_dir`` without its predictions), a missing
-    mandatory Hydra value and Lightning's refusal of a setting while Hydra builds it (its
+    (a ``data.root`` that is no dataset, a ``run_dir`` without its predictions, an LM that is not
+    installed when Hydra builds the model), a missing mandatory Hydra value and Lightning's
+    refusal of a setting while Hydra builds it (its
     ``MisconfigurationException``, told with the config key) into ``prog: error: ...`` on
     stderr and exit code 2; ``run_dir``, when it holds nothing but Hydra's own records, is
     removed so that a mistake leaves no junk run directory behind. ``prog``: the command's name
@@ -63,7 +64,7 @@ def user_errors(prog: str | None = None, run_dir: str | Path | None = None) -> I
     except (UsageError, FileNotFoundError, MissingMandatoryValue, InstantiationException) as e:
         message = e
         if isinstance(e, InstantiationException):  # a config object's own check, e.g. data.protocol
-            if isinstance(e.__cause__, UsageError):
+            if isinstance(e.__cause__, (UsageError, FileNotFoundError)):  # or its missing file (an LM)
                 message = e = e.__cause__
             elif type(e.__cause__).__name__ == "MisconfigurationException":  # e.g. trainer.devices
                 key = str(e).rstrip().rsplit("full_key: ", 1)[-1] if "full_key: " in str(e) else "config"

@@ -349,7 +349,8 @@ def gold_sources(data_root: Path | None, rows: list[dict]) -> tuple[dict, dict, 
     if data_root is None:
         return {}, {}, None
     if not data_root.is_dir():
-        return {}, {}, f"data_root={data_root}: no such folder"
+        return {}, {}, f"data_root={data_root}: " + ("a file, not the benchmark's folder" if data_root.exists()
+                                                     else "no such folder")
     from model.data.datasets import load_schemas
 
     problems: list[str] = []
@@ -390,7 +391,8 @@ def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped
     if cfg.run_dir:
         run_dir = Path(cfg.run_dir)
         if not run_dir.is_dir():
-            raise UsageError(f"run_dir={run_dir}: no such directory")
+            raise UsageError(f"run_dir={run_dir}: " + ("a file, not a run directory" if run_dir.exists()
+                                                       else "no such directory"))
         test_path = run_dir / "predictions" / f"{cfg.split}.jsonl"
         if not test_path.exists():
             raise UsageError(f"run_dir={run_dir}: no predictions/{cfg.split}.jsonl in it "
@@ -404,7 +406,8 @@ def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped
         path = Path(cfg.predictions)
         if not path.is_file():
             raise UsageError(f"predictions={path}: no such file")
-        out_dir = Path(cfg.out_dir) if cfg.out_dir else path.with_name(f"{path.stem}_eval")
+        # scores.csv -> scores_csv_eval: a scores.jsonl beside it keeps its own evaluation
+        out_dir = Path(cfg.out_dir) if cfg.out_dir else path.with_name(f"{path.name.replace('.', '_')}_eval")
         return out_dir, read_rows(path, skipped), None, Path(cfg.data_root) if cfg.data_root else None
     raise UsageError("give run_dir=<training run> or predictions=<file>")
 
@@ -670,11 +673,13 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
         nodes["difficulty"] = np.array([str(difficulty[i]) for i in nodes["row"]])
         results["by_difficulty"] = breakdown(nodes, "difficulty", cfg)
 
+    folds = min(cfg.n_folds, len(np.unique(nodes["group"])))
     md = ["## Node level", "",
-          ("Table 4 shape (the fine-grained paper): BS-P and ECE-P after Platt scaling "
-           f"fitted on {min(cfg.n_folds, len(np.unique(nodes['group'])))} schema-disjoint folds (one a "
-           f"database at most); ECE with {cfg.n_bins} uniform "
-           f"bins; [{cfg.level:.0%} bootstrap interval, {cfg.n_bootstrap} resamples]."), "",
+          ("Table 4 shape (the fine-grained paper): BS-P and ECE-P after Platt scaling fitted on "
+           + (f"{folds} schema-disjoint folds (one a database at most)" if folds > 1 else
+              "schema-disjoint folds (none here: one database)")
+           + f"; ECE with {cfg.n_bins} uniform bins; [{cfg.level:.0%} bootstrap interval, {cfg.n_bootstrap} resamples]."),
+          "",
           report.metrics_table(summaries), ""]
     md += _missing_platt_note(summaries, nodes["group"], cfg)
     if gold_problem:

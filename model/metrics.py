@@ -132,6 +132,22 @@ def _bins_from_index(conf: np.ndarray, y: np.ndarray, index: np.ndarray, n_bins:
     return Bins(lower, upper, count, mean_conf, accuracy)
 
 
+def _bins_from_blocks(conf: np.ndarray, y: np.ndarray, order: np.ndarray, sizes) -> Bins:
+    """The bins of consecutive blocks of ``sizes`` samples in confidence ``order``."""
+    sizes = np.asarray(sizes, dtype=int)
+    index = np.empty(conf.size, dtype=int)
+    index[order] = np.repeat(np.arange(sizes.size), sizes)
+    ends = np.cumsum(sizes)
+    sorted_conf = conf[order]
+    return _bins_from_index(conf, y, index, sizes.size, sorted_conf[ends - sizes], sorted_conf[ends - 1])
+
+
+def _tie_starts(sorted_conf: np.ndarray) -> np.ndarray:
+    """Where each run of equal confidences starts in sorted order: the blocks a binning by
+    rank keeps whole, so that the bins do not depend on the input order of tied samples."""
+    return np.flatnonzero(np.diff(sorted_conf, prepend=-np.inf))
+
+
 def _check_bins(n_bins) -> None:
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"n_bins must be a whole number >= 1, got {n_bins!r}")
@@ -155,20 +171,26 @@ def uniform_bins(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) ->
 def adaptive_bins(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> Bins:
     """Equal-mass bins (Nixon et al. 2019): sorted by confidence, split into ``n_bins`` groups
     whose sizes differ by at most one (fewer bins when there are fewer samples than bins).
+    Equal confidences go together into the bin of their middle one (a bin left empty by that
+    is dropped), so that tied samples in another order give the same bins.
 
     >>> adaptive_bins([0.9, 0.1, 0.2, 0.8], [1, 0, 1, 1], n_bins=2).accuracy.tolist()
     [0.5, 1.0]
+    >>> adaptive_bins([0.1, 0.5, 0.5, 0.5], [0, 1, 0, 1], n_bins=2).count.tolist()
+    [1, 3]
     """
     _check_bins(n_bins)
     conf, y = check_scores(confidences, labels)
     order = np.argsort(conf, kind="stable")
     n_used = min(n_bins, conf.size)
-    index = np.empty(conf.size, dtype=int)
-    for k, chunk in enumerate(np.array_split(order, n_used)):
-        index[chunk] = k
-    lower = np.array([conf[c].min() for c in np.array_split(order, n_used)])
-    upper = np.array([conf[c].max() for c in np.array_split(order, n_used)])
-    return _bins_from_index(conf, y, index, n_used, lower, upper)
+    chunk_sizes = np.full(n_used, conf.size // n_used)
+    chunk_sizes[: conf.size % n_used] += 1  # (as np.array_split)
+    chunk_ends = np.cumsum(chunk_sizes)
+    run_starts = _tie_starts(conf[order])
+    run_sizes = np.diff(np.append(run_starts, conf.size))
+    run_chunk = np.searchsorted(chunk_ends, run_starts + (run_sizes - 1) // 2, side="right")
+    sizes = np.bincount(run_chunk, weights=run_sizes, minlength=n_used)
+    return _bins_from_blocks(conf, y, order, sizes[sizes > 0])
 
 
 def monotonic_bins(confidences: ArrayLike, labels: ArrayLike, min_bin_size: int = 10,
@@ -183,7 +205,8 @@ def monotonic_bins(confidences: ArrayLike, labels: ArrayLike, min_bin_size: int 
     are fewer samples than that in all) and at most ``max_bin_size`` where monotonicity allows.
     The last ``min_bin_size`` samples start the last bin (so it is never too small); the bin
     before it is pooled into it when it is too small or when monotonicity requires it and the
-    size bound allows it.
+    size bound allows it. Equal confidences are never split: each run of them starts as one
+    block (which may exceed ``max_bin_size``), so tied samples in another order give the same bins.
 
     >>> b = monotonic_bins([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [1, 0, 0, 1, 1, 1], min_bin_size=1)
     >>> b.count.tolist(), b.accuracy.tolist()
@@ -195,9 +218,13 @@ def monotonic_bins(confidences: ArrayLike, labels: ArrayLike, min_bin_size: int 
         )
     conf, y = check_scores(confidences, labels)
     order = np.argsort(conf, kind="stable")
-    sorted_labels = y[order].astype(int).tolist()
-    n = len(sorted_labels)
-    n_head = max(n - min_bin_size, 0)
+    n = conf.size
+    # Runs of equal confidences are the starting blocks (never split); the tail is the runs
+    # holding the last min_bin_size samples.
+    run_starts = _tie_starts(conf[order])
+    run_correct = np.add.reduceat(y[order].astype(int), run_starts).tolist()
+    run_sizes = np.diff(np.append(run_starts, n)).tolist()
+    n_head_runs = max(int(np.searchsorted(run_starts, n - min_bin_size, side="right")) - 1, 0)
 
     # Stack of blocks (number of correct, size). Plain ints and one inlined loop: this is the
     # hot spot of bootstrapped monotonic ECEs. Only the top block can be below min_bin_size, so
@@ -206,8 +233,8 @@ def monotonic_bins(confidences: ArrayLike, labels: ArrayLike, min_bin_size: int 
     # (cross-multiplied to stay in integers) and the pooled block fits in max_bin_size.
     correct: list[int] = []
     sizes: list[int] = []
-    blocks = [(label, 1) for label in sorted_labels[:n_head]]
-    blocks.append((sum(sorted_labels[n_head:]), n - n_head))  # the tail (never empty: n >= 1)
+    blocks = list(zip(run_correct[:n_head_runs], run_sizes[:n_head_runs]))
+    blocks.append((sum(run_correct[n_head_runs:]), sum(run_sizes[n_head_runs:])))  # the tail
     for k_right, size_right in blocks:
         while sizes:
             k_left, size_left = correct[-1], sizes[-1]
@@ -221,14 +248,7 @@ def monotonic_bins(confidences: ArrayLike, labels: ArrayLike, min_bin_size: int 
             size_right += size_left
         correct.append(k_right)
         sizes.append(size_right)
-
-    bounds = np.concatenate([[0], np.cumsum(sizes)])
-    index = np.empty(n, dtype=int)
-    index[order] = np.repeat(np.arange(len(sizes)), sizes)
-    sorted_conf = conf[order]
-    lower = sorted_conf[bounds[:-1]]
-    upper = sorted_conf[bounds[1:] - 1]
-    return _bins_from_index(conf, y, index, len(sizes), lower, upper)
+    return _bins_from_blocks(conf, y, order, sizes)
 
 
 def ece(confidences: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> float:

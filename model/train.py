@@ -62,7 +62,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
             for split in ("val", "test"):
                 write_predictions(model, datamodule, split, output_dir / "predictions" / f"{split}.jsonl")
         write_run_files(cfg, datamodule, output_dir, {"db_split": datamodule.db_split, "summary": datamodule.summary()},
-                        {"best_checkpoint": best, **metrics})
+                        {"best_checkpoint": best, **metrics, **partial_splits(trainer, datamodule, metrics)})
     return metrics, {"model": model, "datamodule": datamodule, "trainer": trainer, "best_checkpoint": best}
 
 
@@ -89,8 +89,11 @@ def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None =
         callbacks.append(epoch_lines())
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
     quiet = {} if sys.stderr.isatty() else {"enable_progress_bar": False}  # EpochLines instead
+    # callbacks=none: no checkpoint either (Lightning would add its own ModelCheckpoint)
+    checkpoints = any(isinstance(c, L.pytorch.callbacks.ModelCheckpoint) for c in callbacks)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
-                                                 default_root_dir=str(run_dir), **quiet)
+                                                 default_root_dir=str(run_dir), enable_checkpointing=checkpoints,
+                                                 **quiet)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
@@ -115,6 +118,19 @@ def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None =
     # where it trained (on a GPU, a 116M-parameter encoder on the CPU took minutes per fold).
     model.to(trainer.strategy.root_device)
     return metrics, model, trainer, best
+
+
+def partial_splits(trainer, datamodule, metrics: dict) -> dict:
+    """metrics.json's word on val/* or test/* measured on fewer batches than the split has
+    (``trainer.limit_val_batches``, ``trainer.limit_test_batches``), while the prediction files,
+    which ``evaluate.py`` reads, hold every example: ``{"partial_splits": {split: "..."}}`` or {}."""
+    partial = {}
+    for split, used in (("val", trainer.num_val_batches), ("test", trainer.num_test_batches)):
+        total = len(getattr(datamodule, f"{split}_dataloader")())
+        if any(k.startswith(f"{split}/") for k in metrics) and sum(used) < total:
+            partial[split] = (f"{split}/* over {sum(used)} of {total} batches (trainer.limit_{split}_batches); "
+                              f"predictions/{split}.jsonl holds every example")
+    return {"partial_splits": partial} if partial else {}
 
 
 def train_crossfit(cfg: DictConfig, datamodule) -> tuple[dict[str, float], dict[str, Any]]:
@@ -319,7 +335,8 @@ def check_data(cfg: DictConfig) -> None:
     if root is None and needs_root:
         raise UsageError("data.root is required for this dataset (e.g. data.root=../shared/data/spider)")
     if root is not None and not Path(root).is_dir():
-        raise UsageError(f"data.root={root}: no such directory")
+        raise UsageError(f"data.root={root}: " + ("a file, not the dataset's folder" if Path(root).exists()
+                                                  else "no such directory"))
 
 
 def check_neural(cfg: DictConfig) -> None:

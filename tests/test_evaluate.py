@@ -146,8 +146,15 @@ def test_generic_csv_predictions(tmp_path):
     path = tmp_path / "scores.csv"
     path.write_text("\n".join(lines) + "\n")
     results = evaluate(make_cfg(predictions=path, n_bootstrap=10))
-    out_dir = tmp_path / "scores_eval"
+    out_dir = tmp_path / "scores_csv_eval"
     assert (out_dir / "metrics.json").exists() and not (out_dir / "report.html").exists()
+    # a scores.jsonl beside it gets its own folder: neither evaluation overwrites the other's
+    jsonl = tmp_path / "scores.jsonl"
+    jsonl.write_text("".join(json.dumps(dict(zip(["confidence", "label", "db_id"], line.split(",")))) + "\n"
+                             for line in lines[1:]))
+    evaluate(make_cfg(predictions=jsonl, n_bootstrap=0))
+    assert json.loads((out_dir / "metrics.json").read_text())["source"] == str(path)
+    assert json.loads((tmp_path / "scores_jsonl_eval" / "metrics.json").read_text())["source"] == str(jsonl)
     assert results["query"]["summary"]["n"] == 300
     assert "schema-disjoint folds" in results["query"]["abstention"]["protocol"]
     assert "node" not in results
@@ -223,8 +230,14 @@ def test_data_root_comes_from_the_run_config(tmp_path):
     assert entry.run_data_root(tmp_path) == Path("/data/spider")
 
 
+def test_a_data_root_that_is_a_file_says_so():
+    file = REPO / "pyproject.toml"
+    assert evaluate_module.gold_sources(file, []) == ({}, {}, f"data_root={file}: a file, not the benchmark's folder")
+
+
 @pytest.mark.parametrize("arg, message", [
     ("run_dir=/no/such/run", "run_dir=/no/such/run: no such directory"),
+    (f"run_dir={REPO / 'pyproject.toml'}", f"run_dir={REPO / 'pyproject.toml'}: a file, not a run directory"),
     ("predictions=/no/such/file.jsonl", "predictions=/no/such/file.jsonl: no such file"),
 ])
 def test_missing_inputs_are_one_line_and_exit_2(tmp_path, arg, message):
@@ -334,8 +347,9 @@ def test_a_predictions_file_of_one_database_leaves_out_only_the_thresholded_abst
     abstention = results["query"]["abstention"]
     assert abstention["rows"] == [] and abstention["protocol"].startswith("not computed")
     assert 0 <= abstention["aurc"] <= 1 and results["node"]["methods"]["RAT node model"]["n"] > 0
-    md = (tmp_path / "one_db_eval" / "report.md").read_text()
+    md = (tmp_path / "one_db_jsonl_eval" / "report.md").read_text()
     assert "cannot be chosen on other folds of a single database" in md and "AURC" in md
+    assert "Platt scaling fitted on schema-disjoint folds (none here: one database)" in md
 
 
 @pytest.mark.parametrize("name, text, message", [

@@ -143,6 +143,29 @@ def test_monotonic_with_fewer_samples_than_min_bin_size_is_one_bin():
     assert bins.count.tolist() == [3]
 
 
+@pytest.mark.parametrize("metric", [
+    lambda c, y: m.ace_adaptive(c, y, n_bins=7),
+    lambda c, y: m.ece_monotonic(c, y),
+    lambda c, y: m.ece_monotonic(c, y, min_bin_size=1),
+    lambda c, y: m.ece_monotonic(c, y, min_bin_size=3, max_bin_size=8),
+], ids=["ace_adaptive", "ece_monotonic", "ece_monotonic_min1", "ece_monotonic_max8"])
+def test_rank_binned_metrics_do_not_depend_on_the_order_of_tied_samples(metric):
+    conf, labels = _random(300, seed=13)
+    conf = np.round(conf, 1)  # runs of equal confidences with mixed labels
+    rng = np.random.default_rng(0)
+    values = [metric(conf[p], labels[p]) for p in [np.arange(conf.size)] + [rng.permutation(conf.size)
+                                                                            for _ in range(5)]]
+    assert np.ptp(values) < 1e-12, values  # (sums in another order: the last bits may differ)
+
+
+def test_rank_bins_keep_equal_confidences_together():
+    conf, labels = _random(300, seed=13)
+    conf = np.round(conf, 1)
+    for bins in (m.adaptive_bins(conf, labels, 7), m.monotonic_bins(conf, labels, 3, 8)):
+        assert bins.count.sum() == conf.size and bins.count.min() > 0
+        assert np.all(bins.lower[1:] > bins.upper[:-1])
+
+
 def _overconfident(n, seed, n_groups=20):
     rng = np.random.default_rng(seed)
     true_p = rng.random(n)

@@ -197,8 +197,20 @@ def test_write_then_load_round_trip(tmp_path: Path) -> None:
 def test_unknown_extension(tmp_path: Path) -> None:
     path = tmp_path / "preds.parquet"
     path.write_text("")
-    with pytest.raises(ValueError, match="unknown prediction format"):
+    with pytest.raises(ValueError, match=r"unknown prediction format '.parquet' \(.txt .sql .csv .json .jsonl\)$"):
         load_predictions(path, QUESTIONS)
+
+
+def test_a_folder_named_as_prediction_files_is_one_line_naming_it(tmp_path: Path) -> None:
+    """data.predictions=<folder> was read as a file of format '' (its empty suffix)."""
+    from model.data.predictions import prediction_files
+    from model.errors import UsageError
+
+    folder = tmp_path / "answers"
+    folder.mkdir()
+    with pytest.raises(UsageError) as refused:
+        prediction_files(tmp_path, str(folder))
+    assert str(refused.value) == f"prediction files: {folder} is a folder; name its files ({folder / '*.jsonl'})"
 
 
 def test_id_keyed_jsonl_may_cover_part_of_a_split_when_allowed(tmp_path):

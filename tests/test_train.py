@@ -180,6 +180,22 @@ def test_train_end_to_end_writes_what_evaluate_reads(demo_run):
     config = OmegaConf.load(out / "config.yaml")
     assert Path(config.data.root, "tables.json").is_file()  # evaluate.py finds the databases
     assert Path(saved["best_checkpoint"]).is_file()
+    # trainer.limit_val_batches=2: val/* is said to be over part of what predictions/val.jsonl holds
+    assert list(saved["partial_splits"]) == ["val"]
+    assert saved["partial_splits"]["val"].startswith("val/* over 2 of ")
+
+
+def test_no_callbacks_no_checkpoint_and_a_limited_test_is_said_in_metrics_json(tmp_path):
+    """callbacks=none writes no checkpoint (the final weights are tested); test/* over
+    trainer.limit_test_batches is marked as such, the prediction file holding the whole split."""
+    cfg = compose_cfg([*(o for o in TINY if o != "~callbacks.progress_bar"), "callbacks=none",
+                       "trainer.limit_val_batches=2", "trainer.limit_test_batches=2"], tmp_path)
+    _, objects = train(cfg)
+    assert not list(tmp_path.rglob("*.ckpt")) and objects["best_checkpoint"] == ""
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    assert saved["partial_splits"]["test"].startswith("test/* over 2 of ")
+    rows = (tmp_path / "predictions" / "test.jsonl").read_text().splitlines()
+    assert len(rows) == len(objects["datamodule"].datasets["test"])
 
 
 def test_predictions_carry_the_tree_so_nothing_parses_again(demo_run):
@@ -210,6 +226,8 @@ def test_results_notebook_runs_on_the_train_run(demo_run):
 @pytest.mark.parametrize("args, message", [
     (["data=spider"], "data.root is required for this dataset (e.g. data.root=../shared/data/spider)"),
     (["data=spider", "data.root=/no/such/folder"], "data.root=/no/such/folder: no such directory"),
+    (["data=spider", f"data.root={REPO / 'pyproject.toml'}"],
+     f"data.root={REPO / 'pyproject.toml'}: a file, not the dataset's folder"),
     (["data.protocol=crossfit", "data.folds=9"], ("data.folds=9: the eval split has only 5 databases with "
                                                  "examples; use fewer folds or data.protocol=split")),
     (["model=features", "data.protocol=crossfit", "data.folds=9"], (  # (the boosted run's: a traceback)
@@ -255,6 +273,20 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
     assert "Traceback" not in result.stderr
     assert result.stderr.strip() == f"train.py: error: {message}"
     assert not run.exists()  # no junk run directory
+
+
+def test_an_lm_that_is_not_installed_is_one_line_naming_its_setup(tmp_path):
+    """model=qwen_coder_paper before `make setup-qwen`: the file Hydra could not build the model
+    without, in one line (not Hydra's wrapper of several), and no junk run directory."""
+    run = tmp_path / "run"
+    result = subprocess.run([sys.executable, str(REPO / "train.py"), "model=qwen_coder_paper", "logger=none",
+                             f"hydra.run.dir={run}"], check=False, capture_output=True, text=True, cwd=tmp_path,
+                            env={**os.environ, "RAT_CACHE": str(tmp_path / "cache")})  # (nothing installed there)
+    assert result.returncode == 2
+    expected = ("train.py: error: Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (qwen_coder) is not installed: "
+                f"run `make setup-qwen` (expected {tmp_path / 'cache' / 'models' / 'qwen_coder' / 'qwen.gguf'})")
+    assert [line for line in result.stderr.splitlines() if not line.startswith("INFO: ")] == [expected]  # (the seed's)
+    assert not run.exists()
 
 
 def test_a_gpu_run_where_there_is_none_is_one_line(tmp_path):

@@ -61,8 +61,9 @@ def prediction_files(root: Path, spec: str | Path | list | tuple | None, default
 
     A relative glob is read from the current folder and, where it matches nothing there, from
     the repository's root (the committed answers of ``data/llm_answers/``); a glob that matches
-    nothing is a ``UsageError`` naming it, as are two files of one name (a file's name, without
-    its suffix, names its system: ``a/sys.jsonl`` and ``b/sys.jsonl`` would be one system)."""
+    nothing is a ``UsageError`` naming it, as are a folder and two files of one name (a file's
+    name, without its suffix, names its system: ``a/sys.jsonl`` and ``b/sys.jsonl`` would be one
+    system)."""
     from model.errors import UsageError  # one line for the user, not a traceback
 
     if spec is None:
@@ -75,6 +76,9 @@ def prediction_files(root: Path, spec: str | Path | list | tuple | None, default
             raise UsageError(f"prediction files not found: {missing} (a relative path is read from "
                              f"the current folder, {Path.cwd()}, then from the repository's, {REPO})")
         files = list(dict.fromkeys(f for files in found.values() for f in files))
+        folder = next((f for f in files if f.is_dir()), None)
+        if folder is not None:  # (read as a file, its empty suffix would be an unknown format)
+            raise UsageError(f"prediction files: {folder} is a folder; name its files ({folder / '*.jsonl'})")
     named: dict[str, Path] = {}
     for path in files:
         if path.stem in named:
@@ -140,7 +144,7 @@ def load_predictions(
         readers = {".txt": txt, ".sql": txt, ".csv": _rows_csv, ".json": _rows_json}
         if suffix not in readers:
             raise PredictionFileError(
-                path, f"unknown prediction format {suffix!r} (.txt .csv .json .jsonl)"
+                path, f"unknown prediction format {suffix!r} ({' '.join([*readers, '.jsonl'])})"
             )
         rows = readers[suffix](path)
         if len(rows) != len(questions):
