@@ -302,11 +302,11 @@ def fit_platt(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike]
     >>> bool(platt([0.95])[0] > platt([0.2])[0])
     True
     """
-    from model.calibrators import PlattScaler
+    from model.calibrators import PlattScaler, one_class
 
     conf, y = check_scores(confidences, labels)
-    if len(np.unique(y)) < 2:  # (the calibrator refuses one class)
-        return lambda c: np.full(np.asarray(c, dtype=float).size, y[0])
+    if (label := one_class(y)) is not None:  # (the calibrator refuses one class)
+        return lambda c: np.full(np.asarray(c, dtype=float).size, float(label))
     scaler = PlattScaler("prob", C=_PLATT_C, eps=_PLATT_EPS).fit(conf, y)
     return lambda c: scaler.confidence(np.asarray(c, dtype=float).reshape(-1))
 
@@ -314,11 +314,11 @@ def fit_platt(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike]
 def fit_isotonic(confidences: ArrayLike, labels: ArrayLike) -> Callable[[ArrayLike], np.ndarray]:
     """Isotonic regression of the label on the confidence (clipped outside the fitted range);
     the fit is ``model.calibrators.IsotonicCalibrator``; with a single class, that class's rate."""
-    from model.calibrators import IsotonicCalibrator
+    from model.calibrators import IsotonicCalibrator, one_class
 
     conf, y = check_scores(confidences, labels)
-    if len(np.unique(y)) < 2:
-        return lambda c: np.full(np.asarray(c, dtype=float).size, y[0])
+    if (label := one_class(y)) is not None:
+        return lambda c: np.full(np.asarray(c, dtype=float).size, float(label))
     iso = IsotonicCalibrator().fit(conf, y)
     return lambda c: iso.confidence(np.asarray(c, dtype=float).reshape(-1))
 
