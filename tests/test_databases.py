@@ -1846,3 +1846,23 @@ def test_two_postgres_tables_whose_names_differ_only_in_case_are_refused_not_mer
     with open_database(url) as db, pytest.raises(
             DatabaseError, match=r": tables 'MixedCase' and 'mixedcase' of schema public are one name in lower case to rat$"):
         db.schema()
+
+
+def test_sqlite_written_sql_finds_a_table_postgres_spells_in_another_case(postgres_server):
+    """SQLite reads `makers`, `MAKERS` and `Makers` as one table; a PostgreSQL table created as
+    "Makers" keeps its case, and the SQLite-written query lowercases its names: the table is
+    then spelt as the database spells it (it was 'relation "makers" does not exist')."""
+    import psycopg
+
+    url = postgres_server.create_database("spelling")
+    with psycopg.connect(postgres_server.url("spelling", admin=True), autocommit=True) as conn:
+        conn.execute('CREATE TABLE IF NOT EXISTS "Makers" (id int PRIMARY KEY, name text)')
+        conn.execute('DELETE FROM "Makers"')
+        conn.execute("""INSERT INTO "Makers" VALUES (1, 'amc'), (2, 'ford')""")
+        conn.execute('GRANT SELECT ON "Makers" TO rat_scorer')
+    with open_database(url) as db:
+        schema = db.schema()
+        rows, error = db.run("SELECT count(*) FROM MAKERS AS T1 WHERE T1.name = 'ford'", "sqlite", schema)
+        assert (rows, error) == ([(1,)], None)
+        rows, error = db.run("SELECT Makers.name FROM makers ORDER BY Makers.id", "sqlite", schema)
+        assert (rows, error) == ([("amc",), ("ford",)], None)

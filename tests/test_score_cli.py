@@ -517,3 +517,30 @@ def test_a_file_is_scored_a_chunk_at_a_time_with_the_rows_of_one_question_togeth
     assert by_answer(chunked[0]) == by_answer(whole[0]) and chunked[1] == whole[1] and len(calls) > 2
     for qid in {r["question_id"] for r in chunked[0]}:  # each question's answers in one call
         assert sum(any(row.get("question_id") == qid for row in call) for call in calls) == 1
+
+
+def test_rows_without_a_db_id_take_the_one_schema_and_a_refused_query_is_counted_as_refused(tmp_path, capsys):
+    """docs/scoring.md's `rat-score --database .. --schema shop.sql --predictions rows.jsonl`: rows
+    without a db_id were each "no db_id", none scored (--db-id was read for --sql alone). A query
+    the database guard refuses (a session lock) was scored as one that fails to run there, where
+    --sql refuses it: now not scored, counted under its reason."""
+    import sqlite3
+
+    from model.scoring.cli import main
+    from model.synth.demo import demo_root
+
+    database = demo_root() / "database" / "supply_chain" / "supply_chain.sqlite"
+    with sqlite3.connect(database) as conn:
+        ddl = ";\n".join(sql for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table'"))
+    conn.close()
+    schema = tmp_path / "shop.sql"
+    schema.write_text(ddl + ";\n")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": "How many suppliers?", "sql": sql}) + "\n" for sql in
+                            ("SELECT count(*) FROM suppliers", "SELECT get_lock('x', 1) FROM suppliers")))
+    out = tmp_path / "scored.jsonl"
+    assert main(["--database", str(database), "--schema", str(schema), "--predictions", str(rows),
+                 "--out", str(out), "--no-reasons"]) == 0
+    (row,) = map(json.loads, out.read_text().splitlines())
+    assert row["db_id"] == "shop", row
+    assert "refused: get_lock() has an effect that outlives the query 1" in capsys.readouterr().err

@@ -408,8 +408,8 @@ def copy_database(sqlite_file: str | Path, url: str, name: str | None = None,
                   grant: str | None = None, value_types: bool = True) -> CopyReport:
     """Copy ``sqlite_file`` into the database ``name`` (default: the file's stem) on the server
     ``url`` names; the copy's URL and what was changed are in the returned `CopyReport`.
-    ``grant``: a role (user) given SELECT on the copied tables (PostgreSQL; MySQL: ``user``, any
-    host, or ``user@host``).
+    ``grant``: a role (user) given SELECT on the copied tables (PostgreSQL), on the copy's
+    database (MySQL: ``user``, any host, or ``user@host``).
     ``value_types``: a TEXT column whose every value is an integer's text becomes BIGINT (False:
     it stays TEXT, as declared)."""
     start = time.perf_counter()
@@ -483,10 +483,13 @@ def copy_database(sqlite_file: str | Path, url: str, name: str | None = None,
             report.foreign_keys = sum(len(v) for v in fks.values())
         else:
             _add_keys(kind, cursor, keys, fks, report)
-            if grant:
+            if grant and kind == "postgres":
                 for table in tables:
-                    role = _quote(kind, grant) if kind == "postgres" else _mysql_account(grant)
-                    cursor.execute(f"GRANT SELECT ON {_quote(kind, table.name)} TO {role}")
+                    cursor.execute(f"GRANT SELECT ON {_quote(kind, table.name)} TO {_quote(kind, grant)}")
+            elif grant:  # MySQL: on the database, whose tables the copy made. Granted table by table,
+                # a table it lacks (a name in another case, on Linux) would read "SELECT command
+                # denied", as MySQL checks the grants before it looks for the table
+                cursor.execute(f"GRANT SELECT ON {_quote(kind, name)}.* TO {_mysql_account(grant)}")
         if kind == "duckdb":
             conn.execute("CHECKPOINT")
     finally:
@@ -572,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="the copy's database name (one source only; default: "
                                        "the file's name)")
     parser.add_argument("--grant", help="a role (user) given SELECT on the copied tables "
-                                        "(MySQL: USER for 'USER'@'%%', or USER@HOST)")
+                                        "(MySQL: on the copy's database; USER for 'USER'@'%%', or USER@HOST)")
     parser.add_argument("--declared-types", action="store_true",
                         help="keep TEXT columns of integers TEXT (default: BIGINT)")
     parser.add_argument("--details", action="store_true",

@@ -674,12 +674,21 @@ class Database:
     def run(self, sql: str, dialect: str = "sqlite", schema: rat.Schema | None = None,
             timeout_s: float | None = None, max_result_bytes: int | None = None
             ) -> tuple[Rows | None, str | None]:
-        """``execute`` of ``sql`` written in ``dialect``, as ``runnable_sql`` writes it for this
+        """``execute`` of ``sql`` written in ``dialect`` as ``written`` writes it for this
         backend; ``(None, not_written(..))`` where it cannot be written so."""
-        runnable = runnable_sql(sql, dialect, self.dialect, schema)
-        if runnable is None:
-            return None, not_written(dialect, self.dialect)
-        return self.execute(runnable, timeout_s, max_result_bytes)
+        runnable, why = self.written(sql, dialect, schema)
+        return (None, why) if runnable is None else self.execute(runnable, timeout_s, max_result_bytes)
+
+    def written(self, sql: str, dialect: str = "sqlite", schema: rat.Schema | None = None
+                ) -> tuple[str | None, str | None]:
+        """(``sql`` as ``runnable_sql`` writes it for this backend, None), or (None, why it cannot
+        be: ``not_written``). A table whose name SQLite-written SQL lowercases (PostgreSQL, MySQL)
+        is spelt as this database spells it."""
+        names = None
+        if dialect != self.dialect and self.dialect in ("postgres", "mysql"):
+            names = {lower: table for lower, (table, _) in self._spelling().items() if table != lower} or None
+        runnable = runnable_sql(sql, dialect, self.dialect, schema, names)
+        return (runnable, None) if runnable is not None else (None, not_written(dialect, self.dialect, sql, schema, names))
 
     # -- names, for lookups written here
 

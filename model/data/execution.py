@@ -7,7 +7,7 @@ BIRD's counts two failing queries as equal). Comparison follows test-suite-sql-e
 - bag of rows; row order matters only when the gold SQL contains ``order by`` (a plain substring
   test on the lowercased gold, as test-suite does, so an ORDER BY inside a subquery counts too);
 - column order is free: some permutation of the predicted columns must reproduce the gold;
-- values compare with Python equality (``1 == 1.0``, ``'1' != 1``), and the same quick
+- values compare with Python equality (``1 == 1.0``, ``'1' != 1``; NaN equals NaN), and the same quick
   rejection test-suite applies first (cells of a row sorted by ``str(value) + str(type)``),
   which can reject an int/float pair that would otherwise match — the reference numbers carry
   that quirk;
@@ -39,6 +39,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import multiprocessing
 import os
 import re
@@ -543,9 +544,15 @@ def results_equal(gold: Rows, pred: Rows, order_matters: bool) -> bool:
     False
     >>> results_equal([(1,), (1,)], [(1,)], order_matters=False)
     False
+
+    NaN (a float PostgreSQL and DuckDB return; SQLite has none) equals NaN here:
+
+    >>> results_equal([(float("nan"), "a")], [("a", float("nan"))], order_matters=False)
+    True
     """
     if not gold and not pred:
         return True
+    gold, pred = _one_nan(gold), _one_nan(pred)
     if len(gold) != len(pred) or len(gold[0]) != len(pred[0]):
         return False
     gold_unordered = [_unorder_row(row) for row in gold]
@@ -558,6 +565,17 @@ def results_equal(gold: Rows, pred: Rows, order_matters: bool) -> bool:
     if (gold == pred) if order_matters else (Counter(gold) == Counter(pred)):
         return True  # the identity permutation: the common case, no search needed
     return _column_permutation_exists(gold, pred, order_matters)
+
+
+_NAN = float("nan")  # the one NaN of compared rows: the same object is equal to itself in tuples, sets, Counters
+
+
+def _one_nan(rows: Rows) -> Rows:
+    """``rows`` with every NaN the same object ``_NAN`` (``nan == nan`` is False, but a tuple,
+    a set or a Counter first compares its items by identity)."""
+    if not any(isinstance(v, float) and math.isnan(v) for row in rows for v in row):
+        return rows
+    return [tuple(_NAN if isinstance(v, float) and math.isnan(v) else v for v in row) for row in rows]
 
 
 def _column_permutation_exists(gold: Rows, pred: Rows, order_matters: bool) -> bool:
@@ -929,7 +947,8 @@ def database_outcome(database, pred_sql: str, gold_sql: str, pred_dialect: str =
     query run as ``runnable_sql`` writes its dialect there (as written: none of test-suite's
     benchmark habits, DISTINCT kept) and the results compared as ``execute_pairs`` compares
     them: ``gold_error`` where the gold query fails, is stopped or cannot be written for the
-    backend; ``no_database`` where the prediction cannot be written so (no execution label);
+    backend; ``pred_error`` where the prediction is not one query in its dialect (it runs
+    nowhere); ``no_database`` where it is one that cannot be written so (no execution label);
     ``timeout`` where it ran out of time, and ``pred_error`` where its result went past the
     memory guards (as ``execute_pairs`` counts a SQLite file's)."""
     def ran(sql: str, dialect: str) -> tuple[str, Any]:
@@ -944,7 +963,9 @@ def database_outcome(database, pred_sql: str, gold_sql: str, pred_dialect: str =
     if gold[0] != "ok":
         return "gold_error"
     pred = ran(pred_sql, pred_dialect)
-    return "no_database" if pred[0] == "unwritten" else _outcome(gold, pred, _order_matters(gold_sql))
+    if pred[0] == "unwritten":
+        return "pred_error" if _unparsable(pred_sql, pred_dialect) else "no_database"
+    return _outcome(gold, pred, _order_matters(gold_sql))
 
 
 # -------------------------------------------------------------------------------------- CLI
@@ -1056,7 +1077,8 @@ def evaluate_on_database(database, predictions: Path, dialect: str | None = None
             "outcomes": counts, "skipped_rows": dict(skipped)}
 
 
-def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", schema=None) -> str | None:
+def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", schema=None,
+                 table_names=None) -> str | None:
     """``sql``, written in ``dialect``, as a ``backend`` database (a rat dialect name) runs it:
     itself when the two agree, else sqlglot's translation (``DISTINCT ON`` becomes a
     ``ROW_NUMBER()`` window in SQLite, ``ILIKE`` ``lower(..) LIKE lower(..)``, ``TOP n``
@@ -1066,11 +1088,14 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     grouped nor aggregated: ``any_value``, or ``arg_max`` beside one ``max()``; a quoted name in
     another case; a compared subquery's first row; with ``schema``'s column types, comparisons
     and sums as SQLite's type affinity makes them: ``horsepower > '150'`` for a TEXT column),
-    and where the backend's LIKE tells case apart, SQLite's LIKE runs as ILIKE. None
-    where sqlglot cannot write it for ``backend``, or writes what the backend's SQL cannot say
-    (`rat` refuses it there: DuckDB's `* EXCLUDE (a)` for SQLite) or another query (a limit's
-    `WITH TIES` dropped): the execution features are then unknown, as without a database. The execution evaluator, the node features and rat-calibrate all run
-    another dialect's SQL through this one function.
+    and where the backend's LIKE tells case apart, SQLite's LIKE runs as ILIKE; ``table_names``
+    (lowercased name -> the database's spelling) spells the tables where SQLite's names are
+    lowercased (PostgreSQL, MySQL). None where sqlglot cannot read it or write it for ``backend``,
+    writes what the backend's SQL cannot say (`rat` refuses it there: DuckDB's `* EXCLUDE (a)`
+    for SQLite) or another query (a limit's `WITH TIES` dropped), or it calls a SQLite function
+    the backend has not: the execution features are then unknown, as without a database
+    (``not_written`` says why). The execution evaluator, the node features and rat-calibrate all
+    run another dialect's SQL through this one function.
 
     >>> runnable_sql("SELECT TOP 5 name FROM singer", "tsql")
     'SELECT name FROM singer LIMIT 5'
@@ -1095,11 +1120,17 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
         sql = unlocked_sql(sql, dialect)
     if dialect == backend:
         return sql
+    return _written(sql, dialect, backend, schema, table_names)[0]
+
+
+def _written(sql: str, dialect: str, backend: str, schema, table_names) -> tuple[str | None, str | None]:
+    """`_transpiled`'s answer, cached where ``schema`` is a `rat.Schema` or None."""
     import rat
 
+    names = tuple(sorted(table_names.items())) if table_names else None
     if schema is None or isinstance(schema, rat.Schema):
-        return _transpiled(sql, dialect, backend, schema)
-    return _transpiled.__wrapped__(sql, dialect, backend, schema)
+        return _transpiled(sql, dialect, backend, schema, names)
+    return _transpiled.__wrapped__(sql, dialect, backend, schema, names)
 
 
 _LOCKING = re.compile(r"\bFOR\s+(?:NO\s+KEY\s+)?(?:UPDATE|SHARE|KEY\s+SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b",
@@ -1107,12 +1138,15 @@ _LOCKING = re.compile(r"\bFOR\s+(?:NO\s+KEY\s+)?(?:UPDATE|SHARE|KEY\s+SHARE)\b|\
 
 
 def unlocked_sql(sql: str, dialect: str) -> str:
-    """``sql`` without its row locks (``FOR UPDATE``, ``FOR SHARE``, ``LOCK IN SHARE MODE``),
-    written in ``dialect`` again; as it is where it has none or does not parse as one query (its
-    error is then the database's).
+    """``sql`` without its row locks (``FOR UPDATE``, ``FOR SHARE``, ``LOCK IN SHARE MODE``), each
+    cut out of the text where sqlglot reads one (the rest as written: sqlglot writes MySQL's
+    ``REGEXP`` as ``REGEXP_LIKE``, which MariaDB has not); as it is where it has none or does
+    not parse as one query (its error is then the database's).
 
     >>> unlocked_sql("SELECT name FROM singer FOR SHARE NOWAIT", "postgres")
     'SELECT name FROM singer'
+    >>> unlocked_sql("SELECT name FROM singer WHERE name REGEXP '^A' FOR UPDATE", "mysql")
+    "SELECT name FROM singer WHERE name REGEXP '^A'"
     """
     import sqlglot
     from sqlglot import exp
@@ -1122,50 +1156,93 @@ def unlocked_sql(sql: str, dialect: str) -> str:
         return sql
     try:
         trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
-        locks = list(trees[0].find_all(exp.Lock)) if len(trees) == 1 else []
-        if not locks:  # (the words were in a string, or not one query)
-            return sql
-        for lock in locks:
-            lock.pop()
-        return trees[0].sql(dialect=dialect)
+        locks = len(list(trees[0].find_all(exp.Lock))) if len(trees) == 1 else 0
     except (SqlglotError, ValueError):
         return sql
+    if not locks:  # (the words were in a string, or not one query)
+        return sql
+    # each lock clause's words, with its NOWAIT / SKIP LOCKED / OF tables, in the query's code
+    # (not in a string, a quoted name or a comment)
+    clause = re.compile(f"(?:{_LOCKING.pattern})" + r"(?:\s+OF\s+[\w.`\"]+(?:\s*,\s*[\w.`\"]+)*)?"
+                        r"(?:\s+NOWAIT|\s+SKIP\s+LOCKED|\s+WAIT\s+\d+)?", re.IGNORECASE)
+    code = _code_mask(sql, dialect)
+    found = list(clause.finditer(code))
+    if len(found) != locks:  # (sqlglot and the text disagree: left to the database)
+        return sql
+    for match in reversed(found):
+        sql = sql[:match.start()].rstrip() + sql[match.end():]
+    return sql
+
+
+def _code_mask(sql: str, dialect: str) -> str:
+    """``sql`` with each string, quoted name and comment blanked to spaces of its length (the
+    positions kept), as ``model.data.databases.code_readings`` reads a query's code."""
+    from model.data.databases import _no_code
+
+    pattern = _no_code("mysql" if dialect == "mysql" else "postgres", False)
+    return pattern.sub(lambda m: " " * len(m.group(0)), sql)
 
 
 # The error of a query runnable_sql cannot write for its database (it is not run)
 NOT_WRITTEN = "not in the database's SQL"
 
 
-def not_written(dialect: str, backend: str) -> str:
-    """Why a query of ``dialect`` is not run on a ``backend`` database: ``runnable_sql`` gave None.
+def not_written(dialect: str, backend: str, sql: str | None = None, schema=None, table_names=None) -> str:
+    """Why a query of ``dialect`` is not run on a ``backend`` database: ``runnable_sql`` gave None
+    (given ``sql``, with ``runnable_sql``'s own arguments: what it cannot write, where it knows).
 
     >>> not_written("duckdb", "sqlite")
     "not in the database's SQL: this duckdb SQL cannot be written for sqlite as it means"
+    >>> not_written("sqlite", "mysql", "SELECT total(age) FROM singer")
+    "not in the database's SQL: total() is not in mysql's SQL (SQLite's function)"
     """
-    return f"{NOT_WRITTEN}: this {dialect} SQL cannot be written for {backend} as it means"
+    why = _written(sql, dialect, backend, schema, table_names)[1] if sql is not None and dialect != backend else None
+    return f"{NOT_WRITTEN}: {why or f'this {dialect} SQL cannot be written for {backend} as it means'}"
 
 
 @functools.lru_cache(maxsize=4096)
-def _transpiled(sql: str, dialect: str, backend: str, schema) -> str | None:
+def _transpiled(sql: str, dialect: str, backend: str, schema, table_names) -> tuple[str | None, str | None]:
+    """(``sql`` written for ``backend``, None), or (None, why it is not where that is known)."""
     import sqlglot
-    from sqlglot.errors import ErrorLevel, SqlglotError
+    from sqlglot.errors import ErrorLevel, SqlglotError, UnsupportedError
 
     import rat
     from model.data.transpile import from_sqlite
 
+    names = dict(table_names) if table_names else None
     try:
         if dialect == "sqlite" and backend in _CASE_SENSITIVE_LIKE:
-            return _sqlite_likes(sql, backend, schema)
+            return _sqlite_likes(sql, backend, schema, names), None
         if dialect == "sqlite":
-            return from_sqlite(sql, backend, schema)
+            return from_sqlite(sql, backend, schema, table_names=names), None
         trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
         if len(trees) != 1 or not _keeps_its_limit(trees[0], backend):
-            return None
+            return None, None
         written = trees[0].sql(dialect=backend, unsupported_level=ErrorLevel.RAISE)
         rat.to_tree(written, schema, dialect=backend)  # what the backend's SQL cannot say is refused there
+    except UnsupportedError as error:  # (a SQLite function the backend has not: named)
+        return None, str(error).splitlines()[0][:200]
     except (SqlglotError, ValueError):  # ValueError: a dialect sqlglot does not know; rat.RATError
-        return None
-    return written
+        return None, None
+    return written, None
+
+
+def _unparsable(sql: str, dialect: str) -> bool:
+    """Whether ``sql`` is not one query sqlglot reads in ``dialect`` (a prediction that cannot run
+    as one, wherever it is sent)."""
+    import sqlglot
+    from sqlglot.errors import ParseError, TokenError
+
+    from rat.canonicalize import quiet_sqlglot
+
+    try:
+        with quiet_sqlglot():
+            trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+    except (ParseError, TokenError):
+        return True
+    except ValueError:  # a dialect sqlglot does not know: not told
+        return False
+    return len(trees) != 1
 
 
 def _keeps_its_limit(tree, backend: str) -> bool:
@@ -1188,7 +1265,7 @@ def _keeps_its_limit(tree, backend: str) -> bool:
 _CASE_SENSITIVE_LIKE = frozenset({"postgres", "duckdb", "snowflake"})
 
 
-def _sqlite_likes(sql: str, backend: str, schema) -> str:
+def _sqlite_likes(sql: str, backend: str, schema, table_names=None) -> str:
     """``from_sqlite``'s translation, with every LIKE made ILIKE: the same rows as in SQLite.
 
     >>> _sqlite_likes("SELECT name FROM venues WHERE city NOT LIKE '%lon%'", "postgres", None)
@@ -1205,7 +1282,8 @@ def _sqlite_likes(sql: str, backend: str, schema) -> str:
         raise ValueError(f"{len(trees)} statements, not one")
     tree = sqlite_strings(trees[0], sql, column_names(schema))
     tree = tree.transform(lambda node: exp.ILike(**node.args) if isinstance(node, exp.Like) else node)
-    return sqlite_habits(tree, backend, schema).sql(dialect=backend, unsupported_level=ErrorLevel.RAISE)
+    return sqlite_habits(tree, backend, schema, table_names).sql(dialect=backend,
+                                                                 unsupported_level=ErrorLevel.RAISE)
 
 
 def sqlite_sql(sql: str, dialect: str = "sqlite") -> str | None:

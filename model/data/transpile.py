@@ -5,13 +5,16 @@ double-quoted ``"x"`` that names no column as the string ``'x'`` (``WHERE airlin
 Airways"``), while sqlglot, which cannot know the database's columns, keeps it an identifier,
 a column reference everywhere else. `from_sqlite` turns such names into string literals first,
 with the schema's column names (and the query's own aliases) deciding what is a name, as SQLite
-does, then lets sqlglot write the query in the target dialect. For PostgreSQL and DuckDB,
-`sqlite_habits` also writes what they refuse as SQLite means it: a column neither grouped nor
-aggregated (SQLite takes it from one row of the group), a subquery of several rows compared with
-a value (SQLite takes its first row), with the schema's column types what SQLite's type affinity
-makes of comparisons and sums (`sqlite_types`: ``horsepower > 150`` on a TEXT column compares
-text) and, in PostgreSQL, a quoted name in another case (SQLite ignores the case) and a subquery
-in FROM without an alias.
+does, then lets sqlglot write the query in the target dialect. For PostgreSQL, DuckDB and MySQL,
+`sqlite_habits` also writes what they refuse or read otherwise as SQLite means it: a subquery of
+several rows compared with a value (SQLite takes its first row), with the schema's column types
+what SQLite's type affinity makes of comparisons and sums (`sqlite_types`: ``horsepower > 150``
+on a TEXT column compares text); in PostgreSQL and DuckDB a column neither grouped nor aggregated
+(SQLite takes it from one row of the group); in PostgreSQL and MySQL a name in another case
+(SQLite ignores the case; MySQL on Linux tells the case of table names and aliases apart) and a
+subquery in FROM without an alias; in MySQL an integer divided by an integer (SQLite's quotient
+is an integer), ``COLLATE NOCASE``, and a clear refusal of SQLite's functions MySQL has not
+(``typeof()``, ``total()``, ``printf()``, ``julianday()``, ``GLOB``).
 
 >>> from_sqlite('SELECT name FROM singer WHERE country = "France"', "postgres",
 ...             {"singer": ["name", "country"]})
@@ -27,11 +30,16 @@ from collections.abc import Iterable, Mapping
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ErrorLevel
+from sqlglot.errors import ErrorLevel, UnsupportedError
 
 import rat
 
 __all__ = ["column_names", "from_sqlite", "sqlite_habits", "sqlite_strings", "sqlite_types"]
+
+# SQLite's functions (and GLOB) that a dialect has not, which sqlglot writes there as they are
+# (the database's error would name no SQLite habit): refused before the query is sent
+_NOT_IN = {"mysql": frozenset({"glob", "typeof", "total", "printf", "julianday", "datetime", "unixepoch",
+                               "randomblob", "zeroblob", "likelihood", "likely", "unlikely"})}
 
 
 def column_names(schema: rat.Schema | Mapping[str, Iterable[str]] | None) -> set[str] | None:
@@ -67,10 +75,11 @@ def sqlite_strings(tree: exp.Expression, sql: str, names: set[str] | None) -> ex
 
 def from_sqlite(sql: str, dialect: str,
                 schema: rat.Schema | Mapping[str, Iterable[str]] | None = None,
-                habits: bool = True) -> str:
+                habits: bool = True, table_names: Mapping[str, str] | None = None) -> str:
     """``sql`` written for SQLite, as sqlglot writes it for ``dialect`` after `sqlite_strings`,
-    then (``habits``) `sqlite_habits` to run there as SQLite runs it; ``habits=False``: sqlglot's
-    translation alone, the query a user of ``dialect`` would write.
+    then (``habits``) `sqlite_habits` to run there as SQLite runs it (``table_names``: see
+    there); ``habits=False``: sqlglot's translation alone, the query a user of ``dialect`` would
+    write.
 
     Raises sqlglot's ParseError / UnsupportedError where it cannot read or write it, and
     ValueError where ``sql`` holds other than one statement."""
@@ -80,36 +89,58 @@ def from_sqlite(sql: str, dialect: str,
         raise ValueError(f"{len(trees)} statements, not one")
     tree = sqlite_strings(trees[0], sql, column_names(schema))
     if habits:
-        tree = sqlite_habits(tree, dialect, schema)
+        tree = sqlite_habits(tree, dialect, schema, table_names)
     return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
 
 
 def sqlite_habits(tree: exp.Expression, dialect: str,
-                  schema: rat.Schema | Mapping[str, Iterable[str]] | None = None) -> exp.Expression:
-    """``tree`` (SQLite's) with the SQLite habits ``dialect`` refuses written as it must write
-    them to mean what SQLite reads: in PostgreSQL, where a quoted name keeps its case, every name lowercased (SQLite
-    ignores case in ``"TV_Channel"`` and `` `Name` `` as in ``TV_Channel``, which PostgreSQL
-    reads as ``tv_channel``), and a subquery in FROM or JOIN given the alias PostgreSQL 15 and
-    older require. In both, which refuse a column neither grouped nor aggregated where SQLite
-    takes it from one row of the group, that column as SQLite reads it (`_bare_columns`), a
-    subquery compared with a value as SQLite reads it, its first row (`_first_rows`), and,
-    where ``schema`` (a `rat.Schema`) gives the columns' types, comparisons and sums as SQLite's
-    type affinity makes them (`sqlite_types`). Other dialects: ``tree`` as it is.
+                  schema: rat.Schema | Mapping[str, Iterable[str]] | None = None,
+                  table_names: Mapping[str, str] | None = None) -> exp.Expression:
+    """``tree`` (SQLite's) with the SQLite habits ``dialect`` refuses or reads otherwise written as
+    it must write them to mean what SQLite reads. In PostgreSQL, DuckDB and MySQL: a subquery
+    compared with a value as SQLite reads it, its first row (`_first_rows`), and, where
+    ``schema`` (a `rat.Schema`) gives the columns' types, comparisons and sums as SQLite's type
+    affinity makes them (`sqlite_types`). In PostgreSQL and DuckDB, which refuse a column neither
+    grouped nor aggregated where SQLite takes it from one row of the group, that column as SQLite
+    reads it (`_bare_columns`). In PostgreSQL and MySQL, where a quoted name (MySQL: a table's
+    name or alias, on Linux) keeps its case, every name lowercased (SQLite ignores case in
+    ``"TV_Channel"`` and `` `Name` `` as in ``TV_Channel``), a table that ``table_names``
+    (lowercased name -> the database's) spells otherwise written as the database spells it, and
+    a subquery in FROM or JOIN given the alias PostgreSQL 15 and older and MySQL require. In MySQL,
+    SQLite's integer division, ``COLLATE NOCASE`` and functions it has not (`_mysql_functions`).
+    Other dialects: ``tree`` as it is.
 
     >>> sqlite_habits(sqlglot.parse_one('SELECT "Name" FROM (SELECT * FROM `TV_Channel`)',
     ...                               read="sqlite"), "postgres").sql("postgres")
     'SELECT "name" FROM (SELECT * FROM "tv_channel") AS _from_1'
+    >>> sqlite_habits(sqlglot.parse_one("SELECT T1.Name FROM CARS AS T1 JOIN (SELECT id FROM Makers) "
+    ...                                 "ON t1.Maker = id", read="sqlite"), "mysql",
+    ...               table_names={"makers": "Makers"}).sql("mysql")
+    'SELECT t1.name FROM cars AS t1 JOIN (SELECT id FROM `Makers`) AS _from_1 ON t1.maker = id'
     """
-    if dialect not in ("postgres", "duckdb"):
+    if dialect not in ("postgres", "duckdb", "mysql"):
         return tree
-    if isinstance(schema, rat.Schema):
+    if dialect == "duckdb":
+        if isinstance(schema, rat.Schema):
+            sqlite_types(tree, dialect, schema)
+        return _bare_columns(_first_rows(tree), dialect)
+    for identifier in tree.find_all(exp.Identifier):
+        if not (dialect == "mysql" and isinstance(identifier.parent, exp.Table)
+                and identifier.arg_key in ("db", "catalog")):  # (MySQL's database: as written)
+            identifier.set("this", identifier.this.lower())
+    if table_names:  # each table, and a column's qualifier that is a table's name, as the database spells it
+        aliases = {table.alias for table in tree.find_all(exp.Table) if table.alias}
+        for table in tree.find_all(exp.Table):
+            if table.name in table_names and not table.db:
+                table.set("this", exp.to_identifier(table_names[table.name], quoted=True))
+        for column in tree.find_all(exp.Column):
+            if column.table in table_names and column.table not in aliases and not column.args.get("db"):
+                column.set("table", exp.to_identifier(table_names[column.table], quoted=True))
+    if isinstance(schema, rat.Schema):  # (after the names: MySQL's is written as text, `_as_number`)
         sqlite_types(tree, dialect, schema)
     _first_rows(tree)
-    if dialect == "duckdb":
-        return _bare_columns(tree, dialect)
-    for identifier in tree.find_all(exp.Identifier):
-        identifier.set("this", identifier.this.lower())
-    _bare_columns(tree, dialect)
+    if dialect == "postgres":
+        _bare_columns(tree, dialect)
     taken = {i.this for i in tree.find_all(exp.Identifier)}
     count = 0
     for subquery in list(tree.find_all(exp.Subquery)):
@@ -118,12 +149,73 @@ def sqlite_habits(tree: exp.Expression, dialect: str,
             while f"_from_{count}" in taken:
                 count += 1
             subquery.set("alias", exp.TableAlias(this=exp.to_identifier(f"_from_{count}")))
+    if dialect == "mysql":
+        _mysql_functions(tree, schema)
     return tree
 
 
+def _mysql_functions(tree: exp.Expression, schema) -> exp.Expression:
+    """``tree`` with what SQLite means by its functions and operators written as MySQL must:
+    an integer divided by an integer (a literal, ``count()``, a column ``schema`` types an
+    integer, and sums, ``min()``, ``max()`` and arithmetic of those) with ``DIV``, SQLite's
+    integer quotient; ``x COLLATE NOCASE`` (MySQL has no such collation) as ``LOWER(x)``, the
+    other side of its comparison too. A function (or GLOB) MySQL has not is an UnsupportedError
+    naming it, rather than the database's error later.
+
+    >>> schema = rat.Schema({"t": ["a", "b"]}, column_types={"t.a": "bigint(20)", "t.b": "double"})
+    >>> _mysql_functions(sqlglot.parse_one("SELECT count(*) / 2, a / 3, b / 2, a / (a * 2) FROM t "
+    ...                                    "WHERE a = 'X' COLLATE NOCASE", read="sqlite"), schema).sql("mysql")
+    "SELECT COUNT(*) DIV 2, a DIV 3, b / 2, a DIV (a * 2) FROM t WHERE LOWER(a) = LOWER('X')"
+    >>> _mysql_functions(sqlglot.parse_one("SELECT typeof(a) FROM t", read="sqlite"), schema)
+    Traceback (most recent call last):
+    sqlglot.errors.UnsupportedError: typeof() is not in mysql's SQL (SQLite's function)
+    """
+    for node in tree.find_all(exp.Glob, exp.Typeof, exp.Anonymous):
+        name = "GLOB" if isinstance(node, exp.Glob) else "typeof()" if isinstance(node, exp.Typeof) \
+            else f"{node.name.lower()}()"
+        if name.lower().rstrip("()") in _NOT_IN["mysql"]:
+            raise UnsupportedError(f"{name} is not in mysql's SQL (SQLite's {'operator' if name == 'GLOB' else 'function'})")
+    tables = _tables_of(tree)
+    for division in list(tree.find_all(exp.Div)):
+        if _integral(division.this, tables, schema) and _integral(division.expression, tables, schema):
+            division.replace(exp.IntDiv(this=division.this, expression=division.expression))
+    for collate in list(tree.find_all(exp.Collate)):
+        if collate.expression.name.lower() != "nocase":
+            continue
+        compared = collate.parent
+        collate.replace(exp.Lower(this=collate.this))
+        if isinstance(compared, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like)):
+            for side in (compared.this, compared.expression):
+                if not isinstance(side, exp.Lower):
+                    side.replace(exp.Lower(this=side.copy()))
+    return tree
+
+
+_INTEGER_TYPE = re.compile(r"(?<![a-z])(?:tiny|small|medium|big)?int(?:eger)?\b")
+
+
+def _integral(node: exp.Expression, tables: dict[str, set[str]], schema) -> bool:
+    """Whether SQLite computes ``node`` as an integer, as far as the query and ``schema``'s
+    declared types tell (a type Spider gives as "number" may be a float: not told)."""
+    while isinstance(node, (exp.Paren, exp.Neg)):
+        node = node.this
+    if isinstance(node, exp.Literal):
+        return not node.is_string and str(node.this).isdigit()
+    if isinstance(node, exp.Count):
+        return True
+    if isinstance(node, (exp.Sum, exp.Max, exp.Min, exp.Abs)):
+        return _integral(node.this, tables, schema)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.IntDiv)):
+        return _integral(node.this, tables, schema) and _integral(node.expression, tables, schema)
+    if isinstance(node, exp.Column) and isinstance(schema, rat.Schema):
+        declared = _declared_types(node, tables, schema)
+        return bool(declared) and all(_INTEGER_TYPE.search(t.lower()) for t in declared)
+    return False
+
+
 def sqlite_types(tree: exp.Expression, dialect: str, schema: rat.Schema) -> exp.Expression:
-    """``tree`` (SQLite's, written next for ``dialect``: postgres or duckdb) with what SQLite's
-    type affinity makes of a comparison or a sum written as PostgreSQL and DuckDB must write it,
+    """``tree`` (SQLite's, written next for ``dialect``: postgres, duckdb or mysql) with what
+    SQLite's type affinity makes of a comparison or a sum written as those must write it,
     the columns' types read from ``schema`` (Spider's words or declared types; a column whose
     type is not known is left as it is):
 
@@ -135,8 +227,11 @@ def sqlite_types(tree: exp.Expression, dialect: str, schema: rat.Schema) -> exp.
     - two text columns compared (``=``, ``<>``) are compared as text (the copy may hold one's
       integers as integers); a number column equal to a text one as numbers, the text read as
       a number where it is one, else never equal (``T1.id = T2.code``);
+    - in MySQL, whose collations ignore case (and trailing spaces), a text column compared with
+      strings is compared as bytes, as SQLite's BINARY collation compares (``CAST(name AS
+      BINARY) = 'France'`` finds no 'france');
     - ``avg()`` and ``sum()`` of a text or time column read each value as SQLite does: its
-      leading number, else 0 (``'null'`` is 0, ``'2010-03-01'`` 2010).
+      leading number, else 0 (``'null'`` is 0, ``'2010-03-01'`` 2010; MySQL reads a text so itself).
 
     >>> schema = rat.Schema({"cars": ["hp", "country"]},
     ...                     column_types={"cars.hp": "text", "cars.country": "number"})
@@ -147,12 +242,7 @@ def sqlite_types(tree: exp.Expression, dialect: str, schema: rat.Schema) -> exp.
     TEXT), '^\\\\s*[-+]?(?:[0-9]+(?:\\\\.[0-9]*)?|\\\\.[0-9]+)(?:[eE][-+]?[0-9]+)?') AS DOUBLE), 0) END)
     FROM cars WHERE hp > '150' AND CAST(country AS TEXT) <> 'usa'"
     """
-    tables: dict[str, set[str]] = {}
-    for table in tree.find_all(exp.Table):
-        name = table.name.lower()
-        tables.setdefault(name, set()).add(name)
-        if table.alias:
-            tables.setdefault(table.alias.lower(), set()).add(name)
+    tables = _tables_of(tree)
 
     def kind(node: exp.Expression) -> str | None:
         while isinstance(node, exp.Paren):
@@ -177,26 +267,47 @@ def sqlite_types(tree: exp.Expression, dialect: str, schema: rat.Schema) -> exp.
         if found == "text" and all(_integer(o) is not None for o in others):
             for other in others:
                 other.replace(exp.Literal.string(_integer(other)))
+        elif dialect == "mysql" and found == "text" and all(isinstance(o, exp.Literal) and o.is_string
+                                                            for o in others):
+            column.replace(exp.cast(column.copy(), "BINARY"))
         elif (found in ("number", "text") and isinstance(node, (exp.EQ, exp.NEQ, exp.In))
               and all(isinstance(o, exp.Literal) and o.is_string and not _numeric(o.this)
                       for o in others)):
             column.replace(exp.cast(column.copy(), "TEXT"))
-    for total in list(tree.find_all(exp.Avg, exp.Sum)):
+    for total in list(tree.find_all(exp.Avg, exp.Sum)) if dialect != "mysql" else ():
+        # (MySQL reads a text as a number as SQLite's sum() does: its leading number, else 0)
         if kind(total.this) in ("text", "time"):
             total.this.replace(_leading_number(total.this.copy(), dialect))
     return tree
 
 
-def _column_kind(column: exp.Column, tables: dict[str, set[str]], schema: rat.Schema) -> str | None:
-    """number, text or time: the type ``schema`` gives ``column`` (read in a query whose table
-    names and aliases ``tables`` resolves), where all the tables it may be from agree; else None."""
+def _tables_of(tree: exp.Expression) -> dict[str, set[str]]:
+    """Each table name and alias of ``tree`` (lowercased) -> the tables it names."""
+    tables: dict[str, set[str]] = {}
+    for table in tree.find_all(exp.Table):
+        name = table.name.lower()
+        tables.setdefault(name, set()).add(name)
+        if table.alias:
+            tables.setdefault(table.alias.lower(), set()).add(name)
+    return tables
+
+
+def _declared_types(column: exp.Column, tables: dict[str, set[str]], schema: rat.Schema) -> list[str]:
+    """The types ``schema`` declares for ``column`` in each table it may be read from (in a query
+    whose table names and aliases ``tables`` resolves)."""
     name = column.name.lower()
     if column.table:
         candidates = tables.get(column.table.lower(), set())
     else:
         candidates = {t for found in tables.values() for t in found
                       if name in (schema.columns(t) or ())}
-    kinds = {_kind(schema.column_types.get(f"{t}.{name}", "")) for t in candidates}
+    return [schema.column_types.get(f"{t}.{name}", "") for t in candidates]
+
+
+def _column_kind(column: exp.Column, tables: dict[str, set[str]], schema: rat.Schema) -> str | None:
+    """number, text or time: the type ``schema`` gives ``column`` (read in a query whose table
+    names and aliases ``tables`` resolves), where all the tables it may be from agree; else None."""
+    kinds = {_kind(t) for t in _declared_types(column, tables, schema)}
     return kinds.pop() if len(kinds) == 1 else None
 
 
@@ -259,6 +370,10 @@ def _as_number(column: exp.Expression, dialect: str) -> exp.Expression:
     text is, else NULL (SQLite keeps it text, never equal to a number)."""
     text = exp.cast(column.copy(), "TEXT").sql(dialect)
     whole = f"'^{_NUMBER.pattern}$'"
+    if dialect == "mysql":  # REGEXP as text: sqlglot writes REGEXP_LIKE(), which MariaDB has not
+        whole = exp.Literal.string(f"^{_NUMBER.pattern}$").sql("mysql")  # (backslashes escaped)
+        return exp.Case(ifs=[exp.If(this=exp.Var(this=f"{text} REGEXP {whole}"),
+                                    true=exp.cast(exp.Var(this=text), "DOUBLE"))])
     number = (f"CASE WHEN REGEXP_FULL_MATCH({text}, {whole}) THEN CAST(TRIM({text}) AS DOUBLE) END"
               if dialect == "duckdb" else
               f"CASE WHEN {text} ~ {whole} THEN CAST({text} AS DOUBLE PRECISION) END")

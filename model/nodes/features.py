@@ -66,9 +66,7 @@ from model.data.execution import (
     MAX_ROWS,
     NOT_WRITTEN,
     check_deadline,
-    not_written,
     result_digest,
-    runnable_sql,
     time_left,
     unfinished,
 )
@@ -826,12 +824,13 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
         label_count[name] += 1
     literals = {literal_text(names[i]) for i in range(n) if kinds[i] == "value"}
     parameters = sorted({names[i] for i in range(n) if kinds[i] == "value" and rat.kinds.is_parameter(names[i])})
-    runnable = runnable_sql(example.sql, dialect, probe.dialect, schema) if not parameters else None
-    rows, error = probe.run(runnable, timeout_s) if runnable is not None else (None, "no database")
+    rows, error = None, "no database"
     if parameters and probe.database is not None:  # not run: its values are given when it runs
         error = f"{NOT_RUN_PARAMETERS} ({', '.join(parameters[:3])})"
-    elif runnable is None and probe.database is not None:
-        error = not_written(dialect, probe.dialect)
+    elif probe.database is not None:
+        runnable, error = probe.database.written(example.sql, dialect, schema)
+        if runnable is not None:
+            rows, error = probe.run(runnable, timeout_s)
     result, digest = _result_features(rows, error)
     broadcast = {
         "tree_size": n, "tree_tables": sum(k == "table" for k in kinds),

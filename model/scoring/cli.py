@@ -158,7 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     one = parser.add_argument_group("one query")
     one.add_argument("--sql")
     one.add_argument("--question", default="")
-    one.add_argument("--db-id", default=None)
+    one.add_argument("--db-id", default=None,
+                     help="the database of --sql, and of --predictions rows without a db_id (default: the one "
+                          "schema given)")
     parser.add_argument("--check", action="store_true",
                         help="answer each query's verdict under the model's policy (run, review or regenerate, "
                              "with feedback) instead of its tree; exit status 1 when any is not 'run'")
@@ -278,13 +280,14 @@ def score_one(scorer, args, schemas: dict) -> int:
     if schemas and not args.db_id:
         raise UsageError("--db-id is needed with --data-root or --schema")
     schema = schemas.get(args.db_id)
-    if args.database and schema is None:  # read from the database: the query's tables must be in it
-        schema = args.database.schema(args.db_id or "")
+    if args.database:  # (CREATE, SET ROLE, SELECT .. INTO, GET_LOCK(), MySQL's /*! .. */: not sent)
         from model.data.databases import refusal
 
-        refused = refusal(args.sql, args.database.dialect)  # (CREATE, SET ROLE, SELECT .. INTO: no read)
+        refused = refusal(args.sql, args.database.dialect)
         if refused:
             raise UsageError(f"--sql: {refused}")
+    if args.database and schema is None:  # read from the database: the query's tables must be in it
+        schema = args.database.schema(args.db_id or "")
         missing = _unknown_tables(args.sql, args.dialect, schema)
         if missing:  # not there, or not the role's to read (its columns are not in the schema read)
             name, written = missing[0]
@@ -342,7 +345,11 @@ def _unknown_tables(sql: str, dialect: str, schema) -> list[tuple[str, str]]:
 def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
     """The rows to score: a JSONL of ``{question_id | question, db_id, sql}``, or any prediction
     format ``model.data.predictions`` reads (with ``--data-root`` for the questions, and their
-    gold SQL as ``gold`` where a row has none)."""
+    gold SQL as ``gold`` where a row has none). A row without a db_id is of ``--db-id``'s
+    database, else of the one schema given. With ``--database``, a row whose query is not sent
+    there (``model.data.databases.refusal``: it writes, takes a session lock, holds MySQL's
+    ``/*! .. */``) is not scored, as ``--sql`` refuses it, and counted under its reason."""
+    from model.data.databases import Database, refusal
     from model.data.datasets import load_questions
 
     questions = {}
@@ -362,7 +369,10 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
                 raise UsageError(f"--predictions {owner[system]} and {path}: both hold rows of system {system!r} "
                                  "(a file's name names the system of rows without one): rename one")
             rows.append({**row, "_file": str(path)})
+    default_db = getattr(args, "db_id", None) or (next(iter(schemas)) if len(schemas) == 1 else None)
     for row in rows:
+        if row.get("db_id") is None and default_db is not None:
+            row["db_id"] = default_db
         db_id = row.get("db_id")
         if schemas and db_id is None:
             row["_error"] = "no db_id"
@@ -370,6 +380,8 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
             row["_error"] = f"unknown db_id {db_id!r}"
         row["schema"] = schemas.get(db_id)
         row["database"] = _database(args, db_id)
+        if isinstance(row["database"], Database) and (refused := refusal(row["sql"], row["database"].dialect)):
+            row.setdefault("_error", refused)
         if row.get("dialect") is None:
             row["dialect"] = args.dialect
     return rows
