@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +23,7 @@ import pytest
 
 import rat
 from model.data.databases import DatabaseError, open_database, schema_from_ddl
-from model.data.execution import unfinished
+from model.data.execution import cancellable, unfinished
 from model.errors import UsageError
 from model.nodes.features import DatabaseProbe
 from model.synth.demo.databases import (
@@ -1767,6 +1768,85 @@ def test_a_mysql_server_that_stops_answering_ends_each_request_in_bounded_time(m
             assert time.monotonic() - start < 5
     finally:
         hung.close()
+        proxy.close()
+
+
+
+# ----------------------------------------------- a statement whose work is cancelled; a hung PostgreSQL
+
+# Statements that run for seconds: a sleep, MariaDB's BENCHMARK() (stopped, it returns 0 without
+# an error), a PostgreSQL cursor read in several FETCHes, a DuckDB cross join
+SLOW = {"pg_demo": ["SELECT pg_sleep(5)", "SELECT g, pg_sleep(0.01) FROM generate_series(1, 1000) g"],
+        "mysql_demo": ["SELECT SLEEP(5)", "SELECT BENCHMARK(2000000000, MD5('a'))"],
+        "duck_demo": ["SELECT count(*) FROM range(100000) a, range(100000) b WHERE a.range + b.range = -1"]}
+
+
+def cancelled_after(db, sql: str, after_s: float) -> tuple[tuple, float]:
+    """``db.execute(sql)`` (a 10 s limit) in a thread whose work is cancelled (``cancellable``)
+    ``after_s`` seconds after it starts (0: before it starts): its answer and the seconds it took."""
+    cancel, answer = threading.Event(), []
+
+    def run() -> None:
+        with cancellable(cancel):
+            start = time.monotonic()
+            answer.append(db.execute(sql, timeout_s=10.0))
+            answer.append(time.monotonic() - start)
+
+    if not after_s:
+        cancel.set()
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(after_s)
+    cancel.set()
+    worker.join(30)
+    return answer[0], answer[1]
+
+
+@pytest.mark.parametrize("after_s", [0.3, 0.0])
+@pytest.mark.parametrize("backend", ["pg_demo", "mysql_demo", "duck_demo"])
+def test_a_statement_whose_work_is_cancelled_stops_at_once_and_its_connection_answers_the_next(
+        backend, after_s, request):
+    """rat-serve cancels the work of a request whose client went away (``cancellable``): a
+    statement running on PostgreSQL, MariaDB or DuckDB, or about to run, stops at once, a timeout
+    as a SQLite query's, and the same connection answers the next statement (each ran on to its
+    own time limit, 10 s here)."""
+    demo = request.getfixturevalue(backend)
+    with open_database(demo if backend == "duck_demo" else demo[0]) as db:
+        conn = db.conn
+        for sql in SLOW[backend]:
+            answer, took = cancelled_after(db, sql, after_s)
+            assert answer == (None, "timeout after 10 s") and took < 1.5, (sql, answer, took)
+            assert db.execute("SELECT count(*) FROM venues") == ([(10,)], None)
+            assert db.conn is conn, sql
+
+
+def test_a_postgres_server_that_stops_answering_ends_each_request_in_bounded_time(postgres_server, pg_demo,
+                                                                                  monkeypatch):
+    """A PostgreSQL server that stops answering during a statement: the statement is a timeout
+    past its limit and CONNECT_TIMEOUT_S (its connection closed), one cancelled meanwhile a
+    timeout once the server has not taken the cancel within CONNECT_TIMEOUT_S, and the next one,
+    which finds the server hung, the database's error (psycopg waited without a limit: until the
+    connection was dropped, 20 s here)."""
+    from model.data import databases
+
+    monkeypatch.setattr(databases, "CONNECT_TIMEOUT_S", 2)
+    proxy = StallingProxy((postgres_server.host, postgres_server.port), release_s=20)
+    url = f"postgresql://rat_scorer:scorer-pw@127.0.0.1:{proxy.port}/{DB_ID}"
+    try:
+        with open_database(url) as db, open_database(url) as cancelled:
+            for each in (db, cancelled):
+                assert each.execute("SELECT count(*) FROM venues") == ([(10,)], None)
+            proxy.stall()
+            start = time.monotonic()
+            assert db.execute("SELECT count(*) FROM venues", timeout_s=1.0) == (None, "timeout after 1 s")
+            assert time.monotonic() - start < 5
+            answer, took = cancelled_after(cancelled, "SELECT count(*) FROM venues", 0.3)
+            assert answer == (None, "timeout after 10 s") and took < 4, (answer, took)
+            start = time.monotonic()
+            with pytest.raises(DatabaseError, match="cannot connect"):
+                db.execute("SELECT count(*) FROM venues")
+            assert time.monotonic() - start < 5
+    finally:
         proxy.close()
 
 

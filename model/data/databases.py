@@ -15,7 +15,8 @@ reads (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``; DuckDB's ``FROM``) is sent a
 - PostgreSQL: each statement in its own ``BEGIN READ ONLY`` transaction with a ``statement_timeout``
   (before each FETCH of its cursor, the time left), rolled back after it; the extended query
   protocol (one statement per message); the session also has ``default_transaction_read_only``
-  and ``idle_in_transaction_session_timeout``.
+  and ``idle_in_transaction_session_timeout``; a server that has not answered a statement by its
+  time limit and ``CONNECT_TIMEOUT_S`` has its connection shut (a timeout).
 - MySQL / MariaDB: ``START TRANSACTION READ ONLY``, ``max_statement_time`` (MariaDB) or
   ``max_execution_time`` (MySQL), rolled back, a query that ran to its time limit being a
   timeout (MariaDB returns ``BENCHMARK``'s 0 then); one statement per call (no multi-statements
@@ -28,6 +29,10 @@ reads (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``; DuckDB's ``FROM``) is sent a
   same from run to run); a query past its memory is stopped (a caller's connection keeps its own
   ``memory_limit`` and ``threads``).
 - SQLite: as ``model.data.execution`` opens it (``mode=ro``, ``query_only``, an authorizer).
+
+A statement under way in a thread whose work is cancelled (``model.data.execution.cancellable``:
+rat-serve's client gone) is stopped within ``_WATCH_POLL_S``, a timeout as a SQLite query's:
+PostgreSQL's cancelled, MySQL's ended by ``KILL QUERY``, DuckDB's interrupted (`_stopping`).
 
 Results are read in chunks that `_fetch` sizes (16 rows first, PostgreSQL's 2, then as many as
 half the budget left holds at the largest row read) and refused past ``max_rows`` rows or ``max_result_bytes``
@@ -48,12 +53,16 @@ backends. SQL written in another dialect than the backend's runs as ``runnable_s
 from __future__ import annotations
 
 import configparser
+import contextlib
+import copy
 import datetime
 import decimal
 import functools
 import itertools
 import logging
+import os
 import re
+import socket
 import sqlite3
 import ssl
 import sys
@@ -72,6 +81,7 @@ from model.data.execution import (
     DEFAULT_TIMEOUT_S,
     MAX_ROWS,
     ResultTooLarge,
+    cancel_event,
     execute_sql,
     not_written,
     result_guard,
@@ -608,6 +618,111 @@ def _pick_tables(rows: Rows, search_path: list[str]) -> _Tables:
                    read_as)
 
 
+# ----------------------------------------------------------------- stopping a statement under way
+
+# How often the cancel events of the statements under way are looked at, and a stop that left its
+# statement running (one that came before the statement began) is tried again
+_WATCH_POLL_S = 0.1
+
+
+class _Watch:
+    """A statement under way: ``stop(hung)`` is called once its thread's work is cancelled
+    (``cancel``: ``model.data.execution.cancellable``) or ``deadline`` (``time.monotonic()``;
+    None: none) has passed (``hung``: the deadline, by which a server has answered)."""
+
+    def __init__(self, stop, deadline: float | None, cancel: threading.Event | None):
+        self.stop, self.deadline, self.cancel = stop, deadline, cancel
+        self.fired = False  # stop was called: the statement is a timeout, whatever it returned
+        self.stopping = False  # stop is running (in a thread of its own)
+        self.next_stop = 0.0  # when stop may be called again
+
+    def due(self, now: float) -> bool:
+        wanted = self.cancel is not None and self.cancel.is_set() or self.deadline is not None and now >= self.deadline
+        return wanted and not self.stopping and now >= self.next_stop
+
+
+class _Watcher:
+    """One thread for the process that stops the statements under way (`_stopping`): it sleeps
+    until the next deadline, looking at cancel events every ``_WATCH_POLL_S`` while there are
+    any; a stop runs in a short-lived thread of its own (a server that does not answer it holds
+    up no other)."""
+
+    def __init__(self):
+        self.changed = threading.Condition()
+        self.watches: set[_Watch] = set()
+        self.thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        with self.changed:
+            while True:
+                now = time.monotonic()
+                for watch in self.watches:
+                    if watch.due(now):
+                        watch.fired = watch.stopping = True
+                        threading.Thread(target=self.stop, args=(watch,), daemon=True).start()
+                waits = [w.deadline - now for w in self.watches if w.deadline is not None and w.deadline > now]
+                if any(w.cancel is not None or w.fired for w in self.watches):
+                    waits.append(_WATCH_POLL_S)
+                self.changed.wait(min(waits, default=None))
+
+    def stop(self, watch: _Watch) -> None:
+        try:
+            watch.stop(watch.deadline is not None and time.monotonic() >= watch.deadline)
+        except Exception as error:  # noqa: BLE001 - a connection gone meanwhile: the statement ended
+            logging.getLogger(__name__).debug("stopping a statement: %s", _one_line(error))
+        finally:
+            with self.changed:
+                watch.stopping, watch.next_stop = False, time.monotonic() + _WATCH_POLL_S
+                self.changed.notify_all()
+
+
+_WATCHER = _Watcher()
+os.register_at_fork(after_in_child=_WATCHER.__init__)  # (a forked copy has no watching thread)
+
+
+@contextlib.contextmanager
+def _stopping(stop, deadline: float | None = None) -> Iterator[_Watch]:
+    """``with _stopping(stop, deadline) as watch:`` the statement run inside is stopped,
+    ``stop(hung)`` called (from another thread; again every ``_WATCH_POLL_S`` while it runs on),
+    once this thread's work is cancelled (``model.data.execution.cancellable``: rat-serve's
+    client gone) or ``deadline`` passes (``hung`` True); ``watch.fired`` then says it was. No
+    stop is under way once the block is left. Without either, nothing is watched.
+
+    >>> import threading
+    >>> from model.data.execution import cancellable
+    >>> cancel, stopped = threading.Event(), threading.Event()
+    >>> with cancellable(cancel), _stopping(lambda hung: stopped.set()) as watch:
+    ...     cancel.set()
+    ...     stopped.wait(5), watch.fired
+    (True, True)
+    """
+    watch = _Watch(stop, deadline, cancel_event())
+    if watch.cancel is None and deadline is None:
+        yield watch
+        return
+    watcher = _WATCHER
+    with watcher.changed:
+        watcher.watches.add(watch)
+        if watcher.thread is None or not watcher.thread.is_alive():
+            watcher.thread = threading.Thread(target=watcher.run, name="rat-statement-watcher", daemon=True)
+            watcher.thread.start()
+        watcher.changed.notify_all()
+    try:
+        yield watch
+    finally:
+        with watcher.changed:
+            watcher.watches.discard(watch)
+            while watch.stopping:  # (it would stop the connection's next statement)
+                watcher.changed.wait()
+
+
+def _shut(fileno: int) -> None:
+    """The connection on socket ``fileno`` ended: each read and write of it fails at once (the
+    socket shut down; the driver closes its descriptor)."""
+    with socket.socket(fileno=os.dup(fileno)) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
+
+
 class Database:
     """One database opened read-only (see the module's text). Use ``open_database``."""
 
@@ -926,7 +1041,9 @@ class PostgresDatabase(Database):
         """The query as a cursor (DECLARE takes one SELECT or VALUES) in a ``BEGIN READ ONLY``
         transaction, its rows fetched in chunks that `_fetch` sizes, each with the time left
         (one round trip: BEGIN, the time limit, DECLARE and the first FETCH pipelined), then
-        rolled back (`_end`)."""
+        rolled back (`_end`). Cancelled once its thread's work is (`_stopping`: a timeout); a
+        server that has not answered by the time limit and CONNECT_TIMEOUT_S has its connection
+        shut (a timeout; the next statement connects again)."""
         import psycopg
         from psycopg.rows import tuple_row
 
@@ -960,18 +1077,33 @@ class PostgresDatabase(Database):
                 raise TimeoutError
             return rows
 
-        try:  # (libpq holds a FETCH's rows whole before the first is read: the first asks for two)
-            return _fetch(next_chunk, self.max_rows, max_bytes, first=2)
-        except (psycopg.errors.QueryCanceled, TimeoutError):
-            return None, f"timeout after {timeout_s:g} s"
-        except psycopg.Error as error:
-            if conn.broken or conn.closed:
-                raise ConnectionLost(f"connection lost ({_libpq_reason(error)})") from None
-            if time.monotonic() > deadline:  # ("cannot exit pipeline mode while busy": cut off receiving)
-                return None, f"timeout after {timeout_s:g} s"
-            return None, f"{type(error).__name__}: {_one_line(error).split(' LINE ')[0]}"
-        finally:
-            self._end()
+        def stop(hung: bool) -> None:
+            """The statement cancelled; the connection shut where the server does not take the
+            cancel (within CONNECT_TIMEOUT_S) or has not ended the statement by its time limit
+            and CONNECT_TIMEOUT_S (``hung``: it stopped answering)."""
+            if not hung:
+                try:
+                    conn.cancel_safe(timeout=CONNECT_TIMEOUT_S)
+                    return
+                except psycopg.Error:
+                    pass
+            _shut(conn.fileno())
+
+        timeout = None, f"timeout after {timeout_s:g} s"
+        with _stopping(stop, deadline + CONNECT_TIMEOUT_S) as watch:
+            try:  # (libpq holds a FETCH's rows whole before the first is read: the first asks for two)
+                answer = _fetch(next_chunk, self.max_rows, max_bytes, first=2)
+            except (psycopg.errors.QueryCanceled, TimeoutError):
+                answer = timeout
+            except psycopg.Error as error:
+                if (conn.broken or conn.closed) and not watch.fired:  # (shut by `stop`: a timeout)
+                    raise ConnectionLost(f"connection lost ({_libpq_reason(error)})") from None
+                # ("cannot exit pipeline mode while busy": cut off receiving)
+                answer = timeout if time.monotonic() > deadline else \
+                    (None, f"{type(error).__name__}: {_one_line(error).split(' LINE ')[0]}")
+            finally:
+                self._end()
+        return timeout if watch.fired else answer
 
     def _end(self) -> None:
         """The statement's transaction rolled back and, on a connection of our own, every session
@@ -1157,6 +1289,7 @@ class MySQLDatabase(Database):
         conn._read_timeout = conn._write_timeout = timeout_s + CONNECT_TIMEOUT_S
         cursor = conn.cursor(pymysql.cursors.SSCursor)  # unbuffered: rows read as fetched
         finished = False  # True: no rows left unread
+        watch = None
         try:
             cursor.execute("START TRANSACTION READ ONLY")
             if self.mariadb:
@@ -1165,21 +1298,23 @@ class MySQLDatabase(Database):
                 cursor.execute(f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}")
                 statement = sql
             started = time.monotonic()
-            cursor.execute(statement)
-            if cursor.description is None:
-                finished = True
-                return None, "statement returns no result set"
-            rows, error = _fetch(cursor.fetchmany, self.max_rows, max_bytes)
+            # (stopped once cancelled; the sockets' timeouts bound a server that stopped answering)
+            with _stopping(lambda hung: _kill_query(conn)) as watch:
+                cursor.execute(statement)
+                if cursor.description is None:
+                    finished = True
+                    return None, "statement returns no result set"
+                rows, error = _fetch(cursor.fetchmany, self.max_rows, max_bytes)
             finished = error is None
-            # MariaDB stops some work at its time limit without an error (BENCHMARK() returns 0)
-            if error is None and time.monotonic() - started >= timeout_s:
+            # MariaDB stops some work at its time limit, or killed, without an error (BENCHMARK() returns 0)
+            if error is None and time.monotonic() - started >= timeout_s or watch.fired:
                 return None, f"timeout after {timeout_s:g} s"
             return rows, error
         except pymysql.err.Error as error:
             finished = True  # (the server's error ends its result)
             code = error.args[0] if error.args else None
-            if code in (1969, 3024):  # max_statement_time / max_execution_time exceeded
-                return None, f"timeout after {timeout_s:g} s"
+            if code in (1969, 3024) or watch is not None and watch.fired:  # past max_statement_time /
+                return None, f"timeout after {timeout_s:g} s"  # max_execution_time, or stopped
             reason = _mysql_reason(error, conn._read_timeout)
             if code == 2013 and reason.startswith("the server did not answer"):
                 # past the statement's limit: a timeout (pymysql closed the connection; the next
@@ -1243,6 +1378,26 @@ class MySQLDatabase(Database):
     def close(self) -> None:
         if self.owned and self.conn.open:
             self.conn.close()
+
+
+def _kill_query(conn) -> None:
+    """The statement MySQL connection ``conn`` is running stopped: ``KILL QUERY`` of its thread,
+    sent on a copy of ``conn`` connected anew (its server, user, password and TLS: a role may
+    end its own statements), or, where that fails, ``conn``'s socket shut (closed: the next
+    statement connects again)."""
+    import pymysql
+
+    killer = copy.copy(conn)
+    killer._sock = killer._rfile = None  # (pymysql closes them when a connection is collected)
+    killer._read_timeout = killer._write_timeout = CONNECT_TIMEOUT_S
+    try:
+        killer.connect()
+        with killer.cursor() as cursor:
+            cursor.execute(f"KILL QUERY {int(conn.thread_id())}")
+    except pymysql.err.Error:
+        _shut(conn._sock.fileno())
+    finally:
+        killer.close()
 
 
 def _open_mysql(url, name: str, limits: dict) -> MySQLDatabase:
@@ -1311,33 +1466,32 @@ class DuckDBDatabase(Database):
             raise ConnectionLost("the connection is closed") from None
 
     def _execute(self, sql, timeout_s, max_bytes):
-        """The query in a read-only transaction, rolled back, interrupted past ``timeout_s``; an
-        error of the database rather than the query's (`_duckdb_damage`) is a ``DatabaseError``."""
+        """The query in a read-only transaction, rolled back, interrupted past ``timeout_s`` or
+        once its thread's work is cancelled (`_stopping`: a timeout); an error of the database
+        rather than the query's (`_duckdb_damage`) is a ``DatabaseError``."""
         import duckdb
 
         if ";" in sql.strip().rstrip(";") and len(self.conn.extract_statements(sql)) != 1:
             return None, "refused: more than one statement"
         self._begin()
-        timer = threading.Timer(timeout_s, self.conn.interrupt)
-        timer.start()
-        started = time.monotonic()
         try:
-            cursor = self.conn.execute(sql)
-            if cursor.description is None:
-                return None, "statement returns no result set"
-            return _fetch(cursor.fetchmany, self.max_rows, max_bytes)
+            with _stopping(lambda hung: self.conn.interrupt(), time.monotonic() + timeout_s) as watch:
+                cursor = self.conn.execute(sql)
+                if cursor.description is None:
+                    return None, "statement returns no result set"
+                rows, error = _fetch(cursor.fetchmany, self.max_rows, max_bytes)
+            return (None, f"timeout after {timeout_s:g} s") if watch.fired else (rows, error)
         except duckdb.InterruptException:
             return None, f"timeout after {timeout_s:g} s"
         except duckdb.OutOfMemoryException:
             return None, f"working memory past {self.memory_limit}"
         except duckdb.Error as error:
-            if time.monotonic() - started >= timeout_s and "interrupt" in str(error).lower():
+            if watch.fired and "interrupt" in str(error).lower():
                 return None, f"timeout after {timeout_s:g} s"
             if _duckdb_damage(error):
                 raise DatabaseError(f"{self.name}: cannot be read ({_one_line(error)})") from None
             return None, f"{type(error).__name__}: {_one_line(error)}"
         finally:
-            timer.cancel()
             self.conn.execute("ROLLBACK")
 
     def _search_path(self):

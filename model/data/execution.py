@@ -60,6 +60,7 @@ __all__ = [
     "OUTCOMES",
     "DeadlineExceeded",
     "ResultTooLarge",
+    "cancel_event",
     "cancellable",
     "check_deadline",
     "default_cache_dir",
@@ -424,8 +425,9 @@ _CANCEL = threading.local()
 def cancellable(cancel: threading.Event):
     """``with cancellable(cancel):`` this thread's work stops once another thread sets ``cancel``:
     at its next deadline check (``check_deadline``, ``time_left``: ``DeadlineExceeded``), a SQLite
-    query it is running within a thousand steps, a ``paced`` pause at once. rat-serve cancels a
-    request whose client closed its connection.
+    query it is running within a thousand steps, a PostgreSQL, MySQL or DuckDB one within about
+    0.1 s (``model.data.databases``, through ``cancel_event``), a ``paced`` pause at once.
+    rat-serve cancels a request whose client closed its connection.
 
     >>> cancel = threading.Event()
     >>> with cancellable(cancel):
@@ -443,8 +445,13 @@ def cancellable(cancel: threading.Event):
         _CANCEL.event = None
 
 
+def cancel_event() -> threading.Event | None:
+    """The event that cancels this thread's work (``cancellable``), or None."""
+    return getattr(_CANCEL, "event", None)
+
+
 def _cancelled() -> bool:
-    event = getattr(_CANCEL, "event", None)
+    event = cancel_event()
     return event is not None and event.is_set()
 
 
