@@ -583,6 +583,16 @@ _UNKNOWN = object()  # a lookup not answered yet
 SHARED_LOOKUPS = SharedLookups()
 
 
+def _same_text(left: str, right: str, dialect: str) -> str:
+    """SQL that two texts are equal as SQLite's ``=`` finds them, byte for byte: MySQL's collations
+    ignore case and trailing spaces ('Anthony ' = 'anthony'), its bytes do not.
+
+    >>> _same_text("city", "'Anthony'", "mysql"), _same_text("city", "'Anthony'", "postgres")
+    ("CAST(city AS BINARY) = CAST('Anthony' AS BINARY)", "city = 'Anthony'")
+    """
+    return f"CAST({left} AS BINARY) = CAST({right} AS BINARY)" if dialect == "mysql" else f"{left} = {right}"
+
+
 class DatabaseProbe:
     """Read-only lookups in one database, memoised (and, answered without error, shared with the
     next probes of the same database content: ``SHARED_LOOKUPS``): does a literal occur in a column?
@@ -662,12 +672,14 @@ class DatabaseProbe:
             tab, col = self._names(table, column)
             literal, text = self.database.literal(literal), self.database.text_type()
             # SQLite's meaning on every backend: LIKE ignores case, = does not
-            op = ("ILIKE" if self.dialect in ("postgres", "duckdb") else "LIKE") if like else "="
-            exact = f"BINARY {literal}" if self.dialect == "mysql" and not like and literal[:1] == "'" \
-                else literal
-            sql = (f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {col} {op} {exact}), "
-                   f"EXISTS(SELECT 1 FROM {tab} WHERE lower(CAST({col} AS {text})) {op} "
-                   f"lower(CAST({literal} AS {text})))")
+            folded = f"lower(CAST({col} AS {text}))", f"lower(CAST({literal} AS {text}))"
+            if like:
+                op = "ILIKE" if self.dialect in ("postgres", "duckdb") else "LIKE"
+                tests = f"{col} {op} {literal}", f"{folded[0]} {op} {folded[1]}"
+            else:
+                tests = (_same_text(col, literal, self.dialect) if literal[:1] == "'" else f"{col} = {literal}",
+                         _same_text(*folded, self.dialect))
+            sql = f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {tests[0]}), EXISTS(SELECT 1 FROM {tab} WHERE {tests[1]})"
             rows, error = self._execute(sql, reads=table)
             if error is None and rows:
                 result = (float(rows[0][0]), float(rows[0][1]))
@@ -688,7 +700,7 @@ class DatabaseProbe:
                 alias = "" if self.dialect == "sqlite" else " AS s"  # SQLite's own SQL as it was
                 text, value = self.database.text_type(), self.database.literal(literal)
                 probes = [f'EXISTS(SELECT 1 FROM (SELECT {c} AS v FROM {t} LIMIT {rows_each}){alias} '
-                          f'WHERE lower(CAST(v AS {text})) = lower({value}))'
+                          f'WHERE {_same_text(f"lower(CAST(v AS {text}))", f"lower({value})", self.dialect)})'
                           for t, c in (self._names(*name.rsplit(".", 1)) for name in columns)]
                 rows, error = self._execute("SELECT " + ", ".join(probes), reads=EVERY_COLUMN)
                 found = {name for name, hit in zip(columns, rows[0]) if hit} if error is None and rows else None
