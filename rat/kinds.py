@@ -78,6 +78,8 @@ def node_kind(node: "Node", parent: "Node | None" = None) -> str:
     >>> cast = Node("Cast", (Node("t.a"), Node("real")))
     >>> node_kind(cast), node_kind(cast.children[1], cast)
     ('operator', 'value')
+    >>> node_kind(Node("Offset", (Node("2"), Node("t")))), node_kind(Node("Offset", (Node("2"),)))
+    ('relation', 'operator')
     >>> where = Node("Selection", (Node("Gt", (Node("age"), Node("20"))), Node("singer")))
     >>> node_kind(where), node_kind(Node("age"), where.children[0]), node_kind(Node("singer"), where)
     ('relation', 'column', 'table')
@@ -86,8 +88,8 @@ def node_kind(node: "Node", parent: "Node | None" = None) -> str:
         children, label = node.children, node.label
     except AttributeError:
         raise TypeError(f"node: expected a rat.Node, found {type(node).__name__}") from None
-    if children:
-        return "relation" if label in RELATIONAL else "operator"
+    if children:  # (`Offset(n, rows)` without a LIMIT is rows, as `Limit` is; `Limit`'s `Offset(n)` a value's)
+        return "relation" if label in RELATIONAL or label == "Offset" and len(children) == 2 else "operator"
     if label == "Recursion":  # a recursive CTE's step reading the rows made so far
         return "relation"
     if label[:1] == "'" or label in _VALUE_WORDS or NUMBER.match(label) or is_parameter(label):
