@@ -441,6 +441,22 @@ def test_fields_and_options_of_the_wrong_type_are_named_before_any_work():
             scorer.score_many([{"sql": FRANCE}], progress=False, **options)
 
 
+def test_a_callers_bar_is_moved_by_each_batch_scored_and_left_open() -> None:
+    """``progress`` may be a caller's tqdm bar (rat-score's, over a file's chunks): each batch
+    scored moves it, and it stays open; a bar moved only once a whole call had returned stood
+    still through a file scored as one chunk (label shift)."""
+    from tqdm.auto import tqdm
+
+    moves = []
+    bar = tqdm(total=5, disable=True)
+    bar.update, bar.close = moves.append, lambda: moves.append("closed")  # (what the bar is told)
+    results = Scorer.pretrained().score_many([{"sql": FRANCE, "schema": SINGER}] * 5, progress=bar, batch_size=2,
+                                             workers=1)
+    assert len(results) == 5 and moves == [2, 2, 1]
+    with pytest.raises(TypeError, match="progress: expected True or False, found 'bar'"):
+        Scorer.pretrained().score_many([{"sql": FRANCE}], progress="bar")
+
+
 def test_a_call_past_its_timeout_raises_and_a_closed_connection_is_a_database_error(singers):
     import sqlite3
 

@@ -507,10 +507,10 @@ def score_file(scorer, args, schemas: dict) -> int:
         batch = [good[k] for k in part]
         verdicts = None
         if args.check:  # each query's verdict (Scorer.check_many), and the scored query it holds
-            verdicts = scorer.check_many(batch, progress=False, quantiles=args.quantiles, label_shift=False)
+            verdicts = scorer.check_many(batch, progress=bar, quantiles=args.quantiles, label_shift=False)
             results = [v if isinstance(v, RowError) else v.scored for v in verdicts]
         else:
-            results = scorer.score_many(batch, progress=False, reasons=not args.no_reasons,
+            results = scorer.score_many(batch, progress=bar, reasons=not args.no_reasons,
                                         quantiles=args.quantiles, label_shift=False)
         if args.label_shift:  # each file (one system's outputs) alone
             from model.label_shift import shift_scored
@@ -565,9 +565,8 @@ def score_file(scorer, args, schemas: dict) -> int:
     bar = tqdm(total=len(good), desc="scoring", unit="query", leave=False)
 
     def out_rows():
-        for part in parts:
+        for part in parts:  # (score_many moves the bar as each batch of a chunk is scored)
             yield from scored_rows(part)
-            bar.update(len(part))
 
     stopped = None
     try:

@@ -411,7 +411,9 @@ class Scorer:
                    label_shift: bool | None = False) -> list[ScoredQuery | RowError]:
         """Score rows ``{sql, question, evidence, schema, database, db_id, question_id}`` (all but
         ``sql`` optional; BIRD's ``evidence`` is read as part of the question), in order; a row that cannot be scored comes back as a ``RowError``, never
-        stops the batch. ``reasons`` adds reasons to low-confidence nodes; ``spans`` locates
+        stops the batch. ``progress``: True, a bar of its own; or a caller's tqdm bar (anything
+        with ``update(n)``), moved by the rows as they are scored (one bar over several calls).
+        ``reasons`` adds reasons to low-confidence nodes; ``spans`` locates
         every node in the written SQL. ``workers`` processes read the SQL and compute the
         features of a boosted model's batches (default: one per CPU core, up to 4, when there is
         more than one batch); the model itself runs in this process. ``features``: the feature
@@ -542,7 +544,9 @@ class Scorer:
         if workers > 1 and any(isinstance(row.get("database"), Database) for row in rows if isinstance(row, Mapping)):
             workers = 1  # an open connection is neither sent to forked processes nor shared with them
         # no bar object without progress: even a disabled one costs a request ~10 us
-        bar = tqdm(total=len(rows), desc="scoring", unit="query", leave=False) if progress else None
+        own = not _is_bar(progress) and bool(progress)  # (bool() of a tqdm bar may raise)
+        bar = tqdm(total=len(rows), desc="scoring", unit="query", leave=False) if own else \
+            progress if _is_bar(progress) else None
         out: list[ScoredQuery | RowError | None] = [None] * len(rows)
         jobs = [([rows[i] for i in positions], positions, spans, features, budget, dialect)
                 for positions in batches]
@@ -561,7 +565,7 @@ class Scorer:
                     out[i] = result
                 if bar is not None:
                     bar.update(len(chunk))
-        if bar is not None:
+        if own:
             bar.close()
         return out  # type: ignore[return-value]
 
@@ -1035,6 +1039,8 @@ def _check_options(label_shift, deadline, features, **switches) -> None:
     """``score_many``'s options of the wrong type, a ``TypeError`` naming the first (a string
     read as true, a deadline that is no number, one feature name read as its letters)."""
     for name, value in switches.items():
+        if name == "progress" and _is_bar(value):
+            continue
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{name}: expected True or False, found {value!r}"[:200])
     if label_shift is not None and not isinstance(label_shift, (bool, np.bool_)):
@@ -1045,6 +1051,11 @@ def _check_options(label_shift, deadline, features, **switches) -> None:
     if features is not None and (isinstance(features, (str, bytes)) or not isinstance(features, Sequence)
                                  or not all(isinstance(name, str) for name in features)):
         raise TypeError(f"features: expected a list of feature names, found {features!r}"[:200])
+
+
+def _is_bar(progress) -> bool:
+    """Whether ``progress`` is a caller's bar (``update(n)``), not True / False."""
+    return not isinstance(progress, (bool, np.bool_)) and callable(getattr(progress, "update", None))
 
 
 def _check_rows(rows) -> None:
