@@ -87,6 +87,25 @@ _deep_lock = threading.Lock()
 _on_deep_thread = threading.local()
 
 
+def deeply(function, *args):
+    """``function(*args)``, a function of a user's SQL that recurses once a level of its nesting
+    (sqlglot's parser and generator: about 20 frames a level of parentheses), run again on the
+    deep stack of `with_deep_stack` where the default one runs out; `DepthError` where that one
+    does too.
+
+    >>> import sqlglot
+    >>> deeply(lambda sql: sqlglot.parse_one(sql).sql(), "SELECT " + "(" * 300 + "1" + ")" * 300)[:12]
+    'SELECT ((((('
+    """
+    def run(*arguments):
+        try:
+            return function(*arguments)
+        except RecursionError:
+            raise DepthError() from None
+
+    return with_deep_stack(run, *args)
+
+
 def with_deep_stack(function, *args):
     """``function(*args)``; when it raises `DepthError`, run it once more on a thread with a
     large stack and a recursion limit of `DEEP_RECURSION_LIMIT`, and return or raise what

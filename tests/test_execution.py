@@ -813,3 +813,23 @@ def test_a_table_the_database_spells_otherwise_and_a_function_mysql_lacks_are_sa
         assert execution.runnable_sql(sql, "sqlite", "mysql") is None
         assert execution.not_written("sqlite", "mysql", sql) == \
             f"not in the database's SQL: {named} is not in mysql's SQL (SQLite's {'operator' if named == 'GLOB' else 'function'})"
+
+
+def test_a_deeply_nested_query_is_written_on_a_deep_stack_and_one_past_it_is_a_reason(concert_db: Path) -> None:
+    """sqlglot recurses about 20 frames a level of parentheses: 60 levels of another dialect's
+    query ran out of the default stack (a RecursionError out of rat-score, rat-serve's 500, the
+    batch's other rows lost); they are written on rat's deep stack, and a query deeper than that
+    too is one that cannot be written, said so."""
+    from model.scoring.scorer import Scorer
+
+    nested = "SELECT " + "(" * 60 + "age" + ")" * 60 + " FROM singer WHERE name = 'Joe'"
+    written = execution.runnable_sql(nested, "postgres", "sqlite")
+    assert written is not None and written.count("(") == 60
+    assert execution.unlocked_sql(nested + " FOR UPDATE", "mysql") == nested
+    assert not execution._unparsable(nested, "postgres")
+    endless = "SELECT " + "(" * 5000 + "1" + ")" * 5000
+    assert execution.runnable_sql(endless, "postgres", "sqlite") is None
+    assert execution.not_written("postgres", "sqlite", endless).endswith("nested too deeply to be written for the database")
+    results = Scorer.pretrained().score_many([{"sql": nested, "dialect": "postgres", "database": concert_db},
+                                              {"sql": "SELECT name FROM singer", "database": concert_db}], progress=False)
+    assert [type(r).__name__ for r in results] == ["ScoredQuery", "ScoredQuery"] and results[0].with_database

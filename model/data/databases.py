@@ -462,10 +462,11 @@ def _writes_into(sql: str, dialect: str) -> bool:
     from sqlglot.errors import SqlglotError
 
     from rat.canonicalize import quiet_sqlglot
+    from rat.errors import deeply
 
-    try:
+    try:  # (too deeply nested to read: a DepthError, a ValueError)
         with quiet_sqlglot():
-            tree = sqlglot.parse_one(sql, read=dialect)
+            tree = deeply(sqlglot.parse_one, sql, dialect)
     except (SqlglotError, ValueError):
         return False
     return any(select.args.get("into") is not None for select in tree.find_all(exp.Select))

@@ -1131,13 +1131,17 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
 
 
 def _written(sql: str, dialect: str, backend: str, schema, table_names) -> tuple[str | None, str | None]:
-    """`_transpiled`'s answer, cached where ``schema`` is a `rat.Schema` or None."""
+    """`_transpiled`'s answer, cached where ``schema`` is a `rat.Schema` or None (on a deep
+    stack where the query's nesting needs one: ``rat.errors.deeply``)."""
     import rat
+    from rat.errors import DepthError, deeply
 
     names = tuple(sorted(table_names.items())) if table_names else None
-    if schema is None or isinstance(schema, rat.Schema):
-        return _transpiled(sql, dialect, backend, schema, names)
-    return _transpiled.__wrapped__(sql, dialect, backend, schema, names)
+    cached = schema is None or isinstance(schema, rat.Schema)
+    try:
+        return deeply(_transpiled if cached else _transpiled.__wrapped__, sql, dialect, backend, schema, names)
+    except DepthError:
+        return None, "the query is nested too deeply to be written for the database"
 
 
 _LOCKING = re.compile(r"\bFOR\s+(?:NO\s+KEY\s+)?(?:UPDATE|SHARE|KEY\s+SHARE)\b|\bLOCK\s+IN\s+SHARE\s+MODE\b",
@@ -1159,10 +1163,12 @@ def unlocked_sql(sql: str, dialect: str) -> str:
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
+    from rat.errors import deeply
+
     if not _LOCKING.search(sql):
         return sql
-    try:
-        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+    try:  # (too deeply nested to read, a DepthError: a ValueError)
+        trees = [t for t in deeply(sqlglot.parse, sql, dialect) if t is not None]
         locks = len(list(trees[0].find_all(exp.Lock))) if len(trees) == 1 else 0
     except (SqlglotError, ValueError):
         return sql
@@ -1241,11 +1247,12 @@ def _unparsable(sql: str, dialect: str) -> bool:
     from sqlglot.errors import ParseError, TokenError
 
     from rat.canonicalize import quiet_sqlglot
+    from rat.errors import DepthError, deeply
 
     try:
         with quiet_sqlglot():
-            trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
-    except (ParseError, TokenError):
+            trees = [t for t in deeply(sqlglot.parse, sql, dialect) if t is not None]
+    except (ParseError, TokenError, DepthError):
         return True
     except ValueError:  # a dialect sqlglot does not know: not told
         return False

@@ -331,10 +331,11 @@ def _unknown_tables(sql: str, dialect: str, schema) -> list[tuple[str, str]]:
     from sqlglot.errors import SqlglotError
 
     from rat.canonicalize import quiet_sqlglot
+    from rat.errors import deeply
 
-    try:
+    try:  # (too deeply nested to read: a DepthError, a ValueError)
         with quiet_sqlglot():  # (sqlglot's note on SQL it reads as a command: not the user's line)
-            tree = sqlglot.parse_one(sql, read=dialect)
+            tree = deeply(sqlglot.parse_one, sql, dialect)
     except (SqlglotError, ValueError):
         return []
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
