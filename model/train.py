@@ -125,10 +125,12 @@ def partial_splits(trainer, datamodule, metrics: dict) -> dict:
     (``trainer.limit_val_batches``, ``trainer.limit_test_batches``), while the prediction files,
     which ``evaluate.py`` reads, hold every example: ``{"partial_splits": {split: "..."}}`` or {}."""
     partial = {}
-    for split, used in (("val", trainer.num_val_batches), ("test", trainer.num_test_batches)):
+    for split, limit in (("val", trainer.limit_val_batches), ("test", trainer.limit_test_batches)):
+        # (from the limit as Lightning applies it: its num_val_batches is fit's, not validate()'s)
         total = len(getattr(datamodule, f"{split}_dataloader")())
-        if any(k.startswith(f"{split}/") for k in metrics) and sum(used) < total:
-            partial[split] = (f"{split}/* over {sum(used)} of {total} batches (trainer.limit_{split}_batches); "
+        used = min(total, limit) if isinstance(limit, int) else int(total * limit)
+        if any(k.startswith(f"{split}/") for k in metrics) and used < total:
+            partial[split] = (f"{split}/* over {used} of {total} batches (trainer.limit_{split}_batches); "
                               f"predictions/{split}.jsonl holds every example")
     return {"partial_splits": partial} if partial else {}
 

@@ -459,3 +459,19 @@ def test_ddp_two_cpu_processes(tmp_path):
     assert (tmp_path / "predictions" / "test.jsonl").is_file()
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert "test/auc" in metrics
+
+
+def test_partial_splits_reads_the_limits_lightning_applies():
+    """metrics.json's partial_splits from trainer.limit_*_batches: a checkpoint tested with
+    train=false validates every batch, while the trainer's num_val_batches (fit's loop, which did
+    not run) said 0 of 10."""
+    from types import SimpleNamespace
+
+    from model.train import partial_splits
+
+    trainer = SimpleNamespace(limit_val_batches=1.0, limit_test_batches=2, num_val_batches=[], num_test_batches=[2])
+    datamodule = SimpleNamespace(val_dataloader=lambda: [0] * 10, test_dataloader=lambda: [0] * 10)
+    said = partial_splits(trainer, datamodule, {"val/auc": 0.5, "test/auc": 0.5})
+    assert list(said["partial_splits"]) == ["test"] and said["partial_splits"]["test"].startswith("test/* over 2 of 10")
+    trainer.limit_val_batches = 0.25
+    assert partial_splits(trainer, datamodule, {"val/auc": 0.5})["partial_splits"]["val"].startswith("val/* over 2 of 10")
