@@ -275,3 +275,18 @@ def test_rat_calibrate_on_a_full_disk_is_one_line_and_keeps_the_old_model(booste
         assert not any("Traceback" in line for line in err)
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in old.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["old"]
+
+
+def test_rows_no_reader_took_are_counted_when_none_can_be_labelled(tmp_path, capsys):
+    """A file of a line that is not UTF-8 and a row without gold: the one line says both (it said
+    'none of the 1 rows could be labelled', the unread line not counted)."""
+    from model.scoring.cli import calibrate_main
+
+    schema = tmp_path / "shop.sql"
+    schema.write_text("CREATE TABLE singer (name text, age int);\n")
+    file = tmp_path / "rows.jsonl"
+    file.write_bytes(b'{"sql": "SELECT name FROM singer", "db_id": "shop"}\n\xff\xfe not text\n')
+    assert calibrate_main(["--schema", str(schema), "--predictions", str(file), "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("rat-calibrate: error: --predictions: none of the 1 rows could be labelled"), err
+    assert "left out before: 1 (" in err[-1], err

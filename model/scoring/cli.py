@@ -788,8 +788,8 @@ def calibrate_main(argv: list[str] | None = None) -> int:
             try:
                 result = recalibrate(model, rows, calibration=args.calibration,
                                      labels=args.labels, select=not args.always_refit)
-            except RecalibrationError as e:
-                raise UsageError(f"--predictions: {e}") from None
+            except RecalibrationError as e:  # (with the rows no reader took)
+                raise UsageError(f"--predictions: {e}{_skipped_note(skipped, 'left out before')}") from None
         _written("--out", args.out, lambda: result.model.save(args.out))  # whole or not at all
     except UsageError as e:
         say_error("rat-calibrate", e)
