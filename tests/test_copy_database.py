@@ -201,6 +201,27 @@ def test_grant_names_a_mysql_account_with_its_host(mysql_server):
     assert _rows(url, expected) == expected
 
 
+def test_a_mysql_grant_into_a_database_with_other_tables_is_the_copied_tables_alone(mysql_server):
+    """Copied into a database that holds other tables, --grant gave SELECT on the whole database:
+    the account read ``shop.secret``, which the copy did not make. It is granted the copied
+    tables alone, and the copy's line says so."""
+    import pymysql
+
+    admin = pymysql.connect(host=mysql_server.host, port=mysql_server.port, user="rat_admin",
+                            password="admin-pw", autocommit=True)
+    with admin, admin.cursor() as cursor:
+        cursor.execute("CREATE DATABASE shop")
+        cursor.execute("CREATE TABLE shop.secret (card text)")
+        cursor.execute("CREATE USER 'rat_reader'@'%' IDENTIFIED BY 'reader-pw'")
+    report = copy_database(DEMO[0], mysql_server.url(admin=True), "shop", grant="rat_reader")
+    url = f"mysql+pymysql://rat_reader:reader-pw@{mysql_server.host}:{mysql_server.port}/shop"
+    with pytest.raises(pymysql.err.OperationalError, match="SELECT command denied"):
+        _rows(url, {"secret": []})
+    expected = _sqlite_rows(DEMO[0])
+    assert _rows(url, expected) == expected
+    assert "SELECT granted on the copied tables alone (the database holds 1 other table: secret)" in report.line()
+
+
 def test_a_mariadb_copy_runs_spiders_sqlite_gold_as_sqlite_does(mysql_server, tmp_path):
     """Spider's car_1 copied to MariaDB gave gold_error on 156 of its 184 pairs in rat-exec: its
     SQLite habits (a subquery in FROM without an alias, an integer quotient, text compared with

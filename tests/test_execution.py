@@ -776,6 +776,17 @@ def test_a_locking_read_on_mysql_loses_its_lock_and_nothing_else() -> None:
     assert execution.runnable_sql(quoted, "mysql", "mysql") == quoted
 
 
+def test_a_lock_after_a_backslash_escaped_quote_is_cut_as_mysql_reads_the_string() -> None:
+    """MySQL reads ``\\'`` in a string as a quote: the text was cut inside the string ``'it\\'s
+    FOR UPDATE'`` and the real lock kept (MariaDB: "Cannot execute statement in a READ ONLY
+    transaction"). PostgreSQL's plain string has no escapes: ``'a\\'`` ends there."""
+    for sql in [r"SELECT name FROM singer WHERE name = 'it\'s FOR UPDATE' FOR UPDATE",
+                r"SELECT name FROM singer WHERE name = 'it\'s' FOR UPDATE"]:
+        assert execution.unlocked_sql(sql, "mysql") == sql.removesuffix(" FOR UPDATE")
+    sql = r"SELECT name FROM singer WHERE name = 'a\' FOR UPDATE"
+    assert execution.unlocked_sql(sql, "postgres") == sql.removesuffix(" FOR UPDATE")
+
+
 @pytest.mark.parametrize("sql, written", [
     # MySQL on Linux tells the case of table names and aliases apart; SQLite does not
     ("SELECT T1.Name FROM SINGER AS T1 JOIN Concert AS t2 ON T1.Singer_ID = t2.singer_id",
@@ -813,6 +824,22 @@ def test_a_table_the_database_spells_otherwise_and_a_function_mysql_lacks_are_sa
         assert execution.runnable_sql(sql, "sqlite", "mysql") is None
         assert execution.not_written("sqlite", "mysql", sql) == \
             f"not in the database's SQL: {named} is not in mysql's SQL (SQLite's {'operator' if named == 'GLOB' else 'function'})"
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "mysql"])
+def test_a_cte_or_alias_named_as_a_table_is_not_spelled_as_the_table(dialect) -> None:
+    """A CTE where it is in scope, or a subquery's alias, named as a table the database spells
+    otherwise kept its name: ``FROM "Makers"`` read the table's rows where SQLite reads the CTE's
+    (silently wrong), ``"Makers".id`` of the alias ``makers`` failed; the table itself, outside
+    the CTE's scope, is still spelled as the database spells it."""
+    names = {"makers": "Makers"}
+    quote = '"' if dialect == "postgres" else "`"
+    for sql in ["WITH makers AS (SELECT 99 AS id) SELECT makers.id FROM makers",
+                "SELECT makers.id FROM (SELECT 7 AS id) AS makers"]:
+        assert execution.runnable_sql(sql, "sqlite", dialect, None, names) == sql
+    assert execution.runnable_sql("SELECT id FROM Makers WHERE id IN (WITH makers AS (SELECT 1 AS id) "
+                                  "SELECT id FROM makers)", "sqlite", dialect, None, names) == \
+        f"SELECT id FROM {quote}Makers{quote} WHERE id IN (WITH makers AS (SELECT 1 AS id) SELECT id FROM makers)"
 
 
 def test_a_deeply_nested_query_is_written_on_a_deep_stack_and_one_past_it_is_a_reason(concert_db: Path) -> None:

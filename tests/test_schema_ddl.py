@@ -138,6 +138,17 @@ def test_a_refusal_names_the_table_and_its_line_in_the_file():
         schema_from_ddl(ddl)
 
 
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres", "mysql"])
+def test_a_statement_that_cannot_be_read_is_refused_and_only_mysqls_do_is_skipped(dialect):
+    """A misspelt statement (``CRATE TABLE``) was dropped without a word in every dialect, with
+    the table it meant: it is refused, naming it and its line; MySQL's ``DO`` (mysqldump's
+    ``DO SETVAL(..)`` after a MariaDB sequence), which declares nothing, alone is skipped."""
+    with pytest.raises(UsageError, match=rf"^DDL: line 2: cannot read the statement CRATE TABLE b \.\. as {dialect} DDL"):
+        schema_from_ddl("CREATE TABLE a (x int);\nCRATE TABLE b (y int);\nCREATE TABLE c (z int);\n", dialect)
+    if dialect == "mysql":
+        assert schema_from_ddl("CREATE TABLE a (x int);\nDO SETVAL(`ids`, 5, 0);\n", dialect).tables == {"a": ("x",)}
+
+
 def test_ddl_that_reads_in_another_dialect_suggests_it():
     """SQLite DDL (the default) that does not read but reads in another dialect: --dialect."""
     with pytest.raises(UsageError, match=r"line 2: cannot read table t as sqlite DDL .*: --dialect bigquery$"):

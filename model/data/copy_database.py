@@ -119,6 +119,7 @@ class CopyReport:
     primary_keys_skipped: list[str] = field(default_factory=list)
     foreign_keys: int = 0
     foreign_keys_skipped: list[str] = field(default_factory=list)
+    grant_note: str = ""  # MySQL: why --grant was given table by table, not on the database
     seconds: float = 0.0
 
     def add(self, other: CopyReport) -> None:
@@ -138,7 +139,7 @@ class CopyReport:
                    f"{len(self.primary_keys_skipped)} primary keys skipped"
                    if self.primary_keys_skipped else "",
                    f"{len(self.foreign_keys_skipped)} foreign keys skipped"
-                   if self.foreign_keys_skipped else ""]
+                   if self.foreign_keys_skipped else "", self.grant_note]
         extra = "; ".join(c for c in changed if c)
         return (f"{self.name}: {self.tables} tables, {self.rows} rows, {self.primary_keys} primary"
                 f" keys, {self.foreign_keys} foreign keys{'; ' + extra if extra else ''}"
@@ -408,8 +409,9 @@ def copy_database(sqlite_file: str | Path, url: str, name: str | None = None,
                   grant: str | None = None, value_types: bool = True) -> CopyReport:
     """Copy ``sqlite_file`` into the database ``name`` (default: the file's stem) on the server
     ``url`` names; the copy's URL and what was changed are in the returned `CopyReport`.
-    ``grant``: a role (user) given SELECT on the copied tables (PostgreSQL), on the copy's
-    database (MySQL: ``user``, any host, or ``user@host``).
+    ``grant``: a role (user) given SELECT on the copied tables (PostgreSQL); MySQL (``user``,
+    any host, or ``user@host``): on the copy's database when it holds the copy's tables alone,
+    else on the copied tables (`_grant_mysql`).
     ``value_types``: a TEXT column whose every value is an integer's text becomes BIGINT (False:
     it stays TEXT, as declared)."""
     start = time.perf_counter()
@@ -486,16 +488,33 @@ def copy_database(sqlite_file: str | Path, url: str, name: str | None = None,
             if grant and kind == "postgres":
                 for table in tables:
                     cursor.execute(f"GRANT SELECT ON {_quote(kind, table.name)} TO {_quote(kind, grant)}")
-            elif grant:  # MySQL: on the database, whose tables the copy made. Granted table by table,
-                # a table it lacks (a name in another case, on Linux) would read "SELECT command
-                # denied", as MySQL checks the grants before it looks for the table
-                cursor.execute(f"GRANT SELECT ON {_quote(kind, name)}.* TO {_mysql_account(grant)}")
+            elif grant:
+                _grant_mysql(cursor, name, [table.name for table in tables], grant, report)
         if kind == "duckdb":
             conn.execute("CHECKPOINT")
     finally:
         conn.close()
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _grant_mysql(cursor, name: str, copied: list[str], grant: str, report: CopyReport) -> None:
+    """SELECT for ``grant`` on the database ``name`` when its tables are the copy's alone, else
+    on each copied table (said in ``report``): the database's other tables stay unreadable.
+    On the database, a table the copy lacks (a name in another case, on Linux) reads "doesn't
+    exist"; granted table by table it reads "SELECT command denied", as MySQL checks the grants
+    before it looks for the table."""
+    cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()")
+    others = sorted({row[0] for row in cursor.fetchall()} - set(copied))
+    database, account = _quote("mysql", name), _mysql_account(grant)
+    if not others:
+        cursor.execute(f"GRANT SELECT ON {database}.* TO {account}")
+        return
+    for table in copied:
+        cursor.execute(f"GRANT SELECT ON {database}.{_quote('mysql', table)} TO {account}")
+    report.grant_note = (f"SELECT granted on the copied tables alone (the database holds {len(others)} "
+                         f"other table{'s' if len(others) > 1 else ''}: {', '.join(others[:3])}"
+                         f"{', ..' if len(others) > 3 else ''})")
 
 
 def _mysql_account(grant: str) -> str:
@@ -575,7 +594,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="the copy's database name (one source only; default: "
                                        "the file's name)")
     parser.add_argument("--grant", help="a role (user) given SELECT on the copied tables "
-                                        "(MySQL: on the copy's database; USER for 'USER'@'%%', or USER@HOST)")
+                                        "(MySQL: on the copy's database when it holds no other table; "
+                                        "USER for 'USER'@'%%', or USER@HOST)")
     parser.add_argument("--declared-types", action="store_true",
                         help="keep TEXT columns of integers TEXT (default: BIGINT)")
     parser.add_argument("--details", action="store_true",

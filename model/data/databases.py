@@ -2081,8 +2081,8 @@ def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int])
         if failure is None and created is None:  # a command rat has no use for, or reads itself
             statements.append((statement, line))
             continue
-        if created is None and _word(chunk[0]) not in ("CREATE", "ALTER", "USE"):
-            continue  # a statement that declares nothing, unread (MariaDB's DO SETVAL(..), after a sequence)
+        if created is None and dialect == "mysql" and _word(chunk[0]) == "DO":
+            continue  # MySQL's DO declares nothing (mysqldump's DO SETVAL(..) after a MariaDB sequence)
         what = f"table {created[0]}" if created else \
             "the statement " + " ".join(text[t.start:t.end + 1] for t in chunk[:3]) + " .."
         if failure is None:
@@ -2123,7 +2123,7 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     output columns, without keys, as a catalogue lists it (``_view_outputs``; mysqldump's, in
     version comments, read as MySQL reads them); a PostgreSQL partition (``ALTER TABLE parent ATTACH
     PARTITION child``) has its parent's foreign keys; a materialized view is read as a view. Other statements (indexes,
-    functions; one that declares nothing and sqlglot cannot read, MariaDB's ``DO SETVAL(..)``), psql's
+    functions; MySQL's ``DO``, which sqlglot cannot read: mysqldump's ``DO SETVAL(..)`` of a MariaDB sequence), psql's
     meta-commands (``\\restrict``), MySQL's stored programs (in ``DELIMITER ;;`` blocks) and a dump's
     rows (``COPY .. FROM stdin``, INSERTs) are skipped (``_declarations``); of a MySQL dump of
     several databases (``mysqldump --databases a b``: ``USE a`` before each one's statements), the

@@ -1189,10 +1189,16 @@ def unlocked_sql(sql: str, dialect: str) -> str:
 
 def _code_mask(sql: str, dialect: str) -> str:
     """``sql`` with each string, quoted name and comment blanked to spaces of its length (the
-    positions kept), as ``model.data.databases.code_readings`` reads a query's code."""
-    from model.data.databases import _no_code
+    positions kept), as ``model.data.databases.code_readings`` reads a query's code: with
+    backslash escapes in MySQL's strings (``'it\\'s'``, as MySQL and sqlglot read it), without in
+    PostgreSQL's plain ones (its ``standard_conforming_strings``).
 
-    pattern = _no_code("mysql" if dialect == "mysql" else "postgres", False)
+    >>> _code_mask("SELECT 'it\\\\'s' FOR UPDATE", "mysql")
+    'SELECT         FOR UPDATE'
+    """
+    from model.data.databases import _NO_CODE
+
+    pattern = _NO_CODE[("mysql", True) if dialect == "mysql" else ("postgres", False)]
     return pattern.sub(lambda m: " " * len(m.group(0)), sql)
 
 

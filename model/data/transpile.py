@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, UnsupportedError
+from sqlglot.optimizer.scope import traverse_scope
 
 import rat
 
@@ -105,7 +106,8 @@ def sqlite_habits(tree: exp.Expression, dialect: str,
     reads it (`_bare_columns`). In PostgreSQL and MySQL, where a quoted name (MySQL: a table's
     name or alias, on Linux) keeps its case, every name lowercased (SQLite ignores case in
     ``"TV_Channel"`` and `` `Name` `` as in ``TV_Channel``), a table that ``table_names``
-    (lowercased name -> the database's) spells otherwise written as the database spells it, and
+    (lowercased name -> the database's) spells otherwise written as the database spells it (a
+    CTE in its scope or an alias of that name kept as it is), and
     a subquery in FROM or JOIN given the alias PostgreSQL 15 and older and MySQL require. In MySQL,
     SQLite's integer division, ``COLLATE NOCASE`` and functions it has not (`_mysql_functions`).
     Other dialects: ``tree`` as it is.
@@ -129,9 +131,13 @@ def sqlite_habits(tree: exp.Expression, dialect: str,
                 and identifier.arg_key in ("db", "catalog")):  # (MySQL's database: as written)
             identifier.set("this", identifier.this.lower())
     if table_names:  # each table, and a column's qualifier that is a table's name, as the database spells it
-        aliases = {table.alias for table in tree.find_all(exp.Table) if table.alias}
+        # (never a CTE where it is in scope, nor an alias: ``WITH makers AS (..) .. FROM makers``
+        # written ``FROM "Makers"`` read the table's rows)
+        aliases = {alias.name for alias in tree.find_all(exp.TableAlias)}
+        ctes = {id(table) for scope in traverse_scope(tree) for table in scope.tables
+                if table.name in scope.cte_sources and not table.db}
         for table in tree.find_all(exp.Table):
-            if table.name in table_names and not table.db:
+            if table.name in table_names and not table.db and id(table) not in ctes:
                 table.set("this", exp.to_identifier(table_names[table.name], quoted=True))
         for column in tree.find_all(exp.Column):
             if column.table in table_names and column.table not in aliases and not column.args.get("db"):
