@@ -406,8 +406,7 @@ def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped
         path = Path(cfg.predictions)
         if not path.is_file():
             raise UsageError(f"predictions={path}: no such file")
-        # scores.csv -> scores_csv_eval: a scores.jsonl beside it keeps its own evaluation
-        out_dir = Path(cfg.out_dir) if cfg.out_dir else path.with_name(f"{path.name.replace('.', '_')}_eval")
+        out_dir = Path(cfg.out_dir) if cfg.out_dir else report.eval_dir(path)
         return out_dir, read_rows(path, skipped), None, Path(cfg.data_root) if cfg.data_root else None
     raise UsageError("give run_dir=<training run> or predictions=<file>")
 

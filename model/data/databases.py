@@ -2,8 +2,8 @@
 
 ``open_database(target)`` takes a SQLAlchemy-style URL (``postgresql://user:pw@host:5432/db``,
 ``postgresql+psycopg://..``, ``mysql+pymysql://..``, ``mariadb+pymysql://..``,
-``duckdb:///path/to.duckdb``, ``sqlite:///path/to.sqlite``), a path (a SQLite file; ``.duckdb``:
-DuckDB), an open DB-API connection (psycopg, duckdb, sqlite3, pymysql) or an SQLAlchemy
+``duckdb:///path/to.duckdb``, ``sqlite:///path/to.sqlite``), a path (a SQLite or DuckDB file,
+told by its header), an open DB-API connection (psycopg, duckdb, sqlite3, pymysql) or an SQLAlchemy
 ``Engine`` / ``Connection`` (its URL: a connection of its own is opened), and gives a
 ``Database``: ``execute(sql)`` returns ``(rows, None)`` or ``(None, error)`` as
 ``model.data.execution.execute_sql`` does, ``schema()`` reads tables, columns, types and keys from
@@ -1299,8 +1299,10 @@ class MySQLDatabase(Database):
                 cursor.execute(f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}")
                 statement = sql
             started = time.monotonic()
-            # (stopped once cancelled; the sockets' timeouts bound a server that stopped answering)
-            with _stopping(lambda hung: _kill_query(conn)) as watch:
+            # stopped once cancelled; a server that has not answered by the limit and
+            # CONNECT_TIMEOUT_S (each socket read's own wait restarts with each packet) has its socket shut
+            with _stopping(lambda hung: _shut(conn._sock.fileno()) if hung else _kill_query(conn),
+                           started + timeout_s + CONNECT_TIMEOUT_S) as watch:
                 cursor.execute(statement)
                 if cursor.description is None:
                     finished = True

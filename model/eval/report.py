@@ -13,6 +13,7 @@ import numbers
 import os
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from model.metrics import DISPLAY_NAMES
 from rat import SqlSpans, sql_spans
@@ -101,6 +102,17 @@ def json_safe(value):
     if isinstance(value, numbers.Real):
         return float(value) if math.isfinite(value) else None
     return value
+
+
+def eval_dir(path: Path) -> Path:
+    """The folder an evaluation of the file ``path`` is written to by default, beside it and named
+    after its whole name: ``scores.csv`` -> ``scores_csv_eval`` (a ``scores.jsonl`` beside it
+    keeps its own).
+
+    >>> eval_dir(Path("runs/scores.csv")).as_posix()
+    'runs/scores_csv_eval'
+    """
+    return path.with_name(f"{path.name.replace('.', '_')}_eval")
 
 
 def write_json(path, value) -> None:

@@ -299,9 +299,9 @@ def evaluate_new_system(cfg) -> dict:
         raise UsageError(f"new_system needs data_root=<the benchmark folder with its gold SQL>; got {cfg.data_root}")
     from model.data.jsonl import report_left_out
     from model.errors import check_writable
-    from model.eval.report import write_json, write_report
+    from model.eval.report import eval_dir, write_json, write_report
 
-    out_dir = Path(cfg.out_dir) if cfg.out_dir else Path(files[0]).with_name(f"{Path(files[0]).stem}_eval")
+    out_dir = Path(cfg.out_dir) if cfg.out_dir else eval_dir(Path(files[0]))
     check_writable(out_dir, "out_dir", directory=True)  # before the work, not after it
     skipped: Counter = Counter()
     rows = read_scored(files, skipped)
