@@ -334,7 +334,7 @@ def test_database_lookups_are_shared_between_probes_until_the_file_changes(demo,
     from model.nodes import features
     from model.nodes.features import DatabaseProbe, SharedLookups
 
-    monkeypatch.setattr(features, "SHARED_LOOKUPS", SharedLookups(max_values=50))
+    monkeypatch.setattr(features, "SHARED_LOOKUPS", SharedLookups(max_bytes=20_000))
     db = tmp_path / "supply_chain.sqlite"
     shutil.copy(demo[2]["supply_chain"], db)
     reads = []
@@ -363,7 +363,7 @@ def test_database_lookups_are_shared_between_probes_until_the_file_changes(demo,
         conn.execute("UPDATE suppliers SET country = 'Norway' WHERE country = 'Poland'")
     conn.close()
     assert probe().value_in_column("suppliers", "country", "'Poland'", like=False) == (0.0, 0.0)
-    assert features.SHARED_LOOKUPS._held <= 50
+    assert features.SHARED_LOOKUPS._held <= 20_000
 
 
 def test_a_scorer_lm_that_is_not_installed_is_one_usage_error(demo, tmp_path):
@@ -442,3 +442,75 @@ def test_a_table_whose_look_up_timed_out_is_not_looked_up_again_by_that_probe(de
     assert probe.value_in_column("suppliers", "country", "'Poland'", like=False) == (1.0, 1.0)
     assert probe.columns_holding("'x'", ["products.name"]) is None and probe.columns_holding("'y'", ["products.name"]) is None
     assert len(reads) == 3  # suppliers read; of the two searches of every column, the first alone
+
+
+def test_the_look_ups_of_one_query_read_for_two_time_limits_together(demo, monkeypatch):
+    """Each look-up was bounded by the read time limit alone, and reads just under it added up:
+    40 literals on a 270 MB table took 62 s, 160 would take half an hour. One query's look-ups
+    read for two time limits together, the rest unknown; the query's own run is not counted,
+    and the next query on the same probe reads in its own time."""
+    import time
+
+    from model.nodes import features
+    from model.nodes.examples import node_types
+
+    monkeypatch.setattr(features, "SHARED_LOOKUPS", features.SharedLookups())
+    _, schemas, db_paths = demo
+    schema = schemas["supply_chain"]
+    probe = features.DatabaseProbe(db_paths["supply_chain"], timeout_s=0.1)
+    execute, reads = probe.database.execute, []
+
+    def just_under_the_limit(sql, seconds, max_bytes):
+        reads.append(sql)
+        time.sleep(min(seconds, 0.08))
+        return (None, f"timeout after {seconds:g} s") if seconds < 0.08 else execute(sql, seconds, max_bytes)
+
+    monkeypatch.setattr(probe.database, "execute", just_under_the_limit)
+
+    def literal_features(first: int):
+        sql = "SELECT name FROM suppliers WHERE " + " OR ".join(f"city = 'c{i}'" for i in range(first, first + 6))
+        nodes = rat.to_tree(sql, schema).postorder()
+        example = SimpleNamespace(question_id="q", db_id="supply_chain", sql=sql, question="Which suppliers?",
+                                  node_names=[n.label for n in nodes], node_arity=[len(n.children) for n in nodes],
+                                  node_types=node_types(rat.to_tree(sql, schema)), node_labels=[1] * len(nodes))
+        x = single_system_features(example, schema, None, probe=probe).values
+        column = dict(zip(SINGLE_FEATURES, x.T))
+        assert column["exec_error"][0] == 0  # the query itself ran
+        return [column["value_in_column"][i] for i, n in enumerate(nodes) if n.label.startswith("'c")]
+
+    for first in (0, 6):  # two queries, each with its own time
+        del reads[:]
+        start = time.monotonic()
+        found = literal_features(first)
+        assert time.monotonic() - start < 0.5  # the run (0.08 s) and two time limits; was 1.4 s
+        assert found[0] == 0 and np.isnan(found[-1])  # the first literal looked up, the last not
+        assert len(reads) <= 4  # the run and three look-ups (the third cut short); was 13
+    # a look-up cut short by the query's time does not mark its table slow
+    assert not probe._timed_out
+
+
+def test_the_shared_look_up_answers_stay_within_their_bytes(monkeypatch):
+    """The answers were capped at 200,000 values while their keys hold the literal (up to 10,000
+    characters) and every column searched: 14 KiB a counted value, 2.7 GiB a process at the cap.
+    Keys count too: the answers held stay within the cap as Python measures it."""
+    import gc
+    import tracemalloc
+
+    from model.nodes.features import SharedLookups
+
+    cap = 2_000_000
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        shared = SharedLookups(max_bytes=cap)
+        for i in range(1_000):  # 1,000 searches of every column for a 9,000-character literal
+            columns = tuple(f"table_{i}.column_{j}" for j in range(60))
+            shared.put(("db", "1:2", 10**8, ("holding", f"'{i:04d}{'z' * 9_000}'", columns)), set(columns[:3]))
+            del columns
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 0.5 * cap < held < 1.1 * cap, held
+    assert shared.get(("db", "1:2", 10**8, ("holding", f"'0999{'z' * 9_000}'", tuple(
+        f"table_999.column_{j}" for j in range(60))))) == {f"table_999.column_{j}" for j in range(3)}

@@ -40,6 +40,7 @@ import math
 import os
 import pickle
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -544,16 +545,20 @@ class NodeFeatures:
 SCAN_ROWS = 100_000  # rows of a column a literal lookup reads at most: a large database costs no more
 SCAN_BUDGET = 2_000_000  # rows one search of every column for a literal reads at most, all columns together
 EVERY_COLUMN = "every column"  # what a search of every column for a literal reads (DatabaseProbe._timed_out)
+# the look-ups of one query (its literals: in their column? elsewhere? near which value?) read for at
+# most this many read time limits together (10 s with scoring's 5 s), the rest unknown: reads each
+# just under the limit no longer add up (160 literals on a 270 MB table: half an hour)
+LOOKUP_TIME_LIMITS = 2
+LOOKUPS_SPENT = "not read: the query's look-ups had their time"
 
 
 class SharedLookups:
     """Answers of database lookups kept for every ``DatabaseProbe`` of this process (rat-serve's
-    requests read the same columns again and again), the least recently used dropped once they
-    hold more than ``max_values`` values (a column's distinct values count one each, any other
-    answer one). Thread-safe."""
+    requests read the same columns again and again), the least recently used dropped once their
+    keys and answers hold more than ``max_bytes`` (as ``held_bytes`` counts them). Thread-safe."""
 
-    def __init__(self, max_values: int = 200_000):
-        self.max_values = max_values
+    def __init__(self, max_bytes: int = 64_000_000):
+        self.max_bytes = max_bytes
         self._answers: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
@@ -567,18 +572,32 @@ class SharedLookups:
             return found[0]
 
     def put(self, key: tuple, answer) -> None:
-        size = 1 + (len(answer) if isinstance(answer, (list, set)) else 0)
-        if size > self.max_values:
+        size = held_bytes((key, answer)) + _ENTRY_BYTES
+        if size > self.max_bytes:
             return
         with self._lock:
             old = self._answers.pop(key, None)
             self._held += size - (old[1] if old else 0)
             self._answers[key] = (answer, size)
-            while self._held > self.max_values:
+            while self._held > self.max_bytes:
                 _, (_, dropped) = self._answers.popitem(last=False)
                 self._held -= dropped
 
 
+def held_bytes(value) -> int:
+    """The bytes Python holds for ``value``: itself and, for a tuple, list, set or frozenset,
+    everything in it (an object held twice counted twice).
+
+    >>> held_bytes("") < held_bytes("x" * 100) < held_bytes(("x" * 100, {"y" * 100}))
+    True
+    """
+    size = sys.getsizeof(value)
+    if isinstance(value, (tuple, list, set, frozenset)):
+        size += sum(held_bytes(item) for item in value)
+    return size
+
+
+_ENTRY_BYTES = 100  # a SharedLookups entry's own cost: its slot in the dict, its (answer, size) pair
 _UNKNOWN = object()  # a lookup not answered yet
 SHARED_LOOKUPS = SharedLookups()
 
@@ -599,7 +618,9 @@ class DatabaseProbe:
     ``database``: a SQLite file (a missing one counts as none), an open
     ``model.data.databases.Database`` of any backend (its lookups written in its SQL), or None.
     ``deadline`` (``time.monotonic()``; None: none): every read gets at most the time left, and
-    one past it raises ``DeadlineExceeded``; ``max_result_bytes``: the result budget of each read."""
+    one past it raises ``DeadlineExceeded``; ``max_result_bytes``: the result budget of each read.
+    After ``new_query()`` the look-ups read for ``LOOKUP_TIME_LIMITS`` times ``timeout_s`` at most
+    together, until the next ``new_query()``."""
 
     def __init__(self, database: Path | Database | None, timeout_s: float = 2.0,
                  deadline: float | None = None, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES):
@@ -619,16 +640,29 @@ class DatabaseProbe:
         # tables (and ``EVERY_COLUMN``) a look-up of which timed out: not looked up again by this
         # probe (a 5M-row table cost each literal of a query, and each row of a file, the time limit)
         self._timed_out: set[str] = set()
+        self._lookups_until: float | None = None  # when this query's look-ups stop reading (None: never)
+
+    def new_query(self) -> None:
+        """Start the look-ups of a query: together they read for ``LOOKUP_TIME_LIMITS`` read time
+        limits at most; the ones after are unknown, not read, and not remembered (the next query
+        reads them in its own time)."""
+        self._lookups_until = time.monotonic() + LOOKUP_TIME_LIMITS * self.timeout_s
 
     def _execute(self, sql: str, timeout_s: float | None = None, reads: str | None = None
                  ) -> tuple[list | None, str | None]:
         """``sql`` run within the time left; a look-up of ``reads`` (a table, or ``EVERY_COLUMN``)
-        where one timed out before is not run (unknown)."""
+        where one timed out before is not run (unknown), nor one past the query's look-up time
+        (``LOOKUPS_SPENT``)."""
         if reads in self._timed_out:
             return None, f"not read: a look-up in {reads} timed out before"
         seconds = time_left(self.deadline, self.timeout_s if timeout_s is None else timeout_s, "features")
-        rows, error = self.database.execute(sql, seconds, self.max_result_bytes)
+        left = math.inf if reads is None or self._lookups_until is None else self._lookups_until - time.monotonic()
+        if left <= 0:
+            return None, LOOKUPS_SPENT
+        rows, error = self.database.execute(sql, min(seconds, left), self.max_result_bytes)
         if reads is not None and error is not None and error.startswith("timeout after "):
+            if left < seconds:  # cut short by the query's look-up time: the table may be quick
+                return None, LOOKUPS_SPENT
             self._timed_out.add(reads)
         return rows, error
 
@@ -681,6 +715,8 @@ class DatabaseProbe:
                          _same_text(*folded, self.dialect))
             sql = f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {tests[0]}), EXISTS(SELECT 1 FROM {tab} WHERE {tests[1]})"
             rows, error = self._execute(sql, reads=table)
+            if error == LOOKUPS_SPENT:
+                return result
             if error is None and rows:
                 result = (float(rows[0][0]), float(rows[0][1]))
                 self._share(key, result)
@@ -703,6 +739,8 @@ class DatabaseProbe:
                           f'WHERE {_same_text(f"lower(CAST(v AS {text}))", f"lower({value})", self.dialect)})'
                           for t, c in (self._names(*name.rsplit(".", 1)) for name in columns)]
                 rows, error = self._execute("SELECT " + ", ".join(probes), reads=EVERY_COLUMN)
+                if error == LOOKUPS_SPENT:
+                    return None
                 found = {name for name, hit in zip(columns, rows[0]) if hit} if error is None and rows else None
                 present = [n for n in columns if self.database.has_table(n.rsplit(".", 1)[0])] if error else []
                 if 0 < len(present) < len(columns):  # a table the schema names and the database lacks
@@ -724,6 +762,8 @@ class DatabaseProbe:
                 rows, error = self._execute(f'SELECT DISTINCT lower(CAST(v AS {self.database.text_type()})) '
                                             f'FROM (SELECT {col} AS v FROM {tab} LIMIT {SCAN_ROWS}){alias} '
                                             'LIMIT 5000', reads=table)
+                if error == LOOKUPS_SPENT:
+                    return NAN
                 values = None if error else [r[0] for r in rows if r[0] is not None]
             self._memo[key] = values
             if values is not None:
@@ -843,6 +883,7 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
         runnable, error = probe.database.written(example.sql, dialect, schema)
         if runnable is not None:
             rows, error = probe.run(runnable, timeout_s)
+    probe.new_query()  # the look-ups' time starts once the query has run
     result, digest = _result_features(rows, error)
     broadcast = {
         "tree_size": n, "tree_tables": sum(k == "table" for k in kinds),
