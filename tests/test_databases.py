@@ -1948,3 +1948,25 @@ def test_sqlite_written_sql_finds_a_table_postgres_spells_in_another_case(postgr
         assert (rows, error) == ([(1,)], None)
         rows, error = db.run("SELECT Makers.name FROM makers ORDER BY Makers.id", "sqlite", schema)
         assert (rows, error) == ([("amc",), ("ford",)], None)
+
+
+def test_mysql_look_ups_compare_text_as_bytes_and_numbers_as_numbers(mysql_server):
+    """SQLite's `=`: a text column's 'Anthony ' is not 'Anthony' (MariaDB's collations ignore
+    trailing spaces and case: compared as bytes), and a number column's 32.0 is '32.0' (compared
+    as bytes, '32' is not: it was no match)."""
+    import pymysql
+
+    url = mysql_server.create_database("lookups")
+    conn = pymysql.connect(host=mysql_server.host, port=mysql_server.port, user="rat_admin",
+                           password="admin-pw", database="lookups", autocommit=True)
+    with conn.cursor() as cursor:
+        cursor.execute("DROP TABLE IF EXISTS item")
+        cursor.execute("CREATE TABLE item (name VARCHAR(20), price DOUBLE, qty BIGINT)")
+        cursor.execute("INSERT INTO item VALUES ('Anthony ', 32.0, 5)")
+    conn.close()
+    with open_database(url) as db:
+        probe = DatabaseProbe(db)
+        assert probe.value_in_column("item", "name", "'Anthony'", like=False) == (0.0, 0.0)
+        assert probe.value_in_column("item", "name", "'Anthony '", like=False) == (1.0, 1.0)
+        assert probe.value_in_column("item", "price", "'32.0'", like=False)[0] == 1.0
+        assert probe.value_in_column("item", "qty", "'05'", like=False)[0] == 1.0

@@ -724,6 +724,9 @@ def _shut(fileno: int) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
+_TEXT_TYPE = re.compile(r"char|text|enum|\bset\b|json|clob|string", re.IGNORECASE)  # a declared text type
+
+
 class Database:
     """One database opened read-only (see the module's text). Use ``open_database``."""
 
@@ -737,6 +740,7 @@ class Database:
         self.name = name  # for messages: the password masked
         self.timeout_s, self.max_rows, self.max_result_bytes = timeout_s, max_rows, max_result_bytes
         self._names: dict[str, tuple[str, dict[str, str]]] | None = None
+        self._texts: dict[tuple[str, str], bool] | None = None  # (table, column) -> declared a text type
         self._picked: _Tables | None = None  # the tables read, where the database has schemas
         self._schemas: dict[str, rat.Schema] = {}  # db_id -> the schema read, once per object
         self._lock = threading.Lock()  # one statement at a time on the connection
@@ -835,6 +839,17 @@ class Database:
 
     def text_type(self) -> str:
         return "CHAR" if self.dialect == "mysql" else "TEXT"
+
+    def is_text(self, table: str, column: str) -> bool:
+        """Whether ``table.column`` is declared a text type (CHAR, VARCHAR, TEXT, ENUM, SET, ..); True
+        where its type is not known."""
+        if self._texts is None:
+            try:
+                self._texts = {(t.lower(), c.lower()): bool(_TEXT_TYPE.search(declared or ""))
+                               for t, c, declared in self._columns()}
+            except Exception:  # noqa: BLE001 - not known: read as text
+                self._texts = {}
+        return self._texts.get((table.lower(), column.lower()), True)
 
     def literal(self, label: str) -> str:
         """A SQLite literal (a node label: ``'x'``, ``"x"``, a number) in this backend's syntax."""

@@ -711,8 +711,9 @@ class DatabaseProbe:
                 op = "ILIKE" if self.dialect in ("postgres", "duckdb") else "LIKE"
                 tests = f"{col} {op} {literal}", f"{folded[0]} {op} {folded[1]}"
             else:
-                tests = (_same_text(col, literal, self.dialect) if literal[:1] == "'" else f"{col} = {literal}",
-                         _same_text(*folded, self.dialect))
+                textual = literal[:1] == "'" and (self.dialect != "mysql" or self.database.is_text(table, column))
+                tests = (_same_text(col, literal, self.dialect) if textual else f"{col} = {literal}",
+                         _same_text(*folded, self.dialect))  # (a number column's = compares numbers)
             sql = f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {tests[0]}), EXISTS(SELECT 1 FROM {tab} WHERE {tests[1]})"
             rows, error = self._execute(sql, reads=table)
             if error == LOOKUPS_SPENT:
