@@ -80,6 +80,7 @@ from model.data.execution import (
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_TIMEOUT_S,
     MAX_ROWS,
+    NO_CODE,
     ResultTooLarge,
     cancel_event,
     execute_sql,
@@ -146,30 +147,6 @@ _INTO = re.compile(r"\binto\b", re.IGNORECASE)
 _MYSQL_INTO = re.compile(r"\binto\b(?:\s+(outfile|dumpfile)\b)?", re.IGNORECASE)
 
 
-def _no_code(dialect: str, backslash: bool) -> re.Pattern:
-    """What a ``dialect`` database reads as no SQL: a string (its escapes by backslash where
-    ``backslash``, PostgreSQL's and DuckDB's ``E'..'`` always; ``''`` in it), a quoted name,
-    a dollar-quoted string, a comment. Block comments are read unnested and line comments end at
-    any line break: where a database reads more as comment than this, more is read as code (a
-    word found there refuses the query), never less. Unclosed: to the end."""
-    def quoted(q: str, escapes: bool) -> str:
-        body = rf"[^{q}\\]|\\.|{q}{q}" if escapes else rf"[^{q}]|{q}{q}"
-        return rf"{q}(?:{body})*(?:{q}|\Z)"
-
-    comments = [r"/\*.*?(?:\*/|\Z)"]
-    if dialect == "mysql":  # `--` is a comment only before a space or a control character; `"` is a string
-        comments += [r"--[\x00-\x20][^\r\n]*", r"#[^\r\n]*"]
-        quotes = [quoted("'", backslash), quoted('"', backslash), quoted("`", False)]
-    else:
-        comments += [r"--[^\r\n]*"]
-        quotes = [r"(?<!\w)[eE]" + quoted("'", True), quoted("'", backslash), quoted('"', False),
-                  r"(?<![\w$])\$([A-Za-z_]\w*|)\$.*?(?:\$\1\$|\Z)"]
-    return re.compile("|".join(comments + quotes), re.DOTALL)
-
-
-_NO_CODE = {(d, b): _no_code(d, b) for d in ("mysql", "postgres") for b in (False, True)}
-
-
 def code_readings(sql: str, dialect: str) -> list[str]:
     """``sql`` as the database reads its code: each string and quoted name as ``''``, each
     comment as a space; once with backslash escapes in plain strings and once without (MySQL's
@@ -179,7 +156,7 @@ def code_readings(sql: str, dialect: str) -> list[str]:
     >>> code_readings("SELECT '#', a -- x\\nFROM t # c", "mysql")[0], code_readings("SELECT 1--1 # c", "mysql")[0]
     ("SELECT '', a  \\nFROM t  ", 'SELECT 1--1  ')
     """
-    return [_NO_CODE["mysql" if dialect == "mysql" else "postgres", backslash].sub(
+    return [NO_CODE["mysql" if dialect == "mysql" else "postgres", backslash].sub(
         lambda m: " " if m.group(0)[:1] in "/-#" else "''", sql) for backslash in (False, True)]
 
 

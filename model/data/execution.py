@@ -1187,6 +1187,31 @@ def unlocked_sql(sql: str, dialect: str) -> str:
     return sql
 
 
+def _no_code(dialect: str, backslash: bool) -> re.Pattern:
+    """What a ``dialect`` database reads as no SQL: a string (its escapes by backslash where
+    ``backslash``, PostgreSQL's and DuckDB's ``E'..'`` always; ``''`` in it), a quoted name,
+    a dollar-quoted string, a comment. Block comments are read unnested and line comments end at
+    any line break: where a database reads more as comment than this, more is read as code (a
+    word found there refuses the query), never less. Unclosed: to the end."""
+    def quoted(q: str, escapes: bool) -> str:
+        body = rf"[^{q}\\]|\\.|{q}{q}" if escapes else rf"[^{q}]|{q}{q}"
+        return rf"{q}(?:{body})*(?:{q}|\Z)"
+
+    comments = [r"/\*.*?(?:\*/|\Z)"]
+    if dialect == "mysql":  # `--` is a comment only before a space or a control character; `"` is a string
+        comments += [r"--[\x00-\x20][^\r\n]*", r"#[^\r\n]*"]
+        quotes = [quoted("'", backslash), quoted('"', backslash), quoted("`", False)]
+    else:
+        comments += [r"--[^\r\n]*"]
+        quotes = [r"(?<!\w)[eE]" + quoted("'", True), quoted("'", backslash), quoted('"', False),
+                  r"(?<![\w$])\$([A-Za-z_]\w*|)\$.*?(?:\$\1\$|\Z)"]
+    return re.compile("|".join(comments + quotes), re.DOTALL)
+
+
+# each dialect's and escaping's pattern of what is no code: `_code_mask`, databases.code_readings
+NO_CODE = {(d, b): _no_code(d, b) for d in ("mysql", "postgres") for b in (False, True)}
+
+
 def _code_mask(sql: str, dialect: str) -> str:
     """``sql`` with each string, quoted name and comment blanked to spaces of its length (the
     positions kept), as ``model.data.databases.code_readings`` reads a query's code: with
@@ -1196,9 +1221,7 @@ def _code_mask(sql: str, dialect: str) -> str:
     >>> _code_mask("SELECT 'it\\\\'s' FOR UPDATE", "mysql")
     'SELECT         FOR UPDATE'
     """
-    from model.data.databases import _NO_CODE
-
-    pattern = _NO_CODE[("mysql", True) if dialect == "mysql" else ("postgres", False)]
+    pattern = NO_CODE[("mysql", True) if dialect == "mysql" else ("postgres", False)]
     return pattern.sub(lambda m: " " * len(m.group(0)), sql)
 
 
