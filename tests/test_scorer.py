@@ -598,3 +598,16 @@ def test_a_query_that_did_not_run_says_why_in_its_result_and_reasons(singers):
         assert np.isnan(got.features[:, result_features]).all()
         assert f"stopped on the database ({got.execution_error}): scored without its result" in str(got)
         assert not any(r.feature == "exec_error" for n in got.nodes for r in n.reasons)
+
+
+def test_a_query_the_database_guard_refuses_is_a_row_error_on_every_surface(singers):
+    """A query that is not sent to its open database (it writes, locks, ..: the guard rat-score's
+    --sql refuses with) is that row's RowError, counted as refused by rat-score, rat-serve and
+    score_many alike; it was scored as a query that failed to run, the batch's others as usual."""
+    from model.data.databases import open_database
+
+    with open_database(singers) as db:
+        results = Scorer.pretrained().score_many([{"sql": "DELETE FROM singer", "database": db},
+                                                  {"sql": "SELECT name FROM singer", "database": db}], progress=False)
+    assert isinstance(results[0], RowError) and results[0].message.startswith("refused: only a query that reads")
+    assert not isinstance(results[1], RowError) and results[1].with_database

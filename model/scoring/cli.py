@@ -347,10 +347,7 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
     """The rows to score: a JSONL of ``{question_id | question, db_id, sql}``, or any prediction
     format ``model.data.predictions`` reads (with ``--data-root`` for the questions, and their
     gold SQL as ``gold`` where a row has none). A row without a db_id is of ``--db-id``'s
-    database, else of the one schema given. With ``--database``, a row whose query is not sent
-    there (``model.data.databases.refusal``: it writes, takes a session lock, holds MySQL's
-    ``/*! .. */``) is not scored, as ``--sql`` refuses it, and counted under its reason."""
-    from model.data.databases import Database, refusal
+    database, else of the one schema given."""
     from model.data.datasets import load_questions
 
     questions = {}
@@ -381,8 +378,6 @@ def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
             row["_error"] = f"unknown db_id {db_id!r}"
         row["schema"] = schemas.get(db_id)
         row["database"] = _database(args, db_id)
-        if isinstance(row["database"], Database) and (refused := refusal(row["sql"], row["database"].dialect)):
-            row.setdefault("_error", refused)
         if row.get("dialect") is None:
             row["dialect"] = args.dialect
     return rows

@@ -55,6 +55,7 @@ from model.data.databases import (
     SqliteDatabase,
     is_sqlite_path,
     open_database,
+    refusal,
 )
 from model.data.execution import check_deadline, sqlite_problem, unfinished
 from model.errors import ModelFileError, UsageError, check_seconds, leave_interrupts_to_the_parent
@@ -625,6 +626,8 @@ class Scorer:
                     raise ValueError("schema: no tables")
                 database = row.get("database")
                 database = database if isinstance(database, Database) else Path(database) if database else None
+                if isinstance(database, Database) and (refused := refusal(sql, database.dialect)):
+                    raise ValueError(refused)  # not sent there (it writes, locks..): counted, not a failing query
                 key = _schema_key(name, j, schema, database, batch)
                 own = database.dialect if isinstance(database, Database) else "sqlite"
                 read_as = dialect_name(row["dialect"]) if row.get("dialect") is not None else dialect or own
