@@ -828,6 +828,20 @@ class Database:
                 self._texts = {}
         return self._texts.get((table.lower(), column.lower()), True)
 
+    def same_text(self, left: str, right: str) -> str:
+        """SQL that two texts are equal as SQLite's ``=`` finds them, byte for byte: MySQL's
+        collations ignore case and trailing spaces ('Anthony ' = 'anthony'), its bytes do not."""
+        return f"CAST({left} AS BINARY) = CAST({right} AS BINARY)" if self.dialect == "mysql" else f"{left} = {right}"
+
+    def equals(self, table: str, column: str, written: str, literal: str) -> str:
+        """SQL that ``written`` (``table.column`` as ``column_name`` spells it) equals ``literal``
+        (in ``literal()``'s syntax) as SQLite's ``=`` finds it: a string and a text column compared
+        byte for byte (``same_text``), a number column's ``=`` comparing numbers (MySQL's
+        ``32.0 = '32.0'``, as SQLite's affinity reads it)."""
+        if literal[:1] == "'" and (self.dialect != "mysql" or self.is_text(table, column)):
+            return self.same_text(written, literal)
+        return f"{written} = {literal}"
+
     def literal(self, label: str) -> str:
         """A SQLite literal (a node label: ``'x'``, ``"x"``, a number) in this backend's syntax."""
         if label[:1] in "'\"" and label[-1:] == label[:1] and len(label) >= 2:

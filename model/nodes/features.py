@@ -602,16 +602,6 @@ _UNKNOWN = object()  # a lookup not answered yet
 SHARED_LOOKUPS = SharedLookups()
 
 
-def _same_text(left: str, right: str, dialect: str) -> str:
-    """SQL that two texts are equal as SQLite's ``=`` finds them, byte for byte: MySQL's collations
-    ignore case and trailing spaces ('Anthony ' = 'anthony'), its bytes do not.
-
-    >>> _same_text("city", "'Anthony'", "mysql"), _same_text("city", "'Anthony'", "postgres")
-    ("CAST(city AS BINARY) = CAST('Anthony' AS BINARY)", "city = 'Anthony'")
-    """
-    return f"CAST({left} AS BINARY) = CAST({right} AS BINARY)" if dialect == "mysql" else f"{left} = {right}"
-
-
 class DatabaseProbe:
     """Read-only lookups in one database, memoised (and, answered without error, shared with the
     next probes of the same database content: ``SHARED_LOOKUPS``): does a literal occur in a column?
@@ -711,9 +701,7 @@ class DatabaseProbe:
                 op = "ILIKE" if self.dialect in ("postgres", "duckdb") else "LIKE"
                 tests = f"{col} {op} {literal}", f"{folded[0]} {op} {folded[1]}"
             else:
-                textual = literal[:1] == "'" and (self.dialect != "mysql" or self.database.is_text(table, column))
-                tests = (_same_text(col, literal, self.dialect) if textual else f"{col} = {literal}",
-                         _same_text(*folded, self.dialect))  # (a number column's = compares numbers)
+                tests = self.database.equals(table, column, col, literal), self.database.same_text(*folded)
             sql = f"SELECT EXISTS(SELECT 1 FROM {tab} WHERE {tests[0]}), EXISTS(SELECT 1 FROM {tab} WHERE {tests[1]})"
             rows, error = self._execute(sql, reads=table)
             if error == LOOKUPS_SPENT:
@@ -737,7 +725,7 @@ class DatabaseProbe:
                 alias = "" if self.dialect == "sqlite" else " AS s"  # SQLite's own SQL as it was
                 text, value = self.database.text_type(), self.database.literal(literal)
                 probes = [f'EXISTS(SELECT 1 FROM (SELECT {c} AS v FROM {t} LIMIT {rows_each}){alias} '
-                          f'WHERE {_same_text(f"lower(CAST(v AS {text}))", f"lower({value})", self.dialect)})'
+                          f'WHERE {self.database.same_text(f"lower(CAST(v AS {text}))", f"lower({value})")})'
                           for t, c in (self._names(*name.rsplit(".", 1)) for name in columns)]
                 rows, error = self._execute("SELECT " + ", ".join(probes), reads=EVERY_COLUMN)
                 if error == LOOKUPS_SPENT:
