@@ -213,6 +213,23 @@ def test_timeout_really_fires(sql: str, concert_db: Path) -> None:
     assert time.monotonic() - start < 2.0
 
 
+@pytest.mark.skipif(execution.sqlite_temp_bytes() is None, reason="no /proc/self/fd")
+def test_a_sort_spilling_past_the_temporary_files_budget_stops(concert_db: Path, monkeypatch) -> None:
+    """A sort past SQLite's page cache spills to temporary files, bounded before only by the time
+    limit (GBs within it): past MAX_TEMP_BYTES the query stops, unfinished (its result unknown)."""
+    rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 300000) "
+    spilling = rows + "SELECT x FROM c ORDER BY randomblob(100) LIMIT 1 OFFSET 299999"
+    monkeypatch.setattr(execution, "MAX_TEMP_BYTES", 2 << 20)
+    start = time.monotonic()
+    result, error = execute_sql(concert_db, spilling, timeout_s=20)
+    assert result is None and error == "working memory past 2 MiB (temporary files on disk)"
+    assert execution.unfinished(error) and time.monotonic() - start < 10
+    # (as a result past the memory guards: a failed query)
+    assert execute_pairs([(concert_db, spilling, "SELECT 1")], timeout_s=20, progress=False) == ["pred_error"]
+    assert execute_sql(concert_db, rows + "SELECT count(*) FROM c", timeout_s=20) == ([(300000,)], None)
+    assert execution.sqlite_temp_bytes() == 0  # (closed with the query)
+
+
 def test_timed_out_gold_is_a_gold_error(concert_db: Path) -> None:
     assert execute_pairs([(concert_db, "SELECT 1", RUNAWAY[0])], timeout_s=0.3, progress=False) == [
         "gold_error"

@@ -87,6 +87,11 @@ MAX_ROWS = 1_000_000  # far above any gold result on Spider/BIRD; guards memory 
 DEFAULT_MAX_RESULT_BYTES = 256 << 20
 _CACHEABLE_BYTES = 8 << 20  # results larger than this are recomputed rather than cached
 _PROGRESS_OPS = 1_000  # SQLite VM instructions between two deadline checks
+# The bytes of temporary files SQLite may hold open in one process (a sort or a temporary table
+# past its page cache spills to disk, in SQLITE_TMPDIR, TMPDIR or /var/tmp): past it the queries
+# holding them are stopped. Read every _TEMP_CHECK_S of a query's run (Linux, /proc/self/fd).
+MAX_TEMP_BYTES = 1 << 30
+_TEMP_CHECK_S = 0.1
 _PERMUTATION_BUDGET = 50_000  # search nodes before declaring columns unmatchable
 # The longest string or blob (or row) SQLite may build while running a query: past it the query
 # fails ("string or blob too big") before the value exists, so SELECT randomblob(1000000000)
@@ -302,12 +307,17 @@ def _run(
     if not sql.strip().rstrip(";").strip():
         return "error", "empty SQL"
     deadline = time.monotonic() + timeout_s
-    timed_out = False
+    timed_out = spilled = False
+    next_look = time.monotonic() + _TEMP_CHECK_S
 
     def past_deadline() -> int:
-        nonlocal timed_out
-        timed_out = time.monotonic() > deadline or _cancelled()
-        return int(timed_out)  # non-zero makes SQLite interrupt the statement
+        nonlocal timed_out, spilled, next_look
+        now = time.monotonic()
+        timed_out = now > deadline or _cancelled()
+        if now > next_look and not timed_out:
+            next_look = now + _TEMP_CHECK_S
+            spilled = (sqlite_temp_bytes() or 0) > MAX_TEMP_BYTES
+        return int(timed_out or spilled)  # non-zero makes SQLite interrupt the statement
 
     conn = None
     kept = False
@@ -332,6 +342,8 @@ def _run(
     except Exception as error:  # noqa: BLE001  (sqlite3.Error, MemoryError, ...: a failed query)
         if timed_out:
             return "timeout", f"timeout after {timeout_s:g} s"
+        if spilled:
+            return "too_large", f"working memory past {MAX_TEMP_BYTES / 2**20:g} MiB (temporary files on disk)"
         printf_error = getattr(_CONNECTIONS, "printf_error", None)
         if printf_error is not None and "user-defined function" in str(error):
             return "error", f"{type(error).__name__}: {printf_error}"
@@ -339,6 +351,28 @@ def _run(
     finally:
         if conn is not None and not kept:
             conn.close()
+
+
+def sqlite_temp_bytes() -> int | None:
+    """The bytes of SQLite's temporary files that this process holds open (``etilqs_*``, removed
+    from their folder as they are opened, so only their open descriptors show them): read from
+    ``/proc/self/fd``; None where there is none (not Linux).
+
+    >>> sqlite_temp_bytes() is None or sqlite_temp_bytes() >= 0
+    True
+    """
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    total = 0
+    for name in names:
+        try:
+            if "/etilqs_" in os.readlink(f"/proc/self/fd/{name}"):
+                total += os.stat(f"/proc/self/fd/{name}").st_size
+        except OSError:  # closed since it was listed
+            continue
+    return total
 
 
 def execute_sql(
