@@ -88,6 +88,28 @@ def test_an_undecodable_jsonl_line_is_one_row_counted(tmp_path):
     assert [p.question_id for p in found] == [q.question_id for q in QUESTIONS[1:]] and skipped == {"not UTF-8": 1}
 
 
+def test_a_jsonl_line_past_the_line_limit_is_one_row_counted_never_held(tmp_path, monkeypatch):
+    """A user's JSONL file is read a line at a time (it was read whole, and split, about twice
+    its size held): a line over MAX_LINE_BYTES is passed over in pieces and counted."""
+    import tracemalloc
+
+    from model.data import jsonl
+
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1 << 20)
+    path = tmp_path / "ours.jsonl"
+    with path.open("w") as f:
+        f.write(json.dumps({"question_id": "dev_0", "sql": "SELECT 1"}) + "\n")
+        f.write(json.dumps({"question_id": "dev_1", "sql": "SELECT '" + "x" * (8 << 20) + "'"}) + "\n")
+        f.write(json.dumps({"question_id": "dev_2", "sql": "SELECT 2"}))  # (no line end)
+    skipped = Counter()
+    tracemalloc.start()
+    rows = jsonl.read_objects(path, skipped)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert [r["question_id"] for r in rows] == ["dev_0", "dev_2"] and skipped == {"a line over 1 MiB": 1}
+    assert peak < 6 << 20  # (the file is 8 MiB: read whole and split, it was 16 MiB and more)
+
+
 def test_broken_csv_is_one_error_naming_the_file(tmp_path):
     path = tmp_path / "din.csv"
     path.write_text("NLQ,PREDICTED SQL,GOLD SQL,DATABASE\nq,\"SELECT\x00 1\",g,concert\n")

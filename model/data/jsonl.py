@@ -43,12 +43,16 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return list(iter_jsonl(path))
 
 
+MAX_LINE_BYTES = 16 << 20  # a longer line of a user's JSONL file is left out, counted
+
+
 def read_objects(path: str | Path, skipped: Counter) -> list[dict]:
     """The objects of a user's JSONL file; a line that is not UTF-8, not JSON (nested too
     deeply included) or not an object is left out and counted in ``skipped`` under those words.
     Lines end at "\\n" only (a JSON string may hold U+2028, which ``str.splitlines`` splits
-    at); a byte-order mark is no part of the first line. A file that cannot be read raises
-    ``OSError``.
+    at); a byte-order mark is no part of the first line. The file is read a line at a time, and
+    a line over ``MAX_LINE_BYTES`` (16 MiB) is passed over, counted, not held. A file that cannot
+    be read raises ``OSError``.
 
     >>> import tempfile, os; p = os.path.join(tempfile.mkdtemp(), "a.jsonl"); skipped = Counter()
     >>> _ = open(p, "wb").write(b'\\xef\\xbb\\xbf{"sql": "SELECT \\xe2\\x80\\xa8 1"}\\n[1]\\n{\\n\\xff\\n\\n')
@@ -56,22 +60,35 @@ def read_objects(path: str | Path, skipped: Counter) -> list[dict]:
     ([{'sql': 'SELECT \\u2028 1'}], {'not an object': 1, 'not a JSON line': 1, 'not UTF-8': 1})
     """
     rows = []
-    for line in Path(path).read_bytes().removeprefix(b"\xef\xbb\xbf").split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            skipped["not UTF-8"] += 1
-            continue
-        except (ValueError, RecursionError):
-            skipped["not a JSON line"] += 1
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-        else:
-            skipped["not an object"] += 1
+    with Path(path).open("rb") as f:  # (read a line at a time: a binary file's lines end at b"\n" only)
+        for number, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b"")):
+            if len(line) > MAX_LINE_BYTES:  # its bytes passed over, never held
+                while line and not line.endswith(b"\n"):
+                    line = f.readline(MAX_LINE_BYTES)
+                skipped[f"a line over {MAX_LINE_BYTES >> 20} MiB"] += 1
+                continue
+            row = _object(line.removeprefix(b"\xef\xbb\xbf") if number == 0 else line, skipped)
+            if row is not None:
+                rows.append(row)
     return rows
+
+
+def _object(line: bytes, skipped: Counter) -> dict | None:
+    """One JSONL line's object, or None (a blank line; a line left out, counted in ``skipped``)."""
+    if not line.strip():
+        return None
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        skipped["not UTF-8"] += 1
+        return None
+    except (ValueError, RecursionError):
+        skipped["not a JSON line"] += 1
+        return None
+    if isinstance(row, dict):
+        return row
+    skipped["not an object"] += 1
+    return None
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict], append: bool = False) -> int:
