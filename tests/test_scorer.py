@@ -188,6 +188,18 @@ def test_look_here_first_says_how_often_such_a_pointer_was_right(boosted_model):
     assert "pointer_reliability" not in info and info["base_model"]["pointer_reliability"]["with_database"] == bins
 
 
+def test_a_misspelt_field_is_the_rows_error_a_field_of_the_callers_own_is_passed_over(boosted_model):
+    """``databse`` was read as no database given (scored as without one, silently), where
+    rat-serve, rat-mcp and the LangChain tool refuse it; a DataFrame record's own columns stay fine."""
+    sql = "SELECT 1 FROM t"
+    results = Scorer.load(boosted_model[0]).score_many(
+        [{"sql": sql, "databse": "x.sqlite"}, {"sql": sql, "Question": "How many?"},
+         {"sql": sql, "latency_ms": 12, "model": "gpt", "id": 3}], progress=False)
+    assert [type(r).__name__ for r in results] == ["RowError", "RowError", "ScoredQuery"]
+    assert results[0].message == "'databse': not a field read (did you mean 'database'?)"
+    assert results[1].message == "'Question': not a field read (did you mean 'question'?)"
+
+
 def test_a_bad_row_is_reported_and_the_batch_goes_on(boosted_model):
     results = Scorer.load(boosted_model[0]).score_many(
         [{"sql": "SELECT 1 FROM t"}, {"sql": "SELEC x FRM"}, {"question": "no sql"}, {"sql": "SELECT 2 FROM t"},

@@ -79,3 +79,21 @@ def test_a_binary_or_malformed_schema_file_is_one_usage_error(tmp_path):
     binary.write_text('{"a": 1}')
     with pytest.raises(UsageError, match="expected a JSON list of tables.json entries"):
         read_schemas(binary)
+
+
+@pytest.mark.parametrize("command", ["rat-score", "rat-serve", "rat-mcp"])
+def test_schema_and_data_root_together_are_one_line(tmp_path, command, capsys):
+    """--data-root's schemas were dropped for --schema's, its databases then read against them
+    (rat-score scored a Spider query against a shop DDL renamed concert_singer): one line, exit 2."""
+    from model.scoring import cli, mcp_server, service
+
+    main = {"rat-score": cli.main, "rat-serve": service.main, "rat-mcp": mcp_server.main}[command]
+    shop = tmp_path / "shop.sql"
+    shop.write_text("CREATE TABLE item (id INT, name TEXT);")
+    argv = ["--schema", str(shop), "--data-root", str(tmp_path)] + (["--sql", "SELECT 1"] if command == "rat-score" else [])
+    if command == "rat-serve":
+        argv += ["--port", "0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--schema and --data-root: give one (--data-root's folder holds its databases' schemas; "
+                        "--schema alone scores without a database, or with --database)") and "\n" not in err

@@ -102,7 +102,11 @@ def test_score_answers_rows_like_the_cli(service):
     ({"queries": [{"sql": "SELECT 1", "database": "x" * 300}]}, 400, "not a file under the configured root"),
     ({"queries": [{"sql": "SELECT 1 OR " * 1000 + "1"}]}, 413, "queries[0].sql: 12001 characters; at most 10000"),
     ({"queries": []}, 400, "non-empty list"),
-    ({"queries": [{"question": "no sql"}]}, 400, "queries[0]: needs a \"sql\" string"),
+    ({"queries": [{"question": "no sql"}]}, 400, "queries[0].sql: needs a string"),
+    ({"queries": ["SELECT 1"]}, 400, "queries[0]: expected a query (an object with \"sql\")"),
+    # one query at the body's top: its fields named as the client wrote them (not queries[0])
+    ({"db_id": "concert_singer", "sql": None}, 400, "sql: needs a string"),
+    ({"db_id": "concert_singer"}, 400, "sql: missing (one query's fields"),
     ({"sql": 1}, 400, "sql: expected a string, found int"),  # the field as the client wrote it
     ({"queries": [{"sql": ["SELECT 1"]}]}, 400, "queries[0].sql: expected a string, found list"),
     ({"sql": "SELECT 1", "database": "mysql+pymysql://u:pw@h/db"}, 400, "database: a URL is not taken in a request"),

@@ -12,6 +12,7 @@ field of the wrong type or size is told by its name, before any work, the same w
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -44,6 +45,25 @@ def unknown_field(given: Iterable[str], known: Sequence[str], kind: str = "field
     """
     name = next((k for k in given if k not in known), None)
     return None if name is None else f"unknown {kind} {str(name)[:40]!r} (known: {', '.join(known) or 'none'})"
+
+
+def misspelt_field(given: Iterable, known: Sequence[str]) -> str | None:
+    """Why a row of a Python caller is refused for a field that reads as a misspelling of a known
+    one (another case of it, or close to it: ``databse``, ``Database``): it would be scored as if
+    that field were not given. Other fields are the caller's own, passed over (a DataFrame's
+    records carry their columns); None when none is misspelt.
+
+    >>> known = ("sql", "database")
+    >>> misspelt_field(["sql", "databse", "latency_ms"], known), misspelt_field(["SQL", "id"], known)
+    ("'databse': not a field read (did you mean 'database'?)", "'SQL': not a field read (did you mean 'sql'?)")
+    >>> misspelt_field(["sql", "id", "model", "gold_dialect"], ("sql", "dialect")) is None
+    True
+    """
+    for name in given:
+        if isinstance(name, str) and name not in known and (
+                close := difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.8)):
+            return f"{name[:40]!r}: not a field read (did you mean {close[0]!r}?)"
+    return None
 
 
 def dialect_name(name: object) -> str:

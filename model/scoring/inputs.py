@@ -52,10 +52,20 @@ def read_schemas(schema: Path | None = None, data_root: Path | None = None, dial
     """db_id -> ``rat.Schema`` from a ``tables.json`` (``schema``), a ``.sql`` file of ``CREATE
     TABLE`` statements written in ``dialect`` (one schema, named ``db_id`` or the file's name) or
     a dataset folder (``data_root``); ``{}`` with neither. A file that cannot be read as schemas
-    is one ``UsageError`` line naming it."""
+    is one ``UsageError`` line naming it, and so are both given (the root's schemas were dropped
+    for the file's, its databases read against them).
+
+    >>> read_schemas(Path("shop.sql"), Path("spider"))
+    Traceback (most recent call last):
+    ...
+    model.errors.UsageError: --schema and --data-root: give one (--data-root's folder holds its databases' schemas; --schema alone scores without a database, or with --database)
+    """
     from model.data.datasets import load_schemas, schemas_of
     from model.data.jsonl import read_json
 
+    if schema is not None and data_root is not None:
+        raise UsageError("--schema and --data-root: give one (--data-root's folder holds its databases' schemas; "
+                         "--schema alone scores without a database, or with --database)")
     where = schema or data_root
     try:
         if schema and Path(schema).suffix.lower() in (".sql", ".ddl"):

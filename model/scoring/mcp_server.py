@@ -13,7 +13,8 @@ for one question (``Scorer.choose``) and answers it as ``score_sql`` does, with 
 (``chosen``), how many candidates share its tree (``agreeing``) and each candidate's confidence
 or error; ``list_databases()`` the database names ``score_sql`` accepts. Databases are configured as for
 ``rat-serve``: ``--data-root`` (schemas and SQLite files under one folder, opened read-only,
-symlinks resolved and kept under it), ``--schema`` (tables.json: schemas only) and named
+symlinks resolved and kept under it), ``--schema`` (tables.json or a ``.sql`` file of ``CREATE TABLE``
+statements: schemas only; not with ``--data-root``) and named
 connections ``--database NAME=URL`` (``model.scoring.inputs.named_databases``: PostgreSQL,
 MySQL, DuckDB or SQLite, opened read-only, the schema read from the database). A bad argument
 is a tool error of one line (``isError``), never a crash of the server.
@@ -460,7 +461,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rat-mcp", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("--model", default="pretrained")
     parser.add_argument("--data-root", type=Path, help="schemas and databases (read-only) under this folder")
-    parser.add_argument("--schema", type=Path, help="tables.json only: scoring without databases")
+    parser.add_argument("--schema", type=Path, help="tables.json, or a .sql file of CREATE TABLE statements "
+                        "in --dialect: scoring without databases")
     parser.add_argument("--database", action="append", default=[], metavar="NAME=URL",
                         help="a named connection, read-only (repeatable): postgresql://, mysql+pymysql://, duckdb:///, "
                              "sqlite:///")

@@ -66,6 +66,7 @@ from model.scoring.fields import (
     MAX_SQL_CHARS,
     ROW_FIELDS,
     dialect_name,
+    misspelt_field,
     question_problem,
     type_problem,
 )
@@ -612,6 +613,8 @@ class Scorer:
                 if problem := next(filter(None, (type_problem(name, row.get(name)) for name in ROW_FIELDS
                                                  if name != "database")), None):
                     raise TypeError(problem)  # (before any work: a db_id of bytes, a question_id of a list)
+                if problem := misspelt_field(row, (*ROW_FIELDS, "schema")):
+                    raise ValueError(problem)  # (``databse``: not scored as if no database were given)
                 sql = row.get("sql")
                 if not sql or not sql.strip():
                     raise ValueError("no SQL")

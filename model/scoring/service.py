@@ -392,6 +392,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         if "queries" in body and "sql" in body:
             raise HTTPException(400, "body has both \"queries\" and \"sql\": give a list of queries or one query")
         queries = body.get("queries", [body] if "sql" in body else None)
+        if queries is None and what == "queries" and set(body) & set(ROW_FIELDS):  # one query, without its SQL
+            raise HTTPException(400, "sql: missing (one query's fields, or \"queries\": a list of queries)")
         if not isinstance(queries, list) or not queries:
             raise HTTPException(400, "body needs \"queries\": a non-empty list of {db_id, question, sql}")
         most = max_queries if what == "queries" else min(max_queries, MAX_CANDIDATES)
@@ -413,7 +415,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         rows = []
         for k, q in enumerate(queries):
             if not isinstance(q, dict) or q.get("sql") is None:
-                raise HTTPException(400, f"queries[{k}]: needs a \"sql\" string")
+                raise HTTPException(400, f"{field(k, 'sql')}: needs a string" if isinstance(q, dict)
+                                    else f"queries[{k}]: expected a query (an object with \"sql\")")
             if not one and (problem := unknown_field(q, ROW_FIELDS)):
                 raise HTTPException(400, f"queries[{k}]: {problem}")
             for name in ROW_FIELDS:  # text fields and the optional dialect
