@@ -1970,3 +1970,22 @@ def test_mysql_look_ups_compare_text_as_bytes_and_numbers_as_numbers(mysql_serve
         assert probe.value_in_column("item", "name", "'Anthony '", like=False) == (1.0, 1.0)
         assert probe.value_in_column("item", "price", "'32.0'", like=False)[0] == 1.0
         assert probe.value_in_column("item", "qty", "'05'", like=False)[0] == 1.0
+
+
+def test_sqlite_date_and_math_functions_run_as_sqlite_means_them_or_are_said(postgres_server, mysql_server):
+    """SQLite's functions PostgreSQL has not (typeof(), hex(), a date modifier, GLOB) were sent and
+    failed there (a query that runs in SQLite scored as one that fails): the reason names them,
+    as on MySQL. On MariaDB, SQLite's 'now' (strftime('%Y', 'now'): NULL) and its base-10 log()
+    (MySQL's is natural) give SQLite's answers."""
+    from datetime import UTC, datetime
+
+    with open_database(postgres_server.create_database("fns")) as db:
+        for sql, named in [("SELECT typeof(1)", "typeof() is not"), ("SELECT hex('a')", "hex() is not"),
+                           ("SELECT date('2020-01-01', '+1 day')", "date() with a modifier ('+1 day') is not")]:
+            rows, error = db.run(sql, "sqlite", None)
+            assert rows is None and error == f"not in the database's SQL: {named} in postgres's SQL (SQLite's function)"
+    with open_database(mysql_server.create_database("fns")) as db:
+        rows, error = db.run("SELECT strftime('%Y', 'now'), log(100), date('2020-01-01', '+1 day') IS NULL", "sqlite", None)
+        assert error.endswith("date() with a modifier ('+1 day') is not in mysql's SQL (SQLite's function)")
+        rows, error = db.run("SELECT strftime('%Y', 'now'), log(100)", "sqlite", None)
+        assert error is None and rows == [(str(datetime.now(UTC).year), 2.0)]

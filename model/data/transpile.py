@@ -39,8 +39,15 @@ __all__ = ["column_names", "from_sqlite", "sqlite_habits", "sqlite_strings", "sq
 
 # SQLite's functions (and GLOB) that a dialect has not, which sqlglot writes there as they are
 # (the database's error would name no SQLite habit): refused before the query is sent
-_NOT_IN = {"mysql": frozenset({"glob", "typeof", "total", "printf", "julianday", "datetime", "unixepoch",
-                               "randomblob", "zeroblob", "likelihood", "likely", "unlikely"})}
+_SQLITE_ONLY = frozenset({"glob", "typeof", "total", "printf", "julianday", "datetime", "unixepoch", "randomblob",
+                          "zeroblob", "likelihood", "likely", "unlikely"})
+_NOT_IN = {"mysql": _SQLITE_ONLY | {"format"},  # (MySQL's FORMAT(x, d) formats a number: SQLite's is printf)
+           "postgres": _SQLITE_ONLY | {"hex", "quote", "time"}}
+# SQLite's date functions with a modifier (``date(d, '+1 day')``, ``strftime(f, d, 'start of month')``):
+# no other dialect reads the modifiers
+# where SQLite's date functions read their date (``strftime('%Y', 'now')``, ``date('now')``)
+_DATE_OF = (exp.TimeToStr, exp.Date, exp.TsOrDsToTimestamp, exp.TsOrDsToDate, exp.TimeStrToTime, exp.StrToTime)
+_MODIFIED = {"date": 1, "time": 1, "datetime": 1, "strftime": 2}  # name -> its arguments without one
 
 
 def column_names(schema: rat.Schema | Mapping[str, Iterable[str]] | None) -> set[str] | None:
@@ -109,7 +116,8 @@ def sqlite_habits(tree: exp.Expression, dialect: str,
     (lowercased name -> the database's) spells otherwise written as the database spells it (a
     CTE in its scope or an alias of that name kept as it is), and
     a subquery in FROM or JOIN given the alias PostgreSQL 15 and older and MySQL require. In MySQL,
-    SQLite's integer division, ``COLLATE NOCASE`` and functions it has not (`_mysql_functions`).
+    SQLite's integer division, ``COLLATE NOCASE``, ``'now'`` and ``log()`` (`_mysql_functions`). In
+    PostgreSQL and MySQL, a SQLite function the dialect has not refused (`_sqlite_only`).
     Other dialects: ``tree`` as it is.
 
     >>> sqlite_habits(sqlglot.parse_one('SELECT "Name" FROM (SELECT * FROM `TV_Channel`)',
@@ -155,9 +163,35 @@ def sqlite_habits(tree: exp.Expression, dialect: str,
             while f"_from_{count}" in taken:
                 count += 1
             subquery.set("alias", exp.TableAlias(this=exp.to_identifier(f"_from_{count}")))
+    _sqlite_only(tree, dialect)
     if dialect == "mysql":
         _mysql_functions(tree, schema)
     return tree
+
+
+def _sqlite_only(tree: exp.Expression, dialect: str) -> None:
+    """An UnsupportedError naming the first SQLite function (or GLOB) of ``tree`` that ``dialect``
+    (PostgreSQL, MySQL) has not, or reads otherwise, rather than the database's error later
+    (a query that runs in SQLite scored as one that fails): the functions of ``_NOT_IN``, and
+    a date function with one of SQLite's modifiers.
+
+    >>> _sqlite_only(sqlglot.parse_one("SELECT hex(name) FROM t", read="sqlite"), "postgres")
+    Traceback (most recent call last):
+    sqlglot.errors.UnsupportedError: hex() is not in postgres's SQL (SQLite's function)
+    >>> _sqlite_only(sqlglot.parse_one("SELECT date(d, '+1 day') FROM t", read="sqlite"), "mysql")
+    Traceback (most recent call last):
+    sqlglot.errors.UnsupportedError: date() with a modifier ('+1 day') is not in mysql's SQL (SQLite's function)
+    >>> _sqlite_only(sqlglot.parse_one("SELECT hex(name), date(d) FROM t", read="sqlite"), "mysql")
+    """
+    named = {exp.Glob: "GLOB", exp.Typeof: "typeof()", exp.Hex: "hex()", exp.Format: "format()"}
+    for node in tree.find_all(*named, exp.Anonymous):
+        name = named.get(type(node)) or f"{node.name.lower()}()"
+        bare = name.lower().rstrip("()")
+        if bare in _NOT_IN[dialect]:
+            raise UnsupportedError(f"{name} is not in {dialect}'s SQL (SQLite's {'operator' if name == 'GLOB' else 'function'})")
+        if isinstance(node, exp.Anonymous) and len(node.expressions) > _MODIFIED.get(bare, len(node.expressions)):
+            modifier = node.expressions[_MODIFIED[bare]].sql("sqlite")[:40]
+            raise UnsupportedError(f"{name} with a modifier ({modifier}) is not in {dialect}'s SQL (SQLite's function)")
 
 
 def _mysql_functions(tree: exp.Expression, schema) -> exp.Expression:
@@ -165,22 +199,22 @@ def _mysql_functions(tree: exp.Expression, schema) -> exp.Expression:
     an integer divided by an integer (a literal, ``count()``, a column ``schema`` types an
     integer, and sums, ``min()``, ``max()`` and arithmetic of those) with ``DIV``, SQLite's
     integer quotient; ``x COLLATE NOCASE`` (MySQL has no such collation) as ``LOWER(x)``, the
-    other side of its comparison too. A function (or GLOB) MySQL has not is an UnsupportedError
-    naming it, rather than the database's error later.
+    other side of its comparison too; SQLite's ``'now'`` of a date (``date('now')``, MySQL's
+    NULL) as ``CURRENT_TIMESTAMP()``, its base-10 ``log(x)`` as ``LOG10(x)``.
 
     >>> schema = rat.Schema({"t": ["a", "b"]}, column_types={"t.a": "bigint(20)", "t.b": "double"})
     >>> _mysql_functions(sqlglot.parse_one("SELECT count(*) / 2, a / 3, b / 2, a / (a * 2) FROM t "
     ...                                    "WHERE a = 'X' COLLATE NOCASE", read="sqlite"), schema).sql("mysql")
     "SELECT COUNT(*) DIV 2, a DIV 3, b / 2, a DIV (a * 2) FROM t WHERE LOWER(a) = LOWER('X')"
-    >>> _mysql_functions(sqlglot.parse_one("SELECT typeof(a) FROM t", read="sqlite"), schema)
-    Traceback (most recent call last):
-    sqlglot.errors.UnsupportedError: typeof() is not in mysql's SQL (SQLite's function)
+    >>> _mysql_functions(sqlglot.parse_one("SELECT strftime('%Y', 'now'), log(100)", read="sqlite"), schema).sql("mysql")
+    "SELECT DATE_FORMAT(CURRENT_TIMESTAMP(), '%Y'), LOG10(100)"
     """
-    for node in tree.find_all(exp.Glob, exp.Typeof, exp.Anonymous):
-        name = "GLOB" if isinstance(node, exp.Glob) else "typeof()" if isinstance(node, exp.Typeof) \
-            else f"{node.name.lower()}()"
-        if name.lower().rstrip("()") in _NOT_IN["mysql"]:
-            raise UnsupportedError(f"{name} is not in mysql's SQL (SQLite's {'operator' if name == 'GLOB' else 'function'})")
+    for now in list(tree.find_all(exp.Literal)):  # SQLite's date 'now': MySQL reads it as no date (NULL)
+        if now.is_string and now.name.lower() == "now" and isinstance(now.parent, _DATE_OF):
+            now.replace(exp.CurrentTimestamp())
+    for log in list(tree.find_all(exp.Log)):  # SQLite's log(x) is base 10, MySQL's the natural logarithm
+        if log.args.get("expression") is None:
+            log.replace(exp.Anonymous(this="LOG10", expressions=[log.this.copy()]))
     tables = _tables_of(tree)
     for division in list(tree.find_all(exp.Div)):
         if _integral(division.this, tables, schema) and _integral(division.expression, tables, schema):
