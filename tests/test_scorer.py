@@ -623,3 +623,66 @@ def test_a_query_the_database_guard_refuses_is_a_row_error_on_every_surface(sing
                                                   {"sql": "SELECT name FROM singer", "database": db}], progress=False)
     assert isinstance(results[0], RowError) and results[0].message.startswith("refused: only a query that reads")
     assert not isinstance(results[1], RowError) and results[1].with_database
+
+
+SINGER = {"singer": ["singer_id", "name", "country", "age"]}
+
+
+def _written_texts(sql, schema=SINGER, dialect="sqlite"):
+    from model.scoring.scorer import written_spans
+
+    tree = rat.to_tree(sql, schema, dialect)
+    return [(n.label, None if s is None else sql[s[0]:s[1]])
+            for n, s in zip(tree.postorder(), written_spans(sql, tree, rat.Schema.of(schema), dialect))]
+
+
+def test_written_spans_point_an_ordinal_node_at_the_written_number():
+    """rat replaces `GROUP BY 1` / `ORDER BY 2` by the output they name, whose canonical words
+    (`group by singer.country`) are not in the written SQL: those nodes had no span, and "look
+    here first" on one pointed nowhere. They are the written `1` / `2` (not a `;` or comment
+    after it); an ORDER BY alias is the alias."""
+    texts = _written_texts("SELECT country, count(*) FROM singer GROUP BY 1 ORDER BY 2 DESC")
+    assert texts[:2] == [("*", "2"), ("Count", "2")] and ("singer.country", "1") in texts
+    assert all(text is not None for _, text in texts)
+    assert _written_texts("SELECT country, count(*) FROM singer GROUP BY 1; -- by country")[3] == ("singer.country", "1")
+    texts = _written_texts("SELECT country, count(*) AS n FROM singer GROUP BY country ORDER BY n")
+    assert texts[:2] == [("*", "n"), ("Count", "n")]
+
+
+def test_written_spans_of_a_sqlite_parameter_reach_it():
+    """sqlite reads `$1` as a column, which the canonical SQL quotes (`"$1"`): the parameter had
+    no span and its parents stopped before it. `?`, `:name`, `@name` and `$1` are the parameter,
+    and the comparison and clauses over it run to its end."""
+    for parameter in ("$1", "?", ":name", "@name"):
+        sql = f"SELECT name FROM singer WHERE name = {parameter}"
+        texts = dict(_written_texts(sql)[2:])
+        assert texts[parameter] == parameter and texts["Eq"] == f"name = {parameter}", sql
+        assert texts["Selection"] == sql[12:] and texts["Project"] == sql, sql
+    texts = _written_texts("SELECT name FROM singer WHERE name = $1 /* the name */ AND age > $2")
+    assert ("$1", "$1") in texts and ("$2", "$2") in texts and ("Gt", "age > $2") in texts
+
+
+def test_written_spans_do_not_guess_where_the_word_diff_lost_its_way():
+    """Canonical words without written ones stand for the written words between their matched
+    neighbours only where that is plausible: not for a node sharing only some words with the run,
+    not for words in a run no node makes up, nor for a gap of many more written words."""
+    schema = {"student": ["stuid", "age"], "has_pet": ["stuid", "petid"]}
+    sql = ("SELECT StuID FROM Student WHERE StuID NOT IN (SELECT T1.StuID FROM Student AS T1 "
+           "JOIN Has_Pet AS T2 ON T1.StuID = T2.StuID)")
+    assert ("student", "AS T1") not in _written_texts(sql, schema)  # (the diff matched the outer `from student` to the inner)
+    schema = {"comments": ["postid", "userid"], "posthistory": ["postid", "posthistorytypeid"]}
+    sql = ("SELECT T1.PostHistoryTypeId, (SELECT COUNT(DISTINCT UserId) FROM comments WHERE PostId = 3720) "
+           "AS NumberOfUsers FROM postHistory AS T1 WHERE T1.PostId = 3720")
+    texts = _written_texts(sql, schema)  # (the diff matched the subquery's `.postid = 3720` to the outer query's)
+    assert not [text for label, text in texts if label in ("comments.postid", "Eq") and "NumberOfUsers" in (text or "")]
+    sql = "SELECT first_name FROM students WHERE current_address_id != permanent_address_id"
+    texts = _written_texts(sql, {"students": ["first_name", "current_address_id", "permanent_address_id"]})
+    assert ("students.permanent_address_id", "permanent_address_id") in texts
+
+
+def test_look_here_first_of_an_ordinal_query_has_a_span():
+    """The shipped model's "look here first" on `GROUP BY 1` was its `singer.country`, without a span."""
+    scored = Scorer.pretrained().score("SELECT country, count(*) FROM singer GROUP BY 1",
+                                       question="Which country has the most singers?", schema=SINGER)
+    assert all(n.span is not None and scored.sql[n.span[0]:n.span[1]] == n.text for n in scored.nodes)
+    assert [n.text for n in scored.nodes if n.label == "singer.country"] == ["country", "1"]

@@ -39,7 +39,7 @@ import re
 import threading
 import warnings
 import zipfile
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -57,7 +57,7 @@ from model.data.databases import (
     open_database,
     refusal,
 )
-from model.data.execution import check_deadline, sqlite_problem, unfinished
+from model.data.execution import NO_CODE, check_deadline, sqlite_problem, unfinished
 from model.errors import ModelFileError, UsageError, check_seconds, leave_interrupts_to_the_parent
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
@@ -843,24 +843,131 @@ def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None,
 
 
 def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
+    """Each span of ``located`` (in its canonical SQL) in ``sql`` as written: the hull of the
+    written words its canonical words match. A run of canonical words without written ones stands
+    for the written words between its neighbours' (`singer.country` of `GROUP BY 1`, whose
+    ordinal rat replaced by the output it names, is the `1`; a parameter `$1` that the canonical
+    text quotes, `"$1"`, is the written `$1`): in the span of a node that holds the whole run, and
+    of one whose words lie in a run that is a node's words (the `*` of `count(*)` that `ORDER BY 2`
+    names), not of one that shares only some words with it, nor in a run no node's words make up
+    (where the words' diff lost its way, there is no telling what stands for what).
+
+    >>> sql = "SELECT country, count(*) FROM singer GROUP BY 1 ORDER BY 2 DESC"
+    >>> [sql[s:e] for s, e in _written(rat.sql_spans(sql), sql)][:6]
+    ['2', '2', 'country', '*', 'count(*)', '1']
+    """
     from model.nodes.features import written_word_of
 
     canonical_words, match, written_words = written_word_of(located.sql, sql)
+    comments, canonical_comments = _comments(sql), _comments(located.sql)
+    # a word of a comment is no node's text (`GROUP BY 1 -- by country`), nor part of a run
+    skip = {k for k, (start, _) in enumerate(canonical_words) if _in_comment(start, canonical_comments)}
+    if comments or skip:
+        match = [None if j is None or k in skip or _not_code(written_words[j], comments) else j
+                 for k, j in enumerate(match)]
+    runs = _unmatched_runs(match, written_words, comments, skip)
     starts = [ws for ws, _ in canonical_words]  # in text order: a span's words are a run of them
+    node_words = [None if span is None else _words_in(canonical_words, starts, span) for span in located.spans]
+    nodes_runs = set(node_words)
     out: list[tuple[int, int] | None] = []
-    for span in located.spans:
+    for span, words in zip(located.spans, node_words):
         if span is None:
             out.append(None)
             continue
-        first = last = None
-        for k in range(bisect_left(starts, span[0]), bisect_left(starts, span[1])):
+        (start, end), first, last = words, None, None
+        for k in range(start, end):
             j = match[k]
-            if j is not None and canonical_words[k][1] <= span[1]:
-                word = written_words[j]
-                first = word[1] if first is None else min(first, word[1])
-                last = word[2] if last is None else max(last, word[2])
+            if j is not None:
+                written = written_words[j][1:]
+            elif runs[k] is None:  # (a comment's)
+                continue
+            else:
+                run_start, run_end, written = runs[k]
+                if not (start <= run_start and run_end <= end
+                        or (run_start, run_end) in nodes_runs and run_start <= start and end <= run_end):
+                    continue
+            if written is not None:
+                first = written[0] if first is None else min(first, written[0])
+                last = written[1] if last is None else max(last, written[1])
         out.append(None if first is None else _closed(sql, first, last))
     return out
+
+
+def _words_in(words: list[tuple[int, int]], starts: list[int], span: tuple[int, int]) -> tuple[int, int]:
+    """The [first, last + 1) of the (non-overlapping, in text order) ``words`` that lie in ``span``."""
+    start, end = bisect_left(starts, span[0]), bisect_left(starts, span[1])
+    return start, end - 1 if end > start and words[end - 1][1] > span[1] else end
+
+
+def _unmatched_runs(match: list[int | None], written_words: list[tuple[str, int, int]],
+                    comments: list[tuple[int, int]] = (), skip: set[int] = frozenset()
+                    ) -> list[tuple[int, int, tuple[int, int] | None] | None]:
+    """For each canonical word without a written word (``match[k]`` None) but those in ``skip``
+    (a comment's): its run of such words [start, end) (``skip`` words within it, not at its
+    ends), and the [start, end) of the written words between those matched just before
+    and after the run, less a `;` or word of ``comments`` at either end (None where there are none:
+    canonical text with nothing written in its place, as the ON condition of a join written with
+    USING; and where they outnumber the run's words by more than one).
+
+    >>> sql = "GROUP BY 1; -- by country"
+    >>> words = [("group", 0, 5), ("by", 6, 8), ("1", 9, 10), (";", 10, 11), ("-", 12, 13)]
+    >>> _unmatched_runs([0, 1, None, None, None], words, _comments(sql))  # `group by singer . country`
+    [None, None, (2, 5, (9, 10)), (2, 5, (9, 10)), (2, 5, (9, 10))]
+    >>> _unmatched_runs([0, None, 1], words)  # nothing written between
+    [None, (1, 2, None), None]
+    >>> _unmatched_runs([0, 1, None, None, None], words, _comments(sql), skip={3, 4})  # `group by x /* c */`
+    [None, None, (2, 3, (9, 10)), None, None]
+    """
+    out: list[tuple[int, int, tuple[int, int] | None] | None] = [None] * len(match)
+    k, last = 0, -1  # (the written word of the last matched canonical word)
+    while k < len(match):
+        if match[k] is not None or k in skip:
+            last = last if match[k] is None else match[k]
+            k += 1
+            continue
+        end = k
+        while end < len(match) and match[end] is None:
+            end += 1
+        after = last + 1  # the written words after the last matched one ..
+        before = match[end] if end < len(match) else len(written_words)  # .. up to the next
+        while end - 1 > k and end - 1 in skip:
+            end -= 1
+        while after < before and _not_code(written_words[after], comments):
+            after += 1
+        while after < before and _not_code(written_words[before - 1], comments):
+            before -= 1
+        # (more written words than canonical ones and one: the words' diff lost its way, as
+        # where it matched a subquery's words to the outer query's)
+        written = None
+        if after < before and sum(not _not_code(written_words[i], comments) for i in range(after, before)) \
+                <= sum(i not in skip for i in range(k, end)) + 1:
+            written = (written_words[after][1], written_words[before - 1][2])
+        for i in range(k, end):
+            if i not in skip:
+                out[i] = (k, end, written)
+        k = end
+    return out
+
+
+def _comments(sql: str) -> list[tuple[int, int]]:
+    """The [start, end) of each comment of ``sql``.
+
+    >>> _comments("SELECT '--' /* a */ FROM t -- b")
+    [(12, 19), (27, 31)]
+    """
+    if "--" not in sql and "/*" not in sql:
+        return []
+    return [m.span() for m in NO_CODE[("postgres", False)].finditer(sql) if m.group()[0] in "-/"]  # (strings passed over)
+
+
+def _not_code(word: tuple[str, int, int], comments: list[tuple[int, int]]) -> bool:
+    """Whether a written word is a `;` or lies in one of ``comments`` (in text order)."""
+    return word[0] == ";" or _in_comment(word[1], comments)
+
+
+def _in_comment(at: int, comments: list[tuple[int, int]]) -> bool:
+    k = bisect_right(comments, at, key=lambda c: c[0]) - 1
+    return k >= 0 and at < comments[k][1]
 
 
 def _closed(sql: str, start: int, end: int) -> tuple[int, int]:
