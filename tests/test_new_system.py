@@ -241,3 +241,56 @@ def test_an_undefined_auc_is_null_in_metrics_json(tmp_path):
 
     (r,) = json.loads((tmp_path / "eval" / "metrics.json").read_text(), parse_constant=refuse)["systems"]
     assert r["query_auc"][0] is None
+
+
+def test_rows_are_paired_with_questions_only_on_their_database(tmp_path, capsys):
+    """A row whose db_id is not its question's is left out and counted; a file none of whose
+    rows' db_id is its question's (another benchmark's, question ids alike) is one line."""
+    from model.synth.demo import demo_root
+
+    rows = _scored_rows("ok", 12)
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text("".join(json.dumps({**r, "db_id": "elsewhere"} if k < 2 else r) + "\n"
+                              for k, r in enumerate(rows)))
+    result = _evaluate(**{"new_system.scored": scored, "data_root": demo_root(), "out_dir": tmp_path / "eval",
+                          "n_bootstrap": 0})["new_system"]
+    assert [(r["system"], r["queries"]) for r in result["systems"]] == [("ok", 10)]
+    assert result["rows_skipped"] == {"db_id not its question's": 2}
+    assert f"{scored}: left out 2 of 12 rows: 2 db_id not its question's" in capsys.readouterr().err
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({**r, "db_id": f"other_{k % 4}"}) + "\n" for k, r in enumerate(rows)))
+    with pytest.raises(UsageError, match=r"no row's db_id is its dev question's \(the rows' databases: other_0, "
+                                         r"other_1, other_2 and 1 more\); give the data_root"):
+        _evaluate(**{"new_system.scored": other, "data_root": demo_root(), "out_dir": tmp_path / "eval2"})
+    assert not (tmp_path / "eval2").exists()
+
+
+def test_a_system_the_model_was_fitted_on_is_said_to_be_in_sample(tmp_path, capsys):
+    """Rows rat-score marked fitted_on_system with this benchmark's name: one line per such
+    system, the table marks it and the heading no longer says the model was not fitted on it;
+    marked with another benchmark's name: a line saying so, not in-sample."""
+    from model.synth.demo import demo_root
+
+    root = demo_root()
+    rows = ([{**r, "fitted_on_system": root.name} for r in _scored_rows("seen", 6)]
+            + [{**r, "fitted_on_system": "spider"} for r in _scored_rows("elsewhere", 6, 10)]
+            + _scored_rows("new", 6, 20))
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = _evaluate(**{"new_system.scored": scored, "data_root": root, "out_dir": tmp_path / "eval",
+                          "n_bootstrap": 0})["new_system"]
+    by_system = {r["system"]: r for r in result["systems"]}
+    assert by_system["seen"]["in_sample"] is True and by_system["seen"]["fitted_on_system"] == root.name
+    assert by_system["elsewhere"]["in_sample"] is False and "in_sample" not in by_system["new"]
+    out = capsys.readouterr().out
+    assert out.startswith("# A model on systems it was not fitted on, and 1 it was fitted on (marked in-sample)")
+    assert ("seen: the model was fitted on this system's outputs: in-sample numbers; see data.holdout_system / "
+            "scripts/leave_one_system_out.py for out-of-fold ones") in out
+    assert f"elsewhere: the model was fitted on a system of this name's outputs on spider, not on {root.name}" in out
+    assert "| seen (in-sample) | 6 |" in out and "| elsewhere | 6 |" in out and "| new | 6 |" in out
+    report = (tmp_path / "eval" / "report.md").read_text()
+    assert "| seen (in-sample) |" in report and "seen: the model was fitted on" in report
+    only = tmp_path / "only.jsonl"
+    only.write_text("".join(json.dumps(r) + "\n" for r in rows[:6]))
+    _evaluate(**{"new_system.scored": only, "data_root": root, "out_dir": tmp_path / "eval2", "n_bootstrap": 0})
+    assert capsys.readouterr().out.startswith("# A model on systems it was fitted on (in-sample numbers)")

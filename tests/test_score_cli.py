@@ -544,3 +544,22 @@ def test_rows_without_a_db_id_take_the_one_schema_and_a_refused_query_is_counted
     (row,) = map(json.loads, out.read_text().splitlines())
     assert row["db_id"] == "shop", row
     assert "refused: get_lock() has an effect that outlives the query 1" in capsys.readouterr().err
+
+
+def test_rows_of_a_system_the_model_was_fitted_on_say_so(tmp_path):
+    """A row whose system is one of the model's trained_on.systems carries fitted_on_system, the
+    benchmark those outputs were on; a row of another system carries none."""
+    from model.synth.demo import demo_root
+
+    shipped = json.loads((Path(__file__).parents[1] / "model/scoring/pretrained/spider/model.json").read_text())
+    assert "gpt4_zero_shot" in shipped["trained_on"]["systems"]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": "How many suppliers?", "db_id": "supply_chain",
+                                        "sql": "SELECT count(*) FROM suppliers", "system": system}) + "\n"
+                            for system in ("gpt4_zero_shot", "mine")))
+    done = rat_score("--data-root", str(demo_root()), "--predictions", str(rows), "--no-reasons",
+                     "--out", str(tmp_path / "scored.jsonl"))
+    assert done.returncode == 0, done.stderr
+    seen, new = map(json.loads, (tmp_path / "scored.jsonl").read_text().splitlines())
+    assert seen["system"] == "gpt4_zero_shot" and seen["fitted_on_system"] == shipped["trained_on"]["data_root"]
+    assert new["system"] == "mine" and "fitted_on_system" not in new

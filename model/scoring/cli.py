@@ -546,6 +546,10 @@ def score_file(scorer, args, schemas: dict) -> int:
             else:
                 d = result.to_dict()
             d["system"] = row.get("system")
+            # a system the model was fitted on (its trained_on.systems): the benchmark those outputs were on
+            trained = (getattr(scorer.saved, "info_", None) or {}).get("trained_on") or {}
+            if str(row.get("system")) in (trained.get("systems") or {}):
+                d["fitted_on_system"] = trained.get("data_root") or True
             if label is not None:
                 d["query_label"] = label
             if chosen is not None:

@@ -53,6 +53,9 @@ class SystemScores:
     label_shift: dict | None = None  # the rows' estimate (model.label_shift.RateShift.to_dict)
     # per query, its nodes the model reads as an unknown operator (rows' nodes[].unfamiliar)
     node_unfamiliar: list[np.ndarray] | None = None
+    # the benchmark whose outputs of this system the model was fitted on (rows' fitted_on_system,
+    # written by rat-score; True where the model names no benchmark); None: not fitted on it
+    fitted_on: str | bool | None = None
 
     @property
     def label(self) -> str:
@@ -110,33 +113,48 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
     execution labels where the benchmark has a query's database (``labels="execution"``), tree
     labels for the others (the label ``mixed`` where a system has both). Left out and counted
     in ``skipped`` by reason: a row ``row_problem`` refuses, a question_id the split does not
-    have, a system's second row for a question (the first is kept), a row whose question or
-    tree cannot be labelled, a row whose node count differs from its labelled tree's. A
-    system's name is only a label: nothing is named after it."""
+    have, a row whose ``db_id`` (where given) is not its question's, a system's second row for
+    a question (the first is kept), a row whose question or tree cannot be labelled, a row whose
+    node count differs from its labelled tree's. Rows with a ``db_id`` none of which is its
+    question's were scored on another benchmark: a ``UsageError``, in one line. A system's name
+    is only a label: nothing is named after it."""
     from model.data.datasets import load_questions
     from model.nodes.examples import build_examples
 
     skipped = skipped if skipped is not None else Counter()
-    known = {q.question_id for q in load_questions(data_root, split)}
+    database_of = {q.question_id: q.db_id for q in load_questions(data_root, split)}
     by_system: dict[str, dict[str, Mapping]] = defaultdict(dict)
+    matched, other = 0, Counter()  # rows whose db_id is their question's; the others' db_ids
     for row in rows:
         problem = row_problem(row)
         if problem is None:
             system, qid = str(row.get("system") or "system"), str(row["question_id"])
-            if qid not in known:
+            db_id = row.get("db_id")
+            if qid not in database_of:
                 problem = "unknown question_id"
+            elif db_id is not None and str(db_id) != database_of[qid]:
+                problem = "db_id not its question's"  # (model.data.predictions.question_of's words)
+                other[str(db_id)] += 1
             elif qid in by_system[system]:
                 problem = "duplicate question_id (the first kept)"
         if problem:
             skipped[problem] += 1
             continue
+        matched += db_id is not None
         by_system[system][qid] = row
+    if other and not matched:  # as evaluate.py's run path refuses another benchmark's predictions
+        names = sorted(other)
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        raise UsageError(f"data_root={data_root}: no row's db_id is its {split} question's (the rows' databases: "
+                         f"{', '.join(names[:3])}{more}); give the data_root the rows were scored on")
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for index, (system, by_id) in enumerate(sorted(by_system.items())):
             path = Path(tmp) / f"{index}.jsonl"  # named by its index: a system name is data
-            path.write_text("".join(json.dumps({"question_id": qid, "sql": r["sql"]}) + "\n"
-                                    for qid, r in by_id.items()))
+            # with its db_id, where the row has one: build_examples checks it against the question's too
+            path.write_text("".join(json.dumps({"question_id": qid, "sql": r["sql"],
+                                                **({"db_id": str(r["db_id"])} if r.get("db_id") is not None else {})})
+                                    + "\n" for qid, r in by_id.items()))
             examples, report = build_examples(data_root, split, prediction_files=[path], require_database=False,
                                               labels=labels, verbose=False)
             # each row build_examples leaves out, it counts by reason; the temporary file goes unnamed
@@ -158,6 +176,7 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
                 continue
             has_execution = labels == "execution" and any(e.execution_match is not None for _, e in kept)
             shifted = all("query_confidence_unshifted" in r for r, _ in kept)
+            fitted = next((f for r, _ in kept if isinstance(f := r.get("fitted_on_system"), str) or f is True), None)
             out[system] = SystemScores(
                 system, np.array([r["query_confidence"] for r, _ in kept], dtype=float),
                 np.array([r["query_confidence_unshifted"] for r, _ in kept], dtype=float) if shifted else None,
@@ -167,8 +186,34 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
                 [np.array([n["confidence"] for n in r["nodes"]], dtype=float) for r, _ in kept],
                 [np.asarray(e.node_labels, dtype=int) for _, e in kept],
                 kept[0][0].get("label_shift") if shifted else None,
-                [np.array([n.get("unfamiliar") is True for n in r["nodes"]], dtype=bool) for r, _ in kept])
+                [np.array([n.get("unfamiliar") is True for n in r["nodes"]], dtype=bool) for r, _ in kept],
+                fitted)
     return out
+
+
+def fitted_notes(scores: Mapping[str, SystemScores], data_root: Path | str) -> tuple[set[str], list[str]]:
+    """(the systems whose numbers are in-sample, one line per system the model was fitted on):
+    a system is in-sample where rat-score marked its rows ``fitted_on_system`` with this
+    benchmark's name (``data_root``'s folder name), or with no name; marked with another
+    benchmark's, the model was fitted on a system of that name's outputs there, not here.
+
+    >>> s = SystemScores("a", np.ones(1), None, None, np.ones(1), [], [], fitted_on="spider")
+    >>> fitted_notes({"a": s, "b": SystemScores("b", *[None] * 6)}, "../data/spider")[0]
+    {'a'}
+    >>> fitted_notes({"a": s}, "bird")[0]
+    set()
+    """
+    here = Path(data_root).resolve().name
+    inside, lines = set(), []
+    for system, s in sorted(scores.items()):
+        if s.fitted_on is True or s.fitted_on == here:
+            inside.add(system)
+            lines.append(f"{system}: the model was fitted on this system's outputs: in-sample numbers; see "
+                         "data.holdout_system / scripts/leave_one_system_out.py for out-of-fold ones")
+        elif s.fitted_on:
+            lines.append(f"{system}: the model was fitted on a system of this name's outputs on {s.fitted_on}, "
+                         f"not on {here}: these numbers are on outputs it was not fitted on")
+    return inside, lines
 
 
 def _node_draws(sizes: np.ndarray, draws: Sequence[np.ndarray]):
@@ -235,7 +280,7 @@ def report(s: SystemScores, n_bootstrap: int = 1000, seed: int = 0, n_bins: int 
 
 
 def markdown(reports: Sequence[Mapping]) -> list[str]:
-    """The per-system table."""
+    """The per-system table; a system whose report says ``in_sample`` is marked so by its name."""
     def cell(v) -> str:
         value, ci = v
         if value is None or not np.isfinite(value):
@@ -252,8 +297,8 @@ def markdown(reports: Sequence[Mapping]) -> list[str]:
         head += ["estimated rate (label shift)", "before shift: mean confidence", "before shift: ECE"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in reports:
-        cells = [r["system"], str(r["queries"]), r["label"], cell(r["rate"]), cell(r["tree_rate"]),
-                 cell(r["mean_confidence"]), cell(r["gap"]), cell(r["ece"]), cell(r["query_auc"]),
+        cells = [r["system"] + (" (in-sample)" if r.get("in_sample") else ""), str(r["queries"]), r["label"],
+                 cell(r["rate"]), cell(r["tree_rate"]), cell(r["mean_confidence"]), cell(r["gap"]), cell(r["ece"]), cell(r["query_auc"]),
                  cell(r["node_auc"])]
         if unfamiliar:
             cells += [str(r.get("unfamiliar_nodes", 0)), *(cell(r[k]) if k in r else "–"
@@ -311,9 +356,16 @@ def evaluate_new_system(cfg) -> dict:
         raise UsageError(f"{', '.join(map(str, files))}: no row could be labelled ({dict(skipped)})")
     report_left_out(", ".join(map(str, files)), n_read, skipped)
     reports = [report(s, cfg.n_bootstrap, cfg.seed, cfg.n_bins) for s in scores.values()]
+    inside, notes = fitted_notes(scores, cfg.data_root)  # systems the model was fitted on (rat-score's mark)
+    for r, s in zip(reports, scores.values()):
+        if s.fitted_on:
+            r["fitted_on_system"], r["in_sample"] = s.fitted_on, s.system in inside
     title = ns.title or f"{', '.join(Path(f).name for f in files)} on {Path(cfg.data_root).name}"
     pictures = reliability(scores, out_dir / "plots" / "reliability_new_system", title, cfg.n_bins)
-    md = [f"# A model on systems it was not fitted on: {title}", "",
+    heading = ("systems it was not fitted on" if not inside
+               else "systems it was fitted on (in-sample numbers)" if len(inside) == len(scores)
+               else f"systems it was not fitted on, and {len(inside)} it was fitted on (marked in-sample)")
+    md = [f"# A model on {heading}: {title}", "", *(f"- {line}" for line in notes), *([""] if notes else []),
           "Per system, 95% bootstrap intervals over its queries. Labels: "
           + "; ".join(f"{k}: {v}" for k, v in LABELS.items()) + ". Node AUC against tree node labels."
           + (f" Left out: {dict(skipped)}." if skipped else ""), "", *markdown(reports), "",
