@@ -385,7 +385,8 @@ def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped
                     ) -> tuple[Path, list[dict], list[dict] | None, Path | None]:
     """(out_dir, evaluated rows, calibration rows or None, data root or None); rows of the
     evaluated file that are not objects are counted in ``skipped``, those of the calibration
-    split in ``cal_skipped``."""
+    split in ``cal_skipped``. A calibration split that is the evaluated one is not read (None,
+    with a line saying so): thresholds are then chosen on the split's other folds."""
     if cfg.run_dir and cfg.predictions:
         raise UsageError("run_dir and predictions: give one of them (a training run, or one predictions file)")
     if cfg.run_dir:
@@ -398,7 +399,11 @@ def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped
             raise UsageError(f"run_dir={run_dir}: no predictions/{cfg.split}.jsonl in it "
                              "(is it a train.py run directory?)")
         cal_path = run_dir / "predictions" / f"{cfg.calibration_split}.jsonl"
-        cal_rows = read_rows(cal_path, cal_skipped) if cal_path.exists() else None
+        same = cal_path.exists() and cal_path.resolve() == test_path.resolve()
+        if same:  # thresholds chosen on the items they score: RS(c) the best possible there
+            print(f"calibration_split={cfg.calibration_split} is the evaluated split: RS(c) thresholds are "
+                  "chosen on its other schema-disjoint folds instead", file=sys.stderr)
+        cal_rows = read_rows(cal_path, cal_skipped) if cal_path.exists() and not same else None
         out_dir = Path(cfg.out_dir) if cfg.out_dir else run_dir / "eval"
         data_root = Path(cfg.data_root) if cfg.data_root else run_data_root(run_dir)
         return out_dir, read_rows(test_path, skipped), cal_rows, data_root
@@ -648,10 +653,16 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
     if gold_problem:
         print(f"evaluation without gold SQL and difficulty: {gold_problem}", file=sys.stderr)
     trees = _trees(rows)
+    agreement_problem = None
     if cfg.baselines.agreement:
         agreement = agreement_scores(rows, trees)
         if agreement is not None:
             methods["node agreement (consensus)"] = agreement
+        else:  # (a single-system evaluation: data.holdout_system, one system's file)
+            real = {r.get("system") for r in rows if is_real_system(r.get("system"))}
+            agreement_problem = ("one system in the evaluated split" if len(real) < 2
+                                 else "no question answered by two systems, each with its tree")
+            print(f"node agreement: left out ({agreement_problem})", file=sys.stderr)
     if cfg.baselines.token and data_root is not None and not gold_problem:
         methods["token level"] = token_scores(rows, data_root, cfg)
     summaries = {name: summarise(s, cfg) for name, s in progress(methods.items(), "node metrics, bootstrap intervals")}
@@ -685,6 +696,8 @@ def node_level(rows: list[dict], data_root: Path | None, out_dir: Path, cfg: Dic
         md += [(f"Left out, for want of the benchmark's gold SQL and difficulty: the comparison with "
                 f"gold (spans, error kinds, gold in report.html), the table by Spider difficulty"
                 f"{' and the token-level baseline' if cfg.baselines.token else ''} ({gold_problem})."), ""]
+    if agreement_problem:
+        md += [f"Left out: the node agreement (consensus) baseline ({agreement_problem}).", ""]
     md += ["More metrics:", "", report.metrics_table(summaries, report.EXTRA_COLUMNS), ""]
     located = {n: s["localisation"] for n, s in summaries.items()
                if s.get("localisation", {}).get("n_wrong_queries")}

@@ -48,6 +48,11 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     if cfg.model.get("scorer") == "boosted":  # model=features: gradient-boosted trees, no LM
         from model.train_boosted import train_boosted
 
+        if cfg.get("ckpt_path") or not cfg.get("train", True):  # (both would be ignored: it trains anyway)
+            given = f"ckpt_path={cfg.ckpt_path}" if cfg.get("ckpt_path") else "train=false"
+            raise UsageError(f"{given}: model=features has no checkpoint; it fits and tests in one run "
+                             "(its saved model, <run>/model, scores new outputs: rat-score --model <run>)")
+
         return train_boosted(cfg)
     check_neural(cfg)
     # _convert_="all": plain dicts/lists in hparams, so checkpoints load with weights_only=True.
@@ -105,12 +110,13 @@ def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None =
         trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         metrics.update(_floats(trainer.callback_metrics))
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if not cfg.get("train", True):  # the checkpoint tested (check_neural: train=false has one)
+        best = str(cfg.ckpt_path)
     if cfg.get("test", True) if test is None else test:
         # Both restore the best checkpoint's weights into `model`, so predictions below use them
         # too; val/* and test/* then describe the same weights (not the last epoch's).
-        ckpt = best or (None if cfg.get("train", True) else cfg.get("ckpt_path"))
-        for results in (trainer.validate(model, datamodule=datamodule, ckpt_path=ckpt or None, verbose=False),
-                        trainer.test(model, datamodule=datamodule, ckpt_path=ckpt or None)):
+        for results in (trainer.validate(model, datamodule=datamodule, ckpt_path=best or None, verbose=False),
+                        trainer.test(model, datamodule=datamodule, ckpt_path=best or None)):
             metrics.update(_floats(results[0]) if results else {})
     elif best:
         model.load_state_dict(torch.load(best, map_location=model.device, weights_only=True)["state_dict"])
@@ -339,13 +345,24 @@ def check_data(cfg: DictConfig) -> None:
     if root is not None and not Path(root).is_dir():
         raise UsageError(f"data.root={root}: " + ("a file, not the dataset's folder" if Path(root).exists()
                                                   else "no such directory"))
+    if root is not None and needs_root:  # before its prediction files, found from data.root (../predictions/...)
+        folder, split = Path(root), cfg.data.get("eval_split") or "dev"
+        missing = [name for name, found in (
+            ("tables.json (or dev_tables.json)", (folder / "tables.json").is_file() or any(folder.glob("*_tables.json"))),
+            (f"{split}.json (data.eval_split)", (folder / f"{split}.json").is_file()
+             or split == "train" and (folder / "train_spider.json").is_file())) if not found]
+        if missing:
+            raise UsageError(f"data.root={root}: no {' and no '.join(missing)} in it; give the dataset's own "
+                             "folder (e.g. data.root=../shared/data/spider)")
 
 
 def check_neural(cfg: DictConfig) -> None:
     """The neural run's values that torch, Lightning or the model would refuse only later (once
     the data is built) or in a message of several lines: one line naming the key, before any work.
     ``ckpt_path`` with ``train=true`` resumes the run it belongs to, in its own folder: in another,
-    Lightning forgets the earlier best checkpoint (its folder changed) and the run tests a worse one."""
+    Lightning forgets the earlier best checkpoint (its folder changed) and the run tests a worse one.
+    ``train=false`` tests ``ckpt_path`` (none: nothing trained to test), which must be a checkpoint
+    of the config's model (``check_checkpoint``) and, cross-fitted, is refused (a model per fold)."""
     def whole(key: str, value) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise UsageError(f"{key} must be a whole number of 1 or more; found {value!r}")
@@ -373,16 +390,88 @@ def check_neural(cfg: DictConfig) -> None:
         if not torch.cuda.is_available():
             raise UsageError(f"trainer.accelerator={accelerator}: torch finds no GPU here (use trainer=cpu)")
     ckpt = cfg.get("ckpt_path")
+    if not ckpt and not cfg.get("train", True):  # (it would test, and write the predictions of, an untrained model)
+        raise UsageError("train=false needs ckpt_path=<run>/checkpoints/<file>.ckpt (the checkpoint to test)")
     if ckpt and not Path(ckpt).is_file():
         raise UsageError(f"ckpt_path={ckpt}: no such file")
+    if ckpt and cfg.data.get("protocol", "split") == "crossfit":
+        raise UsageError(f"ckpt_path={ckpt}: a cross-fitted run has a checkpoint per fold and cannot " + (
+            "resume from one (run the folds left with data.run_folds=[...])" if cfg.get("train", True) else
+            "test one (data.protocol=split tests a checkpoint; a cross-fitted run's own predictions: "
+            "evaluate.py run_dir=<run>)"))
     if ckpt and cfg.get("train", True):
-        if cfg.data.get("protocol", "split") == "crossfit":
-            raise UsageError(f"ckpt_path={ckpt}: a cross-fitted run has a checkpoint per fold and cannot resume "
-                             "from one (run the folds left with data.run_folds=[...])")
         folder = Path(ckpt).resolve().parent
         if folder != Path(cfg.paths.output_dir).resolve() / "checkpoints":
             raise UsageError(f"ckpt_path={ckpt}: resume in the run it belongs to (hydra.run.dir={folder.parent}): "
                              "in another folder the run forgets its best checkpoint so far")
+    if ckpt:
+        check_checkpoint(ckpt, cfg.model)
+
+
+# What a checkpoint's weights were built for (their shapes, or what they read): a config that
+# differs in one of these cannot load them (Lightning: a RuntimeError of ~150 state_dict keys)
+# or would test them on other inputs.
+CHECKPOINT_KEYS = ("embedder.name_or_path", "embedder.gguf_file", "embedder.fine_tune", "embedder.layer",
+                   "encoder.d_model", "encoder.n_layers", "encoder.n_heads", "encoder.d_ff",
+                   "encoder.max_positions", "encoder.head_tokens", "consensus")
+
+
+def check_checkpoint(ckpt: str, model_cfg: DictConfig) -> None:
+    """``ckpt_path`` is a checkpoint train.py wrote, of the model ``model_cfg`` builds: read with
+    ``weights_only`` (tensors and plain values, never code), its saved hyperparameters compared
+    with the config's (``CHECKPOINT_KEYS``). A file that is not one, or one of another model, is
+    one line naming the model option (``model=minilm``) or the keys to add."""
+    import pickle
+    import zipfile
+
+    import torch
+
+    try:
+        with warnings.catch_warnings():  # torch's own notes on a refused file: the one line below says it
+            warnings.simplefilter("ignore")
+            saved = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError,
+            AttributeError, zipfile.BadZipFile) as e:
+        raise UsageError(f"ckpt_path={ckpt}: not a checkpoint train.py wrote ({type(e).__name__}; only tensors "
+                         "and plain values are loaded, never code)") from None
+    hparams = saved.get("hyper_parameters") if isinstance(saved, dict) else None
+    if not isinstance(hparams, dict) or not isinstance(saved.get("state_dict"), dict):
+        raise UsageError(f"ckpt_path={ckpt}: not a checkpoint train.py wrote (no hyper_parameters and state_dict)")
+    embedder = dict(hparams.get("embedder") or {})
+    if "fine_tune" not in embedder:  # (an older run: known by its weights, as model.nodes.infer does)
+        embedder["fine_tune"] = any(k.startswith("backbone.") for k in saved["state_dict"])
+    trained = {**hparams, "embedder": embedder}
+    config = OmegaConf.to_container(model_cfg, resolve=True)
+
+    def value(values: dict, key: str):
+        section, _, name = key.rpartition(".")
+        part = (values.get(section) or {}) if section else values
+        return bool(part.get(name)) if name == "fine_tune" else part.get(name)
+
+    differ = [key for key in CHECKPOINT_KEYS if value(trained, key) != value(config, key)]
+    if not differ:
+        return
+    if {"embedder.name_or_path", "embedder.gguf_file", "embedder.fine_tune"} & set(differ):
+        name = _model_option([value(trained, f"embedder.{k}") for k in ("name_or_path", "gguf_file", "fine_tune")])
+        if name:
+            raise UsageError(f"ckpt_path={ckpt}: a model={name} checkpoint; add model={name}")
+
+    def override(v) -> str:
+        return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+    raise UsageError(f"ckpt_path={ckpt}: trained with other model settings; add "
+                     + " ".join(f"model.{k}={override(value(trained, k))}" for k in differ))
+
+
+def _model_option(embedder: list) -> str | None:
+    """The ``model=`` option (conf/model/) whose embedder is ``[name_or_path, gguf_file, fine_tune]``."""
+    for path in sorted((CONF / "model").glob("*.yaml")):
+        option = OmegaConf.load(path)
+        if "scorer" not in option and "embedder" in option:
+            e = option.embedder
+            if [e.get("name_or_path"), e.get("gguf_file"), bool(e.get("fine_tune"))] == embedder:
+                return path.stem
+    return None
 
 
 def _floats(values: dict) -> dict[str, float]:

@@ -126,6 +126,20 @@ def test_abstention_uses_the_validation_split(evaluated, demo_run):
     assert by_c["10"]["rs"] >= by_c["10"]["rs_answer_all"]
 
 
+@pytest.mark.parametrize("split, calibration_split", [("val", "val"), ("test", "test")])
+def test_abstention_thresholds_are_never_chosen_on_the_evaluated_split(demo_run, tmp_path, capsys, split,
+                                                                      calibration_split):
+    """calibration_split naming the evaluated split (split=val, val the default calibration split):
+    thresholds chosen on the items they score would give the best RS(c) possible there; they come
+    from the split's other schema-disjoint folds, as for a predictions file, with a line saying so."""
+    results = evaluate(make_cfg(run_dir=demo_run, split=split, calibration_split=calibration_split,
+                                out_dir=tmp_path / "eval", n_bootstrap=0, breakdown_bootstrap=0,
+                                **{"html.max_examples": 5}))
+    protocol = results["query"]["abstention"]["protocol"]
+    assert protocol.startswith("threshold chosen on the other ") and protocol.endswith("schema-disjoint folds")
+    assert f"calibration_split={calibration_split} is the evaluated split" in capsys.readouterr().err
+
+
 def test_html_view_shows_least_confident_queries_with_trees(evaluated):
     out_dir, _ = evaluated
     page = (out_dir / "report.html").read_text()
@@ -350,6 +364,20 @@ def test_a_predictions_file_of_one_database_leaves_out_only_the_thresholded_abst
     md = (tmp_path / "one_db_jsonl_eval" / "report.md").read_text()
     assert "cannot be chosen on other folds of a single database" in md and "AURC" in md
     assert "Platt scaling fitted on schema-disjoint folds (none here: one database)" in md
+
+
+def test_node_agreement_left_out_of_a_single_system_evaluation_is_said(demo_run, tmp_path, capsys):
+    """One system's predictions (data.holdout_system): no other system to agree with; the
+    baseline is left out with a line saying so, on stderr and in the report."""
+    rows = [json.loads(line) for line in (demo_run / "predictions" / "test.jsonl").read_text().splitlines()]
+    system = rows[0]["system"]
+    path = tmp_path / "one_system.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows if r["system"] == system))
+    results = evaluate(make_cfg(predictions=path, n_bootstrap=0, breakdown_bootstrap=0, **{"html.max_examples": 5}))
+    assert list(results["node"]["methods"]) == ["RAT node model"]
+    assert "node agreement: left out (one system in the evaluated split)" in capsys.readouterr().err.splitlines()
+    md = (tmp_path / "one_system_jsonl_eval" / "report.md").read_text()
+    assert "Left out: the node agreement (consensus) baseline (one system in the evaluated split)." in md
 
 
 @pytest.mark.parametrize("name, text, message", [

@@ -145,11 +145,57 @@ def test_resuming_in_another_run_directory_is_refused(tmp_path):
 
     last = tmp_path / "old" / "checkpoints" / "last.ckpt"
     last.parent.mkdir(parents=True)
-    last.write_bytes(b"")
+    write_checkpoint(last, [])
     check_neural(compose_cfg([f"ckpt_path={last}"], tmp_path / "old"))
     check_neural(compose_cfg([f"ckpt_path={last}", "train=false"], tmp_path / "new"))  # testing it: anywhere
     with pytest.raises(UsageError, match=f"resume in the run it belongs to \\(hydra.run.dir={tmp_path / 'old'}\\)"):
         check_neural(compose_cfg([f"ckpt_path={last}"], tmp_path / "new"))
+
+
+def write_checkpoint(path: Path, model_overrides: list[str]) -> None:
+    """What check_neural reads of a train.py checkpoint: the saved hyperparameters of the model
+    those overrides build (the weights are not looked at)."""
+    import torch
+
+    model = OmegaConf.to_container(compose_cfg(model_overrides).model, resolve=True)
+    torch.save({"hyper_parameters": model, "state_dict": {}}, path)
+
+
+def test_a_checkpoint_of_another_model_is_one_line_naming_the_option_to_add(tmp_path):
+    """ckpt_path of a model=minilm run under the default model: Lightning's RuntimeError of ~150
+    state_dict keys, after the data was built; told before any work, with the option to add."""
+    from model.errors import UsageError
+    from model.train import check_neural
+
+    minilm, tiny, junk = tmp_path / "minilm.ckpt", tmp_path / "tiny.ckpt", tmp_path / "notes.ckpt"
+    write_checkpoint(minilm, ["model=minilm"])
+    write_checkpoint(tiny, ["model.encoder.d_model=32", "model.encoder.n_heads=4"])
+    junk.write_text("not a checkpoint")
+    check_neural(compose_cfg([f"ckpt_path={minilm}", "train=false", "model=minilm"], tmp_path / "run"))
+    with pytest.raises(UsageError, match=f"^ckpt_path={minilm}: a model=minilm checkpoint; add model=minilm$"):
+        check_neural(compose_cfg([f"ckpt_path={minilm}", "train=false"], tmp_path / "run"))
+    with pytest.raises(UsageError, match=f"^ckpt_path={tiny}: a model=smollm2 checkpoint; add model=smollm2$"):
+        check_neural(compose_cfg([f"ckpt_path={tiny}", "train=false", "model=minilm"], tmp_path / "run"))
+    with pytest.raises(UsageError, match=f"^ckpt_path={tiny}: trained with other model settings; add "
+                                         "model.encoder.d_model=32 model.encoder.n_heads=4$"):
+        check_neural(compose_cfg([f"ckpt_path={tiny}", "train=false"], tmp_path / "run"))
+    with pytest.raises(UsageError, match=f"^ckpt_path={junk}: not a checkpoint train.py wrote "):
+        check_neural(compose_cfg([f"ckpt_path={junk}", "train=false"], tmp_path / "run"))
+    # cross-fitted: a model per fold; fit_and_test(test=False) would predict with untrained ones
+    with pytest.raises(UsageError, match=f"^ckpt_path={minilm}: a cross-fitted run has a checkpoint per fold "
+                                         "and cannot test one"):
+        check_neural(compose_cfg([f"ckpt_path={minilm}", "train=false", "model=minilm", "data.protocol=crossfit"],
+                                 tmp_path / "run"))
+
+
+def test_prediction_files_not_found_note_relative_paths_only_for_relative_globs(tmp_path):
+    from model.data.predictions import prediction_files
+    from model.errors import UsageError
+
+    pattern = str(tmp_path / "no" / "such" / "*.jsonl")
+    with pytest.raises(UsageError) as refused:
+        prediction_files(tmp_path, pattern)
+    assert str(refused.value) == f"prediction files not found: [{pattern!r}]"
 
 
 @pytest.fixture(scope="module")
@@ -228,6 +274,12 @@ def test_results_notebook_runs_on_the_train_run(demo_run):
     (["data=spider", "data.root=/no/such/folder"], "data.root=/no/such/folder: no such directory"),
     (["data=spider", f"data.root={REPO / 'pyproject.toml'}"],
      f"data.root={REPO / 'pyproject.toml'}: a file, not the dataset's folder"),
+    (["data=spider", f"data.root={REPO / 'docs'}"],  # (a folder too high: not the prediction files it reads from there)
+     (f"data.root={REPO / 'docs'}: no tables.json (or dev_tables.json) and no dev.json (data.eval_split) in it; "
+      "give the dataset's own folder (e.g. data.root=../shared/data/spider)")),
+    (["train=false"], "train=false needs ckpt_path=<run>/checkpoints/<file>.ckpt (the checkpoint to test)"),
+    (["model=features", "train=false"], ("train=false: model=features has no checkpoint; it fits and tests in one "
+                                         "run (its saved model, <run>/model, scores new outputs: rat-score --model <run>)")),
     (["data.protocol=crossfit", "data.folds=9"], ("data.folds=9: the eval split has only 5 databases with "
                                                  "examples; use fewer folds or data.protocol=split")),
     (["model=features", "data.protocol=crossfit", "data.folds=9"], (  # (the boosted run's: a traceback)

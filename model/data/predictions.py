@@ -73,8 +73,10 @@ def prediction_files(root: Path, spec: str | Path | list | tuple | None, default
         found = {s: glob_files(s) for s in specs}
         missing = [s for s, files in found.items() if not files]
         if missing:
-            raise UsageError(f"prediction files not found: {missing} (a relative path is read from "
-                             f"the current folder, {Path.cwd()}, then from the repository's, {REPO})")
+            relative = any(not Path(s).expanduser().is_absolute() for s in missing)
+            raise UsageError(f"prediction files not found: {missing}" + (
+                f" (a relative path is read from the current folder, {Path.cwd()}, then from the "
+                f"repository's, {REPO})" if relative else ""))
         files = list(dict.fromkeys(f for files in found.values() for f in files))
         folder = next((f for f in files if f.is_dir()), None)
         if folder is not None:  # (read as a file, its empty suffix would be an unknown format)
