@@ -81,6 +81,15 @@ def test_features_on_spider_learn_from_the_committed_llm_answers_and_nowhere_els
     assert compose_cfg(["data=spider", "data.root=/d"]).data.train_predictions.endswith("spider_train/*.jsonl")
 
 
+@pytest.mark.parametrize("data, embedder", [("demo", None), ("spider", "sentence-transformers/all-MiniLM-L6-v2"),
+                                           ("bird", "sentence-transformers/all-MiniLM-L6-v2")])
+def test_every_dataset_has_a_default_model(data, embedder):
+    """`train.py data=bird` without `model=` stopped in Hydra's error of several lines: there was
+    no conf/model/default_for_bird.yaml (None: the packaged SmolLM2)."""
+    cfg = compose_cfg([f"data={data}", "data.root=/d"] if data != "demo" else [])
+    assert cfg.model.embedder.name_or_path == embedder
+
+
 def test_paper_config_uses_codellama_at_full_width():
     cfg = compose_cfg(["+experiment=codellama_paper", "data.root=/data/spider"])
     assert cfg.model.embedder.name_or_path == "codellama/CodeLlama-7b-hf" and cfg.model.embedder.layer == 0
