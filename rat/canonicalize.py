@@ -10,7 +10,9 @@ Spellings that always mean the same are written one way, so that they get one tr
   the rows (``count(NULL)`` is 0 and ``count(DISTINCT 1)`` is 1, so those stay).
 - ``x BETWEEN a AND b`` is ``x >= a AND x <= b``, and ``x NOT BETWEEN a AND b`` is
   ``x < a OR x > b``: SQLite defines BETWEEN so, NULLs included. The conjuncts join the
-  surrounding AND, and a wrong bound marks only its own comparison incorrect.
+  surrounding AND, and a wrong bound marks only its own comparison incorrect. Kept where ``x``
+  calls a function known to draw or count (``random()``, ``nextval('s')``: `_DRAWING_NAMES`),
+  which the spelled form would call twice.
 - ``CASE x WHEN 1 THEN a END`` is ``CASE WHEN x = 1 THEN a END``: SQL defines the simple CASE so
   (``CASE x WHEN NULL`` never matches, as ``x = NULL`` never holds); kept where ``x`` calls a
   function that may give another value each call (``random()``, ``randomblob(1)``,
@@ -109,6 +111,9 @@ _QUERY = (exp.Select, exp.SetOperation, exp.Subquery)
 # far above any query of Spider or BIRD (BIRD dev's longest gold SQL has 1,446 characters);
 # parsing 1 MB of SQL takes seconds and hundreds of MB
 MAX_SQL_CHARS = 100_000
+# Nodes of a tree (rat.tree refuses a larger one); here, the most nodes that copies of BETWEEN
+# and simple CASE operands may make together (`_Copies`)
+MAX_NODES = 100_000
 _UNSUPPORTED_CLAUSES = ("laterals", "pivots", "connect", "qualify", "into", "sample", "match", "distribute",
                         "sort", "cluster", "for_")
 _UNSUPPORTED_CLAUSE_SET = frozenset(_UNSUPPORTED_CLAUSES)
@@ -522,7 +527,7 @@ def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
     """A RATError for SQL cut short or malformed that sqlglot reads as if it were whole, and the
     database refuses: a list with an empty item or ending in a comma (`SELECT a,, b`, `FROM t,`,
     `ORDER BY a,`; DuckDB ends any list so, BigQuery and Snowflake the SELECT list), `JOIN u ON`,
-    `FROM t AS` or `GROUP BY` with nothing after it, and a query that begins with its FROM
+    `FROM t AS` or `GROUP BY` with nothing (or a comma) after it, and a query that begins with its FROM
     (`FROM t`: DuckDB's, BigQuery's).
 
     >>> _refuse_malformed(DIALECT.tokenize("SELECT a FROM t,"), SQLITE, "SELECT a FROM t,")
@@ -543,8 +548,8 @@ def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
             after = kinds[k + 1]
             if kind is TokenType.ALIAS and rat_dialect.name in _KEYWORD_ALIASES:
                 cut = after in _AS_ENDS  # (a keyword after AS is a name there: `count(*) AS limit`)
-            else:
-                cut = kind is TokenType.COMMA and after is TokenType.COMMA or after in _LIST_ENDS and not (
+            else:  # (`ON ,`, `AS ,`, `GROUP BY ,` too: `JOIN u ON , v` is no `FROM t, u, v`)
+                cut = after is TokenType.COMMA or after in _LIST_ENDS and not (
                     kind is TokenType.COMMA and (trailing == "any" or trailing == "select" and after is TokenType.FROM))
             if cut:
                 token = tokens[k]
@@ -618,10 +623,16 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         raise RATError(f"cannot parse ({_plain(description)}{where})", sql) from None
     except sqlglot.errors.TokenError as error:  # (it quotes the SQL around the error, line breaks and all)
         raise RATError(f"cannot parse ({' '.join(_ANSI.sub('', str(error))[:200].split())})", sql) from None
-    except TypeError as error:  # sqlglot's parser meeting a token where it expects an expression ('a ? b')
+    except RATError:
+        raise
+    except (TypeError, ValueError) as error:
+        # sqlglot's parser meeting a token where it expects an expression ('a ? b'), or naming by
+        # what is no name (BigQuery's and Redshift's `FROM t, t.x ?`: an UNNEST aliased `?`)
         raise RATError(f"cannot parse ({_plain(str(error))[:200]})", sql) from None
     except RecursionError:
         raise DepthError(sql) from None
+    except Exception as error:
+        raise InternalError("parse", error, sql) from error
     if len(statements) != 1:
         raise RATError(f"expected one statement, found {len(statements)}", sql)
     statement = statements[0]
@@ -835,11 +846,60 @@ def canonical_ast(sql: str, schema: Schema | Mapping | None = None,
     with internal_errors(sql, "canonicalise"):
         resolver = _Resolver(sql, schema, rat_dialect)
         resolver.query(tree, outer=(), ctes={}, keep_aliases=False)
+        if resolver.between or resolver.simple_case:
+            _refuse_many_copies(tree, sql)
         if resolver.between:
             _spell_between(tree)
         if resolver.simple_case:
             _spell_case(tree)
     return tree
+
+
+def _refuse_many_copies(tree: exp.Expression, sql: str) -> None:
+    """A RATError where spelling out BETWEEN and simple CASE would copy more than `MAX_NODES` nodes
+    of their operands, counted before any copy is made: BETWEEN uses its operand twice, a simple
+    CASE once a WHEN, and one nested in another's operand is copied with it, so nested ones copy
+    each other's copies (BETWEEN twice a level: a 311-character query of 16 made 393,215 nodes in
+    30 s, 25 levels ran past 10 minutes). One pass, children before parents: each node's size
+    once spelled out."""
+    sizes: dict[int, int] = {}
+    maybe_random: set[int] = set()  # the nodes with a call of _MAYBE_RANDOM in them (`_spell_case`)
+    drawing: set[int] = set()  # ... of _DRAWING (`_spell_between`)
+    copied = 0
+    for node in reversed(list(tree.walk(bfs=False))):
+        size = 1
+        for child in node.iter_expressions():
+            size += sizes[id(child)]
+            if id(child) in maybe_random:
+                maybe_random.add(id(node))
+            if id(child) in drawing:
+                drawing.add(id(node))
+        if isinstance(node, _MAYBE_RANDOM):
+            maybe_random.add(id(node))
+            if _draws_itself(node):
+                drawing.add(id(node))
+        if isinstance(node, exp.Between) and id(node.this) not in drawing:
+            operand = sizes[id(node.this)]
+            if node.args.get("symmetric"):  # (four uses of the operand, two of each bound)
+                bounds = sizes[id(node.args["low"])] + sizes[id(node.args["high"])]
+                copied += 3 * operand + bounds
+                size += 3 * operand + bounds + 9
+            else:
+                copied += operand
+                size += operand + 2
+        elif isinstance(node, exp.Case) and node.args.get("this") is not None and id(node.this) not in maybe_random:
+            operand, whens = sizes[id(node.this)], len(node.args.get("ifs") or ())
+            copied += max(whens - 1, 0) * operand
+            size += max(whens - 1, 0) * operand + whens * (1 + isinstance(node.this, _ATOMS))
+        if copied > MAX_NODES:
+            raise RATError(f"query too large (copies of its BETWEEN and simple CASE operands, one for each "
+                           f"comparison they are spelled as, make more than {MAX_NODES} nodes)", sql)
+        sizes[id(node)] = size
+
+
+def _uses(node: exp.Expression, copies: int) -> list[exp.Expression]:
+    """`copies` copies of ``node``, then ``node`` itself (its last use: no copy made)."""
+    return [*(node.copy() for _ in range(copies)), node]
 
 
 def _count_star(node: exp.Count) -> None:
@@ -851,17 +911,23 @@ def _count_star(node: exp.Count) -> None:
 def _spell_between(tree: exp.Expression) -> None:
     """Rewrite BETWEEN in place (see the module docstring); runs after column resolution, so
     that the copies BETWEEN makes of its operand are resolved already. The innermost first: one in
-    another's operand is rewritten before that operand is copied."""
+    another's operand is rewritten before that operand is copied (`_refuse_many_copies`)."""
     for node in reversed(list(tree.find_all(exp.Between, bfs=False))):
         operand, low, high = node.this, node.args["low"], node.args["high"]
+        if _draws(operand):
+            continue
         parent = node.parent
         while isinstance(parent, exp.Paren):  # NOT (x BETWEEN a AND b)
             parent = parent.parent
         negated = isinstance(parent, exp.Not)
         replaced = parent if negated else node
-        spelled = _between(operand, low, high, negated)
-        if node.args.get("symmetric"):  # BETWEEN SYMMETRIC a AND b: between them in either order
-            swapped = _between(operand, high.copy(), low.copy(), negated)
+        symmetric = node.args.get("symmetric")
+        uses = _uses(operand, 3 if symmetric else 1)
+        if symmetric:  # BETWEEN SYMMETRIC a AND b: between them in either order
+            (low_copy, low), (high_copy, high) = _uses(low, 1), _uses(high, 1)
+        spelled = _between(uses[-2:], low, high, negated)
+        if symmetric:
+            swapped = _between(uses[:2], high_copy, low_copy, negated)
             spelled = exp.And(this=exp.Paren(this=spelled), expression=exp.Paren(this=swapped)) if negated \
                 else exp.Or(this=exp.Paren(this=spelled), expression=exp.Paren(this=swapped))
         if not isinstance(replaced.parent, exp.Where | exp.Having | exp.And | exp.Paren):
@@ -876,6 +942,23 @@ _MAYBE_RANDOM = (exp.Anonymous, *(getattr(exp, name) for name in (
     if hasattr(exp, name)))
 
 
+# ... of those, the ones known to draw or count (`_spell_between` keeps BETWEEN of one as it is):
+# sqlglot's, and by name those it does not know (rat reads most calls as `exp.Anonymous`)
+_DRAWING = tuple(kind for kind in _MAYBE_RANDOM if kind is not exp.Anonymous)
+_DRAWING_NAMES = frozenset({"random", "randomblob", "rand", "randn", "randstr", "random_uuid", "uuid", "newid",
+                            "newsequentialid", "gen_random_uuid", "uuid_generate_v4", "nextval", "uniform",
+                            "normal", "seq1", "seq2", "seq4", "seq8", "generate_uuid", "crypt_gen_random"})
+
+
+def _draws_itself(node: exp.Expression) -> bool:
+    return isinstance(node, _DRAWING) or type(node) is exp.Anonymous and node.name.lower() in _DRAWING_NAMES
+
+
+def _draws(node: exp.Expression) -> bool:
+    """Whether ``node`` calls a function of `_DRAWING` / `_DRAWING_NAMES`: `abs(random()) % 10`."""
+    return any(_draws_itself(n) for n in node.find_all(*_MAYBE_RANDOM))
+
+
 def _spell_case(tree: exp.Expression) -> None:
     """`CASE x WHEN v THEN ..` as `CASE WHEN x = v THEN ..`, in place (see the module docstring);
     after column resolution, as `_spell_between`; the innermost first, as there."""
@@ -883,14 +966,18 @@ def _spell_case(tree: exp.Expression) -> None:
         operand = case.args.get("this")
         if operand is None or operand.find(*_MAYBE_RANDOM) is not None:
             continue
-        for when in case.args.get("ifs") or ():
-            when.set("this", exp.EQ(this=_atom(operand.copy()), expression=_atom(when.this)))
+        whens = case.args.get("ifs") or ()
         case.set("this", None)
+        for when, use in zip(whens, _uses(operand, len(whens) - 1) if whens else ()):
+            when.set("this", exp.EQ(this=_atom(use), expression=_atom(when.this)))
+
+
+_ATOMS = (exp.Binary, exp.Unary, exp.Predicate)
 
 
 def _atom(node: exp.Expression) -> exp.Expression:
     """`node`, in parentheses where it is an operator's (so that `x = (a = b)` stays so in text)."""
-    return exp.Paren(this=node) if isinstance(node, exp.Binary | exp.Unary | exp.Predicate) else node
+    return exp.Paren(this=node) if isinstance(node, _ATOMS) else node
 
 
 def _default_offset(call: exp.Anonymous) -> None:
@@ -902,13 +989,12 @@ def _default_offset(call: exp.Anonymous) -> None:
         call.set("expressions", arguments[:2])
 
 
-def _between(operand: exp.Expression, low: exp.Expression, high: exp.Expression, negated: bool):
-    """`low <= x AND x <= high` (negated: `x < low OR x > high`), `x` copied."""
+def _between(operands: list, low: exp.Expression, high: exp.Expression, negated: bool):
+    """`low <= x AND x <= high` (negated: `x < low OR x > high`), ``operands`` the two uses of `x`."""
+    first, second = operands
     if negated:
-        return exp.Or(this=exp.LT(this=operand.copy(), expression=low),
-                      expression=exp.GT(this=operand.copy(), expression=high))
-    return exp.And(this=exp.GTE(this=operand.copy(), expression=low),
-                   expression=exp.LTE(this=operand.copy(), expression=high))
+        return exp.Or(this=exp.LT(this=first, expression=low), expression=exp.GT(this=second, expression=high))
+    return exp.And(this=exp.GTE(this=first, expression=low), expression=exp.LTE(this=second, expression=high))
 
 
 def _is_non_null_constant(node: exp.Expression | None) -> bool:
@@ -1158,6 +1244,7 @@ class _Resolver:
         names = []
         for projection in projections:
             if type(projection) is exp.Alias:
+                self.named(projection)
                 alias = self.fold(projection.alias, projection.args["alias"])
                 aliases[alias] = projection.this
                 if keep_aliases:
@@ -1376,6 +1463,7 @@ class _Resolver:
             table = name if other is None else f"{other}.{name}"
             if columns is None and self.schema is not None:
                 columns = self.schema.columns(table)
+            self.named(node.args.get("alias"))
             alias = self.fold(node.alias, node.args.get("alias") and node.args["alias"].this)
             # A CTE is read as the subquery it names (`derived`), a table by its own name.
             qualifier = self.qualifier("derived" if name in ctes else table, scope)
@@ -1418,11 +1506,20 @@ class _Resolver:
         else:
             raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
 
+    def named(self, alias: exp.Expression | None) -> None:
+        """A RATError for an alias (a FROM item's `exp.TableAlias`, a column's `exp.Alias`) that is
+        a placeholder: sqlglot reads `FROM t ?`, `FROM t AS :p`, `SELECT a AS ?` so, and no database."""
+        if alias is not None and isinstance(alias.args.get("alias" if type(alias) is exp.Alias else "this"),
+                                            exp.Placeholder | exp.Parameter):
+            raise RATError(f"cannot parse (a placeholder as an alias: {alias.sql(dialect=sqlglot_dialect(self.dialect))!r})",
+                           self.sql)
+
     def derived_source(self, node: exp.Expression, alias: exp.TableAlias | None,
                        columns: frozenset | None, scope: _Scope, numbered: frozenset = frozenset()) -> None:
         """A FROM item read as a derived table (a subquery, a table function): ``derived``,
         ``derived_2``, ... with the columns its alias names (``AS s(x, y)``), else `columns`
         (None: unknown), and the `numbered` ones (a row number's)."""
+        self.named(alias)
         if alias is not None and alias.columns:
             columns = frozenset(self.fold(c.name, c) for c in alias.columns)
         if columns is not None:

@@ -1,7 +1,7 @@
 """The SQL dialects `rat` reads, and the differences between them that change what a query
 means (docs/rat.md, "Dialects", has the table).
 
-Each dialect names the sqlglot dialect that parses it and three facts about its meaning:
+Each dialect names the sqlglot dialect that parses it and facts about its meaning, among them:
 
 - ``like_ignores_case``: whether ``LIKE`` ignores ASCII case by default (SQLite; MySQL and SQL
   Server under their default collations). None of these has ``ILIKE``; where a dialect has it,
@@ -11,6 +11,8 @@ Each dialect names the sqlglot dialect that parses it and three facts about its 
   (PostgreSQL / Snowflake). A name that means something else than its unquoted lowercase
   spelling keeps its case and its double quotes in the tree's labels: ``singer."Name"``.
 - ``double_quoted_strings``: SQLite reads ``"x"`` that names no column as the string 'x'.
+- ``concat_skips_nulls``: ``concat(a, b)`` skips a NULL argument (SQLite 3.44's, PostgreSQL's,
+  SQL Server's, DuckDB's), where ``a || b`` is NULL: ``Concat_skip_nulls``, not ``Concat``.
 
 >>> dialect("postgres").like_ignores_case, dialect("SQLite").like_ignores_case
 (False, True)
@@ -69,6 +71,7 @@ class Dialect:
     null_safe_eq: bool = False  # a <=> b (MySQL's, Databricks')
     from_first: bool = False  # a query that begins with its FROM: FROM t, FROM t SELECT a
     trailing_comma: str = ""  # a list that ends in a comma: "select" (the SELECT list's), "any" (every list's)
+    concat_skips_nulls: bool = False  # CONCAT(a, b) skips a NULL argument (`a || b` is NULL there)
 
     @property
     def case_sensitive(self) -> bool:
@@ -94,17 +97,20 @@ class Dialect:
 
 DIALECTS = {
     "sqlite": Dialect("sqlite", like_ignores_case=True, double_quoted_strings=True, at_time_zone=False,
-                      frame_exclude=True, bitwise_xor=False, intersect_all=False, fetch_first=False),
+                      frame_exclude=True, bitwise_xor=False, intersect_all=False, fetch_first=False,
+                      concat_skips_nulls=True),  # (SQLite 3.44's concat())
     "postgres": Dialect("postgres", like_ignores_case=False, unquoted_case="lower",
                         distinct_on=True, lateral="LATERAL", now="now", between_symmetric=True, with_ties=True,
-                        frame_exclude=True, jsonb_keys=True, table_sample=True, ilike=True, cast_operator=True),
+                        frame_exclude=True, jsonb_keys=True, table_sample=True, ilike=True, cast_operator=True,
+                        concat_skips_nulls=True),
     "mysql": Dialect("mysql", like_ignores_case=True, lateral="LATERAL", at_time_zone=False, now="now",
                      full_join=False, nulls_order=False, fetch_first=False, null_safe_eq=True),
     "duckdb": Dialect("duckdb", like_ignores_case=False, distinct_on=True, qualify=True,
                       lateral="LATERAL", now="now", pivot=True, group_by_all=True, order_by_all=True,
                       semi_join=True, star_exclude=True, star_replace=True, asof_join="inner", frame_exclude=True,
                       table_sample=True, using_sample=True, positional_join=True, ilike=True, cast_operator=True,
-                      bitwise_xor=False, from_first=True, trailing_comma="any", struct_fields=True),
+                      bitwise_xor=False, from_first=True, trailing_comma="any", struct_fields=True,
+                      concat_skips_nulls=True),
     "snowflake": Dialect("snowflake", like_ignores_case=False, unquoted_case="upper",
                          qualify=True, lateral="LATERAL", ignore_nulls=True, pivot=True,
                          group_by_all=True, star_exclude=True, star_replace=True, asof_join="left", table_sample=True,
@@ -116,7 +122,8 @@ DIALECTS = {
                         struct_fields=True),
     "tsql": Dialect("tsql", like_ignores_case=True, lateral="CROSS APPLY", ignore_nulls=True,
                     json_operators=False, now="getdate", pivot=True, with_ties=True, limit_percent=True,
-                    table_sample=True, limit=False, nulls_order=False, intersect_all=False, bitwise_xor=False),
+                    table_sample=True, limit=False, nulls_order=False, intersect_all=False, bitwise_xor=False,
+                    concat_skips_nulls=True),
     # Databricks SQL (Spark SQL): names ignore case, quoted in backticks or not
     "databricks": Dialect("databricks", like_ignores_case=False, qualify=True, lateral="LATERAL",
                           ignore_nulls=True, at_time_zone=False, json_operators=False, now="now", pivot=True,

@@ -19,6 +19,7 @@ from sqlglot import expressions as exp
 
 from rat.canonicalize import (
     BARE_DATE_PART,
+    MAX_NODES,
     canonical_ast,
     construct_name,
     parenthesised_join,
@@ -35,10 +36,9 @@ from rat.schema import Schema
 # Trees deeper than this are refused: no Spider or BIRD query comes within a tenth of it, and
 # it bounds the work of any recursive reader of trees.
 MAX_DEPTH = 1000
-# Nodes of a tree, a CTE counted at each read: a chain of CTEs each reading the one before four
-# times grows fourfold a level (a 1 KB query, 5 million nodes, seconds a walk); real queries'
-# trees have hundreds (Spider's and BIRD's largest: below 300).
-MAX_NODES = 100_000
+# MAX_NODES (rat.canonicalize's): nodes of a tree, a CTE counted at each read: a chain of CTEs
+# each reading the one before four times grows fourfold a level (a 1 KB query, 5 million nodes,
+# seconds a walk); real queries' trees have hundreds (Spider's and BIRD's largest: below 300).
 
 # on_step(step, expression, node, core): after the builder made `node` from the sqlglot
 # `expression`. Steps: "expr" (an expression), "relation" (a FROM item), "query" (a SELECT,
@@ -73,6 +73,8 @@ _AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min
                exp.Max: "Max", exp.GroupConcat: "Group_concat"}
 # NOT applied to these becomes one node, e.g. `a NOT IN (..)` -> Not_in.
 # (BETWEEN never gets here: `rat.canonicalize` spells it out as two comparisons.)
+# a concatenation's labels: `a || b`, CONCAT(a, b) where it skips NULLs (`Dialect.concat_skips_nulls`)
+_CONCATS = ("Concat", "Concat_skip_nulls")
 _NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Exists": "Not_exists",
             "Is_null": "Is_not_null", "Is_not_null": "Is_null", "Regexp": "Not_regexp", "Ilike": "Not_ilike",
             "Iregexp": "Not_iregexp", "Similar_to": "Not_similar_to",
@@ -153,8 +155,8 @@ def from_ast(ast: exp.Expression, sql: str, on_step: BuildObserver | None = None
     if depth > MAX_DEPTH:
         raise RATError(f"query nested too deeply (tree depth {depth} > {MAX_DEPTH})", sql)
     if tree.size() > MAX_NODES:  # CTEs that read the one before several times: each read is inlined
-        raise RATError(f"query too large (its tree, CTEs inlined where read, has {tree.size()} nodes "
-                       f"> {MAX_NODES})", sql)
+        inlined = ", CTEs inlined where read," if ast.find(exp.CTE) is not None else ""
+        raise RATError(f"query too large (its tree{inlined} has {tree.size()} nodes > {MAX_NODES})", sql)
     return tree
 
 
@@ -671,8 +673,10 @@ class _Builder:
                     inner = Node("Val_list", inner.children)
                 if inner.label == "Val_list" or is_relation(inner):
                     return Node("In" if kind is exp.EQ else "Not_in", (left, inner))
+            if left.label == "Collate" and right.label == "Collate" and kind in _COMPARISONS and self.dialect is SQLITE:
+                right = right.children[0]  # SQLite compares with the left's explicit collation: the right's is no part of it
             if kind is exp.Add and self.dialect.name == "tsql" and (
-                    "Concat" in (left.label, right.label) or _text(node.this) or _text(node.expression)):
+                    left.label in _CONCATS or right.label in _CONCATS or _text(node.this) or _text(node.expression)):
                 label = "Concat"  # SQL Server's `+` of strings joins them (in order)
             return Node(label, (left, right))
         if kind is exp.Star:
@@ -737,6 +741,10 @@ class _Builder:
             # SQLite's multi-argument max(a, b) / min(a, b).
             children = [self.expr(node.this, ctes)] + [self.expr(e, ctes) for e in node.expressions]
             return Node("Max" if kind is exp.Greatest else "Min", children)
+        if kind is exp.Between:  # one whose operand may call a function anew each time (`rat.canonicalize`)
+            label = "Between_symmetric" if node.args.get("symmetric") else "Between"
+            return Node(label, (self.expr(node.this, ctes), self.expr(node.args["low"], ctes),
+                                self.expr(node.args["high"], ctes)))
         if kind is exp.Case:
             return self.case(node.args.get("this"), node.args.get("ifs") or (),
                              node.args.get("default"), ctes)
@@ -767,6 +775,8 @@ class _Builder:
                 if name == "date_part":
                     return Node("Extract", (value, self.made(arguments[0], Node(unit))))
                 return Node("Date_trunc", (self.made(arguments[0], Node(f"'{unit}'")), value))
+            if name == "concat" and self.dialect.concat_skips_nulls:
+                name = "concat_skip_nulls"  # NULL arguments skipped, where `a || b` is NULL: no `Concat`
             if name == "count_big" and self.dialect.name == "tsql":
                 name = "count"  # SQL Server's COUNT_BIG: COUNT as a bigint
             if name == self.dialect.now and not arguments:

@@ -1170,6 +1170,9 @@ def test_the_table_of_constructs_in_rat_md_is_the_dialects():
     doc = (Path(__file__).parents[1] / "docs" / "rat.md").read_text()
     assert "\n".join(rows) in doc
     described = {"name", "like_ignores_case", "unquoted_case", "double_quoted_strings"}  # (the table below it)
+    described.add("concat_skips_nulls")  # (a line below that table, naming the dialects)
+    assert "SQLite (3.44 on), PostgreSQL, SQL Server and DuckDB\n  (`Dialect.concat_skips_nulls`)" in doc
+    assert sorted(d for d in order if rat.DIALECTS[d].concat_skips_nulls) == ["duckdb", "postgres", "sqlite", "tsql"]
     assert {f.name for f in dataclasses.fields(rat.dialects.Dialect)} == described | {field for _, field in DOC_ROWS}
 
 
@@ -1233,6 +1236,22 @@ def test_group_by_all_after_a_lone_star_is_the_distinct_rows_in_duckdb():
        f"SELECT CASE WHEN {call} = 0 THEN 'a' WHEN {call} = 1 THEN 'b' END FROM orders")
       for dialect, call in (("sqlite", "hex(randomblob(1)) < '80'"), ("postgres", "nextval('s')"),
                             ("duckdb", "random(3)"), ("snowflake", "RANDOM(42)"), ("databricks", "rand(7) < 0.5"))),
+    # CONCAT skips NULL arguments (SQLite 3.44's, PostgreSQL's, SQL Server's, DuckDB's), || gives NULL
+    *((dialect, "SELECT concat(region, id) FROM orders", "SELECT region || id FROM orders")
+      for dialect in ("sqlite", "postgres", "duckdb")),
+    ("tsql", "SELECT region + ' ' + id FROM orders", "SELECT CONCAT(region, ' ') + id FROM orders"),
+    # SQLite compares with the left operand's explicit collation where both have one
+    ("sqlite", "SELECT id FROM orders WHERE region COLLATE NOCASE = 'x' COLLATE BINARY",
+     "SELECT id FROM orders WHERE 'x' COLLATE BINARY = region COLLATE NOCASE"),
+    ("sqlite", "SELECT id FROM orders WHERE region COLLATE NOCASE > 'W' COLLATE BINARY",
+     "SELECT id FROM orders WHERE 'W' COLLATE BINARY < region COLLATE NOCASE"),
+    # ... and once a BETWEEN, not once for each bound
+    *((dialect, f"SELECT id FROM orders WHERE {call} {negated}BETWEEN 2 AND 5",
+       f"SELECT id FROM orders WHERE {call} {'< 2 OR' if negated else '>= 2 AND'} {call} {'>' if negated else '<='} 5")
+      for dialect, call in (("sqlite", "abs(random()) % 10"), ("mysql", "rand() * 10"), ("postgres", "nextval('s')"))
+      for negated in ("", "NOT ")),
+    ("postgres", "SELECT id FROM orders WHERE random() * 10 BETWEEN SYMMETRIC 2 AND 5",
+     "SELECT id FROM orders WHERE random() * 10 BETWEEN 2 AND 5 OR random() * 10 BETWEEN 5 AND 2"),
     ("postgres", "SELECT lag(amount, 2) OVER (ORDER BY id) FROM orders", "SELECT lag(amount) OVER (ORDER BY id) FROM orders"),
     ("postgres", "SELECT date_trunc('month', d) FROM orders", "SELECT date_trunc('year', d) FROM orders"),
     # an unquoted date part is a column but in Snowflake and Redshift; date_part only where it is a function
@@ -1258,7 +1277,16 @@ def test_queries_of_other_meanings_get_other_trees(dialect, one, other):
      "SELECT p.s - r.s FROM (SELECT sum(a) AS s FROM pay) p JOIN (SELECT sum(a) AS s FROM refunds) r ON TRUE"),
     ("duckdb", "WITH p AS (SELECT sum(a) AS s FROM pay), r AS (SELECT sum(a) AS s FROM refunds) SELECT p.s - r.s FROM r, p",
      "SELECT x.s - y.s FROM (SELECT sum(a) AS s FROM pay) x, (SELECT sum(a) AS s FROM refunds) y"),
-    ("tsql", "SELECT region + ' ' + id FROM orders", "SELECT CONCAT(region, ' ') + id FROM orders"),
+    # CONCAT gives NULL where an argument is, as || does, in these (SQLite's, PostgreSQL's, .. skips NULLs)
+    *((dialect, "SELECT CONCAT(region, id) FROM orders", "SELECT region || id FROM orders")
+      for dialect in ("snowflake", "bigquery", "trino", "databricks", "redshift")),
+    ("tsql", "SELECT region + ' ' + id FROM orders", "SELECT (region + ' ') + id FROM orders"),
+    # the right operand's explicit collation is not the comparison's where the left has one (SQLite)
+    ("sqlite", "SELECT id FROM orders WHERE region COLLATE NOCASE = 'x' COLLATE BINARY",
+     "SELECT id FROM orders WHERE region COLLATE NOCASE = 'x'"),
+    ("sqlite", "SELECT id FROM orders WHERE 'x' COLLATE BINARY = (region COLLATE NOCASE)",
+     "SELECT id FROM orders WHERE region = 'x' COLLATE BINARY"),
+    ("sqlite", "SELECT id FROM orders WHERE region COLLATE NOCASE = 'x'", "SELECT id FROM orders WHERE 'x' = region COLLATE NOCASE"),
     ("sqlite", "SELECT id FROM orders WHERE glob('a*', region)", "SELECT id FROM orders WHERE region GLOB 'a*'"),
     ("postgres", "SELECT id FROM orders WHERE id = ANY (ARRAY[1, 2])", "SELECT id FROM orders WHERE id IN (1, 2)"),
     ("sqlite", "SELECT id FROM orders WHERE NOT (amount > 10)", "SELECT id FROM orders WHERE amount <= 10"),
@@ -1382,3 +1410,15 @@ def test_a_clause_rat_would_drop_is_refused(dialect, sql, construct):
     """These clauses were dropped without a word: the query read as the one without them."""
     with pytest.raises(rat.RATError, match=re.escape(f"unsupported construct '{construct}'")):
         rat.to_tree(sql, dialect=dialect)
+
+
+def test_concat_skipping_nulls_is_its_own_node_and_sql_servers_plus_after_it_joins_strings():
+    """CONCAT skips NULL arguments in SQLite (3.44), PostgreSQL, SQL Server and DuckDB, where `a ||
+    b` is NULL: `Concat_skip_nulls`, not `||`'s `Concat` (it was, in every dialect); SQL Server's
+    `+` after one joins strings, as after `+`'s own."""
+    for dialect in ("sqlite", "postgres", "duckdb", "tsql"):
+        assert rat.serialize(rat.to_tree("SELECT concat(a, b) FROM t", dialect=dialect)) \
+            == "(((t.a)(t.b)Concat_skip_nulls)(t)Project)"
+    assert rat.serialize(rat.to_tree("SELECT CONCAT(a, ' ') + b FROM t", dialect="tsql")) \
+        == "((((t.a)(' ')Concat_skip_nulls)(t.b)Concat)(t)Project)"
+    assert rat.to_tree("SELECT concat(a, b) FROM t") == rat.to_tree("SELECT CONCAT(a, b) FROM t", dialect="postgres")
