@@ -686,3 +686,18 @@ def test_look_here_first_of_an_ordinal_query_has_a_span():
                                        question="Which country has the most singers?", schema=SINGER)
     assert all(n.span is not None and scored.sql[n.span[0]:n.span[1]] == n.text for n in scored.nodes)
     assert [n.text for n in scored.nodes if n.label == "singer.country"] == ["country", "1"]
+
+
+@pytest.mark.parametrize("sql, dialect", [
+    ("SELECT age--1, name FROM singer WHERE age > 3", "mysql"),  # MySQL's `--1` is no comment
+    ("SELECT name FROM singer WHERE name = 'O\\'Brien' AND country = '-- x' AND age > 3", "mysql"),
+    ("SELECT `a--b`, name FROM singer WHERE age > 3", "sqlite"),  # a quoted name holding `--`
+])
+def test_written_spans_read_comments_as_the_dialect_does(sql, dialect):
+    """Comments were found with PostgreSQL's pattern whatever the dialect: MySQL's `age--1` or a
+    backslash-escaped quote, or a name in backticks holding `--`, read as a comment to the end of
+    the line, and every node after it lost its span."""
+    texts = _written_texts(sql, {"singer": ["singer_id", "name", "country", "age", "a--b"]}, dialect)
+    assert dict(texts)["Gt"] == "age > 3" and texts[-1] == ("Project", sql)
+    if "\\" not in sql:  # (a backslash escape's words are not matched: its string has no span, as before)
+        assert all(text is not None for _, text in texts), texts

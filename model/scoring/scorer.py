@@ -57,7 +57,7 @@ from model.data.databases import (
     open_database,
     refusal,
 )
-from model.data.execution import NO_CODE, check_deadline, sqlite_problem, unfinished
+from model.data.execution import check_deadline, sqlite_problem, unfinished
 from model.errors import ModelFileError, UsageError, check_seconds, leave_interrupts_to_the_parent
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
@@ -662,7 +662,7 @@ class Scorer:
             if located is not None:  # a tree sql_spans could not map is rebuilt from the example, not parsed again
                 batch.trees.append(located.tree if located.tree is not None else tree_of(
                     {"node_names": example.node_names, "node_arity": example.node_arity}))
-                batch.spans.append(_written(located, sql))
+                batch.spans.append(_written(located, sql, read_as))
         if self.saved is not None and batch.examples:
             batch.features, batch.execution_errors = self._features(
                 batch.examples, batch.schemas, batch.databases, features or (), budget.deadline, batch.dialects)
@@ -839,10 +839,10 @@ def written_spans(sql: str, tree: rat.Node, schema: rat.Schema | None,
     >>> sql[slice(*written_spans(sql, rat.to_tree(sql), None)[-2])]
     'FROM singer JOIN concert USING (singer_id)'
     """
-    return _written(rat.sql_spans(sql, tree, schema, dialect), sql)
+    return _written(rat.sql_spans(sql, tree, schema, dialect), sql, dialect)
 
 
-def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
+def _written(located: rat.SqlSpans, sql: str, dialect: str = "sqlite") -> list[tuple[int, int] | None]:
     """Each span of ``located`` (in its canonical SQL) in ``sql`` as written: the hull of the
     written words its canonical words match. A run of canonical words without written ones stands
     for the written words between its neighbours' (`singer.country` of `GROUP BY 1`, whose
@@ -859,7 +859,7 @@ def _written(located: rat.SqlSpans, sql: str) -> list[tuple[int, int] | None]:
     from model.nodes.features import written_word_of
 
     canonical_words, match, written_words = written_word_of(located.sql, sql)
-    comments, canonical_comments = _comments(sql), _comments(located.sql)
+    comments, canonical_comments = _comments(sql, dialect), _comments(located.sql)
     # a word of a comment is no node's text (`GROUP BY 1 -- by country`), nor part of a run
     skip = {k for k, (start, _) in enumerate(canonical_words) if _in_comment(start, canonical_comments)}
     if comments or skip:
@@ -949,15 +949,29 @@ def _unmatched_runs(match: list[int | None], written_words: list[tuple[str, int,
     return out
 
 
-def _comments(sql: str) -> list[tuple[int, int]]:
-    """The [start, end) of each comment of ``sql``.
+def _comments(sql: str, dialect: str = "sqlite") -> list[tuple[int, int]]:
+    """The [start, end) of each comment of ``sql`` as ``dialect`` reads it: what lies between the
+    tokens of its tokenizer that is not blank (MySQL's `age--1` is a subtraction and its
+    `'O\\'Brien'` one string; SQLite's `` `a--b` `` one name).
 
-    >>> _comments("SELECT '--' /* a */ FROM t -- b")
-    [(12, 19), (27, 31)]
+    >>> _comments("SELECT '--' /* a */ FROM t -- b"), _comments("SELECT age--1 # c", "mysql")
+    ([(12, 19), (27, 31)], [(14, 17)])
     """
-    if "--" not in sql and "/*" not in sql:
+    if "--" not in sql and "/*" not in sql and "#" not in sql:
         return []
-    return [m.span() for m in NO_CODE[("postgres", False)].finditer(sql) if m.group()[0] in "-/"]  # (strings passed over)
+    from rat.canonicalize import sqlglot_dialect
+
+    try:
+        tokens = sqlglot_dialect(rat.dialects.dialect(dialect)).tokenize(sql)
+    except Exception:  # noqa: BLE001 - (the tree was read, so this does not happen): no comment known
+        return []
+    out, at = [], 0
+    for start, end in [*((t.start, t.end + 1) for t in tokens), (len(sql), len(sql))]:
+        gap = sql[at:start]
+        if gap.strip():
+            out.append((at + len(gap) - len(gap.lstrip()), at + len(gap.rstrip())))
+        at = max(at, end)
+    return out
 
 
 def _not_code(word: tuple[str, int, int], comments: list[tuple[int, int]]) -> bool:
