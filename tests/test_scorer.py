@@ -194,8 +194,10 @@ def test_a_misspelt_field_is_the_rows_error_a_field_of_the_callers_own_is_passed
     sql = "SELECT 1 FROM t"
     results = Scorer.load(boosted_model[0]).score_many(
         [{"sql": sql, "databse": "x.sqlite"}, {"sql": sql, "Question": "How many?"},
-         {"sql": sql, "latency_ms": 12, "model": "gpt", "id": 3}], progress=False)
-    assert [type(r).__name__ for r in results] == ["RowError", "RowError", "ScoredQuery"]
+         {"sql": sql, "latency_ms": 12, "model": "gpt", "id": 3},
+         {"sql": sql, "SQL": "SELECT 2 FROM t", "database_id": 7, "questions": [], "difficulty": "hard"}],
+        progress=False)  # (BIRD's gold `SQL` beside `sql`, names holding a field's: the caller's own)
+    assert [type(r).__name__ for r in results] == ["RowError", "RowError", "ScoredQuery", "ScoredQuery"]
     assert results[0].message == "'databse': not a field read (did you mean 'database'?)"
     assert results[1].message == "'Question': not a field read (did you mean 'question'?)"
 

@@ -12,7 +12,6 @@ field of the wrong type or size is told by its name, before any work, the same w
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -49,21 +48,46 @@ def unknown_field(given: Iterable[str], known: Sequence[str], kind: str = "field
 
 def misspelt_field(given: Iterable, known: Sequence[str]) -> str | None:
     """Why a row of a Python caller is refused for a field that reads as a misspelling of a known
-    one (another case of it, or close to it: ``databse``, ``Database``): it would be scored as if
-    that field were not given. Other fields are the caller's own, passed over (a DataFrame's
-    records carry their columns); None when none is misspelt.
+    one it lacks (another case of it, or a letter off, two in a name of more than five:
+    ``databse``, ``Database``, ``dbid``): it would be scored as if that field were not given.
+    Other fields are the caller's own, passed over (a DataFrame's records carry their columns):
+    one beside the known field it resembles (BIRD's ``SQL`` beside ``sql``), and one that holds
+    a known name (``database_id``, ``questions``); None when none is misspelt.
 
-    >>> known = ("sql", "database")
+    >>> known = ("sql", "database", "db_id")
     >>> misspelt_field(["sql", "databse", "latency_ms"], known), misspelt_field(["SQL", "id"], known)
     ("'databse': not a field read (did you mean 'database'?)", "'SQL': not a field read (did you mean 'sql'?)")
-    >>> misspelt_field(["sql", "id", "model", "gold_dialect"], ("sql", "dialect")) is None
+    >>> misspelt_field(["sql", "SQL", "database_id", "databases", "db_ids", "gold_dialect", "model"], known) is None
     True
+    >>> misspelt_field(["sql", "dbid"], known)
+    "'dbid': not a field read (did you mean 'db_id'?)"
     """
+    given = [name for name in given if isinstance(name, str)]
+    present = set(given)
     for name in given:
-        if isinstance(name, str) and name not in known and (
-                close := difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.8)):
-            return f"{name[:40]!r}: not a field read (did you mean {close[0]!r}?)"
+        low = name.lower()
+        if name in known or len(low) > 40:
+            continue
+        for field in known:
+            if field not in present and (low == field or field not in low and low not in field
+                                         and abs(len(low) - len(field)) <= 2
+                                         and _edits(low, field) <= (1 if len(field) <= 5 else 2)):
+                return f"{name[:40]!r}: not a field read (did you mean {field!r}?)"
     return None
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance of two short texts.
+
+    >>> _edits("databse", "database"), _edits("dbid", "db_id"), _edits("sql", "gold")
+    (1, 1, 3)
+    """
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (x != y))
+    return row[-1]
 
 
 def dialect_name(name: object) -> str:
