@@ -222,7 +222,7 @@ def test_a_sort_spilling_past_the_temporary_files_budget_stops(concert_db: Path,
     monkeypatch.setattr(execution, "MAX_TEMP_BYTES", 2 << 20)
     start = time.monotonic()
     result, error = execute_sql(concert_db, spilling, timeout_s=20)
-    assert result is None and error == "working memory past 2 MiB (temporary files on disk)"
+    assert result is None and error == "temporary files past 2 MiB (this process's, on disk)"
     assert execution.unfinished(error) and time.monotonic() - start < 10
     # (as a result past the memory guards: a failed query)
     assert execute_pairs([(concert_db, spilling, "SELECT 1")], timeout_s=20, progress=False) == ["pred_error"]
