@@ -108,6 +108,12 @@ def test_a_jsonl_line_past_the_line_limit_is_one_row_counted_never_held(tmp_path
     tracemalloc.stop()
     assert [r["question_id"] for r in rows] == ["dev_0", "dev_2"] and skipped == {"a line over 1 MiB": 1}
     assert peak < 6 << 20  # (the file is 8 MiB: read whole and split, it was 16 MiB and more)
+    # a line of the limit's length is read, whatever ends it (a line end, CRLF, a byte-order mark)
+    row = json.dumps({"sql": "SELECT 1", "pad": ""}).encode()
+    row = row[:-2] + b"x" * ((1 << 20) - len(row)) + row[-2:]
+    for content in (row + b"\n", b"\xef\xbb\xbf" + row + b"\r\n", row):
+        path.write_bytes(content)
+        assert len(jsonl.read_objects(path, Counter())) == 1
 
 
 def test_broken_csv_is_one_error_naming_the_file(tmp_path):

@@ -61,13 +61,15 @@ def read_objects(path: str | Path, skipped: Counter) -> list[dict]:
     """
     rows = []
     with Path(path).open("rb") as f:  # (read a line at a time: a binary file's lines end at b"\n" only)
-        for number, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b"")):
-            if len(line) > MAX_LINE_BYTES:  # its bytes passed over, never held
+        # (room for a byte-order mark or a line end beside the line's own MAX_LINE_BYTES)
+        for number, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 4), b"")):
+            line = line.removeprefix(b"\xef\xbb\xbf") if number == 0 else line
+            if len(line.rstrip(b"\r\n")) > MAX_LINE_BYTES:  # its bytes passed over, never held
                 while line and not line.endswith(b"\n"):
                     line = f.readline(MAX_LINE_BYTES)
                 skipped[f"a line over {MAX_LINE_BYTES >> 20} MiB"] += 1
                 continue
-            row = _object(line.removeprefix(b"\xef\xbb\xbf") if number == 0 else line, skipped)
+            row = _object(line, skipped)
             if row is not None:
                 rows.append(row)
     return rows
