@@ -1981,11 +1981,12 @@ def test_sqlite_date_and_math_functions_run_as_sqlite_means_them_or_are_said(pos
 
     with open_database(postgres_server.create_database("fns")) as db:
         for sql, named in [("SELECT typeof(1)", "typeof() is not"), ("SELECT hex('a')", "hex() is not"),
+                           ("SELECT format('%d', 5)", "format() is not"),  # (PostgreSQL's has no %d)
                            ("SELECT date('2020-01-01', '+1 day')", "date() with a modifier ('+1 day') is not")]:
             rows, error = db.run(sql, "sqlite", None)
             assert rows is None and error == f"not in the database's SQL: {named} in postgres's SQL (SQLite's function)"
     with open_database(mysql_server.create_database("fns")) as db:
         rows, error = db.run("SELECT strftime('%Y', 'now'), log(100), date('2020-01-01', '+1 day') IS NULL", "sqlite", None)
         assert error.endswith("date() with a modifier ('+1 day') is not in mysql's SQL (SQLite's function)")
-        rows, error = db.run("SELECT strftime('%Y', 'now'), log(100)", "sqlite", None)
-        assert error is None and rows == [(str(datetime.now(UTC).year), 2.0)]
+        rows, error = db.run("SELECT strftime('%Y-%m-%d %H', 'now'), log(100)", "sqlite", None)  # (SQLite's now is UTC)
+        assert error is None and rows == [(datetime.now(UTC).strftime("%Y-%m-%d %H"), 2.0)]

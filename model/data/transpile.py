@@ -42,7 +42,7 @@ __all__ = ["column_names", "from_sqlite", "sqlite_habits", "sqlite_strings", "sq
 _SQLITE_ONLY = frozenset({"glob", "typeof", "total", "printf", "julianday", "datetime", "unixepoch", "randomblob",
                           "zeroblob", "likelihood", "likely", "unlikely"})
 _NOT_IN = {"mysql": _SQLITE_ONLY | {"format"},  # (MySQL's FORMAT(x, d) formats a number: SQLite's is printf)
-           "postgres": _SQLITE_ONLY | {"hex", "quote", "time"}}
+           "postgres": _SQLITE_ONLY | {"hex", "quote", "time", "format"}}  # (PostgreSQL's format() has no %d)
 # SQLite's date functions with a modifier (``date(d, '+1 day')``, ``strftime(f, d, 'start of month')``):
 # no other dialect reads the modifiers
 # where SQLite's date functions read their date (``strftime('%Y', 'now')``, ``date('now')``)
@@ -200,18 +200,18 @@ def _mysql_functions(tree: exp.Expression, schema) -> exp.Expression:
     integer, and sums, ``min()``, ``max()`` and arithmetic of those) with ``DIV``, SQLite's
     integer quotient; ``x COLLATE NOCASE`` (MySQL has no such collation) as ``LOWER(x)``, the
     other side of its comparison too; SQLite's ``'now'`` of a date (``date('now')``, MySQL's
-    NULL) as ``CURRENT_TIMESTAMP()``, its base-10 ``log(x)`` as ``LOG10(x)``.
+    NULL) as ``UTC_TIMESTAMP()`` (SQLite's is UTC), its base-10 ``log(x)`` as ``LOG10(x)``.
 
     >>> schema = rat.Schema({"t": ["a", "b"]}, column_types={"t.a": "bigint(20)", "t.b": "double"})
     >>> _mysql_functions(sqlglot.parse_one("SELECT count(*) / 2, a / 3, b / 2, a / (a * 2) FROM t "
     ...                                    "WHERE a = 'X' COLLATE NOCASE", read="sqlite"), schema).sql("mysql")
     "SELECT COUNT(*) DIV 2, a DIV 3, b / 2, a DIV (a * 2) FROM t WHERE LOWER(a) = LOWER('X')"
     >>> _mysql_functions(sqlglot.parse_one("SELECT strftime('%Y', 'now'), log(100)", read="sqlite"), schema).sql("mysql")
-    "SELECT DATE_FORMAT(CURRENT_TIMESTAMP(), '%Y'), LOG10(100)"
+    "SELECT DATE_FORMAT(UTC_TIMESTAMP(), '%Y'), LOG10(100)"
     """
-    for now in list(tree.find_all(exp.Literal)):  # SQLite's date 'now': MySQL reads it as no date (NULL)
+    for now in list(tree.find_all(exp.Literal)):  # SQLite's date 'now' (UTC): MySQL reads it as no date (NULL)
         if now.is_string and now.name.lower() == "now" and isinstance(now.parent, _DATE_OF):
-            now.replace(exp.CurrentTimestamp())
+            now.replace(exp.Anonymous(this="UTC_TIMESTAMP"))
     for log in list(tree.find_all(exp.Log)):  # SQLite's log(x) is base 10, MySQL's the natural logarithm
         if log.args.get("expression") is None:
             log.replace(exp.Anonymous(this="LOG10", expressions=[log.this.copy()]))
