@@ -353,7 +353,7 @@ def check_data(cfg: DictConfig) -> None:
              or split == "train" and (folder / "train_spider.json").is_file())) if not found]
         if missing:
             raise UsageError(f"data.root={root}: no {' and no '.join(missing)} in it; give the dataset's own "
-                             "folder (e.g. data.root=../shared/data/spider)")
+                             "folder (e.g. data.root=../shared/data/spider or ../shared/data/bird)")
 
 
 def check_neural(cfg: DictConfig) -> None:

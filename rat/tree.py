@@ -72,7 +72,8 @@ _BINARY = {
 _AGGREGATES = {exp.Count: "Count", exp.Sum: "Sum", exp.Avg: "Avg", exp.Min: "Min",
                exp.Max: "Max", exp.GroupConcat: "Group_concat"}
 # NOT applied to these becomes one node, e.g. `a NOT IN (..)` -> Not_in.
-# (BETWEEN never gets here: `rat.canonicalize` spells it out as two comparisons.)
+# (BETWEEN gets here only where its operand draws, `random()`: `Between`; `rat.canonicalize` spells
+# out the others as two comparisons.)
 # a concatenation's labels: `a || b`, CONCAT(a, b) where it skips NULLs (`Dialect.concat_skips_nulls`)
 _CONCATS = ("Concat", "Concat_skip_nulls")
 _NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Exists": "Not_exists",

@@ -285,7 +285,7 @@ def test_results_notebook_runs_on_the_train_run(demo_run):
      f"data.root={REPO / 'pyproject.toml'}: a file, not the dataset's folder"),
     (["data=spider", f"data.root={REPO / 'docs'}"],  # (a folder too high: not the prediction files it reads from there)
      (f"data.root={REPO / 'docs'}: no tables.json (or dev_tables.json) and no dev.json (data.eval_split) in it; "
-      "give the dataset's own folder (e.g. data.root=../shared/data/spider)")),
+      "give the dataset's own folder (e.g. data.root=../shared/data/spider or ../shared/data/bird)")),
     (["train=false"], "train=false needs ckpt_path=<run>/checkpoints/<file>.ckpt (the checkpoint to test)"),
     (["model=features", "train=false"], ("train=false: model=features has no checkpoint; it fits and tests in one "
                                          "run (its saved model, <run>/model, scores new outputs: rat-score --model <run>)")),

@@ -191,29 +191,31 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
     return out
 
 
-def fitted_notes(scores: Mapping[str, SystemScores], data_root: Path | str) -> tuple[set[str], list[str]]:
-    """(the systems whose numbers are in-sample, one line per system the model was fitted on):
-    a system is in-sample where rat-score marked its rows ``fitted_on_system`` with this
-    benchmark's name (``data_root``'s folder name), or with no name; marked with another
-    benchmark's, the model was fitted on a system of that name's outputs there, not here.
+def fitted_notes(scores: Mapping[str, SystemScores], data_root: Path | str) -> tuple[set[str], set[str], list[str]]:
+    """(the systems whose numbers are in-sample, those that may be, one line per system the model
+    was fitted on): a system is in-sample where rat-score marked its rows ``fitted_on_system``
+    with this benchmark's name (``data_root``'s folder name), or with no name; marked with
+    another name, the model was fitted on a system of that name's outputs on a benchmark of that
+    name, which may be this one in another folder (a Spider download in ``spider_data``).
 
     >>> s = SystemScores("a", np.ones(1), None, None, np.ones(1), [], [], fitted_on="spider")
-    >>> fitted_notes({"a": s, "b": SystemScores("b", *[None] * 6)}, "../data/spider")[0]
-    {'a'}
-    >>> fitted_notes({"a": s}, "bird")[0]
-    set()
+    >>> fitted_notes({"a": s, "b": SystemScores("b", *[None] * 6)}, "../data/spider")[:2]
+    ({'a'}, set())
+    >>> fitted_notes({"a": s}, "bird")[:2]
+    (set(), {'a'})
     """
     here = Path(data_root).resolve().name
-    inside, lines = set(), []
+    inside, unsure, lines = set(), set(), []
     for system, s in sorted(scores.items()):
         if s.fitted_on is True or s.fitted_on == here:
             inside.add(system)
             lines.append(f"{system}: the model was fitted on this system's outputs: in-sample numbers; see "
                          "data.holdout_system / scripts/leave_one_system_out.py for out-of-fold ones")
         elif s.fitted_on:
-            lines.append(f"{system}: the model was fitted on a system of this name's outputs on {s.fitted_on}, "
-                         f"not on {here}: these numbers are on outputs it was not fitted on")
-    return inside, lines
+            unsure.add(system)
+            lines.append(f"{system}: the model was fitted on the outputs of a system of this name on {s.fitted_on}: "
+                         f"if {here} is {s.fitted_on}'s benchmark in another folder, these numbers are in-sample")
+    return inside, unsure, lines
 
 
 def _node_draws(sizes: np.ndarray, draws: Sequence[np.ndarray]):
@@ -280,7 +282,8 @@ def report(s: SystemScores, n_bootstrap: int = 1000, seed: int = 0, n_bins: int 
 
 
 def markdown(reports: Sequence[Mapping]) -> list[str]:
-    """The per-system table; a system whose report says ``in_sample`` is marked so by its name."""
+    """The per-system table; a system whose report says ``in_sample`` is marked so by its name
+    (``in-sample?`` where it may be: ``fitted_on_system`` without ``in_sample``)."""
     def cell(v) -> str:
         value, ci = v
         if value is None or not np.isfinite(value):
@@ -297,7 +300,8 @@ def markdown(reports: Sequence[Mapping]) -> list[str]:
         head += ["estimated rate (label shift)", "before shift: mean confidence", "before shift: ECE"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in reports:
-        cells = [r["system"] + (" (in-sample)" if r.get("in_sample") else ""), str(r["queries"]), r["label"],
+        mark = " (in-sample)" if r.get("in_sample") else " (in-sample?)" if r.get("fitted_on_system") else ""
+        cells = [r["system"] + mark, str(r["queries"]), r["label"],
                  cell(r["rate"]), cell(r["tree_rate"]), cell(r["mean_confidence"]), cell(r["gap"]), cell(r["ece"]), cell(r["query_auc"]),
                  cell(r["node_auc"])]
         if unfamiliar:
@@ -356,15 +360,17 @@ def evaluate_new_system(cfg) -> dict:
         raise UsageError(f"{', '.join(map(str, files))}: no row could be labelled ({dict(skipped)})")
     report_left_out(", ".join(map(str, files)), n_read, skipped)
     reports = [report(s, cfg.n_bootstrap, cfg.seed, cfg.n_bins) for s in scores.values()]
-    inside, notes = fitted_notes(scores, cfg.data_root)  # systems the model was fitted on (rat-score's mark)
+    inside, unsure, notes = fitted_notes(scores, cfg.data_root)  # systems the model was fitted on (rat-score's mark)
     for r, s in zip(reports, scores.values()):
-        if s.fitted_on:
-            r["fitted_on_system"], r["in_sample"] = s.fitted_on, s.system in inside
+        if s.fitted_on:  # (in_sample None: a system of its name, on a benchmark of another folder's name)
+            r["fitted_on_system"], r["in_sample"] = s.fitted_on, True if s.system in inside else None
     title = ns.title or f"{', '.join(Path(f).name for f in files)} on {Path(cfg.data_root).name}"
     pictures = reliability(scores, out_dir / "plots" / "reliability_new_system", title, cfg.n_bins)
-    heading = ("systems it was not fitted on" if not inside
-               else "systems it was fitted on (in-sample numbers)" if len(inside) == len(scores)
-               else f"systems it was not fitted on, and {len(inside)} it was fitted on (marked in-sample)")
+    marked = [f"{len(inside)} it was fitted on (marked in-sample)"] if inside else []
+    marked += [f"{len(unsure)} of a name it was fitted on elsewhere (marked: see the notes)"] if unsure else []
+    heading = ("systems it was fitted on (in-sample numbers)" if len(inside) == len(scores)
+               else f"systems it was not fitted on, and {' and '.join(marked)}" if marked
+               else "systems it was not fitted on")
     md = [f"# A model on {heading}: {title}", "", *(f"- {line}" for line in notes), *([""] if notes else []),
           "Per system, 95% bootstrap intervals over its queries. Labels: "
           + "; ".join(f"{k}: {v}" for k, v in LABELS.items()) + ". Node AUC against tree node labels."
