@@ -40,5 +40,8 @@ def labels_against_others(trees: dict[str, Node]) -> dict[str, dict[str, list[in
     >>> labels_against_others(t)["a"]
     {'b': [0, 1, 0]}
     """
-    return {a: {b: list(label_nodes(tree, other)) for b, other in trees.items() if b != a}
-            for a, tree in trees.items()}
+    for name, tree in trees.items():
+        check_node(tree, f"trees[{name!r}]")
+    hashes = {name: contextual_hashes(tree) for name, tree in trees.items()}  # (each tree's once: k, not k², walks)
+    sets = {name: set(found) for name, found in hashes.items()}
+    return {a: {b: [int(h in sets[b]) for h in hashes[a]] for b in trees if b != a} for a in trees}

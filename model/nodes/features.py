@@ -33,6 +33,7 @@ True
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import json
@@ -778,6 +779,7 @@ class SchemaIndex:
         self.tables: dict[str, float] = {}
         self.columns: dict[str, float] = {}
         self.semantic: dict[str, dict[str, float]] = {"table": {}, "column": {}}
+        self._ordered: dict = {}  # (rank_gap's sorted scores and their best, per kind)
         if schema is None:
             return
         tables = list(schema.tables)
@@ -796,21 +798,24 @@ class SchemaIndex:
         self.fk_columns = {c for pair in schema.foreign_keys for c in pair}
 
     def rank_gap(self, kind: str, name: str, score: float) -> tuple[float, float]:
-        scores = self.tables if kind == "table" else self.columns
-        return _rank_gap(scores, score)
+        return self._rank_gap(kind, self.tables if kind == "table" else self.columns, score)
 
     def semantic_features(self, kind: str, name: str) -> tuple[float, float, float]:
         """(cosine, rank, gap) of a table or column name against the question; NaN when unknown."""
         scores = self.semantic[kind]
         if name not in scores:
             return NAN, NAN, NAN
-        return (scores[name], *_rank_gap(scores, scores[name]))
+        return (scores[name], *self._rank_gap(("semantic", kind), scores, scores[name]))
 
-
-def _rank_gap(scores: dict[str, float], score: float) -> tuple[float, float]:
-    if not scores:
-        return NAN, NAN
-    return float(sum(s > score for s in scores.values())), max(scores.values()) - score
+    def _rank_gap(self, key, scores: dict[str, float], score: float) -> tuple[float, float]:
+        """(how many of ``scores`` are above ``score``, the best one less it): from their sorted
+        values, kept per ``key`` (each node read the whole schema's before: nodes x names)."""
+        if not scores:
+            return NAN, NAN
+        if key not in self._ordered:  # (a NaN is never above)
+            self._ordered[key] = sorted(v for v in scores.values() if not math.isnan(v)), max(scores.values())
+        ordered, top = self._ordered[key]
+        return float(len(ordered) - bisect.bisect_right(ordered, score)), top - score
 
 
 # why a query is not run where it has a database: unknown results, as without one
