@@ -150,5 +150,6 @@ def test_the_look_ups_of_each_query_read_for_two_time_limits_at_most(scorer, tmp
         results = quick.score_many(batch, progress=False)
         seconds.append(time.monotonic() - start)
         assert not any(isinstance(r, RowError) for r in results)
-    # with the database: two runs (0.25 s at most) and 2 x 0.5 s of look-ups (2 s); was 27 s
-    assert seconds[2] - seconds[1] < 6.0, seconds
+    # with the database: two runs (0.25 s at most) and 2 x 0.5 s of look-ups (2 s on a quiet machine,
+    # 8.5 s on one running three other jobs); was 27 s
+    assert seconds[2] - seconds[1] < 12.0, seconds
