@@ -82,6 +82,25 @@ def test_a_consensus_model_reads_the_candidates_as_answers_to_one_question():
     assert min(alone) > max(together[0], together[2]) + 0.2
 
 
+def test_score_many_bounds_the_answers_a_consensus_model_compares_for_one_question():
+    """A model that reads the other answers compares each answer of a question with every other
+    (a cost that grows with their square): ``score_many`` scores a question's answers up to
+    MAX_CANDIDATES, as ``choose`` does, and makes each answer of a question with more a
+    ``RowError`` naming it; other questions' rows in the same call are scored."""
+    consensus = Scorer.pretrained("spider_consensus")
+    many = [{"question_id": "q1", "db_id": DB, "question": QUESTION, "sql": sql}
+            for sql in ([RIGHT, *SAME, *WRONG] * 14)[:MAX_CANDIDATES + 1]]
+    other = {"question_id": "q2", "db_id": DB, "question": QUESTION, "sql": RIGHT}
+    results = consensus.score_many([*many, other], progress=False, spans=False)
+    assert all(isinstance(r, RowError) and r.message == "question_id 'q1': 65 answers to one question; "
+               "a model that reads the other answers takes at most 64" for r in results[:-1])
+    assert not isinstance(results[-1], RowError)
+    scored = consensus.score_many(many[:MAX_CANDIDATES], progress=False, spans=False)
+    assert not any(isinstance(r, RowError) for r in scored)
+    # a model that scores each query alone reads any number
+    assert not any(isinstance(r, RowError) for r in Scorer.pretrained().score_many(many, progress=False, spans=False))
+
+
 def test_rat_score_choose_writes_one_row_a_question(tmp_path):
     """`rat-score --choose`: a file of candidates (several rows a question_id) in, each
     question's chosen row out, with how many candidates share its tree and how many there were."""

@@ -40,6 +40,7 @@ import threading
 import warnings
 import zipfile
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -61,6 +62,7 @@ from model.data.execution import check_deadline, sqlite_problem, unfinished
 from model.errors import ModelFileError, UsageError, check_seconds, leave_interrupts_to_the_parent
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
+from model.scoring.choice import MAX_CANDIDATES
 from model.scoring.fields import (
     MAX_NODES,
     MAX_SQL_CHARS,
@@ -337,7 +339,7 @@ class Scorer:
         >>> choice.index, choice.agreeing, type(choice.scored[3]).__name__
         (0, 2, 'RowError')
         """
-        from model.scoring.choice import CANDIDATES, MAX_CANDIDATES, check_rule, choice_of
+        from model.scoring.choice import CANDIDATES, check_rule, choice_of
 
         if isinstance(candidates, str) or not isinstance(candidates, Sequence) or not candidates:
             raise TypeError("candidates: expected a non-empty list of SQL strings")
@@ -429,7 +431,9 @@ class Scorer:
         the model and the reasons) and raises ``model.data.execution.DeadlineExceeded`` once it has
         passed; ``max_nodes`` / ``max_sql_chars`` (``MAX_NODES``, 500, and ``MAX_SQL_CHARS``, 10,000,
         by default; None: no bound): a query whose tree has more nodes,
-        or whose SQL more characters, is a ``RowError``, not scored: each row's cost is bounded.
+        or whose SQL more characters, is a ``RowError``, not scored: each row's cost is bounded;
+        so is each answer of a question past ``model.scoring.choice.MAX_CANDIDATES`` (64) answers
+        for a model that reads the other answers (``reads_other_answers``).
         ``dialect``: the SQL dialect of rows without their own ``dialect`` field (``rat.DIALECTS``;
         an unknown name is a ``UsageError``, a row's own unknown one a ``RowError``; None, the
         default: each row's database's own, ``sqlite`` for a row without one). With a
@@ -601,6 +605,9 @@ class Scorer:
 
         budget = budget or _Budget()
         batch = _Batch([None] * len(rows), [], [], {}, {}, list(positions))
+        # a model that reads the other answers compares each answer of a question with every other
+        answers = Counter(str(r.get("question_id")) for r in rows if isinstance(r, Mapping)
+                          and r.get("question_id") is not None) if self.reads_other_answers else Counter()
         for j, row in enumerate(rows):
             check_deadline(budget.deadline)
             qid = row.get("question_id") if isinstance(row, Mapping) else None
@@ -615,6 +622,9 @@ class Scorer:
                     raise TypeError(problem)  # (before any work: a db_id of bytes, a question_id of a list)
                 if problem := misspelt_field(row, (*ROW_FIELDS, "schema")):
                     raise ValueError(problem)  # (``databse``: not scored as if no database were given)
+                if qid is not None and answers[str(qid)] > MAX_CANDIDATES:
+                    raise ValueError(f"question_id {str(qid)[:80]!r}: {answers[str(qid)]} answers to one question; "
+                                     f"a model that reads the other answers takes at most {MAX_CANDIDATES}")
                 sql = row.get("sql")
                 if not sql or not sql.strip():
                     raise ValueError("no SQL")
