@@ -496,6 +496,8 @@ def score_file(scorer, args, schemas: dict) -> int:
     shifts, actions, unfamiliar, lacking = [], Counter(), Counter(), Counter()
     counts = Counter()  # scored: rows scored; written: rows written; odd: scored rows with unfamiliar nodes
     least: list = []  # (confidence, position, row, result) of the REPORT_QUERIES least confident so far
+    # a system the model was fitted on (its trained_on.systems): the benchmark those outputs were on
+    trained = (getattr(scorer.saved, "info_", None) or {}).get("trained_on") or {}
 
     def scored_rows(part: list[int]):
         """The rows of one chunk scored, as ``--out`` writes them; what the notes and the report
@@ -546,8 +548,6 @@ def score_file(scorer, args, schemas: dict) -> int:
             else:
                 d = result.to_dict()
             d["system"] = row.get("system")
-            # a system the model was fitted on (its trained_on.systems): the benchmark those outputs were on
-            trained = (getattr(scorer.saved, "info_", None) or {}).get("trained_on") or {}
             if str(row.get("system")) in (trained.get("systems") or {}):
                 d["fitted_on_system"] = trained.get("data_root") or True
             if label is not None:
