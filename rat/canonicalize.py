@@ -610,6 +610,7 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         _refuse_missing_syntax(tokens, rat_dialect, sql)
         if rat_dialect is SQLITE and _NUMERIC_TYPE_WORDS.search(sql):
             _numeric_affinity_types(tokens)
+        numbered = rat_dialect is SQLITE and ("?" in sql or ":" in sql) and _numbered_parameters(tokens, sql)
         renamed = _rename_typed_functions(
             tokens, sql, _TYPED_FUNCTIONS if reading is None else reading.typed_functions,
             _TYPE_TOKENS if reading is None else reading.type_tokens)
@@ -640,6 +641,8 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         first = sql.split(None, 1)[0][:20] if sql.strip() else ""
         raise RATError(f"not a query (a statement that begins {first!r}: a SELECT, WITH or set operation is read)", sql)
     _refuse_malformed(tokens, rat_dialect, sql)
+    if numbered:
+        _numbered_placeholders(statement, sql)
     if not rat_dialect.full_join and any(j.side == "FULL" for j in statement.find_all(exp.Join)):
         raise RATError(f"unsupported construct 'FULL JOIN' ({rat_dialect.name} has none: "
                        "a LEFT JOIN's rows UNION a RIGHT JOIN's)", sql)
@@ -743,6 +746,57 @@ def _numeric_affinity_types(tokens: list) -> None:
         opener = openers.get(after, 0)
         if opener and tokens[opener - 1].text.upper() == "CAST":
             token.token_type = TokenType.DECIMAL
+
+
+_NUMBERED_MARKS = frozenset({TokenType.PLACEHOLDER, TokenType.COLON})
+_PARAMETER_NAME_TOKENS = frozenset({TokenType.NUMBER, TokenType.VAR})
+
+
+def _numbered_parameters(tokens: list, sql: str) -> bool:
+    """Read SQLite's `?NNN` and `:NNN` parameters (`?1`, `:1`, `:1a`), which sqlglot tokenizes as
+    `?` or `:` and then a number, as one token each, in place: `:1` a `:` and the name `1`, which
+    sqlglot parses as the placeholder `:1`; `?1` the name `?1` (see `_numbered_placeholders`).
+    Whether any `?NNN` was read. (SQLite's `?` takes the digits after it, `:` a name's characters.)
+
+    >>> tokens = DIALECT.tokenize("SELECT ?1, :2b")
+    >>> _numbered_parameters(tokens, "SELECT ?1, :2b"), [t.text for t in tokens]
+    (True, ['SELECT', '?1', ',', ':', '2b'])
+    """
+    marks = [k for k, token in enumerate(tokens) if token.token_type in _NUMBERED_MARKS]
+    numbered = False
+    for k in reversed(marks):  # (from the end: merging takes tokens out after k)
+        mark, end = tokens[k], k + 1
+        if end == len(tokens) or tokens[end].token_type is not TokenType.NUMBER or tokens[end].start != mark.end + 1:
+            continue
+        if mark.token_type is TokenType.PLACEHOLDER:
+            if not sql[tokens[end].start:tokens[end].end + 1].isdecimal():
+                continue  # (`?1.5`, `?1e3`: not a parameter and a name after it, nor one SQLite reads)
+            start, end, numbered = k, end + 1, True
+        else:
+            start = end
+            while end < len(tokens) and tokens[end].token_type in _PARAMETER_NAME_TOKENS \
+                    and tokens[end].start == tokens[end - 1].end + 1:
+                end += 1
+        first, last = tokens[start], tokens[end - 1]
+        first.token_type, first.text, first.end = TokenType.VAR, sql[first.start:last.end + 1], last.end
+        del tokens[start + 1:end]
+    return numbered
+
+
+def _numbered_placeholders(statement: exp.Expression, sql: str) -> None:
+    """Each `?NNN` (a name `?1` to sqlglot, see `_numbered_parameters`) as the parameter it is,
+    in place: an `exp.Var`, which sqlglot writes as it is (an `exp.Placeholder` with a name is
+    written `:1`); a RATError where it is a table's, column's or function's name, as SQLite's is none."""
+    for identifier in list(statement.find_all(exp.Identifier)):
+        if identifier.quoted or identifier.this[:1] != "?":
+            continue
+        column = identifier.parent
+        if type(column) is not exp.Column or column.this is not identifier or column.table:
+            raise RATError(f"cannot parse (a placeholder as a name: {identifier.this!r})", sql)
+        column.replace(exp.Var(this=identifier.this))
+    for call in statement.find_all(exp.Anonymous):
+        if call.name[:1] == "?":
+            raise RATError(f"cannot parse (a placeholder as a name: {call.name!r})", sql)
 
 
 def _openers(tokens: list) -> dict[int, int]:

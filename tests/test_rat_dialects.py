@@ -795,6 +795,24 @@ def test_query_parameters_are_values(dialect, parameter):
     assert rat.node_kind(eq.children[1], eq) == "value" and rat.kinds.is_parameter(parameter)
 
 
+@pytest.mark.parametrize("parameter", ["?1", ":1", "?12", ":1a"])
+def test_sqlite_numbered_parameters_are_values(parameter):
+    """SQLite's `?NNN` and `:NNN` (sqlglot reads a `?` or `:` and then a number), with a schema and
+    without: the parameter as written, a value, at its own text in the canonical SQL."""
+    sql = f"SELECT name FROM singer WHERE age > {parameter} AND country = ?"
+    for schema in (SCHEMA, None):
+        tree = rat.to_tree(sql, schema)
+        nodes = list(tree.postorder())
+        k = next(k for k, node in enumerate(nodes) if node.label == "Gt")
+        assert nodes[k].children[1].label == parameter, (schema, tree)
+        assert rat.node_kind(nodes[k].children[1], nodes[k]) == "value"
+        spans = rat.sql_spans(sql, tree, schema)
+        assert spans.unmapped == 0 and spans.sql[slice(*spans.spans[k - 1])] == parameter
+    assert rat.to_tree(f"SELECT {parameter}, {parameter}").children[:2] == (rat.Node(parameter),) * 2
+    with pytest.raises(rat.RATError):
+        rat.to_tree(f"SELECT name AS {parameter} FROM singer")
+
+
 def test_values_lists_are_rows():
     schema = {"t": ["a", "b"]}
 
