@@ -610,7 +610,8 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         _refuse_missing_syntax(tokens, rat_dialect, sql)
         if rat_dialect is SQLITE and _NUMERIC_TYPE_WORDS.search(sql):
             _numeric_affinity_types(tokens)
-        numbered = rat_dialect is SQLITE and ("?" in sql or ":" in sql) and _numbered_parameters(tokens, sql)
+        numbered = rat_dialect is SQLITE and (("?" in sql or ":" in sql) and _numbered_parameters(tokens, sql)
+                                              or "$" in sql)  # (`$1`, `$a`: a name to sqlglot's SQLite)
         renamed = _rename_typed_functions(
             tokens, sql, _TYPED_FUNCTIONS if reading is None else reading.typed_functions,
             _TYPE_TOKENS if reading is None else reading.type_tokens)
@@ -783,19 +784,28 @@ def _numbered_parameters(tokens: list, sql: str) -> bool:
     return numbered
 
 
+_NAMED_MARKS = ("?", "$")
+
+
 def _numbered_placeholders(statement: exp.Expression, sql: str) -> None:
-    """Each `?NNN` (a name `?1` to sqlglot, see `_numbered_parameters`) as the parameter it is,
-    in place: an `exp.Var`, which sqlglot writes as it is (an `exp.Placeholder` with a name is
-    written `:1`); a RATError where it is a table's, column's or function's name, as SQLite's is none."""
+    """Each `?NNN` (a name `?1` to sqlglot, see `_numbered_parameters`) and each `$AAAA` (`$1`, `$a`:
+    a name to sqlglot's SQLite tokenizer) as the parameter it is, in place: an `exp.Var`, which
+    sqlglot writes as it is (an `exp.Placeholder` with a name is written `:1`); a RATError where it
+    is a table's, column's or function's name, as SQLite's is none (its `$a(1)` is one parameter).
+
+    >>> statement = parse('SELECT $1, "$1" FROM t')
+    >>> [type(e).__name__ for e in statement.expressions]
+    ['Var', 'Column']
+    """
     for identifier in list(statement.find_all(exp.Identifier)):
-        if identifier.quoted or identifier.this[:1] != "?":
+        if identifier.quoted or identifier.this[:1] not in _NAMED_MARKS:
             continue
         column = identifier.parent
         if type(column) is not exp.Column or column.this is not identifier or column.table:
             raise RATError(f"cannot parse (a placeholder as a name: {identifier.this!r})", sql)
         column.replace(exp.Var(this=identifier.this))
     for call in statement.find_all(exp.Anonymous):
-        if call.name[:1] == "?":
+        if call.name[:1] in _NAMED_MARKS:
             raise RATError(f"cannot parse (a placeholder as a name: {call.name!r})", sql)
 
 

@@ -638,8 +638,9 @@ class _Builder:
             return self.star(node.this, column, ctes) if star else column
         if kind is exp.Literal:
             return Node(_value_label(node))
-        if kind is exp.Parameter or kind is exp.Placeholder or kind is exp.Var and node.name[:1] == "?":
-            # `$1`, `?`, `:id`, `@id`, SQLite's `?1` (an exp.Var: rat.canonicalize._numbered_placeholders): a value given later
+        if kind is exp.Parameter or kind is exp.Placeholder or kind is exp.Var and node.name[:1] in ("?", "$"):
+            # `$1`, `?`, `:id`, `@id`, SQLite's `?1` and `$1` (an exp.Var: rat.canonicalize._numbered_placeholders):
+            # a value given later
             return Node(node.sql(dialect=sqlglot_dialect(self.dialect)))
         if kind is exp.RawString or kind is exp.National or kind is exp.ByteString and self.dialect.name in _ESCAPE_STRINGS:
             # BigQuery's r'^a\d', SQL Server's N'a', PostgreSQL's and DuckDB's E'it\'s' (sqlglot reads its escapes)

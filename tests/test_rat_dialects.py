@@ -813,6 +813,29 @@ def test_sqlite_numbered_parameters_are_values(parameter):
         rat.to_tree(f"SELECT name AS {parameter} FROM singer")
 
 
+@pytest.mark.parametrize("parameter", ["$1", "$abc", "$1a"])
+def test_sqlite_dollar_parameters_are_values(parameter):
+    """SQLite's `$AAAA` (a name to sqlglot's SQLite tokenizer) is a parameter, with a schema and without,
+    even where a table has a column so named; `"$1"` quoted is the column; `t.$1`, `AS $1` and `$a(1)`
+    are refused (SQLite: a syntax error; `$a(1)` a parameter of Tcl's so named)."""
+    sql = f"SELECT name FROM singer WHERE age > {parameter}"
+    for schema in (SCHEMA, None):
+        tree = rat.to_tree(sql, schema)
+        nodes = list(tree.postorder())
+        k = next(k for k, node in enumerate(nodes) if node.label == "Gt")
+        assert nodes[k].children[1].label == parameter, (schema, tree)
+        assert rat.node_kind(nodes[k].children[1], nodes[k]) == "value"
+        spans = rat.sql_spans(sql, tree, schema)
+        assert spans.unmapped == 0 and spans.sql[slice(*spans.spans[k - 1])] == parameter
+    named = rat.Schema({"t": [parameter, "a"]})
+    assert rat.to_tree(f"SELECT {parameter} FROM t", named).children[0] == rat.Node(parameter)
+    assert rat.to_tree(f'SELECT "{parameter}" FROM t', named).children[0] == rat.Node(f"t.{parameter}")
+    for refused in (f"SELECT singer.{parameter} FROM singer", f"SELECT name AS {parameter} FROM singer",
+                    f"SELECT * FROM {parameter}", f"SELECT {parameter}(1)"):
+        with pytest.raises(rat.RATError):
+            rat.to_tree(refused)
+
+
 def test_values_lists_are_rows():
     schema = {"t": ["a", "b"]}
 
