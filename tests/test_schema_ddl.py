@@ -208,3 +208,79 @@ def test_alter_table_add_column_adds_the_column():
                              "ALTER TABLE t ADD COLUMN pk INT REFERENCES p (k);\nALTER TABLE t ADD c VARCHAR(3);",
                              "postgres")
     assert schema.tables["t"] == ("id", "pk", "c") and schema.foreign_keys == (("t.pk", "p.k"),)
+
+
+SSMS_SCRIPT = """USE [Shop]
+GO
+CREATE TABLE [dbo].[Customers]([Id] [int] NOT NULL PRIMARY KEY) ON [PRIMARY]
+GO
+CREATE PROCEDURE [dbo].[usp_Load]
+AS
+BEGIN
+	SET NOCOUNT ON;
+	CREATE TABLE #stage (Id int, Junk nvarchar(10));
+	INSERT INTO #stage VALUES (1, 'a');
+	CREATE TABLE [dbo].[NotReal] (X int);
+END
+GO
+create or alter trigger dbo.trg on dbo.Customers after insert as
+begin; create table dbo.AlsoNotReal (y int); end
+GO
+CREATE FUNCTION dbo.fn (@x int) RETURNS TABLE AS RETURN (SELECT @x AS y)
+GO
+CREATE TABLE #tmp (id int)
+GO
+CREATE TABLE ##g (id int) ON [PRIMARY]
+GO
+CREATE TABLE [dbo].[Orders]([Id] [int] NOT NULL, [CustomerId] [int] REFERENCES [dbo].[Customers]([Id]))
+GO
+"""
+
+
+def test_sql_servers_procedure_bodies_and_temporary_tables_are_not_tables(caplog):
+    """A procedure's, function's or trigger's body (first in its GO batch, to the next GO) is
+    not read, the tables it creates neither; a temporary table (#t, ##t) is a warning, not a
+    table of the schema."""
+    with caplog.at_level(logging.WARNING):
+        schema = schema_from_ddl(SSMS_SCRIPT, "tsql")
+    assert schema.tables == {"customers": ("id",), "orders": ("id", "customerid")}
+    assert schema.foreign_keys == (("orders.customerid", "customers.id"),)
+    assert [r.getMessage() for r in caplog.records] == [
+        "DDL: line 19: table #tmp is not read (a temporary table)",
+        "DDL: line 21: table ##g is not read (a temporary table)"]
+
+
+def test_a_procedure_without_go_after_it_runs_to_the_end_of_the_file(caplog):
+    """A procedure without a GO after it is, as SQL Server reads it, the rest of the file:
+    nothing after it is read, and one warning says so."""
+    with caplog.at_level(logging.WARNING):
+        schema = schema_from_ddl("CREATE TABLE a (id INT);\nCREATE PROC p AS BEGIN\nCREATE TABLE b (x INT);\nEND;\n"
+                                 "CREATE TABLE c (id INT);\n", "tsql")
+    assert schema.tables == {"a": ("id",)}
+    assert [r.getMessage() for r in caplog.records] == [
+        ("DDL: line 2: no GO after this CREATE PROC: the rest of the file is its body, as SQL Server reads it "
+         "(no table after it is read)")]
+
+
+def test_ddl_read_in_another_dialect_names_its_tables_and_the_dialect(caplog):
+    """BigQuery's DDL read as Snowflake's: each table named as written (not a lone backtick),
+    with the dialect it reads in."""
+    with caplog.at_level(logging.WARNING), pytest.raises(UsageError, match="no CREATE TABLE statement"):
+        schema_from_ddl("CREATE TABLE `p.shop.customers`\n(\n  id INT64,\n  tags ARRAY<STRING>\n)\n"
+                        "OPTIONS(description='customers');", "snowflake")
+    assert [r.getMessage() for r in caplog.records] == [
+        ("DDL: line 1: table `p.shop.customers` is not read (sqlglot cannot read it as snowflake DDL; "
+         "it reads as bigquery DDL: --dialect bigquery)")]
+
+
+def test_a_snapshot_table_is_named_as_a_table_without_columns(caplog):
+    """BigQuery's CREATE SNAPSHOT TABLE .. CLONE (which sqlglot keeps as a command) is a warning,
+    as CREATE TABLE .. LIKE is, not dropped without a word."""
+    with caplog.at_level(logging.WARNING):
+        schema = schema_from_ddl("CREATE TABLE shop.s (id INT64);\nCREATE SNAPSHOT TABLE shop.snap CLONE shop.s;\n"
+                                 "CREATE TABLE shop.c CLONE shop.s FOR SYSTEM_TIME AS OF CURRENT_TIMESTAMP();",
+                                 "bigquery")
+    assert schema.tables == {"s": ("id",)}
+    assert [r.getMessage() for r in caplog.records] == [
+        "DDL: line 2: table shop.snap is not read (no columns declared)",
+        "DDL: line 3: table shop.c is not read (no columns declared)"]

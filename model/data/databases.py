@@ -1721,6 +1721,10 @@ _STORED_PROGRAM = re.compile(r"\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:DEFINER\s*=\s*
                              r"(?:@(?:`[^`]*`|'[^']*'|[^\s`']+))?\s+)?(?:AGGREGATE\s+)?"
                              r"(?:PROCEDURE|FUNCTION|TRIGGER|EVENT|PACKAGE)\b", re.IGNORECASE)
 _VERSION_MARK = re.compile(r"/\*!\d{5}|\*/")
+# The first line of a SQL Server module (its body holds `;` and may create tables): first in
+# its batch, it runs to the next `GO` (or the end of the file), as SQL Server reads it
+_TSQL_MODULE = re.compile(r"[ \t]*(?:CREATE[ \t]+(?:OR[ \t]+ALTER[ \t]+)?|ALTER[ \t]+)(?:PROCEDURE|PROC|FUNCTION|TRIGGER)\b",
+                          re.IGNORECASE)
 
 
 def read_ddl_lines(file: TextIO) -> Iterator[str]:
@@ -1777,7 +1781,10 @@ def _declarations(lines: Iterable[str], dialect: str, source: str, file_lines: l
     (a file's are not held): a dump's rows (INSERT statements, over as many lines as their values
     take, to their ``;``; the rows of each ``COPY .. FROM stdin;``, up to its ``\.``), psql's
     meta-commands (``\restrict <key>``, pg_dumpall's ``\connect db``); SQL Server's batch
-    separator ``GO`` ends a statement; MySQL's stored programs (triggers, routines, events,
+    separator ``GO`` ends a statement; SQL Server's procedures, functions and triggers (a
+    line starting ``CREATE [OR ALTER] | ALTER PROCEDURE|PROC|FUNCTION|TRIGGER`` to the next
+    ``GO``, or to the end of the file, with a warning: SQL Server reads it all as the body);
+    MySQL's stored programs (triggers, routines, events,
     whose bodies hold ``;``: mysqldump writes them between ``DELIMITER ;;`` and ``DELIMITER ;``),
     another statement's delimiter written ``;``. ``UsageError`` naming ``source`` past
     ``MAX_DDL_CHARS`` of what is left. ``file_lines`` (when given) gets the file's line number of
@@ -1798,6 +1805,7 @@ def _declarations(lines: Iterable[str], dialect: str, source: str, file_lines: l
     size, rows, psql = 0, False, dialect == "postgres"
     inserting, quote, line_start = False, None, True  # in a dump's INSERT; the quote open in it
     delimiter, program = ";", False  # MySQL's DELIMITER; in a stored program, to its end
+    module, module_kind = 0, ""  # the line a SQL Server module skipped to the next GO starts on; its first words
     number = 0  # the file's line being read
     for line in lines:  # (a file's lines come in pieces of at most MAX_DDL_CHARS: read_ddl_lines)
         starts, line_start = line_start, line.endswith("\n")
@@ -1818,12 +1826,15 @@ def _declarations(lines: Iterable[str], dialect: str, source: str, file_lines: l
                 delimiter, program = changed.group(1), False
             elif program or delimiter != ";" and _STORED_PROGRAM.match(_VERSION_MARK.sub(" ", line)):
                 program = not line.rstrip().endswith(delimiter)
+            elif dialect == "tsql" and not (starts and _GO.match(line)) and (module or starts and _TSQL_MODULE.match(line)):
+                if not module:
+                    module, module_kind = number, " ".join(_TSQL_MODULE.match(line).group().split()).upper()
             elif _ROW_INSERT.match(line):
                 inserting, quote, starts = True, None, False
                 continue
             elif line.strip():
                 if dialect == "tsql" and _GO.match(line):
-                    line = ";\n"
+                    line, module = ";\n", 0
                 if delimiter != ";" and line.rstrip().endswith(delimiter):
                     line = line.rstrip()[:-len(delimiter)] + ";\n"
                 size += len(line)
@@ -1834,6 +1845,9 @@ def _declarations(lines: Iterable[str], dialect: str, source: str, file_lines: l
                     file_lines.append(number)
                 kept.append(line)
             break
+    if module:
+        _ddl_log.warning("%s: line %d: no GO after this %s: the rest of the file is its body, as SQL Server "
+                         "reads it (no table after it is read)", source, module, module_kind)
     return "".join(kept)
 
 
@@ -1881,7 +1895,9 @@ _VERSION_COMMENT = re.compile(r"/\*!\d{5} ?(.*?) ?\*/", re.DOTALL)
 
 # Words between CREATE and TABLE that say what kind of table (a second reading drops them)
 _TABLE_KINDS = {"OR", "REPLACE", "GLOBAL", "LOCAL", "TEMP", "TEMPORARY", "TRANSIENT", "VOLATILE", "EXTERNAL", "HYBRID",
-                "DYNAMIC", "ICEBERG", "EVENT", "UNLOGGED", "MULTISET", "SET"}
+                "DYNAMIC", "ICEBERG", "EVENT", "UNLOGGED", "MULTISET", "SET", "SNAPSHOT"}
+# The words after a table's name that make it of another table's columns, none of its own
+_COPIED_TABLE = {"LIKE", "CLONE", "COPY"}
 # Column attributes of storage or security that sqlglot cannot read and rat has no use for, dropped
 # on a second reading with what follows them: SQL Server's (MASKED WITH (..), ENCRYPTED WITH (..),
 # a column's PRIMARY KEY CLUSTERED), Redshift's column DISTKEY / SORTKEY, Databricks' MASK f
@@ -1941,8 +1957,16 @@ def _closing(tokens: list, start: int) -> int:
 
 def _created_table(tokens: list, sql: str) -> tuple[str, bool, int] | None:
     """The table a ``CREATE [OR REPLACE] [kind ..] TABLE [IF NOT EXISTS] name`` statement's
-    tokens declare: its name as written, whether it replaces one, the index of the ``(`` opening
-    its columns (past the last token where none follows the name); None for another statement."""
+    tokens declare: its name as written (its parts, with the dots between them, and what is
+    written against them: SQL Server's ``#tmp``, a quote the dialect does not have), whether it
+    replaces one, the index of the token after the name (the ``(`` opening its columns, where
+    they follow it); None for another statement.
+
+    >>> from sqlglot.dialects.dialect import Dialect
+    >>> sql = "CREATE TABLE `p.s.t` (a INT)"
+    >>> _created_table(Dialect.get_or_raise("snowflake").tokenize(sql), sql)
+    ('`p.s.t`', False, 9)
+    """
     from sqlglot.tokens import TokenType
 
     words = [_word(t) for t in tokens]
@@ -1954,11 +1978,11 @@ def _created_table(tokens: list, sql: str) -> tuple[str, bool, int] | None:
     k += 4 if words[k + 1:k + 4] == ["IF", "NOT", "EXISTS"] else 1
     if k >= len(tokens):
         return None
-    end = k  # the name's last part (`db.schema.table`)
-    while end + 2 < len(tokens) and tokens[end + 1].token_type == TokenType.DOT:
-        end += 2
-    opening = end + 1 if end + 1 < len(tokens) and tokens[end + 1].token_type == TokenType.L_PAREN else len(tokens)
-    return sql[tokens[k].start:tokens[end].end + 1], "REPLACE" in words[1:k], opening
+    end = k  # the name's last token (`db.schema.table`)
+    while end + 1 < len(tokens) and tokens[end + 1].token_type != TokenType.L_PAREN and (
+            TokenType.DOT in (tokens[end].token_type, tokens[end + 1].token_type) or tokens[end + 1].start == tokens[end].end + 1):
+        end += 1
+    return sql[tokens[k].start:tokens[end].end + 1], "REPLACE" in words[1:k], end + 1
 
 
 def _without_extras(item: list) -> list:
@@ -2001,7 +2025,7 @@ def _table_reread(tokens: list, sql: str, dialect: str) -> str | None:
     from sqlglot.tokens import TokenType
 
     created = _created_table(tokens, sql)
-    if created is None or created[2] >= len(tokens):
+    if created is None or created[2] >= len(tokens) or tokens[created[2]].token_type != TokenType.L_PAREN:
         return None
     name, replace, opening = created
     closing = _closing(tokens, opening)
@@ -2042,7 +2066,8 @@ def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int])
     ``text``). A CREATE TABLE sqlglot cannot read, or keeps as a command, is read again as
     `_table_reread` writes it; one that still does not read is a ``UsageError`` naming it and
     its line, with the dialect it reads in where another one does (a command: a warning naming
-    it, and it is skipped)."""
+    it, with that dialect too, and it is skipped; one of another table's columns, BigQuery's
+    ``CREATE SNAPSHOT TABLE .. CLONE ..``: a warning that it declares no columns)."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.dialects.dialect import Dialect
@@ -2064,6 +2089,7 @@ def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int])
         else:
             chunks[-1].append(token)
     statements, parser = [], reader.parser()
+    hinted = ""  # the dialect the last statement that did not read reads in (tried first for the next)
     for chunk in filter(None, chunks):
         line = file_lines[chunk[0].line - 1] if 0 < chunk[0].line <= len(file_lines) else chunk[0].line
         failure = None
@@ -2093,25 +2119,47 @@ def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int])
             continue  # MySQL's DO declares nothing (mysqldump's DO SETVAL(..) after a MariaDB sequence)
         what = f"table {created[0]}" if created else \
             "the statement " + " ".join(text[t.start:t.end + 1] for t in chunk[:3]) + " .."
+        if failure is None and created[2] < len(chunk) and _word(chunk[created[2]]) in _COPIED_TABLE:
+            _not_read(source, line, what, "no columns declared")  # (BigQuery's CREATE SNAPSHOT TABLE .. CLONE ..)
+            continue
+        other = _reading_dialect(text[chunk[0].start:chunk[-1].end + 1], dialect, hinted)
+        hint, hinted = (f"; it reads as {other} DDL: --dialect {other}", other) if other else ("", hinted)
         if failure is None:
-            _ddl_log.warning("%s: line %d: %s is not read (sqlglot cannot read it as %s DDL)", source, line, what, dialect)
+            _not_read(source, line, what, f"sqlglot cannot read it as {dialect} DDL{hint}")
             continue
         details = failure.errors[0] if isinstance(failure, ParseError) and failure.errors else {}
         reason = re.sub(r"<Token token_type: \S+, text: (.*?), line: .*?>", r"'\1'",  # (a token's repr: its text)
                         details.get("description") or str(failure).splitlines()[0])
         if details.get("highlight"):
             reason += f", near {details['highlight']!r}"
-        hint, written = "", text[chunk[0].start:chunk[-1].end + 1]
-        for other in (d for d in _HINT_DIALECTS if d != dialect and (d != "duckdb" or _writes_duckdb_types(written))):
-            try:
-                with quiet_sqlglot():
-                    if isinstance(sqlglot.parse_one(written, read=other), exp.Create):
-                        hint = f"; it reads as {other} DDL: --dialect {other}"
-                        break
-            except (SqlglotError, ValueError):
-                continue
         raise UsageError(f"{source}: line {line}: cannot read {what} as {dialect} DDL ({reason}){hint}")
     return statements
+
+
+def _not_read(source: str, line: int, what: str, reason: str) -> None:
+    """The warning for a statement of a DDL file that declares a table rat does not read."""
+    _ddl_log.warning("%s: line %d: %s is not read (%s)", source, line, what, reason)
+
+
+def _reading_dialect(written: str, dialect: str, first: str = "") -> str:
+    """For a statement ``written`` that does not read as ``dialect`` DDL: the dialect it reads
+    in (a CREATE), ``first`` tried first (the one found for the statements before), then
+    `_HINT_DIALECTS` ('' where none reads it)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    from rat.canonicalize import quiet_sqlglot
+
+    tried = dict.fromkeys([first, *_HINT_DIALECTS] if first else _HINT_DIALECTS)
+    for other in (d for d in tried if d != dialect and (d != "duckdb" or _writes_duckdb_types(written))):
+        try:
+            with quiet_sqlglot():
+                if isinstance(sqlglot.parse_one(written, read=other), exp.Create):
+                    return other
+        except (SqlglotError, ValueError):
+            continue
+    return ""
 
 
 # The schema a table declared without one is in, per dialect (SQLite: none, as its catalogue is
@@ -2132,7 +2180,8 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     version comments, read as MySQL reads them); a PostgreSQL partition (``ALTER TABLE parent ATTACH
     PARTITION child``) has its parent's foreign keys; a materialized view is read as a view. Other statements (indexes,
     functions; MySQL's ``DO``, which sqlglot cannot read: mysqldump's ``DO SETVAL(..)`` of a MariaDB sequence), psql's
-    meta-commands (``\\restrict``), MySQL's stored programs (in ``DELIMITER ;;`` blocks) and a dump's
+    meta-commands (``\\restrict``), MySQL's stored programs (in ``DELIMITER ;;`` blocks), SQL Server's
+    procedures, functions and triggers (to the next ``GO``) and a dump's
     rows (``COPY .. FROM stdin``, INSERTs) are skipped (``_declarations``); of a MySQL dump of
     several databases (``mysqldump --databases a b``: ``USE a`` before each one's statements), the
     database named ``db_id`` is read (none: a ``UsageError`` naming them); ``text`` is the DDL or its lines (an open
@@ -2145,7 +2194,8 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
     put the tables after them in X). Each statement is read on its own (`_ddl_statements`: a
     table sqlglot reads only in part is read again without what it cannot read, one left unread
     is named); Hive's ``PARTITIONED BY (c type)`` and ``ALTER TABLE .. ADD [COLUMN]`` declare
-    columns, ``CREATE TABLE .. AS SELECT`` has its query's; a table declared again is the first,
+    columns, ``CREATE TABLE .. AS SELECT`` has its query's; SQL Server's temporary tables (``#t``,
+    ``##t``) are a warning, not tables; a table declared again is the first,
     the last where it is ``OR REPLACE``d. ``UsageError`` naming ``source`` when a statement does
     not parse (its line in the file), two tables would be one to rat (in lower case, without
     their catalog), or no table is declared.
@@ -2362,6 +2412,11 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
             continue
         kind = str(statement.args.get("kind", "")).upper() if isinstance(statement, exp.Create) else ""
         target = statement.this
+        table = target.this if isinstance(target, exp.Schema) else target
+        if kind == "TABLE" and isinstance(table, exp.Table) and isinstance(table.this, exp.Identifier) \
+                and (table.this.args.get("temporary") or table.this.args.get("global_")):  # SQL Server's #t, ##t
+            _not_read(source, line, f"table {table.sql(dialect=dialect)}", "a temporary table")
+            continue
         if kind == "VIEW" or kind == "TABLE" and not isinstance(target, exp.Schema) \
                 and isinstance(statement.expression, exp.Query):  # CREATE TABLE .. AS SELECT: its outputs
             view(statement, line)
@@ -2369,8 +2424,7 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
         if kind != "TABLE":
             continue
         if not isinstance(target, exp.Schema):  # LIKE, CLONE: no columns of its own
-            _ddl_log.warning("%s: line %d: table %s is not read (no columns declared)", source, line,
-                             target.sql(dialect=dialect))
+            _not_read(source, line, f"table {target.sql(dialect=dialect)}", "no columns declared")
             continue
         owner = declare(target.this, statement, line)
         if owner is None:
