@@ -25,7 +25,13 @@ Spellings that always mean the same are written one way, so that they get one tr
 - A table defined by ``WITH t AS (..)`` is read like the same subquery written in FROM: its
   columns are qualified ``derived.c`` (``derived_2.c``, ... for the next ones in the same FROM),
   as those of a subquery are. The tree builder already puts the CTE's query where it is read.
-  ``WITH RECURSIVE t AS (base UNION [ALL] step)`` reads ``t`` in its step the same way.
+  ``WITH RECURSIVE t AS (base UNION [ALL] step)`` reads ``t`` in its step the same way. A ``*``
+  in such a query stands for the columns of what it reads (by the schema; unknown where one's
+  are): ``WITH s AS (SELECT * FROM t) SELECT a FROM s`` reads ``derived.a``, as ``s.a`` does.
+- In a dialect other than SQLite, a function's documented synonym is its name (Snowflake's
+  ``TIMESTAMPDIFF`` is ``DATEDIFF``, DuckDB's ``countif`` ``count_if``), ``YEAR(d)``, ``MONTH(d)``,
+  .. are ``EXTRACT(year FROM d)`` (SQL Server's ``DATEPART(year, d)``), and named arguments
+  (``input => x``) come in the order of their names.
 """
 
 import functools
@@ -150,6 +156,23 @@ _SQLITE_CALLS = {
     "redshift": {"strpos": ("instr", (0, 1)), "charindex": ("instr", (1, 0)), "len": ("length", (0,)),
                  **_STANDARD_CALLS},
 }
+# A dialect's other names of one of its functions (documented as its synonyms), for a call of so
+# many arguments: the name rat writes. (BigQuery's COUNTIF is the others' COUNT_IF; MySQL's
+# two-argument DATEDIFF, days between dates, is no TIMESTAMPDIFF.)
+_SYNONYMS = {
+    "snowflake": {"timestampdiff": ("datediff", 3), "timediff": ("datediff", 3),
+                  "timestampadd": ("dateadd", 3), "timeadd": ("dateadd", 3)},
+    "databricks": {"timestampdiff": ("datediff", 3), "timestampadd": ("dateadd", 3)},
+    "duckdb": {"countif": ("count_if", 1)},
+    "bigquery": {"countif": ("count_if", 1)},
+}
+# Functions that are EXTRACT(part FROM d) in a dialect (SQL Server's DATEPART(part, d)), named
+# by the part: YEAR(d), MONTH(d), .. (not SECOND(d): Databricks' EXTRACT(SECOND ..) keeps the
+# fraction; nor WEEK(d), DAYOFWEEK(d): modes and week starts of their own)
+_EXTRACT_PARTS = frozenset({"year", "quarter", "month", "day", "hour", "minute"})
+_EXTRACTS = {"snowflake": _EXTRACT_PARTS, "duckdb": _EXTRACT_PARTS, "databricks": _EXTRACT_PARTS,
+             "trino": _EXTRACT_PARTS, "mysql": frozenset({"year", "quarter", "month", "day"}),
+             "tsql": frozenset({"year", "month", "day"})}
 _STRFTIME = {"postgres": {"to_char": (1, 0)}, "snowflake": {"to_char": (1, 0), "to_varchar": (1, 0)},
              "mysql": {"date_format": (1, 0)}, "duckdb": {"strftime": (1, 0)},
              "bigquery": {"format_date": (0, 1), "format_timestamp": (0, 1), "format_datetime": (0, 1)},
@@ -261,6 +284,32 @@ def _date_part(call: exp.Anonymous, name: str, rat_dialect: Dialect) -> None:
         elif k == 0 and rat_dialect.name in BARE_DATE_PART and type(argument) is exp.Literal and argument.is_string \
                 and (part in _DATE_PARTS or part in abbreviations):
             argument.replace(exp.Var(this=abbreviations.get(part, part)))
+
+
+def _one_spelling(call: exp.Anonymous, name: str, rat_dialect: Dialect) -> exp.Expression:
+    """A call in a dialect other than SQLite, spelled one way where the dialect has several for
+    it: a synonym's name as `_SYNONYMS` says, YEAR(d) .. as EXTRACT(year FROM d) (`_EXTRACTS`;
+    SQL Server's as DATEPART(year, d)), and the named arguments (`input => x`) by name (they
+    may come in any order; the others come first). The call, or the Extract that replaces it."""
+    arguments = call.expressions
+    synonym, arity = _SYNONYMS.get(rat_dialect.name, {}).get(name, (None, 0))
+    if synonym is not None and len(arguments) == arity:
+        call.set("this", synonym)
+    elif name in _EXTRACTS.get(rat_dialect.name, ()) and len(arguments) == 1:
+        if rat_dialect.name == "tsql":
+            call.set("this", "datepart")
+            call.set("expressions", [exp.Var(this=name), arguments[0]])
+        else:
+            extract = exp.Extract(this=exp.Var(this=name.upper()), expression=arguments[0])
+            call.replace(extract)
+            return extract
+    named = [k for k, a in enumerate(arguments) if type(a) is exp.Kwarg]
+    if len(named) > 1:
+        ordered = sorted((arguments[k] for k in named), key=lambda a: a.this.name.lower())
+        for k, argument in zip(named, ordered, strict=True):
+            arguments[k] = argument
+        call.set("expressions", arguments)
+    return call
 
 
 def _as_sqlite_function(call: exp.Anonymous, name: str, rat_dialect: Dialect) -> None:
@@ -1134,6 +1183,16 @@ class _Scope:
         self.shadowed: set[str] = set()
 
 
+def _is_star(projection: exp.Expression) -> bool:
+    """Whether a select item is `*` or `t.*`."""
+    return isinstance(projection, exp.Star) or type(projection) is exp.Column and isinstance(projection.this, exp.Star)
+
+
+def _columns(names: list | None) -> frozenset | None:
+    """A derived table's known columns, from its query's output names (None: unknown)."""
+    return None if names is None else frozenset(names)
+
+
 def _quoted(name: str) -> bool:
     """Whether SQL must quote the identifier `name`."""
     quoted = _QUOTED.get(name)
@@ -1221,9 +1280,9 @@ class _Resolver:
         return label
 
     # ---- queries ----------------------------------------------------------------------
-    def query(self, node: exp.Expression, outer: tuple, ctes: dict, keep_aliases: bool) -> list:
+    def query(self, node: exp.Expression, outer: tuple, ctes: dict, keep_aliases: bool) -> list | None:
         """Resolve a query in place; returns its output column names when `keep_aliases`
-        (a derived table's columns)."""
+        (a derived table's columns; None where a `*` reads columns not known)."""
         if type(node) is exp.Select and "with_" not in node.args:  # the usual case, at once
             return self.select(node, outer, ctes, keep_aliases)
         if isinstance(node, exp.Subquery):
@@ -1241,7 +1300,7 @@ class _Resolver:
                 else:
                     names = self.query(cte.this, outer, ctes, keep_aliases=True)
                 self.set_name(cte.args["alias"].this, name)
-                ctes[name] = frozenset(column_names or names)
+                ctes[name] = _columns(column_names or names)
         if isinstance(node, exp.SetOperation):
             if node.args.get("by_name") or node.args.get("side") or node.args.get("kind"):
                 # (DuckDB's UNION BY NAME, BigQuery's CORRESPONDING: columns paired by name)
@@ -1262,7 +1321,7 @@ class _Resolver:
                    for t in query.find_all(exp.Table))
 
     def recursive(self, body: exp.Expression, name: str, column_names: list, outer: tuple,
-                  ctes: dict) -> list:
+                  ctes: dict) -> list | None:
         """Resolve the query of ``WITH RECURSIVE name AS (body)``: a base query, UNION [ALL], a
         step that reads `name` (the rows made so far) as it reads any CTE; the base's output
         column names."""
@@ -1271,13 +1330,14 @@ class _Resolver:
             raise RATError(f"unsupported construct 'WITH RECURSIVE {name}': expected a query, "
                            f"UNION [ALL], then a query reading {name}", self.sql)
         names = self.query(body.this, outer, ctes, keep_aliases=True)
-        ctes = {**ctes, name: frozenset(column_names or names)}
+        ctes = {**ctes, name: _columns(column_names or names)}
         self.query(body.expression, outer, ctes, keep_aliases=True)
         return names
 
-    def select(self, node: exp.Select, outer: tuple, ctes: dict, keep_aliases: bool) -> list:
+    def select(self, node: exp.Select, outer: tuple, ctes: dict, keep_aliases: bool) -> list | None:
         """Resolve a SELECT in place; its output column names when `keep_aliases` (a derived
-        table's columns), else [] (nobody reads them)."""
+        table's columns: a `*`'s are those of the FROM items it reads, `star_columns`; None where
+        one's are unknown), else [] (nobody reads them)."""
         args = node.args
         if args.get("windows"):
             self.check_windows(node)
@@ -1303,20 +1363,26 @@ class _Resolver:
         joins = [] if from_ is None else self.from_items(from_.this, args.get("joins") or (), scope, outer, ctes)
         chain = (scope, *outer)
         projections = node.expressions
+        # (before the list is resolved: that drops a `* RENAME (..)`'s names)
+        stars = {id(p): self.star_columns(p, scope) for p in projections if _is_star(p)} if keep_aliases else {}
         self.expression(projections, scope, chain, ctes, {}, "select")
         aliases: dict[str, exp.Expression] = {}
-        names = []
+        names: list | None = []
         for projection in projections:
             if type(projection) is exp.Alias:
                 self.named(projection)
                 alias = self.fold(projection.alias, projection.args["alias"])
                 aliases[alias] = projection.this
                 if keep_aliases:
-                    names.append(alias)
+                    if names is not None:
+                        names.append(alias)
                     self.set_name(projection.args["alias"], alias)
                 else:
                     projection.replace(projection.this)
-            elif keep_aliases:
+            elif id(projection) in stars:
+                columns = stars[id(projection)]
+                names = None if columns is None or names is None else names + sorted(columns)
+            elif keep_aliases and names is not None:
                 names.append(self.fold(projection.alias_or_name, projection.this)
                              if self.cased and type(projection) is exp.Column
                              else projection.alias_or_name.lower())
@@ -1340,6 +1406,23 @@ class _Resolver:
         for qualifier in scope.shadowed:
             self.rename(scope, qualifier, chain)
         return names
+
+    def star_columns(self, star: exp.Expression, scope: _Scope) -> frozenset | None:
+        """The columns a select item `*` or `t.*` (`star`) stands for: those of every FROM item of
+        `scope`, or of `t`'s, less an EXCLUDE / EXCEPT list's; None where one's columns are unknown
+        (a table the schema lacks, no schema), and for Snowflake's `* RENAME` and `* ILIKE`."""
+        if type(star) is exp.Column:
+            table, star = star.args.get("table"), star.this
+            qualifier = scope.aliases.get(self.fold(table.name, table)) if isinstance(table, exp.Identifier) else None
+            sources = [scope.sources.get(qualifier) if qualifier is not None else None]
+        else:
+            sources = list(scope.sources.values())
+        if None in sources or star.args.get("rename") or star.args.get("ilike"):
+            return None
+        columns = frozenset().union(*sources)
+        for dropped in star.args.get("except_") or ():
+            columns -= {self.fold(dropped.name, dropped.this if type(dropped) is exp.Column else dropped)}
+        return columns
 
     def from_items(self, first: exp.Expression, joins, scope: _Scope, outer: tuple, ctes: dict) -> list[exp.Join]:
         """Resolve the FROM items `first` and `joins`' into `scope`: a parenthesised join's (`(a
@@ -1377,7 +1460,11 @@ class _Resolver:
         """DuckDB's, Snowflake's, BigQuery's `GROUP BY ALL`: by the SELECT's expressions without
         an aggregate (or a window), as if written out; after a lone `*` (every column, grouped:
         the distinct rows), `SELECT DISTINCT *` and no group (None). (PostgreSQL's `GROUP BY ALL
-        a` is `GROUP BY a`: ALL is the default there.)"""
+        a` is `GROUP BY a`: ALL is the default there; SQL Server's is refused: it keeps the groups
+        its WHERE removes.)"""
+        if group.expressions and self.dialect.name == "tsql":
+            raise RATError("unsupported construct 'GROUP BY ALL <keys>' (tsql: it keeps the groups the WHERE "
+                           "removes, aggregating no rows; GROUP BY <keys> drops them)", self.sql)
         group.set("all", None)
         if group.expressions:
             return group
@@ -1522,10 +1609,10 @@ class _Resolver:
                 else:
                     self.set_name(args["db"], other)
             self.set_name(node.this, name)
-            columns = ctes.get(name)
+            columns = ctes.get(name)  # (None: a CTE's unknown, `star_columns`)
             # another schema's `s.t` is the schema's table `s.t` (its columns unknown if it lacks it)
             table = name if other is None else f"{other}.{name}"
-            if columns is None and self.schema is not None:
+            if name not in ctes and self.schema is not None:
                 columns = self.schema.columns(table)
             self.named(node.args.get("alias"))
             alias = self.fold(node.alias, node.args.get("alias") and node.args["alias"].this)
@@ -1547,15 +1634,17 @@ class _Resolver:
                 node.set("alias", exp.TableAlias(this=self.identifier(qualifier)))
         elif isinstance(node, exp.Subquery):
             names = self.query(node.this, outer, ctes, keep_aliases=True)
-            self.derived_source(node, node.args.get("alias"), frozenset(names), scope)
+            self.derived_source(node, node.args.get("alias"), _columns(names), scope)
         elif isinstance(node, exp.Lateral):  # reads the FROM items before it
             apply = node.args.get("cross_apply") is not None  # SQL Server's CROSS / OUTER APPLY
-            if node.args.get("view") or self.dialect.lateral != ("CROSS APPLY" if apply else "LATERAL"):
-                raise RATError("unsupported construct 'LATERAL'", self.sql)  # (Hive's LATERAL VIEW)
+            if node.args.get("view"):  # (Hive's LATERAL VIEW)
+                raise RATError("unsupported construct 'LATERAL'", self.sql)
+            if self.dialect.lateral != ("CROSS APPLY" if apply else "LATERAL"):
+                self.refuse_lateral(node, apply)
             if isinstance(node.this, exp.Subquery):
                 names = self.query(node.this.this, (scope, *outer), ctes, keep_aliases=True)
                 alias = node.args.get("alias") or node.this.args.get("alias")
-                self.derived_source(node, alias, frozenset(names), scope)
+                self.derived_source(node, alias, _columns(names), scope)
             else:
                 self.table_function(node, [node.this], scope, outer, ctes)
         elif isinstance(node, exp.Unnest):
@@ -1569,6 +1658,19 @@ class _Resolver:
                                 frozenset(f"column{k}" for k in range(1, width + 1)), scope)
         else:
             raise RATError(f"unsupported construct {construct_name(node)!r} in FROM", self.sql)
+
+    def refuse_lateral(self, node: exp.Lateral, apply: bool) -> None:
+        """A RATError for a FROM item reading the ones before it written as the dialect does not:
+        SQL Server's CROSS / OUTER APPLY elsewhere, LATERAL in SQL Server; with what it writes."""
+        name, lateral = self.dialect.name, self.dialect.lateral
+        outer = node.args.get("cross_apply") is False
+        construct = ("OUTER APPLY" if outer else "CROSS APPLY") if apply else "LATERAL"
+        if lateral == "LATERAL":
+            instead = "LEFT JOIN LATERAL (..) ON TRUE" if outer else ", LATERAL (..) or JOIN LATERAL (..)"
+        else:
+            instead = "CROSS APPLY (..), or OUTER APPLY (..) for LEFT JOIN LATERAL" if lateral else ""
+        raise RATError(f"unsupported construct {construct!r} ({name} has none{': ' + instead if instead else ''})",
+                       self.sql)
 
     def named(self, alias: exp.Expression | None) -> None:
         """A RATError for an alias (a FROM item's `exp.TableAlias`, a column's `exp.Alias`) that is
@@ -1707,6 +1809,9 @@ class _Resolver:
                 if field is not None:
                     current.replace(field)
                     current, kind = field, exp.Dot
+            if kind is exp.Anonymous and self.dialect is not SQLITE:
+                current = _one_spelling(current, current.name.lower(), self.dialect)
+                kind = type(current)
             if kind is exp.Anonymous:
                 name = current.name.lower()
                 current.set("this", _SAME_FUNCTIONS.get(name, name))

@@ -374,8 +374,10 @@ class _SpanRecorder:
         else:
             return
         if typed is not None and len(node.children) == 2:
-            # a JSON path is written without markers: the text after the operator
-            self.claim(node.children[1], self.span(typed) or self.after_operator(expression))
+            # a JSON path is written without markers: the text after the operator; Databricks'
+            # EXTRACT(YEAR FROM d) its unit (the first word of that name in the call's text)
+            self.claim(node.children[1], self.span(typed) or self.after_operator(expression)
+                       or type(expression) is exp.Extract and self.find(expression, node.children[1].label) or None)
 
     def find(self, expression: exp.Expression, word: str, start: int = 0) -> Span | None:
         """The first `word` in the text of `expression` from `start` on."""

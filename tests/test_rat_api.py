@@ -314,3 +314,41 @@ def test_label_nodes_and_schema_source_name_an_argument_of_the_wrong_type():
     assert rat.label_nodes(pred, gold, execution_match=None) == [0, 1, 0]
     with pytest.raises(TypeError, match=r"column: expected a column label \(str\), found int"):
         rat.Schema({"t": ["a"]}).source(5)
+
+
+STAR_SCHEMA = {"singer": ["singer_id", "name", "age"], "concert": ["concert_id", "singer_id", "year"]}
+
+
+@pytest.mark.parametrize("star, named", [
+    ("WITH s AS (SELECT * FROM singer) SELECT name FROM s WHERE age > 30",
+     "WITH s AS (SELECT * FROM singer) SELECT s.name FROM s WHERE s.age > 30"),
+    ("SELECT name FROM (SELECT * FROM singer) WHERE age > 30",
+     "SELECT s.name FROM (SELECT * FROM singer) AS s WHERE s.age > 30"),
+    ("SELECT name FROM (SELECT * FROM singer) AS s WHERE s.age > 30",
+     "SELECT s.name FROM (SELECT * FROM singer) AS s WHERE s.age > 30"),
+    *((f"{cte} SELECT name, year FROM s", f"{cte} SELECT s.name, s.year FROM s") for cte in [
+        "WITH s AS (SELECT singer.*, concert.year FROM singer JOIN concert ON singer.singer_id = concert.singer_id)"]),
+    ("WITH a AS (SELECT * FROM singer), b AS (SELECT *, 1 AS k FROM a) SELECT name, k FROM b",
+     "WITH a AS (SELECT * FROM singer), b AS (SELECT *, 1 AS k FROM a) SELECT b.name, b.k FROM b"),
+    # without a schema, a star's columns are unknown: the one FROM item's
+    ("WITH s AS (SELECT * FROM nowhere) SELECT x FROM s", "WITH s AS (SELECT * FROM nowhere) SELECT s.x FROM s"),
+])
+def test_a_column_read_through_a_star_is_the_subquerys(star, named):
+    """`WITH s AS (SELECT * FROM singer) SELECT name FROM s`: `name` is the CTE's column (the
+    star stands for singer's columns), as `s.name` is; it was left unqualified, as if unknown."""
+    for schema in (STAR_SCHEMA, None):
+        tree = rat.serialize(rat.to_tree(star, schema))
+        assert tree == rat.serialize(rat.to_tree(named, schema))
+        assert tree.startswith("((derived.")
+
+
+def test_a_column_two_from_items_have_through_a_star_stays_as_written():
+    """A name both a star's subquery and another FROM item have is ambiguous (the database refuses
+    it): left unqualified, as in a join of two tables; one only a table has is the table's."""
+    sql = ("WITH r AS (SELECT * FROM singer) SELECT singer_id, year, name FROM r "
+           "JOIN concert ON r.singer_id = concert.singer_id")
+    assert rat.serialize(rat.to_tree(sql, STAR_SCHEMA)).startswith("((singer_id)(concert.year)(derived.name)")
+    # a CTE named like a table of the schema is the CTE, its columns unknown where its star's are
+    sql = ("WITH concert AS (SELECT * FROM nowhere) SELECT year FROM singer "
+           "JOIN concert ON singer.singer_id = concert.singer_id")
+    assert rat.serialize(rat.to_tree(sql, STAR_SCHEMA)).startswith("((year)")

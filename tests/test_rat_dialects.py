@@ -1463,3 +1463,83 @@ def test_concat_skipping_nulls_is_its_own_node_and_sql_servers_plus_after_it_joi
     assert rat.serialize(rat.to_tree("SELECT CONCAT(a, ' ') + b FROM t", dialect="tsql")) \
         == "((((t.a)(' ')Concat_skip_nulls)(t.b)Concat)(t)Project)"
     assert rat.to_tree("SELECT concat(a, b) FROM t") == rat.to_tree("SELECT CONCAT(a, b) FROM t", dialect="postgres")
+
+
+def test_a_column_read_through_a_star_is_the_subquerys_in_a_join_and_after_except():
+    """A CTE of `SELECT *` (dbt's import CTE) has the columns of what it reads: one another FROM
+    item also has is ambiguous, left as written (it was the other item's: `customers.customer_id`)."""
+    schema = {"orders": ["order_id", "customer_id", "amount"], "customers": ["customer_id", "name"]}
+    sql = ("WITH r AS (SELECT * FROM orders) SELECT customer_id, amount, name FROM r "
+           "JOIN customers c ON r.customer_id = c.customer_id")
+    assert rat.serialize(rat.to_tree(sql, schema, "snowflake")).startswith(
+        "((customer_id)(derived.amount)(customers.name)")
+    # BigQuery's * EXCEPT (a), Snowflake's * EXCLUDE (a): without a
+    for dialect, star in (("bigquery", "* EXCEPT (amount)"), ("snowflake", "* EXCLUDE (amount)")):
+        tree = rat.serialize(rat.to_tree(f"WITH r AS (SELECT {star} FROM orders) SELECT order_id, amount FROM r",
+                                         schema, dialect))
+        assert tree.startswith("((derived.order_id)(amount)")
+
+
+def test_sql_servers_group_by_all_with_keys_is_refused():
+    """SQL Server's `GROUP BY ALL a` keeps the groups its WHERE removes (their aggregates over no
+    rows): not `GROUP BY a`, as it was read. (PostgreSQL's is: ALL is its default.)"""
+    sql = "SELECT a, count(*) FROM t WHERE b > 1 GROUP BY ALL a"
+    with pytest.raises(rat.RATError, match=r"^unsupported construct 'GROUP BY ALL <keys>' \(tsql: "):
+        rat.to_tree(sql, dialect="tsql")
+    assert rat.to_tree(sql, dialect="postgres") == rat.to_tree(sql.replace(" ALL", ""), dialect="postgres")
+    rat.to_tree(sql.replace(" ALL", ""), dialect="tsql")
+
+
+@pytest.mark.parametrize("dialect, one, other", [
+    # Snowflake's TIMESTAMPDIFF, TIMEDIFF are DATEDIFF; TIMESTAMPADD, TIMEADD DATEADD (Databricks': with a unit)
+    *(("snowflake", f"SELECT {name}(hour, d, e) FROM t", "SELECT DATEDIFF(hour, d, e) FROM t")
+      for name in ("TIMESTAMPDIFF", "TIMEDIFF")),
+    *(("snowflake", f"SELECT {name}(hour, 1, d) FROM t", "SELECT DATEADD(hour, 1, d) FROM t")
+      for name in ("TIMESTAMPADD", "TIMEADD")),
+    ("databricks", "SELECT timestampdiff(hour, d, e), timestampadd(day, 1, d) FROM t",
+     "SELECT datediff(hour, d, e), dateadd(day, 1, d) FROM t"),
+    # YEAR(d), MONTH(d), .. are EXTRACT(year FROM d) (SQL Server's DATEPART(year, d)), as DATE_PART is
+    *((dialect, "SELECT YEAR(d), QUARTER(d), MONTH(d), DAY(d), HOUR(d), MINUTE(d) FROM t",
+       ("SELECT EXTRACT(year FROM d), EXTRACT(quarter FROM d), EXTRACT(month FROM d), EXTRACT(day FROM d), "
+        "EXTRACT(hour FROM d), EXTRACT(minute FROM d) FROM t")) for dialect in ("snowflake", "duckdb", "databricks", "trino")),
+    ("snowflake", "SELECT YEAR(d) FROM t", "SELECT DATE_PART(year, d) FROM t"),
+    ("mysql", "SELECT YEAR(d), MONTH(d), DAY(d) FROM t", "SELECT EXTRACT(YEAR FROM d), EXTRACT(MONTH FROM d), EXTRACT(DAY FROM d) FROM t"),
+    ("tsql", "SELECT YEAR(d), MONTH(d), DAY(d) FROM t", "SELECT DATEPART(year, d), DATEPART(month, d), DATEPART(day, d) FROM t"),
+    # DuckDB's countif is count_if; BigQuery's COUNTIF the count_if of the others
+    ("duckdb", "SELECT countif(d > 1) FROM t", "SELECT count_if(d > 1) FROM t"),
+    # named arguments in any order
+    ("snowflake", "SELECT f.value FROM t, LATERAL FLATTEN(outer => true, input => t.d) f",
+     "SELECT f.value FROM t, LATERAL FLATTEN(input => t.d, outer => true) f"),
+])
+def test_one_functions_other_names_and_argument_orders_get_its_tree(dialect, one, other):
+    schema = {"t": ["d", "e"]}
+    assert rat.to_tree(one, schema, dialect) == rat.to_tree(other, schema, dialect)
+    assert rat.sql_spans(one, rat.to_tree(one, schema, dialect), schema, dialect).unmapped == 0
+
+
+def test_count_if_is_one_function_across_dialects_and_some_calls_stay_their_own():
+    schema = {"t": ["d", "e"]}
+    assert rat.to_tree("SELECT COUNTIF(d > 1) FROM t", schema, "bigquery") == \
+        rat.to_tree("SELECT COUNT_IF(d > 1) FROM t", schema, "snowflake")
+    # a date part a function reads otherwise (Databricks' second(d) is whole seconds, EXTRACT's not)
+    assert rat.to_tree("SELECT second(d) FROM t", schema, "databricks") != \
+        rat.to_tree("SELECT EXTRACT(second FROM d) FROM t", schema, "databricks")
+    # MySQL's two-argument DATEDIFF (days) is no TIMESTAMPDIFF; SQLite's trees are as they were
+    assert rat.to_tree("SELECT DATEDIFF(d, e) FROM t", schema, "mysql") != \
+        rat.to_tree("SELECT TIMESTAMPDIFF(day, d, e) FROM t", schema, "mysql")
+    assert rat.serialize(rat.to_tree("SELECT year(d), countif(d) FROM t", schema)) == \
+        "(((t.d)Year)((t.d)Countif)(t)Project)"
+
+
+@pytest.mark.parametrize("dialect, apply, instead", [
+    ("snowflake", "CROSS APPLY", "snowflake has none: , LATERAL (..) or JOIN LATERAL (..)"),
+    ("snowflake", "OUTER APPLY", "snowflake has none: LEFT JOIN LATERAL (..) ON TRUE"),
+    ("postgres", "CROSS APPLY", "postgres has none: , LATERAL (..) or JOIN LATERAL (..)"),
+    ("bigquery", "CROSS APPLY", "bigquery has none"),
+])
+def test_cross_apply_where_the_dialect_has_none_is_refused_saying_what_it_writes(dialect, apply, instead):
+    sql = f"SELECT s.b FROM t {apply} (SELECT b FROM u WHERE u.a = t.a) s"
+    with pytest.raises(rat.RATError, match=f"^unsupported construct '{apply}' \\({re.escape(instead)}"):
+        rat.to_tree(sql, dialect=dialect)
+    with pytest.raises(rat.RATError, match=r"^unsupported construct 'LATERAL' \(tsql has none: CROSS APPLY"):
+        rat.to_tree("SELECT s.b FROM t, LATERAL (SELECT b FROM u WHERE u.a = t.a) s", dialect="tsql")
