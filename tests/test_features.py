@@ -514,3 +514,54 @@ def test_the_shared_look_up_answers_stay_within_their_bytes(monkeypatch):
     assert 0.5 * cap < held < 1.1 * cap, held
     assert shared.get(("db", "1:2", 10**8, ("holding", f"'0999{'z' * 9_000}'", tuple(
         f"table_999.column_{j}" for j in range(60))))) == {f"table_999.column_{j}" for j in range(3)}
+
+
+@pytest.mark.parametrize("dialect, sql", [
+    ("snowflake", "SELECT COUNT(*) FROM orders WHERE created_at >= DATEADD(day, -30, CURRENT_DATE())"),
+    ("tsql", "SELECT COUNT(*) FROM orders WHERE created_at >= DATEADD(day, -30, CAST(GETDATE() AS date))"),
+    ("redshift", "SELECT COUNT(*) FROM orders WHERE created_at >= DATEADD(day, -30, GETDATE())"),
+    ("bigquery", "SELECT COUNT(*) FROM orders WHERE created_at >= DATE_ADD(CURRENT_DATE(), INTERVAL -30 DAY)"),
+    ("mysql", "SELECT COUNT(*) FROM orders WHERE created_at >= TIMESTAMPADD(DAY, -30, NOW())"),
+    ("duckdb", "SELECT COUNT(*) FROM orders WHERE created_at >= CURRENT_DATE + INTERVAL (-30) DAY"),
+    ("postgres", "SELECT COUNT(*) FROM orders WHERE created_at >= CURRENT_DATE + INTERVAL '-30 days'"),
+    ("snowflake", "SELECT COUNT(*) FROM orders WHERE created_at >= CURRENT_DATE() - 30"),
+])
+def test_the_negative_amount_of_date_arithmetic_is_the_questions_number(dialect, sql):
+    """"The last 30 days" is DATEADD(day, -30, d) in Snowflake and SQL Server, INTERVAL -30 DAY
+    elsewhere: the literal -30 there uses the question's 30 (it read as a number of the question the
+    query leaves unused, and a literal the question does not say)."""
+    from model.data.datasets import Question
+    from model.nodes.examples import make_example
+
+    schema = rat.Schema({"orders": ["order_id", "created_at"]})
+    question = Question("q_0", "shop", "How many orders were placed in the last 30 days?", "")
+    example = make_example(question, sql, "sys", schema, dialect=dialect)
+    x = single_system_features(example, schema, None, dialect=dialect).values
+    rows = [dict(zip(SINGLE_FEATURES, row)) for row in x]
+    assert rows[0]["question_numbers_unused"] == 0
+    literal = next(r for r, name in zip(rows, example.node_names) if name in ("-30", "30"))
+    assert literal["value_in_question"] == 1
+
+
+def test_a_negative_literal_elsewhere_and_the_questions_own_negative_number():
+    """Outside date arithmetic the sign is the question's to say: "above 30" is no `x > -30`; a
+    question that says -30 uses a literal -30 wherever it is."""
+    from model.data.datasets import Question
+    from model.nodes.examples import make_example
+
+    schema = rat.Schema({"city": ["name", "temperature", "day"]})
+
+    def literal(question, sql, dialect="sqlite"):
+        example = make_example(Question("q_0", "w", question, ""), sql, "sys", schema, dialect=dialect)
+        rows = [dict(zip(SINGLE_FEATURES, row)) for row in single_system_features(example, schema, None).values]
+        return rows[example.node_names.index("-30")]["value_in_question"], rows[0]["question_numbers_unused"]
+
+    sql = "SELECT name FROM city WHERE temperature > -30"
+    assert literal("Which cities are above 30 degrees?", sql) == (0, 1)
+    assert literal("Which cities are above -30 degrees?", sql) == (1, 0)
+    assert literal("Which cities were above -30 degrees in the last 30 days?",
+                   "SELECT name FROM city WHERE temperature > -30 AND day > DATEADD(day, -30, CURRENT_DATE())",
+                   "snowflake") == (1, 0)
+    assert literal("Which cities were above 30 degrees in the last 30 days?",
+                   "SELECT name FROM city WHERE temperature > -30 AND day > DATEADD(day, -30, CURRENT_DATE())",
+                   "snowflake") == (0, 0)

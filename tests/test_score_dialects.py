@@ -286,3 +286,40 @@ def test_another_schemas_table_is_read_as_that_table_not_as_a_literal_and_an_unk
     assert {"In_schema", "sales", "orders"} <= set(nodes)
     assert not any(n.unfamiliar for n in scored.nodes)
     assert not any("literal" in r.text for n in (nodes["sales"], nodes["In_schema"]) for r in n.reasons)
+
+
+@pytest.mark.parametrize("dialect, literal", [
+    *((d, "'O''Brien'") for d in ("sqlite", "postgres", "duckdb", "mysql", "tsql", "snowflake", "redshift", "trino")),
+    *((d, "'O\\'Brien'") for d in ("mysql", "snowflake", "redshift", "bigquery", "databricks")),
+    *((d, '"O\\"Brien"') for d in ("mysql", "bigquery", "databricks")),
+    ("mysql", '"O""Brien"'), ("snowflake", "'a\\\\'"), ("bigquery", "'a\\\\'"),
+    *((d, "'O''Brien -- no comment'") for d in ("sqlite", "postgres", "mysql", "snowflake", "redshift")),
+    *((d, "'O\\'Brien -- no comment'") for d in ("mysql", "snowflake", "bigquery")),
+])
+def test_a_string_with_an_escaped_quote_keeps_every_span_after_it(dialect, literal):
+    """sqlglot writes Snowflake's and Redshift's `'O''Brien'` as `'O\\'Brien'`; the canonical and
+    written words are read with the dialect's escapes (a backslash in Snowflake, Redshift, BigQuery,
+    MySQL, Databricks) and comments: every node after such a string lost its span or got a wrong one
+    (`Paris'`)."""
+    import rat
+    from model.scoring.scorer import written_spans
+
+    schema = rat.Schema({"customers": ["name", "city", "tier"]})
+    sql = f"SELECT name FROM customers WHERE name = {literal} AND city = 'Paris' AND tier > 3"
+    tree = rat.to_tree(sql, schema, dialect=dialect)
+    written = {n.label: None if s is None else sql[s[0]:s[1]]
+               for n, s in zip(tree.postorder(), written_spans(sql, tree, schema, dialect))}
+    assert None not in written.values(), written
+    assert written["'Paris'"] == "'Paris'" and written["customers.city"] == "city" and written["3"] == "3"
+    assert literal in written.values()
+
+
+def test_the_look_here_span_of_a_snowflake_string_with_a_doubled_quote():
+    from model import Scorer
+
+    sql = "SELECT email FROM customers WHERE name = 'O''Brien' AND city = 'Paris'"
+    scored = Scorer.pretrained().score(sql, question="Emails of customers named Smith living in Paris",
+                                       schema={"customers": ["customer_id", "name", "email", "city"]},
+                                       dialect="snowflake")
+    assert all(n.span is not None for n in scored.nodes)
+    assert sql[slice(*scored.nodes[scored.look_here_first].span)] in ("'O''Brien'", "name = 'O''Brien'")

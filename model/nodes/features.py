@@ -77,9 +77,10 @@ from rat.align import diff_tokens
 from rat.labels import labels_against_others
 from rat.walks import error_sites, post_order_children
 
-VERSION = "nf-6"  # bump when a feature's definition changes: the cache key includes it
+VERSION = "nf-7"  # bump when a feature's definition changes: the cache key includes it
 # The versions whose saved models may score this version's rows: the features and what they
-# mean are the same. nf-6 reads a query stopped before its end (a timeout, a result past the
+# mean are the same. nf-7 reads a negative amount of date arithmetic (Snowflake's DATEADD(day, -30, d))
+# as the question's number 30; no Spider or BIRD dev prediction's node changes. nf-6 reads a query stopped before its end (a timeout, a result past the
 # memory guards), and another dialect's query that runnable_sql does not write for its database,
 # as one whose result is unknown (NaN, as without a database) where nf-5 read it as failing to
 # run; no query the shipped models were fitted on was either (they are SQLite's, on SQLite; each
@@ -88,7 +89,7 @@ VERSION = "nf-6"  # bump when a feature's definition changes: the cache key incl
 # schema entry a self-join's later table (`t_2.c`: `t.c`'s) and a subquery's or CTE's column (`derived.c`: none, so NaN as without a schema) are
 # looked up in; nf-4 read those as columns missing from the schema (82 of the 11 systems' 11,362
 # Spider dev predictions), and an nf-4 model now gets them right where it was fitted on them wrong.
-READ_BY = ("nf-4", "nf-5", VERSION)
+READ_BY = ("nf-4", "nf-5", "nf-6", VERSION)
 NAN = float("nan")
 
 
@@ -314,6 +315,15 @@ OPERATOR_CUES = {
 }
 JOINS = {"Product", "Left_join", "Right_join", "Full_join", "Semi_join", "Anti_join"}
 COMPARISONS = {"Eq", "Neq", "Gt", "Gte", "Lt", "Lte", "Like", "Not_like", "In", "Not_in", "Glob"}
+# What adds an amount to a date, as rat labels it in each dialect (Snowflake's, SQL Server's and
+# Redshift's DATEADD(day, -30, d), MySQL's DATE_ADD(d, INTERVAL -30 DAY), DuckDB's TO_DAYS(-30),
+# Snowflake's ADD_MONTHS(d, -3), ...; an INTERVAL itself): its amount written negative is the
+# question's "the last 30 days", so a literal -30 there is the question's 30 (elsewhere, as in
+# `x > -30`, the sign is the question's to say)
+DATE_ARITHMETIC = frozenset({
+    "Dateadd", "Date_add", "Date_sub", "Timeadd", "Timestampadd", "Timestamp_add", "Timestamp_sub",
+    "Datetime_add", "Datetime_sub", "Time_add", "Time_sub", "Adddate", "Subdate", "Add_months",
+    "Interval", "To_years", "To_months", "To_weeks", "To_days", "To_hours", "To_minutes", "To_seconds"})
 
 _WORD = re.compile(r"[a-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
@@ -516,6 +526,19 @@ def literal_text(label: str) -> str:
     if label[:1] in "'\"" and label[-1:] == label[:1]:
         label = label[1:-1]
     return label.strip("%").strip()
+
+
+def question_forms(text: str, parent_label: str | None) -> tuple[str, ...]:
+    """How the question may write a literal's ``text`` (``literal_text``) whose parent node is
+    labelled ``parent_label``: as itself, and a negative amount added to a date (``DATE_ARITHMETIC``)
+    also without its sign (the question's "last 30 days" is DATEADD(day, -30, d)).
+
+    >>> question_forms("-30", "Dateadd"), question_forms("-30", "Gt"), question_forms("30", "Interval")
+    (('-30', '30'), ('-30',), ('30',))
+    """
+    if text[:1] == "-" and parent_label in DATE_ARITHMETIC and _is_number(text):
+        return text, text[1:]
+    return (text,)
 
 
 def _is_number(text: str) -> bool:
@@ -868,7 +891,8 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
     label_count: dict[str, int] = defaultdict(int)
     for name in names:
         label_count[name] += 1
-    literals = {literal_text(names[i]) for i in range(n) if kinds[i] == "value"}
+    literals = {form for i in range(n) if kinds[i] == "value" for form in question_forms(
+        literal_text(names[i]), names[shape.parent[i]] if shape.parent[i] >= 0 else None)}
     parameters = sorted({names[i] for i in range(n) if kinds[i] == "value" and rat.kinds.is_parameter(names[i])})
     rows, error = None, "no database"
     if parameters and probe.database is not None:  # not run: its values are given when it runs
@@ -1002,8 +1026,9 @@ def _value_features(x: np.ndarray, col: dict, i: int, names: Sequence[str], kind
     is_number = _is_number(text)
     row[col["value_is_number"]] = float(is_number)
     if is_number:
-        row[col["value_in_question"]] = float(text in question.numbers or (
-            text.endswith(".0") and text[:-2] in question.numbers))
+        forms = question_forms(text, names[shape.parent[i]] if shape.parent[i] >= 0 else None)
+        row[col["value_in_question"]] = float(any(
+            form in question.numbers or form.endswith(".0") and form[:-2] in question.numbers for form in forms))
     else:
         padded = f" {' '.join(re.findall(r'[a-z0-9]+', text.lower()))} "
         row[col["value_in_question"]] = float(padded.strip() != "" and padded in question.text)
@@ -1315,32 +1340,61 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
 # SQL words and punctuation, for span matching; a quoted string or name is one word, its text
 # what the quotes hold (in brackets, SQL Server's names only: not an array's ARRAY['a', 'b'])
 _SQL_WORD = re.compile(r"""'((?:[^']|'')*)'|"((?:[^"]|"")*)"|`([^`]*)`|\[(\w[\w $#@-]*)]|\w+|[^\w\s]""")
+_BACKSLASH_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
-def word_spans(text: str) -> list[tuple[str, int, int]]:
-    """(lower-cased word, start, end) of each SQL word of ``text``; a string or a name in quotes
-    (single, double, backticks, brackets) is one word, what the quotes hold, its span the
-    quotes' (``"T1".age`` matches ``singer.age`` as ``T1.age`` does; ``"France"`` matches
-    ``'France'``).
+@functools.cache
+def _sql_word(dialect: str) -> re.Pattern | None:
+    """``_SQL_WORD`` of a dialect whose strings escape with a backslash as its sqlglot tokenizer
+    reads them (Snowflake, Redshift, BigQuery, MySQL, Databricks: `'O\\'Brien'`, which sqlglot
+    writes for Snowflake's and Redshift's `'O''Brien'`; a doubled quote is read too), in its
+    double-quoted strings as well where ``"`` quotes a string (BigQuery, MySQL, Databricks);
+    None: a dialect without (``_SQL_WORD``)."""
+    from rat.canonicalize import sqlglot_dialect
+
+    tokenizer = sqlglot_dialect(rat.dialects.dialect(dialect)).tokenizer_class
+    if "\\" not in tokenizer.STRING_ESCAPES:
+        return None
+    double = r'"((?:[^"\\]|\\.|"")*)"' if '"' in tokenizer.QUOTES else r'"((?:[^"]|"")*)"'
+    return re.compile(r"'((?:[^'\\]|\\.|'')*)'|" + double + r"|`([^`]*)`|\[(\w[\w $#@-]*)]|\w+|[^\w\s]", re.DOTALL)
+
+
+def word_spans(text: str, dialect: str = "sqlite") -> list[tuple[str, int, int]]:
+    """(lower-cased word, start, end) of each SQL word of ``text``, written in ``dialect``; a
+    string or a name in quotes (single, double, backticks, brackets) is one word, what the quotes
+    hold, its span the quotes' (``"T1".age`` matches ``singer.age`` as ``T1.age`` does;
+    ``"France"`` matches ``'France'``); in a dialect whose strings escape with a backslash, a
+    quote so escaped is a doubled one (``'O\\'Brien'`` matches ``'O''Brien'``).
 
     >>> word_spans('SELECT "T1".name FROM t WHERE a = "New York"')[1:4], word_spans("a = 'New York'")[-1]
     ([('t1', 7, 11), ('.', 11, 12), ('name', 12, 16)], ('new york', 4, 14))
+    >>> word_spans("a = 'O\\\\'Brien' AND b", "snowflake")[2:]
+    [("o''brien", 4, 14), ('and', 15, 18), ('b', 19, 20)]
     """
-    return [(next((g for g in m.groups() if g is not None), m.group()).lower(), m.start(), m.end())
-            for m in _SQL_WORD.finditer(text)]
+    pattern = _sql_word(dialect) if dialect != "sqlite" else None
+    if pattern is None:
+        return [(next((g for g in m.groups() if g is not None), m.group()).lower(), m.start(), m.end())
+                for m in _SQL_WORD.finditer(text)]
+    return [(_BACKSLASH_ESCAPE.sub(_doubled, next((g for g in m.groups() if g is not None), m.group())).lower(),
+             m.start(), m.end()) for m in pattern.finditer(text)]
 
 
-def written_word_of(canonical: str, written: str) -> tuple[list[tuple[int, int]], list[int | None],
-                                                            list[tuple[str, int, int]]]:
-    """Match the canonical SQL's words to the written SQL's: the canonical words' character spans,
-    for each the index of its written word (None where the texts differ unevenly), and the
-    written words (``word_spans(written)``).
+def _doubled(escape: re.Match) -> str:
+    """A backslash-escaped quote as a doubled one (other escapes as written)."""
+    return escape.group(1) * 2 if escape.group(1) in "'\"" else escape.group()
+
+
+def written_word_of(canonical: str, written: str, dialect: str = "sqlite"
+                    ) -> tuple[list[tuple[int, int]], list[int | None], list[tuple[str, int, int]]]:
+    """Match the canonical SQL's words to the written SQL's (both in ``dialect``): the canonical
+    words' character spans, for each the index of its written word (None where the texts differ
+    unevenly), and the written words (``word_spans(written, dialect)``).
 
     >>> spans, match, written = written_word_of("select singer.name from singer", "SELECT T1.name FROM singer AS T1")
     >>> match, written[match[3]]
     ([0, 1, 2, 3, 4, 5], ('name', 10, 14))
     """
-    a, b = word_spans(canonical), word_spans(written)
+    a, b = word_spans(canonical, dialect), word_spans(written, dialect)
     match: list[int | None] = [None] * len(a)
     for op, i1, i2, j1, j2 in diff_tokens([w for w, _, _ in a], [w for w, _, _ in b]):
         if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
@@ -1396,7 +1450,7 @@ def lm_span_features(examples: Sequence, schemas: dict[str, rat.Schema], model=N
         x[:, 2] = log_p.mean()
         spans = rat.sql_spans(e.sql, tree_of({"node_names": e.node_names, "node_arity": e.node_arity}),
                               schemas.get(e.db_id), dialect)
-        canonical_words, match, words = written_word_of(spans.sql, written)
+        canonical_words, match, words = written_word_of(spans.sql, written, dialect)
         tokens_of_word = [[t for t, (s, end) in enumerate(offsets) if s < we and end > ws] for _, ws, we in words]
         for i, span in enumerate(spans.spans):
             if span is None:

@@ -868,8 +868,8 @@ def _written(located: rat.SqlSpans, sql: str, dialect: str = "sqlite") -> list[t
     """
     from model.nodes.features import written_word_of
 
-    canonical_words, match, written_words = written_word_of(located.sql, sql)
-    comments, canonical_comments = _comments(sql, dialect), _comments(located.sql)
+    canonical_words, match, written_words = written_word_of(located.sql, sql, dialect)
+    comments, canonical_comments = _comments(sql, dialect), _comments(located.sql, dialect)
     # a word of a comment is no node's text (`GROUP BY 1 -- by country`), nor part of a run
     skip = {k for k, (start, _) in enumerate(canonical_words) if _in_comment(start, canonical_comments)}
     if comments or skip:
