@@ -297,3 +297,42 @@ def test_a_system_the_model_was_fitted_on_is_said_to_be_in_sample(tmp_path, caps
     only.write_text("".join(json.dumps(r) + "\n" for r in rows[:6]))
     _evaluate(**{"new_system.scored": only, "data_root": root, "out_dir": tmp_path / "eval2", "n_bootstrap": 0})
     assert capsys.readouterr().out.startswith("# A model on systems it was fitted on (in-sample numbers)")
+
+
+def test_a_system_of_a_fitted_name_on_a_benchmark_of_another_format_is_not_in_sample(tmp_path, capsys):
+    """The shipped models were fitted on Spider dev outputs of systems named like BIRD's CodeS
+    files: on a BIRD-layout data_root (model.data.datasets.is_bird) rows marked fitted_on_system
+    `spider` are another benchmark's outputs, unmarked (in_sample false, one line saying why);
+    marked with a BIRD folder's other name, it may be this benchmark elsewhere: `in-sample?`."""
+    import shutil
+
+    from model.synth.demo import demo_root
+
+    demo = demo_root()
+    root = tmp_path / "bird_copy"  # the demo's dev questions in BIRD's layout (no databases: tree labels)
+    root.mkdir()
+    dev = json.loads((demo / "dev.json").read_text())
+    (root / "dev.json").write_text(json.dumps([{"db_id": q["db_id"], "question": q["question"], "SQL": q["query"],
+                                                "evidence": "", "difficulty": "simple"} for q in dev]))
+    shutil.copy(demo / "tables.json", root / "dev_tables.json")
+    rows = ([{**r, "fitted_on_system": "spider"} for r in _scored_rows("codes", 6)]
+            + [{**r, "fitted_on_system": "bird"} for r in _scored_rows("bird_seen", 6, 10)])
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = _evaluate(**{"new_system.scored": scored, "data_root": root, "out_dir": tmp_path / "eval",
+                          "n_bootstrap": 0})["new_system"]
+    by_system = {r["system"]: r for r in result["systems"]}
+    assert by_system["codes"]["label"] == "tree" and by_system["codes"]["queries"] == 6
+    assert by_system["codes"]["in_sample"] is False and by_system["codes"]["fitted_on_system"] == "spider"
+    assert by_system["bird_seen"]["in_sample"] is None
+    out = capsys.readouterr().out
+    assert out.startswith("# A model on systems it was not fitted on, and 1 of a name it was fitted on elsewhere "
+                          "(marked: see the notes)")
+    assert ("codes: the model was fitted on the outputs of a system of this name on spider (Spider's format, by "
+            "its name); bird_copy is in BIRD's: another benchmark's outputs, not in-sample") in out
+    assert "| codes | 6 |" in out and "| bird_seen (in-sample?) | 6 |" in out
+    only = tmp_path / "only.jsonl"
+    only.write_text("".join(json.dumps(r) + "\n" for r in rows[:6]))
+    _evaluate(**{"new_system.scored": only, "data_root": root, "out_dir": tmp_path / "eval2", "n_bootstrap": 0})
+    out = capsys.readouterr().out
+    assert out.startswith("# A model on systems it was not fitted on: ") and "(in-sample" not in out

@@ -191,26 +191,44 @@ def labelled(rows: Sequence[Mapping], data_root: Path, split: str = "dev", label
     return out
 
 
+def _kind_named(name: str) -> str | None:
+    """The benchmark format a folder's name says (``spider_data``: spider), where it says one of
+    the two ``model.data.datasets`` reads; None where it says neither (or both)."""
+    found = [kind for kind in ("bird", "spider") if kind in name.lower()]
+    return found[0] if len(found) == 1 else None
+
+
 def fitted_notes(scores: Mapping[str, SystemScores], data_root: Path | str) -> tuple[set[str], set[str], list[str]]:
     """(the systems whose numbers are in-sample, those that may be, one line per system the model
     was fitted on): a system is in-sample where rat-score marked its rows ``fitted_on_system``
-    with this benchmark's name (``data_root``'s folder name), or with no name; marked with
+    with this benchmark's name (``data_root``'s folder name), or with no name. Marked with
     another name, the model was fitted on a system of that name's outputs on a benchmark of that
-    name, which may be this one in another folder (a Spider download in ``spider_data``).
+    name: another benchmark where that name says a format (Spider's, BIRD's) other than the one
+    ``data_root`` is in (BIRD's layout, ``model.data.datasets.is_bird``), so not in-sample (the
+    model records its benchmark by the folder's name alone); else it may be this benchmark in
+    another folder (a Spider download in ``spider_data``).
 
     >>> s = SystemScores("a", np.ones(1), None, None, np.ones(1), [], [], fitted_on="spider")
     >>> fitted_notes({"a": s, "b": SystemScores("b", *[None] * 6)}, "../data/spider")[:2]
     ({'a'}, set())
-    >>> fitted_notes({"a": s}, "bird")[:2]
+    >>> fitted_notes({"a": s}, "spider_data")[:2]
     (set(), {'a'})
     """
+    from model.data.datasets import is_bird
+
     here = Path(data_root).resolve().name
+    kind = "bird" if is_bird(Path(data_root)) else "spider"
+    names = {"bird": "BIRD", "spider": "Spider"}
     inside, unsure, lines = set(), set(), []
     for system, s in sorted(scores.items()):
         if s.fitted_on is True or s.fitted_on == here:
             inside.add(system)
             lines.append(f"{system}: the model was fitted on this system's outputs: in-sample numbers; see "
                          "data.holdout_system / scripts/leave_one_system_out.py for out-of-fold ones")
+        elif s.fitted_on and _kind_named(s.fitted_on) not in (None, kind):
+            lines.append(f"{system}: the model was fitted on the outputs of a system of this name on {s.fitted_on} "
+                         f"({names[_kind_named(s.fitted_on)]}'s format, by its name); {here} is in {names[kind]}'s: "
+                         "another benchmark's outputs, not in-sample")
         elif s.fitted_on:
             unsure.add(system)
             lines.append(f"{system}: the model was fitted on the outputs of a system of this name on {s.fitted_on}: "
@@ -283,7 +301,8 @@ def report(s: SystemScores, n_bootstrap: int = 1000, seed: int = 0, n_bins: int 
 
 def markdown(reports: Sequence[Mapping]) -> list[str]:
     """The per-system table; a system whose report says ``in_sample`` is marked so by its name
-    (``in-sample?`` where it may be: ``fitted_on_system`` without ``in_sample``)."""
+    (``in-sample?`` where it may be: ``fitted_on_system`` with ``in_sample`` null; false: another
+    benchmark's outputs, unmarked)."""
     def cell(v) -> str:
         value, ci = v
         if value is None or not np.isfinite(value):
@@ -300,7 +319,8 @@ def markdown(reports: Sequence[Mapping]) -> list[str]:
         head += ["estimated rate (label shift)", "before shift: mean confidence", "before shift: ECE"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in reports:
-        mark = " (in-sample)" if r.get("in_sample") else " (in-sample?)" if r.get("fitted_on_system") else ""
+        mark = (" (in-sample)" if r.get("in_sample")
+                else " (in-sample?)" if r.get("fitted_on_system") and r.get("in_sample") is None else "")
         cells = [r["system"] + mark, str(r["queries"]), r["label"],
                  cell(r["rate"]), cell(r["tree_rate"]), cell(r["mean_confidence"]), cell(r["gap"]), cell(r["ece"]), cell(r["query_auc"]),
                  cell(r["node_auc"])]
@@ -362,8 +382,9 @@ def evaluate_new_system(cfg) -> dict:
     reports = [report(s, cfg.n_bootstrap, cfg.seed, cfg.n_bins) for s in scores.values()]
     inside, unsure, notes = fitted_notes(scores, cfg.data_root)  # systems the model was fitted on (rat-score's mark)
     for r, s in zip(reports, scores.values()):
-        if s.fitted_on:  # (in_sample None: a system of its name, on a benchmark of another folder's name)
-            r["fitted_on_system"], r["in_sample"] = s.fitted_on, True if s.system in inside else None
+        if s.fitted_on:  # (in_sample None: a system of its name, on a benchmark that may be this one)
+            r["fitted_on_system"] = s.fitted_on
+            r["in_sample"] = True if s.system in inside else None if s.system in unsure else False
     title = ns.title or f"{', '.join(Path(f).name for f in files)} on {Path(cfg.data_root).name}"
     pictures = reliability(scores, out_dir / "plots" / "reliability_new_system", title, cfg.n_bins)
     marked = [f"{len(inside)} it was fitted on (marked in-sample)"] if inside else []
