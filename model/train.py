@@ -322,6 +322,7 @@ def check_data(cfg: DictConfig) -> None:
     """A data root that is missing or not a dataset folder, a run folder that cannot be written,
     a ``seed`` that is no whole number, a ``data`` key no data config has (``+data.typo=1``) or a
     protocol setting out of range (``check_split``) is the user's mistake: one line, before any work."""
+    from model.data.datasets import own_databases
     from model.data.folds import check_split
     from model.errors import check_writable
 
@@ -348,7 +349,8 @@ def check_data(cfg: DictConfig) -> None:
     if root is not None and needs_root:  # before its prediction files, found from data.root (../predictions/...)
         folder, split = Path(root), cfg.data.get("eval_split") or "dev"
         missing = [name for name, found in (
-            ("tables.json (or dev_tables.json)", (folder / "tables.json").is_file() or any(folder.glob("*_tables.json"))),
+            ("tables.json (or dev_tables.json)",  # (or your own databases, whose schemas are read from them)
+             (folder / "tables.json").is_file() or any(folder.glob("*_tables.json")) or bool(own_databases(folder))),
             (f"{split}.json (data.eval_split)", (folder / f"{split}.json").is_file()
              or split == "train" and (folder / "train_spider.json").is_file())) if not found]
         if missing:

@@ -232,3 +232,30 @@ def test_a_db_id_with_two_tables_json_entries_is_one_line(tmp_path):
              "column_types": ["text", "text"], "primary_keys": [], "foreign_keys": []}
     with pytest.raises(UsageError, match="db_id 'shop' has two entries"):
         schemas_of([entry, {**entry, "table_names_original": ["clients"]}], tmp_path / "tables.json")
+
+
+def test_a_folder_without_tables_json_has_its_databases_schemas(tmp_path):
+    """Your own data needs no tables.json: each `database/<db_id>/<db_id>.sqlite`'s schema is read
+    from its catalogue: the tables, columns and keys the demo's tables.json gives;
+    a file that is not a database is one line naming it."""
+    import shutil
+
+    from model.synth.demo import demo_root
+
+    root = tmp_path / "mine"
+    shutil.copytree(demo_root() / "database", root / "database")
+    given = load_schemas(demo_root())
+    read = load_schemas(root)
+    assert set(read) == set(given) and len(read) == 5
+    for db_id, schema in given.items():
+        assert read[db_id].tables == schema.tables
+        # (a composite key whole, where tables.json, as Spider's, names one of its columns)
+        assert set(read[db_id].primary_keys) >= set(schema.primary_keys)
+        assert set(read[db_id].foreign_keys) == set(schema.foreign_keys)
+    with pytest.raises(FileNotFoundError):
+        load_schemas(tmp_path / "empty")
+    bad = root / "database" / "notes" / "notes.sqlite"
+    bad.parent.mkdir()
+    bad.write_text("not a database")
+    with pytest.raises(UsageError, match="notes.sqlite"):
+        load_schemas(root)

@@ -24,6 +24,7 @@ __all__ = [
     "is_bird",
     "load_questions",
     "load_schemas",
+    "own_databases",
     "question_text",
     "spider_hardness",
 ]
@@ -128,7 +129,9 @@ def _question(row: dict[str, Any], question_id: str, path: Path) -> Question:
 
 
 def load_schemas(root: Path) -> dict[str, rat.Schema]:
-    """``{db_id: rat.Schema}`` from ``tables.json`` (Spider) or ``*_tables.json`` (BIRD)."""
+    """``{db_id: rat.Schema}`` from ``tables.json`` (Spider) or ``*_tables.json`` (BIRD); a folder
+    with neither (your own data) has its databases' own, read from their catalogues
+    (``database/<db_id>/<db_id>.sqlite``: tables, columns with their declared types, keys)."""
 
     root = Path(root)
     files = (
@@ -136,6 +139,8 @@ def load_schemas(root: Path) -> dict[str, rat.Schema]:
         if (root / "tables.json").exists()
         else sorted(root.glob("*_tables.json"))
     )
+    if not files and (databases := own_databases(root)):
+        return _schemas_of_databases(databases)
     if not files:
         raise FileNotFoundError(f"no tables.json or dev_tables.json under {root}")
     schemas: dict[str, rat.Schema] = {}
@@ -163,6 +168,29 @@ def schemas_of(entries: Any, path: Path | str) -> dict[str, rat.Schema]:
             out[db_id] = rat.Schema.from_spider(entry)
         except (ValueError, TypeError) as e:
             raise UsageError(f"{path}: {db_id}: {e}") from None
+    return out
+
+
+def own_databases(root: Path) -> dict[str, Path]:
+    """``{db_id: path}`` of the SQLite files of a Spider-layout folder (``database/<db_id>/<db_id>.sqlite``)."""
+    paths = sorted(Path(root).glob("database/*/*.sqlite"))
+    return {p.parent.name: p for p in paths if p.stem == p.parent.name}
+
+
+def _schemas_of_databases(databases: dict[str, Path]) -> dict[str, rat.Schema]:
+    """Each database's schema from its catalogue, read-only; ``UsageError`` naming one that cannot be read."""
+    from model.data.databases import DatabaseError, SqliteDatabase
+    from model.data.execution import DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_S
+
+    out = {}
+    for db_id, path in databases.items():
+        database = SqliteDatabase(path, timeout_s=DEFAULT_TIMEOUT_S, max_rows=1, max_result_bytes=DEFAULT_MAX_RESULT_BYTES)
+        try:
+            out[db_id] = database.schema(db_id)
+        except DatabaseError as error:
+            raise UsageError(f"{path}: {error} (no tables.json: each database's schema is read from it)") from None
+        finally:
+            database.close()
     return out
 
 
