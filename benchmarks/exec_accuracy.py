@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 from model.cli_types import existing_dir, positive_float, positive_int
-from model.data.execution import OUTCOMES, evaluate_file
+from model.data.exec_command import evaluate_file
+from model.data.execution import OUTCOMES
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from model.data.datasets import database_path, load_questions
-from model.data.execution import evaluate_file, execute_pairs, execute_sql
+from model.data.exec_command import evaluate_file
+from model.data.execution import execute_pairs, execute_sql
 from model.data.predictions import load_predictions
 
 pytestmark = pytest.mark.data

@@ -1,5 +1,5 @@
 """``rat-exec``: execution accuracy of one prediction file, on a benchmark's SQLite databases
-(``--root``: ``model.data.execution.evaluate_file``) or on your own database (``--database``:
+(``--root``: ``evaluate_file``) or on your own database (``--database``:
 ``model.data.execution.evaluate_on_database``, opened read-only by ``model.data.databases``).
 
     rat-exec --root ../shared/data/spider --split dev --predictions preds.txt
@@ -15,17 +15,76 @@ import math
 import os
 import sqlite3
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from model.data.datasets import database_path, load_questions
 from model.data.execution import (
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_TIMEOUT_S,
     default_cache_dir,
-    evaluate_file,
     evaluate_on_database,
+    execute_pairs,
+    sqlite_problem,
+    summarize,
 )
-from model.errors import quiet_closed_pipes, say_error
+from model.data.predictions import load_predictions
+from model.errors import UsageError, quiet_closed_pipes, say_error
+
+
+def evaluate_file(
+    root: Path,
+    split: str,
+    predictions: Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cache_dir: Path | None = None,
+    workers: int = 1,
+    distinct: bool = False,
+    progress: bool = True,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+) -> dict[str, Any]:
+    """Execution accuracy of a prediction file over the questions that have a database.
+
+    A question whose prediction row was skipped (see ``load_predictions``) counts as
+    ``pred_error``: the system gave no usable SQL for it. A database that cannot be read (corrupt,
+    locked) is named in ``unreadable_databases`` and its questions count as without a database,
+    as a missing one's do. Unreadable inputs (a missing root or
+    split, a malformed questions or prediction file) raise ``OSError`` or ``ValueError`` with a
+    one-line message naming the file.
+    """
+    try:
+        questions = load_questions(root, split)
+    except UsageError:  # a malformed questions file: one line naming the file and the row
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        # e.g. a questions file that is not a JSON list of objects
+        raise ValueError(
+            f"{root}: cannot read the {split!r} questions ({type(error).__name__}: {error})"
+        ) from None
+    skipped: Counter[str] = Counter()
+    loaded = load_predictions(predictions, questions, skipped=skipped)
+    by_id = {p.question_id: p.sql for p in loaded}
+    db_paths = {q.db_id: database_path(root, q.db_id) for q in questions}
+    unreadable = {db: problem for db, path in db_paths.items()
+                  if path is not None and (problem := sqlite_problem(path, timeout_s)) is not None}
+    db_paths.update(dict.fromkeys(unreadable))  # their questions count as without a database
+    pairs = [(db_paths[q.db_id], by_id.get(q.question_id, ""), q.gold_sql) for q in questions]
+    outcomes = execute_pairs(
+        pairs, timeout_s, cache_dir, workers, distinct, progress, max_result_bytes
+    )
+    counts = summarize(outcomes)
+    with_database = len(outcomes) - counts["no_database"]
+    return {
+        "predictions": str(predictions),
+        "questions": len(questions),
+        "with_database": with_database,
+        "execution_accuracy": counts["match"] / with_database if with_database else None,
+        "outcomes": counts,
+        "skipped_rows": dict(skipped),
+        "missing_databases": sorted(db for db, path in db_paths.items() if path is None and db not in unreadable),
+        "unreadable_databases": dict(sorted(unreadable.items())),
+    }
 
 
 def _evaluate_on(args) -> dict[str, Any]:

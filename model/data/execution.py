@@ -1021,63 +1021,6 @@ def default_cache_dir() -> Path:
     return project_cache_dir("exec")
 
 
-def evaluate_file(
-    root: Path,
-    split: str,
-    predictions: Path,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    cache_dir: Path | None = None,
-    workers: int = 1,
-    distinct: bool = False,
-    progress: bool = True,
-    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
-) -> dict[str, Any]:
-    """Execution accuracy of a prediction file over the questions that have a database.
-
-    A question whose prediction row was skipped (see ``load_predictions``) counts as
-    ``pred_error``: the system gave no usable SQL for it. A database that cannot be read (corrupt,
-    locked) is named in ``unreadable_databases`` and its questions count as without a database,
-    as a missing one's do. Unreadable inputs (a missing root or
-    split, a malformed questions or prediction file) raise ``OSError`` or ``ValueError`` with a
-    one-line message naming the file.
-    """
-    from model.data.datasets import database_path, load_questions
-    from model.data.predictions import load_predictions
-
-    try:
-        questions = load_questions(root, split)
-    except UsageError:  # a malformed questions file: one line naming the file and the row
-        raise
-    except (KeyError, TypeError, AttributeError, ValueError) as error:
-        # e.g. a questions file that is not a JSON list of objects
-        raise ValueError(
-            f"{root}: cannot read the {split!r} questions ({type(error).__name__}: {error})"
-        ) from None
-    skipped: Counter[str] = Counter()
-    loaded = load_predictions(predictions, questions, skipped=skipped)
-    by_id = {p.question_id: p.sql for p in loaded}
-    db_paths = {q.db_id: database_path(root, q.db_id) for q in questions}
-    unreadable = {db: problem for db, path in db_paths.items()
-                  if path is not None and (problem := sqlite_problem(path, timeout_s)) is not None}
-    db_paths.update(dict.fromkeys(unreadable))  # their questions count as without a database
-    pairs = [(db_paths[q.db_id], by_id.get(q.question_id, ""), q.gold_sql) for q in questions]
-    outcomes = execute_pairs(
-        pairs, timeout_s, cache_dir, workers, distinct, progress, max_result_bytes
-    )
-    counts = summarize(outcomes)
-    with_database = len(outcomes) - counts["no_database"]
-    return {
-        "predictions": str(predictions),
-        "questions": len(questions),
-        "with_database": with_database,
-        "execution_accuracy": counts["match"] / with_database if with_database else None,
-        "outcomes": counts,
-        "skipped_rows": dict(skipped),
-        "missing_databases": sorted(db for db, path in db_paths.items() if path is None and db not in unreadable),
-        "unreadable_databases": dict(sorted(unreadable.items())),
-    }
-
-
 def evaluate_on_database(database, predictions: Path, dialect: str | None = None,
                          progress: bool = True) -> dict[str, Any]:
     """Execution accuracy of a file of rows ``{sql, gold[, dialect, gold_dialect]}`` (JSONL, JSON or
@@ -1085,7 +1028,7 @@ def evaluate_on_database(database, predictions: Path, dialect: str | None = None
     query in its dialect (a row's own, else ``dialect``, else the database's), compared as
     ``execute_pairs`` compares (``database_outcome``). A row without both strings is left out
     and counted in ``skipped_rows``; a gold query that fails counts as ``gold_error``, outside
-    the accuracy, as ``evaluate_file`` counts it."""
+    the accuracy, as ``model.data.exec_command.evaluate_file`` counts it."""
     from tqdm.auto import tqdm
 
     from model.data.jsonl import read_rows
@@ -1287,6 +1230,7 @@ def _transpiled(sql: str, dialect: str, backend: str, schema, table_names) -> tu
 
     import rat
     from model.data.transpile import from_sqlite
+    from rat.errors import DepthError
 
     names = dict(table_names) if table_names else None
     try:
@@ -1301,6 +1245,8 @@ def _transpiled(sql: str, dialect: str, backend: str, schema, table_names) -> tu
         rat.to_tree(written, schema, dialect=backend)  # what the backend's SQL cannot say is refused there
     except UnsupportedError as error:  # (a SQLite function the backend has not: named)
         return None, str(error).splitlines()[0][:200]
+    except DepthError:  # (rat's, of the written query: `_written` says it is nested too deeply)
+        raise
     except (SqlglotError, ValueError):  # ValueError: a dialect sqlglot does not know; rat.RATError
         return None, None
     return written, None
