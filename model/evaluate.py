@@ -12,6 +12,7 @@ call; the Hydra wrapper only calls it.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -381,12 +382,34 @@ def _difficulties(rows: list[dict], questions: dict) -> list[str | None]:
 # --------------------------------------------------------------------------- entry point
 
 
-def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped: Counter | None = None
-                    ) -> tuple[Path, list[dict], list[dict] | None, Path | None]:
+def run_protocol(run_dir: Path) -> str | None:
+    """data.protocol of a train.py run as its ``data.json`` records it (``crossfit``, ``split``);
+    None where there is no readable ``data.json`` or it names none."""
+    try:
+        info = json.loads((run_dir / "data.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    protocol = info.get("protocol") if isinstance(info, dict) else None
+    return protocol if isinstance(protocol, str) else None
+
+
+def _pairs(rows: list) -> set[tuple]:
+    """The (question, system) pairs of predictions rows; a row that is no object, or whose
+    question_id or system is no string (``check_rows`` leaves it out), is no pair."""
+    return {(r["question_id"], r.get("system")) for r in rows
+            if isinstance(r, dict) and isinstance(r.get("question_id"), str)
+            and isinstance(r.get("system"), str | None)}
+
+
+def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped: Counter | None = None,
+                    notes: dict | None = None) -> tuple[Path, list[dict], list[dict] | None, Path | None]:
     """(out_dir, evaluated rows, calibration rows or None, data root or None); rows of the
     evaluated file that are not objects are counted in ``skipped``, those of the calibration
     split in ``cal_skipped``. A calibration split that is the evaluated one is not read (None,
-    with a line saying so): thresholds are then chosen on the split's other folds."""
+    with a line saying so): thresholds are then chosen on the split's other folds. So too for a
+    cross-fitted run (``data.json``'s protocol ``crossfit``, or calibration rows of the evaluated
+    (question, system) pairs): its val.jsonl scores every pair again, each by the fold model
+    calibrated on it (in-sample); ``notes["cross_fitted"]`` then says so for the report."""
     if cfg.run_dir and cfg.predictions:
         raise UsageError("run_dir and predictions: give one of them (a training run, or one predictions file)")
     if cfg.run_dir:
@@ -398,15 +421,34 @@ def _resolve_inputs(cfg: DictConfig, skipped: Counter | None = None, cal_skipped
         if not test_path.exists():
             raise UsageError(f"run_dir={run_dir}: no predictions/{cfg.split}.jsonl in it "
                              "(is it a train.py run directory?)")
+        rows = read_rows(test_path, skipped)
         cal_path = run_dir / "predictions" / f"{cfg.calibration_split}.jsonl"
         same = cal_path.exists() and cal_path.resolve() == test_path.resolve()
         if same:  # thresholds chosen on the items they score: RS(c) the best possible there
             print(f"calibration_split={cfg.calibration_split} is the evaluated split: RS(c) thresholds are "
                   "chosen on its other schema-disjoint folds instead", file=sys.stderr)
-        cal_rows = read_rows(cal_path, cal_skipped) if cal_path.exists() and not same else None
+        cal_rows, read_skipped = None, Counter()
+        if cal_path.exists() and not same:
+            cal_rows = read_rows(cal_path, read_skipped)
+        protocol = run_protocol(run_dir)
+        evaluated = _pairs(rows)
+        both = len(evaluated & _pairs(cal_rows)) if cal_rows is not None else None
+        if protocol == "crossfit" or both:
+            if cal_rows is not None:  # thresholds chosen on (in-sample scores of) the pairs they score
+                how = " is cross-fitted (data.json: protocol crossfit)" if protocol == "crossfit" else ""
+                print(f"run_dir={run_dir}{how}: predictions/{cfg.calibration_split}.jsonl holds {both} of "
+                      f"the {len(evaluated)} evaluated (question, system) pairs; RS(c) thresholds are chosen "
+                      f"on the other schema-disjoint folds of {cfg.split} instead", file=sys.stderr)
+                cal_rows, read_skipped = None, Counter()
+            if notes is not None:
+                notes["cross_fitted"] = {"protocol": protocol, "calibration_split": cfg.calibration_split,
+                                         "pairs_in_both": both, "pairs_evaluated": len(evaluated),
+                                         "in_sample": cfg.split == "val"}
+        if cal_skipped is not None:
+            cal_skipped.update(read_skipped)
         out_dir = Path(cfg.out_dir) if cfg.out_dir else run_dir / "eval"
         data_root = Path(cfg.data_root) if cfg.data_root else run_data_root(run_dir)
-        return out_dir, read_rows(test_path, skipped), cal_rows, data_root
+        return out_dir, rows, cal_rows, data_root
     if cfg.predictions:
         path = Path(cfg.predictions)
         if not path.is_file():
@@ -497,7 +539,13 @@ def evaluate(cfg: DictConfig) -> dict:
         return evaluate_whole_query(cfg)
     skipped: Counter = Counter()
     cal_skipped: Counter = Counter()
-    out_dir, rows, cal_rows, data_root = _resolve_inputs(cfg, skipped, cal_skipped)
+    notes: dict[str, Any] = {}
+    out_dir, rows, cal_rows, data_root = _resolve_inputs(cfg, skipped, cal_skipped, notes)
+    cross_fitted = notes.get("cross_fitted")
+    if cross_fitted and cross_fitted["in_sample"]:
+        print(f"split={cfg.split} of a cross-fitted run: each row scored by the fold model calibrated (and "
+              "whose site head was fitted) on it; every number is in-sample (split=test: out of fold)",
+              file=sys.stderr)
     n_rows = len(rows) + sum(skipped.values())
     n_cal_rows = len(cal_rows or ()) + sum(cal_skipped.values())
     check = check_rows if is_node_level(rows) else check_score_rows
@@ -519,10 +567,17 @@ def evaluate(cfg: DictConfig) -> dict:
     md = [f"# Evaluation of `{results['source']}`", "",
           f"{len(rows)} of {n_rows} predictions evaluated (systems={cfg.systems})"
           + (f"; left out: {', '.join(f'{n} {why}' for why, n in skipped.items())}." if skipped else "."), ""]
+    if cross_fitted:
+        results["cross_fitted"] = cross_fitted
+        results["in_sample"] = cross_fitted["in_sample"]
+        md += _cross_fitted_note(cross_fitted, cfg)
     pictures: list[tuple[str, Path]] = []
     written = [out_dir / "metrics.json", out_dir / "report.md"]
     if is_node_level(rows):
         results["node"], node_md, node_pictures, html = node_level(rows, data_root, out_dir, cfg)
+        if results.get("in_sample"):  # a site head scoring the rows it was fitted on: top-1 near 1
+            node_md = [line + " (in-sample)" if line.startswith("### Error localisation") else line
+                       for line in node_md]
         md += node_md
         pictures += node_pictures
         (out_dir / "report.html").parent.mkdir(parents=True, exist_ok=True)
@@ -552,6 +607,25 @@ def evaluate(cfg: DictConfig) -> dict:
     print("\n".join(md[: md.index("## Figures")]))
     print("wrote " + ", ".join(str(p) for p in written) + f" and {out_dir / 'plots'}/")
     return results
+
+
+def _cross_fitted_note(note: dict, cfg: DictConfig) -> list[str]:
+    """The report's word on a cross-fitted run: its val.jsonl is in-sample, chooses no threshold,
+    and its val/* numbers (the run's metrics.json, or this report's for split=val) are no held-out
+    numbers."""
+    why = "data.json: protocol crossfit" if note["protocol"] == "crossfit" else \
+        f"predictions/{cfg.calibration_split}.jsonl holds evaluated (question, system) pairs"
+    shared = (f" ({note['pairs_in_both']} of the {note['pairs_evaluated']} evaluated pairs)"
+              if note.get("pairs_in_both") is not None else "")
+    lines = [(f"Cross-fitted run ({why}): its predictions/val.jsonl scores the (question, system) pairs of "
+              f"test.jsonl again{shared}, each by the fold model whose calibrators and site head were fitted "
+              "on it: in-sample, and so are the run's metrics.json val/* numbers (val/localisation_* among "
+              "them), no held-out numbers. RS(c) thresholds are chosen on the other schema-disjoint folds of "
+              f"the evaluated split ({cfg.split})" + (", not on val." if cfg.split != "val" else "."))]
+    if note["in_sample"]:
+        lines += ["", ("**In-sample**: the evaluated split is that val: every number below, the error "
+                       "localisation above all, is in-sample; evaluate split=test for out-of-fold numbers.")]
+    return lines + [""]
 
 
 def _wants_whole_query(cfg: DictConfig) -> bool:

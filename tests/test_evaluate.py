@@ -140,6 +140,77 @@ def test_abstention_thresholds_are_never_chosen_on_the_evaluated_split(demo_run,
     assert f"calibration_split={calibration_split} is the evaluated split" in capsys.readouterr().err
 
 
+def write_cross_fitted_run(demo_run: Path, run_dir: Path, protocol: str | None) -> int:
+    """A cross-fitted run as train.py writes one (data.protocol crossfit): val.jsonl holds
+    test.jsonl's (question, system) pairs again, each scored in-sample by the fold model
+    calibrated on it (here: confidences that give every label away); the number of pairs."""
+    rows = [json.loads(line) for line in (demo_run / "predictions" / "test.jsonl").read_text().splitlines()]
+    val = [{**r, "node_confidences": [0.99 if y else 0.01 for y in r["node_labels"]]} for r in rows]
+    (run_dir / "predictions").mkdir(parents=True)
+    for split, items in (("test", rows), ("val", val)):
+        (run_dir / "predictions" / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in items))
+    if protocol:
+        (run_dir / "data.json").write_text(json.dumps({"protocol": protocol, "examples": len(rows)}))
+    return len({(r["question_id"], r["system"]) for r in rows})
+
+
+QUICK = {"n_bootstrap": 0, "breakdown_bootstrap": 0, "html.max_examples": 5}
+
+
+@pytest.mark.parametrize("protocol", ["crossfit", None])
+def test_a_cross_fitted_run_chooses_thresholds_on_other_folds_not_on_its_in_sample_val(
+        demo_run, tmp_path, capsys, protocol):
+    """A cross-fitted run's val.jsonl scores the evaluated pairs themselves, in-sample: RS(c)
+    thresholds chosen there would be chosen on the items they score. They come from the
+    evaluated split's other schema-disjoint folds (what calibration_split=test gives), with a
+    line saying so; the report says val (and the run's val/* numbers) are in-sample. Told by
+    data.json's protocol, or, without one, by the pairs val.jsonl shares with test.jsonl."""
+    run = tmp_path / "run"
+    pairs = write_cross_fitted_run(demo_run, run, protocol)
+    results = evaluate(make_cfg(run_dir=run, out_dir=tmp_path / "eval", **QUICK))
+    err = capsys.readouterr().err
+    reference = evaluate(make_cfg(run_dir=run, calibration_split="test", out_dir=tmp_path / "ref", **QUICK))
+    assert results["query"]["abstention"] == reference["query"]["abstention"]
+    assert results["query"]["abstention"]["protocol"].startswith("threshold chosen on the other ")
+    line = (f"predictions/val.jsonl holds {pairs} of the {pairs} evaluated (question, system) pairs; RS(c) "
+            "thresholds are chosen on the other schema-disjoint folds of test instead")
+    assert [e for e in err.splitlines() if "RS(c) thresholds" in e] == [
+        f"run_dir={run}{' is cross-fitted (data.json: protocol crossfit)' if protocol else ''}: {line}"]
+    assert results["cross_fitted"]["pairs_in_both"] == pairs and results["in_sample"] is False
+    assert "calibration_rows_skipped" not in results
+    md = (tmp_path / "eval" / "report.md").read_text()
+    assert "Cross-fitted run (" in md and "val/* numbers (val/localisation_* among them)" in md
+    assert "not on val." in md and "**In-sample**" not in md
+
+
+def test_the_in_sample_val_of_a_cross_fitted_run_is_marked_so(demo_run, tmp_path, capsys):
+    """split=val of a cross-fitted run: every number (the site head's localisation top-1 near 1)
+    is in-sample, and metrics.json and the report say so."""
+    run = tmp_path / "run"
+    write_cross_fitted_run(demo_run, run, "crossfit")
+    results = evaluate(make_cfg(run_dir=run, split="val", out_dir=tmp_path / "eval", **QUICK))
+    assert results["in_sample"] is True and results["cross_fitted"]["in_sample"] is True
+    assert results["query"]["abstention"]["protocol"].startswith("threshold chosen on the other ")
+    assert "split=val of a cross-fitted run" in capsys.readouterr().err
+    md = (tmp_path / "eval" / "report.md").read_text()
+    assert "**In-sample**: the evaluated split is that val" in md
+    assert "### Error localisation (in-sample)" in md and "\n### Error localisation\n" not in md
+
+
+def test_a_split_protocol_run_keeps_its_held_out_val(demo_run, tmp_path, capsys):
+    """data.json protocol split, val on other databases: thresholds from val as before, no note."""
+    run = tmp_path / "run"
+    (run / "predictions").mkdir(parents=True)
+    for split in ("val", "test"):
+        (run / "predictions" / f"{split}.jsonl").write_bytes((demo_run / "predictions" / f"{split}.jsonl").read_bytes())
+    (run / "data.json").write_text(json.dumps({"protocol": "split"}))
+    results = evaluate(make_cfg(run_dir=run, out_dir=tmp_path / "eval", **QUICK))
+    assert results["query"]["abstention"]["protocol"] == "threshold chosen on the calibration split"
+    assert "cross_fitted" not in results and "in_sample" not in results
+    assert "RS(c) thresholds" not in capsys.readouterr().err
+    assert "Cross-fitted" not in (tmp_path / "eval" / "report.md").read_text()
+
+
 def test_html_view_shows_least_confident_queries_with_trees(evaluated):
     out_dir, _ = evaluated
     page = (out_dir / "report.html").read_text()
