@@ -19,12 +19,15 @@ confidence is closer to a system's execution accuracy (0.024 on average) than EM
 (0.077): ``docs/results.md``, 'Rates without labels'.
 
 >>> rng = np.random.default_rng(0)
->>> p = rng.beta(2, 2, 500)                   # confidences of a model calibrated at 80% right
+>>> # a file's confidences from a model calibrated at 80% right: 300 look right, 200 wrong
+>>> p = np.r_[rng.beta(9, 1, 300), rng.beta(2, 3, 200)]
 >>> shift = estimate(p, 0.8, "execution")
->>> 0 < shift.low <= shift.rate <= shift.high < 0.8
-True
+>>> shift.fits, round(shift.rate, 2), 0 < shift.low <= shift.rate <= shift.high < 0.8
+(True, 0.5, True)
 >>> bool((shift.apply(p) < p).all())          # the file is right less often: every one moves down
 True
+>>> estimate(rng.beta(2, 2, 500), 0.8, "execution").fits  # far too few look right: EM runs to 0
+False
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ MIN_QUERIES = 100  # files with fewer scored queries keep the model's own rates
 EDGE = 0.01
 BOOTSTRAP = 200  # resamples of the file's queries for the interval
 _CLIP = 1e-6
+# a model's calibrator pairs, as ``rat-calibrate`` names them (``recalibrated_on.refitted``): a
+# model trained both ways has one used with a database and one without; one trained one way, one for all
+PAIRS = {True: "with database", False: "without database", None: "all"}
 
 
 def shift(p: np.ndarray | Sequence[float], source_rate: float, rate: float) -> np.ndarray:
@@ -109,7 +115,7 @@ class RateShift:
         """What ``rat-score`` stores in each output row (``label_shift``)."""
         return {"rate": round(self.rate, 4), "low": round(self.low, 4), "high": round(self.high, 4),
                 "source_rate": round(self.source_rate, 4), "label": self.label, "queries": self.queries,
-                "method": self.method}
+                "method": self.method, "fits": self.fits}
 
     def __str__(self) -> str:
         return (f"label shift: {self.queries} queries, estimated {self.rate:.3f} right "
@@ -136,17 +142,50 @@ def estimate(p: np.ndarray | Sequence[float], source_rate: float, label: str, n_
     return RateShift(rate, min(low, rate), max(high, rate), float(source_rate), label, len(p))
 
 
-def source_rate(model: BoostedNodeModel) -> tuple[float, str] | None:
-    """(share of right queries, label) where ``model``'s whole-query confidence was calibrated,
-    from its model card (``query_rate`` where the card has it, else the share of its training
-    outputs that were right by the labels it was trained on); None where the card lacks them (an
-    adapted model: its rates are the teacher's, moved already) or where the confidence is
-    calibrated to another label than the one counted."""
-    info = model.info_ or {}
-    trained = info.get("trained_on", {})
-    label = str(getattr(model, "query_label", None) or trained.get("labels") or "execution")
+def query_label_for(model: BoostedNodeModel, with_database: bool) -> str:
+    """What ``model``'s whole-query confidence means for a query scored with (or without) a
+    database: the label its calibrator pair was fitted to (``execution``, ``tree`` or ``mixed``;
+    ``unrecorded`` on an older card). A pair ``rat-calibrate`` (``model.scoring.recalibrate``)
+    refitted on its own has its own label: ``query_label`` is the pair used with a database (or
+    the only pair), ``query_label_without_database`` on the card the pair used without one.
+
+    >>> from types import SimpleNamespace
+    >>> refitted = SimpleNamespace(query_label="execution", without_database_=("calibrators",),
+    ...                            info_={"query_label_without_database": "tree"})
+    >>> query_label_for(refitted, True), query_label_for(refitted, False)
+    ('execution', 'tree')
+    """
+    info = getattr(model, "info_", None) or {}
+    if not with_database and getattr(model, "without_database_", None) is not None:
+        saved = info.get("query_label_without_database")
+        if saved in ("execution", "tree", "mixed"):
+            return saved
+    return str(getattr(model, "query_label", None) or "unrecorded")
+
+
+def source_rate(model: BoostedNodeModel, with_database: bool = True) -> tuple[float, str] | None:
+    """(share of right queries, label) where ``model``'s whole-query calibrator for queries scored
+    with (or without) a database was fitted, from its model card: the pair's ``query_rate``
+    (``query_rate_without_database`` for the pair used without one, where the card has it: both
+    written by ``rat-calibrate``, the share right of the labelled outputs it refitted the pair on),
+    else the share of its training outputs that were right by the labels it was trained on; None
+    where the card lacks them (an adapted model: its rates are the teacher's, moved already) or
+    where the confidence is calibrated to another label than the one counted. The label is the
+    pair's (``query_label_for``)."""
+    info = getattr(model, "info_", None) or {}
+    trained = info.get("trained_on") or {}
+    both = getattr(model, "without_database_", None) is not None
+    label = query_label_for(model, with_database)
+    if not with_database and both and "query_rate_without_database" in info:
+        rate = info["query_rate_without_database"]  # (None: a pair fitted where no rate was recorded)
+        return (float(rate), label) if rate is not None else None
     if info.get("query_rate") is not None:
         return float(info["query_rate"]), label
+    recalibrated = info.get("recalibrated_on")
+    if ("query_rate" not in info and isinstance(recalibrated, dict)  # (a card rat-calibrate wrote before query_rate)
+            and PAIRS[with_database if both else None] in (recalibrated.get("refitted") or [])
+            and 0 < (recalibrated.get("right_queries") or 0) < (recalibrated.get("queries") or 0)):
+        return recalibrated["right_queries"] / recalibrated["queries"], label
     if not (trained.get("examples") and trained.get("correct_queries") is not None):
         return None
     counted = str(trained.get("labels") or "execution")  # execution: execution match where a database was read
@@ -161,8 +200,12 @@ def shift_scored(results: Sequence, model: BoostedNodeModel | None, at_least: in
     estimates on them, in place: each keeps its ``unshifted_confidence`` and the shared
     ``label_shift`` estimate. Nothing moves (None) for fewer than ``at_least`` (default
     ``MIN_QUERIES``) results, or for a model whose card lacks the rate it was calibrated at;
-    nothing moves either, but the estimate is returned, where it does not ``fit``."""
-    source = source_rate(model) if model is not None else None
+    nothing moves either, but the estimate is returned, where it does not ``fit``. The rate (and
+    label) is that of the calibrator pair the results were scored with (``source_rate``); a file
+    scored partly with, partly without a database by a model with two pairs: the pair most of
+    them were scored with (with a database on a tie)."""
+    with_database = sum(getattr(r, "with_database", True) is not False for r in results) * 2 >= len(results)
+    source = source_rate(model, with_database) if model is not None else None
     if source is None or not results or len(results) < (at_least or MIN_QUERIES):
         return None
     p = np.array([r.query_confidence for r in results])

@@ -129,7 +129,7 @@ def test_rat_adapt_moves_no_rate_unless_asked():
 
 
 @pytest.mark.parametrize("which, message", [
-    ("single teacher", "--predictions: the teacher reads one system's answer alone"),
+    ("single teacher", ": the teacher reads one system's answer alone"),
     ("one file", "--predictions: 0 questions are answered by two or more systems; at least 20"),
     ("one file twice", "the same outputs twice"),
     ("missing file", "--predictions /no/such.jsonl: no such file"),
@@ -190,3 +190,162 @@ def test_rat_adapt_on_a_full_disk_is_one_line_and_keeps_the_old_model(boosted_mo
     assert err[-1] == f"rat-adapt: error: --out {out}: cannot be written (No space left on device)", err
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["adapted"]
+
+
+def _system_files(tmp_path: Path, db_id: str, n: int, systems=("a", "b")) -> list[str]:
+    """One JSONL file per system, each answering the same ``n`` questions on ``db_id`` (by their gold SQL)."""
+    from tests.test_score_cli import _demo_rows, _write_rows
+
+    return [str(_write_rows(tmp_path / f"{s}.jsonl", _demo_rows(db_id, n, system=s))) for s in systems]
+
+
+def _stopped_adapt(monkeypatch) -> list:
+    """``model.scoring.adapt.adapt`` replaced by one that keeps the rows rat-adapt gives it and
+    stops there (its fit takes minutes)."""
+    given = []
+
+    def stop(model, teacher, rows, **kwargs):
+        given.append(list(rows))
+        raise AdaptError("stopped here")
+
+    monkeypatch.setattr("model.scoring.adapt.adapt", stop)
+    return given
+
+
+def test_rat_adapt_names_the_model_option_at_fault(tmp_path, capsys):
+    """A single-system --teacher and a consensus --model were said to be mistakes of --predictions."""
+    from model.scoring.cli import adapt_main
+    from tests.test_score_cli import _demo_database
+
+    common = ["--database", _demo_database("library"), "--predictions", *_system_files(tmp_path, "library", 20),
+              "--out", str(tmp_path / "m")]
+    for option, says in ((["--teacher", "pretrained"], "--teacher pretrained: the teacher reads one system's answer alone"),
+                         (["--model", "pretrained:spider_consensus"],
+                          "--model pretrained:spider_consensus: the model to adapt reads other systems' answers")):
+        assert adapt_main([*option, *common]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"rat-adapt: error: {says}" in err, err
+    assert not (tmp_path / "m").exists()
+
+
+def test_an_empty_database_is_named_by_rat_adapt_and_rat_calibrate(tmp_path, capsys):
+    """An empty .sqlite as --database: rat-calibrate said '--predictions: none of the 12 rows could
+    be labelled (schema: no tables)'; now both commands name --database, in one line."""
+    import sqlite3
+
+    from model.scoring.cli import adapt_main, calibrate_main
+    from tests.test_score_cli import _demo_rows, _write_rows
+
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()
+    labelled = _write_rows(tmp_path / "labelled.jsonl", [{**r, "gold": r["sql"]} for r in _demo_rows("library", 12)])
+    for main, files in ((calibrate_main, [str(labelled)]), (adapt_main, _system_files(tmp_path, "library", 20))):
+        assert main(["--database", str(empty), "--predictions", *files, "--out", str(tmp_path / "m")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"error: --database {empty}: no tables" in err, err
+
+
+def test_rat_adapt_refuses_outputs_most_of_which_read_tables_the_database_lacks(tmp_path, capsys, monkeypatch):
+    """Outputs on one database adapted on against another (--database of the wrong file): the
+    teacher read every one as 'not in the schema' and the model was fitted on that, silently;
+    now one line, exit 2, before the teacher scores them."""
+    from model.scoring.cli import adapt_main
+    from tests.test_score_cli import _demo_database
+
+    given = _stopped_adapt(monkeypatch)
+    files = _system_files(tmp_path, "library", 20)
+    clinic = _demo_database("clinic")
+    assert adapt_main(["--database", clinic, "--predictions", *files, "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and (f"rat-adapt: error: --predictions: 40 of 40 outputs read only tables --database "
+                                     f"{clinic} lacks") in err, err
+    assert given == []
+    assert adapt_main(["--database", _demo_database("library"), "--predictions", *files,
+                       "--out", str(tmp_path / "m")]) == 2  # their own database: on to adapt
+    assert "stopped here" in capsys.readouterr().err and len(given[0]) == 40
+
+
+def test_rat_adapt_reads_rows_without_a_question_id_by_db_id_and_question(tmp_path, capsys, monkeypatch):
+    """docs/scoring.md: rat-adapt reads JSONL rows {question_id | question, db_id, sql}; rows
+    without a question_id were each a question of their own ('0 questions are answered by two or
+    more systems'): now grouped by db_id and question, as --choose groups them, a question_id
+    of a row of the same question lent to the others."""
+    from model.scoring.cli import adapt_main
+    from tests.test_score_cli import _demo_database, _demo_rows, _write_rows
+
+    given = _stopped_adapt(monkeypatch)
+    a, b = _demo_rows("library", 20, system="a"), _demo_rows("library", 20, system="b")
+    b[0]["question_id"] = "mine_0"  # one system's row with an id: the other system's row of it takes that id
+    files = [str(_write_rows(tmp_path / "a.jsonl", a)), str(_write_rows(tmp_path / "b.jsonl", b))]
+    assert adapt_main(["--database", _demo_database("library"), "--predictions", *files,
+                       "--out", str(tmp_path / "m")]) == 2
+    assert "stopped here" in capsys.readouterr().err
+    systems: dict = {}
+    for row in given[0]:
+        systems.setdefault(row.get("question_id"), set()).add(row["system"])
+    assert None not in systems and len(systems) == len({r["question"] for r in a}), systems
+    assert all(s == {"a", "b"} for s in systems.values()) and systems["mine_0"] == {"a", "b"}
+
+
+def test_rows_given_twice_without_a_question_id_are_read_once(tmp_path, capsys, monkeypatch):
+    """rat-calibrate counted an exact duplicate row without a question_id twice (40 rows twice:
+    '80 labelled outputs'), as rat-adapt read it twice: one is read, the other counted."""
+    from model.errors import RecalibrationError
+    from model.scoring.cli import calibrate_main
+    from tests.test_score_cli import _demo_database, _demo_rows, _write_rows
+
+    given = []
+
+    def stop(model, rows, **kwargs):
+        given.append(list(rows))
+        raise RecalibrationError("stopped here")
+
+    monkeypatch.setattr("model.scoring.recalibrate.recalibrate", stop)
+    rows = [{**r, "gold": r["sql"]} for r in _demo_rows("library", 10)]
+    other = {**rows[0], "sql": rows[0]["sql"] + " LIMIT 1"}  # the same question, another query: kept
+    labelled = _write_rows(tmp_path / "labelled.jsonl", rows + rows + [other])
+    assert calibrate_main(["--database", _demo_database("library"), "--predictions", str(labelled),
+                           "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert "--predictions: stopped here; left out before: 10 (duplicate row 10)" in err, err
+    assert len(given[0]) == 11
+
+
+def test_rat_adapt_says_why_label_shift_moved_nothing(tmp_path, capsys, monkeypatch):
+    """rat-adapt --label-shift on 90 outputs (under 100) moved no rate, silently: the reason
+    adapt gives (Adaptation.not_shifted) is printed."""
+    from model.scoring import Scorer
+    from model.scoring.adapt import Adaptation
+    from model.scoring.cli import adapt_main
+    from tests.test_score_cli import _demo_database
+
+    single = Scorer.pretrained().saved
+    why = "label shift: 40 outputs scored, fewer than 100: no rate estimated, the teacher's confidences not moved"
+    monkeypatch.setattr("model.scoring.adapt.adapt", lambda model, teacher, rows, **kwargs: Adaptation(
+        single, len(rows), 0, 20, 20, {"a": 20, "b": 20}, not_shifted=why))
+    assert adapt_main(["--database", _demo_database("library"), "--predictions", *_system_files(tmp_path, "library", 20),
+                       "--out", str(tmp_path / "m"), "--label-shift"]) == 0
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"rat-adapt: {why}"
+
+
+def test_a_label_shift_that_does_not_fit_is_not_applied(tmp_path):
+    """Three systems' outputs that are all wrong: EM's rate runs to 0. Moved there, every soft
+    label was 0 and the adapted model said ~0 for everything (a constant); as rat-score
+    --label-shift, nothing is moved, and ``not_shifted`` says why in one line."""
+    from model import label_shift as L
+    from tests.test_recalibrate import singers_sqlite
+
+    database = singers_sqlite(tmp_path / "singers.sqlite")
+    wrong = {"s1": "SELECT country FROM singer WHERE singer_id = {k}", "s2": "SELECT age FROM singer WHERE name = 'x{k}'",
+             "s3": "SELECT count(*) FROM singer WHERE age < {k}"}
+    rows = [{"sql": sql.format(k=k), "question": f"Names of singers older than {20 + k}?", "question_id": f"q{k}",
+             "system": system, "database": database} for system, sql in wrong.items() for k in range(40)]
+    assert len(rows) >= L.MIN_QUERIES
+    single, teacher = Scorer.pretrained().saved, Scorer.pretrained("spider_consensus").saved
+    result = adapt(single, teacher, rows, progress=False, label_shift=True, hgb={"max_iter": 20})
+    assert result.query_shift is not None and not result.query_shift.fits
+    assert result.estimated_rates is None  # nothing moved
+    confidences = [r.query_confidence for r in Scorer(result.model).score_many(rows, progress=False)]
+    assert np.mean(confidences) > 0.05  # not the constant ~0 a shift to 0 gave
+    assert "not moved" in result.not_shifted and "\n" not in result.not_shifted
+    assert result.model.info_["trained_on"]["adapted_on"]["not_shifted"] == result.not_shifted

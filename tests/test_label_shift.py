@@ -126,3 +126,66 @@ def test_confidences_that_do_not_fit_a_label_shift_are_not_moved():
     assert [r.query_confidence for r in results] == list(p) and all(r.label_shift is None for r in results)
     fitting = L.estimate(np.random.default_rng(1).beta(6, 2, 400), 0.795, "execution")
     assert fitting.fits and L.EDGE < fitting.low
+
+
+def test_the_module_example_is_a_shift_that_fits():
+    """The module's example moves every confidence down: it must be an estimate that fits (one
+    that reaches 0 moves nothing)."""
+    import doctest
+
+    test = doctest.DocTestParser().get_doctest(L.__doc__, dict(vars(L)), "model.label_shift", None, 0)
+    runner = doctest.DocTestRunner()
+    runner.run(test, out=lambda _: None, clear_globs=False)
+    shift = test.globs["shift"]
+    assert runner.failures == 0 and shift.fits and shift.rate < 0.8
+
+
+def test_a_recalibrated_model_is_shifted_from_the_rate_it_was_recalibrated_at(tmp_path):
+    """rat-calibrate on outputs 3 of 10 right: label shift then starts from 0.3 (with the label of
+    those outputs), not the rate of the data the model was first fitted on; the pair that was not
+    refitted keeps its rate. A card written before rat-calibrate recorded query_rate reads its
+    recalibrated_on."""
+    from model.nodes.estimator import BoostedNodeModel
+    from model.scoring import Scorer
+    from model.scoring.recalibrate import recalibrate
+    from tests.test_recalibrate import singers_sqlite
+
+    database = singers_sqlite(tmp_path / "singers.sqlite")
+    gold = "SELECT name FROM singer WHERE age > {}"
+    rows = [{"sql": gold.format(k + (i >= 3)), "gold": gold.format(k), "database": database,  # 3 right
+             "question": f"Names of singers older than {k}?"} for i, k in enumerate(range(30, 40))]
+    shipped = Scorer.pretrained().saved
+    result = recalibrate(shipped, rows, select=False, progress=False)
+    assert result.right_queries == 3 and result.refitted == ["with database"] and not result.query_kept
+    result.model.save(tmp_path / "m")
+    loaded = BoostedNodeModel.load(tmp_path / "m")
+    assert L.source_rate(loaded) == (pytest.approx(0.3), "execution")
+    assert L.source_rate(loaded, False) == L.source_rate(shipped, False)  # the pair used without one
+    scored = Scorer(loaded).score_many(rows, progress=False, label_shift=True)
+    assert scored[0].label_shift.source_rate == pytest.approx(0.3)
+    older = {k: v for k, v in loaded.info_.items() if not k.startswith(("query_rate", "query_label_"))}
+    old_card = BoostedNodeModel.from_parts(loaded.node_model_, loaded.site_model_, loaded.calibrator_,
+                                           loaded.query_calibrator_, loaded.features_, loaded.typical_, older,
+                                           loaded.without_database_)
+    assert L.source_rate(old_card) == (pytest.approx(0.3), "execution")
+
+
+def test_score_many_on_a_few_queries_says_when_the_estimate_does_not_fit(tmp_path):
+    """label_shift=True on 10 confident queries: EM runs to 1, nothing moves, and each result
+    holds the estimate (fits False), so "not estimated" (None) and "estimated, not moved" differ."""
+    from model.scoring import Scorer
+    from tests.test_recalibrate import singers_sqlite
+
+    database = singers_sqlite(tmp_path / "singers.sqlite")
+    rows = [{"sql": f"SELECT name FROM singer WHERE age > {20 + k}", "question": f"Names of singers older than "
+             f"{20 + k}?", "database": database} for k in range(10)]
+    scorer = Scorer.pretrained()
+    plain = scorer.score_many(rows, progress=False)
+    shifted = scorer.score_many(rows, progress=False, label_shift=True)
+    found = shifted[0].label_shift
+    assert found is not None and not found.fits and all(r.label_shift is found for r in shifted)
+    assert [r.query_confidence for r in shifted] == [r.query_confidence for r in plain]  # not moved
+    assert [r.unshifted_confidence for r in shifted] == [r.query_confidence for r in plain]
+    row = shifted[0].to_dict()
+    assert row["label_shift"]["fits"] is False and row["query_confidence_unshifted"] == row["query_confidence"]
+    assert all(r.label_shift is None for r in plain)

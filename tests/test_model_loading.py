@@ -66,6 +66,27 @@ def _without(key):
      "features: kind is named twice"),
     (lambda meta: {**meta, "features": [*meta["features"][:-1], "zz"]}, "features: 'zz' is no feature of nf-"),
     (lambda meta: {**meta, "features": meta["features"][::-1]}, "features: not in the order"),
+    # the rates and counts label shift divides (rat-score --label-shift, rat-adapt --label-shift)
+    (lambda meta: {**meta, "query_rate": "high"}, "query_rate: expected a number between 0 and 1"),
+    (lambda meta: {**meta, "query_rate": 1.5}, "query_rate: expected a number between 0 and 1"),
+    (lambda meta: {**meta, "query_rate": float("nan")}, "query_rate: expected a number between 0 and 1"),
+    (lambda meta: {**meta, "query_rate_without_database": 0}, "query_rate_without_database: expected a number"),
+    (lambda meta: {**meta, "trained_on": {**meta["trained_on"], "examples": "many"}},
+     "trained_on.examples: expected a whole number, 0 or more"),
+    (lambda meta: {**meta, "trained_on": {**meta["trained_on"], "correct_queries": [1]}},
+     "trained_on.correct_queries: expected a whole number"),
+    (lambda meta: {**meta, "trained_on": {**meta["trained_on"], "correct_nodes": -1}},
+     "trained_on.correct_nodes: expected a whole number"),
+    (lambda meta: {**meta, "trained_on": {**meta["trained_on"], "correct_queries": 99999}},
+     "trained_on.correct_queries: 99999, more than its examples (10681)"),
+    (lambda meta: {**meta, "trained_on": "spider"}, "trained_on: expected an object"),
+    (lambda meta: {**meta, "recalibrated_on": "x"}, "recalibrated_on: expected an object"),
+    (lambda meta: {**meta, "recalibrated_on": {"queries": 4, "right_queries": 5, "refitted": ["all"]}},
+     "recalibrated_on.right_queries: 5, more than its queries (4)"),
+    (lambda meta: {**meta, "recalibrated_on": {"queries": 4, "pairs": {"all": {"queries": 4, "right_queries": 2.5}}}},
+     "recalibrated_on.pairs.all.right_queries: expected a whole number"),
+    (lambda meta: {**meta, "query_label_without_database": "\x1b[31mred"},
+     "query_label_without_database: expected a short line of printable text"),
 ])
 def test_a_malformed_model_json_is_one_line_naming_the_part(model_copy, change, message):
     _edit(model_copy, change)

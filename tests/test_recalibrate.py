@@ -98,7 +98,12 @@ def test_rows_without_a_database_refit_the_calibrators_used_without_one():
     new = result.model
     assert new.calibrator_ is model.calibrator_ and new.query_calibrator_ is model.query_calibrator_
     assert new.without_database_[1] != model.without_database_[1]
-    assert model.query_label == "execution" and new.query_label == "tree"  # fitted on tree labels now
+    # the pair used without a database is fitted on tree labels now; the one used with a database
+    # (and query_label, which names it) still means execution match
+    assert model.query_label == "execution" and new.query_label == "execution"
+    from model.label_shift import query_label_for
+
+    assert query_label_for(new, False) == "tree" and query_label_for(new, True) == "execution"
 
 
 def test_given_labels_and_rows_that_cannot_be_labelled(boosted_model):  # noqa: F811
@@ -290,3 +295,61 @@ def test_rows_no_reader_took_are_counted_when_none_can_be_labelled(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("rat-calibrate: error: --predictions: none of the 1 rows could be labelled"), err
     assert "left out before: 1 (" in err[-1], err
+
+
+def singers_sqlite(path: Path) -> Path:
+    """A SQLite file of 40 singers (ages 21 to 60)."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, age INTEGER, country TEXT)")
+        conn.executemany("INSERT INTO singer VALUES (?, ?, ?, ?)",
+                         [(k, f"s{k}", 20 + k, "FR" if k % 2 else "US") for k in range(1, 41)])
+    conn.close()
+    return path
+
+
+def test_one_labelled_query_keeps_the_calibrators_by_default(tmp_path):
+    """One confident wrong query refitted the shipped model's calibrators (the cross-fit's single
+    fold had no training query and was scored 0.5, which beats a confident wrong answer): its
+    confidences fell to a fifth. Under MIN_QUERIES labelled queries a pair is kept, and says why."""
+    from model.scoring import recalibrate as R
+
+    database = singers_sqlite(tmp_path / "singers.sqlite")
+    model = Scorer.pretrained().saved
+    wrong = [{"sql": "SELECT name FROM singer WHERE age < 40", "gold": "SELECT name FROM singer WHERE age > 40",
+              "question": "Names of singers older than 40?", "database": database}]
+    result = recalibrate(model, wrong, progress=False)
+    assert result.labels == {"execution": 1} and result.right_queries == 0
+    assert result.refitted == [] and result.model.calibrator_ is model.calibrator_
+    assert result.model.query_calibrator_ is model.query_calibrator_ and "policy" in result.model.info_
+    assert result.kept == {"with database": f"1 labelled output, fewer than {R.MIN_QUERIES}"}
+    assert "fewer than 10" in result.outcome and "\n" not in result.outcome
+    # a fold with nothing to fit on is the model's own confidence, not 0.5
+    raw = [model.raw_node_probability(Scorer(model).score_many(wrong, progress=False)[0].features)]
+    y = [np.array([1, 1, 0, 1][:len(raw[0])])]
+    assert R._cross_fitted(raw, y, np.array([0]), "platt", model.query_calibrator_, np.array([0.9])).tolist() == [0.9]
+    # --always-refit refits on any number
+    assert recalibrate(model, wrong, select=False, progress=False).refitted == ["with database"]
+
+
+def test_each_calibrator_pair_keeps_its_own_label_and_rate(tmp_path):
+    """A refit of one pair (here the one used without a database, on tree labels) leaves the other
+    pair's label and rate as they were; both survive a save and a load."""
+    from model import label_shift as L
+
+    model = Scorer.pretrained().saved
+    gold = "SELECT name FROM singer WHERE age > 40"
+    rows = [{"sql": sql, "gold": gold, "question": "Names of singers older than 40?"}
+            for sql in (gold, "SELECT name FROM singer WHERE age < 40", "SELECT age FROM singer",
+                        "SELECT name FROM singer", gold)]
+    new = recalibrate(model, rows, select=False, progress=False).model
+    shipped_rate = L.source_rate(model)
+    new.save(tmp_path / "m")
+    for loaded in (new, BoostedNodeModel.load(tmp_path / "m")):
+        assert loaded.query_label == "execution"  # the pair used with a database: not refitted
+        assert L.query_label_for(loaded, True) == "execution" and L.query_label_for(loaded, False) == "tree"
+        assert L.source_rate(loaded, True) == pytest.approx(shipped_rate)
+        assert L.source_rate(loaded, False) == (pytest.approx(2 / 5), "tree")
+        assert loaded.info_["recalibrated_on"]["pairs"] == {
+            "without database": {"queries": 5, "right_queries": 2, "label": "tree"}}

@@ -294,10 +294,10 @@ def test_a_schema_nested_too_deeply_and_a_file_that_is_no_database_are_one_line(
 def test_two_files_of_one_system_name_and_an_empty_split_are_one_line(tmp_path):
     from model.synth.demo import demo_root
 
-    rows = json.dumps({"question": "How many suppliers?", "db_id": "supply_chain", "sql": "SELECT 1"}) + "\n"
-    for folder in ("a", "b"):
+    for folder, sql in (("a", "SELECT 1"), ("b", "SELECT 2")):  # (the same outputs twice: refused as such)
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "sys.jsonl").write_text(rows)
+        (tmp_path / folder / "sys.jsonl").write_text(json.dumps({"question": "How many suppliers?",
+                                                                 "db_id": "supply_chain", "sql": sql}) + "\n")
     done = rat_score("--data-root", str(demo_root()), "--predictions", str(tmp_path / "a" / "sys.jsonl"),
                      str(tmp_path / "b" / "sys.jsonl"))
     assert done.returncode == 2 and "both hold rows of system 'sys'" in done.stderr, done.stderr
@@ -563,3 +563,121 @@ def test_rows_of_a_system_the_model_was_fitted_on_say_so(tmp_path):
     seen, new = map(json.loads, (tmp_path / "scored.jsonl").read_text().splitlines())
     assert seen["system"] == "gpt4_zero_shot" and seen["fitted_on_system"] == shipped["trained_on"]["data_root"]
     assert new["system"] == "mine" and "fitted_on_system" not in new
+
+
+def _demo_rows(db_id: str, n: int, system: str | None = None) -> list[dict]:
+    """``n`` of the demo's dev questions on ``db_id`` as JSONL rows, each answered by its gold SQL."""
+    from model.synth.demo import demo_root
+
+    dev = json.loads((demo_root() / "dev.json").read_text())
+    rows = [{"question": q["question"], "db_id": q["db_id"], "sql": q["query"]} for q in dev if q["db_id"] == db_id]
+    return [{**row, **({"system": system} if system else {})} for row in rows[:n]]
+
+
+def _write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def _demo_database(db_id: str) -> str:
+    from model.synth.demo import demo_root
+
+    return str(demo_root() / "database" / db_id / f"{db_id}.sqlite")
+
+
+def test_a_prediction_file_given_twice_is_refused_in_one_line(tmp_path, capsys):
+    """One file given twice to --predictions (or its copy under another name) was scored twice
+    and, with --label-shift, moved twice in place (0.753, then 0.485): refused, as rat-adapt
+    refuses it, before anything is scored or written."""
+    from model.scoring.cli import main
+
+    rows = _write_rows(tmp_path / "mine.jsonl", _demo_rows("library", 10))
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(rows.read_bytes())
+    out = tmp_path / "scored.jsonl"
+    for files in ([rows, rows], [rows, copy]):
+        assert main(["--database", _demo_database("library"), "--predictions", *map(str, files),
+                     "--out", str(out), "--no-reasons", "--label-shift"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--predictions {rows} and {files[1]}: the same outputs twice" in err, err
+    assert not out.exists()
+
+
+def test_label_shift_of_one_query_is_refused_in_one_line(capsys):
+    """--sql with --label-shift was accepted and did nothing (a single query is never shifted):
+    refused, as --check with --label-shift is."""
+    from model.scoring.cli import main
+
+    assert main(["--database", _demo_database("library"), "--sql", "SELECT count(*) FROM books",
+                 "--label-shift"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--sql and --label-shift: a rate is estimated on a file of queries" in err, err
+
+
+def test_label_shift_of_a_file_under_100_queries_says_nothing_moved(tmp_path, capsys):
+    """A file of fewer than model.label_shift.MIN_QUERIES scored queries is not shifted: it was
+    silent, now a line says why."""
+    from model.scoring.cli import main
+
+    rows = _write_rows(tmp_path / "mine.jsonl", _demo_rows("library", 20))
+    out = tmp_path / "scored.jsonl"
+    assert main(["--database", _demo_database("library"), "--predictions", str(rows), "--out", str(out),
+                 "--no-reasons", "--label-shift"]) == 0
+    err = capsys.readouterr().err
+    assert ("rat-score: mine.jsonl: label shift: 20 queries scored, fewer than 100: no rate estimated, confidences "
+            "not moved") in err, err
+    assert all("label_shift" not in json.loads(line) for line in out.read_text().splitlines())
+
+
+def test_label_shift_with_a_model_that_records_no_rate_is_refused_in_one_line(tmp_path, capsys):
+    """A model whose card records no rate it was calibrated at (an adapted model, or this one)
+    moved nothing, silently, after scoring the whole file: one line, exit 2, before it."""
+    import shutil
+
+    from model.scoring.cli import main
+
+    rows = _write_rows(tmp_path / "mine.jsonl", _demo_rows("library", 20))
+    norate = tmp_path / "norate"  # the shipped model, its card without the share of right training outputs
+    shutil.copytree(Path(__file__).parents[1] / "model/scoring/pretrained/spider", norate)
+    card = json.loads((norate / "model.json").read_text())
+    del card["trained_on"]["correct_queries"]
+    (norate / "model.json").write_text(json.dumps(card))
+    assert main(["--model", str(norate), "--database", _demo_database("library"), "--predictions", str(rows),
+                 "--out", str(tmp_path / "other.jsonl"), "--label-shift"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--label-shift: the model (" in err, err
+    assert "records no rate of right queries it was calibrated at" in err and "adapted" not in err, err
+
+
+def test_rows_read_against_a_database_without_their_tables_are_counted(tmp_path, capsys):
+    """Rows of one database scored against another (--database of the wrong file) were scored
+    silently, every one 'not in the schema' and near 0: the closing lines count them and name
+    the option."""
+    from model.scoring.cli import main
+
+    rows = _write_rows(tmp_path / "mine.jsonl", _demo_rows("library", 12))
+    out = tmp_path / "scored.jsonl"
+    clinic = _demo_database("clinic")
+    assert main(["--database", clinic, "--predictions", str(rows), "--out", str(out), "--no-reasons"]) == 0
+    err = capsys.readouterr().err
+    assert f"rat-score: 12 of 12 queries read only tables --database {clinic} lacks (the schema of these " \
+           "queries?)" in err, err
+    assert main(["--database", _demo_database("library"), "--predictions", str(rows), "--out", str(out),
+                 "--no-reasons"]) == 0
+    assert "lacks" not in capsys.readouterr().err
+
+
+def test_an_empty_database_is_one_line(tmp_path, capsys):
+    """A --database without a table: every row was left out as 'schema: no tables', exit 0; now
+    one line naming --database, exit 2."""
+    import sqlite3
+
+    from model.scoring.cli import main
+
+    rows = _write_rows(tmp_path / "mine.jsonl", _demo_rows("library", 12))
+    out = tmp_path / "scored.jsonl"
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()
+    assert main(["--database", str(empty), "--predictions", str(rows), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--database {empty}: no tables" in err, err

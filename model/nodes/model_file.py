@@ -185,13 +185,14 @@ def _check_classes(model: Any, path: Path) -> None:
 
 def _check_card(meta: dict, meta_path: Path) -> None:
     """The parts of ``model.json`` scoring reads besides the calibrators: ``config`` (an object),
-    ``pointer_reliability`` (bins of ``lo``, ``hi``, ``top1`` numbers), ``quantiles``; the first
-    malformed one is one ``ModelFileError`` line naming it."""
+    ``pointer_reliability`` (bins of ``lo``, ``hi``, ``top1`` numbers), ``quantiles``, and the rates
+    label shift reads (``_check_rates``); the first malformed one is one ``ModelFileError`` line
+    naming it."""
     from model.nodes.quantiles import Quantiles
 
     if not isinstance(meta.get("config", {}), dict):
         raise ModelFileError(f"{meta_path}: config: expected an object")
-    for field in ("method", "query_label", "feature_version"):  # printed on a terminal as they are
+    for field in ("method", "query_label", "query_label_without_database", "feature_version"):  # printed as they are
         value = meta.get(field)
         if value is not None and (not isinstance(value, str) or len(value) > 200
                                   or any(unicodedata.category(c) in ("Cc", "Cf") for c in value)):
@@ -204,12 +205,61 @@ def _check_card(meta: dict, meta_path: Path) -> None:
                 for k in ("lo", "hi", "top1")) for b in bins) for bins in reliability.values()):
         raise ModelFileError(f"{meta_path}: pointer_reliability: expected {{with_database: [{{lo, hi, top1}}, ...]}}, "
                              "each in [0, 1]")
+    _check_rates(meta, meta_path)
     if "quantiles" in meta:
         try:
             quantiles = Quantiles.from_dict(meta["quantiles"])
             quantiles.transform(np.zeros((1, len(quantiles.features))), list(quantiles.features))
         except Exception as e:  # noqa: BLE001  (junk in any field)
             raise ModelFileError(f"{meta_path}: quantiles: cannot be read ({type(e).__name__})") from None
+
+
+def _check_rates(meta: dict, meta_path: Path) -> None:
+    """The rates and counts ``model.label_shift`` (and ``rat-adapt --label-shift``, of a teacher)
+    divide and compare: ``query_rate`` / ``query_rate_without_database`` numbers strictly between
+    0 and 1, the counts of ``trained_on`` and ``recalibrated_on`` (and its ``pairs``') whole
+    numbers, 0 or more, none above its total, and their labels short printable text; the first
+    malformed one is one ``ModelFileError`` line naming its key."""
+    def bad(key: str, problem: str) -> ModelFileError:
+        return ModelFileError(f"{meta_path}: {key}: {problem}")
+
+    def count(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    for key in ("query_rate", "query_rate_without_database"):
+        rate = meta.get(key)
+        if rate is not None and not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
+                                     and np.isfinite(rate) and 0 < rate < 1):
+            raise bad(key, "expected a number between 0 and 1 (the share of right queries)")
+    recalibrated = meta.get("recalibrated_on")
+    pairs = recalibrated.get("pairs") if isinstance(recalibrated, dict) else None
+    # (where, its object, (count, its total) pairs, the key of its label: read as text)
+    counted = [("trained_on", meta.get("trained_on"), (("correct_queries", "examples"), ("correct_nodes", "nodes")),
+                "labels"),
+               ("recalibrated_on", recalibrated, (("right_queries", "queries"), ("with_database", "queries")), None)]
+    if isinstance(pairs, dict):
+        counted += [("recalibrated_on.pairs" + (f".{name}" if name in ("with database", "without database", "all") else ""), pair, (("right_queries", "queries"),), "label")
+                    for name, pair in pairs.items()]
+    elif pairs is not None:
+        raise bad("recalibrated_on.pairs", "expected an object")
+    for where, part, sums, label in counted:
+        if part is None:
+            continue
+        if not isinstance(part, dict):
+            raise bad(where, "expected an object")
+        for some, total in sums:
+            for key in (some, total):
+                if part.get(key) is not None and not count(part[key]):
+                    raise bad(f"{where}.{key}", "expected a whole number, 0 or more")
+            if part.get(some) is not None and part.get(total) is not None and part[some] > part[total]:
+                raise bad(f"{where}.{some}", f"{part[some]}, more than its {total} ({part[total]})")
+        value = part.get(label) if label else None
+        if value is not None and (not isinstance(value, str) or len(value) > 200
+                                  or any(unicodedata.category(c) in ("Cc", "Cf") for c in value)):
+            raise bad(f"{where}.{label}", "expected a short line of printable text")
+    refitted = recalibrated.get("refitted") if isinstance(recalibrated, dict) else None
+    if refitted is not None and not (isinstance(refitted, list) and all(isinstance(r, str) for r in refitted)):
+        raise bad("recalibrated_on.refitted", "expected a list of calibrator pairs")
 
 
 def _checked_parts(meta: dict, meta_path: Path) -> dict[str, Any]:

@@ -18,8 +18,8 @@ teacher's whole-query confidences). The node model learns the teacher's calibrat
 probabilities, so its own output is the confidence (no node calibrator). Where your outputs are
 right more or less often than the teacher's training data (BIRD's far less often than
 Spider's), those probabilities are first moved to the rates EM estimates on your outputs
-(label shift, ``model.label_shift``; for ``MIN_QUERIES`` or more outputs): without that, the
-adapted confidences keep the teacher's benchmark's rates.
+(label shift, ``model.label_shift``; for ``MIN_QUERIES`` or more outputs, where the estimate
+fits a label shift): without that, the adapted confidences keep the teacher's benchmark's rates.
 
     rat-adapt --schema tables.json --predictions system_a.jsonl system_b.jsonl system_c.jsonl --out adapted/
     rat-score --model adapted/ --schema tables.json --predictions new.jsonl
@@ -59,6 +59,8 @@ class Adaptation:
     teacher_rates: tuple[float, float] | None = None  # right nodes, right queries where the teacher was fitted
     estimated_rates: tuple[float, float] | None = None  # the same, estimated on the outputs (label_shift)
     query_shift: L.RateShift | None = None  # the right queries' estimate, with its interval
+    # label_shift asked for but nothing moved: why, in one line (rat-adapt prints it); None otherwise
+    not_shifted: str | None = None
 
 
 def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Mapping], seed: int = 0,
@@ -71,8 +73,11 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
     ``label_shift``: the teacher's node and whole-query confidences are moved from the rates of
     right nodes and queries it was trained on to the rates EM estimates on ``rows``
     (``model.label_shift``; skipped for fewer than ``model.label_shift.MIN_QUERIES`` scored
-    rows and for a teacher whose model card lacks its rates; off by default: measured on Spider's
-    systems, it moved the rate of right queries away from theirs, docs/scoring.md).
+    rows and for a teacher whose model card lacks its rates, and not applied where the estimates
+    do not fit a label shift, as with ``rat-score --label-shift``: the right queries' interval
+    reaching 0 or 1, or the right nodes' rate within ``model.label_shift.EDGE`` of them;
+    ``not_shifted`` says why; off by default: measured on Spider's systems, it moved the rate of
+    right queries away from theirs, docs/scoring.md).
 
     >>> from model.scoring import Scorer
     >>> single = Scorer.pretrained().saved
@@ -117,15 +122,24 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
     soft = np.concatenate([[n.confidence for n in r.nodes] for _, r in scored])
     target = np.array([r.query_confidence for _, r in scored])
     rates = _source_rates(teacher) if label_shift and len(scored) >= L.MIN_QUERIES else None
-    estimated = query_shift = None
+    estimated = query_shift = not_shifted = None
+    if label_shift and len(scored) < L.MIN_QUERIES:
+        not_shifted = (f"label shift: {len(scored)} outputs scored, fewer than {L.MIN_QUERIES}: no rate "
+                       "estimated, the teacher's confidences not moved")
+    elif label_shift and rates is None:
+        not_shifted = "label shift: the teacher's model card lacks its rates of right nodes and queries: not moved"
     if rates is not None:
         node_rate = float(L.em_rate(soft, rates[0]))
-        soft = L.shift(soft, rates[0], node_rate)
         query_shift = L.estimate(target, rates[1], str(teacher.info_["trained_on"].get("labels") or "execution"))
-        # moved to EM's rate even where its interval reaches 0 or 1 (unlike rat-score --label-shift):
-        # the teacher's soft labels need the outputs' rates, and rat-adapt was measured so
-        target = L.shift(target, rates[1], query_shift.rate)
-        estimated = (node_rate, query_shift.rate)
+        if not query_shift.fits:  # (EM ran to 0 or 1: moved there, every soft label would be one class)
+            not_shifted = str(query_shift)
+        elif not L.EDGE < node_rate < 1 - L.EDGE:
+            not_shifted = (f"label shift: right nodes estimated {node_rate:.3f}, within {L.EDGE} of 0 or 1: these "
+                           "confidences do not fit a label shift from the teacher's rates, not moved")
+        else:
+            soft = L.shift(soft, rates[0], node_rate)
+            target = L.shift(target, rates[1], query_shift.rate)
+            estimated = (node_rate, query_shift.rate)
     config = model.info_.get("config", {})
     database = config.get("database", "with")
     with_db = np.array([readable_database(row.get("database")) for row, _ in scored])
@@ -153,7 +167,7 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
                   # label shift: the teacher's rates of right nodes / queries, and those estimated here
                   "teacher_rates": list(rates) if rates else None,
                   "estimated_rates": [round(r, 4) for r in estimated] if estimated else None,
-                  "label_shift": query_shift.to_dict() if query_shift else None}
+                  "label_shift": query_shift.to_dict() if query_shift else None, "not_shifted": not_shifted}
     adapted = BoostedNodeModel.from_parts(node_model, model.site_model_, None, model.query_calibrator_, model.features_,
                          model.typical_, _adapted_info(model, teacher, adapted_on), None)
     raw = adapted.raw_node_probability(x)
@@ -169,7 +183,7 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
         adapted.site_model_ = _site_head(model, x, raw, [[len(n.children) for n in r.nodes] for _, r in scored],
                                         sites, np.repeat(1 - target, sizes), seed)
     return Adaptation(adapted, len(scored), n, questions, shared, systems, errors, rates, estimated,
-                      query_shift)
+                      query_shift, not_shifted)
 
 
 def _site_head(model: BoostedNodeModel, x: np.ndarray, raw: np.ndarray, arities: list[list[int]], sites: np.ndarray,

@@ -98,6 +98,26 @@ def check_file(path: Path, option: str) -> None:
         raise UsageError(f"{option} {path}: " + ("a folder, not a file" if is_dir else "no such file"))
 
 
+def check_predictions(paths) -> None:
+    """Each ``--predictions`` file is there and given once: a file named twice, or the same
+    outputs under two names (by content), would be read as two systems' (rat-score would score,
+    and with ``--label-shift`` move, its rows twice; rat-adapt would read them as two systems that
+    agree): one line."""
+    seen: dict[str, Path] = {}
+    for path in paths or ():
+        check_file(path, "--predictions")
+        if len(paths) < 2:
+            continue
+        try:
+            with path.open("rb") as file:
+                digest = hashlib.file_digest(file, "sha256").hexdigest()
+        except OSError as e:
+            raise UsageError(f"--predictions {path}: cannot be read ({e.strerror or e})") from None
+        if digest in seen:
+            raise UsageError(f"--predictions {seen[digest]} and {path}: the same outputs twice")
+        seen[digest] = path
+
+
 def check_outputs(args) -> None:
     """``--out`` and ``--report`` (the default report, ``report.html`` beside ``--out``, only
     where ``--out`` is a regular file or new: not beside ``/dev/stdout``) are neither an input
@@ -202,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         check_database(args)
         if args.check and args.label_shift:
             raise UsageError("--check and --label-shift: the policy's thresholds are for confidences not moved")
+        if args.sql is not None and args.label_shift:
+            raise UsageError("--sql and --label-shift: a rate is estimated on a file of queries (100 or more), "
+                             "not on one")
         if args.choose and (args.sql is not None or args.check or args.label_shift):
             raise UsageError("--choose reads a --predictions file of candidates, without --check or --label-shift")
         check_dialect(args)
@@ -209,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--data-root {args.data_root}: no such directory")
         if args.schema:
             check_file(args.schema, "--schema")
-        for path in args.predictions or ():
-            check_file(path, "--predictions")
+        check_predictions(args.predictions)
         for option in ("out", "report"):
             if getattr(args, option) is not None:
                 check_writable(getattr(args, option), f"--{option}")
@@ -222,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.check and scorer.policy is None:
             raise UsageError(f"--check: the model ({scorer.description}) has no policy saved; choose one with "
                              "python -m model.scoring.policy")
+        if args.label_shift and (problem := label_shift_problem(scorer.saved)):
+            raise UsageError(f"--label-shift: the model ({scorer.description}) {problem}")
         if args.quantiles == "rows" and args.sql:
             raise UsageError("--quantiles rows reads a prediction file's own queries: give --predictions")
         if args.quantiles == "rows" and getattr(scorer.saved, "quantiles_", None) is None:
@@ -230,10 +254,25 @@ def main(argv: list[str] | None = None) -> int:
         with _opened(args, scorer):
             if args.sql:
                 return score_one(scorer, args, schemas)
+            _check_database_tables(args)
             return score_file(scorer, args, schemas)
     except UsageError as e:
         say_error("rat-score", e)
         return 2
+
+
+def label_shift_problem(model) -> str | None:
+    """Why ``model``'s whole-query confidences cannot be moved to a file's rate, whatever the
+    file (``model.label_shift.source_rate``); None where they can."""
+    from model.label_shift import source_rate
+
+    if model is None:
+        return "records no rate of right queries it was calibrated at (a neural model)"
+    if source_rate(model) is None:
+        adapted = ((model.info_ or {}).get("trained_on") or {}).get("adapted_on") is not None
+        return "records no rate of right queries it was calibrated at" + (
+            " (an adapted model: its rates are its teacher's, moved already)" if adapted else "")
+    return None
 
 
 @contextmanager
@@ -322,10 +361,17 @@ def score_one(scorer, args, schemas: dict) -> int:
 
 
 def _unknown_tables(sql: str, dialect: str, schema) -> list[tuple[str, str]]:
-    """The tables ``sql`` reads that ``schema`` lacks (its own CTEs aside), each as (its name, its
-    name as ``sql`` writes it); [] when it cannot tell.
-    A name qualified by a schema or database (``archive.old_orders``) is not told: the schema is
-    read from the URL's database alone, and another may hold it (scoring reads the query as it is)."""
+    """The tables ``sql`` reads that ``schema`` lacks (``_tables_read``), each as (its name, its
+    name as ``sql`` writes it); [] when it cannot tell."""
+    names = _tables_read(sql, dialect) or {}
+    return [(n, written) for n, written in names.items() if n.lower() not in schema.tables]
+
+
+def _tables_read(sql: str, dialect: str) -> dict[str, str] | None:
+    """The tables ``sql`` reads (its own CTEs aside), each name -> as ``sql`` writes it; None
+    when it cannot tell. A name qualified by a schema or database (``archive.old_orders``) is
+    left out: the schema is read from the URL's database alone, and another may hold it (scoring
+    reads the query as it is)."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
@@ -337,10 +383,32 @@ def _unknown_tables(sql: str, dialect: str, schema) -> list[tuple[str, str]]:
         with quiet_sqlglot():  # (sqlglot's note on SQL it reads as a command: not the user's line)
             tree = deeply(sqlglot.parse_one, sql, dialect)
     except (SqlglotError, ValueError):
-        return []
+        return None
+    if tree is None:  # (an empty statement)
+        return None
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    names = {t.name: t.this.sql(dialect=dialect) for t in tree.find_all(exp.Table) if t.name and not t.db}
-    return [(n, written) for n, written in names.items() if n.lower() not in ctes and n.lower() not in schema.tables]
+    return {t.name: t.this.sql(dialect=dialect) for t in tree.find_all(exp.Table)
+            if t.name and not t.db and t.name.lower() not in ctes}
+
+
+def reads_only_missing_tables(result) -> bool:
+    """``result`` (a ``ScoredQuery``) reads tables and none of them is in the schema it was read
+    against: its table nodes, as scoring read them (a table of another schema, ``In_schema``,
+    is not told: another may hold it)."""
+    schema = result.schema
+    if schema is None or any(n.label == "In_schema" for n in result.nodes):
+        return False
+    tables = [n.label.lower() for n in result.nodes if n.kind == "table"]
+    return bool(tables) and not any(t in schema.tables for name in tables for t in schema.tables_of(name))
+
+
+def schema_source(args) -> str:
+    """Where the schemas the rows are read against come from, as the command line names it."""
+    if args.schema:
+        return f"--schema {args.schema}"
+    if getattr(args, "database", None):
+        return f"--database {getattr(args.database, 'name', args.database)}"
+    return "their db_id's schema under --data-root"
 
 
 def read_rows(args, schemas: dict, skipped: Counter) -> list[dict]:
@@ -487,12 +555,11 @@ def score_file(scorer, args, schemas: dict) -> int:
         parts = chunks(groups_of(good), CHUNK_ROWS)
     else:
         parts = chunks([[k] for k in range(len(good))], CHUNK_ROWS)
-    # what "right" means for the whole-query confidence (None: a neural model, which records none)
-    label, means = getattr(scorer.saved, "query_label", None), None
-    if label is not None:
-        from model.nodes.estimator import LABEL_MEANING
+    # what "right" means for the whole-query confidence (None: a neural model, which records none);
+    # a calibrator pair rat-calibrate refitted alone has its own (model.label_shift.query_label_for)
+    from model.label_shift import query_label_for
 
-        means = f"P(right by {LABEL_MEANING.get(label, label)})"
+    label, written_labels = getattr(scorer.saved, "query_label", None), Counter()
     shifts, actions, unfamiliar, lacking = [], Counter(), Counter(), Counter()
     counts = Counter()  # scored: rows scored; written: rows written; odd: scored rows with unfamiliar nodes
     least: list = []  # (confidence, position, row, result) of the REPORT_QUERIES least confident so far
@@ -511,12 +578,18 @@ def score_file(scorer, args, schemas: dict) -> int:
             results = scorer.score_many(batch, progress=bar, reasons=not args.no_reasons,
                                         quantiles=args.quantiles, label_shift=False)
         if args.label_shift:  # each file (one system's outputs) alone
-            from model.label_shift import shift_scored
+            from model.label_shift import MIN_QUERIES, shift_scored
 
             for path in args.predictions:
                 mine = [r for row, r in zip(batch, results) if row["_file"] == str(path) and not isinstance(r, RowError)]
                 if (found := shift_scored(mine, scorer.saved)) is not None:
                     shifts.append((path, found))
+                elif len(mine) < MIN_QUERIES:  # (a model without its rate is refused before scoring)
+                    shifts.append((path, (f"label shift: {len(mine)} queries scored, fewer than {MIN_QUERIES}: "
+                                          "no rate estimated, confidences not moved")))
+                else:  # (a model of two calibrator pairs, one without its rate)
+                    shifts.append((path, ("label shift: the model records no rate of right queries for the "
+                                          "calibrator these queries were scored with: not moved")))
         for j, k in enumerate(part):
             if k in lent:
                 good[k]["question_id"] = None
@@ -534,6 +607,7 @@ def score_file(scorer, args, schemas: dict) -> int:
                 skipped[result.reason] += 1
                 continue
             counts["scored"] += 1
+            counts["missing tables"] += reads_only_missing_tables(result)
             odd = [n.kind for n in result.nodes if n.unfamiliar]
             unfamiliar.update(odd)
             counts["odd"] += bool(odd)
@@ -551,7 +625,8 @@ def score_file(scorer, args, schemas: dict) -> int:
             if str(row.get("system")) in (trained.get("systems") or {}):
                 d["fitted_on_system"] = trained.get("data_root") or True
             if label is not None:
-                d["query_label"] = label
+                d["query_label"] = query_label_for(scorer.saved, result.with_database)
+                written_labels[(d["query_label"], result.with_database)] += 1
             if chosen is not None:
                 d["agreeing"], d["candidates"] = chosen[j]
             written.append(d)
@@ -581,6 +656,7 @@ def score_file(scorer, args, schemas: dict) -> int:
         bar.close()
     # the report: the least confident queries first, at most REPORT_QUERIES (a page of every row of
     # a large file would be hundreds of MB), each with its system
+    means = _label_meanings(written_labels) if label is not None else None
     entries = report_entries([result for *_, result in least])
     for entry, (_, _, row, _) in zip(entries, least):
         entry["system"] = row.get("system")
@@ -602,8 +678,12 @@ def score_file(scorer, args, schemas: dict) -> int:
         print(f"rat-score: scored {counts['written']} of {total} "
               f"rows with {scorer.description} -> {where}{note}", file=sys.stderr)
     for path, found in shifts:
-        moved = "; whole-query confidences moved to it" if found.fits else ""
+        moved = "; whole-query confidences moved to it" if not isinstance(found, str) and found.fits else ""
         print(f"rat-score: {path.name}: {found}{moved}", file=sys.stderr)
+    if counts["missing tables"]:  # (--sql refuses such a query; a file's are scored: said here, many or few)
+        most = " (the schema of these queries?)" if 2 * counts["missing tables"] >= counts["scored"] else ""
+        print(f"rat-score: {counts['missing tables']} of {counts['scored']} queries read only tables "
+              f"{schema_source(args)} lacks{most}", file=sys.stderr)
     if unfamiliar:
         print(f"rat-score: {unfamiliar_note(unfamiliar, counts['odd'], counts['scored'])}", file=sys.stderr)
     if args.data_root and not args.no_database and not getattr(args, "database", None) and lacking:
@@ -652,6 +732,24 @@ def build_adapt_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _label_meanings(labels: Counter) -> str | None:
+    """What the whole-query confidences written mean, from the (label, scored with a database)
+    of each row: one label, "P(right by ..)"; two (a model whose calibrator pairs rat-calibrate
+    refitted to other labels, rows scored both ways), each with the rows it is of."""
+    from model.nodes.estimator import LABEL_MEANING
+
+    by_label = {}
+    for (name, with_database), _ in labels.most_common():
+        by_label.setdefault(name, []).append("with a database" if with_database else "without one")
+    if not by_label:
+        return None
+    if len(by_label) == 1:
+        name = next(iter(by_label))
+        return f"P(right by {LABEL_MEANING.get(name, name)})"
+    return "; ".join(f"P(right by {LABEL_MEANING.get(name, name)}) {' and '.join(ways)}"
+                     for name, ways in by_label.items())
+
+
 def _skipped_note(skipped: Counter, what: str) -> str:
     """``"; not used: 3 (not a JSON line 2, unknown db_id 1)"``, or nothing when no row was left out."""
     return f"; {what}: {sum(skipped.values())} ({', '.join(f'{k} {v}' for k, v in skipped.most_common())})" \
@@ -660,16 +758,20 @@ def _skipped_note(skipped: Counter, what: str) -> str:
 
 def _usable_rows(args) -> tuple[list[dict], Counter]:
     """``read_rows``' rows that name a known database, each system's first for a question (a
-    second would count its label twice), and the count of those left out, by reason."""
+    second would count its label twice) and, of rows without a question_id, each system's first
+    of one query to one question, and the count of those left out, by reason."""
     skipped: Counter = Counter()
     rows = read_rows(args, read_schemas(args.schema, args.data_root, args.dialect), skipped)
     seen: set = set()
     for row in rows:
-        if row.get("question_id") is None or "_error" in row:
+        if "_error" in row:
             continue
-        key = (row["system"], str(row["question_id"]))
+        if row.get("question_id") is not None:
+            key, why = ("id", row["system"], str(row["question_id"])), "duplicate question_id"
+        else:  # (the same row twice: one output counted twice)
+            key, why = ("row", row["system"], row.get("db_id"), row.get("question") or "", row["sql"]), "duplicate row"
         if key in seen:
-            row["_error"] = "duplicate question_id"
+            row["_error"] = why
         seen.add(key)
     skipped.update(r["_error"].split(" '")[0] for r in rows if "_error" in r)
     return [r for r in rows if "_error" not in r], skipped
@@ -682,13 +784,7 @@ def _check_paths(args) -> None:
         raise UsageError(f"--data-root {args.data_root}: no such directory")
     if args.schema:
         check_file(args.schema, "--schema")
-    seen: dict[str, Path] = {}
-    for path in args.predictions:
-        check_file(path, "--predictions")
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()  # the same outputs under two names
-        if digest in seen:
-            raise UsageError(f"--predictions {seen[digest]} and {path}: the same outputs twice")
-        seen[digest] = path
+    check_predictions(args.predictions)
     if args.out.exists() and (not args.out.is_dir() or (any(args.out.iterdir())
                                                         and not (args.out / "model.json").is_file())):
         raise UsageError(f"--out {args.out}: exists and is not a model directory (not overwritten)")
@@ -699,6 +795,54 @@ def _check_paths(args) -> None:
         raise UsageError(f"--out {args.out}: a model this command reads (not overwritten; write the new model "
                          "elsewhere)")
     check_writable(args.out, "--out", directory=True)
+
+
+def _check_database_tables(args) -> None:
+    """A ``--database`` (opened) the rows' schema is read from, without a table: one line naming
+    it (every row would be left out as ``schema: no tables``)."""
+    if getattr(args, "database", None) and not args.schema and not args.database.schema("").tables:
+        raise UsageError(f"--database {args.database.name}: no tables (an empty database, or none this role "
+                         "may read)")
+
+
+def _check_tables_read(args, rows: list[dict]) -> None:
+    """Most ``rows`` (half or more of those whose tables can be told) reading only tables the
+    schema they are read against lacks: one line naming where it comes from. A system's
+    query now and then names a table that is not there (a wrong query, scored as such); half a
+    run's outputs doing so are outputs of other databases (``--database`` of another, the wrong
+    ``--schema``): adapted on, they would teach that a table not in the schema is the norm.
+    (The tables as sqlglot reads them: a fraction of a millisecond a query, before the scoring.)"""
+    told = missing = 0
+    for row in rows:
+        schema = row.get("schema")
+        if schema is None and getattr(args, "database", None):
+            schema = args.database.schema(str(row.get("db_id") or ""))
+        tables = _tables_read(row["sql"], row.get("dialect") or args.dialect) if schema is not None else None
+        if tables:
+            told += 1
+            missing += not any(t.lower() in schema.tables for t in tables)
+    if told and 2 * missing >= told:
+        raise UsageError(f"--predictions: {missing} of {told} outputs read only tables {schema_source(args)} lacks "
+                         "(the schema of these outputs?)")
+
+
+def _lend_question_ids(rows: list[dict]) -> None:
+    """Rows without a question_id, given one their question shares (as ``--choose`` groups
+    them): a question_id of a row of the same db_id and question, else one of its own
+    (``candidates:<n>``). A row without its question text keeps none."""
+    from model.scoring.choice import CANDIDATES, groups_of
+
+    known: dict[tuple, set] = {}  # (db_id, question) -> the question_ids rows of it have
+    for r in rows:
+        if r.get("question_id") is not None and r.get("question"):
+            known.setdefault((r.get("db_id"), r["question"]), set()).add(str(r["question_id"]))
+    for n, group in enumerate(groups_of(rows)):
+        first = rows[group[0]]
+        if first.get("question_id") is not None or not first.get("question"):
+            continue
+        ids = known.get((first.get("db_id"), first["question"]), set())
+        for i in group:
+            rows[i]["question_id"] = next(iter(ids)) if len(ids) == 1 else f"{CANDIDATES}:{n}"
 
 
 @quiet_closed_pipes()
@@ -716,13 +860,22 @@ def adapt_main(argv: list[str] | None = None) -> int:
         if model is None or teacher is None:
             raise UsageError("--model and --teacher must be boosted models (<run>/model of a model=features run)")
         with _opened(args, scorer):
+            _check_database_tables(args)
             rows, skipped = _usable_rows(args)
             if not rows:  # (say why: rows of other field names are all left out)
                 raise UsageError(f"--predictions: no output to adapt on{_skipped_note(skipped, 'left out')}")
+            _check_tables_read(args, rows)
+            _lend_question_ids(rows)
             try:
                 started = time.monotonic()
                 result = adapt(model, teacher, rows, label_shift=args.label_shift)
-            except AdaptError as e:
+            except AdaptError as e:  # (the models' own mistakes name the option that gave them)
+                option = ("--teacher" if str(e).startswith("the teacher") else
+                          "--model" if str(e).startswith("the model to adapt") else
+                          ("--model" if model.quantiles_ is not None else "--teacher")
+                          if str(e).startswith("a model that reads count features") else None)
+                if option:
+                    raise UsageError(f"{option} {getattr(args, option[2:])}: {e}") from None
                 raise UsageError(f"--predictions: {e}{_skipped_note(skipped, 'left out')}") from None
         _written("--out", args.out, lambda: result.model.save(args.out))  # whole or not at all
     except UsageError as e:
@@ -738,6 +891,8 @@ def adapt_main(argv: list[str] | None = None) -> int:
         print(f"rat-adapt: right nodes {node_before:.1%} -> {node_after:.1%}, right queries {query_before:.1%} -> "
               f"{query_after:.1%} [95% {result.query_shift.low:.1%}, {result.query_shift.high:.1%}] (the teacher's "
               "training data -> estimated on these outputs)", file=sys.stderr)
+    elif args.label_shift and result.not_shifted:  # asked for, nothing moved: why
+        print(f"rat-adapt: {result.not_shifted}", file=sys.stderr)
     return 0
 
 
@@ -781,6 +936,7 @@ def calibrate_main(argv: list[str] | None = None) -> int:
         if model is None:
             raise UsageError("--model must be a boosted model (<run>/model of a model=features run)")
         with _opened(args, scorer):
+            _check_database_tables(args)
             rows, skipped = _usable_rows(args)
             if not rows:
                 raise UsageError(f"--predictions: no row to label{_skipped_note(skipped, 'left out')}")
@@ -797,8 +953,7 @@ def calibrate_main(argv: list[str] | None = None) -> int:
     note = _skipped_note(skipped, "not used")
     how = ", ".join(f"{k} {v}" for k, v in result.labels.most_common())
     before = result.before
-    done = (f"calibrators refitted ({', '.join(result.refitted)})" if result.refitted else
-            "calibrators kept: a refit, cross-fitted, predicts these outputs no better (--always-refit to refit)")
+    done = result.outcome
     print(f"rat-calibrate: {result.queries} labelled outputs ({result.nodes} nodes; labels: {how}): {done} "
           f"-> {args.out}{note}", file=sys.stderr)
     if result.query_kept:

@@ -35,9 +35,17 @@ import rat
 from model.calibrators import QueryCalibrator, one_class, query_aggregates
 from model.data.databases import is_sqlite_path
 from model.data.execution import sqlite_sql
+from model.label_shift import PAIRS, query_label_for, source_rate
 from model.nodes.estimator import BoostedNodeModel
 
 LABELS = ("execution", "tree")
+FOLDS = 5  # the cross-fit's folds of labelled queries (``select``)
+# With ``select`` (the default), a calibrator pair is refitted only on at least this many labelled
+# queries of its own: the cross-fit's folds then each hold out two queries and fit on eight. On
+# fewer, one or two queries' labels decide (one wrong query refitted the shipped model to a mean
+# confidence of 0.22 on a database where 76% of the queries are right); ``select=False``
+# (``--always-refit``) refits on any number.
+MIN_QUERIES = 2 * FOLDS
 # execution outcome -> execution match (a failed gold query gives no label)
 _MATCH = {"match": True, "mismatch": False, "pred_error": False, "timeout": False}
 
@@ -60,6 +68,19 @@ class Recalibration:
     refitted: list[str] = field(default_factory=list)  # the calibrator pairs replaced ("all", "with database"...)
     # of those, the ones whose whole-query calibrator was kept: their queries all right or all wrong
     query_kept: list[str] = field(default_factory=list)
+    # the pairs that had labelled queries of both kinds of node but were kept, and why (one line each)
+    kept: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str:
+        """What was done, in one line (``rat-calibrate`` prints it)."""
+        if self.refitted:
+            done = f"calibrators refitted ({', '.join(self.refitted)})"
+            return done + "".join(f"; kept ({pair}): {why}" for pair, why in self.kept.items())
+        if not self.kept:
+            return "calibrators kept: no pair had labelled queries with both right and wrong nodes"
+        return "calibrators kept " + "; ".join(f"({pair}): {why}" for pair, why in self.kept.items()) \
+            + " (--always-refit to refit)"
 
 
 def given_label(correct) -> bool | None:
@@ -83,20 +104,27 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
     its execution match, used instead of running the SQL). Rows scored with a database refit the
     calibrators used with one, rows without the ones used without (the same pair, for a model
     trained only one way). ``calibration``: ``platt`` (two parameters; default) or ``isotonic``
-    (for hundreds of queries or more). ``select``: a pair is replaced only where, cross-fitted
-    over 5 folds of the labelled queries, a refitted pair predicts whether they are right better
-    (Brier score) than the model as given; a model that is calibrated already stays as it is
-    rather than take on a few labels' noise. Rows that cannot be read are counted, not fatal.
+    (for hundreds of queries or more). ``select``: a pair is replaced only where it has at least
+    ``MIN_QUERIES`` labelled queries and, cross-fitted over ``FOLDS`` folds of them, a refitted
+    pair predicts whether they are right better (Brier score) than the model as given; a model
+    that is calibrated already stays as it is rather than take on a few labels' noise (``kept``
+    says why). Each refitted pair records what its confidences now mean (``query_label_for``) and
+    the share of right queries its whole-query calibrator was fitted at (``query_rate``, read by
+    ``model.label_shift``). Rows that cannot be read are counted, not fatal.
 
     >>> from model.scoring import Scorer
     >>> gold = "SELECT name FROM singer WHERE age > 40"
     >>> rows = [{"sql": sql, "gold": gold, "question": "Names of singers older than 40?"}
     ...         for sql in (gold, "SELECT name FROM singer WHERE age < 40", "SELECT age FROM singer")]
-    >>> result = recalibrate(Scorer.pretrained().saved, rows, progress=False)
+    >>> shipped = Scorer.pretrained().saved
+    >>> result = recalibrate(shipped, rows, progress=False)
     >>> result.queries, result.right_queries, dict(result.labels)
     (3, 1, {'tree': 3})
-    >>> result.refitted  # scored without a database; the refit, cross-fitted, predicts them better
-    ['without database']
+    >>> result.refitted, result.kept  # scored without a database: too few to refit that pair on
+    ([], {'without database': '3 labelled outputs, fewer than 10'})
+    >>> forced = recalibrate(shipped, rows, select=False, progress=False)
+    >>> forced.refitted, query_label_for(forced.model, False), query_label_for(forced.model, True)
+    (['without database'], 'tree', 'execution')
     """
     from model import metrics as M
     from model.data.execution import execute_pairs
@@ -154,52 +182,72 @@ def recalibrate(model: BoostedNodeModel, rows: Sequence[Mapping], calibration: s
             errors["unparsable gold SQL"] += 1
             continue
         y = node_labels(r.tree, gold_tree, match)
-        kept.append((r, databases[k], np.array(y), int(match) if match is not None else int(all(y))))
+        kept.append((r, databases[k], np.array(y), int(match) if match is not None else int(all(y)), way))
         how[way] += 1
     if not kept:
         raise RecalibrationError(f"none of the {len(rows)} rows could be labelled"
                                  + (f" ({', '.join(errors)})" if errors else ""))
-    y_all = np.concatenate([y for _, _, y, _ in kept])
+    y_all = np.concatenate([y for _, _, y, *_ in kept])
     if (label := one_class(y_all)) is not None:
         raise RecalibrationError(f"the {len(kept)} labelled queries have only {'right' if label else 'wrong'} "
                                  "nodes: recalibration needs both")
-    raw = [model.raw_node_probability(r.features) for r, _, _, _ in kept]
-    correct = np.array([c for *_, c in kept])
+    raw = [model.raw_node_probability(r.features) for r, *_ in kept]
+    correct = np.array([c for *_, c, _ in kept])
     before_conf = np.array([r.query_confidence for r, *_ in kept])
     before = {"query_confidence": float(before_conf.mean()), "query_ece": M.ece(before_conf, correct),
               "node_ece": M.ece(np.concatenate([[n.confidence for n in r.nodes] for r, *_ in kept]), y_all)}
     new = BoostedNodeModel.from_parts(model.node_model_, model.site_model_, model.calibrator_, model.query_calibrator_, model.features_,
                      model.typical_, dict(model.info_), model.without_database_)
     modes = [True, False] if model.without_database_ is not None else [None]
-    refitted, query_kept = [], []
+    # each pair's label and the rate its whole-query calibrator was fitted at, as the model has them
+    meaning = {mode: query_label_for(model, mode is not False) for mode in modes}
+    rate = {mode: (found[0] if (found := source_rate(model, mode is not False)) else None) for mode in modes}
+    refitted, query_kept, kept_why, pairs = [], [], {}, {}
     for mode in modes:
-        picked = [k for k, (_, database, _, _) in enumerate(kept) if mode is None or database == mode]
+        picked = [k for k, (_, database, *_) in enumerate(kept) if mode is None or database == mode]
         if not picked or one_class(np.concatenate([kept[k][2] for k in picked])) is not None:
             continue  # no rows, or one class only, in this mode: its calibrators stay
         raws, ys = [raw[k] for k in picked], [kept[k][2] for k in picked]
         old_query = model.query_calibrator_for(mode is not False)
+        if select and len(picked) < MIN_QUERIES:
+            kept_why[PAIRS[mode]] = (f"{len(picked)} labelled output{'s' * (len(picked) != 1)}, "
+                                     f"fewer than {MIN_QUERIES}")
+            continue
         if select and _brier(before_conf[picked], correct[picked]) <= _brier(
-                _cross_fitted(raws, ys, correct[picked], calibration, old_query), correct[picked]):
+                _cross_fitted(raws, ys, correct[picked], calibration, old_query, before_conf[picked]),
+                correct[picked]):
+            kept_why[PAIRS[mode]] = "a refit, cross-fitted, predicts these outputs no better"
             continue  # the model as given predicts these outputs as well as a refit would
         calibrator, query_calibrator = _fit_pair(raws, ys, correct[picked], calibration, old_query)
-        refitted.append("with database" if mode else "without database" if mode is False else "all")
+        refitted.append(PAIRS[mode])
+        # what its confidences now mean: the labels they were fitted on (``correct`` given: execution)
+        meant = {"tree" if kept[k][4] == "tree" else "execution" for k in picked}
+        meaning[mode] = meant.pop() if len(meant) == 1 else "mixed"
+        pairs[PAIRS[mode]] = {"queries": len(picked), "right_queries": int(correct[picked].sum()),
+                              "label": meaning[mode]}
         if query_calibrator is old_query:
-            query_kept.append(refitted[-1])
+            query_kept.append(refitted[-1])  # (fitted where the model's was: its rate stays)
+        else:
+            rate[mode] = float(correct[picked].mean())
         if mode is False:
             new.without_database_ = (calibrator, query_calibrator)
         else:
             new.calibrator_, new.query_calibrator_ = calibrator, query_calibrator
     if refitted:  # the policy's thresholds were chosen on the confidences the old calibrators gave
         new.info_.pop("policy", None)
-        # what its confidences now mean: the labels they were fitted on (``correct`` given: execution)
-        meant = {"tree" if way == "tree" else "execution" for way in how}
-        new.info_["query_label"] = meant.pop() if len(meant) == 1 else "mixed"
+        # each pair's label and rate (model.label_shift reads the rate): the refitted ones' are
+        # this sample's, the others' stay what they were (written out: the keys now differ by pair)
+        new.info_["query_label"], new.info_["query_rate"] = meaning[modes[0]], rate[modes[0]]
+        if False in modes:
+            new.info_["query_label_without_database"] = meaning[False]
+            new.info_["query_rate_without_database"] = rate[False]
     new.info_["recalibrated_on"] = {"queries": len(kept), "nodes": len(y_all), "right_queries": int(correct.sum()),
                                    "labels": dict(how), "calibration": calibration,
-                                   "with_database": int(sum(d for _, d, _, _ in kept)), "refitted": refitted,
-                                   "created": date.today().isoformat(),
+                                   "with_database": int(sum(d for _, d, *_ in kept)), "refitted": refitted,
+                                   "pairs": pairs, "created": date.today().isoformat(),
                                    "before": {k: round(v, 4) for k, v in before.items()}}
-    return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before, refitted, query_kept)
+    return Recalibration(new, len(kept), len(y_all), int(correct.sum()), how, errors, before, refitted, query_kept,
+                         kept_why)
 
 
 def _live_outcomes(rows: Sequence[tuple[int, Mapping, object]], progress: bool = False) -> dict[int, str]:
@@ -254,16 +302,21 @@ def _fit_pair(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndarray,
 
 
 def _cross_fitted(raws: list[np.ndarray], ys: list[np.ndarray], correct: np.ndarray, calibration: str,
-                  old_query: QueryCalibrator, folds: int = 5) -> np.ndarray:
+                  old_query: QueryCalibrator, given: np.ndarray, folds: int = FOLDS) -> np.ndarray:
     """Whole-query confidences of a refitted pair, each query's from a pair fitted on the other
     folds' queries (folds of queries, seeded); a fold whose training queries have one class of
-    nodes only gets their share of right queries."""
+    nodes only gets their share of right queries, and one with no training queries (a single
+    labelled query) the model's own confidences ``given``: nothing was fitted, so a refit wins
+    nothing there."""
     order = np.random.default_rng(0).permutation(len(raws)) % min(folds, len(raws))
     out = np.empty(len(raws))
     for f in np.unique(order):
         train, test = np.flatnonzero(order != f), np.flatnonzero(order == f)
-        if len(train) == 0 or one_class(np.concatenate([ys[k] for k in train])) is not None:
-            out[test] = correct[train].mean() if len(train) else 0.5
+        if len(train) == 0:
+            out[test] = given[test]
+            continue
+        if one_class(np.concatenate([ys[k] for k in train])) is not None:
+            out[test] = correct[train].mean()
             continue
         calibrator, query_calibrator = _fit_pair([raws[k] for k in train], [ys[k] for k in train], correct[train],
                                                  calibration, old_query)

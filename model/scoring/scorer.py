@@ -480,7 +480,11 @@ class Scorer:
         if label_shift is not False:
             from model.label_shift import shift_scored
 
-            shift_scored([r for r in results if isinstance(r, ScoredQuery)], self.saved, 1 if label_shift else None)
+            scored = [r for r in results if isinstance(r, ScoredQuery)]
+            found = shift_scored(scored, self.saved, 1 if label_shift else None)
+            if found is not None and not found.fits:  # estimated, not moved: each result holds it (fits False)
+                for r in scored:
+                    r.label_shift, r.unshifted_confidence = found, r.query_confidence
         return results
 
     def _open_databases(self, rows: list[Mapping]) -> tuple[list[Mapping], list[Database]]:
