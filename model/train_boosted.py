@@ -22,7 +22,7 @@ import numpy as np
 from model import metrics as M
 from model.data.jsonl import write_json
 from model.eval.localisation import localisation
-from model.nodes.boosted import crossfit
+from model.nodes.boosted import check_roles, crossfit
 from model.nodes.estimator import BoostedNodeModel, BoostedParams, OutOfFold, split_rows
 from model.nodes.table import NodeTable, fold_roles, held_out, load_table
 from model.scoring.verdict import training_policy
@@ -77,8 +77,10 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     params = params_of(cfg.model)  # the config chooses the estimator's parameters, no more
     seed = int(cfg.get("seed", 0))
     output_dir = Path(cfg.paths.output_dir)
+    check_train_split(cfg.data, params)
     table = load_table(cfg.data, params)
     roles, folds_info = fold_roles(table, cfg.data)
+    n_folds = len(roles)
     fold_ids = []
     if folds_info["protocol"] == "crossfit":
         from model.data.folds import check_run_folds
@@ -87,6 +89,8 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     if fold_ids:  # data.run_folds: only these folds
         roles = [roles[f] for f in fold_ids]
         folds_info["folds"] = {str(f): folds_info["folds"][str(f)] for f in fold_ids}
+    check_roles(table, roles, params, folds_info["protocol"], n_folds, fold_ids)  # (one line now, not
+    # a traceback after fitting some folds)
     print(f"boosted node scorer ({params.method}, {len(table.names)} features, "
           f"protocol {folds_info['protocol']}, {len(roles)} fold(s))", flush=True)
     oof_raw: dict[int, np.ndarray] = {}
@@ -145,6 +149,38 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     if warning := ranking_warning(metrics):
         print(warning, flush=True)
     return metrics, {"table": table, "roles": roles, "config": params, "model": saved}
+
+
+def check_train_split(data_cfg, params: BoostedParams) -> None:
+    """Where the run reads the train split (``data.train_split``: only for the train side, the
+    outputs ``model.train_predictions`` names on its questions, ``data.llm_answers`` on
+    ``data=spider``, and ``data.use_perturbations``' perturbations of its gold queries) and the
+    dataset has none, the one line that says so also says what reads it and how to leave it out
+    (your own data set has a dev split only); before the eval split's outputs are labelled."""
+    from model.data.datasets import load_questions
+    from model.errors import UsageError
+    from model.nodes.examples import data_root
+
+    split = data_cfg.get("train_split")
+    perturbations = data_cfg.get("train_perturbations", 0) if data_cfg.get("use_perturbations") else 0
+    if params.train_side == "none" or not split or not (params.train_predictions or perturbations):
+        return
+    try:
+        load_questions(data_root(data_cfg.get("root")), split)
+    except FileNotFoundError as error:
+        readers, fixes = [], []
+        if params.train_predictions:
+            key = "data.llm_answers" if data_cfg.get("llm_answers") == params.train_predictions \
+                else "model.train_predictions"
+            named = params.train_predictions if isinstance(params.train_predictions, str) \
+                else ", ".join(map(str, params.train_predictions))
+            readers.append(f"{key} ({named}: outputs on its questions)")
+            fixes.append(f"{key}=null")
+        if perturbations:
+            readers.append("data.use_perturbations (perturbations of its gold queries)")
+            fixes.append("data.use_perturbations=false")
+        raise UsageError(f"{error}: data.train_split={split} is read only for {' and '.join(readers)}; to learn "
+                         f"from the eval split's outputs alone: {' '.join(fixes)}") from None
 
 
 def ranking_warning(metrics: dict) -> str | None:

@@ -389,3 +389,71 @@ def test_a_database_free_consensus_model_compares_the_other_answers_by_tree_only
     by_tree = consensus_features(tables["without"].examples, [None] * len(tables["without"].examples))
     n = by_tree[0].shape[1]
     assert all(np.array_equal(x[:, -n:], c, equal_nan=True) for x, c in zip(tables["without"].features, by_tree))
+
+
+def _all_right_on(table, databases):
+    """``table`` with every output on ``databases`` right (as if every system answered them well)."""
+    for example in table.examples:
+        if databases is None or example.db_id in databases:
+            example.node_labels[:] = [1] * len(example.node_labels)
+            example.execution_match = True
+    return table
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["data.protocol=crossfit", "data.folds=3"], ("fold {fold}/3's validation databases ({db}): every output on them "
+     "is right ({nodes} nodes, all 1): the platt node calibrator fitted on them needs right and wrong nodes; "
+     "use fewer folds (data.folds), add outputs, or model.calibration=none")),
+    (["data.protocol=split"], ("the validation databases of data.protocol=split ({db}): every output on them is "
+     "right ({nodes} nodes, all 1): the platt node calibrator fitted on them needs right and wrong nodes; try "
+     "another data.split_seed or data.val_fraction, add outputs, or model.calibration=none")),
+])
+def test_a_validation_fold_whose_outputs_are_all_right_is_one_line_before_any_fold_is_fitted(
+        tmp_path, monkeypatch, overrides, says):
+    """A probe's own outputs, right on every question of one database: train.py fitted folds
+    and then died in a traceback (ValueError) when that database validated a fold."""
+    import model.train_boosted as tb
+    from model.errors import UsageError
+    from model.nodes.table import fold_roles
+
+    cfg = compose_cfg("train", [*FAST, *overrides, "model.site_head=false"], tmp_path)
+    table = tb.load_table(cfg.data, tb.params_of(cfg.model))
+    roles, _ = fold_roles(table, cfg.data)
+    first = roles[0]["val"]  # the databases that validate the first fold: every output on them right
+    databases = sorted({table.examples[k].db_id for k in first})
+    nodes = sum(len(table.examples[k].node_labels) for k in first)
+    monkeypatch.setattr(tb, "load_table", lambda *a, **k: _all_right_on(table, set(databases)))
+    monkeypatch.setattr(tb, "crossfit", lambda *a, **k: pytest.fail("a fold was fitted"))
+    with pytest.raises(UsageError) as error:
+        train(cfg)
+    assert str(error.value) == says.format(fold=1, db=", ".join(databases), nodes=nodes)
+
+
+def test_outputs_that_are_all_right_are_one_line_nothing_to_learn(tmp_path, monkeypatch):
+    import model.train_boosted as tb
+    from model.errors import UsageError
+
+    cfg = compose_cfg("train", [*FAST, "model.calibration=none"], tmp_path)
+    table = _all_right_on(tb.load_table(cfg.data, tb.params_of(cfg.model)), None)
+    monkeypatch.setattr(tb, "load_table", lambda *a, **k: table)
+    monkeypatch.setattr(tb, "crossfit", lambda *a, **k: pytest.fail("a fold was fitted"))
+    with pytest.raises(UsageError, match=rf"^all {len(table.examples)} outputs match gold: nothing to learn "):
+        train(cfg)
+
+
+def test_a_dev_database_missing_from_tables_json_is_counted_as_such(tmp_path):
+    """The database's SQLite file is there: 'unknown db_id' read as a typo in dev.json."""
+    import shutil
+
+    from model.nodes.examples import build_examples
+    from model.synth.demo import demo_root
+
+    root = tmp_path / "data"
+    shutil.copytree(demo_root(), root)
+    tables = json.loads((root / "tables.json").read_text())
+    (root / "tables.json").write_text(json.dumps(tables[1:]))
+    gone = tables[0]["db_id"]
+    assert (root / "database" / gone / f"{gone}.sqlite").exists()
+    _, report = build_examples(root, "dev", prediction_files=[root / "predictions" / "demo_weak.jsonl"],
+                               execution_cache=tmp_path / "exec", verbose=False)
+    assert report.skipped["db_id not in tables.json"] > 0 and "unknown db_id" not in report.skipped

@@ -185,7 +185,8 @@ def test_labels_of_one_class_are_refused_not_fitted_to_confidences_near_zero():
     table = _table(60)
     for example in table.examples:
         example.node_labels[:] = [1, 1]
-    with pytest.raises(ValueError, match="every one of its 80 labels is 1: it needs right and wrong nodes"):
+    with pytest.raises(ValueError, match="^cannot fit a node classifier: every one of its 80 labels is 1, and it "
+                                         "needs right and wrong nodes$"):  # (it read 'on every one of ... is 1')
         BoostedNodeModel(BoostedParams(hgb={"max_iter": 20}, site_context=False, calibration="none")).fit(
             table, range(40), validation=range(40, 60))
 
@@ -214,6 +215,43 @@ def test_the_estimator_example_in_training_md_runs(tmp_path, monkeypatch):
     exec(block.replace('"my_model/"', repr(str(tmp_path / "my_model"))), names)  # noqa: S102
     assert len(names["p"]) == len(names["sites"]) > 0 and names["params"].drop == ("semantic",)
     assert isinstance(names["est"], BoostedNodeModel) and names["est"].params_.hgb == names["params"].hgb
+    # its whole-query calibrator is fitted on the validation queries (it was a constant 0.5)
+    assert names["est"].query_calibrator_.coef[0] > 0
+
+
+def test_a_fit_on_validation_examples_calibrates_the_whole_query_confidence_there_too(tmp_path):
+    """fit(table, train, validation=val) then save (docs/training.md's example): the node
+    calibrator was fitted on val but the whole-query calibrator written as coef 0, intercept 0,
+    so every query the saved model scored was 0.5 right, a probe found. It is fitted on the
+    validation queries' calibrated node confidences, by the one function that fits a run's."""
+    from model import metrics as M
+    from model.calibrators import query_aggregates
+    from model.nodes.estimator import fit_query_calibrator, split_rows
+
+    table, val, test = _table(), range(160, 200), range(200, 240)
+    model = BoostedNodeModel(BoostedParams(hgb={"max_iter": 20}, site_head=False)).fit(table, range(160),
+                                                                                      validation=val)
+    held_out = dict(zip(val, split_rows(model.predict_proba(table, val), table, val)))
+    assert model.query_calibrator_ == fit_query_calibrator(table, val, held_out)
+    again = BoostedNodeModel.load(model.save(tmp_path / "model"))
+    query = again.query_calibrator_.confidence(np.array([query_aggregates(again.predict_proba(table, [k]))
+                                                         for k in test]))
+    right = np.array([table.examples[k].correct for k in test])
+    assert len(set(np.round(query, 6))) > 1 and M.auc(query, right) > 0.8  # (it was 0.5 for every query)
+
+
+def test_a_site_heads_inner_fold_of_one_class_gives_that_class_not_a_traceback():
+    """A fold whose training databases hold one whose outputs are all right: an inner fold left
+    with it alone could fit no classifier (train.py with fewer folds, as its own error advised)."""
+    from model.nodes.estimator import inner_out_of_fold
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(90, 1))
+    y = np.r_[np.ones(30, dtype=int), (x[30:, 0] > 0).astype(int)]  # database a: every node right
+    groups = np.repeat(["a", "b", "c"], 30)
+    out = inner_out_of_fold(x, y, groups, ("depth",), BoostedParams(hgb={"max_iter": 20}, inner_folds=2))
+    # the two folds: a alone (b and c held out: a's class for them), b and c (a held out: fitted)
+    assert (out[30:] == 1.0).all() and ((0 < out[:30]) & (out[:30] < 1)).all()
 
 
 def test_a_validation_set_of_one_class_is_refused_not_fitted_to_confidences_of_one():

@@ -149,7 +149,7 @@ def test_bad_input_is_counted_not_raised(root, tmp_path):
                                       perturbations_per_query=1, execution_cache=tmp_path / "exec")
     # kept: dev_1's prediction and the perturbations of dev_0..dev_2's gold queries
     assert report.kept == len(examples) == 4
-    assert report.skipped["unknown db_id"] == 2  # dev_3's prediction and its perturbation
+    assert report.skipped["db_id not in tables.json"] == 2  # dev_3's prediction and its perturbation
     assert report.skipped["missing database"] == 1  # the perturbation of dev_4
     assert report.skipped["not a JSON line"] == 1
     assert report.skipped["prediction file unreadable (short.txt)"] == 1

@@ -299,3 +299,50 @@ def test_a_jsonl_file_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
     assert write_jsonl(path, [{"new": 1}, {"new": 2}]) == 2
     assert read_jsonl(path) == [{"new": 1}, {"new": 2}] and (path.stat().st_mode & 0o777) == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+
+
+def _rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_row_whose_question_is_another_ids_is_skipped_and_a_shift_is_named(tmp_path: Path, caplog) -> None:
+    """A probe's own outputs numbered from 1 (dev_1 for dev.json's first question) trained on
+    misaligned pairs (each output labelled against the next question's gold) although every row
+    also carried its own question: the rows' question text is checked against their id's."""
+    import logging
+
+    questions = [Question(f"dev_{k}", "concert", f"Question number {k}?", f"SELECT {k}") for k in range(12)]
+    shifted = [{"question_id": f"dev_{k + 1}", "db_id": "concert", "sql": f"SELECT {k}", "question": f"Question number {k}?"}
+               for k in range(12)]
+    skipped: Counter = Counter()
+    with caplog.at_level(logging.WARNING, logger="model.data.predictions"):
+        kept = load_predictions(_rows(tmp_path / "ours.jsonl", shifted), questions, skipped=skipped)
+    assert kept == [] and skipped == {"question not its question_id's": 11, "unknown question_id": 1}
+    said = caplog.text
+    assert "11 of 12 rows carry a question that is not the one their question_id names" in said
+    assert "the ids look shifted by +1 (the row named dev_1 asks dev_0's question)" in said
+    assert "expected dev_0 .. dev_11" in said and "(e.g. 'dev_12')" in said
+
+
+def test_a_rows_question_is_its_ids_but_for_case_whitespace_tokenising_or_birds_evidence(tmp_path: Path) -> None:
+    questions = [Question("dev_0", "concert", 'Who sang "Hey"?', "SELECT 1"),
+                 Question("dev_1", "schools", "How many schools?", "SELECT 2", evidence="school means x")]
+    rows = [{"question_id": "dev_0", "sql": "SELECT 1", "question": "who  sang `` Hey '' ?"},  # Spider's tokens
+            {"question_id": "dev_1", "sql": "SELECT 2", "question": "How many schools? school means x"},
+            {"question_id": "dev_1", "sql": "SELECT 2", "question": "How many schools?\n"},
+            {"question_id": "dev_0", "sql": "SELECT 1", "question": ""}]  # (empty: not compared)
+    for k, row in enumerate(rows):
+        skipped: Counter = Counter()
+        assert len(load_predictions(_rows(tmp_path / f"ok{k}.jsonl", [row]), questions, skipped=skipped,
+                                    allow_partial=True)) == 1 and not skipped, row
+
+
+def test_ids_of_another_numbering_are_told_which_ids_the_split_has(tmp_path: Path, caplog) -> None:
+    import logging
+
+    rows = [{"question_id": f"q{k:04d}", "sql": "SELECT 1"} for k in range(3)]
+    with caplog.at_level(logging.WARNING, logger="model.data.predictions"):
+        assert load_predictions(_rows(tmp_path / "own.jsonl", rows), QUESTIONS) == []
+    assert "3 row(s) name a question_id the split does not have (e.g. 'q0000'); expected dev_0 .. dev_2" in caplog.text
+    assert "the split's questions in file order from 0" in caplog.text

@@ -290,9 +290,19 @@ def test_results_notebook_runs_on_the_train_run(demo_run):
     (["model=features", "train=false"], ("train=false: model=features has no checkpoint; it fits and tests in one "
                                          "run (its saved model, <run>/model, scores new outputs: rat-score --model <run>)")),
     (["data.protocol=crossfit", "data.folds=9"], ("data.folds=9: the eval split has only 5 databases with "
-                                                 "examples; use fewer folds or data.protocol=split")),
+                                                 "examples; use data.folds=3 to 5, or data.protocol=split")),
     (["model=features", "data.protocol=crossfit", "data.folds=9"], (  # (the boosted run's: a traceback)
-        "data.folds=9: the eval split has only 5 databases with examples; use fewer folds or data.protocol=split")),
+        "data.folds=9: the eval split has only 5 databases with examples; use data.folds=3 to 5, or data.protocol=split")),
+    # one database (the demo's first 20 questions): the advice was fewer folds or data.protocol=split,
+    # which were refused (data.folds=1) or died in a traceback (train: no examples to fit on)
+    (["model=features", "data.max_questions=20"], (
+        "data.protocol=split: the eval split has 1 database with examples; training needs 3 at least (whole "
+        "databases to train, validate and test on, under either data.protocol): add outputs on other databases' "
+        "questions")),
+    (["model=features", "data.max_questions=20", "data.protocol=crossfit", "data.folds=3"], (
+        "data.folds=3: the eval split has 1 database with examples; training needs 3 at least (whole "
+        "databases to train, validate and test on, under either data.protocol): add outputs on other databases' "
+        "questions")),
     (["data.protocol=crossfit", "data.folds=3", "data.run_folds=[3]"],
      "data.run_folds: folds are numbered 0..2; found [3]"),
     (["data.fold_calibration=beta"], "data.fold_calibration must be platt, isotonic or none; found 'beta'"),
@@ -334,6 +344,40 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message):
     assert "Traceback" not in result.stderr
     assert result.stderr.strip() == f"train.py: error: {message}"
     assert not run.exists()  # no junk run directory
+
+
+def test_a_dataset_without_a_train_split_is_told_what_reads_it_and_how_to_leave_it_out(tmp_path):
+    """Your own data (a dev split) with data=spider, without data.llm_answers=null: the error named
+    the missing train.json, not that only data.llm_answers reads it (and only after labelling
+    the eval split's outputs)."""
+    import shutil
+
+    from model.errors import UsageError
+    from model.synth.demo import demo_root
+
+    root = tmp_path / "mydata"
+    shutil.copytree(demo_root(), root, ignore=shutil.ignore_patterns("train.json"))
+    cfg = compose_cfg(["model=features", "data=spider", f"data.root={root}", f"data.predictions=[{root}/predictions/*]",
+                       "logger=none"], tmp_path / "run")
+    with pytest.raises(UsageError) as error:
+        train(cfg)
+    assert str(error.value) == (
+        f"no questions for split 'train' under {root} (looked for train.json): data.train_split=train is read only "
+        "for data.llm_answers (data/llm_answers/spider_train/*.jsonl: outputs on its questions); to learn from the "
+        "eval split's outputs alone: data.llm_answers=null")
+
+
+def test_split_databases_leaves_no_role_without_a_database_and_refuses_too_few():
+    from model.data.folds import split_databases
+    from model.errors import UsageError
+
+    for seed in range(10):  # a small and a large database: test took both small ones, val the large one
+        assert sorted(split_databases({"a": 1, "b": 1, "c": 100}, 0.2, 0.3, seed=seed).values()) == [
+            "test", "train", "val"]
+    assert sorted(split_databases({"a": 1, "b": 1}, 0.0, 0.3).values()) == ["test", "train"]
+    with pytest.raises(UsageError, match="^data.protocol=split: the eval split has 2 databases with examples; "
+                                         "training needs 3 at least"):
+        split_databases({"a": 10, "b": 10}, 0.2, 0.3)
 
 
 def test_an_lm_that_is_not_installed_is_one_line_naming_its_setup(tmp_path):

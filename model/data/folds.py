@@ -122,12 +122,38 @@ def check_fractions(val_fraction: float, test_fraction: float) -> None:
 
 def check_folds(db_ids: Sequence[str], n_folds: int) -> None:
     """``data.folds`` no more than the eval split's databases (each fold holds one at least);
-    else a one-line UsageError (the neural and the boosted run alike)."""
-    if len(set(db_ids)) < n_folds:
+    else a one-line UsageError (the neural and the boosted run alike) that suggests only what can
+    work: fewer folds, or ``data.protocol=split``, where there are 3 databases or more; where
+    there are fewer, neither can (every protocol holds databases out: ``split_databases``).
+
+    >>> check_folds(["a", "b", "c", "d"], 5)
+    Traceback (most recent call last):
+    model.errors.UsageError: data.folds=5: the eval split has only 4 databases with examples; use data.folds=3 or 4, or data.protocol=split
+    >>> check_folds(["a", "a"], 5)
+    Traceback (most recent call last):
+    model.errors.UsageError: data.folds=5: the eval split has 1 database with examples; training needs 3 at least ...
+    """
+    n = len(set(db_ids))
+    if n < MIN_DATABASES:
         from model.errors import UsageError
 
-        raise UsageError(f"data.folds={n_folds}: the eval split has only {len(set(db_ids))} "
-                         "databases with examples; use fewer folds or data.protocol=split")
+        raise UsageError(too_few_databases(f"data.folds={n_folds}", n))
+    if n < n_folds:
+        from model.errors import UsageError
+
+        folds = "data.folds=3" if n == 3 else f"data.folds=3 or {n}" if n == 4 else f"data.folds=3 to {n}"
+        raise UsageError(f"data.folds={n_folds}: the eval split has only {n} databases with examples; "
+                         f"use {folds}, or data.protocol=split")
+
+
+MIN_DATABASES = 3  # one to train on, one to validate (calibrate) on, one to test on
+
+
+def too_few_databases(setting: str, n: int) -> str:
+    """The message for ``n`` (< 3) databases: neither protocol can split them three ways."""
+    return (f"{setting}: the eval split has {n} database{'s' if n != 1 else ''} with examples; training "
+            f"needs {MIN_DATABASES} at least (whole databases to train, validate and test on, under either "
+            "data.protocol): add outputs on other databases' questions")
 
 
 def check_run_folds(run_folds: Sequence[int] | None, n_folds: int) -> list[int]:
@@ -164,15 +190,31 @@ def split_databases(
     questions_per_db: dict[str, int], val_fraction: float, test_fraction: float, seed: int = 0
 ) -> dict[str, str]:
     """Assign each database to "train", "val" or "test" so that about ``test_fraction`` and
-    ``val_fraction`` of the questions land in test and val; at least one db each when possible.
+    ``val_fraction`` of the questions land in test and val, and at least one database each (val
+    and test: where their fraction is above 0). Fewer databases than that is a ``UsageError`` (one
+    line): a split with nothing to train, validate or test on would fail later, in a traceback.
 
     >>> split = split_databases({"a": 10, "b": 10, "c": 10, "d": 10, "e": 10}, 0.2, 0.4, seed=0)
     >>> sorted(split.values())
     ['test', 'test', 'train', 'train', 'val']
     >>> split == split_databases({"e": 10, "d": 10, "c": 10, "b": 10, "a": 10}, 0.2, 0.4, seed=0)
     True
+    >>> sorted(split_databases({"a": 1, "b": 1, "c": 100}, 0.2, 0.3, seed=1).values())
+    ['test', 'train', 'val']
+    >>> split_databases({"a": 10, "b": 10}, 0.2, 0.3)
+    Traceback (most recent call last):
+    model.errors.UsageError: data.protocol=split: the eval split has 2 databases with examples; training needs 3 ...
     """
+    from model.errors import UsageError
+
     check_fractions(val_fraction, test_fraction)
+    roles = ["train", *(s for s, f in (("val", val_fraction), ("test", test_fraction)) if f > 0)]
+    if len(questions_per_db) < len(roles):
+        n = len(questions_per_db)
+        if len(roles) == MIN_DATABASES:
+            raise UsageError(too_few_databases("data.protocol=split", n))
+        raise UsageError(f"data.protocol=split: the eval split has {n} database{'s' if n != 1 else ''} with "
+                         f"examples; it needs {len(roles)} at least (to {', '.join(roles)} on)")
     dbs = sorted(questions_per_db)
     random.Random(seed).shuffle(dbs)
     total = sum(questions_per_db.values())
@@ -184,4 +226,9 @@ def split_databases(
         out[db] = split
         if split != "train":
             taken[split] += questions_per_db[db]
+    for role in roles:  # a role left empty (a few databases of unequal size): the smallest
+        # database of the role with the most moves to it (no other assignment changes)
+        if role not in out.values():
+            giver = max((r for r in roles if r != role), key=lambda r: sum(v == r for v in out.values()))
+            out[min((d for d in dbs if out[d] == giver), key=lambda d: (questions_per_db[d], d))] = role
     return out

@@ -21,8 +21,10 @@ Formats, chosen by file extension:
 Positional formats (.txt, .csv, .json) must have exactly one row per question; a different row
 count is a ``ValueError`` naming the file and both counts, because a shifted file silently pairs
 every prediction with the wrong question. Individual bad rows (a db_id that disagrees with the
-question's, a JSONL line that is not JSON or lacks ``sql``, an unknown or repeated question id)
-are skipped and counted per reason in ``skipped``.
+question's, a JSONL line that is not JSON or lacks ``sql``, an unknown or repeated question id, a
+``question`` text, where a row has one, that is not its id's question) are skipped and counted per
+reason in ``skipped``; a warning line says which ids the split has where a row names another,
+and by how much the ids look shifted where many rows carry another id's question.
 
 A file that cannot be read as its format says (not UTF-8, not JSON, a JSON value of the wrong
 shape, a broken CSV) raises :class:`PredictionFileError`, a ``ValueError`` whose one-line
@@ -272,26 +274,110 @@ def _rows_json(path: Path) -> list[tuple[str, str | None]]:
     return rows
 
 
+QUESTION_MISMATCH = "question not its question_id's"
+
+
 def question_of(row: dict, by_id: dict[str, Question]) -> tuple[Question | None, str | None]:
     """The benchmark question a row names by ``question_id`` (None where it names none), or why
-    the row cannot be read as that question's: ``unknown question_id``, ``db_id not its
-    question's`` (a row's ``db_id``, where given, must be its question's). The one check of a
-    row against its question, for every reader of rows (training's, ``rat-exec``'s,
-    ``rat-score``'s).
+    the row cannot be read as that question's: ``unknown question_id``, ``question not its
+    question_id's`` (a row's ``question`` text, where given, must be the one its id names, as
+    ``same_question`` compares them: else its ids are likely shifted, and every output would be
+    labelled against another question's gold), ``db_id not its question's`` (a row's ``db_id``,
+    where given, must be its question's). The one check of a row against its question, for
+    every reader of rows (training's, ``rat-exec``'s, ``rat-score``'s).
 
     >>> by_id = {"dev_0": Question("dev_0", "shop", "How many?", "SELECT 1")}
     >>> [question_of(row, by_id)[1] for row in ({"question_id": "dev_0"}, {"question_id": "dev_9"},
-    ...                                          {"question_id": "dev_0", "db_id": "pets"}, {})]
-    [None, 'unknown question_id', "db_id not its question's", None]
+    ...                                          {"question_id": "dev_0", "db_id": "pets"}, {},
+    ...                                          {"question_id": "dev_0", "question": "how  many ?"},
+    ...                                          {"question_id": "dev_0", "question": "Which ones?"})]
+    [None, 'unknown question_id', "db_id not its question's", None, None, "question not its question_id's"]
     """
     if row.get("question_id") is None:
         return None, None
     question = by_id.get(str(row["question_id"]))
     if question is None:
         return None, "unknown question_id"
+    text = row.get("question")
+    if isinstance(text, str) and text.strip() and not same_question(text, question):
+        return None, QUESTION_MISMATCH
     if row.get("db_id") not in (None, question.db_id):
         return None, "db_id not its question's"
     return question, None
+
+
+def _question_key(text: str) -> str:
+    """A question's text as ``same_question`` compares it: Unicode-normalised (NFKC), Spider's
+    tokenised quotes (`` and '') as ``"``, without whitespace, case-folded."""
+    import unicodedata
+
+    text = unicodedata.normalize("NFKC", text).replace("``", '"').replace("''", '"')
+    return "".join(text.split()).casefold()
+
+
+def same_question(text: str, question: Question) -> bool:
+    """Whether a row's ``question`` text is ``question``'s: the same but for case and whitespace
+    (Spider's tokenised ``question_toks`` joined with spaces are), or, for BIRD, the question with
+    its evidence appended (``question_text``: what the features read).
+
+    >>> q = Question("dev_0", "schools", "How many schools?", "SELECT 1", evidence="school = 'x'")
+    >>> [same_question(t, q) for t in ("how many schools ?", "How many schools? school = 'x'", "How many?")]
+    [True, True, False]
+    """
+    from model.data.datasets import question_text
+
+    return _question_key(text) in {_question_key(question.question),
+                                   _question_key(question_text(question.question, question.evidence))}
+
+
+def id_ranges(questions: list[Question]) -> str:
+    """The question ids of ``questions`` as ranges: ``dev_0 .. dev_212`` (``<file>_<index>``, one
+    range a benchmark file).
+
+    >>> id_ranges([Question(f"dev_{i}", "s", "q", "") for i in range(3)])
+    'dev_0 .. dev_2'
+    """
+    ranges: list[list[str]] = []
+    for q in questions:
+        prefix = q.question_id.rpartition("_")[0]
+        if ranges and ranges[-1][0].rpartition("_")[0] == prefix:
+            ranges[-1][1] = q.question_id
+        else:
+            ranges.append([q.question_id, q.question_id])
+    return ", ".join(first if first == last else f"{first} .. {last}" for first, last in ranges)
+
+
+def _id_hints(path: Path, questions: list[Question], unknown: list[str], mismatched: list[tuple[str, str]],
+              n_rows: int) -> None:
+    """One warning line each for rows whose ids the split does not have (``unknown``, the ids) and
+    for many rows whose question text is another question's (``mismatched``: (id, text) pairs):
+    what the ids are, and by how much they look shifted where they are."""
+    scheme = ("ids are <file>_<index>, the split's questions in file order from 0 "
+              "(dev_0: dev.json's first)")
+    if unknown:
+        log.warning("%s: %d row(s) name a question_id the split does not have (e.g. %r); expected %s: %s",
+                    path, len(unknown), unknown[0], id_ranges(questions), scheme)
+    if not mismatched or len(mismatched) < max(3, 0.1 * n_rows):
+        return
+    position = {q.question_id: i for i, q in enumerate(questions)}
+    where: dict[str, list[int]] = {}
+    for i, q in enumerate(questions):
+        for text in {_question_key(q.question), _question_key(f"{q.question} {q.evidence}")}:
+            where.setdefault(text, []).append(i)
+    shifts: Counter[int] = Counter()
+    for qid, text in mismatched:
+        found = where.get(_question_key(text))
+        if found:
+            shifts[min((position[qid] - i for i in found), key=abs)] += 1
+    shift, n = shifts.most_common(1)[0] if shifts else (0, 0)
+    if shift and n >= 0.8 * len(mismatched):
+        example = next(qid for qid, text in mismatched if position[qid] - shift in where.get(_question_key(text), ()))
+        said = (f"the ids look shifted by {shift:+d} (the row named {example} asks "
+                f"{questions[position[example] - shift].question_id}'s question)")
+    else:
+        said = "are the ids shifted, or another numbering?"
+    log.warning("%s: %d of %d rows carry a question that is not the one their question_id names; %s: %s",
+                path, len(mismatched), n_rows, said, scheme)
 
 
 def _from_jsonl(
@@ -301,6 +387,7 @@ def _from_jsonl(
     found: dict[str, Prediction] = {}
     rows = read_objects(path, reasons)
     n_rows = len(rows) + sum(reasons.values())  # (the lines read, each a row of the file)
+    unknown, mismatched = [], []
     for row in rows:
         if not isinstance(row.get("sql"), str) or row.get("question_id") is None:
             reasons["no question_id or sql (a string)"] += 1
@@ -308,6 +395,10 @@ def _from_jsonl(
         question, problem = question_of(row, by_id)
         if problem:
             reasons[problem] += 1
+            if problem == "unknown question_id":
+                unknown.append(str(row["question_id"]))
+            elif problem == QUESTION_MISMATCH:
+                mismatched.append((str(row["question_id"]), row["question"]))
             continue
         if question.question_id in found:
             reasons["duplicate question_id"] += 1
@@ -321,6 +412,7 @@ def _from_jsonl(
         found[question.question_id] = Prediction(
             question.question_id, question.db_id, row["sql"].strip(), system, tuple(samples)
         )
+    _id_hints(path, questions, unknown, mismatched, n_rows)
     if n_rows != len(questions) and not (allow_partial and n_rows <= len(questions)):
         raise PredictionFileError(
             path,

@@ -66,6 +66,54 @@ def run_fold(table: NodeTable, role: dict[str, list[int]], params: BoostedParams
     return FoldResult(out["test"], out["val"], time.perf_counter() - start, raw_test)
 
 
+def check_roles(table: NodeTable, roles: list[dict[str, list[int]]], params: BoostedParams,
+                protocol: str = "crossfit", n_folds: int | None = None, fold_ids: Sequence[int] | None = None
+                ) -> None:
+    """Before anything is fitted, what the estimator would refuse midway, after fitting the folds
+    before it (a traceback): a ``UsageError`` in one line naming the fold, its databases and what
+    to do. Outputs whose nodes are all right (or all wrong): nothing to learn; a fold whose
+    training outputs are (the node model needs right and wrong nodes), or, with a node
+    calibrator (``model.calibration``), whose validation outputs are (it would be fitted to one
+    class). ``protocol``, ``n_folds`` and ``fold_ids`` (``data.run_folds``) name the folds."""
+    from model.calibrators import one_class
+    from model.errors import UsageError
+
+    side = table.side_indices if params.train_side == "all" else []
+    every = [*range(len(table.examples) - table.train_side), *side]
+    labels = np.concatenate([table.examples[k].node_labels for k in every]) if every else np.zeros(0)
+    if (label := one_class(labels)) is not None:
+        n, right = len(every), sum(table.examples[k].correct for k in every)
+        if label:
+            found = f"all {n} outputs match gold" if right == n else f"every node of the {n} outputs is right"
+        else:
+            found = f"no node of the {n} outputs is right"
+        raise UsageError(f"{found}: nothing to learn (the node model learns from right and wrong nodes); "
+                         "add outputs with mistakes (another system's, or answers to harder questions)")
+    n_folds = n_folds or len(roles)
+    for i, role in enumerate(roles):
+        fold = fold_ids[i] if fold_ids else i
+        for part, what in (("train", "training"), ("val", "validation")):
+            indices = role[part] + (list(role.get("side", [])) if part == "train" and side else [])
+            if part == "val" and (params.calibration == "none" or not indices):  # (none: no calibrator,
+                continue  # as data.val_fraction=0 leaves it)
+            where = (f"fold {fold + 1}/{n_folds}'s {what} databases" if protocol == "crossfit"
+                     else f"the {what} databases of data.protocol=split")
+            databases = sorted({table.examples[k].db_id for k in role[part]})
+            names = ", ".join(databases[:4]) + (f" and {len(databases) - 4} more" if len(databases) > 4 else "")
+            fewer = ("use fewer folds (data.folds)" if protocol == "crossfit"
+                     else "try another data.split_seed or data.val_fraction")
+            if not indices:
+                raise UsageError(f"{where}: no outputs to train on; {fewer}")
+            labels = np.concatenate([table.examples[k].node_labels for k in indices])
+            if (label := one_class(labels)) is None:
+                continue
+            found = f"every output on them is {'right' if label else 'wrong'} ({len(labels)} nodes, all {label})"
+            needs = ("the node model fitted on them needs right and wrong nodes" if part == "train" else
+                     f"the {params.calibration} node calibrator fitted on them needs right and wrong nodes")
+            calibration = ", or model.calibration=none" if part == "val" else ""
+            raise UsageError(f"{where} ({names}): {found}: {needs}; {fewer}, add outputs{calibration}")
+
+
 def crossfit(table: NodeTable, roles: list[dict[str, list[int]]], params: BoostedParams, seed: int = 0,
              columns: np.ndarray | None = None, progress: bool = True, fold_ids: Sequence[int] | None = None,
              raw: dict[int, np.ndarray] | None = None

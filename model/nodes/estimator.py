@@ -186,8 +186,8 @@ def fit_classifier(x: np.ndarray, y: np.ndarray, names: Sequence[str], hgb: dict
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     if len(y) == 0 or (label := one_class(y)) is not None:
-        found = f"every one of its {len(y)} labels is {label}" if len(y) else "no rows"
-        raise ValueError(f"cannot fit a node classifier on {found}: it needs right and wrong nodes")
+        found = f"every one of its {len(y)} labels is {label}" if len(y) else "it has no rows"
+        raise ValueError(f"cannot fit a node classifier: {found}, and it needs right and wrong nodes")
 
     empty = np.isnan(x).all(axis=0) if len(x) else np.zeros(x.shape[1], dtype=bool)
     if empty.any():
@@ -316,7 +316,9 @@ def site_head_scores(site_model, x: np.ndarray, raw: np.ndarray, arities: Sequen
 def inner_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: Sequence[str],
                       params: BoostedParams, seed: int = 0) -> np.ndarray:
     """Out-of-fold node-model probabilities of training rows: the node model fitted once per
-    fold of their groups (``row_groups``: databases; ``params.inner_folds``), without that fold."""
+    fold of their groups (``row_groups``: databases; ``params.inner_folds``), without that fold.
+    Where the rows without a fold are of one class (a database whose outputs are all right, the
+    others in that fold), that class is the fold's probability: no classifier fits on one class."""
     from model.data.folds import schema_disjoint_folds
 
     k = min(params.inner_folds, len(np.unique(groups)))
@@ -326,6 +328,9 @@ def inner_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: S
     fold = schema_disjoint_folds(groups, k, seed)
     out = np.empty(len(x))
     for i in range(k):
+        if (label := one_class(y[fold != i])) is not None:
+            out[fold == i] = float(label)
+            continue
         model = fit_node_model(x[fold != i], y[fold != i], names, params, seed)
         out[fold == i] = model.predict_proba(x[fold == i])[:, 1]
     return out
@@ -388,8 +393,7 @@ def _calibrators(table: NodeTable, indices: Sequence[int], params: BoostedParams
     raw = np.concatenate([oof_raw[k] for k in oof]) if oof else np.zeros(0)
     labels = np.concatenate([table.examples[k].node_labels for k in oof]) if oof else np.zeros(0)
     calibrator = fit_calibrator(params.calibration, raw, labels)
-    aggregates = np.array([query_aggregates(oof_conf[k]) for k in oof]).reshape(-1, len(QUERY_FEATURES))
-    query_labels = np.array([int(table.examples[k].correct) for k in oof])
+    aggregates, query_labels = query_rows(table, oof, oof_conf)
     folds = np.array([fold_of.get(k, 0) for k in oof])
     query_oof = np.full(len(oof), np.nan)
     for fold in np.unique(folds) if np.unique(folds).size > 1 else ():  # its own out-of-fold scores
@@ -401,9 +405,26 @@ def _calibrators(table: NodeTable, indices: Sequence[int], params: BoostedParams
         query_metrics = {"query_auc": M.auc(query_oof, query_labels),
                          "query_ece": M.ece(query_oof, query_labels),
                          "query_brier": M.brier(query_oof, query_labels)}
-    query_calibrator = QueryCalibrator.fit(aggregates, query_labels) if len(oof) else QueryCalibrator(
-        [0.0] * len(QUERY_FEATURES), 0.0)
-    return calibrator, query_calibrator, query_metrics
+    return calibrator, fit_query_calibrator(table, oof, oof_conf), query_metrics
+
+
+def query_rows(table: NodeTable, indices: Sequence[int], confidences: Mapping[int, np.ndarray]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """What the whole-query calibrator learns from: each example's ``query_aggregates`` of its
+    held-out node ``confidences`` (shape ``(len(indices), len(QUERY_FEATURES))``) and whether the
+    query is right."""
+    aggregates = np.array([query_aggregates(confidences[k]) for k in indices]).reshape(-1, len(QUERY_FEATURES))
+    return aggregates, np.array([int(table.examples[k].correct) for k in indices], dtype=int)
+
+
+def fit_query_calibrator(table: NodeTable, indices: Sequence[int], confidences: Mapping[int, np.ndarray]
+                         ) -> QueryCalibrator:
+    """The whole-query calibrator (``QueryCalibrator``) fitted on the node ``confidences`` of the
+    examples ``indices``, held out from the node model (a run's out-of-fold scores, or a fit's
+    validation examples); a constant 0.5 without any. The one fit of it, for both."""
+    if not len(indices):
+        return QueryCalibrator([0.0] * len(QUERY_FEATURES), 0.0)
+    return QueryCalibrator.fit(*query_rows(table, indices, confidences))
 
 
 @dataclass
@@ -480,11 +501,13 @@ class BoostedNodeModel(BaseEstimator):
             columns: np.ndarray | None = None) -> BoostedNodeModel:
         """Fit on the examples ``train`` of ``table`` (default: all but its train side).
 
-        ``validation``: held-out examples the node calibrator is fitted on (a cross-fitting
-        fold's validation databases); the site head learns from them too. ``out_of_fold``: a
-        cross-fitting run's scores of ``train``: the calibrators are fitted on them (a run's
-        final model), and the site head reads its out-of-fold node probabilities. Without either
-        there is no node calibrator and the whole-query calibrator is a constant.
+        ``validation``: held-out examples the node calibrator and then the whole-query
+        calibrator (on the calibrated node confidences there, ``fit_query_calibrator``) are
+        fitted on (a cross-fitting fold's validation databases); the site head learns from them
+        too. ``out_of_fold``: a cross-fitting run's scores of ``train``: the calibrators are
+        fitted on them instead (a run's final model), and the site head reads its out-of-fold
+        node probabilities. Without either there is no node calibrator and the whole-query
+        calibrator is a constant.
         ``side``: examples of ``params.train_predictions`` (with ``train_side=all`` both models
         learn from them). ``columns``: a boolean mask over
         ``table.names`` that keeps only some features (ablations).
@@ -545,9 +568,11 @@ class BoostedNodeModel(BaseEstimator):
                 self.without_database_ = (cal2, qcal2)
                 all_metrics["out_of_fold_without_database"] = {
                     **without.metrics, **{f"test/calibrated_{k}": v for k, v in qmetrics2.items()}}
-        else:
+        else:  # both calibrators on the validation examples (none: a constant whole-query confidence)
             self.calibrator_ = fit_calibrator(p.calibration, raw_val, yv)
-            self.query_calibrator_ = QueryCalibrator([0.0] * len(QUERY_FEATURES), 0.0)
+            conf_val = self.calibrate(raw_val) if len(raw_val) else raw_val
+            self.query_calibrator_ = fit_query_calibrator(
+                table, validation, dict(zip(validation, split_rows(conf_val, table, validation))))
         x_plain, y_plain, _ = table.stack(train)  # every node once, as computed
         x_plain = x_plain[:, keep]
         node_types = [t for k in train for t in table.examples[k].node_types]

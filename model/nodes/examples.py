@@ -299,7 +299,8 @@ def build_examples(
         candidates += [(q, q.gold_sql, "gold") for q in questions]
     cache = execution_cache if execution_cache is not None else project_cache_dir("exec")
     outcome_of = _execution_outcomes(root, candidates, cache, workers, timeout_s, progress)
-    examples = _labelled(candidates, schemas, outcome_of, require_database, report, evidence, labels == "tree")
+    examples = _labelled(candidates, schemas, outcome_of, require_database, report, evidence, labels == "tree",
+                         unknown_db_reason(root))
     if verbose:
         print(f"[{root.name}/{split}] " + report.summary())
     return examples, report
@@ -327,14 +328,24 @@ def _predicted(prediction_files: Sequence[Path], all_questions: list[Question],
     return candidates
 
 
+def unknown_db_reason(root: Path) -> str:
+    """Why a question's ``db_id`` has no schema, naming where the schemas were read
+    (``model.data.datasets.load_schemas``): ``tables.json`` (or BIRD's ``*_tables.json``) lacks
+    it, though its database may be there; without those files, it has no database file."""
+    root = Path(root)
+    files = ["tables.json"] if (root / "tables.json").exists() else sorted(p.name for p in root.glob("*_tables.json"))
+    return f"db_id not in {' or '.join(files)}" if files else "db_id has no database/<db_id>/<db_id>.sqlite"
+
+
 def _perturbed(root: Path, questions: list[Question], schemas: dict, n: int, seed: int,
                mix: dict[str, float] | None, report: ExampleReport) -> list[Candidate]:
     """``n`` perturbations of each gold query, system ``perturb:<kind>``."""
     candidates: list[Candidate] = []
     perturbers: dict[str, Perturber] = {}
+    unknown_db = unknown_db_reason(root)
     for index, q in enumerate(questions):
         if q.db_id not in schemas:
-            report.skipped["unknown db_id"] += 1
+            report.skipped[unknown_db] += 1
             continue
         if q.db_id not in perturbers:
             perturbers[q.db_id] = Perturber(schemas[q.db_id], database_path(root, q.db_id),
@@ -360,14 +371,16 @@ def _execution_outcomes(root: Path, candidates: list[Candidate], cache: Path, wo
 
 
 def _labelled(candidates: list[Candidate], schemas: dict, outcome_of: dict, require_database: bool,
-              report: ExampleReport, evidence: bool = False, tree_labels: bool = False) -> list[NodeExample]:
-    """Trees and node labels of the candidates; each one left out is counted by reason.
+              report: ExampleReport, evidence: bool = False, tree_labels: bool = False,
+              unknown_db: str = "db_id not in tables.json") -> list[NodeExample]:
+    """Trees and node labels of the candidates; each one left out is counted by reason
+    (``unknown_db``: the reason for a db_id without a schema, ``unknown_db_reason``).
     ``tree_labels``: label by tree comparison even where execution matched or not."""
     gold_trees: dict[str, rat.Node | None] = {}
     examples = []
     for q, sql, system in candidates:
         if q.db_id not in schemas:
-            report.skipped["unknown db_id"] += 1
+            report.skipped[unknown_db] += 1
             continue
         outcome = outcome_of.get((q.question_id, sql, system), "no_database")
         report.execution[outcome] += 1
