@@ -52,7 +52,10 @@ def test_adapting_the_spider_model_on_bird_outputs_helps_on_other_bird_databases
     adapted = adapt(base, Scorer.pretrained("spider_consensus").saved, [r for r in rows if r["db_id"] in seen],
                     progress=False, hgb={**base.info_["config"]["hgb"], "max_iter": 150}, label_shift=True)
     assert adapted.shared_questions > 300 and len(adapted.systems) == 4
-    assert adapted.estimated_rates[1] < adapted.teacher_rates[1]  # BIRD's outputs are right less often
+    # BIRD's outputs are right less often: estimated so (EM runs to a rate near 0 on them: a shift
+    # that does not fit, so the teacher's confidences are not moved, and rat-adapt says why)
+    assert adapted.query_shift.rate < adapted.teacher_rates[1]
+    assert adapted.query_shift.fits or (adapted.estimated_rates is None and adapted.not_shifted)
     tested = [k for k, e in enumerate(examples) if e.db_id in unseen]
     alone = [{k: v for k, v in rows[i].items() if k not in ("question_id", "system")} for i in tested]
     cold = _node_auc(Scorer.pretrained().score_many(alone, progress=False, spans=False), [examples[i] for i in tested])
