@@ -39,7 +39,12 @@ class PredictionFileError(UsageError):
 
 
 class AdaptError(UsageError):
-    """Models or outputs adaptation cannot use (a teacher that reads no other answers...)."""
+    """Models or outputs adaptation cannot use (a teacher that reads no other answers...);
+    ``argument``: which of ``adapt``'s is at fault (``model``, ``teacher``), where one is."""
+
+    def __init__(self, message: str, argument: str | None = None):
+        super().__init__(message)
+        self.argument = argument
 
 
 class RecalibrationError(UsageError):

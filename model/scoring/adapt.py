@@ -97,12 +97,13 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
 
     if model.quantiles_ is not None or teacher.quantiles_ is not None:
         raise AdaptError("a model that reads count features as quantiles (model.quantiles=true) cannot be "
-                         "adapted yet; score your outputs with --quantiles rows instead")
+                         "adapted yet; score your outputs with --quantiles rows instead",
+                         "model" if model.quantiles_ is not None else "teacher")
     if not set(teacher.features_) & set(CONSENSUS_FEATURES):
         raise AdaptError("the teacher reads one system's answer alone (a model=features run with "
-                         "model.groups=single+consensus reads the others)")
+                         "model.groups=single+consensus reads the others)", "teacher")
     if set(model.features_) & set(CONSENSUS_FEATURES):
-        raise AdaptError("the model to adapt reads other systems' answers: adapt a single-system model")
+        raise AdaptError("the model to adapt reads other systems' answers: adapt a single-system model", "model")
     systems: dict[str, set] = defaultdict(set)  # question -> the systems answering it
     for r in rows:
         if r.get("question_id") is not None:

@@ -870,12 +870,8 @@ def adapt_main(argv: list[str] | None = None) -> int:
                 started = time.monotonic()
                 result = adapt(model, teacher, rows, label_shift=args.label_shift)
             except AdaptError as e:  # (the models' own mistakes name the option that gave them)
-                option = ("--teacher" if str(e).startswith("the teacher") else
-                          "--model" if str(e).startswith("the model to adapt") else
-                          ("--model" if model.quantiles_ is not None else "--teacher")
-                          if str(e).startswith("a model that reads count features") else None)
-                if option:
-                    raise UsageError(f"{option} {getattr(args, option[2:])}: {e}") from None
+                if e.argument:
+                    raise UsageError(f"--{e.argument} {getattr(args, e.argument)}: {e}") from None
                 raise UsageError(f"--predictions: {e}{_skipped_note(skipped, 'left out')}") from None
         _written("--out", args.out, lambda: result.model.save(args.out))  # whole or not at all
     except UsageError as e:
