@@ -28,10 +28,12 @@ Spellings that always mean the same are written one way, so that they get one tr
   ``WITH RECURSIVE t AS (base UNION [ALL] step)`` reads ``t`` in its step the same way. A ``*``
   in such a query stands for the columns of what it reads (by the schema; unknown where one's
   are): ``WITH s AS (SELECT * FROM t) SELECT a FROM s`` reads ``derived.a``, as ``s.a`` does.
-- In a dialect other than SQLite, a function's documented synonym is its name (Snowflake's
-  ``TIMESTAMPDIFF`` is ``DATEDIFF``, DuckDB's ``countif`` ``count_if``), ``YEAR(d)``, ``MONTH(d)``,
-  .. are ``EXTRACT(year FROM d)`` (SQL Server's ``DATEPART(year, d)``), and named arguments
-  (``input => x``) come in the order of their names.
+- In a dialect other than SQLite, a function's documented synonym is its name, and so is
+  another dialect's name of the same function (Snowflake's ``TIMESTAMPDIFF`` is ``DATEDIFF``,
+  DuckDB's ``countif`` ``count_if``, Snowflake's ``BOOLOR_AGG`` ``bool_or``), ``ZEROIFNULL(x)`` is
+  ``COALESCE(x, 0)``, ``REGEXP_LIKE(a, p)`` ``a REGEXP p``, ``YEAR(d)``, ``MONTH(d)``, .. and SQL
+  Server's ``DATEPART(year, d)`` are ``EXTRACT(year FROM d)``, and named arguments (``input =>
+  x``) come in the order of their names.
 """
 
 import functools
@@ -156,23 +158,48 @@ _SQLITE_CALLS = {
     "redshift": {"strpos": ("instr", (0, 1)), "charindex": ("instr", (1, 0)), "len": ("length", (0,)),
                  **_STANDARD_CALLS},
 }
-# A dialect's other names of one of its functions (documented as its synonyms), for a call of so
-# many arguments: the name rat writes. (BigQuery's COUNTIF is the others' COUNT_IF; MySQL's
-# two-argument DATEDIFF, days between dates, is no TIMESTAMPDIFF.)
+# A dialect's other names of one of its functions (documented as its synonyms), and the names
+# under which other dialects have the same function, for a call of so many arguments: the name rat
+# writes. (BigQuery's COUNTIF is the others' COUNT_IF; MySQL's two-argument DATEDIFF, days between
+# dates, is no TIMESTAMPDIFF.) The boolean aggregates are bool_or / bool_and (Snowflake's
+# BOOLOR_AGG, BigQuery's LOGICAL_OR, the standard's EVERY, Databricks' SOME; its ANY(x) too:
+# `Canonicalizer.expression`); an array's number of elements, 0 for an empty array, is
+# cardinality (Snowflake's ARRAY_SIZE, BigQuery's ARRAY_LENGTH, DuckDB's array_length of a list;
+# Databricks' size, which gives -1 for NULL outside ANSI mode as its cardinality does, but not its
+# array_size, NULL there; nor PostgreSQL's array_length(a, 1), NULL for an empty array).
+_EVERY = {"every": ("bool_and", 1)}
 _SYNONYMS = {
     "snowflake": {"timestampdiff": ("datediff", 3), "timediff": ("datediff", 3),
-                  "timestampadd": ("dateadd", 3), "timeadd": ("dateadd", 3)},
-    "databricks": {"timestampdiff": ("datediff", 3), "timestampadd": ("dateadd", 3)},
-    "duckdb": {"countif": ("count_if", 1)},
-    "bigquery": {"countif": ("count_if", 1)},
+                  "timestampadd": ("dateadd", 3), "timeadd": ("dateadd", 3),
+                  "boolor_agg": ("bool_or", 1), "booland_agg": ("bool_and", 1), "array_size": ("cardinality", 1)},
+    "databricks": {"timestampdiff": ("datediff", 3), "timestampadd": ("dateadd", 3), **_EVERY,
+                   "some": ("bool_or", 1), "size": ("cardinality", 1)},
+    "duckdb": {"countif": ("count_if", 1), "array_length": ("cardinality", 1), "datepart": ("date_part", 2)},
+    "bigquery": {"countif": ("count_if", 1), "logical_or": ("bool_or", 1), "logical_and": ("bool_and", 1),
+                 "array_length": ("cardinality", 1)},
+    "postgres": _EVERY,
+    "trino": _EVERY,
 }
-# Functions that are EXTRACT(part FROM d) in a dialect (SQL Server's DATEPART(part, d)), named
-# by the part: YEAR(d), MONTH(d), .. (not SECOND(d): Databricks' EXTRACT(SECOND ..) keeps the
-# fraction; nor WEEK(d), DAYOFWEEK(d): modes and week starts of their own)
+# Calls that are another function's with a 0 after the argument: ZEROIFNULL(x) is COALESCE(x,
+# 0), NULLIFZERO(x) NULLIF(x, 0) (Snowflake; Databricks 16)
+_ZERO_CALLS = {"zeroifnull": "coalesce", "nullifzero": "nullif"}
+_ZERO_CALLS_OF = {"snowflake": _ZERO_CALLS, "databricks": _ZERO_CALLS}
+# Functions that are `a REGEXP p` (sqlglot's RegexpLike; PostgreSQL's `a ~ p`, Databricks' `a RLIKE
+# p`) called with two arguments: REGEXP_LIKE(a, p) (MySQL: "REGEXP and RLIKE are synonyms for
+# REGEXP_LIKE()"; Snowflake, where RLIKE(a, p) too, anchored at both ends as its REGEXP is)
+_REGEXP_CALLS = {"mysql": frozenset({"regexp_like"}), "snowflake": frozenset({"regexp_like", "rlike"}),
+                 "databricks": frozenset({"regexp_like"}), "postgres": frozenset({"regexp_like"})}
+# Functions that are EXTRACT(part FROM d) in a dialect, named by the part: YEAR(d), MONTH(d), ..
+# (not SECOND(d): Databricks' EXTRACT(SECOND ..) keeps the fraction; nor WEEK(d), DAYOFWEEK(d):
+# modes and week starts of their own); and the parts of SQL Server's DATEPART(part, d) that are
+# EXTRACT's (its week and weekday follow the session's DATEFIRST, its second is whole)
 _EXTRACT_PARTS = frozenset({"year", "quarter", "month", "day", "hour", "minute"})
 _EXTRACTS = {"snowflake": _EXTRACT_PARTS, "duckdb": _EXTRACT_PARTS, "databricks": _EXTRACT_PARTS,
              "trino": _EXTRACT_PARTS, "mysql": frozenset({"year", "quarter", "month", "day"}),
              "tsql": frozenset({"year", "month", "day"})}
+_DATEPART_EXTRACTS = {"tsql": _EXTRACT_PARTS}
+# Dialects whose EXTRACT(part FROM d) takes the parts' abbreviations (`_DATE_PART_ABBREVIATIONS`)
+_EXTRACT_ABBREVIATIONS = frozenset({"snowflake", "redshift"})
 _STRFTIME = {"postgres": {"to_char": (1, 0)}, "snowflake": {"to_char": (1, 0), "to_varchar": (1, 0)},
              "mysql": {"date_format": (1, 0)}, "duckdb": {"strftime": (1, 0)},
              "bigquery": {"format_date": (0, 1), "format_timestamp": (0, 1), "format_datetime": (0, 1)},
@@ -186,6 +213,10 @@ _CONSTRUCTS = {"SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
                "Var": "a bare word", "Lambda": "a lambda (x -> ..)",
                "Dot": "a field of a struct value",  # PostgreSQL's `(c).f` (Dialect.struct_fields)
                "Bracket": "an array subscript of several indexes", "Slice": "an array slice"}
+# Dialects whose GROUP BY takes a set quantifier, `GROUP BY ALL | DISTINCT <keys>` (elsewhere refused:
+# SQL Server's GROUP BY ALL <keys> keeps the groups its WHERE removes)
+_GROUP_BY_QUANTIFIER = frozenset({"postgres", "trino"})
+_GROUPING_SETS = (exp.Rollup, exp.Cube, exp.GroupingSets)
 # Dialects where `s['f']` and `struct_extract(s, 'f')` read a struct's field `s.f`
 _KEYED_FIELDS = frozenset({"duckdb"})
 # Dialects with string_agg(x, sep), SQLite's group_concat(x, sep) (MySQL's group_concat(x, y)
@@ -277,32 +308,77 @@ def _date_part(call: exp.Anonymous, name: str, rat_dialect: Dialect) -> None:
     for k in positions:
         argument = arguments[k] if arguments else None
         part = argument.name.lower() if argument is not None else ""
-        if type(argument) is exp.Column and argument.args.get("table") is None \
-                and isinstance(argument.this, exp.Identifier) and not argument.this.quoted \
-                and (part in _DATE_PARTS or k == 0 and part in abbreviations):
+        if _bare_word(argument) and (part in _DATE_PARTS or k == 0 and part in abbreviations):
             argument.replace(exp.Var(this=abbreviations.get(part, part) if k == 0 else part))
         elif k == 0 and rat_dialect.name in BARE_DATE_PART and type(argument) is exp.Literal and argument.is_string \
                 and (part in _DATE_PARTS or part in abbreviations):
             argument.replace(exp.Var(this=abbreviations.get(part, part)))
 
 
+def _bare_word(argument: exp.Expression | None) -> bool:
+    """Whether `argument` is a bare word: an unquoted name, unqualified (a date part, where a
+    function takes one, or a column)."""
+    return type(argument) is exp.Column and argument.args.get("table") is None \
+        and isinstance(argument.this, exp.Identifier) and not argument.this.quoted
+
+
+# What a quantified comparison's ANY / SOME compares with: `x = ANY (..)`, `x LIKE ANY (..)`
+_QUANTIFIED = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike)
+
+
+def _any_aggregate(node: exp.Any, rat_dialect: Dialect) -> bool:
+    """Whether `node` is Databricks' aggregate any(x), bool_or(x) ("a synonym for bool_or"), not
+    the ANY of a quantified comparison (`x = ANY (..)`)."""
+    return rat_dialect.name == "databricks" and type(node.this) is exp.Paren \
+        and not (isinstance(node.parent, _QUANTIFIED) and node.arg_key == "expression")
+
+
+@functools.lru_cache(maxsize=4096)  # (names come from the SQL read)
+def _reads_as_aggregate(rat_dialect: Dialect, name: str, arity: int) -> bool | None:
+    """Whether sqlglot reads a call of function `name` with `arity` arguments in the dialect as
+    an aggregate (True), another function's (False), or knows no such function (None)."""
+    if not _SIMPLE_NAME.match(name):
+        return None
+    sql = f"SELECT {name}({', '.join(f'_{k}' for k in range(arity))})"
+    try:
+        with quiet_sqlglot():
+            parsed = sqlglot_dialect(rat_dialect).parse(sql)[0]
+    except (sqlglot.errors.SqlglotError, TypeError, ValueError):
+        return None
+    call = parsed.expressions[0] if isinstance(parsed, exp.Select) and len(parsed.expressions) == 1 else None
+    if call is None or type(call) is exp.Anonymous or type(call) is exp.Column:
+        return None
+    return call.find(exp.AggFunc) is not None
+
+
 def _one_spelling(call: exp.Anonymous, name: str, rat_dialect: Dialect) -> exp.Expression:
     """A call in a dialect other than SQLite, spelled one way where the dialect has several for
-    it: a synonym's name as `_SYNONYMS` says, YEAR(d) .. as EXTRACT(year FROM d) (`_EXTRACTS`;
-    SQL Server's as DATEPART(year, d)), and the named arguments (`input => x`) by name (they
-    may come in any order; the others come first). The call, or the Extract that replaces it."""
+    it: a synonym's name as `_SYNONYMS` says, ZEROIFNULL(x) as COALESCE(x, 0) (`_ZERO_CALLS_OF`),
+    REGEXP_LIKE(a, p) as `a REGEXP p` (`_REGEXP_CALLS`), YEAR(d) .. and SQL Server's DATEPART(year,
+    d) as EXTRACT(year FROM d) (`_EXTRACTS`, `_DATEPART_EXTRACTS`), and the named arguments (`input
+    => x`) by name (they may come in any order; the others come first). The call, or the
+    expression that replaces it."""
     arguments = call.expressions
-    synonym, arity = _SYNONYMS.get(rat_dialect.name, {}).get(name, (None, 0))
+    dialect_name = rat_dialect.name
+    synonym, arity = _SYNONYMS.get(dialect_name, {}).get(name, (None, 0))
     if synonym is not None and len(arguments) == arity:
         call.set("this", synonym)
-    elif name in _EXTRACTS.get(rat_dialect.name, ()) and len(arguments) == 1:
-        if rat_dialect.name == "tsql":
-            call.set("this", "datepart")
-            call.set("expressions", [exp.Var(this=name), arguments[0]])
-        else:
-            extract = exp.Extract(this=exp.Var(this=name.upper()), expression=arguments[0])
-            call.replace(extract)
-            return extract
+    replacement = None
+    if len(arguments) == 1 and name in _EXTRACTS.get(dialect_name, ()):
+        replacement = exp.Extract(this=exp.Var(this=name.upper()), expression=arguments[0])
+    elif len(arguments) == 2 and name == "datepart" and _bare_word(arguments[0]):
+        part = arguments[0].name.lower()
+        part = _DATE_PART_ABBREVIATIONS.get(dialect_name, {}).get(part, part)
+        if part in _DATEPART_EXTRACTS.get(dialect_name, ()):
+            replacement = exp.Extract(this=exp.Var(this=part.upper()), expression=arguments[1])
+    elif len(arguments) == 1 and name in _ZERO_CALLS_OF.get(dialect_name, {}):
+        call.set("this", _ZERO_CALLS_OF[dialect_name][name])
+        call.set("expressions", [arguments[0], exp.Literal.number(0)])
+    elif len(arguments) == 2 and name in _REGEXP_CALLS.get(dialect_name, ()):
+        replacement = exp.RegexpLike(this=arguments[0], expression=arguments[1])
+    if replacement is not None:
+        call.replace(replacement)
+        return replacement
     named = [k for k, a in enumerate(arguments) if type(a) is exp.Kwarg]
     if len(named) > 1:
         ordered = sorted((arguments[k] for k in named), key=lambda a: a.this.name.lower())
@@ -1352,7 +1428,7 @@ class _Resolver:
         group, order = args.get("group"), args.get("order")
         if group is not None and group.args.get("totals"):  # ClickHouse's: no database rat runs on has it
             raise RATError("unsupported construct 'WITH TOTALS'", self.sql)
-        if group is not None and group.args.get("all"):
+        if group is not None and group.args.get("all") is not None:  # (False: GROUP BY DISTINCT)
             group = self.group_by_all(node, group)
         if group is not None:
             _with_rollup(group)
@@ -1459,27 +1535,66 @@ class _Resolver:
     def group_by_all(self, node: exp.Select, group: exp.Group) -> exp.Group | None:
         """DuckDB's, Snowflake's, BigQuery's `GROUP BY ALL`: by the SELECT's expressions without
         an aggregate (or a window), as if written out; after a lone `*` (every column, grouped:
-        the distinct rows), `SELECT DISTINCT *` and no group (None). (PostgreSQL's `GROUP BY ALL
-        a` is `GROUP BY a`: ALL is the default there; SQL Server's is refused: it keeps the groups
-        its WHERE removes.)"""
-        if group.expressions and self.dialect.name == "tsql":
-            raise RATError("unsupported construct 'GROUP BY ALL <keys>' (tsql: it keeps the groups the WHERE "
-                           "removes, aggregating no rows; GROUP BY <keys> drops them)", self.sql)
-        group.set("all", None)
+        the distinct rows), `SELECT DISTINCT *` and no group (None). `GROUP BY ALL | DISTINCT
+        <keys>` is PostgreSQL's and Trino's set quantifier (`_GROUP_BY_QUANTIFIER`): ALL, the
+        default, keeps repeated grouping sets, DISTINCT drops them, so both are `GROUP BY <keys>`
+        but DISTINCT of grouping sets (refused); SQL Server's `GROUP BY ALL <keys>` keeps the groups
+        its WHERE removes, and the others have neither: refused."""
+        written = "ALL" if group.args["all"] else "DISTINCT"
+        name = self.dialect.name
         if group.expressions:
+            if name == "tsql" and written == "ALL":
+                raise RATError("unsupported construct 'GROUP BY ALL <keys>' (tsql: it keeps the groups the WHERE "
+                               "removes, aggregating no rows; GROUP BY <keys> drops them)", self.sql)
+            if name not in _GROUP_BY_QUANTIFIER:
+                alone = ": its GROUP BY ALL takes no keys" if written == "ALL" and self.dialect.group_by_all else ""
+                raise RATError(f"unsupported construct 'GROUP BY {written} <keys>' ({name} has none{alone})", self.sql)
+            if written == "DISTINCT" and any(isinstance(k, _GROUPING_SETS) for k in group.expressions):
+                raise RATError("unsupported construct 'GROUP BY DISTINCT' of grouping sets (it drops the "
+                               "repeated grouping sets)", self.sql)
+            group.set("all", None)
             return group
+        if written == "DISTINCT":
+            raise RATError("cannot parse (GROUP BY DISTINCT without its keys)", self.sql)
+        group.set("all", None)
         if not self.dialect.group_by_all:
             raise RATError("unsupported construct 'GROUP BY ALL'", self.sql)
         if [type(p) for p in node.expressions] == [exp.Star] and not node.args.get("having"):
             node.set("group", None)
             node.set("distinct", exp.Distinct())
             return None
-        keys = [o.copy() for o in self.outputs(node, "GROUP BY ALL")
-                if not o.find(exp.AggFunc, exp.Window)]
+        keys = [o.copy() for o in self.outputs(node, "GROUP BY ALL") if not self.aggregates(o)]
         if not keys:
             raise RATError("unsupported construct 'GROUP BY ALL' of aggregates alone", self.sql)
         group.set("expressions", keys)
         return group
+
+    def aggregates(self, expression: exp.Expression) -> bool:
+        """Whether a SELECT list's `expression` (as written) aggregates or is a window's: a call
+        of an aggregate that sqlglot types, or that it reads in the dialect as one where rat keeps
+        the call by its name (`bool_or(x)`, `ARRAY_AGG(x)`; `_reads_as_aggregate`). A call of a
+        function that neither knows is refused: grouped by, it would be a key."""
+        if expression.find(exp.AggFunc, exp.Window):
+            return True
+        unknown = None
+        for call in expression.find_all(exp.Anonymous, exp.Any):
+            if type(call) is exp.Any:
+                if _any_aggregate(call, self.dialect):
+                    return True
+                continue
+            name, arity = call.name.lower(), len(call.expressions)
+            known = _reads_as_aggregate(self.dialect, name, arity)
+            synonym, synonym_arity = _SYNONYMS.get(self.dialect.name, {}).get(name, (None, 0))
+            if known is None and synonym is not None and synonym_arity == arity:
+                known = _reads_as_aggregate(self.dialect, synonym, arity)  # (PostgreSQL's every: bool_and)
+            if known:
+                return True
+            if known is None and unknown is None:
+                unknown = call
+        if unknown is not None:
+            raise RATError(f"unsupported construct 'GROUP BY ALL' with {unknown.name}(..) (a function not known "
+                           "to aggregate or not: write the GROUP BY keys)", self.sql)
+        return False
 
     def order_by_all(self, node: exp.Select, order: exp.Order) -> None:
         """DuckDB's `ORDER BY ALL [DESC]`: by the SELECT's expressions, left to right."""
@@ -1835,6 +1950,15 @@ class _Resolver:
                 current = call
             elif kind is exp.Count:
                 _count_star(current)
+            elif kind is exp.Extract and self.dialect.name in _EXTRACT_ABBREVIATIONS \
+                    and type(current.this) is exp.Var:  # Snowflake's EXTRACT(yy FROM d): EXTRACT(year FROM d)
+                part = current.this.name.lower()
+                part = _DATE_PART_ABBREVIATIONS[self.dialect.name].get(part, part)
+                current.set("this", exp.Var(this=part.upper()))
+            elif kind is exp.Any and _any_aggregate(current, self.dialect):  # Databricks' any(x): bool_or(x)
+                call = exp.Anonymous(this="bool_or", expressions=[current.this.this])
+                current.replace(call)
+                current = call
             elif kind is exp.Case and current.args.get("this") is not None:
                 self.simple_case = True
             elif kind is exp.Between:

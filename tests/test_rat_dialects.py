@@ -1535,3 +1535,102 @@ def test_cross_apply_where_the_dialect_has_none_is_refused_saying_what_it_writes
         rat.to_tree(sql, dialect=dialect)
     with pytest.raises(rat.RATError, match=r"^unsupported construct 'LATERAL' \(tsql has none: CROSS APPLY"):
         rat.to_tree("SELECT s.b FROM t, LATERAL (SELECT b FROM u WHERE u.a = t.a) s", dialect="tsql")
+
+
+@pytest.mark.parametrize("dialect, one, other", [
+    # SQL Server's DATEPART(part, d) (YEAR(d) too) is EXTRACT(part FROM d), as everywhere else
+    ("tsql", "SELECT DATEPART(year, d), DATEPART(mm, d), YEAR(d), DATEPART(qq, d), DATEPART(hour, d) FROM t",
+     ("SELECT EXTRACT(YEAR FROM d), EXTRACT(MONTH FROM d), EXTRACT(YEAR FROM d), EXTRACT(QUARTER FROM d), "
+      "EXTRACT(HOUR FROM d) FROM t")),
+    # Snowflake's and Redshift's EXTRACT take the parts' abbreviations, as DATE_PART does
+    ("snowflake", "SELECT EXTRACT(yy FROM d), EXTRACT(mm FROM d) FROM t", "SELECT DATE_PART('year', d), MONTH(d) FROM t"),
+    ("redshift", "SELECT EXTRACT(yr FROM d) FROM t", "SELECT date_part(year, d) FROM t"),
+    ("duckdb", "SELECT datepart('year', d) FROM t", "SELECT EXTRACT(year FROM d) FROM t"),  # (its alias of date_part)
+    # ZEROIFNULL(x) is COALESCE(x, 0), NULLIFZERO(x) NULLIF(x, 0) (Snowflake; Databricks 16)
+    *((dialect, "SELECT ZEROIFNULL(d), e / NULLIFZERO(d) FROM t", "SELECT COALESCE(d, 0), e / NULLIF(d, 0) FROM t")
+      for dialect in ("snowflake", "databricks")),
+    # the boolean aggregates: bool_or / bool_and by their other names
+    ("postgres", "SELECT every(d) FROM t", "SELECT bool_and(d) FROM t"),
+    ("trino", "SELECT every(d) FROM t", "SELECT bool_and(d) FROM t"),
+    ("databricks", "SELECT some(d), any(d), every(e) FROM t", "SELECT bool_or(d), bool_or(d), bool_and(e) FROM t"),
+    # an array's number of elements: Databricks' size is its cardinality, DuckDB's array_length of a list too
+    ("databricks", "SELECT size(d) FROM t", "SELECT cardinality(d) FROM t"),
+    ("duckdb", "SELECT array_length(d) FROM t", "SELECT cardinality(d) FROM t"),
+    # REGEXP_LIKE(a, p) is `a REGEXP p` (MySQL, Snowflake: RLIKE too), `a RLIKE p` (Databricks), `a ~ p` (PostgreSQL)
+    ("mysql", "SELECT d FROM t WHERE REGEXP_LIKE(d, 'x') AND NOT REGEXP_LIKE(e, 'y')",
+     "SELECT d FROM t WHERE d REGEXP 'x' AND e NOT RLIKE 'y'"),
+    ("snowflake", "SELECT d FROM t WHERE REGEXP_LIKE(d, 'x') OR RLIKE(e, 'y')", "SELECT d FROM t WHERE d REGEXP 'x' OR e RLIKE 'y'"),
+    ("databricks", "SELECT d FROM t WHERE regexp_like(d, 'x')", "SELECT d FROM t WHERE d RLIKE 'x'"),
+    ("postgres", "SELECT d FROM t WHERE regexp_like(d, 'x')", "SELECT d FROM t WHERE d ~ 'x'"),
+])
+def test_a_functions_other_spellings_in_a_dialect_get_one_tree(dialect, one, other):
+    schema = {"t": ["d", "e"]}
+    assert rat.to_tree(one, schema, dialect) == rat.to_tree(other, schema, dialect)
+    assert rat.sql_spans(one, rat.to_tree(one, schema, dialect), schema, dialect).unmapped == 0
+
+
+def test_one_function_under_each_dialects_name_is_one_tree_and_others_stay_apart():
+    def tree(sql, dialect):
+        return rat.serialize(rat.to_tree(sql, {"t": ["d", "e"]}, dialect))
+    extract = "(((t.d)(year)Extract)(t)Project)"
+    assert {tree("SELECT DATEPART(year, d) FROM t", "tsql"), tree("SELECT DATE_PART('year', d) FROM t", "snowflake"),
+            tree("SELECT YEAR(d) FROM t", "mysql"), tree("SELECT EXTRACT(YEAR FROM d) FROM t", "postgres")} == {extract}
+    assert {tree("SELECT BOOLOR_AGG(d) FROM t", "snowflake"), tree("SELECT bool_or(d) FROM t", "postgres"),
+            tree("SELECT LOGICAL_OR(d) FROM t", "bigquery"), tree("SELECT bool_or(d) FROM t", "duckdb")} == \
+        {"(((t.d)Bool_or)(t)Project)"}
+    assert {tree("SELECT BOOLAND_AGG(d) FROM t", "snowflake"), tree("SELECT LOGICAL_AND(d) FROM t", "bigquery")} == \
+        {"(((t.d)Bool_and)(t)Project)"}
+    assert {tree("SELECT ARRAY_SIZE(d) FROM t", "snowflake"), tree("SELECT ARRAY_LENGTH(d) FROM t", "bigquery"),
+            tree("SELECT cardinality(d) FROM t", "trino")} == {"(((t.d)Cardinality)(t)Project)"}
+    # not the same: a week (SQL Server's DATEFIRST), PostgreSQL's array_length (NULL for an empty array),
+    # Databricks' array_size (NULL for NULL where size gives -1), a match type, DuckDB's `len` (a string's too)
+    assert tree("SELECT DATEPART(week, d) FROM t", "tsql") == "(((week)(t.d)Datepart)(t)Project)"
+    assert tree("SELECT array_length(d, 1) FROM t", "postgres") != tree("SELECT cardinality(d) FROM t", "postgres")
+    assert tree("SELECT array_size(d) FROM t", "databricks") != tree("SELECT size(d) FROM t", "databricks")
+    assert tree("SELECT d FROM t WHERE REGEXP_LIKE(d, 'x', 'i')", "mysql") != tree("SELECT d FROM t WHERE d REGEXP 'x'", "mysql")
+    assert tree("SELECT len(d) FROM t", "duckdb") != tree("SELECT cardinality(d) FROM t", "duckdb")
+    # `x = ANY (..)` stays a comparison with each value in Databricks
+    assert "Bool_or" not in tree("SELECT d FROM t WHERE d = ANY (SELECT e FROM t)", "databricks")
+
+
+@pytest.mark.parametrize("dialect, sql", [
+    ("snowflake", "SELECT d, BOOLOR_AGG(e), ARRAY_AGG(e), LISTAGG(e, ','), MEDIAN(e), COUNT_IF(e) FROM t GROUP BY ALL"),
+    ("duckdb", "SELECT d, bool_or(e), list(e), string_agg(e, ','), count_if(e), median(e) FROM t GROUP BY ALL"),
+    ("bigquery", "SELECT d, LOGICAL_OR(e), COUNTIF(e), ARRAY_AGG(e), ANY_VALUE(e) FROM t GROUP BY ALL"),
+    ("databricks", "SELECT d, collect_list(e), any(e), some(e), every(e), percentile(e, 0.5) FROM t GROUP BY ALL"),
+])
+def test_group_by_all_leaves_out_every_aggregate_however_named(dialect, sql):
+    """GROUP BY ALL groups by the expressions without an aggregate: any aggregate, not only those
+    sqlglot types in SQLite (bool_or(e) was a key: `GROUP BY d, bool_or(e)`)."""
+    schema = {"t": ["d", "e"]}
+    assert rat.to_tree(sql, schema, dialect) == rat.to_tree(sql.replace("GROUP BY ALL", "GROUP BY d"), schema, dialect)
+
+
+def test_group_by_all_over_a_function_not_known_to_aggregate_or_not_is_refused():
+    with pytest.raises(rat.RATError, match=r"^unsupported construct 'GROUP BY ALL' with my_udf\(..\) "):
+        rat.to_tree("SELECT d, my_udf(e) FROM t GROUP BY ALL", dialect="duckdb")
+    # known to sqlglot as no aggregate: a key
+    assert rat.to_tree("SELECT upper(d), count(*) FROM t GROUP BY ALL", dialect="duckdb") == \
+        rat.to_tree("SELECT upper(d), count(*) FROM t GROUP BY upper(d)", dialect="duckdb")
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "mysql", "duckdb", "snowflake", "bigquery", "databricks", "redshift"])
+def test_group_by_all_or_distinct_with_keys_is_refused_where_the_dialect_has_no_such_quantifier(dialect):
+    """`GROUP BY ALL a` (SQL Server's: another meaning) and `GROUP BY DISTINCT a` (PostgreSQL's,
+    Trino's) were read as `GROUP BY a` in every dialect."""
+    for quantifier in ("ALL", "DISTINCT"):
+        with pytest.raises(rat.RATError, match=rf"^unsupported construct 'GROUP BY {quantifier} <keys>' \({dialect}"):
+            rat.to_tree(f"SELECT a, count(*) FROM t GROUP BY {quantifier} a", dialect=dialect)
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "trino"])
+def test_group_by_all_or_distinct_with_keys_is_read_where_it_is_a_set_quantifier(dialect):
+    """PostgreSQL's and Trino's `GROUP BY ALL | DISTINCT <keys>`: ALL (the default) keeps repeated
+    grouping sets, DISTINCT drops them, so that of plain keys is `GROUP BY <keys>`; DISTINCT of
+    grouping sets, which may repeat (ROLLUP (a, b), ROLLUP (a)), is refused."""
+    plain = rat.to_tree("SELECT a, count(*) FROM t GROUP BY a", dialect=dialect)
+    for quantifier in ("ALL", "DISTINCT"):
+        assert rat.to_tree(f"SELECT a, count(*) FROM t GROUP BY {quantifier} a", dialect=dialect) == plain
+    rat.to_tree("SELECT a, count(*) FROM t GROUP BY ALL ROLLUP (a, b), ROLLUP (a)", dialect=dialect)
+    with pytest.raises(rat.RATError, match=r"^unsupported construct 'GROUP BY DISTINCT' of grouping sets "):
+        rat.to_tree("SELECT a, count(*) FROM t GROUP BY DISTINCT ROLLUP (a, b), ROLLUP (a)", dialect=dialect)
