@@ -248,21 +248,34 @@ def test_an_empty_database_is_named_by_rat_adapt_and_rat_calibrate(tmp_path, cap
 def test_rat_adapt_refuses_outputs_most_of_which_read_tables_the_database_lacks(tmp_path, capsys, monkeypatch):
     """Outputs on one database adapted on against another (--database of the wrong file): the
     teacher read every one as 'not in the schema' and the model was fitted on that, silently;
-    now one line, exit 2, before the teacher scores them."""
+    now one line, exit 2, before any fit. The tables are those the teacher's scoring read: each
+    output is parsed once (a check of its own parsed every output first, then the teacher again)."""
     from model.scoring.cli import adapt_main
     from tests.test_score_cli import _demo_database
 
-    given = _stopped_adapt(monkeypatch)
+    fits = []
+
+    def stop(*args, **kwargs):  # (the fit takes minutes)
+        fits.append(args)
+        raise AdaptError("stopped at the fit")
+
+    def parsed_again(*args):
+        raise AssertionError("the outputs parsed for their tables beside the teacher's scoring")
+
+    monkeypatch.setattr("model.nodes.estimator.fit_classifier", stop)
+    monkeypatch.setattr("model.scoring.cli._tables_read", parsed_again)
     files = _system_files(tmp_path, "library", 20)
     clinic = _demo_database("clinic")
     assert adapt_main(["--database", clinic, "--predictions", *files, "--out", str(tmp_path / "m")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and (f"rat-adapt: error: --predictions: 40 of 40 outputs read only tables --database "
-                                     f"{clinic} lacks") in err, err
-    assert given == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"rat-adapt: error: --predictions: 40 of 40 outputs read only tables --database {clinic} "
+                       "lacks (the schema of these outputs?)"), err
+    assert not [line for line in err if "error" in line or "adapt:" in line][:-1], err  # (one line; no fit begun)
+    assert fits == [] and not (tmp_path / "m").exists()
     assert adapt_main(["--database", _demo_database("library"), "--predictions", *files,
-                       "--out", str(tmp_path / "m")]) == 2  # their own database: on to adapt
-    assert "stopped here" in capsys.readouterr().err and len(given[0]) == 40
+                       "--out", str(tmp_path / "m")]) == 2  # their own database: on to the fit
+    assert "--predictions: stopped at the fit" in capsys.readouterr().err and len(fits) == 1
+    assert not (tmp_path / "m").exists()
 
 
 def test_rat_adapt_reads_rows_without_a_question_id_by_db_id_and_question(tmp_path, capsys, monkeypatch):

@@ -441,6 +441,66 @@ def test_a_statement_that_reads_nothing_is_refused_in_one_line_against_a_databas
     assert err.count("\n") == 1 and f"--sql: {says}" in err, err
 
 
+def test_sql_that_does_not_parse_is_said_not_to_parse_against_a_database_and_a_write_is_refused(tmp_path, capsys):
+    """`SELEC name FROM suppliers` with --database was counted (and --sql refused) as 'refused:
+    only a query that reads is run (found SELEC)', as if the guard had stopped a write: it is
+    SQL that does not parse, said as without a database. A write is still refused, never run."""
+    import hashlib
+
+    from model.data.databases import open_database
+    from model.scoring import RowError, Scorer
+    from model.scoring.cli import main
+
+    database = Path(_demo_database("supply_chain"))
+    before = hashlib.sha256(database.read_bytes()).hexdigest()
+    typo, write = "SELEC name FROM suppliers", "DELETE FROM suppliers"
+    with open_database(database) as db:
+        results = Scorer.pretrained().score_many([{"sql": sql, "database": db} for sql in (typo, write)],
+                                                 progress=False)
+    assert all(isinstance(r, RowError) for r in results) and [(r.kind, r.reason) for r in results] == [
+        ("sql", "cannot parse"), ("value", "refused: only a query that reads is run")], results
+    assert main(["--database", str(database), "--sql", typo]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rat-score: error: --sql: cannot parse (" in err and "refused" not in err, err
+    rows = _write_rows(tmp_path / "rows.jsonl", [{"question": "Supplier names?", "sql": sql}
+                                                 for sql in (typo, write, "SELECT name FROM suppliers")])
+    assert main(["--database", str(database), "--predictions", str(rows), "--no-reasons",
+                 "--out", str(tmp_path / "scored.jsonl")]) == 0
+    closing = [line for line in capsys.readouterr().err.splitlines() if "not scored" in line]
+    assert len(closing) == 1 and "scored 1 of 3 rows" in closing[0], closing
+    assert "cannot parse 1" in closing[0] and "refused: only a query that reads is run 1" in closing[0], closing
+    assert hashlib.sha256(database.read_bytes()).hexdigest() == before
+
+
+def test_a_model_trained_with_every_querys_database_says_so_when_it_scores_without_one(boosted_model, tmp_path,  # noqa: F811
+                                                                                       capsys):
+    """A model of the default model.database=with (every training query had its database, and no
+    calibrators were fitted without) scored a file, or one query, without a database silently,
+    its database features missing as in no query it learnt from: one line says so. The shipped
+    model (model.database=dropout: calibrated both ways) and the same model with the databases
+    say nothing."""
+    from model.scoring.cli import main
+
+    folder, objects = boosted_model
+    root = objects["table"].root
+    predictions = min((root / "predictions").glob("*.jsonl"))
+    n = len(predictions.read_text().splitlines())
+    common = ["--data-root", str(root), "--no-reasons", "--predictions", str(predictions),
+              "--out", str(tmp_path / "scored.jsonl")]
+    for model, flags, said in ((folder, ["--no-database"], True), (folder, [], False),
+                               ("pretrained", ["--no-database"], False)):
+        assert main(["--model", str(model), *common, *flags]) == 0
+        notes = [line for line in capsys.readouterr().err.splitlines() if "model.database=with" in line]
+        assert len(notes) == said, (model, flags, notes)
+        assert all(line.startswith(f"rat-score: {n} of {n} queries scored without their database") for line in notes)
+    query = objects["table"].examples[0]
+    for model, said in ((folder, True), ("pretrained", False)):
+        assert main(["--model", str(model), "--data-root", str(root), "--no-database", "--db-id", query.db_id,
+                     "--question", query.question, "--sql", query.sql]) == 0
+        notes = [line for line in capsys.readouterr().err.splitlines() if "model.database=with" in line]
+        assert len(notes) == said and all(line.startswith("rat-score: scored without its database") for line in notes)
+
+
 def test_a_database_value_without_a_scheme_is_named_without_its_password(capsys):
     from model.scoring.cli import main
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -65,7 +65,7 @@ class Adaptation:
 
 def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Mapping], seed: int = 0,
           progress: bool = True, workers: int | None = None, hgb: Mapping | None = None,
-          label_shift: bool = False) -> Adaptation:
+          label_shift: bool = False, check: Callable[[list], None] | None = None) -> Adaptation:
     """``model`` (single-system) fitted again on ``teacher``'s (consensus) node confidences of
     ``rows`` (``Scorer.score_many`` rows, each with its ``question_id`` and ``system``: several
     systems' answers to the same questions). Rows that cannot be read are counted, not fatal.
@@ -77,7 +77,10 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
     do not fit a label shift, as with ``rat-score --label-shift``: the right queries' interval
     reaching 0 or 1, or the right nodes' rate within ``model.label_shift.EDGE`` of them;
     ``not_shifted`` says why; off by default: measured on Spider's systems, it moved the rate of
-    right queries away from theirs, docs/scoring.md).
+    right queries away from theirs, docs/scoring.md). ``check``: called with the teacher's
+    ``ScoredQuery`` of each row it scored, before anything is fitted; what it raises stops the
+    adaptation there (rat-adapt's outputs read against another schema: the tables as the teacher
+    read them, each output parsed once).
 
     >>> from model.scoring import Scorer
     >>> single = Scorer.pretrained().saved
@@ -119,6 +122,8 @@ def adapt(model: BoostedNodeModel, teacher: BoostedNodeModel, rows: Sequence[Map
     scored = [(row, r) for row, r in zip(rows, results) if not isinstance(r, RowError)]
     if not scored:
         raise AdaptError(f"none of the {len(rows)} rows could be scored ({', '.join(errors)})")
+    if check is not None:
+        check([r for _, r in scored])
     x = np.vstack([r.features for _, r in scored])
     soft = np.concatenate([[n.confidence for n in r.nodes] for _, r in scored])
     target = np.array([r.query_confidence for _, r in scored])

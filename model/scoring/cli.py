@@ -275,6 +275,28 @@ def label_shift_problem(model) -> str | None:
     return None
 
 
+def trained_with_databases(model) -> bool:
+    """Whether ``model`` (a ``BoostedNodeModel``; None: a neural model) reads database features
+    that every query it learnt from had, and has no calibrators for queries scored without a
+    database: ``model.database=with`` on execution labels (each training query's database at
+    hand), validated and tested with them. Scored without one, those features are missing as in
+    no query it learnt from (``model.database=dropout`` trains a model for both)."""
+    from model.nodes.features import DATABASE_FEATURES
+
+    if model is None or getattr(model, "without_database_", None) is not None:
+        return False
+    info = model.info_ or {}
+    config = info.get("config") or {}
+    return (config.get("database", "with") == "with" and bool(config.get("test_database", True))
+            and (info.get("trained_on") or {}).get("labels") == "execution"
+            and bool(set(model.features_) & set(DATABASE_FEATURES)))
+
+
+# said once a run where such a model (trained_with_databases) scores queries without their database
+WITHOUT_DATABASE = ("by a model trained with every query's database (model.database=with): its database features "
+                    "are missing, as in no query it learnt from (model.database=dropout trains one for both)")
+
+
 @contextmanager
 def _opened(args, scorer):
     """``args.database`` opened read-only (``model.data.databases``) while the command runs: a
@@ -319,15 +341,13 @@ def score_one(scorer, args, schemas: dict) -> int:
     if schemas and not args.db_id:
         raise UsageError("--db-id is needed with --data-root or --schema")
     schema = schemas.get(args.db_id)
-    if args.database:  # (CREATE, SET ROLE, SELECT .. INTO, GET_LOCK(), MySQL's /*! .. */: not sent)
+    if args.database and schema is None:  # read from the database: the query's tables must be in it
         from model.data.databases import refusal
 
-        refused = refusal(args.sql, args.database.dialect)
-        if refused:
-            raise UsageError(f"--sql: {refused}")
-    if args.database and schema is None:  # read from the database: the query's tables must be in it
         schema = args.database.schema(args.db_id or "")
-        missing = _unknown_tables(args.sql, args.dialect, schema)
+        # (CREATE, SET ROLE, SELECT .. INTO, GET_LOCK(), MySQL's /*! .. */: not sent, nor probed;
+        # scoring refuses them, and says SQL that does not parse does not parse)
+        missing = [] if refusal(args.sql, args.database.dialect) else _unknown_tables(args.sql, args.dialect, schema)
         if missing:  # not there, or not the role's to read (its columns are not in the schema read)
             name, written = missing[0]
             _, error = args.database.run(f"SELECT 1 FROM {written} WHERE 1 = 0", args.dialect)
@@ -348,6 +368,8 @@ def score_one(scorer, args, schemas: dict) -> int:
         if message.startswith("question: "):  # the option at fault
             raise UsageError(f"--{message}") from None
         raise UsageError(f"--sql: {message.removeprefix('sql: ')}") from None
+    if not (result.scored if args.check else result).with_database and trained_with_databases(scorer.saved):
+        print(f"rat-score: scored without its database {WITHOUT_DATABASE}", file=sys.stderr)
     if args.check:
         print(json.dumps(result.to_dict()) if args.json else
               f"{result.action} (query confidence {result.query_confidence:.2f})\n{printable(result.feedback)}")
@@ -391,15 +413,20 @@ def _tables_read(sql: str, dialect: str) -> dict[str, str] | None:
             if t.name and not t.db and t.name.lower() not in ctes}
 
 
+def tables_told(result) -> bool:
+    """Whether the tables ``result`` (a ``ScoredQuery``) reads can be told against the schema it
+    was read against: it has one, the query reads a table, and none of another schema
+    (``In_schema``: another may hold it). Its table nodes, as scoring read them."""
+    return (result.schema is not None and any(n.kind == "table" for n in result.nodes)
+            and not any(n.label == "In_schema" for n in result.nodes))
+
+
 def reads_only_missing_tables(result) -> bool:
-    """``result`` (a ``ScoredQuery``) reads tables and none of them is in the schema it was read
-    against: its table nodes, as scoring read them (a table of another schema, ``In_schema``,
-    is not told: another may hold it)."""
+    """``result`` (a ``ScoredQuery``) reads tables (``tables_told``) and none of them is in the
+    schema it was read against."""
     schema = result.schema
-    if schema is None or any(n.label == "In_schema" for n in result.nodes):
-        return False
-    tables = [n.label.lower() for n in result.nodes if n.kind == "table"]
-    return bool(tables) and not any(t in schema.tables for name in tables for t in schema.tables_of(name))
+    return tables_told(result) and not any(t in schema.tables for n in result.nodes if n.kind == "table"
+                                           for t in schema.tables_of(n.label.lower()))
 
 
 def schema_source(args) -> str:
@@ -608,6 +635,7 @@ def score_file(scorer, args, schemas: dict) -> int:
                 continue
             counts["scored"] += 1
             counts["missing tables"] += reads_only_missing_tables(result)
+            counts["without database"] += not result.with_database
             odd = [n.kind for n in result.nodes if n.unfamiliar]
             unfamiliar.update(odd)
             counts["odd"] += bool(odd)
@@ -684,6 +712,9 @@ def score_file(scorer, args, schemas: dict) -> int:
         most = " (the schema of these queries?)" if 2 * counts["missing tables"] >= counts["scored"] else ""
         print(f"rat-score: {counts['missing tables']} of {counts['scored']} queries read only tables "
               f"{schema_source(args)} lacks{most}", file=sys.stderr)
+    if counts["without database"] and trained_with_databases(scorer.saved):
+        print(f"rat-score: {counts['without database']} of {counts['scored']} queries scored without their database "
+              f"{WITHOUT_DATABASE}", file=sys.stderr)
     if unfamiliar:
         print(f"rat-score: {unfamiliar_note(unfamiliar, counts['odd'], counts['scored'])}", file=sys.stderr)
     if args.data_root and not args.no_database and not getattr(args, "database", None) and lacking:
@@ -805,25 +836,19 @@ def _check_database_tables(args) -> None:
                          "may read)")
 
 
-def _check_tables_read(args, rows: list[dict]) -> None:
-    """Most ``rows`` (half or more of those whose tables can be told) reading only tables the
-    schema they are read against lacks: one line naming where it comes from. A system's
-    query now and then names a table that is not there (a wrong query, scored as such); half a
-    run's outputs doing so are outputs of other databases (``--database`` of another, the wrong
-    ``--schema``): adapted on, they would teach that a table not in the schema is the norm.
-    (The tables as sqlglot reads them: a fraction of a millisecond a query, before the scoring.)"""
-    told = missing = 0
-    for row in rows:
-        schema = row.get("schema")
-        if schema is None and getattr(args, "database", None):
-            schema = args.database.schema(str(row.get("db_id") or ""))
-        tables = _tables_read(row["sql"], row.get("dialect") or args.dialect) if schema is not None else None
-        if tables:
-            told += 1
-            missing += not any(t.lower() in schema.tables for t in tables)
-    if told and 2 * missing >= told:
-        raise UsageError(f"--predictions: {missing} of {told} outputs read only tables {schema_source(args)} lacks "
-                         "(the schema of these outputs?)")
+def _check_tables_read(args, results: list) -> None:
+    """Most outputs (half or more of those whose tables can be told: ``tables_told``) reading
+    only tables the schema they are read against lacks: one line naming where it comes from. A
+    system's query now and then names a table that is not there (a wrong query, scored as such);
+    half a run's outputs doing so are outputs of other databases (``--database`` of another, the
+    wrong ``--schema``): adapted on, they would teach that a table not in the schema is the norm.
+    ``results``: the teacher's ``ScoredQuery`` of the outputs (``adapt``'s ``check``, before any
+    fit): the tables as scoring read them, no output parsed a second time."""
+    told = [r for r in results if tables_told(r)]
+    missing = sum(reads_only_missing_tables(r) for r in told)
+    if told and 2 * missing >= len(told):
+        raise UsageError(f"--predictions: {missing} of {len(told)} outputs read only tables {schema_source(args)} "
+                         "lacks (the schema of these outputs?)")
 
 
 def _lend_question_ids(rows: list[dict]) -> None:
@@ -864,11 +889,11 @@ def adapt_main(argv: list[str] | None = None) -> int:
             rows, skipped = _usable_rows(args)
             if not rows:  # (say why: rows of other field names are all left out)
                 raise UsageError(f"--predictions: no output to adapt on{_skipped_note(skipped, 'left out')}")
-            _check_tables_read(args, rows)
             _lend_question_ids(rows)
             try:
                 started = time.monotonic()
-                result = adapt(model, teacher, rows, label_shift=args.label_shift)
+                result = adapt(model, teacher, rows, label_shift=args.label_shift,
+                               check=lambda results: _check_tables_read(args, results))
             except AdaptError as e:  # (the models' own mistakes name the option that gave them)
                 if e.argument:
                     raise UsageError(f"--{e.argument} {getattr(args, e.argument)}: {e}") from None

@@ -643,18 +643,26 @@ class Scorer:
                     raise ValueError("schema: no tables")
                 database = row.get("database")
                 database = database if isinstance(database, Database) else Path(database) if database else None
-                if isinstance(database, Database) and (refused := refusal(sql, database.dialect)):
-                    raise ValueError(refused)  # not sent there (it writes, locks..): counted, not a failing query
+                # not sent there (it writes, locks..): counted as refused, not as a query that fails to run
+                refused = refusal(sql, database.dialect) if isinstance(database, Database) else None
                 key = _schema_key(name, j, schema, database, batch)
                 own = database.dialect if isinstance(database, Database) else "sqlite"
                 read_as = dialect_name(row["dialect"]) if row.get("dialect") is not None else dialect or own
-                # tree and spans: one parse
-                located = rat.sql_spans(sql, None, schema, read_as) if spans else None
-                example = make_example(Question(str(qid or f"q{positions[j]}"), key,
-                                                question_text(str(row.get("question") or ""),
-                                                              str(row.get("evidence") or "")), ""),
-                                       sql, str(row.get("system") or "user"), schema,
-                                       tree=located.tree if located else None, dialect=read_as)
+                try:  # tree and spans: one parse (which reads nothing from the database)
+                    located = rat.sql_spans(sql, None, schema, read_as) if spans else None
+                    example = make_example(Question(str(qid or f"q{positions[j]}"), key,
+                                                    question_text(str(row.get("question") or ""),
+                                                                  str(row.get("evidence") or "")), ""),
+                                           sql, str(row.get("system") or "user"), schema,
+                                           tree=located.tree if located else None, dialect=read_as)
+                except (rat.RATError, InternalError) as e:
+                    # SQL that does not parse is said so, as without a database (`SELEC a` was
+                    # refused as if it wrote); a statement that writes stays refused
+                    if refused and not str(e).startswith("cannot parse"):
+                        raise ValueError(refused) from None
+                    raise
+                if refused:
+                    raise ValueError(refused)
                 if budget.max_nodes is not None and len(example.node_names) > budget.max_nodes:
                     raise ValueError(f"the query has {len(example.node_names)} nodes; at most "
                                      f"{budget.max_nodes} are scored")
