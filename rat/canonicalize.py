@@ -351,6 +351,54 @@ def _reads_as_aggregate(rat_dialect: Dialect, name: str, arity: int) -> bool | N
     return call.find(exp.AggFunc) is not None
 
 
+def aggregates(expression: exp.Expression, rat_dialect: Dialect) -> tuple[bool, exp.Anonymous | None]:
+    """Whether `expression`, as written in `rat_dialect` (before the resolver renames its calls:
+    PostgreSQL's greatest(a, b) becomes max(a, b)), calls an aggregate: one sqlglot types
+    (`count(x)`, also in a window), Databricks' any(x), or a call rat keeps by its name that sqlglot
+    reads in the dialect as one, under that name or the name rat writes for it (`bool_or(x)`,
+    `ARRAY_AGG(x)`, PostgreSQL's every(x); `_reads_as_aggregate`, `_SYNONYMS`); and, where it
+    calls none, its first call of a function not known to aggregate or not (a user's own, SQLite's
+    total), which may aggregate, else None."""
+    if expression.find(exp.AggFunc):
+        return True, None
+    unknown = None
+    for call in expression.find_all(exp.Anonymous, exp.Any):
+        if type(call) is exp.Any:
+            if _any_aggregate(call, rat_dialect):
+                return True, None
+            continue
+        name, arity = call.name.lower(), len(call.expressions)
+        known = _reads_as_aggregate(rat_dialect, name, arity)
+        synonym, synonym_arity = _SYNONYMS.get(rat_dialect.name, {}).get(name, (None, 0))
+        if known is None and synonym is not None and synonym_arity == arity:
+            known = _reads_as_aggregate(rat_dialect, synonym, arity)  # (PostgreSQL's every: bool_and)
+        if known:
+            return True, None
+        if known is None and unknown is None:
+            unknown = call
+    return False, unknown
+
+
+# What the resolver notes of a query EXISTS reads (`rat.tree` reads it: `one_row`)
+_ONE_ROW = "rat.one_row"
+
+
+def one_row(select: exp.Select) -> bool:
+    """Whether `select`, a query without GROUP BY that EXISTS reads, has a row always, however
+    many its FROM and WHERE give, so that its SELECT list is part of what EXISTS reads: a list
+    that calls an aggregate or may (`aggregates`, asked by the resolver of the list as written).
+    True for a query the resolver did not note."""
+    return select.meta.get(_ONE_ROW, True)
+
+
+def _read_by_exists(select: exp.Select) -> bool:
+    """Whether `select` is the query an EXISTS reads (where `rat.tree`'s `exists` finds it)."""
+    parent = select.parent
+    if type(parent) is exp.Subquery:
+        parent = parent.parent
+    return type(parent) is exp.Exists
+
+
 def _one_spelling(call: exp.Anonymous, name: str, rat_dialect: Dialect) -> exp.Expression:
     """A call in a dialect other than SQLite, spelled one way where the dialect has several for
     it: a synonym's name as `_SYNONYMS` says, ZEROIFNULL(x) as COALESCE(x, 0) (`_ZERO_CALLS_OF`),
@@ -1432,6 +1480,9 @@ class _Resolver:
             group = self.group_by_all(node, group)
         if group is not None:
             _with_rollup(group)
+        elif _read_by_exists(node):  # (its list as written: before its calls are renamed)
+            verdicts = [aggregates(p, self.dialect) for p in node.expressions]
+            node.meta[_ONE_ROW] = any(aggregating or unknown is not None for aggregating, unknown in verdicts)
         if order is not None and any(_orders_by_all(o.this) for o in order.expressions if isinstance(o, exp.Ordered)):
             self.order_by_all(node, order)
         scope = _Scope()
@@ -1570,31 +1621,16 @@ class _Resolver:
         return group
 
     def aggregates(self, expression: exp.Expression) -> bool:
-        """Whether a SELECT list's `expression` (as written) aggregates or is a window's: a call
-        of an aggregate that sqlglot types, or that it reads in the dialect as one where rat keeps
-        the call by its name (`bool_or(x)`, `ARRAY_AGG(x)`; `_reads_as_aggregate`). A call of a
-        function that neither knows is refused: grouped by, it would be a key."""
-        if expression.find(exp.AggFunc, exp.Window):
+        """Whether a SELECT list's `expression` (as written) aggregates or is a window's
+        (`aggregates`). A call of a function not known to aggregate or not is refused: grouped
+        by, it would be a key."""
+        if expression.find(exp.Window):
             return True
-        unknown = None
-        for call in expression.find_all(exp.Anonymous, exp.Any):
-            if type(call) is exp.Any:
-                if _any_aggregate(call, self.dialect):
-                    return True
-                continue
-            name, arity = call.name.lower(), len(call.expressions)
-            known = _reads_as_aggregate(self.dialect, name, arity)
-            synonym, synonym_arity = _SYNONYMS.get(self.dialect.name, {}).get(name, (None, 0))
-            if known is None and synonym is not None and synonym_arity == arity:
-                known = _reads_as_aggregate(self.dialect, synonym, arity)  # (PostgreSQL's every: bool_and)
-            if known:
-                return True
-            if known is None and unknown is None:
-                unknown = call
-        if unknown is not None:
+        aggregating, unknown = aggregates(expression, self.dialect)
+        if unknown is not None and not aggregating:
             raise RATError(f"unsupported construct 'GROUP BY ALL' with {unknown.name}(..) (a function not known "
                            "to aggregate or not: write the GROUP BY keys)", self.sql)
-        return False
+        return aggregating
 
     def order_by_all(self, node: exp.Select, order: exp.Order) -> None:
         """DuckDB's `ORDER BY ALL [DESC]`: by the SELECT's expressions, left to right."""

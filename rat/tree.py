@@ -22,6 +22,7 @@ from rat.canonicalize import (
     MAX_NODES,
     canonical_ast,
     construct_name,
+    one_row,
     parenthesised_join,
     sqlglot_dialect,
 )
@@ -873,7 +874,7 @@ class _Builder:
         """What EXISTS reads: whether its query has rows. The SELECT list of a plain SELECT does
         not change that, so `EXISTS (SELECT 1 FROM t WHERE c)`, `.. (SELECT * ..)` and
         `.. (SELECT t.id ..)` are one `Exists(Selection(c, t))`; a list with an aggregate and no
-        GROUP BY (one row, always) is kept."""
+        GROUP BY (one row, always: `rat.canonicalize.one_row`) is kept."""
         tree = self.query(query, ctes)
         select = query.this if isinstance(query, exp.Subquery) else query
         if tree.label != "Project" or type(select) is not exp.Select or "with_" in select.args:
@@ -881,7 +882,7 @@ class _Builder:
         args = select.args
         if not any(args.get(k) is not None for k in ("from_", "where", "group", "having", "qualify")):
             return tree  # no relation: `SELECT 1` is its one row
-        if args.get("group") is None and any(p.find(exp.AggFunc) for p in select.expressions):
+        if args.get("group") is None and one_row(select):
             return tree
         return tree.children[-1]
 

@@ -1634,3 +1634,38 @@ def test_group_by_all_or_distinct_with_keys_is_read_where_it_is_a_set_quantifier
     rat.to_tree("SELECT a, count(*) FROM t GROUP BY ALL ROLLUP (a, b), ROLLUP (a)", dialect=dialect)
     with pytest.raises(rat.RATError, match=r"^unsupported construct 'GROUP BY DISTINCT' of grouping sets "):
         rat.to_tree("SELECT a, count(*) FROM t GROUP BY DISTINCT ROLLUP (a, b), ROLLUP (a)", dialect=dialect)
+
+
+_EXISTS = "SELECT d FROM a WHERE EXISTS (SELECT {} FROM t WHERE t.d = a.d{})"
+
+
+@pytest.mark.parametrize("dialect, aggregate", [
+    ("postgres", "bool_or(e)"), ("postgres", "every(e)"), ("postgres", "array_agg(e)"),
+    ("snowflake", "BOOLOR_AGG(e)"), ("snowflake", "LISTAGG(e, ',')"), ("snowflake", "MEDIAN(e)"),
+    ("duckdb", "bool_or(e)"), ("duckdb", "list(e)"), ("bigquery", "LOGICAL_OR(e)"), ("bigquery", "COUNTIF(e)"),
+    ("databricks", "any(e)"), ("databricks", "some(e)"), ("databricks", "collect_list(e)"),
+    ("sqlite", "count(e)"), ("sqlite", "total(e)"),  # (SQLite's total: an aggregate sqlglot does not know)
+    ("duckdb", "my_udf(e)"),  # a function not known to aggregate or not may
+])
+def test_exists_keeps_a_select_list_that_aggregates_however_named(dialect, aggregate):
+    """`EXISTS (SELECT agg(e) FROM t WHERE c)` without GROUP BY has a row always: not the tree of
+    `EXISTS (SELECT 1 FROM t WHERE c)` (bool_or(e), BOOLOR_AGG(e), ARRAY_AGG(e) .. were dropped as
+    any SELECT list there is: only aggregates sqlglot types in SQLite were kept)."""
+    schema = {"a": ["d"], "t": ["d", "e"]}
+    assert rat.to_tree(_EXISTS.format(aggregate, ""), schema, dialect) != \
+        rat.to_tree(_EXISTS.format("1", ""), schema, dialect)
+    # grouped, it has a row where the plain query has one
+    assert rat.to_tree(_EXISTS.format(aggregate, " GROUP BY t.d"), schema, dialect) == \
+        rat.to_tree(_EXISTS.format("1", " GROUP BY t.d"), schema, dialect)
+
+
+@pytest.mark.parametrize("dialect, expression", [
+    ("postgres", "greatest(e, 1)"), ("mysql", "GREATEST(e, 1)"), ("snowflake", "LEAST(e, 1, 2)"),
+    ("sqlite", "max(e, 1)"), ("duckdb", "upper(e)"), ("snowflake", "ZEROIFNULL(e)"),
+])
+def test_exists_drops_a_select_list_without_an_aggregate(dialect, expression):
+    """The test reads the list as written: greatest(e, 1) is rat's max(e, 1) once canonicalised,
+    which sqlglot reads in PostgreSQL as the aggregate max."""
+    schema = {"a": ["d"], "t": ["d", "e"]}
+    assert rat.to_tree(_EXISTS.format(expression, ""), schema, dialect) == \
+        rat.to_tree(_EXISTS.format("1", ""), schema, dialect)
