@@ -52,6 +52,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
             given = f"ckpt_path={cfg.ckpt_path}" if cfg.get("ckpt_path") else "train=false"
             raise UsageError(f"{given}: model=features has no checkpoint; it fits and tests in one run "
                              "(its saved model, <run>/model, scores new outputs: rat-score --model <run>)")
+        check_fold_calibration(cfg)
 
         return train_boosted(cfg)
     check_neural(cfg)
@@ -92,7 +93,7 @@ def fit_and_test(cfg: DictConfig, datamodule, run_dir: Path, test: bool | None =
     if not sys.stderr.isatty():  # a log file: one line per epoch instead of tqdm's redraws
         callbacks = [c for c in callbacks if not isinstance(c, L.pytorch.callbacks.TQDMProgressBar)]
         callbacks.append(epoch_lines())
-    loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
+    loggers = make_loggers(cfg)
     quiet = {} if sys.stderr.isatty() else {"enable_progress_bar": False}  # EpochLines instead
     # callbacks=none: no checkpoint either (Lightning would add its own ModelCheckpoint)
     checkpoints = any(isinstance(c, L.pytorch.callbacks.ModelCheckpoint) for c in callbacks)
@@ -141,6 +142,16 @@ def partial_splits(trainer, datamodule, metrics: dict) -> dict:
     return {"partial_splits": partial} if partial else {}
 
 
+def in_sample_note(keys: list[str], fitted: str) -> dict:
+    """metrics.json's word on the ``keys`` measured on the validation pairs that ``fitted`` (a
+    part of the model: each fold's calibrator) was fitted on, which the run writes beside the
+    held-out test/*: ``{"in_sample": {"keys": [...], "why": "..."}}``, or {} without any."""
+    if not keys:
+        return {}
+    return {"in_sample": {"keys": list(keys), "why": f"measured on the validation pairs that fitted {fitted}: "
+                          "in-sample numbers; test/* are the held-out ones"}}
+
+
 def train_crossfit(cfg: DictConfig, datamodule) -> tuple[dict[str, float], dict[str, Any]]:
     """``data.protocol=crossfit``: one model per fold of the eval databases; every prediction is
     scored by the model whose training never saw its database (``predictions/test.jsonl``), and
@@ -161,12 +172,16 @@ def train_crossfit(cfg: DictConfig, datamodule) -> tuple[dict[str, float], dict[
             rows[split] += prediction_rows(model, datamodule, split, fold=fold, method=method)
         part = _node_summary(rows["test"][-sizes["test"]:])
         print(f"fold {fold + 1}/{cfg.data.folds}: test node AUC {part['auc']:.3f}", flush=True)
-    calibrate_folds(rows, cfg.data.get("fold_calibration", "platt"))
+    kind = cfg.data.get("fold_calibration", "platt")
+    calibrate_folds(rows, kind)
     metrics = {f"{split}/{k}": v for split in ("val", "test") for k, v in _node_summary(rows[split]).items()}
     for split in ("val", "test"):
         write_predictions_file(output_dir / "predictions" / f"{split}.jsonl", rows[split])
+    # every val/* score but the count: of confidences mapped by calibrators fitted on those rows
+    fitted = [k for k in metrics if k.startswith("val/") and k != "val/examples"] if kind != "none" else []
     write_run_files(cfg, datamodule, output_dir, {"protocol": "crossfit", "folds": folds},
-                    {"best_checkpoints": best, **metrics})
+                    {"best_checkpoints": best, **metrics,
+                     **in_sample_note(fitted, f"each fold's calibrator (data.fold_calibration={kind})")})
     print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith("test/")), flush=True)
     return metrics, {"model": model, "datamodule": datamodule, "rows": rows, "best_checkpoints": best}
 
@@ -303,6 +318,19 @@ def quiet_logs() -> None:
     logging.getLogger("lightning").propagate = False
 
 
+def make_loggers(cfg: DictConfig) -> list:
+    """The run's loggers (``cfg.logger``). Lightning's ``WandbLogger`` hands wandb.init
+    ``anonymous=None``, a setting wandb no longer reads and warns of whenever it is given (0.31 here;
+    wandb/wandb#10909): a warning in every clean run's output; it is left out where it is None
+    (wandb's own default: unset)."""
+    loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
+    for logger in loggers:
+        init = getattr(logger, "_wandb_init", None)  # (WandbLogger's arguments for wandb.init)
+        if isinstance(init, dict) and "anonymous" in init and init["anonymous"] is None:
+            del init["anonymous"]
+    return loggers
+
+
 def epoch_lines():
     """A callback for progress where no terminal redraws a bar: one line per epoch with its losses."""
     import lightning as L
@@ -356,6 +384,20 @@ def check_data(cfg: DictConfig) -> None:
         if missing:
             raise UsageError(f"data.root={root}: no {' and no '.join(missing)} in it; give the dataset's own "
                              "folder (e.g. data.root=../shared/data/spider or ../shared/data/bird)")
+
+
+def check_fold_calibration(cfg: DictConfig) -> None:
+    """``data.fold_calibration`` is read by the neural models (``calibrate_folds``); the boosted
+    model calibrates each fold on its validation databases with ``model.calibration``. A value
+    other than its default and than ``model.calibration``, which model=features would silently
+    ignore, is one line naming the key to set."""
+    value, calibration = cfg.data.get("fold_calibration"), cfg.model.get("calibration")
+    default = OmegaConf.load(CONF / "data" / "demo.yaml").get("fold_calibration")  # (every data config's)
+    if value is None or value in (default, calibration):
+        return
+    raise UsageError(f"data.fold_calibration={value}: model=features does not read it (the neural models' "
+                     "calibration of cross-fitted folds); its folds are calibrated by model.calibration (platt, "
+                     f"isotonic or none; here {calibration})")
 
 
 def check_neural(cfg: DictConfig) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from model import metrics as M
 from model.data.jsonl import write_json
-from model.eval.localisation import localisation
+from model.eval.localisation import PER_READING, localisation
 from model.nodes.boosted import check_roles, crossfit
 from model.nodes.estimator import BoostedNodeModel, BoostedParams, OutOfFold, split_rows
 from model.nodes.table import NodeTable, fold_roles, held_out, load_table
@@ -102,7 +102,8 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
     metrics = {f"test/{k}": v for k, v in summary.items()}
     # how far to trust "look here first", out of fold: what Scorer says beside each pointer
     reliability = {"with_database": pointer}
-    metrics.update({f"val/{k}": v for k, v in scores_summary(table, val).items()})
+    val_summary = scores_summary(table, val)
+    metrics.update({f"val/{k}": v for k, v in val_summary.items()})
     without = None
     if params.database in ("dropout", "both") and params.test_database:
         # a model for both: the same folds scored (and calibrated) without databases too
@@ -143,12 +144,39 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
         saved = save_final_model(table, roles, params, out_of_fold, folds_info, seed, output_dir / "model",
                                  {k: v for k, v in reliability.items() if v})
         metrics.update({f"query/{k}": v for k, v in saved.query_metrics_.items()})
-    write_json(output_dir / "metrics.json", metrics)
+    write_json(output_dir / "metrics.json", {**metrics, **in_sample_val(val_summary, params)})
     print("  ".join(f"{k} {v:.3f}" for k, v in metrics.items()
                     if k.startswith(("test/", "query/", "test_without_database/"))))
     if warning := ranking_warning(metrics):
         print(warning, flush=True)
     return metrics, {"table": table, "roles": roles, "config": params, "model": saved}
+
+
+def in_sample_val(summary: dict[str, float], params: BoostedParams) -> dict:
+    """metrics.json's in-sample mark (``model.train.in_sample_note``) for the run's ``val/*``
+    (``summary``: ``scores_summary`` of the validation pairs), which each fold fitted on: its node
+    calibrator (``model.calibration`` but none) maps every confidence there, so every score of
+    them is in-sample; its site head learns from them too (``BoostedNodeModel.fit(validation=...)``,
+    except with ``model.database=both``), so the site scores' localisation and the pointer read
+    from them. The counts (nodes, queries, wrong queries) and the random rates are no scores."""
+    from model.train import in_sample_note
+
+    calibrated = params.calibration != "none"
+    site_head = params.site_head and params.database != "both"
+    site_scores = "localisation_top1_site_scores" in summary  # (the pointer then reads them)
+    pointer = {f"localisation_{k}" for k in PER_READING}
+
+    def fitted(key: str) -> bool:
+        if key in ("nodes", "queries") or key.startswith(("localisation_n_", "localisation_random_")):
+            return False  # counts, and rates of the labels alone
+        if key.endswith("_site_scores") or (site_scores and key in pointer):
+            return site_head  # (the site head reads the node model's raw probabilities, not the calibrated)
+        return calibrated
+
+    parts = [f"node calibrator (model.calibration={params.calibration})"] if calibrated else []
+    if site_head and site_scores:
+        parts.append("site head")
+    return in_sample_note([f"val/{k}" for k in summary if fitted(k)], f"each fold's {' and '.join(parts)}")
 
 
 def check_train_split(data_cfg, params: BoostedParams) -> None:

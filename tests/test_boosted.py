@@ -121,6 +121,11 @@ def test_a_model_for_both_modes_is_measured_and_calibrated_for_each(tmp_path):
 
     metrics, _ = train(compose_cfg("train", [*FAST, "model.database=both"], tmp_path))
     assert 0.5 < metrics["test/auc"] <= 1 and 0.5 < metrics["test_without_database/auc"] <= 1
+    # its site head learns from the training pairs only: val/* are in-sample by the node calibrator alone
+    in_sample = json.loads((tmp_path / "metrics.json").read_text())["in_sample"]
+    assert "site head" not in in_sample["why"] and "val/localisation_top1_site_reading" in in_sample["keys"]
+    assert "val/localisation_top1_site_scores" in metrics and not any(
+        k.endswith("_site_scores") or k == "val/localisation_top1" for k in in_sample["keys"])
     saved = BoostedNodeModel.load(tmp_path / "model")
     assert saved.without_database_ is not None
     assert set(saved.info_["metrics"]) >= {"out_of_fold", "out_of_fold_without_database"}

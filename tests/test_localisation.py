@@ -121,3 +121,19 @@ def test_span_and_error_kind_readings():
     out = localisation([row], [pointing_at_table])
     assert out["top1"] == out["span_overlap"] == 0.0
     assert span_overlaps(spans.spans[gt], marks) and not span_overlaps(None, marks)
+
+
+def test_error_kind_columns_go_by_count_then_by_name():
+    """The per-kind table's columns: most wrong queries first, a tie in name order (a set's
+    order, which changes with the hash seed, decided ties)."""
+    tied = ["value", "order", "limit", "join", "having", "group", "distinct", "column"]
+    kinds = {"operator": {"n": 3, "top1": 1.0}, **{k: {"n": 1, "top1": 0.0} for k in tied}}
+    # the counts add up over methods: "table" (1 + 1) comes before the kinds of one query
+    results = {"a": {"top1_site_reading": 1.0, "top1_by_error_kind_site_reading": kinds},
+               "b": {"top1_site_reading": 1.0, "top1_by_error_kind_site_reading": {
+                   "table": {"n": 1, "top1": 1.0}}},
+               "c": {"top1_site_reading": 1.0, "top1_by_error_kind_site_reading": {
+                   "table": {"n": 1, "top1": 1.0}}}}
+    table = localisation_markdown(results).split("Top-1 per error kind")[1].splitlines()
+    header = [cell.strip() for cell in table[2].strip("|").split("|")]
+    assert header == ["method", "operator", "table", *sorted(tied)]

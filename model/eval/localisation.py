@@ -163,7 +163,8 @@ def localisation(rows: Sequence[dict], confidences_per_row: Sequence[Sequence[fl
 def localisation_markdown(results: dict[str, dict], best_only: bool = False) -> str:
     """One line per method and reading (``best_only``: each method's pointer only, site scores
     before the site reading): top-1, top-3, mrr, span overlap, random top-1; then, when rows had
-    error kinds, top-1 per kind for each method's pointer."""
+    error kinds, top-1 per kind for each method's pointer (kinds by wrong queries over all
+    methods, most first; a tie in name order)."""
     lines = []
     for name, r in results.items():
         present = [suffix for suffix in READING_NAMES if f"top1{suffix}" in r]
@@ -180,8 +181,8 @@ def localisation_markdown(results: dict[str, dict], best_only: bool = False) -> 
         if suffix is not None:
             by_kind[f"{name} ({READING_NAMES[suffix]})"] = r[f"top1_by_error_kind{suffix}"]
     if by_kind:
-        kinds = sorted({k for v in by_kind.values() for k in v}, key=lambda k: -sum(
-            v.get(k, {}).get("n", 0) for v in by_kind.values()))
+        kinds = sorted({k for v in by_kind.values() for k in v}, key=lambda k: (-sum(
+            v.get(k, {}).get("n", 0) for v in by_kind.values()), k))  # most queries first, ties by name
         out += "\n\nTop-1 per error kind (wrong queries of that kind):\n\n" + markdown_table(
             ["method", *kinds], [[name, *(f"{format_number(v[k]['top1'])} ({v[k]['n']})" if k in v else "" for k in kinds)]
                                  for name, v in by_kind.items()])
