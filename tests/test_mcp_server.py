@@ -68,6 +68,8 @@ def answers():
             {"candidates": []}, {"candidates": ["SELECT 1"] * 17}, {"candidates": ["SELECT 1", 5]},
             {"candidates": ["SELECT 1", "x" * 20_000]}, {"candidates": ["SELEC name FROM", "SELECT * FROM ("]},
             {"candidates": "SELECT 1"}, {"candidates": ["SELECT 1"], "dialect": "mysql"})]
+        out["choose_empty"] = [await client.call_tool("choose_sql", {"candidates": candidates, "database": "supply_chain"})
+                               for candidates in (["", CANDIDATES[3], "  "], ["", " \n"])]
         out["after"] = await client.call_tool("score_sql", {"sql": "SELECT name FROM suppliers",
                                                             "database": "supply_chain"})
         return out
@@ -102,6 +104,8 @@ def test_score_sql_gives_confidence_span_reasons_and_verdict(answers):
     assert "5% wrong among the queries run" in body["policy"]
     unseen = answers["no_database"].structured_content
     assert unseen["verdict"] != "run" and unseen["scored_with_database"] is False
+    # several databases served, none named: scored without a schema, and the answer says so
+    assert unseen["database"] is None and unseen["scored_with_schema"] is False and body["scored_with_schema"] is True
     assert body["unfamiliar"] == [] and answers["upper"].structured_content["unfamiliar"] == ["upper(name)"]
 
 
@@ -120,6 +124,15 @@ def test_choose_sql_chooses_the_tree_most_candidates_share_and_answers_it_as_sco
     for bad, expected in zip(answers["choose_bad"], says, strict=True):
         text = bad.content[0].text
         assert bad.is_error and text.startswith("choose_sql: ") and expected in text and "\n" not in text, text
+
+
+def test_choose_sql_leaves_out_an_empty_candidate_as_scorer_choose_does(answers):
+    some, none = answers["choose_empty"]
+    assert not some.is_error, some.content[0].text
+    body = some.structured_content
+    assert body["chosen"] == 1 and body["sql"] == CANDIDATES[3]
+    assert body["candidates"][0] == body["candidates"][2] == {"error": "no SQL"}
+    assert none.is_error and none.content[0].text == "choose_sql: no candidate could be scored; the first: no SQL"
 
 
 def test_list_databases_names_the_data_root(answers):
@@ -142,7 +155,10 @@ def test_bad_arguments_are_one_line_tool_errors_and_the_server_goes_on(answers):
 def test_bad_options_are_one_line_and_exit_2(tmp_path):
     for options, says in ((["--data-root", str(tmp_path / "none")], "no such directory"),
                           (["--model", str(tmp_path)], "--model"), (["--dialect", "oracle"], "unknown dialect"),
-                          (["--timeout-s", "nan"], "--timeout-s must be a positive number, found nan")):
+                          (["--timeout-s", "nan"], "--timeout-s must be a positive number, found nan"),
+                          (["--policy", "0.3,0.5"], "--policy 0.3,0.5: regenerate_below 0.5 is above run_at 0.3"),
+                          (["--policy", "none,-1"], "--policy none,-1: regenerate_below: expected a number in [0, 1]"),
+                          (["--query-timeout", "20"], "--query-timeout 20: expected seconds from 0.1 to --timeout-s (10)")):
         done = subprocess.run([rat_mcp(), *options], capture_output=True, text=True, timeout=120, check=False,
                               env=ENV, stdin=subprocess.DEVNULL)
         assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1, done.stderr
@@ -233,3 +249,35 @@ def test_a_line_the_sdk_cannot_read_is_answered_and_the_server_goes_on():
         proc.stdin.close()
         proc.wait(timeout=30)
     assert proc.returncode == 0
+
+
+def test_a_call_without_a_database_reads_the_one_served(tmp_path):
+    """Serving one schema, score_sql without ``database`` reads the SQL against it (a table it
+    lacks sends the query back), as rat-score reads a row without a db_id."""
+    (tmp_path / "shop.sql").write_text("CREATE TABLE suppliers (id INTEGER PRIMARY KEY, name TEXT, country TEXT);\n")
+
+    async def calls(client):
+        return (await client.call_tool("score_sql", {"sql": "SELECT count(*) FROM vendors",
+                                                     "question": "How many suppliers are there?"})).structured_content
+
+    body = session(calls, "--schema", str(tmp_path / "shop.sql"))
+    assert body["verdict"] == "regenerate" and body["database"] == "shop" and body["scored_with_schema"] is True, body
+
+
+def test_policy_and_query_timeout_options():
+    """--policy sets the verdicts' thresholds; --query-timeout each database read's time limit
+    (a slow cross join, stopped at 0.5 s, fits a 3 s call: at the default 5 s it would not)."""
+    slow = "SELECT count(*) FROM orders AS a, orders AS b, orders AS c, orders AS d, orders AS e"
+
+    async def calls(client):
+        right = await client.call_tool("score_sql", {"sql": "SELECT name FROM suppliers WHERE country = 'Germany'",
+                                                     "question": "Suppliers in Germany?", "database": "supply_chain"})
+        stopped = await client.call_tool("score_sql", {"sql": slow, "question": "How many orders?",
+                                                       "database": "supply_chain"})
+        return right, stopped
+
+    right, stopped = session(calls, "--data-root", str(demo_root()), "--policy", "1,1", "--query-timeout", "0.5",
+                             "--timeout-s", "3")
+    assert right.structured_content["verdict"] == "regenerate", right.content[0].text  # nothing reaches 1
+    assert right.structured_content["policy"].startswith("thresholds given (run at 1.00 or above, regenerate below 1.00)")
+    assert not stopped.is_error, stopped.content[0].text

@@ -822,3 +822,70 @@ def test_the_work_of_clients_that_go_is_dropped(boosted_model):  # noqa: F811
         proc.wait(timeout=10)
     log = proc.stderr.read()
     assert "Traceback" not in log, log[-3000:]
+
+
+SHOP = "CREATE TABLE suppliers (id INTEGER PRIMARY KEY, name TEXT, country TEXT);\n"
+VENDORS = "SELECT count(*) FROM vendors"  # no such table in SHOP
+
+
+def test_a_query_without_db_id_is_read_against_the_one_schema_served(tmp_path):
+    """Serving one schema (``--schema shop.sql``), a query that names no db_id is read against
+    it, as rat-score reads such a row (a table it lacks sends the query back), and the row names
+    it as its db_id."""
+    (tmp_path / "shop.sql").write_text(SHOP)
+    question = "How many suppliers are there?"
+    proc, url = servers.start_service("--model", "pretrained", "--schema", str(tmp_path / "shop.sql"), env=ENV)
+    try:
+        status, checked = post(url, {"sql": VENDORS, "question": question}, path="/check")
+        assert status == 200 and checked["results"][0]["db_id"] == "shop", checked
+        assert checked["results"][0]["action"] == "regenerate", checked
+        named = post(url, {"sql": VENDORS, "question": question, "db_id": "shop"}, path="/check")[1]
+        assert named["results"][0]["query_confidence"] == checked["results"][0]["query_confidence"]
+        status, scored = post(url, {"queries": [{"sql": VENDORS, "question": question}]})
+        assert status == 200 and scored["results"][0]["db_id"] == "shop"
+        status, chosen = post(url, {"candidates": [VENDORS, "SELECT count(*) FROM suppliers"], "question": question},
+                              path="/choose")
+        assert status == 200 and chosen["chosen"] == 1 and [r["db_id"] for r in chosen["results"]] == ["shop"] * 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def deployed():
+    """The shipped model on the demo databases with thresholds and a read time limit of the
+    deployment's own (``--policy``, ``--query-timeout``)."""
+    from model.synth.demo import demo_root
+
+    proc, url = servers.start_service("--model", "pretrained", "--data-root", str(demo_root()), "--processes", "1",
+                                      "--policy", "1,1", "--query-timeout", "0.5", env=ENV)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_policy_option_sets_the_thresholds_of_the_verdicts(deployed):
+    right = {"db_id": "supply_chain", "question": "Suppliers in Germany?",
+             "sql": "SELECT name FROM suppliers WHERE country = 'Germany'"}
+    status, checked = post(deployed, right, path="/check")
+    (verdict,) = checked["results"]
+    assert status == 200 and verdict["action"] == "regenerate", verdict  # nothing reaches 1: all sent back
+    assert verdict["policy"].startswith("thresholds given (run at 1.00 or above, regenerate below 1.00)")
+    status, both = post(deployed, {**right, "verdicts": True})
+    assert status == 200 and both["results"][0]["verdict"]["action"] == "regenerate"
+    for options, says in ((["--policy", "0.3,0.5"], "--policy 0.3,0.5: regenerate_below 0.5 is above run_at 0.3"),
+                          (["--policy", "0.9"], "--policy 0.9: expected RUN_AT,REGENERATE_BELOW"),
+                          (["--policy", "0.9,x"], "--policy 0.9,x: 'x' is not a number"),
+                          (["--policy", "1.5,0.2"], "--policy 1.5,0.2: run_at: expected a number in [0, 1], found 1.5"),
+                          (["--query-timeout", "0"], "--query-timeout 0: expected seconds from 0.1 to --timeout-s (10)"),
+                          (["--query-timeout", "30"], "--query-timeout 30: expected seconds from 0.1 to --timeout-s"),
+                          (["--query-timeout", "nan"], "--query-timeout nan: expected seconds")):
+        done = subprocess.run([sys.executable, "-m", "model.scoring.service", *options], env=ENV,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 2 and done.stderr.startswith(f"rat-serve: error: {says}") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_query_timeout_option_bounds_each_read_of_the_database(deployed):
+    slow = "SELECT count(*) FROM orders AS a, orders AS b, orders AS c, orders AS d, orders AS e"
+    status, scored = post(deployed, {"db_id": "supply_chain", "question": "How many orders?", "sql": slow})
+    assert status == 200 and scored["results"][0]["execution_error"] == "timeout after 0.5 s", scored

@@ -8,6 +8,7 @@ data root once symlinks are resolved).
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import stat
@@ -16,6 +17,8 @@ from typing import Any
 
 from model.errors import ModelFileError, UsageError
 from model.scoring.fields import dialect_name, field_problem
+
+MIN_QUERY_TIMEOUT_S = 0.1  # the least --query-timeout: each database read's time limit while scoring
 
 
 def load_scorer(model: str, option: str = "--model"):
@@ -45,6 +48,59 @@ def check_service_options(args: Any, positive: tuple[str, ...]) -> None:
         value = getattr(args, name)
         if not (math.isfinite(value) and value > 0):  # nan compares false and inf bounds nothing
             raise UsageError(f"--{name.replace('_', '-')} must be a positive number, found {value}")
+
+
+def add_deployment_options(parser: argparse.ArgumentParser) -> None:
+    """``rat-serve``'s and ``rat-mcp``'s ``--policy`` and ``--query-timeout`` (read by
+    ``deployment_options``)."""
+    parser.add_argument("--policy", metavar="RUN_AT,REGENERATE_BELOW",
+                        help="the verdicts' thresholds on the whole-query confidence, each in [0, 1] (RUN_AT "
+                             "'none': nothing runs unseen); such a policy runs no query scored without its "
+                             "database (review instead); default: the policy saved with the model")
+    parser.add_argument("--query-timeout", type=float, metavar="SECONDS",
+                        help="the time limit of each read of a database while scoring (default: the scorer's, 5 s; "
+                             f"given: {MIN_QUERY_TIMEOUT_S:g} to --timeout-s, whose deadline stops a read anyway); a "
+                             "query that runs past it is scored without its result")
+
+
+def deployment_options(args: argparse.Namespace):
+    """``args``' ``--policy`` as a ``Policy`` (None where not given: the model's own) and its
+    ``--query-timeout``, where given, checked (from ``MIN_QUERY_TIMEOUT_S`` to ``--timeout-s``: a
+    longer one never acts); ``UsageError`` (one line) naming the option. Call it after
+    ``check_service_options`` (``--timeout-s``).
+
+    >>> from argparse import Namespace
+    >>> deployment_options(Namespace(policy="0.9, none", query_timeout=None, timeout_s=10.0))
+    Traceback (most recent call last):
+    ...
+    model.errors.UsageError: --policy 0.9, none: regenerate_below: expected a number in [0, 1], found None
+    >>> deployment_options(Namespace(policy="none,0.4", query_timeout=None, timeout_s=10.0)).target
+    'thresholds given (never run unseen, regenerate below 0.40), not chosen on a measured curve'
+    """
+    from model.errors import UsageError
+    from model.nodes.policy import Policy
+
+    seconds = args.query_timeout
+    if seconds is not None and not (math.isfinite(seconds) and MIN_QUERY_TIMEOUT_S <= seconds <= args.timeout_s):
+        raise UsageError(f"--query-timeout {seconds:g}: expected seconds from {MIN_QUERY_TIMEOUT_S:g} to "
+                         f"--timeout-s ({args.timeout_s:g})")
+    if args.policy is None:
+        return None
+    given = args.policy[:80]
+    parts = [part.strip() for part in args.policy.split(",")]
+    if len(parts) != 2:
+        raise UsageError(f"--policy {given}: expected RUN_AT,REGENERATE_BELOW (two numbers in [0, 1]; RUN_AT "
+                         "may be 'none')")
+    values: list[float | None] = []
+    for part in parts:
+        try:
+            values.append(None if part.lower() == "none" else float(part))
+        except ValueError:
+            raise UsageError(f"--policy {given}: {part[:40]!r} is not a number") from None
+    try:
+        return Policy(*values)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"--policy {given}: {e}") from None
 
 
 def read_schemas(schema: Path | None = None, data_root: Path | None = None, dialect: str = "sqlite",

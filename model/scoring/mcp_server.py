@@ -16,8 +16,12 @@ or error; ``list_databases()`` the database names ``score_sql`` accepts. Databas
 symlinks resolved and kept under it), ``--schema`` (tables.json or a ``.sql`` file of ``CREATE TABLE``
 statements: schemas only; not with ``--data-root``) and named
 connections ``--database NAME=URL`` (``model.scoring.inputs.named_databases``: PostgreSQL,
-MySQL, DuckDB or SQLite, opened read-only, the schema read from the database). A bad argument
-is a tool error of one line (``isError``), never a crash of the server.
+MySQL, DuckDB or SQLite, opened read-only, the schema read from the database). A call that
+names no database reads the one served where there is only one (as ``rat-score`` reads a row
+without a db_id), else is scored without a schema (``scored_with_schema``: false). A bad argument
+is a tool error of one line (``isError``), never a crash of the server. ``--policy`` and
+``--query-timeout`` (``add_deployment_options``, rat-serve's too) set the verdicts' thresholds and
+each database read's time limit.
 """
 
 import argparse
@@ -30,6 +34,7 @@ from typing import Any
 
 from model.extras import needs_extra
 from model.scoring.fields import MAX_NODES, MAX_SQL_CHARS
+from model.scoring.inputs import add_deployment_options, deployment_options
 from rat.dialects import DIALECTS
 from rat.errors import RATError
 
@@ -37,8 +42,6 @@ TIMEOUT_S = 10.0
 LISTED = 20  # database names an "unknown database" error shows
 MAX_CANDIDATES = 16  # the queries one choose_sql call scores
 MAX_LINE_BYTES = 1_000_000  # a longer stdin line is answered with an error, its bytes dropped as they arrive
-
-
 def _one_line(message: str) -> str:
     return " ".join(message.split())[:300]
 
@@ -49,13 +52,15 @@ class ScoringTools:
 
     def __init__(self, scorer, data_root: Path | None = None, schemas: dict | None = None,
                  dialect: str | None = None, max_sql_chars: int = MAX_SQL_CHARS, max_nodes: int = MAX_NODES,
-                 timeout_s: float = TIMEOUT_S, named: dict[str, str] | None = None):
+                 timeout_s: float = TIMEOUT_S, named: dict[str, str] | None = None, policy=None):
         self.scorer, self.schemas, self.dialect = scorer, schemas or {}, dialect
         self.named = dict(named or {})  # name -> URL of the named connections
         self._opened = threading.local()  # each thread's open named connections
         self.root = data_root.resolve() if data_root else None
         self.max_sql_chars, self.max_nodes, self.timeout_s = max_sql_chars, max_nodes, timeout_s
-        self.policy = scorer.policy
+        self.policy = policy if policy is not None else scorer.policy  # (``--policy``, else the model's)
+        # a call that names no database reads the one served, where there is only one (rat-score's rule)
+        self.only = next(iter(self.schemas)) if len(self.schemas) == 1 else None
 
     def list_databases(self) -> list[str]:
         return sorted(self.schemas)
@@ -76,13 +81,14 @@ class ScoringTools:
                                          max_result_bytes=self.scorer.max_result_bytes)
         return opened[name]
 
-    def _checked(self, sql: object, name: str = "sql") -> str:
+    def _checked(self, sql: object, name: str = "sql", blank: bool = False) -> str:
         """``sql`` (a tool argument called ``name``) if it is the SQL text of one query within
-        bounds, else ``UsageError``."""
+        bounds, else ``UsageError``; with ``blank``, empty text too (a candidate the scorer
+        answers "no SQL", left out of the choice)."""
         from model.errors import UsageError
         from model.scoring.fields import field_problem
 
-        if not isinstance(sql, str) or not sql.strip():
+        if not isinstance(sql, str) or not (sql.strip() or blank):
             raise UsageError(f"{name}: expected the SQL text of one query")
         if len(sql) > self.max_sql_chars:
             raise UsageError(f"{name}: {len(sql)} characters; at most {self.max_sql_chars}")
@@ -92,7 +98,8 @@ class ScoringTools:
         return sql
 
     def _row(self, question: str, database: str) -> dict[str, Any]:
-        """A row's question, schema and database (opened read-only) for a tool call, checked."""
+        """A row's question, db_id, schema and database (opened read-only) for a tool call,
+        checked; without ``database``, those of the one database served where there is only one."""
         from model.errors import UsageError
         from model.scoring.fields import field_problem
         from model.scoring.inputs import database_under
@@ -106,6 +113,7 @@ class ScoringTools:
             shown = ", ".join(known[:LISTED]) + (f" and {len(known) - LISTED} more" if len(known) > LISTED else "")
             raise UsageError(f"database {database!r}: unknown" + (f" (known: {shown})" if known else
                                                                    " (the server has no databases configured)"))
+        database = database or self.only
         if database in self.named:
             path = self._named(database)
         else:
@@ -129,7 +137,7 @@ class ScoringTools:
             raise UsageError(f"scoring took longer than {self.timeout_s:g} s") from None
         if isinstance(result, RowError):
             raise UsageError(_one_line(result.message))
-        return self._answer(result, row["database"], database)
+        return self._answer(result, row["database"], row["db_id"])
 
     def choose_sql(self, candidates: list[str], question: str = "", database: str = "") -> dict[str, Any]:
         from model.data.execution import DeadlineExceeded
@@ -138,7 +146,8 @@ class ScoringTools:
 
         if not isinstance(candidates, list) or not 1 <= len(candidates) <= MAX_CANDIDATES:
             raise UsageError(f"candidates: expected a list of 1 to {MAX_CANDIDATES} SQL queries")
-        sqls = [self._checked(sql, f"candidates[{i}]") for i, sql in enumerate(candidates)]
+        # an empty candidate is left out as Scorer.choose leaves it out (its error "no SQL"), not refused
+        sqls = [self._checked(sql, f"candidates[{i}]", blank=True) for i, sql in enumerate(candidates)]
         row = self._row(question, database)
         try:
             choice = self.scorer.choose(sqls, question=row["question"], schema=row["schema"],
@@ -148,14 +157,15 @@ class ScoringTools:
         except (RATError, TypeError, ValueError, UsageError) as error:  # none could be scored
             raise UsageError(f"no candidate could be scored; the first: {_one_line(str(error))}") from None
         out = {"chosen": choice.index, "sql": choice.chosen.sql, "agreeing": choice.agreeing,
-               **self._answer(choice.chosen, row["database"], database),
+               **self._answer(choice.chosen, row["database"], row["db_id"]),
                "candidates": [{"error": _one_line(s.message)} if isinstance(s, RowError)
                               else {"query_confidence": round(s.query_confidence, 6)} for s in choice.scored]}
         return out
 
-    def _answer(self, result, path, database: str) -> dict[str, Any]:
+    def _answer(self, result, path, database: str | None) -> dict[str, Any]:
         """What a tool answers of a scored query: its confidence, verdict (or look-here-first
-        and reasons without a policy) and unfamiliar parts."""
+        and reasons without a policy), unfamiliar parts, the database it was read against and
+        whether it was scored with a schema and with the database's data."""
         from model.scoring.verdict import verdict_of
 
         out: dict[str, Any] = {"query_confidence": round(result.query_confidence, 6)}
@@ -170,7 +180,8 @@ class ScoringTools:
             out["reasons"] = [r.text for n in result.nodes for r in n.reasons]
         # the parts the model reads as an unknown operator: its confidence cannot judge them
         out["unfamiliar"] = [n.text or n.label for n in result.nodes if n.unfamiliar]
-        out["database"] = database or None
+        out["database"] = database
+        out["scored_with_schema"] = result.schema is not None
         out["scored_with_database"] = path is not None
         return out
 
@@ -253,7 +264,8 @@ def build_server(tools: ScoringTools):
     Question = Annotated[str, Field(description="the question in the user's words that the SQL answers "
                                                 "(optional, but the confidence reads it)")]
     Database = Annotated[str, Field(description="the name of a database from list_databases (optional: without "
-                                                "one the SQL is scored without a schema or data)")]
+                                                "one, the only database where list_databases names one, else "
+                                                "no schema or data)")]
     Candidates = Annotated[list[str], Field(description="the SQL queries written for the question, each one "
                                                         "statement", json_schema_extra={"minItems": 1,
                                                                                         "maxItems": MAX_CANDIDATES})]
@@ -472,6 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-sql-chars", type=int, default=MAX_SQL_CHARS)
     parser.add_argument("--max-nodes", type=int, default=MAX_NODES)
     parser.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help="seconds one score_sql call may take")
+    add_deployment_options(parser)
     args = parser.parse_args(argv)
     import logging
 
@@ -483,10 +496,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         check_service_options(args, ("max_sql_chars", "max_nodes", "timeout_s"))
+        policy = deployment_options(args)
         schemas = read_schemas(args.schema, args.data_root, args.dialect or "sqlite")
         scorer = load_scorer(args.model)
         if scorer.saved is None:
             raise UsageError(f"--model {args.model}: rat-mcp serves a saved boosted model (model.json)")
+        if args.query_timeout is not None:  # (before the named connections are opened)
+            scorer.feature_timeout_s = args.query_timeout
         named = {}
         if args.database:  # a database that cannot be opened is a DatabaseError, a UsageError
             from model.scoring.inputs import named_databases
@@ -496,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say_error("rat-mcp", e)
         return 2
     tools = ScoringTools(scorer, args.data_root, schemas, args.dialect, args.max_sql_chars,
-                         args.max_nodes, args.timeout_s, named)
+                         args.max_nodes, args.timeout_s, named, policy)
     print(f"rat-mcp: {scorer.description}, {len(schemas)} databases, stdio", file=sys.stderr, flush=True)
     build_server(tools).run("stdio")
     return 0

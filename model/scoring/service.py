@@ -3,12 +3,14 @@
     rat-serve --model pretrained --data-root ../shared/data/spider --port 8000
 
 ``POST /score`` with ``{"queries": [{"db_id", "question", "sql"}, ...]}`` (or one query object;
-optional fields ``evidence``, BIRD's, read as part of the question, ``question_id``, ``dialect``)
+optional fields ``evidence``, BIRD's, read as part of the question, ``question_id``, ``dialect``;
+a query without ``db_id`` or ``database`` is read against the one schema served where there is
+only one, as ``rat-score`` reads such a row, else without a schema)
 answers ``{"results": [row, ...]}``, each row as ``rat-score`` writes it, or ``{"error": ...}``
 for a query that cannot be scored (with ``"verdicts": true`` in the body, each row's verdict
 beside it where the model has a policy). ``POST /check``, with the same body, answers each query's
-verdict under the model's policy instead (run | review | regenerate, with feedback for the
-model that wrote it: ``model.scoring.verdict``; 404 for a model without a policy). ``POST
+verdict under the model's policy, or ``--policy``'s thresholds, instead (run | review | regenerate,
+with feedback for the model that wrote it: ``model.scoring.verdict``; 404 without a policy). ``POST
 /choose`` with ``{"candidates": [sql, ...], "db_id", "question"}`` (several queries for one
 question) answers each candidate's row and the one ``Scorer.choose`` chooses (``"chosen"``, its
 position; ``"agreeing"``).
@@ -85,6 +87,7 @@ from typing import Any
 
 from model.extras import needs_extra
 from model.scoring.fields import MAX_NODES, MAX_SQL_CHARS
+from model.scoring.inputs import add_deployment_options, deployment_options
 from model.scoring.scorer import UNFAMILIAR
 from rat.dialects import DIALECTS
 
@@ -175,14 +178,15 @@ def content_type_problem(header: str) -> str | None:
 FIELD_DESCRIPTIONS = {
     "sql": "the SQL query", "question": "the question the SQL answers",
     "evidence": "external knowledge (BIRD's), read as part of the question",
-    "system": "the system that wrote the query (not read here)", "db_id": "a database name of GET /databases",
+    "system": "the system that wrote the query (not read here)",
+    "db_id": "a database name of GET /databases (default: the only one, where it names one)",
     "question_id": "the question's id, given back with the row", "database": "a database file under --data-root",
     "gold": "the right SQL, where known (not read here)",
     "dialect": f"the SQL's dialect, any case: {', '.join(sorted(DIALECTS))} (default: the database's own)"}
 # the errors a request may be answered with, as /openapi.json tells them (each body: {"detail": message})
 ERRORS = {400: "a malformed body or field, named in `detail`; a Host header the service does not answer to",
           401: "no token, or another one (a service started with one)",
-          404: "/check: the model has no policy",
+          404: "/check: the model has no policy, nor was the service given one (--policy)",
           408: "the body had not arrived within --timeout-s",
           413: "a body over its size in bytes, more queries than --max-queries, or SQL over --max-sql-chars",
           415: "a body that is not application/json in UTF-8, or sent with a Content-Encoding",
@@ -241,9 +245,10 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                workers: int = 2, api_docs: bool = False, dialect: str | None = None,
                databases: dict[str, str] | None = None, heavy_words: int = HEAVY_WORDS,
                heavy_share: float = HEAVY_SHARE, allowed_hosts: Sequence[str] | None = None,
-               token: str | None = None):
+               token: str | None = None, policy=None):
     """The FastAPI application around a ``Scorer`` (see the module's bounds). ``databases``:
     named connections, name -> URL (or anything ``open_database`` takes), read by ``db_id``.
+    ``policy``: the verdicts' ``Policy`` (None: the one saved with the model).
     ``heavy_words`` / ``heavy_share``: the heavy lane (see the module's docstring).
     ``allowed_hosts``: the names a request's Host header may carry (None: any). ``token``: the
     bearer token every request but ``/health`` and the page must carry (None: none)."""
@@ -264,6 +269,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     named = dict(databases or {})
     opened = threading.local()  # each scoring thread's (pid, {name: Database})
     dialects = database_dialects(schemas, named, dialect)
+    # a query that names no db_id (nor database) reads the one schema served, where there is only one
+    # (rat-score's rule for a row without a db_id); with several, it is scored without a schema
+    only = next(iter(schemas)) if len(schemas) == 1 else None
 
     def named_database(name: str):
         """This thread's open connection to the named database (opened on first use)."""
@@ -276,7 +284,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                                               max_result_bytes=scorer.max_result_bytes)
         return opened.open[name]
 
-    policy = scorer.policy
+    policy = policy if policy is not None else scorer.policy
 
     def score_rows(rows: list[dict], cancel: threading.Event, verdicts: bool = False, **options):
         """The rows scored (with reasons), or with ``verdicts`` their verdicts under the model's
@@ -425,6 +433,8 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                     raise HTTPException(400, field(k, name) + problem[len(name):])
             if len(q["sql"]) > max_sql_chars:
                 raise HTTPException(413, f"{field(k, 'sql')}: {len(q['sql'])} characters; at most {max_sql_chars}")
+            if q.get("db_id") is None and q.get("database") is None and only is not None:
+                q = {**q, "db_id": only}
             db_id = q.get("db_id")
             rows.append({"sql": q["sql"], "question": q.get("question") or "", "evidence": q.get("evidence") or "",
                          "db_id": db_id, "question_id": q.get("question_id"), "schema": schemas.get(db_id),
@@ -484,7 +494,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     async def check(request: Request) -> JSONResponse:
         if policy is None:
             raise HTTPException(404, f"/check needs a model with a policy; {scorer.description} has none "
-                                     "(python -m model.scoring.policy)")
+                                     "(python -m model.scoring.policy, or rat-serve --policy)")
         return await answer(request, verdicts=True)
 
     @app.post("/choose", **documented["/choose"])
@@ -829,6 +839,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"{', '.join(sorted(DIALECTS))} (default: the database's own, else sqlite)")
     parser.add_argument("--api-docs", action="store_true",
                         help="serve /docs, /redoc and /openapi.json (public to anyone who reaches the port)")
+    add_deployment_options(parser)
     args = parser.parse_args(argv)
     import logging
 
@@ -845,6 +856,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_service_options(args, ("max_queries", "max_sql_chars", "max_nodes", "workers", "processes",
                                      "timeout_s", "heavy_words", "header_timeout_s"))
+        policy = deployment_options(args)
         if "" in args.allowed_host:
             raise UsageError("--allowed-host: an empty name (no request carries it)")
         token = read_token(args.token_file)
@@ -857,6 +869,8 @@ def main(argv: list[str] | None = None) -> int:
         sock = listen_socket(args.host, args.port)  # before the model loads: a taken port is told at once
         schemas = read_schemas(args.schema, args.data_root, args.dialect or "sqlite")
         scorer = load_scorer(args.model)
+        if args.query_timeout is not None:  # (before the named connections are opened)
+            scorer.feature_timeout_s = args.query_timeout
         databases = named_databases(args.database, schemas, scorer)
     except UsageError as e:
         if sock is not None:
@@ -869,7 +883,7 @@ def main(argv: list[str] | None = None) -> int:
                      max_sql_chars=args.max_sql_chars, max_nodes=args.max_nodes, workers=args.workers,
                      api_docs=args.api_docs, dialect=args.dialect, databases=databases,
                      heavy_words=args.heavy_words, allowed_hosts=allowed_hosts(args.host, args.allowed_host),
-                     token=token)
+                     token=token, policy=policy)
     protocol = type("Guarded", (GuardedH11Protocol,), {"header_timeout_s": args.header_timeout_s})
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", http=protocol,
                             timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
