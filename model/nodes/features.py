@@ -1017,6 +1017,14 @@ def _column_features(row: np.ndarray, col: dict, name: str, schema: rat.Schema |
     row[col["column_type"]] = COLUMN_TYPES.index(column_type(schema.column_types.get(name, "other")))
 
 
+def other_text_columns(schema: rat.Schema, own: str) -> list[str]:
+    """The schema's columns, but ``own``, that may store a text literal compared with ``own``
+    (its text columns and those of no known type), in the schema's order: where the
+    ``literal_elsewhere`` feature looks for it, and a verdict names where it is stored."""
+    return [f"{t}.{c}" for t, columns in schema.tables.items() for c in columns if f"{t}.{c}" != own
+            and c != "*" and column_type(schema.column_types.get(f"{t}.{c}", "text")) in ("text", "other")]
+
+
 def _value_features(x: np.ndarray, col: dict, i: int, names: Sequence[str], kinds: Sequence[str],
                     shape: Shape, question: QuestionIndex, probe: DatabaseProbe,
                     schema: rat.Schema | None = None) -> None:
@@ -1056,9 +1064,7 @@ def _value_features(x: np.ndarray, col: dict, i: int, names: Sequence[str], kind
     x[both, col["compared_literal_found"]] = nocase
     if is_number or like or schema is None or not text:
         return
-    others = [f"{t}.{c}" for t, cs in schema.tables.items() for c in cs if f"{t}.{c}" != columns[0]
-              and c != "*" and column_type(schema.column_types.get(f"{t}.{c}", "text")) in ("text", "other")]
-    holding = probe.columns_holding(label, others)
+    holding = probe.columns_holding(label, other_text_columns(schema, columns[0]))
     x[both, col["literal_elsewhere"]] = NAN if holding is None else min(len(holding), 5)
     x[both, col["literal_near_match"]] = probe.near_match(table, column, text)
 

@@ -18,8 +18,8 @@ reason a person can act on, and are never shown.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,6 +30,9 @@ EXPLAINABLE_GROUPS = ("linking", "semantic", "values", "execution", "question", 
 EXPLAINABLE = tuple(f.name for f in FEATURES if f.group in EXPLAINABLE_GROUPS and f.name != "question_words")
 MIN_GAIN = 0.01  # a reason must raise the node's confidence by at least this much
 MAX_REASONS = 3
+# reasons that name the schema's tables or columns matching the question better (ReasonContext.better)
+NAMING_BETTER = ("name_rank", "name_gap")
+NAMED_AT_MOST = 3  # names in one reason at most ("and 2 more" for the rest)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class ReasonContext:
     kind: str  # table | column | value | the operator label
     compared_column: str | None = None  # for a literal: the column it is compared with
     execution_error: str | None = None  # why the query did not run on its database
+    # for a table or column: the schema's names of its kind that match the question best
+    # (``best_matches``), named by name_rank and name_gap; filled only for such a reason
+    better: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,23 @@ def _table(ctx: ReasonContext) -> str:
     return ctx.label.rpartition(".")[0] or "its table"
 
 
+def named(names: Sequence[str]) -> str:
+    """Names in a sentence: at most ``NAMED_AT_MOST``, then how many more.
+
+    >>> named(["a.x"]), named(["a.x", "b.x", "c.x", "d.x", "e.x"])
+    ('a.x', 'a.x, b.x, c.x and 2 more')
+    """
+    shown = ", ".join(names[:NAMED_AT_MOST])
+    return shown + (f" and {len(names) - NAMED_AT_MOST} more" if len(names) > NAMED_AT_MOST else "")
+
+
+def _better(ctx: ReasonContext) -> list[str]:
+    """``ctx.better``: those of the node's own table where it has any (a column named as the
+    better one is in several tables)."""
+    own = [name for name in ctx.better if name.startswith(_table(ctx) + ".")]
+    return own or list(ctx.better)
+
+
 def _cue_words(cue: str) -> str:
     return " / ".join(f"'{c}'" for c in CUES[cue][:3])
 
@@ -100,8 +123,10 @@ _TEMPLATES: dict[str, Callable[[float, ReasonContext], str]] = {
                                  else f"the words of {_name(c)} do not occur together in the question"),
     "name_fuzzy": lambda v, c: f"{_name(c)} matches the question's words only loosely (similarity {v:.2f})",
     "name_rank": lambda v, c: (f"{v:.0f} other {c.kind} name(s) of the schema match the question better"
+                               + (f" (the best: {named(_better(c))})" if c.better else "")
                                if v >= 1 else f"{_name(c)} is the schema's best match for the question"),
-    "name_gap": lambda v, c: f"another {c.kind} of the schema matches the question better (by {v:.2f})",
+    "name_gap": lambda v, c: (f"another {c.kind} of the schema matches the question better"
+                              + (f": {named(_better(c))}" if c.better else "") + f" (by {v:.2f})"),
     "table_word_share": lambda v, c: (f"its table {_table(c)} is not mentioned in the question" if v == 0
                                       else f"its table {_table(c)} is only partly mentioned in the question"),
     "is_primary_key": lambda v, c: f"{_name(c)} is {'' if _yes(v) else 'not '}a primary key",
@@ -156,7 +181,8 @@ _TEMPLATES: dict[str, Callable[[float, ReasonContext], str]] = {
     # execution
     "exec_error": lambda v, c: _failed_run(c.execution_error) if _yes(v) else "the query runs on the database",
     "exec_empty": lambda v, c: "the query returns no rows" if _yes(v) else "the query returns rows",
-    "exec_log_rows": lambda v, c: f"the query returns {round(math.expm1(v)):,} row(s)",
+    "exec_log_rows": lambda v, c: (f"the query returns {round(math.expm1(v)):,} row(s)" if round(math.expm1(v))
+                                   else "the query returns no rows"),
     "exec_columns": lambda v, c: f"the query returns {v:.0f} column(s)",
     "exec_null_column": lambda v, c: ("a returned column is entirely NULL" if _yes(v)
                                       else "no returned column is entirely NULL"),
@@ -192,8 +218,41 @@ def _cue_template(cue: str) -> Callable[[float, ReasonContext], str]:
 _TEMPLATES.update({cue: _cue_template(cue) for cue in CUES})
 
 
-def render(feature: str, value: float, ctx: ReasonContext) -> str:
-    """The plain-language sentence of one reason."""
+def _count_against(noun: str) -> Callable[[float, float, ReasonContext], str]:
+    """A count of the result (``log1p`` of rows; columns) beside the typical one (``noun``: "row"
+    or "column")."""
+    def sentence(v: float, typical: float, c: ReasonContext) -> str:
+        count, usual = ((round(math.expm1(v)), round(math.expm1(typical))) if noun == "row"
+                        else (round(v), round(typical)))
+        if noun == "row" and count == 0:
+            return "the query returns no rows"
+        than = ("" if count == usual else
+                f", {'more' if count > usual else 'fewer'} than a right query typically does ({usual:,})")
+        return f"the query returns {count:,} {noun}(s){than}: {LOWERS}"
+    return sentence
+
+
+LOWERS = "this lowers the confidence"
+# facts that are no fault by themselves (a row count, a primary key): said with what the model
+# reads in them, against the typical value of a right query, where they lowered the confidence
+_AGAINST_TYPICAL: dict[str, Callable[[float, float, ReasonContext], str]] = {
+    "exec_log_rows": _count_against("row"),
+    "exec_columns": _count_against("column"),
+    "is_primary_key": lambda v, t, c: f"{_TEMPLATES['is_primary_key'](v, c)}: {LOWERS}",
+    "is_foreign_key": lambda v, t, c: f"{_TEMPLATES['is_foreign_key'](v, c)}: {LOWERS}",
+}
+
+
+def render(feature: str, value: float, ctx: ReasonContext, typical: float = math.nan) -> str:
+    """The plain-language sentence of one reason; with the ``typical`` value of a right node
+    (``Reason.typical``), a fact that is no fault by itself says it lowered the confidence.
+
+    >>> ctx = ReasonContext(label="singer.name", kind="column")
+    >>> render("exec_log_rows", math.log1p(13), ctx), render("exec_log_rows", math.log1p(13), ctx, math.log(2))
+    ('the query returns 13 row(s)', 'the query returns 13 row(s), more than a right query typically does (1): this lowers the confidence')
+    """
+    if feature in _AGAINST_TYPICAL and not math.isnan(typical):
+        return _AGAINST_TYPICAL[feature](value, typical, ctx)
     template = _TEMPLATES.get(feature)
     if template is None:
         doc = next((f.doc for f in FEATURES if f.name == feature), feature)
@@ -202,11 +261,13 @@ def render(feature: str, value: float, ctx: ReasonContext) -> str:
 
 
 def explain_nodes(saved, x: np.ndarray, nodes: list[int], contexts: list[ReasonContext],
-                  kind_groups: list[str], base: np.ndarray, database: bool = True) -> dict[int, list[Reason]]:
+                  kind_groups: list[str], base: np.ndarray, database: bool = True,
+                  better: Callable[[str], tuple[str, ...]] | None = None) -> dict[int, list[Reason]]:
     """Reasons of the nodes ``nodes`` of one query: ``x`` is its feature matrix (nodes,
     features, ``saved.features_`` order), ``base`` its nodes' calibrated confidences (with a
     database or not: ``database``). One prediction scores every (node, feature set to typical)
-    variant."""
+    variant. ``better(kind)``: the schema's names of a kind ("table", "column") that match the
+    question best (``best_matches``), asked only for a reason that names them."""
     col = {name: j for j, name in enumerate(saved.features_)}
     candidates = [name for name in EXPLAINABLE if name in col]
     variants, owners = [], []
@@ -226,8 +287,36 @@ def explain_nodes(saved, x: np.ndarray, nodes: list[int], contexts: list[ReasonC
     gains = saved.node_confidence(np.vstack(variants), database) - base[[o[0] for o in owners]]
     for (i, name, value, usual), gain in sorted(zip(owners, gains), key=lambda p: -p[1]):
         if gain >= MIN_GAIN and len(out[i]) < MAX_REASONS:
-            out[i].append(Reason(name, value, usual, float(gain), render(name, value, contexts[i])))
+            ctx = contexts[i]
+            if name in NAMING_BETTER and better is not None and ctx.kind in ("table", "column"):
+                ctx = replace(ctx, better=better(ctx.kind))
+            out[i].append(Reason(name, value, usual, float(gain), render(name, value, ctx, usual)))
     return out
+
+
+def best_matches(question: str, schema, kind: str) -> tuple[str, ...]:
+    """The tables (``kind`` "table") or columns ("table.column", every table's column of that
+    name) of ``schema`` (a ``rat.Schema``) whose names match ``question`` best, as name_rank and
+    name_gap rank them (``model.nodes.features.SchemaIndex``); none without a schema.
+
+    >>> import rat
+    >>> best_matches("Which countries are the suppliers in?", rat.Schema({"suppliers": ["id", "country"],
+    ...              "buyers": ["id", "country", "city"]}), "column")
+    ('suppliers.country', 'buyers.country')
+    """
+    from model.nodes.features import QuestionIndex, SchemaIndex
+
+    if schema is None:
+        return ()
+    index = SchemaIndex(schema, QuestionIndex(question))
+    scores = index.tables if kind == "table" else index.columns
+    known = [s for s in scores.values() if not math.isnan(s)]
+    if not known:
+        return ()
+    top = {name for name, s in scores.items() if s == max(known)}
+    if kind == "table":
+        return tuple(t for t in schema.tables if t in top)
+    return tuple(f"{t}.{c}" for t, columns in schema.tables.items() for c in columns if c in top and c != "*")
 
 
 def literal_of(label: str) -> str:

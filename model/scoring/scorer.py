@@ -32,6 +32,7 @@ is read in its dialect (``dialect="postgres"``; ``rat.DIALECTS``):
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import pickle
@@ -72,7 +73,7 @@ from model.scoring.fields import (
     question_problem,
     type_problem,
 )
-from model.scoring.reasons import Reason, ReasonContext, explain_nodes, literal_of
+from model.scoring.reasons import Reason, ReasonContext, best_matches, explain_nodes, literal_of
 from rat.errors import InternalError
 from rat.text import printable
 
@@ -217,31 +218,44 @@ class Scorer:
         """One of ``saved`` (a fitted ``BoostedNodeModel``) or ``neural`` (a neural checkpoint);
         ``feature_timeout_s``: each database read's time limit while scoring;
         ``max_result_bytes``: the memory a query's result may hold when it is run. Most callers
-        use ``Scorer.pretrained()`` or ``Scorer.load(path)``."""
+        use ``Scorer.pretrained()`` or ``Scorer.load(path)``, which take both options too."""
         if (saved is None) == (neural is None):
-            raise ValueError("give a saved boosted model or a neural NeuralCheckpoint")
+            raise ValueError("Scorer: give one model, a saved boosted model (saved=) or a neural checkpoint "
+                             "(neural=); the shipped one with options: Scorer.pretrained(feature_timeout_s=1), "
+                             "a saved one: Scorer.load(path, feature_timeout_s=1)")
+        if feature_timeout_s is None:
+            raise ValueError("feature_timeout_s: expected a positive number of seconds, found None")
+        check_seconds(feature_timeout_s, "feature_timeout_s")
         self.saved, self.neural = saved, neural
         self.feature_timeout_s = feature_timeout_s
         self.max_result_bytes = max_result_bytes
 
     @classmethod
-    def pretrained(cls, name: str = "spider") -> Scorer:
-        """The model shipped in the package (``docs/model_card.md``)."""
+    def pretrained(cls, name: str = "spider", *, feature_timeout_s: float = 5.0,
+                   max_result_bytes: int = SCORING_RESULT_BYTES) -> Scorer:
+        """The model shipped in the package (``docs/model_card.md``); the options as the
+        constructor's."""
         if not isinstance(name, str) or name not in PRETRAINED:
             raise ModelFileError(f"no pretrained model {name!r}; there is: {', '.join(PRETRAINED)}")
-        return cls(BoostedNodeModel.load(PRETRAINED[name]))
+        check_seconds(feature_timeout_s, "feature_timeout_s")  # (before the model is read)
+        return cls(BoostedNodeModel.load(PRETRAINED[name]), feature_timeout_s=feature_timeout_s,
+                   max_result_bytes=max_result_bytes)
 
     @classmethod
-    def load(cls, path: str | Path) -> Scorer:
+    def load(cls, path: str | Path, *, feature_timeout_s: float = 5.0,
+             max_result_bytes: int = SCORING_RESULT_BYTES) -> Scorer:
         """A saved boosted model directory (``<run>/model`` or the run itself), or a neural
         checkpoint (a ``.ckpt`` or a neural run directory); ``pretrained`` for the shipped one,
-        ``pretrained:<name>`` for another shipped one (``pretrained:spider_consensus``)."""
+        ``pretrained:<name>`` for another shipped one (``pretrained:spider_consensus``); the
+        options as the constructor's."""
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path: expected a str or Path, found {type(path).__name__}")
+        options = {"feature_timeout_s": feature_timeout_s, "max_result_bytes": max_result_bytes}
+        check_seconds(feature_timeout_s, "feature_timeout_s")  # (before the model is read)
         if str(path) == "pretrained":
-            return cls.pretrained()
+            return cls.pretrained(**options)
         if str(path).startswith("pretrained:"):
-            return cls.pretrained(str(path).split(":", 1)[1])
+            return cls.pretrained(str(path).split(":", 1)[1], **options)
         path = Path(path)
         try:
             found = path.exists()
@@ -252,7 +266,7 @@ class Scorer:
                                  "or .ckpt, or 'pretrained')")
         for folder in (path, path / "model"):
             if (folder / "model.json").is_file():
-                return cls(BoostedNodeModel.load(folder))
+                return cls(BoostedNodeModel.load(folder), **options)
         if path.suffix == ".ckpt" or (path / "checkpoints").is_dir() or (path / "metrics.json").is_file():
             from model.nodes.infer import NeuralCheckpoint, resolve_checkpoint
 
@@ -263,7 +277,7 @@ class Scorer:
             try:
                 with warnings.catch_warnings():  # torch's own notes on a refused file: the one line below says it
                     warnings.simplefilter("ignore")
-                    return cls(neural=NeuralCheckpoint(checkpoint, device="cpu"))
+                    return cls(neural=NeuralCheckpoint(checkpoint, device="cpu"), **options)
             except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError,
                     AttributeError, zipfile.BadZipFile) as e:  # torch.load reads tensors only (weights_only)
                 raise ModelFileError(f"{checkpoint}: not a checkpoint this project can read ({type(e).__name__}; "
@@ -791,7 +805,8 @@ class Scorer:
                 least = np.argsort(conf, kind="stable")[:REASON_NODES]
                 low = sorted({int(i) for i in least if conf[i] < REASONS_BELOW} | {look})
                 why = explain_nodes(saved, x, low, _contexts(e, schema, error),
-                                    [kind_group(t) for t in e.node_types], conf, database)
+                                    [kind_group(t) for t in e.node_types], conf, database,
+                                    functools.cache(functools.partial(best_matches, e.question, schema)))
             out.append((conf, site, float(query_conf), why, x))
         return out
 

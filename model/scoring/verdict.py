@@ -44,6 +44,7 @@ import numpy as np
 
 from model.errors import UsageError, check_seconds
 from model.nodes.policy import ACTIONS, MAX_RIGHT_REGENERATED, MAX_WRONG, Policy
+from model.scoring.reasons import named
 
 if TYPE_CHECKING:
     from model.scoring.scorer import ScoredQuery, Scorer
@@ -53,9 +54,15 @@ FEEDBACK_REASONS = 4  # sentences of feedback at most
 # literals a verdict looks up in a whole table (each at most 2 s) where the values read lack them:
 # a query of many literals (an IN list of hundreds) costs no more than these
 WHOLE_TABLE_LOOKUPS = 4
-# reasons about a literal and its column: the feedback looks up the column's closest values
+# reasons about a literal and the column it is compared with: a verdict says them as the
+# literal's own sentence (``_literal_sentence``: looked up in the column's stored values, its
+# closest ones and the other columns that store it named), never of a range's bound
 VALUE_FEATURES = ("value_in_column", "value_in_column_nocase", "literal_near_match",
-                  "compared_literal_found", "subtree_min_value_in_column")
+                  "compared_literal_found", "subtree_min_value_in_column", "literal_elsewhere")
+# one fact in other words, one sentence: which features of a reason say which fact
+SAME_FACT = {"exec_empty": "rows", "exec_log_rows": "rows", "value_in_column": "found",
+             "compared_literal_found": "found", "subtree_min_value_in_column": "found"}
+NO_SCHEMA = "the tables and columns were not checked (no schema given)"
 
 
 def wilson_upper(failures: int, n: int, z: float = Z_95) -> float:
@@ -219,10 +226,22 @@ class Verdict:
     policy: str  # the policy's stated target
     scored: ScoredQuery | None = field(default=None, repr=False)
 
+    @property
+    def scored_with_database(self) -> bool | None:
+        """Whether the query was scored with its database (its result, its literals looked up)."""
+        return None if self.scored is None else self.scored.with_database
+
+    @property
+    def scored_with_schema(self) -> bool | None:
+        """Whether the query was scored with a schema (given, or read from its database): its
+        tables and columns checked."""
+        return None if self.scored is None else self.scored.schema is not None
+
     def to_dict(self) -> dict:
         return {"action": self.action, "query_confidence": round(self.query_confidence, 6),
                 "look_here_first": self.look_here_first, "reasons": list(self.reasons),
-                "feedback": self.feedback, "sql": self.sql, "policy": self.policy}
+                "feedback": self.feedback, "sql": self.sql, "policy": self.policy,
+                "scored_with_database": self.scored_with_database, "scored_with_schema": self.scored_with_schema}
 
     def __str__(self) -> str:
         return f"{self.action} (query confidence {self.query_confidence:.2f}): {self.feedback}"
@@ -234,10 +253,15 @@ def verdict_of(scored: ScoredQuery, policy: Policy, database: str | Path | None 
     policy without them sends a query its thresholds would run to review instead, since its
     target was measured on queries scored with their databases; so is a query that reads no
     table (every gold query of Spider and BIRD reads one; the shipped model gives `SELECT 1`
-    0.94: docs/scoring.md)."""
+    0.94: docs/scoring.md), and one scored without any schema (nor a database to read one
+    from): none of its tables and columns was checked, and every query the thresholds were
+    chosen on had its schema. A query that did not run to the end on its database says so."""
     chosen = policy.for_database(scored.with_database)
     action = (chosen or policy).action(scored.query_confidence)
     notes, fixes = [], []  # (fixes: for the model that wrote the query too, in its feedback)
+    if scored.schema is None:
+        action = "review" if action == "run" else action
+        fixes.append(NO_SCHEMA)
     if action == "run" and chosen is None:
         action = "review"
         notes.append("scored without its database (the policy's target holds for queries scored with one)")
@@ -252,26 +276,116 @@ def verdict_of(scored: ScoredQuery, policy: Policy, database: str | Path | None 
              "label": look.label, "node": look.index, "site_score": None if math.isnan(look.site_score)
              else round(look.site_score, 4)}
     sentences = _reason_sentences(scored, database)
+    ran = _execution_sentence(scored.execution_error)
+    if ran and ran not in sentences:
+        fixes.insert(0, ran)
     return Verdict(action, scored.query_confidence, where, sentences + fixes + notes,
                    _feedback(scored, action, where, sentences + fixes), scored.sql, target, scored)
 
 
+def _execution_sentence(error: str | None) -> str | None:
+    """What a verdict says of a query that did not run to the end on its database (its result
+    unknown: it gives no reason of its own) or failed there; None where it ran or had none.
+
+    >>> _execution_sentence("timeout after 5 s"), _execution_sentence(None)
+    ('the query did not finish within 5 s against the database', None)
+    >>> _execution_sentence("result has more than 1000000 rows")
+    'the query was stopped on the database (result has more than 1000000 rows): its result was not checked'
+    """
+    from model.data.execution import NOT_WRITTEN, unfinished
+    from model.nodes.features import NOT_RUN_PARAMETERS
+    from model.scoring.reasons import _failed_run
+
+    if error is None:
+        return None
+    if timeout := re.fullmatch(r"timeout after (\S+) s", error):
+        return f"the query did not finish within {timeout[1]} s against the database"
+    if unfinished(error):
+        return f"the query was stopped on the database ({error}): its result was not checked"
+    if error.startswith((NOT_RUN_PARAMETERS, NOT_WRITTEN)):
+        return f"the query was not run on the database ({error}): its result was not checked"
+    return _failed_run(error)
+
+
+class _Literals:
+    """The literal sentences of one verdict, each literal looked up once, within the verdict's
+    whole-table look-ups (``WHOLE_TABLE_LOOKUPS``)."""
+
+    def __init__(self, scored: ScoredQuery, database: str | Path | None):
+        self.scored, self.database = scored, database
+        self.asked = [WHOLE_TABLE_LOOKUPS]
+        self.said: dict[int, str | None] = {}
+
+    def sentence(self, index: int) -> str | None:
+        if index not in self.said:
+            self.said[index] = _literal_sentence(self.scored, index, self.database, self.asked)
+        return self.said[index]
+
+
 def _reason_sentences(scored: ScoredQuery, database: str | Path | None) -> list[str]:
     """The reasons worth acting on, the look-here-first node's first, then the runner-up's, then
-    the least confident nodes'; a literal not found in its column names the closest stored values."""
+    the least confident nodes'; one sentence a fact (the rows returned; a literal missing from
+    its column, said by its value node, the column or a node above them); a literal not found in
+    its column names the closest stored values and the other columns that store it."""
     order = [scored.look_here_first] + ([scored.runner_up] if scored.runner_up is not None else [])
     order += sorted((n.index for n in scored.nodes if n.index not in order), key=lambda i: scored.nodes[i].confidence)
     out: list[str] = []
-    asked = [WHOLE_TABLE_LOOKUPS]  # look-ups of a literal in a whole table left to this verdict
+    facts: set[tuple] = set()
+    literals = _Literals(scored, database)
     for i in order:
-        node = scored.nodes[i]
-        literal = _literal_sentence(scored, i, database, asked) if node.kind == "value" and node.reasons else None
-        for text in [literal] + [r.text for r in node.reasons if not (literal and r.feature in VALUE_FEATURES)]:
-            if text and text not in out:
+        for fact, text in _node_sentences(scored, i, literals):
+            if fact not in facts and text not in out:
+                facts.add(fact)
                 out.append(text)
         if len(out) >= FEEDBACK_REASONS:
             break
     return out[:FEEDBACK_REASONS]
+
+
+def _node_sentences(scored: ScoredQuery, index: int, literals: _Literals):
+    """(fact, sentence) of each reason of a node: the sentences of the literals its reasons
+    about literals are about, in their place."""
+    node = scored.nodes[index]
+    compared = [j for j in _literals_about(scored, index) if _comparison(scored, j) is not None]
+    said = []
+    if node.kind == "value" and node.reasons or any(r.feature in VALUE_FEATURES for r in node.reasons):
+        # (below a node, the least confident literals first, and few: each may be a read)
+        for j in sorted(compared, key=lambda j: scored.nodes[j].confidence)[:WHOLE_TABLE_LOOKUPS]:
+            if text := literals.sentence(j):
+                said.append(j)
+                yield ("literal", j), text
+    for reason in node.reasons:
+        text = reason.text
+        if reason.feature in VALUE_FEATURES:
+            if said or not compared:  # said above; a range's bound, another argument: no stored value
+                continue
+            if reason.feature == "literal_elsewhere" and reason.value >= 1:
+                holding = _columns_holding(scored, compared[0], literals.database)
+                if holding:
+                    text = (f"the literal {_written(scored.nodes[compared[0]])} compared with "
+                            f"{_comparison(scored, compared[0]).shown()} is stored in {named(holding)}")
+            yield (SAME_FACT.get(reason.feature, reason.feature), tuple(compared)), text
+        else:
+            yield (SAME_FACT.get(reason.feature, text),), text
+
+
+def _literals_about(scored: ScoredQuery, index: int) -> list[int]:
+    """The literals a node's reasons about literals are about: a literal its own; a column the
+    literal it is compared with (as the features read it: the column beside the literal); any
+    other node the literals below it."""
+    node = scored.nodes[index]
+    if node.kind == "value":
+        return [index]
+    if node.kind == "column":
+        parent = next((n for n in scored.nodes if index in n.children), None)
+        return [c for c in parent.children if scored.nodes[c].kind == "value"] if parent is not None else []
+    below, stack = [], list(node.children)
+    while stack:
+        child = scored.nodes[stack.pop()]
+        if child.kind == "value":
+            below.append(child.index)
+        stack.extend(child.children)
+    return sorted(below)
 
 
 # A literal is looked up among a column's stored values only where it is compared with them: one
@@ -371,8 +485,6 @@ def _literal_sentence(scored: ScoredQuery, index: int, database: str | Path | No
     when it is stored there, is not compared with a column's values, or there is no database to
     look in). ``asked``: the whole-table look-ups left (one is spent here where the values read
     lack the literal; none left: no sentence, as for an unknown answer)."""
-    from model.scoring.reasons import literal_of
-
     node = scored.nodes[index]
     comparison = _comparison(scored, index) if node.label[:1] in "'\"0123456789-." else None
     if comparison is None or database is None:
@@ -390,14 +502,56 @@ def _literal_sentence(scored: ScoredQuery, index: int, database: str | Path | No
         asked[0] -= 1
     if _stored_in(database, comparison, node.label) is not False:
         return None
-    written = node.text if node.text and _WRITTEN_LITERAL.fullmatch(node.text) else literal_of(node.label)
+    written = _written(node)
     pattern = comparison.operator in PATTERNS
     near = re.sub(r"[%_*?]+", " ", text).strip() if pattern else text
     lowered = {v.lower(): v for v in stored}
     closest = [lowered[v] for v in difflib.get_close_matches(near.lower(), list(lowered), n=3, cutoff=0.6)]
     sentence = (f"the pattern {written} matches no value of {comparison.shown()}" if pattern
                 else f"the literal {written} is not a value of {comparison.shown()}")
-    return sentence + (f"; closest: {', '.join(repr(v) for v in closest)}" if closest else "")
+    holding = _columns_holding(scored, index, database)
+    return (sentence + (f"; closest: {', '.join(repr(v) for v in closest)}" if closest else "")
+            + (f"; it is stored in {named(holding)}" if holding else ""))
+
+
+def _written(node) -> str:
+    """A literal as the query writes it (as its label reads, where the text is not one literal)."""
+    from model.scoring.reasons import literal_of
+
+    return node.text if node.text and _WRITTEN_LITERAL.fullmatch(node.text) else literal_of(node.label)
+
+
+def _columns_holding(scored: ScoredQuery, index: int, database) -> list[str] | None:
+    """The other columns of the schema that store the text literal at ``index`` (ignoring case,
+    in their first rows), in the schema's order: as the ``literal_elsewhere`` feature counts
+    them (``model.nodes.features.other_text_columns``),
+    and so mostly answered by the look-up scoring made. None for a pattern, a number, a literal
+    compared with no column, without a schema or a database, or on an error or a timeout."""
+    from model.data.databases import DatabaseError, open_database
+    from model.nodes.features import DatabaseProbe, other_text_columns
+    from model.scoring.scorer import SCORING_RESULT_BYTES
+
+    comparison, schema = _comparison(scored, index), scored.schema
+    label = scored.nodes[index].label
+    if (comparison is None or schema is None or database is None or comparison.operator in PATTERNS
+            or label[:1] not in "'\"" or not _sql_text(label)):
+        return None
+    others = other_text_columns(schema, schema.source(comparison.column) or comparison.column)
+    if not others:
+        return []
+    try:
+        db = open_database(database, timeout_s=2.0)
+    except DatabaseError:
+        return None
+    try:
+        # (the scoring's result budget: its look-up, shared by the probes of one file, answers)
+        found = DatabaseProbe(db, timeout_s=2.0, max_result_bytes=SCORING_RESULT_BYTES).columns_holding(label, others)
+    except DatabaseError:
+        return None
+    finally:
+        if db is not database:
+            db.close()
+    return None if found is None else [c for c in others if c in found]
 
 
 def _stored_in(database, comparison: _Comparison, label: str) -> bool | None:
