@@ -889,3 +889,21 @@ def test_query_timeout_option_bounds_each_read_of_the_database(deployed):
     slow = "SELECT count(*) FROM orders AS a, orders AS b, orders AS c, orders AS d, orders AS e"
     status, scored = post(deployed, {"db_id": "supply_chain", "question": "How many orders?", "sql": slow})
     assert status == 200 and scored["results"][0]["execution_error"] == "timeout after 0.5 s", scored
+
+
+def test_rat_serve_accepts_a_connection_as_soon_as_it_prints_its_url():
+    """The URL line means the port takes connections: a client that connects at once waits
+    for its answer instead of being refused (the socket listened only once uvicorn started)."""
+    proc = subprocess.Popen([sys.executable, "-m", "model.scoring.service", "--port", "0"], stderr=subprocess.PIPE,
+                            text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        lines = [proc.stderr.readline() for _ in range(1)]
+        while "http://" not in lines[-1] and lines[-1] and len(lines) < 50:
+            lines.append(proc.stderr.readline())
+        url = lines[-1].strip().rsplit(" ", 1)[-1].rstrip("/")
+        assert url.startswith("http://"), lines
+        with urllib.request.urlopen(url + "/health", timeout=60) as answer:
+            assert json.loads(answer.read())["status"] == "ok"
+    finally:
+        proc.kill()
+        proc.wait()

@@ -911,6 +911,9 @@ def listen_socket(host: str, port: int):
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        # listening from here: a client that connects once the URL is printed waits in the
+        # backlog until the server accepts (it was refused until uvicorn started listening)
+        sock.listen(2048)
     except (OSError, UnicodeError) as e:
         sock.close()
         why = getattr(e, "strerror", None) or str(e) or type(e).__name__
