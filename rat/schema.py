@@ -121,7 +121,8 @@ class Schema:
         if isinstance(schema, Mapping) and "table_names_original" in schema:
             return cls.from_spider(schema)
         if isinstance(schema, Mapping):
-            return cls(dict(schema), db_id=db_id)
+            tables, table_schemas = _schema_qualified(dict(schema))
+            return cls(tables, db_id=db_id, table_schemas=table_schemas)
         raise TypeError(f"schema: expected a rat.Schema, a tables.json entry or a mapping of table -> "
                         f"columns, found {type(schema).__name__}")
 
@@ -190,6 +191,35 @@ class Schema:
             column_types,
             db_id=entry.get("db_id", ""),
         )
+
+
+def _schema_qualified(tables: dict) -> tuple[dict, dict[str, str]]:
+    """A mapping's tables and where each is read from (`Schema.table_schemas`): a key
+    ``"sales.orders"`` is the table orders of schema sales, read as a DDL file's is
+    (``model.data.databases.schema_from_ddl``): a name written without its schema is the key
+    without one, else the first schema by name that has it; the others keep their ``s.t`` key.
+
+    >>> _schema_qualified({"sales.orders": ["a"], "finance.orders": ["b"], "sales.customers": ["c"]})
+    ({'sales.orders': ['a'], 'orders': ['b'], 'customers': ['c']}, {'orders': 'finance', 'customers': 'sales'})
+    """
+    if not all(isinstance(k, str) for k in tables) or not any("." in k for k in tables):
+        return tables, {}  # (a key not a string: `_check_fields` says so)
+    found: dict[str, list[str]] = {}
+    for key in tables:
+        schema, _, table = key.lower().rpartition(".")
+        found.setdefault(table, []).append(schema)
+    chosen = {table: min(schemas) for table, schemas in found.items()}  # ("": the key without one)
+    read: dict = {}
+    table_schemas: dict[str, str] = {}
+    for key, columns in tables.items():
+        schema, _, table = key.rpartition(".")
+        if schema.lower() != chosen[table.lower()]:
+            read[key] = columns
+            continue
+        read[table] = columns
+        if schema:
+            table_schemas[table] = schema
+    return read, table_schemas
 
 
 def _strings(value, what: str) -> list[str]:

@@ -352,3 +352,21 @@ def test_a_column_two_from_items_have_through_a_star_stays_as_written():
     sql = ("WITH concert AS (SELECT * FROM nowhere) SELECT year FROM singer "
            "JOIN concert ON singer.singer_id = concert.singer_id")
     assert rat.serialize(rat.to_tree(sql, STAR_SCHEMA)).startswith("((year)")
+
+
+def test_a_mapping_keyed_by_schema_and_table_reads_them_as_ddl_does():
+    """{"sales.orders": [..], "finance.orders": [..]}: orders of two schemas, read as DDL
+    declaring them is (an unqualified orders: finance's, the first by name), not tables named
+    "sales.orders" that no query's orders reads."""
+    from model.data.databases import schema_from_ddl
+
+    mapping = {"sales.orders": ["id", "total"], "finance.orders": ["id", "revenue"], "sales.customers": ["id"]}
+    schema = rat.Schema.of(mapping)
+    ddl = schema_from_ddl("CREATE TABLE sales.orders (id INT, total INT); CREATE TABLE finance.orders (id INT, revenue INT);"
+                          "CREATE TABLE sales.customers (id INT);", "postgres")
+    assert schema.tables == ddl.tables and schema.table_schemas == ddl.table_schemas
+    assert schema.tables["orders"] == ("id", "revenue") and schema.table_schemas["customers"] == "sales"
+    sales = rat.to_tree("SELECT SUM(total) FROM sales.orders", schema=schema)
+    assert "sales.orders.total" in str(sales) and "In_schema" in str(sales)
+    assert "sales" not in str(rat.to_tree("SELECT SUM(revenue) FROM finance.orders", schema=schema))
+    assert rat.Schema.of({"orders": ["id"], "sales.orders": ["total"]}).tables == {"orders": ("id",), "sales.orders": ("total",)}

@@ -284,3 +284,15 @@ def test_a_snapshot_table_is_named_as_a_table_without_columns(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "DDL: line 2: table shop.snap is not read (no columns declared)",
         "DDL: line 3: table shop.c is not read (no columns declared)"]
+
+
+def test_a_table_name_of_several_schemas_off_the_default_one_is_a_warning(caplog):
+    """sales.orders and finance.orders: an unqualified orders reads finance's (the first by
+    name), said in one line; a name the default schema has is no warning (it is read from there)."""
+    ddl = ("CREATE TABLE sales.orders (id INT, total INT);\nCREATE TABLE finance.orders (id INT, revenue INT);\n"
+           "CREATE TABLE sales.customers (id INT);\nCREATE TABLE invoices (id INT);\nCREATE TABLE archive.invoices (id INT);")
+    with caplog.at_level(logging.WARNING):
+        schema = schema_from_ddl(ddl, "postgres")
+    assert schema.tables["orders"] == ("id", "revenue") and schema.table_schemas["orders"] == "finance"
+    assert [r.getMessage() for r in caplog.records] == [
+        "DDL: orders is in 2 schemas (finance, sales): an unqualified orders reads finance.orders; qualify it"]

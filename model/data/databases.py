@@ -969,38 +969,51 @@ class SqliteDatabase(Database):
         budget = self.max_result_bytes if max_result_bytes is None else max_result_bytes
         return execute_sql(self.path, sql, seconds, budget, self.max_rows)
 
-    def _query(self, sql: str, args: tuple = ()) -> Rows:
+    @contextlib.contextmanager
+    def _catalogue_reader(self) -> Iterator[Any]:
+        """``query(sql, args)`` for one walk of the catalogue: every PRAGMA over one read-only
+        connection (`sqlite_uri`: ``mode=ro``; not ``execute_sql``'s, whose authorizer refuses
+        PRAGMA), closed after it; a connection reads the whole catalogue again, so that one per
+        PRAGMA makes a schema of n tables cost n times n."""
         conn = sqlite3.connect(sqlite_uri(self.path), uri=True)
+
+        def query(sql: str, args: tuple = ()) -> Rows:
+            try:
+                return conn.execute(sql, args).fetchall()
+            except sqlite3.Error as error:
+                raise DatabaseError(f"{self.name}: cannot read the schema ({_one_line(error)})") from None
+
         try:
-            return conn.execute(sql, args).fetchall()
-        except sqlite3.Error as error:
-            raise DatabaseError(f"{self.name}: cannot read the schema ({_one_line(error)})") from None
+            yield query
         finally:
             conn.close()
 
-    def _tables(self) -> list[str]:
-        return [r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                          "AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+    @staticmethod
+    def _tables(query) -> list[str]:
+        return [r[0] for r in query("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                    "AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
 
     def _columns(self) -> Rows:
-        return [(t, r[1], r[2]) for t in self._tables()
-                for r in self._query("SELECT * FROM pragma_table_info(?)", (t,))]
+        with self._catalogue_reader() as query:
+            return [(t, r[1], r[2]) for t in self._tables(query)
+                    for r in query("SELECT * FROM pragma_table_info(?)", (t,))]
 
     def _primary_keys(self) -> Rows:
-        return [(t, r[1]) for t in self._tables()
-                for r in sorted(self._query("SELECT * FROM pragma_table_info(?)", (t,)),
-                                key=lambda r: r[5]) if r[5] > 0]
+        with self._catalogue_reader() as query:
+            return [(t, r[1]) for t in self._tables(query)
+                    for r in sorted(query("SELECT * FROM pragma_table_info(?)", (t,)),
+                                    key=lambda r: r[5]) if r[5] > 0]
 
     def _foreign_keys(self) -> Rows:
         out = []
-        for t in self._tables():
-            for r in self._query("SELECT * FROM pragma_foreign_key_list(?)", (t,)):
-                target = r[4]
-                if target is None:  # REFERENCES parent: the parent's primary key
-                    keys = [k for k in self._query("SELECT * FROM pragma_table_info(?)", (r[2],))
-                            if k[5] > 0]
-                    target = keys[0][1] if keys else r[3]
-                out.append((t, r[3], r[2], target))
+        with self._catalogue_reader() as query:
+            for t in self._tables(query):
+                for r in query("SELECT * FROM pragma_foreign_key_list(?)", (t,)):
+                    target = r[4]
+                    if target is None:  # REFERENCES parent: the parent's primary key
+                        keys = [k for k in query("SELECT * FROM pragma_table_info(?)", (r[2],)) if k[5] > 0]
+                        target = keys[0][1] if keys else r[3]
+                    out.append((t, r[3], r[2], target))
         return out
 
 
@@ -2136,6 +2149,25 @@ def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int])
     return statements
 
 
+def _warn_ambiguous(rows: Rows, read: _Tables, source: str) -> None:
+    """One warning naming the tables of DDL that several schemas declare, none of them the
+    default one: a name written without its schema reads the first of them by name
+    (`_pick_tables`), which a query meaning another reads as the wrong table."""
+    schemas: dict[str, tuple[str, list[str]]] = {}  # lowercase table -> (its name, its schemas)
+    for schema, table, _, _ in rows:
+        if table.lower() in read.elsewhere:
+            found = schemas.setdefault(table.lower(), (table, []))[1]
+            if schema not in found:
+                found.append(schema)
+    named = [(key, table, sorted(found)) for key, (table, found) in schemas.items() if len(found) > 1]
+    if not named:
+        return
+    said = [f"{table} is in {len(found)} schemas ({', '.join(found)}): an unqualified {table} reads "
+            f"{read.elsewhere[key]}.{table}" for key, table, found in named[:3]]
+    more = f"; and {len(named) - 3} more such names" if len(named) > 3 else ""
+    _ddl_log.warning("%s: %s%s; qualify %s", source, "; ".join(said), more, "it" if len(named) == 1 else "them")
+
+
 def _not_read(source: str, line: int, what: str, reason: str) -> None:
     """The warning for a statement of a DDL file that declares a table rat does not read."""
     _ddl_log.warning("%s: line %d: %s is not read (%s)", source, line, what, reason)
@@ -2456,6 +2488,7 @@ def schema_from_ddl(text: str | Iterable[str], dialect: str = "sqlite", db_id: s
                 below.extend(children.get((schema.lower(), table.lower()), ()))
     # one table for each name, as the database would resolve it, as a catalogue is read
     read = _pick_tables(rows, [home])
+    _warn_ambiguous(rows, read, source)
     tables: dict[str, list[str]] = {}
     types: dict[str, str] = {}
     for table, column, declared_type in read.columns:
