@@ -568,6 +568,10 @@ class NodeFeatures:
 
 SCAN_ROWS = 100_000  # rows of a column a literal lookup reads at most: a large database costs no more
 SCAN_BUDGET = 2_000_000  # rows one search of every column for a literal reads at most, all columns together
+# columns one read of that search reads (SQLite allows 2,000 result columns, DuckDB an expression
+# depth of 1,000), and columns it searches at most (beyond: unknown, as a failed read), each in at
+# least SCAN_BUDGET // HOLDING_COLUMNS rows
+HOLDING_CHUNK, HOLDING_COLUMNS = 200, 3_000
 EVERY_COLUMN = "every column"  # what a search of every column for a literal reads (DatabaseProbe._timed_out)
 # the look-ups of one query (its literals: in their column? elsewhere? near which value?) read for at
 # most this many read time limits together (10 s with scoring's 5 s), the rest unknown: reads each
@@ -654,6 +658,8 @@ class DatabaseProbe:
         # tables (and ``EVERY_COLUMN``) a look-up of which timed out: not looked up again by this
         # probe (a 5M-row table cost each literal of a query, and each row of a file, the time limit)
         self._timed_out: set[str] = set()
+        # columns a search for a literal failed to read (``columns_holding``): not read again
+        self._failed: set[frozenset[str]] = set()
         self._lookups_until: float | None = None  # when this query's look-ups stop reading (None: never)
 
     def new_query(self) -> None:
@@ -739,29 +745,55 @@ class DatabaseProbe:
     def columns_holding(self, literal: str, columns: Sequence[str]) -> set[str] | None:
         """Which of ``columns`` ("table.column") hold the text ``literal`` (a SQL literal), ignoring
         case, in their first ``SCAN_ROWS`` rows (fewer when there are so many columns that they
-        would read more than ``SCAN_BUDGET`` rows together): one read for all of them. None
-        without a database, or when the read fails or times out (unknown, not "none of them")."""
+        would read more than ``SCAN_BUDGET`` rows together): one read for each ``HOLDING_CHUNK`` of
+        them. None without a database, for more than ``HOLDING_COLUMNS`` columns, or when a read
+        fails or times out (unknown, not "none of them"); a read that failed is not tried again by
+        this probe, for any literal; the reads of one search together get one read's time limit
+        (``timeout_s``), and after a search timed out the probe searches no more."""
         key = ("holding", literal, tuple(columns))
         if self._recall(key) is _UNKNOWN:
             found: set[str] | None = None if self.database is None else set()
             if self.database is not None and columns:
-                rows_each = max(1_000, min(SCAN_ROWS, SCAN_BUDGET // len(columns)))
-                alias = "" if self.dialect == "sqlite" else " AS s"  # SQLite's own SQL as it was
-                text, value = self.database.text_type(), self.database.literal(literal)
-                probes = [f'EXISTS(SELECT 1 FROM (SELECT {c} AS v FROM {t} LIMIT {rows_each}){alias} '
-                          f'WHERE {self.database.same_text(f"lower(CAST(v AS {text}))", f"lower({value})")})'
-                          for t, c in (self._names(*name.rsplit(".", 1)) for name in columns)]
-                rows, error = self._execute("SELECT " + ", ".join(probes), reads=EVERY_COLUMN)
-                if error == LOOKUPS_SPENT:
-                    return None
-                found = {name for name, hit in zip(columns, rows[0]) if hit} if error is None and rows else None
-                present = [n for n in columns if self.database.has_table(n.rsplit(".", 1)[0])] if error else []
+                rows_each = max(SCAN_BUDGET // HOLDING_COLUMNS, min(SCAN_ROWS, SCAN_BUDGET // len(columns)))
+                error = "too many columns" if len(columns) > HOLDING_COLUMNS else None
+                until = time.monotonic() + self.timeout_s  # its reads together: one read's time limit
+                for start in range(0, len(columns) if error is None else 0, HOLDING_CHUNK):
+                    chunk = columns[start:start + HOLDING_CHUNK]
+                    hits, error = self._holding(literal, chunk, rows_each, until - time.monotonic())
+                    if error == LOOKUPS_SPENT:
+                        return None
+                    if error is not None:
+                        break
+                    found |= hits
+                searched = error is None or len(columns) <= HOLDING_COLUMNS
+                present = [n for n in columns if self.database.has_table(n.rsplit(".", 1)[0])] if error and searched else []
                 if 0 < len(present) < len(columns):  # a table the schema names and the database lacks
                     found = self.columns_holding(literal, present)
+                elif error is not None:
+                    found = None
+                    if searched and not error.startswith("not read: "):
+                        self._failed.add(frozenset(chunk))
             self._memo[key] = found
             if found is not None:
                 self._share(key, found)
         return self._memo[key]
+
+    def _holding(self, literal: str, chunk: Sequence[str], rows_each: int, seconds: float
+                 ) -> tuple[set[str], str | None]:
+        """(which of ``chunk`` hold ``literal`` in their first ``rows_each`` rows, the read's error):
+        one read of at most ``seconds`` (past them: timed out); not run (an error) where a read of
+        these columns failed before."""
+        if any(failed <= set(chunk) for failed in self._failed):
+            return set(), "not read: a search of these columns failed before"
+        alias = "" if self.dialect == "sqlite" else " AS s"  # SQLite's own SQL as it was
+        text, value = self.database.text_type(), self.database.literal(literal)
+        probes = [f'EXISTS(SELECT 1 FROM (SELECT {c} AS v FROM {t} LIMIT {rows_each}){alias} '
+                  f'WHERE {self.database.same_text(f"lower(CAST(v AS {text}))", f"lower({value})")})'
+                  for t, c in (self._names(*name.rsplit(".", 1)) for name in chunk)]
+        rows, error = self._execute("SELECT " + ", ".join(probes), max(seconds, 0.001), reads=EVERY_COLUMN)
+        if error is None and not rows:
+            error = "no row"
+        return (set() if error else {name for name, hit in zip(chunk, rows[0]) if hit}), error
 
     def near_match(self, table: str, column: str, text: str) -> float:
         """Best difflib ratio of ``text`` against the column's distinct values (lower case, among
@@ -793,6 +825,16 @@ class DatabaseProbe:
         return self._execute(sql, timeout_s)
 
 
+@functools.lru_cache(maxsize=64)  # schemas hash by identity: made once per loaded schema
+def schema_names(schema: rat.Schema) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """A schema's tables, its distinct column names, and the ``name_phrase`` of each table then
+    each column: what ``SchemaIndex`` matches every question against (made once a schema, not
+    once a row: a schema of many names costs each row their words otherwise)."""
+    tables = tuple(schema.tables)
+    columns = tuple(dict.fromkeys(c for cols in schema.tables.values() for c in cols))
+    return tables, columns, tuple(name_phrase(name) for name in tables + columns)
+
+
 class SchemaIndex:
     """Per (question, schema): fuzzy and (with a question vector) MiniLM scores of every table and
     column name, ranked."""
@@ -805,9 +847,8 @@ class SchemaIndex:
         self._ordered: dict = {}  # (rank_gap's sorted scores and their best, per kind)
         if schema is None:
             return
-        tables = list(schema.tables)
-        columns = list(dict.fromkeys(c for cols in schema.tables.values() for c in cols))
-        scores = question.fuzzy_many([name_phrase(name) for name in tables + columns], deadline)
+        tables, columns, phrases = schema_names(schema)
+        scores = question.fuzzy_many(phrases, deadline)
         self.tables = dict(zip(tables, scores[:len(tables)]))
         self.columns = dict(zip(columns, scores[len(tables):]))
         if question.vector is not None:
@@ -1285,6 +1326,8 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
     # without the cache no key is needed (a scoring request: the schema digests and file stats go)
     schema_digests = {db: _schema_digest(s) for db, s in schemas.items()} if use_cache else {}
     probes: dict[str, DatabaseProbe] = {}
+    # per question text (rows of one question under several ids share its matches: their cost
+    # grows with the schema's names)
     questions: dict[str, QuestionIndex] = {}
     schema_indexes: dict[tuple[str, str], SchemaIndex] = {}
     singles: list[NodeFeatures] = []
@@ -1309,15 +1352,15 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
             time_left(deadline, timeout_s, "features")
             if e.db_id not in probes:
                 probes[e.db_id] = DatabaseProbe(db_path, timeout_s, deadline, max_result_bytes)
-            if e.question_id not in questions:
+            if e.question not in questions:
                 if question_vectors is None:  # first cache miss: embed every question at once
                     question_vectors = _question_vectors(examples) if semantic else {}
-                questions[e.question_id] = QuestionIndex(e.question, question_vectors.get(e.question))
-            index_key = (e.question_id, e.db_id)
+                questions[e.question] = QuestionIndex(e.question, question_vectors.get(e.question))
+            index_key = (e.question, e.db_id)
             if index_key not in schema_indexes:
-                schema_indexes[index_key] = SchemaIndex(schemas.get(e.db_id), questions[e.question_id], deadline)
+                schema_indexes[index_key] = SchemaIndex(schemas.get(e.db_id), questions[e.question], deadline)
             table = single_system_features(e, schemas.get(e.db_id), db_path, timeout_s,
-                                           probes[e.db_id], questions[e.question_id],
+                                           probes[e.db_id], questions[e.question],
                                            schema_indexes[index_key], dialects[k])
             if cached:
                 _write_atomic(path, table)
