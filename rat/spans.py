@@ -207,13 +207,16 @@ def _generate(ast: exp.Expression, rat_dialect: Dialect = SQLITE) -> tuple[str, 
     its span, leading and trailing spaces trimmed."""
     # The generator works on a copy (it preprocesses in place). sqlglot deep-copies each
     # expression's `meta` dict in Python, node by node, so the copy is made without any: the
-    # parser's positions (read only while canonicalising) are dropped first, and the copy's
-    # expressions are numbered after copying, walking both trees in the same order (number k
-    # leads back to `ast`'s k-th expression).
+    # metas are set aside while copying and given back after (`rat.tree` reads notes of
+    # canonicalize's there: `one_row`), and the copy's expressions are numbered after copying,
+    # walking both trees in the same order (number k leads back to `ast`'s k-th expression).
     expressions = list(ast.walk())
+    metas = [expression._meta for expression in expressions]
     for expression in expressions:
         expression._meta = None
     copied = ast.copy()
+    for expression, meta in zip(expressions, metas, strict=True):
+        expression._meta = meta
     number = -1
     for number, expression in enumerate(copied.walk()):
         if type(expression) is not exp.Identifier:  # no node is built from a bare name

@@ -146,3 +146,23 @@ def test_every_spider_dev_gold_node_is_located(shared_data):
         unmapped += spans.unmapped
         total += len(spans.spans)
     assert total > 10_000 and unmapped == 0
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT name FROM singer WHERE EXISTS (SELECT 1 FROM concert)",
+    "SELECT name FROM singer WHERE NOT EXISTS (SELECT 1 FROM concert WHERE concert.singer_id = singer.singer_id)",
+])
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_exists_queries_are_mapped_with_the_tree_to_tree_builds(sql, dialect):
+    """Generating the marked text dropped the notes canonicalize leaves on an EXISTS query (that
+    its SELECT list does not change what EXISTS reads): the tree rebuilt for the spans kept the
+    `SELECT 1` (`Exists(Project(1, ..))`), so every node of an EXISTS query lost its span, and the
+    tree that came with the spans (the one the scorer scores) was not `rat.to_tree`'s."""
+    schema = {"singer": ["singer_id", "name"], "concert": ["concert_id", "singer_id"]}
+    tree = rat.to_tree(sql, schema, dialect)
+    spans = rat.sql_spans(sql, tree, schema, dialect)
+    assert spans.unmapped == 0
+    check_spans(tree, spans)
+    assert rat.sql_spans(sql, None, schema, dialect).tree == tree
+    exists = next(i for i, n in enumerate(tree.postorder()) if n.label.endswith("xists"))
+    assert spans.text(exists) == spans.sql.split(" where ", 1)[1]  # `[not ]exists(select 1 from concert ..)`

@@ -703,3 +703,30 @@ def test_written_spans_read_comments_as_the_dialect_does(sql, dialect):
     assert dict(texts)["Gt"] == "age > 3" and texts[-1] == ("Project", sql)
     if "\\" not in sql:  # (a backslash escape's words are not matched: its string has no span, as before)
         assert all(text is not None for _, text in texts), texts
+
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_written_spans_of_the_left_operand_of_a_negated_predicate(dialect):
+    """The canonical SQL writes `x NOT IN (..)` as `not x in (..)` (SQLite's `x IS NOT NULL` as
+    `not x is null`, `x NOT GLOB p` as `not x glob p`): with the words in another order the word
+    diff lost x, whose span was `.singer_id` of `s.singer_id`, or none. Each predicate below ends
+    the query; one written `NOT x IN (..)` keeps its order."""
+    schema = {"singer": ["singer_id", "name", "age"], "concert": ["concert_id", "singer_id"]}
+    for sql, column, left, predicate in [
+        ("SELECT s.name FROM singer s WHERE s.singer_id NOT IN (SELECT c.singer_id FROM concert c)",
+         "singer.singer_id", "s.singer_id", "s.singer_id NOT"),
+        ("SELECT name FROM singer WHERE singer_id NOT IN (SELECT singer_id FROM concert)",
+         "singer.singer_id", "singer_id", "singer_id NOT"),
+        ("SELECT s.name FROM singer s WHERE s.age > 3 AND s.singer_id NOT IN (SELECT c.singer_id FROM concert c)",
+         "singer.singer_id", "s.singer_id", "s.singer_id NOT"),
+        ("SELECT name FROM singer WHERE age NOT IN (1, 2)", "singer.age", "age", "age NOT"),
+        ("SELECT s.name FROM singer s WHERE s.age IS NOT NULL", "singer.age", "s.age", "s.age IS"),
+        ("SELECT name FROM singer WHERE name NOT GLOB 'a*'", "singer.name", "name", "name NOT"),
+        ("SELECT name FROM singer WHERE NOT singer_id IN (SELECT singer_id FROM concert)",
+         "singer.singer_id", "singer_id", "NOT singer_id"),
+    ]:
+        texts = _written_texts(sql, schema, dialect)
+        assert (column, left) in texts and all(text is not None for _, text in texts), (sql, texts)
+        negated = [text for label, text in texts if label in ("Not_in", "Is_not_null", "Not_glob")]
+        assert negated == [sql[sql.index(predicate):]], (sql, texts)

@@ -887,16 +887,15 @@ def _written(located: rat.SqlSpans, sql: str, dialect: str = "sqlite") -> list[t
     text quotes, `"$1"`, is the written `$1`): in the span of a node that holds the whole run, and
     of one whose words lie in a run that is a node's words (the `*` of `count(*)` that `ORDER BY 2`
     names), not of one that shares only some words with it, nor in a run no node's words make up
-    (where the words' diff lost its way, there is no telling what stands for what).
+    (where the words' diff lost its way, there is no telling what stands for what). A negated
+    predicate is matched in the order it is written (`_negations_as_written`).
 
     >>> sql = "SELECT country, count(*) FROM singer GROUP BY 1 ORDER BY 2 DESC"
     >>> [sql[s:e] for s, e in _written(rat.sql_spans(sql), sql)][:6]
     ['2', '2', 'country', '*', 'count(*)', '1']
     """
-    from model.nodes.features import written_word_of
-
-    canonical_words, match, written_words = written_word_of(located.sql, sql, dialect)
-    comments, canonical_comments = _comments(sql, dialect), _comments(located.sql, dialect)
+    canonical, spans, (canonical_words, match, written_words) = _negations_as_written(located, sql, dialect)
+    comments, canonical_comments = _comments(sql, dialect), _comments(canonical, dialect)
     # a word of a comment is no node's text (`GROUP BY 1 -- by country`), nor part of a run
     skip = {k for k, (start, _) in enumerate(canonical_words) if _in_comment(start, canonical_comments)}
     if comments or skip:
@@ -904,10 +903,10 @@ def _written(located: rat.SqlSpans, sql: str, dialect: str = "sqlite") -> list[t
                  for k, j in enumerate(match)]
     runs = _unmatched_runs(match, written_words, comments, skip)
     starts = [ws for ws, _ in canonical_words]  # in text order: a span's words are a run of them
-    node_words = [None if span is None else _words_in(canonical_words, starts, span) for span in located.spans]
+    node_words = [None if span is None else _words_in(canonical_words, starts, span) for span in spans]
     nodes_runs = set(node_words)
     out: list[tuple[int, int] | None] = []
-    for span, words in zip(located.spans, node_words):
+    for span, words in zip(spans, node_words):
         if span is None:
             out.append(None)
             continue
@@ -928,6 +927,44 @@ def _written(located: rat.SqlSpans, sql: str, dialect: str = "sqlite") -> list[t
                 last = written[1] if last is None else max(last, written[1])
         out.append(None if first is None else _closed(sql, first, last))
     return out
+
+
+def _negations_as_written(located: rat.SqlSpans, sql: str, dialect: str = "sqlite"):
+    """The canonical text and node spans of ``located``, with the words of ``sql`` matched to that
+    text (``written_word_of``). The canonical SQL writes `x NOT IN (..)` as `not x in (..)` (SQLite's
+    `x IS NOT NULL` as `not x is null`, `x NOT GLOB p` as `not x glob p`), words in another order than
+    written, which the words' diff cannot match: the `not` of each such predicate is put after its
+    left operand, `x not in (..)`, where that matches more written words (`NOT x IN (..)` stays).
+
+    >>> sql = "SELECT name FROM singer WHERE singer_id NOT IN (SELECT singer_id FROM concert)"
+    >>> canonical, spans, _ = _negations_as_written(rat.sql_spans(sql), sql)
+    >>> canonical[canonical.index("where"):], canonical[slice(*spans[1])]
+    ('where singer.singer_id not in (select concert.singer_id from concert)', 'singer.singer_id')
+    """
+    from model.nodes.features import written_word_of
+
+    text, spans = located.sql, list(located.spans)
+    matched = written_word_of(text, sql, dialect)
+    nodes = located.tree.postorder() if located.tree is not None else []
+    index = {id(node): i for i, node in enumerate(nodes)}
+    for i, node in enumerate(nodes):
+        span, left = spans[i], spans[index[id(node.children[0])]] if node.children else None
+        if span is None or left is None or text[span[0]:span[0] + 4] != "not " \
+                or left[0] < span[0] + 4 or text[span[0] + 4:left[0]].strip("("):
+            continue  # (not `not x ..`, or `x` already moved: a CTE's node read twice)
+        start, stop = span[0], left[1]
+        while text.count("(", start, stop) > text.count(")", start, stop) and text[stop:stop + 1] == ")":
+            stop += 1  # `not (a + b) in (..)`: the operand's parentheses
+        if text.count("(", start, stop) != text.count(")", start, stop) or not text.startswith(" ", stop) \
+                or stop + 1 >= span[1]:
+            continue  # (no operator after `x`: a plain `not x`)
+        moved = text[:start] + text[start + 4:stop] + " not" + text[stop:]
+        moved_matched = written_word_of(moved, sql, dialect)
+        if sum(j is not None for j in moved_matched[1]) > sum(j is not None for j in matched[1]):
+            text, matched = moved, moved_matched
+            spans = [(s[0] - 4, s[1] - 4) if s is not None and start + 4 <= s[0] and s[1] <= stop else s
+                     for s in spans]  # (`x`'s nodes moved left)
+    return text, spans, matched
 
 
 def _words_in(words: list[tuple[int, int]], starts: list[int], span: tuple[int, int]) -> tuple[int, int]:
