@@ -47,7 +47,7 @@ lint: setup
 # benchmarks/ but request_cpu.py, whose numbers compare this tree with another copy of the repository
 # (--baseline DIR, an earlier commit: make cannot choose one). scripts/ holds the tools whose commands
 # the docs give (the model card's numbers).
-SPEED_BENCHMARKS := rat_coverage rat_speed rat_builds rat_dialects exec_cache exec_accuracy feature_speed score_speed scorer_speed backend_speed train_speed cold_start serve_load mcp_speed ddl_speed score_memory
+SPEED_BENCHMARKS := rat_coverage rat_speed rat_builds rat_dialects exec_cache exec_accuracy feature_speed score_speed scorer_speed backend_speed train_speed cold_start serve_load mcp_speed ddl_speed score_memory schema_size
 
 bench: setup
 	for f in $(SPEED_BENCHMARKS); do echo "== benchmarks/$$f.py"; $(BIN)/python benchmarks/$$f.py || exit 1; done
