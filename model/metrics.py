@@ -533,3 +533,13 @@ def pointer_rate(bins: Sequence[dict], score: float) -> float | None:
     last = RELIABILITY_EDGES[-1]  # as _bin_of: the last bin is closed
     return next((float(b["top1"]) for b in bins
                  if b["lo"] <= score < b["hi"] or (b["hi"] >= last and b["lo"] <= score)), None)
+
+
+def in_sample_note(keys: list[str], fitted: str) -> dict:
+    """metrics.json's word on the ``keys`` measured on the validation pairs that ``fitted`` (a
+    part of the model: each fold's calibrator) was fitted on, which the run writes beside the
+    held-out test/*: ``{"in_sample": {"keys": [...], "why": "..."}}``, or {} without any."""
+    if not keys:
+        return {}
+    return {"in_sample": {"keys": list(keys), "why": f"measured on the validation pairs that fitted {fitted}: "
+                          "in-sample numbers; test/* are the held-out ones"}}

@@ -142,20 +142,12 @@ def partial_splits(trainer, datamodule, metrics: dict) -> dict:
     return {"partial_splits": partial} if partial else {}
 
 
-def in_sample_note(keys: list[str], fitted: str) -> dict:
-    """metrics.json's word on the ``keys`` measured on the validation pairs that ``fitted`` (a
-    part of the model: each fold's calibrator) was fitted on, which the run writes beside the
-    held-out test/*: ``{"in_sample": {"keys": [...], "why": "..."}}``, or {} without any."""
-    if not keys:
-        return {}
-    return {"in_sample": {"keys": list(keys), "why": f"measured on the validation pairs that fitted {fitted}: "
-                          "in-sample numbers; test/* are the held-out ones"}}
-
-
 def train_crossfit(cfg: DictConfig, datamodule) -> tuple[dict[str, float], dict[str, Any]]:
     """``data.protocol=crossfit``: one model per fold of the eval databases; every prediction is
     scored by the model whose training never saw its database (``predictions/test.jsonl``), and
     by the model it validated (``predictions/val.jsonl``)."""
+    from model.metrics import in_sample_note
+
     output_dir = Path(cfg.paths.output_dir)
     method = "RAT node model (consensus)" if cfg.model.get("consensus") else "RAT node model (single-system)"
     rows: dict[str, list[dict]] = {"val": [], "test": []}

@@ -153,14 +153,12 @@ def train_boosted(cfg: DictConfig) -> tuple[dict[str, float], dict[str, Any]]:
 
 
 def in_sample_val(summary: dict[str, float], params: BoostedParams) -> dict:
-    """metrics.json's in-sample mark (``model.train.in_sample_note``) for the run's ``val/*``
+    """metrics.json's in-sample mark (``model.metrics.in_sample_note``) for the run's ``val/*``
     (``summary``: ``scores_summary`` of the validation pairs), which each fold fitted on: its node
     calibrator (``model.calibration`` but none) maps every confidence there, so every score of
     them is in-sample; its site head learns from them too (``BoostedNodeModel.fit(validation=...)``,
     except with ``model.database=both``), so the site scores' localisation and the pointer read
     from them. The counts (nodes, queries, wrong queries) and the random rates are no scores."""
-    from model.train import in_sample_note
-
     calibrated = params.calibration != "none"
     site_head = params.site_head and params.database != "both"
     site_scores = "localisation_top1_site_scores" in summary  # (the pointer then reads them)
@@ -176,7 +174,7 @@ def in_sample_val(summary: dict[str, float], params: BoostedParams) -> dict:
     parts = [f"node calibrator (model.calibration={params.calibration})"] if calibrated else []
     if site_head and site_scores:
         parts.append("site head")
-    return in_sample_note([f"val/{k}" for k in summary if fitted(k)], f"each fold's {' and '.join(parts)}")
+    return M.in_sample_note([f"val/{k}" for k in summary if fitted(k)], f"each fold's {' and '.join(parts)}")
 
 
 def check_train_split(data_cfg, params: BoostedParams) -> None:

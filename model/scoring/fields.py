@@ -28,6 +28,9 @@ MAX_NODES = 500
 MAX_QUESTION_CHARS = 4_000
 MAX_DB_ID_CHARS = 128  # a folder name under the data root; file systems stop at 255 bytes
 MAX_PATH_CHARS = 1024
+# The result budget of each database read while scoring (model.data.execution): a query whose
+# result would take more is stopped, and scored without its result (model.data.execution.unfinished).
+SCORING_RESULT_BYTES = 32 << 20
 # the text fields a row may carry; each is echoed back in results and reports
 TEXT_FIELDS = ("sql", "question", "evidence", "system", "db_id", "question_id", "database", "gold")
 # the fields a row may carry: the text fields and the SQL's dialect (rat.DIALECTS)

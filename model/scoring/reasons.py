@@ -98,11 +98,11 @@ def _cue_words(cue: str) -> str:
     return " / ".join(f"'{c}'" for c in CUES[cue][:3])
 
 
-def _failed_run(error: str | None) -> str:
+def failed_run(error: str | None) -> str:
     """Why the query fails to run, as far as it is known (a query stopped by a timeout or the
     result budget is not one: its result features are unknown, ``model.nodes.features``).
 
-    >>> _failed_run("OperationalError: no such column: x")
+    >>> failed_run("OperationalError: no such column: x")
     'the query fails to run on the database (OperationalError: no such column: x)'
     """
     if not error:
@@ -179,7 +179,7 @@ _TEMPLATES: dict[str, Callable[[float, ReasonContext], str]] = {
                                                  if not _yes(v) else "its literals are found in their columns"),
     "question_numbers_unused": lambda v, c: f"{v:.0f} number(s) in the question are not used by the query",
     # execution
-    "exec_error": lambda v, c: _failed_run(c.execution_error) if _yes(v) else "the query runs on the database",
+    "exec_error": lambda v, c: failed_run(c.execution_error) if _yes(v) else "the query runs on the database",
     "exec_empty": lambda v, c: "the query returns no rows" if _yes(v) else "the query returns rows",
     "exec_log_rows": lambda v, c: (f"the query returns {round(math.expm1(v)):,} row(s)" if round(math.expm1(v))
                                    else "the query returns no rows"),

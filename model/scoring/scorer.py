@@ -68,6 +68,7 @@ from model.scoring.fields import (
     MAX_NODES,
     MAX_SQL_CHARS,
     ROW_FIELDS,
+    SCORING_RESULT_BYTES,
     dialect_name,
     misspelt_field,
     question_problem,
@@ -86,9 +87,6 @@ PRETRAINED = {name: Path(__file__).resolve().parent / "pretrained" / name
 # (nodes x features) model rows for text no one reads.
 REASONS_BELOW = 0.5
 REASON_NODES = 64
-# The result budget of each database read while scoring (model.data.execution): a query whose
-# result would take more is stopped, and scored without its result (model.data.execution.unfinished).
-SCORING_RESULT_BYTES = 32 << 20
 # Calls scoring more rows than this freeze the heap while they run (``_heap_frozen``); a few rows
 # gain nothing from it, and rat-serve's requests, frozen back to back, parked the garbage of the
 # requests in flight at each freeze in the oldest generation: the server grew by about 0.4 MB/s

@@ -294,7 +294,7 @@ def _execution_sentence(error: str | None) -> str | None:
     """
     from model.data.execution import NOT_WRITTEN, unfinished
     from model.nodes.features import NOT_RUN_PARAMETERS
-    from model.scoring.reasons import _failed_run
+    from model.scoring.reasons import failed_run
 
     if error is None:
         return None
@@ -304,7 +304,7 @@ def _execution_sentence(error: str | None) -> str | None:
         return f"the query was stopped on the database ({error}): its result was not checked"
     if error.startswith((NOT_RUN_PARAMETERS, NOT_WRITTEN)):
         return f"the query was not run on the database ({error}): its result was not checked"
-    return _failed_run(error)
+    return failed_run(error)
 
 
 class _Literals:
@@ -529,7 +529,7 @@ def _columns_holding(scored: ScoredQuery, index: int, database) -> list[str] | N
     compared with no column, without a schema or a database, or on an error or a timeout."""
     from model.data.databases import DatabaseError, open_database
     from model.nodes.features import DatabaseProbe, other_text_columns
-    from model.scoring.scorer import SCORING_RESULT_BYTES
+    from model.scoring.fields import SCORING_RESULT_BYTES
 
     comparison, schema = _comparison(scored, index), scored.schema
     label = scored.nodes[index].label
