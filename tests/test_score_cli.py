@@ -376,10 +376,17 @@ _INTERRUPTED = """
 import multiprocessing, sys, time
 from model.errors import leave_interrupts_to_the_parent, quiet_closed_pipes
 
+def started(ready):
+    leave_interrupts_to_the_parent()
+    ready.wait()  # (the interrupt comes once both workers have started, as a user's would)
+
 @quiet_closed_pipes()
 def main():
-    with multiprocessing.get_context("fork").Pool(2, initializer=leave_interrupts_to_the_parent) as pool:
+    context = multiprocessing.get_context("fork")
+    ready = context.Barrier(3)
+    with context.Pool(2, initializer=started, initargs=(ready,)) as pool:
         pending = pool.map_async(time.sleep, [60, 60])
+        ready.wait(timeout=60)
         print(*[p.pid for p in multiprocessing.active_children()], flush=True)
         pending.wait()
 
