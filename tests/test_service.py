@@ -905,5 +905,5 @@ def test_rat_serve_accepts_a_connection_as_soon_as_it_prints_its_url():
         with urllib.request.urlopen(url + "/health", timeout=60) as answer:
             assert json.loads(answer.read())["status"] == "ok"
     finally:
-        proc.kill()
-        proc.wait()
+        proc.terminate()  # (it ends its serving processes; a kill would leave them)
+        proc.wait(timeout=30)
