@@ -748,3 +748,18 @@ def test_an_empty_database_is_one_line(tmp_path, capsys):
     assert main(["--database", str(empty), "--predictions", str(rows), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--database {empty}: no tables" in err, err
+
+
+def test_check_scores_a_query_reading_a_table_the_database_lacks(capsys):
+    """`--sql` naming a table the --database lacks was 'no table' and exit 2 even with --check,
+    where a made-up table is what the check is for (a file's rows were scored): the verdict."""
+    from model.scoring.cli import main
+    from model.synth.demo import demo_root
+
+    database = demo_root() / "database" / "supply_chain" / "supply_chain.sqlite"
+    assert main(["--database", str(database), "--sql", "SELECT name FROM vendors_made_up", "--check"]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith(("regenerate", "review")) and "vendors_made_up" in out, out
+    assert f"rat-score: no table 'vendors_made_up' in {database}" in err, err
+    assert main(["--database", str(database), "--sql", "SELECT name FROM vendors_made_up"]) == 2
+    assert f"--sql: no table 'vendors_made_up' in {database}" in capsys.readouterr().err

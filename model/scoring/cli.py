@@ -352,11 +352,14 @@ def score_one(scorer, args, schemas: dict) -> int:
             name, written = missing[0]
             _, error = args.database.run(f"SELECT 1 FROM {written} WHERE 1 = 0", args.dialect)
             if error is None:  # (a system catalogue: pg_class)
-                raise UsageError(f"--sql: table {name!r} is not in the schema read from {args.database.name}")
-            if "denied" in error:  # PostgreSQL's "permission denied", MySQL's "SELECT command denied"
-                raise UsageError(f"--sql: table {name!r} is not readable by this role on {args.database.name} "
-                                 f"({error})")
-            raise UsageError(f"--sql: no table {name!r} in {args.database.name}")
+                problem = f"table {name!r} is not in the schema read from {args.database.name}"
+            elif "denied" in error:  # PostgreSQL's "permission denied", MySQL's "SELECT command denied"
+                problem = f"table {name!r} is not readable by this role on {args.database.name} ({error})"
+            else:
+                problem = f"no table {name!r} in {args.database.name}"
+            if not args.check:  # (the wrong database?); a check judges the query: a made-up table is its error
+                raise UsageError(f"--sql: {problem}")
+            print(f"rat-score: {problem}", file=sys.stderr)
     query = {"question": args.question, "schema": schema, "database": _database(args, args.db_id),
              "db_id": args.db_id, "dialect": args.dialect}
     try:  # a Verdict with --check, else a ScoredQuery
@@ -708,7 +711,7 @@ def score_file(scorer, args, schemas: dict) -> int:
     for path, found in shifts:
         moved = "; whole-query confidences moved to it" if not isinstance(found, str) and found.fits else ""
         print(f"rat-score: {path.name}: {found}{moved}", file=sys.stderr)
-    if counts["missing tables"]:  # (--sql refuses such a query; a file's are scored: said here, many or few)
+    if counts["missing tables"]:  # (--sql refuses such a query unless --check; a file's are scored: said here, many or few)
         most = " (the schema of these queries?)" if 2 * counts["missing tables"] >= counts["scored"] else ""
         print(f"rat-score: {counts['missing tables']} of {counts['scored']} queries read only tables "
               f"{schema_source(args)} lacks{most}", file=sys.stderr)
