@@ -118,6 +118,7 @@ def _not_pipeline_end(record: logging.LogRecord) -> bool:
 
 
 logging.getLogger("psycopg").addFilter(_not_pipeline_end)
+_log = logging.getLogger(__name__)
 # The statements sent at all: reads. Anything else (SET, COPY, ATTACH, DDL, DML...) is refused
 # before it reaches the database, whatever the role may do.
 _READ_WORDS = {"select", "with", "values", "table"}
@@ -910,13 +911,7 @@ class Database:
 
     def _columns(self) -> Rows:  # (table, column, declared type), in table then column order
         if self._picked is None:
-            rows = self._all_columns()
-            spelled: dict[tuple[str, str], str] = {}  # (schema, lowercase table) -> the table
-            for schema, table, _, _ in rows:  # PostgreSQL's "Orders" and orders (their columns were read as one table's)
-                if spelled.setdefault((schema, table.lower()), table) != table:
-                    raise DatabaseError(f"{self.name}: tables {spelled[schema, table.lower()]!r} and {table!r} "
-                                        f"of schema {schema} are one name in lower case to rat")
-            self._picked = _pick_tables(rows, self._search_path())
+            self._picked = _pick_tables(_one_spelling(self._all_columns(), self.name), self._search_path())
         return self._picked.columns
 
     def _all_columns(self) -> Rows:  # (schema, table, column, declared type), where schemas exist
@@ -1712,13 +1707,41 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
                         "(psycopg, pymysql, duckdb, sqlite3, or an SQLAlchemy engine)")
 
 
+def _one_spelling(rows: Rows, name: str) -> Rows:
+    """The catalogue's (schema, table, column, type) rows with one spelling of each table of a
+    schema and of each column of a table, as rat reads names (in lower case): PostgreSQL's
+    ``"Orders"`` beside ``orders``, a table's ``"Name"`` beside ``name``. The one in lower case
+    is kept (what an unquoted name reads), else the first; one warning names those left out
+    (a query reading them is scored as reading what the schema lacks), so that the rest of the
+    database is still read.
+
+    >>> _one_spelling([("public", "Users", "id", "int"), ("public", "users", "id", "int"),
+    ...                ("public", "t", "Name", "text"), ("public", "t", "name", "text")], "shop")
+    [('public', 'users', 'id', 'int'), ('public', 't', 'name', 'text')]
+    """
+    tables: dict[tuple[str, str], str] = {}  # (schema, lowercase table) -> the spelling kept
+    columns: dict[tuple[str, str, str], str] = {}
+    for schema, table, column, _ in rows:
+        if table == table.lower() or (schema, table.lower()) not in tables:
+            tables[schema, table.lower()] = table
+        if column == column.lower() or (schema, table, column.lower()) not in columns:
+            columns[schema, table, column.lower()] = column
+    kept_rows = [r for r in rows if tables[r[0], r[1].lower()] == r[1] and columns[r[0], r[1], r[2].lower()] == r[2]]
+    if len(kept_rows) < len(rows):
+        left = sorted({f"{s}.{t}" if tables[s, t.lower()] != t else f"{s}.{t}.{c}" for s, t, c, _ in rows
+                       if tables[s, t.lower()] != t or columns[s, t, c.lower()] != c})
+        more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+        _log.warning("%s: %s%s left out: rat reads names in lower case, and another spelling of each is kept",
+                     name, ", ".join(repr(n) for n in left[:5]), more)
+    return kept_rows
+
+
 # ------------------------------------------------------------------------------ DDL schema files
 
 
 # What is read of a schema's DDL once a dump's rows are dropped (sqlglot parses about a MB a
 # second, holding about 100 bytes per byte of DDL): past it, one line asks for the schema only.
 MAX_DDL_CHARS = 16 << 20
-_ddl_log = logging.getLogger(__name__)
 # A dump's rows: an INSERT statement (MySQL's REPLACE INTO) starting a line, skipped to its end
 _ROW_INSERT = re.compile(r"[ \t]*(?:INSERT\b|REPLACE[ \t]+INTO\b)", re.IGNORECASE)
 # A line that starts another statement ends an INSERT left without ';' (SQL Server's scripts)
@@ -1859,7 +1882,7 @@ def _declarations(lines: Iterable[str], dialect: str, source: str, file_lines: l
                 kept.append(line)
             break
     if module:
-        _ddl_log.warning("%s: line %d: no GO after this %s: the rest of the file is its body, as SQL Server "
+        _log.warning("%s: line %d: no GO after this %s: the rest of the file is its body, as SQL Server "
                          "reads it (no table after it is read)", source, module, module_kind)
     return "".join(kept)
 
@@ -2165,12 +2188,12 @@ def _warn_ambiguous(rows: Rows, read: _Tables, source: str) -> None:
     said = [f"{table} is in {len(found)} schemas ({', '.join(found)}): an unqualified {table} reads "
             f"{read.elsewhere[key]}.{table}" for key, table, found in named[:3]]
     more = f"; and {len(named) - 3} more such names" if len(named) > 3 else ""
-    _ddl_log.warning("%s: %s%s; qualify %s", source, "; ".join(said), more, "it" if len(named) == 1 else "them")
+    _log.warning("%s: %s%s; qualify %s", source, "; ".join(said), more, "it" if len(named) == 1 else "them")
 
 
 def _not_read(source: str, line: int, what: str, reason: str) -> None:
     """The warning for a statement of a DDL file that declares a table rat does not read."""
-    _ddl_log.warning("%s: line %d: %s is not read (%s)", source, line, what, reason)
+    _log.warning("%s: line %d: %s is not read (%s)", source, line, what, reason)
 
 
 def _reading_dialect(written: str, dialect: str, first: str = "") -> str:
