@@ -19,7 +19,7 @@ from rat import build  # noqa: F401 - first: RAT_SQLGLOT=pure acts before sqlglo
 from rat.align import align_tokens
 from rat.canonicalize import canonicalize
 from rat.dialects import DIALECTS
-from rat.errors import RATError
+from rat.errors import ParseError, RATError
 from rat.kinds import node_kind
 from rat.labels import label_nodes
 from rat.node import Node
@@ -31,6 +31,7 @@ from rat.tree import to_tree
 __all__ = [
     "DIALECTS",
     "Node",
+    "ParseError",
     "RATError",
     "Schema",
     "SqlSpans",

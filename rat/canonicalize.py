@@ -51,7 +51,14 @@ from sqlglot.trie import new_trie
 
 from rat.dialects import SQLITE, Dialect
 from rat.dialects import dialect as _dialect
-from rat.errors import DepthError, InternalError, RATError, internal_errors, with_deep_stack
+from rat.errors import (
+    DepthError,
+    InternalError,
+    ParseError,
+    RATError,
+    internal_errors,
+    with_deep_stack,
+)
 from rat.kinds import DATE_PART_FIRST, DATE_PART_LAST
 from rat.schema import Schema
 
@@ -705,7 +712,7 @@ def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
 
     >>> _refuse_malformed(DIALECT.tokenize("SELECT a FROM t,"), SQLITE, "SELECT a FROM t,")
     Traceback (most recent call last):
-    rat.errors.RATError: cannot parse (nothing after ',' at line 1, col 16) in SQL: 'SELECT a FROM t,'
+    rat.errors.ParseError: cannot parse (nothing after ',' at line 1, col 16) in SQL: 'SELECT a FROM t,'
     """
     trailing = rat_dialect.trailing_comma
     kinds = [t.token_type for t in tokens]
@@ -726,8 +733,8 @@ def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
                     kind is TokenType.COMMA and (trailing == "any" or trailing == "select" and after is TokenType.FROM))
             if cut:
                 token = tokens[k]
-                raise RATError(f"cannot parse (nothing after {token.text!r} at line {token.line}, col {token.col})",
-                               sql)
+                raise ParseError(f"cannot parse (nothing after {token.text!r} at line {token.line}, col {token.col})",
+                                 sql)
         elif kind is _L_PAREN:  # a query begins in it, unless it is a call's: trim(FROM s)
             begins = kinds[k + 1] in _QUERY_STARTS and kinds[k - 1] is not TokenType.VAR
             selected.append(False if begins else selected[-1])
@@ -741,8 +748,8 @@ def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
                 selected[-1] = False
         elif not selected[-1]:
             token = tokens[k]
-            raise RATError(f"cannot parse (FROM before SELECT at line {token.line}, col {token.col}: "
-                           f"{rat_dialect.name} reads SELECT .. FROM ..)", sql)
+            raise ParseError(f"cannot parse (FROM before SELECT at line {token.line}, col {token.col}: "
+                             f"{rat_dialect.name} reads SELECT .. FROM ..)", sql)
 
 
 def sqlglot_dialect(rat_dialect: Dialect):
@@ -795,15 +802,15 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         detail = error.errors[0] if error.errors else {}
         where = f" at line {detail.get('line')}, col {detail.get('col')}" if detail else ""
         description = detail.get("description") or _ANSI.sub("", str(error))[:200]
-        raise RATError(f"cannot parse ({_plain(description)}{where})", sql) from None
+        raise ParseError(f"cannot parse ({_plain(description)}{where})", sql) from None
     except sqlglot.errors.TokenError as error:  # (it quotes the SQL around the error, line breaks and all)
-        raise RATError(f"cannot parse ({' '.join(_ANSI.sub('', str(error))[:200].split())})", sql) from None
+        raise ParseError(f"cannot parse ({' '.join(_ANSI.sub('', str(error))[:200].split())})", sql) from None
     except RATError:
         raise
     except (TypeError, ValueError) as error:
         # sqlglot's parser meeting a token where it expects an expression ('a ? b'), or naming by
         # what is no name (BigQuery's and Redshift's `FROM t, t.x ?`: an UNNEST aliased `?`)
-        raise RATError(f"cannot parse ({_plain(str(error))[:200]})", sql) from None
+        raise ParseError(f"cannot parse ({_plain(str(error))[:200]})", sql) from None
     except RecursionError:
         raise DepthError(sql) from None
     except Exception as error:
@@ -975,11 +982,11 @@ def _numbered_placeholders(statement: exp.Expression, sql: str) -> None:
             continue
         column = identifier.parent
         if type(column) is not exp.Column or column.this is not identifier or column.table:
-            raise RATError(f"cannot parse (a placeholder as a name: {identifier.this!r})", sql)
+            raise ParseError(f"cannot parse (a placeholder as a name: {identifier.this!r})", sql)
         column.replace(exp.Var(this=identifier.this))
     for call in statement.find_all(exp.Anonymous):
         if call.name[:1] in _NAMED_MARKS:
-            raise RATError(f"cannot parse (a placeholder as a name: {call.name!r})", sql)
+            raise ParseError(f"cannot parse (a placeholder as a name: {call.name!r})", sql)
 
 
 def _openers(tokens: list) -> dict[int, int]:
@@ -1167,8 +1174,11 @@ def _spell_between(tree: exp.Expression) -> None:
             swapped = _between(uses[:2], high_copy, low_copy, negated)
             spelled = exp.And(this=exp.Paren(this=spelled), expression=exp.Paren(this=swapped)) if negated \
                 else exp.Or(this=exp.Paren(this=spelled), expression=exp.Paren(this=swapped))
-        if not isinstance(replaced.parent, exp.Where | exp.Having | exp.And | exp.Paren):
-            spelled = exp.Paren(this=spelled)  # keeps `NOT (..)`, `(..) OR c` right in SQL text
+        # keeps `NOT (..)`, `(..) OR c` and an OR's `(..) AND c` right in SQL text (NOT BETWEEN, and
+        # BETWEEN SYMMETRIC, is an OR: in an AND without them `x < a or x > b and c` reads another condition)
+        bare = exp.Where | exp.Having | exp.Paren | (exp.Paren if isinstance(spelled, exp.Or) else exp.And)
+        if not isinstance(replaced.parent, bare):
+            spelled = exp.Paren(this=spelled)
         replaced.replace(spelled)
 
 
@@ -1564,7 +1574,7 @@ class _Resolver:
                 if join.args.get("method") == "NATURAL":
                     self.natural_to_using(join, first, joins)
                 if isinstance(join.args.get("using"), list) and not join.args["using"]:
-                    raise RATError("cannot parse (JOIN .. USING without its columns)", self.sql)
+                    raise ParseError("cannot parse (JOIN .. USING without its columns)", self.sql)
                 if join.args.get("using"):
                     self.using_to_on(join, first, joins)
             inner = parenthesised_join(item)
@@ -1606,7 +1616,7 @@ class _Resolver:
             group.set("all", None)
             return group
         if written == "DISTINCT":
-            raise RATError("cannot parse (GROUP BY DISTINCT without its keys)", self.sql)
+            raise ParseError("cannot parse (GROUP BY DISTINCT without its keys)", self.sql)
         group.set("all", None)
         if not self.dialect.group_by_all:
             raise RATError("unsupported construct 'GROUP BY ALL'", self.sql)
@@ -1828,8 +1838,8 @@ class _Resolver:
         a placeholder: sqlglot reads `FROM t ?`, `FROM t AS :p`, `SELECT a AS ?` so, and no database."""
         if alias is not None and isinstance(alias.args.get("alias" if type(alias) is exp.Alias else "this"),
                                             exp.Placeholder | exp.Parameter):
-            raise RATError(f"cannot parse (a placeholder as an alias: {alias.sql(dialect=sqlglot_dialect(self.dialect))!r})",
-                           self.sql)
+            raise ParseError(f"cannot parse (a placeholder as an alias: {alias.sql(dialect=sqlglot_dialect(self.dialect))!r})",
+                             self.sql)
 
     def derived_source(self, node: exp.Expression, alias: exp.TableAlias | None,
                        columns: frozenset | None, scope: _Scope, numbered: frozenset = frozenset()) -> None:
@@ -2046,7 +2056,7 @@ class _Resolver:
                 self.resolve_table(table, chain)
             return
         if not isinstance(identifier, exp.Identifier):  # `a.(*)`, `a.(b)`, `a.?`: sqlglot's column of no name
-            raise RATError("cannot parse (a name is expected after '.')", self.sql)
+            raise ParseError("cannot parse (a name is expected after '.')", self.sql)
         written = identifier.this
         name = self.fold(written, identifier) if self.cased else written.lower()
         if table is not None:

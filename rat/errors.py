@@ -1,4 +1,5 @@
-"""The exception types of `rat` (bad or unsupported SQL, with the SQL quoted; a bug of our own,
+"""The exception types of `rat` (bad or unsupported SQL, with the SQL quoted, SQL that does not
+parse told apart; a bug of our own,
 which is never reported as bad SQL), and the one place where running out of recursion depth is
 turned into a retry or an error."""
 
@@ -24,6 +25,18 @@ class RATError(ValueError):
         self.sql = sql  # whole
         shown = None if sql is None else repr(sql[:QUOTED]) + ("..." if len(sql) > QUOTED else "")
         super().__init__(problem if sql is None else f"{problem} in SQL: {shown}")
+
+
+class ParseError(RATError):
+    """Raised when SQL cannot be parsed: it is not SQL of its dialect, or is cut short or
+    malformed (`SELEC x`, `SELECT a FROM t,`). Its message begins with ``cannot parse``; a
+    construct `rat` does not model, or a query nested too deeply, is a plain `RATError`
+    (`DepthError`), never a ParseError.
+
+    >>> error = ParseError("cannot parse (FROM before SELECT at line 1, col 4)", "FROM t SELECT a")
+    >>> isinstance(error, RATError), str(error)
+    (True, "cannot parse (FROM before SELECT at line 1, col 4) in SQL: 'FROM t SELECT a'")
+    """
 
 
 class DepthError(RATError):

@@ -145,7 +145,8 @@ def _spans(sql: str, nodes: list[Node] | None, schema: Schema | None,
         raise DepthError(sql) from None
     except Exception:  # noqa: BLE001 - e.g. the builder changed shape; degrade, don't crash
         return _unmapped(text, nodes)
-    return SqlSpans(text, spans, lambda: _owners(built, built_nodes, spans, recorder.own, len(text)), built)
+    return SqlSpans(text, spans, lambda: _owners(built, built_nodes, recorder.near(built_nodes, spans),
+                                                 recorder.own, len(text)), built)
 
 
 def _unmapped(text: str, nodes) -> SqlSpans:
@@ -267,9 +268,13 @@ class _SpanRecorder:
         self.claimed: list[Node] = []
         self.cores: dict[int, Node] = {}  # id(query) -> the relation under its modifiers
         self.windows: dict = {}  # each SELECT's named windows, resolved (rat.tree.window_clauses)
+        self.ctes: set[int] = set()  # id(node) of each CTE's query, put where it is read
 
     def __call__(self, step: str, expression: exp.Expression, node: Node,
                  core: Node | None) -> None:
+        if step == "query" and (isinstance(expression, exp.CTE) or isinstance(expression.parent, exp.CTE)
+                                and not expression.parent.args.get("recursive")):  # (a recursive one: its Recursive)
+            self.ctes.add(id(node))
         if step in ("expr", "relation", "query"):
             # Expressions, tables and (sub)queries map to their own sqlglot expression;
             # parentheses and subquery aliases around a node widen its span only.
@@ -503,6 +508,25 @@ class _SpanRecorder:
                     hull = (own[0], hull[1])
             hulls[id(node)] = hull
         return tuple(hulls[id(n)] for n in nodes)
+
+    def near(self, nodes: list[Node], spans: tuple[Span | None, ...]) -> tuple[Span | None, ...]:
+        """The spans `_owners` reads: a node's span, but for a node above a read of a CTE the hull of
+        its text without the CTE's (in the WITH clause; the FROM clause that reads it is the node's
+        own text or its child's): a join of a CTE is not the owner of `) select a, b` between them."""
+        if not self.ctes:
+            return spans
+        near: dict[int, Span | None] = {}
+        whole = dict(zip(map(id, nodes), spans))
+        for node, span in zip(nodes, spans):  # children first
+            if id(node) in near:
+                continue
+            if span is None or all(id(c) not in self.ctes and near[id(c)] == whole[id(c)] for c in node.children):
+                near[id(node)] = span
+                continue
+            ranges = list(self.own.get(id(node), ())) + self.extent.get(id(node), [])
+            ranges += [s for s in (near[id(c)] for c in node.children if id(c) not in self.ctes) if s is not None]
+            near[id(node)] = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else span
+        return tuple(near[id(n)] for n in nodes)
 
 
 def _owners(tree: Node, nodes: list[Node], spans: tuple[Span | None, ...],

@@ -16,7 +16,7 @@ SQL = "SELECT T1.name FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.
 
 def test_public_names():
     assert sorted(rat.__all__) == sorted([
-        "RATError", "Node", "Schema", "align_tokens", "canonicalize", "label_nodes",
+        "RATError", "ParseError", "Node", "Schema", "align_tokens", "canonicalize", "label_nodes",
         "node_ends", "serialize", "to_tree", "SqlSpans", "node_kind", "sql_spans", "DIALECTS"])
     public = {n for n in vars(rat) if not n.startswith("_")}
     # submodules are importable attributes too; nothing else is public
