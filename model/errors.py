@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["AdaptError", "ModelFileError", "PredictionFileError", "RecalibrationError", "UsageError",
-           "check_writable", "leave_interrupts_to_the_parent", "quiet_closed_pipes", "say_error", "user_errors"]
+           "check_writable", "leave_interrupts_to_the_parent", "quiet_closed_pipes", "say_error", "start_pool",
+           "user_errors"]
 
 class UsageError(ValueError):
     """A mistake in a command line or in an input file, told to the user in one line."""
@@ -138,16 +139,44 @@ def _terminated(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
+def start_pool(context, processes: int):
+    """``context.Pool(processes)`` (``context``: a ``multiprocessing`` context, fork or spawn)
+    whose workers leave Ctrl-C to this process from their first instruction on: SIGINT is
+    blocked here while they start (a signal mask is inherited through fork and kept through
+    exec), so that one sent to the process group before a worker's initializer has run waits,
+    and is then dropped (``leave_interrupts_to_the_parent``) rather than killing that worker
+    with a traceback. This process's own mask is as before once the pool has started (the
+    pool's threads, which start any worker that replaces one, keep SIGINT blocked)."""
+    import multiprocessing.context
+    import signal
+
+    block = hasattr(signal, "pthread_sigmask")
+    if block and not isinstance(context, multiprocessing.context.ForkContext):
+        # (a spawned pool's resource tracker) started first: its start unblocks SIGINT here
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if block else None
+    try:
+        return context.Pool(processes, initializer=leave_interrupts_to_the_parent)
+    finally:
+        if block:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def leave_interrupts_to_the_parent() -> None:
-    """A worker process's start (``multiprocessing.Pool(initializer=..)``): Ctrl-C, sent to the
-    whole process group, is the parent's to handle, which ends the workers; each would otherwise
-    print a traceback of its own. SIGTERM ends it at once, as by default (the parent's handler,
-    inherited through a fork, would only mark it, and a worker held on its queue's lock would
-    then never end: the parent waits for it at the end of the pool)."""
+    """A worker process's start (``multiprocessing.Pool(initializer=..)``, see ``start_pool``):
+    Ctrl-C, sent to the whole process group, is the parent's to handle, which ends the workers;
+    each would otherwise print a traceback of its own. It is ignored first, then unblocked (one
+    that came while the worker started is dropped). SIGTERM ends it at once, as by default (the
+    parent's handler, inherited through a fork, would only mark it, and a worker held on its
+    queue's lock would then never end: the parent waits for it at the end of the pool)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class _DroppedWhenClosed:

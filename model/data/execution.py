@@ -890,9 +890,9 @@ def _run_jobs(
     processes = min(workers, len(todo))  # never more processes than queries to run
     if processes > 1:
         # spawn, not fork: the parent may hold threads (torch, tokenizers) that fork would break
-        from model.errors import leave_interrupts_to_the_parent
+        from model.errors import start_pool
 
-        with multiprocessing.get_context("spawn").Pool(processes, initializer=leave_interrupts_to_the_parent) as pool:
+        with start_pool(multiprocessing.get_context("spawn"), processes) as pool:
             # big enough chunks that inter-process traffic does not dominate millisecond queries
             chunksize = max(1, min(32, len(args) // (8 * processes)))
             for job, result in zip(

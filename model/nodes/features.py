@@ -564,6 +564,10 @@ class NodeFeatures:
     # run or read to the end (parameters, a timeout, a result over the budget: its result features
     # unknown); None where it ran or had no database
     execution_error: str | None = None
+    # the literals the `literal_elsewhere` feature looked up (post-order node index): the other
+    # columns that store each, in the schema's order (None: unknown); None for a row read from an
+    # older cache
+    columns_holding: dict[int, tuple[str, ...] | None] | None = None
 
 
 SCAN_ROWS = 100_000  # rows of a column a literal lookup reads at most: a large database costs no more
@@ -919,6 +923,7 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
     schema_index = schema_index or SchemaIndex(schema, question)
     probe = probe or DatabaseProbe(db_path, timeout_s)
     col = {name: j for j, name in enumerate(SINGLE_FEATURES)}
+    holding: dict[int, tuple[str, ...] | None] = {}
     x = np.full((n, len(SINGLE_FEATURES)), NAN)
 
     # whole-tree and question values, the same for every node
@@ -982,7 +987,7 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
         elif kind == "column":
             _column_features(x[i], col, name, schema, schema_index, question, tree_tables)
         elif kind == "value":
-            _value_features(x, col, i, names, kinds, shape, question, probe, schema)
+            _value_features(x, col, i, names, kinds, shape, question, probe, schema, holding)
         elif kind == "Eq" and schema is not None:
             pair = [names[c] for c in shape.children[i] if kinds[c] == "column" and "." in names[c]]
             if len(pair) == 2 and pair[0].split(".")[0] != pair[1].split(".")[0]:
@@ -1011,7 +1016,7 @@ def single_system_features(example, schema: rat.Schema | None, db_path: Path | D
         link_sum[i] = (0.0 if math.isnan(share) else share) + sum(link_sum[c] for c in kids)
         link_count[i] = (0 if math.isnan(share) else 1) + sum(link_count[c] for c in kids)
         x[i, col["subtree_mean_link"]] = link_sum[i] / link_count[i] if link_count[i] else NAN
-    return NodeFeatures(SINGLE_FEATURES, x, digest, None if error == "no database" else error)
+    return NodeFeatures(SINGLE_FEATURES, x, digest, None if error == "no database" else error, holding)
 
 
 def _descendants(i: int, shape: Shape) -> list[int]:
@@ -1068,7 +1073,9 @@ def other_text_columns(schema: rat.Schema, own: str) -> list[str]:
 
 def _value_features(x: np.ndarray, col: dict, i: int, names: Sequence[str], kinds: Sequence[str],
                     shape: Shape, question: QuestionIndex, probe: DatabaseProbe,
-                    schema: rat.Schema | None = None) -> None:
+                    schema: rat.Schema | None = None, holding: dict | None = None) -> None:
+    """The value features of the literal at ``i``; ``holding``: where it keeps the other columns
+    the ``literal_elsewhere`` look-up found it in (``NodeFeatures.columns_holding``)."""
     row = x[i]
     label = names[i]
     text = literal_text(label)
@@ -1105,8 +1112,11 @@ def _value_features(x: np.ndarray, col: dict, i: int, names: Sequence[str], kind
     x[both, col["compared_literal_found"]] = nocase
     if is_number or like or schema is None or not text:
         return
-    holding = probe.columns_holding(label, other_text_columns(schema, columns[0]))
-    x[both, col["literal_elsewhere"]] = NAN if holding is None else min(len(holding), 5)
+    others = other_text_columns(schema, columns[0])
+    found = probe.columns_holding(label, others)
+    x[both, col["literal_elsewhere"]] = NAN if found is None else min(len(found), 5)
+    if holding is not None:  # (named by a verdict: not looked up again)
+        holding[i] = None if found is None else tuple(c for c in others if c in found)
     x[both, col["literal_near_match"]] = probe.near_match(table, column, text)
 
 
@@ -1293,6 +1303,8 @@ class FeatureReport:
     seconds: float = 0.0
     # each example's `NodeFeatures.execution_error` (None for rows read from the cache)
     execution_errors: list[str | None] = field(default_factory=list)
+    # each example's `NodeFeatures.columns_holding` (empty for a row of an older cache)
+    columns_holding: list[dict[int, tuple[str, ...] | None]] = field(default_factory=list)
 
     def __str__(self) -> str:
         rate = self.nodes / self.seconds if self.seconds else float("inf")
@@ -1371,6 +1383,7 @@ def build_features(examples: Sequence, schemas: dict[str, rat.Schema],
                   flush=True)
     matrices = [t.values for t in singles]
     report.execution_errors = [t.execution_error for t in singles]
+    report.columns_holding = [t.columns_holding or {} for t in singles]
     names = SINGLE_FEATURES
     if lm:
         extra = lm_span_features(examples, schemas, progress=progress, lm_model=None if lm is True else lm,

@@ -60,7 +60,7 @@ from model.data.databases import (
     refusal,
 )
 from model.data.execution import check_deadline, sqlite_problem, unfinished
-from model.errors import ModelFileError, UsageError, check_seconds, leave_interrupts_to_the_parent
+from model.errors import ModelFileError, UsageError, check_seconds, start_pool
 from model.label_shift import RateShift
 from model.nodes.estimator import BoostedNodeModel, kind_group
 from model.scoring.choice import MAX_CANDIDATES
@@ -144,6 +144,10 @@ class ScoredQuery:
     # query's confidence before it was moved to that rate; None where the file was not shifted
     label_shift: RateShift | None = field(default=None, repr=False)
     unshifted_confidence: float | None = field(default=None, repr=False)
+    # the literals its scoring looked up in the other columns (the `literal_elsewhere` feature),
+    # by post-order node index: the columns that store each, in the schema's order (None: unknown);
+    # a verdict names them from here (``model.nodes.features.NodeFeatures.columns_holding``)
+    columns_holding: dict[int, tuple[str, ...] | None] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
         """The JSON row ``rat-score`` writes and ``rat-serve`` answers."""
@@ -670,7 +674,7 @@ class Scorer:
                 except (rat.RATError, InternalError) as e:
                     # SQL that does not parse is said so, as without a database (`SELEC a` was
                     # refused as if it wrote); a statement that writes stays refused
-                    if refused and not str(e).startswith("cannot parse"):
+                    if refused and not isinstance(e, rat.ParseError):
                         raise ValueError(refused) from None
                     raise
                 if refused:
@@ -698,7 +702,7 @@ class Scorer:
                     {"node_names": example.node_names, "node_arity": example.node_arity}))
                 batch.spans.append(_written(located, sql, read_as))
         if self.saved is not None and batch.examples:
-            batch.features, batch.execution_errors = self._features(
+            batch.features, batch.execution_errors, batch.columns_holding = self._features(
                 batch.examples, batch.schemas, batch.databases, features or (), budget.deadline, batch.dialects)
             batch.columns = features
         return batch
@@ -730,6 +734,8 @@ class Scorer:
                                        batch.spans[k] if batch.spans else None, batch.dialects[k])
                 results[j].with_database = bool(databases[k])
                 results[j].execution_error = errors[k]
+                if batch.columns_holding:
+                    results[j].columns_holding = batch.columns_holding[k]
                 if self.saved is not None:
                     results[j].look_here_reliability = self._reliability(
                         results[j].nodes[results[j].look_here_first].site_score, databases[k])
@@ -763,10 +769,11 @@ class Scorer:
 
     def _features(self, examples: list, schemas: dict, databases: dict, extra: Sequence[str] = (),
                   deadline: float | None = None, dialects: Sequence[str] | None = None
-                  ) -> tuple[list[np.ndarray], list[str | None]]:
+                  ) -> tuple[list[np.ndarray], list[str | None], list[dict]]:
         """Each example's matrix of the saved model's features, in the model's column order,
-        then the columns of ``extra`` the model does not read; and why each query did not run
-        on its database (None where it ran or had none)."""
+        then the columns of ``extra`` the model does not read; why each query did not run on its
+        database (None where it ran or had none); and the other columns its literals were found
+        in (``FeatureReport.columns_holding``)."""
         from model.nodes.features import CONSENSUS_FEATURES, LM_FEATURES, build_features
 
         wanted = set(self.saved.features_) | set(extra)
@@ -782,7 +789,7 @@ class Scorer:
         if missing:
             raise ModelFileError(f"the model reads features this version does not compute: {missing}")
         columns = [index[n] for n in order]
-        return [m[:, columns] for m in matrices], report.execution_errors
+        return [m[:, columns] for m in matrices], report.execution_errors, report.columns_holding
 
     def _boosted(self, examples: list, matrices: list[np.ndarray], reasons: bool, with_database: list[bool],
                  schemas: list, errors: list, deadline: float | None = None) -> list[tuple]:
@@ -1116,6 +1123,7 @@ class _Batch:
     positions: list[int]  # each row's position in the whole input
     features: list[np.ndarray] = field(default_factory=list)
     execution_errors: list = field(default_factory=list)  # each example's (Scorer._features)
+    columns_holding: list = field(default_factory=list)  # each example's (Scorer._features)
     columns: tuple[str, ...] | None = None  # the features the results hold, when not the model's own
     trees: list = field(default_factory=list)
     spans: list = field(default_factory=list)
@@ -1207,7 +1215,7 @@ class _prepared_batches:
         import multiprocessing
 
         _PREPARING = self.scorer
-        self.pool = multiprocessing.get_context("fork").Pool(self.workers, initializer=leave_interrupts_to_the_parent)
+        self.pool = start_pool(multiprocessing.get_context("fork"), self.workers)
         return self.pool.imap(_prepare_in_worker, self.jobs)
 
     def __exit__(self, *exc) -> None:

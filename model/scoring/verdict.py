@@ -524,9 +524,11 @@ def _written(node) -> str:
 def _columns_holding(scored: ScoredQuery, index: int, database) -> list[str] | None:
     """The other columns of the schema that store the text literal at ``index`` (ignoring case,
     in their first rows), in the schema's order: as the ``literal_elsewhere`` feature counts
-    them (``model.nodes.features.other_text_columns``),
-    and so mostly answered by the look-up scoring made. None for a pattern, a number, a literal
-    compared with no column, without a schema or a database, or on an error or a timeout."""
+    them (``model.nodes.features.other_text_columns``), and where that feature looked the
+    literal up, what its scoring found (``ScoredQuery.columns_holding``: not asked again); only
+    a literal it did not look up (one of an IN list of two or more, one compared with a wrapped
+    column, a quoted number) is looked up here. None for a pattern, a number, a literal compared
+    with no column, without a schema or a database, or on an error or a timeout."""
     from model.data.databases import DatabaseError, open_database
     from model.nodes.features import DatabaseProbe, other_text_columns
     from model.scoring.fields import SCORING_RESULT_BYTES
@@ -536,6 +538,9 @@ def _columns_holding(scored: ScoredQuery, index: int, database) -> list[str] | N
     if (comparison is None or schema is None or database is None or comparison.operator in PATTERNS
             or label[:1] not in "'\"" or not _sql_text(label)):
         return None
+    if index in scored.columns_holding:
+        found = scored.columns_holding[index]
+        return None if found is None else list(found)
     others = other_text_columns(schema, schema.source(comparison.column) or comparison.column)
     if not others:
         return []
