@@ -95,6 +95,54 @@ _NUMERIC_TYPE_NAMES = frozenset({"STRING", "STR", "LONG", "SHORT", "BYTE", "BYTE
 _NUMERIC_TYPE_WORDS = re.compile(r"\b(?:" + "|".join(_NUMERIC_TYPE_NAMES) + r")\b", re.IGNORECASE)
 _SIMPLE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _RESERVED = {k.lower() for k in DIALECT.tokenizer_class.KEYWORDS if k.replace("_", "").isalpha()}
+# The words a dialect's database refuses as an unquoted name (its reserved words), beside sqlglot's
+# keywords (`_RESERVED`, quoted in every dialect) and those its generator quotes (MySQL's, DuckDB's,
+# BigQuery's, Trino's, Redshift's RESERVED_KEYWORDS): canonical SQL quotes them. SQLite's: those its
+# 3.40 refuses as a table's or column's name; PostgreSQL's: its documentation's "reserved" (and
+# "reserved, can be function or type") key words; SQL Server's, Snowflake's: their documented
+# reserved keywords; Databricks': Spark's ANSI reserved keywords.
+_RESERVED_WORDS = {name: frozenset(words.split()) for name, words in {
+    "sqlite": """add all alter and as autoincrement between case cast check collate commit constraint create
+        current_date current_time current_timestamp default deferrable delete distinct drop else escape except
+        exists foreign from group having in index insert intersect into is isnull join limit not nothing notnull
+        null on or order primary raise references returning select set table then to transaction union unique
+        update using values when where""",
+    "postgres": """all analyse analyze and any array as asc asymmetric both case cast check collate column
+        constraint create current_catalog current_date current_role current_time current_timestamp current_user
+        default deferrable desc distinct do else end except false fetch for foreign from grant group having in
+        initially intersect into lateral leading limit localtime localtimestamp not null offset on only or order
+        placing primary references returning select session_user some symmetric system_user table then to
+        trailing true union unique user using variadic when where window with authorization binary collation
+        concurrently cross current_schema freeze full ilike inner is isnull join left like natural notnull outer
+        overlaps right similar tablesample verbose""",
+    "tsql": """add all alter and any as asc authorization backup begin between break browse bulk by cascade
+        case check checkpoint close clustered coalesce collate column commit compute constraint contains
+        containstable continue convert create cross current current_date current_time current_timestamp
+        current_user cursor database dbcc deallocate declare default delete deny desc disk distinct distributed
+        double drop dump else end errlvl escape except exec execute exists exit external fetch file fillfactor
+        for foreign freetext freetexttable from full function goto grant group having holdlock identity
+        identity_insert identitycol if in index inner insert intersect into is join key kill left like lineno
+        load merge national nocheck nonclustered not null nullif of off offsets on open opendatasource openquery
+        openrowset openxml option or order outer over percent pivot plan precision primary print proc procedure
+        public raiserror read readtext reconfigure references replication restore restrict return revert revoke
+        right rollback rowcount rowguidcol rule save schema securityaudit select semantickeyphrasetable
+        semanticsimilaritydetailstable semanticsimilaritytable session_user set setuser shutdown some statistics
+        system_user table tablesample textsize then to top tran transaction trigger truncate try_convert tsequal
+        union unique unpivot update updatetext use user values varying view waitfor when where while with within
+        writetext""",
+    "snowflake": """all alter and any as between by case cast check column connect constraint create cross
+        current current_date current_time current_timestamp current_user delete distinct drop else exists false
+        following for from full grant group gscluster having ilike in increment inner insert intersect into is
+        issue join lateral left like localtime localtimestamp minus natural not null of on or order qualify
+        regexp revoke right rlike row rows sample select set some start table tablesample then to trigger true
+        try_cast union unique update using values when whenever where with""",
+    "databricks": """all alter and anti any as authorization both by case cast check collate column constraint
+        create cross cube current current_date current_time current_timestamp current_user distinct drop else
+        end escape except exists false fetch filter for foreign from full grant group grouping having in inner
+        intersect into is join lateral leading left like minus natural not null of on only or order outer
+        overlaps primary references right rollup select semi session_user some table then time to trailing
+        union unique unknown user using when where with""",
+}.items()}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # sqlglot's reprs of a token and of an expression class in its messages, as the text they stand for
 _TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+, col: \d+, start: \d+, "
@@ -219,7 +267,30 @@ _CONSTRUCTS = {"SafeFunc": "SAFE.", "TableFromRows": "TABLE(..)",
                "Table": "parenthesised join",  # (with an alias or a PIVOT: `parenthesised_join`)
                "Var": "a bare word", "Lambda": "a lambda (x -> ..)",
                "Dot": "a field of a struct value",  # PostgreSQL's `(c).f` (Dialect.struct_fields)
-               "Bracket": "an array subscript of several indexes", "Slice": "an array slice"}
+               "Bracket": "an array subscript of several indexes", "Slice": "an array slice",
+               # literals and niladic keywords
+               "UnicodeString": "U&'..'", "BitString": "b'..' (bits)",
+               "HexString": "x'..' / 0x..", "National": "N'..'", "RawString": "r'..'", "ParseJSON": "JSON '..'",
+               "Localtime": "LOCALTIME", "Localtimestamp": "LOCALTIMESTAMP", "CurrentSchema": "CURRENT_SCHEMA",
+               "CurrentCatalog": "CURRENT_CATALOG", "CurrentRole": "CURRENT_ROLE", "CurrentUser": "CURRENT_USER",
+               "SessionUser": "SESSION_USER", "CurrentDatetime": "CURRENT_DATETIME",
+               # operators and other syntax
+               "SessionParameter": "@@variable", "PropertyEQ": "':=' (an assignment)", "Distance": "<->",
+               "Struct": "a struct value", "ToMap": "MAP {..}", "VarMap": "MAP(..)",
+               "PositionalColumn": "#n (a column by its position)", "Unnest": "UNNEST(..)",
+               "Pivot": "PIVOT", "Lateral": "LATERAL", "Values": "VALUES", "Tuple": "a row value (a, b)"}
+# The unquoted words that are the current user's name, a function, per dialect: word -> the
+# function (elsewhere each is a name). SQL's USER is CURRENT_USER, SESSION_USER the session's user
+# (another after SET ROLE / EXECUTE AS): PostgreSQL, Redshift, SQL Server. MySQL, Snowflake, Trino
+# have CURRENT_USER alone (MySQL's USER() and SESSION_USER() are calls). DuckDB's and Databricks'
+# three are one function (documented aliases), read after a column of the name (`_USER_NAMES_FIRST`).
+_SQL_USERS = {"user": exp.CurrentUser, "current_user": exp.CurrentUser, "session_user": exp.SessionUser}
+_ALIASED_USERS = dict.fromkeys(("user", "current_user", "session_user"), exp.CurrentUser)
+_CURRENT_USER = {"current_user": exp.CurrentUser}
+_USER_FUNCTIONS = {"postgres": _SQL_USERS, "redshift": _SQL_USERS, "tsql": _SQL_USERS, "mysql": _CURRENT_USER,
+                   "snowflake": _CURRENT_USER, "trino": _CURRENT_USER, "duckdb": _ALIASED_USERS,
+                   "databricks": _ALIASED_USERS}
+_USER_NAMES_FIRST = frozenset({"duckdb", "databricks"})
 # Dialects whose GROUP BY takes a set quantifier, `GROUP BY ALL | DISTINCT <keys>` (elsewhere refused:
 # SQL Server's GROUP BY ALL <keys> keeps the groups its WHERE removes)
 _GROUP_BY_QUANTIFIER = frozenset({"postgres", "trino"})
@@ -243,10 +314,21 @@ _TABLE_FUNCTION_COLUMNS = {
 }
 
 
+def no_result_columns(sql: str, rat_dialect: Dialect) -> RATError:
+    """The error of a SELECT without result columns (`SELECT`, `SELECT FROM t`): SQL that does not
+    parse, but in PostgreSQL, which reads it (rows of no columns), where it is a construct rat
+    does not read."""
+    if rat_dialect.name == "postgres":
+        return RATError("unsupported construct 'SELECT without result columns'", sql)
+    return ParseError("cannot parse (SELECT without result columns)", sql)
+
+
 def construct_name(node: exp.Expression) -> str:
     """How a message names the construct `node` (an expression rat does not read)."""
     if type(node) is exp.Bracket and node.args.get("safe"):  # (`items[0]`, `items[OFFSET(0)]` are read)
         return "SAFE_OFFSET / SAFE_ORDINAL"
+    if type(node) is exp.ByteString:  # BigQuery's bytes, PostgreSQL's (Redshift's) escape string
+        return "b'..' (bytes)" if node.args.get("is_bytes") else "E'..'"
     return _CONSTRUCTS.get(type(node).__name__, type(node).__name__)
 
 
@@ -523,7 +605,7 @@ def _as_group_concat(call: exp.Expression) -> exp.GroupConcat | None:
     return exp.GroupConcat(this=value, separator=separator)
 
 
-def _as_field(node: exp.Expression) -> exp.Dot | None:
+def _as_field(node: exp.Expression, rat_dialect: Dialect) -> exp.Dot | None:
     """DuckDB's `s['f']` and `struct_extract(s, 'f')` as the struct's field `s.f` (the `exp.Dot`
     rat.tree reads as `Field`), for a key spelt as a lowercase name: a MAP's `m['City']`, whose
     key's case counts where a field's does not, stays a subscript. None for anything else."""
@@ -535,7 +617,7 @@ def _as_field(node: exp.Expression) -> exp.Dot | None:
         return None
     if type(key) is not exp.Literal or not key.is_string or not _SIMPLE_NAME.match(key.this):
         return None
-    return exp.Dot(this=struct, expression=exp.Identifier(this=key.this, quoted=_quoted(key.this)))
+    return exp.Dot(this=struct, expression=exp.Identifier(this=key.this, quoted=_quoted(key.this, rat_dialect)))
 
 
 def _with_rollup(group: exp.Group) -> None:
@@ -788,6 +870,10 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
                 raise RATError(f"unsupported construct {_CONSTRUCTS['Lambda']!r}", sql)
             raise RATError(f"unsupported construct '->' ({rat_dialect.name} has no JSON operators)", sql)
         _refuse_missing_syntax(tokens, rat_dialect, sql)
+        if rat_dialect.name == "tsql" and "system_user" in sql.lower() and any(
+                t.token_type is TokenType.CURRENT_USER and t.text.upper() == "SYSTEM_USER" for t in tokens):
+            # the login's name, which sqlglot reads as CURRENT_USER (the database user's)
+            raise RATError("unsupported construct 'SYSTEM_USER'", sql)
         if rat_dialect is SQLITE and _NUMERIC_TYPE_WORDS.search(sql):
             _numeric_affinity_types(tokens)
         numbered = rat_dialect is SQLITE and (("?" in sql or ":" in sql) and _numbered_parameters(tokens, sql)
@@ -1327,20 +1413,54 @@ def _columns(names: list | None) -> frozenset | None:
     return None if names is None else frozenset(names)
 
 
-def _quoted(name: str) -> bool:
-    """Whether SQL must quote the identifier `name`."""
-    quoted = _QUOTED.get(name)
+def reserved_words(rat_dialect: Dialect = SQLITE) -> frozenset[str]:
+    """The lowercase words canonical SQL of `rat_dialect` quotes as names (`_RESERVED_WORDS`).
+
+    >>> [w in reserved_words(_dialect("postgres")) for w in ("user", "order", "name")]
+    [True, True, False]
+    """
+    words = _RESERVED_WORDS_OF.get(rat_dialect.name)
+    if words is None:
+        generated = sqlglot_dialect(rat_dialect).generator_class.RESERVED_KEYWORDS
+        words = _RESERVED_WORDS_OF[rat_dialect.name] = frozenset(
+            {*_RESERVED, *_RESERVED_WORDS.get(rat_dialect.name, ()), *(w.lower() for w in generated)})
+    return words
+
+
+_RESERVED_WORDS_OF: dict[str, frozenset[str]] = {}
+
+
+def _quoted(name: str, rat_dialect: Dialect = SQLITE) -> bool:
+    """Whether SQL of `rat_dialect` must quote the identifier `name` (lowercase): a reserved word,
+    or a name of other characters than letters, digits and `_` (`my col`, `a-b`), or that begins
+    with a digit.
+
+    >>> [_quoted(n, _dialect("tsql")) for n in ("order", "user", "my col", "1x", "name")]
+    [True, True, True, True, False]
+    """
+    cache = _quoting(rat_dialect)
+    quoted = cache.get(name)
     if quoted is None:
-        quoted = not _SIMPLE_NAME.match(name) or name in _RESERVED
-        if len(_QUOTED) < 1 << 16:
-            _QUOTED[name] = quoted
+        quoted = not _SIMPLE_NAME.match(name) or name in reserved_words(rat_dialect)
+        if len(cache) < 1 << 16:
+            cache[name] = quoted
     return quoted
 
 
-def _set_name(identifier: exp.Identifier, name: str) -> None:
-    quoted = _QUOTED.get(name)
+def _quoting(rat_dialect: Dialect) -> dict[str, bool]:
+    """The cache of `_quoted`'s answers in `rat_dialect`: name -> whether SQL must quote it."""
+    cache = _QUOTED.get(rat_dialect.name)
+    if cache is None:
+        cache = _QUOTED[rat_dialect.name] = {}
+    return cache
+
+
+def _set_name(identifier: exp.Identifier, name: str, cache: dict[str, bool], rat_dialect: Dialect = SQLITE) -> None:
+    """Name `identifier` `name`, quoted where SQL of `rat_dialect` must quote it (`cache`:
+    `_quoting(rat_dialect)`)."""
+    quoted = cache.get(name)
     if quoted is None:
-        quoted = _quoted(name)
+        quoted = _quoted(name, rat_dialect)
     args = identifier.args
     if args.get("this") != name:
         identifier.set("this", name)
@@ -1348,11 +1468,11 @@ def _set_name(identifier: exp.Identifier, name: str) -> None:
         identifier.set("quoted", quoted)
 
 
-_QUOTED: dict[str, bool] = {}  # name -> whether SQL must quote it
+_QUOTED: dict[str, dict[str, bool]] = {}  # dialect's name -> name -> whether SQL must quote it
 
 
-def _set_label(identifier: exp.Identifier, label: str, upper: bool, keep_quotes: frozenset | set = frozenset()
-               ) -> None:
+def _set_label(identifier: exp.Identifier, label: str, upper: bool, keep_quotes: frozenset | set = frozenset(),
+               rat_dialect: Dialect = SQLITE) -> None:
     """Write the identifier whose label (`rat.dialects.Dialect.label`) is `label`, in a dialect
     where quoted names keep their case (folding unquoted ones to upper case when `upper`).
     ``keep_quotes``: lowercase labels of quoted names read as the schema's (`_Resolver.fold`),
@@ -1360,7 +1480,7 @@ def _set_label(identifier: exp.Identifier, label: str, upper: bool, keep_quotes:
     if label[:1] == '"':
         name, quoted = label[1:-1].replace('""', '"'), True
     else:
-        quoted = _quoted(label) or label in keep_quotes
+        quoted = _quoted(label, rat_dialect) or label in keep_quotes
         name = label.upper() if quoted and upper else label
     identifier.set("this", name)
     identifier.set("quoted", quoted)
@@ -1382,9 +1502,11 @@ class _Resolver:
         self.keep_quotes: set[str] = set()  # see `fold`
         if self.cased:
             upper = rat_dialect.unquoted_case == "upper"
-            self.set_name = lambda identifier, label: _set_label(identifier, label, upper, self.keep_quotes)
+            self.set_name = lambda identifier, label: _set_label(identifier, label, upper, self.keep_quotes,
+                                                                 rat_dialect)
         else:
-            self.set_name = _set_name
+            self.set_name = functools.partial(_set_name, cache=_quoting(rat_dialect), rat_dialect=rat_dialect)
+        self.users = _USER_FUNCTIONS.get(rat_dialect.name, {})  # word -> the current-user function it is
         self.unsupported = _UNSUPPORTED_CLAUSE_SET if rat_dialect is SQLITE else \
             frozenset(_reading(rat_dialect).unsupported)
 
@@ -1473,6 +1595,8 @@ class _Resolver:
         table's columns: a `*`'s are those of the FROM items it reads, `star_columns`; None where
         one's are unknown), else [] (nobody reads them)."""
         args = node.args
+        if not args.get("expressions"):  # sqlglot reads a bare `SELECT`, `SELECT FROM t`
+            raise no_result_columns(self.sql, self.dialect)
         if args.get("windows"):
             self.check_windows(node)
         if args.get("laterals"):
@@ -1746,6 +1870,8 @@ class _Resolver:
             args = node.args
             if not isinstance(node.this, exp.Identifier):  # `FROM generate_series(..)`, `json_each(..)`
                 call = node.this
+                if call is None:  # PostgreSQL's ROWS FROM (f(..), g(..)): functions' rows side by side
+                    raise RATError("unsupported construct 'ROWS FROM (..)'", self.sql)
                 if isinstance(call, exp.Anonymous) and call.name.upper() == "TABLE" \
                         and len(call.expressions) == 1 and isinstance(call.expressions[0], exp.Func):
                     node.set("this", call.expressions[0])  # Snowflake's TABLE(FLATTEN(..)): its rows
@@ -1962,11 +2088,22 @@ class _Resolver:
                 continue
             if kind is exp.Literal:  # the commonest leaf: nothing to resolve below it
                 continue
+            if (kind is exp.CurrentUser or kind is exp.SessionUser) and current.this is None:
+                # sqlglot's reading of a bare CURRENT_USER / SESSION_USER (a call's name is renamed)
+                word = "current_user" if kind is exp.CurrentUser else "session_user"
+                function = self.user_function(word, chain, aliases, written_as_call=True)
+                if function is None:  # a name in this dialect
+                    column = exp.Column(this=exp.Identifier(this=word, quoted=False))
+                    current.replace(column)
+                    self.column(column, scope, chain, aliases, clause)
+                elif function is not kind:  # DuckDB's SESSION_USER: its CURRENT_USER
+                    current.replace(function())
+                continue
             if isinstance(current, _QUERY):
                 self.query(current, chain, ctes, keep_aliases=False)
                 continue
             if self.dialect.name in _KEYED_FIELDS and (kind is exp.Bracket or kind is exp.Anonymous):
-                field = _as_field(current)
+                field = _as_field(current, self.dialect)
                 if field is not None:
                     current.replace(field)
                     current, kind = field, exp.Dot
@@ -2063,6 +2200,11 @@ class _Resolver:
             self.set_name(identifier, name)
             self.resolve_table(table, chain)
             return
+        if self.users and not identifier.quoted:
+            function = self.user_function(written.lower(), chain, aliases, written_as_call=False)
+            if function is not None:  # PostgreSQL's `user`: CURRENT_USER, not a column
+                column.replace(function())
+                return
         double_quoted = identifier.quoted and self.dialect.double_quoted_strings \
             and self._quote_char(identifier) == '"'
         owners = [q for q, cols in scope.sources.items() if cols is not None and name in cols]
@@ -2101,6 +2243,20 @@ class _Resolver:
             return
         self.set_name(identifier, name)
 
+    def user_function(self, word: str, chain, aliases, written_as_call: bool) -> type | None:
+        """The current-user function (`exp.CurrentUser`, `exp.SessionUser`) an unquoted, unqualified
+        `word` is here (`_USER_FUNCTIONS`), or None where it is a name. Where the dialect reads a
+        column of that name first (`_USER_NAMES_FIRST`), it is one where a FROM table (or an output
+        name) has the name; where the tables' columns are not all known, as sqlglot reads it
+        (`written_as_call`: its CURRENT_USER / SESSION_USER; a column `user`)."""
+        function = self.users.get(word)
+        if function is None or self.dialect.name not in _USER_NAMES_FIRST:
+            return function
+        columns = [c for scope in chain for c in scope.sources.values()]
+        if word in aliases or any(c is not None and word in c for c in columns):
+            return None
+        return function if written_as_call or all(c is not None for c in columns) else None
+
     def struct_field(self, column: exp.Column, chain) -> exp.Dot | None:
         """A struct column's field written as a column (`Dialect.struct_fields`): `c.f`, `t.c.f`,
         `c.f.g`, `s.t.c.f` read as `Dot(c, f)` (sqlglot's field access), where the first name is
@@ -2135,7 +2291,7 @@ class _Resolver:
             table = exp.Identifier()
             self.set_name(table, qualifier)
         else:
-            table = exp.Identifier(this=qualifier, quoted=_quoted(qualifier))
+            table = exp.Identifier(this=qualifier, quoted=_quoted(qualifier, self.dialect))
         column.set("table", table)
         owner.references.append(table)
 

@@ -14,8 +14,8 @@ class RATError(ValueError):
 
     The message quotes the offending SQL and names the construct.
 
-    >>> str(RATError("unsupported construct 'Pivot'", "SELECT 1"))
-    "unsupported construct 'Pivot' in SQL: 'SELECT 1'"
+    >>> str(RATError("unsupported construct 'PIVOT'", "SELECT 1"))
+    "unsupported construct 'PIVOT' in SQL: 'SELECT 1'"
     >>> len(str(RATError("cannot parse", "x" * 10_000)))  # long SQL is cut in the message
     226
     """
@@ -25,6 +25,23 @@ class RATError(ValueError):
         self.sql = sql  # whole
         shown = None if sql is None else repr(sql[:QUOTED]) + ("..." if len(sql) > QUOTED else "")
         super().__init__(problem if sql is None else f"{problem} in SQL: {shown}")
+
+    def __reduce__(self):
+        return _restored, (type(self), self.args, self.__dict__)
+
+
+def _restored(kind: type, args: tuple, state: dict) -> BaseException:
+    """An exception of `rat` as pickled: its message (`args`) and attributes as they were, its
+    `__init__` not run again (which reads other arguments than the message).
+
+    >>> import pickle
+    >>> str(pickle.loads(pickle.dumps(DepthError("SELECT 1"))))
+    "query nested too deeply in SQL: 'SELECT 1'"
+    """
+    error = kind.__new__(kind, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ParseError(RATError):
@@ -61,6 +78,9 @@ class InternalError(RuntimeError):
         shown = repr(sql[:QUOTED]) + ("..." if len(sql) > QUOTED else "")
         detail = " ".join(str(error).split())[:QUOTED]
         super().__init__(f"bug in rat: {stage} raised {type(error).__name__}: {detail} in SQL: {shown}")
+
+    def __reduce__(self):
+        return _restored, (type(self), self.args, self.__dict__)
 
 
 class internal_errors:  # lowercase: used as a context manager, like contextlib's

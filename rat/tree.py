@@ -22,6 +22,7 @@ from rat.canonicalize import (
     MAX_NODES,
     canonical_ast,
     construct_name,
+    no_result_columns,
     one_row,
     parenthesised_join,
     sqlglot_dialect,
@@ -86,6 +87,9 @@ _NEGATED = {"In": "Not_in", "Like": "Not_like", "Glob": "Not_glob", "Exists": "N
 _GROUPINGS = {exp.Rollup: "Rollup", exp.Cube: "Cube", exp.GroupingSets: "Grouping_sets"}
 _NILADIC = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
             exp.CurrentTime: "current_time"}
+# CURRENT_USER, SESSION_USER (PostgreSQL's `user` too: rat.canonicalize._USER_FUNCTIONS):
+# functions called without arguments, as `current_user()` is
+_USER_CALLS = {exp.CurrentUser: "Current_user", exp.SessionUser: "Session_user"}
 _SET_OPERATIONS = {exp.Union: "Union", exp.Intersect: "Intersect", exp.Except: "Except"}
 _CURRENT = frozenset(_NILADIC.values())
 _JOIN_SIDES = {"LEFT": "Left_join", "RIGHT": "Right_join", "FULL": "Full_join", "SEMI": "Semi_join",
@@ -384,8 +388,8 @@ class _Builder:
     def select_body(self, node: exp.Select, ctes: dict[str, Node]) -> Node:
         args = node.args
         projections = args.get("expressions")
-        if not projections:  # sqlglot reads a bare `SELECT`; SQLite refuses it
-            raise RATError("SELECT without result columns", self.sql)
+        if not projections:  # (rat.canonicalize refuses it first)
+            raise no_result_columns(self.sql, self.dialect)
         expr = self.expr
         # Each operator takes its input relation last; a SELECT without FROM has none.
         relation = self.from_clause(node, ctes)
@@ -840,6 +844,8 @@ class _Builder:
             return Node("Collate", (self.expr(node.this, ctes), Node(node.expression.name.lower())))
         if kind in _NILADIC:
             return Node(_NILADIC[kind])
+        if kind in _USER_CALLS and node.this is None:
+            return Node(_USER_CALLS[kind])
         if kind is exp.Any or kind is exp.All:
             return Node(kind.__name__, (self.expr(node.this, ctes),))
         if kind is exp.Window:
