@@ -72,7 +72,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self, TextIO
+from typing import TYPE_CHECKING, Any, Self, TextIO
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import rat
@@ -81,6 +81,7 @@ from model.data.execution import (
     DEFAULT_TIMEOUT_S,
     MAX_ROWS,
     NO_CODE,
+    SCHEMA_READ_S,
     ResultTooLarge,
     cancel_event,
     execute_sql,
@@ -92,6 +93,9 @@ from model.data.execution import (
     unlocked_sql,
 )
 from model.errors import UsageError
+
+if TYPE_CHECKING:
+    from model.data.transpile import Spelling
 
 __all__ = ["Database", "DatabaseError", "connection_kwargs", "database_dialect", "database_label", "is_database_url", "is_duckdb_file",
            "is_sqlite_path", "libpq_parameters", "mask_password", "open_database", "refusal", "schema_from_ddl", "sqlalchemy_url"]
@@ -718,6 +722,7 @@ class Database:
         self.name = name  # for messages: the password masked
         self.timeout_s, self.max_rows, self.max_result_bytes = timeout_s, max_rows, max_result_bytes
         self._names: dict[str, tuple[str, dict[str, str]]] | None = None
+        self._spelled: Spelling | bool | None = None  # `_spelled_names`: False where there is nothing to spell
         self._texts: dict[tuple[str, str], bool] | None = None  # (table, column) -> declared a text type
         self._picked: _Tables | None = None  # the tables read, where the database has schemas
         self._schemas: dict[str, rat.Schema] = {}  # db_id -> the schema read, once per object
@@ -780,13 +785,26 @@ class Database:
     def written(self, sql: str, dialect: str = "sqlite", schema: rat.Schema | None = None
                 ) -> tuple[str | None, str | None]:
         """(``sql`` as ``runnable_sql`` writes it for this backend, None), or (None, why it cannot
-        be: ``not_written``). A table whose name SQLite-written SQL lowercases (PostgreSQL, MySQL)
-        is spelt as this database spells it."""
-        names = None
-        if dialect != self.dialect and self.dialect in ("postgres", "mysql"):
-            names = {lower: table for lower, (table, _) in self._spelling().items() if table != lower} or None
+        be: ``not_written``). A table or column whose name SQLite-written SQL lowercases (PostgreSQL,
+        MySQL) is spelt as this database spells it, another schema's table with its schema as spelt
+        (`_spelled_names`)."""
+        names = self._spelled_names() if dialect != self.dialect and self.dialect in ("postgres", "mysql") else None
         runnable = runnable_sql(sql, dialect, self.dialect, schema, names)
         return (runnable, None) if runnable is not None else (None, not_written(dialect, self.dialect, sql, schema, names))
+
+    def _spelled_names(self) -> Spelling | None:
+        """How this database spells its names (`Spelling`), made once; None where every name is
+        in lower case and on the search path (nothing to spell)."""
+        from model.data.transpile import Spelling
+
+        if self._spelled is None:
+            tables = self._spelling()
+            qualified = dict(self._picked.qualified) if self._picked else {}
+            elsewhere = dict(self._picked.elsewhere) if self._picked else {}
+            plain = not qualified and not elsewhere and all(
+                table == lower and all(c == k for k, c in columns.items()) for lower, (table, columns) in tables.items())
+            self._spelled = False if plain else Spelling(tables, qualified, elsewhere)
+        return self._spelled or None
 
     # -- names, for lookups written here
 
@@ -889,6 +907,8 @@ class Database:
         for table, column, declared in columns:
             tables.setdefault(table, []).append(column)
             types[f"{table}.{column}"] = str(declared or "")
+        if (too_large := _schema_too_large(len(tables), len(columns))) is not None:
+            raise DatabaseError(f"{self.name}: {too_large}")
         try:  # names rat cannot tell apart (it reads them in lower case): one line
             return rat.Schema(tables, primary_keys=tuple(f"{t}.{c}" for t, c in primary),
                               foreign_keys=tuple((f"{t}.{c}", f"{rt}.{rc}") for t, c, rt, rc in foreign),
@@ -949,6 +969,7 @@ class SqliteDatabase(Database):
             raise DatabaseError(f"{self.name}: {problem}")
         stat = self.path.stat()
         self.cache_identity = f"{stat.st_size}:{stat.st_mtime_ns}"
+        self._catalogue_read: tuple[Rows, Rows, Rows] | None = None  # the catalogue, once read (`_catalogue_rows`)
 
     def table_name(self, table: str) -> str:
         return self.quote(table)
@@ -964,52 +985,68 @@ class SqliteDatabase(Database):
         budget = self.max_result_bytes if max_result_bytes is None else max_result_bytes
         return execute_sql(self.path, sql, seconds, budget, self.max_rows)
 
-    @contextlib.contextmanager
-    def _catalogue_reader(self) -> Iterator[Any]:
-        """``query(sql, args)`` for one walk of the catalogue: every PRAGMA over one read-only
-        connection (`sqlite_uri`: ``mode=ro``; not ``execute_sql``'s, whose authorizer refuses
-        PRAGMA), closed after it; a connection reads the whole catalogue again, so that one per
-        PRAGMA makes a schema of n tables cost n times n."""
-        conn = sqlite3.connect(sqlite_uri(self.path), uri=True)
+    def _catalogue_rows(self) -> tuple[Rows, Rows, Rows]:
+        """(columns, primary keys, foreign keys) as `_columns`, `_primary_keys` and `_foreign_keys`
+        give them, read once for this object in one walk of the catalogue: every PRAGMA over one
+        read-only connection (`sqlite_uri`: ``mode=ro``; not ``execute_sql``'s, whose authorizer
+        refuses PRAGMA; a connection parses the whole catalogue again, so that one per PRAGMA
+        makes a schema of n tables cost n times n), under one time limit for it all
+        (``SCHEMA_READ_S``) and `_schema_too_large`'s caps, checked as it is read."""
+        if self._catalogue_read is not None:
+            return self._catalogue_read
+        deadline = time.monotonic() + max(self.timeout_s, SCHEMA_READ_S)
+        try:
+            conn = sqlite3.connect(sqlite_uri(self.path), uri=True)
+        except sqlite3.Error as error:
+            raise DatabaseError(f"{self.name}: cannot read the schema ({_one_line(error)})") from None
+        conn.set_progress_handler(lambda: time.monotonic() > deadline, 100)
 
         def query(sql: str, args: tuple = ()) -> Rows:
             try:
+                if time.monotonic() > deadline:
+                    raise sqlite3.OperationalError("interrupted")
                 return conn.execute(sql, args).fetchall()
             except sqlite3.Error as error:
+                if time.monotonic() > deadline:
+                    raise DatabaseError(f"{self.name}: its schema was not read within "
+                                        f"{max(self.timeout_s, SCHEMA_READ_S):g} s") from None
                 raise DatabaseError(f"{self.name}: cannot read the schema ({_one_line(error)})") from None
 
         try:
-            yield query
-        finally:
-            conn.close()
-
-    @staticmethod
-    def _tables(query) -> list[str]:
-        return [r[0] for r in query("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                    "AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
-
-    def _columns(self) -> Rows:
-        with self._catalogue_reader() as query:
-            return [(t, r[1], r[2]) for t in self._tables(query)
-                    for r in query("SELECT * FROM pragma_table_info(?)", (t,))]
-
-    def _primary_keys(self) -> Rows:
-        with self._catalogue_reader() as query:
-            return [(t, r[1]) for t in self._tables(query)
-                    for r in sorted(query("SELECT * FROM pragma_table_info(?)", (t,)),
-                                    key=lambda r: r[5]) if r[5] > 0]
-
-    def _foreign_keys(self) -> Rows:
-        out = []
-        with self._catalogue_reader() as query:
-            for t in self._tables(query):
-                for r in query("SELECT * FROM pragma_foreign_key_list(?)", (t,)):
+            tables = [r[0] for r in query("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                          "AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+            columns, primary, keys_of = [], [], {}
+            for table in tables:
+                info = query("SELECT * FROM pragma_table_info(?)", (table,))
+                columns += [(table, r[1], r[2]) for r in info]
+                keys_of[table] = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5] > 0]
+                primary += [(table, k) for k in keys_of[table]]
+                if (too_large := _schema_too_large(len(tables), len(columns))) is not None:
+                    raise DatabaseError(f"{self.name}: {too_large}")
+            foreign = []
+            for table in tables:
+                for r in query("SELECT * FROM pragma_foreign_key_list(?)", (table,)):
                     target = r[4]
                     if target is None:  # REFERENCES parent: the parent's primary key
-                        keys = [k for k in query("SELECT * FROM pragma_table_info(?)", (r[2],)) if k[5] > 0]
-                        target = keys[0][1] if keys else r[3]
-                    out.append((t, r[3], r[2], target))
-        return out
+                        if r[2] not in keys_of:  # (a parent of another case, or none)
+                            info = query("SELECT * FROM pragma_table_info(?)", (r[2],))
+                            keys_of[r[2]] = [k[1] for k in sorted(info, key=lambda k: k[5]) if k[5] > 0]
+                        parent = keys_of[r[2]]
+                        target = parent[r[1]] if r[1] < len(parent) else r[3]  # (r[1]: its place in the key)
+                    foreign.append((table, r[3], r[2], target))
+        finally:
+            conn.close()
+        self._catalogue_read = columns, primary, foreign
+        return self._catalogue_read
+
+    def _columns(self) -> Rows:
+        return self._catalogue_rows()[0]
+
+    def _primary_keys(self) -> Rows:
+        return self._catalogue_rows()[1]
+
+    def _foreign_keys(self) -> Rows:
+        return self._catalogue_rows()[2]
 
 
 # ---------------------------------------------------------------------------------- PostgreSQL
@@ -1707,6 +1744,22 @@ def open_database(target, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int
                         "(psycopg, pymysql, duckdb, sqlite3, or an SQLAlchemy engine)")
 
 
+# The most tables and columns a schema read from a database may have (a warehouse of 10,000
+# tables of 20 columns is within both): a catalogue past them costs minutes and gigabytes to read
+# and score against, and is refused in one line (`_schema_too_large`)
+MAX_SCHEMA_TABLES = 10_000
+MAX_SCHEMA_COLUMNS = 200_000
+
+
+def _schema_too_large(tables: int, columns: int) -> str | None:
+    """Why a schema of ``tables`` tables and ``columns`` columns is not read, or None."""
+    if tables > MAX_SCHEMA_TABLES:
+        return f"its schema has {tables} tables, more than the {MAX_SCHEMA_TABLES} rat reads"
+    if columns > MAX_SCHEMA_COLUMNS:
+        return f"its schema has more than {MAX_SCHEMA_COLUMNS} columns, the most rat reads"
+    return None
+
+
 def _one_spelling(rows: Rows, name: str) -> Rows:
     """The catalogue's (schema, table, column, type) rows with one spelling of each table of a
     schema and of each column of a table, as rat reads names (in lower case): PostgreSQL's
@@ -1742,6 +1795,13 @@ def _one_spelling(rows: Rows, name: str) -> Rows:
 # What is read of a schema's DDL once a dump's rows are dropped (sqlglot parses about a MB a
 # second, holding about 100 bytes per byte of DDL): past it, one line asks for the schema only.
 MAX_DDL_CHARS = 16 << 20
+# The longest statement of DDL read, with the comments before it (a CREATE TABLE of 2,000 columns
+# is about 30 KB; sqlglot reads text that is no SQL slowly, again in each dialect a hint tries):
+# past it, one line names the file and the statement's line. All statements of a file are read
+# within SCHEMA_READ_S (model.data.execution), else one line names where it stopped.
+MAX_STATEMENT_CHARS = 256 << 10
+# A statement that does not read is tried in other dialects for a hint only up to this length
+_HINTED_CHARS = 64 << 10
 # A dump's rows: an INSERT statement (MySQL's REPLACE INTO) starting a line, skipped to its end
 _ROW_INSERT = re.compile(r"[ \t]*(?:INSERT\b|REPLACE[ \t]+INTO\b)", re.IGNORECASE)
 # A line that starts another statement ends an INSERT left without ';' (SQL Server's scripts)
@@ -2099,7 +2159,9 @@ def _table_reread(tokens: list, sql: str, dialect: str) -> str | None:
 def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int]) -> list[tuple[Any, int]]:
     """The statements of DDL ``text`` (what `_declarations` keeps) in ``dialect``, each read on
     its own, with its line in the file (``file_lines``: the file's line of each line of
-    ``text``). A CREATE TABLE sqlglot cannot read, or keeps as a command, is read again as
+    ``text``), all within ``SCHEMA_READ_S``, none longer than ``MAX_STATEMENT_CHARS`` with the
+    comments before it (each a ``UsageError`` naming ``source`` and the line; text without a ``;``
+    past that length is refused before sqlglot reads any of it). A CREATE TABLE sqlglot cannot read, or keeps as a command, is read again as
     `_table_reread` writes it; one that still does not read is a ``UsageError`` naming it and
     its line, with the dialect it reads in where another one does (a command: a warning naming
     it, with that dialect too, and it is skipped; one of another table's columns, BigQuery's
@@ -2112,6 +2174,20 @@ def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int])
 
     from rat.canonicalize import quiet_sqlglot
 
+    deadline = time.monotonic() + SCHEMA_READ_S
+
+    def file_line(line: int) -> int:  # a line of ``text`` -> the file's
+        return file_lines[line - 1] if 0 < line <= len(file_lines) else line
+
+    def too_long(start: int) -> UsageError:
+        start += len(text[start:start + MAX_STATEMENT_CHARS]) - len(text[start:start + MAX_STATEMENT_CHARS].lstrip())
+        return UsageError(f"{source}: line {file_line(text.count(chr(10), 0, start) + 1)}: a statement longer than "
+                          f"{MAX_STATEMENT_CHARS >> 10} KiB (with the comments before it), which rat does not "
+                          "read: a table's declaration is far shorter")
+
+    for stretch in re.finditer(r"[^;]+", text):  # (no statement is shorter than the text between two `;`)
+        if stretch.end() - stretch.start() > MAX_STATEMENT_CHARS:
+            raise too_long(stretch.start())
     reader = Dialect.get_or_raise(dialect)
     try:
         tokens = reader.tokenize(text)
@@ -2119,15 +2195,24 @@ def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int])
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UsageError(f"{source}: cannot read it as {dialect} DDL ({first})") from None
     chunks: list[list] = [[]]
+    starts = [0]  # where each chunk's text starts: past the `;` before it (its comments its own)
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
             chunks.append([])
+            starts.append(token.end + 1)
         else:
             chunks[-1].append(token)
     statements, parser = [], reader.parser()
     hinted = ""  # the dialect the last statement that did not read reads in (tried first for the next)
-    for chunk in filter(None, chunks):
-        line = file_lines[chunk[0].line - 1] if 0 < chunk[0].line <= len(file_lines) else chunk[0].line
+    for chunk, start in zip(chunks, starts):
+        if not chunk:
+            continue
+        line = file_line(chunk[0].line)
+        if chunk[-1].end + 1 - start > MAX_STATEMENT_CHARS:
+            raise too_long(start)
+        if time.monotonic() > deadline:
+            raise UsageError(f"{source}: line {line}: its DDL was not read within {SCHEMA_READ_S:g} s "
+                             f"({len(statements)} statements read before this line)")
         failure = None
         try:
             with quiet_sqlglot():  # (its notes on statements it keeps as commands: functions, grants)
@@ -2158,7 +2243,8 @@ def _ddl_statements(text: str, dialect: str, source: str, file_lines: list[int])
         if failure is None and created[2] < len(chunk) and _word(chunk[created[2]]) in _COPIED_TABLE:
             _not_read(source, line, what, "no columns declared")  # (BigQuery's CREATE SNAPSHOT TABLE .. CLONE ..)
             continue
-        other = _reading_dialect(text[chunk[0].start:chunk[-1].end + 1], dialect, hinted)
+        written = text[chunk[0].start:chunk[-1].end + 1]
+        other = _reading_dialect(written, dialect, hinted, deadline) if len(written) <= _HINTED_CHARS else ""
         hint, hinted = (f"; it reads as {other} DDL: --dialect {other}", other) if other else ("", hinted)
         if failure is None:
             _not_read(source, line, what, f"sqlglot cannot read it as {dialect} DDL{hint}")
@@ -2196,10 +2282,10 @@ def _not_read(source: str, line: int, what: str, reason: str) -> None:
     _log.warning("%s: line %d: %s is not read (%s)", source, line, what, reason)
 
 
-def _reading_dialect(written: str, dialect: str, first: str = "") -> str:
+def _reading_dialect(written: str, dialect: str, first: str = "", deadline: float | None = None) -> str:
     """For a statement ``written`` that does not read as ``dialect`` DDL: the dialect it reads
     in (a CREATE), ``first`` tried first (the one found for the statements before), then
-    `_HINT_DIALECTS` ('' where none reads it)."""
+    `_HINT_DIALECTS` ('' where none reads it, or ``deadline``, a ``time.monotonic()``, passed)."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
@@ -2208,6 +2294,8 @@ def _reading_dialect(written: str, dialect: str, first: str = "") -> str:
 
     tried = dict.fromkeys([first, *_HINT_DIALECTS] if first else _HINT_DIALECTS)
     for other in (d for d in tried if d != dialect and (d != "duckdb" or _writes_duckdb_types(written))):
+        if deadline is not None and time.monotonic() > deadline:
+            return ""
         try:
             with quiet_sqlglot():
                 if isinstance(sqlglot.parse_one(written, read=other), exp.Create):

@@ -99,6 +99,9 @@ _PERMUTATION_BUDGET = 50_000  # search nodes before declaring columns unmatchabl
 # fails ("string or blob too big") before the value exists, so SELECT randomblob(1000000000)
 # costs nothing; capped further by a call's max_result_bytes.
 MAX_VALUE_BYTES = 64 << 20
+# The seconds a database's whole schema may take to read (SQLite's catalogue, its keys; a DDL
+# file's statements): past them, one line names the file (model.data.databases)
+SCHEMA_READ_S = 60.0
 
 Rows = list[tuple[Any, ...]]
 
@@ -136,7 +139,8 @@ def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
 def sqlite_uri(db_path: Path) -> str:
     """The read-only URI of a SQLite file: ``mode=ro``; and ``immutable=1`` for a database in WAL
     mode that no one has open (no ``-wal`` file beside it), where ``mode=ro`` alone would leave
-    ``-wal`` and ``-shm`` files next to it.
+    ``-wal`` and ``-shm`` files next to it. ``sqlite3.OperationalError`` for one whose ``-wal``
+    lies there without its ``-shm`` (`_unread_wal`).
 
     >>> import tempfile
     >>> db = Path(tempfile.mkdtemp()) / "w.sqlite"
@@ -148,13 +152,32 @@ def sqlite_uri(db_path: Path) -> str:
     """
     path = Path(db_path).resolve()
     uri = f"file:{quote(str(path))}?mode=ro"
+    if (refused := _unread_wal(path)) is not None:
+        raise sqlite3.OperationalError(refused)
+    return uri + "&immutable=1" if _in_wal_mode(path) and not path.with_name(path.name + "-wal").exists() else uri
+
+
+def _in_wal_mode(path: Path) -> bool:
+    """Whether the SQLite file's header says WAL mode (False where it cannot be read: SQLite says why)."""
     try:
         with path.open("rb") as f:
             header = f.read(20)
     except OSError:
-        return uri  # let SQLite say why it cannot open it
-    wal = header[:16] == b"SQLite format 3\x00" and header[18:19] == b"\x02"
-    return uri + "&immutable=1" if wal and not path.with_name(path.name + "-wal").exists() else uri
+        return False
+    return header[:16] == b"SQLite format 3\x00" and header[18:19] == b"\x02"
+
+
+def _unread_wal(path: Path) -> str | None:
+    """Why a SQLite file in WAL mode is not read: a ``-wal`` file beside it without its ``-shm``
+    (left by a writer that did not close, or copied without it). SQLite reads such a ``-wal`` only
+    by writing a ``-shm`` beside it, which no read may leave; removing it afterwards is not safe
+    (another process may have opened it meanwhile, a writer too) and a private copy costs the
+    whole database in every process. None where it can be read without a file written."""
+    wal, shm = (path.with_name(path.name + suffix) for suffix in ("-wal", "-shm"))
+    if not _in_wal_mode(path) or not wal.exists() or shm.exists():
+        return None
+    return (f"{wal.name} lies beside it without {shm.name}: reading it would write {shm.name} there; "
+            f"checkpoint it first (sqlite3 {path.name} 'PRAGMA wal_checkpoint(TRUNCATE)') or pass a copy of both files")
 
 
 def _connect(db_path: Path) -> sqlite3.Connection:
@@ -418,8 +441,10 @@ def unfinished(error: str | None) -> bool:
 
 
 def sqlite_problem(db_path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
-    """Why ``db_path`` cannot be read as a SQLite database (missing, a folder, not SQLite, locked
-    by a writer past ``timeout_s``), or None: one read of its catalogue.
+    """Why ``db_path`` cannot be read as a SQLite database (missing, a folder, empty, not SQLite,
+    a ``-wal`` beside it that only a write could read: `_unread_wal`), or None: one read of its
+    catalogue, given ``timeout_s`` but at least ``SCHEMA_READ_S`` (SQLite parses the whole
+    catalogue first, seconds for a schema of millions of columns).
 
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp()); (folder / "notes.txt").write_text("hello")
@@ -433,9 +458,14 @@ def sqlite_problem(db_path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> str |
     try:
         if not path.is_file():
             return "not a file" if path.exists() else "no such database file"
+        if path.stat().st_size == 0:  # (SQLite reads it as a database of no tables)
+            return "an empty file, not a SQLite database"
+        if (refused := _unread_wal(path.resolve())) is not None:
+            return refused
     except (OSError, ValueError) as error:  # a name too long, a NUL, not Unicode
         return f"not a path that can be read ({type(error).__name__}: {str(error)[:120]})"
-    _, error = execute_sql(path, "SELECT count(*) FROM sqlite_master", timeout_s, max_rows=1)
+    # (SQLite parses the whole catalogue on a connection's first read: a read of a schema's time)
+    _, error = execute_sql(path, "SELECT count(*) FROM sqlite_master", max(timeout_s, SCHEMA_READ_S), max_rows=1)
     return None if error is None else f"cannot be read as a SQLite database ({error})"
 
 
@@ -1076,8 +1106,9 @@ def runnable_sql(sql: str, dialect: str = "sqlite", backend: str = "sqlite", sch
     another case; a compared subquery's first row; with ``schema``'s column types, comparisons
     and sums as SQLite's type affinity makes them: ``horsepower > '150'`` for a TEXT column),
     and where the backend's LIKE tells case apart, SQLite's LIKE runs as ILIKE; ``table_names``
-    (lowercased name -> the database's spelling) spells the tables where SQLite's names are
-    lowercased (PostgreSQL, MySQL). None where sqlglot cannot read it or write it for ``backend``,
+    (lowercased name -> the database's spelling, or a ``model.data.transpile.Spelling``: its
+    columns and other schemas' tables too) spells the names where SQLite's are lowercased
+    (PostgreSQL, MySQL). None where sqlglot cannot read it or write it for ``backend``,
     writes what the backend's SQL cannot say (`rat` refuses it there: DuckDB's `* EXCLUDE (a)`
     for SQLite) or another query (a limit's `WITH TIES` dropped), or it calls a SQLite function
     the backend has not: the execution features are then unknown, as without a database
@@ -1114,9 +1145,10 @@ def _written(sql: str, dialect: str, backend: str, schema, table_names) -> tuple
     """`_transpiled`'s answer, cached where ``schema`` is a `rat.Schema` or None (on a deep
     stack where the query's nesting needs one: ``rat.errors.deeply``)."""
     import rat
+    from model.data.transpile import Spelling
     from rat.errors import DepthError, deeply
 
-    names = tuple(sorted(table_names.items())) if table_names else None
+    names = table_names if isinstance(table_names, Spelling) else tuple(sorted(table_names.items())) if table_names else None
     cached = schema is None or isinstance(schema, rat.Schema)
     try:
         return deeply(_transpiled if cached else _transpiled.__wrapped__, sql, dialect, backend, schema, names)
@@ -1229,10 +1261,10 @@ def _transpiled(sql: str, dialect: str, backend: str, schema, table_names) -> tu
     from sqlglot.errors import ErrorLevel, SqlglotError, UnsupportedError
 
     import rat
-    from model.data.transpile import from_sqlite
+    from model.data.transpile import Spelling, from_sqlite
     from rat.errors import DepthError
 
-    names = dict(table_names) if table_names else None
+    names = table_names if isinstance(table_names, Spelling) else dict(table_names) if table_names else None
     try:
         if dialect == "sqlite" and backend in _CASE_SENSITIVE_LIKE:
             return _sqlite_likes(sql, backend, schema, names), None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
@@ -35,7 +36,7 @@ from sqlglot.optimizer.scope import traverse_scope
 
 import rat
 
-__all__ = ["column_names", "from_sqlite", "sqlite_habits", "sqlite_strings", "sqlite_types"]
+__all__ = ["Spelling", "column_names", "from_sqlite", "sqlite_habits", "sqlite_strings", "sqlite_types"]
 
 # SQLite's functions (and GLOB) that a dialect has not, which sqlglot writes there as they are
 # (the database's error would name no SQLite habit): refused before the query is sent
@@ -48,6 +49,20 @@ _NOT_IN = {"mysql": _SQLITE_ONLY | {"format"},  # (MySQL's FORMAT(x, d) formats 
 # where SQLite's date functions read their date (``strftime('%Y', 'now')``, ``date('now')``)
 _DATE_OF = (exp.TimeToStr, exp.Date, exp.TsOrDsToTimestamp, exp.TsOrDsToDate, exp.TimeStrToTime, exp.StrToTime)
 _MODIFIED = {"date": 1, "time": 1, "datetime": 1, "strftime": 2}  # name -> its arguments without one
+
+
+@dataclass(frozen=True, eq=False)
+class Spelling:
+    """How a database that keeps the case of quoted names (PostgreSQL; MySQL's tables) spells the
+    names SQLite's SQL, written for it in lower case, reads: ``tables``, lowercase table (another
+    schema's: ``schema.table``) -> (its name, lowercase column -> its name); ``qualified``,
+    lowercase ``schema.table`` -> (schema, table) for the tables of other schemas; ``elsewhere``,
+    lowercase table -> the schema it is read from, off the search path. One for each database,
+    compared and hashed as itself (a cache key that never reads its names)."""
+
+    tables: Mapping[str, tuple[str, Mapping[str, str]]]
+    qualified: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    elsewhere: Mapping[str, str] = field(default_factory=dict)
 
 
 def column_names(schema: rat.Schema | Mapping[str, Iterable[str]] | None) -> set[str] | None:
@@ -83,7 +98,7 @@ def sqlite_strings(tree: exp.Expression, sql: str, names: set[str] | None) -> ex
 
 def from_sqlite(sql: str, dialect: str,
                 schema: rat.Schema | Mapping[str, Iterable[str]] | None = None,
-                habits: bool = True, table_names: Mapping[str, str] | None = None) -> str:
+                habits: bool = True, table_names: Mapping[str, str] | Spelling | None = None) -> str:
     """``sql`` written for SQLite, as sqlglot writes it for ``dialect`` after `sqlite_strings`,
     then (``habits``) `sqlite_habits` to run there as SQLite runs it (``table_names``: see
     there); ``habits=False``: sqlglot's translation alone, the query a user of ``dialect`` would
@@ -103,7 +118,7 @@ def from_sqlite(sql: str, dialect: str,
 
 def sqlite_habits(tree: exp.Expression, dialect: str,
                   schema: rat.Schema | Mapping[str, Iterable[str]] | None = None,
-                  table_names: Mapping[str, str] | None = None) -> exp.Expression:
+                  table_names: Mapping[str, str] | Spelling | None = None) -> exp.Expression:
     """``tree`` (SQLite's) with the SQLite habits ``dialect`` refuses or reads otherwise written as
     it must write them to mean what SQLite reads. In PostgreSQL, DuckDB and MySQL: a subquery
     compared with a value as SQLite reads it, its first row (`_first_rows`), and, where
@@ -113,8 +128,9 @@ def sqlite_habits(tree: exp.Expression, dialect: str,
     reads it (`_bare_columns`). In PostgreSQL and MySQL, where a quoted name (MySQL: a table's
     name or alias, on Linux) keeps its case, every name lowercased (SQLite ignores case in
     ``"TV_Channel"`` and `` `Name` `` as in ``TV_Channel``), a table that ``table_names``
-    (lowercased name -> the database's) spells otherwise written as the database spells it (a
-    CTE in its scope or an alias of that name kept as it is), and
+    (lowercased name -> the database's; or a `Spelling`, which spells columns and other schemas'
+    tables too: `_spelled`) spells otherwise written as the database spells it (a CTE in its
+    scope or an alias of that name kept as it is), and
     a subquery in FROM or JOIN given the alias PostgreSQL 15 and older and MySQL require. In MySQL,
     SQLite's integer division, ``COLLATE NOCASE``, ``'now'`` and ``log()`` (`_mysql_functions`). In
     PostgreSQL and MySQL, a SQLite function the dialect has not refused (`_sqlite_only`).
@@ -138,18 +154,9 @@ def sqlite_habits(tree: exp.Expression, dialect: str,
         if not (dialect == "mysql" and isinstance(identifier.parent, exp.Table)
                 and identifier.arg_key in ("db", "catalog")):  # (MySQL's database: as written)
             identifier.set("this", identifier.this.lower())
-    if table_names:  # each table, and a column's qualifier that is a table's name, as the database spells it
-        # (never a CTE where it is in scope, nor an alias: ``WITH makers AS (..) .. FROM makers``
-        # written ``FROM "Makers"`` read the table's rows)
-        aliases = {alias.name for alias in tree.find_all(exp.TableAlias)}
-        ctes = {id(table) for scope in traverse_scope(tree) for table in scope.tables
-                if table.name in scope.cte_sources and not table.db}
-        for table in tree.find_all(exp.Table):
-            if table.name in table_names and not table.db and id(table) not in ctes:
-                table.set("this", exp.to_identifier(table_names[table.name], quoted=True))
-        for column in tree.find_all(exp.Column):
-            if column.table in table_names and column.table not in aliases and not column.args.get("db"):
-                column.set("table", exp.to_identifier(table_names[column.table], quoted=True))
+    if table_names:
+        _spelled(tree, table_names if isinstance(table_names, Spelling)
+                 else Spelling({lower: (table, {}) for lower, table in table_names.items()}))
     if isinstance(schema, rat.Schema):  # (after the names: MySQL's is written as text, `_as_number`)
         sqlite_types(tree, dialect, schema)
     _first_rows(tree)
@@ -167,6 +174,62 @@ def sqlite_habits(tree: exp.Expression, dialect: str,
     if dialect == "mysql":
         _mysql_functions(tree, schema)
     return tree
+
+
+def _spelled(tree: exp.Expression, spelling: Spelling) -> None:
+    """``tree`` (its names lowercased) with each table, a column's qualifier that is a table's
+    name, and each column as the database spells them (``spelling``): never a CTE where it is in
+    scope, nor an alias (``WITH makers AS (..) .. FROM makers`` written ``FROM "Makers"`` read the
+    table's rows); a table of another schema (``sales.orders``) as its schema and name are spelt,
+    one read from a schema off the search path with that schema. A column is spelt as the tables
+    the query reads that have it spell it (its qualifier's, where it has one), where they agree;
+    not a name the query gives an output column (``ORDER BY total``).
+
+    >>> spelling = Spelling({"customers": ("Customers", {"full name": "Full Name", "id": "id"}),
+    ...                      "sales.orders": ("sales.Orders", {"total": "Total"})},
+    ...                     {"sales.orders": ("sales", "Orders")})
+    >>> tree = sqlglot.parse_one('SELECT c."full name", o.total FROM customers AS c JOIN sales.orders AS o '
+    ...                          'ON c.id = o.id', read="postgres")
+    >>> _spelled(tree, spelling); tree.sql("postgres")
+    'SELECT c."Full Name", o."Total" FROM "Customers" AS c JOIN "sales"."Orders" AS o ON c.id = o.id'
+    """
+    aliases = {alias.name for alias in tree.find_all(exp.TableAlias)}
+    outputs = {alias.alias for alias in tree.find_all(exp.Alias)}
+    ctes = {id(table) for scope in traverse_scope(tree) for table in scope.tables
+            if table.name in scope.cte_sources and not table.db}
+    read: dict[str, set[str]] = {}  # a table's name or alias in the query -> the `spelling.tables` keys it reads
+    for table in [t for t in tree.find_all(exp.Table) if id(t) not in ctes]:
+        key = f"{table.db}.{table.name}" if table.db else table.name
+        read.setdefault(table.name, set()).add(key)
+        if table.alias:
+            read.setdefault(table.alias, set()).add(key)
+        if key in spelling.qualified:
+            schema, name = spelling.qualified[key]
+            table.set("db", exp.to_identifier(schema, quoted=True))
+            table.set("this", exp.to_identifier(name, quoted=True))
+        elif not table.db and key in spelling.tables:
+            if spelling.tables[key][0] != key:
+                table.set("this", exp.to_identifier(spelling.tables[key][0], quoted=True))
+            if key in spelling.elsewhere:
+                table.set("db", exp.to_identifier(spelling.elsewhere[key], quoted=True))
+    everything = set().union(*read.values()) if read else set()
+    for column in list(tree.find_all(exp.Column)):
+        qualifier, db = column.table, column.args.get("db")
+        if db is None and not qualifier and column.name in outputs:
+            continue
+        # (a qualifier that names no table read: a subquery's alias, whose columns are the tables')
+        keys = {f"{db.name}.{qualifier}"} if db is not None else read.get(qualifier) or everything
+        spelt = {spelling.tables[k][1][column.name] for k in keys
+                 if k in spelling.tables and column.name in spelling.tables[k][1]}
+        if len(spelt) == 1 and (name := spelt.pop()) != column.name:
+            column.set("this", exp.to_identifier(name, quoted=True))
+        if db is not None and f"{db.name}.{qualifier}" in spelling.qualified:
+            schema, table = spelling.qualified[f"{db.name}.{qualifier}"]
+            column.set("db", exp.to_identifier(schema, quoted=True))
+            column.set("table", exp.to_identifier(table, quoted=True))
+        elif db is None and qualifier in spelling.tables and qualifier not in aliases \
+                and spelling.tables[qualifier][0] != qualifier:
+            column.set("table", exp.to_identifier(spelling.tables[qualifier][0], quoted=True))
 
 
 def _sqlite_only(tree: exp.Expression, dialect: str) -> None:
