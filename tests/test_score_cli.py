@@ -763,3 +763,12 @@ def test_check_scores_a_query_reading_a_table_the_database_lacks(capsys):
     assert f"rat-score: no table 'vendors_made_up' in {database}" in err, err
     assert main(["--database", str(database), "--sql", "SELECT name FROM vendors_made_up"]) == 2
     assert f"--sql: no table 'vendors_made_up' in {database}" in capsys.readouterr().err
+
+
+def test_a_device_given_as_a_file_is_named_so_not_missing(capsys):
+    """`--schema /dev/null` said 'no such file'; it is there, but no regular file."""
+    from model.scoring.cli import main
+
+    assert main(["--schema", "/dev/null", "--sql", "SELECT 1"]) == 2
+    err = capsys.readouterr().err
+    assert "--schema /dev/null: not a regular file (a device, pipe or socket)" in err, err

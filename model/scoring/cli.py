@@ -89,13 +89,16 @@ def check_database(args) -> None:
 
 
 def check_file(path: Path, option: str) -> None:
-    """``path`` is a file: else one line naming ``option`` (no such file, or a folder)."""
+    """``path`` is a file: else one line naming ``option`` (no such file, a folder, or a device,
+    pipe or socket: read to its end, such a file could hold the command forever)."""
     try:
-        is_file, is_dir = path.is_file(), path.is_dir()
+        is_file, is_dir, exists = path.is_file(), path.is_dir(), path.exists()
     except (OSError, ValueError) as e:  # a name too long, a NUL
         raise UsageError(f"{option} {str(path)[:80]!r}: not a path that can be read ({type(e).__name__})") from None
     if not is_file:
-        raise UsageError(f"{option} {path}: " + ("a folder, not a file" if is_dir else "no such file"))
+        raise UsageError(f"{option} {path}: " + ("a folder, not a file" if is_dir else
+                                                 "not a regular file (a device, pipe or socket)" if exists
+                                                 else "no such file"))
 
 
 def check_predictions(paths) -> None:
