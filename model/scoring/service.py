@@ -59,6 +59,15 @@ names the closest stored values), so a service that listens beyond the loopback 
 with a token every request but ``/health`` and the page itself carries ``Authorization: Bearer
 <token>`` (the scheme in any case; 401 otherwise; the page asks for it).
 
+Stopping: on SIGTERM or SIGINT ``/health`` answers 503 ``{"status": "draining"}`` and every
+answer closes its connection; after ``--drain-s`` (0 by default) the service stops taking
+connections, sends the answers in flight and exits 0 (``StoppingServer``); the processes of
+``--processes`` end with their parent, even one killed (``end_with_parent``). A refused body is
+read and dropped after its answer, within bounds, so the client reads the answer instead of a
+reset (``BoundBody``). Each 503 but /health's is logged (WARNING), each request with
+``--access-log`` (``AccessLog``: never the SQL, question or body). A row scored without its
+database (its db_id's file not under ``--data-root``) says so: ``scored_with_database``.
+
 Named connections: ``--database shop=postgresql://scorer:pw@db:5432/shop`` (repeatable; any URL
 ``model.data.databases.open_database`` takes) makes ``db_id: "shop"`` read that database,
 read-only, its schema read from it at start unless ``--schema`` / ``--data-root`` has one. Each
@@ -72,6 +81,7 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 import socket
@@ -92,6 +102,7 @@ from model.scoring.scorer import UNFAMILIAR
 from rat.dialects import DIALECTS
 
 with needs_extra("serve", "rat-serve"):  # the core install: one line, exit 2
+    from uvicorn import Server
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
 PAGE = Path(__file__).resolve().parent / "page.html"
@@ -112,6 +123,12 @@ SQL_LITERALS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")  # (a double-qu
 # the bytes of request bodies a process holds while they arrive and wait to be parsed, in bodies
 # of the largest size (max_body_bytes): past them a request is refused (503) until some are parsed
 RECEIVING = 16
+# an answer that closes its connection before the request's body was read (a 413, 408 or 503) is
+# sent first, then at most DISCARD_BODIES bodies of the largest size are read and dropped within
+# DISCARD_S seconds before the connection closes: closed with bytes unread, the system resets it,
+# and a client still sending its body sees the reset instead of the answer
+DISCARD_BODIES, DISCARD_S = 4, 2.0
+LOG = "rat-serve"  # the logger of the access log (INFO, --access-log) and of each 503 (WARNING)
 TOKEN_ENV, MIN_TOKEN_CHARS = "RAT_SERVE_TOKEN", 16  # the access token: its variable, its least length
 SQL_WORDS = re.compile(r"\w+|[^\w\s]")
 # what a /choose body may give besides its candidates and "verdicts": the fields they share
@@ -245,13 +262,18 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
                workers: int = 2, api_docs: bool = False, dialect: str | None = None,
                databases: dict[str, str] | None = None, heavy_words: int = HEAVY_WORDS,
                heavy_share: float = HEAVY_SHARE, allowed_hosts: Sequence[str] | None = None,
-               token: str | None = None, policy=None):
+               token: str | None = None, policy=None, access_log: bool = False):
     """The FastAPI application around a ``Scorer`` (see the module's bounds). ``databases``:
     named connections, name -> URL (or anything ``open_database`` takes), read by ``db_id``.
     ``policy``: the verdicts' ``Policy`` (None: the one saved with the model).
     ``heavy_words`` / ``heavy_share``: the heavy lane (see the module's docstring).
     ``allowed_hosts``: the names a request's Host header may carry (None: any). ``token``: the
-    bearer token every request but ``/health`` and the page must carry (None: none)."""
+    bearer token every request but ``/health`` and the page must carry (None: none).
+    ``access_log``: a line for each request (``AccessLog``; a 503's line is written anyway).
+    ``app.state.draining``: set (``StoppingServer``, on SIGTERM) while the service stops: ``/health``
+    answers 503 ``{"status": "draining"}`` and every answer closes its connection.
+    ``app.state.with_databases``: how many of the schemas have their database (a file under
+    ``data_root``, or a named connection)."""
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse, JSONResponse
     from starlette.requests import ClientDisconnect
@@ -316,14 +338,22 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
     page_headers = {"Content-Security-Policy": content_security_policy(page_html),
                     "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
     info = scorer.saved.info_ if scorer.saved is not None else {}
-    health_answer = {"status": "ok", "model": scorer.description,
-                     "feature_version": info.get("feature_version"), "databases": len(schemas)}
+    # a schema whose db_id has no database file under the root is scored without it: counted here,
+    # told in each of its rows (scored_with_database: false)
+    with_databases = sum(1 for db_id in schemas if use_databases and (
+        db_id in named or (database_files is not None and database_files(db_id) is not None)))
+    health_answer = {"status": "ok", "model": scorer.description, "feature_version": info.get("feature_version"),
+                     "databases": len(schemas), "with_databases": with_databases}
+    draining = threading.Event()  # set while the service stops (StoppingServer)
+    app.state.draining, app.state.with_databases = draining, with_databases
 
     app.add_middleware(BoundBody, max_body_bytes=max_body_bytes)
     if allowed_hosts is not None:
         app.add_middleware(AllowedHosts, hosts=allowed_hosts)
     if token is not None:
         app.add_middleware(RequireToken, token=token)
+    app.add_middleware(Draining, draining=draining)
+    app.add_middleware(AccessLog, every_request=access_log)
 
     @asynccontextmanager
     async def body_of(request: Request, deadline: float):
@@ -470,7 +500,9 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         return rows, request_words([r for r in rows if not r["_unknown"]]) > heavy_words, wanted
 
     @app.get("/health")
-    async def health() -> dict:  # on the event loop: never queued behind scoring
+    async def health() -> Any:  # on the event loop: never queued behind scoring
+        if draining.is_set():  # (a load balancer sends no more requests here)
+            return JSONResponse({**health_answer, "status": "draining"}, status_code=503)
         return health_answer
 
     @app.get("/databases")
@@ -520,6 +552,7 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
         async with body_of(request, deadline) as raw:
             rows, heavy, wanted = await asyncio.get_running_loop().run_in_executor(
                 parsing, rows_and_weight, raw, choosing)
+        request.state.queries = len(rows)  # (the access log's count)
         known = [r for r in rows if not r["_unknown"]]
         checking = verdicts or (wanted and policy is not None)  # (scored once: a verdict holds its scored query)
         cancel = threading.Event()
@@ -561,9 +594,10 @@ def create_app(scorer, data_root: Path | None = None, schemas: dict | None = Non
             elif verdicts:
                 out.append({**result.to_dict(), "db_id": r["db_id"]})
             elif checking:  # the scored row, its verdict beside it
-                out.append({**result.scored.to_dict(), "verdict": {k: v for k, v in result.to_dict().items() if k != "sql"}})
+                out.append({**result.scored.to_dict(), "scored_with_database": result.scored.with_database,
+                            "verdict": {k: v for k, v in result.to_dict().items() if k != "sql"}})
             else:
-                out.append(result.to_dict())
+                out.append({**result.to_dict(), "scored_with_database": result.with_database})
         if choosing:
             return JSONResponse({"chosen": None if chosen is None else chosen.index,
                                  "agreeing": 0 if chosen is None else chosen.agreeing, "results": out})
@@ -604,22 +638,124 @@ class _Named:
 class BoundBody:
     """ASGI middleware: a request whose content-length is over ``max_body_bytes`` (or not a
     number) is answered 413 at once, its body unread (a plain ASGI layer: Starlette's
-    ``@app.middleware`` wraps every request in extra tasks and streams)."""
+    ``@app.middleware`` wraps every request in extra tasks and streams). An answer that closes its
+    connection before the request's body was read to its end (that 413; a 413, 408 or 503 while
+    the body arrives) is sent whole, and then the rest of the body read and dropped, at most
+    ``DISCARD_BODIES`` bodies of the largest size within ``DISCARD_S`` seconds, before the
+    connection closes: closed with bytes unread, the system would reset it, and a client still
+    sending its body would see the reset, not the answer."""
 
     def __init__(self, app, max_body_bytes: int):
         self.app, self.max_body_bytes = app, max_body_bytes
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http":
-            length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-            if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
-                from fastapi.responses import JSONResponse
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        most = DISCARD_BODIES * self.max_body_bytes
+        chunked = any(k == b"transfer-encoding" for k, _ in scope["headers"])
+        read_all, closing = length == b"0" or (length is None and not chunked), False  # (no body: none to read)
 
-                response = JSONResponse({"detail": f"request body over {self.max_body_bytes} bytes"},
-                                        status_code=413, headers={"Connection": "close"})
-                await response(scope, receive, send)  # the unread body is not waited for
-                return
-        await self.app(scope, receive, send)
+        async def receiving():
+            nonlocal read_all
+            message = await receive()
+            read_all = read_all or message["type"] != "http.request" or not message.get("more_body", False)
+            return message
+
+        async def sending(message) -> None:
+            nonlocal closing
+            if message["type"] == "http.response.start":
+                closing = (b"connection", b"close") in [(k.lower(), v.lower()) for k, v in message.get("headers", [])]
+            elif (message["type"] == "http.response.body" and not message.get("more_body", False) and closing
+                  and not read_all and (length is None or (length.isdigit() and int(length) <= most))):
+                await send({**message, "more_body": True})  # the answer, whole; its end once the body is read
+                await discard()
+                message = {"type": "http.response.body", "body": b""}
+            await send(message)
+
+        async def discard() -> None:
+            dropped = 0
+            try:
+                async with asyncio.timeout(DISCARD_S):
+                    while not read_all and dropped <= most:
+                        dropped += len((await receiving()).get("body", b""))
+            except TimeoutError:
+                pass
+
+        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+            from fastapi.responses import JSONResponse
+
+            response = JSONResponse({"detail": f"request body over {self.max_body_bytes} bytes"},
+                                    status_code=413, headers={"Connection": "close"})
+            await response(scope, receiving, sending)
+            return
+        await self.app(scope, receiving, sending)
+
+
+class Draining:
+    """ASGI middleware: while the service stops (``draining`` set), every answer carries
+    ``Connection: close``, so a kept-alive client sends its next request elsewhere instead of
+    finding the connection closed under it."""
+
+    def __init__(self, app, draining: threading.Event):
+        self.app, self.draining = app, draining
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message) -> None:
+            if message["type"] == "http.response.start" and self.draining.is_set():
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+class AccessLog:
+    """ASGI middleware: one line for each request to the ``LOG`` logger: the client's address,
+    method, path (never its query string), status, milliseconds, bytes of body received and
+    queries read (``request.state.queries``), never its SQL, question or body; at INFO with
+    ``every_request`` (``--access-log``), and a 503 (a timeout, busy) but ``/health``'s at WARNING
+    always. Its time is the log's own (``main``: ``asctime``)."""
+
+    def __init__(self, app, every_request: bool = False):
+        self.app, self.every_request = app, every_request
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        import logging
+
+        start, status, received = time.monotonic(), None, 0
+
+        async def receiving():
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            return message
+
+        async def sending(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receiving, sending)
+        finally:
+            warn = status == 503 and scope["path"] != "/health"
+            if warn or self.every_request:
+                client = scope.get("client") or ("-", 0)
+                queries = (scope.get("state") or {}).get("queries")
+                logging.getLogger(LOG).log(
+                    logging.WARNING if warn else logging.INFO, "%s:%s %s %s %s %.1f ms %d B %s queries",
+                    client[0], client[1], scope["method"], scope["path"][:200].encode("unicode_escape").decode(),
+                    status or "-", (time.monotonic() - start) * 1000, received, "-" if queries is None else queries)
 
 
 class RequireToken:
@@ -782,6 +918,54 @@ def allowed_hosts(host: str, given: Sequence[str]) -> list[str] | None:
     return list(LOOPBACK_HOSTS) if is_loopback(host) else None
 
 
+class StoppingServer(Server):
+    """uvicorn's server, stopping as ``rat-serve`` does on SIGTERM or SIGINT: ``draining`` set at
+    once (the app's: ``/health`` answers 503, each answer closes its connection), new connections
+    still taken for ``drain_s`` seconds (a load balancer's time to see /health), then uvicorn's
+    graceful shutdown (answers in flight sent); ``run`` then returns, so the process exits 0
+    (uvicorn's own raises the signal again once stopped: exit 143 on SIGTERM). A second signal
+    ends the drain; a second SIGINT, the wait for answers in flight too."""
+
+    def __init__(self, config, draining: threading.Event, drain_s: float = 0.0):
+        super().__init__(config)
+        self.draining, self.drain_s, self.drain_until = draining, drain_s, None
+
+    def handle_exit(self, sig: int, frame) -> None:  # (not uvicorn's: it records the signal to raise again)
+        import signal
+
+        if not self.draining.is_set() and self.drain_s > 0:
+            self.draining.set()
+            self.drain_until = time.monotonic() + self.drain_s
+            return
+        self.draining.set()
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.drain_until is not None and time.monotonic() >= self.drain_until:
+            self.should_exit = True
+        return await super().on_tick(counter)
+
+
+def end_with_parent(parent: int) -> None:
+    """Have the system send this process SIGTERM when its parent ``parent`` ends (Linux's
+    ``PR_SET_PDEATHSIG``; nothing elsewhere), and end at once if it already has: a copy of
+    ``serve_processes`` whose parent is killed (SIGKILL: no handler runs) stops instead of
+    holding the port."""
+    import signal
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # it ended between the fork and the prctl
+        os._exit(0)
+
+
 MAX_DEFAULT_PROCESSES = 4
 RESTARTS, RESTART_WINDOW_S = 5, 10.0  # serve_processes gives up when so many copies die so quickly
 
@@ -839,6 +1023,12 @@ def main(argv: list[str] | None = None) -> int:
                              f"{', '.join(sorted(DIALECTS))} (default: the database's own, else sqlite)")
     parser.add_argument("--api-docs", action="store_true",
                         help="serve /docs, /redoc and /openapi.json (public to anyone who reaches the port)")
+    parser.add_argument("--access-log", action="store_true",
+                        help="a line for each request on stderr: time, client, method, path, status, milliseconds, "
+                             "body bytes, queries (never the SQL, question or body); a 503's line is written anyway")
+    parser.add_argument("--drain-s", type=float, default=0.0, metavar="SECONDS",
+                        help="on SIGTERM or SIGINT, keep answering this long, /health saying 503 \"draining\" and "
+                             "each answer closing its connection, before stopping (default 0)")
     add_deployment_options(parser)
     args = parser.parse_args(argv)
     import logging
@@ -856,6 +1046,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_service_options(args, ("max_queries", "max_sql_chars", "max_nodes", "workers", "processes",
                                      "timeout_s", "heavy_words", "header_timeout_s"))
+        if not (math.isfinite(args.drain_s) and args.drain_s >= 0):
+            raise UsageError(f"--drain-s must be 0 or more seconds, found {args.drain_s}")
         policy = deployment_options(args)
         if "" in args.allowed_host:
             raise UsageError("--allowed-host: an empty name (no request carries it)")
@@ -883,20 +1075,27 @@ def main(argv: list[str] | None = None) -> int:
                      max_sql_chars=args.max_sql_chars, max_nodes=args.max_nodes, workers=args.workers,
                      api_docs=args.api_docs, dialect=args.dialect, databases=databases,
                      heavy_words=args.heavy_words, allowed_hosts=allowed_hosts(args.host, args.allowed_host),
-                     token=token, policy=policy)
+                     token=token, policy=policy, access_log=args.access_log)
+    log = logging.getLogger(LOG)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s rat-serve %(levelname)s %(message)s"))
+    log.addHandler(handler)
     protocol = type("Guarded", (GuardedH11Protocol,), {"header_timeout_s": args.header_timeout_s})
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", http=protocol,
                             timeout_keep_alive=5, h11_max_incomplete_event_size=16 * 1024)
     processes = f", {args.processes} processes" if args.processes > 1 else ""
     processes += ", token required" if token is not None else ""
     port = sock.getsockname()[1]  # --port 0: the one the system chose
-    print(f"rat-serve: {scorer.description}, {len(schemas)} schemas{processes}, http://{args.host}:{port}/",
-          file=sys.stderr, flush=True)
+    print(f"rat-serve: {scorer.description}, {len(schemas)} schemas, {app.state.with_databases} with databases"
+          f"{processes}, http://{args.host}:{port}/", file=sys.stderr, flush=True)
+    server = partial(StoppingServer, config, app.state.draining, args.drain_s)
     if args.processes == 1:
-        uvicorn.Server(config).run(sockets=[sock])
+        server().run(sockets=[sock])
         sock.close()
         return 0
-    return serve_processes(config, args.processes, sock)
+    return serve_processes(server, args.processes, sock)
 
 
 def listen_socket(host: str, port: int):
@@ -922,19 +1121,17 @@ def listen_socket(host: str, port: int):
     return sock
 
 
-def serve_processes(config, processes: int, sock) -> int:
-    """Serve ``config``'s app from ``processes`` forked copies of this process, all accepting on
-    the one socket ``sock``: each has its own event loop, ``/health`` and scoring threads, so
+def serve_processes(server, processes: int, sock) -> int:
+    """Serve from ``processes`` forked copies of this process, each running ``server()`` (an
+    uvicorn server: ``StoppingServer``), all accepting on the one socket ``sock``: each has its
+    own event loop, ``/health`` and scoring threads, so
     scoring, bound by one interpreter lock per process, runs on as many cores. The loaded model
     is frozen out of the garbage collector before the fork, so its pages stay shared. This
     process only watches: a copy that dies is started again (unless ``RESTARTS`` died within
-    ``RESTART_WINDOW_S``: then they all stop, exit 1); SIGTERM or SIGINT stops them all."""
+    ``RESTART_WINDOW_S``: then they all stop, exit 1); SIGTERM or SIGINT stops them all, and a
+    copy whose parent ends unasked (killed) stops too (``end_with_parent``)."""
     import gc
-    import os
     import signal
-    import time
-
-    import uvicorn
 
     gc.collect()
     gc.freeze()  # the objects alive now are never written by the collector: shared, not copied
@@ -946,14 +1143,16 @@ def serve_processes(config, processes: int, sock) -> int:
     def start() -> None:
         signals = {signal.SIGINT, signal.SIGTERM}
         signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # none lands between the fork and the reset
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the copy: serve until told to stop, never return into the parent's code
             exit_code = 1
             try:
+                end_with_parent(parent)
                 for s in signals:
                     signal.signal(s, signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
-                uvicorn.Server(config).run(sockets=[sock])
+                server().run(sockets=[sock])
                 exit_code = 0
             finally:
                 os._exit(exit_code)
