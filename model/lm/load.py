@@ -236,7 +236,10 @@ def _converted_gguf(folder: Path, gguf_file: str, cache_dir: str | Path | None,
     source = folder / gguf_file
     if not source.is_file():
         raise FileNotFoundError(f"GGUF file not found: {source}")
-    target = Path(cache_dir or default_cache_dir()) / (name or Path(gguf_file).stem)
+    name = name or Path(gguf_file).stem
+    if name in ("", ".", ".."):  # (the copy goes in a folder of this name, in the cache)
+        raise UsageError(f"gguf_file {gguf_file!r}: not a .gguf file's name")
+    target = Path(cache_dir or default_cache_dir()) / name
     if (target / "config.json").is_file():
         return target
 

@@ -26,6 +26,7 @@ from model.lm import load_causal_lm
 # Attribute names of the decoder-layer list and the final norm across HF architectures.
 _LAYER_LISTS = ("layers", "h", "blocks")
 _FINAL_NORMS = ("norm", "ln_f", "final_layernorm", "final_layer_norm")
+DTYPES = ("float32", "float16", "bfloat16")  # of the frozen LM's weights
 
 
 class FrozenEmbedder(nn.Module):
@@ -51,6 +52,10 @@ class FrozenEmbedder(nn.Module):
         super().__init__()
         if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
             raise UsageError(f"model.embedder.layer must be a whole number of 0 or more; found {layer!r}")
+        if dtype not in DTYPES:
+            raise UsageError(f"model.embedder.dtype must be one of {', '.join(DTYPES)}; found {dtype!r}"[:300])
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise UsageError(f"model.embedder.batch_size must be a whole number of 1 or more; found {batch_size!r}"[:300])
         if table is not None and layer != 0:
             raise UsageError(f"model.embedder.table holds input-table rows (layer 0); found layer={layer}")
         self.layer = layer

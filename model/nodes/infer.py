@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import rat
-from model.errors import say_error
+from model.errors import ModelFileError, UsageError, say_error
 from rat.walks import depths_and_children
 
 # Confidence thresholds of the terminal colours: red below LOW, yellow below HIGH, green above.
@@ -41,47 +44,192 @@ class NodeScore:
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A ``.ckpt`` file as given, or a run directory's best checkpoint (else its last one)."""
+    """A ``.ckpt`` file as given, or a run directory's best checkpoint (else its last one).
+
+    The best is the one its ``metrics.json`` names, read only inside the run directory: named
+    elsewhere (the run was moved, or came from another machine), the file of that name in its
+    ``checkpoints/`` is taken, else its ``last.ckpt``; a run with no checkpoint of its own is a
+    ``ModelFileError`` naming the outside one, to be given itself. A ``metrics.json`` that is not
+    a JSON object is a ``ModelFileError`` naming it.
+    """
     path = Path(path)
     if path.is_file():
         return path
-    metrics = path / "metrics.json"
+    metrics, outside = path / "metrics.json", None
     if metrics.is_file():
-        best = json.loads(metrics.read_text()).get("best_checkpoint")
-        if best and Path(best).is_file():
-            return Path(best)
+        best = _best_checkpoint(metrics)
+        if best:
+            named = Path(os.path.normpath(os.path.abspath(path / best)))  # (relative: to the run)
+            inside = named.is_relative_to(os.path.normpath(os.path.abspath(path)))
+            for candidate in ((named,) if inside else ()) + (path / "checkpoints" / named.name,):
+                if candidate.name and candidate.is_file():
+                    return candidate
+            outside = None if inside else best
     for candidate in (path / "checkpoints" / "last.ckpt", *sorted((path / "checkpoints").glob("*.ckpt"))):
         if candidate.is_file():
             return candidate
+    if outside:
+        raise ModelFileError(f"{metrics}: its best_checkpoint {outside} is outside the run directory; give that "
+                             ".ckpt itself to load it"[:400])
     raise FileNotFoundError(f"no checkpoint at {path} (expected a .ckpt file or a run directory)")
+
+
+def _best_checkpoint(metrics: Path) -> str | None:
+    """The ``best_checkpoint`` a run's ``metrics.json`` names (None or "" when none)."""
+    from model.data.jsonl import read_json
+
+    try:
+        record = read_json(metrics)
+    except UsageError as e:  # (one line naming the file)
+        raise ModelFileError(str(e)) from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise ModelFileError(f"{metrics}: cannot be read ({type(e).__name__})") from None
+    if not isinstance(record, dict):
+        raise ModelFileError(f"{metrics}: expected a JSON object, found {type(record).__name__}")
+    best = record.get("best_checkpoint")
+    if best is not None and not isinstance(best, str):
+        raise ModelFileError(f"{metrics}: best_checkpoint: expected a path, found {type(best).__name__}")
+    return best
+
+
+# A hub id as from_pretrained takes it ("org/name" or "name"); anything else names a local path.
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+_GGUF_NAME = re.compile(r"[A-Za-z0-9_][\w.-]*\.gguf")
+
+
+def read_checkpoint(path: Path, lm_cache_dir: str | Path | None = None, cache_dir: str | Path | None = None
+                    ) -> tuple[dict, dict]:
+    """``(hyperparameters, state_dict)`` of a checkpoint, read as data from a file that may come from
+    anywhere: tensors and plain values only (never code); every setting known and checked, and the
+    weights the hyperparameters build compared with the state_dict before anything is built or an
+    LM loaded; anything else is a one-line ``ModelFileError`` naming the file.
+
+    The paths are this machine's, never the file's: the embedder's ``lm_cache_dir`` and
+    ``cache_dir`` are the arguments (None: the project's LM cache, hidden states in memory), and its
+    ``table`` is not read (the LM's own rows are the same). Its LM, ``name_or_path``, is the packaged
+    one, a short name (``qwen_coder``) or a hub id (passed to ``from_pretrained`` as it is); a local
+    path is read only under the LM cache. ``gguf_file`` is a file name in that folder.
+    """
+    import pickle
+    import zipfile
+
+    import torch
+
+    from model.nodes.module import (
+        EMBEDDER_SETTINGS,
+        ENCODER_SETTINGS,
+        FINE_TUNED_SETTINGS,
+        HYPERPARAMETERS,
+        check_weights,
+    )
+
+    try:
+        with warnings.catch_warnings():  # torch's own notes on a refused file: the one line below says it
+            warnings.simplefilter("ignore")
+            saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # never code
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError,
+            AttributeError, zipfile.BadZipFile) as e:
+        raise ModelFileError(f"{path}: not a checkpoint this project can read ({type(e).__name__}; "
+                             "only tensors and plain values are loaded, never code)") from None
+
+    def refuse(problem: str):  # (a name in the file may hold a line break: one line all the same)
+        raise ModelFileError(f"{path}: {' '.join(problem.splitlines())}"[:400])
+
+    def mapping(value, name: str, known, prefix: str = "") -> dict:
+        if not isinstance(value, dict):
+            refuse(f"{name}: expected a mapping, found {type(value).__name__}")
+        unknown = sorted(str(k) for k in value if k not in known)
+        if unknown:
+            refuse(f"unknown hyperparameter {prefix}{unknown[0]} (a checkpoint of another version of this project?)")
+        return dict(value)
+
+    if not isinstance(saved, dict):
+        refuse(f"not a checkpoint (a {type(saved).__name__}, not a mapping)")
+    hparams = mapping(saved.get("hyper_parameters"), "hyper_parameters", HYPERPARAMETERS)
+    state_dict = saved.get("state_dict")
+    if not isinstance(state_dict, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                                   for k, v in state_dict.items()):
+        refuse("state_dict: expected a mapping of names to tensors")
+    embedder = mapping(hparams.get("embedder") or {}, "embedder", EMBEDDER_SETTINGS, "embedder.")
+    # A fine-tuned encoder (model=minilm) is known by its weights: the embedder hyperparameters
+    # a run saved lack fine_tune (NodeConfidenceModule popped it from the dict it saved), and
+    # without it the encoder was built as a frozen causal LM's embedder.
+    if any(name.startswith("backbone.") for name in state_dict):
+        embedder["fine_tune"] = True
+    fine_tune = embedder.get("fine_tune", False)
+    if not isinstance(fine_tune, bool):
+        refuse(f"embedder.fine_tune: expected true or false, found {fine_tune!r}")
+    encoder = mapping(hparams.get("encoder") or {}, "encoder", FINE_TUNED_SETTINGS if fine_tune else ENCODER_SETTINGS,
+                      "encoder.")
+    for name in ("lm_cache_dir", "cache_dir", "table"):  # paths: this machine's
+        embedder.pop(name, None)
+    embedder["lm_cache_dir"] = lm_cache_dir
+    if not fine_tune:
+        embedder["cache_dir"] = cache_dir
+    _check_lm(embedder, lm_cache_dir, refuse)
+    hparams.update(embedder=embedder, encoder=encoder)
+    try:
+        check_weights(hparams, state_dict)
+    except ValueError as e:
+        refuse(str(e))
+    return hparams, state_dict
+
+
+def _check_lm(embedder: dict, lm_cache_dir, refuse) -> None:
+    """``refuse`` an LM a checkpoint names that is not the packaged one, a short name, a hub id or
+    a folder under the LM cache (see ``read_checkpoint``)."""
+    from model.lm import default_cache_dir
+    from model.lm.load import LLAMA_CPP
+    from model.lm.parts import SPLIT_GGUFS
+
+    name, gguf_file = embedder.get("name_or_path"), embedder.get("gguf_file")
+    for key, value in (("name_or_path", name), ("gguf_file", gguf_file)):
+        if value is not None and not isinstance(value, str):
+            refuse(f"embedder.{key}: expected a name, found {type(value).__name__}")
+    if gguf_file is not None and not _GGUF_NAME.fullmatch(gguf_file):
+        refuse(f"embedder.gguf_file {gguf_file!r}: expected a .gguf file's name in name_or_path's folder")
+    if name is None or name in SPLIT_GGUFS:
+        return
+    if name.endswith(LLAMA_CPP):
+        refuse(f"embedder.name_or_path {name!r}: a llama.cpp LM gives no token vectors to embed with")
+    if _HUB_ID.fullmatch(name) and ".." not in name:
+        return
+    cache = os.path.normpath(os.path.abspath(lm_cache_dir or default_cache_dir()))
+    if not Path(os.path.normpath(os.path.abspath(name))).is_relative_to(cache):
+        refuse(f"embedder.name_or_path {name!r} is a local path outside the LM cache {cache}: a checkpoint "
+               "names a hub id or the packaged LM (to use that folder, put it, or a link to it, in the LM cache)")
 
 
 class NeuralCheckpoint:
     """A trained neural node model and its tokenizer, loaded from a checkpoint: what `Scorer.load`
-    uses for a `.ckpt` (users score through `model.Scorer`, the one scorer class)."""
+    uses for a `.ckpt` (users score through `model.Scorer`, the one scorer class). The file is
+    read as data (``read_checkpoint``): ``lm_cache_dir`` (None: the project's) and ``cache_dir``
+    (hidden states of ``embedder.layer`` > 0; None: in memory) are the caller's, never the file's."""
 
-    def __init__(self, checkpoint: str | Path, device: str | None = None):
+    def __init__(self, checkpoint: str | Path, device: str | None = None,
+                 lm_cache_dir: str | Path | None = None, cache_dir: str | Path | None = None):
         import torch
 
         from model.lm import load_tokenizer
         from model.nodes.module import NodeConfidenceModule
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        saved = torch.load(resolve_checkpoint(checkpoint), map_location=device, weights_only=True)  # never code
-        hparams = dict(saved["hyper_parameters"])
-        # A fine-tuned encoder (model=minilm) is known by its weights: the embedder hyperparameters
-        # a run saved lack fine_tune (NodeConfidenceModule pops it from the dict it saves), and
-        # without it the encoder was built as a frozen causal LM's embedder.
-        embedder = dict(hparams.get("embedder") or {})
-        if any(name.startswith("backbone.") for name in saved["state_dict"]):
-            embedder["fine_tune"] = True
-        self.model = NodeConfidenceModule(**{**hparams, "embedder": embedder})
-        self.model.load_state_dict(saved["state_dict"])
+        path = resolve_checkpoint(checkpoint)
+        hparams, state_dict = read_checkpoint(path, lm_cache_dir, cache_dir)
+        embedder = hparams["embedder"]
+        try:
+            self.model = NodeConfidenceModule(**hparams)
+            self.tokenizer = load_tokenizer(embedder.get("name_or_path"), embedder.get("gguf_file"), lm_cache_dir)
+        except UsageError as e:  # an embedder setting, or an LM that cannot be loaded: naming the file
+            raise ModelFileError(f"{path}: {e}"[:600]) from None
+        try:
+            self.model.load_state_dict(state_dict)
+        except RuntimeError as e:  # (the LM's own widths: the rest was compared before)
+            raise ModelFileError(f"{path}: its weights do not fit the LM it names "
+                                 f"({embedder.get('name_or_path') or 'the packaged SmolLM2'}): "
+                                 f"{' '.join(str(e).split())}"[:400]) from None
         self.model.to(device).eval()
-        self.tokenizer = load_tokenizer(
-            embedder.get("name_or_path"), embedder.get("gguf_file"), embedder.get("lm_cache_dir")
-        )
-        self.max_tokens = (int((hparams.get("encoder") or {}).get("max_positions", 512)) if self.model.fine_tune
+        self.max_tokens = (int(hparams["encoder"].get("max_positions", 512)) if self.model.fine_tune
                            else self.model.encoder.config.max_positions)
 
     def score(self, schema: rat.Schema | None, question: str, sql: str, db_id: str = "") -> list[NodeScore]:

@@ -9,6 +9,8 @@ cross-entropy and evaluated with node AUC, Brier and ECE. Two architectures:
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -58,8 +60,7 @@ class NodeConfidenceModule(L.LightningModule):
                 dropout=encoder.get("dropout", 0.1), backbone_dropout=encoder.get("backbone_dropout", 0.0))
         else:
             self.embedder = FrozenEmbedder(**embedder)
-            self.encoder = NodeEncoder(EncoderConfig(d_input=self.embedder.hidden_size, consensus=consensus,
-                                                     **encoder))
+            self.encoder = scratch_encoder(self.embedder.hidden_size, encoder, consensus)
         # A buffer, so the value resolved from the training labels is saved in every checkpoint.
         self.register_buffer("pos_weight", torch.tensor(_fixed_pos_weight(pos_weight)))
         self._outputs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {"val": [], "test": []}
@@ -177,6 +178,59 @@ class NodeConfidenceModule(L.LightningModule):
         finally:
             self.train(was_training)
         return out
+
+
+# What a checkpoint's hyperparameters may hold: NodeConfidenceModule's arguments, the embedder's
+# (FrozenEmbedder's, and fine_tune/lr of a fine-tuned encoder), the encoder's (EncoderConfig's,
+# or those a fine-tuned encoder reads).
+HYPERPARAMETERS = frozenset(inspect.signature(NodeConfidenceModule.__init__).parameters) - {"self"}
+EMBEDDER_SETTINGS = frozenset(inspect.signature(FrozenEmbedder.__init__).parameters) - {"self"} | {"fine_tune", "lr"}
+ENCODER_SETTINGS = frozenset(f.name for f in dataclasses.fields(EncoderConfig)) - {"d_input", "consensus"}
+FINE_TUNED_SETTINGS = frozenset({"head_tokens", "max_positions", "dropout", "backbone_dropout"})
+
+
+def scratch_encoder(d_input: int, encoder: Mapping[str, Any], consensus: bool) -> NodeEncoder:
+    """The trainable encoder of the frozen-embedder architecture, over ``d_input``-wide vectors."""
+    return NodeEncoder(EncoderConfig(d_input=d_input, consensus=consensus, **encoder))
+
+
+def check_weights(hparams: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor]) -> None:
+    """A one-line ``ValueError`` unless ``state_dict`` holds the trainable weights ``hparams``
+    build, each of its shape: compared on the meta device (nothing allocated, nothing loaded)
+    before the module is built, so hyperparameters its weights do not hold build nothing. (The
+    weights a fine-tuned encoder's pre-trained part holds are the LM's own, compared as it loads.)"""
+    embedder, encoder = dict(hparams.get("embedder") or {}), dict(hparams.get("encoder") or {})
+    consensus = hparams.get("consensus", False)
+    shapes = {name: tuple(value.shape) for name, value in state_dict.items()}
+    if embedder.get("fine_tune"):
+        head, tokens = shapes.get("backbone.head.linear.weight"), encoder.get("head_tokens", 1)
+        width = head[1] - (2 if consensus else 0) if head and len(head) == 2 else 0
+        if head is None:
+            raise ValueError("the state_dict holds no backbone.head.linear.weight (no fine-tuned encoder's head)")
+        if type(tokens) is not int or not 0 < tokens <= width or width % tokens:
+            raise ValueError(f"encoder.head_tokens={tokens!r} (consensus={consensus!r}) does not fit "
+                             f"backbone.head.linear.weight of shape {list(head)}"[:300])
+        return
+    width = shapes.get("encoder.input_proj.weight") or shapes.get("encoder.input_norm.weight")
+    if not width:
+        raise ValueError("the state_dict holds no encoder.input_norm.weight (no node encoder's weights)")
+    layers = {name.split(".")[3] for name in shapes if name.startswith("encoder.encoder.layers.")}
+    n_layers = encoder.get("n_layers", EncoderConfig.n_layers)  # (checked first: each is built, if on meta)
+    if n_layers != len(layers):
+        raise ValueError(f"encoder.n_layers={n_layers!r} but the state_dict holds {len(layers)} layers"[:300])
+    try:
+        with torch.device("meta"):
+            built = scratch_encoder(width[-1], encoder, consensus)
+    except (TypeError, ValueError, RuntimeError, AssertionError, OverflowError) as e:
+        raise ValueError(f"hyperparameters that build no encoder ({type(e).__name__}: "
+                         f"{(str(e).splitlines() or [''])[0]})"[:300]) from None
+    expected = {f"encoder.{name}": tuple(value.shape) for name, value in built.state_dict().items()}
+    expected["pos_weight"] = ()
+    for name in sorted(expected.keys() | shapes.keys()):
+        if expected.get(name) != shapes.get(name):
+            found = "missing" if name not in shapes else f"of shape {list(shapes[name])}"
+            wanted = "none" if name not in expected else f"shape {list(expected[name])}"
+            raise ValueError(f"the state_dict's {name} is {found}; the hyperparameters give {wanted}"[:300])
 
 
 def node_metrics(confidences: np.ndarray, labels: np.ndarray, ece_bins: int = 10) -> dict[str, float]:
