@@ -328,5 +328,16 @@ def literal_of(label: str) -> str:
     ("'%New York%'", "', '", "'dq'", '2014')
     """
     if len(label) >= 2 and label[0] == '"' and label[-1] == '"':
-        return "'" + label[1:-1].replace('""', '"').replace("'", "''") + "'"
+        return sql_literal(label[1:-1].replace('""', '"'))
     return label
+
+
+def sql_literal(text: str) -> str:
+    """A value (a stored one, a literal's text) quoted as an SQL string literal: in single quotes,
+    a quote inside doubled, every other character as it is (a backslash is one; a line break is
+    one), so that the text pasted into a query is that value.
+
+    >>> print(sql_literal("O'Brien"), sql_literal("a\\\\b"))
+    'O''Brien' 'a\\b'
+    """
+    return "'" + text.replace("'", "''") + "'"

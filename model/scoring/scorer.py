@@ -38,6 +38,7 @@ import math
 import pickle
 import re
 import threading
+import unicodedata
 import warnings
 import zipfile
 from bisect import bisect_left, bisect_right
@@ -893,7 +894,9 @@ def _written(located: rat.SqlSpans, sql: str, dialect: str = "sqlite") -> list[t
     of one whose words lie in a run that is a node's words (the `*` of `count(*)` that `ORDER BY 2`
     names), not of one that shares only some words with it, nor in a run no node's words make up
     (where the words' diff lost its way, there is no telling what stands for what). A negated
-    predicate is matched in the order it is written (`_negations_as_written`).
+    predicate is matched in the order it is written (`_negations_as_written`), a parenthesis the
+    canonical SQL opens where none is written is no word of a run, and the two comparisons of a
+    BETWEEN share its written operand (`_between_as_written`).
 
     >>> sql = "SELECT country, count(*) FROM singer GROUP BY 1 ORDER BY 2 DESC"
     >>> [sql[s:e] for s, e in _written(rat.sql_spans(sql), sql)][:6]
@@ -903,6 +906,10 @@ def _written(located: rat.SqlSpans, sql: str, dialect: str = "sqlite") -> list[t
     comments, canonical_comments = _comments(sql, dialect), _comments(canonical, dialect)
     # a word of a comment is no node's text (`GROUP BY 1 -- by country`), nor part of a run
     skip = {k for k, (start, _) in enumerate(canonical_words) if _in_comment(start, canonical_comments)}
+    # nor is a parenthesis the canonical SQL opens where none is written, before words of its own
+    # (`where (x >= 1 and x <= 5) or ..` of a BETWEEN in an OR: `x` is the written word, not `(x`)
+    skip |= {k for k, (start, end) in enumerate(canonical_words) if canonical[start:end] == "(" and match[k] is None
+             and (k == 0 or match[k - 1] is not None) and k + 1 < len(match) and match[k + 1] is None}
     if comments or skip:
         match = [None if j is None or k in skip or _not_code(written_words[j], comments) else j
                  for k, j in enumerate(match)]
@@ -931,20 +938,67 @@ def _written(located: rat.SqlSpans, sql: str, dialect: str = "sqlite") -> list[t
                 first = written[0] if first is None else min(first, written[0])
                 last = written[1] if last is None else max(last, written[1])
         out.append(None if first is None else _closed(sql, first, last))
+    return _between_as_written(located, out, sql)
+
+
+# the comparisons rat spells `x BETWEEN a AND b` as (under an And), and `x NOT BETWEEN a AND b`
+# (under an Or): the lower bound's, then the upper's
+_BETWEEN = {"And": ("Gte", "Lte"), "Or": ("Lt", "Gt")}
+
+
+def _between_as_written(located: rat.SqlSpans, out: list[tuple[int, int] | None], sql: str
+                        ) -> list[tuple[int, int] | None]:
+    """``out`` (each node's written span) with `x BETWEEN a AND b` and `x NOT BETWEEN a AND b`,
+    which rat spells as two comparisons (`x >= a and x <= b`, `x < a or x > b`) with a copy of `x`
+    each, read as written: the second copy of `x` (no words of its own) is the written `x`, node
+    for node, and each comparison spans its operand to its bound, the lower one `x BETWEEN a`, the
+    upper one `x BETWEEN a AND b` (the text that holds both; written so, the comparisons share
+    it). Two comparisons written out (`x >= a AND x <= b`) are left as they are.
+
+    >>> sql = "SELECT name FROM singer AS s WHERE s.age BETWEEN 1 AND 5"
+    >>> [sql[slice(*s)] for s in written_spans(sql, rat.to_tree(sql), None)][1:7]
+    ['s.age', '1', 's.age BETWEEN 1', 's.age', '5', 's.age BETWEEN 1 AND 5']
+    """
+    nodes = located.tree.postorder() if located.tree is not None else []
+    if len(nodes) != len(out):
+        return out
+    index = {id(node): i for i, node in enumerate(nodes)}
+    for node in nodes:
+        kinds = _BETWEEN.get(node.label)
+        if kinds is None:
+            continue
+        for lower, upper in zip(node.children, node.children[1:]):
+            if (lower.label, upper.label) != kinds or len(lower.children) != 2 or len(upper.children) != 2 \
+                    or lower.children[0] != upper.children[0]:
+                continue
+            operand, bound, copy = (index[id(c)] for c in (*lower.children, upper.children[0]))
+            written, bounds = out[operand], (out[bound], out[index[id(upper.children[1])]])
+            if written is None or None in bounds or not re.search(r"(?i)\bbetween\b", sql[written[1]:bounds[0][0]]):
+                continue
+            size = len(lower.children[0].postorder())  # (the copies' nodes, in post-order alike)
+            out[copy - size + 1:copy + 1] = out[operand - size + 1:operand + 1]
+            out[index[id(lower)]] = (written[0], bounds[0][1])
+            out[index[id(upper)]] = (written[0], bounds[1][1])
     return out
 
 
 def _negations_as_written(located: rat.SqlSpans, sql: str, dialect: str = "sqlite"):
     """The canonical text and node spans of ``located``, with the words of ``sql`` matched to that
     text (``written_word_of``). The canonical SQL writes `x NOT IN (..)` as `not x in (..)` (SQLite's
-    `x IS NOT NULL` as `not x is null`, `x NOT GLOB p` as `not x glob p`), words in another order than
-    written, which the words' diff cannot match: the `not` of each such predicate is put after its
-    left operand, `x not in (..)`, where that matches more written words (`NOT x IN (..)` stays).
+    `x IS NOT NULL` as `not x is null`, `x NOT GLOB p` as `not x glob p`; PostgreSQL's and MySQL's
+    `x IS NOT y` as `not x is y`, a Not over an Is), words in another order than written, which the
+    words' diff cannot match: the `not` of each such predicate is put after its left operand,
+    `x not in (..)`, or after the `is` that follows it, `x is not y`, where that matches more
+    written words (`NOT x IN (..)` stays).
 
     >>> sql = "SELECT name FROM singer WHERE singer_id NOT IN (SELECT singer_id FROM concert)"
     >>> canonical, spans, _ = _negations_as_written(rat.sql_spans(sql), sql)
     >>> canonical[canonical.index("where"):], canonical[slice(*spans[1])]
     ('where singer.singer_id not in (select concert.singer_id from concert)', 'singer.singer_id')
+    >>> sql = "SELECT name FROM singer WHERE age IS NOT 3"
+    >>> canonical, spans, _ = _negations_as_written(rat.sql_spans(sql, dialect="postgres"), sql, "postgres")
+    >>> canonical[canonical.index("where"):], [canonical[slice(*spans[i])] for i in (1, 3, 4)]
+    ('where singer.age is not 3', ['singer.age', 'singer.age is not 3', 'singer.age is not 3'])
     """
     from model.nodes.features import written_word_of
 
@@ -953,7 +1007,11 @@ def _negations_as_written(located: rat.SqlSpans, sql: str, dialect: str = "sqlit
     nodes = located.tree.postorder() if located.tree is not None else []
     index = {id(node): i for i, node in enumerate(nodes)}
     for i, node in enumerate(nodes):
-        span, left = spans[i], spans[index[id(node.children[0])]] if node.children else None
+        span, operand = spans[i], node.children[0] if node.children else None
+        left = spans[index[id(operand)]] if operand is not None else None
+        while span is not None and left is not None and left[1] == span[1] and operand.children:
+            operand = operand.children[0]  # `not x is y`: the Not's child is the predicate, x its first
+            left = spans[index[id(operand)]]
         if span is None or left is None or text[span[0]:span[0] + 4] != "not " \
                 or left[0] < span[0] + 4 or text[span[0] + 4:left[0]].strip("("):
             continue  # (not `not x ..`, or `x` already moved: a CTE's node read twice)
@@ -963,12 +1021,18 @@ def _negations_as_written(located: rat.SqlSpans, sql: str, dialect: str = "sqlit
         if text.count("(", start, stop) != text.count(")", start, stop) or not text.startswith(" ", stop) \
                 or stop + 1 >= span[1]:
             continue  # (no operator after `x`: a plain `not x`)
-        moved = text[:start] + text[start + 4:stop] + " not" + text[stop:]
-        moved_matched = written_word_of(moved, sql, dialect)
-        if sum(j is not None for j in moved_matched[1]) > sum(j is not None for j in matched[1]):
-            text, matched = moved, moved_matched
-            spans = [(s[0] - 4, s[1] - 4) if s is not None and start + 4 <= s[0] and s[1] <= stop else s
-                     for s in spans]  # (`x`'s nodes moved left)
+        best = None  # (words matched, text, its match, where `not` went)
+        for at in (stop, stop + 3) if text.startswith(" is ", stop) else (stop,):
+            moved = text[:start] + text[start + 4:at] + " not" + text[at:]
+            moved_matched = written_word_of(moved, sql, dialect)
+            count = sum(j is not None for j in moved_matched[1])
+            if count > (best[0] if best else sum(j is not None for j in matched[1])):
+                best = (count, moved, moved_matched, at)
+        if best is not None:
+            _, text, matched, at = best
+            spans = [s if s is None or s[0] < start + 4 or s[0] > at else  # (`x`'s nodes moved left;
+                     (s[0] - 4, s[1] - 4) if s[1] <= at else (start, s[1])  # `x is y`'s start at `x`)
+                     for s in spans]
     return text, spans, matched
 
 
@@ -1316,19 +1380,43 @@ def format_scored(scored: ScoredQuery, color: bool = False) -> str:
 
 def marked_sql(sql: str, first: tuple[int, int], second: tuple[int, int] | None = None) -> list[str]:
     """The SQL (on one line) with ``^`` under the text to look at first and ``-`` under the
-    runner-up's (where they do not overlap).
+    runner-up's (where they do not overlap), as many marks under each character as the columns a
+    terminal gives it (``_columns``: two for a wide one, none for a combining mark); a line break
+    (LF, CRLF or CR) and a tab are one space, other control characters ``printable``'s U+FFFD.
 
     >>> print("\\n".join(marked_sql("SELECT name FROM singer WHERE age > 20", (30, 38), (7, 11))))
     SELECT name FROM singer WHERE age > 20
            ----                   ^^^^^^^^ look here first; - then
+    >>> print("\\n".join(marked_sql("SELECT 名前 FROM t\\r\\nWHERE x = 1", (7, 9))))
+    SELECT 名前 FROM t WHERE x = 1
+           ^^^^ look here first
     """
-    flat = printable(sql.replace("\n", " ").replace("\t", " "))
-    marks = [" "] * len(flat)
-    if second is not None:
-        marks[second[0]:second[1]] = "-" * (second[1] - second[0])
-    marks[first[0]:first[1]] = "^" * (first[1] - first[0])
+    shown, marks = [], []
+    for at, char in enumerate(sql):
+        if char == "\r" and sql.startswith("\n", at + 1):
+            continue  # (CRLF: its LF is the space)
+        text = " " if char in "\r\n\t" else printable(char)
+        mark = ("^" if first[0] <= at < first[1] else
+                "-" if second is not None and second[0] <= at < second[1] else " ")
+        shown.append(text)
+        marks.append(mark * _columns(text))
     legend = " look here first" + ("; - then" if second is not None else "")
-    return [flat, "".join(marks).rstrip() + legend]
+    return ["".join(shown), "".join(marks).rstrip() + legend]
+
+
+def _columns(char: str) -> int:
+    """The columns a terminal gives one character: two for a wide or full-width one (CJK, most
+    emoji), none for a combining mark or a zero-width one (a joiner, a variation selector), else one.
+
+    >>> [_columns(c) for c in ("a", "名", "🎉", "\\u0301", "\\u200d", "é")]
+    [1, 2, 2, 0, 0, 1]
+    """
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me") or char in _ZERO_WIDTH:
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+_ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff")
 
 
 def report_entries(results: Sequence[ScoredQuery]) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ import functools
 import math
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,7 +45,7 @@ import numpy as np
 
 from model.errors import UsageError, check_seconds
 from model.nodes.policy import ACTIONS, MAX_RIGHT_REGENERATED, MAX_WRONG, Policy
-from model.scoring.reasons import named
+from model.scoring.reasons import named, sql_literal
 
 if TYPE_CHECKING:
     from model.scoring.scorer import ScoredQuery, Scorer
@@ -255,7 +256,11 @@ def verdict_of(scored: ScoredQuery, policy: Policy, database: str | Path | None 
     table (every gold query of Spider and BIRD reads one; the shipped model gives `SELECT 1`
     0.94: docs/scoring.md), and one scored without any schema (nor a database to read one
     from): none of its tables and columns was checked, and every query the thresholds were
-    chosen on had its schema. A query that did not run to the end on its database says so."""
+    chosen on had its schema. A query that did not run to the end on its database says so. A
+    double-quoted text read as a string where the query likely means a column (``quoted_names``:
+    `SELECT "Unit Prce"`, which SQLite runs, scored 0.95) is never run either: its sentence leads
+    the reasons, and the first such text is the verdict's place to look first, in place of the
+    model's (``ScoredQuery.look_here_first``, which ``verdict.scored`` keeps)."""
     chosen = policy.for_database(scored.with_database)
     action = (chosen or policy).action(scored.query_confidence)
     notes, fixes = [], []  # (fixes: for the model that wrote the query too, in its feedback)
@@ -268,19 +273,101 @@ def verdict_of(scored: ScoredQuery, policy: Policy, database: str | Path | None 
     if action == "run" and not any(n.kind == "table" for n in scored.nodes):
         action = "review"  # (`SELECT 1`, `SELECT 'France'`: scored 0.94 by the shipped model)
         fixes.append("it reads no table: no query the policy's target was measured on answers from none")
+    quoted = quoted_names(scored)
+    if quoted and action == "run":
+        action = "review"  # (a name SQLite read as a string: `SELECT "Unit Prce"` scored 0.95)
     target = (chosen or policy).target
     if not scored.with_database and chosen is not None:
         target += "; thresholds for queries scored without their database"
-    look = scored.nodes[scored.look_here_first]
+    look = scored.nodes[next(iter(quoted), scored.look_here_first)]
     where = {"text": look.text or look.label, "span": list(look.span) if look.span else None,
              "label": look.label, "node": look.index, "site_score": None if math.isnan(look.site_score)
              else round(look.site_score, 4)}
-    sentences = _reason_sentences(scored, database)
+    sentences = list(quoted.values())
+    sentences += _reason_sentences(scored, database)[:max(0, FEEDBACK_REASONS - len(sentences))]
     ran = _execution_sentence(scored.execution_error)
     if ran and ran not in sentences:
         fixes.insert(0, ran)
     return Verdict(action, scored.query_confidence, where, sentences + fixes + notes,
                    _feedback(scored, action, where, sentences + fixes), scored.sql, target, scored)
+
+
+# where a double-quoted text that is a string stands for a column: an output, a key of GROUP BY or
+# ORDER BY, an aggregate's argument (and a comparison's operand where no other holds a column)
+COLUMN_PLACES = ("Project", "Groupby", "Orderby_asc", "Orderby_desc", "Distinct", "Count", "Sum", "Avg",
+                 "Min", "Max", "Group_concat")
+NAME_LIKE = 0.8  # elsewhere, a text at least this similar (difflib) to a column name of the query's tables
+_DOUBLE_QUOTED = re.compile(r'(?s)"(?:[^"]|"")*"')
+_DIALECT_NAMES = {"sqlite": "SQLite", "mysql": "MySQL", "bigquery": "BigQuery", "databricks": "Databricks"}
+
+
+def quoted_names(scored: ScoredQuery) -> dict[int, str]:
+    """The sentence of each double-quoted text the query's dialect read as a string where the
+    query likely means a column (by node index, in post-order): SQLite reads `"x"` that
+    names no column of the query's tables as the string 'x', MySQL, BigQuery and Databricks
+    every `"x"`, so a misspelled name, `SELECT "Unit Prce"`, is a constant the model may score
+    high. Said where a schema is given and the text stands where a column would
+    (``COLUMN_PLACES``; a comparison's operand where no other operand holds a column), or
+    elsewhere where it is ``NAME_LIKE`` a column name of the query's tables; never where it is
+    compared with a column (`country = "France"`: Spider's and BIRD's queries write their
+    values so).
+
+    >>> from model import Scorer
+    >>> scored = Scorer.pretrained().score('SELECT "Unit Prce" FROM orders WHERE country = "France"',
+    ...     schema={"orders": ["id", "unit price", "country"]}, reasons=False)
+    >>> print(*quoted_names(scored).values())
+    "Unit Prce" names no column of orders (closest: "unit price"); SQLite reads it as the string 'Unit Prce'
+    """
+    from rat.dialects import dialect
+
+    schema = scored.schema
+    if schema is None:
+        return {}
+    tables = list(dict.fromkeys(n.label for n in scored.nodes if n.kind == "table" and n.label in schema.tables))
+    columns = list(dict.fromkeys(c for t in tables for c in schema.tables[t] if c != "*"))
+    parent_of = {c: n for n in scored.nodes for c in n.children}
+    shown = _DIALECT_NAMES.get(scored.dialect, scored.dialect)
+    out = {}
+    for node in scored.nodes:
+        text = node.text or ""
+        if node.kind != "value" or not _DOUBLE_QUOTED.fullmatch(text):
+            continue
+        name = _sql_text(text)
+        side, parent = node.index, parent_of.get(node.index)
+        if parent is not None and parent.kind == "Val_list":
+            side, parent = parent.index, parent_of.get(parent.index)
+        if parent is not None and parent.kind in COMPARISONS:
+            if any(_holds_column(scored, c) for c in parent.children if c != side):
+                continue  # a value compared with a column: `country = "France"`
+            placed = True  # (`"Citty" = 'x'`: no column to compare with)
+        else:
+            placed = parent is not None and parent.kind in COLUMN_PLACES
+        closest = difflib.get_close_matches(name.lower(), columns, n=1, cutoff=0.6)
+        if not placed and not difflib.get_close_matches(name.lower(), columns, n=1, cutoff=NAME_LIKE):
+            continue
+        if dialect(scored.dialect).double_quoted_strings:  # (SQLite: a name where it names a column)
+            of = f" of {named(tables)}" if tables else ""
+            near = f" (closest: {_quoted_name(closest[0], chr(34))})" if closest else ""
+            out[node.index] = f"{text} names no column{of}{near}; {shown} reads it as the string {sql_literal(name)}"
+        else:
+            near = f" (closest column: {_quoted_name(closest[0], '`')})" if closest else ""
+            out[node.index] = (f"{shown} reads {text} as the string {sql_literal(name)}, not a column: "
+                               f"it quotes names with backticks{near}")
+    return out
+
+
+def _holds_column(scored: ScoredQuery, index: int) -> bool:
+    stack = [index]
+    while stack:
+        node = scored.nodes[stack.pop()]
+        if node.kind == "column":
+            return True
+        stack.extend(node.children)
+    return False
+
+
+def _quoted_name(name: str, quote: str) -> str:
+    return quote + name.replace(quote, quote * 2) + quote
 
 
 def _execution_sentence(error: str | None) -> str | None:
@@ -397,6 +484,7 @@ PATTERNS = ("Like", "Not_like", "Ilike", "Not_ilike", "Glob")
 # the column may be wrapped in these: its values are compared as they give them
 WRAPPERS: dict[str, Callable[[str], str]] = {"Lower": str.lower, "Upper": str.upper,
                                               "Trim": lambda v: v.strip(" ")}
+COMPARISONS = EQUALITIES + PATTERNS + ("Gt", "Gte", "Lt", "Lte", "Is", "Is_not", "Not_glob")
 _WRITTEN_LITERAL = re.compile(r"(?s)[EeNn]?'.*'|\".*\"|[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
@@ -504,14 +592,32 @@ def _literal_sentence(scored: ScoredQuery, index: int, database: str | Path | No
         return None
     written = _written(node)
     pattern = comparison.operator in PATTERNS
+    sentence = (f"the pattern {written} matches no value of {comparison.shown()}" if pattern
+                else f"the literal {written} is not a value of {comparison.shown()}")
+    composed = unicodedata.normalize("NFC", text)
+    if composed != text or not all(unicodedata.is_normalized("NFC", v) for v in stored):
+        # (`'München'` typed decomposed, NFD: it looks like the stored value, and is not it)
+        same = [v for v in stored if _matches(comparison, composed, [unicodedata.normalize("NFC", v)])]
+        if same:
+            return sentence + (f"; it differs from the stored {sql_literal(same[0])} only in Unicode normalisation "
+                               f"(the query's is {_form(text)}, the stored value {_form(same[0])})")
     near = re.sub(r"[%_*?]+", " ", text).strip() if pattern else text
     lowered = {v.lower(): v for v in stored}
     closest = [lowered[v] for v in difflib.get_close_matches(near.lower(), list(lowered), n=3, cutoff=0.6)]
-    sentence = (f"the pattern {written} matches no value of {comparison.shown()}" if pattern
-                else f"the literal {written} is not a value of {comparison.shown()}")
     holding = _columns_holding(scored, index, database)
-    return (sentence + (f"; closest: {', '.join(repr(v) for v in closest)}" if closest else "")
+    return (sentence + (f"; closest: {', '.join(sql_literal(v) for v in closest)}" if closest else "")
             + (f"; it is stored in {named(holding)}" if holding else ""))
+
+
+def _form(text: str) -> str:
+    """The Unicode normal form ``text`` is in: "NFC" (composed), "NFD" (decomposed), or neither.
+
+    >>> _form("M\\u00fcnchen"), _form("Mu\\u0308nchen"), _form("u\\u0308 \\u00fc")
+    ('NFC (composed)', 'NFD (decomposed)', 'neither NFC nor NFD')
+    """
+    if unicodedata.is_normalized("NFC", text):
+        return "NFC (composed)"
+    return "NFD (decomposed)" if unicodedata.is_normalized("NFD", text) else "neither NFC nor NFD"
 
 
 def _written(node) -> str:
