@@ -126,8 +126,19 @@ def _write_lines(f, rows: Iterable[dict]) -> int:
 
 
 def read_json(path: str | Path):
-    """One JSON document (a run's metrics or config, a benchmark's questions or schemas); one
-    that is not UTF-8 JSON is a ``UsageError`` naming the file."""
+    """One JSON document (a run's metrics or config, a model's card, a benchmark's questions or
+    schemas, a prediction file); one that is not UTF-8 JSON this project can read (nested too
+    deeply, a number of more digits than Python converts) is a ``UsageError``, one line naming
+    the file. (A file that cannot be opened raises ``OSError``.)
+
+    >>> import tempfile, os; p = os.path.join(tempfile.mkdtemp(), "a.json")
+    >>> _ = open(p, "w").write('{"a": ' + "9" * 5000 + "}")
+    >>> try:
+    ...     read_json(p)
+    ... except UsageError as e:
+    ...     print(str(e).removeprefix(p))
+    : not JSON this project can read (Exceeds the limit (4300 digits) for integer string conversion)
+    """
     path = Path(path)
     try:
         return json.loads(path.read_text(encoding="utf-8-sig"))  # (a byte-order mark is no part of it)
@@ -135,6 +146,8 @@ def read_json(path: str | Path):
         raise UsageError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise UsageError(f"{path}: not JSON ({e.msg})") from None
+    except ValueError as e:  # (a number of more digits than int() converts: "Exceeds the limit ...: value has")
+        raise UsageError(f"{path}: not JSON this project can read ({str(e).split(':')[0][:120]})") from None
     except RecursionError:
         raise UsageError(f"{path}: JSON nested too deeply") from None
 

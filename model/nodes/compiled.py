@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from model.errors import ModelFileError
+
 COMPILED_ROWS = 512  # up to this many rows CompiledTrees is faster than scikit-learn's predict on one thread
 
 
@@ -36,6 +38,9 @@ class CompiledTrees:
     def __init__(self, model: Any):
         if model.n_trees_per_iteration_ != 1:
             raise ValueError("CompiledTrees reads binary classifiers")
+        problem = trees_problem(model)
+        if problem is not None:  # (scikit-learn's own predictor would read past its arrays)
+            raise ModelFileError(problem)
         trees = [p[0].nodes for p in model._predictors]
         leaves = max(int(t["is_leaf"].sum()) for t in trees)
         if leaves > 64:
@@ -146,6 +151,110 @@ class CompiledTrees:
             out[:, j] = np.where(known[code] == v, code, np.nan)
         out[:, len(categorical):] = x[:, numeric]
         return out
+
+
+def trees_problem(model: Any) -> str | None:
+    """What makes a fitted ``HistGradientBoostingClassifier``'s trees unsafe to walk, or None.
+    scikit-learn's compiled predictor follows a tree's indices without checking them (a child,
+    a feature, a category set out of range reads outside its arrays: the process is killed), and
+    ``CompiledTrees`` recurses through them; a model read from a file is checked here first.
+
+    Each tree: a non-empty 1-D array of scikit-learn's ``PREDICTOR_RECORD_DTYPE``; each split's
+    children later nodes of its tree (no loop) and no node the child of two splits; its feature
+    a column the model reads (a categorical split: a categorical feature, its category set one
+    of the tree's, of 8 words of 32 bits); a numeric split's threshold a number or +inf (what
+    scikit-learn writes where every value but a missing one goes left); each leaf's value a
+    finite number, and the largest of them added over the trees (with the baseline) finite.
+
+    >>> from sklearn.ensemble import HistGradientBoostingClassifier
+    >>> model = HistGradientBoostingClassifier(max_iter=3).fit(np.arange(40.0)[:, None], np.arange(40) >= 20)
+    >>> trees_problem(model) is None
+    True
+    >>> nodes = model._predictors[1][0].nodes; nodes["left"][0] = 0
+    >>> trees_problem(model)
+    "tree 1: node 0's children (0, 2) are not later nodes of the tree (1 to 2)"
+    """
+    from sklearn.ensemble._hist_gradient_boosting.common import PREDICTOR_RECORD_DTYPE
+    from sklearn.ensemble._hist_gradient_boosting.predictor import TreePredictor
+
+    if getattr(model, "_in_fit", False):
+        return "marked as being fitted (its trees would read binned rows)"
+    try:
+        width = model._preprocess_X(np.zeros((1, model.n_features_in_)), reset=False).shape[1]
+        categorical = np.asarray(model._bin_mapper.is_categorical_, dtype=bool).ravel()
+        baseline = np.abs(np.asarray(model._baseline_prediction, dtype=np.float64)).sum()
+        predictors = model._predictors
+        per_iteration = model.n_trees_per_iteration_
+    except Exception as e:  # noqa: BLE001  (a missing or junk part: each fails its own way)
+        return f"its trees cannot be read ({type(e).__name__})"
+    if not isinstance(predictors, list) or not predictors or not all(
+            isinstance(trees, list) and len(trees) == per_iteration
+            and all(isinstance(tree, TreePredictor) for tree in trees) for trees in predictors):
+        return f"expected a list of {per_iteration} tree(s) per iteration"
+    if not np.isfinite(baseline):
+        return "its baseline is not a finite number"
+    trees = [tree for trees in predictors for tree in trees]
+    for k, tree in enumerate(trees):
+        nodes, bitsets = tree.nodes, tree.raw_left_cat_bitsets
+        if not isinstance(nodes, np.ndarray) or nodes.dtype != PREDICTOR_RECORD_DTYPE or nodes.ndim != 1 \
+                or not len(nodes):
+            return f"tree {k}: expected a 1-D array of scikit-learn's node records"
+        if not isinstance(bitsets, np.ndarray) or bitsets.dtype != np.uint32 or bitsets.ndim != 2 \
+                or bitsets.shape[1] != 8:
+            return f"tree {k}: expected its category sets as rows of 8 words of 32 bits"
+    # every tree's nodes at once: node j of the whole is node local[j] of tree of_tree[j]
+    nodes = np.concatenate([tree.nodes for tree in trees])
+    sizes = np.array([len(tree.nodes) for tree in trees])
+    start = np.cumsum(sizes) - sizes
+    of_tree = np.repeat(np.arange(len(trees)), sizes)
+    local = np.arange(len(nodes)) - start[of_tree]
+
+    def first(wrong: np.ndarray, among: np.ndarray) -> tuple[int, int, int]:
+        """(tree, node of the tree, position in ``among``) of the first ``wrong`` of ``among``."""
+        i = int(np.argmax(wrong))
+        return int(of_tree[among[i]]), int(local[among[i]]), i
+
+    split = np.flatnonzero(nodes["is_leaf"] == 0)  # (scikit-learn: any other value is a leaf)
+    splits, size = nodes[split], sizes[of_tree[split]]
+    left, right = splits["left"].astype(np.int64), splits["right"].astype(np.int64)
+    wrong = (left <= local[split]) | (right <= local[split]) | (left >= size) | (right >= size)
+    if wrong.any():
+        k, node, i = first(wrong, split)
+        return (f"tree {k}: node {node}'s children ({left[i]}, {right[i]}) are not later nodes of the tree "
+                f"({node + 1} to {size[i] - 1})")
+    children = np.concatenate([left, right]) + np.tile(start[of_tree[split]], 2)
+    if len(np.unique(children)) < len(children):
+        k = int(of_tree[np.sort(children)[np.flatnonzero(np.diff(np.sort(children)) == 0)[0]]])
+        return f"tree {k}: a node is the child of two splits"
+    feature = splits["feature_idx"].astype(np.int64)
+    wrong = (feature < 0) | (feature >= width)
+    if wrong.any():
+        k, node, i = first(wrong, split)
+        return f"tree {k}: node {node} splits on feature {feature[i]}; the model reads {width}"
+    is_categorical = splits["is_categorical"] != 0
+    wrong = is_categorical & ~np.append(categorical, False)[np.minimum(feature, len(categorical))]
+    if wrong.any():
+        k, node, i = first(wrong, split)
+        return f"tree {k}: node {node} makes a categorical split of feature {feature[i]}, which is not categorical"
+    sets = np.array([len(tree.raw_left_cat_bitsets) for tree in trees])[of_tree[split]]
+    wrong = is_categorical & (splits["bitset_idx"] >= sets)
+    if wrong.any():
+        k, node, i = first(wrong, split)
+        return f"tree {k}: node {node} reads category set {splits['bitset_idx'][i]}; the tree has {sets[i]}"
+    threshold = splits["num_threshold"]
+    wrong = ~is_categorical & (np.isnan(threshold) | (threshold == -np.inf))
+    if wrong.any():
+        k, node, _ = first(wrong, split)
+        return f"tree {k}: node {node}'s threshold is not a number"
+    value = np.where(nodes["is_leaf"] != 0, nodes["value"], 0.0)
+    if not np.isfinite(value).all():
+        k = int(of_tree[np.argmax(~np.isfinite(value))])
+        return f"tree {k}: a leaf's value is not a finite number"
+    with np.errstate(over="ignore"):
+        largest = baseline + np.maximum.reduceat(np.abs(value), start).sum()
+    if not np.isfinite(largest):
+        return "its leaf values add up past the largest number"
+    return None
 
 
 def _leaves_left_to_right(tree: np.ndarray) -> tuple[list[int], dict[int, int]]:

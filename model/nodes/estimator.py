@@ -46,7 +46,7 @@ from model.calibrators import (
     one_class,
     query_aggregates,
 )
-from model.errors import UsageError
+from model.errors import ModelFileError, UsageError
 from model.nodes.compiled import COMPILED_ROWS, CompiledTrees
 from model.nodes.features import categorical_mask
 from model.nodes.table import NodeTable, check_drop
@@ -685,13 +685,20 @@ class BoostedNodeModel(BaseEstimator):
 
     def _probability(self, model: Any, x: np.ndarray) -> np.ndarray:
         """``model.predict_proba(x)[:, 1]``; the same numbers from ``CompiledTrees`` for the few
-        rows of a query or two, where scikit-learn's per-tree calls are the cost."""
+        rows of a query or two, where scikit-learn's per-tree calls are the cost. Trees that
+        cannot be walked safely (``model.nodes.compiled.trees_problem``) are a ``ModelFileError``,
+        never handed to scikit-learn's predictor."""
         if "_compiled" not in self.__dict__:
             self._compiled: dict[int, CompiledTrees | None] = {}
         if id(model) not in self._compiled:
+            which = "node model" if model is self.node_model_ else "site model"
             try:  # it reads scikit-learn's private tree arrays: another version may lay them out otherwise
                 self._compiled[id(model)] = CompiledTrees(model)
-            except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+            except ModelFileError as e:  # trees scikit-learn's predictor cannot walk safely either: no fallback
+                raise ModelFileError(f"the {which}: {e}") from None
+            except (IndexError, RecursionError) as e:  # (the same, found while compiling them)
+                raise ModelFileError(f"the {which}: its trees cannot be walked ({type(e).__name__})") from None
+            except (AttributeError, KeyError, TypeError, ValueError):  # (another layout; over 64 leaves)
                 self._compiled[id(model)] = None
         compiled = self._compiled[id(model)]
         if compiled is None or len(x) > COMPILED_ROWS:
@@ -714,7 +721,6 @@ class BoostedNodeModel(BaseEstimator):
     @classmethod
     def load(cls, folder: str | Path) -> BoostedNodeModel:
         """Read a model directory; ``ModelFileError`` (one line) when it cannot be used."""
-        from model.errors import ModelFileError
         from model.nodes.model_file import read_model
 
         parts = read_model(folder)

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from model.calibrators import QUERY_FEATURES, Calibrator, QueryCalibrator, load_calibrator
-from model.data.jsonl import write_json
-from model.errors import ModelFileError
+from model.data.jsonl import read_json, write_json
+from model.errors import ModelFileError, UsageError
 
 FORMAT = "rat-confidence boosted node scorer"
 FORMAT_VERSION = 1
@@ -36,6 +36,12 @@ TRUSTED_TYPES = (
     "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
     "sklearn.utils.validation.check_array",
 )
+# What a skops file may inflate to, checked in its zip directory before anything of it is read
+# (a few MB of deflated zeros can inflate to gigabytes): all its members, its schema.json, how many
+# members. The packaged models' files hold 1 to 2.5 MB in about 500 to 1,000 members.
+MAX_SKOPS_BYTES = 256 << 20
+MAX_SCHEMA_BYTES = 64 << 20
+MAX_SKOPS_MEMBERS = 100_000
 # The parts of a saved model, as write_model takes them and read_model returns them.
 PARTS = ("node_model", "site_model", "calibrator", "query_calibrator", "features", "typical", "info",
          "without_database")
@@ -115,11 +121,9 @@ def read_model(folder: str | Path) -> dict[str, Any]:
         raise ModelFileError(f"{folder}: no model.json (expected a directory written by a "
                              "model=features run, <run>/model)")
     try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as e:
-        raise ModelFileError(f"{meta_path}: not valid JSON ({e.msg}, line {e.lineno})") from None
-    except (UnicodeDecodeError, RecursionError):
-        raise ModelFileError(f"{meta_path}: not a JSON text this project can read") from None
+        meta = read_json(meta_path)
+    except UsageError as e:  # (not UTF-8, not JSON, nested too deeply, a number of thousands of digits)
+        raise ModelFileError(str(e)) from None
     if not isinstance(meta, dict):
         raise ModelFileError(f"{meta_path}: expected a JSON object, found {type(meta).__name__}")
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
@@ -146,6 +150,7 @@ def read_model(folder: str | Path) -> dict[str, Any]:
         raise ModelFileError(f"{meta_path}: features: {len(features)} names, but the node model "
                              f"reads {reads} features")
     _check_classes(node_model, folder / "node_model.skops")
+    _check_trees(node_model, folder / "node_model.skops")
     site_path = folder / "site_model.skops"
     site_model = None
     if site_path.is_file() or _has_site_head(meta):  # (missing: one line from load_skops)
@@ -159,6 +164,7 @@ def read_model(folder: str | Path) -> dict[str, Any]:
         if getattr(site_model, "n_features_in_", width) != width:
             raise ModelFileError(f"{site_path}: reads {site_model.n_features_in_} features; this model's site head "
                                  f"reads {width} (features{' and their context' if width > len(features) else ''})")
+        _check_trees(site_model, site_path)
     return {"node_model": node_model, "site_model": site_model, **parts,
             "info": {k: v for k, v in meta.items()
                      if k not in ("features", "calibrator", "typical", "query_calibrator", "without_database")}}
@@ -181,6 +187,22 @@ def _check_classes(model: Any, path: Path) -> None:
                                                   for c in classes] != [0, 1]:
         shown = "none" if classes is None else ", ".join(map(str, list(classes)[:5]))
         raise ModelFileError(f"{path}: predicts classes {shown}, not 0 and 1 (wrong, right)")
+
+
+def _check_trees(model: Any, path: Path) -> None:
+    """A node or site model is a ``HistGradientBoostingClassifier`` (what this project fits; skops
+    trusts other classifiers of scikit-learn's, whose compiled code reads their arrays unchecked)
+    whose trees can be walked safely (``model.nodes.compiled.trees_problem``: every index in
+    range, no loop, finite leaf values); checked before any prediction."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from model.nodes.compiled import trees_problem
+
+    if not isinstance(model, HistGradientBoostingClassifier):
+        raise ModelFileError(f"{path}: holds a {type(model).__name__}, not a HistGradientBoostingClassifier")
+    problem = trees_problem(model)
+    if problem is not None:
+        raise ModelFileError(f"{path}: {problem}")
 
 
 def _check_card(meta: dict, meta_path: Path) -> None:
@@ -366,10 +388,14 @@ def _skops_io():
 
 
 def load_skops(path: Path):
+    """The classifier of a skops file; ``ModelFileError`` (one line) when it is missing, inflates
+    past the caps (``_check_sizes``), cannot be read, asks for a type outside ``TRUSTED_TYPES``
+    or holds no classifier."""
     sio = _skops_io()
 
     if not path.is_file():
         raise ModelFileError(f"{path}: missing")
+    _check_sizes(path)
     try:
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as e:  # noqa: BLE001  (a damaged or foreign file: skops raises several kinds)
@@ -387,6 +413,34 @@ def load_skops(path: Path):
     if not callable(getattr(loaded, "predict_proba", None)):  # (a type skops trusts, not a classifier)
         raise ModelFileError(f"{path}: holds a {type(loaded).__name__}, not a classifier")
     return loaded
+
+
+def _check_sizes(path: Path) -> None:
+    """A skops file whose zip directory says it inflates past ``MAX_SKOPS_BYTES`` (all members),
+    ``MAX_SCHEMA_BYTES`` (its schema.json) or holds over ``MAX_SKOPS_MEMBERS`` members is a
+    ``ModelFileError`` naming the file and its largest member, before any member is read (zip
+    reads no more of a member than its directory says it holds)."""
+    import zipfile
+
+    if path.stat().st_size > MAX_SKOPS_BYTES:
+        raise ModelFileError(f"{path}: {path.stat().st_size >> 20} MiB, over the {MAX_SKOPS_BYTES >> 20} MiB a "
+                             "model file may hold")
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = z.infolist()
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as e:
+        raise ModelFileError(f"{path}: not a readable skops file ({type(e).__name__})") from None
+    if len(members) > MAX_SKOPS_MEMBERS:
+        raise ModelFileError(f"{path}: {len(members)} members, over the {MAX_SKOPS_MEMBERS} a model file may hold")
+    schema = max((m.file_size for m in members if m.filename == "schema.json"), default=0)
+    if schema > MAX_SCHEMA_BYTES:
+        raise ModelFileError(f"{path}: its schema.json inflates to {schema >> 20} MiB, over the "
+                             f"{MAX_SCHEMA_BYTES >> 20} MiB a model file's may")
+    total = sum(m.file_size for m in members)
+    if total > MAX_SKOPS_BYTES:
+        largest = max(members, key=lambda m: m.file_size)
+        raise ModelFileError(f"{path}: its members inflate to {total >> 20} MiB (the largest, {largest.filename[:80]!r}, "
+                             f"{largest.file_size >> 20} MiB), over the {MAX_SKOPS_BYTES >> 20} MiB a model file may")
 
 
 def _functions_named(path: Path) -> list[str]:
