@@ -834,6 +834,43 @@ def _refuse_malformed(tokens: list, rat_dialect: Dialect, sql: str) -> None:
                              f"{rat_dialect.name} reads SELECT .. FROM ..)", sql)
 
 
+def _jinja_text(sql: str) -> bool:
+    """Whether `sql` (which does not tokenize) holds Jinja's `{{ .. }}` or `{% .. %}`, strings and
+    comments not told apart (in linear time).
+
+    >>> _jinja_text("select {{ ref('o') }} where a = 'it''s"), _jinja_text("select '{{'")
+    (True, False)
+    """
+    return any((at := sql.find(start)) >= 0 and sql.find(end, at + 2) >= 0 for start, end in (("{{", "}}"), ("{%", "%}")))
+
+
+def _jinja(sql: str, where: str = "") -> ParseError:
+    """The error of SQL that holds Jinja (`where` in it: ' at line 1, col 15', or nothing)."""
+    return ParseError(f"cannot parse (a Jinja template{where}, as dbt writes models: compile it first, e.g. "
+                      "dbt compile, and score the SQL under target/compiled/)", sql)
+
+
+def _refuse_jinja(tokens: list, sql: str) -> None:
+    """A ParseError where the SQL holds Jinja (an uncompiled dbt model): `{% .. %}` (sqlglot's
+    BLOCK_START, also `{{-` / `{{+`) or `{{` outside strings and comments (two braces, adjacent:
+    a struct or object literal, `{'a': {'b': 1}}`, opens with one; DuckDB's `MAP {{'a': 1}: 2}`,
+    a map keyed by structs, is no Jinja). A Jinja comment `{# .. #}` is a comment to sqlglot in
+    every dialect, read as one.
+
+    >>> sql = "SELECT * FROM {{ ref('t') }}"
+    >>> _refuse_jinja(_reader()[0].tokenize(sql), sql)
+    Traceback (most recent call last):
+    rat.errors.ParseError: cannot parse (a Jinja template at line 1, col 15, as dbt writes models: ...
+    >>> _refuse_jinja(_reader()[0].tokenize("SELECT '{{ x }}'"), "SELECT '{{ x }}'")  # a string
+    """
+    for k, token in enumerate(tokens):
+        kind = token.token_type
+        if kind is TokenType.BLOCK_START or kind is TokenType.L_BRACE and k + 1 < len(tokens) \
+                and tokens[k + 1].token_type is TokenType.L_BRACE and tokens[k + 1].start == token.end + 1 \
+                and not (k > 0 and tokens[k - 1].token_type is TokenType.MAP):
+            raise _jinja(sql, f" at line {token.line}, col {token.col}")
+
+
 def sqlglot_dialect(rat_dialect: Dialect):
     """sqlglot's dialect object for `rat_dialect`."""
     return DIALECT if rat_dialect is SQLITE else _reading(rat_dialect).sqlglot
@@ -860,9 +897,13 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
         try:
             tokens = tokenizer.tokenize(sql)
         except sqlglot.errors.TokenError:
+            if "{" in sql and _jinja_text(sql):
+                raise _jinja(sql) from None
             if rat_dialect is not SQLITE or "/*" not in sql or sql.endswith("/*"):
                 raise  # (SQLite refuses a `/*` with nothing after it)
             tokens = tokenizer.tokenize(sql + "*/")  # SQLite ends a /* comment left open at the end of the SQL
+        if "{" in sql:
+            _refuse_jinja(tokens, sql)
         reading = None if rat_dialect is SQLITE else _reading(rat_dialect)
         if not rat_dialect.json_operators and any(t.token_type in _JSON_ARROWS for t in tokens):
             # (SQL Server's: sqlglot writes each as two calls of its left side, exponential in a chain)
@@ -906,7 +947,10 @@ def parse(sql: str, rat_dialect: Dialect = SQLITE) -> exp.Expression:
     statement = statements[0]
     if not isinstance(statement, _QUERY):
         first = sql.split(None, 1)[0][:20] if sql.strip() else ""
-        raise RATError(f"not a query (a statement that begins {first!r}: a SELECT, WITH or set operation is read)", sql)
+        # CREATE TABLE / VIEW .. AS SELECT and INSERT INTO .. SELECT (a dbt materialisation's SQL)
+        inside = isinstance(statement, exp.Create | exp.Insert) and isinstance(statement.args.get("expression"), _QUERY)
+        raise RATError(f"not a query (a statement that begins {first!r}: a SELECT, WITH or set operation is read"
+                       f"{'; score the SELECT inside it' if inside else ''})", sql)
     _refuse_malformed(tokens, rat_dialect, sql)
     if numbered:
         _numbered_placeholders(statement, sql)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 COMMUTATIVE = frozenset(
     {"Eq", "Neq", "Add", "Mul", "And", "Or", "Xor", "Union", "Union_all", "Intersect", "Intersect_all", "Product",
-     "Val_list", "Groupby", "Distinct_on", "Partitionby", "Grouping_sets", "Cube"}
+     "Val_list", "Groupby", "Distinct_on", "Partitionby", "Grouping_sets", "Cube", "Exclude"}
 )
 # Mirror image of each ordered comparison: `a < b` is `b > a`.
 MIRRORED = {"Lt": "Gt", "Gt": "Lt", "Lte": "Gte", "Gte": "Lte"}

@@ -223,6 +223,47 @@ def _undefined_window(window: exp.Window) -> str:
     return f"window {name!r} is defined in a loop ({' -> '.join([*seen, name.lower()])})"
 
 
+# The arguments of a SELECT that reads all of one query's rows and columns as they are: its
+# list (`*`), its FROM and its WITH (`_star_of_one_query`)
+_PASSING = frozenset({"expressions", "from_", "with_"})
+# Relational operators over an ORDER BY that keep its order (`_ordered`)
+_LIMITS = frozenset({"Limit", "Limit_percent", "Limit_with_ties", "Limit_percent_with_ties", "Offset"})
+
+
+def _star_of_one_query(select: exp.Select, ctes: dict) -> bool:
+    """Whether `select` is `SELECT * FROM (query) [AS s]` or `SELECT * FROM cte`, and nothing
+    else: one bare `*` (no EXCLUDE, REPLACE, RENAME), one FROM item that is a subquery or a
+    CTE's name (no join, PIVOT, sample), no other clause (WHERE, GROUP BY, ORDER BY, LIMIT,
+    DISTINCT, ..). Its rows are the query's, column for column: its tree is the query's.
+
+    >>> from rat.canonicalize import parse
+    >>> [_star_of_one_query(parse(s), {"c": None}) for s in ("SELECT * FROM (SELECT a FROM t) AS s",
+    ...  "SELECT * FROM c", "SELECT * FROM t", "SELECT * FROM c LIMIT 1", "SELECT a FROM c")]
+    [True, True, False, False, False]
+    """
+    args = select.args
+    if any(value for key, value in args.items() if key not in _PASSING):
+        return False
+    star = args["expressions"]
+    if len(star) != 1 or type(star[0]) is not exp.Star or any(star[0].args.values()):
+        return False
+    item = args["from_"].this
+    if item.args.get("pivots") or item.args.get("sample") is not None:
+        return False
+    if isinstance(item, exp.Subquery):
+        return parenthesised_join(item) is None and isinstance(item.this, exp.Select | exp.SetOperation)
+    return type(item) is exp.Table and isinstance(item.this, exp.Identifier) and item.name in ctes
+
+
+def _ordered(relation: Node) -> bool:
+    """Whether `relation` is a query's rows in the order of its ORDER BY (under its LIMIT): a
+    SELECT over it keeps no order, so `SELECT * FROM (SELECT a FROM t ORDER BY a)` stays a
+    Project of its `*`."""
+    while relation.children and relation.label in _LIMITS:
+        relation = relation.children[-1]
+    return bool(relation.children) and relation.label.startswith("Orderby_")
+
+
 def _from_items(first: exp.Expression, joins) -> list[exp.Expression]:
     """The FROM items `first` and `joins`', those of a join in parentheses in its place."""
     items = []
@@ -393,6 +434,10 @@ class _Builder:
         expr = self.expr
         # Each operator takes its input relation last; a SELECT without FROM has none.
         relation = self.from_clause(node, ctes)
+        if relation is not None and relation.children and _star_of_one_query(node, ctes) and not _ordered(relation):
+            # `SELECT * FROM (x)`, `WITH final AS (x) SELECT * FROM final`: x (not a recursive
+            # CTE's step reading its own rows, a `Recursion` leaf)
+            return relation
         if relation is not None and node.args.get("sample") is not None:  # DuckDB's USING SAMPLE: of FROM's rows
             relation = self.sample(node, relation, ctes)
         where = args.get("where")
