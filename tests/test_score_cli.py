@@ -772,3 +772,17 @@ def test_a_device_given_as_a_file_is_named_so_not_missing(capsys):
     assert main(["--schema", "/dev/null", "--sql", "SELECT 1"]) == 2
     err = capsys.readouterr().err
     assert "--schema /dev/null: not a regular file (a device, pipe or socket)" in err, err
+
+
+def test_max_nodes_bounds_a_query_and_the_message_names_the_option(capsys):
+    """A 200-line dbt model (782 nodes) was refused with no way to raise the bound from the
+    command line (rat-serve and rat-mcp had --max-nodes): the option, named in the message."""
+    from model.scoring.cli import main
+
+    sql = "SELECT " + " + ".join(["age"] * 300) + " FROM singer"
+    assert main(["--sql", sql]) == 2
+    assert "at most 500 are scored (--max-nodes raises it)" in capsys.readouterr().err
+    assert main(["--sql", sql, "--max-nodes", "1000", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["nodes"]) > 500
+    assert main(["--sql", "SELECT 1", "--max-sql-chars", "0"]) == 2
+    assert "--max-sql-chars must be a positive number, found 0" in capsys.readouterr().err

@@ -141,11 +141,20 @@ def test_a_literal_differing_only_in_unicode_normalisation_says_so(scorer, shop)
     ("SELECT 名前 FROM t WHERE x = 1", (7, 9), "SELECT 名前 FROM t WHERE x = 1", "       ^^^^"),
     ("SELECT '🎉' AS p, x FROM t", (17, 18), "SELECT '🎉' AS p, x FROM t", " " * 18 + "^"),
     ("SELECT 'Mu\u0308nchen', x FROM t", (19, 20), "SELECT 'Mu\u0308nchen', x FROM t", " " * 18 + "^"),
-    ("SELECT x\r\nFROM t\r\nWHERE y = 1", (24, 25), "SELECT x FROM t WHERE y = 1", " " * 22 + "^"),
-    ("SELECT x\rFROM t", (9, 13), "SELECT x FROM t", "         ^^^^"),
 ])
 def test_the_marks_under_the_sql_stand_under_their_text(sql, first, line, marks):
     """A wide character takes two columns in a terminal, a combining mark none; a CRLF line end
     is one space (it showed as U+FFFD and a space)."""
     shown, marked = marked_sql(sql, first)
     assert shown == line and marked == marks + " look here first"
+
+
+def test_the_marks_under_sql_of_several_lines_stand_under_their_line():
+    """SQL of several lines (a dbt model of 129 lines) was shown on one line of 3,500 characters,
+    the marks near column 2,900, and a `--` comment seemed to hide the rest: the lines holding
+    a mark are shown, numbered, CRLF and CR ending lines as LF does, `...` for those left out."""
+    assert marked_sql("SELECT x\r\nFROM t\r\nWHERE y = 1", (24, 25)) == ["3 | WHERE y = 1", "  |       ^ look here first"]
+    assert marked_sql("SELECT x\rFROM t", (9, 13)) == ["2 | FROM t", "  | ^^^^ look here first"]
+    sql = "WITH a AS (\n  SELECT x FROM t\n)\n" + "SELECT x\n" * 8 + "FROM a\nLIMIT 5"
+    assert marked_sql(sql, (21, 22), (len(sql) - 7, len(sql))) == [
+        " 2 |   SELECT x FROM t", "   |          ^", "   ...", "13 | LIMIT 5", "   | ------- look here first; - then"]

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from model.data.databases import database_dialect, is_database_url, mask_password
 from model.errors import UsageError, check_writable, quiet_closed_pipes, say_error
-from model.scoring.fields import row_problem
+from model.scoring.fields import MAX_NODES, MAX_SQL_CHARS, row_problem
 from model.scoring.inputs import load_scorer, read_schemas
 from rat.dialects import DIALECTS
 
@@ -189,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "with feedback) instead of its tree; exit status 1 when any is not 'run'")
     one.add_argument("--json", action="store_true", help="print the JSON row instead of the tree")
     one.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    parser.add_argument("--max-nodes", type=int, default=MAX_NODES, metavar="N",
+                        help=f"the most nodes a query's tree may have to be scored (default: {MAX_NODES}; a long "
+                             "model of chained CTEs has more)")
+    parser.add_argument("--max-sql-chars", type=int, default=MAX_SQL_CHARS, metavar="N",
+                        help=f"the most characters of a query's SQL that is scored (default: {MAX_SQL_CHARS})")
     many = parser.add_argument_group("a prediction file")
     many.add_argument("--predictions", type=Path, nargs="+",
                       help="one or more prediction files (several: one per system, for a consensus model)")
@@ -231,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.choose and (args.sql is not None or args.check or args.label_shift):
             raise UsageError("--choose reads a --predictions file of candidates, without --check or --label-shift")
         check_dialect(args)
+        for option in ("max_nodes", "max_sql_chars"):
+            if getattr(args, option) < 1:
+                raise UsageError(f"--{option.replace('_', '-')} must be a positive number, found {getattr(args, option)}")
         if args.data_root and not args.data_root.is_dir():
             raise UsageError(f"--data-root {args.data_root}: no such directory")
         if args.schema:
@@ -364,7 +372,8 @@ def score_one(scorer, args, schemas: dict) -> int:
                 raise UsageError(f"--sql: {problem}")
             print(f"rat-score: {problem}", file=sys.stderr)
     query = {"question": args.question, "schema": schema, "database": _database(args, args.db_id),
-             "db_id": args.db_id, "dialect": args.dialect}
+             "db_id": args.db_id, "dialect": args.dialect, "max_nodes": args.max_nodes,
+             "max_sql_chars": args.max_sql_chars}
     try:  # a Verdict with --check, else a ScoredQuery
         result = scorer.check(args.sql, **query) if args.check else scorer.score(args.sql, **query)
     except UsageError:  # a database that cannot be read, an unknown dialect: named as they are
@@ -373,6 +382,8 @@ def score_one(scorer, args, schemas: dict) -> int:
         message = str(e).splitlines()[0]  # (it quotes at most 200 characters of the SQL)
         if message.startswith("question: "):  # the option at fault
             raise UsageError(f"--{message}") from None
+        if message.endswith(" are scored"):  # (over a bound: the option that raises it)
+            message += f" (--{'max-nodes' if 'nodes' in message else 'max-sql-chars'} raises it)"
         raise UsageError(f"--sql: {message.removeprefix('sql: ')}") from None
     if not (result.scored if args.check else result).with_database and trained_with_databases(scorer.saved):
         print(f"rat-score: scored without its database {WITHOUT_DATABASE}", file=sys.stderr)
@@ -605,11 +616,13 @@ def score_file(scorer, args, schemas: dict) -> int:
         batch = [good[k] for k in part]
         verdicts = None
         if args.check:  # each query's verdict (Scorer.check_many), and the scored query it holds
-            verdicts = scorer.check_many(batch, progress=bar, quantiles=args.quantiles, label_shift=False)
+            verdicts = scorer.check_many(batch, progress=bar, quantiles=args.quantiles, label_shift=False,
+                                         max_nodes=args.max_nodes, max_sql_chars=args.max_sql_chars)
             results = [v if isinstance(v, RowError) else v.scored for v in verdicts]
         else:
             results = scorer.score_many(batch, progress=bar, reasons=not args.no_reasons,
-                                        quantiles=args.quantiles, label_shift=False)
+                                        quantiles=args.quantiles, label_shift=False,
+                                        max_nodes=args.max_nodes, max_sql_chars=args.max_sql_chars)
         if args.label_shift:  # each file (one system's outputs) alone
             from model.label_shift import MIN_QUERIES, shift_scored
 

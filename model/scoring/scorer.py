@@ -281,6 +281,8 @@ class Scorer:
                 with warnings.catch_warnings():  # torch's own notes on a refused file: the one line below says it
                     warnings.simplefilter("ignore")
                     return cls(neural=NeuralCheckpoint(checkpoint, device="cpu"), **options)
+            except ModelFileError:  # (its own line names the file and what is wrong with it)
+                raise
             except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError,
                     AttributeError, zipfile.BadZipFile) as e:  # torch.load reads tensors only (weights_only)
                 raise ModelFileError(f"{checkpoint}: not a checkpoint this project can read ({type(e).__name__}; "
@@ -306,7 +308,8 @@ class Scorer:
     def score(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
               database: str | Path | None = None, db_id: str | None = None,
               reasons: bool = True, evidence: str = "", dialect: str | None = None,
-              timeout_s: float | None = None) -> ScoredQuery:
+              timeout_s: float | None = None, max_nodes: int | None = MAX_NODES,
+              max_sql_chars: int | None = MAX_SQL_CHARS) -> ScoredQuery:
         """Score one query. Raises ``rat.RATError`` for SQL the RAT library cannot read,
         ``UsageError`` for an unknown ``dialect``, ``model.data.databases.DatabaseError`` for a
         database that cannot be opened or read (a missing file, a file that is not SQLite, one
@@ -322,14 +325,16 @@ class Scorer:
         the database's own, ``postgres`` for a PostgreSQL URL; ``sqlite`` without a database);
         ``timeout_s``: the most seconds the call may take (each database read is bounded by
         ``feature_timeout_s`` anyway), past which it raises ``model.data.execution.DeadlineExceeded``
-        (a ``TimeoutError``)."""
+        (a ``TimeoutError``). ``max_nodes`` / ``max_sql_chars``: as ``score_many`` bounds a query
+        (None: no bound)."""
         import time
 
         check_seconds(timeout_s)
         (result,) = self.score_many([{"sql": sql, "question": question, "schema": schema,
                                       "database": database, "db_id": db_id, "evidence": evidence}],
                                     progress=False, reasons=reasons, dialect=dialect, label_shift=False,
-                                    deadline=None if timeout_s is None else time.monotonic() + timeout_s)
+                                    deadline=None if timeout_s is None else time.monotonic() + timeout_s,
+                                    max_nodes=max_nodes, max_sql_chars=max_sql_chars)
         if isinstance(result, RowError):
             raise result.exception()
         return result
@@ -383,16 +388,18 @@ class Scorer:
 
     def check(self, sql: str, question: str = "", schema: rat.Schema | Mapping | None = None,
               database: str | Path | None = None, db_id: str | None = None, dialect: str | None = None,
-              evidence: str = "", policy=None, timeout_s: float | None = None):
+              evidence: str = "", policy=None, timeout_s: float | None = None, max_nodes: int | None = MAX_NODES,
+              max_sql_chars: int | None = MAX_SQL_CHARS):
         """Score one query and decide what to do with it: a ``model.scoring.verdict.Verdict``
         (run | review | regenerate, with feedback a text-to-SQL model can act on), by ``policy``
         (default: the one saved with the model; ``UsageError`` when it has none); ``timeout_s``
-        bounds the scoring as in ``score``."""
+        bounds the scoring as in ``score``, and ``max_nodes`` / ``max_sql_chars`` the query."""
         from model.scoring.verdict import verdict_of
 
         policy = self._chosen_policy(policy)
         scored = self.score(sql, question=question, schema=schema, database=database, db_id=db_id,
-                            evidence=evidence, dialect=dialect, timeout_s=timeout_s)
+                            evidence=evidence, dialect=dialect, timeout_s=timeout_s, max_nodes=max_nodes,
+                            max_sql_chars=max_sql_chars)
         return verdict_of(scored, policy, database)
 
     def check_many(self, rows: Iterable[Mapping], policy=None, **options) -> list:
@@ -1379,29 +1386,50 @@ def format_scored(scored: ScoredQuery, color: bool = False) -> str:
 
 
 def marked_sql(sql: str, first: tuple[int, int], second: tuple[int, int] | None = None) -> list[str]:
-    """The SQL (on one line) with ``^`` under the text to look at first and ``-`` under the
-    runner-up's (where they do not overlap), as many marks under each character as the columns a
-    terminal gives it (``_columns``: two for a wide one, none for a combining mark); a line break
-    (LF, CRLF or CR) and a tab are one space, other control characters ``printable``'s U+FFFD.
+    """The SQL with ``^`` under the text to look at first and ``-`` under the runner-up's (where
+    they do not overlap), as many marks under each character as the columns a terminal gives it
+    (``_columns``: two for a wide one, none for a combining mark); a tab is one space, other
+    control characters ``printable``'s U+FFFD. SQL of several lines (LF, CRLF or CR) shows the
+    lines that hold a mark, each with its number, and ``...`` where lines are left out: a long
+    model's marks stand under their line, not at column 3,000 of one.
 
     >>> print("\\n".join(marked_sql("SELECT name FROM singer WHERE age > 20", (30, 38), (7, 11))))
     SELECT name FROM singer WHERE age > 20
            ----                   ^^^^^^^^ look here first; - then
-    >>> print("\\n".join(marked_sql("SELECT 名前 FROM t\\r\\nWHERE x = 1", (7, 9))))
-    SELECT 名前 FROM t WHERE x = 1
-           ^^^^ look here first
+    >>> print("\\n".join(marked_sql("WITH a AS (\\n  SELECT 名前 FROM t\\n)\\nSELECT x\\nFROM a\\nWHERE x = 1",
+    ...                              (21, 23), (55, 60))))
+    2 |   SELECT 名前 FROM t
+      |          ^^^^
+      ...
+    6 | WHERE x = 1
+      |       ----- look here first; - then
     """
-    shown, marks = [], []
-    for at, char in enumerate(sql):
-        if char == "\r" and sql.startswith("\n", at + 1):
-            continue  # (CRLF: its LF is the space)
-        text = " " if char in "\r\n\t" else printable(char)
-        mark = ("^" if first[0] <= at < first[1] else
-                "-" if second is not None and second[0] <= at < second[1] else " ")
-        shown.append(text)
-        marks.append(mark * _columns(text))
+    lines = [(m.start(), m.group(1)) for m in re.finditer(r"([^\r\n]*)(?:\r\n|\r|\n|$)", sql)][:-1] or [(0, "")]
+    shown_lines = []
+    for number, (start, text) in enumerate(lines, 1):
+        shown, marks = [], []
+        for at, char in enumerate(text, start):
+            shown.append(" " if char == "\t" else printable(char))
+            mark = ("^" if first[0] <= at < first[1] else
+                    "-" if second is not None and second[0] <= at < second[1] else " ")
+            marks.append(mark * _columns(shown[-1]))
+        shown_lines.append((number, "".join(shown), "".join(marks).rstrip()))
     legend = " look here first" + ("; - then" if second is not None else "")
-    return ["".join(shown), "".join(marks).rstrip() + legend]
+    if len(shown_lines) == 1:
+        return [shown_lines[0][1], shown_lines[0][2] + legend]
+    width = len(str(len(shown_lines)))
+    out: list[str] = []
+    last = 0
+    for number, shown, marks in shown_lines:
+        if not marks:
+            continue
+        if out and number > last + 1:
+            out.append(f"{'':>{width}} ...")
+        out += [f"{number:>{width}} | {shown}".rstrip(), f"{'':>{width}} | {marks}"]
+        last = number
+    if not out:  # (no span inside the text)
+        return [shown_lines[0][1], legend.strip()]
+    return [*out[:-1], out[-1] + legend]
 
 
 def _columns(char: str) -> int:
