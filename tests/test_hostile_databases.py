@@ -51,14 +51,19 @@ def test_a_wal_without_its_shm_is_refused_and_nothing_is_written_beside_it(tmp_p
     assert sorted(_files(folder)) == sorted([*before, "shop.sqlite-shm"])
 
 
-def test_an_empty_file_is_no_sqlite_database(tmp_path: Path) -> None:
-    """SQLite reads a file of no bytes as a database of no tables: the message was `no table
-    'singer'`, later, of a file that holds no database at all."""
+def test_an_empty_file_is_a_database_of_no_tables_named_so(tmp_path: Path, capsys) -> None:
+    """SQLite reads a file of no bytes as a database of no tables (as `sqlite3.connect` leaves
+    one): `--sql` said `no table 'singer'` of it; it is `--database ..: no tables`, as a file's
+    rows say."""
+    from model.scoring.cli import main
+
     empty = tmp_path / "zero.sqlite"
     empty.write_bytes(b"")
-    assert execution.sqlite_problem(empty) == "an empty file, not a SQLite database"
-    with pytest.raises(DatabaseError, match=r"zero\.sqlite: an empty file, not a SQLite database"):
-        open_database(empty)
+    assert execution.sqlite_problem(empty) is None
+    assert main(["--database", str(empty), "--sql", "SELECT name FROM singer"]) == 2
+    err = capsys.readouterr().err
+    assert f"--database {empty}: no tables (an empty database" in err and err.count("\n") == 1, err
+    assert empty.read_bytes() == b""
 
 
 def _wide(path: Path, tables: int, columns: int) -> Path:

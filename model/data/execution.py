@@ -458,8 +458,6 @@ def sqlite_problem(db_path: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> str |
     try:
         if not path.is_file():
             return "not a file" if path.exists() else "no such database file"
-        if path.stat().st_size == 0:  # (SQLite reads it as a database of no tables)
-            return "an empty file, not a SQLite database"
         if (refused := _unread_wal(path.resolve())) is not None:
             return refused
     except (OSError, ValueError) as error:  # a name too long, a NUL, not Unicode

@@ -263,9 +263,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--quantiles rows: the model {args.model} does not read quantiles "
                              "(trained without model.quantiles=true)")
         with _opened(args, scorer):
+            _check_database_tables(args)
             if args.sql:
                 return score_one(scorer, args, schemas)
-            _check_database_tables(args)
             return score_file(scorer, args, schemas)
     except UsageError as e:
         say_error("rat-score", e)
