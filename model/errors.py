@@ -139,8 +139,9 @@ def _terminated(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def start_pool(context, processes: int):
-    """``context.Pool(processes)`` (``context``: a ``multiprocessing`` context, fork or spawn)
+def start_pool(context, processes: int, initializer=None, initargs: tuple = ()):
+    """``context.Pool(processes)`` (``context``: a ``multiprocessing`` context, fork or spawn;
+    ``initializer(*initargs)`` run in each worker after its signals are set)
     whose workers leave Ctrl-C to this process from their first instruction on: SIGINT is
     blocked here while they start (a signal mask is inherited through fork and kept through
     exec), so that one sent to the process group before a worker's initializer has run waits,
@@ -158,10 +159,16 @@ def start_pool(context, processes: int):
         resource_tracker.ensure_running()
     before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if block else None
     try:
-        return context.Pool(processes, initializer=leave_interrupts_to_the_parent)
+        return context.Pool(processes, initializer=_start_worker, initargs=(initializer, initargs))
     finally:
         if block:
             signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _start_worker(initializer, initargs: tuple) -> None:
+    leave_interrupts_to_the_parent()
+    if initializer is not None:
+        initializer(*initargs)
 
 
 def leave_interrupts_to_the_parent() -> None:

@@ -415,7 +415,7 @@ def test_no_more_processes_than_queries_to_run(concert_db: Path, monkeypatch) ->
     started = []
 
     class Pool:
-        def __init__(self, processes, initializer=None):
+        def __init__(self, processes, initializer=None, initargs=()):
             started.append(processes)
 
         def __enter__(self):

@@ -444,7 +444,9 @@ class Scorer:
         ``reasons`` adds reasons to low-confidence nodes; ``spans`` locates
         every node in the written SQL. ``workers`` processes read the SQL and compute the
         features of a boosted model's batches (default: one per CPU core, up to 4, when there is
-        more than one batch); the model itself runs in this process. ``features``: the feature
+        more than one batch; called off the main thread, none: a fork copies the locks other
+        threads hold, and a worker could wait on one forever); the model itself runs in this
+        process. ``features``: the feature
         columns each result's ``features`` holds (default: the model's own), e.g. another
         model's, computed in the same pass (``model.scoring.adapt``). ``quantiles``, for a model
         that reads its count features as quantiles (``model.quantiles``): ``"model"`` reads them
@@ -1255,9 +1257,14 @@ def readable_database(database: Path | Database | None) -> bool:
 
 
 def _worker_count(workers: int | None, batches: int) -> int:
+    """Processes that prepare ``batches``: 1 for one batch, and 1 off the main thread (a web
+    app's, say): a fork copies the locks other threads hold at that moment, SQLite's among
+    them, and a worker that needs one then waits forever; else ``workers`` (default: up to 4,
+    one a core)."""
     import os
+    import threading
 
-    if batches <= 1:
+    if batches <= 1 or threading.current_thread() is not threading.main_thread():
         return 1
     if workers is None:
         workers = min(4, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
@@ -1265,6 +1272,11 @@ def _worker_count(workers: int | None, batches: int) -> int:
 
 
 _PREPARING: Scorer | None = None  # the scorer a forked worker process prepares batches with
+
+
+def _set_preparing(scorer: Scorer) -> None:  # (a worker's start: inherited through the fork, not pickled)
+    global _PREPARING
+    _PREPARING = scorer
 
 
 def _prepare_in_worker(job: tuple) -> _Batch:
@@ -1280,21 +1292,20 @@ class _prepared_batches:
         self.scorer, self.jobs, self.workers, self.pool = scorer, jobs, workers, None
 
     def __enter__(self):
-        global _PREPARING
         if self.workers == 1:
             return (self.scorer._prepare(*job) for job in self.jobs)
         import multiprocessing
 
-        _PREPARING = self.scorer
-        self.pool = start_pool(multiprocessing.get_context("fork"), self.workers)
+        # each worker is handed its scorer as it starts (a module-wide one, set here, was another
+        # thread's scorer when two scored at once: features of another model's columns)
+        self.pool = start_pool(multiprocessing.get_context("fork"), self.workers,
+                               initializer=_set_preparing, initargs=(self.scorer,))
         return self.pool.imap(_prepare_in_worker, self.jobs)
 
     def __exit__(self, *exc) -> None:
-        global _PREPARING
         if self.pool is not None:
             self.pool.terminate()
             self.pool.join()
-        _PREPARING = None
 
 
 # ---------------------------------------------------------------------------------------------
