@@ -4,6 +4,7 @@ statement. Each is refused in one line naming the file, quickly, and nothing is 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import time
@@ -130,3 +131,28 @@ def test_a_ddl_file_is_read_within_one_time_limit(monkeypatch) -> None:
     monkeypatch.setattr(databases, "SCHEMA_READ_S", 0.0)
     with pytest.raises(UsageError, match=r"dump\.sql: line 2: its DDL was not read within 0 s \(0 statements"):
         schema_from_ddl("\nCREATE TABLE a (x INT);\nCREATE TABLE b (y INT);\n", "postgres", source="dump.sql")
+
+
+def test_a_replaced_database_files_old_connection_is_closed(tmp_path: Path) -> None:
+    """A file replaced while scoring went on (os.replace) is read anew, but each old file's kept
+    connection stayed open until eight newer files pushed it out: the deleted files' space held.
+    Opening the path again closes what was kept for its old file."""
+    db = tmp_path / "shop.sqlite"
+    for version in range(3):
+        new = tmp_path / f"new{version}.sqlite"
+        with sqlite3.connect(new) as conn:
+            conn.execute("CREATE TABLE t (v INT)")
+            conn.execute("INSERT INTO t VALUES (?)", (version,))
+        conn.close()
+        os.replace(new, db)
+        assert execution.execute_sql(db, "SELECT v FROM t") == ([(version,)], None)
+    kept = [k for k in execution._kept() if k[0] == str(db)]
+    assert len(kept) == 1, kept
+    def target(fd: Path) -> str:
+        try:
+            return os.readlink(fd)
+        except OSError:  # (the listing's own descriptor, closed)
+            return ""
+
+    deleted = [t for t in map(target, Path(f"/proc/{os.getpid()}/fd").iterdir()) if str(tmp_path) in t and "(deleted)" in t]
+    assert not deleted, deleted

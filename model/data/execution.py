@@ -255,7 +255,10 @@ def _open(db_path: Path) -> sqlite3.Connection:
         key = _identity(db_path)
     except OSError:
         return _connect(db_path)  # let SQLite say why it cannot open it
-    conn = _kept().pop(key, None)  # out while in use; put back (most recent last) by _keep
+    kept = _kept()
+    for stale in [k for k in kept if k[0] == key[0] and k != key]:  # the file changed or was replaced:
+        kept.pop(stale).close()  # its old connection would hold the old file (and its disk space) open
+    conn = kept.pop(key, None)  # out while in use; put back (most recent last) by _keep
     return conn if conn is not None else _connect(db_path)
 
 
