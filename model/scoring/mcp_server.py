@@ -21,7 +21,9 @@ names no database reads the one served where there is only one (as ``rat-score``
 without a db_id), else is scored without a schema (``scored_with_schema``: false). A bad argument
 is a tool error of one line (``isError``), never a crash of the server. ``--policy`` and
 ``--query-timeout`` (``add_deployment_options``, rat-serve's too) set the verdicts' thresholds and
-each database read's time limit.
+each database read's time limit. ``--workers`` ``score_sql`` / ``choose_sql`` calls are scored at
+once, the others waiting their turn within ``--timeout-s``; ``list_databases`` waits behind none.
+SIGTERM ends the server at once, exit 0.
 """
 
 import argparse
@@ -39,6 +41,7 @@ from rat.dialects import DIALECTS
 from rat.errors import RATError
 
 TIMEOUT_S = 10.0
+WORKERS = 2  # score_sql / choose_sql calls scored at once
 LISTED = 20  # database names an "unknown database" error shows
 MAX_CANDIDATES = 16  # the queries one choose_sql call scores
 MAX_LINE_BYTES = 1_000_000  # a longer stdin line is answered with an error, its bytes dropped as they arrive
@@ -61,6 +64,13 @@ class ScoringTools:
         self.policy = policy if policy is not None else scorer.policy  # (``--policy``, else the model's)
         # a call that names no database reads the one served, where there is only one (rat-score's rule)
         self.only = next(iter(self.schemas)) if len(self.schemas) == 1 else None
+        self.workers = WORKERS  # calls scored at once (``--workers``); the others wait their turn
+
+    def late(self):
+        """The error of a call not scored within ``timeout_s`` (waiting its turn among them)."""
+        from model.errors import UsageError
+
+        return UsageError(f"scoring took longer than {self.timeout_s:g} s")
 
     def list_databases(self) -> list[str]:
         return sorted(self.schemas)
@@ -121,25 +131,27 @@ class ScoringTools:
         return {"question": question or "", "db_id": database or None, "schema": self.schemas.get(database),
                 "database": path}
 
-    def _limits(self) -> dict[str, Any]:
+    def _limits(self, deadline: float | None = None) -> dict[str, Any]:
         return {"progress": False, "reasons": True, "max_nodes": self.max_nodes, "max_sql_chars": self.max_sql_chars,
-                "deadline": time.monotonic() + self.timeout_s, "dialect": self.dialect}
+                "deadline": deadline or time.monotonic() + self.timeout_s, "dialect": self.dialect}
 
-    def score_sql(self, sql: str, question: str = "", database: str = "") -> dict[str, Any]:
+    def score_sql(self, sql: str, question: str = "", database: str = "",
+                  deadline: float | None = None) -> dict[str, Any]:
         from model.data.execution import DeadlineExceeded
         from model.errors import UsageError
         from model.scoring.scorer import RowError
 
         row = {"sql": self._checked(sql), **self._row(question, database)}
         try:
-            (result,) = self.scorer.score_many([row], **self._limits())
+            (result,) = self.scorer.score_many([row], **self._limits(deadline))
         except DeadlineExceeded:
-            raise UsageError(f"scoring took longer than {self.timeout_s:g} s") from None
+            raise self.late() from None
         if isinstance(result, RowError):
             raise UsageError(_one_line(result.message))
         return self._answer(result, row["database"], row["db_id"])
 
-    def choose_sql(self, candidates: list[str], question: str = "", database: str = "") -> dict[str, Any]:
+    def choose_sql(self, candidates: list[str], question: str = "", database: str = "",
+                   deadline: float | None = None) -> dict[str, Any]:
         from model.data.execution import DeadlineExceeded
         from model.errors import UsageError
         from model.scoring.scorer import RowError
@@ -151,9 +163,9 @@ class ScoringTools:
         row = self._row(question, database)
         try:
             choice = self.scorer.choose(sqls, question=row["question"], schema=row["schema"],
-                                        database=row["database"], db_id=row["db_id"], **self._limits())
+                                        database=row["database"], db_id=row["db_id"], **self._limits(deadline))
         except DeadlineExceeded:
-            raise UsageError(f"scoring took longer than {self.timeout_s:g} s") from None
+            raise self.late() from None
         except (RATError, TypeError, ValueError, UsageError) as error:  # none could be scored
             raise UsageError(f"no candidate could be scored; the first: {_one_line(str(error))}") from None
         out = {"chosen": choice.index, "sql": choice.chosen.sql, "agreeing": choice.agreeing,
@@ -270,27 +282,45 @@ def build_server(tools: ScoringTools):
                                                         "statement", json_schema_extra={"minItems": 1,
                                                                                         "maxItems": MAX_CANDIDATES})]
 
+    turns: list = []  # the limiter of the calls scored at once (made in the server's event loop)
+
+    async def scored(score, *args) -> dict[str, Any]:
+        """``score(*args)`` on a worker thread once one of ``tools.workers`` turns is free, its time
+        limit counted from the call's arrival: a call still waiting at it is answered ``late``. The
+        other calls (list_databases) never wait behind these."""
+        import anyio
+        import anyio.to_thread
+
+        deadline = time.monotonic() + tools.timeout_s
+        if not turns:
+            turns.append(anyio.CapacityLimiter(tools.workers))
+        with anyio.move_on_after(tools.timeout_s) as waiting:
+            await turns[0].acquire()
+        try:
+            if waiting.cancelled_caught:
+                raise tools.late()
+            return await anyio.to_thread.run_sync(lambda: score(*args, deadline=deadline))
+        except UsageError as e:
+            raise ToolError(str(e)) from None
+        finally:
+            if not waiting.cancelled_caught:
+                turns[0].release()
+
     @server.tool(description="Score one SQL query for a question on a database: the probability it is right, "
                              "the part most likely wrong, reasons, and a verdict (run | review | regenerate) "
                              "with feedback for rewriting it.")
-    def score_sql(sql: Sql, question: Question = "", database: Database = "") -> dict[str, Any]:
-        try:
-            return tools.score_sql(sql, question, database)
-        except UsageError as e:
-            raise ToolError(str(e)) from None
+    async def score_sql(sql: Sql, question: Question = "", database: Database = "") -> dict[str, Any]:
+        return await scored(tools.score_sql, sql, question, database)
 
     @server.tool(description="Choose one of several SQL queries written for one question (samples of a model): "
                              "the one most of them agree with, with its confidence, verdict and feedback, "
                              "and each candidate's confidence.")
-    def choose_sql(candidates: Candidates, question: Question = "", database: Database = "") -> dict[str, Any]:
-        try:
-            return tools.choose_sql(candidates, question, database)
-        except UsageError as e:
-            raise ToolError(str(e)) from None
+    async def choose_sql(candidates: Candidates, question: Question = "", database: Database = "") -> dict[str, Any]:
+        return await scored(tools.choose_sql, candidates, question, database)
 
     @server.tool(description="The names of the databases score_sql accepts, and the SQL dialect each reads "
                              "(write the query in it: postgres, mysql, duckdb, sqlite, ...).")
-    def list_databases() -> dict[str, Any]:
+    async def list_databases() -> dict[str, Any]:  # (on the event loop: no scoring call holds it up)
         return {"databases": tools.list_databases(), "dialects": tools.dialects()}
 
     return server
@@ -422,6 +452,7 @@ async def serve_stdio(lowlevel_server) -> None:
     device while serving, so stray output of a library misses the wire."""
     import json
     import os
+    import signal
 
     import anyio
     import mcp_types
@@ -463,10 +494,23 @@ async def serve_stdio(lowlevel_server) -> None:
                 async for answer in from_server:
                     await send(answer.message.model_dump_json(by_alias=True, exclude_unset=True))
 
+        listening = anyio.CancelScope()
+
+        async def stop_on_sigterm() -> None:
+            # a scoring thread cannot be stopped mid-query: the process ends at once, exit 0, once
+            # no line is half written (the calls in flight get no answer)
+            with listening, anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for _ in signals:
+                    async with lock:
+                        sys.stderr.flush()
+                        os._exit(0)
+
         async with anyio.create_task_group() as tasks:
+            tasks.start_soon(stop_on_sigterm)
             tasks.start_soon(reader)
             tasks.start_soon(writer)
             await lowlevel_server.run(read_stream, write_stream, lowlevel_server.create_initialization_options())
+            listening.cancel()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -483,7 +527,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "database's own, else sqlite)")
     parser.add_argument("--max-sql-chars", type=int, default=MAX_SQL_CHARS)
     parser.add_argument("--max-nodes", type=int, default=MAX_NODES)
-    parser.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help="seconds one score_sql call may take")
+    parser.add_argument("--timeout-s", type=float, default=TIMEOUT_S,
+                        help="seconds one score_sql call may take, waiting its turn included")
+    parser.add_argument("--workers", type=int, default=WORKERS,
+                        help=f"score_sql / choose_sql calls scored at once; the others wait (default {WORKERS})")
     add_deployment_options(parser)
     args = parser.parse_args(argv)
     import logging
@@ -495,7 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from model.scoring.inputs import check_service_options, load_scorer, read_schemas
 
     try:
-        check_service_options(args, ("max_sql_chars", "max_nodes", "timeout_s"))
+        check_service_options(args, ("max_sql_chars", "max_nodes", "timeout_s", "workers"))
         policy = deployment_options(args)
         schemas = read_schemas(args.schema, args.data_root, args.dialect or "sqlite")
         scorer = load_scorer(args.model)
@@ -513,6 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     tools = ScoringTools(scorer, args.data_root, schemas, args.dialect, args.max_sql_chars,
                          args.max_nodes, args.timeout_s, named, policy)
+    tools.workers = args.workers
     print(f"rat-mcp: {scorer.description}, {len(schemas)} databases, stdio", file=sys.stderr, flush=True)
     build_server(tools).run("stdio")
     return 0

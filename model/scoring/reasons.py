@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from model.nodes.features import CUES, FEATURES, OPERATOR_CUES
+from rat.kinds import NUMBER
 
 EXPLAINABLE_GROUPS = ("linking", "semantic", "values", "execution", "question", "lm", "consensus")
 # question_words is context (how long the question is), not something a reader can check
@@ -33,6 +34,14 @@ MAX_REASONS = 3
 # reasons that name the schema's tables or columns matching the question better (ReasonContext.better)
 NAMING_BETTER = ("name_rank", "name_gap")
 NAMED_AT_MOST = 3  # names in one reason at most ("and 2 more" for the rest)
+# reasons about a literal: said only of a literal the question could say (``is_literal``)
+VALUE_REASONS = frozenset(f.name for f in FEATURES if f.group == "values")
+# the operators a question cue is about (those whose words, ``OPERATOR_CUES``, hold all the cue's),
+# and for "each" / "per" the grouping a query may lack: its aggregates and its result (Project);
+# a cue reason is said only of these nodes
+CUE_OPERATORS = {cue: frozenset(op for op, said in OPERATOR_CUES.items() if set(phrases) <= set(said))
+                 for cue, phrases in CUES.items()}
+CUE_OPERATORS["cue_each"] |= {"Count", "Sum", "Avg", "Max", "Min", "Project"}  # (where a missing GROUP BY shows)
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,34 @@ class Reason:
     def to_dict(self) -> dict:
         return {"feature": self.feature, "text": self.text, "value": _json_float(self.value),
                 "typical": _json_float(self.typical), "gain": round(self.gain, 4)}
+
+
+def is_literal(label: str) -> bool:
+    """Whether a value leaf's label (``ReasonContext.label``) is a literal the question could
+    say: a quoted string or a number; not a keyword (NULL, TRUE, ``current_timestamp``), a bare
+    word a function names (a date part, a type, a struct field's name) or a query parameter.
+
+    >>> [is_literal(x) for x in ("'Alameda'", "-30", "1e5", "true", "null", "current_date", "day", "source", "?")]
+    [True, True, True, False, False, False, False, False, False]
+    """
+    return label[:1] == "'" or bool(NUMBER.match(label))
+
+
+def says(feature: str, ctx: ReasonContext) -> bool:
+    """Whether a reason from ``feature`` says something about the node of ``ctx``: a literal's
+    reasons only of a literal (``is_literal``), a question cue's only of the operators it is about
+    (``CUE_OPERATORS``; an ``Orderby_desc_nulls_last`` is an ``Orderby_desc``).
+
+    >>> says("value_fuzzy", ReasonContext("true", "value")), says("value_fuzzy", ReasonContext("'x'", "value"))
+    (False, True)
+    >>> says("cue_each", ReasonContext("t.a", "column")), says("cue_each", ReasonContext("Groupby", "Groupby"))
+    (False, True)
+    """
+    if feature in VALUE_REASONS and ctx.kind == "value":
+        return is_literal(ctx.label)
+    if feature in CUE_OPERATORS:
+        return ctx.kind.partition("_nulls_")[0] in CUE_OPERATORS[feature]
+    return True
 
 
 def _json_float(v: float) -> float | None:
@@ -274,6 +311,8 @@ def explain_nodes(saved, x: np.ndarray, nodes: list[int], contexts: list[ReasonC
     for i in nodes:
         typical = saved.typical_.get(kind_groups[i], {})
         for name in candidates:
+            if not says(name, contexts[i]):
+                continue
             value, usual = x[i, col[name]], typical.get(name)
             if usual is None or np.isnan(value) or value == usual:
                 continue
